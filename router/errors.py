@@ -1,0 +1,148 @@
+"""The project's error hierarchy: every failure a client can see, with its HTTP status.
+
+    SlorouterError                      500 api_error
+    ├── RequestError                    400 invalid_request_error
+    │   ├── AuthenticationError         401 authentication_error
+    │   ├── PermissionDeniedError       403 permission_error
+    │   ├── NotFoundError               404 not_found_error (unknown model)
+    │   ├── PayloadTooLargeError        413 invalid_request_error
+    │   ├── ConflictError               422 invalid_request_error (idempotency key reuse)
+    │   └── TenantRateLimitedError      429 rate_limit_error (tenant over its share)
+    ├── ProviderError                   502 upstream_error        retryable by default
+    │   ├── ProviderTimeoutError        504 timeout               retryable
+    │   ├── ProviderRateLimitedError    429 rate_limit_error      retryable, carries retry_after
+    │   ├── ProviderUnavailableError    503 service_unavailable   retryable
+    │   ├── ProviderRejectedError       400 invalid_request_error not retryable (4xx upstream)
+    │   └── UnknownCommitError          504 timeout               never retried blindly
+    ├── AllCandidatesFailedError        502 upstream_error
+    ├── OverloadedError                 503 overloaded_error (admission full), carries retry_after
+    └── ConfigError                     (start-up only; never rendered to a client)
+
+Third-party errors (litellm, httpx, aiohttp) are translated to these in exactly one module,
+`router.providers.errors`. The HTTP layer renders any of them as OpenAI's error JSON.
+"""
+
+from __future__ import annotations
+
+
+class SlorouterError(Exception):
+    """Base of every error the service raises on purpose."""
+
+    status_code: int = 500
+    error_type: str = "api_error"
+    retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+        self.retry_after = retry_after
+
+    def to_openai(self) -> dict[str, dict[str, str | None]]:
+        """The OpenAI error body: `{"error": {"message", "type", "param", "code"}}`."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class RequestError(SlorouterError):
+    status_code = 400
+    error_type = "invalid_request_error"
+
+
+class AuthenticationError(RequestError):
+    status_code = 401
+    error_type = "authentication_error"
+
+
+class PermissionDeniedError(RequestError):
+    status_code = 403
+    error_type = "permission_error"
+
+
+class NotFoundError(RequestError):
+    status_code = 404
+    error_type = "not_found_error"
+
+
+class PayloadTooLargeError(RequestError):
+    status_code = 413
+
+
+class ConflictError(RequestError):
+    status_code = 422
+
+
+class TenantRateLimitedError(RequestError):
+    status_code = 429
+    error_type = "rate_limit_error"
+
+
+class ProviderError(SlorouterError):
+    """An upstream attempt failed. `retryable` says whether another attempt may help."""
+
+    status_code = 502
+    error_type = "upstream_error"
+    retryable = True
+
+
+class ProviderTimeoutError(ProviderError):
+    status_code = 504
+    error_type = "timeout"
+
+
+class ProviderRateLimitedError(ProviderError):
+    status_code = 429
+    error_type = "rate_limit_error"
+
+
+class ProviderUnavailableError(ProviderError):
+    status_code = 503
+    error_type = "service_unavailable"
+
+
+class ProviderRejectedError(ProviderError):
+    """The provider refused the request itself (validation, content policy, context length)."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+    retryable = False
+
+
+class UnknownCommitError(ProviderError):
+    """The attempt may have taken effect upstream (side effects): never retried blindly."""
+
+    status_code = 504
+    error_type = "timeout"
+    retryable = False
+
+
+class AllCandidatesFailedError(SlorouterError):
+    status_code = 502
+    error_type = "upstream_error"
+
+
+class OverloadedError(SlorouterError):
+    status_code = 503
+    error_type = "overloaded_error"
+
+
+class ConfigError(SlorouterError):
+    """Invalid configuration found at start-up; `problems` lists every one of them."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("invalid configuration:\n  - " + "\n  - ".join(problems))
+        self.problems = problems

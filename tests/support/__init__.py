@@ -1,0 +1,1 @@
+"""Test harness: real processes (service, simulator, redis-server) on free loopback ports."""

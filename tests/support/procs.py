@@ -1,0 +1,112 @@
+"""Start real processes on free loopback ports and wait until they answer.
+
+`free_port()` asks the kernel for an unused port; `ManagedProcess` starts a command, polls an
+HTTP readiness URL (or a TCP port) and terminates the whole process group on `stop()`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PYTHON = sys.executable
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1 (the kernel's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=0.5) as response:
+            return bool(200 <= response.status < 500)
+    except urllib.error.HTTPError as exc:
+        return exc.code < 500
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _tcp_ok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class ManagedProcess:
+    """A child process in its own process group, with its output in a log file."""
+
+    argv: Sequence[str]
+    port: int
+    ready_url: str | None = None
+    env: Mapping[str, str] | None = None
+    log_path: Path | None = None
+    startup_timeout_s: float = 30.0
+    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+
+    def start(self) -> ManagedProcess:
+        env = dict(os.environ)
+        if self.env:
+            env.update(self.env)
+        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        self._proc = subprocess.Popen(
+            list(self.argv), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise RuntimeError(f"{self.argv[0]} exited early with {self._proc.returncode}:\n"
+                                   f"{self.log_text()}")
+            ok = _http_ok(self.ready_url) if self.ready_url else _tcp_ok(self.port)
+            if ok:
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"{' '.join(self.argv)} not ready in {self.startup_timeout_s}s:\n"
+                           f"{self.log_text()}")
+
+    def log_text(self) -> str:
+        if self.log_path and self.log_path.exists():
+            return self.log_path.read_text(errors="replace")[-4000:]
+        return ""
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    def kill(self) -> None:
+        """SIGKILL the process group at once (for crash tests)."""
+        if self._proc is not None and self._proc.poll() is None:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """SIGTERM the process group, then SIGKILL after 5 s."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        os.killpg(self._proc.pid, signal.SIGTERM)
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()

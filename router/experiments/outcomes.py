@@ -1,0 +1,324 @@
+"""What each arm did: outcome and feedback records, the store protocol, the in-memory store.
+
+An `OutcomeStore` keeps, per experiment, arm and metric: exact count, sum and sum of squares
+(on the analysis scale: log for latencies, linear otherwise) for the sequential test, a bounded
+uniform reservoir of raw values for bootstrap intervals and plots, and the most recent values
+for guardrail windows. It also remembers which arm served a request id (so feedback can find
+it) and the halts decided so far. The Redis implementation shared by replicas lives in
+`outcomes_redis`; the statistics live in `analysis`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Final, Protocol
+
+from policies.experiments.schema import LATENCY_METRICS, ExperimentSpec
+from router.errors import NotFoundError, RequestError
+
+RESERVOIR_SIZE: Final[int] = 4000
+WINDOW_SIZE: Final[int] = 5000
+EXPOSURE_CAPACITY: Final[int] = 200_000
+_LOG_FLOOR_MS: Final[float] = 1e-3
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One finished request of an experiment (recorded in the pipeline's `finally`)."""
+
+    experiment: str
+    arm: str
+    request_id: str
+    error: bool
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+    cost_usd: float | None = None
+
+    def values(self) -> tuple[tuple[str, float], ...]:
+        """The built-in metric values this outcome carries (`error` as 0/1, always present)."""
+        optional = (
+            ("ttft_ms", self.ttft_ms),
+            ("tpot_ms", self.tpot_ms),
+            ("e2e_ms", self.e2e_ms),
+            ("cost_usd", self.cost_usd),
+        )
+        present = tuple((name, float(v)) for name, v in optional if v is not None)
+        return (("error", 1.0 if self.error else 0.0), *present)
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """One validated feedback value for a request (from the API or a judge)."""
+
+    request_id: str
+    metric: str
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """Which experiment and arm served a request id."""
+
+    experiment: str
+    arm: str
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """A guardrail stopped an arm: its traffic returns to control from then on."""
+
+    arm: str
+    guardrail: str
+    reason: str
+    at_sample: int
+    observed: float
+    threshold: float
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSamples:
+    """Everything kept about one metric of one arm.
+
+    `total`/`total_sq` are on the analysis scale (see `analysis_value`); `reservoir` and
+    `recent` hold raw values, `recent` oldest first.
+    """
+
+    count: int
+    total: float
+    total_sq: float
+    reservoir: tuple[float, ...] = ()
+    recent: tuple[float, ...] = ()
+
+    @property
+    def mean(self) -> float:
+        """Mean on the analysis scale (nan when empty)."""
+        return self.total / self.count if self.count else math.nan
+
+    @property
+    def variance(self) -> float:
+        """Unbiased variance on the analysis scale (nan below two values)."""
+        if self.count < 2:
+            return math.nan
+        centred = self.total_sq - self.total * self.total / self.count
+        return max(centred, 0.0) / (self.count - 1)
+
+
+EMPTY_SAMPLES: Final[MetricSamples] = MetricSamples(count=0, total=0.0, total_sq=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class ArmData:
+    """All metrics of one arm; `requests` counts recorded outcomes."""
+
+    arm: str
+    metrics: Mapping[str, MetricSamples] = field(default_factory=dict)
+
+    @property
+    def requests(self) -> int:
+        """Number of outcomes recorded (every outcome carries `error`)."""
+        return self.samples("error").count
+
+    def samples(self, metric: str) -> MetricSamples:
+        """The samples of `metric` (empty when none were recorded)."""
+        return self.metrics.get(metric, EMPTY_SAMPLES)
+
+
+@dataclass(frozen=True, slots=True)
+class ExperimentData:
+    """A consistent-enough snapshot of one experiment, the input of the analysis."""
+
+    experiment: str
+    arms: Mapping[str, ArmData]
+    halts: tuple[Halt, ...] = ()
+
+    @property
+    def halted(self) -> frozenset[str]:
+        """Names of the halted arms."""
+        return frozenset(h.arm for h in self.halts)
+
+    def arm(self, name: str) -> ArmData:
+        """The data of arm `name` (empty when it has no outcomes yet)."""
+        return self.arms.get(name, ArmData(arm=name))
+
+
+class OutcomeStore(Protocol):
+    """Per-arm outcomes, feedback and halts of experiments; shared by replicas when remote."""
+
+    async def record(self, outcome: Outcome) -> None:
+        """Add an outcome to its arm and remember which arm served its request id."""
+        ...
+
+    async def exposure(self, request_id: str) -> Exposure | None:
+        """The experiment and arm that served `request_id`, if still remembered."""
+        ...
+
+    async def record_feedback(self, exposure: Exposure, feedback: Feedback) -> bool:
+        """Add a feedback value; False (and nothing recorded) if this metric already has one."""
+        ...
+
+    async def halt(self, experiment: str, halt: Halt) -> bool:
+        """Persist a halt; False when the arm was already halted (the first halt wins)."""
+        ...
+
+    async def snapshot(self, experiment: str) -> ExperimentData:
+        """Everything recorded for `experiment`."""
+        ...
+
+
+def analysis_value(metric: str, value: float) -> float:
+    """The value on the scale the sequential test uses: log for latencies, else unchanged."""
+    if metric in LATENCY_METRICS:
+        return math.log(max(value, _LOG_FLOOR_MS))
+    return value
+
+
+def validate_feedback(
+    spec: ExperimentSpec, request_id: str, metric: str, value: float
+) -> Feedback:
+    """Check a feedback value against the experiment's declared metrics.
+
+    Raises `RequestError` for an unknown metric, a non-finite value, a binary value other than
+    0/1, or a continuous value outside the declared range.
+    """
+    declared = spec.metric(metric)
+    if declared is None:
+        names = sorted(m.name for m in spec.metrics)
+        raise RequestError(
+            f"unknown metric {metric!r} for experiment {spec.name!r}; declared: {names}",
+            param="metric", code="unknown_metric",
+        )
+    number = float(value)
+    low, high = declared.range
+    if not math.isfinite(number):
+        problem = "must be a finite number"
+    elif declared.kind == "binary" and number not in (0.0, 1.0):
+        problem = "must be 0 or 1 (binary metric)"
+    elif not low <= number <= high:
+        problem = f"must lie in [{low:g}, {high:g}]"
+    else:
+        return Feedback(request_id=request_id, metric=metric, value=number)
+    raise RequestError(
+        f"value {value!r} for metric {metric!r} {problem}", param="value", code="invalid_value"
+    )
+
+
+async def submit_feedback(
+    store: OutcomeStore,
+    specs: Mapping[str, ExperimentSpec],
+    request_id: str,
+    metric: str,
+    value: float,
+) -> tuple[Exposure, bool]:
+    """`POST /v1/feedback`: find the request's arm, validate, record.
+
+    Returns the exposure and whether the value was recorded (False: duplicate, ignored).
+    Raises `NotFoundError` when the request id is unknown or not in a configured experiment.
+    """
+    exposure = await store.exposure(request_id)
+    spec = specs.get(exposure.experiment) if exposure is not None else None
+    if exposure is None or spec is None:
+        raise NotFoundError(
+            f"request {request_id!r} is not part of a running experiment (or has expired)",
+            param="request_id", code="unknown_request",
+        )
+    feedback = validate_feedback(spec, request_id, metric, value)
+    return exposure, await store.record_feedback(exposure, feedback)
+
+
+class _Accumulator:
+    """Mutable per-metric state of the in-memory store (never leaves this module)."""
+
+    def __init__(self, reservoir_size: int, window_size: int) -> None:
+        self.count = 0
+        self.total = 0.0
+        self.total_sq = 0.0
+        self.reservoir: list[float] = []
+        self.reservoir_size = reservoir_size
+        self.recent: deque[float] = deque(maxlen=window_size)
+
+    def add(self, metric: str, value: float, rng: random.Random) -> None:
+        scaled = analysis_value(metric, value)
+        self.count += 1
+        self.total += scaled
+        self.total_sq += scaled * scaled
+        self.recent.append(value)
+        if len(self.reservoir) < self.reservoir_size:
+            self.reservoir.append(value)
+            return
+        slot = rng.randrange(self.count)
+        if slot < self.reservoir_size:
+            self.reservoir[slot] = value
+
+    def freeze(self) -> MetricSamples:
+        return MetricSamples(
+            count=self.count, total=self.total, total_sq=self.total_sq,
+            reservoir=tuple(self.reservoir), recent=tuple(self.recent),
+        )
+
+
+class MemoryOutcomeStore:
+    """An `OutcomeStore` in one process's memory (single replica, tests, the CLI's replays)."""
+
+    def __init__(
+        self,
+        rng: random.Random,
+        *,
+        reservoir_size: int = RESERVOIR_SIZE,
+        window_size: int = WINDOW_SIZE,
+        exposure_capacity: int = EXPOSURE_CAPACITY,
+    ) -> None:
+        self._rng = rng
+        self._sizes = (reservoir_size, window_size)
+        self._capacity = exposure_capacity
+        self._metrics: dict[tuple[str, str], dict[str, _Accumulator]] = {}
+        self._exposures: OrderedDict[str, Exposure] = OrderedDict()
+        self._feedback_seen: set[tuple[str, str]] = set()
+        self._halts: dict[str, dict[str, Halt]] = {}
+
+    def _add(self, experiment: str, arm: str, metric: str, value: float) -> None:
+        per_arm = self._metrics.setdefault((experiment, arm), {})
+        if metric not in per_arm:
+            per_arm[metric] = _Accumulator(*self._sizes)
+        per_arm[metric].add(metric, value, self._rng)
+
+    async def record(self, outcome: Outcome) -> None:
+        for metric, value in outcome.values():
+            self._add(outcome.experiment, outcome.arm, metric, value)
+        self._exposures[outcome.request_id] = Exposure(outcome.experiment, outcome.arm)
+        self._exposures.move_to_end(outcome.request_id)
+        while len(self._exposures) > self._capacity:
+            self._exposures.popitem(last=False)
+
+    async def exposure(self, request_id: str) -> Exposure | None:
+        return self._exposures.get(request_id)
+
+    async def record_feedback(self, exposure: Exposure, feedback: Feedback) -> bool:
+        key = (feedback.request_id, feedback.metric)
+        if key in self._feedback_seen:
+            return False
+        self._feedback_seen.add(key)
+        self._add(exposure.experiment, exposure.arm, feedback.metric, feedback.value)
+        return True
+
+    async def halt(self, experiment: str, halt: Halt) -> bool:
+        halts = self._halts.setdefault(experiment, {})
+        if halt.arm in halts:
+            return False
+        halts[halt.arm] = halt
+        return True
+
+    async def snapshot(self, experiment: str) -> ExperimentData:
+        arms = {
+            arm: ArmData(arm=arm, metrics={m: acc.freeze() for m, acc in per_arm.items()})
+            for (name, arm), per_arm in self._metrics.items()
+            if name == experiment
+        }
+        halts = tuple(self._halts.get(experiment, {}).values())
+        return ExperimentData(experiment=experiment, arms=arms, halts=halts)

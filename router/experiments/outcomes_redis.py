@@ -1,0 +1,165 @@
+"""The Redis `OutcomeStore`: per-arm counts, reservoirs and windows shared by every replica.
+
+Keys, under `{prefix}:{experiment}:`: `arms` (set of arm names), `stats:{arm}` (hash of
+`{metric}:n|s|q`: count, sum and sum of squares on the analysis scale), `res:{arm}:{metric}`
+(reservoir list), `win:{arm}:{metric}` (recent values, newest first), `halts` (hash arm → JSON).
+Per request id, `{prefix}:req:{id}` remembers the arm and `{prefix}:fb:{id}:{metric}` marks a
+received feedback value, both with a TTL. One Lua script updates all metrics of an outcome
+atomically, so concurrent replicas never over-fill a reservoir. The client is injected.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime
+from typing import Final
+
+import orjson
+import redis.asyncio as aioredis
+
+from router.experiments.outcomes import (
+    RESERVOIR_SIZE,
+    WINDOW_SIZE,
+    ArmData,
+    ExperimentData,
+    Exposure,
+    Feedback,
+    Halt,
+    MetricSamples,
+    Outcome,
+    analysis_value,
+)
+
+EXPOSURE_TTL_S: Final[int] = 7 * 24 * 3600
+
+# KEYS: arms set, stats hash, then (reservoir, window) per metric.
+# ARGV: arm, reservoir size, window size, then (metric, raw, scaled, scaled², u) per metric.
+_RECORD_LUA: Final[str] = """
+redis.call('SADD', KEYS[1], ARGV[1])
+local cap = tonumber(ARGV[2])
+local win = tonumber(ARGV[3])
+local k = (#ARGV - 3) / 5
+for i = 0, k - 1 do
+  local a = 4 + i * 5
+  local metric, raw = ARGV[a], ARGV[a + 1]
+  local n = redis.call('HINCRBY', KEYS[2], metric .. ':n', 1)
+  redis.call('HINCRBYFLOAT', KEYS[2], metric .. ':s', ARGV[a + 2])
+  redis.call('HINCRBYFLOAT', KEYS[2], metric .. ':q', ARGV[a + 3])
+  local res, recent = KEYS[3 + 2 * i], KEYS[4 + 2 * i]
+  if n <= cap then
+    redis.call('RPUSH', res, raw)
+  else
+    local slot = math.floor(tonumber(ARGV[a + 4]) * n)
+    if slot < cap then redis.call('LSET', res, slot, raw) end
+  end
+  redis.call('LPUSH', recent, raw)
+  redis.call('LTRIM', recent, 0, win - 1)
+end
+return k
+"""
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+
+
+class RedisOutcomeStore:
+    """An `OutcomeStore` in Redis, for several replicas of the service."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        rng: random.Random,
+        *,
+        prefix: str = "slorouter:exp",
+        reservoir_size: int = RESERVOIR_SIZE,
+        window_size: int = WINDOW_SIZE,
+        exposure_ttl_s: int = EXPOSURE_TTL_S,
+    ) -> None:
+        self._client = client
+        self._rng = rng
+        self._prefix = prefix
+        self._sizes = (reservoir_size, window_size)
+        self._ttl = exposure_ttl_s
+        self._script = client.register_script(_RECORD_LUA)
+
+    def _key(self, experiment: str, *parts: str) -> str:
+        return ":".join((self._prefix, experiment, *parts))
+
+    async def _add(self, experiment: str, arm: str, values: tuple[tuple[str, float], ...]) -> None:
+        keys = [self._key(experiment, "arms"), self._key(experiment, "stats", arm)]
+        args: list[str | int | float] = [arm, *self._sizes]
+        for metric, value in values:
+            keys += [self._key(experiment, "res", arm, metric),
+                     self._key(experiment, "win", arm, metric)]
+            scaled = analysis_value(metric, value)
+            args += [metric, repr(value), repr(scaled), repr(scaled * scaled),
+                     repr(self._rng.random())]
+        await self._script(keys=keys, args=args)
+
+    async def record(self, outcome: Outcome) -> None:
+        await self._add(outcome.experiment, outcome.arm, outcome.values())
+        payload = orjson.dumps({"experiment": outcome.experiment, "arm": outcome.arm})
+        await self._client.set(f"{self._prefix}:req:{outcome.request_id}", payload, ex=self._ttl)
+
+    async def exposure(self, request_id: str) -> Exposure | None:
+        raw = await self._client.get(f"{self._prefix}:req:{request_id}")
+        if raw is None:
+            return None
+        data = orjson.loads(raw)
+        return Exposure(experiment=str(data["experiment"]), arm=str(data["arm"]))
+
+    async def record_feedback(self, exposure: Exposure, feedback: Feedback) -> bool:
+        marker = f"{self._prefix}:fb:{feedback.request_id}:{feedback.metric}"
+        first = await self._client.set(marker, "1", nx=True, ex=self._ttl)
+        if not first:
+            return False
+        await self._add(exposure.experiment, exposure.arm, ((feedback.metric, feedback.value),))
+        return True
+
+    async def halt(self, experiment: str, halt: Halt) -> bool:
+        payload = orjson.dumps({
+            "arm": halt.arm, "guardrail": halt.guardrail, "reason": halt.reason,
+            "at_sample": halt.at_sample, "observed": halt.observed,
+            "threshold": halt.threshold, "at": halt.at.isoformat(),
+        })
+        added = await self._client.hsetnx(self._key(experiment, "halts"), halt.arm, payload)
+        return bool(added)
+
+    async def snapshot(self, experiment: str) -> ExperimentData:
+        members = await self._client.smembers(self._key(experiment, "arms"))
+        arm_names = sorted(_text(a) for a in members)
+        arms = {arm: await self._arm(experiment, arm) for arm in arm_names}
+        raw_halts = await self._client.hgetall(self._key(experiment, "halts"))
+        halts = tuple(sorted((_halt(v) for v in raw_halts.values()), key=lambda h: h.at))
+        return ExperimentData(experiment=experiment, arms=arms, halts=halts)
+
+    async def _arm(self, experiment: str, arm: str) -> ArmData:
+        stats = {_text(k): float(v) for k, v in
+                 (await self._client.hgetall(self._key(experiment, "stats", arm))).items()}
+        metrics = sorted({field.rsplit(":", 1)[0] for field in stats})
+        async with self._client.pipeline(transaction=False) as pipe:
+            for metric in metrics:
+                pipe.lrange(self._key(experiment, "res", arm, metric), 0, -1)
+                pipe.lrange(self._key(experiment, "win", arm, metric), 0, -1)
+            lists = await pipe.execute()
+        samples = {
+            metric: MetricSamples(
+                count=int(stats[f"{metric}:n"]),
+                total=stats.get(f"{metric}:s", 0.0),
+                total_sq=stats.get(f"{metric}:q", 0.0),
+                reservoir=tuple(float(v) for v in lists[2 * i]),
+                recent=tuple(float(v) for v in reversed(lists[2 * i + 1])),
+            )
+            for i, metric in enumerate(metrics)
+        }
+        return ArmData(arm=arm, metrics=samples)
+
+
+def _halt(raw: bytes | str) -> Halt:
+    data = orjson.loads(raw)
+    return Halt(
+        arm=str(data["arm"]), guardrail=str(data["guardrail"]), reason=str(data["reason"]),
+        at_sample=int(data["at_sample"]), observed=float(data["observed"]),
+        threshold=float(data["threshold"]), at=datetime.fromisoformat(str(data["at"])),
+    )

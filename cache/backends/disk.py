@@ -1,0 +1,76 @@
+"""The embedded result-cache backend: a diskcache directory (SQLite index + files), no service.
+
+Several processes on one host may share the directory (SQLite WAL). TTL is diskcache's `expire`.
+SQLite's busy timeout is kept short (`timeout_s`), so a locked database is a counted miss, not a
+stalled event loop.
+
+Blocking calls: a hit-path `get` costs a few tens of microseconds, far less than a hop to a
+worker thread, so `get` runs inline by default; `set` (an SQLite write, occasionally a file
+write and an eviction cull) runs in a worker thread by default, as it happens after the answer
+was sent and must not stall other requests. Both choices are switches, measured by
+`bench/cache_ops.py` (numbers in docs/caching.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import diskcache
+
+from cache.backends.failures import FailureLog
+from cache.entry import CachedEntry, decode_entry, encode_entry
+from cache.metrics import CacheMetrics
+
+_ERRORS = (diskcache.Timeout, sqlite3.Error, OSError)
+
+
+class DiskResultCache:
+    """`ResultCache` over a diskcache directory."""
+
+    def __init__(
+        self,
+        directory: str | Path,
+        metrics: CacheMetrics,
+        *,
+        size_limit_bytes: int = 1 << 30,
+        timeout_s: float = 0.05,
+        offload_get: bool = False,
+        offload_set: bool = True,
+    ) -> None:
+        self._cache = diskcache.Cache(
+            str(directory), timeout=timeout_s, size_limit=size_limit_bytes
+        )
+        self._failures = FailureLog("disk", metrics)
+        self._offload_get = offload_get
+        self._offload_set = offload_set
+
+    async def get(self, key: str) -> CachedEntry | None:
+        """The entry under `key`, or None; a diskcache/SQLite failure is a counted miss."""
+        try:
+            if self._offload_get:
+                raw = await asyncio.to_thread(self._cache.get, key)
+            else:
+                raw = self._cache.get(key)
+        except _ERRORS as exc:
+            self._failures.report("get", exc)
+            return None
+        return decode_entry(raw) if isinstance(raw, bytes) else None
+
+    async def set(self, key: str, entry: CachedEntry, ttl_s: float) -> bool:
+        """Store `entry` for `ttl_s` seconds; False when the write failed (counted)."""
+        raw = encode_entry(entry)
+        try:
+            if self._offload_set:
+                await asyncio.to_thread(self._cache.set, key, raw, ttl_s)
+            else:
+                self._cache.set(key, raw, expire=ttl_s)
+        except _ERRORS as exc:
+            self._failures.report("set", exc)
+            return False
+        return True
+
+    def close(self) -> None:
+        """Close the SQLite connections of this process."""
+        self._cache.close()

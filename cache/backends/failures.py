@@ -1,0 +1,48 @@
+"""Backend failures turned into counted misses, logged at most once per interval.
+
+`FailureLog.report(exc)` counts every failure in the metrics and emits one structured warning
+per `interval_s` (with the number of failures suppressed since the last one), so a backend that
+is down does not flood the logs. The clock is injected.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from cache.metrics import CacheMetrics
+
+logger = logging.getLogger("slorouter.cache")
+
+
+@dataclass
+class FailureLog:
+    """Counts a backend's failures and logs the first of each interval."""
+
+    backend: str
+    metrics: CacheMetrics
+    interval_s: float = 10.0
+    clock: Callable[[], float] = time.monotonic
+    _last_logged: float | None = field(default=None, init=False)
+    _suppressed: int = field(default=0, init=False)
+
+    def report(self, operation: str, exc: BaseException) -> None:
+        """Count one failure; log it unless one was logged less than `interval_s` ago."""
+        self.metrics.record_backend_error(self.backend)
+        now = self.clock()
+        if self._last_logged is not None and now - self._last_logged < self.interval_s:
+            self._suppressed += 1
+            return
+        logger.warning(
+            "cache_backend_error",
+            extra={
+                "event": "cache_backend_error",
+                "backend": self.backend,
+                "operation": operation,
+                "error": f"{type(exc).__name__}: {exc}",
+                "suppressed": self._suppressed,
+            },
+        )
+        self._last_logged, self._suppressed = now, 0

@@ -1,0 +1,101 @@
+"""The shared result-cache backend: Redis through `redis.asyncio`, one pool per process.
+
+Entries are `SET key value PX ttl_ms` / `GET key`. Redis is an accelerator, never a dependency:
+every call is bounded by a short timeout (`op_timeout_s`, socket timeouts and no client-side
+retries), and a failure or timeout makes `get` a miss and `set` a no-op, counted in
+`CacheMetrics.backend_errors["redis"]` and logged at most once per interval. After a failure
+the backend stops calling Redis for `cooldown_s` (every call in that window is an immediate,
+counted miss), so a dead server costs one timeout per cool-down, not one per request; the next
+call after the cool-down probes it again and the pool reconnects by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from cache.backends.failures import FailureLog
+from cache.entry import CachedEntry, decode_entry, encode_entry
+from cache.metrics import CacheMetrics
+
+_ERRORS = (RedisError, OSError, TimeoutError)
+
+
+def connect(url: str, *, timeout_s: float = 0.05, max_connections: int = 64) -> Redis:
+    """A client with short timeouts and no retries: a slow Redis must look like a miss."""
+    client: Redis = Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 0),
+        max_connections=max_connections,
+    )
+    return client
+
+
+class RedisResultCache:
+    """`ResultCache` over a Redis server shared by every router replica."""
+
+    def __init__(
+        self,
+        client: Redis,
+        metrics: CacheMetrics,
+        *,
+        namespace: str = "",
+        op_timeout_s: float = 0.1,
+        cooldown_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._metrics = metrics
+        self._namespace = namespace
+        self._op_timeout_s = op_timeout_s
+        self._cooldown_s = cooldown_s
+        self._clock = clock
+        self._failures = FailureLog("redis", metrics, clock=clock)
+        self._down_until = float("-inf")
+
+    async def get(self, key: str) -> CachedEntry | None:
+        """The entry under `key`, or None; Redis down or slow is a counted miss."""
+        if self._skipping():
+            return None
+        try:
+            async with asyncio.timeout(self._op_timeout_s):
+                raw = await self._client.get(self._namespace + key)
+        except _ERRORS as exc:
+            self._fail("get", exc)
+            return None
+        return decode_entry(raw) if isinstance(raw, bytes) else None
+
+    async def set(self, key: str, entry: CachedEntry, ttl_s: float) -> bool:
+        """Store `entry` for `ttl_s` seconds (at least 1 ms); False when Redis failed."""
+        if self._skipping():
+            return False
+        ttl_ms = max(int(ttl_s * 1000), 1)
+        try:
+            async with asyncio.timeout(self._op_timeout_s):
+                await self._client.set(self._namespace + key, encode_entry(entry), px=ttl_ms)
+        except _ERRORS as exc:
+            self._fail("set", exc)
+            return False
+        return True
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+    def _skipping(self) -> bool:
+        if self._clock() < self._down_until:
+            self._metrics.record_backend_error("redis")
+            return True
+        return False
+
+    def _fail(self, operation: str, exc: BaseException) -> None:
+        self._failures.report(operation, exc)
+        self._down_until = self._clock() + self._cooldown_s

@@ -1,0 +1,157 @@
+"""One priority class: a concurrency limit, a bounded FIFO queue and per-tenant fair share.
+
+A request enters at once when a slot is free and nobody waits. Otherwise it may queue, unless:
+- its tenant already holds (running + queued) its fair share of the class, `ceil((concurrency +
+  queue) / tenants present)` → `TenantRateLimitedError` (429);
+- the queue is full → the newest queued request of the tenant most over its share is rejected
+  (429) to make room for a tenant under its share; if no tenant is over → `OverloadedError` (503).
+Both rejections happen synchronously (no await) and carry `retry_after`, estimated from a moving
+average of how long requests hold a slot. Memory is bounded by concurrency + queue length.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from router.admission.config import PoolLimits
+from router.errors import OverloadedError, TenantRateLimitedError
+
+Clock = Callable[[], float]
+_EWMA_WEIGHT = 0.2
+
+
+@dataclass(slots=True)
+class _Waiter:
+    tenant: str
+    future: asyncio.Future[None]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSnapshot:
+    """Occupancy of one class now."""
+
+    active: int
+    queued: int
+    tenants: int
+    mean_hold_s: float
+
+
+class Pool:
+    """Slots, queue and tenant counts of one priority class. Use from one event loop."""
+
+    def __init__(self, name: str, limits: PoolLimits) -> None:
+        self._name = name
+        self._limits = limits
+        self._active = 0
+        self._queue: deque[_Waiter] = deque()
+        self._held: dict[str, int] = {}
+        self._mean_hold_s = limits.initial_hold_s
+
+    async def acquire(self, tenant: str, wait_s: float) -> bool:
+        """Take a slot, queueing at most `wait_s`; `True` when it had to queue.
+
+        Raises `TenantRateLimitedError` / `OverloadedError` at once when it may not queue, and
+        `OverloadedError` (code `queue_timeout`) when the wait ran out.
+        """
+        waiter = self._enter(tenant)
+        if waiter is None:
+            return False
+        try:
+            await asyncio.wait({waiter.future}, timeout=max(0.0, wait_s))
+        except BaseException:
+            self._abandon(waiter)
+            raise
+        if waiter.future.done():
+            waiter.future.result()  # re-raises a rejection made to free room for others
+            return True
+        self._abandon(waiter)
+        raise OverloadedError(
+            f"{self._name} queue wait exceeded", code="queue_timeout",
+            retry_after=self.retry_after_s(),
+        )
+
+    def release(self, tenant: str, held_s: float) -> None:
+        """Give back a slot held for `held_s` seconds; hand it to the next waiter."""
+        self._mean_hold_s += _EWMA_WEIGHT * (held_s - self._mean_hold_s)
+        self._active -= 1
+        self._drop(tenant)
+        self._hand_off()
+
+    def retry_after_s(self) -> float:
+        """Seconds until a slot is likely free for a newcomer, clamped to the limits."""
+        drain = self._mean_hold_s * (len(self._queue) + 1) / self._limits.max_concurrency
+        return min(self._limits.retry_after_max_s, max(self._limits.retry_after_min_s, drain))
+
+    def snapshot(self) -> PoolSnapshot:
+        return PoolSnapshot(self._active, len(self._queue), len(self._held), self._mean_hold_s)
+
+    def _enter(self, tenant: str) -> _Waiter | None:
+        """Admit now (None), queue (a waiter), or raise a rejection."""
+        if self._active < self._limits.max_concurrency and not self._queue:
+            self._active += 1
+            self._held[tenant] = self._held.get(tenant, 0) + 1
+            return None
+        share = self._fair_share(tenant)
+        if self._held.get(tenant, 0) >= share:
+            raise self._tenant_rejection(tenant)
+        if len(self._queue) >= self._limits.max_queue and not self._evict_over_share(share):
+            raise OverloadedError(
+                f"{self._name} queue is full", code="overloaded", retry_after=self.retry_after_s()
+            )
+        waiter = _Waiter(tenant, asyncio.get_running_loop().create_future())
+        self._queue.append(waiter)
+        self._held[tenant] = self._held.get(tenant, 0) + 1
+        return waiter
+
+    def _fair_share(self, tenant: str) -> int:
+        tenants = len(self._held) + (0 if tenant in self._held else 1)
+        capacity = self._limits.max_concurrency + self._limits.max_queue
+        return max(1, math.ceil(capacity / tenants))
+
+    def _evict_over_share(self, share: int) -> bool:
+        """Reject the newest queued request of the tenant most over `share`; False if none is."""
+        over = [(held, t) for t, held in self._held.items() if held > share]
+        if not over:
+            return False
+        _, victim = max(over)
+        for waiter in reversed(self._queue):
+            if waiter.tenant == victim:
+                self._queue.remove(waiter)
+                self._drop(victim)
+                waiter.future.set_exception(self._tenant_rejection(victim))
+                return True
+        return False
+
+    def _tenant_rejection(self, tenant: str) -> TenantRateLimitedError:
+        return TenantRateLimitedError(
+            f"tenant {tenant!r} is over its share of {self._name} capacity",
+            code="tenant_over_share", retry_after=self.retry_after_s(),
+        )
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        """A waiter gave up (timeout, cancel): leave the queue, or give back a handed slot."""
+        if waiter in self._queue:
+            self._queue.remove(waiter)
+            self._drop(waiter.tenant)
+        elif waiter.future.done() and waiter.future.exception() is None:
+            self.release(waiter.tenant, self._mean_hold_s)
+
+    def _hand_off(self) -> None:
+        while self._queue and self._active < self._limits.max_concurrency:
+            waiter = self._queue.popleft()
+            if waiter.future.done():
+                self._drop(waiter.tenant)
+                continue
+            self._active += 1
+            waiter.future.set_result(None)
+
+    def _drop(self, tenant: str) -> None:
+        left = self._held.get(tenant, 0) - 1
+        if left > 0:
+            self._held[tenant] = left
+        else:
+            self._held.pop(tenant, None)

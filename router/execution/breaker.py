@@ -1,0 +1,254 @@
+"""Circuit breakers per deployment, and the registry behind `GET /v1/health/deployments`.
+
+    closed ──(N consecutive failures, or error rate >= r over the window with >= min_volume)──▶
+    open ──(cool-down elapsed)──▶ half_open ──(probe succeeds `successes_to_close` times)──▶ closed
+                                  half_open ──(a probe fails)──▶ open (a fresh cool-down)
+
+`allow()` admits a request (in half-open, at most `half_open_probes` at a time); every admitted
+attempt must end in exactly one of `on_success()`, `on_failure()` or `on_abandon()` (cancelled,
+or a hedge that lost: frees the probe slot without a verdict). A 429 with `Retry-After` holds the
+deployment open at least that long (`on_failure(retry_after_s=...)`), so load moves elsewhere.
+
+Only failures that say something about the deployment's health should be recorded (see
+`classify_error.ErrorVerdict.breaker_failure`): a client's bad request is not the provider's
+fault. State is local to one process, read with an injected monotonic clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+Clock = Callable[[], float]
+BreakerState = Literal["closed", "open", "half_open"]
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerPolicy:
+    """When a deployment's breaker opens and how it recovers."""
+
+    consecutive_failures: int = 5
+    error_rate: float = 0.5
+    min_volume: int = 20
+    window_s: float = 10.0
+    window_slots: int = 10
+    cool_down_s: float = 5.0
+    half_open_probes: int = 1
+    successes_to_close: int = 1
+
+    def __post_init__(self) -> None:
+        if self.consecutive_failures < 1 or self.min_volume < 1:
+            raise ValueError("consecutive_failures and min_volume must be >= 1")
+        if not 0 < self.error_rate <= 1:
+            raise ValueError("error_rate must be in (0, 1]")
+        if self.window_s <= 0 or self.window_slots < 1 or self.cool_down_s < 0:
+            raise ValueError("window_s > 0, window_slots >= 1, cool_down_s >= 0 required")
+        if self.half_open_probes < 1 or self.successes_to_close < 1:
+            raise ValueError("half_open_probes and successes_to_close must be >= 1")
+
+
+class _Window:
+    """Successes and failures over a sliding window of slotted buckets."""
+
+    def __init__(self, window_s: float, slots: int, now: float) -> None:
+        self._width = window_s / slots
+        self._ok = [0] * slots
+        self._failed = [0] * slots
+        self._slot = math.floor(now / self._width)
+
+    def add(self, now: float, failed: bool) -> None:
+        self._advance(now)
+        bucket = self._failed if failed else self._ok
+        bucket[self._slot % len(bucket)] += 1
+
+    def counts(self, now: float) -> tuple[int, int]:
+        """(requests, failures) in the window."""
+        self._advance(now)
+        failures = sum(self._failed)
+        return sum(self._ok) + failures, failures
+
+    def clear(self) -> None:
+        self._ok = [0] * len(self._ok)
+        self._failed = [0] * len(self._failed)
+
+    def _advance(self, now: float) -> None:
+        now_slot = math.floor(now / self._width)
+        for offset in range(1, min(now_slot - self._slot, len(self._ok)) + 1):
+            index = (self._slot + offset) % len(self._ok)
+            self._ok[index] = 0
+            self._failed[index] = 0
+        self._slot = max(self._slot, now_slot)
+
+
+class CircuitBreaker:
+    """The breaker of one deployment."""
+
+    def __init__(self, policy: BreakerPolicy, clock: Clock) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._window = _Window(policy.window_s, policy.window_slots, clock())
+        self._open_until: float | None = None
+        self._half_open = False
+        self._probes_in_flight = 0
+        self._probe_successes = 0
+        self._consecutive = 0
+        self._last_change = clock()
+
+    @property
+    def state(self) -> BreakerState:
+        """The current state (an elapsed cool-down reads as half-open)."""
+        self._tick()
+        if self._open_until is not None:
+            return "open"
+        return "half_open" if self._half_open else "closed"
+
+    def allow(self) -> bool:
+        """Whether an attempt may go to this deployment now; counts a half-open probe."""
+        state = self.state
+        if state == "closed":
+            return True
+        if state == "open" or self._probes_in_flight >= self._policy.half_open_probes:
+            return False
+        self._probes_in_flight += 1
+        return True
+
+    def on_success(self) -> None:
+        """An admitted attempt succeeded."""
+        now = self._clock()
+        self._window.add(now, failed=False)
+        self._consecutive = 0
+        if self.state == "half_open":
+            self._release_probe()
+            self._probe_successes += 1
+            if self._probe_successes >= self._policy.successes_to_close:
+                self._close(now)
+
+    def on_failure(self, retry_after_s: float | None = None) -> None:
+        """An admitted attempt failed in a way that counts against the deployment."""
+        now = self._clock()
+        self._window.add(now, failed=True)
+        self._consecutive += 1
+        state = self.state
+        if state == "half_open":
+            self._release_probe()
+            self._open(now, self._policy.cool_down_s)
+        elif state == "closed" and self._should_trip(now):
+            self._open(now, self._policy.cool_down_s)
+        if retry_after_s is not None and retry_after_s > 0:
+            self._open(now, retry_after_s)
+
+    def on_abandon(self) -> None:
+        """An admitted attempt ended without a verdict (cancelled, lost a hedge race)."""
+        if self.state == "half_open":
+            self._release_probe()
+
+    def snapshot(self, name: str) -> DeploymentHealth:
+        """A serialisable view of this breaker."""
+        now = self._clock()
+        state = self.state
+        requests, failures = self._window.counts(now)
+        retry_in = max(0.0, self._open_until - now) if self._open_until is not None else None
+        return DeploymentHealth(
+            deployment=name,
+            state=state,
+            consecutive_failures=self._consecutive,
+            window_requests=requests,
+            window_failures=failures,
+            error_rate=failures / requests if requests else 0.0,
+            half_open_in_s=retry_in,
+            probes_in_flight=self._probes_in_flight,
+            seconds_in_state=now - self._last_change,
+        )
+
+    def _should_trip(self, now: float) -> bool:
+        if self._consecutive >= self._policy.consecutive_failures:
+            return True
+        requests, failures = self._window.counts(now)
+        return (
+            requests >= self._policy.min_volume
+            and failures >= self._policy.error_rate * requests
+        )
+
+    def _open(self, now: float, hold_s: float) -> None:
+        until = now + hold_s
+        if self._open_until is None or until > self._open_until:
+            if self._open_until is None:
+                self._last_change = now
+            self._open_until = until
+        self._half_open = False
+        self._probe_successes = 0
+
+    def _close(self, now: float) -> None:
+        self._half_open = False
+        self._probes_in_flight = 0
+        self._probe_successes = 0
+        self._consecutive = 0
+        self._window.clear()
+        self._last_change = now
+
+    def _release_probe(self) -> None:
+        self._probes_in_flight = max(0, self._probes_in_flight - 1)
+
+    def _tick(self) -> None:
+        """Move open → half-open once the cool-down has elapsed."""
+        if self._open_until is not None and self._clock() >= self._open_until:
+            self._last_change = self._open_until
+            self._open_until = None
+            self._half_open = True
+            self._probes_in_flight = 0
+            self._probe_successes = 0
+
+
+class DeploymentHealth(BaseModel):
+    """One deployment's breaker, as served by `GET /v1/health/deployments`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    deployment: str
+    state: BreakerState
+    consecutive_failures: int
+    window_requests: int
+    window_failures: int
+    error_rate: float
+    half_open_in_s: float | None
+    probes_in_flight: int
+    seconds_in_state: float
+
+
+class DeploymentsHealth(BaseModel):
+    """The response body of `GET /v1/health/deployments`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    deployments: list[DeploymentHealth]
+
+
+class BreakerRegistry:
+    """One breaker per deployment name, created on first use with a shared policy."""
+
+    def __init__(self, policy: BreakerPolicy, clock: Clock) -> None:
+        self._policy = policy
+        self._clock = clock
+        self._breakers: dict[str, CircuitBreaker] = {}
+
+    def get(self, deployment: str) -> CircuitBreaker:
+        """The breaker of `deployment` (names come from configuration, so this is bounded)."""
+        breaker = self._breakers.get(deployment)
+        if breaker is None:
+            breaker = CircuitBreaker(self._policy, self._clock)
+            self._breakers[deployment] = breaker
+        return breaker
+
+    def state(self, deployment: str) -> BreakerState:
+        """The state of `deployment` without admitting anything."""
+        return self.get(deployment).state
+
+    def snapshot(self) -> DeploymentsHealth:
+        """All known deployments, sorted by name."""
+        return DeploymentsHealth(
+            deployments=[self._breakers[name].snapshot(name) for name in sorted(self._breakers)]
+        )

@@ -1,0 +1,137 @@
+"""One deadline per request, and the per-attempt timeouts carved out of it.
+
+A `Deadline` is fixed when the request arrives: the policy's total, shortened (never lengthened)
+by the client's `x-slorouter-timeout-ms` header or the OpenAI SDK's `x-stainless-timeout` header
+(seconds). Every retry, hedge and fallback draws on the same deadline; `attempt_timeouts` caps
+each attempt's connect / first-token / total timeouts by what remains.
+
+Time comes from an injected monotonic clock (`time.monotonic` in production), so everything here
+is pure and testable. Awaiting with these numbers (`asyncio.timeout(...)`) is the caller's job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from router.errors import RequestError
+
+Clock = Callable[[], float]
+"""A monotonic clock in seconds (`time.monotonic`, or a fake in tests)."""
+
+TIMEOUT_MS_HEADER = "x-slorouter-timeout-ms"
+SDK_TIMEOUT_HEADER = "x-stainless-timeout"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptTimeoutPolicy:
+    """Per-attempt timeouts before capping by the request deadline (seconds)."""
+
+    connect_s: float = 3.0
+    first_token_s: float = 15.0
+    total_s: float = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptTimeouts:
+    """The timeouts for one upstream attempt, each already capped by the remaining deadline."""
+
+    connect_s: float
+    first_token_s: float
+    total_s: float
+
+
+def requested_timeout_s(headers: Mapping[str, str]) -> float | None:
+    """The client's requested total timeout in seconds, the shorter of the two headers.
+
+    `headers` must have lower-case names. Our own header is validated strictly (a bad value is a
+    400); the SDK's header is advisory, so an unparsable value is ignored.
+    """
+    candidates: list[float] = []
+    raw_ms = headers.get(TIMEOUT_MS_HEADER)
+    if raw_ms is not None:
+        candidates.append(_parse_ours(raw_ms))
+    raw_sdk = headers.get(SDK_TIMEOUT_HEADER)
+    if raw_sdk is not None:
+        sdk = _parse_positive(raw_sdk)
+        if sdk is not None:
+            candidates.append(sdk)
+    return min(candidates) if candidates else None
+
+
+def _parse_ours(raw: str) -> float:
+    value = _parse_positive(raw)
+    if value is None:
+        raise RequestError(
+            f"{TIMEOUT_MS_HEADER} must be a positive number of milliseconds, got {raw!r}",
+            param=TIMEOUT_MS_HEADER,
+            code="invalid_timeout",
+        )
+    return value / 1000.0
+
+
+def _parse_positive(raw: str) -> float | None:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        return None
+    if not math.isfinite(value) or value <= 0:
+        return None
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """A fixed point on the monotonic clock by which the whole request must finish."""
+
+    started_at: float
+    expires_at: float
+    clock: Clock
+
+    @classmethod
+    def start(cls, clock: Clock, policy_s: float, client_s: float | None = None) -> Deadline:
+        """A deadline from now: the policy's total, or the client's if shorter."""
+        if policy_s <= 0:
+            raise ValueError("policy timeout must be positive")
+        total = min(policy_s, client_s) if client_s is not None else policy_s
+        now = clock()
+        return cls(started_at=now, expires_at=now + total, clock=clock)
+
+    @classmethod
+    def from_headers(
+        cls, clock: Clock, policy_s: float, headers: Mapping[str, str]
+    ) -> Deadline:
+        """A deadline from the policy default and the request's lower-cased headers."""
+        return cls.start(clock, policy_s, requested_timeout_s(headers))
+
+    @property
+    def total_s(self) -> float:
+        """The whole budget, from start to expiry."""
+        return self.expires_at - self.started_at
+
+    def elapsed(self) -> float:
+        """Seconds since the deadline started."""
+        return self.clock() - self.started_at
+
+    def remaining(self) -> float:
+        """Seconds left, never negative."""
+        return max(0.0, self.expires_at - self.clock())
+
+    def expired(self) -> bool:
+        """Whether no time is left."""
+        return self.clock() >= self.expires_at
+
+    def allows(self, seconds: float) -> bool:
+        """Whether `seconds` of work started now would finish before the deadline."""
+        return seconds < self.remaining()
+
+    def attempt_timeouts(self, policy: AttemptTimeoutPolicy) -> AttemptTimeouts:
+        """Connect, first-token and total timeouts for an attempt starting now."""
+        left = self.remaining()
+        total = min(policy.total_s, left)
+        return AttemptTimeouts(
+            connect_s=min(policy.connect_s, total),
+            first_token_s=min(policy.first_token_s, total),
+            total_s=total,
+        )

@@ -1,0 +1,129 @@
+"""Fold a streamed answer's chunks back into one chat.completion body, so it can be cached.
+
+`StreamAssembler.add(chunk)` takes each parsed `chat.completion.chunk` as it passes through the
+router; `completion_body()` returns the equivalent non-streaming chat.completion JSON. A stream
+that was cut (a choice without a `finish_reason`, or no chunk at all) does not assemble: it
+raises `NotCacheable("unfinished")`, so a partial answer can never reach the cache.
+
+Pure and incremental (no I/O); the caller feeds it from its `finally`-bound streaming loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import orjson
+
+from cache.entry import NotCacheable
+
+_HEADER = ("id", "created", "model", "system_fingerprint", "service_tier")
+
+
+@dataclass
+class _Tool:
+    id: str | None = None
+    type: str = "function"
+    name: str = ""
+    arguments: str = ""
+
+    def as_json(self) -> dict[str, object]:
+        function = {"name": self.name, "arguments": self.arguments}
+        return {"id": self.id, "type": self.type, "function": function}
+
+
+@dataclass
+class _Choice:
+    role: str = "assistant"
+    texts: dict[str, str] = field(default_factory=dict)
+    tools: dict[int, _Tool] = field(default_factory=dict)
+    function_call: _Tool | None = None
+    logprobs: dict[str, list[object]] = field(default_factory=dict)
+    finish_reason: str | None = None
+
+    def add(self, delta: Mapping[str, object], logprobs: object) -> None:
+        for name, value in delta.items():
+            if name == "role" and isinstance(value, str):
+                self.role = value
+            elif isinstance(value, str):
+                self.texts[name] = self.texts.get(name, "") + value
+            elif name == "tool_calls" and isinstance(value, list):
+                self._add_tools(value)
+            elif name == "function_call" and isinstance(value, Mapping):
+                self.function_call = self.function_call if self.function_call else _Tool()
+                _merge_tool(self.function_call, value)
+        if isinstance(logprobs, Mapping):
+            for part, tokens in logprobs.items():
+                if isinstance(tokens, list):
+                    self.logprobs.setdefault(part, []).extend(tokens)
+
+    def _add_tools(self, deltas: list[object]) -> None:
+        for delta in deltas:
+            if isinstance(delta, Mapping):
+                index = delta.get("index", 0)
+                tool = self.tools.setdefault(index if isinstance(index, int) else 0, _Tool())
+                _merge_tool(tool, delta)
+
+    def as_json(self, index: int) -> dict[str, object]:
+        message: dict[str, object] = {"role": self.role, "content": self.texts.get("content")}
+        message.update({k: v for k, v in self.texts.items() if k != "content"})
+        if self.tools:
+            message["tool_calls"] = [self.tools[i].as_json() for i in sorted(self.tools)]
+        if self.function_call is not None:
+            message["function_call"] = self.function_call.as_json()["function"]
+        logprobs = dict(self.logprobs) if self.logprobs else None
+        return {
+            "index": index,
+            "message": message,
+            "logprobs": logprobs,
+            "finish_reason": self.finish_reason,
+        }
+
+
+def _merge_tool(tool: _Tool, delta: Mapping[str, object]) -> None:
+    if isinstance(delta.get("id"), str):
+        tool.id = str(delta["id"])
+    if isinstance(delta.get("type"), str):
+        tool.type = str(delta["type"])
+    function = delta.get("function", delta)
+    if isinstance(function, Mapping):
+        tool.name += function.get("name") or ""
+        tool.arguments += function.get("arguments") or ""
+
+
+@dataclass
+class StreamAssembler:
+    """Accumulates chunks; `completion_body()` is the finished chat.completion."""
+
+    _header: dict[str, object] = field(default_factory=dict)
+    _choices: dict[int, _Choice] = field(default_factory=dict)
+    _usage: object = None
+
+    def add(self, chunk: Mapping[str, object]) -> None:
+        """Fold in one parsed `chat.completion.chunk`."""
+        for name in _HEADER:
+            if chunk.get(name) is not None:
+                self._header.setdefault(name, chunk[name])
+        if chunk.get("usage") is not None:
+            self._usage = chunk["usage"]
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            if not isinstance(choice, Mapping):
+                continue
+            index = choice.get("index", 0)
+            state = self._choices.setdefault(index if isinstance(index, int) else 0, _Choice())
+            delta = choice.get("delta")
+            state.add(delta if isinstance(delta, Mapping) else {}, choice.get("logprobs"))
+            finish = choice.get("finish_reason")
+            if isinstance(finish, str):
+                state.finish_reason = finish
+
+    def completion_body(self) -> bytes:
+        """The chat.completion JSON; raises `NotCacheable("unfinished")` for a cut stream."""
+        if not self._choices or any(c.finish_reason is None for c in self._choices.values()):
+            raise NotCacheable("unfinished")
+        body: dict[str, object] = {**self._header, "object": "chat.completion"}
+        body["choices"] = [self._choices[i].as_json(i) for i in sorted(self._choices)]
+        if self._usage is not None:
+            body["usage"] = self._usage
+        return orjson.dumps(body)

@@ -1,0 +1,67 @@
+"""Compact serialisation of `KeyState` and statistics keys, for sharing between replicas.
+
+A state becomes orjson bytes holding each sketch's (landmark, zero weight, keys, weights), the
+decayed outcome sums and, for deployment keys, the TTFT model's sums and ratio sketch. Keys
+encode as `deployment|task|bucket` (split from the right, so deployment names may contain `|`).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import orjson
+
+from router.stats.decay import Decay, DecayedSums
+from router.stats.estimators import SKETCHES, KeyState, StatKey
+from router.stats.sketch import DecayedSketch
+from router.stats.ttft_model import TtftModel
+
+SketchState = tuple[float | None, float, list[int], list[float]]
+SumsState = tuple[float | None, dict[str, float]]
+
+
+def encode_key(key: StatKey) -> str:
+    return f"{key[0]}|{key[1]}|{key[2]}"
+
+
+def decode_key(text: str) -> StatKey:
+    deployment, task, bucket = text.rsplit("|", 2)
+    return deployment, task, int(bucket)
+
+
+def encode_state(state: KeyState) -> bytes:
+    """Serialise one key's estimators."""
+    doc = {
+        "s": {name: state.sketches[name].to_state() for name in SKETCHES},
+        "o": state.outcomes.to_state(),
+        "m": None if state.model is None
+        else [state.model.sums.to_state(), state.model.ratio.to_state()],
+    }
+    return orjson.dumps(doc)
+
+
+def decode_state(blob: bytes, decay: Decay, alpha: float) -> KeyState:
+    """Rebuild a key's estimators (same half-life and accuracy on every replica)."""
+    doc = orjson.loads(blob)
+    state = KeyState(decay, alpha, with_model=False)
+    for name in SKETCHES:
+        raw = doc["s"][name]
+        state.sketches[name] = DecayedSketch.from_state(decay, _sketch(raw), alpha)
+    state.outcomes = DecayedSums.from_state(decay, _sums(doc["o"]))
+    if doc["m"] is not None:
+        sums = DecayedSums.from_state(decay, _sums(doc["m"][0]))
+        ratio = DecayedSketch.from_state(decay, _sketch(doc["m"][1]), alpha)
+        state.model = TtftModel.from_parts(sums, ratio)
+    return state
+
+
+def _sketch(raw: object) -> SketchState:
+    landmark, zero, keys, weights = cast(list[object], raw)
+    return (cast(float | None, landmark), float(cast(float, zero)),
+            [int(k) for k in cast(list[int], keys)], [float(w) for w in cast(list[float], weights)])
+
+
+def _sums(raw: object) -> SumsState:
+    landmark, sums = cast(list[object], raw)
+    return cast(float | None, landmark), {str(k): float(v)
+                                           for k, v in cast(dict[str, float], sums).items()}

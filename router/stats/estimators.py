@@ -1,0 +1,139 @@
+"""The estimators kept for one statistics key, and their frozen summary.
+
+A key is `(deployment, task, bucket)` with wildcards: `("A", "chat", 2)` for a prompt-length
+bucket, `("A", "chat", ANY_BUCKET)` for deployment x task, `("A", "", ANY_BUCKET)` for the
+deployment (which also holds the TTFT-in-prompt-tokens model), `("", "chat", ANY_BUCKET)` for the
+task across deployments (output tokens, cached answers). `KeyState` is mutable and mergeable;
+`KeySummary` is its frozen read-only summary. Latency sketches hold successful, uncached
+upstream attempts only; failures and cached answers are counted apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from router.stats.decay import Decay, DecayedSums
+from router.stats.observation import Observation
+from router.stats.quantiles import LEVELS, Quantiles
+from router.stats.sketch import DecayedSketch
+from router.stats.ttft_model import TtftFit, TtftModel
+
+StatKey = tuple[str, str, int]
+ANY: Final = ""
+ANY_BUCKET: Final = -1
+SKETCHES: Final[tuple[str, ...]] = ("ttft", "tpot", "e2e", "queue", "output_tokens", "cached_e2e")
+
+
+def keys_for(obs: Observation) -> tuple[StatKey, ...]:
+    """Every key an observation updates, finest first."""
+    return (
+        (obs.deployment, obs.task, obs.bucket),
+        (obs.deployment, obs.task, ANY_BUCKET),
+        (obs.deployment, ANY, ANY_BUCKET),
+        (ANY, obs.task, ANY_BUCKET),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class KeySummary:
+    """What one key knows, frozen at time `at`; decayed weights shrink by `2**(-dt/half_life)`."""
+
+    at: float
+    half_life_s: float
+    n_ok: float
+    n_err: float
+    n_cached: float
+    ttft: Quantiles | None
+    tpot: Quantiles | None
+    e2e: Quantiles | None
+    queue: Quantiles | None
+    output_tokens: Quantiles | None
+    errors_by_class: tuple[tuple[str, float], ...]
+    ttft_fit: TtftFit | None
+
+    def decayed(self, weight: float, now: float) -> float:
+        """`weight` (as of `at`) decayed to `now`."""
+        return weight * 2.0 ** (-(now - self.at) / self.half_life_s) if now > self.at else weight
+
+    def n(self, now: float) -> float:
+        """Effective number of successful upstream observations at `now`."""
+        return self.decayed(self.n_ok, now)
+
+    @property
+    def error_rate(self) -> float:
+        """Decayed share of failed attempts among upstream attempts (time-invariant)."""
+        total = self.n_ok + self.n_err
+        return self.n_err / total if total > 0.0 else 0.0
+
+
+class KeyState:
+    """Mutable, mergeable estimators for one key."""
+
+    __slots__ = ("decay", "model", "outcomes", "sketches")
+
+    def __init__(self, decay: Decay, alpha: float, with_model: bool) -> None:
+        self.decay = decay
+        self.sketches = {name: DecayedSketch(decay, alpha) for name in SKETCHES}
+        self.outcomes = DecayedSums(decay)
+        self.model = TtftModel(decay, alpha) if with_model else None
+
+    def record(self, obs: Observation) -> None:
+        """Fold one observation in: cached and failed attempts never touch latency sketches."""
+        t = obs.t
+        sk = self.sketches
+        if obs.cached:
+            self.outcomes.add({"cached": 1.0}, t)
+            sk["cached_e2e"].add(obs.e2e_s, t)
+            return
+        if obs.error is not None:
+            self.outcomes.add({"err": 1.0, "err:" + obs.error: 1.0}, t)
+            return
+        self.outcomes.add({"ok": 1.0}, t)
+        if obs.ttft_s is not None:
+            sk["ttft"].add(obs.ttft_s, t)
+            if self.model is not None:
+                self.model.add(obs.prompt_tokens, obs.ttft_s, t)
+        if obs.tpot_s is not None:
+            sk["tpot"].add(obs.tpot_s, t)
+        sk["e2e"].add(obs.e2e_s, t)
+        sk["queue"].add(obs.queue_s, t)
+        sk["output_tokens"].add(float(obs.output_tokens), t)
+
+    def merge(self, other: KeyState) -> None:
+        """Add `other` into this state."""
+        for name, sketch in self.sketches.items():
+            sketch.merge(other.sketches[name])
+        self.outcomes.merge(other.outcomes)
+        if other.model is not None:
+            if self.model is None:
+                self.model = TtftModel(self.decay, other.model.ratio.alpha)
+            self.model.merge(other.model)
+
+    def copy(self) -> KeyState:
+        out = KeyState(self.decay, self.sketches["ttft"].alpha, with_model=False)
+        out.sketches = {name: s.copy() for name, s in self.sketches.items()}
+        out.outcomes = self.outcomes.copy()
+        if self.model is not None:
+            out.model = TtftModel.from_parts(self.model.sums.copy(), self.model.ratio.copy())
+        return out
+
+    def summarize(self, now: float) -> KeySummary:
+        """Freeze the current estimates (costs tens of microseconds: keep it off the hot path)."""
+        o = self.outcomes
+        classes = tuple(sorted((name[4:], o.value(name, now)) for name in o.names()
+                               if name.startswith("err:")))
+        return KeySummary(
+            at=now, half_life_s=self.decay.half_life_s, n_ok=o.value("ok", now),
+            n_err=o.value("err", now), n_cached=o.value("cached", now),
+            ttft=_quantiles(self.sketches["ttft"]), tpot=_quantiles(self.sketches["tpot"]),
+            e2e=_quantiles(self.sketches["e2e"]), queue=_quantiles(self.sketches["queue"]),
+            output_tokens=_quantiles(self.sketches["output_tokens"]),
+            errors_by_class=classes,
+            ttft_fit=self.model.fit(now) if self.model is not None else None,
+        )
+
+
+def _quantiles(sketch: DecayedSketch) -> Quantiles | None:
+    found = sketch.quantiles(LEVELS)
+    return Quantiles.of(found) if found is not None else None

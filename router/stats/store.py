@@ -1,0 +1,230 @@
+"""The `StatsStore` seam and its in-memory implementation.
+
+The execution layer writes (`begin`, `first_token`, `end`, `record` in its `finally`); the
+decision step reads `view(deployment, task, prompt_tokens)`: a few dict look-ups returning frozen
+`KeySummary` values, recomputed from the sketches at most every `max_staleness_s` per key and
+only when new data arrived. The local store also holds what other replicas published (set by
+`RedisStatsStore`) and merges it into its summaries. Redis I/O lives in `redis_store.py`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from policies.labels import Task
+from router.stats.decay import Decay
+from router.stats.estimators import ANY, ANY_BUCKET, KeyState, KeySummary, StatKey, keys_for
+from router.stats.inflight import InFlight
+from router.stats.observation import Observation, prompt_bucket
+from router.stats.sketch import DEFAULT_ALPHA
+
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True, slots=True)
+class StatsConfig:
+    """Estimator settings: decay half-life, sketch accuracy, summary staleness."""
+
+    half_life_s: float = 5.0
+    alpha: float = DEFAULT_ALPHA
+    max_staleness_s: float = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class StatsView:
+    """What the scorer reads about one deployment for one request (all levels, finest first)."""
+
+    deployment: str
+    bucket: KeySummary | None  # deployment x task x prompt bucket
+    task: KeySummary | None  # deployment x task
+    deployment_all: KeySummary | None  # deployment, every task (holds the TTFT model)
+    in_flight: int
+    oldest_waiting_since: float | None
+
+
+class StoreStatus(BaseModel):
+    """Health of a statistics store, for `/readyz` and logs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: Literal["local", "redis"]
+    healthy: bool
+    detail: str
+    keys: int
+    replicas_seen: int = 0
+    last_sync_at: float | None = None
+
+
+class StatsStore(Protocol):
+    """Online latency and error statistics, written after each attempt, read by the decision."""
+
+    def begin(self, deployment: str, t: float) -> int: ...
+    def first_token(self, ticket: int) -> None: ...
+    def end(self, ticket: int) -> None: ...
+    def record(self, obs: Observation) -> None: ...
+    def view(self, deployment: str, task: Task, prompt_tokens: int) -> StatsView: ...
+    def task_summary(self, task: Task) -> KeySummary | None: ...
+    @property
+    def healthy(self) -> bool: ...
+    def status(self) -> StoreStatus: ...
+
+
+class LocalStatsStore:
+    """In-memory statistics: own observations plus (optionally) other replicas' published state."""
+
+    def __init__(self, config: StatsConfig | None = None, clock: Clock = time.time) -> None:
+        self.config = config if config is not None else StatsConfig()
+        self._decay = Decay(self.config.half_life_s)
+        self._clock = clock
+        self._own: dict[StatKey, KeyState] = {}
+        self._remote: dict[str, dict[StatKey, KeyState]] = {}
+        self._remote_merged: dict[StatKey, KeyState] = {}
+        self._remote_in_flight: dict[str, dict[str, int]] = {}
+        self._summaries: dict[StatKey, KeySummary] = {}
+        self._dirty: set[StatKey] = set()
+        self._unpushed: set[StatKey] = set()
+        self._in_flight = InFlight()
+
+    # -- writes (execution layer, in `finally`) ------------------------------------------------
+    def begin(self, deployment: str, t: float) -> int:
+        """An attempt on `deployment` starts at `t`; returns a ticket for `first_token`/`end`."""
+        return self._in_flight.begin(deployment, t)
+
+    def first_token(self, ticket: int) -> None:
+        self._in_flight.first_token(ticket)
+
+    def end(self, ticket: int) -> None:
+        self._in_flight.end(ticket)
+
+    def record(self, obs: Observation) -> None:
+        """Fold one observation into every key it belongs to (a few microseconds)."""
+        for key in keys_for(obs):
+            state = self._own.get(key)
+            if state is None:
+                state = self._own[key] = self._new_state(key)
+            state.record(obs)
+            self._dirty.add(key)
+            self._unpushed.add(key)
+
+    def _new_state(self, key: StatKey) -> KeyState:
+        with_model = key[0] != ANY and key[1] == ANY
+        return KeyState(self._decay, self.config.alpha, with_model)
+
+    # -- reads (decision step, hot path) -------------------------------------------------------
+    def view(self, deployment: str, task: Task, prompt_tokens: int) -> StatsView:
+        """The frozen summaries for one candidate; cheap (dict look-ups, rare recompute)."""
+        now = self._clock()
+        flight = self._in_flight.view(deployment)
+        others = sum(c.get(deployment, 0) for c in self._remote_in_flight.values())
+        return StatsView(
+            deployment=deployment,
+            bucket=self.summary((deployment, task, prompt_bucket(prompt_tokens)), now),
+            task=self.summary((deployment, task, ANY_BUCKET), now),
+            deployment_all=self.summary((deployment, ANY, ANY_BUCKET), now),
+            in_flight=flight.count + others,
+            oldest_waiting_since=flight.oldest_waiting_since,
+        )
+
+    def task_summary(self, task: Task) -> KeySummary | None:
+        """Task-wide summary across deployments (output tokens, cached answers)."""
+        return self.summary((ANY, task, ANY_BUCKET), self._clock())
+
+    def summary(self, key: StatKey, now: float) -> KeySummary | None:
+        """The cached summary of `key`, recomputed when dirty and older than the staleness bound."""
+        cached = self._summaries.get(key)
+        if key not in self._dirty:
+            return cached
+        if cached is not None and now - cached.at < self.config.max_staleness_s:
+            return cached
+        return self._recompute(key, now)
+
+    def refresh(self) -> None:
+        """Recompute every dirty summary now (a background task may call this)."""
+        now = self._clock()
+        for key in list(self._dirty):
+            self._recompute(key, now)
+
+    def _recompute(self, key: StatKey, now: float) -> KeySummary | None:
+        self._dirty.discard(key)
+        own, remote = self._own.get(key), self._remote_merged.get(key)
+        if own is None and remote is None:
+            self._summaries.pop(key, None)
+            return None
+        if remote is None:
+            state = own
+        else:
+            state = remote.copy()
+            if own is not None:
+                state.merge(own)
+        assert state is not None
+        summary = state.summarize(now)
+        self._summaries[key] = summary
+        return summary
+
+    def keys(self) -> tuple[StatKey, ...]:
+        return tuple(set(self._own) | set(self._remote_merged))
+
+    @property
+    def healthy(self) -> bool:
+        return True
+
+    def status(self) -> StoreStatus:
+        return StoreStatus(backend="local", healthy=True, detail="in-memory", keys=len(self._own))
+
+    # -- replication hooks (used by RedisStatsStore) -------------------------------------------
+    def take_unpushed(self) -> dict[StatKey, KeyState]:
+        """Own states changed since the last call (live objects: serialise them at once)."""
+        out = {key: self._own[key] for key in self._unpushed}
+        self._unpushed = set()
+        return out
+
+    def own_states(self) -> Mapping[StatKey, KeyState]:
+        return self._own
+
+    def in_flight_counts(self) -> dict[str, int]:
+        return self._in_flight.counts()
+
+    def mark_unpushed(self, key: StatKey) -> None:
+        """Publish `key` again at the next push (after a failed push)."""
+        if key in self._own:
+            self._unpushed.add(key)
+
+    def update_remote(self, replica: str, states: Mapping[StatKey, KeyState],
+                      in_flight: Mapping[str, int]) -> None:
+        """Replace the given keys' state from `replica` with its latest published state."""
+        self._remote.setdefault(replica, {}).update(states)
+        self._remote_in_flight[replica] = dict(in_flight)
+        self._rebuild_remote(states)
+
+    def drop_remote(self, replicas: Iterable[str]) -> None:
+        """Forget replicas that stopped publishing."""
+        touched: set[StatKey] = set()
+        for replica in replicas:
+            touched |= set(self._remote.pop(replica, {}))
+            self._remote_in_flight.pop(replica, None)
+        self._rebuild_remote(touched)
+
+    def remote_replicas(self) -> tuple[str, ...]:
+        return tuple(self._remote)
+
+    def _rebuild_remote(self, keys: Iterable[StatKey]) -> None:
+        for key in keys:
+            merged: KeyState | None = None
+            for states in self._remote.values():
+                state = states.get(key)
+                if state is None:
+                    continue
+                if merged is None:
+                    merged = state.copy()
+                else:
+                    merged.merge(state)
+            if merged is None:
+                self._remote_merged.pop(key, None)
+            else:
+                self._remote_merged[key] = merged
+            self._dirty.add(key)

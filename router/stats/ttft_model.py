@@ -1,0 +1,118 @@
+"""Per-deployment TTFT model in prompt tokens: decayed weighted least squares plus residual ratios.
+
+`TTFT ~ a + b * prompt_ktokens` (prefill grows with the prompt), fitted on exponentially decayed
+sums so that it follows the provider. The spread around the line is kept as a decayed sketch of
+the ratio `observed / fitted` (taken against the fit before each update), so the TTFT at a
+percentile is `(a + b * x) * ratio_q`: robust to skewed noise, and a shift in queueing raises
+the ratios at once even before the line moves. The slope is constrained non-negative and the
+intercept non-negative; observations far above the line are clipped for the fit only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from router.stats.decay import Decay, DecayedSums
+from router.stats.quantiles import LEVELS, Quantiles
+from router.stats.sketch import DecayedSketch
+
+KTOK = 1000.0
+CLIP_RATIO = 10.0  # observations above 10x the fitted line are clipped in the regression
+MIN_FITTED_S = 1e-4
+
+
+@dataclass(frozen=True, slots=True)
+class TtftFit:
+    """A read-only fit: intercept (s), slope (s per 1k prompt tokens), weight, ratio quantiles."""
+
+    intercept_s: float
+    slope_s_per_ktok: float
+    weight: float  # decayed observation weight at `at`
+    at: float
+    spread_ktok: float  # weighted standard deviation of prompt size, in 1k tokens
+    ratio: Quantiles | None
+
+    def mean_s(self, prompt_tokens: int) -> float:
+        """The fitted line at `prompt_tokens`."""
+        return max(self.intercept_s + self.slope_s_per_ktok * prompt_tokens / KTOK, MIN_FITTED_S)
+
+    def predict(self, prompt_tokens: int) -> Quantiles | None:
+        """TTFT quantiles for a prompt of `prompt_tokens`, None before residuals exist."""
+        if self.ratio is None:
+            return None
+        return self.ratio.scaled(self.mean_s(prompt_tokens))
+
+
+def _solve(w: float, x: float, y: float, xx: float, xy: float) -> tuple[float, float, float]:
+    """Weighted least squares from raw sums: (intercept, slope, spread) with a, b >= 0."""
+    mean_x, mean_y = x / w, y / w
+    var_x = max(xx / w - mean_x * mean_x, 0.0)
+    spread = var_x ** 0.5
+    if var_x <= 1e-12:
+        return mean_y, 0.0, spread
+    slope = (xy / w - mean_x * mean_y) / var_x
+    if slope < 0.0:
+        return mean_y, 0.0, spread
+    intercept = mean_y - slope * mean_x
+    if intercept < 0.0:
+        return 0.0, xy / xx, spread
+    return intercept, slope, spread
+
+
+class TtftModel:
+    """Decayed WLS of TTFT on prompt size, with a decayed sketch of residual ratios."""
+
+    __slots__ = ("_ratio", "_sums")
+
+    def __init__(self, decay: Decay, alpha: float) -> None:
+        self._sums = DecayedSums(decay)
+        self._ratio = DecayedSketch(decay, alpha)
+
+    @property
+    def sums(self) -> DecayedSums:
+        return self._sums
+
+    @property
+    def ratio(self) -> DecayedSketch:
+        return self._ratio
+
+    def _line(self) -> tuple[float, float] | None:
+        s = self._sums
+        w = s.raw("w")
+        if w <= 0.0:
+            return None
+        a, b, _ = _solve(w, s.raw("x"), s.raw("y"), s.raw("xx"), s.raw("xy"))
+        return a, b
+
+    def add(self, prompt_tokens: int, ttft_s: float, t: float) -> None:
+        """Record one successful attempt's TTFT."""
+        x = prompt_tokens / KTOK
+        y = ttft_s
+        line = self._line()
+        if line is not None:
+            fitted = max(line[0] + line[1] * x, MIN_FITTED_S)
+            self._ratio.add(ttft_s / fitted, t)
+            y = min(ttft_s, fitted * CLIP_RATIO)
+        self._sums.add({"w": 1.0, "x": x, "y": y, "xx": x * x, "xy": x * y}, t)
+
+    def merge(self, other: TtftModel) -> None:
+        self._sums.merge(other._sums)
+        self._ratio.merge(other._ratio)
+
+    def fit(self, now: float) -> TtftFit | None:
+        """The current fit, or None when nothing was observed."""
+        s = self._sums
+        w = s.raw("w")
+        if w <= 0.0:
+            return None
+        a, b, spread = _solve(w, s.raw("x"), s.raw("y"), s.raw("xx"), s.raw("xy"))
+        found = self._ratio.quantiles(LEVELS)
+        ratio = Quantiles.of(found) if found is not None else None
+        return TtftFit(a, b, s.value("w", now), now, spread, ratio)
+
+    @classmethod
+    def from_parts(cls, sums: DecayedSums, ratio: DecayedSketch) -> TtftModel:
+        out = cls(sums.decay, ratio.alpha)
+        out._sums = sums
+        out._ratio = ratio
+        return out

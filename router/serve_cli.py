@@ -1,8 +1,144 @@
-"""Placeholder: sub-commands of this area are registered here (see `router.cli`)."""
+"""`slorouter serve`: load the configuration (or the embedded default) and run the service.
+
+Refuses to listen beyond loopback when no API keys are configured. In the embedded default
+without provider keys it starts the provider simulator as a child process and stops it on exit.
+"""
+
+from __future__ import annotations
 
 import argparse
+import ipaddress
+import logging
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from router.logs import event
 
-def add_parser(subparsers: "argparse._SubParsersAction[Any]") -> None:
-    """No sub-commands yet."""
+log = logging.getLogger("slorouter.serve")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser("serve", help="run the routing service")
+    parser.add_argument("--config", type=Path, help="YAML config (default: built-in)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--log-level", default="info")
+    parser.set_defaults(func=serve)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_simulator(environ: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start `slorouter sim` on a free loopback port and point the default config at it."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "router.cli", "sim", "--port", str(port)],
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/v1/models", timeout=0.5):
+                break
+        except OSError:
+            if proc.poll() is not None:
+                raise SystemExit("the provider simulator failed to start") from None
+            time.sleep(0.1)
+    environ["SLOROUTER_SIM_BASE"] = base
+    environ.setdefault("SLOROUTER_SIM_KEY", "sim-" + secrets.token_hex(8))
+    return proc
+
+
+def serve(args: argparse.Namespace) -> int:
+    from router import logs
+    from router.errors import ConfigError
+    from router.wiring import build_from_config
+
+    logs.configure(args.log_level)
+    environ = dict(os.environ)
+    simulator: subprocess.Popen[bytes] | None = None
+    try:
+        config, simulator = _load(args.config, environ)
+        app, runtime = build_from_config(config, environ)
+    except ConfigError as err:
+        print(f"slorouter: {err}", file=sys.stderr)
+        _stop(simulator)
+        return 2
+    if not runtime.auth_required and not is_loopback(args.host):
+        print("slorouter: no api_keys are configured, so the service only binds to loopback "
+              "(127.0.0.1, ::1); configure api_keys to listen on "
+              f"{args.host}", file=sys.stderr)
+        _stop(simulator)
+        return 2
+    event(log, "starting", host=args.host, port=args.port, policy_version=runtime.version,
+          deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
+    try:
+        _run(app, args.host, args.port, args.log_level)
+    finally:
+        _stop(simulator)
+    return 0
+
+
+def _load(path: Path | None, environ: dict[str, str]) -> tuple[Any, subprocess.Popen[bytes] | None]:
+    from policies.loader import PolicyValidationError, load_config_file
+    from router import embedded
+    from router.errors import ConfigError
+
+    loaders: Callable[[], Any]
+    simulator = None
+    if path is not None:
+        source = f"config file {path}"
+        loaders = lambda: load_config_file(path, environ)  # noqa: E731
+    elif embedded.has_provider_keys(environ):
+        source = "built-in provider default (API keys found in the environment)"
+        loaders = lambda: embedded.provider_config(environ)  # noqa: E731
+    else:
+        simulator = start_simulator(environ)
+        source = ("built-in simulator default: no OPENAI_API_KEY or ANTHROPIC_API_KEY set, so "
+                  "demo models run on the provider simulator at "
+                  + environ["SLOROUTER_SIM_BASE"])
+        loaders = lambda: embedded.simulator_config(environ)  # noqa: E731
+    try:
+        config = loaders()
+    except PolicyValidationError as err:
+        raise ConfigError(err.problems) from err
+    event(log, "config_loaded", source=source)
+    return config, simulator
+
+
+def _run(app: Any, host: str, port: int, log_level: str) -> None:
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, loop="uvloop", http="httptools",
+                access_log=False, log_config=None, log_level=log_level, lifespan="on",
+                timeout_graceful_shutdown=10)
+
+
+def _stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -1,0 +1,110 @@
+"""Loading and validating configuration files: YAML → `RouterConfig`, with every problem listed.
+
+`load_config_text` validates the schema, then the cross-references (route → model →
+deployment, duplicate names), and raises `PolicyValidationError` naming all problems at once.
+`content_hash` gives the version stamped on every decision: a hash of the canonical JSON of the
+validated config, so comments and key order do not change it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from policies.schema import RouterConfig
+
+
+class PolicyValidationError(ValueError):
+    """The configuration is invalid; `problems` holds one line per problem."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        super().__init__(f"{source}: " + "; ".join(problems))
+        self.source = source
+        self.problems = problems
+
+
+def _pydantic_problems(error: ValidationError) -> list[str]:
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(root)"
+        problems.append(f"{where}: {item['msg']}")
+    return problems
+
+
+def _duplicates(kind: str, names: list[str]) -> list[str]:
+    return [f"{kind} {name!r} is defined {n} times" for name, n in Counter(names).items() if n > 1]
+
+
+def cross_reference_problems(config: RouterConfig) -> list[str]:
+    """Every dangling or duplicate reference in an otherwise valid config."""
+    deployments = {d.name for d in config.deployments}
+    models = {m.name for m in config.models}
+    problems = _duplicates("deployment", [d.name for d in config.deployments])
+    problems += _duplicates("model", [m.name for m in config.models])
+    for model in config.models:
+        problems += [
+            f"models.{model.name}: unknown deployment {name!r}"
+            for name in model.deployments
+            if name not in deployments
+        ]
+    targets = [("routes.default_model", config.routes.default_model)]
+    targets += [(f"routes.by_task.{task}", name) for task, name in config.routes.by_task.items()]
+    problems += [f"{where}: unknown model {name!r}" for where, name in targets if name not in models]
+    problems += [
+        f"routes.aliases: {alias!r} collides with a model name"
+        for alias in config.routes.aliases
+        if alias in models
+    ]
+    return problems
+
+
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def interpolate(text: str, environ: Mapping[str, str], source: str) -> str:
+    """Replace `${NAME}` with the environment's value (for addresses, not secrets)."""
+    used = {match.group(1) for match in _PLACEHOLDER.finditer(text)}
+    missing = sorted(name for name in used if name not in environ)
+    if missing:
+        raise PolicyValidationError(source, [f"${{{name}}} is used but not set in the environment"
+                                             for name in missing])
+    return _PLACEHOLDER.sub(lambda m: environ[m.group(1)], text)
+
+
+def load_config_text(text: str, source: str = "<config>",
+                     environ: Mapping[str, str] | None = None) -> RouterConfig:
+    text = interpolate(text, environ if environ is not None else {}, source)
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PolicyValidationError(source, [f"not valid YAML: {exc}"]) from exc
+    if not isinstance(raw, dict):
+        raise PolicyValidationError(source, ["the file must hold a mapping at the top level"])
+    try:
+        config = RouterConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise PolicyValidationError(source, _pydantic_problems(exc)) from exc
+    problems = cross_reference_problems(config)
+    if problems:
+        raise PolicyValidationError(source, problems)
+    return config
+
+
+def load_config_file(path: Path, environ: Mapping[str, str] | None = None) -> RouterConfig:
+    return load_config_text(path.read_text(encoding="utf-8"), str(path), environ)
+
+
+def content_hash(config: RouterConfig, *extra_parts: str) -> str:
+    """Version of the loaded config (plus artifact hashes such as the classifier's): 12 hex."""
+    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode())
+    for part in extra_parts:
+        digest.update(b"\x00" + part.encode())
+    return digest.hexdigest()[:12]

@@ -1,0 +1,41 @@
+"""Rendering errors as OpenAI's error JSON, for whole responses and for streams.
+
+One place decides how a `SlorouterError` looks on the wire: status, `Retry-After`, and the
+body `{"error": {"message", "type", "param", "code"}}`. Unexpected exceptions become a generic
+500 whose message names no internals.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import orjson
+from starlette.responses import Response
+
+from router.errors import SlorouterError
+
+log = logging.getLogger("slorouter.http")
+
+INTERNAL = SlorouterError("internal error in the router", code="internal_error")
+
+
+def as_project_error(exc: BaseException) -> SlorouterError:
+    if isinstance(exc, SlorouterError):
+        return exc
+    log.exception("unhandled_error", exc_info=exc)
+    return INTERNAL
+
+
+def error_response(exc: BaseException, headers: dict[str, str] | None = None) -> Response:
+    err = as_project_error(exc)
+    all_headers = dict(headers) if headers else {}
+    if err.retry_after is not None:
+        all_headers["retry-after"] = str(max(1, math.ceil(err.retry_after)))
+    return Response(orjson.dumps(err.to_openai()), status_code=err.status_code,
+                    headers=all_headers, media_type="application/json")
+
+
+def error_event(exc: BaseException) -> bytes:
+    """An SSE event the OpenAI SDKs raise as an APIError (a stream must not end cleanly)."""
+    return b"data: " + orjson.dumps(as_project_error(exc).to_openai()) + b"\n\n"

@@ -1,0 +1,78 @@
+"""A streaming response that watches the client: disconnect cancels the producer at once.
+
+Starlette's own streaming response only notices a gone client when a write fails, which can be
+seconds later while an upstream is still thinking. Here a watcher waits on `receive()` for
+`http.disconnect` and cancels the producer task, so the upstream call is cancelled too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+from starlette.responses import Response
+
+Scope = Mapping[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+class WatchedStreamingResponse(Response):
+    """Sends `chunks` as `text/event-stream`, then always awaits `on_finish(client_gone)`."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], headers: Mapping[str, str],
+                 on_finish: Callable[[bool], Awaitable[None]]) -> None:
+        super().__init__(content=None, status_code=200, headers=dict(headers),
+                         media_type="text/event-stream")
+        self._chunks = chunks
+        self._on_finish = on_finish
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        producer = asyncio.ensure_future(self._produce(send))
+        watcher = asyncio.ensure_future(wait_for_disconnect(receive))
+        client_gone = False
+        try:
+            await asyncio.wait({producer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not producer.done():
+                client_gone = True
+                producer.cancel()
+            watcher.cancel()
+            await asyncio.gather(producer, watcher, return_exceptions=True)
+            if not producer.cancelled() and producer.exception() is not None:
+                client_gone = True  # a failed write: the client went away mid-stream
+            await self._on_finish(client_gone)
+
+    async def _produce(self, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code,
+                    "headers": self.raw_headers})
+        async for chunk in self._chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def run_unless_disconnected(receive: Receive, work: Awaitable[Any]) -> Any:
+    """Await `work`; if the client disconnects first, cancel it and raise `ClientGone`."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(wait_for_disconnect(receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise ClientGone()
+    return task.result()
+
+
+class ClientGone(Exception):
+    """The client disconnected before the response was ready."""

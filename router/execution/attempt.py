@@ -1,0 +1,33 @@
+"""One upstream attempt's record: which deployment, when it started, first content, end, error.
+
+Times are `time.perf_counter()` seconds. TTFT of an attempt runs from its start to its first
+content chunk (DESIGN.md §1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from router.errors import SlorouterError
+from router.providers.base import Usage
+
+
+@dataclass(slots=True)
+class AttemptRecord:
+    deployment: str
+    number: int
+    started_at: float
+    first_content_at: float | None = None
+    ended_at: float | None = None
+    error: SlorouterError | None = None
+    usage: Usage | None = None
+
+    @property
+    def ttft_s(self) -> float | None:
+        if self.first_content_at is None:
+            return None
+        return self.first_content_at - self.started_at
+
+    @property
+    def error_class(self) -> str | None:
+        return type(self.error).__name__ if self.error is not None else None

@@ -1,0 +1,44 @@
+"""Structured JSON logs: one line per event, with named events and their data, never text.
+
+Log records carry an event name as the message and their fields in `extra={"event_data": ...}`.
+Callers must never put prompt or completion text, or secrets, into either.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+
+import orjson
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        data = getattr(record, "event_data", None)
+        if isinstance(data, dict):
+            line.update(data)
+        if record.exc_info and record.exc_info[0] is not None:
+            line["exception"] = record.exc_info[0].__name__
+        return orjson.dumps(line, default=str).decode()
+
+
+def configure(level: str = "info") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("LiteLLM", "litellm", "httpx", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def event(logger: logging.Logger, name: str, level: int = logging.INFO, **data: object) -> None:
+    logger.log(level, name, extra={"event_data": data})

@@ -1,0 +1,94 @@
+"""What happened to one request, recorded once in a `finally`, and where records go.
+
+An `Outcome` carries ids, classes, timings, token counts and cost: never prompt or completion
+text. Sinks receive every outcome (also for failed and disconnected requests); the latency
+feedback, telemetry and experiment issues add sinks beside the structured log one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+from router.execution.attempt import AttemptRecord
+
+log = logging.getLogger("slorouter.outcome")
+
+
+@dataclass(slots=True)
+class Outcome:
+    request_id: str
+    tenant: str
+    requested_model: str
+    stream: bool
+    arrived_at: float
+    task: str | None = None
+    risk: str | None = None
+    model: str | None = None
+    deployment: str | None = None
+    policy_version: str | None = None
+    cache: str = "bypass"
+    status: int = 200
+    error_type: str | None = None
+    first_content_at: float | None = None
+    ended_at: float | None = None
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    client_disconnected: bool = False
+    attempts: list[AttemptRecord] = field(default_factory=list)
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_content_at is None else self.first_content_at - self.arrived_at
+
+    @property
+    def e2e_s(self) -> float | None:
+        return None if self.ended_at is None else self.ended_at - self.arrived_at
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(t_last - t_first) / (output_tokens - 1); undefined for one output token or less."""
+        tokens = self.completion_tokens
+        if tokens is None or tokens <= 1 or self.first_token_at is None:
+            return None
+        if self.last_token_at is None:
+            return None
+        return (self.last_token_at - self.first_token_at) / (tokens - 1)
+
+    def summary(self) -> dict[str, object]:
+        """A flat, text-free record for logs."""
+        record = {k: v for k, v in asdict(self).items() if k != "attempts"}
+        record.update(ttft_s=self.ttft_s, e2e_s=self.e2e_s, tpot_s=self.tpot_s,
+                      attempts=[{"deployment": a.deployment, "error": a.error_class,
+                                 "ttft_s": a.ttft_s} for a in self.attempts])
+        return record
+
+
+class OutcomeSink(Protocol):
+    def record(self, outcome: Outcome) -> None: ...
+
+
+class LogSink:
+    """Writes one structured `request_finished` event per request at DEBUG level."""
+
+    def record(self, outcome: Outcome) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("request_finished", extra={"event_data": outcome.summary()})
+
+
+class FanOut:
+    def __init__(self, sinks: Sequence[OutcomeSink]) -> None:
+        self._sinks = tuple(sinks)
+
+    def record(self, outcome: Outcome) -> None:
+        for sink in self._sinks:
+            try:
+                sink.record(outcome)
+            except Exception:  # a broken sink must not break the request path
+                log.exception("outcome_sink_failed", extra={"event_data": {
+                    "sink": type(sink).__name__}})

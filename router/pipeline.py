@@ -1,0 +1,118 @@
+"""The request path between the HTTP layer and the execution layer.
+
+`ChatPipeline.prepare` runs the pure steps (classify → decide → plan) and records their
+timings; `complete` and `open_stream` hand the plan to the execution layer. The HTTP layer owns
+the wire format and the client connection; this module never touches either.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.labels import RISKS, TASKS, Risk, Task
+from router.api.schemas import ChatCompletionRequest
+from router.classify.types import Classifier, Hints, Labels, RequestView
+from router.decide import Decision, decide
+from router.errors import RequestError
+from router.execution.runner import CommittedStream, Plan, Runner
+from router.outcomes import Outcome
+from router.providers.base import Completion, Deployment
+from router.runtime_config import RuntimeConfig
+
+# Fields of the client body that are the router's, not the provider's.
+_ROUTER_FIELDS = frozenset({"model", "stream", "stream_options"})
+
+
+@dataclass(slots=True)
+class Phases:
+    """Durations in seconds of the phases shown in `server-timing`."""
+
+    classify: float = 0.0
+    decide: float = 0.0
+    cache: float = 0.0
+
+    def header(self, upstream_ttft: float | None, total: float | None) -> str:
+        parts = [f"classify;dur={self.classify * 1e3:.3f}", f"decide;dur={self.decide * 1e3:.3f}",
+                 f"cache;dur={self.cache * 1e3:.3f}"]
+        if upstream_ttft is not None:
+            parts.append(f"upstream_ttft;dur={upstream_ttft * 1e3:.3f}")
+        if total is not None:
+            parts.append(f"total;dur={total * 1e3:.3f}")
+        return ", ".join(parts)
+
+
+@dataclass(slots=True)
+class Prepared:
+    request: ChatCompletionRequest
+    labels: Labels
+    decision: Decision
+    plan: Plan
+    phases: Phases = field(default_factory=Phases)
+
+
+def request_view(request: ChatCompletionRequest) -> RequestView:
+    tools = request.tools if request.tools is not None else []
+    return RequestView(
+        messages=tuple((m.role, m.text()) for m in request.messages),
+        tool_names=tuple(t.function.name for t in tools),
+        tool_descriptions=tuple(t.function.description or "" for t in tools),
+        response_format=request.response_format.type if request.response_format else None,
+    )
+
+
+def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hints:
+    """Explicit labels: header first, then `metadata`. Unknown values are a 400."""
+    metadata = request.metadata if request.metadata is not None else {}
+    task = headers.get("x-slorouter-task", metadata.get("task"))
+    risk = headers.get("x-slorouter-risk", metadata.get("risk"))
+    if task is not None and task not in TASKS:
+        raise RequestError(f"unknown task hint {task!r}; one of {', '.join(TASKS)}",
+                           param="x-slorouter-task", code="invalid_hint")
+    if risk is not None and risk not in RISKS:
+        raise RequestError(f"unknown risk hint {risk!r}; one of {', '.join(RISKS)}",
+                           param="x-slorouter-risk", code="invalid_hint")
+    return Hints(task=_as_task(task), risk=_as_risk(risk))
+
+
+def _as_task(value: str | None) -> Task | None:
+    return next((t for t in TASKS if t == value), None)
+
+
+def _as_risk(value: str | None) -> Risk | None:
+    return next((r for r in RISKS if r == value), None)
+
+
+def upstream_body(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What the provider receives: the client's body as sent, minus the router's own fields."""
+    return {key: value for key, value in raw.items() if key not in _ROUTER_FIELDS}
+
+
+class ChatPipeline:
+    def __init__(self, config: RuntimeConfig, classifier: Classifier, runner: Runner,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.config = config
+        self._classifier = classifier
+        self._runner = runner
+        self._clock = clock
+
+    def prepare(self, request: ChatCompletionRequest, raw: Mapping[str, Any],
+                headers: Mapping[str, str], deadline: float) -> Prepared:
+        phases = Phases()
+        started = self._clock()
+        labels = self._classifier.classify(request_view(request), hints_from(request, headers))
+        classified = self._clock()
+        decision = decide(request.model, labels, self.config)
+        deployments = [self.config.deployments[name] for name in decision.deployments]
+        plan = Plan(deployments=deployments, body=upstream_body(raw), deadline=deadline)
+        phases.classify, phases.decide = classified - started, self._clock() - classified
+        return Prepared(request, labels, decision, plan, phases)
+
+    async def complete(self, prepared: Prepared,
+                       outcome: Outcome) -> tuple[Deployment, Completion]:
+        return await self._runner.complete(prepared.plan, outcome.attempts)
+
+    async def open_stream(self, prepared: Prepared, outcome: Outcome) -> CommittedStream:
+        return await self._runner.open_stream(prepared.plan, outcome.attempts)

@@ -1,0 +1,115 @@
+"""The provider seam: a resolved `Deployment`, one `UpstreamCall`, and what comes back.
+
+A `Provider` sends one call to one deployment, as a whole response (`complete`) or as a stream
+of events (`stream`). It does no retries, fallback or timing policy: the execution layer does.
+Bodies cross this seam as the OpenAI wire format (JSON bytes / dicts), since that is what both
+adapters speak and the client receives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+AdapterName = Literal["litellm", "openai_passthrough"]
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """One concrete endpoint, with its secret resolved and its prices known."""
+
+    name: str
+    model: str  # litellm model string, e.g. "openai/gpt-4o-mini"
+    adapter: AdapterName
+    api_base: str | None
+    api_key: str | None = field(repr=False)
+    input_price_per_mtok: float
+    output_price_per_mtok: float
+    context_window: int | None
+    supports_tools: bool = True
+    supports_json: bool = True
+    zero_data_retention: bool = False
+    connect_timeout_s: float = 5.0
+    timeout_s: float = 120.0
+
+    @property
+    def upstream_model(self) -> str:
+        """The name the upstream API knows: the litellm string without its provider prefix."""
+        return self.model.split("/", 1)[1] if "/" in self.model else self.model
+
+    @property
+    def provider(self) -> str:
+        return self.model.split("/", 1)[0] if "/" in self.model else "openai"
+
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input_price_per_mtok
+                + completion_tokens * self.output_price_per_mtok) / 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+
+    @staticmethod
+    def from_openai(raw: Mapping[str, Any] | None) -> Usage | None:
+        if not raw:
+            return None
+        details = raw.get("prompt_tokens_details") or {}
+        return Usage(
+            prompt_tokens=int(raw.get("prompt_tokens") or 0),
+            completion_tokens=int(raw.get("completion_tokens") or 0),
+            cached_tokens=int(details.get("cached_tokens") or 0),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamCall:
+    """One attempt's input. `body` is the client's request body minus `model` and `stream`."""
+
+    deployment: Deployment
+    body: Mapping[str, Any]
+    timeout_s: float
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A whole chat.completion as JSON bytes (passed to the client as is) and its usage."""
+
+    body: bytes
+    usage: Usage | None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One chat.completion.chunk as JSON bytes, and what the router needs to know of it."""
+
+    data: bytes
+    has_content: bool
+    usage: Usage | None = None
+    usage_only: bool = False  # the final `choices: []` usage chunk
+
+
+class Provider(Protocol):
+    async def complete(self, call: UpstreamCall) -> Completion: ...
+
+    def stream(self, call: UpstreamCall) -> AsyncIterator[StreamEvent]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
+    """Classify a parsed chunk: content (text or tool calls) or not, usage or not."""
+    usage = Usage.from_openai(chunk.get("usage"))
+    choices = chunk.get("choices") or []
+    has_content = False
+    for choice in choices:
+        delta = choice.get("delta") or {}
+        if delta.get("content") or delta.get("tool_calls") or delta.get("function_call"):
+            has_content = True
+            break
+    return StreamEvent(data=data, has_content=has_content, usage=usage,
+                       usage_only=not choices and usage is not None)

@@ -1,0 +1,105 @@
+"""The litellm adapter: any provider litellm supports, behind our `Provider` seam.
+
+This is the only module that imports litellm. It turns litellm's response objects back into
+OpenAI wire JSON, and knows litellm's price table (`default_prices`). litellm is told to use its
+bundled price map: nothing may be fetched from the network at run time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_TELEMETRY", "False")
+
+import litellm
+import orjson
+
+from router.providers.base import (
+    Completion,
+    StreamEvent,
+    UpstreamCall,
+    Usage,
+    chunk_event,
+)
+from router.providers.errors import map_exception
+
+litellm.telemetry = False
+litellm.suppress_debug_info = True
+
+# Body fields that litellm must not forward as provider parameters.
+_NOT_FORWARDED = frozenset({"metadata", "stream", "stream_options", "model"})
+
+
+def default_prices(model: str) -> tuple[float, float] | None:
+    """(input, output) USD per 1M tokens from litellm's bundled table, if it knows the model."""
+    for key in (model, model.split("/", 1)[-1]):
+        entry = litellm.model_cost.get(key)
+        if entry and "input_cost_per_token" in entry:
+            return (float(entry["input_cost_per_token"]) * 1e6,
+                    float(entry.get("output_cost_per_token", 0.0)) * 1e6)
+    return None
+
+
+def default_context_window(model: str) -> int | None:
+    for key in (model, model.split("/", 1)[-1]):
+        entry = litellm.model_cost.get(key)
+        if entry and entry.get("max_input_tokens"):
+            return int(entry["max_input_tokens"])
+    return None
+
+
+def exception_classes() -> list[type[BaseException]]:
+    """Every exception class litellm exports (for the mapping meta-test)."""
+    found = []
+    for name in dir(litellm):
+        value = getattr(litellm, name)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            found.append(value)
+    return found
+
+
+class LitellmProvider:
+    """`Provider` through `litellm.acompletion`."""
+
+    def _kwargs(self, call: UpstreamCall) -> dict[str, Any]:
+        deployment = call.deployment
+        kwargs = {k: v for k, v in call.body.items() if k not in _NOT_FORWARDED}
+        kwargs.update(model=deployment.model, timeout=call.timeout_s, drop_params=True,
+                      num_retries=0)
+        if deployment.api_base:
+            kwargs["api_base"] = deployment.api_base
+        if deployment.api_key:
+            kwargs["api_key"] = deployment.api_key
+        if call.headers:
+            kwargs["extra_headers"] = dict(call.headers)
+        return kwargs
+
+    async def complete(self, call: UpstreamCall) -> Completion:
+        try:
+            response = await litellm.acompletion(**self._kwargs(call))
+        except Exception as exc:
+            raise map_exception(exc) from exc
+        body = _dump(response)
+        return Completion(body=orjson.dumps(body), usage=Usage.from_openai(body.get("usage")))
+
+    async def stream(self, call: UpstreamCall) -> AsyncIterator[StreamEvent]:
+        kwargs = self._kwargs(call)
+        kwargs.update(stream=True, stream_options={"include_usage": True})
+        try:
+            response = await litellm.acompletion(**kwargs)
+            async for chunk in response:
+                body = _dump(chunk)
+                yield chunk_event(orjson.dumps(body), body)
+        except Exception as exc:
+            raise map_exception(exc) from exc
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _dump(obj: Any) -> dict[str, Any]:
+    dumped = obj.model_dump() if hasattr(obj, "model_dump") else dict(obj)
+    return {k: v for k, v in dumped.items() if v is not None or k in ("content",)}

@@ -1,0 +1,116 @@
+"""The loaded configuration, resolved for run time: secrets read, prices known, version fixed.
+
+`resolve(config, environ)` turns a validated `RouterConfig` into an immutable `RuntimeConfig`,
+or raises `ConfigError` listing every missing secret and unknown price at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from policies.labels import Task
+from policies.loader import content_hash
+from policies.schema import ApiKeySpec, DeploymentSpec, RouterConfig
+from router.errors import ConfigError
+from router.providers.base import Deployment
+
+PriceTable = Callable[[str], tuple[float, float] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: a tenant and its permission scopes."""
+
+    tenant: str
+    scopes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeConfig:
+    source: RouterConfig
+    version: str
+    deployments: Mapping[str, Deployment]
+    models: Mapping[str, tuple[str, ...]]
+    aliases: frozenset[str]
+    default_model: str
+    model_by_task: Mapping[Task, str]
+    principals: Mapping[str, Principal]  # sha256(key) hex → principal
+    max_body_bytes: int
+    request_timeout_s: float
+
+    @property
+    def auth_required(self) -> bool:
+        return bool(self.principals)
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _secret(ref: str | None, environ: Mapping[str, str], where: str, problems: list[str]) -> str:
+    if ref is None:
+        return ""
+    name = ref.removeprefix("env:")
+    value = environ.get(name)
+    if not value:
+        problems.append(f"{where}: environment variable {name} is not set")
+        return ""
+    return value
+
+
+def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceTable,
+                problems: list[str]) -> Deployment:
+    key = _secret(spec.api_key, environ, f"deployments.{spec.name}.api_key", problems)
+    known = prices(spec.model)
+    price_in = spec.input_price_per_mtok
+    price_out = spec.output_price_per_mtok
+    if (price_in is None or price_out is None) and known is None:
+        problems.append(f"deployments.{spec.name}: no price in litellm's table for "
+                        f"{spec.model!r}; set input_price_per_mtok and output_price_per_mtok")
+    return Deployment(
+        name=spec.name, model=spec.model, adapter=spec.adapter, api_base=spec.api_base,
+        api_key=key if key else None,
+        input_price_per_mtok=price_in if price_in is not None else (known or (0.0, 0.0))[0],
+        output_price_per_mtok=price_out if price_out is not None else (known or (0.0, 0.0))[1],
+        context_window=spec.context_window, supports_tools=spec.supports_tools,
+        supports_json=spec.supports_json, zero_data_retention=spec.zero_data_retention,
+        connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
+    )
+
+
+def _principals(keys: tuple[ApiKeySpec, ...], environ: Mapping[str, str],
+                problems: list[str]) -> dict[str, Principal]:
+    found: dict[str, Principal] = {}
+    for index, spec in enumerate(keys):
+        digest = spec.key_sha256
+        if spec.key is not None:
+            secret = _secret(spec.key, environ, f"api_keys[{index}].key", problems)
+            digest = key_digest(secret) if secret else None
+        if digest is not None:
+            found[digest] = Principal(spec.tenant, tuple(sorted(spec.scopes)))
+    return found
+
+
+def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable,
+            *artifact_versions: str) -> RuntimeConfig:
+    """Resolve secrets and prices; `artifact_versions` (e.g. the classifier's) join the version."""
+    problems: list[str] = []
+    deployments = {d.name: _deployment(d, environ, prices, problems) for d in config.deployments}
+    principals = _principals(config.api_keys, environ, problems)
+    if problems:
+        raise ConfigError(problems)
+    return RuntimeConfig(
+        source=config,
+        version=content_hash(config, *artifact_versions),
+        deployments=MappingProxyType(deployments),
+        models=MappingProxyType({m.name: m.deployments for m in config.models}),
+        aliases=frozenset(config.routes.aliases),
+        default_model=config.routes.default_model,
+        model_by_task=MappingProxyType(dict(config.routes.by_task)),
+        principals=MappingProxyType(principals),
+        max_body_bytes=config.server.max_body_bytes,
+        request_timeout_s=config.server.request_timeout_s,
+    )

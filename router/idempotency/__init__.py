@@ -1,0 +1,40 @@
+"""Idempotency keys: at most one execution per (tenant, `Idempotency-Key`).
+
+`IdempotencyStore` has two implementations: `MemoryIdempotencyStore` (one replica) and
+`RedisIdempotencyStore` (shared across replicas). `run_once` composes claim, execute and
+store/release for a whole response; `body_fingerprint` and `validate_key` prepare the inputs.
+"""
+
+from router.idempotency.guard import OnceResult, error_response, run_once
+from router.idempotency.memory import MemoryIdempotencyStore
+from router.idempotency.redis_store import RedisIdempotencyStore
+from router.idempotency.types import (
+    IDEMPOTENCY_HEADER,
+    Claim,
+    IdempotencyStore,
+    Lease,
+    Replay,
+    StoredResponse,
+    body_fingerprint,
+    replayable_headers,
+    scope_of,
+    validate_key,
+)
+
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "Claim",
+    "IdempotencyStore",
+    "Lease",
+    "MemoryIdempotencyStore",
+    "OnceResult",
+    "RedisIdempotencyStore",
+    "Replay",
+    "StoredResponse",
+    "body_fingerprint",
+    "error_response",
+    "replayable_headers",
+    "run_once",
+    "scope_of",
+    "validate_key",
+]

@@ -1,0 +1,66 @@
+"""Run a request at most once per idempotency key: claim, execute, store or release.
+
+`run_once` is the whole protocol for a response that is produced in one piece:
+- a `Replay` is returned as is (`replayed=True`), without executing;
+- after success the response is stored for later duplicates;
+- after `UnknownCommitError` (the action may have happened upstream) its 504 error response is
+  stored, so duplicates get the same 504 rather than a second execution; to try again the
+  client must use a new key, knowingly;
+- after any other failure, or cancellation (client gone: it never saw a result, so it cannot
+  have acted on one), the in-flight marker is released and a retry with the same key proceeds.
+A streamed response can use the store's `claim` / `complete` / `release` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import orjson
+
+from router.errors import UnknownCommitError
+from router.idempotency.types import IdempotencyStore, Replay, StoredResponse
+
+
+@dataclass(frozen=True, slots=True)
+class OnceResult:
+    """The response, and whether it is a replay of an earlier execution."""
+
+    response: StoredResponse
+    replayed: bool
+
+
+def error_response(error: UnknownCommitError) -> StoredResponse:
+    """The OpenAI error body of `error`, as stored for duplicates."""
+    body = orjson.dumps(error.to_openai())
+    return StoredResponse(error.status_code, (("content-type", "application/json"),), body)
+
+
+async def run_once(
+    store: IdempotencyStore,
+    tenant: str,
+    key: str,
+    fingerprint: str,
+    execute: Callable[[], Awaitable[StoredResponse]],
+    *,
+    wait_s: float,
+    lease_s: float,
+) -> OnceResult:
+    """Execute at most once for (tenant, key); duplicates wait for, then replay, the result.
+
+    Raises `ConflictError` (422) for a different body under the same key, and re-raises the
+    execution's own error (after releasing or recording it as described above).
+    """
+    claim = await store.claim(tenant, key, fingerprint, wait_s=wait_s, lease_s=lease_s)
+    if isinstance(claim, Replay):
+        return OnceResult(claim.response, replayed=True)
+    try:
+        response = await execute()
+    except UnknownCommitError as error:
+        await store.complete(claim, error_response(error))
+        raise
+    except BaseException:
+        await store.release(claim)
+        raise
+    await store.complete(claim, response)
+    return OnceResult(response, replayed=False)

@@ -1,0 +1,121 @@
+"""The in-memory idempotency store: one process, bounded, with expiry from an injected clock.
+
+Duplicates waiting for an in-flight request sleep on an `asyncio.Event`, so exactly one
+execution happens however many arrive. Completed entries live `ttl_s`; in-flight markers live
+`lease_s` (a leaked lease cannot block a key forever). At `max_entries` the oldest completed
+entries are evicted; if every entry is in flight, new keys are refused with `OverloadedError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from router.errors import OverloadedError
+from router.idempotency.types import (
+    Claim,
+    Lease,
+    Replay,
+    StoredResponse,
+    key_reused,
+    scope_of,
+    still_in_flight,
+)
+
+Clock = Callable[[], float]
+
+
+@dataclass(slots=True)
+class _Entry:
+    fingerprint: str
+    token: str
+    expires_at: float
+    response: StoredResponse | None = None
+    settled: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class MemoryIdempotencyStore:
+    """`IdempotencyStore` for a single replica (and for tests)."""
+
+    def __init__(self, clock: Clock, *, ttl_s: float = 86_400.0, max_entries: int = 100_000):
+        self._clock = clock
+        self._ttl_s = ttl_s
+        self._max_entries = max_entries
+        self._entries: dict[str, _Entry] = {}
+
+    async def claim(
+        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
+    ) -> Claim:
+        scope = scope_of(tenant, key)
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + wait_s  # waiting is real time; expiry is the injected clock
+        while True:
+            entry = self._live(scope)
+            if entry is None:
+                return self._lease(scope, fingerprint, lease_s)
+            if entry.fingerprint != fingerprint:
+                raise key_reused()
+            if entry.response is not None:
+                return Replay(entry.response)
+            left = give_up_at - loop.time()
+            if left <= 0:
+                raise still_in_flight(max(0.0, entry.expires_at - self._clock()))
+            try:
+                await asyncio.wait_for(entry.settled.wait(), timeout=left)
+            except TimeoutError:
+                continue
+
+    async def complete(self, lease: Lease, response: StoredResponse) -> bool:
+        entry = self._owned(lease)
+        if entry is None:
+            return False
+        entry.response = response
+        entry.expires_at = self._clock() + self._ttl_s
+        entry.settled.set()
+        return True
+
+    async def release(self, lease: Lease) -> bool:
+        entry = self._owned(lease)
+        if entry is None:
+            return False
+        del self._entries[lease.scope]
+        entry.settled.set()
+        return True
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _live(self, scope: str) -> _Entry | None:
+        entry = self._entries.get(scope)
+        if entry is not None and self._clock() >= entry.expires_at:
+            del self._entries[scope]
+            entry.settled.set()
+            return None
+        return entry
+
+    def _owned(self, lease: Lease) -> _Entry | None:
+        entry = self._live(lease.scope)
+        if entry is None or entry.token != lease.token or entry.response is not None:
+            return None
+        return entry
+
+    def _lease(self, scope: str, fingerprint: str, lease_s: float) -> Lease:
+        self._make_room()
+        token = secrets.token_hex(16)
+        self._entries[scope] = _Entry(fingerprint, token, self._clock() + lease_s)
+        return Lease(scope, token, fingerprint)
+
+    def _make_room(self) -> None:
+        if len(self._entries) < self._max_entries:
+            return
+        for scope in list(self._entries):
+            self._live(scope)  # drops it if expired
+        for scope in [s for s, e in self._entries.items() if e.response is not None]:
+            if len(self._entries) < self._max_entries:
+                return
+            del self._entries[scope]
+        if len(self._entries) >= self._max_entries:
+            raise OverloadedError("too many requests in flight with idempotency keys",
+                                  code="idempotency_store_full", retry_after=1.0)

@@ -1,0 +1,145 @@
+"""The Redis idempotency store: safe across replicas sharing one Redis.
+
+One string key per (tenant, key) scope, `{prefix}:{sha256(tenant, key)}`:
+- claim: `SET key "i|<token>|<fingerprint>" NX PX lease` — exactly one replica wins the lease;
+- complete: a Lua compare-and-set replaces the in-flight marker (only if it is still ours) with
+  `"d|" + JSON{fingerprint, status, headers, body(base64)}` and the result TTL;
+- release: a Lua compare-and-delete drops the marker (only if it is still ours).
+Duplicates that find an in-flight marker poll it with capped exponential backoff and jitter
+until it turns into a result, disappears (released/expired: they then try to claim), or their
+`wait_s` runs out. The client must be created with `decode_responses=False`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import random
+import secrets
+
+import orjson
+import redis.asyncio as redis
+
+from router.idempotency.types import (
+    Claim,
+    Lease,
+    Replay,
+    StoredResponse,
+    key_reused,
+    scope_of,
+    still_in_flight,
+)
+
+_COMPARE_AND_SET = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+"""
+_COMPARE_AND_DELETE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+class RedisIdempotencyStore:
+    """`IdempotencyStore` on a shared Redis."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        prefix: str = "slorouter:idem",
+        ttl_s: float = 86_400.0,
+        poll_min_s: float = 0.01,
+        poll_max_s: float = 0.25,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._ttl_ms = max(1, int(ttl_s * 1000))
+        self._poll_min_s = poll_min_s
+        self._poll_max_s = poll_max_s
+        self._rng = rng if rng is not None else random.Random()
+        self._cas = client.register_script(_COMPARE_AND_SET)
+        self._cad = client.register_script(_COMPARE_AND_DELETE)
+
+    async def claim(
+        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
+    ) -> Claim:
+        scope = scope_of(tenant, key)
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + wait_s
+        poll_s = self._poll_min_s
+        while True:
+            token = secrets.token_hex(16)
+            marker = _marker(token, fingerprint)
+            if await self._client.set(self._key(scope), marker, nx=True, px=_ms(lease_s)):
+                return Lease(scope, token, fingerprint)
+            found = await self._read(scope, fingerprint)
+            if found is not None:
+                return found
+            left = give_up_at - loop.time()
+            if left <= 0:
+                ttl_ms = await self._client.pttl(self._key(scope))
+                raise still_in_flight(max(0.0, ttl_ms / 1000.0))
+            await asyncio.sleep(min(left, self._rng.uniform(0.5, 1.0) * poll_s))
+            poll_s = min(self._poll_max_s, poll_s * 2)
+
+    async def complete(self, lease: Lease, response: StoredResponse) -> bool:
+        stored = _encode_done(lease.fingerprint, response)
+        marker = _marker(lease.token, lease.fingerprint)
+        done = await self._cas(keys=[self._key(lease.scope)], args=[marker, stored, self._ttl_ms])
+        return bool(done)
+
+    async def release(self, lease: Lease) -> bool:
+        marker = _marker(lease.token, lease.fingerprint)
+        return bool(await self._cad(keys=[self._key(lease.scope)], args=[marker]))
+
+    def _key(self, scope: str) -> str:
+        return f"{self._prefix}:{scope}"
+
+    async def _read(self, scope: str, fingerprint: str) -> Claim | None:
+        """Replay, raise on a different body, or None (in flight, or gone: try again)."""
+        raw = await self._client.get(self._key(scope))
+        if raw is None:
+            return None
+        data = raw.encode() if isinstance(raw, str) else raw
+        kind, _, rest = data.partition(b"|")
+        if kind == b"i":
+            _, _, their_fingerprint = rest.decode().partition("|")
+            if their_fingerprint != fingerprint:
+                raise key_reused()
+            return None
+        stored_fingerprint, response = _decode_done(rest)
+        if stored_fingerprint != fingerprint:
+            raise key_reused()
+        return Replay(response)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _marker(token: str, fingerprint: str) -> str:
+    return f"i|{token}|{fingerprint}"
+
+
+def _encode_done(fingerprint: str, response: StoredResponse) -> bytes:
+    payload = {
+        "fingerprint": fingerprint,
+        "status": response.status,
+        "headers": [list(pair) for pair in response.headers],
+        "body": base64.b64encode(response.body).decode(),
+    }
+    return b"d|" + orjson.dumps(payload)
+
+
+def _decode_done(raw: bytes) -> tuple[str, StoredResponse]:
+    payload = orjson.loads(raw)
+    headers = tuple((str(k), str(v)) for k, v in payload["headers"])
+    body = base64.b64decode(payload["body"])
+    return str(payload["fingerprint"]), StoredResponse(int(payload["status"]), headers, body)

@@ -1,0 +1,121 @@
+"""Idempotency values and the store protocol; key scoping and body fingerprints.
+
+A request with an `Idempotency-Key` header claims the key (scoped per tenant) with the
+fingerprint of its body. The store answers with one of:
+- `Lease`: you are first; execute, then `complete(lease, response)` or `release(lease)`;
+- `Replay`: a request with this key already completed; send back its stored response;
+- `ConflictError` (422): the key was used with a different body (code `idempotency_key_reuse`),
+  or the first request is still running after `wait_s` (code `idempotency_key_in_flight`).
+A duplicate that arrives while the first is in flight waits (up to `wait_s`) for it to finish.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import orjson
+
+from router.errors import ConflictError, RequestError
+
+IDEMPOTENCY_HEADER: Final = "idempotency-key"
+MAX_KEY_LENGTH: Final = 255
+# Response headers worth replaying; everything else (dates, request ids, lengths) is recomputed.
+REPLAYED_HEADERS: Final = frozenset(
+    {"content-type", "x-slorouter-model", "x-slorouter-deployment", "x-slorouter-policy-version"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """What a duplicate gets back: status, a subset of headers, and the exact body bytes."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The right to execute the request once. `token` proves ownership to the store."""
+
+    scope: str
+    token: str
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The stored result of the request that completed first."""
+
+    response: StoredResponse
+
+
+Claim = Lease | Replay
+
+
+class IdempotencyStore(Protocol):
+    """Where claims, in-flight markers and results live (in memory, or Redis across replicas)."""
+
+    async def claim(
+        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
+    ) -> Claim:
+        """Lease or Replay; waits up to `wait_s` for an in-flight duplicate; may raise 422."""
+        ...
+
+    async def complete(self, lease: Lease, response: StoredResponse) -> bool:
+        """Store the result for later duplicates; False if the lease was lost (expired)."""
+        ...
+
+    async def release(self, lease: Lease) -> bool:
+        """Drop the in-flight marker so a retry may run; False if the lease was lost."""
+        ...
+
+
+def validate_key(key: str) -> str:
+    """The key if usable: 1-255 printable ASCII characters; else a 400."""
+    if not 0 < len(key) <= MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
+        raise RequestError(
+            f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} printable ASCII characters",
+            param="Idempotency-Key",
+            code="invalid_idempotency_key",
+        )
+    return key
+
+
+def scope_of(tenant: str, key: str) -> str:
+    """A fixed-length name for (tenant, key): one tenant never sees another's keys."""
+    return hashlib.sha256(f"{tenant}\x00{key}".encode()).hexdigest()
+
+
+def body_fingerprint(body: bytes) -> str:
+    """The SHA-256 of the body, canonicalised (sorted keys) when it is JSON."""
+    try:
+        canonical = orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONDecodeError:
+        canonical = body
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def replayable_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The subset of response headers stored for replay (names lower-cased)."""
+    return tuple((k.lower(), v) for k, v in headers if k.lower() in REPLAYED_HEADERS)
+
+
+def key_reused() -> ConflictError:
+    return ConflictError(
+        "Idempotency-Key was already used with a different request body",
+        param="Idempotency-Key",
+        code="idempotency_key_reuse",
+    )
+
+
+def still_in_flight(retry_after_s: float) -> ConflictError:
+    return ConflictError(
+        "a request with this Idempotency-Key is still in progress",
+        param="Idempotency-Key",
+        code="idempotency_key_in_flight",
+        retry_after=retry_after_s,
+    )

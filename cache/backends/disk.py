@@ -38,11 +38,12 @@ class DiskResultCache:
         timeout_s: float = 0.05,
         offload_get: bool = False,
         offload_set: bool = True,
+        log_interval_s: float = 10.0,
     ) -> None:
         self._cache = diskcache.Cache(
             str(directory), timeout=timeout_s, size_limit=size_limit_bytes
         )
-        self._failures = FailureLog("disk", metrics)
+        self._failures = FailureLog("disk", metrics, log_interval_s)
         self._offload_get = offload_get
         self._offload_set = offload_set
 

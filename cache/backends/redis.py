@@ -50,6 +50,7 @@ class RedisResultCache:
         namespace: str = "",
         op_timeout_s: float = 0.1,
         cooldown_s: float = 1.0,
+        log_interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
@@ -58,7 +59,7 @@ class RedisResultCache:
         self._op_timeout_s = op_timeout_s
         self._cooldown_s = cooldown_s
         self._clock = clock
-        self._failures = FailureLog("redis", metrics, clock=clock)
+        self._failures = FailureLog("redis", metrics, log_interval_s, clock)
         self._down_until = float("-inf")
 
     async def get(self, key: str) -> CachedEntry | None:

@@ -1,0 +1,102 @@
+"""Backends on their own: native TTL, and Redis failures turned into counted misses."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cache.backends.redis import RedisResultCache, connect
+from cache.entry import CachedEntry, EntryVersions
+from cache.metrics import CacheMetrics
+from cache.result import ResultCache
+from tests.cache.conftest import ManualClock
+from tests.cache.helpers import completion_body
+from tests.support.procs import ManagedProcess
+from tests.support.redis_server import start_redis
+
+ENTRY = CachedEntry.from_completion(
+    completion_body(), EntryVersions("pv1", "dv1", "m"), created_at=0.0, generation_s=0.1
+)
+
+
+async def test_backend_expires_entries_after_their_ttl(backend: ResultCache) -> None:
+    """An entry set with a 1 s TTL is there at once and gone within a generous bound."""
+    assert await backend.set("k-ttl", ENTRY, 1.0)
+    assert await backend.get("k-ttl") == ENTRY
+    deadline = time.monotonic() + 15.0
+    while await backend.get("k-ttl") is not None:
+        assert time.monotonic() < deadline, "entry outlived its TTL by far"
+        await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[ManagedProcess]:
+    """A redis-server for this test alone, so it can be killed or paused."""
+    proc = start_redis(tmp_path)
+    yield proc
+    proc.stop()
+
+
+async def test_redis_killed_mid_run_turns_gets_into_misses_without_raising(
+    own_redis: ManagedProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After SIGKILL: gets miss, sets no-op, every failure counted, one log line per interval."""
+    metrics, clock = CacheMetrics(), ManualClock()
+    interval, cooldown, rounds = 10.0, 1.0, 20
+    client = connect(f"redis://127.0.0.1:{own_redis.port}/0")
+    cache = RedisResultCache(
+        client, metrics, cooldown_s=cooldown, log_interval_s=interval, clock=clock
+    )
+    assert await cache.set("k", ENTRY, 60.0)
+    assert await cache.get("k") == ENTRY
+    own_redis.kill()
+    with caplog.at_level(logging.WARNING, logger="slorouter.cache"):
+        for _ in range(rounds):
+            assert await cache.get("k") is None  # probes the dead server (cool-down is over)
+            assert await cache.set("k", ENTRY, 60.0) is False  # inside the cool-down: skipped
+            clock.advance(interval / 2)
+    assert metrics.snapshot().backend_errors["redis"] == 2 * rounds
+    logged = [r for r in caplog.records if r.message == "cache_backend_error"]
+    assert len(logged) == rounds // 2
+    await cache.aclose()
+
+
+async def test_redis_comes_back_after_a_restart(own_redis: ManagedProcess, tmp_path: Path) -> None:
+    """Once the server is back and the cool-down has passed, writes and hits resume."""
+    metrics, clock = CacheMetrics(), ManualClock()
+    cache = RedisResultCache(connect(f"redis://127.0.0.1:{own_redis.port}/0"), metrics, clock=clock)
+    assert await cache.set("k", ENTRY, 60.0)
+    own_redis.kill()
+    assert await cache.get("k") is None
+    assert await cache.get("k") is None  # inside the cool-down: no call to Redis at all
+    restarted = ManagedProcess(own_redis.argv, own_redis.port, log_path=tmp_path / "again.log")
+    restarted.start()
+    try:
+        clock.advance(2.0)
+        assert await cache.set("k", ENTRY, 60.0)
+        assert await cache.get("k") == ENTRY
+    finally:
+        restarted.stop()
+        await cache.aclose()
+
+
+async def test_paused_redis_times_out_into_a_miss(own_redis: ManagedProcess) -> None:
+    """A server that stops answering (SIGSTOP) costs one short timeout, then misses."""
+    metrics = CacheMetrics()
+    cache = RedisResultCache(connect(f"redis://127.0.0.1:{own_redis.port}/0"), metrics)
+    assert await cache.set("k", ENTRY, 60.0)
+    os.kill(own_redis.pid, signal.SIGSTOP)
+    try:
+        assert await cache.get("k") is None
+        assert await cache.set("k", ENTRY, 60.0) is False
+    finally:
+        os.kill(own_redis.pid, signal.SIGCONT)
+    assert metrics.snapshot().backend_errors["redis"] == 2
+    await cache.aclose()

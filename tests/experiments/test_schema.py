@@ -1,0 +1,86 @@
+"""The experiment spec: what a policy file may say and what it is refused."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from policies.experiments.schema import ExperimentSpec, QualityFloorGuardrail
+from tests.experiments.support import make_spec
+
+EXAMPLE = """
+name: chat-cheaper
+tasks: [chat, summarization]
+unit: user
+salt: "2025-06-a"
+start: 2025-06-01T00:00:00Z
+arms:
+  - {name: control, route: "policy:chat-default", control: true, share: 0.8}
+  - {name: small, route: "model:gpt-4o-mini", share: 0.2}
+metrics:
+  - {name: thumbs_up, kind: binary}
+  - {name: rating, kind: continuous, range: [1, 5]}
+guardrails:
+  - {kind: quality_floor, metric: thumbs_up, floor: 0.7, min_sample: 50, window: 300}
+  - {kind: error_rate, max_rate: 0.05, min_sample: 100, window: 500}
+  - {kind: p95_ttft_ms, max_ms: 2500}
+  - {kind: cost_per_request, max_usd: 0.01}
+sequential: {alpha: 0.05, min_sample: 100, primary_metric: ttft_ms}
+"""
+
+
+def test_documented_example_parses_with_typed_guardrails() -> None:
+    """The example from docs/experiments.md loads, guardrails typed by their `kind`."""
+    spec = ExperimentSpec.model_validate(yaml.safe_load(EXAMPLE))
+    assert spec.control.name == "control"
+    assert [a.name for a in spec.treatments] == ["small"]
+    assert isinstance(spec.guardrails[0], QualityFloorGuardrail)
+    assert spec.metric("rating") is not None
+
+
+def test_every_problem_is_listed_at_once() -> None:
+    """Two controls, bad shares and an undeclared guardrail metric are all reported together."""
+    with pytest.raises(ValidationError) as caught:
+        make_spec(
+            arms=[
+                {"name": "a", "route": "model:x", "control": True, "share": 0.5},
+                {"name": "b", "route": "model:y", "control": True, "share": 0.4},
+            ],
+            guardrails=[{"kind": "quality_floor", "metric": "nope", "floor": 0.5}],
+        )
+    message = str(caught.value)
+    assert "exactly one arm" in message
+    assert "sum to 1" in message
+    assert "undeclared metric 'nope'" in message
+
+
+def test_unknown_fields_are_refused() -> None:
+    """A typo in a field name fails at load (extra="forbid")."""
+    with pytest.raises(ValidationError, match="shares"):
+        make_spec(shares=[0.5, 0.5])
+
+
+def test_naive_datetimes_and_inverted_windows_are_refused() -> None:
+    """start/stop must carry a timezone and start must precede stop."""
+    with pytest.raises(ValidationError, match="timezone"):
+        make_spec(start=datetime(2025, 1, 1))
+    with pytest.raises(ValidationError, match="start must be before stop"):
+        make_spec(start=datetime(2025, 2, 1, tzinfo=UTC), stop=datetime(2025, 1, 1, tzinfo=UTC))
+
+
+def test_guardrail_window_must_hold_its_minimum_sample() -> None:
+    """A window smaller than min_sample could never fire, so it is refused."""
+    with pytest.raises(ValidationError, match="window"):
+        make_spec(guardrails=[{"kind": "error_rate", "max_rate": 0.1, "min_sample": 200,
+                               "window": 100}])
+
+
+def test_binary_metric_range_is_fixed_and_primary_metric_must_exist() -> None:
+    """A binary metric cannot declare another range; the primary metric must be known."""
+    with pytest.raises(ValidationError, match="binary metric"):
+        make_spec(metrics=[{"name": "ok", "kind": "binary", "range": [0, 5]}])
+    with pytest.raises(ValidationError, match="primary_metric"):
+        make_spec(sequential={"primary_metric": "happiness"})

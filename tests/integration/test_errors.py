@@ -1,0 +1,176 @@
+"""Failures as a client sees them: auth, bad input, upstream errors, disconnects, cut streams."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import openai
+import pytest
+
+from tests.support.services import Running
+
+MESSAGES = [{"role": "user", "content": "hello there"}]
+
+
+def _post(gateway: Running, body: bytes | str, key: str | None = "sk-test-tenant-one",
+          headers: dict[str, str] | None = None) -> httpx.Response:
+    all_headers = {"content-type": "application/json", **(headers or {})}
+    if key is not None:
+        all_headers["authorization"] = f"Bearer {key}"
+    return httpx.post(f"{gateway.base_url}/v1/chat/completions", content=body,
+                      headers=all_headers, timeout=20)
+
+
+def _assert_openai_error(response: httpx.Response, status: int) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["message"]
+    return dict(error)
+
+
+def _sim_stats(sim: Running, model: str) -> dict[str, object]:
+    stats = httpx.get(f"{sim.base_url}/control/stats", timeout=5).json()
+    models = stats.get("models", stats)
+    return dict(models.get(model, {}))
+
+
+def test_missing_key_is_401(gateway: Running) -> None:
+    """No Authorization header → 401 in OpenAI's error shape."""
+    error = _assert_openai_error(_post(gateway, '{"model":"pt-fast","messages":[]}', key=None),
+                                 401)
+    assert error["type"] == "authentication_error"
+
+
+def test_wrong_key_is_401_for_the_sdk(gateway: Running) -> None:
+    """The SDK raises AuthenticationError for an unknown key."""
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key="sk-wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        client.chat.completions.create(model="pt-fast", messages=MESSAGES)
+
+
+def test_malformed_json_is_400(gateway: Running) -> None:
+    """A body that is not JSON → 400 invalid_request_error naming the problem."""
+    error = _assert_openai_error(_post(gateway, b'{"model": "pt-fast", "messages": ['), 400)
+    assert error["code"] == "invalid_json"
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ('{"model": "pt-fast", "messages": "hello"}', "messages"),
+    ('{"model": "pt-fast", "messages": []}', "messages"),
+    ('{"model": 7, "messages": [{"role": "user", "content": "x"}]}', "model"),
+    ('{"model": "pt-fast", "messages": [{"role": "wizard", "content": "x"}]}', "messages.0.role"),
+    ('{"model": "pt-fast", "messages": [{"role": "user", "content": "x"}], "temperature": 9}',
+     "temperature"),
+    ('{"model": "pt-fast", "messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}',
+     "max_tokens"),
+    ('[1, 2, 3]', None),
+])
+def test_wrong_types_and_empty_messages_are_400_with_the_param(
+        gateway: Running, body: str, param: str | None) -> None:
+    """Each invalid field is reported with its path in `param`."""
+    error = _assert_openai_error(_post(gateway, body), 400)
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+
+
+def test_unknown_model_is_404_for_the_sdk(client: openai.OpenAI) -> None:
+    """An unknown model name → NotFoundError with code model_not_found."""
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.chat.completions.create(model="no-such-model", messages=MESSAGES)
+    assert caught.value.code == "model_not_found"
+
+
+def test_body_over_the_limit_is_413(gateway: Running) -> None:
+    """A body larger than server.max_body_bytes → 413, without reading it all."""
+    big = '{"model": "pt-fast", "messages": [{"role": "user", "content": "' + "x" * 70000 + '"}]}'
+    _assert_openai_error(_post(gateway, big), 413)
+
+
+def test_invalid_hint_is_400(gateway: Running) -> None:
+    """An unknown task hint is rejected rather than ignored."""
+    body = '{"model": "auto", "messages": [{"role": "user", "content": "x"}]}'
+    error = _assert_openai_error(_post(gateway, body, headers={"x-slorouter-task": "poetry"}),
+                                 400)
+    assert error["param"] == "x-slorouter-task"
+
+
+@pytest.mark.parametrize("model", ["pt-limited", "ll-limited"])
+def test_upstream_429_becomes_rate_limit_error_with_retry_after(
+        client: openai.OpenAI, model: str) -> None:
+    """A throttled provider surfaces as RateLimitError and passes Retry-After on."""
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model=model, messages=MESSAGES)
+    assert caught.value.response.headers.get("retry-after") is not None
+
+
+@pytest.mark.parametrize("model", ["pt-broken", "ll-broken"])
+def test_upstream_500_becomes_a_server_error(client: openai.OpenAI, model: str) -> None:
+    """A failing provider surfaces as a 5xx the SDK raises as InternalServerError."""
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model=model, messages=MESSAGES)
+    assert caught.value.status_code in (502, 503)
+
+
+@pytest.mark.parametrize("model", ["pt-hang", "ll-hang"])
+def test_upstream_hang_becomes_a_504_within_the_deployment_timeout(
+        client: openai.OpenAI, model: str) -> None:
+    """A provider that never answers is cut off at its timeout and reported as 504."""
+    started = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model=model, messages=MESSAGES)
+    assert caught.value.status_code == 504
+    assert time.monotonic() - started < 9  # the 3 s deployment timeout, generously
+
+
+def test_client_timeout_header_shortens_the_deadline(gateway: Running) -> None:
+    """x-slorouter-timeout-ms caps the whole request below the configured timeout."""
+    body = '{"model": "pt-hang", "messages": [{"role": "user", "content": "x"}]}'
+    started = time.monotonic()
+    response = _post(gateway, body, headers={"x-slorouter-timeout-ms": "300"})
+    _assert_openai_error(response, 504)
+    assert time.monotonic() - started < 2.5
+
+
+@pytest.mark.parametrize("model", ["pt-cut", "ll-cut"])
+def test_stream_cut_mid_answer_is_an_error_not_a_clean_end(
+        client: openai.OpenAI, model: str) -> None:
+    """After content was sent a cut upstream ends the stream with an error event."""
+    stream = client.chat.completions.create(model=model, messages=MESSAGES, stream=True)
+    received = []
+    with pytest.raises(openai.APIError):
+        for chunk in stream:
+            received.append(chunk)
+    assert received  # content had started, so no fallback was possible
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("model", ["pt-slow", "ll-slow"])
+def test_client_disconnect_cancels_the_upstream_request(
+        gateway: Running, sim: Running, model: str, stream: bool) -> None:
+    """A client that hangs up makes the router cancel its upstream call (the simulator sees it)."""
+    upstream = model.split("-", 1)[1]
+    before = int(str(_sim_stats(sim, upstream).get("cancellations", 0)))
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key="sk-test-tenant-one",
+                           max_retries=0, timeout=0.5)
+    with pytest.raises(openai.APITimeoutError):
+        client.chat.completions.create(model=model, messages=MESSAGES, stream=stream)
+    deadline = time.monotonic() + 5
+    after = before
+    while time.monotonic() < deadline and after <= before:
+        time.sleep(0.1)
+        after = int(str(_sim_stats(sim, upstream).get("cancellations", 0)))
+    assert after == before + 1
+
+
+def test_health_and_readiness(gateway: Running) -> None:
+    """/healthz says the process is up; /readyz reports the checks and the policy version."""
+    assert httpx.get(f"{gateway.base_url}/healthz").json() == {"status": "ok"}
+    ready = httpx.get(f"{gateway.base_url}/readyz").json()
+    assert ready["status"] == "ready" and ready["policy_version"]
+
+
+def test_unknown_path_is_an_openai_404(gateway: Running) -> None:
+    """Unknown endpoints answer in the OpenAI error shape too."""
+    _assert_openai_error(httpx.get(f"{gateway.base_url}/v1/nothing"), 404)

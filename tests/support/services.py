@@ -1,0 +1,44 @@
+"""Start the provider simulator and the router as real processes for integration tests."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.procs import PYTHON, ManagedProcess, free_port
+
+
+@dataclass
+class Running:
+    proc: ManagedProcess
+    base_url: str
+
+    def stop(self) -> None:
+        self.proc.stop()
+
+
+def start_simulator(directory: Path, models: dict[str, dict[str, Any]],
+                    name: str = "sim") -> Running:
+    """`slorouter sim` with the given profiles (simulator profile file format)."""
+    profile = directory / f"{name}-profile.json"
+    profile.write_text(json.dumps({"models": models}))
+    port = free_port()
+    argv = [PYTHON, "-m", "router.cli", "sim", "--port", str(port), "--profile", str(profile)]
+    proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/v1/models",
+                          log_path=directory / f"{name}.log").start()
+    return Running(proc, f"http://127.0.0.1:{port}")
+
+
+def start_router(directory: Path, config_yaml: str, env: dict[str, str] | None = None,
+                 name: str = "router", extra_args: tuple[str, ...] = ()) -> Running:
+    """`slorouter serve --config` on a free loopback port."""
+    config = directory / f"{name}.yaml"
+    config.write_text(config_yaml)
+    port = free_port()
+    argv = [PYTHON, "-m", "router.cli", "serve", "--config", str(config), "--port", str(port),
+            *extra_args]
+    proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
+                          log_path=directory / f"{name}.log", startup_timeout_s=60).start()
+    return Running(proc, f"http://127.0.0.1:{port}")

@@ -71,9 +71,9 @@ def classify(error: BaseException, ctx: AttemptContext) -> ErrorVerdict:
         return ErrorVerdict("unknown_commit", health, None, "provider reported unknown commit")
     if isinstance(error, ProviderRejectedError):
         return ErrorVerdict("next_candidate", health, None, "deployment rejected the request")
-    if isinstance(error, ProviderRateLimitedError):
-        # A 429 means the provider did not act on it, even for a side-effecting request.
-        return ErrorVerdict("retry", health, retry_after, "rate limited")
+    if isinstance(error, ProviderRateLimitedError | ProviderUnavailableError):
+        # An explicit 429/503 answer: the provider did not act on it, even if side-effecting.
+        return ErrorVerdict("retry", health, retry_after, _transient_reason(error))
     if isinstance(error, ProviderError | TimeoutError):
         if ctx.side_effecting and ctx.request_sent:
             return ErrorVerdict("unknown_commit", health, None, "side effect may have happened")
@@ -89,6 +89,8 @@ def _counts_against_deployment(error: BaseException) -> bool:
 
 
 def _transient_reason(error: BaseException) -> str:
+    if isinstance(error, ProviderRateLimitedError):
+        return "rate limited"
     if isinstance(error, ProviderTimeoutError | TimeoutError):
         return "timeout"
     if isinstance(error, ProviderUnavailableError):

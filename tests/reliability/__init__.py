@@ -1,0 +1,1 @@
+"""Tests of the reliability building blocks (deadlines, budgets, breakers, hedging, ...)."""

@@ -1,0 +1,97 @@
+"""Outcome recording, feedback validation and the in-memory store."""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import UTC, datetime
+
+import pytest
+
+from router.errors import NotFoundError, RequestError
+from router.experiments.outcomes import (
+    Feedback,
+    Halt,
+    MemoryOutcomeStore,
+    Outcome,
+    analysis_value,
+    submit_feedback,
+    validate_feedback,
+)
+from tests.experiments.support import make_spec
+
+SPEC = make_spec(metrics=[{"name": "thumbs_up", "kind": "binary"},
+                          {"name": "rating", "kind": "continuous", "range": [1, 5]}])
+NOW = datetime(2025, 6, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("metric", "value", "match"),
+    [
+        ("stars", 1.0, "unknown metric 'stars'"),
+        ("rating", 7.0, r"must lie in \[1, 5\]"),
+        ("thumbs_up", 0.5, "must be 0 or 1"),
+        ("rating", math.nan, "finite"),
+    ],
+)
+def test_invalid_feedback_is_a_request_error(metric: str, value: float, match: str) -> None:
+    """Unknown metrics and out-of-range values raise RequestError (HTTP 400) saying why."""
+    with pytest.raises(RequestError, match=match) as caught:
+        validate_feedback(SPEC, "req-1", metric, value)
+    assert caught.value.status_code == 400
+
+
+def test_valid_feedback_is_returned_as_a_float_value() -> None:
+    """A declared metric with an in-range value becomes a Feedback record."""
+    found = validate_feedback(SPEC, "req-1", "thumbs_up", True)
+    assert found == Feedback("req-1", "thumbs_up", 1.0)
+
+
+async def test_feedback_for_an_unknown_request_is_not_found() -> None:
+    """Feedback for a request id the store never saw raises NotFoundError (404)."""
+    store = MemoryOutcomeStore(random.Random(0))
+    with pytest.raises(NotFoundError):
+        await submit_feedback(store, {SPEC.name: SPEC}, "ghost", "rating", 3.0)
+
+
+async def test_feedback_lands_on_the_requests_arm_once() -> None:
+    """Feedback finds its arm through the request id; a second value is ignored."""
+    store = MemoryOutcomeStore(random.Random(0))
+    await store.record(Outcome(SPEC.name, "cheap", "req-1", error=False, ttft_ms=100.0))
+    exposure, recorded = await submit_feedback(store, {SPEC.name: SPEC}, "req-1", "rating", 4.0)
+    _, again = await submit_feedback(store, {SPEC.name: SPEC}, "req-1", "rating", 1.0)
+    samples = (await store.snapshot(SPEC.name)).arm("cheap").samples("rating")
+    assert (exposure.arm, recorded, again) == ("cheap", True, False)
+    assert (samples.count, samples.mean) == (1, 4.0)
+
+
+async def test_counts_are_exact_while_reservoir_and_window_stay_bounded() -> None:
+    """Sums cover every value; the reservoir and the recent window keep their sizes."""
+    store = MemoryOutcomeStore(random.Random(1), reservoir_size=50, window_size=20)
+    values = [float(v) for v in range(1, 501)]
+    for i, v in enumerate(values):
+        await store.record(Outcome(SPEC.name, "control", f"r{i}", error=i % 10 == 0, e2e_ms=v))
+    arm = (await store.snapshot(SPEC.name)).arm("control")
+    e2e = arm.samples("e2e_ms")
+    assert e2e.count == len(values)
+    assert e2e.mean == pytest.approx(sum(math.log(v) for v in values) / len(values))
+    assert len(e2e.reservoir) == 50 and set(e2e.reservoir) <= set(values)
+    assert e2e.recent == tuple(values[-20:])
+    assert arm.samples("error").mean == pytest.approx(0.1)
+
+
+async def test_first_halt_wins() -> None:
+    """Halting an already halted arm is refused and the original reason is kept."""
+    store = MemoryOutcomeStore(random.Random(0))
+    first = Halt("cheap", "error_rate", "first", 10, 0.3, 0.05, NOW)
+    assert await store.halt(SPEC.name, first)
+    assert not await store.halt(SPEC.name, Halt("cheap", "cost_per_request", "second", 11,
+                                                1.0, 0.5, NOW))
+    assert (await store.snapshot(SPEC.name)).halts == (first,)
+
+
+def test_latencies_are_analysed_on_the_log_scale_and_others_linearly() -> None:
+    """ttft/tpot/e2e go through log; cost, errors and feedback stay as they are."""
+    assert analysis_value("ttft_ms", math.e) == pytest.approx(1.0)
+    assert analysis_value("cost_usd", 0.25) == 0.25
+    assert analysis_value("error", 1.0) == 1.0

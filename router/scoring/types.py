@@ -1,0 +1,130 @@
+"""Inputs and outputs of route scoring: request, candidates, configuration, scored ranking.
+
+Frozen values only. The decision step builds a `ScoreRequest` and one `Candidate` per eligible
+deployment (price, `StatsView` from the stats store, circuit state, SLO demotion penalty) and
+gets back a `Ranking` whose `ScoredCandidate`s carry the per-candidate breakdown shown by the
+explain endpoint. The maths is in `predict.py` and `rank.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from policies.labels import Risk, Task
+from router.stats.quantiles import Quantiles
+from router.stats.store import StatsView
+
+Objective = Literal["min_cost", "min_latency", "weighted"]
+Source = Literal["prior", "model", "bucket"]
+
+PRIOR_TTFT = Quantiles(0.8, 1.5, 2.0, 3.0)
+PRIOR_TPOT = Quantiles(0.03, 0.05, 0.06, 0.08)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreRequest:
+    """The routing-relevant facts of one request."""
+
+    task: Task
+    risk: Risk
+    prompt_tokens: int
+    max_tokens: int | None = None
+    stream: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """What an unobserved deployment is assumed to do, worth `weight` pseudo-observations."""
+
+    ttft: Quantiles = PRIOR_TTFT
+    tpot: Quantiles = PRIOR_TPOT
+    error_rate: float = 0.02
+    weight: float = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One eligible deployment with its prices, statistics and penalties."""
+
+    deployment: str
+    price_in_per_m: float  # USD per 1M prompt tokens
+    price_out_per_m: float  # USD per 1M output tokens
+    stats: StatsView
+    unhealthy: bool = False  # circuit open or health check failing
+    slo_penalty: float = 0.0  # from router.slo demotion, in [0, 1]
+    prior: Prior | None = None  # overrides ScoringConfig.prior for this deployment
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """Weights of the `weighted` objective (utility = slo*P(meet) - cost - latency terms)."""
+
+    slo: float = 1.0
+    cost: float = 1.0
+    latency: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringConfig:
+    """How to combine predictions, and how much to explore."""
+
+    objective: Objective = "min_cost"
+    weights: Weights = field(default_factory=Weights)
+    explore_share: float = 0.03  # at most this share of requests explore (never `high` risk)
+    fresh_n: float = 20.0  # effective observations above which estimates count as fresh
+    prior: Prior = field(default_factory=Prior)
+    default_output_tokens: int = 256
+    output_quantile: float = 0.9  # of the task's output-token history
+    error_z: float = 1.64  # one-sided confidence for "error rate exceeds the availability budget"
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.explore_share <= 0.2:
+            raise ValueError("explore_share must be within [0, 0.2]")
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """Per-candidate predictions at the SLO percentiles for this request."""
+
+    ttft_p50_s: float
+    ttft_q_s: float  # at the TTFT SLO percentile (p95)
+    tpot_q_s: float  # at the TPOT SLO percentile (p95)
+    e2e_p50_s: float
+    e2e_q_s: float  # at the E2E SLO percentile (p99)
+    error_rate: float
+    error_rate_low: float  # one-sided lower confidence bound
+    p_meet: float  # P(one request meets every latency target and succeeds)
+    cost_usd: float
+    n_eff: float  # effective observations behind the estimate (deployment x task)
+    source: Source  # finest level that informed the TTFT estimate
+    censored_wait_s: float  # age of the oldest attempt still waiting for a first token
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredCandidate:
+    """A candidate's place in the ranking and why."""
+
+    deployment: str
+    rank: int
+    score: float  # higher is better, within this ranking's objective
+    meets_slo: bool
+    demoted: bool
+    unhealthy: bool
+    explored: bool
+    prediction: Prediction
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """Candidates best first; `explored` when the first was chosen to refresh its estimates."""
+
+    objective: Objective
+    output_tokens: int
+    candidates: tuple[ScoredCandidate, ...]
+    explored: bool
+
+    @property
+    def best(self) -> ScoredCandidate | None:
+        return self.candidates[0] if self.candidates else None

@@ -1,0 +1,75 @@
+"""Error-budget maths: burn rates and the multi-window demotion rule (pure functions).
+
+For an objective `o` (e.g. 0.95 of requests with TTFT under target) the error budget is `1 - o`;
+the burn rate over a window is `(bad / total) / (1 - o)`: 1 spends the budget exactly at the
+sustainable pace, 14.4 spends 2% of a 30-day budget in one hour. As in the Google SRE workbook
+("Alerting on SLOs", multiwindow, multi-burn-rate alerts), a rule fires when *both* its long and
+its short window burn above its threshold: the long window proves the burn is significant, the
+short one that it is still going on (so the demotion lifts soon after recovery). Defaults are the
+workbook's 1 h / 5 min at 14.4 and 6 h / 30 min at 6.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+
+@dataclass(frozen=True, slots=True)
+class BurnRule:
+    """Fire when burn over both `long_s` and `short_s` is at least `threshold`."""
+
+    long_s: float
+    short_s: float
+    threshold: float
+
+
+DEFAULT_RULES: Final[tuple[BurnRule, ...]] = (
+    BurnRule(3600.0, 300.0, 14.4),
+    BurnRule(21600.0, 1800.0, 6.0),
+)
+
+
+def burn_rate(bad: int, total: int, objective: float) -> float | None:
+    """`(bad / total) / (1 - objective)`, or None without events."""
+    if total <= 0:
+        return None
+    return (bad / total) / (1.0 - objective)
+
+
+def attainment(bad: int, total: int) -> float | None:
+    """Share of good events, or None without events."""
+    if total <= 0:
+        return None
+    return 1.0 - bad / total
+
+
+def budget_remaining(bad: int, total: int, objective: float) -> float | None:
+    """Share of the window's error budget left (negative when overspent)."""
+    if total <= 0:
+        return None
+    allowed = (1.0 - objective) * total
+    return 1.0 - bad / allowed
+
+
+def rule_fires(rule: BurnRule, burns: Mapping[float, float | None]) -> float | None:
+    """The smaller of the two burn rates when the rule fires, else None."""
+    long_burn, short_burn = burns.get(rule.long_s), burns.get(rule.short_s)
+    if long_burn is None or short_burn is None:
+        return None
+    low = min(long_burn, short_burn)
+    return low if low >= rule.threshold else None
+
+
+def demotion_penalty(burns_by_sli: Sequence[Mapping[float, float | None]],
+                     rules: Sequence[BurnRule] = DEFAULT_RULES) -> float:
+    """Penalty in [0, 1] for a deployment x task: 0 unless a rule fires on some SLI; then
+    `min(1, 0.5 * burn / threshold)` (0.5 at the threshold, 1 at twice it), the worst one."""
+    worst = 0.0
+    for burns in burns_by_sli:
+        for rule in rules:
+            fired = rule_fires(rule, burns)
+            if fired is not None:
+                worst = max(worst, min(1.0, 0.5 * fired / rule.threshold))
+    return worst

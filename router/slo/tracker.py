@@ -1,0 +1,200 @@
+"""Tracks per-task SLOs over rolling windows; burn rates, demotion penalties and the snapshot.
+
+The execution layer calls `record_request(obs)` once per answered request (router-level TTFT,
+TPOT, E2E, error; cached answers count: they are what the user saw) and `record_attempt(obs)`
+per upstream attempt (deployment x task series; cached answers are skipped). The decision step
+reads `penalty(deployment, task, now)`: a dict look-up, recomputed per series at most every
+`refresh_s` (or call `refresh(now)` from a background task to keep it off the request path).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from policies.labels import Task
+from router.slo.burn import (
+    DEFAULT_RULES,
+    BurnRule,
+    attainment,
+    budget_remaining,
+    burn_rate,
+    demotion_penalty,
+    rule_fires,
+)
+from router.slo.snapshot import (
+    DeploymentSlo,
+    SliWindow,
+    SloSnapshot,
+    TargetsView,
+    TaskSlo,
+    WindowState,
+)
+from router.slo.targets import SLIS, Sli, SloTargets
+from router.slo.windows import RollingCounts, column
+from router.stats.observation import Observation
+
+SeriesKey = tuple[Task, str]  # (task, deployment or "" for the task as a whole)
+Burns = dict[float, float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class SloConfig:
+    """Windows, rules, slot resolution, and how often penalties are recomputed."""
+
+    rules: tuple[BurnRule, ...] = DEFAULT_RULES
+    resolution_s: float = 10.0
+    refresh_s: float = 1.0
+    min_events: int = 10  # below this many events in the short window a rule cannot fire
+
+    @property
+    def windows_s(self) -> tuple[float, ...]:
+        return tuple(sorted({w for r in self.rules for w in (r.short_s, r.long_s)}))
+
+
+def event_deltas(obs: Observation, targets: SloTargets) -> list[int]:
+    """(total, bad) per SLI for one observation; latency SLIs count successful answers only."""
+    out = [0] * (2 * len(SLIS))
+    ok = obs.error is None
+    checks: tuple[tuple[Sli, float | None, float | None], ...] = (
+        ("ttft", targets.ttft_p95_s, obs.ttft_s),
+        ("tpot", targets.tpot_p95_s, obs.tpot_s),
+        ("e2e", targets.e2e_p99_s, obs.e2e_s),
+    )
+    for sli, target, value in checks:
+        if ok and target is not None and value is not None:
+            i = column(sli)
+            out[i], out[i + 1] = 1, int(value > target)
+    i = column("availability")
+    out[i], out[i + 1] = 1, int(not ok)
+    return out
+
+
+class SloTracker:
+    """Rolling SLO attainment and burn rates per task and per deployment x task."""
+
+    def __init__(self, targets: Mapping[Task, SloTargets], config: SloConfig | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.targets = dict(targets)
+        self.config = config if config is not None else SloConfig()
+        self._clock = clock
+        self._series: dict[SeriesKey, RollingCounts] = {}
+        self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
+
+    def _add(self, key: SeriesKey, obs: Observation, targets: SloTargets) -> None:
+        series = self._series.get(key)
+        if series is None:
+            horizon = max(self.config.windows_s)
+            series = self._series[key] = RollingCounts(horizon, self.config.resolution_s)
+        series.add(obs.t, event_deltas(obs, targets))
+
+    def record_request(self, obs: Observation) -> None:
+        """Count one answered (or failed) request against its task's SLO."""
+        targets = self.targets.get(obs.task)
+        if targets is not None:
+            self._add((obs.task, ""), obs, targets)
+
+    def record_attempt(self, obs: Observation) -> None:
+        """Count one upstream attempt against its deployment x task series."""
+        targets = self.targets.get(obs.task)
+        if targets is not None and not obs.cached:
+            self._add((obs.task, obs.deployment), obs, targets)
+
+    def _burns(self, key: SeriesKey, now: float) -> list[tuple[Sli, Burns, list[int]]]:
+        """Per tracked SLI: name, burn per window, and totals per window."""
+        targets = self.targets[key[0]]
+        windows = self.config.windows_s
+        sums = self._series[key].sums(now, windows)
+        out: list[tuple[Sli, Burns, list[int]]] = []
+        for sli in SLIS:
+            objective = targets.objective(sli)
+            if objective is None:
+                continue
+            i = column(sli)
+            totals = [int(s[i]) for s in sums]
+            burns: Burns = {w: burn_rate(int(s[i + 1]), int(s[i]), objective)
+                            for w, s in zip(windows, sums, strict=True)}
+            out.append((sli, burns, totals))
+        return out
+
+    def _penalty_of(self, key: SeriesKey, now: float) -> float:
+        if key not in self._series:
+            return 0.0
+        short = min(r.short_s for r in self.config.rules)
+        gated = []
+        for _, burns, totals in self._burns(key, now):
+            if totals[self.config.windows_s.index(short)] >= self.config.min_events:
+                gated.append(burns)
+        return demotion_penalty(gated, self.config.rules)
+
+    def penalty(self, deployment: str, task: Task, now: float) -> float:
+        """Demotion penalty in [0, 1] that the scorer reads for this deployment x task."""
+        key = (task, deployment)
+        cached = self._penalties.get(key)
+        if cached is not None and now - cached[0] < self.config.refresh_s:
+            return cached[1]
+        value = self._penalty_of(key, now) if task in self.targets else 0.0
+        self._penalties[key] = (now, value)
+        return value
+
+    def refresh(self, now: float) -> None:
+        """Recompute every deployment x task penalty (for a background task)."""
+        for task, deployment in list(self._series):
+            if deployment:
+                self._penalties[(task, deployment)] = (now, self._penalty_of((task, deployment),
+                                                                             now))
+
+    def snapshot(self, now: float | None = None) -> SloSnapshot:
+        """The state of every task's SLO, as `GET /v1/slo` returns it."""
+        at = now if now is not None else self._clock()
+        tasks = [self._task_view(task, at) for task in sorted(self.targets)]
+        return SloSnapshot(generated_at=at, windows_s=list(self.config.windows_s), tasks=tasks)
+
+    def _windows(self, key: SeriesKey, now: float) -> list[WindowState]:
+        if key not in self._series:
+            return []
+        targets = self.targets[key[0]]
+        windows = self.config.windows_s
+        sums = self._series[key].sums(now, windows)
+        out = []
+        for w, s in zip(windows, sums, strict=True):
+            slis = []
+            for sli in SLIS:
+                objective = targets.objective(sli)
+                if objective is None:
+                    continue
+                i = column(sli)
+                total, bad = int(s[i]), int(s[i + 1])
+                att = attainment(bad, total)
+                slis.append(SliWindow(
+                    sli=sli, objective=objective, total=total, bad=bad, attainment=att,
+                    met=None if att is None else att >= objective,
+                    burn_rate=burn_rate(bad, total, objective),
+                    budget_remaining=budget_remaining(bad, total, objective)))
+            out.append(WindowState(window_s=w, slis=slis))
+        return out
+
+    def _alerts(self, key: SeriesKey, now: float) -> list[str]:
+        if key not in self._series:
+            return []
+        out = []
+        for sli, burns, _ in self._burns(key, now):
+            for rule in self.config.rules:
+                if rule_fires(rule, burns) is not None:
+                    out.append(f"{sli} {rule.long_s:g}s/{rule.short_s:g}s >= {rule.threshold:g}")
+        return out
+
+    def _task_view(self, task: Task, now: float) -> TaskSlo:
+        t = self.targets[task]
+        deployments = []
+        for key in sorted(k for k in self._series if k[0] == task and k[1]):
+            pen = self._penalty_of(key, now)
+            deployments.append(DeploymentSlo(deployment=key[1], windows=self._windows(key, now),
+                                             penalty=pen, demoted=pen > 0.0))
+        return TaskSlo(
+            task=task,
+            targets=TargetsView(ttft_p95_s=t.ttft_p95_s, tpot_p95_s=t.tpot_p95_s,
+                                e2e_p99_s=t.e2e_p99_s, availability=t.availability),
+            windows=self._windows((task, ""), now), burn_alerts=self._alerts((task, ""), now),
+            deployments=deployments)

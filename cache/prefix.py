@@ -80,11 +80,20 @@ def prefix_fingerprint(messages: Sequence[Json], tools: Sequence[Json] | None = 
 
 
 def _strip_markers(value: object) -> object:
+    """Drop provider markers and read string content as one text part (as marking writes it)."""
     if isinstance(value, Mapping):
-        return {k: _strip_markers(v) for k, v in value.items() if k != "cache_control"}
+        return {
+            k: _strip_markers(_as_parts(k, v)) for k, v in value.items() if k != "cache_control"
+        }
     if isinstance(value, list):
         return [_strip_markers(v) for v in value]
     return canonical(value)
+
+
+def _as_parts(name: str, value: object) -> object:
+    return (
+        [{"type": "text", "text": value}] if name == "content" and isinstance(value, str) else value
+    )
 
 
 def prompt_cache_key(tenant: str, fingerprint: str) -> str:

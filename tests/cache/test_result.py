@@ -14,9 +14,10 @@ from tests.cache.helpers import completion_body, request, scope
 
 RULE = CacheRule(ttl_s=60.0)
 MODEL = "gpt-4o-mini"
+NO_DIRECTIVES = CacheControl()
 
 
-def _decision(control: CacheControl = CacheControl()) -> CacheDecision:
+def _decision(control: CacheControl = NO_DIRECTIVES) -> CacheDecision:
     return decide(request(), RULE, task="chat", risk="low", control=control)
 
 

@@ -1,0 +1,177 @@
+"""Prefix cache: provider markers, cached-token accounting, prefix-affinity replica choice."""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cache.prefix import (
+    EPHEMERAL,
+    CachedTokens,
+    choose_replica,
+    mark_prefix,
+    prefix_fingerprint,
+    prompt_cache_key,
+    read_cached_tokens,
+)
+
+SYSTEM = {"role": "system", "content": "You are the support bot of Acme. " * 20}
+TOOLS = [
+    {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}},
+]
+
+
+def _messages(question: str) -> list[dict[str, object]]:
+    return [SYSTEM, {"role": "user", "content": question}]
+
+
+def test_anthropic_marks_last_tool_and_last_system_block_without_mutating_input() -> None:
+    """Two ephemeral breakpoints: the last tool and the end of the system prompt."""
+    messages, tools = _messages("hi"), copy.deepcopy(TOOLS)
+    before = orjson.dumps([messages, tools])
+    marked = mark_prefix(messages, tools, "anthropic", tenant="acme")
+    assert orjson.dumps([messages, tools]) == before
+    assert marked.tools is not None and marked.tools[-1]["cache_control"] == EPHEMERAL
+    assert "cache_control" not in marked.tools[0]
+    system_content = marked.messages[0]["content"]
+    assert isinstance(system_content, list)
+    assert system_content[-1] == {
+        "type": "text",
+        "text": SYSTEM["content"],
+        "cache_control": EPHEMERAL,
+    }
+    assert marked.messages[1] == messages[1]
+    assert marked.prompt_cache_key is None
+
+
+def test_anthropic_leaves_caller_markers_alone() -> None:
+    """A request that already has cache_control breakpoints is passed through unchanged."""
+    system = {
+        "role": "system",
+        "content": [{"type": "text", "text": "x" * 50, "cache_control": EPHEMERAL}],
+    }
+    messages = [system, {"role": "user", "content": "hi"}]
+    marked = mark_prefix(messages, TOOLS, "anthropic", tenant="acme")
+    assert list(marked.messages) == messages and list(marked.tools or []) == TOOLS
+
+
+def test_openai_gets_a_prompt_cache_key_per_tenant_and_prefix() -> None:
+    """Same prefix + tenant → same key; another tenant or prefix → another key; ≤ 64 chars."""
+    key = mark_prefix(_messages("a"), TOOLS, "openai", tenant="acme").prompt_cache_key
+    same = mark_prefix(_messages("b"), TOOLS, "openai", tenant="acme").prompt_cache_key
+    other_tenant = mark_prefix(_messages("a"), TOOLS, "openai", tenant="globex").prompt_cache_key
+    other_prefix = mark_prefix(_messages("a"), TOOLS[:1], "openai", tenant="acme").prompt_cache_key
+    assert key is not None and key == same and len(key) <= 64
+    assert len({key, other_tenant, other_prefix}) == 3
+
+
+def test_short_prefix_and_other_providers_are_left_alone() -> None:
+    """Below min_prefix_chars, or for self-hosted providers, nothing is marked."""
+    messages = _messages("hi")
+    short = mark_prefix(messages, None, "anthropic", tenant="acme", min_prefix_chars=10**6)
+    other = mark_prefix(messages, TOOLS, "other", tenant="acme")
+    assert list(short.messages) == messages and short.prompt_cache_key is None
+    assert list(other.messages) == messages and other.prompt_cache_key is None
+
+
+def test_fingerprint_depends_on_the_stable_prefix_only() -> None:
+    """Different questions after the same system prompt share a fingerprint; markers ignored."""
+    a = prefix_fingerprint(_messages("first question"), TOOLS)
+    b = prefix_fingerprint(_messages("second question"), TOOLS)
+    marked = mark_prefix(_messages("x"), TOOLS, "anthropic", tenant="acme")
+    assert a == b == prefix_fingerprint(marked.messages, marked.tools)
+    assert a != prefix_fingerprint(
+        [{**SYSTEM, "content": "other"}, {"role": "user", "content": "q"}]
+    )
+    assert prompt_cache_key("acme", a) != prompt_cache_key(
+        "acme", prefix_fingerprint(_messages("q"))
+    )
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        (
+            {"prompt_tokens": 2000, "prompt_tokens_details": {"cached_tokens": 1536}},
+            CachedTokens(2000, 1536, 0),
+        ),
+        (
+            {
+                "input_tokens": 50,
+                "cache_read_input_tokens": 1000,
+                "cache_creation_input_tokens": 200,
+            },
+            CachedTokens(1250, 1000, 200),
+        ),
+        (
+            {
+                "prompt_tokens": 1250,
+                "cache_read_input_tokens": 1000,
+                "cache_creation_input_tokens": 200,
+            },
+            CachedTokens(1250, 1000, 200),
+        ),
+        ({"prompt_tokens": 10}, CachedTokens(10, 0, 0)),
+        (None, CachedTokens(0, 0, 0)),
+    ],
+)
+def test_cached_tokens_are_read_from_openai_litellm_and_anthropic_usage(
+    usage: dict[str, object] | None, expected: CachedTokens
+) -> None:
+    """Each provider's usage shape yields prompt, cache-read and cache-write counts."""
+    got = read_cached_tokens(usage)
+    assert got == expected
+    assert (
+        got.uncached_tokens
+        == expected.prompt_tokens - expected.cache_read_tokens - expected.cache_write_tokens
+    )
+
+
+REPLICAS = ["vllm-a", "vllm-b", "vllm-c"]
+
+
+def test_same_prefix_goes_to_the_same_replica_when_idle() -> None:
+    """With no load, a fingerprint always maps to one replica."""
+    fp = prefix_fingerprint(_messages("q"), TOOLS)
+    idle: dict[str, int] = {}
+    assert len({choose_replica(fp, REPLICAS, idle) for _ in range(10)}) == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fingerprint=st.text(min_size=1, max_size=16),
+    loads=st.lists(st.integers(0, 40), min_size=3, max_size=3),
+    bound=st.sampled_from([1.0, 1.25, 2.0]),
+)
+def test_chosen_replica_is_never_over_the_load_bound(
+    fingerprint: str, loads: list[int], bound: float
+) -> None:
+    """The chosen replica stays within ceil(bound * (total + 1) / n) in-flight requests."""
+    load = dict(zip(REPLICAS, loads, strict=True))
+    chosen = choose_replica(fingerprint, REPLICAS, load, bound=bound)
+    cap = -(-bound * (sum(loads) + 1) // len(REPLICAS))
+    assert load[chosen] + 1 <= cap
+
+
+def test_many_prefixes_spread_over_replicas_and_one_hot_prefix_spills_boundedly() -> None:
+    """Distinct prefixes spread; a single hot prefix overflows only when over its bound."""
+    spread = Counter(choose_replica(f"prefix-{i}", REPLICAS, {}) for i in range(300))
+    assert set(spread) == set(REPLICAS)
+    load: Counter[str] = Counter()
+    for _ in range(30):
+        load[choose_replica("hot", REPLICAS, load)] += 1
+    favourite = choose_replica("hot", REPLICAS, {})
+    assert load[favourite] == max(load.values())
+    assert load[favourite] <= -(-1.25 * 30 // len(REPLICAS))
+
+
+def test_choose_replica_needs_a_replica() -> None:
+    """An empty replica list is a programming error, reported at once."""
+    with pytest.raises(ValueError):
+        choose_replica("fp", [], {})

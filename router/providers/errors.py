@@ -36,6 +36,8 @@ _BY_CLASS_NAME: dict[str, type[e.SlorouterError]] = {
     "ZoneInfoNotFoundError": e.ProviderRejectedError,
     "RateLimitError": e.ProviderRateLimitedError,
     "RouterRateLimitError": e.ProviderRateLimitedError,
+    "RouterRateLimitErrorBasic": e.ProviderRateLimitedError,
+    "ToolLoopMaxRoundsExceeded": e.ProviderError,
     "CallerCredentialRateLimitError": e.ProviderRateLimitedError,
     "Timeout": e.ProviderTimeoutError,
     "APITimeoutError": e.ProviderTimeoutError,

@@ -1,0 +1,104 @@
+"""Configuration: schema validation, cross-references, interpolation, hashing, resolution."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.loader import PolicyValidationError, content_hash, load_config_text
+from router.errors import ConfigError
+from router.runtime_config import key_digest, resolve
+
+VALID = """
+version: 1
+deployments:
+  - name: a
+    model: openai/gpt-4o-mini
+    api_key: env:KEY_A
+  - name: b
+    model: openai/custom
+    adapter: openai_passthrough
+    api_base: ${BASE}/v1
+    input_price_per_mtok: 1
+    output_price_per_mtok: 2
+models:
+  - name: small
+    deployments: [a, b]
+routes:
+  default_model: small
+  by_task: {code: small}
+api_keys:
+  - key: env:CLIENT_KEY
+    tenant: acme
+    scopes: [write, read]
+"""
+ENV = {"BASE": "http://127.0.0.1:9", "KEY_A": "sk-a", "CLIENT_KEY": "client-secret"}
+
+
+def _prices(model: str) -> tuple[float, float] | None:
+    return (0.15, 0.6) if model == "openai/gpt-4o-mini" else None
+
+
+def test_valid_file_loads_and_resolves_prices_secrets_and_keys() -> None:
+    """Prices fall back to the price table; secrets come from the environment."""
+    runtime = resolve(load_config_text(VALID, environ=ENV), ENV, _prices)
+    assert runtime.deployments["a"].input_price_per_mtok == 0.15
+    assert runtime.deployments["a"].api_key == "sk-a"
+    assert runtime.deployments["b"].api_base == "http://127.0.0.1:9/v1"
+    assert runtime.principals[key_digest("client-secret")].scopes == ("read", "write")
+
+
+def test_every_problem_is_listed_at_once() -> None:
+    """Schema errors and dangling references are all reported, not just the first."""
+    broken = VALID.replace("adapter: openai_passthrough", "adapter: carrier_pigeon")
+    broken = broken.replace("default_model: small", "default_model: huge")
+    broken = broken.replace("version: 1", "version: 1\nsurprise: true")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(broken, environ=ENV)
+    text = " | ".join(caught.value.problems)
+    assert "adapter" in text and "surprise" in text
+    dangling = VALID.replace("deployments: [a, b]", "deployments: [a, zz]")
+    dangling = dangling.replace("by_task: {code: small}", "by_task: {code: nope}")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(dangling, environ=ENV)
+    assert len(caught.value.problems) == 2
+
+
+def test_unknown_task_in_routes_is_rejected() -> None:
+    """Route keys must be real task labels."""
+    with pytest.raises(PolicyValidationError):
+        load_config_text(VALID.replace("{code: small}", "{poetry: small}"), environ=ENV)
+
+
+def test_missing_placeholder_and_missing_secret_are_named() -> None:
+    """An unset ${VAR} or env: secret fails start-up with the variable's name."""
+    with pytest.raises(PolicyValidationError, match="BASE"):
+        load_config_text(VALID, environ={})
+    config = load_config_text(VALID, environ=ENV)
+    with pytest.raises(ConfigError) as caught:
+        resolve(config, {"BASE": "x"}, _prices)
+    assert any("KEY_A" in p for p in caught.value.problems)
+    assert any("CLIENT_KEY" in p for p in caught.value.problems)
+
+
+def test_unknown_price_without_explicit_prices_is_a_config_error() -> None:
+    """A model missing from the price table must have prices in the file."""
+    text = VALID.replace("    input_price_per_mtok: 1\n    output_price_per_mtok: 2\n", "")
+    with pytest.raises(ConfigError, match="input_price_per_mtok"):
+        resolve(load_config_text(text, environ=ENV), ENV, _prices)
+
+
+def test_version_ignores_comments_and_key_order_but_not_content() -> None:
+    """The content hash changes with meaning only."""
+    base = content_hash(load_config_text(VALID, environ=ENV))
+    commented = content_hash(load_config_text("# a comment\n" + VALID, environ=ENV))
+    changed = content_hash(load_config_text(VALID.replace("tenant: acme", "tenant: other"),
+                                            environ=ENV))
+    assert base == commented and base != changed
+    assert content_hash(load_config_text(VALID, environ=ENV), "classifier-v2") != base
+
+
+def test_api_key_needs_exactly_one_form() -> None:
+    """A key entry sets either an env reference or a digest, not both or neither."""
+    with pytest.raises(PolicyValidationError):
+        load_config_text(VALID.replace("  - key: env:CLIENT_KEY\n", "  - tenant_x: 1\n"),
+                         environ=ENV)

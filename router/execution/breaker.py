@@ -98,7 +98,6 @@ class CircuitBreaker:
         self._consecutive = 0
         self._last_change = clock()
 
-    @property
     def state(self) -> BreakerState:
         """The current state (an elapsed cool-down reads as half-open)."""
         self._tick()
@@ -108,7 +107,7 @@ class CircuitBreaker:
 
     def allow(self) -> bool:
         """Whether an attempt may go to this deployment now; counts a half-open probe."""
-        state = self.state
+        state = self.state()
         if state == "closed":
             return True
         if state == "open" or self._probes_in_flight >= self._policy.half_open_probes:
@@ -121,7 +120,7 @@ class CircuitBreaker:
         now = self._clock()
         self._window.add(now, failed=False)
         self._consecutive = 0
-        if self.state == "half_open":
+        if self.state() == "half_open":
             self._release_probe()
             self._probe_successes += 1
             if self._probe_successes >= self._policy.successes_to_close:
@@ -132,7 +131,7 @@ class CircuitBreaker:
         now = self._clock()
         self._window.add(now, failed=True)
         self._consecutive += 1
-        state = self.state
+        state = self.state()
         if state == "half_open":
             self._release_probe()
             self._open(now, self._policy.cool_down_s)
@@ -143,13 +142,13 @@ class CircuitBreaker:
 
     def on_abandon(self) -> None:
         """An admitted attempt ended without a verdict (cancelled, lost a hedge race)."""
-        if self.state == "half_open":
+        if self.state() == "half_open":
             self._release_probe()
 
     def snapshot(self, name: str) -> DeploymentHealth:
         """A serialisable view of this breaker."""
         now = self._clock()
-        state = self.state
+        state = self.state()
         requests, failures = self._window.counts(now)
         retry_in = max(0.0, self._open_until - now) if self._open_until is not None else None
         return DeploymentHealth(
@@ -245,7 +244,7 @@ class BreakerRegistry:
 
     def state(self, deployment: str) -> BreakerState:
         """The state of `deployment` without admitting anything."""
-        return self.get(deployment).state
+        return self.get(deployment).state()
 
     def snapshot(self) -> DeploymentsHealth:
         """All known deployments, sorted by name."""

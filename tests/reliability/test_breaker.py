@@ -30,9 +30,9 @@ def test_opens_after_consecutive_failures_not_before() -> None:
     """N-1 consecutive failures keep it closed; the Nth opens it and blocks attempts."""
     breaker = CircuitBreaker(POLICY, FakeClock())
     fail(breaker, POLICY.consecutive_failures - 1)
-    assert breaker.state == "closed"
+    assert breaker.state() == "closed"
     fail(breaker, 1)
-    assert breaker.state == "open"
+    assert breaker.state() == "open"
     assert not breaker.allow()
 
 
@@ -42,20 +42,20 @@ def test_success_resets_the_consecutive_count() -> None:
     fail(breaker, POLICY.consecutive_failures - 1)
     breaker.on_success()
     fail(breaker, POLICY.consecutive_failures - 1)
-    assert breaker.state == "closed"
+    assert breaker.state() == "closed"
 
 
 def test_error_rate_trips_only_with_minimum_volume() -> None:
     """Alternating failures (50%) trip the breaker once the window holds min_volume calls."""
     breaker = CircuitBreaker(POLICY, FakeClock())
     for n in range(POLICY.min_volume):
-        assert breaker.state == "closed", n
+        assert breaker.state() == "closed", n
         assert breaker.allow()
         if n % 2:
             breaker.on_failure()
         else:
             breaker.on_success()
-    assert breaker.state == "open"
+    assert breaker.state() == "open"
 
 
 def test_cool_down_then_limited_probes_then_closed() -> None:
@@ -64,13 +64,13 @@ def test_cool_down_then_limited_probes_then_closed() -> None:
     breaker = CircuitBreaker(POLICY, clock)
     fail(breaker, POLICY.consecutive_failures)
     clock.advance(POLICY.cool_down_s - 0.01)
-    assert breaker.state == "open"
+    assert breaker.state() == "open"
     clock.advance(0.02)
-    assert breaker.state == "half_open"
+    assert breaker.state() == "half_open"
     assert breaker.allow()
     assert not breaker.allow()  # only half_open_probes=1 at a time
     breaker.on_success()
-    assert breaker.state == "closed"
+    assert breaker.state() == "closed"
 
 
 def test_failed_probe_reopens_for_a_fresh_cool_down() -> None:
@@ -81,9 +81,9 @@ def test_failed_probe_reopens_for_a_fresh_cool_down() -> None:
     clock.advance(POLICY.cool_down_s)
     assert breaker.allow()
     breaker.on_failure()
-    assert breaker.state == "open"
+    assert breaker.state() == "open"
     clock.advance(POLICY.cool_down_s - 0.01)
-    assert breaker.state == "open"
+    assert breaker.state() == "open"
 
 
 def test_abandoned_probe_frees_its_slot() -> None:
@@ -103,9 +103,9 @@ def test_retry_after_holds_the_deployment_open() -> None:
     breaker = CircuitBreaker(POLICY, clock)
     breaker.on_failure(retry_after_s=30.0)
     clock.advance(29.0)
-    assert breaker.state == "open"
+    assert breaker.state() == "open"
     clock.advance(1.0)
-    assert breaker.state == "half_open"
+    assert breaker.state() == "half_open"
 
 
 ops = st.lists(
@@ -142,14 +142,14 @@ def test_state_machine_only_takes_legal_transitions(
     policy = BreakerPolicy(consecutive_failures=3, min_volume=4, cool_down_s=5.0,
                            half_open_probes=probes, successes_to_close=to_close)
     breaker = CircuitBreaker(policy, clock)
-    before = breaker.state
+    before = breaker.state()
     pending = 0
     probes_granted = 0
     for op, amount in ops:
         if op == "advance":
             clock.advance(amount)
         elif op == "start":
-            state = breaker.state
+            state = breaker.state()
             admitted = breaker.allow()
             assert admitted == (state != "open") or state == "half_open"
             pending += admitted
@@ -159,7 +159,7 @@ def test_state_machine_only_takes_legal_transitions(
             pending -= 1
             end_one(breaker, op)
             probes_granted = 0
-        after = breaker.state
+        after = breaker.state()
         if after != before:
             assert (before, after) in LEGAL
             probes_granted = 0

@@ -1,0 +1,203 @@
+"""Idempotency keys: one execution per (tenant, key), replays, conflicts, release, expiry.
+
+Every behaviour runs against both stores; the Redis one against a real redis-server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as redis
+
+from router.errors import (
+    ConflictError,
+    ProviderUnavailableError,
+    RequestError,
+    UnknownCommitError,
+)
+from router.idempotency import (
+    IdempotencyStore,
+    Lease,
+    MemoryIdempotencyStore,
+    OnceResult,
+    RedisIdempotencyStore,
+    StoredResponse,
+    body_fingerprint,
+    run_once,
+    scope_of,
+    validate_key,
+)
+from tests.reliability.fakes import FakeClock
+
+WAIT_S = 10.0
+LEASE_S = 30.0
+TTL_S = 60.0
+BODY = b'{"model": "m", "messages": [{"role": "user", "content": "pay the invoice"}]}'
+FINGERPRINT = body_fingerprint(BODY)
+DUPLICATES = 100
+
+
+def response(text: str) -> StoredResponse:
+    return StoredResponse(200, (("content-type", "application/json"),), text.encode())
+
+
+class Upstream:
+    """Counts executions; each takes a little while so duplicates overlap it."""
+
+    def __init__(self, result: StoredResponse | None = None,
+                 error: BaseException | None = None) -> None:
+        self.calls = 0
+        self.result = result if result is not None else response('{"ok": true}')
+        self.error = error
+
+    async def __call__(self) -> StoredResponse:
+        self.calls += 1
+        await asyncio.sleep(0.02)
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[IdempotencyStore]:
+    if request.param == "memory":
+        yield MemoryIdempotencyStore(FakeClock(), ttl_s=TTL_S)
+        return
+    client = redis.from_url(request.getfixturevalue("redis_url"))
+    yield RedisIdempotencyStore(client, prefix=f"test:{uuid.uuid4().hex}", ttl_s=TTL_S)
+    await client.aclose()
+
+
+async def once(store: IdempotencyStore, upstream: Upstream, *, tenant: str = "t1",
+               fingerprint: str = FINGERPRINT) -> OnceResult:
+    return await run_once(store, tenant, "k1", fingerprint, upstream,
+                          wait_s=WAIT_S, lease_s=LEASE_S)
+
+
+async def test_concurrent_duplicates_execute_exactly_once(store: IdempotencyStore) -> None:
+    """100 concurrent requests with one key cause one execution; 99 replay its result."""
+    upstream = Upstream()
+    results = await asyncio.gather(*(once(store, upstream) for _ in range(DUPLICATES)))
+    assert upstream.calls == 1
+    assert sum(r.replayed for r in results) == DUPLICATES - 1
+    assert {r.response for r in results} == {upstream.result}
+
+
+async def test_duplicate_after_completion_gets_the_stored_response(
+    store: IdempotencyStore,
+) -> None:
+    """A later duplicate gets the same status, headers and body bytes, without executing."""
+    stored = StoredResponse(201, (("content-type", "text/plain"),), b"\x00binary\xff")
+    first, again = Upstream(stored), Upstream()
+    await once(store, first)
+    replay = await once(store, again)
+    assert replay.replayed and replay.response == stored
+    assert again.calls == 0
+
+
+async def test_same_key_different_body_is_a_422(store: IdempotencyStore) -> None:
+    """Reusing a key with another body is refused with a conflict error."""
+    await once(store, Upstream())
+    with pytest.raises(ConflictError) as caught:
+        await once(store, Upstream(), fingerprint=body_fingerprint(b'{"other": 1}'))
+    assert caught.value.status_code == 422
+    assert caught.value.code == "idempotency_key_reuse"
+
+
+async def test_failure_releases_the_key_for_a_retry(store: IdempotencyStore) -> None:
+    """After a failed execution the same key runs again."""
+    with pytest.raises(ProviderUnavailableError):
+        await once(store, Upstream(error=ProviderUnavailableError("503")))
+    retry = Upstream()
+    result = await once(store, retry)
+    assert retry.calls == 1 and not result.replayed
+
+
+async def test_unknown_commit_is_stored_not_retried(store: IdempotencyStore) -> None:
+    """After an unknown commit, duplicates get the stored 504 instead of a second execution."""
+    with pytest.raises(UnknownCommitError):
+        await once(store, Upstream(error=UnknownCommitError("may have happened")))
+    again = Upstream()
+    replay = await once(store, again)
+    assert again.calls == 0
+    assert replay.response.status == UnknownCommitError.status_code
+
+
+async def test_keys_are_scoped_per_tenant(store: IdempotencyStore) -> None:
+    """The same key under two tenants is two independent requests."""
+    upstream = Upstream()
+    await once(store, upstream, tenant="alpha")
+    await once(store, upstream, tenant="beta")
+    assert upstream.calls == 2
+
+
+async def test_duplicate_gives_up_waiting_with_a_conflict(store: IdempotencyStore) -> None:
+    """A duplicate that cannot wait for the in-flight request gets `idempotency_key_in_flight`."""
+    lease = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(lease, Lease)
+    with pytest.raises(ConflictError) as caught:
+        await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert caught.value.code == "idempotency_key_in_flight"
+    assert await store.release(lease)
+
+
+async def test_stale_lease_cannot_overwrite(store: IdempotencyStore) -> None:
+    """Completing with a lease that was released (or expired) changes nothing."""
+    lease = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(lease, Lease)
+    assert await store.release(lease)
+    assert not await store.complete(lease, response("late"))
+    assert not await store.release(lease)
+
+
+async def test_memory_entries_expire_after_ttl() -> None:
+    """In memory, a completed entry is gone after its TTL and the key executes again."""
+    clock = FakeClock()
+    store = MemoryIdempotencyStore(clock, ttl_s=TTL_S)
+    upstream = Upstream()
+    await once(store, upstream)
+    clock.advance(TTL_S + 1)
+    await once(store, upstream)
+    assert upstream.calls == 2
+
+
+async def test_memory_expired_lease_lets_a_new_claim_proceed() -> None:
+    """A leaked in-flight marker stops blocking the key once its lease runs out."""
+    clock = FakeClock()
+    store = MemoryIdempotencyStore(clock)
+    leaked = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    clock.advance(LEASE_S)
+    fresh = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(leaked, Lease) and isinstance(fresh, Lease)
+    assert not await store.complete(leaked, response("stale"))
+
+
+async def test_redis_entries_carry_their_ttls(redis_url: str) -> None:
+    """In Redis the in-flight marker has the lease TTL and the stored result the result TTL."""
+    client = redis.from_url(redis_url)
+    prefix = f"test:{uuid.uuid4().hex}"
+    store = RedisIdempotencyStore(client, prefix=prefix, ttl_s=TTL_S)
+    lease = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(lease, Lease)
+    key = f"{prefix}:{scope_of('t1', 'k1')}"
+    assert 0 < await client.pttl(key) <= LEASE_S * 1000
+    assert await store.complete(lease, response("done"))
+    assert LEASE_S * 1000 < await client.pttl(key) <= TTL_S * 1000
+    await client.aclose()
+
+
+def test_fingerprint_ignores_json_key_order() -> None:
+    """Two JSON bodies differing only in key order have the same fingerprint."""
+    assert body_fingerprint(b'{"a": 1, "b": [1, 2]}') == body_fingerprint(b'{"b":[1,2],"a":1}')
+    assert body_fingerprint(b'{"a": 1}') != body_fingerprint(b'{"a": 2}')
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 256, "caf\u00e9", "tab\there"])
+def test_unusable_keys_are_rejected(bad: str) -> None:
+    """Empty, over-long and non-printable-ASCII keys are request errors."""
+    with pytest.raises(RequestError) as caught:
+        validate_key(bad)
+    assert caught.value.param == "Idempotency-Key"

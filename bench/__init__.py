@@ -1,0 +1,1 @@
+"""Benchmarks: repeatable commands that print numbers, side by side with a baseline."""

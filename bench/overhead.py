@@ -1,0 +1,133 @@
+"""Router overhead: the same open-loop load against the simulator directly and through slorouter.
+
+    python -m bench.overhead [--rates 50,200] [--duration 20] [--stream] [--adapters passthrough,litellm]
+
+Starts one simulator (a model with a fixed 20 ms first-token time, so every difference is the
+router's) and one slorouter process pinned to it through each adapter, then runs the same
+Poisson schedule against each target in turn and prints p50/p99 of E2E and TTFT, the overhead
+against the direct baseline, and the router's CPU time per request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from bench.loadgen import RunResult, run_open_loop
+from tests.support.procs import PYTHON, ManagedProcess, free_port
+
+SIM_PROFILE = {"models": {"bench": {
+    "ttft_p50_ms": 20, "ttft_p99_ms": 20, "tpot_p50_ms": 0.2, "tpot_p99_ms": 0.2,
+    "output_tokens_p50": 16, "output_tokens_p99": 16, "tokens_per_chunk": 4}}}
+ROUTER_CONFIG = """version: 1
+deployments:
+  - name: passthrough
+    model: openai/bench
+    adapter: openai_passthrough
+    api_base: {base}/v1
+    input_price_per_mtok: 1
+    output_price_per_mtok: 2
+  - name: litellm
+    model: openai/bench
+    adapter: litellm
+    api_base: {base}/v1
+    api_key: env:SIM_KEY
+    input_price_per_mtok: 1
+    output_price_per_mtok: 2
+models:
+  - name: passthrough
+    deployments: [passthrough]
+  - name: litellm
+    deployments: [litellm]
+routes:
+  default_model: passthrough
+"""
+PAYLOAD = {"messages": [{"role": "user", "content": "Summarise the plot of Hamlet briefly."}],
+           "max_tokens": 16}
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_processes(workdir: Path) -> tuple[ManagedProcess, ManagedProcess, str, str]:
+    profile = workdir / "profile.json"
+    profile.write_text(json.dumps(SIM_PROFILE))
+    sim_port, router_port = free_port(), free_port()
+    sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(sim_port),
+                          "--profile", str(profile)], sim_port,
+                         ready_url=f"http://127.0.0.1:{sim_port}/v1/models",
+                         log_path=workdir / "sim.log").start()
+    sim_base = f"http://127.0.0.1:{sim_port}"
+    config = workdir / "router.yaml"
+    config.write_text(ROUTER_CONFIG.format(base=sim_base))
+    router = ManagedProcess([PYTHON, "-m", "router.cli", "serve", "--config", str(config),
+                             "--port", str(router_port), "--log-level", "warning"],
+                            router_port, ready_url=f"http://127.0.0.1:{router_port}/healthz",
+                            env={"SIM_KEY": "bench"}, log_path=workdir / "router.log",
+                            startup_timeout_s=60).start()
+    return sim, router, sim_base, f"http://127.0.0.1:{router_port}"
+
+
+async def measure(name: str, url: str, model: str, rate: float, duration: float,
+                  stream: bool, cpu_pid: int | None) -> tuple[RunResult, float | None]:
+    payload = {**PAYLOAD, "model": model, "stream": stream}
+    await run_open_loop(name, url, payload, rate=min(rate, 50), duration_s=2, seed=1)  # warm-up
+    cpu_before = cpu_seconds(cpu_pid) if cpu_pid else None
+    result = await run_open_loop(name, url, payload, rate=rate, duration_s=duration, seed=42)
+    cpu_ms = None
+    if cpu_pid and cpu_before is not None:
+        cpu_ms = (cpu_seconds(cpu_pid) - cpu_before) * 1e3 / max(1, len(result.samples))
+    return result, cpu_ms
+
+
+def report(rate: float, rows: list[tuple[RunResult, float | None]]) -> None:
+    base = rows[0][0]
+    base_e2e, base_ttft = base.percentiles_ms("e2e_s"), base.percentiles_ms("ttft_s")
+    print(f"\nrate {rate:g} req/s, {base.duration_s:g} s per target")
+    print(f"{'target':<22}{'sent':>6}{'err':>5}{'E2E p50':>9}{'p99':>8}{'TTFT p50':>10}"
+          f"{'p99':>8}{'+E2E p50':>10}{'+p99':>8}{'+TTFT p50':>11}{'+p99':>8}{'cpu ms/req':>12}")
+    for result, cpu_ms in rows:
+        e2e, ttft = result.percentiles_ms("e2e_s"), result.percentiles_ms("ttft_s")
+        cpu = f"{cpu_ms:.2f}" if cpu_ms is not None else "-"
+        print(f"{result.target:<22}{len(result.samples):>6}{result.errors():>5}"
+              f"{e2e[0]:>9.2f}{e2e[1]:>8.2f}{ttft[0]:>10.2f}{ttft[1]:>8.2f}"
+              f"{e2e[0] - base_e2e[0]:>10.2f}{e2e[1] - base_e2e[1]:>8.2f}"
+              f"{ttft[0] - base_ttft[0]:>11.2f}{ttft[1] - base_ttft[1]:>8.2f}{cpu:>12}")
+
+
+async def run(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        sim, router, sim_base, router_base = start_processes(Path(tmp))
+        try:
+            for rate in args.rates:
+                rows = [await measure("direct (simulator)", f"{sim_base}/v1/chat/completions",
+                                      "bench", rate, args.duration, args.stream, None)]
+                for adapter in args.adapters:
+                    rows.append(await measure(f"slorouter {adapter}",
+                                              f"{router_base}/v1/chat/completions", adapter,
+                                              rate, args.duration, args.stream, router.pid))
+                report(rate, rows)
+        finally:
+            router.stop()
+            sim.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
+                        default=[50.0, 200.0])
+    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--stream", action="store_true")
+    parser.add_argument("--adapters", type=lambda s: s.split(","),
+                        default=["passthrough", "litellm"])
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""The local statistics store: what is kept apart, fallbacks, staleness, in-flight, TTFT model."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from router.stats import (
+    ANY,
+    ANY_BUCKET,
+    LocalStatsStore,
+    Observation,
+    StatsConfig,
+    TtftModel,
+    prompt_bucket,
+    tpot_s,
+)
+from router.stats.decay import Decay
+from tests.stats.sim import FakeClock
+
+
+def _ok(dep: str, ttft: float, t: float, prompt: int = 300, out: int = 20) -> Observation:
+    return Observation(dep, "chat", prompt, out, ttft, 0.02, ttft + 0.02 * (out - 1), 0.0, None,
+                       False, t)
+
+
+def test_tpot_is_undefined_for_one_output_token() -> None:
+    """TPOT is None at <= 1 output token and (last - first) / (n - 1) otherwise."""
+    assert tpot_s(1.0, 1.0, 1) is None
+    assert tpot_s(1.0, 2.0, 11) == pytest.approx(0.1)
+
+
+def test_from_timings_measures_ttft_tpot_and_e2e() -> None:
+    """Observation.from_timings derives TTFT, TPOT and E2E from timestamps."""
+    obs = Observation.from_timings(deployment="A", task="chat", prompt_tokens=10,
+                                   output_tokens=5, t_start=10.0, t_first_token=10.5,
+                                   t_last_token=11.3, t_end=11.4)
+    assert (obs.ttft_s, obs.e2e_s) == (pytest.approx(0.5), pytest.approx(1.4))
+    assert obs.tpot_s == pytest.approx(0.2)
+
+
+def test_prompt_buckets_split_at_the_edges() -> None:
+    """Bucket edges are upper-exclusive: 511 and 512 fall in neighbouring buckets."""
+    assert prompt_bucket(511) + 1 == prompt_bucket(512)
+    assert prompt_bucket(0) == 0
+
+
+def test_cached_and_failed_attempts_stay_out_of_latency_estimates() -> None:
+    """Cached answers and failures are counted but never move TTFT quantiles."""
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    for _ in range(50):
+        store.record(_ok("A", 0.3, clock.now + 1))
+    fast_cached = Observation("A", "chat", 300, 20, 0.001, 0.0, 0.002, 0.0, None, True,
+                              clock.now + 1)
+    slow_failed = Observation("A", "chat", 300, 0, None, None, 30.0, 0.0, "ProviderTimeout",
+                              False, clock.now + 1)
+    for _ in range(50):
+        store.record(fast_cached)
+        store.record(slow_failed)
+    clock.now += 2
+    view = store.view("A", "chat", 300)
+    assert view.task is not None and view.task.ttft is not None
+    assert view.task.ttft.p50 == pytest.approx(0.3, rel=0.02)
+    assert view.task.n_cached > 0 and view.task.error_rate == pytest.approx(0.5, rel=0.05)
+    assert dict(view.task.errors_by_class)["ProviderTimeout"] > 0
+
+
+def test_view_has_no_bucket_summary_for_unseen_prompt_sizes() -> None:
+    """A prompt bucket without data falls back to the coarser levels (bucket is None)."""
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    store.record(_ok("A", 0.3, clock.now, prompt=100))
+    view = store.view("A", "chat", 20_000)
+    assert view.bucket is None and view.task is not None and view.deployment_all is not None
+
+
+def test_summaries_refresh_only_after_the_staleness_bound() -> None:
+    """A read within max_staleness_s of the last summary returns it; later reads see new data."""
+    clock = FakeClock()
+    store = LocalStatsStore(StatsConfig(max_staleness_s=0.5), clock=clock)
+    store.record(_ok("A", 0.3, clock.now))
+    first = store.view("A", "chat", 300).task
+    store.record(_ok("A", 0.3, clock.now))
+    assert store.view("A", "chat", 300).task is first
+    clock.now += 1.0
+    again = store.view("A", "chat", 300).task
+    assert again is not first and again is not None and again.n_ok > 1.0
+
+
+def test_in_flight_counts_and_oldest_waiting_attempt() -> None:
+    """begin/first_token/end maintain the count and the oldest attempt still waiting."""
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    a = store.begin("A", clock.now)
+    b = store.begin("A", clock.now + 1)
+    store.first_token(a)
+    view = store.view("A", "chat", 10)
+    assert (view.in_flight, view.oldest_waiting_since) == (2, clock.now + 1)
+    store.end(a)
+    store.end(b)
+    assert store.view("A", "chat", 10).in_flight == 0
+
+
+def test_deployment_key_holds_the_ttft_model_and_task_key_the_output_tokens() -> None:
+    """The deployment-wide key fits TTFT in prompt tokens; the task-wide key keeps outputs."""
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    store.record(_ok("A", 0.3, clock.now, out=40))
+    clock.now += 1
+    d = store.summary(("A", ANY, ANY_BUCKET), clock.now)
+    task = store.task_summary("chat")
+    assert d is not None and d.ttft_fit is not None
+    assert task is not None and task.output_tokens is not None
+    assert task.output_tokens.p50 == pytest.approx(40, rel=0.02)
+
+
+def test_ttft_model_recovers_intercept_slope_and_p95() -> None:
+    """On noisy data the fit finds the line and the ratio quantiles cover the p95."""
+    rng = random.Random(5)
+    model = TtftModel(Decay(60.0), 0.01)
+    t = 1_700_000_000.0
+    samples = []
+    for i in range(3000):
+        prompt = rng.randint(100, 16_000)
+        ttft = (0.25 + 0.1 * prompt / 1000) * rng.lognormvariate(0.0, 0.2)
+        model.add(prompt, ttft, t + i * 0.01)
+        samples.append((prompt, ttft))
+    fit = model.fit(t + 30)
+    assert fit is not None and fit.ratio is not None
+    assert fit.slope_s_per_ktok == pytest.approx(0.1 * 1.02, rel=0.15)
+    predicted = fit.predict(8000)
+    assert predicted is not None
+    truth = sorted(y for p, y in samples if 7000 <= p <= 9000)
+    assert predicted.p95 == pytest.approx(truth[int(0.95 * len(truth))], rel=0.15)

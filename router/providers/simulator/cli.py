@@ -1,8 +1,68 @@
-"""Placeholder: sub-commands of this area are registered here (see `router.cli`)."""
+"""`slorouter sim`: run the provider simulator as an OpenAI- and Anthropic-compatible server.
+
+    slorouter sim --port 8001 [--host 127.0.0.1] [--profile FILE] [--seed N]
+                  [--default-model NAME]
+
+Without `--profile` the built-in profiles (`default_profiles.json`, fitted to measured provider
+latencies) are served. `--default-model` makes unknown model names use that model's profile
+instead of answering 404. Heavy imports stay inside the handler so `slorouter --help` is fast.
+"""
+
+from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 
-def add_parser(subparsers: "argparse._SubParsersAction[Any]") -> None:
-    """No sub-commands yet."""
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Register the `sim` sub-command."""
+    parser = subparsers.add_parser(
+        "sim",
+        help="run the provider simulator (OpenAI + Anthropic wire formats)",
+        description="A simulated LLM provider with measured latency profiles, faults and a "
+        "control API (see docs/simulator.md).",
+    )
+    parser.add_argument("--port", type=int, required=True, help="TCP port (0: any free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="profile file, JSON or YAML (default: the built-in profiles)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of the latency and fault draws (default: random)")
+    parser.add_argument("--default-model", default=None,
+                        help="answer unknown model names with this model's profile, not 404")
+    parser.set_defaults(func=handler)
+
+
+def handler(args: argparse.Namespace) -> int:
+    """Load the profiles and serve until SIGINT/SIGTERM; 2 on a bad profile file."""
+    import asyncio
+    import signal
+    import sys
+
+    from router.providers.simulator.profile import ProfileError, load_profile_file
+    from router.providers.simulator.server import serve_until_stopped
+
+    try:
+        profiles = load_profile_file(args.profile)
+        if args.default_model is not None:
+            profiles = profiles.model_validate(
+                {**profiles.model_dump(), "default_model": args.default_model})
+    except (ProfileError, ValueError) as exc:
+        print(f"slorouter sim: bad profile: {exc}", file=sys.stderr)
+        return 2
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await serve_until_stopped(profiles, args.host, args.port, args.seed, stop)
+
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
+    return 0

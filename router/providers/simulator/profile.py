@@ -1,0 +1,127 @@
+"""Simulated model profiles: what one model name on the simulator looks like, and the profile file.
+
+A `ModelProfile` holds every knob of one simulated model (latency distributions, output length,
+failure rates, prefix cache, capacity, accuracy, price metadata). A `ProfileFile` maps model
+names to profiles and names an optional fallback profile for unknown model names. Both are
+pydantic models with `extra="forbid"`: they are the simulator's boundary (profile files and the
+control API). Sampling and request handling live elsewhere (`sampling`, `plan`, `server`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+BUILTIN_PROFILE_PATH = Path(__file__).with_name("default_profiles.json")
+
+CutMode = Literal["abort", "eof"]
+
+
+class ModelProfile(BaseModel):
+    """One simulated model. Times in ms, rates in [0, 1]; the defaults: instant, no faults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttft_p50_ms: float = Field(default=0.0, ge=0)
+    ttft_p99_ms: float = Field(default=0.0, ge=0)
+    ttft_tail_share: float = Field(default=0.0, ge=0, le=1)
+    ttft_tail_p50_ms: float = Field(default=0.0, ge=0)
+    ttft_tail_max_ms: float = Field(default=0.0, ge=0)
+    prefill_ms_per_token: float = Field(default=0.0, ge=0)
+    tpot_p50_ms: float = Field(default=0.0, ge=0)
+    tpot_p99_ms: float = Field(default=0.0, ge=0)
+    output_tokens_p50: int = Field(default=16, ge=1)
+    output_tokens_p99: int = Field(default=16, ge=1)
+    output_tokens_max: int = Field(default=4096, ge=1)
+    tokens_per_chunk: int = Field(default=1, ge=1)
+    error_rate_429: float = Field(default=0.0, ge=0, le=1)
+    error_rate_500: float = Field(default=0.0, ge=0, le=1)
+    error_rate_503: float = Field(default=0.0, ge=0, le=1)
+    retry_after_s: float = Field(default=1.0, ge=0)
+    error_delay_ms: float = Field(default=0.0, ge=0)
+    hang_rate: float = Field(default=0.0, ge=0, le=1)
+    cut_rate: float = Field(default=0.0, ge=0, le=1)
+    cut_after_chunks: int = Field(default=3, ge=0)
+    cut_mode: CutMode = "abort"
+    accuracy: float = Field(default=1.0, ge=0, le=1)
+    prefix_cache_factor: float = Field(default=1.0, ge=0, le=1)
+    prefix_cache_ttl_s: float = Field(default=300.0, ge=0)
+    prefix_cache_capacity: int = Field(default=4096, ge=0)
+    prefix_cache_min_tokens: int = Field(default=0, ge=0)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    context_window: int | None = Field(default=None, ge=1)
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
+    sources: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> ModelProfile:
+        problems: list[str] = []
+        pairs = {
+            "ttft": (self.ttft_p50_ms, self.ttft_p99_ms),
+            "tpot": (self.tpot_p50_ms, self.tpot_p99_ms),
+            "output_tokens": (self.output_tokens_p50, self.output_tokens_p99),
+        }
+        problems.extend(f"{name} p99 is below its p50" for name, (p50, p99) in pairs.items()
+                        if p99 < p50)
+        failure = self.error_rate_429 + self.error_rate_500 + self.error_rate_503 + self.hang_rate
+        if failure > 1.0:
+            problems.append("error rates plus hang_rate exceed 1")
+        if self.ttft_tail_share > 0 and self.ttft_tail_max_ms < self.ttft_tail_p50_ms:
+            problems.append("ttft_tail_max_ms is below ttft_tail_p50_ms")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def patched(self, changes: Mapping[str, object]) -> ModelProfile:
+        """A new profile with `changes` applied; `ValidationError` on unknown or bad fields."""
+        return ModelProfile.model_validate({**self.model_dump(), **dict(changes)})
+
+
+class ProfileFile(BaseModel):
+    """A set of named profiles; `default_model` (if set) answers for unknown model names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    models: dict[str, ModelProfile]
+    default_model: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _default_exists(self) -> ProfileFile:
+        if self.default_model is not None and self.default_model not in self.models:
+            raise ValueError(f"default_model {self.default_model!r} is not among the models")
+        return self
+
+
+class ProfileError(Exception):
+    """A profile file that cannot be read or does not validate (every problem in the message)."""
+
+
+def parse_profile_text(text: str, suffix: str) -> ProfileFile:
+    """Parse JSON (`.json`) or YAML (anything else) text into a validated `ProfileFile`."""
+    try:
+        raw = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+        return ProfileFile.model_validate(raw)
+    except (ValueError, yaml.YAMLError, ValidationError) as exc:
+        raise ProfileError(str(exc)) from exc
+
+
+def load_profile_file(path: Path | None = None) -> ProfileFile:
+    """Load and validate a profile file; `None` loads the built-in profiles."""
+    target = path if path is not None else BUILTIN_PROFILE_PATH
+    try:
+        text = target.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProfileError(f"cannot read {target}: {exc}") from exc
+    return parse_profile_text(text, target.suffix.lower())
+
+
+def dump_profile_file(profiles: ProfileFile) -> str:
+    """Canonical JSON text of a profile file (sorted keys, two-space indent)."""
+    return json.dumps(profiles.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,129 @@
+"""The simulator's wire-neutral view of one chat request, and pure functions over it.
+
+Both wire formats (OpenAI chat completions, Anthropic messages) are parsed into a `SimRequest`;
+this module derives from it what the simulator needs: the content key (a hash that seeds the
+deterministic answer), the approximate prompt token count (about 4 characters per token), the
+chain of prompt prefixes (for the prefix-cache model) and the `<<expect:VALUE>>` marker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+import orjson
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD_TOKENS = 4
+EXPECT_MARKER = re.compile(r"<<expect:(.*?)>>", re.DOTALL)
+
+ToolMode = Literal["auto", "none", "required"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message reduced to its role and its text (tool calls and parts flattened to text)."""
+
+    role: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A function tool the caller offers: its name and its JSON-schema parameters (as JSON)."""
+
+    name: str
+    parameters_json: str
+
+
+@dataclass(frozen=True)
+class SimRequest:
+    """A chat request as the simulator sees it, whatever wire format it came in."""
+
+    model: str
+    messages: tuple[Message, ...]
+    max_tokens: int | None
+    stop: tuple[str, ...]
+    tools: tuple[ToolSpec, ...]
+    tool_mode: ToolMode
+    forced_tool: str | None
+    stream: bool
+    include_usage: bool
+    sampling_json: str
+
+
+def count_tokens(text: str) -> int:
+    """Approximate token count of a text: one token per 4 characters, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def _message_tokens(message: Message) -> int:
+    return count_tokens(message.text) + MESSAGE_OVERHEAD_TOKENS
+
+
+def _tools_tokens(tools: tuple[ToolSpec, ...]) -> int:
+    return sum(count_tokens(tool.name) + count_tokens(tool.parameters_json) for tool in tools)
+
+
+def prompt_tokens(request: SimRequest) -> int:
+    """Approximate prompt tokens: messages (text plus a fixed overhead each) and tool schemas."""
+    return sum(_message_tokens(m) for m in request.messages) + _tools_tokens(request.tools)
+
+
+def _digest(payload: object) -> bytes:
+    return hashlib.blake2b(orjson.dumps(payload), digest_size=16).digest()
+
+
+def content_key(request: SimRequest) -> bytes:
+    """Hash of everything that determines the answer: model, messages and relevant parameters."""
+    return _digest(
+        [
+            request.model,
+            [[m.role, m.text] for m in request.messages],
+            request.max_tokens,
+            list(request.stop),
+            [[t.name, t.parameters_json] for t in request.tools],
+            request.tool_mode,
+            request.forced_tool,
+            request.sampling_json,
+        ]
+    )
+
+
+def prompt_key(request: SimRequest) -> bytes:
+    """Hash of model and prompt only (what the accuracy draw of an expect marker depends on)."""
+    return _digest([request.model, [[m.role, m.text] for m in request.messages]])
+
+
+def prefix_chain(request: SimRequest) -> tuple[tuple[bytes, int], ...]:
+    """`(hash, tokens)` of each prompt prefix that ends at a message boundary, shortest first.
+
+    A prefix is the tools plus the first k messages, for k from 1 to all but the last message
+    (the last message is the new turn, which a KV prefix cache would not hold yet).
+    """
+    tools = [[t.name, t.parameters_json] for t in request.tools]
+    hasher = hashlib.blake2b(orjson.dumps([request.model, tools]), digest_size=16)
+    tokens = _tools_tokens(request.tools)
+    chain: list[tuple[bytes, int]] = []
+    for message in request.messages[:-1]:
+        hasher.update(orjson.dumps([message.role, message.text]))
+        tokens += _message_tokens(message)
+        chain.append((hasher.copy().digest(), tokens))
+    return tuple(chain)
+
+
+def expected_answer(request: SimRequest) -> str | None:
+    """The VALUE of a `<<expect:VALUE>>` marker in the last user message, if there is one."""
+    for message in reversed(request.messages):
+        if message.role == "user":
+            found = EXPECT_MARKER.search(message.text)
+            return found.group(1) if found else None
+    return None
+
+
+def unit_draw(key: bytes, salt: bytes) -> float:
+    """A deterministic number in [0, 1) from a key (for draws that must not vary per call)."""
+    digest = hashlib.blake2b(key + salt, digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64

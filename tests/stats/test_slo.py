@@ -1,0 +1,110 @@
+"""Per-task SLOs: rolling attainment, burn rates, demotion, and the `/v1/slo` snapshot."""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from router.scoring import Candidate, ScoreRequest, ScoringConfig, rank
+from router.slo import SloTargets, SloTracker, burn_rate, demotion_penalty
+from router.slo.windows import RollingCounts, column
+from router.stats import LocalStatsStore, Observation
+from tests.stats.sim import FakeClock
+
+CHAT = SloTargets(ttft_p95_s=1.0, tpot_p95_s=0.05, e2e_p99_s=5.0, availability=0.99)
+
+
+def _obs(dep: str, ttft: float, t: float, error: str | None = None) -> Observation:
+    return Observation(dep, "chat", 500, 20, None if error else ttft, 0.02, ttft + 0.4, 0.0,
+                       error, False, t)
+
+
+def _feed(tracker: SloTracker, dep: str, ttft: float, start: float, seconds: int,
+          rate: int = 2) -> None:
+    for i in range(seconds * rate):
+        obs = _obs(dep, ttft, start + i / rate)
+        tracker.record_request(obs)
+        tracker.record_attempt(obs)
+
+
+@given(bad=st.integers(0, 1000), extra=st.integers(1, 1000),
+       objective=st.sampled_from((0.9, 0.95, 0.99, 0.999)))
+def test_burn_rate_is_bad_share_over_budget(bad: int, extra: int, objective: float) -> None:
+    """burn * (1 - objective) equals the bad share; burn 1 spends the budget exactly."""
+    total = bad + extra
+    burn = burn_rate(bad, total, objective)
+    assert burn is not None and burn * (1 - objective) == pytest.approx(bad / total)
+
+
+def test_rolling_counts_forget_events_outside_the_window() -> None:
+    """An event older than the window is not summed; a recent one is."""
+    counts = RollingCounts(horizon_s=600, resolution_s=10)
+    deltas = [0] * 8
+    deltas[column("ttft")], deltas[column("ttft") + 1] = 1, 1
+    counts.add(1000.0, deltas)
+    counts.add(1500.0, deltas)
+    short, long_ = counts.sums(1500.0, (300.0, 600.0))
+    assert (int(short[column("ttft")]), int(long_[column("ttft")])) == (1, 2)
+
+
+def test_slo_no_candidate_can_meet_shows_low_attainment_and_burn_above_one() -> None:
+    """With every request slower than the TTFT target, attainment < 0.95 and burn > 1."""
+    clock = FakeClock()
+    tracker = SloTracker({"chat": CHAT}, clock=clock)
+    _feed(tracker, "A", 2.0, clock.now, 600)
+    clock.now += 600
+    snap = tracker.snapshot()
+    chat = next(t for t in snap.tasks if t.task == "chat")
+    ttft_5m = next(s for w in chat.windows if w.window_s == 300 for s in w.slis if s.sli == "ttft")
+    assert ttft_5m.attainment is not None and ttft_5m.attainment < ttft_5m.objective
+    assert ttft_5m.burn_rate is not None and ttft_5m.burn_rate > 1.0 and ttft_5m.met is False
+    assert chat.burn_alerts and chat.deployments[0].demoted
+    assert orjson.loads(snap.model_dump_json())["tasks"][0]["task"] == "chat"
+
+
+def test_demotion_fires_on_both_windows_and_lifts_after_recovery() -> None:
+    """A burning deployment is demoted; after 5 good minutes the short window lifts it."""
+    clock = FakeClock()
+    tracker = SloTracker({"chat": CHAT}, clock=clock)
+    start = clock.now
+    _feed(tracker, "A", 0.3, start, 1200)
+    _feed(tracker, "A", 3.0, start + 1200, 600)
+    assert tracker.penalty("A", "chat", start + 1800) > 0.0
+    _feed(tracker, "A", 0.3, start + 1800, 400)
+    assert tracker.penalty("A", "chat", start + 2200) == 0.0
+
+
+def test_rules_cannot_fire_on_too_few_events() -> None:
+    """Below min_events in the short window, even a 100% bad series is not demoted."""
+    clock = FakeClock()
+    tracker = SloTracker({"chat": CHAT}, clock=clock)
+    for i in range(5):
+        tracker.record_attempt(_obs("A", 3.0, clock.now + i))
+    assert tracker.penalty("A", "chat", clock.now + 10) == 0.0
+
+
+def test_demotion_penalty_is_zero_unless_both_windows_burn() -> None:
+    """Only the short window burning (a blip) does not demote; both burning does."""
+    assert demotion_penalty([{3600.0: 2.0, 300.0: 50.0}]) == 0.0
+    assert demotion_penalty([{3600.0: 20.0, 300.0: 50.0}]) > 0.0
+
+
+def test_scorer_ranks_a_demoted_candidate_behind_an_equal_one() -> None:
+    """Of two otherwise equal candidates, the one with an SLO penalty ranks second."""
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    for i in range(100):
+        for dep in ("A", "B"):
+            store.record(_obs(dep, 0.3, clock.now + i * 0.01))
+    clock.now += 2
+    views = {d: store.view(d, "chat", 500) for d in ("A", "B")}
+    candidates = [Candidate("A", 1.0, 1.0, views["A"], slo_penalty=0.6),
+                  Candidate("B", 1.0, 1.0, views["B"])]
+    ranking = rank(ScoreRequest("chat", "low", 500, 20), CHAT, candidates,
+                   ScoringConfig(explore_share=0.0), now=clock.now, rng=random.Random(1))
+    assert [c.deployment for c in ranking.candidates] == ["B", "A"]
+    assert ranking.candidates[1].demoted

@@ -279,7 +279,7 @@ class MemoryOutcomeStore:
         self._capacity = exposure_capacity
         self._metrics: dict[tuple[str, str], dict[str, _Accumulator]] = {}
         self._exposures: OrderedDict[str, Exposure] = OrderedDict()
-        self._feedback_seen: set[tuple[str, str]] = set()
+        self._feedback_seen: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._halts: dict[str, dict[str, Halt]] = {}
 
     def _add(self, experiment: str, arm: str, metric: str, value: float) -> None:
@@ -303,7 +303,9 @@ class MemoryOutcomeStore:
         key = (feedback.request_id, feedback.metric)
         if key in self._feedback_seen:
             return False
-        self._feedback_seen.add(key)
+        self._feedback_seen[key] = None
+        if len(self._feedback_seen) > self._capacity:
+            self._feedback_seen.popitem(last=False)
         self._add(exposure.experiment, exposure.arm, feedback.metric, feedback.value)
         return True
 

@@ -43,7 +43,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
 
     app = FastAPI(title="slorouter", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
-    app.add_route("/v1/chat/completions", chat, methods=["POST"])
+    app.add_route("/v1/chat/completions", chat.handle, methods=["POST"])
     app.add_route("/v1/models", models_endpoint(config), methods=["GET"])
     app.add_route("/healthz", healthz, methods=["GET"])
     app.add_route("/readyz", readyz_endpoint(checks, config.version), methods=["GET"])

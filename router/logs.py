@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import traceback
 
 import orjson
 
@@ -26,7 +27,9 @@ class JsonFormatter(logging.Formatter):
         if isinstance(data, dict):
             line.update(data)
         if record.exc_info and record.exc_info[0] is not None:
+            # The class and the frames, never the message: messages can echo request text.
             line["exception"] = record.exc_info[0].__name__
+            line["traceback"] = "".join(traceback.format_tb(record.exc_info[2]))
         return orjson.dumps(line, default=str).decode()
 
 

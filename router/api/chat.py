@@ -83,7 +83,7 @@ class ChatHandler:
         self._sink = sink
         self._clock = clock
 
-    async def __call__(self, request: Request) -> Response:
+    async def handle(self, request: Request) -> Response:
         arrived = self._clock()
         request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
         outcome = Outcome(request_id=request_id, tenant="", requested_model="", stream=False,

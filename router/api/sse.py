@@ -30,8 +30,11 @@ class WatchedStreamingResponse(Response):
 
     def __init__(self, chunks: AsyncIterator[bytes], headers: Mapping[str, str],
                  on_finish: Callable[[bool], Awaitable[None]]) -> None:
-        super().__init__(content=None, status_code=200, headers=dict(headers),
-                         media_type="text/event-stream")
+        # Like Starlette's StreamingResponse: no `body`, so no content-length header.
+        self.status_code = 200
+        self.media_type = "text/event-stream"
+        self.background = None
+        self.init_headers(dict(headers))
         self._chunks = chunks
         self._on_finish = on_finish
 

@@ -3,12 +3,14 @@
 A budget in the style of Finagle's `RetryBudget` (and tower's `TpsBudget`): every client request
 deposits `share` tokens, every extra attempt (a retry, or a hedge for the hedge budget) withdraws
 one, and both expire after `window_s`. A reserve of `floor_per_s * window_s` tokens per window
-lets a quiet service still retry. At every instant, within the sliding window:
+lets a quiet service still retry. Whenever a token is granted, within the sliding window:
 
     extra attempts <= share * requests + floor_per_s * window_s
 
-so failures cannot multiply load: with share 0.1, upstream calls per request stay <= ~1.1 plus
-the floor. The window is kept in `slots` buckets (memory is O(slots), not O(requests)).
+so failures cannot multiply load. Over a whole run of `elapsed` seconds since the budget was
+created, extra attempts <= share * requests + floor_per_s * (elapsed + window_s) (property-tested):
+with share 0.1, upstream calls per request stay <= 1.1 plus the floor's share. The window is
+kept in `slots` buckets (memory is O(slots), not O(requests)).
 
 State is local to one process and read with an injected monotonic clock; there is no I/O and no
 awaiting. Not thread-safe: use it from one event loop.
@@ -63,7 +65,8 @@ class Budget:
         self._width = policy.window_s / policy.slots
         self._requests = [0] * policy.slots
         self._spent = [0] * policy.slots
-        self._slot = self._slot_at(clock())
+        self._origin = clock()  # buckets are aligned to creation, so the bound below is exact
+        self._slot = 0
 
     @property
     def policy(self) -> BudgetPolicy:
@@ -95,7 +98,7 @@ class Budget:
         return earned + reserve - sum(self._spent)
 
     def _slot_at(self, now: float) -> int:
-        return math.floor(now / self._width)
+        return math.floor((now - self._origin) / self._width)
 
     def _advance(self) -> None:
         """Zero the buckets that fell out of the window since the last call."""

@@ -16,6 +16,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "router.serve_cli",
     "router.providers.simulator.cli",
     "router.classify.cli",
+    "router.loadtest.cli",
     "evals.cli",
 )
 

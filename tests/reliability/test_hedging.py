@@ -108,6 +108,9 @@ async def test_slow_primary_loses_to_hedge_and_is_closed() -> None:
     assert result.prefix == (ROLE_ONLY, "fast")
     assert primary.closed
     assert [a.outcome for a in result.attempts] == ["cancelled", "won"]
+    assert all(a.started_at is not None for a in result.attempts)  # both costs recorded
+    assert result.attempts[1].first_content_at is not None
+    assert result.attempts[0].ended_at is not None  # the loser's record is closed too
     assert [chunk async for chunk in result.rest] == ["more"]
 
 

@@ -1,0 +1,159 @@
+"""Routing metrics, pure functions over numpy arrays: the RouteLLM curve, APGR, CPT, baselines.
+
+Definitions follow `evals/datasets/routing/README.md` ("Scoring a router the RouteLLM way"):
+thresholds at the 11 linear quantile edges of the router's scores (`score >= edge`, `>` at the top
+edge); quality = mean outcome of the chosen model; cost = share of strong calls; APGR = trapezoid
+area of quality over strong share, normalised by the two models' own qualities; CPT(x) = strong
+share at which PGR first reaches x, interpolated linearly on the curve sorted by share. Also the
+Wilson score interval and a seeded bootstrap of a paired statistic. Nothing here trains or loads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+N_EDGES = 11
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One threshold of a two-model router: share of strong calls and the achieved quality."""
+
+    strong_share: float
+    quality: float
+
+
+@dataclass(frozen=True)
+class CurveSummary:
+    """A quality-vs-strong-share curve with its RouteLLM metrics (CPT as a share in [0, 1])."""
+
+    points: tuple[CurvePoint, ...]
+    apgr: float
+    cpt50: float
+    cpt80: float
+    weak_quality: float
+    strong_quality: float
+
+
+def curve(score: FloatArray, strong: FloatArray, weak: FloatArray) -> tuple[CurvePoint, ...]:
+    """The 11-point curve of a router giving `score` (high = needs strong), sorted by share."""
+    edges = np.quantile(score, np.linspace(0.0, 1.0, N_EDGES))
+    points = []
+    for i, edge in enumerate(edges):
+        chosen = score > edge if i == len(edges) - 1 else score >= edge
+        quality = float(np.where(chosen, strong, weak).mean())
+        points.append(CurvePoint(strong_share=float(chosen.mean()), quality=quality))
+    return tuple(sorted(points, key=lambda p: (p.strong_share, p.quality)))
+
+
+def pgr(quality: float, weak_quality: float, strong_quality: float) -> float:
+    """Performance gap recovered: (quality - weak) / (strong - weak)."""
+    return (quality - weak_quality) / (strong_quality - weak_quality)
+
+
+def apgr(points: tuple[CurvePoint, ...], weak_quality: float, strong_quality: float) -> float:
+    """Trapezoid area under quality over strong share, normalised to the weak-strong gap."""
+    xs = np.array([p.strong_share for p in points])
+    ys = np.array([p.quality for p in points])
+    span = float(xs[-1] - xs[0])
+    area = float(np.trapezoid(ys, xs))
+    return (area - weak_quality * span) / ((strong_quality - weak_quality) * span)
+
+
+def cpt(
+    points: tuple[CurvePoint, ...], target_pgr: float, weak_quality: float, strong_quality: float
+) -> float:
+    """Strong share at which the curve's PGR first reaches `target_pgr` (1.0 if it never does)."""
+    prev: CurvePoint | None = None
+    for point in points:
+        now = pgr(point.quality, weak_quality, strong_quality)
+        if now >= target_pgr:
+            if prev is None:
+                return point.strong_share
+            before = pgr(prev.quality, weak_quality, strong_quality)
+            frac = (target_pgr - before) / (now - before)
+            return prev.strong_share + frac * (point.strong_share - prev.strong_share)
+        prev = point
+    return 1.0
+
+
+def summarize(points: tuple[CurvePoint, ...], weak_q: float, strong_q: float) -> CurveSummary:
+    """APGR, CPT(50%) and CPT(80%) of a curve."""
+    return CurveSummary(
+        points=points,
+        apgr=apgr(points, weak_q, strong_q),
+        cpt50=cpt(points, 0.5, weak_q, strong_q),
+        cpt80=cpt(points, 0.8, weak_q, strong_q),
+        weak_quality=weak_q,
+        strong_quality=strong_q,
+    )
+
+
+def evaluate_router(score: FloatArray, strong: FloatArray, weak: FloatArray) -> CurveSummary:
+    """The RouteLLM metrics of one router's scores on prompts with these outcomes."""
+    return summarize(curve(score, strong, weak), float(weak.mean()), float(strong.mean()))
+
+
+def oracle_curve(strong: FloatArray, weak: FloatArray) -> tuple[CurvePoint, ...]:
+    """Oracle at 0%, 10%, …, 100% strong calls: strong goes first where only strong is right."""
+    n = len(strong)
+    weak_total = float(weak.sum())
+    gain = float(np.sum(np.clip(strong - weak, 0.0, None)))
+    shares = np.linspace(0.0, 1.0, N_EDGES)
+    return tuple(
+        CurvePoint(float(x), (weak_total + min(float(x) * n, gain)) / n) for x in shares
+    )
+
+
+def evaluate_oracle(strong: FloatArray, weak: FloatArray) -> CurveSummary:
+    """The RouteLLM metrics of the oracle router (APGR may exceed 1)."""
+    return summarize(oracle_curve(strong, weak), float(weak.mean()), float(strong.mean()))
+
+
+def random_scores(n: int, rng: np.random.Generator) -> FloatArray:
+    """Scores of the random router: uniform draws from the injected generator."""
+    return rng.random(n)
+
+
+def wilson_interval(successes: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval of a proportion (successes may be fractional for [0,1] scores)."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def bootstrap(
+    statistic: Callable[[npt.NDArray[np.int64]], float],
+    n: int,
+    rng: np.random.Generator,
+    resamples: int = 1000,
+) -> FloatArray:
+    """`statistic(index)` over `resamples` index resamples (with replacement) of `range(n)`."""
+    return np.array([statistic(rng.integers(0, n, size=n)) for _ in range(resamples)])
+
+
+def floor_hold_rate(
+    achieved: FloatArray,
+    reference: FloatArray,
+    fraction: float,
+    rng: np.random.Generator,
+    resamples: int = 1000,
+) -> float:
+    """Share of paired bootstrap resamples where mean(achieved) >= fraction * mean(reference)."""
+    margin = achieved - fraction * reference
+    held = 0
+    for start in range(0, resamples, 64):
+        size = min(64, resamples - start)
+        index = rng.integers(0, len(margin), size=(size, len(margin)))
+        held += int(np.sum(margin[index].mean(axis=1) >= 0.0))
+    return held / resamples

@@ -1,0 +1,241 @@
+"""Outcome datasets: per-prompt scores of several models, loaded into typed rows and arrays.
+
+Reads the JSONL format of `evals/datasets/routing/` (RouteLLM's two-model MMLU and GSM8K) and
+`evals/datasets/routing_multi/` (ZeroEval's N-model GSM8K, MATH level 5, CRUXEval), gzipped or
+not. Decontamination follows the routing README: rows marked `contaminated` are dropped, file
+order kept. Fold grouping keys (same text or same reading passage share a key) live here too.
+What is *not* here: metrics (`evals.metrics`), splitting (`evals.folds`), routers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+import numpy.typing as npt
+
+DATA_DIR = Path(__file__).resolve().parent / "datasets"
+ROUTING_DIR = DATA_DIR / "routing"
+MULTI_DIR = DATA_DIR / "routing_multi"
+
+_PASSAGE_PREFIX = "This question refers to the following information."
+
+
+@dataclass(frozen=True)
+class Price:
+    """A model's list price in USD per one million input and output tokens."""
+
+    input_per_1m: float
+    output_per_1m: float
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    """One prompt with every model's recorded score and (where known) cost in USD."""
+
+    id: str
+    benchmark: str
+    category: str
+    text: str
+    scores: Mapping[str, float]
+    prompt_tokens: int
+    cost: Mapping[str, float]
+    contaminated: bool
+    group: str
+
+
+@dataclass(frozen=True)
+class OutcomeTable:
+    """Rows of one dataset as aligned arrays over a fixed model list (column j = models[j])."""
+
+    models: tuple[str, ...]
+    ids: tuple[str, ...]
+    texts: tuple[str, ...]
+    categories: tuple[str, ...]
+    benchmarks: tuple[str, ...]
+    groups: tuple[str, ...]
+    prompt_tokens: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+    costs: npt.NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, index: npt.NDArray[np.int64]) -> OutcomeTable:
+        """The sub-table of the rows at `index` (in that order)."""
+        pick = [int(i) for i in index]
+        return OutcomeTable(
+            models=self.models,
+            ids=tuple(self.ids[i] for i in pick),
+            texts=tuple(self.texts[i] for i in pick),
+            categories=tuple(self.categories[i] for i in pick),
+            benchmarks=tuple(self.benchmarks[i] for i in pick),
+            groups=tuple(self.groups[i] for i in pick),
+            prompt_tokens=self.prompt_tokens[index],
+            scores=self.scores[index],
+            costs=self.costs[index],
+        )
+
+    def column(self, model: str) -> int:
+        """The column index of `model`; KeyError naming the known models if absent."""
+        if model not in self.models:
+            raise KeyError(f"model {model!r} not in {list(self.models)}")
+        return self.models.index(model)
+
+
+def group_key(text: str) -> str:
+    """Fold-grouping key: the reading passage for passage questions, else the normalised text."""
+    norm = re.sub(r"\s+", " ", text.strip())
+    if norm.startswith(_PASSAGE_PREFIX):
+        body = text.strip()[len(_PASSAGE_PREFIX) :].strip()
+        passage = body.split("\n")[0]
+        return "passage:" + hashlib.sha1(passage.encode()).hexdigest()
+    return "text:" + hashlib.sha1(norm.encode()).hexdigest()
+
+
+def _open_lines(path: Path) -> Iterator[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        yield from fh
+
+
+def load_prices(path: Path) -> dict[str, Price]:
+    """Prices from a `models.json` of either dataset folder (models without a price skipped)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    entries: list[dict[str, object]] = list(doc.get("models", []))
+    for dataset in doc.get("datasets", {}).values():
+        entries.extend(dataset.get("models", []))
+    prices: dict[str, Price] = {}
+    for entry in entries:
+        pin, pout = entry.get("price_usd_per_1m_input_tokens"), entry.get(
+            "price_usd_per_1m_output_tokens"
+        )
+        if isinstance(pin, int | float) and isinstance(pout, int | float):
+            prices[str(entry["name"])] = Price(float(pin), float(pout))
+    return prices
+
+
+def _routing_cost(
+    raw: Mapping[str, object], prices: Mapping[str, Price], extra: Mapping[str, int]
+) -> dict[str, float]:
+    """USD per model for a RouteLLM row: (prompt + few-shot prefix) in, stored answer out."""
+    tokens_in = int(raw["prompt_tokens"]) + extra.get("prefix", 0)  # type: ignore[call-overload]
+    out_raw = raw.get("response_tokens")
+    outs = out_raw if isinstance(out_raw, dict) else {}
+    cost: dict[str, float] = {}
+    for model, price in prices.items():
+        tokens_out = int(outs.get(model, extra.get("response", 1)))
+        cost[model] = (tokens_in * price.input_per_1m + tokens_out * price.output_per_1m) / 1e6
+    return cost
+
+
+def parse_row(
+    raw: Mapping[str, object], prices: Mapping[str, Price], extra: Mapping[str, int]
+) -> OutcomeRow:
+    """One JSON object of either format as an `OutcomeRow`."""
+    scores = {str(k): float(v) for k, v in dict(raw["scores"]).items()}  # type: ignore[call-overload]
+    cost_raw = raw.get("cost_est", raw.get("cost"))
+    if isinstance(cost_raw, dict):
+        cost = {str(k): float(v) for k, v in cost_raw.items()}
+        tokens_raw = raw.get("tokens_est", raw.get("tokens", {}))
+        first = next(iter(dict(tokens_raw).values()), {"in": 0})  # type: ignore[call-overload]
+        prompt_tokens = int(first["in"])
+    else:
+        cost = _routing_cost(raw, prices, extra)
+        prompt_tokens = int(raw["prompt_tokens"])  # type: ignore[call-overload]
+    text = str(raw["prompt"])
+    return OutcomeRow(
+        id=str(raw["id"]),
+        benchmark=str(raw["benchmark"]),
+        category=str(raw["category"]),
+        text=text,
+        scores=MappingProxyType(scores),
+        prompt_tokens=prompt_tokens,
+        cost=MappingProxyType(cost),
+        contaminated=bool(raw.get("contaminated", False)),
+        group=group_key(text),
+    )
+
+
+def _token_extras(path: Path, benchmark: str) -> dict[str, int]:
+    """Few-shot prefix and default answer tokens of a RouteLLM benchmark (models.json)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    extra: dict[str, int] = {}
+    for entry in doc.get("models", []):
+        avg = entry.get("avg_tokens", {}).get(benchmark, {})
+        extra["prefix"] = int(avg.get("few_shot_prefix_tokens", 0))
+        extra["response"] = round(float(avg.get("avg_response_tokens", 1)))
+    return extra
+
+
+def load_rows(path: Path | str, *, decontaminate: bool = True) -> list[OutcomeRow]:
+    """Every row of an outcome file (file order); contaminated rows dropped unless asked."""
+    path = Path(path)
+    models_json = path.parent / "models.json"
+    prices = load_prices(models_json) if models_json.exists() else {}
+    rows: list[OutcomeRow] = []
+    extras: dict[str, dict[str, int]] = {}
+    for line in _open_lines(path):
+        if not line.strip():
+            continue
+        raw = json.loads(line)
+        bench = str(raw["benchmark"])
+        if bench not in extras:
+            extras[bench] = _token_extras(models_json, bench) if models_json.exists() else {}
+        row = parse_row(raw, prices, extras[bench])
+        if decontaminate and row.contaminated:
+            continue
+        rows.append(row)
+    return rows
+
+
+def common_models(rows: Sequence[OutcomeRow], *, priced_only: bool) -> tuple[str, ...]:
+    """Models scored on every row (and priced on every row if asked), sorted by name."""
+    if not rows:
+        return ()
+    common = set(rows[0].scores)
+    for row in rows:
+        common &= set(row.scores)
+        if priced_only:
+            common &= set(row.cost)
+    return tuple(sorted(common))
+
+
+def to_table(rows: Sequence[OutcomeRow], models: Sequence[str]) -> OutcomeTable:
+    """Aligned arrays for `models`; a missing cost is NaN (a missing score raises KeyError)."""
+    return OutcomeTable(
+        models=tuple(models),
+        ids=tuple(r.id for r in rows),
+        texts=tuple(r.text for r in rows),
+        categories=tuple(r.category for r in rows),
+        benchmarks=tuple(r.benchmark for r in rows),
+        groups=tuple(r.group for r in rows),
+        prompt_tokens=np.array([r.prompt_tokens for r in rows], dtype=np.int64),
+        scores=np.array([[r.scores[m] for m in models] for r in rows], dtype=np.float64),
+        costs=np.array([[r.cost.get(m, np.nan) for m in models] for r in rows], dtype=np.float64),
+    )
+
+
+def load_table(
+    path: Path | str,
+    *,
+    benchmark: str | None = None,
+    models: Sequence[str] | None = None,
+    priced_only: bool = False,
+) -> OutcomeTable:
+    """Decontaminated rows of one benchmark (or all) as a table over `models` or common ones."""
+    rows = [r for r in load_rows(path) if benchmark is None or r.benchmark == benchmark]
+    chosen = tuple(models) if models is not None else common_models(rows, priced_only=priced_only)
+    return to_table(rows, chosen)
+
+
+def file_sha256(path: Path | str) -> str:
+    """Content hash of a file (the data hash stamped on trained artifacts)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -1,0 +1,74 @@
+"""Save and load a trained router: `router.joblib` plus `metadata.json` in one directory.
+
+The metadata records the artifact's own SHA-256 and version (its first 12 hex digits), the
+training data hash, the models, the decision rule, the measured metrics and library versions.
+Loading checks the hash before unpickling: only load artifacts you trained or trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+import joblib
+
+from policies.learned.decide import ThresholdRule
+from policies.learned.predictor import SuccessPredictor
+
+MODEL_FILE = "router.joblib"
+METADATA_FILE = "metadata.json"
+
+
+class ArtifactError(ValueError):
+    """The artifact directory is incomplete or its hash does not match its metadata."""
+
+
+@dataclass(frozen=True)
+class LoadedRouter:
+    """A predictor with its decision rule and the parsed metadata JSON text."""
+
+    predictor: SuccessPredictor
+    rule: ThresholdRule
+    version: str
+    metadata_json: str
+
+
+def save_artifact(
+    directory: Path, predictor: SuccessPredictor, rule: ThresholdRule, metadata: str
+) -> str:
+    """Write the artifact; `metadata` is a JSON object (text) completed with hash and rule."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / MODEL_FILE
+    joblib.dump({"predictor": predictor, "rule": rule}, path, compress=3)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    doc = json.loads(metadata)
+    doc.update(
+        artifact_sha256=digest,
+        version=digest[:12],
+        rule={
+            "candidates": list(rule.candidates), "kind": rule.kind,
+            "threshold": rule.threshold, "fallback": rule.fallback,
+        },
+    )
+    (directory / METADATA_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return digest[:12]
+
+
+def load_artifact(directory: Path) -> LoadedRouter:
+    """Load and verify an artifact written by `save_artifact`."""
+    path, meta_path = directory / MODEL_FILE, directory / METADATA_FILE
+    if not path.exists() or not meta_path.exists():
+        raise ArtifactError(f"{directory} needs {MODEL_FILE} and {METADATA_FILE}")
+    text = meta_path.read_text()
+    expected = str(json.loads(text).get("artifact_sha256", ""))
+    if hashlib.sha256(path.read_bytes()).hexdigest() != expected:
+        raise ArtifactError(f"{path} does not match artifact_sha256 in {meta_path}")
+    bundle = cast(dict[str, object], joblib.load(path))
+    predictor = bundle["predictor"]
+    rule = bundle["rule"]
+    if not isinstance(predictor, SuccessPredictor) or not isinstance(rule, ThresholdRule):
+        raise ArtifactError(f"{path} does not hold a SuccessPredictor and a ThresholdRule")
+    return LoadedRouter(predictor, rule, expected[:12], text)

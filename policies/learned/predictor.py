@@ -1,0 +1,80 @@
+"""Per-candidate success model: one L2 logistic regression per model over shared prompt features.
+
+The fitted regressions are flattened into one coefficient matrix, so predicting every candidate
+for a request is one sparse row times a dense matrix plus a sigmoid (tens of microseconds).
+Scores in [0, 1] that are not 0/1 are fitted exactly by duplicating rows with weights s and 1-s.
+A model that never (or always) succeeds in training gets a constant, smoothed probability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+from sklearn.linear_model import LogisticRegression
+
+from policies.learned.features import FeatureConfig, Featurizer, fit_featurizer
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class SuccessPredictor:
+    """Predicts, per candidate model, the probability that it answers a prompt well."""
+
+    featurizer: Featurizer
+    models: tuple[str, ...]
+    coef: FloatArray  # (n_features, n_models)
+    intercept: FloatArray  # (n_models,)
+
+    def predict_matrix(self, texts: Sequence[str], tasks: Sequence[str]) -> FloatArray:
+        """P(success) per (prompt, model): shape (len(texts), len(models))."""
+        x = self.featurizer.transform(texts, tasks)
+        logits = np.asarray(x @ self.coef) + self.intercept
+        return 1.0 / (1.0 + np.exp(-logits))
+
+    def predict(self, prompt_text: str, task: str) -> Mapping[str, float]:
+        """P(success) of each candidate model for one request."""
+        row = self.predict_matrix([prompt_text], [task])[0]
+        return {m: float(p) for m, p in zip(self.models, row, strict=True)}
+
+
+def _design(x: sp.csr_matrix, y: FloatArray) -> tuple[sp.csr_matrix, FloatArray, FloatArray]:
+    """Rows, 0/1 labels and weights that fit fractional scores exactly."""
+    if np.all((y == 0.0) | (y == 1.0)):
+        return x, y, np.ones_like(y)
+    stacked = sp.vstack([x, x], format="csr")
+    labels = np.concatenate([np.ones_like(y), np.zeros_like(y)])
+    return stacked, labels, np.concatenate([y, 1.0 - y])
+
+
+def _fit_one(x: sp.csr_matrix, y: FloatArray, c: float) -> tuple[FloatArray, float]:
+    """Coefficients and intercept of one model's regression."""
+    mean = float(y.mean())
+    if mean <= 0.0 or mean >= 1.0:
+        p = (y.sum() + 0.5) / (len(y) + 1.0)
+        return np.zeros(x.shape[1]), float(np.log(p / (1.0 - p)))
+    rows, labels, weights = _design(x, y)
+    reg = LogisticRegression(C=c, solver="liblinear", max_iter=1000)
+    reg.fit(rows, labels, sample_weight=weights)
+    return reg.coef_[0].astype(np.float64), float(reg.intercept_[0])
+
+
+def fit_predictor(
+    texts: Sequence[str],
+    tasks: Sequence[str],
+    scores: FloatArray,
+    models: Sequence[str],
+    config: FeatureConfig | None = None,
+    c: float = 1.0,
+) -> SuccessPredictor:
+    """Fit features and one regression per model on training rows (scores: (n, len(models)))."""
+    featurizer = fit_featurizer(texts, tasks, scores, config if config is not None else FeatureConfig())
+    x = featurizer.transform(texts, tasks)
+    fitted = [_fit_one(x, scores[:, j], c) for j in range(len(models))]
+    coef = np.column_stack([f[0] for f in fitted])
+    intercept = np.array([f[1] for f in fitted])
+    return SuccessPredictor(featurizer, tuple(models), coef, intercept)

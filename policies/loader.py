@@ -56,7 +56,9 @@ def cross_reference_problems(config: RouterConfig) -> list[str]:
         ]
     targets = [("routes.default_model", config.routes.default_model)]
     targets += [(f"routes.by_task.{task}", name) for task, name in config.routes.by_task.items()]
-    problems += [f"{where}: unknown model {name!r}" for where, name in targets if name not in models]
+    problems += [f"{where}: unknown model {name!r}" for where, name in targets
+                 if name not in models]
+    problems += _policy_problems(config, models)
     problems += [
         f"routes.aliases: {alias!r} collides with a model name"
         for alias in config.routes.aliases
@@ -76,6 +78,26 @@ def interpolate(text: str, environ: Mapping[str, str], source: str) -> str:
         raise PolicyValidationError(source, [f"${{{name}}} is used but not set in the environment"
                                              for name in missing])
     return _PLACEHOLDER.sub(lambda m: environ[m.group(1)], text)
+
+
+def _policy_problems(config: RouterConfig, models: set[str]) -> list[str]:
+    if config.policies is None:
+        return []
+    named = [("default", config.policies.default)]
+    named += [(str(task), policy) for task, policy in config.policies.tasks.items()]
+    problems = []
+    for where, policy in named:
+        refs = [("candidates", n) for n in policy.candidates]
+        refs += [("fallbacks", n) for n in policy.fallbacks]
+        if policy.no_candidate_fallback is not None:
+            refs.append(("no_candidate_fallback", policy.no_candidate_fallback))
+        if policy.quality_floor is not None and policy.quality_floor.relative_to is not None:
+            refs.append(("quality_floor.relative_to", policy.quality_floor.relative_to))
+        for level, rule in policy.risk.items():
+            refs += [(f"risk.{level}.candidates", n) for n in rule.candidates or ()]
+        problems += [f"policies.{where}.{field}: unknown model {name!r}"
+                     for field, name in refs if name not in models]
+    return problems
 
 
 def load_config_text(text: str, source: str = "<config>",

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from policies.labels import Task
+from policies.labels import Risk, Task
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
 Name = Annotated[str, Field(pattern=_NAME)]
@@ -76,6 +76,82 @@ class RoutesSpec(Frozen):
     by_task: dict[Task, Name] = Field(default_factory=dict)
 
 
+class QualityFloor(Frozen):
+    """Minimum eval-measured quality: absolute (`min`) or relative to a reference model."""
+
+    metric: str = Field(default="accuracy", min_length=1)
+    min: float | None = Field(default=None, ge=0, le=1)
+    relative_to: Name | None = None
+    ratio: float | None = Field(default=None, gt=0, le=1)
+
+    def model_post_init(self, _context: object) -> None:
+        absolute = self.min is not None
+        relative = self.relative_to is not None or self.ratio is not None
+        if absolute == relative or (relative and (self.relative_to is None or self.ratio is None)):
+            raise ValueError("set either `min`, or both `relative_to` and `ratio`")
+
+
+class SloSpec(Frozen):
+    """Per-task latency targets at fixed percentiles, and availability."""
+
+    ttft_p95_ms: float | None = Field(default=None, gt=0)
+    tpot_p95_ms: float | None = Field(default=None, gt=0)
+    e2e_p99_ms: float | None = Field(default=None, gt=0)
+    availability: float = Field(default=0.995, gt=0, lt=1)
+
+
+class WeightsSpec(Frozen):
+    slo: float = Field(default=1.0, ge=0)
+    cost: float = Field(default=1.0, ge=0)
+    latency: float = Field(default=1.0, ge=0)
+
+
+class CacheRule(Frozen):
+    enabled: bool = False
+    ttl_s: float = Field(default=3600.0, gt=0)
+
+
+class RiskRule(Frozen):
+    """Extra restrictions for one risk level (e.g. only zero-data-retention providers)."""
+
+    candidates: tuple[Name, ...] | None = None
+    require_zero_data_retention: bool = False
+    cache: bool = True
+
+
+Objective = Literal["min_cost", "min_latency", "weighted"]
+
+
+class TaskPolicy(Frozen):
+    """How one task is routed: who may serve it, how good they must be, what wins."""
+
+    candidates: tuple[Name, ...] = Field(min_length=1)
+    objective: Objective = "min_cost"
+    weights: WeightsSpec = WeightsSpec()
+    quality_floor: QualityFloor | None = None
+    slo: SloSpec = SloSpec()
+    max_cost_per_request_usd: float | None = Field(default=None, gt=0)
+    fallbacks: tuple[Name, ...] = ()
+    no_candidate_fallback: Name | None = None  # None: reject with 503 when none qualifies
+    cache: CacheRule = CacheRule()
+    learned_router: str | None = None
+    hedging: bool = False
+    require_idempotency_key: bool = False
+    timeout_s: float | None = Field(default=None, gt=0)
+    risk: dict[Risk, RiskRule] = Field(default_factory=dict)
+
+
+class PoliciesSpec(Frozen):
+    """Per-task policies (a `default` for unlisted tasks) and the eval reports behind floors."""
+
+    default: TaskPolicy
+    tasks: dict[Task, TaskPolicy] = Field(default_factory=dict)
+    eval_reports: tuple[str, ...] = ()
+
+    def for_task(self, task: Task) -> TaskPolicy:
+        return self.tasks.get(task, self.default)
+
+
 class ServerSpec(Frozen):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
@@ -91,3 +167,4 @@ class RouterConfig(Frozen):
     routes: RoutesSpec
     api_keys: tuple[ApiKeySpec, ...] = ()
     server: ServerSpec = ServerSpec()
+    policies: PoliciesSpec | None = None

@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from router.api.chat import ChatHandler
 from router.api.errors import error_response
+from router.api.explain import explain_endpoint
 from router.api.meta import ReadinessCheck, healthz, models_endpoint, readyz_endpoint
 from router.classify.types import Classifier
 from router.errors import NotFoundError, RequestError
@@ -44,6 +45,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     app = FastAPI(title="slorouter", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.add_route("/v1/chat/completions", chat.handle, methods=["POST"])
+    app.add_route("/v1/route/explain", explain_endpoint(pipeline), methods=["POST"])
     app.add_route("/v1/models", models_endpoint(config), methods=["GET"])
     app.add_route("/healthz", healthz, methods=["GET"])
     app.add_route("/readyz", readyz_endpoint(checks, config.version), methods=["GET"])

@@ -1,17 +1,24 @@
-"""Deciding where a request goes: the requested name → a logical model → ordered deployments.
+"""Deciding where a request goes: requested name → policy → ordered deployments (pure).
 
-Pure: reads the runtime config and the request's labels, does no I/O. A routing alias (`auto`)
-resolves through the per-task default table; a configured model name is pinned. The policy
-issue replaces the alias rule with floors, SLO scoring and experiments behind the same result.
+A configured model name is pinned: its deployments, in order. The routing alias (`auto`) goes
+through the task's policy when the configuration has `policies` (eligibility by floor, risk,
+fit, health and budget; then a `Ranker` orders the eligible deployments), else through the
+simple per-task default table. No I/O: statistics and health come in as values.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
 
+from policies.eligibility import DeploymentFacts, RequestFacts, Verdict, evaluate
+from policies.schema import TaskPolicy
 from router.classify.types import Labels
-from router.errors import NotFoundError
+from router.errors import NoEligibleModelError, NotFoundError
 from router.runtime_config import RuntimeConfig
+
+Health = Callable[[str], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,18 +28,83 @@ class Decision:
     deployments: tuple[str, ...]  # in the order they are tried
     pinned: bool
     policy_version: str
+    reason: str
+    verdicts: tuple[Verdict, ...] = ()
+    ranking_detail: tuple[tuple[str, float, str], ...] = ()  # (deployment, score, why)
 
 
-def decide(requested: str, labels: Labels, config: RuntimeConfig) -> Decision:
-    if requested in config.aliases:
+class Ranker(Protocol):
+    """Orders eligible deployments for a policy (scoring by latency and cost lives behind it)."""
+
+    def rank(self, policy: TaskPolicy, facts: RequestFacts,
+             eligible: Sequence[Verdict]) -> tuple[tuple[str, float, str], ...]: ...
+
+
+class StaticRanker:
+    """Without latency statistics: cheapest first (`min_cost`, `weighted`), else policy order."""
+
+    def rank(self, policy: TaskPolicy, facts: RequestFacts,
+             eligible: Sequence[Verdict]) -> tuple[tuple[str, float, str], ...]:
+        if policy.objective == "min_latency":
+            return tuple((v.deployment, float(-i), "policy order") for i, v in enumerate(eligible))
+        ordered = sorted(eligible, key=lambda v: v.cost_usd)
+        return tuple((v.deployment, -v.cost_usd, f"worst-case cost ${v.cost_usd:.6f}")
+                     for v in ordered)
+
+
+def require_route(decision: Decision) -> Decision:
+    """A decision with nothing to try is a 503 for the client (the policy says reject)."""
+    if not decision.deployments:
+        raise NoEligibleModelError(decision.reason + "; POST /v1/route/explain shows why",
+                                   code="no_eligible_model")
+    return decision
+
+
+def _unknown(requested: str) -> NotFoundError:
+    return NotFoundError(f"The model '{requested}' does not exist; GET /v1/models lists the "
+                         "names this router serves", param="model", code="model_not_found")
+
+
+def facts_by_model(config: RuntimeConfig,
+                   health: Health) -> dict[str, tuple[DeploymentFacts, ...]]:
+    """The configured facts, with deployments whose circuit is open marked unhealthy."""
+    return {model: tuple(f if health(f.name) else replace(f, healthy=False) for f in facts)
+            for model, facts in config.model_facts.items()}
+
+
+def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeConfig,
+           ranker: Ranker, health: Health) -> Decision:
+    if requested in config.models:
+        return Decision(requested, requested, config.models[requested], True, config.version,
+                        "pinned by the request")
+    if requested not in config.aliases:
+        raise _unknown(requested)
+    policies = config.source.policies
+    if policies is None:
         model = config.model_by_task.get(labels.task, config.default_model)
-        pinned = False
-    elif requested in config.models:
-        model = requested
-        pinned = True
-    else:
-        raise NotFoundError(f"The model '{requested}' does not exist; GET /v1/models lists "
-                            "the names this router serves", param="model",
-                            code="model_not_found")
-    return Decision(requested=requested, model=model, deployments=config.models[model],
-                    pinned=pinned, policy_version=config.version)
+        return Decision(requested, model, config.models[model], False, config.version,
+                        f"per-task default for {labels.task}")
+    policy = policies.for_task(labels.task)
+    verdicts = evaluate(policy, facts, facts_by_model(config, health), config.quality)
+    eligible = [v for v in verdicts if v.eligible]
+    if not eligible:
+        return _no_candidate(requested, labels, policy, verdicts, config)
+    ranked = ranker.rank(policy, facts, [v for v in eligible if v.role == "candidate"])
+    order = [name for name, _, _ in ranked]
+    order += [v.deployment for v in eligible if v.role == "fallback" and v.deployment not in order]
+    first = next(v.model for v in eligible if v.deployment == order[0]) if order else ""
+    return Decision(requested, first, tuple(order), False, config.version,
+                    f"policy for {labels.task}: {policy.objective}", verdicts, ranked)
+
+
+def _no_candidate(requested: str, labels: Labels, policy: TaskPolicy,
+                  verdicts: tuple[Verdict, ...], config: RuntimeConfig) -> Decision:
+    fallback = policy.no_candidate_fallback
+    if fallback is None:
+        return Decision(requested, "", (), False, config.version,
+                        f"no model may serve task {labels.task} under its policy (every "
+                        "candidate failed its quality floor, risk, fit, health or budget check)",
+                        verdicts)
+    return Decision(requested, fallback, config.models[fallback], False, config.version,
+                    f"no candidate qualified for {labels.task}: no_candidate_fallback",
+                    verdicts)

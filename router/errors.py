@@ -15,6 +15,7 @@
     │   ├── ProviderRejectedError       400 invalid_request_error not retryable (4xx upstream)
     │   └── UnknownCommitError          504 timeout               never retried blindly
     ├── AllCandidatesFailedError        502 upstream_error
+    ├── NoEligibleModelError            503 no_eligible_model (policy: nothing clears the floor)
     ├── OverloadedError                 503 overloaded_error (admission full), carries retry_after
     └── ConfigError                     (start-up only; never rendered to a client)
 
@@ -133,6 +134,13 @@ class UnknownCommitError(ProviderError):
 class AllCandidatesFailedError(SlorouterError):
     status_code = 502
     error_type = "upstream_error"
+
+
+class NoEligibleModelError(SlorouterError):
+    """The task's policy has no candidate that passes its checks, and says to reject."""
+
+    status_code = 503
+    error_type = "no_eligible_model"
 
 
 class OverloadedError(SlorouterError):

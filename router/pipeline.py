@@ -12,15 +12,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from policies.eligibility import RequestFacts
 from policies.labels import RISKS, TASKS, Risk, Task
 from router.api.schemas import ChatCompletionRequest
 from router.classify.types import Classifier, Hints, Labels, RequestView
-from router.decide import Decision, decide
+from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
 from router.errors import RequestError
 from router.execution.runner import CommittedStream, Plan, Runner
 from router.outcomes import Outcome
 from router.providers.base import Completion, Deployment
 from router.runtime_config import RuntimeConfig
+
+# Output tokens assumed for fit and cost checks when the request sets no limit.
+DEFAULT_MAX_OUTPUT_TOKENS = 512
 
 # Fields of the client body that are the router's, not the provider's.
 _ROUTER_FIELDS = frozenset({"model", "stream", "stream_options"})
@@ -50,6 +54,7 @@ class Prepared:
     labels: Labels
     decision: Decision
     plan: Plan
+    facts: RequestFacts
     phases: Phases = field(default_factory=Phases)
 
 
@@ -85,6 +90,24 @@ def _as_risk(value: str | None) -> Risk | None:
     return next((r for r in RISKS if r == value), None)
 
 
+def estimate_prompt_tokens(view: RequestView) -> int:
+    """About four characters a token: cheap, and close enough for fit and cost checks."""
+    chars = sum(len(text) for _, text in view.messages)
+    chars += sum(len(name) + len(desc) for name, desc in zip(view.tool_names,
+                                                             view.tool_descriptions, strict=True))
+    return chars // 4 + 4 * len(view.messages)
+
+
+def request_facts(request: ChatCompletionRequest, view: RequestView,
+                  labels: Labels) -> RequestFacts:
+    limit = request.output_token_limit()
+    return RequestFacts(
+        task=labels.task, risk=labels.risk, prompt_tokens=estimate_prompt_tokens(view),
+        max_output_tokens=limit if limit is not None else DEFAULT_MAX_OUTPUT_TOKENS,
+        needs_tools=bool(view.tool_names),
+        needs_json=view.response_format in ("json_object", "json_schema"))
+
+
 def upstream_body(raw: Mapping[str, Any]) -> dict[str, Any]:
     """What the provider receives: the client's body as sent, minus the router's own fields."""
     return {key: value for key, value in raw.items() if key not in _ROUTER_FIELDS}
@@ -92,27 +115,34 @@ def upstream_body(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 class ChatPipeline:
     def __init__(self, config: RuntimeConfig, classifier: Classifier, runner: Runner,
+                 ranker: Ranker | None = None, health: Health | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.config = config
         self._classifier = classifier
         self._runner = runner
+        self._ranker = ranker if ranker is not None else StaticRanker()
+        self._health: Health = health if health is not None else (lambda _name: True)
         self._clock = clock
 
     def prepare(self, request: ChatCompletionRequest, raw: Mapping[str, Any],
                 headers: Mapping[str, str], deadline: float) -> Prepared:
         phases = Phases()
         started = self._clock()
-        labels = self._classifier.classify(request_view(request), hints_from(request, headers))
+        view = request_view(request)
+        labels = self._classifier.classify(view, hints_from(request, headers))
         classified = self._clock()
-        decision = decide(request.model, labels, self.config)
+        facts = request_facts(request, view, labels)
+        decision = decide(request.model, labels, facts, self.config, self._ranker, self._health)
         deployments = [self.config.deployments[name] for name in decision.deployments]
         plan = Plan(deployments=deployments, body=upstream_body(raw), deadline=deadline)
         phases.classify, phases.decide = classified - started, self._clock() - classified
-        return Prepared(request, labels, decision, plan, phases)
+        return Prepared(request, labels, decision, plan, facts, phases)
 
     async def complete(self, prepared: Prepared,
                        outcome: Outcome) -> tuple[Deployment, Completion]:
+        require_route(prepared.decision)
         return await self._runner.complete(prepared.plan, outcome.attempts)
 
     async def open_stream(self, prepared: Prepared, outcome: Outcome) -> CommittedStream:
+        require_route(prepared.decision)
         return await self._runner.open_stream(prepared.plan, outcome.attempts)

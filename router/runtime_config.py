@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from policies.eligibility import DeploymentFacts
+from policies.eval_report import QualityTable
 from policies.labels import Task
 from policies.loader import content_hash
 from policies.schema import ApiKeySpec, DeploymentSpec, RouterConfig
@@ -33,6 +35,7 @@ class RuntimeConfig:
     source: RouterConfig
     version: str
     deployments: Mapping[str, Deployment]
+    model_facts: Mapping[str, tuple[DeploymentFacts, ...]]
     models: Mapping[str, tuple[str, ...]]
     aliases: frozenset[str]
     default_model: str
@@ -40,6 +43,7 @@ class RuntimeConfig:
     principals: Mapping[str, Principal]  # sha256(key) hex → principal
     max_body_bytes: int
     request_timeout_s: float
+    quality: QualityTable
 
     @property
     def auth_required(self) -> bool:
@@ -94,18 +98,33 @@ def _principals(keys: tuple[ApiKeySpec, ...], environ: Mapping[str, str],
     return found
 
 
+def _facts(config: RouterConfig,
+           deployments: Mapping[str, Deployment]) -> dict[str, tuple[DeploymentFacts, ...]]:
+    """Per logical model, what eligibility needs of each of its deployments."""
+    return {model.name: tuple(DeploymentFacts(
+        name=name, model=model.name, context_window=d.context_window,
+        supports_tools=d.supports_tools, supports_json=d.supports_json,
+        zero_data_retention=d.zero_data_retention, price_in_per_m=d.input_price_per_mtok,
+        price_out_per_m=d.output_price_per_mtok)
+        for name in model.deployments for d in (deployments[name],))
+        for model in config.models}
+
+
 def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable,
-            *artifact_versions: str) -> RuntimeConfig:
-    """Resolve secrets and prices; `artifact_versions` (e.g. the classifier's) join the version."""
+            *artifact_versions: str, quality: QualityTable | None = None) -> RuntimeConfig:
+    """Resolve secrets and prices. Artifact versions (the classifier's, the eval reports')
+    join the config's content hash in the policy version."""
     problems: list[str] = []
     deployments = {d.name: _deployment(d, environ, prices, problems) for d in config.deployments}
     principals = _principals(config.api_keys, environ, problems)
     if problems:
         raise ConfigError(problems)
+    table = quality if quality is not None else QualityTable.empty()
     return RuntimeConfig(
         source=config,
-        version=content_hash(config, *artifact_versions),
+        version=content_hash(config, *artifact_versions, table.version),
         deployments=MappingProxyType(deployments),
+        model_facts=MappingProxyType(_facts(config, deployments)),
         models=MappingProxyType({m.name: m.deployments for m in config.models}),
         aliases=frozenset(config.routes.aliases),
         default_model=config.routes.default_model,
@@ -113,4 +132,5 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
         principals=MappingProxyType(principals),
         max_body_bytes=config.server.max_body_bytes,
         request_timeout_s=config.server.request_timeout_s,
+        quality=table,
     )

@@ -80,7 +80,8 @@ def serve(args: argparse.Namespace) -> int:
     simulator: subprocess.Popen[bytes] | None = None
     try:
         config, simulator = _load(args.config, environ)
-        app, runtime = build_from_config(config, environ)
+        base_dir = args.config.resolve().parent if args.config else Path.cwd()
+        app, runtime = build_from_config(config, environ, base_dir)
     except ConfigError as err:
         print(f"slorouter: {err}", file=sys.stderr)
         _stop(simulator)

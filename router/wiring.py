@@ -8,23 +8,47 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pathlib import Path
+
 from fastapi import FastAPI
 
+from policies.eval_report import EvalReportError, QualityTable, load_reports
 from policies.schema import RouterConfig
+from router.classify.types import Classifier
+from router.errors import ConfigError
 from router.app import build_app
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Provider
 from router.runtime_config import RuntimeConfig, resolve
 
 
-def build_from_config(config: RouterConfig,
-                      environ: Mapping[str, str]) -> tuple[FastAPI, RuntimeConfig]:
+def load_quality(config: RouterConfig, base_dir: Path) -> QualityTable:
+    """The eval reports a config names (paths relative to the config file)."""
+    if config.policies is None or not config.policies.eval_reports:
+        return QualityTable.empty()
+    try:
+        return load_reports([base_dir / path for path in config.policies.eval_reports])
+    except EvalReportError as err:
+        raise ConfigError([str(err)]) from err
+
+
+def build_runtime(config: RouterConfig, environ: Mapping[str, str],
+                  base_dir: Path) -> tuple[RuntimeConfig, Classifier]:
     from router.classify import load_default_classifier
-    from router.providers.litellm_adapter import LitellmProvider, default_prices
-    from router.providers.passthrough import PassthroughProvider
+    from router.providers.litellm_adapter import default_prices
 
     classifier = load_default_classifier()
-    runtime = resolve(config, environ, default_prices, classifier.version)
+    runtime = resolve(config, environ, default_prices, classifier.version,
+                      quality=load_quality(config, base_dir))
+    return runtime, classifier
+
+
+def build_from_config(config: RouterConfig, environ: Mapping[str, str],
+                      base_dir: Path) -> tuple[FastAPI, RuntimeConfig]:
+    from router.providers.litellm_adapter import LitellmProvider
+    from router.providers.passthrough import PassthroughProvider
+
+    runtime, classifier = build_runtime(config, environ, base_dir)
     providers: dict[AdapterName, Provider] = {
         "openai_passthrough": PassthroughProvider(),
         "litellm": LitellmProvider(),

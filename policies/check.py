@@ -1,0 +1,52 @@
+"""`policy check`: the CI gate that no task can be routed to a model below its quality floor.
+
+Pure: walks every task policy (and the default), every candidate, fallback and no-candidate
+fallback model, and reports each model whose eval lower bound is under the floor, and each
+floor that has no eval behind it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policies.eligibility import floor_check
+from policies.eval_report import QualityTable
+from policies.labels import TASKS, Task
+from policies.schema import RouterConfig, TaskPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    task: str
+    model: str
+    role: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"task {self.task}: {self.role} model {self.model}: {self.reason}"
+
+
+def _policy_violations(task: Task, label: str, policy: TaskPolicy,
+                       quality: QualityTable) -> list[Violation]:
+    models = [(m, "candidate") for m in policy.candidates]
+    models += [(m, "fallback") for m in policy.fallbacks]
+    if policy.no_candidate_fallback is not None:
+        models.append((policy.no_candidate_fallback, "no_candidate_fallback"))
+    found = []
+    for model, role in models:
+        check = floor_check(policy.quality_floor, model, task, quality)
+        if not check.passed:
+            found.append(Violation(label, model, role, check.detail))
+    return found
+
+
+def check_policies(config: RouterConfig, quality: QualityTable) -> list[Violation]:
+    """Every (task, model) pair a policy may route to whose floor is not backed by an eval."""
+    if config.policies is None:
+        return []
+    found = []
+    for task in TASKS:
+        explicit = task in config.policies.tasks
+        label = task if explicit else f"{task} (default policy)"
+        found += _policy_violations(task, label, config.policies.for_task(task), quality)
+    return found

@@ -1,0 +1,137 @@
+"""Which deployments may serve a request under its task's policy, and why (pure).
+
+A candidate deployment is eligible when it passes every check: the quality floor (its model's
+eval *lower* bound clears the floor), the risk rule, fit (context window, tools, JSON mode),
+health, and the cost ceiling. Each check's verdict is kept for the explain endpoint. Ranking the
+eligible ones by latency and cost happens elsewhere (the router's scoring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from policies.eval_report import QualityTable
+from policies.labels import Risk, Task
+from policies.schema import QualityFloor, TaskPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFacts:
+    task: Task
+    risk: Risk
+    prompt_tokens: int
+    max_output_tokens: int
+    needs_tools: bool = False
+    needs_json: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentFacts:
+    name: str
+    model: str
+    context_window: int | None
+    supports_tools: bool
+    supports_json: bool
+    zero_data_retention: bool
+    price_in_per_m: float
+    price_out_per_m: float
+    healthy: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str  # floor | risk | fits | healthy | budget
+    passed: bool
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    model: str
+    deployment: str
+    role: str  # candidate | fallback | no_candidate_fallback
+    checks: tuple[Check, ...]
+    cost_usd: float  # worst case: prompt + max output tokens
+
+    @property
+    def eligible(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+
+def floor_threshold(floor: QualityFloor, task: Task,
+                    quality: QualityTable) -> tuple[float | None, str]:
+    """The floor's value for this task, or None with the reason when it cannot be known."""
+    if floor.min is not None:
+        return floor.min, f"{floor.metric} >= {floor.min:.3f}"
+    assert floor.relative_to is not None and floor.ratio is not None
+    reference = quality.get(floor.relative_to, task, floor.metric)
+    if reference is None:
+        return None, f"no eval of reference {floor.relative_to} for {task}/{floor.metric}"
+    value = floor.ratio * reference.mean
+    return value, f"{floor.metric} >= {floor.ratio:g} x {floor.relative_to} ({value:.3f})"
+
+
+def floor_check(floor: QualityFloor | None, model: str, task: Task,
+                quality: QualityTable) -> Check:
+    if floor is None:
+        return Check("floor", True, "no quality floor")
+    threshold, rule = floor_threshold(floor, task, quality)
+    if threshold is None:
+        return Check("floor", False, rule)
+    result = quality.get(model, task, floor.metric)
+    if result is None:
+        return Check("floor", False, f"no eval of {model} for {task}/{floor.metric}; {rule}")
+    passed = result.lower >= threshold
+    return Check("floor", passed, f"lower bound {result.lower:.3f} (mean {result.mean:.3f}, "
+                                  f"n={result.n}) {'>=' if passed else '<'} floor; {rule}")
+
+
+def _fits(facts: RequestFacts, deployment: DeploymentFacts) -> Check:
+    needed = facts.prompt_tokens + facts.max_output_tokens
+    if deployment.context_window is not None and needed > deployment.context_window:
+        return Check("fits", False, f"needs {needed} tokens > window "
+                                    f"{deployment.context_window}")
+    if facts.needs_tools and not deployment.supports_tools:
+        return Check("fits", False, "request declares tools; deployment has no tool support")
+    if facts.needs_json and not deployment.supports_json:
+        return Check("fits", False, "request asks for JSON; deployment has no JSON mode")
+    return Check("fits", True, f"{needed} tokens fit")
+
+
+def _risk(policy: TaskPolicy, facts: RequestFacts, deployment: DeploymentFacts) -> Check:
+    rule = policy.risk.get(facts.risk)
+    if rule is None:
+        return Check("risk", True, f"no rule for risk {facts.risk}")
+    if rule.candidates is not None and deployment.model not in rule.candidates:
+        return Check("risk", False, f"risk {facts.risk} allows only {', '.join(rule.candidates)}")
+    if rule.require_zero_data_retention and not deployment.zero_data_retention:
+        return Check("risk", False, f"risk {facts.risk} requires zero data retention")
+    return Check("risk", True, f"risk {facts.risk} rule met")
+
+
+def _budget(policy: TaskPolicy, cost: float) -> Check:
+    ceiling = policy.max_cost_per_request_usd
+    if ceiling is None:
+        return Check("budget", True, "no cost ceiling")
+    return Check("budget", cost <= ceiling, f"worst case ${cost:.6f} vs ceiling ${ceiling:g}")
+
+
+def evaluate(policy: TaskPolicy, facts: RequestFacts,
+             deployments: Mapping[str, Sequence[DeploymentFacts]],
+             quality: QualityTable) -> tuple[Verdict, ...]:
+    """A verdict for every deployment of every candidate and fallback model, in policy order."""
+    roles = [(m, "candidate") for m in policy.candidates]
+    roles += [(m, "fallback") for m in policy.fallbacks if m not in policy.candidates]
+    verdicts = []
+    for model, role in roles:
+        floor = floor_check(policy.quality_floor, model, facts.task, quality)
+        for deployment in deployments.get(model, ()):
+            cost = (facts.prompt_tokens * deployment.price_in_per_m
+                    + facts.max_output_tokens * deployment.price_out_per_m) / 1e6
+            checks = (floor, _risk(policy, facts, deployment), _fits(facts, deployment),
+                      Check("healthy", deployment.healthy,
+                            "healthy" if deployment.healthy else "circuit open"),
+                      _budget(policy, cost))
+            verdicts.append(Verdict(model, deployment.name, role, checks, cost))
+    return tuple(verdicts)

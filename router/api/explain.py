@@ -1,0 +1,62 @@
+"""`POST /v1/route/explain`: the whole routing decision for a request, without calling a provider.
+
+Takes a chat completions body, runs the same classify and decide steps as a real request, and
+returns labels, every candidate with each check's verdict and its score, the choice and the
+policy version. `explain_decision` is shared with the `slorouter explain` command.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from router.api.chat import parse_chat, read_json
+from router.api.errors import error_response
+from router.auth import authenticate
+from router.pipeline import ChatPipeline, Prepared
+
+
+def explain_decision(prepared: Prepared) -> dict[str, Any]:
+    labels, decision, facts = prepared.labels, prepared.decision, prepared.facts
+    scores = {name: (score, why) for name, score, why in decision.ranking_detail}
+    return {
+        "policy_version": decision.policy_version,
+        "requested": decision.requested,
+        "pinned": decision.pinned,
+        "labels": {"task": labels.task, "risk": labels.risk, "task_source": labels.task_source,
+                   "signals": sorted(labels.signals),
+                   "task_probs": dict(labels.task_probs), "risk_probs": dict(labels.risk_probs)},
+        "request": {"prompt_tokens_estimate": facts.prompt_tokens,
+                    "max_output_tokens": facts.max_output_tokens,
+                    "needs_tools": facts.needs_tools, "needs_json": facts.needs_json},
+        "candidates": [{
+            "model": v.model, "deployment": v.deployment, "role": v.role,
+            "eligible": v.eligible, "worst_case_cost_usd": v.cost_usd,
+            "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail}
+                       for c in v.checks],
+            "score": scores.get(v.deployment, (None, None))[0],
+            "score_detail": scores.get(v.deployment, (None, None))[1],
+        } for v in decision.verdicts],
+        "choice": {"model": decision.model, "deployments": list(decision.deployments),
+                   "reason": decision.reason},
+    }
+
+
+def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
+    async def explain(request: Request) -> Response:
+        try:
+            config = pipeline.config
+            authenticate(request.headers.get("authorization"), config.principals)
+            raw = await read_json(request, config.max_body_bytes)
+            chat = parse_chat(raw)
+            prepared = pipeline.prepare(chat, raw, request.headers,
+                                        time.perf_counter() + config.request_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - rendered as an OpenAI error
+            return error_response(exc)
+        return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")
+
+    return explain

@@ -1,0 +1,106 @@
+"""`slorouter policy check` and `slorouter explain`: policy tooling that needs no provider.
+
+`policy check --config FILE` is the CI gate: it exits 1, one line per violation, when a task
+can be routed to a model whose eval lower bound is under its quality floor or whose floor has
+no eval behind it. `explain --config FILE [REQUEST]` prints the routing decision for a chat
+completions body (a file or stdin) as JSON, exactly as `POST /v1/route/explain` would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
+    policy = subparsers.add_parser("policy", help="validate policy files")
+    actions = policy.add_subparsers(dest="policy_command", required=True)
+    check = actions.add_parser("check", help="fail if a route can break its quality floor")
+    check.add_argument("--config", type=Path, required=True)
+    check.set_defaults(func=policy_check)
+    explain = subparsers.add_parser("explain", help="show the routing decision for a request")
+    explain.add_argument("--config", type=Path, required=True)
+    explain.add_argument("request", nargs="?", type=Path,
+                         help="chat completions JSON body (default: stdin)")
+    explain.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
+                         help="request header, e.g. x-slorouter-task:code")
+    explain.set_defaults(func=explain_command)
+
+
+def _load(path: Path) -> Any:
+    from policies.loader import PolicyValidationError, load_config_file
+
+    # Addresses may use ${VAR}; checking a policy needs none of them to be real.
+    environ = _PermissiveEnviron(os.environ)
+    try:
+        return load_config_file(path, environ)
+    except PolicyValidationError as err:
+        for problem in err.problems:
+            print(f"{path}: {problem}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+class _PermissiveEnviron(dict[str, str]):
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __missing__(self, key: str) -> str:
+        return f"http://unset-{key.lower()}.invalid"
+
+
+def policy_check(args: argparse.Namespace) -> int:
+    from policies.check import check_policies
+    from router.errors import ConfigError
+    from router.wiring import load_quality
+
+    config = _load(args.config)
+    try:
+        quality = load_quality(config, args.config.resolve().parent)
+    except ConfigError as err:
+        print(f"{args.config}: {err}", file=sys.stderr)
+        return 2
+    violations = check_policies(config, quality)
+    for violation in violations:
+        print(f"{args.config}: {violation}", file=sys.stderr)
+    if violations:
+        print(f"policy check failed: {len(violations)} violation(s)", file=sys.stderr)
+        return 1
+    print(f"policy check passed ({len(quality.results)} eval results, "
+          f"reports version {quality.version})")
+    return 0
+
+
+def explain_command(args: argparse.Namespace) -> int:
+    from router.api.chat import parse_chat
+    from router.api.explain import explain_decision
+    from router.errors import SlorouterError
+    from router.execution.runner import Runner
+    from router.pipeline import ChatPipeline
+    from router.wiring import build_runtime
+
+    config = _load(args.config)
+    environ = {k: v for k, v in os.environ.items()}
+    environ.update({ref.removeprefix("env:"): "unused" for ref in _secret_refs(config)})
+    runtime, classifier = build_runtime(config, environ, args.config.resolve().parent)
+    text = args.request.read_text() if args.request else sys.stdin.read()
+    headers = dict(h.split(":", 1) for h in args.header)
+    try:
+        raw = json.loads(text)
+        prepared = ChatPipeline(runtime, classifier, Runner({})).prepare(
+            parse_chat(raw), raw, {k.lower(): v.strip() for k, v in headers.items()},
+            time.perf_counter() + runtime.request_timeout_s)
+    except (SlorouterError, json.JSONDecodeError) as err:
+        print(f"slorouter explain: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(explain_decision(prepared), indent=2))
+    return 0
+
+
+def _secret_refs(config: Any) -> list[str]:
+    refs = [d.api_key for d in config.deployments if d.api_key]
+    return refs + [k.key for k in config.api_keys if k.key]

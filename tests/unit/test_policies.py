@@ -1,0 +1,172 @@
+"""Evaluated policies: floors from eval reports, eligibility checks, decisions, policy check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from policies.check import check_policies
+from policies.eligibility import RequestFacts
+from policies.eval_report import EvalReport, QualityTable, load_reports, quality_table
+from policies.loader import PolicyValidationError, load_config_text
+from router.classify.types import Labels
+from router.decide import StaticRanker, decide, require_route
+from router.errors import NoEligibleModelError
+from router.runtime_config import RuntimeConfig, resolve
+
+CONFIG = """
+version: 1
+deployments:
+  - {name: cheap-1, model: openai/cheap, input_price_per_mtok: 0.1, output_price_per_mtok: 0.4,
+     context_window: 8000}
+  - {name: mid-1, model: openai/mid, input_price_per_mtok: 1, output_price_per_mtok: 2,
+     supports_tools: false}
+  - {name: big-1, model: openai/big, input_price_per_mtok: 5, output_price_per_mtok: 15,
+     zero_data_retention: true}
+models:
+  - {name: cheap, deployments: [cheap-1]}
+  - {name: mid, deployments: [mid-1]}
+  - {name: big, deployments: [big-1]}
+routes: {default_model: mid}
+policies:
+  default:
+    candidates: [cheap, mid, big]
+    quality_floor: {metric: accuracy, relative_to: big, ratio: 0.95}
+  tasks:
+    math:
+      candidates: [cheap, mid, big]
+      quality_floor: {metric: accuracy, min: 0.80}
+      risk:
+        high: {require_zero_data_retention: true}
+    chat:
+      candidates: [cheap, mid]
+      quality_floor: {min: 0.99}
+    code:
+      candidates: [cheap, mid]
+      quality_floor: {min: 0.99}
+      no_candidate_fallback: big
+"""
+
+
+def _report(rows: list[tuple[str, str, float, float]]) -> EvalReport:
+    return EvalReport.model_validate({"suite": "unit", "suite_version": "1",
+                                      "created": "2026-11-30", "results": [
+        {"model": m, "task": t, "mean": mean, "lower": lower, "upper": min(1.0, mean + 0.02),
+         "n": 500} for m, t, mean, lower in rows]})
+
+
+QUALITY = quality_table([_report([
+    ("cheap", "math", 0.84, 0.81), ("mid", "math", 0.86, 0.83), ("big", "math", 0.95, 0.93),
+    ("cheap", "summarization", 0.90, 0.88), ("big", "summarization", 0.92, 0.90),
+    ("mid", "summarization", 0.85, 0.83),
+])], "q1")
+
+
+def _runtime(text: str = CONFIG, quality: QualityTable = QUALITY) -> RuntimeConfig:
+    return resolve(load_config_text(text), {}, lambda _m: None, quality=quality)
+
+
+def _decide(task: str, risk: str = "low", prompt: int = 100, out: int = 100,
+            tools: bool = False, runtime: RuntimeConfig | None = None) -> object:
+    labels = Labels(task=task, risk=risk)  # type: ignore[arg-type]
+    facts = RequestFacts(task=labels.task, risk=labels.risk, prompt_tokens=prompt,
+                         max_output_tokens=out, needs_tools=tools)
+    return decide("auto", labels, facts, runtime if runtime else _runtime(), StaticRanker(),
+                  lambda _name: True)
+
+
+def test_cheapest_model_whose_lower_bound_clears_the_floor_wins() -> None:
+    """math floor 0.80: cheap's lower bound 0.81 clears it, so the cheapest goes first."""
+    decision = _decide("math")
+    assert decision.deployments == ("cheap-1", "mid-1", "big-1")  # type: ignore[attr-defined]
+
+
+def test_relative_floor_uses_the_reference_models_mean() -> None:
+    """0.95 x big (0.92) = 0.874: cheap (lower 0.88) qualifies, mid (0.83) does not."""
+    decision = _decide("summarization")
+    assert decision.deployments == ("cheap-1", "big-1")  # type: ignore[attr-defined]
+    mid = next(v for v in decision.verdicts if v.model == "mid")  # type: ignore[attr-defined]
+    assert not mid.eligible and "0.830" in mid.checks[0].detail
+
+
+def test_a_floor_without_an_eval_makes_the_model_ineligible() -> None:
+    """No eval of a model for a task means the floor is not backed: not eligible."""
+    decision = _decide("translation")  # default policy, no reports for translation at all
+    assert decision.deployments == ()  # type: ignore[attr-defined]
+    with pytest.raises(NoEligibleModelError):
+        require_route(decision)  # type: ignore[arg-type]
+
+
+def test_fit_checks_context_window_and_tools() -> None:
+    """A prompt over cheap's window and a tools request both exclude the unfit deployments."""
+    long = _decide("math", prompt=7950, out=100)
+    assert "cheap-1" not in long.deployments  # type: ignore[attr-defined]
+    tools = _decide("math", tools=True)
+    assert "mid-1" not in tools.deployments  # type: ignore[attr-defined]
+
+
+def test_high_risk_rule_restricts_to_zero_data_retention() -> None:
+    """Risk high under the math policy keeps only zero-data-retention deployments."""
+    assert _decide("math", risk="high").deployments == ("big-1",)  # type: ignore[attr-defined]
+
+
+def test_cost_ceiling_excludes_expensive_candidates() -> None:
+    """A per-request cost ceiling removes candidates whose worst case exceeds it."""
+    text = CONFIG.replace("      quality_floor: {metric: accuracy, min: 0.80}",
+                          "      quality_floor: {metric: accuracy, min: 0.80}\n"
+                          "      max_cost_per_request_usd: 0.0005")
+    decision = _decide("math", runtime=_runtime(text))
+    assert decision.deployments == ("cheap-1", "mid-1")  # type: ignore[attr-defined]
+
+
+def test_no_candidate_fallback_serves_when_none_qualifies() -> None:
+    """code: nobody clears 0.99, so the named fallback model serves."""
+    decision = _decide("code")
+    assert decision.deployments == ("big-1",)  # type: ignore[attr-defined]
+
+
+def test_policy_check_passes_a_sound_policy_and_catches_a_below_floor_route() -> None:
+    """Adding a model under its floor to a task's candidates is a violation."""
+    sound = CONFIG.split("  tasks:")[0] + """  tasks:
+    math:
+      candidates: [cheap, mid, big]
+      quality_floor: {metric: accuracy, min: 0.80}
+"""
+    sound = sound.replace("    candidates: [cheap, mid, big]\n    quality_floor: {metric: "
+                          "accuracy, relative_to: big, ratio: 0.95}",
+                          "    candidates: [big]\n")
+    assert [str(v) for v in check_policies(load_config_text(sound), QUALITY)
+            if v.task == "math"] == []
+    regressed = sound.replace("min: 0.80}", "min: 0.82}")
+    violations = check_policies(load_config_text(regressed), QUALITY)
+    assert [(v.task, v.model) for v in violations if v.task == "math"] == [("math", "cheap")]
+
+
+def test_policy_check_flags_floors_without_evals() -> None:
+    """A floor on a task no report covers is a violation for every model it could route to."""
+    violations = check_policies(load_config_text(CONFIG), QUALITY)
+    assert any(v.task.startswith("translation") and "no eval" in v.reason for v in violations)
+
+
+def test_policy_references_are_checked_at_load() -> None:
+    """Unknown candidate, fallback or reference models are all listed."""
+    bad = CONFIG.replace("relative_to: big", "relative_to: huge").replace(
+        "no_candidate_fallback: big", "no_candidate_fallback: nope")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(bad)
+    assert len(caught.value.problems) == 2
+
+
+def test_eval_reports_load_and_version_changes_with_content(tmp_path: Path) -> None:
+    """Report files are validated, merged, and hashed into the version."""
+    first = tmp_path / "a.json"
+    first.write_text(_report([("cheap", "math", 0.8, 0.7)]).model_dump_json())
+    table = load_reports([first])
+    assert table.get("cheap", "math", "accuracy") is not None
+    first.write_text(_report([("cheap", "math", 0.8, 0.71)]).model_dump_json())
+    assert load_reports([first]).version != table.version
+    first.write_text(json.dumps({"suite": "x"}))
+    with pytest.raises(ValueError):
+        load_reports([first])

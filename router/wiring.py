@@ -7,16 +7,15 @@ from their own parts, and apart from `serve_cli` (process concerns: ports, child
 from __future__ import annotations
 
 from collections.abc import Mapping
-
 from pathlib import Path
 
 from fastapi import FastAPI
 
 from policies.eval_report import EvalReportError, QualityTable, load_reports
 from policies.schema import RouterConfig
+from router.app import build_app
 from router.classify.types import Classifier
 from router.errors import ConfigError
-from router.app import build_app
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Provider
 from router.runtime_config import RuntimeConfig, resolve

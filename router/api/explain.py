@@ -55,7 +55,7 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
             chat = parse_chat(raw)
             prepared = pipeline.prepare(chat, raw, request.headers,
                                         time.perf_counter() + config.request_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - rendered as an OpenAI error
+        except Exception as exc:
             return error_response(exc)
         return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")
 

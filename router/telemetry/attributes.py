@@ -1,0 +1,156 @@
+"""Attribute names (GenAI semantic conventions plus slorouter's own) and pure attribute builders.
+
+Every value here is an id, a class, a count, a duration or a price: never prompt or completion
+text. Builders read an `Outcome` and its `AttemptRecord`s and return plain dicts; fields the
+request path may not record yet (`trace`, `steps`, an attempt's `kind`, the experiment `arm`)
+are read with defaults so telemetry works before and after they exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from router.execution.attempt import AttemptRecord
+from router.outcomes import Outcome
+from router.telemetry.context import TraceContext
+
+AttrValue = str | bool | int | float
+Attributes = dict[str, AttrValue]
+
+OPERATION = "gen_ai.operation.name"
+PROVIDER = "gen_ai.provider.name"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_MODEL = "gen_ai.response.model"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+TOKEN_TYPE = "gen_ai.token.type"
+REQUEST_STREAM = "gen_ai.request.stream"
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+ERROR_TYPE = "error.type"
+HTTP_STATUS = "http.response.status_code"
+
+TASK, RISK = "slorouter.task", "slorouter.risk"
+POLICY_VERSION = "slorouter.policy_version"
+CACHE, ARM, COST = "slorouter.cache", "slorouter.arm", "slorouter.cost_usd"
+REQUEST_ID, TENANT = "slorouter.request_id", "slorouter.tenant"
+DEPLOYMENT, MODEL = "slorouter.deployment", "slorouter.model"
+ATTEMPTS, ATTEMPT_NUMBER = "slorouter.attempts", "slorouter.attempt.number"
+ATTEMPT_KIND = "slorouter.attempt.kind"
+CLIENT_GONE = "slorouter.client_disconnected"
+
+# litellm provider prefixes → the semantic conventions' well-known `gen_ai.provider.name`.
+_PROVIDERS = {
+    "openai": "openai", "text-completion-openai": "openai", "anthropic": "anthropic",
+    "azure": "azure.ai.openai", "azure_ai": "azure.ai.inference", "bedrock": "aws.bedrock",
+    "gemini": "gcp.gemini", "vertex_ai": "gcp.vertex_ai", "cohere": "cohere",
+    "mistral": "mistral_ai", "groq": "groq", "deepseek": "deepseek", "xai": "x_ai",
+    "perplexity": "perplexity", "watsonx": "ibm.watsonx.ai", "moonshot": "moonshot_ai",
+}
+
+
+class DeploymentInfo(Protocol):
+    """What telemetry needs of a deployment (a `router.providers.base.Deployment` fits)."""
+
+    @property
+    def provider(self) -> str: ...
+
+    @property
+    def upstream_model(self) -> str: ...
+
+
+def provider_name(litellm_provider: str) -> str:
+    return _PROVIDERS.get(litellm_provider, litellm_provider)
+
+
+def trace_of(outcome: Outcome) -> TraceContext | None:
+    value = getattr(outcome, "trace", None)
+    return value if isinstance(value, TraceContext) else None
+
+
+def steps_of(outcome: Outcome) -> Sequence[tuple[str, float, float]]:
+    """Timed steps before execution, (name, started_at, ended_at): auth, admission, classify…"""
+    value = getattr(outcome, "steps", None)
+    return value if isinstance(value, list) else ()
+
+
+def arm_of(outcome: Outcome) -> str | None:
+    value = getattr(outcome, "arm", None)
+    return value if isinstance(value, str) else None
+
+
+def attempt_kind(attempts: Sequence[AttemptRecord], index: int) -> str:
+    """first | retry (same deployment again) | fallback (another one) | hedge."""
+    attempt = attempts[index]
+    explicit = getattr(attempt, "kind", None)
+    if isinstance(explicit, str):
+        return explicit
+    if getattr(attempt, "hedge", False) is True:
+        return "hedge"
+    if index == 0:
+        return "first"
+    return "retry" if attempts[index - 1].deployment == attempt.deployment else "fallback"
+
+
+def put_if(attrs: Attributes, key: str, value: AttrValue | None) -> None:
+    if value is not None:
+        attrs[key] = value
+
+
+def _provider_of(name: str | None, deployments: Mapping[str, DeploymentInfo]) -> str | None:
+    info = deployments.get(name) if name is not None else None
+    return provider_name(info.provider) if info is not None else None
+
+
+def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -> Attributes:
+    """Attributes of the request's server span (and, in part, of its metrics)."""
+    attrs: Attributes = {OPERATION: "chat", REQUEST_MODEL: outcome.requested_model,
+                         REQUEST_STREAM: outcome.stream, HTTP_STATUS: outcome.status,
+                         REQUEST_ID: outcome.request_id, TENANT: outcome.tenant,
+                         CACHE: outcome.cache, ATTEMPTS: len(outcome.attempts)}
+    info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
+    if info is not None:
+        attrs[PROVIDER] = provider_name(info.provider)
+        attrs[RESPONSE_MODEL] = info.upstream_model
+    for key, value in ((TASK, outcome.task), (RISK, outcome.risk), (MODEL, outcome.model),
+                       (DEPLOYMENT, outcome.deployment), (POLICY_VERSION, outcome.policy_version),
+                       (ARM, arm_of(outcome)), (ERROR_TYPE, outcome.error_type),
+                       (INPUT_TOKENS, outcome.prompt_tokens),
+                       (OUTPUT_TOKENS, outcome.completion_tokens), (COST, outcome.cost_usd)):
+        put_if(attrs, key, value)
+    if outcome.client_disconnected:
+        attrs[CLIENT_GONE] = True
+    return attrs
+
+
+def attempt_attributes(attempts: Sequence[AttemptRecord], index: int,
+                       deployments: Mapping[str, DeploymentInfo]) -> Attributes:
+    """Attributes of one upstream attempt's client span."""
+    attempt = attempts[index]
+    attrs: Attributes = {OPERATION: "chat", DEPLOYMENT: attempt.deployment,
+                         ATTEMPT_NUMBER: attempt.number,
+                         ATTEMPT_KIND: attempt_kind(attempts, index)}
+    info = deployments.get(attempt.deployment)
+    if info is not None:
+        attrs[PROVIDER] = provider_name(info.provider)
+        attrs[REQUEST_MODEL] = info.upstream_model
+    put_if(attrs, ERROR_TYPE, attempt.error_class)
+    put_if(attrs, TIME_TO_FIRST_CHUNK, attempt.ttft_s)
+    if attempt.usage is not None:
+        attrs[INPUT_TOKENS] = attempt.usage.prompt_tokens
+        attrs[OUTPUT_TOKENS] = attempt.usage.completion_tokens
+    return attrs
+
+
+def metric_labels(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -> Attributes:
+    """The low-cardinality subset used on request metrics (no ids, no tenant)."""
+    decided = outcome.model is not None  # a client's unknown model name is not a label value
+    labels: Attributes = {OPERATION: "chat",
+                          PROVIDER: _provider_of(outcome.deployment, deployments) or "none",
+                          REQUEST_MODEL: outcome.requested_model if decided else "unknown"}
+    info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
+    if info is not None:
+        labels[RESPONSE_MODEL] = info.upstream_model
+    put_if(labels, TASK, outcome.task)
+    put_if(labels, ERROR_TYPE, outcome.error_type)
+    return labels

@@ -1,0 +1,112 @@
+"""W3C trace context: continue the client's `traceparent`, pre-generate span ids, propagate.
+
+Pure functions with injected randomness. At arrival the handler calls `start_trace(header)`;
+the returned `TraceContext` fixes the trace id, the server span's id and whether the trace is
+sampled, so that the `traceparent` sent with each upstream attempt (`attempt_traceparent`) names
+the attempt span that telemetry will later build from the recorded outcome. Attempt span ids are
+derived from the server span id and the attempt number, so nothing per attempt needs storing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
+_SAMPLED = 0x01
+_MAX64 = (1 << 64) - 1
+
+RandomBits = Callable[[int], int]
+
+# The trace of the request being served, for log correlation (see `redact.TraceLogFilter`).
+current_trace: ContextVar[TraceContext | None] = ContextVar("slorouter_trace", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceContext:
+    """Ids of one request's trace: the server span, its remote parent (if any), sampling."""
+
+    trace_id: int
+    span_id: int
+    parent_span_id: int | None
+    sampled: bool
+    tracestate: str | None = None
+
+    @property
+    def trace_id_hex(self) -> str:
+        return f"{self.trace_id:032x}"
+
+    @property
+    def span_id_hex(self) -> str:
+        return f"{self.span_id:016x}"
+
+
+def parse_traceparent(header: str | None) -> tuple[int, int, bool] | None:
+    """(trace id, parent span id, sampled) from a valid W3C `traceparent`, else None."""
+    if header is None:
+        return None
+    match = _TRACEPARENT.match(header.strip().lower())
+    if match is None:
+        return None
+    version, trace_hex, span_hex, flags_hex, rest = match.groups()
+    if version == "ff" or (version == "00" and rest):
+        return None
+    trace_id, span_id = int(trace_hex, 16), int(span_hex, 16)
+    if trace_id == 0 or span_id == 0:
+        return None
+    return trace_id, span_id, bool(int(flags_hex, 16) & _SAMPLED)
+
+
+def _nonzero(bits: int, draw: RandomBits) -> int:
+    value = draw(bits)
+    while value == 0:
+        value = draw(bits)
+    return value
+
+
+def ratio_sampled(trace_id: int, ratio: float) -> bool:
+    """The TraceIdRatioBased rule: the low 64 bits of the trace id under `ratio` of 2**64."""
+    return (trace_id & _MAX64) < int(ratio * (_MAX64 + 1))
+
+
+def start_trace(traceparent: str | None, tracestate: str | None = None, ratio: float = 1.0,
+                draw: RandomBits = random.getrandbits) -> TraceContext:
+    """Continue the client's trace (keeping its sampling decision) or start a new one."""
+    span_id = _nonzero(64, draw)
+    parent = parse_traceparent(traceparent)
+    if parent is not None:
+        trace_id, parent_id, sampled = parent
+        return TraceContext(trace_id, span_id, parent_id, sampled, tracestate)
+    trace_id = _nonzero(128, draw)
+    return TraceContext(trace_id, span_id, None, ratio_sampled(trace_id, ratio))
+
+
+def attempt_span_id(trace: TraceContext, number: int) -> int:
+    """The span id of upstream attempt `number` (1-based): a hash of the server span id."""
+    digest = hashlib.blake2b(trace.span_id.to_bytes(8, "big") + number.to_bytes(4, "big"),
+                             digest_size=8).digest()
+    value = int.from_bytes(digest, "big")
+    return value if value != 0 else 1
+
+
+def format_traceparent(trace_id: int, span_id: int, sampled: bool) -> str:
+    return f"00-{trace_id:032x}-{span_id:016x}-{'01' if sampled else '00'}"
+
+
+def attempt_traceparent(trace: TraceContext, number: int) -> str:
+    """The `traceparent` header for upstream attempt `number`, naming that attempt's span."""
+    return format_traceparent(trace.trace_id, attempt_span_id(trace, number), trace.sampled)
+
+
+def propagation_headers(trace: TraceContext | None, number: int) -> dict[str, str]:
+    """Headers to add to upstream attempt `number`: `traceparent` (and `tracestate`)."""
+    if trace is None:
+        return {}
+    headers = {"traceparent": attempt_traceparent(trace, number)}
+    if trace.tracestate:
+        headers["tracestate"] = trace.tracestate
+    return headers

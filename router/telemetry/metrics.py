@@ -1,0 +1,149 @@
+"""GenAI and slorouter metrics, recorded from outcomes, with the recommended bucket boundaries.
+
+`RouterMetrics.record(outcome)` records the GenAI histograms (server request duration, TTFT,
+TPOT; client operation duration per upstream attempt; token usage) and slorouter's counters
+(decisions by route, cache lookups by status, retries, fallbacks, hedges, admission rejections,
+cost). State that lives elsewhere (breaker state, SLO attainment and burn) is exported through
+`register_gauge`, whose callbacks run at collection time (a scrape or an OTLP export, possibly on
+the exporter's thread): they must be cheap and only read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+
+from router.outcomes import Outcome
+from router.telemetry import attributes as A
+from router.telemetry.attributes import AttrValue, DeploymentInfo
+
+# Recommended ExplicitBucketBoundaries (OpenTelemetry GenAI semantic conventions).
+DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24,
+                           20.48, 40.96, 81.92)
+TTFT_BUCKETS: Final = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                       2.5, 5.0, 7.5, 10.0)
+TPOT_BUCKETS: Final = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304,
+                        16777216, 67108864)
+
+# Names other parts register gauges under (see `register_gauge`).
+BREAKER_STATE: Final = "slorouter.breaker.state"  # 0 closed, 1 half-open, 2 open; {deployment}
+SLO_ATTAINMENT: Final = "slorouter.slo.attainment"  # share of good events; {task, objective}
+SLO_BURN_RATE: Final = "slorouter.slo.burn_rate"  # error-budget burn; {task, objective, window}
+ADMISSION_REJECTED: Final = "OverloadedError"
+
+Labels = Mapping[str, AttrValue]
+GaugeCallback = Callable[[], Iterable[tuple[float, Labels]]]
+
+
+class RouterMetrics:
+    def __init__(self, meter: Meter, deployments: Mapping[str, DeploymentInfo]) -> None:
+        self._meter = meter
+        self._deployments = deployments
+        hist = meter.create_histogram
+        self.request_duration = hist(
+            "gen_ai.server.request.duration", unit="s",
+            description="Time from a request's arrival to its last byte (E2E).",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
+        self.ttft = hist(
+            "gen_ai.server.time_to_first_token", unit="s",
+            description="Time from a request's arrival to its first content chunk.",
+            explicit_bucket_boundaries_advisory=TTFT_BUCKETS)
+        self.tpot = hist(
+            "gen_ai.server.time_per_output_token", unit="s",
+            description="(t_last_token - t_first_token) / (output_tokens - 1).",
+            explicit_bucket_boundaries_advisory=TPOT_BUCKETS)
+        self.operation_duration = hist(
+            "gen_ai.client.operation.duration", unit="s",
+            description="Duration of one upstream attempt.",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
+        self.token_usage = hist(
+            "gen_ai.client.token.usage", unit="{token}",
+            description="Input and output tokens per request.",
+            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS)
+        counter = meter.create_counter
+        self.decisions = counter("slorouter.decisions", unit="{request}",
+                                 description="Routing decisions by task, risk and model.")
+        self.cache = counter("slorouter.cache.lookups", unit="{request}",
+                             description="Requests by cache status (hit, miss, bypass, …).")
+        self.retries = counter("slorouter.retries", unit="{attempt}",
+                               description="Upstream attempts repeating the same deployment.")
+        self.fallbacks = counter("slorouter.fallbacks", unit="{attempt}",
+                                 description="Upstream attempts moving to another deployment.")
+        self.hedges = counter("slorouter.hedges", unit="{attempt}",
+                              description="Hedged upstream attempts.")
+        self.rejections = counter("slorouter.admission.rejections", unit="{request}",
+                                  description="Requests refused by admission control.")
+        self.cost = counter("slorouter.cost", unit="USD",
+                            description="Provider cost of answered requests.")
+        self.dropped = counter("slorouter.telemetry.dropped", unit="{outcome}",
+                               description="Outcomes dropped because the telemetry queue was full.")
+
+    def record(self, outcome: Outcome) -> None:
+        labels = A.metric_labels(outcome, self._deployments)
+        if outcome.e2e_s is not None:
+            self.request_duration.record(outcome.e2e_s, labels)
+        ok = outcome.error_type is None and outcome.status < 400
+        if ok and outcome.ttft_s is not None:
+            self.ttft.record(outcome.ttft_s, labels)
+        tpot = outcome.tpot_s
+        if ok and tpot is not None:
+            self.tpot.record(tpot, labels)
+        self._record_tokens(outcome, labels)
+        self._record_attempts(outcome)
+        self._count(outcome)
+
+    def _record_tokens(self, outcome: Outcome, labels: Labels) -> None:
+        counts = (("input", outcome.prompt_tokens), ("output", outcome.completion_tokens))
+        for kind, count in counts:
+            if count is not None:
+                self.token_usage.record(count, {**labels, A.TOKEN_TYPE: kind})
+
+    def _record_attempts(self, outcome: Outcome) -> None:
+        attempts = outcome.attempts
+        for index, attempt in enumerate(attempts):
+            ended = attempt.ended_at if attempt.ended_at is not None else outcome.ended_at
+            info = self._deployments.get(attempt.deployment)
+            labels: dict[str, AttrValue] = {
+                A.OPERATION: "chat",
+                A.PROVIDER: A.provider_name(info.provider) if info is not None else "unknown",
+                A.REQUEST_MODEL: info.upstream_model if info is not None else "unknown"}
+            A.put_if(labels, A.ERROR_TYPE, attempt.error_class)
+            if ended is not None:
+                self.operation_duration.record(max(0.0, ended - attempt.started_at), labels)
+            kind = A.attempt_kind(attempts, index)
+            by_deployment = {A.DEPLOYMENT: attempt.deployment}
+            if kind == "retry":
+                self.retries.add(1, by_deployment)
+            elif kind == "fallback":
+                self.fallbacks.add(1, by_deployment)
+            elif kind == "hedge":
+                self.hedges.add(1, by_deployment)
+
+    def _count(self, outcome: Outcome) -> None:
+        if outcome.model is not None:
+            route: dict[str, AttrValue] = {A.MODEL: outcome.model}
+            A.put_if(route, A.TASK, outcome.task)
+            A.put_if(route, A.RISK, outcome.risk)
+            self.decisions.add(1, route)
+            self.cache.add(1, {A.CACHE: outcome.cache})
+        if outcome.error_type == ADMISSION_REJECTED:
+            self.count_rejection("overloaded")
+        if outcome.cost_usd is not None and outcome.deployment is not None:
+            self.cost.add(outcome.cost_usd, {A.DEPLOYMENT: outcome.deployment})
+
+    def count_rejection(self, reason: str) -> None:
+        """For the admission controller, when it refuses before an outcome exists."""
+        self.rejections.add(1, {"slorouter.reason": reason})
+
+    def register_gauge(self, name: str, callback: GaugeCallback, description: str = "",
+                       unit: str = "1") -> None:
+        """Export state kept elsewhere; `callback` returns (value, labels) pairs when collected."""
+
+        def observe(_: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(value, dict(labels)) for value, labels in callback()]
+
+        self._meter.create_observable_gauge(name, callbacks=[observe], unit=unit,
+                                            description=description)

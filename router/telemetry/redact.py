@@ -1,0 +1,85 @@
+"""Log filters that keep secrets and request content out of every log line, and add trace ids.
+
+`RedactingFilter` rewrites each record before any handler formats it: known secret values
+(provider keys, client keys) and secret-shaped strings (`sk-…`, `Bearer …`, `api_key=…`) become
+`[REDACTED]`, and event fields that could hold request content (`messages`, `prompt`,
+`content`, …) are withheld. `TraceLogFilter` adds `trace_id`/`span_id` of the request being
+served. `install` attaches both to the root logger's handlers (handler filters also see records
+propagated from child loggers, which logger filters do not).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from router.telemetry.context import current_trace
+
+REDACTED: Final = "[REDACTED]"
+WITHHELD: Final = "[content withheld]"
+CONTENT_KEYS: Final = frozenset({"messages", "prompt", "prompts", "content", "completion",
+                                 "choices", "input", "output", "text", "body", "delta"})
+_PATTERNS: Final = (
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=\-]{8,}"),
+    re.compile(r"(?i)\b(api[_-]?key|x-api-key|authorization|password|secret|master_key)"
+               r"(\"?'?\s*[:=]\s*\"?'?)[^\s\"',}]+"),
+)
+
+
+class RedactingFilter(logging.Filter):
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        super().__init__()
+        self._secrets = tuple(sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True))
+
+    def scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        text = _PATTERNS[0].sub(REDACTED, text)
+        text = _PATTERNS[1].sub(REDACTED, text)
+        return _PATTERNS[2].sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+
+    def _clean(self, value: object, key: str | None = None) -> object:
+        if key is not None and key.lower() in CONTENT_KEYS:
+            return WITHHELD
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, Mapping):
+            return {k: self._clean(v, str(k)) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._clean(v) for v in value]
+        return value
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            record.msg, record.args = record.getMessage(), None
+        record.msg = self.scrub(str(record.msg))
+        data = getattr(record, "event_data", None)
+        if isinstance(data, Mapping):
+            record.event_data = self._clean(data)
+        return True
+
+
+class TraceLogFilter(logging.Filter):
+    """Adds the current request's `trace_id` and `span_id` to structured events."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        trace = current_trace.get()
+        if trace is not None:
+            data = getattr(record, "event_data", None)
+            extra = {"trace_id": trace.trace_id_hex, "span_id": trace.span_id_hex}
+            record.event_data = {**data, **extra} if isinstance(data, Mapping) else extra
+        return True
+
+
+def install(secrets: Iterable[str] = (), logger: logging.Logger | None = None) -> RedactingFilter:
+    """Attach trace ids and redaction to every handler of `logger` (default: root)."""
+    target = logger if logger is not None else logging.getLogger()
+    redacting = RedactingFilter(secrets)
+    for handler in target.handlers:
+        handler.addFilter(TraceLogFilter())
+        handler.addFilter(redacting)
+    return redacting

@@ -1,0 +1,72 @@
+"""`TelemetrySink`: the `OutcomeSink` that turns outcomes into spans and metrics, off the hot path.
+
+`record(outcome)` only appends to a bounded queue (and, the first time the queue fills up in a
+tick, schedules a flush on the running event loop after `flush_delay_s`), so the request that
+records pays a few hundred nanoseconds, not span construction. `flush()` drains the queue: one
+`RouterMetrics.record` and, for sampled traces, one span tree per outcome. Outcomes are not
+changed after `record` (the handler records each exactly once, in its `finally`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+
+from router.outcomes import Outcome
+from router.telemetry.attributes import trace_of
+from router.telemetry.metrics import RouterMetrics
+from router.telemetry.spans import SpanBuilder
+
+log = logging.getLogger("slorouter.telemetry")
+
+
+class TelemetrySink:
+    def __init__(self, metrics: RouterMetrics | None, spans: SpanBuilder | None,
+                 flush_delay_s: float = 0.05, queue_max: int = 20_000) -> None:
+        self._metrics = metrics
+        self._spans = spans
+        self._delay = flush_delay_s
+        self._queue: deque[Outcome] = deque()
+        self._max = queue_max
+        self._scheduled = False
+        self.dropped = 0
+
+    def record(self, outcome: Outcome) -> None:
+        if len(self._queue) >= self._max:
+            self.dropped += 1
+            if self._metrics is not None:
+                self._metrics.dropped.add(1)
+            return
+        self._queue.append(outcome)
+        if not self._scheduled:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a script, a sync test): do the work now
+            self.flush()
+            return
+        self._scheduled = True
+        loop.call_later(self._delay, self.flush)
+
+    def flush(self) -> int:
+        """Process every queued outcome; returns how many were processed."""
+        self._scheduled = False
+        done = 0
+        while self._queue:
+            outcome = self._queue.popleft()
+            try:
+                self._process(outcome)
+            except Exception:  # telemetry must never break serving
+                log.exception("telemetry_record_failed")
+            done += 1
+        return done
+
+    def _process(self, outcome: Outcome) -> None:
+        if self._metrics is not None:
+            self._metrics.record(outcome)
+        trace = trace_of(outcome)
+        if self._spans is not None and trace is not None:
+            self._spans.export(outcome, trace)

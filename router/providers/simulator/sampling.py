@@ -64,7 +64,10 @@ class Lognormal:
 
 
 def draw_quantiles(rng: Rng, p50: float, p99: float) -> float:
-    """One draw from the lognormal with median `p50` and 99th percentile `p99`."""
+    """One draw from the lognormal with median `p50` and 99th percentile `p99` (exactly `p50`
+    when there is no spread)."""
+    if p99 <= p50:
+        return max(p50, 0.0)
     dist = Lognormal.from_quantiles(p50, p99)
     return dist.draw(rng) if dist is not None else 0.0
 

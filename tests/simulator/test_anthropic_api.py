@@ -1,0 +1,129 @@
+"""The Anthropic Messages wire format, raw over HTTP and through litellm's `anthropic/` route."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import httpx
+import pytest
+
+from tests.simulator.conftest import Sim
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import litellm
+
+pytestmark = pytest.mark.integration
+
+HEADERS = {"x-api-key": "any-key", "anthropic-version": "2023-06-01"}
+WEATHER = {"name": "get_weather", "description": "Weather of a city", "input_schema": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+OPENAI_WEATHER = {"type": "function", "function": {"name": "get_weather",
+                                                   "parameters": WEATHER["input_schema"]}}
+
+
+def message(model: str, stream: bool = False, **extra: object) -> dict[str, object]:
+    return {"model": model, "max_tokens": 64, "stream": stream, "system": "Be terse.",
+            "messages": [{"role": "user", "content": "Hello there"}], **extra}
+
+
+def sse_events(text: str) -> list[tuple[str, dict[str, object]]]:
+    """(event name, data) pairs of an SSE body."""
+    events = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+def test_message_has_text_content_and_usage(sim: Sim) -> None:
+    """A non-streaming message has one text block, end_turn and input/output token usage."""
+    response = httpx.post(f"{sim.base_url}/v1/messages", json=message("steady"), headers=HEADERS)
+    body = response.json()
+    assert response.status_code == 200 and body["type"] == "message"
+    assert body["content"][0]["type"] == "text" and body["content"][0]["text"]
+    assert body["stop_reason"] == "end_turn"
+    assert body["usage"]["output_tokens"] == 20 and body["usage"]["input_tokens"] > 0
+
+
+def test_stream_follows_anthropic_event_sequence(sim: Sim) -> None:
+    """message_start, content_block_start, ping, deltas, content_block_stop, message_delta,
+    message_stop, with the output token count in message_delta."""
+    response = httpx.post(f"{sim.base_url}/v1/messages", json=message("steady", True),
+                          headers=HEADERS)
+    events = sse_events(response.text)
+    names = [name for name, _ in events]
+    deltas = [data for name, data in events if name == "content_block_delta"]
+    assert names == ["message_start", "content_block_start", "ping", *["content_block_delta"]
+                     * len(deltas), "content_block_stop", "message_delta", "message_stop"]
+    usage = events[-2][1]["usage"]
+    assert isinstance(usage, dict) and usage["output_tokens"] == len(deltas) == 20
+
+
+def test_tools_give_a_tool_use_block_streamed_as_input_json(sim: Sim) -> None:
+    """With tools, the answer is a tool_use block; streamed, its input arrives as JSON deltas."""
+    whole = httpx.post(f"{sim.base_url}/v1/messages", json=message("instant", tools=[WEATHER]),
+                       headers=HEADERS).json()
+    events = sse_events(httpx.post(f"{sim.base_url}/v1/messages", headers=HEADERS,
+                                   json=message("instant", True, tools=[WEATHER])).text)
+    partial = "".join(str(data["delta"]["partial_json"]) for name, data in events  # type: ignore[index]
+                      if name == "content_block_delta")
+    block = whole["content"][0]
+    assert whole["stop_reason"] == "tool_use" and block["type"] == "tool_use"
+    assert block["name"] == "get_weather" and json.loads(partial) == block["input"]
+
+
+def test_rate_limit_uses_anthropic_error_shape_and_retry_after(sim: Sim) -> None:
+    """A simulated 429 on /v1/messages is a rate_limit_error with Retry-After."""
+    response = httpx.post(f"{sim.base_url}/v1/messages", json=message("rate-limited"),
+                          headers=HEADERS)
+    assert response.status_code == 429 and response.headers["retry-after"] == "7"
+    assert response.json()["error"]["type"] == "rate_limit_error"
+
+
+def test_missing_max_tokens_is_invalid_request(sim: Sim) -> None:
+    """Anthropic requires max_tokens: without it the request is a 400 invalid_request_error."""
+    body = {"model": "instant", "messages": [{"role": "user", "content": "x"}]}
+    response = httpx.post(f"{sim.base_url}/v1/messages", json=body, headers=HEADERS)
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+async def test_litellm_anthropic_route_translates_completion(sim: Sim) -> None:
+    """litellm's anthropic/ provider gets OpenAI-shaped text and usage from the simulator."""
+    response = await litellm.acompletion(
+        model="anthropic/steady", api_base=sim.base_url, api_key="x", max_tokens=64,
+        messages=[{"role": "system", "content": "Be terse."},
+                  {"role": "user", "content": "Hello"}])
+    assert response.choices[0].message.content
+    assert response.usage.completion_tokens == 20
+
+
+async def test_litellm_anthropic_stream_matches_usage(sim: Sim) -> None:
+    """Streaming through litellm yields content chunks whose count matches reported usage."""
+    stream = await litellm.acompletion(
+        model="anthropic/steady", api_base=sim.base_url, api_key="x", max_tokens=64,
+        messages=[{"role": "user", "content": "Hello"}], stream=True,
+        stream_options={"include_usage": True})
+    chunks = [chunk async for chunk in stream]
+    content = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    usage = [c.usage for c in chunks if getattr(c, "usage", None)]
+    assert len(content) == 20 and usage[-1].completion_tokens == 20
+
+
+async def test_litellm_anthropic_tool_call(sim: Sim) -> None:
+    """litellm maps the simulator's tool_use block to an OpenAI tool call."""
+    response = await litellm.acompletion(
+        model="anthropic/instant", api_base=sim.base_url, api_key="x", max_tokens=64,
+        messages=[{"role": "user", "content": "Weather in Paris?"}], tools=[OPENAI_WEATHER])
+    call = response.choices[0].message.tool_calls[0]
+    assert response.choices[0].finish_reason == "tool_calls"
+    assert call.function.name == "get_weather" and "city" in json.loads(call.function.arguments)
+
+
+async def test_litellm_maps_simulated_429_to_rate_limit_error(sim: Sim) -> None:
+    """A simulated 429 on the Anthropic route surfaces as litellm.RateLimitError."""
+    with pytest.raises(litellm.RateLimitError):
+        await litellm.acompletion(
+            model="anthropic/rate-limited", api_base=sim.base_url, api_key="x", max_tokens=8,
+            messages=[{"role": "user", "content": "x"}], num_retries=0)

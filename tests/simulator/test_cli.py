@@ -1,0 +1,55 @@
+"""The `slorouter sim` command: built-in profiles, a default profile for unknown names, and
+refusal of a bad profile file."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from router.providers.simulator import presets
+from router.providers.simulator.profile import load_profile_file
+from tests.simulator.conftest import start_simulator
+from tests.support.procs import VENV_BIN, ManagedProcess, free_port
+
+pytestmark = pytest.mark.integration
+
+
+def test_without_profile_the_builtin_demo_models_are_served(tmp_path: Path) -> None:
+    """With no --profile, GET /v1/models lists exactly the built-in demo models."""
+    port = free_port()
+    process = ManagedProcess([str(VENV_BIN / "slorouter"), "sim", "--port", str(port)], port,
+                             ready_url=f"http://127.0.0.1:{port}/healthz",
+                             log_path=tmp_path / "sim.log").start()
+    try:
+        listed = httpx.get(f"http://127.0.0.1:{port}/v1/models").json()
+    finally:
+        process.stop()
+    assert {m["id"] for m in listed["data"]} == set(load_profile_file().models)
+
+
+def test_default_model_answers_unknown_names_with_its_profile(tmp_path: Path) -> None:
+    """With a default model, any model name is served (and counted under its own name)."""
+    models = {"base": presets.instant({"output_tokens_p50": 4, "output_tokens_p99": 4})}
+    process, base_url = start_simulator(tmp_path, models, default_model="base")
+    body = {"model": "made-up-name", "messages": [{"role": "user", "content": "x"}]}
+    try:
+        answer = httpx.post(f"{base_url}/v1/chat/completions", json=body).json()
+        stats = httpx.get(f"{base_url}/control/stats").json()
+    finally:
+        process.stop()
+    assert answer["model"] == "made-up-name" and answer["usage"]["completion_tokens"] == 4
+    assert stats["models"]["made-up-name"]["completed"] == 1
+
+
+def test_bad_profile_file_exits_with_code_2_and_names_the_problem(tmp_path: Path) -> None:
+    """An invalid profile (unknown field) stops start-up with exit code 2 and a message."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models:\n  m:\n    ttft_ms: 5\n", encoding="utf-8")
+    result = subprocess.run(
+        [str(VENV_BIN / "slorouter"), "sim", "--port", "0", "--profile", str(bad)],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert "ttft_ms" in result.stderr

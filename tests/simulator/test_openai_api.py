@@ -1,0 +1,202 @@
+"""The OpenAI wire format of a real simulator process, driven by the real `openai` client."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import openai
+import pytest
+
+from tests.simulator.conftest import Sim
+
+pytestmark = pytest.mark.integration
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer"},
+            },
+            "required": ["city", "unit"],
+        },
+    },
+}
+TIME_TOOL = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]}}}
+
+
+def client(sim: Sim) -> openai.OpenAI:
+    return openai.OpenAI(base_url=sim.openai_url, api_key="any-key", max_retries=0)
+
+
+def aclient(sim: Sim) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=sim.openai_url, api_key="any-key", max_retries=0)
+
+
+def ask(text: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": "You are terse."}, {"role": "user", "content": text}]
+
+
+def test_non_streaming_answer_reports_usage(sim: Sim) -> None:
+    """A plain completion has text, finish_reason stop and usage that adds up."""
+    response = client(sim).chat.completions.create(model="steady", messages=ask("hello"))
+    usage = response.usage
+    assert response.choices[0].message.content
+    assert response.choices[0].finish_reason == "stop"
+    assert usage is not None and usage.completion_tokens == 20
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+
+def test_stream_starts_with_role_then_content_and_ends_with_usage(sim: Sim) -> None:
+    """A stream is role-only first, then content deltas, a finish chunk, a usage chunk, DONE."""
+    stream = client(sim).chat.completions.create(
+        model="steady", messages=ask("hello"), stream=True,
+        stream_options={"include_usage": True})
+    chunks = list(stream)
+    first, finish, last = chunks[0], chunks[-2], chunks[-1]
+    content = [c.choices[0].delta.content for c in chunks[1:-2]]
+    assert first.choices[0].delta.role == "assistant" and not first.choices[0].delta.content
+    assert all(content)
+    assert finish.choices[0].finish_reason == "stop"
+    assert last.choices == [] and last.usage is not None
+    assert last.usage.completion_tokens == len(content)
+
+
+def test_streamed_text_equals_non_streamed_text(sim: Sim) -> None:
+    """Streaming does not change the deterministic answer."""
+    api = client(sim)
+    whole = api.chat.completions.create(model="steady", messages=ask("same"))
+    parts = api.chat.completions.create(model="steady", messages=ask("same"), stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in parts if c.choices)
+    assert text == whole.choices[0].message.content
+
+
+def test_same_request_gets_same_answer_and_different_request_another(sim: Sim) -> None:
+    """Content is a function of model, messages and parameters."""
+    api = client(sim)
+    answers = [api.chat.completions.create(model="instant", messages=ask(q)).choices[0]
+               .message.content for q in ("one", "one", "two")]
+    other = api.chat.completions.create(model="instant", messages=ask("one"), temperature=0.5)
+    assert answers[0] == answers[1]
+    assert answers[0] != answers[2]
+    assert other.choices[0].message.content != answers[0]
+
+
+def test_tokens_per_chunk_groups_tokens_and_keeps_usage_consistent(sim: Sim) -> None:
+    """With 3 tokens per chunk, 10 tokens arrive in 4 content chunks and usage says 10."""
+    stream = client(sim).chat.completions.create(
+        model="chunky", messages=ask("hi"), stream=True, stream_options={"include_usage": True})
+    chunks = list(stream)
+    content = [c for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(content) == 4
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 10
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_max_tokens_caps_output_with_finish_reason_length(sim: Sim, field: str) -> None:
+    """Both spellings of the output limit cut the answer and say `length`."""
+    response = client(sim).chat.completions.create(
+        model="steady", messages=ask("long"), **{field: 5})  # type: ignore[call-overload]
+    assert response.choices[0].finish_reason == "length"
+    assert response.usage is not None and response.usage.completion_tokens == 5
+
+
+def test_tool_call_fills_required_arguments_from_schema(sim: Sim) -> None:
+    """With tools, the first tool is called with JSON arguments holding the required fields."""
+    response = client(sim).chat.completions.create(
+        model="instant", messages=ask("weather?"), tools=[WEATHER_TOOL, TIME_TOOL])
+    choice = response.choices[0]
+    calls = choice.message.tool_calls or []
+    arguments = json.loads(calls[0].function.arguments)
+    assert choice.finish_reason == "tool_calls"
+    assert calls[0].function.name == "get_weather"
+    assert set(arguments) == {"city", "unit"} and arguments["unit"] == "celsius"
+
+
+def test_named_tool_choice_calls_that_tool_and_none_answers_in_text(sim: Sim) -> None:
+    """tool_choice naming a function picks it; tool_choice none gives a text answer."""
+    api = client(sim)
+    named = api.chat.completions.create(
+        model="instant", messages=ask("time?"), tools=[WEATHER_TOOL, TIME_TOOL],
+        tool_choice={"type": "function", "function": {"name": "get_time"}})
+    text = api.chat.completions.create(
+        model="instant", messages=ask("time?"), tools=[WEATHER_TOOL], tool_choice="none")
+    calls = named.choices[0].message.tool_calls or []
+    assert calls[0].function.name == "get_time"
+    assert text.choices[0].message.tool_calls is None and text.choices[0].message.content
+
+
+def test_streamed_tool_call_deltas_rebuild_the_same_call(sim: Sim) -> None:
+    """Tool-call deltas (id and name first, then argument pieces) add up to the full call."""
+    api = client(sim)
+    whole = api.chat.completions.create(model="instant", messages=ask("w"), tools=[WEATHER_TOOL])
+    stream = api.chat.completions.create(model="instant", messages=ask("w"),
+                                         tools=[WEATHER_TOOL], stream=True)
+    name, arguments, finish = "", "", None
+    for chunk in stream:
+        for delta in chunk.choices[0].delta.tool_calls or []:
+            name += delta.function.name or "" if delta.function else ""
+            arguments += delta.function.arguments or "" if delta.function else ""
+        finish = chunk.choices[0].finish_reason or finish
+    expected = (whole.choices[0].message.tool_calls or [])[0].function
+    assert (name, arguments, finish) == (expected.name, expected.arguments, "tool_calls")
+
+
+def test_tool_result_in_history_gets_a_text_answer(sim: Sim) -> None:
+    """After a tool result (tool_choice auto), the model answers in text instead of looping."""
+    messages = [*ask("weather?"),
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    response = client(sim).chat.completions.create(model="instant", messages=messages,
+                                                   tools=[WEATHER_TOOL])
+    assert response.choices[0].finish_reason == "stop" and response.choices[0].message.content
+
+
+async def test_async_client_streams_and_completes(sim: Sim) -> None:
+    """The async client gets the same answer streamed and not."""
+    api = aclient(sim)
+    whole = await api.chat.completions.create(model="steady", messages=ask("async"))
+    stream = await api.chat.completions.create(model="steady", messages=ask("async"),
+                                               stream=True)
+    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    await api.close()
+    assert text == whole.choices[0].message.content
+
+
+def test_models_endpoint_lists_configured_models(sim: Sim) -> None:
+    """GET /v1/models lists every model of the profile file."""
+    names = {m.id for m in client(sim).models.list()}
+    assert {"instant", "steady", "quiz"} <= names
+
+
+def test_unknown_model_is_404_in_openai_error_shape(sim: Sim) -> None:
+    """An unknown model name gets OpenAI's not-found error."""
+    with pytest.raises(openai.NotFoundError) as caught:
+        client(sim).chat.completions.create(model="no-such-model", messages=ask("x"))
+    body = caught.value.body
+    assert isinstance(body, dict) and body["code"] == "model_not_found"
+
+
+@pytest.mark.parametrize("body", [b"{not json", b'{"model": "instant", "messages": []}',
+                                  b'{"model": "instant"}', b'{"model": 3, "messages": 1}'])
+def test_bad_body_is_400_with_error_object(sim: Sim, body: bytes) -> None:
+    """Malformed or invalid requests get a 400 with OpenAI's error object."""
+    response = httpx.post(f"{sim.openai_url}/chat/completions", content=body)
+    assert response.status_code == 400
+    assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_prompt_over_context_window_is_rejected_as_context_length(sim: Sim) -> None:
+    """A prompt plus max_tokens beyond the model's window is a 400 context_length_exceeded."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(sim).chat.completions.create(model="small-window", messages=ask("x " * 200))
+    body = caught.value.body
+    assert isinstance(body, dict) and body["code"] == "context_length_exceeded"

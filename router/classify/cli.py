@@ -1,8 +1,109 @@
-"""Placeholder: sub-commands of this area are registered here (see `router.cli`)."""
+"""Sub-commands of the classifier: `classify`, `train-classifier`, `eval-classifier`.
+
+Only argument parsing and I/O live here; heavy imports (numpy, scikit-learn) happen inside the
+handlers so that `slorouter --help` stays fast. Input parsing for `classify` is in `jsonl`.
+"""
+
+from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
+DEFAULT_OUT = Path("router/classify/artifacts")
 
-def add_parser(subparsers: "argparse._SubParsersAction[Any]") -> None:
-    """No sub-commands yet."""
+
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Register `classify`, `train-classifier` and `eval-classifier`."""
+    p = subparsers.add_parser(
+        "classify",
+        help="label JSON-lines requests with task, risk, probabilities and signals",
+        description="Reads one JSON object per line ({'text': ...} or {'messages': [...], "
+        "'tools': [...], 'response_format': {...}, 'hints': {'task', 'risk'}}) and writes one "
+        "JSON line per input. Malformed lines are reported on stderr with their line number "
+        "and make the exit code 1.",
+    )
+    p.add_argument("file", nargs="?", type=Path, help="input file (default: stdin)")
+    p.add_argument("--model", type=Path, help="a model.zip other than the shipped one")
+    p.set_defaults(func=run_classify)
+
+    t = subparsers.add_parser(
+        "train-classifier", help="train the task/risk classifier and write its artifact"
+    )
+    t.add_argument("--data", type=Path, action="append", required=True,
+                   help="JSONL(.gz) training file; repeat to combine files")
+    t.add_argument("--out", type=Path, required=True, help="directory for model.zip + metadata")
+    t.add_argument("--eval", type=Path, action="append", default=[],
+                   help="held-out JSONL(.gz) file(s) scored into the metadata")
+    t.add_argument("--estimator", choices=("logreg", "svm", "nb"), default="logreg")
+    t.add_argument("--no-char-ngrams", action="store_true", help="words and structure only")
+    t.add_argument("--no-augment", action="store_true", help="train on the rows as they are")
+    t.add_argument("--seed", type=int, default=13)
+    t.set_defaults(func=run_train)
+
+    e = subparsers.add_parser(
+        "eval-classifier", help="score a classifier on labelled JSONL(.gz) and print a report"
+    )
+    e.add_argument("--data", type=Path, action="append", required=True)
+    e.add_argument("--model", type=Path, help="a model.zip other than the shipped one")
+    e.add_argument("--title", default="Test split")
+    e.add_argument("--structure", action="store_true",
+                   help="also score the rows with a system prompt, history and tools added")
+    e.set_defaults(func=run_eval)
+
+
+def run_classify(args: argparse.Namespace) -> int:
+    from router.classify.jsonl import classify_stream
+
+    classifier = _classifier(args.model)
+    if args.file is None:
+        return classify_stream(sys.stdin, sys.stdout, sys.stderr, classifier)
+    try:
+        with args.file.open(encoding="utf-8") as fh:
+            return classify_stream(fh, sys.stdout, sys.stderr, classifier)
+    except OSError as exc:
+        print(f"slorouter classify: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _classifier(model: Path | None) -> Any:
+    from router.classify.classifier import load_classifier, load_default_classifier
+
+    return load_default_classifier() if model is None else load_classifier(model)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from router.classify.artifact import train_and_write
+    from router.classify.data import DataError
+
+    try:
+        path = train_and_write(
+            data=args.data, out=args.out, evals=args.eval, estimator=args.estimator,
+            char_ngrams=not args.no_char_ngrams, augment=not args.no_augment, seed=args.seed,
+        )
+    except (DataError, OSError) as exc:
+        print(f"slorouter train-classifier: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {path} and {path.parent / 'metadata.json'}")
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from router.classify.artifact import read_all
+    from router.classify.augment import augment_for_eval
+    from router.classify.data import DataError
+    from router.classify.evaluation import evaluate
+    from router.classify.report import markdown
+
+    try:
+        examples = read_all(args.data)
+    except (DataError, OSError) as exc:
+        print(f"slorouter eval-classifier: {exc}", file=sys.stderr)
+        return 2
+    classifier = _classifier(args.model)
+    print(markdown(evaluate(classifier, examples), args.title))
+    if args.structure:
+        report = evaluate(classifier, augment_for_eval(examples, seed=7))
+        print(markdown(report, args.title + ", with system prompt, history and tools added"))
+    return 0

@@ -1,0 +1,95 @@
+"""Train from data files and write the versioned artifact: `model.zip` plus `metadata.json`.
+
+The metadata records what produced the model (data files and their hash, row counts per
+source, options, library versions) and how good it is (cross-validated on the training rows
+and, when held-out files are given, on them). The fitting itself lives in `training`.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import platform
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import scipy
+import sklearn
+from sklearn.metrics import f1_score
+
+from policies.labels import RISKS, SIGNALS, TASKS
+from router.classify.classifier import LinearClassifier
+from router.classify.data import Example, files_hash, read_examples
+from router.classify.evaluation import evaluate
+from router.classify.features import FeatureConfig
+from router.classify.linear import load_model, save_model
+from router.classify.report import summary
+from router.classify.training import Estimator, TrainOptions, TrainResult, train
+
+
+def read_all(paths: Sequence[Path]) -> list[Example]:
+    """The examples of every file, in order."""
+    return [example for path in paths for example in read_examples(path)]
+
+
+def _cv_metrics(result: TrainResult) -> dict[str, float]:
+    y, probs = result.oof.targets, result.oof.probs
+    return {
+        "task_macro_f1": round(float(f1_score(y["task"], probs["task"].argmax(1),
+                                              average="macro")), 4),
+        "risk_macro_f1": round(float(f1_score(y["risk"], probs["risk"].argmax(1),
+                                              average="macro")), 4),
+        "jailbreak_f1": round(float(f1_score(y["jailbreak"], probs["jailbreak"].argmax(1))), 4),
+    }
+
+
+def metadata(
+    result: TrainResult, data: Sequence[Path], examples: Sequence[Example],
+    options: TrainOptions, held_out: dict[str, object] | None, version: str,
+) -> dict[str, object]:
+    """Everything about the artifact that is not the model itself."""
+    return {
+        "version": version,
+        "data": {
+            "files": [p.name for p in data],
+            "sha256": files_hash(data),
+            "rows": len(examples),
+            "rows_after_augmentation": result.n_augmented,
+            "sources": dict(sorted(collections.Counter(e.source for e in examples).items())),
+        },
+        "labels": {"task": list(TASKS), "risk": list(RISKS), "signals": list(SIGNALS)},
+        "options": {**asdict(options), "features": asdict(options.features)},
+        "model": {
+            "features": len(result.model.vocab),
+            "temperatures": {h.name: round(h.temperature, 4) for h in result.model.heads},
+            "thresholds": dict(result.model.thresholds),
+        },
+        "metrics": {"cross_validated": _cv_metrics(result), "held_out": held_out},
+        "libraries": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "scipy": scipy.__version__,
+            "scikit-learn": sklearn.__version__,
+        },
+    }
+
+
+def train_and_write(
+    data: Sequence[Path], out: Path, evals: Sequence[Path], estimator: Estimator,
+    char_ngrams: bool, augment: bool, seed: int,
+) -> Path:
+    """Train on `data`, write `out/model.zip` and `out/metadata.json`, return the model path."""
+    examples = read_all(data)
+    config = FeatureConfig() if char_ngrams else FeatureConfig(char_ngrams=None)
+    options = TrainOptions(estimator=estimator, features=config, seed=seed, augment=augment)
+    result = train(examples, options)
+    path = save_model(result.model, out)
+    model, version = load_model(path)
+    held_out = None
+    if evals:
+        held_out = summary(evaluate(LinearClassifier(model, version), read_all(evals)))
+    meta = metadata(result, data, examples, options, held_out, version)
+    (out / "metadata.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
+    return path

@@ -1,0 +1,103 @@
+"""Structural augmentation of single-message training rows.
+
+The data have no system prompts, no history, few tools and no response_format, yet real
+requests do. Copies of rows get such structure so that the structural features are learnt
+sensibly: a neutral system prompt or earlier turns say nothing about the task (they are added to
+every class alike), while JSON output leans to extraction/classification and declared tools lean
+(weakly) to action. Labels never change. Pure: randomness comes in as a seeded `random.Random`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from policies.labels import Task
+from router.classify.data import Example
+
+SYSTEM_PROMPTS: Final[tuple[str, ...]] = (
+    "You are a helpful assistant.",
+    "You are a helpful, harmless and honest assistant. Answer concisely.",
+    "You are an AI assistant for Acme Corp. Be polite and accurate.",
+    "Always answer in the user's language.",
+    "You are ChatGPT, a large language model. Knowledge cutoff: 2023-10.",
+    "Follow the user's instructions carefully. If unsure, say so.",
+    "تو یک دستیار مفید هستی. پاسخ‌ها را کوتاه و دقیق بده.",
+    "You are a support agent. Keep a friendly tone and do not make things up.",
+)
+ASSISTANT_TURNS: Final[tuple[str, ...]] = (
+    "Sure, here you go.",
+    "Done. Anything else?",
+    "I can help with that. Could you give me more details?",
+    "Here is what I found.",
+    "باشه، انجام شد.",
+)
+JSON_TASKS: Final[frozenset[Task]] = frozenset({"extraction", "classification"})
+
+
+@dataclass(frozen=True, slots=True)
+class AugmentConfig:
+    """How often each kind of structure is added to an augmented copy."""
+
+    copy_share: float = 0.5
+    system: float = 0.5
+    history: float = 0.3
+    json_for_json_tasks: float = 0.35
+    json_otherwise: float = 0.04
+    tools_for_action: float = 0.35
+    tools_otherwise: float = 0.08
+
+
+def _history(rng: random.Random, pool: Sequence[Example]) -> tuple[tuple[str, str], ...]:
+    turns: list[tuple[str, str]] = []
+    for _ in range(rng.randint(1, 2)):
+        other = pool[rng.randrange(len(pool))].view.messages[-1][1][:300]
+        turns += [("user", other), ("assistant", rng.choice(ASSISTANT_TURNS))]
+    return tuple(turns)
+
+
+def augment_one(
+    example: Example, rng: random.Random, pool: Sequence[Example], tool_pool: Sequence[str],
+    config: AugmentConfig,
+) -> Example:
+    """A copy of `example` with a random system prompt, history, tools and response format."""
+    view = example.view
+    messages = view.messages
+    if rng.random() < config.history:
+        messages = _history(rng, pool) + messages
+    if rng.random() < config.system:
+        messages = (("system", rng.choice(SYSTEM_PROMPTS)), *messages)
+    json_p = config.json_for_json_tasks if example.task in JSON_TASKS else config.json_otherwise
+    fmt = rng.choice(("json_object", "json_schema")) if rng.random() < json_p else None
+    tools = view.tool_names
+    tools_p = config.tools_for_action if example.task == "action" else config.tools_otherwise
+    if not tools and tool_pool and rng.random() < tools_p:
+        tools = tuple(rng.sample(list(tool_pool), k=min(len(tool_pool), rng.randint(1, 4))))
+    return replace(
+        example,
+        view=replace(view, messages=messages, tool_names=tools, response_format=fmt),
+    )
+
+
+def augment(
+    examples: Sequence[Example], seed: int, config: AugmentConfig = AugmentConfig()
+) -> list[Example]:
+    """The examples followed by augmented copies of a random share of them."""
+    rng = random.Random(seed)
+    tool_pool = sorted({name for ex in examples for name in ex.view.tool_names})
+    copies = [
+        augment_one(ex, rng, examples, tool_pool, config)
+        for ex in examples
+        if rng.random() < config.copy_share
+    ]
+    return [*examples, *copies]
+
+
+def augment_for_eval(examples: Sequence[Example], seed: int) -> list[Example]:
+    """Every example with structure added (system prompt, history, tools), for robustness."""
+    rng = random.Random(seed)
+    tool_pool = sorted({name for ex in examples for name in ex.view.tool_names})
+    config = AugmentConfig(system=0.7, history=0.5)
+    return [augment_one(ex, rng, examples, tool_pool, config) for ex in examples]

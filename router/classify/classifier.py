@@ -1,0 +1,119 @@
+"""The request classifier the service calls: model scores, rule findings, hints → `Labels`.
+
+`LinearClassifier` implements the `Classifier` protocol over a compiled `LinearModel`;
+`load_default_classifier()` loads the artifact shipped in `router/classify/artifacts/` once per
+process. Feature extraction, rules, risk combination and training live in their own modules.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from policies.labels import RISKS, TASKS, Risk, Signal, Task
+from router.classify.detectors import Findings, detect, last_user_text
+from router.classify.features import features
+from router.classify.linear import MODEL_FILE, LinearModel, Scores, load_model
+from router.classify.pii import PiiKind
+from router.classify.risk import combine_risk
+from router.classify.types import Hints, Labels, RequestView
+from router.errors import ConfigError
+
+ARTIFACT_DIR = Path(__file__).resolve().parent / "artifacts"
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The labels with what led to them (for the CLI and debugging; never personal data)."""
+
+    labels: Labels
+    model_task: Task
+    model_risk: Risk
+    p_jailbreak: float
+    pii_kinds: frozenset[PiiKind]
+    side_effect_tools: tuple[str, ...]
+
+
+def model_risk(risk_probs: tuple[float, ...], high_threshold: float) -> Risk:
+    """`high` when P(high) reaches the threshold, else the likelier of `low` and `medium`."""
+    low, medium, high = risk_probs
+    if high >= high_threshold:
+        return "high"
+    return "medium" if medium > low else "low"
+
+
+def _signals(
+    findings: Findings, task: Task, risk: Risk, p_jailbreak: float, jb_threshold: float
+) -> frozenset[Signal]:
+    out = set(findings.signals(task))
+    if p_jailbreak >= jb_threshold:
+        out.add("jailbreak")
+    if task == "action" and risk == "high":
+        out.add("side_effects")
+    return frozenset(out)
+
+
+class LinearClassifier:
+    """Labels requests with a compiled linear model plus deterministic detectors."""
+
+    def __init__(self, model: LinearModel, version: str) -> None:
+        self._model = model
+        self._version = version
+
+    @property
+    def version(self) -> str:
+        """Content hash (sha256) of the model artifact."""
+        return self._version
+
+    @property
+    def model(self) -> LinearModel:
+        return self._model
+
+    def scores(self, request: RequestView) -> Scores:
+        """The model's calibrated probabilities for the request."""
+        return self._model.predict(features(request, self._model.config))
+
+    def explain(self, request: RequestView, hints: Hints) -> Explanation:
+        """Classify and keep the evidence."""
+        findings = detect(request)
+        probs = self.scores(request).probs
+        task_probs = dict(zip(TASKS, probs["task"], strict=True))
+        risk_probs = dict(zip(RISKS, probs["risk"], strict=True))
+        best_task = max(TASKS, key=task_probs.__getitem__)
+        m_risk = model_risk(probs["risk"], self._model.thresholds["risk_high"])
+        empty = not last_user_text(request).strip()
+        task: Task = hints.task if hints.task is not None else ("chat" if empty else best_task)
+        source = "hint" if hints.task is not None else ("default" if empty else "model")
+        m_risk = "low" if empty else m_risk
+        p_jb = 0.0 if empty else probs["jailbreak"][1]
+        signals = _signals(findings, task, m_risk, p_jb, self._model.thresholds["jailbreak"])
+        labels = Labels(
+            task=task,
+            risk=combine_risk(m_risk, signals, hints.risk),
+            task_probs=task_probs,
+            risk_probs=risk_probs,
+            signals=signals,
+            task_source=source,
+        )
+        return Explanation(labels, best_task, m_risk, p_jb, findings.pii, findings.side_effect_tools)
+
+    def classify(self, request: RequestView, hints: Hints) -> Labels:
+        """Task and risk of the request; hints win for task, and may move risk only above the
+        floor that the detected signals set."""
+        return self.explain(request, hints).labels
+
+
+def load_classifier(path: Path) -> LinearClassifier:
+    """The classifier stored at `path` (a `model.zip`); raises ConfigError when unreadable."""
+    try:
+        model, digest = load_model(path)
+    except (OSError, KeyError, ValueError) as exc:
+        raise ConfigError([f"classifier artifact {path}: {exc}"]) from exc
+    return LinearClassifier(model, digest)
+
+
+@functools.cache
+def load_default_classifier() -> LinearClassifier:
+    """The classifier shipped in the package, loaded once per process."""
+    return load_classifier(ARTIFACT_DIR / MODEL_FILE)

@@ -1,0 +1,153 @@
+"""Rule-based signals beside the model: jailbreak/injection phrases, side-effecting tools,
+regulated-domain advice, and personal data (through `pii`).
+
+Each detector is a pure function of the request view. `detect(view)` runs them all and returns
+the `Findings`; the model, the risk combination and the output format live elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from policies.labels import Signal, Task
+from router.classify.pii import PiiKind, pii_kinds
+from router.classify.types import RequestView
+
+# Phrases of jailbreak and prompt-injection attempts (English and Persian). They catch the
+# common families (instruction override, persona without rules, system-prompt extraction,
+# fake system/assistant markers); the model's jailbreak head catches the long tail.
+_JAILBREAK: Final = re.compile(
+    r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+)*"
+    r"(?:previous|prior|above|earlier|preceding|former|original|system|safety)?\s*"
+    r"(?:instructions?|prompts?|rules|directions|guidelines|input|restrictions|programming)"
+    r"|\bdo\s+anything\s+now\b|\b(?:developer|dev|god|jailbreak|unfiltered|evil)\s+mode\b"
+    r"|\bjailbr(?:eak|oken)\b|\bstay\s+in\s+character\b"
+    r"|\b(?:no|without\s+any|free\s+(?:of|from))\s+(?:ethical|moral|content)?\s*"
+    r"(?:restrictions|filters|limitations|guidelines|censorship)\b"
+    r"|\b(?:system|admin(?:istrator)?)\s+override\b|\bnew\s+instructions?\s*:"
+    r"|\b(?:reveal|print|output|repeat|show|display|tell\s+me)\s+(?:me\s+)?(?:all\s+|everything\s+in\s+)?"
+    r"(?:your|the)\s+(?:system\s+prompt|initial\s+instructions|hidden\s+instructions|"
+    r"instructions\s+above|initiali[sz]ation\s+string|system\s+configuration)"
+    r"|\bsystem\s+prompt\b|<!--\s*(?:assistant|system)\s*:"
+    r"|\b(?:amoral|unethical|uncensored|unrestricted)\s+(?:ai|assistant|chatbot|persona|model)\b"
+    r"|\bopenai(?:'s)?\s+content\s+polic(?:y|ies)\b"
+    r"|دستورات\s+قبلی|دستورالعمل(?:‌|\s)?های\s+قبلی|نادیده\s+بگیر",
+    re.IGNORECASE,
+)
+_DAN: Final = re.compile(r"\bDAN\b")  # the "Do Anything Now" persona, upper case only
+
+# Tool-name words that commit something outside the conversation (money, messages, bookings,
+# deletions). Words that only change a setting (set, add, update) do not raise risk by
+# themselves; they still reach the model as features.
+CONSEQUENTIAL_VERBS: Final[frozenset[str]] = frozenset(
+    ["send", "pay", "payment", "transfer", "wire", "book", "reserve", "reservation", "cancel", "delete", "remove", "purchase", "buy", "order", "trade", "sell", "post", "publish", "share", "email", "mail", "sms", "message", "refund", "charge", "withdraw", "deposit", "submit", "execute", "exec", "drop", "destroy", "revoke", "terminate", "transfer", "checkout", "tweet", "invoice"]
+)
+MUTATING_VERBS: Final[frozenset[str]] = frozenset(
+    ["create", "update", "add", "set", "schedule", "edit", "modify", "move", "write", "insert", "rename", "enable", "disable", "register", "assign", "upload", "save", "put", "patch", "replace", "change", "start", "stop", "restart", "open", "close"]
+)
+_IDENT_WORD: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
+_DESC_WORD: Final = re.compile(r"[a-z]+")
+
+# Regulated advice: a domain word (medical, legal, financial) together with an advice marker.
+_DOMAIN: Final = re.compile(
+    r"\b(?:diagnos\w*|symptoms?|medications?|medicines?|dos(?:e|age)s?|prescri\w*|treatments?|"
+    r"disease|cancer|diabet\w*|pregnan\w*|surgery|therap\w*|vaccin\w*|depress\w*|anxiety|"
+    r"suicid\w*|overdose|antibiotics?|pills?|doctor|illness|infection|blood\s+pressure|"
+    r"lawyer|attorney|lawsuit|sue|court|legal|illegal|contract|divorce|custody|visa|immigration|"
+    r"criminal|arrest\w*|landlord|tenant|copyright|"
+    r"invest\w*|stocks?|mortgage|loans?|tax(?:es)?|401k|ira|retirement|crypto\w*|bitcoin|"
+    r"credit\s+score|debt|bankrupt\w*|insurance|pension)\b"
+    r"|پزشک|دارو|بیماری|درمان|وکیل|دادگاه|مالیات|سرمایه\s?گذاری|وام|بیمه|طلاق",
+    re.IGNORECASE,
+)
+_ADVICE: Final = re.compile(
+    r"\b(?:should\s+i|can\s+i|do\s+i|is\s+it\s+safe|what\s+should|how\s+(?:do|can|should)\s+i|"
+    r"my|me|i'm|i\s+am|i\s+have|i've|advice|recommend\w*)\b|آیا\s+باید|من\s",
+    re.IGNORECASE,
+)
+
+
+# Tasks where a domain question is a request for advice (not e.g. a summary of a court report).
+ADVICE_TASKS: Final[frozenset[Task]] = frozenset({"chat", "reasoning_analysis", "action"})
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    """What the rules found in one request."""
+
+    pii: frozenset[PiiKind] = frozenset()
+    jailbreak: bool = False
+    side_effect_tools: tuple[str, ...] = ()
+    regulated_advice: bool = False
+
+    def signals(self, task: Task) -> frozenset[Signal]:
+        """The findings as risk signals; advice counts only for advice-seeking tasks."""
+        out: set[Signal] = set()
+        if self.pii:
+            out.add("pii")
+        if self.jailbreak:
+            out.add("jailbreak")
+        if self.side_effect_tools:
+            out.add("side_effects")
+        if self.regulated_advice and task in ADVICE_TASKS:
+            out.add("regulated_domain")
+        return frozenset(out)
+
+
+def identifier_words(name: str) -> tuple[str, ...]:
+    """Lower-case words of a snake_case, camelCase or PascalCase identifier."""
+    return tuple(w.lower() for w in _IDENT_WORD.findall(name))
+
+
+def tool_is_consequential(name: str, description: str = "") -> bool:
+    """True when a tool, by its name or its description's first words, commits a side effect."""
+    words = identifier_words(name)
+    if any(w in CONSEQUENTIAL_VERBS for w in words):
+        return True
+    if any(w in MUTATING_VERBS for w in words):
+        return False
+    lead = _DESC_WORD.findall(description[:80].lower())[:3]
+    return any(w in CONSEQUENTIAL_VERBS or w.rstrip("s") in CONSEQUENTIAL_VERBS for w in lead)
+
+
+def side_effect_tools(names: Iterable[str], descriptions: Iterable[str]) -> tuple[str, ...]:
+    """The declared tools that would commit side effects, in declaration order."""
+    descs = list(descriptions)
+    return tuple(
+        name
+        for i, name in enumerate(names)
+        if tool_is_consequential(name, descs[i] if i < len(descs) else "")
+    )
+
+
+def has_jailbreak_phrase(text: str) -> bool:
+    """True when `text` contains a known jailbreak or prompt-injection phrase."""
+    return _JAILBREAK.search(text) is not None or _DAN.search(text) is not None
+
+
+def is_regulated_advice(text: str) -> bool:
+    """True when `text` asks for medical, legal or financial advice for the asker."""
+    return _DOMAIN.search(text) is not None and _ADVICE.search(text) is not None
+
+
+def last_user_text(view: RequestView) -> str:
+    """The text of the last user message ("" when there is none)."""
+    for role, text in reversed(view.messages):
+        if role == "user":
+            return text
+    return ""
+
+
+def detect(view: RequestView) -> Findings:
+    """Run every rule on the request: PII and injection on all messages, advice on the last
+    user message, side effects on the declared tools."""
+    everything = "\n".join(text for _, text in view.messages)
+    return Findings(
+        pii=pii_kinds(everything),
+        jailbreak=has_jailbreak_phrase(everything),
+        side_effect_tools=side_effect_tools(view.tool_names, view.tool_descriptions),
+        regulated_advice=is_regulated_advice(last_user_text(view)),
+    )

@@ -1,0 +1,111 @@
+"""`slorouter classify` input and output: JSON lines in, one JSON line out per input.
+
+An input line is `{"text": ...}` or `{"messages": [...]}` with optional `tools`,
+`response_format`, `hints` (`{"task", "risk"}`) or `metadata.task`, and `id`. Output lines carry
+the input's line number (and id) so they can be matched to inputs; malformed lines are reported
+on the error stream as `line N: why` and make the exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from policies.labels import Risk, Task
+from router.classify.classifier import Explanation, LinearClassifier
+from router.classify.types import Hints, RequestView
+from router.classify.view import view_from_openai
+from router.errors import RequestError
+
+
+class HintsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task: Task | None = None
+    risk: Risk | None = None
+
+
+class ClassifyInput(BaseModel):
+    """One input line."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str | int | None = None
+    text: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    response_format: dict[str, Any] | None = None
+    hints: HintsIn | None = None
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ClassifyInput:
+        if (self.text is None) == (self.messages is None):
+            raise ValueError("give exactly one of 'text' and 'messages'")
+        return self
+
+    def view(self) -> RequestView:
+        messages = self.messages if self.messages is not None else [
+            {"role": "user", "content": self.text}
+        ]
+        return view_from_openai(messages, self.tools, self.response_format)
+
+    def request_hints(self) -> Hints:
+        task = self.hints.task if self.hints is not None else None
+        if task is None and self.metadata is not None and "task" in self.metadata:
+            task = HintsIn(task=self.metadata["task"]).task
+        return Hints(task=task, risk=self.hints.risk if self.hints is not None else None)
+
+
+def output_record(line: int, item_id: str | int | None, ex: Explanation) -> dict[str, object]:
+    """The JSON object written for one classified input."""
+    labels = ex.labels
+    record: dict[str, object] = {"line": line}
+    if item_id is not None:
+        record["id"] = item_id
+    record |= {
+        "task": labels.task,
+        "risk": labels.risk,
+        "task_source": labels.task_source,
+        "task_probs": {k: round(v, 4) for k, v in labels.task_probs.items()},
+        "risk_probs": {k: round(v, 4) for k, v in labels.risk_probs.items()},
+        "signals": sorted(labels.signals),
+        "jailbreak_prob": round(ex.p_jailbreak, 4),
+        "pii_kinds": sorted(ex.pii_kinds),
+        "side_effect_tools": list(ex.side_effect_tools),
+    }
+    return record
+
+
+def _error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+def classify_stream(
+    lines: Iterable[str], out: TextIO, err: TextIO, classifier: LinearClassifier
+) -> int:
+    """Classify every line; 0 when all lines were valid, 1 when any was malformed."""
+    bad = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = ClassifyInput.model_validate_json(line)
+            ex = classifier.explain(item.view(), item.request_hints())
+        except ValidationError as exc:
+            bad += 1
+            print(f"line {number}: {_error(exc)}", file=err)
+            continue
+        except RequestError as exc:
+            bad += 1
+            print(f"line {number}: {exc.message}", file=err)
+            continue
+        out.write(json.dumps(output_record(number, item.id, ex), ensure_ascii=False) + "\n")
+    if bad:
+        print(f"{bad} malformed line(s)", file=err)
+    return 1 if bad else 0

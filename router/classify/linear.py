@@ -1,0 +1,160 @@
+"""The served form of the trained models: a vocabulary, IDF weights and linear heads.
+
+Every estimator we train (logistic regression, linear SVM, naive Bayes) scores a TF-IDF vector
+linearly, so the artifact keeps only what scoring needs and serving needs numpy alone (no
+scikit-learn import, a small file, a fast load). `LinearModel.predict` gives calibrated
+probabilities per head (softmax of logits divided by the head's fitted temperature). Files are
+written deterministically (fixed zip timestamps), so one training run gives one content hash.
+Training lives in `training`; the request-level decision in `classifier`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from router.classify.features import FeatureConfig
+
+Floats = npt.NDArray[np.float32]
+MODEL_FILE = "model.zip"
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """One output of the model: its labels, its columns in the weight matrix, its temperature."""
+
+    name: str
+    labels: tuple[str, ...]
+    start: int
+    temperature: float = 1.0
+
+    @property
+    def stop(self) -> int:
+        return self.start + len(self.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """Calibrated probabilities of every head for one input, in each head's label order."""
+
+    probs: Mapping[str, tuple[float, ...]]
+
+
+@dataclass(frozen=True)
+class LinearModel:
+    """Vocabulary, IDF, stacked head weights (features x outputs) and biases."""
+
+    vocab: Mapping[str, int]
+    idf: Floats
+    weights: Floats
+    bias: Floats
+    heads: tuple[Head, ...]
+    config: FeatureConfig
+    thresholds: Mapping[str, float]
+
+    def head(self, name: str) -> Head:
+        """The head called `name` (KeyError when absent)."""
+        for head in self.heads:
+            if head.name == name:
+                return head
+        raise KeyError(name)
+
+    def vectorize(self, tokens: Sequence[str]) -> tuple[npt.NDArray[np.intp], Floats]:
+        """Column indices and l2-normalised sublinear TF-IDF values of known tokens."""
+        vocab = self.vocab
+        pairs = [(vocab[t], c) for t, c in Counter(tokens).items() if t in vocab]
+        if not pairs:
+            return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float32)
+        idx = np.fromiter((p[0] for p in pairs), dtype=np.intp, count=len(pairs))
+        counts = np.fromiter((p[1] for p in pairs), dtype=np.float32, count=len(pairs))
+        values = (1.0 + np.log(counts)) * self.idf[idx]
+        values /= np.float32(np.sqrt(float(values @ values)))
+        return idx, values
+
+    def logits(self, tokens: Sequence[str]) -> Floats:
+        """Raw scores of every output column for one token list."""
+        idx, values = self.vectorize(tokens)
+        out: Floats = values @ self.weights[idx] + self.bias
+        return out
+
+    def predict(self, tokens: Sequence[str]) -> Scores:
+        """Calibrated probabilities of every head."""
+        raw = self.logits(tokens)
+        probs: dict[str, tuple[float, ...]] = {}
+        for head in self.heads:
+            z = raw[head.start : head.stop] / head.temperature
+            e = np.exp(z - z.max())
+            probs[head.name] = tuple(float(p) for p in e / e.sum())
+        return Scores(probs)
+
+
+def _array_bytes(array: npt.NDArray[np.generic]) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    return buf.getvalue()
+
+
+def save_model(model: LinearModel, directory: Path) -> Path:
+    """Write the model as `model.zip` (deterministic bytes) and return its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tokens = sorted(model.vocab, key=model.vocab.__getitem__)
+    spec = {
+        "heads": [asdict(h) for h in model.heads],
+        "config": asdict(model.config),
+        "thresholds": dict(sorted(model.thresholds.items())),
+    }
+    entries = {
+        "spec.json": json.dumps(spec, sort_keys=True, indent=1).encode(),
+        "vocab.txt": "\n".join(tokens).encode("utf-8"),
+        "idf.npy": _array_bytes(model.idf.astype(np.float32)),
+        "weights.npy": _array_bytes(model.weights.astype(np.float32)),
+        "bias.npy": _array_bytes(model.bias.astype(np.float32)),
+    }
+    path = directory / MODEL_FILE
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, data in entries.items():
+            info = zipfile.ZipInfo(name, date_time=_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data, compresslevel=9)
+    return path
+
+
+def _config(raw: Mapping[str, object]) -> FeatureConfig:
+    values = dict(raw)
+    ngrams = values.get("char_ngrams")
+    if isinstance(ngrams, list):
+        values["char_ngrams"] = (int(ngrams[0]), int(ngrams[1]))
+    return FeatureConfig(**values)  # type: ignore[arg-type]
+
+
+def load_model(path: Path) -> tuple[LinearModel, str]:
+    """The model stored at `path` and its content hash (sha256 of the file)."""
+    data = path.read_bytes()
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        spec = json.loads(zf.read("spec.json"))
+        tokens = zf.read("vocab.txt").decode("utf-8").split("\n")
+        arrays = {n: np.load(io.BytesIO(zf.read(f"{n}.npy"))) for n in ("idf", "weights", "bias")}
+    heads = tuple(
+        Head(h["name"], tuple(h["labels"]), int(h["start"]), float(h["temperature"]))
+        for h in spec["heads"]
+    )
+    model = LinearModel(
+        vocab={t: i for i, t in enumerate(tokens)},
+        idf=arrays["idf"],
+        weights=np.ascontiguousarray(arrays["weights"]),
+        bias=arrays["bias"],
+        heads=heads,
+        config=_config(spec["config"]),
+        thresholds={str(k): float(v) for k, v in spec["thresholds"].items()},
+    )
+    return model, hashlib.sha256(data).hexdigest()

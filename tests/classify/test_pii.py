@@ -1,0 +1,94 @@
+"""The PII detectors on tricky cases: checksums, separators, Persian digits, near misses."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.classify.pii import (
+    ascii_digits,
+    find_pii,
+    iban_valid,
+    iran_national_code_valid,
+    luhn_valid,
+    pii_kinds,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "kinds"),
+    [
+        ("Use my card 4111 1111 1111 1111 (exp 04/27).", {"card"}),
+        ("amex 3782 822463 10005 please", {"card"}),
+        ("card 5555-5555-5555-4444", {"card"}),
+        ("mail me at jane.doe+tag@example.co.uk today", {"email"}),
+        ("You can reach me at (555) 555-0139.", {"phone"}),
+        ("call +44 20 7946 0958 now", {"phone"}),
+        ("شماره من ۰۹۱۲۳۴۵۶۷۸۹ است", {"phone"}),
+        ("my number is +98 912 345 6789", {"phone"}),
+        ("my SSN is 968-24-6621", {"ssn"}),
+        ("IBAN GB82 WEST 1234 5698 7654 32, name Elena", {"iban"}),
+        ("کد ملی من ۰۰۸۴۵۷۵۹۴۸ است", {"national_id"}),
+    ],
+)
+def test_detects_each_kind_of_personal_data(text: str, kinds: set[str]) -> None:
+    """Each kind of personal data is found with the separators people write."""
+    assert pii_kinds(text) == kinds
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "card 4111 1111 1111 1112",  # fails Luhn
+        "order number 1234 5678 9012 3456",  # fails Luhn
+        "what is 1 million twelve hundred divided by 400000",
+        "the years 1990-2000 and 2001-2010",
+        "IBAN GB82 WEST 1234 5698 7654 33",  # fails mod-97
+        "code 0084575947",  # national code with a wrong check digit
+        "SSN 000-12-3456 is not a valid number",
+        "1111111111 is all ones",
+        "version 3.10.12 of python, port 8080",
+    ],
+)
+def test_ignores_numbers_that_only_look_like_personal_data(text: str) -> None:
+    """Numbers failing their checksum or shape are not reported."""
+    assert find_pii(text) == ()
+
+
+def test_luhn_accepts_test_cards_and_rejects_one_digit_changes() -> None:
+    """The Luhn check passes public test cards and fails when one digit changes."""
+    assert luhn_valid("4111111111111111")
+    assert luhn_valid("378282246310005")
+    assert not luhn_valid("4111111111111121")
+
+
+def test_iban_check_is_case_and_space_insensitive() -> None:
+    """IBAN validation ignores spaces and case and rejects bad lengths."""
+    assert iban_valid("gb82 west 1234 5698 7654 32")
+    assert iban_valid("DE89370400440532013000")
+    assert not iban_valid("GB82")
+
+
+def test_iran_national_code_checksum() -> None:
+    """Iranian national codes are accepted only with the right check digit."""
+    assert iran_national_code_valid("0084575948")
+    assert not iran_national_code_valid("0084575949")
+    assert not iran_national_code_valid("0000000000")
+
+
+def test_persian_and_arabic_indic_digits_become_ascii_in_place() -> None:
+    """Eastern digits map to ASCII without changing the text's length."""
+    text = "شماره ۰۹۱۲ و ٣٤٥"
+    assert ascii_digits(text) == "شماره 0912 و 345"
+    assert len(ascii_digits(text)) == len(text)
+
+
+def test_matches_report_spans_not_values() -> None:
+    """A match gives the kind and the span of the personal data in the text."""
+    text = "write to bob@example.org please"
+    (match,) = find_pii(text)
+    assert (match.kind, text[match.start : match.end]) == ("email", "bob@example.org")
+
+
+def test_long_text_without_at_sign_or_digits_has_no_matches() -> None:
+    """A long prose text without personal data yields nothing."""
+    assert find_pii("lorem ipsum dolor sit amet " * 2000) == ()

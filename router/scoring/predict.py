@@ -18,7 +18,7 @@ import math
 from router.scoring.types import Candidate, Prediction, Prior, ScoreRequest, ScoringConfig, Source
 from router.slo.targets import SloTargets
 from router.stats.estimators import KeySummary
-from router.stats.quantiles import Quantiles, blend
+from router.stats.quantiles import LogQ, Quantiles, blend_logs
 from router.stats.store import StatsView
 
 Z95 = 1.6448536269514722
@@ -43,86 +43,114 @@ def _w(n: float, n0: float) -> float:
     return n / (n + n0) if n > 0.0 else 0.0
 
 
+def _factor(level: KeySummary | None, now: float) -> float:
+    """Decay of `level`'s weights from its summary time to `now`."""
+    if level is None or now <= level.at:
+        return 1.0
+    return math.pow(2.0, -(now - level.at) / level.half_life_s)
+
+
 def predict_ttft(stats: StatsView, prompt_tokens: int, prior: Prior,
-                 now: float) -> tuple[Quantiles, Source]:
-    """TTFT quantiles for this prompt size, and the finest level that informed them."""
-    est: Quantiles = prior.ttft
+                 now: float) -> tuple[LogQ, Source]:
+    """Log TTFT quantiles for this prompt size, and the finest level that informed them."""
+    est: LogQ = prior.ttft.logs
     source: Source = "prior"
     d = stats.deployment_all
     if d is not None and d.ttft_fit is not None:
-        fitted = d.ttft_fit.predict(prompt_tokens)
+        fitted = d.ttft_fit.predict_logs(prompt_tokens)
         if fitted is not None:
-            n = d.decayed(d.ttft_fit.weight, now)
-            est, source = _blended(fitted, est, _w(n, prior.weight)), "model"
+            n = d.ttft_fit.weight * _factor(d, now)
+            est, source = blend_logs(fitted, est, _w(n, prior.weight)), "model"
     b = stats.bucket
     if b is not None and b.ttft is not None:
-        est, source = _blended(b.ttft, est, _w(b.n(now), prior.weight)), "bucket"
+        n = b.n_ok * _factor(b, now)
+        est, source = blend_logs(b.ttft.logs, est, _w(n, prior.weight)), "bucket"
     return est, source
 
 
-def predict_tpot(stats: StatsView, prior: Prior, now: float) -> Quantiles:
-    """TPOT quantiles, shrunk from the prior through deployment to deployment x task."""
-    est = prior.tpot
-    for level in (stats.deployment_all, stats.task):
+def predict_tpot(stats: StatsView, prior: Prior, now: float,
+                 factors: tuple[float, float]) -> LogQ:
+    """Log TPOT quantiles, shrunk from the prior through deployment to deployment x task."""
+    est = prior.tpot.logs
+    for level, f in zip((stats.deployment_all, stats.task), factors, strict=True):
         if level is not None and level.tpot is not None:
-            est = _blended(level.tpot, est, _w(level.n(now), prior.weight))
+            est = blend_logs(level.tpot.logs, est, _w(level.n_ok * f, prior.weight))
     return est
 
 
-def predict_errors(stats: StatsView, prior: Prior, now: float, z: float) -> tuple[float, float]:
+def predict_errors(stats: StatsView, prior: Prior, z: float,
+                   factors: tuple[float, float]) -> tuple[float, float]:
     """Decayed error rate (shrunk like the latencies) and its one-sided lower bound."""
     rate, n0, total = prior.error_rate, prior.weight, 0.0
-    for level in (stats.deployment_all, stats.task):
+    for level, f in zip((stats.deployment_all, stats.task), factors, strict=True):
         if level is not None:
-            ok, err = level.n(now), level.decayed(level.n_err, now)
+            ok, err = level.n_ok * f, level.n_err * f
             rate = (err + n0 * rate) / (ok + err + n0)
             total = ok + err
     low = rate - z * math.sqrt(rate * (1.0 - rate) / (total + n0))
     return rate, max(low, 0.0)
 
 
-def _blended(child: Quantiles, parent: Quantiles, w: float) -> Quantiles:
-    out = blend(child, parent, w)
-    return out if out is not None else parent
+def _share_below_log(log_target: float, log50: float, logq: float, zq: float) -> float:
+    if logq <= log50 + 1e-9:
+        return 1.0 if logq <= log_target else 0.0
+    sigma = (logq - log50) / zq
+    return 0.5 * (1.0 + math.erf((log_target - log50) / (sigma * SQRT2)))
 
 
 def share_below(target: float | None, p50: float, pq: float, zq: float) -> float:
     """P(X <= target) for a log-normal X through its median `p50` and quantile `pq` at `zq`."""
     if target is None:
         return 1.0
-    if p50 <= 0.0 or pq <= p50 * (1.0 + 1e-9):
+    if p50 <= 0.0 or target <= 0.0:
         return 1.0 if pq <= target else 0.0
-    sigma = math.log(pq / p50) / zq
-    return 0.5 * (1.0 + math.erf(math.log(target / p50) / (sigma * SQRT2)))
+    return _share_below_log(math.log(target), math.log(p50), math.log(max(pq, p50)), zq)
+
+
+def log_targets(targets: SloTargets) -> tuple[float | None, float | None, float | None]:
+    """Logs of the TTFT, TPOT and E2E targets (computed once per ranking)."""
+    return (_log_or_none(targets.ttft_p95_s), _log_or_none(targets.tpot_p95_s),
+            _log_or_none(targets.e2e_p99_s))
+
+
+def _log_or_none(value: float | None) -> float | None:
+    return math.log(value) if value is not None and value > 0.0 else None
+
+
+def _share(log_target: float | None, log50: float, logq: float, zq: float) -> float:
+    return 1.0 if log_target is None else _share_below_log(log_target, log50, logq, zq)
 
 
 def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
-            targets: SloTargets, config: ScoringConfig, now: float) -> Prediction:
+            targets: SloTargets, config: ScoringConfig, now: float,
+            logs: tuple[float | None, float | None, float | None] | None = None) -> Prediction:
     """Everything the ranking needs about one candidate for one request."""
+    lt = logs if logs is not None else log_targets(targets)
     prior = candidate.prior if candidate.prior is not None else config.prior
     stats = candidate.stats
-    ttft, source = predict_ttft(stats, request.prompt_tokens, prior, now)
-    tpot = predict_tpot(stats, prior, now)
+    factors = (_factor(stats.deployment_all, now), _factor(stats.task, now))
+    ttft_l, source = predict_ttft(stats, request.prompt_tokens, prior, now)
+    tpot_l = predict_tpot(stats, prior, now, factors)
+    exp = math.exp
+    ttft_50, ttft_q, ttft_99 = exp(ttft_l[0]), exp(ttft_l[2]), exp(ttft_l[3])
+    tpot_50, tpot_99 = exp(tpot_l[0]), exp(tpot_l[3])
+    log_ttft_q = ttft_l[2]
     wait = now - stats.oldest_waiting_since if stats.oldest_waiting_since is not None else 0.0
-    ttft_q, ttft_99 = ttft.p95, ttft.p99
     if wait > ttft_99:
         ttft_q, ttft_99 = max(ttft_q, wait), wait
-    steps = max(output_tokens - 1, 0)
-    e2e_50 = ttft.p50 + tpot.p50 * steps
-    e2e_q = ttft_99 + tpot.p99 * steps
-    err, err_low = predict_errors(stats, prior, now, config.error_z)
-    p_meet = (share_below(targets.ttft_p95_s, ttft.p50, ttft_q, Z95)
-              * (share_below(targets.tpot_p95_s, tpot.p50, tpot.p95, Z95) if steps else 1.0)
-              * share_below(targets.e2e_p99_s, e2e_50, e2e_q, Z99) * (1.0 - err))
+        log_ttft_q = math.log(ttft_q)
+    steps = output_tokens - 1 if output_tokens > 1 else 0
+    e2e_50 = ttft_50 + tpot_50 * steps
+    e2e_q = ttft_99 + tpot_99 * steps
+    err, err_low = predict_errors(stats, prior, config.error_z, factors)
+    p_meet = (_share(lt[0], ttft_l[0], log_ttft_q, Z95)
+              * (_share(lt[1], tpot_l[0], tpot_l[2], Z95) if steps else 1.0)
+              * _share(lt[2], math.log(e2e_50), math.log(e2e_q), Z99) * (1.0 - err))
     cost = (request.prompt_tokens * candidate.price_in_per_m
             + output_tokens * candidate.price_out_per_m) / 1e6
-    n_eff = _n(stats.task, now)
     return Prediction(
-        ttft_p50_s=ttft.p50, ttft_q_s=ttft_q, tpot_q_s=tpot.p95, e2e_p50_s=e2e_50,
+        ttft_p50_s=ttft_50, ttft_q_s=ttft_q, tpot_q_s=exp(tpot_l[2]), e2e_p50_s=e2e_50,
         e2e_q_s=e2e_q, error_rate=err, error_rate_low=err_low, p_meet=p_meet, cost_usd=cost,
-        n_eff=n_eff, source=source, censored_wait_s=wait,
+        n_eff=stats.task.n_ok * factors[1] if stats.task is not None else 0.0, source=source,
+        censored_wait_s=wait,
     )
-
-
-def _n(level: KeySummary | None, now: float) -> float:
-    return level.n(now) if level is not None else 0.0

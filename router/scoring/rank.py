@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from router.scoring.predict import expected_output_tokens, predict
+from router.scoring.predict import expected_output_tokens, log_targets, predict
 from router.scoring.types import (
     Candidate,
     Prediction,
@@ -35,17 +35,18 @@ SortKey = tuple[int, float, float, str]
 
 
 def _failures(p: Prediction, c: Candidate, targets: SloTargets, output_tokens: int) -> list[str]:
+    """Why a candidate is not in tier 0, as short codes (numbers are in its prediction)."""
     out: list[str] = []
     if targets.ttft_p95_s is not None and p.ttft_q_s > targets.ttft_p95_s:
-        out.append(f"ttft_p95 {p.ttft_q_s:.3f}s > {targets.ttft_p95_s}s")
+        out.append("ttft_p95_over_target")
     if targets.tpot_p95_s is not None and output_tokens > 1 and p.tpot_q_s > targets.tpot_p95_s:
-        out.append(f"tpot_p95 {p.tpot_q_s:.4f}s > {targets.tpot_p95_s}s")
+        out.append("tpot_p95_over_target")
     if targets.e2e_p99_s is not None and p.e2e_q_s > targets.e2e_p99_s:
-        out.append(f"e2e_p99 {p.e2e_q_s:.3f}s > {targets.e2e_p99_s}s")
+        out.append("e2e_p99_over_target")
     if p.error_rate_low > 1.0 - targets.availability:
-        out.append(f"error_rate {p.error_rate:.3f} > budget {1.0 - targets.availability:.4f}")
+        out.append("error_rate_over_budget")
     if c.slo_penalty > 0.0:
-        out.append(f"demoted (burn penalty {c.slo_penalty:.2f})")
+        out.append("demoted_by_burn_rate")
     if c.unhealthy:
         out.append("unhealthy")
     return out
@@ -104,7 +105,8 @@ def rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candid
          output_history: Quantiles | None = None) -> Ranking:
     """Rank `candidates` best first for `request`; pure given `now` and `rng`."""
     out_tokens = expected_output_tokens(request.max_tokens, output_history, config)
-    preds = [predict(c, request, out_tokens, targets, config, now) for c in candidates]
+    logs = log_targets(targets)
+    preds = [predict(c, request, out_tokens, targets, config, now, logs) for c in candidates]
     max_cost = max((p.cost_usd for p in preds), default=0.0)
     rows: list[tuple[SortKey, float, Candidate, Prediction, list[str], int]] = []
     for c, p in zip(candidates, preds, strict=True):
@@ -127,6 +129,4 @@ def rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candid
 
 
 def _reranked(s: ScoredCandidate, rank_: int, explored: bool) -> ScoredCandidate:
-    return ScoredCandidate(deployment=s.deployment, rank=rank_, score=s.score,
-                           meets_slo=s.meets_slo, demoted=s.demoted, unhealthy=s.unhealthy,
-                           explored=explored, prediction=s.prediction, reasons=s.reasons)
+    return s._replace(rank=rank_, explored=explored)

@@ -9,15 +9,17 @@ that stalls is noticed before any of its slow answers complete.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class InFlightView:
+class InFlightView(NamedTuple):
     """In-flight attempts of one deployment, and the start time of the oldest still waiting."""
 
-    count: int
+    attempts: int
     oldest_waiting_since: float | None
+
+
+NOTHING_IN_FLIGHT = InFlightView(0, None)
 
 
 class InFlight:
@@ -55,7 +57,7 @@ class InFlight:
         """Count and oldest waiting start; O(attempts in flight on that deployment) at worst."""
         tickets = self._by_deployment.get(deployment)
         if not tickets:
-            return InFlightView(0, None)
+            return NOTHING_IN_FLIGHT
         oldest = next((t for t in tickets.values() if t is not None), None)
         return InFlightView(len(tickets), oldest)
 

@@ -8,20 +8,32 @@ roughly log-normal) and clamps outside them. No sketches or clocks live here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 LEVELS: Final[tuple[float, ...]] = (0.5, 0.9, 0.95, 0.99)
+LOG_FLOOR: Final = 1e-9
+
+LogQ = tuple[float, float, float, float]
+
+
+def _log(v: float) -> float:
+    return math.log(v if v > LOG_FLOOR else LOG_FLOOR)
 
 
 @dataclass(frozen=True, slots=True)
 class Quantiles:
-    """Values at `LEVELS` (p50, p90, p95, p99), non-decreasing."""
+    """Values at `LEVELS` (p50, p90, p95, p99), non-decreasing, with their logs precomputed."""
 
     p50: float
     p90: float
     p95: float
     p99: float
+    logs: LogQ = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "logs", (_log(self.p50), _log(self.p90), _log(self.p95),
+                                          _log(self.p99)))
 
     @classmethod
     def of(cls, values: tuple[float, ...]) -> Quantiles:
@@ -68,3 +80,10 @@ def blend(child: Quantiles | None, parent: Quantiles | None, w_child: float) -> 
         else:
             out.append(w * c + (1.0 - w) * p)
     return Quantiles.of(tuple(out))
+
+
+def blend_logs(child: LogQ, parent: LogQ, w: float) -> LogQ:
+    """Shrink log-quantiles `child` towards `parent` with weight `w` (hot path: no objects)."""
+    u = 1.0 - w
+    return (w * child[0] + u * parent[0], w * child[1] + u * parent[1],
+            w * child[2] + u * parent[2], w * child[3] + u * parent[3])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -35,9 +35,11 @@ class StatsConfig:
     max_staleness_s: float = 0.1
 
 
-@dataclass(frozen=True, slots=True)
-class StatsView:
-    """What the scorer reads about one deployment for one request (all levels, finest first)."""
+class StatsView(NamedTuple):
+    """What the scorer reads about one deployment for one request (all levels, finest first).
+
+    A `NamedTuple` rather than a frozen dataclass: it is built per candidate per request.
+    """
 
     deployment: str
     bucket: KeySummary | None  # deployment x task x prompt bucket
@@ -120,14 +122,17 @@ class LocalStatsStore:
         """The frozen summaries for one candidate; cheap (dict look-ups, rare recompute)."""
         now = self._clock()
         flight = self._in_flight.view(deployment)
-        others = sum(c.get(deployment, 0) for c in self._remote_in_flight.values())
+        count = flight.attempts
+        if self._remote_in_flight:
+            count += sum(c.get(deployment, 0) for c in self._remote_in_flight.values())
+        summary = self.summary
         return StatsView(
-            deployment=deployment,
-            bucket=self.summary((deployment, task, prompt_bucket(prompt_tokens)), now),
-            task=self.summary((deployment, task, ANY_BUCKET), now),
-            deployment_all=self.summary((deployment, ANY, ANY_BUCKET), now),
-            in_flight=flight.count + others,
-            oldest_waiting_since=flight.oldest_waiting_since,
+            deployment,
+            summary((deployment, task, prompt_bucket(prompt_tokens)), now),
+            summary((deployment, task, ANY_BUCKET), now),
+            summary((deployment, ANY, ANY_BUCKET), now),
+            count,
+            flight.oldest_waiting_since,
         )
 
     def task_summary(self, task: Task) -> KeySummary | None:
@@ -137,9 +142,8 @@ class LocalStatsStore:
     def summary(self, key: StatKey, now: float) -> KeySummary | None:
         """The cached summary of `key`, recomputed when dirty and older than the staleness bound."""
         cached = self._summaries.get(key)
-        if key not in self._dirty:
-            return cached
-        if cached is not None and now - cached.at < self.config.max_staleness_s:
+        if key not in self._dirty or (
+                cached is not None and now - cached.at < self.config.max_staleness_s):
             return cached
         return self._recompute(key, now)
 

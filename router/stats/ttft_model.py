@@ -10,10 +10,11 @@ intercept non-negative; observations far above the line are clipped for the fit 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from router.stats.decay import Decay, DecayedSums
-from router.stats.quantiles import LEVELS, Quantiles
+from router.stats.quantiles import LEVELS, LogQ, Quantiles
 from router.stats.sketch import DecayedSketch
 
 KTOK = 1000.0
@@ -41,6 +42,14 @@ class TtftFit:
         if self.ratio is None:
             return None
         return self.ratio.scaled(self.mean_s(prompt_tokens))
+
+    def predict_logs(self, prompt_tokens: int) -> LogQ | None:
+        """Log TTFT quantiles for a prompt of `prompt_tokens` (the scorer's fast path)."""
+        if self.ratio is None:
+            return None
+        shift = math.log(self.mean_s(prompt_tokens))
+        r = self.ratio.logs
+        return (r[0] + shift, r[1] + shift, r[2] + shift, r[3] + shift)
 
 
 def _solve(w: float, x: float, y: float, xx: float, xy: float) -> tuple[float, float, float]:

@@ -19,10 +19,16 @@ from starlette.responses import Response
 from router.api.chat import ChatHandler
 from router.api.errors import error_response
 from router.api.explain import explain_endpoint
-from router.api.meta import ReadinessCheck, healthz, models_endpoint, readyz_endpoint
+from router.api.meta import (
+    ReadinessCheck,
+    deployments_health,
+    healthz,
+    models_endpoint,
+    readyz_endpoint,
+)
 from router.classify.types import Classifier
 from router.errors import NotFoundError, RequestError
-from router.execution.runner import Runner
+from router.execution.runner import ExecutionState, Runner
 from router.outcomes import FanOut, OutcomeSink
 from router.pipeline import ChatPipeline
 from router.providers.base import AdapterName, Provider
@@ -32,8 +38,11 @@ from router.runtime_config import RuntimeConfig
 def build_app(config: RuntimeConfig, classifier: Classifier,
               providers: Mapping[AdapterName, Provider], sinks: Sequence[OutcomeSink],
               checks: Sequence[ReadinessCheck] = ()) -> FastAPI:
-    runner = Runner(providers, clock=time.perf_counter)
-    pipeline = ChatPipeline(config, classifier, runner)
+    execution = ExecutionState.create()
+    runner = Runner(providers, execution, clock=time.perf_counter)
+    breakers = execution.breakers
+    pipeline = ChatPipeline(config, classifier, runner,
+                            health=lambda name: breakers.state(name) != "open")
     chat = ChatHandler(pipeline, FanOut(sinks))
 
     @asynccontextmanager
@@ -48,6 +57,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     app.add_route("/v1/route/explain", explain_endpoint(pipeline), methods=["POST"])
     app.add_route("/v1/models", models_endpoint(config), methods=["GET"])
     app.add_route("/healthz", healthz, methods=["GET"])
+    app.add_route("/v1/health/deployments", deployments_health(breakers), methods=["GET"])
     app.add_route("/readyz", readyz_endpoint(checks, config.version), methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
     return app

@@ -79,7 +79,7 @@ def explain_command(args: argparse.Namespace) -> int:
     from router.api.chat import parse_chat
     from router.api.explain import explain_decision
     from router.errors import SlorouterError
-    from router.execution.runner import Runner
+    from router.execution.runner import ExecutionState, Runner
     from router.pipeline import ChatPipeline
     from router.wiring import build_runtime
 
@@ -91,7 +91,7 @@ def explain_command(args: argparse.Namespace) -> int:
     headers = dict(h.split(":", 1) for h in args.header)
     try:
         raw = json.loads(text)
-        prepared = ChatPipeline(runtime, classifier, Runner({})).prepare(
+        prepared = ChatPipeline(runtime, classifier, Runner({}, ExecutionState.create())).prepare(
             parse_chat(raw), raw, {k.lower(): v.strip() for k, v in headers.items()},
             time.perf_counter() + runtime.request_timeout_s)
     except (SlorouterError, json.JSONDecodeError) as err:

@@ -1,4 +1,5 @@
-"""Small endpoints: `GET /v1/models`, `GET /healthz` (process up), `GET /readyz` (can serve)."""
+"""Small endpoints: `GET /v1/models`, `/healthz` (process up), `/readyz` (can serve), and
+`/v1/health/deployments` (circuit breakers)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from router.execution.breaker import BreakerRegistry
 from router.runtime_config import RuntimeConfig
 
 ReadinessCheck = Callable[[], Awaitable[tuple[str, bool, str]]]
@@ -43,3 +45,12 @@ def readyz_endpoint(checks: Sequence[ReadinessCheck],
                         media_type="application/json")
 
     return readyz
+
+
+def deployments_health(breakers: BreakerRegistry) -> Callable[[Request], Awaitable[Response]]:
+    """`GET /v1/health/deployments`: every deployment's circuit breaker state."""
+
+    async def health(_: Request) -> Response:
+        return Response(breakers.snapshot().model_dump_json(), media_type="application/json")
+
+    return health

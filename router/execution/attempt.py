@@ -1,15 +1,20 @@
 """One upstream attempt's record: which deployment, when it started, first content, end, error.
 
 Times are `time.perf_counter()` seconds. TTFT of an attempt runs from its start to its first
-content chunk (DESIGN.md §1).
+content chunk (DESIGN.md §1). `kind` says why the attempt was made (first try, retry of the
+same deployment, fallback to another, hedge); `outcome` how it ended.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from router.errors import SlorouterError
 from router.providers.base import Usage
+
+AttemptKind = Literal["first", "retry", "fallback", "hedge"]
+AttemptOutcome = Literal["pending", "won", "failed", "cancelled", "skipped"]
 
 
 @dataclass(slots=True)
@@ -17,6 +22,8 @@ class AttemptRecord:
     deployment: str
     number: int
     started_at: float
+    kind: AttemptKind = "first"
+    outcome: AttemptOutcome = "pending"
     first_content_at: float | None = None
     ended_at: float | None = None
     error: SlorouterError | None = None

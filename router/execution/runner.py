@@ -1,16 +1,18 @@
-"""Fallback across a decision's deployments, under one deadline for the whole request.
+"""The execution loop: fallback ⊃ retries ⊃ hedging ⊃ one attempt, under one deadline.
 
-`complete` tries deployments in order until one answers. `open_stream` does the same for
-streams but commits to an attempt only once its first content chunk has arrived (role-only
-chunks are held back); after that the stream belongs to the client and is never switched.
-A rejected request (the provider says the request itself is wrong) is not retried elsewhere.
-Retries with backoff, breakers and hedging (the reliability issue) wrap these same steps.
+Both call styles run as streams of `StreamEvent`s (a whole completion is one content event),
+so one loop serves them: try the plan's deployments in order; per deployment, retry transient
+failures with jittered backoff while the retry budget, its breaker and the deadline allow; move
+on after a rejection or a `Retry-After`; stop at once on an unknown commit. An attempt is
+committed when its first content event arrives (role-only chunks are held back), so failover
+is invisible to the client. Idempotent requests may hedge a slow first attempt (`hedging`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,12 +20,17 @@ from typing import Any
 
 from router.errors import (
     AllCandidatesFailedError,
-    ProviderError,
-    ProviderRejectedError,
     ProviderTimeoutError,
+    ProviderUnavailableError,
     SlorouterError,
+    UnknownCommitError,
 )
-from router.execution.attempt import AttemptRecord
+from router.execution.attempt import AttemptKind, AttemptRecord
+from router.execution.backoff import BackoffPolicy, retry_delay
+from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.classify_error import AttemptContext, classify
+from router.execution.hedging import RaceFailed, race_first
+from router.execution.retry_budget import Budget, hedge_budget, retry_budget
 from router.providers.base import (
     AdapterName,
     Completion,
@@ -34,31 +41,192 @@ from router.providers.base import (
 )
 
 Clock = Callable[[], float]
+EventStream = AsyncIterator[StreamEvent]
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """What to run: the deployments in order, the body, and the absolute deadline."""
+    """What to run: deployments in order, the body, the absolute deadline, and the hedge delay
+    (None: never hedge; set only for idempotent requests)."""
 
     deployments: Sequence[Deployment]
     body: Mapping[str, Any]
     deadline: float  # perf_counter() seconds
     headers: Mapping[str, str] = field(default_factory=dict)
+    side_effecting: bool = False
+    hedge_delay_s: float | None = None
 
 
 @dataclass(slots=True)
 class CommittedStream:
     deployment: Deployment
     head: list[StreamEvent]
-    tail: AsyncIterator[StreamEvent]
+    tail: EventStream
     attempts: list[AttemptRecord]
 
 
+@dataclass
+class ExecutionState:
+    """Process-wide reliability state: breakers per deployment, retry and hedge budgets."""
+
+    breakers: BreakerRegistry
+    retries: Budget
+    hedges: Budget
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    max_retries_per_deployment: int = 1
+    rng: random.Random = field(default_factory=random.Random)
+
+    @staticmethod
+    def create(clock: Clock = time.monotonic) -> ExecutionState:
+        return ExecutionState(BreakerRegistry(BreakerPolicy(), clock), retry_budget(clock),
+                              hedge_budget(clock))
+
+
+class _Skip(Exception):
+    """This deployment cannot take an attempt now (breaker open); try the next."""
+
+
 class Runner:
-    def __init__(self, providers: Mapping[AdapterName, Provider],
+    def __init__(self, providers: Mapping[AdapterName, Provider], state: ExecutionState,
                  clock: Clock = time.perf_counter) -> None:
         self._providers = providers
+        self._state = state
         self._clock = clock
+
+    async def complete(self, plan: Plan,
+                       attempts: list[AttemptRecord]) -> tuple[Deployment, Completion]:
+        committed = await self._execute(plan, attempts, self._completion_stream)
+        event = committed.head[-1]
+        return committed.deployment, Completion(body=event.data, usage=event.usage)
+
+    async def open_stream(self, plan: Plan, attempts: list[AttemptRecord]) -> CommittedStream:
+        return await self._execute(plan, attempts, self._provider_stream)
+
+    def _provider_stream(self, call: UpstreamCall) -> EventStream:
+        return self._providers[call.deployment.adapter].stream(call)
+
+    async def _completion_stream(self, call: UpstreamCall) -> EventStream:
+        completion = await self._providers[call.deployment.adapter].complete(call)
+        yield StreamEvent(data=completion.body, has_content=True, usage=completion.usage)
+
+    async def _execute(self, plan: Plan, attempts: list[AttemptRecord],
+                       open_: Callable[[UpstreamCall], EventStream]) -> CommittedStream:
+        self._state.retries.record_request()
+        deployments = list(plan.deployments)
+        for position, deployment in enumerate(deployments):
+            alternate = deployments[position + 1] if position + 1 < len(deployments) else None
+            committed = await self._on_deployment(plan, attempts, open_, deployment, alternate,
+                                                  last=alternate is None)
+            if committed is not None:
+                return committed
+        raise _exhausted(attempts)
+
+    async def _on_deployment(self, plan: Plan, attempts: list[AttemptRecord],
+                             open_: Callable[[UpstreamCall], EventStream],
+                             deployment: Deployment, alternate: Deployment | None,
+                             last: bool) -> CommittedStream | None:
+        """Attempts on one deployment (first try and retries); None means move on."""
+        for retry in range(self._state.max_retries_per_deployment + 1):
+            after_failure = any(a.outcome == "failed" for a in attempts)
+            if after_failure and not self._state.retries.try_spend():
+                raise _exhausted(attempts, "retry budget exhausted")
+            kind: AttemptKind = "retry" if retry else ("fallback" if after_failure else "first")
+            try:
+                return await self._attempt(plan, attempts, open_, deployment, alternate, kind)
+            except _Skip:
+                return None
+            except SlorouterError as err:
+                verdict = classify(err, AttemptContext(plan.side_effecting, True, False))
+                if verdict.action == "unknown_commit":
+                    raise UnknownCommitError(f"{deployment.name}: {err.message}; the request may "
+                                             "have taken effect, so it is not retried",
+                                             code="unknown_commit") from err
+                if verdict.action == "give_up":
+                    raise
+                if verdict.action == "next_candidate" or (verdict.retry_after_s and not last):
+                    return None
+                delay = retry_delay(self._state.backoff, retry, self._state.rng,
+                                    retry_after_s=verdict.retry_after_s,
+                                    remaining_s=plan.deadline - self._clock())
+                if delay is None or retry == self._state.max_retries_per_deployment:
+                    return None
+                await asyncio.sleep(delay)
+        return None
+
+    async def _attempt(self, plan: Plan, attempts: list[AttemptRecord],
+                       open_: Callable[[UpstreamCall], EventStream], deployment: Deployment,
+                       alternate: Deployment | None, kind: AttemptKind) -> CommittedStream:
+        breaker = self._state.breakers.get(deployment.name)
+        record = AttemptRecord(deployment.name, len(attempts) + 1, self._clock(), kind)
+        attempts.append(record)
+        if not breaker.allow():
+            record.outcome, record.ended_at = "skipped", record.started_at
+            record.error = ProviderUnavailableError("circuit open", code="circuit_open")
+            raise _Skip()
+        call = self._call(plan, deployment)
+        hedged = plan.hedge_delay_s is not None and alternate is not None
+        try:
+            async with asyncio.timeout(call.timeout_s):
+                if hedged:
+                    assert alternate is not None and plan.hedge_delay_s is not None
+                    return await self._race(plan, attempts, open_, call, record, alternate)
+                events = open_(call)
+                head = await _peek(events)
+        except TimeoutError as exc:
+            err: SlorouterError = ProviderTimeoutError("no first token before the attempt's "
+                                                       "timeout", code="first_token_timeout")
+            self._failed(record, err)
+            raise err from exc
+        except SlorouterError as err:
+            self._failed(record, err)
+            raise
+        self._won(record)
+        return CommittedStream(deployment, head, events, attempts)
+
+    async def _race(self, plan: Plan, attempts: list[AttemptRecord],
+                    open_: Callable[[UpstreamCall], EventStream], call: UpstreamCall,
+                    record: AttemptRecord, alternate: Deployment) -> CommittedStream:
+        alt_breaker = self._state.breakers.get(alternate.name)
+        hedge_record = AttemptRecord(alternate.name, 0, 0.0, "hedge")
+
+        def start_hedge() -> EventStream:
+            hedge_record.number, hedge_record.started_at = len(attempts) + 1, self._clock()
+            attempts.append(hedge_record)
+            return open_(self._call(plan, alternate))
+
+        def may_hedge() -> bool:
+            return alt_breaker.allow() and self._state.hedges.try_spend()
+
+        self._state.hedges.record_request()
+        try:
+            result = await race_first(lambda: open_(call), start_hedge,
+                                      delay_s=plan.hedge_delay_s, may_hedge=may_hedge,
+                                      is_content=lambda e: e.has_content, clock=self._clock)
+        except RaceFailed as failed:
+            for side in (record, hedge_record):
+                if side.outcome == "pending" and side.started_at:
+                    self._failed(side, _as_error(failed.error))
+            raise _as_error(failed.error) from failed
+        winner, loser = (record, hedge_record) if result.winner == 0 else (hedge_record, record)
+        self._won(winner)
+        if result.hedge_started and loser.outcome == "pending":
+            loser.outcome, loser.ended_at = "cancelled", self._clock()
+            self._state.breakers.get(loser.deployment).on_abandon()
+        deployment = call.deployment if result.winner == 0 else alternate
+        return CommittedStream(deployment, list(result.prefix), result.rest, attempts)
+
+    def _won(self, record: AttemptRecord) -> None:
+        record.outcome, record.first_content_at = "won", self._clock()
+        self._state.breakers.get(record.deployment).on_success()
+
+    def _failed(self, record: AttemptRecord, err: SlorouterError) -> None:
+        record.outcome, record.error, record.ended_at = "failed", err, self._clock()
+        verdict = classify(err, AttemptContext(False, True, False))
+        breaker = self._state.breakers.get(record.deployment)
+        if verdict.breaker_failure:
+            breaker.on_failure(verdict.retry_after_s)
+        else:
+            breaker.on_abandon()
 
     def _call(self, plan: Plan, deployment: Deployment) -> UpstreamCall:
         remaining = plan.deadline - self._clock()
@@ -67,78 +235,44 @@ class Runner:
         return UpstreamCall(deployment=deployment, body=plan.body,
                             timeout_s=min(remaining, deployment.timeout_s), headers=plan.headers)
 
-    async def complete(self, plan: Plan,
-                       attempts: list[AttemptRecord]) -> tuple[Deployment, Completion]:
-        for deployment in plan.deployments:
-            record = AttemptRecord(deployment.name, len(attempts) + 1, self._clock())
-            attempts.append(record)
-            try:
-                call = self._call(plan, deployment)
-                completion = await self._providers[deployment.adapter].complete(call)
-            except SlorouterError as err:
-                record.error, record.ended_at = err, self._clock()
-                if _stop_trying(err):
-                    raise
-                continue
-            record.first_content_at = record.ended_at = self._clock()
-            record.usage = completion.usage
-            return deployment, completion
-        raise _exhausted(attempts)
 
-    async def open_stream(self, plan: Plan, attempts: list[AttemptRecord]) -> CommittedStream:
-        for deployment in plan.deployments:
-            record = AttemptRecord(deployment.name, len(attempts) + 1, self._clock())
-            attempts.append(record)
-            events: AsyncIterator[StreamEvent] | None = None
-            try:
-                call = self._call(plan, deployment)
-                events = self._providers[deployment.adapter].stream(call)
-                head = await self._peek(events, call.timeout_s)
-            except SlorouterError as err:
-                record.error, record.ended_at = err, self._clock()
-                await close_quietly(events)
-                if _stop_trying(err):
-                    raise
-                continue
-            record.first_content_at = self._clock()
-            return CommittedStream(deployment, head, events, attempts)
-        raise _exhausted(attempts)
-
-    @staticmethod
-    async def _peek(events: AsyncIterator[StreamEvent], timeout_s: float) -> list[StreamEvent]:
-        """Read up to and including the first content event (or the end of the stream)."""
-        head: list[StreamEvent] = []
-        try:
-            async with asyncio.timeout(timeout_s):
-                async for event in events:
-                    head.append(event)
-                    if event.has_content:
-                        break
-        except TimeoutError as exc:
-            raise ProviderTimeoutError("no first token before the deadline",
-                                       code="first_token_timeout") from exc
-        return head
+async def _peek(events: EventStream) -> list[StreamEvent]:
+    """Read up to and including the first content event (or the end of the stream)."""
+    head: list[StreamEvent] = []
+    try:
+        async for event in events:
+            head.append(event)
+            if event.has_content:
+                break
+    except BaseException:
+        await close_quietly(events)
+        raise
+    return head
 
 
-def _stop_trying(err: SlorouterError) -> bool:
-    """A request the provider rejected as invalid will be rejected elsewhere too."""
-    return isinstance(err, ProviderRejectedError) or not isinstance(err, ProviderError)
+def _as_error(exc: BaseException) -> SlorouterError:
+    if isinstance(exc, SlorouterError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return ProviderTimeoutError("upstream timed out", code="upstream_timeout")
+    return AllCandidatesFailedError(f"attempt failed: {type(exc).__name__}",
+                                    code="attempt_failed")
 
 
-def _exhausted(attempts: list[AttemptRecord]) -> SlorouterError:
+def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
     errors = [a.error for a in attempts if a.error is not None]
     if not errors:
         return AllCandidatesFailedError("no deployment to try", code="no_candidates")
     last = errors[-1]
     summary = "; ".join(f"{a.deployment}: {a.error.message}" for a in attempts if a.error)
+    prefix = f"{why}: " if why else ""
+    message = f"{prefix}all {len(errors)} attempts failed: {summary}"
     if all(type(err) is type(last) for err in errors):
-        return type(last)(f"all {len(errors)} attempts failed: {summary}", code=last.code,
-                          retry_after=last.retry_after)
-    return AllCandidatesFailedError(f"all {len(errors)} attempts failed: {summary}",
-                                    code="all_candidates_failed")
+        return type(last)(message, code=last.code, retry_after=last.retry_after)
+    return AllCandidatesFailedError(message, code="all_candidates_failed")
 
 
-async def close_quietly(events: AsyncIterator[StreamEvent] | None) -> None:
+async def close_quietly(events: EventStream | None) -> None:
     """Close an abandoned upstream stream; its own failure must not mask the real one."""
     aclose = getattr(events, "aclose", None)
     if aclose is not None:

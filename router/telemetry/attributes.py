@@ -37,6 +37,7 @@ REQUEST_ID, TENANT = "slorouter.request_id", "slorouter.tenant"
 DEPLOYMENT, MODEL = "slorouter.deployment", "slorouter.model"
 ATTEMPTS, ATTEMPT_NUMBER = "slorouter.attempts", "slorouter.attempt.number"
 ATTEMPT_KIND = "slorouter.attempt.kind"
+ATTEMPT_OUTCOME = "slorouter.attempt.outcome"
 CLIENT_GONE = "slorouter.client_disconnected"
 
 # litellm provider prefixes → the semantic conventions' well-known `gen_ai.provider.name`.
@@ -82,8 +83,8 @@ def arm_of(outcome: Outcome) -> str | None:
 def attempt_kind(attempts: Sequence[AttemptRecord], index: int) -> str:
     """first | retry (same deployment again) | fallback (another one) | hedge."""
     attempt = attempts[index]
-    explicit = getattr(attempt, "kind", None)
-    if isinstance(explicit, str):
+    explicit = getattr(attempt, "kind", None)  # recorded by the runner; "first" is its default
+    if isinstance(explicit, str) and (index == 0 or explicit != "first"):
         return explicit
     if getattr(attempt, "hedge", False) is True:
         return "hedge"
@@ -136,6 +137,9 @@ def attempt_attributes(attempts: Sequence[AttemptRecord], index: int,
         attrs[REQUEST_MODEL] = info.upstream_model
     put_if(attrs, ERROR_TYPE, attempt.error_class)
     put_if(attrs, TIME_TO_FIRST_CHUNK, attempt.ttft_s)
+    ended_as = getattr(attempt, "outcome", None)  # won | failed | cancelled | … when recorded
+    if isinstance(ended_as, str):
+        attrs[ATTEMPT_OUTCOME] = ended_as
     if attempt.usage is not None:
         attrs[INPUT_TOKENS] = attempt.usage.prompt_tokens
         attrs[OUTPUT_TOKENS] = attempt.usage.completion_tokens

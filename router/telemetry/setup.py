@@ -105,5 +105,6 @@ def build_telemetry(settings: TelemetrySettings, deployments: Mapping[str, Deplo
         span_processor = BatchSpanProcessor(exporter) if exporter is not None else None
     spans = (SpanBuilder(span_processor, resource, deployments, EpochAnchor.now())
              if span_processor is not None else None)
-    sink = TelemetrySink(metrics, spans, settings.flush_delay_s, settings.queue_max)
+    sink = TelemetrySink(metrics, spans, settings.flush_delay_s, settings.queue_max,
+                         settings.sample_ratio)
     return Telemetry(settings, sink, metrics, provider, prometheus, span_processor)

@@ -4,7 +4,8 @@
 tick, schedules a flush on the running event loop after `flush_delay_s`), so the request that
 records pays a few hundred nanoseconds, not span construction. `flush()` drains the queue: one
 `RouterMetrics.record` and, for sampled traces, one span tree per outcome. Outcomes are not
-changed after `record` (the handler records each exactly once, in its `finally`).
+changed after `record` (the handler records each exactly once, in its `finally`). An outcome
+without a `trace` (the handler did not call `start_trace`) still gets a span tree, as a new root.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections import deque
 
 from router.outcomes import Outcome
 from router.telemetry.attributes import trace_of
+from router.telemetry.context import start_trace
 from router.telemetry.metrics import RouterMetrics
 from router.telemetry.spans import SpanBuilder
 
@@ -23,13 +25,15 @@ log = logging.getLogger("slorouter.telemetry")
 
 class TelemetrySink:
     def __init__(self, metrics: RouterMetrics | None, spans: SpanBuilder | None,
-                 flush_delay_s: float = 0.05, queue_max: int = 20_000) -> None:
+                 flush_delay_s: float = 0.05, queue_max: int = 20_000,
+                 sample_ratio: float = 1.0) -> None:
         self._metrics = metrics
         self._spans = spans
         self._delay = flush_delay_s
         self._queue: deque[Outcome] = deque()
         self._max = queue_max
         self._scheduled = False
+        self._ratio = sample_ratio
         self.dropped = 0
 
     def record(self, outcome: Outcome) -> None:
@@ -67,6 +71,9 @@ class TelemetrySink:
     def _process(self, outcome: Outcome) -> None:
         if self._metrics is not None:
             self._metrics.record(outcome)
+        if self._spans is None:
+            return
         trace = trace_of(outcome)
-        if self._spans is not None and trace is not None:
-            self._spans.export(outcome, trace)
+        if trace is None:  # the request path did not start a trace: a new root, not propagated
+            trace = start_trace(None, ratio=self._ratio)
+        self._spans.export(outcome, trace)

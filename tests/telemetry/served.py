@@ -1,0 +1,85 @@
+"""An in-process slorouter (the real `build_app`, uvicorn, pass-through provider) with telemetry.
+
+The app is composed the way `router.wiring` composes it, plus `TelemetrySink` among the sinks
+and `GET /metrics`; it serves on a loopback port inside the test's event loop. The classifier is
+a fixed-label one (explicit hints win, else chat/low): the trained model is another issue's
+artifact, and nothing here depends on what it predicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import uvicorn
+
+from policies.loader import load_config_text
+from router.app import build_app
+from router.classify.types import Hints, Labels, RequestView
+from router.outcomes import LogSink
+from router.providers.passthrough import PassthroughProvider
+from router.runtime_config import resolve
+from router.telemetry.setup import Telemetry
+from tests.support.procs import free_port
+
+API_KEY = "sk-tenant-key-0123456789abcdef"
+CONFIG = """version: 1
+deployments:
+  - name: pt-fast
+    model: openai/fast
+    adapter: openai_passthrough
+    api_base: {base}/v1
+    input_price_per_mtok: 1.0
+    output_price_per_mtok: 2.0
+  - name: pt-broken
+    model: openai/broken
+    adapter: openai_passthrough
+    api_base: {base}/v1
+    input_price_per_mtok: 1.0
+    output_price_per_mtok: 2.0
+models:
+  - name: fast
+    deployments: [pt-fast]
+  - name: chain
+    deployments: [pt-broken, pt-fast]
+routes:
+  aliases: [auto]
+  default_model: fast
+api_keys:
+  - key: env:TENANT_KEY
+    tenant: tenant-one
+"""
+
+
+@dataclass(frozen=True)
+class FixedClassifier:
+    version: str = "fixed-1"
+
+    def classify(self, request: RequestView, hints: Hints) -> Labels:
+        return Labels(task=hints.task or "chat", risk=hints.risk or "low",
+                      task_source="hint" if hints.task else "default")
+
+
+@contextlib.asynccontextmanager
+async def serve(sim_base: str, telemetry: Telemetry) -> AsyncIterator[str]:
+    """Serve the router on a free port until the block ends; yields its base URL."""
+    config = load_config_text(CONFIG.format(base=sim_base))
+    runtime = resolve(config, {"TENANT_KEY": API_KEY}, lambda _: None, "fixed-1")
+    app = build_app(runtime, FixedClassifier(), {"openai_passthrough": PassthroughProvider()},
+                    sinks=[LogSink(), telemetry.sink])
+    endpoint = telemetry.metrics_endpoint
+    assert endpoint is not None
+    app.add_route("/metrics", endpoint, methods=["GET"])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
+                                           lifespan="on", loop="asyncio", access_log=False))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task

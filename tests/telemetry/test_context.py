@@ -1,0 +1,63 @@
+"""W3C trace context: parsing, continuation, sampling and per-attempt propagation."""
+
+from __future__ import annotations
+
+import random
+
+from router.telemetry.context import (
+    attempt_span_id,
+    attempt_traceparent,
+    parse_traceparent,
+    propagation_headers,
+    ratio_sampled,
+    start_trace,
+)
+from tests.telemetry.helpers import CLIENT_TRACEPARENT
+
+
+def test_client_traceparent_is_continued_with_its_sampling_decision() -> None:
+    """A valid incoming traceparent keeps its trace id, becomes the parent, keeps its flag."""
+    trace_hex, parent_hex = CLIENT_TRACEPARENT.split("-")[1:3]
+    trace = start_trace(CLIENT_TRACEPARENT)
+    unsampled = start_trace(CLIENT_TRACEPARENT[:-2] + "00")
+    assert (trace.trace_id_hex, trace.parent_span_id, trace.sampled) == (
+        trace_hex, int(parent_hex, 16), True)
+    assert unsampled.sampled is False
+    assert trace.span_id not in (0, trace.parent_span_id)
+
+
+def test_invalid_traceparents_start_a_new_root() -> None:
+    """Malformed, all-zero or version-ff headers are ignored, per the W3C spec."""
+    bad = [None, "", "garbage", "00-" + "0" * 32 + "-00f067aa0ba902b7-01",
+           "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+           CLIENT_TRACEPARENT + "-extra"]
+    assert all(parse_traceparent(header) is None for header in bad)
+    assert start_trace("garbage").parent_span_id is None
+
+
+def test_attempt_traceparent_names_a_distinct_stable_span_per_attempt() -> None:
+    """Each attempt's header carries the trace id and its own span id, the same every time."""
+    trace = start_trace(CLIENT_TRACEPARENT, draw=random.Random(3).getrandbits)
+    headers = [attempt_traceparent(trace, n) for n in (1, 2, 3)]
+    span_hexes = [h.split("-")[2] for h in headers]
+    assert all(h.split("-")[1] == trace.trace_id_hex for h in headers)
+    assert span_hexes == [f"{attempt_span_id(trace, n):016x}" for n in (1, 2, 3)]
+    assert len(set(span_hexes) | {trace.span_id_hex}) == 4
+    assert headers == [attempt_traceparent(trace, n) for n in (1, 2, 3)]
+
+
+def test_tracestate_travels_with_the_traceparent() -> None:
+    """An incoming tracestate is forwarded unchanged to providers."""
+    trace = start_trace(CLIENT_TRACEPARENT, tracestate="vendor=abc")
+    assert propagation_headers(trace, 1)["tracestate"] == "vendor=abc"
+    assert propagation_headers(None, 1) == {}
+
+
+def test_root_sampling_follows_the_ratio() -> None:
+    """New roots are sampled by the trace-id ratio rule: 0 never, 1 always, 0.25 about a quarter."""
+    rng = random.Random(11)
+    ids = [rng.getrandbits(128) for _ in range(4000)]
+    share = sum(ratio_sampled(i, 0.25) for i in ids) / len(ids)
+    assert not any(ratio_sampled(i, 0.0) for i in ids)
+    assert all(ratio_sampled(i, 1.0) for i in ids)
+    assert 0.2 < share < 0.3

@@ -1,0 +1,94 @@
+"""GenAI metrics and `/metrics`: valid Prometheus text, recommended buckets, registered gauges."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from router.telemetry.metrics import (
+    BREAKER_STATE,
+    DURATION_BUCKETS,
+    TOKEN_BUCKETS,
+    TPOT_BUCKETS,
+    TTFT_BUCKETS,
+)
+from router.telemetry.settings import TelemetrySettings
+from tests.telemetry.helpers import in_memory_telemetry, streamed_with_retry
+
+GENAI = {
+    "gen_ai_server_request_duration_seconds": DURATION_BUCKETS,
+    "gen_ai_server_time_to_first_token_seconds": TTFT_BUCKETS,
+    "gen_ai_server_time_per_output_token_seconds": TPOT_BUCKETS,
+    "gen_ai_client_operation_duration_seconds": DURATION_BUCKETS,
+    "gen_ai_client_token_usage": TOKEN_BUCKETS,
+}
+
+
+def _families() -> dict[str, object]:
+    telemetry, _ = in_memory_telemetry(TelemetrySettings())
+    outcome, _ = streamed_with_retry()
+    telemetry.sink.record(outcome)
+    text = telemetry.prometheus_text().decode()
+    return {family.name: family for family in text_string_to_metric_families(text)}
+
+
+def test_metrics_text_parses_and_holds_every_genai_histogram() -> None:
+    """The exposition parses with prometheus_client and has the five GenAI histograms."""
+    families = _families()
+    for name in GENAI:
+        assert getattr(families[name], "type", None) == "histogram"
+
+
+def test_genai_histograms_use_the_recommended_bucket_boundaries() -> None:
+    """Each histogram's `le` labels are exactly the semantic conventions' boundaries, then +Inf."""
+    families = _families()
+    for name, bounds in GENAI.items():
+        samples = getattr(families[name], "samples", [])
+        les = []
+        for sample in samples:
+            le = sample.labels.get("le")
+            if sample.name.endswith("_bucket") and le is not None and le not in les:
+                les.append(le)
+        assert [float(le) for le in les] == [*map(float, bounds), float("inf")]
+
+
+def test_request_metrics_carry_values_and_low_cardinality_labels() -> None:
+    """One request: count 1 on E2E and TTFT, tokens by type, no request id or tenant labels."""
+    families = _families()
+    outcome, _ = streamed_with_retry()
+    e2e = getattr(families["gen_ai_server_request_duration_seconds"], "samples", [])
+    count = [s for s in e2e if s.name.endswith("_count")]
+    total = [s for s in e2e if s.name.endswith("_sum")]
+    assert [s.value for s in count] == [1.0]
+    assert abs(total[0].value - (outcome.e2e_s or 0)) < 1e-9
+    assert count[0].labels["gen_ai_provider_name"] == "openai"
+    assert "slorouter_request_id" not in count[0].labels
+    assert "slorouter_tenant" not in count[0].labels
+    tokens = getattr(families["gen_ai_client_token_usage"], "samples", [])
+    sums = {s.labels["gen_ai_token_type"]: s.value for s in tokens if s.name.endswith("_sum")}
+    assert sums == {"input": outcome.prompt_tokens, "output": outcome.completion_tokens}
+
+
+def test_slorouter_counters_count_decisions_cache_and_retries() -> None:
+    """Decisions by route, cache status and retries appear as Prometheus counters."""
+    families = _families()
+    decisions = getattr(families["slorouter_decisions"], "samples", [])
+    retries = getattr(families["slorouter_retries"], "samples", [])
+    cache = getattr(families["slorouter_cache_lookups"], "samples", [])
+    assert [(s.labels["slorouter_task"], s.value) for s in decisions
+            if s.name.endswith("_total")] == [("chat", 1.0)]
+    assert [s.value for s in retries if s.name.endswith("_total")] == [1.0]
+    assert [s.labels["slorouter_cache"] for s in cache if s.name.endswith("_total")] == ["miss"]
+
+
+def test_registered_gauges_are_read_at_scrape_time() -> None:
+    """A part's gauge callback (e.g. breaker state) is collected into /metrics."""
+    telemetry, _ = in_memory_telemetry(TelemetrySettings())
+    states = {"pt-fast": 0.0, "claude": 2.0}
+    telemetry.metrics.register_gauge(
+        BREAKER_STATE, lambda: [(v, {"slorouter.deployment": k}) for k, v in states.items()],
+        description="0 closed, 1 half-open, 2 open")
+    states["pt-fast"] = 1.0
+    text = telemetry.prometheus_text().decode()
+    family = {f.name: f for f in text_string_to_metric_families(text)}["slorouter_breaker_state"]
+    assert {s.labels["slorouter_deployment"]: s.value for s in family.samples} == {
+        "pt-fast": 1.0, "claude": 2.0}

@@ -1,0 +1,100 @@
+"""Privacy: prompt and completion text, and secrets, never reach spans, metrics or logs."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+
+import aiohttp
+import openai
+import pytest
+from openai.types.chat import ChatCompletionMessageParam
+
+from router.logs import JsonFormatter
+from router.telemetry.redact import RedactingFilter, TraceLogFilter
+from tests.support.services import Running
+from tests.telemetry.helpers import in_memory_telemetry
+from tests.telemetry.served import API_KEY, serve
+
+CANARY = "CANARY-7f3a9c-zebra-quartz"
+PERSIAN_CANARY = "قناری-۷۳۹"
+
+
+@pytest.fixture
+def log_lines() -> Iterator[io.StringIO]:
+    """Every log record at DEBUG, as the router's JSON lines, through the guard filters."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(TraceLogFilter())
+    handler.addFilter(RedactingFilter([API_KEY]))
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    yield stream
+    root.removeHandler(handler)
+    root.setLevel(level)
+
+
+async def _traffic(base: str) -> str:
+    client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=API_KEY, max_retries=0)
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "system", "content": f"secret system {CANARY}"},
+        {"role": "user", "content": f"Repeat {CANARY} and {PERSIAN_CANARY} please"}]
+    done = await client.chat.completions.create(model="auto", messages=messages)
+    stream = await client.chat.completions.create(model="chain", messages=messages, stream=True)
+    async for _ in stream:
+        pass
+    with pytest.raises(openai.BadRequestError):
+        await client.chat.completions.create(model="auto", messages=messages,
+                                             extra_body={"temperature": CANARY})
+    async with aiohttp.ClientSession() as session, session.get(f"{base}/metrics") as response:
+        assert response.status == 200
+        metrics = await response.text()
+    await client.close()
+    assert done.choices
+    return metrics
+
+
+async def test_canary_text_appears_in_no_span_metric_or_log_line(
+        sim: Running, log_lines: io.StringIO) -> None:
+    """Requests carrying a canary in every message leave no trace of it anywhere we emit."""
+    telemetry, exporter = in_memory_telemetry()
+    async with serve(sim.base_url, telemetry) as base:
+        metrics = await _traffic(base)
+    telemetry.sink.flush()
+    spans = [span.to_json() for span in exporter.get_finished_spans()]
+    logs = log_lines.getvalue()
+    assert len(spans) >= 6 and "gen_ai_server_request_duration_seconds_bucket" in metrics
+    assert "request_finished" in logs
+    for emitted in (*spans, metrics, logs, telemetry.prometheus_text().decode()):
+        assert CANARY not in emitted
+        assert PERSIAN_CANARY not in emitted
+        assert API_KEY not in emitted
+
+
+def test_redacting_filter_removes_secrets_and_content_fields() -> None:
+    """Known secrets, secret-shaped strings and content-bearing fields never reach the output."""
+    stream = io.StringIO()
+    logger = logging.getLogger("tests.telemetry.redact")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(RedactingFilter(["provider-key-abcdef123"]))
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("auth failed for %s", "Bearer abcdefghijklmnop")
+        logger.warning("upstream_error", extra={"event_data": {
+            "detail": "key provider-key-abcdef123 rejected; api_key=hunter2hunter2",
+            "messages": [{"role": "user", "content": CANARY}], "nested": {"prompt": CANARY},
+            "other": "sk-proj-ABCDEFGHIJKLMNOP"}})
+    finally:
+        logger.removeHandler(handler)
+    text = stream.getvalue()
+    assert text.count("\n") == 2
+    for leaked in ("abcdefghijklmnop", "provider-key-abcdef123", "hunter2hunter2", CANARY,
+                   "sk-proj-ABCDEFGHIJKLMNOP"):
+        assert leaked not in text
+    assert "[REDACTED]" in text and "[content withheld]" in text

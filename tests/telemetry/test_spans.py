@@ -1,0 +1,119 @@
+"""The span tree of a streamed request with a retry, built from its recorded outcome."""
+
+from __future__ import annotations
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind, StatusCode
+
+from router.telemetry.spans import span_tree
+from tests.telemetry.helpers import CLIENT_TRACEPARENT, in_memory_telemetry, streamed_with_retry
+
+
+def _spans() -> tuple[list[ReadableSpan], list[str]]:
+    telemetry, exporter = in_memory_telemetry()
+    outcome, sent = streamed_with_retry()
+    telemetry.sink.record(outcome)
+    telemetry.sink.flush()
+    return list(exporter.get_finished_spans()), sent
+
+
+def _number(span: ReadableSpan) -> int:
+    value = (span.attributes or {})["slorouter.attempt.number"]
+    assert isinstance(value, int)
+    return value
+
+
+def _by_name(spans: list[ReadableSpan]) -> dict[str, list[ReadableSpan]]:
+    found: dict[str, list[ReadableSpan]] = {}
+    for span in spans:
+        found.setdefault(span.name, []).append(span)
+    return found
+
+
+def test_streamed_retry_has_server_steps_attempts_and_stream_spans() -> None:
+    """One server span; auth/classify/decide/cache, two attempts and `stream` are its children."""
+    spans, _ = _spans()
+    tree = span_tree(spans)
+    assert sorted(tree) == ["chat auto"]
+    assert sorted(tree["chat auto"]) == sorted(
+        ["auth", "classify", "decide", "cache", "chat fast", "chat fast", "stream"])
+
+
+def test_server_span_continues_the_client_trace() -> None:
+    """The server span is a SERVER span in the client's trace, parented on the client's span."""
+    spans, _ = _spans()
+    server = _by_name(spans)["chat auto"][0]
+    trace_hex, parent_hex = CLIENT_TRACEPARENT.split("-")[1:3]
+    assert server.kind is SpanKind.SERVER
+    assert server.context is not None and server.parent is not None
+    assert f"{server.context.trace_id:032x}" == trace_hex
+    assert f"{server.parent.span_id:016x}" == parent_hex and server.parent.is_remote
+    assert all(s.context is not None and s.context.trace_id == server.context.trace_id
+               for s in spans)
+
+
+def test_server_span_carries_genai_and_slorouter_attributes() -> None:
+    """GenAI semconv attributes plus task, risk, policy version, cache, cost; no text."""
+    spans, _ = _spans()
+    outcome, _ = streamed_with_retry()
+    attrs = dict(_by_name(spans)["chat auto"][0].attributes or {})
+    assert {k: attrs[k] for k in ("gen_ai.operation.name", "gen_ai.provider.name",
+                                  "gen_ai.request.model", "gen_ai.response.model",
+                                  "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+            } == {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+                  "gen_ai.request.model": "auto", "gen_ai.response.model": "fast",
+                  "gen_ai.usage.input_tokens": outcome.prompt_tokens,
+                  "gen_ai.usage.output_tokens": outcome.completion_tokens}
+    assert (attrs["slorouter.task"], attrs["slorouter.risk"], attrs["slorouter.cache"],
+            attrs["slorouter.policy_version"]) == ("chat", "low", "miss", "pv-123")
+    assert attrs["slorouter.cost_usd"] == outcome.cost_usd
+    assert attrs["slorouter.attempts"] == 2
+
+
+def test_attempt_spans_record_provider_number_kind_and_error() -> None:
+    """The failed first attempt is an ERROR client span; the retry is marked `retry`."""
+    spans, _ = _spans()
+    first, second = sorted(_by_name(spans)["chat fast"],
+                           key=_number)
+    assert first.kind is SpanKind.CLIENT and second.kind is SpanKind.CLIENT
+    assert first.status.status_code is StatusCode.ERROR
+    assert (first.attributes or {})["error.type"] == "ProviderUnavailableError"
+    assert (first.attributes or {})["slorouter.attempt.kind"] == "first"
+    assert (second.attributes or {})["slorouter.attempt.kind"] == "retry"
+    assert (second.attributes or {})["gen_ai.provider.name"] == "openai"
+    assert "error.type" not in (second.attributes or {})
+
+
+def test_attempt_span_ids_match_the_traceparent_sent_upstream() -> None:
+    """The provider sees, in its traceparent, the id of the span that describes its call."""
+    spans, sent = _spans()
+    attempts = sorted(_by_name(spans)["chat fast"],
+                      key=_number)
+    assert [f"{s.context.span_id:016x}" for s in attempts if s.context] == [
+        header.split("-")[2] for header in sent]
+
+
+def test_span_times_follow_the_recorded_timestamps() -> None:
+    """Durations in the spans equal the outcome's perf_counter differences."""
+    spans, _ = _spans()
+    outcome, _ = streamed_with_retry()
+    server = _by_name(spans)["chat auto"][0]
+    stream = _by_name(spans)["stream"][0]
+    assert server.start_time is not None and server.end_time is not None
+    assert stream.start_time is not None and stream.end_time is not None
+    assert outcome.e2e_s is not None and outcome.first_content_at is not None
+    assert abs((server.end_time - server.start_time) / 1e9 - outcome.e2e_s) < 1e-6
+    assert abs((stream.start_time - server.start_time) / 1e9 - (outcome.ttft_s or 0)) < 1e-6
+
+
+def test_unsampled_trace_exports_no_spans_but_still_metrics() -> None:
+    """A client that did not sample gets no spans; the request still counts in metrics."""
+    telemetry, exporter = in_memory_telemetry()
+    outcome, _ = streamed_with_retry()
+    assert outcome.trace is not None
+    outcome.trace = outcome.trace.__class__(outcome.trace.trace_id, outcome.trace.span_id,
+                                            outcome.trace.parent_span_id, False)
+    telemetry.sink.record(outcome)
+    text = telemetry.prometheus_text().decode()
+    assert exporter.get_finished_spans() == ()
+    assert "gen_ai_server_request_duration_seconds_count" in text

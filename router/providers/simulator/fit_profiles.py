@@ -205,6 +205,15 @@ def _hosted(name: str, selector: Selector, slope: float, slope_source: str,
                           if "error_rate_500" in extra else {})})
 
 
+def hosted_slope_source(rows: Sequence[Row]) -> str:
+    """Why the hosted prefill slopes are assumptions, with the cross-source range as evidence."""
+    low, high = cross_source_slopes(rows)
+    return (f"assumption: hosted prefill slopes are not measured; S1 (550-token prompt) minus "
+            f"S2 (short prompt) TTFT for the same provider/model gives {low:.2f} to "
+            f"{high:.2f} ms/token (different dates and connection set-up), so it is set below "
+            f"the measured self-hosted 34B slope, growing with model size")
+
+
 def s2(provider: str, model: str) -> Selector:
     """An S2 line pooled over the three client regions."""
     return Selector("thefastest", provider, model, POOLED_S2)
@@ -217,11 +226,7 @@ def s1(provider: str, model: str) -> Selector:
 def demo_specs(rows: Sequence[Row]) -> list[DemoSpec]:
     """The demo models: fast-small, balanced, large-slow, fast-queueing, flaky, throttled,
     self-hosted."""
-    low, high = cross_source_slopes(rows)
-    hosted = (f"assumption: hosted prefill slopes are not measured; S1 (550-token prompt) minus "
-              f"S2 (short prompt) TTFT for the same provider/model gives {low:.2f} to "
-              f"{high:.2f} ms/token (different dates and connection set-up), so it is set below "
-              f"the measured self-hosted 34B slope, growing with model size")
+    hosted = hosted_slope_source(rows)
     s3 = s3_prefill_slope(rows)
     return [
         _hosted("fast-small", s2("anthropic", "claude-3-haiku-20240307"), 0.05, hosted,

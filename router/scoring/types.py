@@ -78,7 +78,7 @@ class ScoringConfig:
     prior: Prior = field(default_factory=Prior)
     default_output_tokens: int = 256
     output_quantile: float = 0.9  # of the task's output-token history
-    error_z: float = 1.64  # one-sided confidence for "error rate exceeds the availability budget"
+    error_z: float = 1.0  # fail availability when rate - z * stderr exceeds the budget
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.explore_share <= 0.2:

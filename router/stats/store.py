@@ -2,13 +2,15 @@
 
 The execution layer writes (`begin`, `first_token`, `end`, `record` in its `finally`); the
 decision step reads `view(deployment, task, prompt_tokens)`: a few dict look-ups returning frozen
-`KeySummary` values, recomputed from the sketches at most every `max_staleness_s` per key and
-only when new data arrived. The local store also holds what other replicas published (set by
-`RedisStatsStore`) and merges it into its summaries. Redis I/O lives in `redis_store.py`.
+`KeySummary` values. Summaries are recomputed from the sketches off the request path by
+`refresh()` (run by `run_refresher()` every `refresh_interval_s`), only for keys that decisions
+read. The local store also holds what other replicas published (set by `RedisStatsStore`) and
+merges it into its summaries. Redis I/O lives in `redis_store.py`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -28,11 +30,17 @@ Clock = Callable[[], float]
 
 @dataclass(frozen=True, slots=True)
 class StatsConfig:
-    """Estimator settings: decay half-life, sketch accuracy, summary staleness."""
+    """Estimator settings: decay half-life, sketch accuracy, summary refresh.
+
+    Summaries of keys that decisions read are recomputed by `refresh()` (a background task runs
+    `run_refresher()` every `refresh_interval_s`); a read recomputes only a key never summarised
+    or one whose summary is older than `max_staleness_s` (the safety net without a refresher).
+    """
 
     half_life_s: float = 5.0
     alpha: float = DEFAULT_ALPHA
-    max_staleness_s: float = 0.1
+    refresh_interval_s: float = 0.1
+    max_staleness_s: float = 1.0
 
 
 class StatsView(NamedTuple):
@@ -89,6 +97,7 @@ class LocalStatsStore:
         self._remote_in_flight: dict[str, dict[str, int]] = {}
         self._summaries: dict[StatKey, KeySummary] = {}
         self._dirty: set[StatKey] = set()
+        self._wanted: set[StatKey] = set()
         self._unpushed: set[StatKey] = set()
         self._in_flight = InFlight()
 
@@ -142,16 +151,26 @@ class LocalStatsStore:
     def summary(self, key: StatKey, now: float) -> KeySummary | None:
         """The cached summary of `key`, recomputed when dirty and older than the staleness bound."""
         cached = self._summaries.get(key)
+        self._wanted.add(key)
         if key not in self._dirty or (
                 cached is not None and now - cached.at < self.config.max_staleness_s):
             return cached
         return self._recompute(key, now)
 
-    def refresh(self) -> None:
-        """Recompute every dirty summary now (a background task may call this)."""
+    def refresh(self) -> int:
+        """Recompute dirty summaries that decisions read since the last refresh; returns count."""
         now = self._clock()
-        for key in list(self._dirty):
+        due = self._dirty & self._wanted
+        self._wanted = set()
+        for key in due:
             self._recompute(key, now)
+        return len(due)
+
+    async def run_refresher(self) -> None:
+        """Refresh every `refresh_interval_s` forever (run as a task; cancel to stop)."""
+        while True:
+            self.refresh()
+            await asyncio.sleep(self.config.refresh_interval_s)
 
     def _recompute(self, key: StatKey, now: float) -> KeySummary | None:
         self._dirty.discard(key)
@@ -212,6 +231,8 @@ class LocalStatsStore:
             touched |= set(self._remote.pop(replica, {}))
             self._remote_in_flight.pop(replica, None)
         self._rebuild_remote(touched)
+        for key in touched:  # the next read recomputes from what is left (the local view)
+            self._summaries.pop(key, None)
 
     def remote_replicas(self) -> tuple[str, ...]:
         return tuple(self._remote)

@@ -112,7 +112,11 @@ class Sim:
             output_tokens: int = 50) -> list[tuple[float, str]]:
         """Open-loop arrivals every `1 / rate` s for `seconds`; returns (time, deployment)."""
         out = []
+        next_refresh = self.clock.now
         for _ in range(round(seconds * rate)):
+            if self.clock.now >= next_refresh:  # what the background refresher does
+                self.store.refresh()
+                next_refresh = self.clock.now + self.store.config.refresh_interval_s
             out.append((self.clock.now, self.route(prompt(), output_tokens)))
             self.clock.now += 1.0 / rate
         return out

@@ -77,17 +77,33 @@ def test_view_has_no_bucket_summary_for_unseen_prompt_sizes() -> None:
     assert view.bucket is None and view.task is not None and view.deployment_all is not None
 
 
-def test_summaries_refresh_only_after_the_staleness_bound() -> None:
-    """A read within max_staleness_s of the last summary returns it; later reads see new data."""
+def test_reads_reuse_summaries_until_refresh_or_staleness_bound() -> None:
+    """Reads return the cached summary; refresh() or the staleness bound bring new data in."""
     clock = FakeClock()
     store = LocalStatsStore(StatsConfig(max_staleness_s=0.5), clock=clock)
     store.record(_ok("A", 0.3, clock.now))
     first = store.view("A", "chat", 300).task
     store.record(_ok("A", 0.3, clock.now))
     assert store.view("A", "chat", 300).task is first
+    assert store.refresh() >= 1
+    refreshed = store.view("A", "chat", 300).task
+    assert refreshed is not first and refreshed is not None and refreshed.n_ok > 1.0
+    store.record(_ok("A", 0.3, clock.now))
     clock.now += 1.0
-    again = store.view("A", "chat", 300).task
-    assert again is not first and again is not None and again.n_ok > 1.0
+    late = store.view("A", "chat", 300).task
+    assert late is not refreshed and late is not None and late.at == clock.now
+
+
+def test_refresh_skips_keys_that_no_decision_reads() -> None:
+    """Only keys read since the last refresh are recomputed in the background."""
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    store.record(_ok("A", 0.3, clock.now))
+    store.record(_ok("B", 0.3, clock.now))
+    store.view("A", "chat", 300)
+    store.record(_ok("A", 0.3, clock.now))
+    store.record(_ok("B", 0.3, clock.now))
+    assert store.refresh() == 3  # A's bucket, task and deployment keys; none of B's
 
 
 def test_in_flight_counts_and_oldest_waiting_attempt() -> None:

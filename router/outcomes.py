@@ -30,6 +30,7 @@ class Outcome:
     deployment: str | None = None
     policy_version: str | None = None
     cache: str = "bypass"
+    queue_s: float | None = None
     status: int = 200
     error_type: str | None = None
     first_content_at: float | None = None

@@ -14,6 +14,7 @@ from typing import Any
 
 from policies.eligibility import RequestFacts
 from policies.labels import RISKS, TASKS, Risk, Task
+from policies.schema import TaskPolicy
 from router.api.schemas import ChatCompletionRequest
 from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
@@ -56,6 +57,13 @@ class Prepared:
     plan: Plan
     facts: RequestFacts
     phases: Phases = field(default_factory=Phases)
+
+    policy: TaskPolicy | None = None  # the task's policy, when the config has policies
+
+    @property
+    def policy_requires_key(self) -> bool:
+        """Whether the task's policy requires an Idempotency-Key (side-effecting requests)."""
+        return self.policy is not None and self.policy.require_idempotency_key
 
 
 def request_view(request: ChatCompletionRequest) -> RequestView:
@@ -108,6 +116,11 @@ def request_facts(request: ChatCompletionRequest, view: RequestView,
         needs_json=view.response_format in ("json_object", "json_schema"))
 
 
+def is_side_effecting(labels: Labels) -> bool:
+    """Requests that may act on the world: the `action` task or side-effecting tools."""
+    return labels.task == "action" or "side_effects" in labels.signals
+
+
 def upstream_body(raw: Mapping[str, Any]) -> dict[str, Any]:
     """What the provider receives: the client's body as sent, minus the router's own fields."""
     return {key: value for key, value in raw.items() if key not in _ROUTER_FIELDS}
@@ -134,9 +147,12 @@ class ChatPipeline:
         facts = request_facts(request, view, labels)
         decision = decide(request.model, labels, facts, self.config, self._ranker, self._health)
         deployments = [self.config.deployments[name] for name in decision.deployments]
-        plan = Plan(deployments=deployments, body=upstream_body(raw), deadline=deadline)
+        plan = Plan(deployments=deployments, body=upstream_body(raw), deadline=deadline,
+                    side_effecting=is_side_effecting(labels))
         phases.classify, phases.decide = classified - started, self._clock() - classified
-        return Prepared(request, labels, decision, plan, facts, phases)
+        policies = self.config.source.policies
+        policy = policies.for_task(labels.task) if policies is not None else None
+        return Prepared(request, labels, decision, plan, facts, phases, policy)
 
     async def complete(self, prepared: Prepared,
                        outcome: Outcome) -> tuple[Deployment, Completion]:

@@ -1,12 +1,14 @@
 """`POST /v1/chat/completions`: the HTTP side of one request, streaming or not.
 
-Reads and validates the body, asks the pipeline for a plan, runs it while watching the client
+Reads and validates the body, admits the request (priority, tenant share, bounded queue),
+honours an `Idempotency-Key`, asks the pipeline for a plan, runs it while watching the client
 (a disconnect cancels the upstream call), and writes the answer with slorouter's headers. The
 outcome is recorded exactly once, in a `finally`, also for errors and disconnects.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -17,12 +19,17 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cache.assemble import StreamAssembler
+from router.admission import AdmissionController, parse_priority
+from router.api import idempotent
 from router.api.errors import as_project_error, error_event, error_response
 from router.api.schemas import ChatCompletionRequest
 from router.api.sse import ClientGone, WatchedStreamingResponse, run_unless_disconnected
 from router.auth import authenticate
 from router.errors import PayloadTooLargeError, RequestError, SlorouterError
+from router.execution.deadline import requested_timeout_s
 from router.execution.runner import CommittedStream, close_quietly
+from router.idempotency import IdempotencyStore, Replay
 from router.outcomes import Outcome, OutcomeSink
 from router.pipeline import ChatPipeline, Prepared
 
@@ -56,31 +63,29 @@ def parse_chat(raw: dict[str, Any]) -> ChatCompletionRequest:
     except ValidationError as exc:
         first = exc.errors()[0]
         param = ".".join(str(p) for p in first["loc"]) or None
-        raise RequestError(f"invalid request: {param}: {first['msg']}"
-                           + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1
-                              else ""), param=param, code="invalid_value") from None
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise RequestError(f"invalid request: {param}: {first['msg']}{more}", param=param,
+                           code="invalid_value") from None
 
 
-def deadline_of(request: Request, arrived: float, default_s: float) -> float:
-    """The request's deadline: the policy default, or the client's own timeout if shorter."""
-    budget = default_s
-    for name, scale in (("x-slorouter-timeout-ms", 1e-3), ("x-stainless-timeout", 1.0)):
-        value = request.headers.get(name)
-        if value is None:
-            continue
-        try:
-            budget = min(budget, float(value) * scale)
-        except ValueError:
-            raise RequestError(f"{name} must be a number", param=name,
-                               code="invalid_value") from None
-    return arrived + budget
+class _Remaining:
+    """The time left before a perf_counter deadline (what admission waits at most)."""
+
+    def __init__(self, deadline: float) -> None:
+        self._deadline = deadline
+
+    def remaining(self) -> float:
+        return self._deadline - time.perf_counter()
 
 
 class ChatHandler:
     def __init__(self, pipeline: ChatPipeline, sink: OutcomeSink,
+                 admission: AdmissionController, idempotency: IdempotencyStore,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self._pipeline = pipeline
         self._sink = sink
+        self._admission = admission
+        self._idempotency = idempotency
         self._clock = clock
 
     async def handle(self, request: Request) -> Response:
@@ -89,22 +94,12 @@ class ChatHandler:
         outcome = Outcome(request_id=request_id, tenant="", requested_model="", stream=False,
                           arrived_at=arrived)
         headers = {"x-request-id": request_id}
+        held = contextlib.AsyncExitStack()
         handed_to_stream = False
         try:
-            config = self._pipeline.config
-            outcome.tenant = authenticate(request.headers.get("authorization"),
-                                          config.principals).tenant
-            raw = await read_json(request, config.max_body_bytes)
-            chat = parse_chat(raw)
-            outcome.requested_model, outcome.stream = chat.model, chat.stream
-            deadline = deadline_of(request, arrived, config.request_timeout_s)
-            prepared = self._pipeline.prepare(chat, raw, request.headers, deadline)
-            _note_decision(outcome, prepared, headers)
-            if chat.stream:
-                response = await self._stream(request, prepared, outcome, headers)
-                handed_to_stream = True
-                return response
-            return await self._complete(request, prepared, outcome, headers)
+            response = await self._respond(request, outcome, headers, held)
+            handed_to_stream = isinstance(response, WatchedStreamingResponse)
+            return response
         except ClientGone:
             outcome.client_disconnected, outcome.status = True, CLIENT_CLOSED
             return Response(status_code=CLIENT_CLOSED)
@@ -114,8 +109,46 @@ class ChatHandler:
             return error_response(err, headers)
         finally:
             if not handed_to_stream:
+                await held.aclose()
                 outcome.ended_at = self._clock()
                 self._sink.record(outcome)
+
+    async def _respond(self, request: Request, outcome: Outcome, headers: dict[str, str],
+                       held: contextlib.AsyncExitStack) -> Response:
+        config = self._pipeline.config
+        principal = authenticate(request.headers.get("authorization"), config.principals)
+        outcome.tenant = principal.tenant
+        raw = await read_json(request, config.max_body_bytes)
+        chat = parse_chat(raw)
+        outcome.requested_model, outcome.stream = chat.model, chat.stream
+        client_s = requested_timeout_s(request.headers)
+        budget = min(config.request_timeout_s, client_s) if client_s else config.request_timeout_s
+        deadline = outcome.arrived_at + budget
+        ticket = await held.enter_async_context(self._admission.admit(
+            principal.tenant, parse_priority(request.headers.get("x-slorouter-priority")),
+            _Remaining(deadline)))
+        outcome.queue_s = ticket.queue_time_s
+        prepared = self._pipeline.prepare(chat, raw, request.headers, deadline)
+        _note_decision(outcome, prepared, headers)
+        claimed = await idempotent.claim(
+            self._idempotency, request.headers, principal.tenant, raw,
+            prepared.policy_requires_key, wait_s=max(0.0, deadline - self._clock()),
+            lease_s=budget)
+        include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+        if isinstance(claimed, Replay):
+            return idempotent.replayed(claimed.response, chat.stream, include_usage, headers)
+        if chat.stream:
+            return await self._stream(request, prepared, outcome, headers, held, claimed,
+                                      include_usage)
+        try:
+            response = await self._complete(request, prepared, outcome, headers)
+        except BaseException as exc:
+            if claimed is not None:
+                await claimed.failed(exc)
+            raise
+        if claimed is not None:
+            await claimed.succeeded(bytes(response.body), headers)
+        return response
 
     async def _complete(self, request: Request, prepared: Prepared, outcome: Outcome,
                         headers: dict[str, str]) -> Response:
@@ -130,50 +163,74 @@ class ChatHandler:
                                                    completion.usage.completion_tokens)
         headers["x-slorouter-model"] = deployment.name
         headers["server-timing"] = prepared.phases.header(
-            outcome.attempts[-1].ttft_s, now - outcome.arrived_at)
+            outcome.attempts[-1].ttft_s if outcome.attempts else None, now - outcome.arrived_at)
         return Response(completion.body, media_type="application/json", headers=headers)
 
     async def _stream(self, request: Request, prepared: Prepared, outcome: Outcome,
-                      headers: dict[str, str]) -> Response:
-        committed = await run_unless_disconnected(
-            request.receive, self._pipeline.open_stream(prepared, outcome))
+                      headers: dict[str, str], held: contextlib.AsyncExitStack,
+                      claimed: idempotent.Claimed | None, include_usage: bool) -> Response:
+        try:
+            committed = await run_unless_disconnected(
+                request.receive, self._pipeline.open_stream(prepared, outcome))
+        except BaseException as exc:
+            if claimed is not None:
+                await claimed.failed(exc)
+            raise
         outcome.deployment = committed.deployment.name
         outcome.first_content_at = self._clock()
         headers["x-slorouter-model"] = committed.deployment.name
-        headers["server-timing"] = prepared.phases.header(outcome.attempts[-1].ttft_s, None)
+        winner = next((a for a in outcome.attempts if a.outcome == "won"), None)
+        headers["server-timing"] = prepared.phases.header(winner.ttft_s if winner else None, None)
         headers["cache-control"] = "no-cache"
-        options = prepared.request.stream_options
-        include_usage = bool(options is not None and options.include_usage)
-        counter = _ContentCounter()
-        chunks = self._sse(committed, outcome, include_usage, counter)
+        state = _StreamState(StreamAssembler() if claimed is not None else None)
+        chunks = self._sse(committed, outcome, include_usage, state)
 
         async def finish(client_gone: bool) -> None:
             await close_quietly(committed.tail)
             outcome.client_disconnected = client_gone
-            self._finish_stream(committed, outcome, counter.events)
+            await self._settle_claim(claimed, state, headers, client_gone)
+            await held.aclose()
+            self._finish_stream(committed, outcome, state.content_events)
 
         return WatchedStreamingResponse(chunks, headers, on_finish=finish)
 
+    @staticmethod
+    async def _settle_claim(claimed: idempotent.Claimed | None, state: _StreamState,
+                            headers: dict[str, str], client_gone: bool) -> None:
+        if claimed is None or state.assembler is None:
+            return
+        if state.clean_end and not client_gone:
+            await claimed.succeeded(state.assembler.completion_body(), headers)
+        else:
+            await claimed.failed(state.error)
+
     async def _sse(self, committed: CommittedStream, outcome: Outcome, include_usage: bool,
-                   counter: _ContentCounter) -> AsyncIterator[bytes]:
+                   state: _StreamState) -> AsyncIterator[bytes]:
         try:
             for stream in (_iterate(committed.head), committed.tail):
                 async for event in stream:
-                    if event.has_content:
-                        now = self._clock()
-                        outcome.first_token_at = outcome.first_token_at or now
-                        outcome.last_token_at = now
-                        counter.events += 1
-                    if event.usage is not None:
-                        outcome.prompt_tokens = event.usage.prompt_tokens
-                        outcome.completion_tokens = event.usage.completion_tokens
+                    self._observe(event, outcome, state)
                     if event.usage_only and not include_usage:
                         continue
                     yield b"data: " + event.data + b"\n\n"
+            state.clean_end = True
             yield b"data: [DONE]\n\n"
         except SlorouterError as exc:
+            state.error = exc
             outcome.status, outcome.error_type = exc.status_code, type(exc).__name__
             yield error_event(exc)
+
+    def _observe(self, event: Any, outcome: Outcome, state: _StreamState) -> None:
+        if event.has_content:
+            now = self._clock()
+            outcome.first_token_at = outcome.first_token_at or now
+            outcome.last_token_at = now
+            state.content_events += 1
+        if event.usage is not None:
+            outcome.prompt_tokens = event.usage.prompt_tokens
+            outcome.completion_tokens = event.usage.completion_tokens
+        if state.assembler is not None:
+            state.assembler.add(orjson.loads(event.data))
 
     def _finish_stream(self, committed: CommittedStream, outcome: Outcome,
                        content_events: int) -> None:
@@ -188,6 +245,16 @@ class ChatHandler:
         self._sink.record(outcome)
 
 
+class _StreamState:
+    __slots__ = ("assembler", "clean_end", "content_events", "error")
+
+    def __init__(self, assembler: StreamAssembler | None) -> None:
+        self.assembler = assembler
+        self.content_events = 0
+        self.clean_end = False
+        self.error: BaseException | None = None
+
+
 def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]) -> None:
     outcome.task, outcome.risk = prepared.labels.task, prepared.labels.risk
     outcome.model = prepared.decision.model
@@ -198,13 +265,6 @@ def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]
         "x-slorouter-policy": prepared.decision.policy_version,
         "x-slorouter-cache": outcome.cache,
     })
-
-
-class _ContentCounter:
-    __slots__ = ("events",)
-
-    def __init__(self) -> None:
-        self.events = 0
 
 
 async def _iterate(items: list[Any]) -> AsyncIterator[Any]:

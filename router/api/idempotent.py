@@ -1,0 +1,89 @@
+"""Idempotency keys at the HTTP layer: claim before executing, store or release after.
+
+A request with `Idempotency-Key` (scoped per tenant) claims the key: the first one runs, a
+duplicate in flight waits for it, a duplicate after completion gets the stored answer (replayed
+as SSE when it streams), and the same key with another body is a 422. An unknown commit is
+stored as its 504 so nothing runs twice; any other failure releases the key for a retry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+
+from cache.replay import replay_sse
+from router.api.sse import WatchedStreamingResponse
+from router.errors import RequestError, SlorouterError, UnknownCommitError
+from router.idempotency import (
+    IdempotencyStore,
+    Lease,
+    Replay,
+    StoredResponse,
+    body_fingerprint,
+    error_response,
+    validate_key,
+)
+
+HEADER = "idempotency-key"
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    store: IdempotencyStore
+    lease: Lease
+
+    async def succeeded(self, body: bytes, headers: Mapping[str, str]) -> None:
+        kept = tuple((k, v) for k, v in headers.items() if k.startswith("x-slorouter-"))
+        await self.store.complete(self.lease, StoredResponse(
+            200, (("content-type", "application/json"), *kept), body))
+
+    async def failed(self, error: BaseException | None) -> None:
+        if isinstance(error, UnknownCommitError):
+            await self.store.complete(self.lease, error_response(error))
+        else:
+            await self.store.release(self.lease)
+
+
+async def claim(store: IdempotencyStore, headers: Mapping[str, str], tenant: str,
+                raw: Mapping[str, Any], required: bool, wait_s: float,
+                lease_s: float) -> Claimed | Replay | None:
+    """Claim the request's key; None when it has none (a 400 if the policy requires one)."""
+    key = headers.get(HEADER)
+    if key is None:
+        if required:
+            raise RequestError("this task's policy requires an Idempotency-Key header for "
+                               "requests with side effects", param="Idempotency-Key",
+                               code="idempotency_key_required")
+        return None
+    fingerprint = body_fingerprint(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS))
+    result = await store.claim(tenant, validate_key(key), fingerprint, wait_s=wait_s,
+                               lease_s=lease_s)
+    return result if isinstance(result, Replay) else Claimed(store, result)
+
+
+def replayed(stored: StoredResponse, stream: bool, include_usage: bool,
+             headers: dict[str, str]) -> Response:
+    """The stored answer for a duplicate: as stored, or as an SSE stream when it streams."""
+    headers.update({k: v for k, v in stored.headers if k != "content-type"})
+    headers["x-slorouter-idempotent-replay"] = "true"
+    if stream and stored.status == 200:
+        events = replay_sse(stored.body, include_usage=include_usage)
+
+        async def chunks() -> Any:
+            for event in events:
+                yield event
+
+        async def nothing(_: bool) -> None:
+            return None
+
+        return WatchedStreamingResponse(chunks(), headers, on_finish=nothing)
+    return Response(stored.body, status_code=stored.status, headers=headers,
+                    media_type="application/json")
+
+
+def as_error(exc: BaseException) -> BaseException | None:
+    return exc if isinstance(exc, SlorouterError) else None

@@ -152,10 +152,50 @@ class PoliciesSpec(Frozen):
         return self.tasks.get(task, self.default)
 
 
+class PoolSpec(Frozen):
+    """One admission class: concurrent requests, queue length, longest wait in the queue."""
+
+    max_concurrency: int = Field(gt=0)
+    max_queue: int = Field(ge=0)
+    max_queue_wait_s: float = Field(ge=0)
+
+
+class BudgetSpec(Frozen):
+    """Extra attempts allowed: `share` of requests plus `floor_per_s`, over a sliding window."""
+
+    share: float = Field(ge=0, le=1)
+    floor_per_s: float = Field(ge=0)
+    window_s: float = Field(default=10.0, gt=0)
+
+
+class BreakerSpec(Frozen):
+    consecutive_failures: int = Field(default=5, gt=0)
+    error_rate: float = Field(default=0.5, gt=0, le=1)
+    min_volume: int = Field(default=20, gt=0)
+    window_s: float = Field(default=10.0, gt=0)
+    cool_down_s: float = Field(default=5.0, ge=0)
+    half_open_probes: int = Field(default=1, gt=0)
+
+
+class ReliabilitySpec(Frozen):
+    """Admission, retries, hedging and breakers (defaults measured in bench/chaos_primitives.py)."""
+
+    interactive: PoolSpec = PoolSpec(max_concurrency=64, max_queue=128, max_queue_wait_s=2.0)
+    background: PoolSpec = PoolSpec(max_concurrency=16, max_queue=256, max_queue_wait_s=30.0)
+    retry_budget: BudgetSpec = BudgetSpec(share=0.2, floor_per_s=1.0)
+    hedge_budget: BudgetSpec = BudgetSpec(share=0.14, floor_per_s=0.2)
+    max_retries_per_deployment: int = Field(default=1, ge=0, le=5)
+    backoff_base_s: float = Field(default=0.05, ge=0)
+    backoff_cap_s: float = Field(default=2.0, ge=0)
+    breaker: BreakerSpec = BreakerSpec()
+    hedge_percentile: float = Field(default=0.88, gt=0, lt=1)
+
+
 class ServerSpec(Frozen):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
     cache_dir: str | None = None
+    reliability: ReliabilitySpec = ReliabilitySpec()
 
 
 class RouterConfig(Frozen):

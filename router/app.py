@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from router.admission import AdmissionController, AdmissionPolicy
+from router.admission import AdmissionController
 from router.api.chat import ChatHandler
 from router.api.errors import error_response
 from router.api.explain import explain_endpoint
@@ -29,11 +29,12 @@ from router.api.meta import (
 )
 from router.classify.types import Classifier
 from router.errors import NotFoundError, RequestError
-from router.execution.runner import ExecutionState, Runner
+from router.execution.runner import Runner
 from router.idempotency import IdempotencyStore, MemoryIdempotencyStore
 from router.outcomes import FanOut, OutcomeSink
 from router.pipeline import ChatPipeline
 from router.providers.base import AdapterName, Provider
+from router.reliability import admission_controller, execution_state
 from router.runtime_config import RuntimeConfig
 
 
@@ -42,14 +43,14 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
               checks: Sequence[ReadinessCheck] = (),
               admission: AdmissionController | None = None,
               idempotency: IdempotencyStore | None = None) -> FastAPI:
-    execution = ExecutionState.create()
+    reliability = config.source.server.reliability
+    execution = execution_state(reliability)
     runner = Runner(providers, execution, clock=time.perf_counter)
     breakers = execution.breakers
     pipeline = ChatPipeline(config, classifier, runner,
                             health=lambda name: breakers.state(name) != "open")
     chat = ChatHandler(pipeline, FanOut(sinks),
-                       admission if admission is not None else AdmissionController(
-                           AdmissionPolicy(), time.monotonic),
+                       admission if admission is not None else admission_controller(reliability),
                        idempotency if idempotency is not None else MemoryIdempotencyStore(
                            time.monotonic))
 

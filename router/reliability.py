@@ -1,0 +1,47 @@
+"""Reliability parts built from the configuration: admission control and execution state.
+
+One place turns `server.reliability` into the process-wide objects the request path shares:
+the admission controller, the breakers, and the retry and hedge budgets.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from policies.schema import BudgetSpec, PoolSpec, ReliabilitySpec
+from router.admission import AdmissionController, AdmissionPolicy, PoolLimits
+from router.execution.backoff import BackoffPolicy
+from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.retry_budget import Budget, BudgetPolicy
+from router.execution.runner import ExecutionState
+
+
+def _pool(spec: PoolSpec) -> PoolLimits:
+    return PoolLimits(max_concurrency=spec.max_concurrency, max_queue=spec.max_queue,
+                      max_queue_wait_s=spec.max_queue_wait_s)
+
+
+def _budget(spec: BudgetSpec) -> Budget:
+    return Budget(BudgetPolicy(share=spec.share, floor_per_s=spec.floor_per_s,
+                               window_s=spec.window_s), time.monotonic)
+
+
+def admission_controller(spec: ReliabilitySpec) -> AdmissionController:
+    policy = AdmissionPolicy(pools={"interactive": _pool(spec.interactive),
+                                    "background": _pool(spec.background)})
+    return AdmissionController(policy, time.monotonic)
+
+
+def execution_state(spec: ReliabilitySpec, rng: random.Random | None = None) -> ExecutionState:
+    breaker = spec.breaker
+    breakers = BreakerRegistry(BreakerPolicy(
+        consecutive_failures=breaker.consecutive_failures, error_rate=breaker.error_rate,
+        min_volume=breaker.min_volume, window_s=breaker.window_s,
+        cool_down_s=breaker.cool_down_s, half_open_probes=breaker.half_open_probes),
+        time.monotonic)
+    return ExecutionState(
+        breakers=breakers, retries=_budget(spec.retry_budget), hedges=_budget(spec.hedge_budget),
+        backoff=BackoffPolicy(base_s=spec.backoff_base_s, cap_s=spec.backoff_cap_s),
+        max_retries_per_deployment=spec.max_retries_per_deployment,
+        rng=rng if rng is not None else random.Random())

@@ -232,8 +232,8 @@ def test_builtin_profiles_note_a_source_for_every_latency_number() -> None:
 
 
 def test_builtin_demo_models_differ_in_speed_and_price() -> None:
-    """The demo set spans speeds and prices (fast-small is cheaper and faster than large-slow)."""
-    small, large = presets.builtin("fast-small"), presets.builtin("large-slow")
+    """The demo set spans speeds and prices (sim-fast is cheaper and faster than sim-large)."""
+    small, large = presets.builtin("sim-fast"), presets.builtin("sim-large")
     assert small.ttft_p50_ms < large.ttft_p50_ms and small.tpot_p50_ms < large.tpot_p50_ms
     assert (small.price_output_per_mtok or math.inf) < (large.price_output_per_mtok or 0)
 

@@ -1,8 +1,8 @@
 """A small synchronous client of a running simulator's control API, for tests and benchmarks.
 
     control = SimulatorControl("http://127.0.0.1:8001")
-    control.set_profile("balanced", {"ttft_p50_ms": 2000, "ttft_p99_ms": 2500})
-    control.model_stats("balanced")["cancellations"]
+    control.set_profile("sim-balanced", {"ttft_p50_ms": 2000, "ttft_p99_ms": 2500})
+    control.model_stats("sim-balanced")["cancellations"]
 
 Errors from the simulator raise `httpx.HTTPStatusError` (422 for an unknown profile field).
 """

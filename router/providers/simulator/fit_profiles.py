@@ -224,31 +224,31 @@ def s1(provider: str, model: str) -> Selector:
 
 
 def demo_specs(rows: Sequence[Row]) -> list[DemoSpec]:
-    """The demo models: fast-small, balanced, large-slow, fast-queueing, flaky, throttled,
-    self-hosted."""
+    """The demo models (names as in `policies/defaults/simulator.yaml`): sim-fast, sim-balanced,
+    sim-large, plus sim-fast-queueing, sim-flaky, sim-throttled, sim-self-hosted."""
     hosted = hosted_slope_source(rows)
     s3 = s3_prefill_slope(rows)
     return [
-        _hosted("fast-small", s2("anthropic", "claude-3-haiku-20240307"), 0.05, hosted,
+        _hosted("sim-fast", s2("anthropic", "claude-3-haiku-20240307"), 0.05, hosted,
                 {"accuracy": 0.70, "context_window": 200_000, "price_input_per_mtok": 0.25,
                  "price_output_per_mtok": 1.25}, PRICE_SOURCE),
-        _hosted("balanced", s2("anthropic", "claude-3-sonnet-20240229"), 0.1, hosted,
+        _hosted("sim-balanced", s2("anthropic", "claude-3-sonnet-20240229"), 0.1, hosted,
                 {"accuracy": 0.85, "context_window": 200_000, "price_input_per_mtok": 3.0,
                  "price_output_per_mtok": 15.0}, PRICE_SOURCE),
-        _hosted("large-slow", s2("anthropic", "claude-3-opus-20240229"), 0.25, hosted,
+        _hosted("sim-large", s2("anthropic", "claude-3-opus-20240229"), 0.25, hosted,
                 {"accuracy": 0.95, "context_window": 200_000, "price_input_per_mtok": 15.0,
                  "price_output_per_mtok": 75.0}, PRICE_SOURCE),
-        _hosted("fast-queueing", s2("groq", "mixtral-8x7b-instruct"), 0.02, hosted,
+        _hosted("sim-fast-queueing", s2("groq", "mixtral-8x7b-instruct"), 0.02, hosted,
                 {"accuracy": 0.75, "context_window": 32_768, "price_input_per_mtok": 0.27,
                  "price_output_per_mtok": 0.27}, PRICE_SOURCE, use_tail=True),
-        _hosted("flaky", s1("perplexity", "llama-2-70b-chat"), 0.2, hosted,
+        _hosted("sim-flaky", s1("perplexity", "llama-2-70b-chat"), 0.2, hosted,
                 {"accuracy": 0.80, "context_window": 4096, "error_rate_500": 0.0067,
                  "price_input_per_mtok": 0.7, "price_output_per_mtok": 2.8}, PRICE_ASSUMED),
-        _hosted("throttled", s1("lepton", "llama-2-70b-chat"), 0.2, hosted,
+        _hosted("sim-throttled", s1("lepton", "llama-2-70b-chat"), 0.2, hosted,
                 {"accuracy": 0.80, "context_window": 4096, "retry_after_s": 1.0,
                  "price_input_per_mtok": 0.8, "price_output_per_mtok": 0.8}, PRICE_ASSUMED),
         DemoSpec(
-            "self-hosted", Selector("philschmid-llmperf", S3_VLLM, "yi-1.5-34b-chat",
+            "sim-self-hosted", Selector("philschmid-llmperf", S3_VLLM, "yi-1.5-34b-chat",
                                     scenario="in550_out150_c1"),
             s3, "S3 vLLM 0.4.3 Yi-1.5-34B: (TTFT p50 at c=4 - at c=1) / 3 / 550 tokens",
             extra={"accuracy": 0.78, "context_window": 4096, "prefix_cache_factor": 0.25,

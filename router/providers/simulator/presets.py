@@ -2,7 +2,7 @@
 
     instant()                       no latency, 16 output tokens, no faults (overhead baselines)
     steady(ttft_ms=200, tpot_ms=5)  constant latency (p50 = p99), for tests that observe time
-    builtin("balanced")             one of the fitted demo models of `default_profiles.json`
+    builtin("sim-balanced")             one of the fitted demo models of `default_profiles.json`
 
 Each takes an optional mapping of further profile fields. `write_profile_file` writes a file for
 `slorouter sim --profile`.

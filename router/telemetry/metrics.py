@@ -5,18 +5,18 @@ TPOT; client operation duration per upstream attempt; token usage) and slorouter
 (decisions by route, cache lookups by status, retries, fallbacks, hedges, admission rejections,
 cost). State that lives elsewhere (breaker state, SLO attainment and burn) is exported through
 `register_gauge`, whose callbacks run at collection time (a scrape or an OTLP export, possibly on
-the exporter's thread): they must be cheap and only read.
+the exporter's thread): they must be cheap and only read. Instruments live in a
+`MetricRegistry` (see `aggregate` for why not the SDK's instruments).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Final
-
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 from router.outcomes import Outcome
 from router.telemetry import attributes as A
+from router.telemetry.aggregate import GaugeCallback, MetricRegistry
 from router.telemetry.attributes import AttrValue, DeploymentInfo
 
 # Recommended ExplicitBucketBoundaries (OpenTelemetry GenAI semantic conventions).
@@ -35,35 +35,30 @@ SLO_BURN_RATE: Final = "slorouter.slo.burn_rate"  # error-budget burn; {task, ob
 ADMISSION_REJECTED: Final = "OverloadedError"
 
 Labels = Mapping[str, AttrValue]
-GaugeCallback = Callable[[], Iterable[tuple[float, Labels]]]
 
 
 class RouterMetrics:
-    def __init__(self, meter: Meter, deployments: Mapping[str, DeploymentInfo]) -> None:
-        self._meter = meter
+    def __init__(self, registry: MetricRegistry,
+                 deployments: Mapping[str, DeploymentInfo]) -> None:
+        self.registry = registry
         self._deployments = deployments
-        hist = meter.create_histogram
+        hist = registry.histogram
         self.request_duration = hist(
-            "gen_ai.server.request.duration", unit="s",
-            description="Time from a request's arrival to its last byte (E2E).",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
+            "gen_ai.server.request.duration", DURATION_BUCKETS, unit="s",
+            description="Time from a request's arrival to its last byte (E2E).")
         self.ttft = hist(
-            "gen_ai.server.time_to_first_token", unit="s",
-            description="Time from a request's arrival to its first content chunk.",
-            explicit_bucket_boundaries_advisory=TTFT_BUCKETS)
+            "gen_ai.server.time_to_first_token", TTFT_BUCKETS, unit="s",
+            description="Time from a request's arrival to its first content chunk.")
         self.tpot = hist(
-            "gen_ai.server.time_per_output_token", unit="s",
-            description="(t_last_token - t_first_token) / (output_tokens - 1).",
-            explicit_bucket_boundaries_advisory=TPOT_BUCKETS)
+            "gen_ai.server.time_per_output_token", TPOT_BUCKETS, unit="s",
+            description="(t_last_token - t_first_token) / (output_tokens - 1).")
         self.operation_duration = hist(
-            "gen_ai.client.operation.duration", unit="s",
-            description="Duration of one upstream attempt.",
-            explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
+            "gen_ai.client.operation.duration", DURATION_BUCKETS, unit="s",
+            description="Duration of one upstream attempt.")
         self.token_usage = hist(
-            "gen_ai.client.token.usage", unit="{token}",
-            description="Input and output tokens per request.",
-            explicit_bucket_boundaries_advisory=TOKEN_BUCKETS)
-        counter = meter.create_counter
+            "gen_ai.client.token.usage", TOKEN_BUCKETS, unit="{token}",
+            description="Input and output tokens per request.")
+        counter = registry.counter
         self.decisions = counter("slorouter.decisions", unit="{request}",
                                  description="Routing decisions by task, risk and model.")
         self.cache = counter("slorouter.cache.lookups", unit="{request}",
@@ -141,9 +136,4 @@ class RouterMetrics:
     def register_gauge(self, name: str, callback: GaugeCallback, description: str = "",
                        unit: str = "1") -> None:
         """Export state kept elsewhere; `callback` returns (value, labels) pairs when collected."""
-
-        def observe(_: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(value, dict(labels)) for value, labels in callback()]
-
-        self._meter.create_observable_gauge(name, callbacks=[observe], unit=unit,
-                                            description=description)
+        self.registry.gauge(name, callback, unit=unit, description=description)

@@ -1,9 +1,9 @@
-"""`GET /metrics`: the OpenTelemetry metrics rendered as Prometheus text exposition format.
+"""`GET /metrics`: the registry's metrics rendered as Prometheus text exposition format.
 
-A pull `MetricReader` (the SDK's `InMemoryMetricReader`, cumulative) is collected on each
-scrape and converted to `prometheus_client` metric families, which also write the text, so the
-output is valid by construction. Naming follows the OTel→Prometheus rules: dots become
-underscores, a unit of `s` adds `_seconds`, counters end in `_total`, `{annotations}` add nothing.
+Each scrape collects `MetricRegistry` snapshots and converts them to `prometheus_client` metric
+families, which also write the text, so the output is valid by construction. Naming follows the
+OTel→Prometheus rules: dots become underscores, a unit of `s` adds `_seconds`, counters end in
+`_total`, `{annotation}` units add nothing.
 """
 
 from __future__ import annotations
@@ -11,25 +11,17 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
-from opentelemetry.sdk.metrics.export import (
-    Gauge,
-    Histogram,
-    InMemoryMetricReader,
-    Metric,
-    MetricsData,
-    Sum,
-)
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
     HistogramMetricFamily,
 )
-from prometheus_client.core import (
-    Metric as PromMetric,
-)
+from prometheus_client.core import Metric as PromMetric
 from starlette.requests import Request
 from starlette.responses import Response
+
+from router.telemetry.aggregate import MetricRegistry, Point, Snapshot
 
 _INVALID = re.compile(r"[^a-zA-Z0-9_]")
 _UNITS = {"s": "seconds", "ms": "milliseconds", "By": "bytes", "USD": "usd"}
@@ -41,78 +33,61 @@ def prom_name(name: str, unit: str) -> str:
     return f"{base}_{suffix}" if suffix and not base.endswith(suffix) else base
 
 
-def _label_names(points: Sequence[object]) -> list[str]:
-    names: set[str] = set()
-    for point in points:
-        names.update(getattr(point, "attributes", None) or {})
-    return sorted(names)
+def _label_names(points: Sequence[Point]) -> list[str]:
+    return sorted({key for point in points for key, _ in point.labels})
 
 
-def _values(point: object, keys: Sequence[str]) -> list[str]:
-    attrs = getattr(point, "attributes", None) or {}
-    return [str(attrs.get(key, "")) for key in keys]
+def _values(point: Point, keys: Sequence[str]) -> list[str]:
+    labels = dict(point.labels)
+    return [str(labels.get(key, "")) for key in keys]
 
 
-def _family(metric: Metric) -> PromMetric | None:
-    data = metric.data
-    name = prom_name(metric.name, metric.unit or "")
-    keys = _label_names(data.data_points)
+def family(snapshot: Snapshot) -> PromMetric:
+    name = prom_name(snapshot.name, snapshot.unit)
+    keys = _label_names(snapshot.points)
     labels = [_INVALID.sub("_", k) for k in keys]
-    doc = metric.description or metric.name
-    if isinstance(data, Histogram):
+    doc = snapshot.description or snapshot.name
+    if snapshot.kind == "histogram":
         hist = HistogramMetricFamily(name, doc, labels=labels)
-        for point in data.data_points:
+        for point in snapshot.points:
             running, buckets = 0, []
-            for bound, count in zip(point.explicit_bounds, point.bucket_counts, strict=False):
+            for bound, count in zip(snapshot.bounds, point.buckets, strict=False):
                 running += count
-                buckets.append((_le(bound), float(running)))
+                buckets.append((repr(bound), float(running)))
             buckets.append(("+Inf", float(point.count)))
-            hist.add_metric(_values(point, keys), buckets, point.sum)
+            hist.add_metric(_values(point, keys), buckets, point.total)
         return hist
-    if isinstance(data, Sum) and data.is_monotonic:
-        counter = CounterMetricFamily(name, doc, labels=labels)
-        for sum_point in data.data_points:
-            counter.add_metric(_values(sum_point, keys), float(sum_point.value))
-        return counter
-    if isinstance(data, Sum | Gauge):
-        gauge = GaugeMetricFamily(name, doc, labels=labels)
-        for gauge_point in data.data_points:
-            gauge.add_metric(_values(gauge_point, keys), float(gauge_point.value))
-        return gauge
-    return None
-
-
-def _le(bound: float) -> str:
-    return repr(float(bound))
+    made = (CounterMetricFamily(name, doc, labels=labels) if snapshot.kind == "counter"
+            else GaugeMetricFamily(name, doc, labels=labels))
+    for point in snapshot.points:
+        made.add_metric(_values(point, keys), point.value)
+    return made
 
 
 class _Collector:
-    def __init__(self, reader: InMemoryMetricReader) -> None:
-        self._reader = reader
+    def __init__(self, registry: MetricRegistry) -> None:
+        self._registry = registry
 
     def collect(self) -> Iterator[PromMetric]:
-        data: MetricsData | None = self._reader.get_metrics_data()
-        if data is None:
-            return
-        for resource in data.resource_metrics:
-            for scope in resource.scope_metrics:
-                for metric in scope.metrics:
-                    family = _family(metric)
-                    if family is not None:
-                        yield family
+        for snapshot in self._registry.collect():
+            yield family(snapshot)
 
 
-def render(reader: InMemoryMetricReader) -> bytes:
-    """Collect `reader` now and return Prometheus text exposition format 0.0.4."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(reader))
-    return generate_latest(registry)
+def render(registry: MetricRegistry) -> bytes:
+    """Collect now and return Prometheus text exposition format 0.0.4."""
+    target = CollectorRegistry(auto_describe=False)
+    target.register(_Collector(registry))
+    return generate_latest(target)
 
 
-def metrics_endpoint(reader: InMemoryMetricReader) -> Callable[[Request], Awaitable[Response]]:
-    """A Starlette endpoint for `GET /metrics`."""
+def metrics_endpoint(registry: MetricRegistry,
+                     before: Callable[[], object] | None = None
+                     ) -> Callable[[Request], Awaitable[Response]]:
+    """A Starlette endpoint for `GET /metrics`; `before` runs first (e.g. a telemetry flush)."""
 
     async def endpoint(_: Request) -> Response:
-        return Response(render(reader), media_type=CONTENT_TYPE_LATEST)
+        if before is not None:
+            before()
+        return Response(render(registry), media_type=CONTENT_TYPE_LATEST)
 
     return endpoint

@@ -1,8 +1,9 @@
-"""Assemble telemetry from `TelemetrySettings`: span processors, meter provider, readers.
+"""Assemble telemetry from `TelemetrySettings`: span processor, metric registry, exporters.
 
 The one place that chooses exporters (otlp | console | none) and builds the parts the app
 mounts: `Telemetry.sink` (an `OutcomeSink`), `Telemetry.metrics_endpoint` (for `GET /metrics`),
-`Telemetry.metrics.register_gauge` (for other parts' state) and `Telemetry.shutdown()`.
+`Telemetry.metrics.register_gauge` (for other parts' state), `Telemetry.start_trace` (at
+arrival) and `Telemetry.shutdown()` (at exit: flushes spans and a last metric export).
 """
 
 from __future__ import annotations
@@ -10,17 +11,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricReader
+from opentelemetry.sdk.metrics.export import MetricExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from starlette.requests import Request
 from starlette.responses import Response
 
+from router.telemetry.aggregate import MetricRegistry
 from router.telemetry.attributes import DeploymentInfo
 from router.telemetry.context import TraceContext, start_trace
 from router.telemetry.metrics import RouterMetrics
+from router.telemetry.otlp import PeriodicExport
 from router.telemetry.prometheus import metrics_endpoint, render
 from router.telemetry.settings import TelemetrySettings
 from router.telemetry.sink import TelemetrySink
@@ -32,9 +34,8 @@ class Telemetry:
     settings: TelemetrySettings
     sink: TelemetrySink
     metrics: RouterMetrics
-    meter_provider: MeterProvider
-    prometheus_reader: InMemoryMetricReader | None
     span_processor: SpanProcessor | None
+    metric_export: PeriodicExport | None
 
     def start_trace(self, traceparent: str | None, tracestate: str | None = None) -> TraceContext:
         """Call at arrival: continue the client's trace or start one (sampled per settings)."""
@@ -42,26 +43,32 @@ class Telemetry:
 
     @property
     def metrics_endpoint(self) -> Callable[[Request], Awaitable[Response]] | None:
-        if self.prometheus_reader is None:
+        """`GET /metrics` (None when `prometheus` is off); it flushes queued outcomes first."""
+        if not self.settings.prometheus:
             return None
-        return metrics_endpoint(self.prometheus_reader)
+        return metrics_endpoint(self.metrics.registry, before=self.sink.flush)
 
     def prometheus_text(self) -> bytes:
         self.sink.flush()
-        return render(self.prometheus_reader) if self.prometheus_reader is not None else b""
+        return render(self.metrics.registry)
 
     def shutdown(self) -> None:
         self.sink.flush()
         if self.span_processor is not None:
             self.span_processor.shutdown()
-        self.meter_provider.shutdown()
+        if self.metric_export is not None:
+            self.metric_export.shutdown()
+
+
+def _endpoint(settings: TelemetrySettings, signal: str) -> str:
+    return settings.otlp_endpoint.rstrip("/") + f"/v1/{signal}"
 
 
 def _span_exporter(settings: TelemetrySettings) -> SpanExporter | None:
     if settings.exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        return OTLPSpanExporter(endpoint=settings.otlp_endpoint.rstrip("/") + "/v1/traces",
+        return OTLPSpanExporter(endpoint=_endpoint(settings, "traces"),
                                 headers=settings.otlp_headers)
     if settings.exporter == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
@@ -70,41 +77,34 @@ def _span_exporter(settings: TelemetrySettings) -> SpanExporter | None:
     return None
 
 
-def _metric_readers(settings: TelemetrySettings) -> list[MetricReader]:
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-
-    interval_ms = settings.metrics_export_interval_s * 1e3
+def _metric_exporter(settings: TelemetrySettings) -> MetricExporter | None:
     if settings.exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
-        exporter = OTLPMetricExporter(
-            endpoint=settings.otlp_endpoint.rstrip("/") + "/v1/metrics",
-            headers=settings.otlp_headers)
-        return [PeriodicExportingMetricReader(exporter, export_interval_millis=interval_ms)]
+        return OTLPMetricExporter(endpoint=_endpoint(settings, "metrics"),
+                                  headers=settings.otlp_headers)
     if settings.exporter == "console":
         from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 
-        return [PeriodicExportingMetricReader(ConsoleMetricExporter(),
-                                              export_interval_millis=interval_ms)]
-    return []
+        return ConsoleMetricExporter()
+    return None
 
 
 def build_telemetry(settings: TelemetrySettings, deployments: Mapping[str, DeploymentInfo],
                     span_processor: SpanProcessor | None = None,
-                    extra_readers: tuple[MetricReader, ...] = ()) -> Telemetry:
-    """Build telemetry; tests pass their own `span_processor` (e.g. over an in-memory exporter)."""
+                    metric_exporter: MetricExporter | None = None) -> Telemetry:
+    """Build telemetry; tests pass their own processor/exporter (e.g. in-memory ones)."""
     resource = Resource.create({"service.name": settings.service_name})
-    prometheus = InMemoryMetricReader() if settings.prometheus else None
-    readers = [*_metric_readers(settings), *extra_readers]
-    if prometheus is not None:
-        readers.append(prometheus)
-    provider = MeterProvider(metric_readers=readers, resource=resource, shutdown_on_exit=False)
-    metrics = RouterMetrics(provider.get_meter("slorouter"), deployments)
+    metrics = RouterMetrics(MetricRegistry(), deployments)
     if span_processor is None and settings.traces_enabled:
         exporter = _span_exporter(settings)
         span_processor = BatchSpanProcessor(exporter) if exporter is not None else None
     spans = (SpanBuilder(span_processor, resource, deployments, EpochAnchor.now())
              if span_processor is not None else None)
+    chosen = metric_exporter if metric_exporter is not None else _metric_exporter(settings)
+    export = (PeriodicExport(metrics.registry, chosen, resource,
+                             settings.metrics_export_interval_s).start()
+              if chosen is not None else None)
     sink = TelemetrySink(metrics, spans, settings.flush_delay_s, settings.queue_max,
                          settings.sample_ratio)
-    return Telemetry(settings, sink, metrics, provider, prometheus, span_processor)
+    return Telemetry(settings, sink, metrics, span_processor, export)

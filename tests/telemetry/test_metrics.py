@@ -92,3 +92,23 @@ def test_registered_gauges_are_read_at_scrape_time() -> None:
     family = {f.name: f for f in text_string_to_metric_families(text)}["slorouter_breaker_state"]
     assert {s.labels["slorouter_deployment"]: s.value for s in family.samples} == {
         "pt-fast": 1.0, "claude": 2.0}
+
+
+def test_snapshots_convert_to_otlp_metrics_data_that_encodes() -> None:
+    """Registry snapshots become SDK MetricsData the OTLP encoder accepts, buckets intact."""
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+    from opentelemetry.sdk.resources import Resource
+
+    from router.telemetry.otlp import to_metrics_data
+
+    telemetry, _ = in_memory_telemetry(TelemetrySettings())
+    telemetry.sink.record(streamed_with_retry()[0])
+    registry = telemetry.metrics.registry
+    data = to_metrics_data(registry.collect(), Resource.create({}), registry.start_ns,
+                           registry.start_ns + 1)
+    request = encode_metrics(data)
+    metrics = {m.name: m for m in request.resource_metrics[0].scope_metrics[0].metrics}
+    ttft = metrics["gen_ai.server.time_to_first_token"].histogram.data_points[0]
+    assert list(ttft.explicit_bounds) == list(TTFT_BUCKETS)
+    assert (ttft.count, sum(ttft.bucket_counts)) == (1, 1)
+    assert metrics["slorouter.retries"].sum.is_monotonic

@@ -248,3 +248,13 @@ def test_committed_profiles_are_what_the_fitting_script_produces() -> None:
     from router.providers.simulator.profile import dump_profile_file, load_profile_file
 
     assert dump_profile_file(fit(DATA)) == dump_profile_file(load_profile_file())
+
+
+def test_output_lengths_over_many_requests_follow_the_profile() -> None:
+    """Deterministic per request, yet across requests the lengths have the configured median."""
+    profile = presets.instant({"output_tokens_p50": 129, "output_tokens_p99": 601,
+                               "output_tokens_max": 1000})
+    lengths = [float(len(build_answer(request(f"q{i}"), profile).pieces)) for i in range(3000)]
+    assert quantile(lengths, 0.5) == pytest.approx(129, rel=0.1)
+    assert quantile(lengths, 0.99) == pytest.approx(601, rel=0.2)
+    assert max(lengths) <= 1000

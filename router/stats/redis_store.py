@@ -89,6 +89,12 @@ class RedisStatsStore:
     def task_summary(self, task: Task) -> KeySummary | None:
         return self.local.task_summary(task)
 
+    def refresh(self) -> int:
+        return self.local.refresh()
+
+    async def run_refresher(self) -> None:
+        await self.local.run_refresher()
+
     @property
     def healthy(self) -> bool:
         return self._healthy

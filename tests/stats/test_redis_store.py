@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 
 from router.stats import LocalStatsStore, Observation, RedisStatsStore, RedisSyncConfig
 from tests.stats.sim import FakeClock
+from tests.support.procs import ManagedProcess
 from tests.support.redis_server import start_redis
 
 
@@ -86,3 +87,28 @@ async def test_redis_down_falls_back_to_local_view_and_reports_it(tmp_path: Path
         assert _n(two, "A", clock) < 3.0 < shared
     finally:
         server.stop()
+
+
+async def test_replica_republishes_and_reports_healthy_when_redis_returns(
+        tmp_path: Path) -> None:
+    """After a restart of redis-server on the same port, a sync succeeds and re-shares state."""
+    server = start_redis(tmp_path)
+    url = f"redis://127.0.0.1:{server.port}/0"
+    clock = FakeClock()
+    one, two = _replica(url, "t", "one", clock), _replica(url, "t", "two", clock)
+    restarted = None
+    try:
+        for i in range(20):
+            one.record(_obs("A", 0.3, clock.now + i * 0.01))
+        assert await one.sync_once()
+        server.kill()
+        assert not await one.sync_once() and not one.healthy
+        restarted = ManagedProcess(server.argv, server.port, log_path=tmp_path / "r2.log").start()
+        assert await one.sync_once() and one.healthy and one.status().healthy
+        assert await two.sync_once()
+        clock.now += 1.0
+        assert _n(two, "A", clock) == pytest.approx(_n(one, "A", clock), rel=1e-6)
+    finally:
+        server.stop()
+        if restarted is not None:
+            restarted.stop()

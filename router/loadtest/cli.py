@@ -1,8 +1,83 @@
-"""Placeholder: sub-commands of this area are registered here (see `router.cli`)."""
+"""`slorouter bench`: run a workload mix open-loop against an OpenAI-compatible endpoint.
+
+    slorouter bench --url http://127.0.0.1:8080 [--workload bench/workloads/default.json]
+                    [--rate 10] [--duration 60] [--max-requests N] [--seed 7] [--model NAME]
+                    [--api-key KEY | env SLOROUTER_BENCH_API_KEY] [--out DIR] [--json]
+
+Prints achieved rate, E2E/TTFT/TPOT percentiles and errors by class, per request class and for
+stream/non-stream; writes `summary.json`, `latency_hist.png` and `percentiles_over_time.png`
+to `--out`. Heavy imports stay inside the handler so `slorouter --help` stays fast.
+"""
+
+from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
+DEFAULT_WORKLOAD = Path("bench/workloads/default.json")
 
-def add_parser(subparsers: "argparse._SubParsersAction[Any]") -> None:
-    """No sub-commands yet."""
+
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser("bench", help="open-loop load test with a workload mix",
+                                   description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--url", required=True, help="base URL (…/v1/chat/completions is added)")
+    parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
+    parser.add_argument("--rate", type=float, default=10.0, help="mean arrivals per second")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals")
+    parser.add_argument("--max-requests", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--model", default=None, help="override the mix's model name")
+    parser.add_argument("--api-key", default=os.environ.get("SLOROUTER_BENCH_API_KEY"))
+    parser.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
+    parser.add_argument("--out", type=Path, default=Path("bench/out/bench"))
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.set_defaults(func=handler)
+
+
+def chat_url(base: str) -> str:
+    base = base.rstrip("/")
+    if base.endswith("/chat/completions"):
+        return base
+    return base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
+
+
+def handler(args: argparse.Namespace) -> int:
+    import asyncio
+    import dataclasses
+    import sys
+
+    import orjson
+
+    from router.loadtest.loadgen import poisson_schedule, run_plan
+    from router.loadtest.plots import latency_histogram, percentiles_over_time
+    from router.loadtest.progress import Progress
+    from router.loadtest.stats import format_summary, summarize
+    from router.loadtest.workload import load_workload, plan_requests
+
+    try:
+        workload = load_workload(args.workload)
+    except (OSError, ValueError) as exc:
+        print(f"slorouter bench: {exc}", file=sys.stderr)
+        return 2
+    count = len(poisson_schedule(args.rate, args.duration, args.seed, args.max_requests))
+    plan = plan_requests(workload, count, args.seed, args.model)
+    bar = None if args.no_progress else Progress(count, f"{workload.mix.name}@{args.rate:g}/s")
+    result = asyncio.run(run_plan(args.url, chat_url(args.url), plan, args.rate, args.duration,
+                                  args.seed, args.api_key, args.timeout,
+                                  bar.update if bar else None))
+    if bar is not None:
+        bar.close()
+    summary = summarize(result)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_bytes(
+        orjson.dumps(dataclasses.asdict(summary), option=orjson.OPT_INDENT_2))
+    latency_histogram([result], args.out / "latency_hist.png")
+    percentiles_over_time(result, args.out / "percentiles_over_time.png")
+    print(orjson.dumps(dataclasses.asdict(summary)).decode() if args.json
+          else format_summary(summary))
+    print(f"wrote {args.out}/summary.json, latency_hist.png, percentiles_over_time.png",
+          file=sys.stderr)
+    return 0 if summary.ok else 1

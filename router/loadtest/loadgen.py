@@ -1,0 +1,181 @@
+"""Open-loop load: Poisson arrivals at a target rate, sent independently of responses.
+
+Arrival times are drawn up front from a seed (`poisson_schedule`), so every target sees the same
+schedule and the same bodies. Each request is its own task started at its arrival time, whatever
+earlier requests are doing; the run is bounded by a request count and a duration. A `Sample`
+records E2E, TTFT (first *content* chunk for streams; the whole response otherwise), TPOT (from
+the stream's first and last content chunk and the usage's output tokens) and an error class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+import numpy as np
+import orjson
+
+from router.loadtest.workload import PlannedRequest
+
+_CONTENT = re.compile(rb'"content":\s?"[^"]')
+_USAGE = re.compile(rb'"completion_tokens":\s?(\d+)')
+
+ProgressFn = Callable[[int, int, int, float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    started: float  # seconds since the run started
+    ttft_s: float | None
+    e2e_s: float | None
+    status: int
+    error: str | None = None
+    cls: str = ""
+    stream: bool = False
+    tpot_s: float | None = None
+    output_tokens: int | None = None
+
+
+@dataclass
+class RunResult:
+    target: str
+    rate: float
+    duration_s: float
+    samples: list[Sample] = field(default_factory=list)
+    wall_s: float = 0.0  # from the first send to the last answer
+
+    def ok(self) -> list[Sample]:
+        return [s for s in self.samples if s.status == 200 and s.error is None]
+
+    def percentiles_ms(self, metric: str, qs: Sequence[float] = (50, 99)) -> list[float]:
+        values = [getattr(s, metric) for s in self.ok() if getattr(s, metric) is not None]
+        if not values:
+            return [float("nan")] * len(qs)
+        return [float(v) * 1e3 for v in np.percentile(values, qs)]
+
+    @property
+    def achieved_rate(self) -> float:
+        return len(self.samples) / self.duration_s if self.duration_s else 0.0
+
+    def errors(self) -> int:
+        return len(self.samples) - len(self.ok())
+
+
+def poisson_schedule(rate: float, duration_s: float, seed: int,
+                     max_requests: int | None = None) -> np.ndarray:
+    """Arrival offsets (s) of a Poisson process at `rate`, within `duration_s`, at most N."""
+    rng = np.random.default_rng(seed)
+    count = int(rate * duration_s * 1.5) + 10
+    times = np.cumsum(rng.exponential(1.0 / rate, size=count))
+    times = times[times < duration_s]
+    return times[:max_requests] if max_requests is not None else times
+
+
+async def _read_stream(response: aiohttp.ClientResponse, started: float
+                       ) -> tuple[float | None, float | None, int | None, str | None]:
+    first = last = None
+    tokens: int | None = None
+    error, done = None, False
+    async for line in response.content:
+        if not line.startswith(b"data: "):
+            continue
+        if line.startswith(b"data: [DONE]"):
+            done = True
+            break
+        if _CONTENT.search(line):
+            last = time.perf_counter()
+            first = first if first is not None else last
+        elif b'"error"' in line:
+            error = "stream_error"
+        usage = _USAGE.search(line) if b'"usage"' in line else None
+        if usage is not None:
+            tokens = int(usage.group(1))
+    if error is None and not done:
+        error = "truncated"
+    ttft = first - started if first is not None else None
+    tpot = (last - first) / (tokens - 1) if (first is not None and last is not None
+                                             and tokens is not None and tokens > 1) else None
+    return ttft, tpot, tokens, error
+
+
+async def send_one(session: aiohttp.ClientSession, url: str, request: PlannedRequest,
+                   headers: Mapping[str, str], origin: float) -> Sample:
+    started = time.perf_counter()
+    offset = started - origin
+    try:
+        async with session.post(url, data=request.body, headers=headers) as response:
+            if response.status != 200:
+                await response.read()
+                return Sample(offset, None, time.perf_counter() - started, response.status,
+                              f"http_{response.status}", request.cls, request.stream)
+            if not request.stream:
+                raw = await response.read()
+                elapsed = time.perf_counter() - started
+                usage = _USAGE.search(raw)
+                return Sample(offset, elapsed, elapsed, 200, None, request.cls, False, None,
+                              int(usage.group(1)) if usage else None)
+            ttft, tpot, tokens, error = await _read_stream(response, started)
+            return Sample(offset, ttft, time.perf_counter() - started, 200, error, request.cls,
+                          True, tpot, tokens)
+    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        return Sample(offset, None, None, 0, type(exc).__name__, request.cls, request.stream)
+
+
+async def run_plan(target: str, url: str, plan: Sequence[PlannedRequest], rate: float,
+                   duration_s: float, seed: int = 7, api_key: str | None = None,
+                   timeout_s: float = 30.0, progress: ProgressFn | None = None) -> RunResult:
+    """Send `plan[i]` at the i-th Poisson arrival; wait (bounded by `timeout_s`) for all."""
+    headers = {"content-type": "application/json"}
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
+    schedule = poisson_schedule(rate, duration_s, seed, max_requests=len(plan))
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        origin = time.perf_counter()
+        tasks: list[asyncio.Task[Sample]] = []
+        ticker = _ticker(tasks, len(schedule), origin, progress) if progress else None
+        for at, request in zip(schedule, plan, strict=False):
+            delay = origin + float(at) - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(send_one(session, url, request, headers, origin)))
+        samples = list(await asyncio.gather(*tasks))
+        if ticker is not None:
+            ticker.cancel()
+            _report(tasks, len(schedule), origin, progress)
+    return RunResult(target, rate, duration_s, samples, time.perf_counter() - origin)
+
+
+def _report(tasks: Sequence[asyncio.Task[Sample]], total: int, origin: float,
+            progress: ProgressFn | None) -> None:
+    if progress is None:
+        return
+    done = [t for t in tasks if t.done()]
+    errors = sum(1 for t in done if not t.cancelled() and t.result().error is not None)
+    progress(len(tasks), len(done), errors, time.perf_counter() - origin)
+
+
+def _ticker(tasks: Sequence[asyncio.Task[Sample]], total: int, origin: float,
+            progress: ProgressFn) -> asyncio.Task[None]:
+    async def tick() -> None:
+        while True:
+            _report(tasks, total, origin, progress)
+            await asyncio.sleep(0.5)
+
+    return asyncio.create_task(tick())
+
+
+async def run_open_loop(target: str, url: str, payload: dict[str, object], rate: float,
+                        duration_s: float, seed: int = 7, api_key: str | None = None,
+                        timeout_s: float = 30.0) -> RunResult:
+    """One fixed payload at Poisson times (the form `bench/overhead.py` uses)."""
+    stream = bool(payload.get("stream"))
+    count = len(poisson_schedule(rate, duration_s, seed))
+    request = PlannedRequest("fixed", stream, orjson.dumps(payload))
+    return await run_plan(target, url, [request] * count, rate, duration_s, seed, api_key,
+                          timeout_s)

@@ -1,0 +1,98 @@
+"""Summaries of a run: achieved rate, E2E/TTFT/TPOT percentiles, errors by class, segments.
+
+Pure functions over `Sample`s. Percentiles are reported at p50/p90/p95/p99 (DESIGN.md §1: never
+an average alone), for all requests and per segment (request class; stream or not).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from router.loadtest.loadgen import RunResult, Sample
+
+QUANTILES = (50, 90, 95, 99)
+METRICS = ("e2e_s", "ttft_s", "tpot_s")
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    count: int
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+
+    @classmethod
+    def of(cls, values_s: Sequence[float]) -> Percentiles:
+        if not values_s:
+            nan = float("nan")
+            return cls(0, nan, nan, nan, nan)
+        p = np.percentile(np.asarray(values_s) * 1e3, QUANTILES)
+        return cls(len(values_s), float(p[0]), float(p[1]), float(p[2]), float(p[3]))
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    target: str
+    sent: int
+    ok: int
+    target_rate: float
+    achieved_rate: float  # sent / scheduled duration
+    completed_rate: float  # ok / wall time until the last answer
+    latency_ms: dict[str, Percentiles]
+    errors: dict[str, int]
+    segments: dict[str, dict[str, Percentiles]]
+
+
+def _metric(samples: Iterable[Sample], name: str) -> list[float]:
+    return [v for s in samples if (v := getattr(s, name)) is not None]
+
+
+def _ok(samples: Iterable[Sample]) -> list[Sample]:
+    return [s for s in samples if s.status == 200 and s.error is None]
+
+
+def summarize(result: RunResult) -> Summary:
+    ok = _ok(result.samples)
+    errors = Counter(s.error or f"http_{s.status}" for s in result.samples
+                     if not (s.status == 200 and s.error is None))
+    segments: dict[str, dict[str, Percentiles]] = {}
+    keys = [*sorted({s.cls for s in ok}), "stream", "non-stream"]
+    for key in keys:
+        chosen = ([s for s in ok if s.stream] if key == "stream" else
+                  [s for s in ok if not s.stream] if key == "non-stream" else
+                  [s for s in ok if s.cls == key])
+        segments[key] = {m: Percentiles.of(_metric(chosen, m)) for m in METRICS}
+    return Summary(
+        target=result.target, sent=len(result.samples), ok=len(ok),
+        target_rate=result.rate,
+        achieved_rate=len(result.samples) / result.duration_s if result.duration_s else 0.0,
+        completed_rate=len(ok) / result.wall_s if result.wall_s else 0.0,
+        latency_ms={m: Percentiles.of(_metric(ok, m)) for m in METRICS},
+        errors=dict(sorted(errors.items())), segments=segments)
+
+
+def _row(name: str, p: Percentiles) -> str:
+    return (f"  {name:<26}{p.count:>7}{p.p50:>10.1f}{p.p90:>10.1f}{p.p95:>10.1f}"
+            f"{p.p99:>10.1f}")
+
+
+def format_summary(summary: Summary) -> str:
+    """A plain-text report (milliseconds)."""
+    lines = [f"target {summary.target}: sent {summary.sent}, ok {summary.ok}, "
+             f"rate target {summary.target_rate:g}/s, achieved {summary.achieved_rate:.2f}/s, "
+             f"completed {summary.completed_rate:.2f}/s",
+             f"  {'metric (ms)':<26}{'n':>7}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}"]
+    lines += [_row(m.removesuffix("_s").upper(), p) for m, p in summary.latency_ms.items()]
+    lines.append("  errors: " + (", ".join(f"{k}={v}" for k, v in summary.errors.items())
+                                 if summary.errors else "none"))
+    lines.append("  by segment (E2E / TTFT / TPOT p50 p90 p95 p99):")
+    for key, metrics in summary.segments.items():
+        for metric, p in metrics.items():
+            if p.count:
+                lines.append(_row(f"{key} {metric.removesuffix('_s').upper()}", p))
+    return "\n".join(lines)

@@ -1,0 +1,119 @@
+"""Workload mixes: which requests a benchmark sends, drawn up front from a seed.
+
+A mix file (JSON, validated by `WorkloadMix`) names a prompt pool (JSON Lines with `text`,
+`lang`, `length`) and weighted request classes: which languages and prompt lengths, how many
+output tokens, streaming or not, temperature, and `repeat_pool` (draw from a small fixed set of
+prompts at temperature 0, so that repeats can be cache hits). `plan_requests` is pure: the same
+mix, count and seed give the same bodies in the same order for every target.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Length = Literal["short", "median", "long"]
+Lang = Literal["en", "fa", "mixed"]
+
+
+class Prompt(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    text: str
+    lang: Lang
+    length: Length
+
+
+class RequestClass(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    weight: float = Field(gt=0)
+    lang: tuple[Lang, ...] = ("en",)
+    length: tuple[Length, ...] = ("short",)
+    max_tokens: int = Field(default=64, ge=1)
+    stream: bool = False
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    repeat_pool: int | None = Field(default=None, ge=1)
+
+
+class WorkloadMix(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    prompts: str  # path of the prompt pool, relative to the mix file
+    model: str = "auto"
+    classes: tuple[RequestClass, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> WorkloadMix:
+        names = [c.name for c in self.classes]
+        if len(names) != len(set(names)):
+            raise ValueError("request class names must be unique")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    mix: WorkloadMix
+    pool: tuple[Prompt, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRequest:
+    cls: str
+    stream: bool
+    body: bytes
+
+
+def load_workload(path: Path) -> Workload:
+    """Read a mix file and its prompt pool; every class must find at least one prompt."""
+    mix = WorkloadMix.model_validate_json(path.read_bytes())
+    pool_path = (path.parent / mix.prompts).resolve()
+    pool = tuple(Prompt.model_validate_json(line)
+                 for line in pool_path.read_text(encoding="utf-8").splitlines() if line.strip())
+    missing = [c.name for c in mix.classes if not _candidates(pool, c)]
+    if missing:
+        raise ValueError(f"{path}: no prompt in {pool_path} fits class(es) {', '.join(missing)}")
+    return Workload(mix, pool)
+
+
+def _candidates(pool: tuple[Prompt, ...], cls: RequestClass) -> list[Prompt]:
+    return [p for p in pool if p.lang in cls.lang and p.length in cls.length]
+
+
+def _body(model: str, cls: RequestClass, prompt: Prompt, temperature: float | None) -> bytes:
+    body: dict[str, object] = {"model": model, "max_tokens": cls.max_tokens,
+                               "messages": [{"role": "user", "content": prompt.text}]}
+    if cls.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    if temperature is not None:
+        body["temperature"] = temperature
+    return orjson.dumps(body)
+
+
+def plan_requests(workload: Workload, count: int, seed: int,
+                  model: str | None = None) -> list[PlannedRequest]:
+    """`count` requests drawn by class weight; repeat classes reuse a fixed small pool."""
+    rng = random.Random(seed)
+    chosen_model = model if model is not None else workload.mix.model
+    classes = workload.mix.classes
+    weights = [c.weight for c in classes]
+    candidates = {c.name: _candidates(workload.pool, c) for c in classes}
+    pools = {c.name: candidates[c.name][: c.repeat_pool] for c in classes if c.repeat_pool}
+    planned = []
+    for cls in rng.choices(classes, weights=weights, k=count):
+        temperature: float | None
+        if cls.repeat_pool:
+            prompt, temperature = rng.choice(pools[cls.name]), 0.0
+        else:
+            prompt, temperature = rng.choice(candidates[cls.name]), cls.temperature
+        planned.append(PlannedRequest(cls.name, cls.stream,
+                                      _body(chosen_model, cls, prompt, temperature)))
+    return planned

@@ -14,10 +14,12 @@ import pytest
 
 from cache.backends.redis import RedisResultCache, connect
 from cache.entry import CachedEntry, EntryVersions
+from cache.keys import derive_key
 from cache.metrics import CacheMetrics
-from cache.result import ResultCache
+from cache.policy import CacheRule, decide
+from cache.result import ResultCache, ResultCacheFront
 from tests.cache.conftest import ManualClock
-from tests.cache.helpers import completion_body
+from tests.cache.helpers import completion_body, request, scope
 from tests.support.procs import ManagedProcess
 from tests.support.redis_server import start_redis
 
@@ -65,6 +67,29 @@ async def test_redis_killed_mid_run_turns_gets_into_misses_without_raising(
     assert metrics.snapshot().backend_errors["redis"] == 2 * rounds
     logged = [r for r in caplog.records if r.message == "cache_backend_error"]
     assert len(logged) == rounds // 2
+    await cache.aclose()
+
+
+async def test_front_over_a_killed_redis_serves_misses_and_skips_writes(
+    own_redis: ManagedProcess,
+) -> None:
+    """What the request pipeline sees when Redis dies: status miss, write skipped, no raise."""
+    metrics = CacheMetrics()
+    cache = RedisResultCache(connect(f"redis://127.0.0.1:{own_redis.port}/0"), metrics)
+    front = ResultCacheFront(cache, metrics)
+    current = scope()
+    key = derive_key(current, request())
+    decision = decide(request(), CacheRule(), task="chat", risk="low")
+    body = completion_body()
+    model = sorted(current.models)[0]
+    assert (
+        await front.store(key, decision, body, scope=current, model=model, generation_s=1) is None
+    )
+    assert (await front.lookup(key, decision, current)).status == "hit"
+    own_redis.kill()
+    assert (await front.lookup(key, decision, current)).status == "miss"
+    stored = await front.store(key, decision, body, scope=current, model=model, generation_s=1)
+    assert stored == "backend_error"
     await cache.aclose()
 
 

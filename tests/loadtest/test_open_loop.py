@@ -1,0 +1,56 @@
+"""The generator is open-loop: it sends on schedule whatever the server is doing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from router.loadtest.loadgen import poisson_schedule, run_plan
+from router.loadtest.plots import latency_histogram, percentiles_over_time
+from router.loadtest.workload import PlannedRequest
+from tests.support.services import Running, start_simulator
+
+SLOW = {"ttft_p50_ms": 1500, "ttft_p99_ms": 1501, "tpot_p50_ms": 1, "tpot_p99_ms": 1,
+        "output_tokens_p50": 8, "output_tokens_p99": 8, "tokens_per_chunk": 1}
+
+
+@pytest.fixture(scope="module")
+def slow_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    running = start_simulator(tmp_path_factory.mktemp("sim"), {"slow": SLOW})
+    yield running
+    running.stop()
+
+
+def _plan(stream: bool, count: int) -> list[PlannedRequest]:
+    body = (b'{"model":"slow","max_tokens":8,"messages":[{"role":"user","content":"hi"}]'
+            + (b',"stream":true,"stream_options":{"include_usage":true}}' if stream else b"}"))
+    return [PlannedRequest("slow", stream, body)] * count
+
+
+async def test_all_requests_are_sent_before_the_first_slow_answer(slow_sim: Running,
+                                                                  tmp_path: Path) -> None:
+    """With a 1.5 s first token, every request leaves on schedule, long before any answer."""
+    rate, duration = 40.0, 0.5
+    count = len(poisson_schedule(rate, duration, seed=2))
+    url = f"{slow_sim.base_url}/v1/chat/completions"
+    result = await run_plan("sim", url, _plan(True, count), rate, duration, seed=2)
+    first_answer = min(s.started + (s.ttft_s or 0) for s in result.samples)
+    assert len(result.samples) == count > 5 and result.errors() == 0
+    assert max(s.started for s in result.samples) < first_answer
+    assert all(s.tpot_s is not None and s.output_tokens == 8 for s in result.samples)
+    hist = latency_histogram([result], tmp_path / "hist.png", metric="ttft_s")
+    over_time = percentiles_over_time(result, tmp_path / "time.png", window_s=0.1)
+    assert hist.stat().st_size > 1000 and over_time.stat().st_size > 1000
+
+
+async def test_http_errors_and_refused_connections_are_classified(slow_sim: Running) -> None:
+    """A 404 is `http_404`; a closed port is a connection error class, not a crash."""
+    bad_model = [PlannedRequest("x", False, b'{"model":"nope","messages":[]}')] * 2
+    answered = await run_plan("sim", f"{slow_sim.base_url}/v1/chat/completions", bad_model,
+                              20.0, 0.3, seed=4)
+    refused = await run_plan("closed", "http://127.0.0.1:9/v1/chat/completions", bad_model,
+                             20.0, 0.3, seed=4)
+    assert {s.error for s in answered.samples} <= {"http_404", "http_400", "http_422"}
+    assert all(s.error is not None and s.status == 0 for s in refused.samples)

@@ -1,0 +1,71 @@
+"""Workload mixes and arrival schedules: seeded, bounded, and shaped as the mix says."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from router.loadtest.loadgen import poisson_schedule
+from router.loadtest.workload import load_workload, plan_requests
+
+DEFAULT_MIX = Path(__file__).resolve().parents[2] / "bench" / "workloads" / "default.json"
+
+
+def test_same_seed_gives_the_same_schedule_and_bodies() -> None:
+    """Every target sees identical arrivals and requests for a given seed."""
+    workload = load_workload(DEFAULT_MIX)
+    assert np.array_equal(poisson_schedule(20, 30, 5), poisson_schedule(20, 30, 5))
+    assert plan_requests(workload, 200, 5) == plan_requests(workload, 200, 5)
+    assert plan_requests(workload, 200, 5) != plan_requests(workload, 200, 6)
+
+
+def test_schedule_is_bounded_by_duration_and_count_with_the_target_mean_rate() -> None:
+    """Arrivals stay inside the duration, respect max_requests, and average the rate."""
+    rate, duration = 50.0, 200.0
+    times = poisson_schedule(rate, duration, seed=1)
+    gaps = np.diff(times)
+    assert times.max() < duration and np.all(gaps > 0)
+    assert abs(len(times) / duration - rate) < rate * 0.05
+    assert len(poisson_schedule(rate, duration, seed=1, max_requests=17)) == 17
+
+
+def test_class_shares_follow_the_mix_weights() -> None:
+    """Over many draws each class's share is close to its normalised weight."""
+    workload = load_workload(DEFAULT_MIX)
+    total = sum(c.weight for c in workload.mix.classes)
+    counts = Counter(r.cls for r in plan_requests(workload, 20_000, 3))
+    for cls in workload.mix.classes:
+        assert abs(counts[cls.name] / 20_000 - cls.weight / total) < 0.015
+
+
+def test_default_mix_covers_languages_lengths_streaming_and_repeats() -> None:
+    """The default mix has en/fa/mixed text, all lengths, streams, and cache-hit repeats."""
+    workload = load_workload(DEFAULT_MIX)
+    planned = plan_requests(workload, 3000, 11)
+    bodies = [orjson.loads(r.body) for r in planned]
+    texts = {b["messages"][0]["content"] for b in bodies}
+    langs = {p.lang for p in workload.pool if p.text in texts}
+    lengths = {p.length for p in workload.pool if p.text in texts}
+    repeats = [b["messages"][0]["content"] for r, b in zip(planned, bodies, strict=True)
+               if r.cls.startswith("repeat")]
+    assert langs == {"en", "fa", "mixed"} and lengths == {"short", "median", "long"}
+    assert {r.stream for r in planned} == {True, False}
+    assert all(b.get("stream_options") == {"include_usage": True}
+               for r, b in zip(planned, bodies, strict=True) if r.stream)
+    assert len(set(repeats)) <= 12 < len(repeats)
+    assert all(b["temperature"] == 0.0 for r, b in zip(planned, bodies, strict=True)
+               if r.cls.startswith("repeat"))
+
+
+def test_a_class_without_matching_prompts_is_rejected(tmp_path: Path) -> None:
+    """A mix whose class finds no prompt fails at load, naming the class."""
+    (tmp_path / "pool.jsonl").write_text('{"text": "hi", "lang": "en", "length": "short"}\n')
+    (tmp_path / "mix.json").write_text(orjson.dumps({
+        "name": "x", "prompts": "pool.jsonl",
+        "classes": [{"name": "needs-fa", "weight": 1, "lang": ["fa"]}]}).decode())
+    with pytest.raises(ValueError, match="needs-fa"):
+        load_workload(tmp_path / "mix.json")

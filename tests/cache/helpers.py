@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import orjson
 
@@ -13,7 +13,7 @@ def completion_body(
     content: str | None = "Paris.",
     *,
     finish_reason: str | None = "stop",
-    tool_calls: list[Mapping[str, object]] | None = None,
+    tool_calls: Sequence[Mapping[str, object]] | None = None,
     model: str = "gpt-4o-mini-2024-07-18",
     usage: Mapping[str, object] | None = None,
 ) -> bytes:

@@ -98,7 +98,12 @@ def _scope(step: tuple[int, ...], salt: int) -> CacheScope:
 
 
 def _identity(scope: CacheScope, meaning: int) -> str:
-    parts = [scope.tenant, sorted(scope.scopes), scope.normalized_locale, scope.policy_version]
+    parts: list[object] = [
+        scope.tenant,
+        sorted(scope.scopes),
+        scope.normalized_locale,
+        scope.policy_version,
+    ]
     parts += [scope.data_version, sorted(scope.models), meaning]
     return json.dumps(parts)
 

@@ -145,7 +145,8 @@ def test_key_changes_with_every_output_affecting_field(change: dict[str, object]
 def test_key_changes_with_every_part_of_the_scope(change: dict[str, object]) -> None:
     """Tenant, scopes, locale, policy version, model set and data version all separate keys."""
     base = scope()
-    assert derive_key(replace(base, **change), request()) != derive_key(base, request())
+    moved = replace(base, **change)  # type: ignore[arg-type]
+    assert derive_key(moved, request()) != derive_key(base, request())
 
 
 def test_key_ignores_scope_order_and_locale_spelling() -> None:

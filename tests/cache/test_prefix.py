@@ -20,8 +20,8 @@ from cache.prefix import (
     read_cached_tokens,
 )
 
-SYSTEM = {"role": "system", "content": "You are the support bot of Acme. " * 20}
-TOOLS = [
+SYSTEM: dict[str, object] = {"role": "system", "content": "You are the support bot of Acme. " * 20}
+TOOLS: list[dict[str, object]] = [
     {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}},
     {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}},
 ]
@@ -52,11 +52,11 @@ def test_anthropic_marks_last_tool_and_last_system_block_without_mutating_input(
 
 def test_anthropic_leaves_caller_markers_alone() -> None:
     """A request that already has cache_control breakpoints is passed through unchanged."""
-    system = {
+    system: dict[str, object] = {
         "role": "system",
         "content": [{"type": "text", "text": "x" * 50, "cache_control": EPHEMERAL}],
     }
-    messages = [system, {"role": "user", "content": "hi"}]
+    messages: list[dict[str, object]] = [system, {"role": "user", "content": "hi"}]
     marked = mark_prefix(messages, TOOLS, "anthropic", tenant="acme")
     assert list(marked.messages) == messages and list(marked.tools or []) == TOOLS
 

@@ -191,10 +191,19 @@ class ReliabilitySpec(Frozen):
     hedge_percentile: float = Field(default=0.88, gt=0, lt=1)
 
 
+class CacheSpec(Frozen):
+    """The result cache's backend, and the rule for requests no task policy covers."""
+
+    backend: Literal["disk", "redis", "none"] = "disk"
+    directory: str | None = None  # default: ./.slorouter/cache
+    redis_url: str | None = None
+    default: CacheRule = CacheRule()
+
+
 class ServerSpec(Frozen):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
-    cache_dir: str | None = None
+    cache: CacheSpec = CacheSpec()
     reliability: ReliabilitySpec = ReliabilitySpec()
 
 

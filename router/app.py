@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cache.policy import CacheRule
 from router.admission import AdmissionController
 from router.api.chat import ChatHandler
 from router.api.errors import error_response
@@ -27,6 +28,7 @@ from router.api.meta import (
     models_endpoint,
     readyz_endpoint,
 )
+from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.errors import NotFoundError, RequestError
 from router.execution.runner import Runner
@@ -42,7 +44,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
               providers: Mapping[AdapterName, Provider], sinks: Sequence[OutcomeSink],
               checks: Sequence[ReadinessCheck] = (),
               admission: AdmissionController | None = None,
-              idempotency: IdempotencyStore | None = None) -> FastAPI:
+              idempotency: IdempotencyStore | None = None,
+              caching: ResultCaching | None = None) -> FastAPI:
     reliability = config.source.server.reliability
     execution = execution_state(reliability)
     runner = Runner(providers, execution, clock=time.perf_counter)
@@ -52,7 +55,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     chat = ChatHandler(pipeline, FanOut(sinks),
                        admission if admission is not None else admission_controller(reliability),
                        idempotency if idempotency is not None else MemoryIdempotencyStore(
-                           time.monotonic))
+                           time.monotonic),
+                       caching if caching is not None else ResultCaching(None, CacheRule(False)))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -11,9 +11,13 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
+from cache.metrics import CacheMetrics
+from cache.policy import CacheRule
+from cache.result import ResultCache, ResultCacheFront
 from policies.eval_report import EvalReportError, QualityTable, load_reports
 from policies.schema import RouterConfig
 from router.app import build_app
+from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.errors import ConfigError
 from router.outcomes import LogSink
@@ -42,6 +46,28 @@ def build_runtime(config: RouterConfig, environ: Mapping[str, str],
     return runtime, classifier
 
 
+def result_caching(config: RouterConfig, base_dir: Path) -> ResultCaching:
+    """The result cache the config asks for: diskcache (default), Redis, or none."""
+    from cache.backends.disk import DiskResultCache
+    from cache.backends.redis import RedisResultCache, connect
+
+    spec = config.server.cache
+    rule = CacheRule(enabled=spec.default.enabled, ttl_s=spec.default.ttl_s)
+    metrics = CacheMetrics()
+    backend: ResultCache
+    if spec.backend == "none":
+        return ResultCaching(None, rule)
+    if spec.backend == "redis":
+        if spec.redis_url is None:
+            raise ConfigError(["server.cache.redis_url is required for the redis backend"])
+        backend = RedisResultCache(connect(spec.redis_url), metrics)
+    else:
+        directory = Path(spec.directory) if spec.directory else Path(".slorouter") / "cache"
+        backend = DiskResultCache(directory if directory.is_absolute() else base_dir / directory,
+                                  metrics)
+    return ResultCaching(ResultCacheFront(backend, metrics), rule)
+
+
 def build_from_config(config: RouterConfig, environ: Mapping[str, str],
                       base_dir: Path) -> tuple[FastAPI, RuntimeConfig]:
     from router.providers.litellm_adapter import LitellmProvider
@@ -52,5 +78,6 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
         "openai_passthrough": PassthroughProvider(),
         "litellm": LitellmProvider(),
     }
-    app = build_app(runtime, classifier, providers, sinks=[LogSink()])
+    app = build_app(runtime, classifier, providers, sinks=[LogSink()],
+                    caching=result_caching(config, base_dir))
     return app, runtime

@@ -20,12 +20,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cache.assemble import StreamAssembler
+from cache.entry import CachedEntry
 from router.admission import AdmissionController, parse_priority
 from router.api import idempotent
 from router.api.errors import as_project_error, error_event, error_response
+from router.api.replay import body_response
 from router.api.schemas import ChatCompletionRequest
 from router.api.sse import ClientGone, WatchedStreamingResponse, run_unless_disconnected
 from router.auth import authenticate
+from router.caching import CachePlan, ResultCaching
 from router.errors import PayloadTooLargeError, RequestError, SlorouterError
 from router.execution.deadline import requested_timeout_s
 from router.execution.runner import CommittedStream, close_quietly
@@ -81,11 +84,12 @@ class _Remaining:
 class ChatHandler:
     def __init__(self, pipeline: ChatPipeline, sink: OutcomeSink,
                  admission: AdmissionController, idempotency: IdempotencyStore,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 caching: ResultCaching, clock: Callable[[], float] = time.perf_counter) -> None:
         self._pipeline = pipeline
         self._sink = sink
         self._admission = admission
         self._idempotency = idempotency
+        self._caching = caching
         self._clock = clock
 
     async def handle(self, request: Request) -> Response:
@@ -137,18 +141,31 @@ class ChatHandler:
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers)
+        cache_plan = self._caching.plan(prepared, principal, request.headers, raw)
+        found = await self._caching.lookup(cache_plan, prepared)
+        outcome.cache = headers["x-slorouter-cache"] = found.status
+        if found.entry is not None:
+            return self._from_cache(found.entry, prepared, outcome, headers, include_usage)
+        finish = _Finish(claimed, self._caching, cache_plan, headers)
         if chat.stream:
-            return await self._stream(request, prepared, outcome, headers, held, claimed,
+            return await self._stream(request, prepared, outcome, headers, held, finish,
                                       include_usage)
         try:
             response = await self._complete(request, prepared, outcome, headers)
         except BaseException as exc:
-            if claimed is not None:
-                await claimed.failed(exc)
+            await finish.failed(exc)
             raise
-        if claimed is not None:
-            await claimed.succeeded(bytes(response.body), headers)
+        await finish.succeeded(bytes(response.body), outcome)
         return response
+
+    def _from_cache(self, entry: CachedEntry, prepared: Prepared, outcome: Outcome,
+                    headers: dict[str, str], include_usage: bool) -> Response:
+        now = self._clock()
+        outcome.deployment = headers["x-slorouter-model"] = entry.versions.model
+        outcome.first_content_at = now
+        headers["server-timing"] = prepared.phases.header(None, now - outcome.arrived_at)
+        return body_response(entry.body, stream=prepared.request.stream,
+                             include_usage=include_usage, headers=headers)
 
     async def _complete(self, request: Request, prepared: Prepared, outcome: Outcome,
                         headers: dict[str, str]) -> Response:
@@ -168,13 +185,12 @@ class ChatHandler:
 
     async def _stream(self, request: Request, prepared: Prepared, outcome: Outcome,
                       headers: dict[str, str], held: contextlib.AsyncExitStack,
-                      claimed: idempotent.Claimed | None, include_usage: bool) -> Response:
+                      settle: _Finish, include_usage: bool) -> Response:
         try:
             committed = await run_unless_disconnected(
                 request.receive, self._pipeline.open_stream(prepared, outcome))
         except BaseException as exc:
-            if claimed is not None:
-                await claimed.failed(exc)
+            await settle.failed(exc)
             raise
         outcome.deployment = committed.deployment.name
         outcome.first_content_at = self._clock()
@@ -182,27 +198,20 @@ class ChatHandler:
         winner = next((a for a in outcome.attempts if a.outcome == "won"), None)
         headers["server-timing"] = prepared.phases.header(winner.ttft_s if winner else None, None)
         headers["cache-control"] = "no-cache"
-        state = _StreamState(StreamAssembler() if claimed is not None else None)
+        state = _StreamState(StreamAssembler() if settle.wants_body else None)
         chunks = self._sse(committed, outcome, include_usage, state)
 
         async def finish(client_gone: bool) -> None:
             await close_quietly(committed.tail)
             outcome.client_disconnected = client_gone
-            await self._settle_claim(claimed, state, headers, client_gone)
-            await held.aclose()
             self._finish_stream(committed, outcome, state.content_events)
+            if state.assembler is not None and state.clean_end and not client_gone:
+                await settle.succeeded(state.assembler.completion_body(), outcome)
+            else:
+                await settle.failed(state.error)
+            await held.aclose()
 
         return WatchedStreamingResponse(chunks, headers, on_finish=finish)
-
-    @staticmethod
-    async def _settle_claim(claimed: idempotent.Claimed | None, state: _StreamState,
-                            headers: dict[str, str], client_gone: bool) -> None:
-        if claimed is None or state.assembler is None:
-            return
-        if state.clean_end and not client_gone:
-            await claimed.succeeded(state.assembler.completion_body(), headers)
-        else:
-            await claimed.failed(state.error)
 
     async def _sse(self, committed: CommittedStream, outcome: Outcome, include_usage: bool,
                    state: _StreamState) -> AsyncIterator[bytes]:
@@ -243,6 +252,32 @@ class ChatHandler:
         if outcome.client_disconnected:
             outcome.status = CLIENT_CLOSED
         self._sink.record(outcome)
+
+
+class _Finish:
+    """After an upstream answer: store it for idempotent duplicates and in the result cache."""
+
+    def __init__(self, claimed: idempotent.Claimed | None, caching: ResultCaching,
+                 plan: CachePlan, headers: dict[str, str]) -> None:
+        self._claimed = claimed
+        self._caching = caching
+        self._plan = plan
+        self._headers = headers
+
+    @property
+    def wants_body(self) -> bool:
+        return self._claimed is not None or self._plan.decision.write
+
+    async def succeeded(self, body: bytes, outcome: Outcome) -> None:
+        if self._claimed is not None:
+            await self._claimed.succeeded(body, self._headers)
+        generation = (outcome.ended_at if outcome.ended_at is not None
+                      else time.perf_counter()) - outcome.arrived_at
+        await self._caching.store(self._plan, body, outcome.deployment or "", generation)
+
+    async def failed(self, error: BaseException | None) -> None:
+        if self._claimed is not None:
+            await self._claimed.failed(error)
 
 
 class _StreamState:

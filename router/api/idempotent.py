@@ -15,8 +15,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from cache.replay import replay_sse
-from router.api.sse import WatchedStreamingResponse
+from router.api.replay import body_response
 from router.errors import RequestError, SlorouterError, UnknownCommitError
 from router.idempotency import (
     IdempotencyStore,
@@ -70,19 +69,8 @@ def replayed(stored: StoredResponse, stream: bool, include_usage: bool,
     """The stored answer for a duplicate: as stored, or as an SSE stream when it streams."""
     headers.update({k: v for k, v in stored.headers if k != "content-type"})
     headers["x-slorouter-idempotent-replay"] = "true"
-    if stream and stored.status == 200:
-        events = replay_sse(stored.body, include_usage=include_usage)
-
-        async def chunks() -> Any:
-            for event in events:
-                yield event
-
-        async def nothing(_: bool) -> None:
-            return None
-
-        return WatchedStreamingResponse(chunks(), headers, on_finish=nothing)
-    return Response(stored.body, status_code=stored.status, headers=headers,
-                    media_type="application/json")
+    return body_response(stored.body, stream=stream, include_usage=include_usage,
+                         headers=headers, status=stored.status)
 
 
 def as_error(exc: BaseException) -> BaseException | None:

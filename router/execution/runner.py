@@ -74,6 +74,7 @@ class ExecutionState:
     hedges: Budget
     backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
     max_retries_per_deployment: int = 1
+    max_retry_wait_s: float = 1.0  # a longer Retry-After goes back to the client instead
     rng: random.Random = field(default_factory=random.Random)
 
     @staticmethod
@@ -144,6 +145,8 @@ class Runner:
                 if verdict.action == "give_up":
                     raise
                 if verdict.action == "next_candidate" or (verdict.retry_after_s and not last):
+                    return None
+                if (verdict.retry_after_s or 0.0) > self._state.max_retry_wait_s:
                     return None
                 delay = retry_delay(self._state.backoff, retry, self._state.rng,
                                     retry_after_s=verdict.retry_after_s,
@@ -260,11 +263,16 @@ def _as_error(exc: BaseException) -> SlorouterError:
 
 
 def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
-    errors = [a.error for a in attempts if a.error is not None]
+    errors = [a.error for a in attempts if a.error is not None and a.outcome == "failed"]
     if not errors:
+        skipped = [a.error for a in attempts if a.error is not None]
+        if skipped:
+            return ProviderUnavailableError("every deployment's circuit breaker is open",
+                                            code="circuit_open", retry_after=1.0)
         return AllCandidatesFailedError("no deployment to try", code="no_candidates")
     last = errors[-1]
-    summary = "; ".join(f"{a.deployment}: {a.error.message}" for a in attempts if a.error)
+    summary = "; ".join(f"{a.deployment}: {a.error.message}" for a in attempts
+                        if a.error is not None and a.outcome == "failed")
     prefix = f"{why}: " if why else ""
     message = f"{prefix}all {len(errors)} attempts failed: {summary}"
     if all(type(err) is type(last) for err in errors):

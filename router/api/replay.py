@@ -1,0 +1,28 @@
+"""Answering from a stored chat.completion (cache hit, idempotent replay), streaming or not."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from starlette.responses import Response
+
+from cache.replay import replay_sse
+from router.api.sse import WatchedStreamingResponse
+
+
+async def _nothing(_: bool) -> None:
+    return None
+
+
+async def _events(events: tuple[bytes, ...]) -> AsyncIterator[bytes]:
+    for event in events:
+        yield event
+
+
+def body_response(body: bytes, *, stream: bool, include_usage: bool, headers: dict[str, str],
+                  status: int = 200) -> Response:
+    """The stored body as JSON, or replayed as a proper SSE stream when the client streams."""
+    if stream and status == 200:
+        events = replay_sse(body, include_usage=include_usage)
+        return WatchedStreamingResponse(_events(events), headers, on_finish=_nothing)
+    return Response(body, status_code=status, headers=headers, media_type="application/json")

@@ -1,0 +1,89 @@
+"""The result-cache step of the request path: decide, derive the key, look up, store.
+
+Everything that decides *who may read an answer* goes into the key: tenant, permission
+scopes, locale (`accept-language`), policy version, the model or the alias with its task
+and risk (any answer the policy allows is acceptable), and the caller's data version
+(`x-slorouter-data-version` or `metadata.data_version`). Cacheability is the policy's rule plus
+`cache.policy` (deterministic requests only, never high risk or side effects, honour
+`Cache-Control`). A cache failure can only make a request slower, never fail it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cache.keys import CacheScope, derive_key
+from cache.policy import CacheDecision, CacheRule, decide, parse_cache_control
+from cache.result import Lookup, ResultCacheFront
+from router.pipeline import Prepared
+from router.runtime_config import Principal
+
+DATA_VERSION_HEADER = "x-slorouter-data-version"
+
+
+@dataclass(frozen=True, slots=True)
+class CachePlan:
+    key: str | None
+    decision: CacheDecision
+    scope: CacheScope
+
+
+def _rule(prepared: Prepared, default: CacheRule) -> CacheRule:
+    if prepared.policy is None or prepared.decision.pinned:
+        return default
+    spec = prepared.policy.cache
+    risk_rule = prepared.policy.risk.get(prepared.labels.risk)
+    enabled = spec.enabled and (risk_rule is None or risk_rule.cache)
+    return CacheRule(enabled=enabled, ttl_s=spec.ttl_s)
+
+
+def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str],
+             raw: Mapping[str, Any]) -> CacheScope:
+    metadata = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    data_version = headers.get(DATA_VERSION_HEADER, metadata.get("data_version"))
+    decision, labels = prepared.decision, prepared.labels
+    model = decision.requested if decision.pinned else (
+        f"{decision.requested}:{labels.task}:{labels.risk}")
+    return CacheScope(tenant=principal.tenant, scopes=frozenset(principal.scopes),
+                      locale=headers.get("accept-language", ""),
+                      policy_version=decision.policy_version, models=frozenset({model}),
+                      data_version=str(data_version) if data_version is not None else None)
+
+
+class ResultCaching:
+    def __init__(self, front: ResultCacheFront | None, default_rule: CacheRule) -> None:
+        self._front = front
+        self._default = default_rule
+
+    def plan(self, prepared: Prepared, principal: Principal, headers: Mapping[str, str],
+             raw: Mapping[str, Any]) -> CachePlan:
+        started = time.perf_counter()
+        labels = prepared.labels
+        fields = {k: v for k, v in raw.items() if k != "model"}
+        rule = _rule(prepared, self._default)
+        if self._front is None:
+            rule = CacheRule(enabled=False)
+        decision = decide(fields, rule, task=labels.task, risk=labels.risk,
+                          signals=labels.signals,
+                          control=parse_cache_control(headers.get("cache-control")))
+        scope = scope_of(prepared, principal, headers, raw)
+        key = derive_key(scope, fields) if decision.uses_cache else None
+        prepared.phases.cache += time.perf_counter() - started
+        return CachePlan(key, decision, scope)
+
+    async def lookup(self, plan: CachePlan, prepared: Prepared) -> Lookup:
+        started = time.perf_counter()
+        try:
+            if self._front is None:
+                return Lookup("bypass", bypass_reason=plan.decision.bypass_reason)
+            return await self._front.lookup(plan.key, plan.decision, plan.scope)
+        finally:
+            prepared.phases.cache += time.perf_counter() - started
+
+    async def store(self, plan: CachePlan, body: bytes, model: str, generation_s: float) -> None:
+        if self._front is not None and plan.decision.write and plan.key is not None:
+            await self._front.store(plan.key, plan.decision, body, scope=plan.scope,
+                                    model=model, generation_s=generation_s)

@@ -1,0 +1,281 @@
+"""Fault matrix on the real service: 5xx, hangs, 429 storms, cut streams, duplicate actions.
+
+One router process (module scope) in front of the package's simulator. Every scenario has its
+own deployments and simulator models, so the simulator's `/control/stats` counts exactly the
+upstream calls that scenario caused, and each deployment's breaker is its scenario's alone.
+Breaker states come from the router's `GET /v1/health/deployments`. Timing assertions are lower
+bounds or generous upper bounds on the simulator's configured delays.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+
+import httpx
+import openai
+import pytest
+
+from router.providers.simulator.client import SimulatorControl
+from tests.faults.scenarios import (
+    API_KEY,
+    CHAT_HEADERS,
+    FAULT_MODELS,
+    MESSAGES,
+    TENANT_ENV,
+    Call,
+    Dep,
+    SimCounters,
+    Shot,
+    breaker_states,
+    chat_body,
+    closed_loop,
+    open_loop,
+    router_yaml,
+    run,
+    send,
+)
+from tests.support.services import Running, start_router
+
+pytestmark = pytest.mark.integration
+
+HANG_TIMEOUT_S = 0.4  # the hanging deployment's per-attempt timeout
+COOL_DOWN_S = 2.0  # breaker cool-down before a half-open probe
+DEPS = [
+    Dep("fivexx-bad", "fivexx-bad"), Dep("fivexx-good", "fivexx-good"),
+    Dep("hang", "hang", timeout_s=HANG_TIMEOUT_S), Dep("hang-backup", "hang-backup"),
+    Dep("limited", "limited"), Dep("limited-backup", "limited-backup"),
+    Dep("limited-solo", "limited-solo"),
+    Dep("pt-cut-abort", "cut-abort"), Dep("ll-cut-abort", "cut-abort", "litellm"),
+    Dep("pt-cut-eof", "cut-eof"), Dep("ll-cut-eof", "cut-eof", "litellm"),
+    Dep("cut-backup", "cut-backup"),
+    Dep("act", "act"),
+]
+CUT_MODELS = ["pt-cut-abort", "ll-cut-abort", "pt-cut-eof", "ll-cut-eof"]
+MODELS: dict[str, list[str]] = {
+    "five-xx": ["fivexx-bad", "fivexx-good"],  # the failing deployment is tried first
+    "hanging": ["hang", "hang-backup"],
+    "throttled": ["limited", "limited-backup"],
+    "throttled-solo": ["limited-solo"],
+    **{name: [name, "cut-backup"] for name in CUT_MODELS},
+    "act": ["act"],
+}
+RELIABILITY = f"""    breaker:
+      cool_down_s: {COOL_DOWN_S}"""
+POLICIES = """policies:
+  default:
+    candidates: [five-xx]
+  tasks:
+    action:
+      candidates: [act]
+      require_idempotency_key: true
+"""
+
+
+@pytest.fixture(scope="module")
+def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    config = router_yaml(sim.base_url, DEPS, MODELS, RELIABILITY, POLICIES)
+    running = start_router(tmp_path_factory.mktemp("faults-router"), config, env=TENANT_ENV)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(gateway: Running) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0,
+                         timeout=30, default_headers=CHAT_HEADERS)
+
+
+def post(gateway: Running, model: str, headers: dict[str, str] | None = None) -> Shot:
+    """One non-streamed request, sent and read to the end."""
+    return run(_one(gateway.base_url, Call(chat_body(model), headers or {})))
+
+
+async def _one(base: str, call: Call) -> Shot:
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        return await send(http, call)
+
+
+def describe(shots: Sequence[Shot]) -> str:
+    return str(Counter((s.status, s.error_code) for s in shots))
+
+
+# ------------------------------------------------------------------ one deployment 30% 5xx
+
+FIVEXX = ["fivexx-bad", "fivexx-good"]
+FIVEXX_REQUESTS = 400
+FIVEXX_RATE = 50.0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "router/execution/runner.py _on_deployment retries the failing deployment itself before "
+    "moving on, and raises 'retry budget exhausted' instead of falling back once the budget "
+    "is spent; router/decide.py sends every first attempt to the model's first deployment. "
+    "Measured: 86.75% success, 1.225 calls/request, 480 of 490 calls on the failing one"))
+def test_thirty_percent_5xx_on_one_of_two_deployments_is_invisible_to_clients(
+        gateway: Running, counters: SimCounters) -> None:
+    """One of two deployments fails 30% with 500: >= 99.9% client success, <= 1.2 calls/request."""
+    before = counters.snapshot(FIVEXX)
+    errors_before = counters.value("fivexx-bad", "errors_total")
+    calls = [Call(chat_body("five-xx"))] * FIVEXX_REQUESTS
+    shots = run(open_loop(gateway.base_url, calls, FIVEXX_RATE))
+    after = counters.snapshot(FIVEXX)
+    upstream = sum(after[m] - before[m] for m in FIVEXX)
+    success = sum(s.ok for s in shots) / len(shots)
+    amplification = upstream / len(shots)
+    summary = (f"success {success:.2%}, {upstream} upstream calls for {len(shots)} requests "
+               f"({amplification:.3f}/request; per deployment "
+               f"{ {m: after[m] - before[m] for m in FIVEXX} }), outcomes {describe(shots)}")
+    assert counters.value("fivexx-bad", "errors_total") > errors_before, "no fault injected"
+    assert success >= 0.999, summary
+    assert amplification <= 1.2, summary
+
+
+# ------------------------------------------------------------------ a hanging deployment
+
+def test_hanging_deployment_falls_back_within_the_deadline_and_its_breaker_cycles(
+        gateway: Running, sim: Running, counters: SimCounters) -> None:
+    """A hang is cut at its timeout and served by the backup within the deadline; the breaker
+    opens by the 5th hung call, skips the deployment while open, and closes after it heals."""
+    deadline_s = 3.0
+    headers = {"x-slorouter-timeout-ms": str(int(deadline_s * 1000))}
+    served: list[Shot] = []
+    hangs_when_open = None
+    for _ in range(6):
+        served.append(post(gateway, "hanging", headers))
+        if breaker_states(gateway.base_url).get("hang") == "open":
+            hangs_when_open = counters.value("hang", "hangs")
+            break
+    assert all(s.ok and s.deployment == "hang-backup" for s in served), describe(served)
+    assert max(s.e2e_s for s in served) < deadline_s
+    assert hangs_when_open is not None, breaker_states(gateway.base_url)
+    assert hangs_when_open <= 5
+
+    calls_while_open = counters.value("hang")
+    quick = [post(gateway, "hanging", headers) for _ in range(3)]
+    assert all(s.ok and s.deployment == "hang-backup" for s in quick), describe(quick)
+    assert counters.value("hang") == calls_while_open  # an open breaker sends nothing
+    assert all(s.e2e_s < HANG_TIMEOUT_S for s in quick)  # and waits for no timeout
+
+    control = SimulatorControl(sim.base_url)
+    control.set_profile("hang", {"hang_rate": 0.0})
+    try:
+        _wait_for_state(gateway, "hang", "half_open", COOL_DOWN_S * 5)
+        probe = post(gateway, "hanging", headers)
+        assert probe.ok and probe.deployment == "hang", probe
+        assert breaker_states(gateway.base_url)["hang"] == "closed"
+    finally:
+        control.set_profile("hang", {"hang_rate": FAULT_MODELS["hang"]["hang_rate"]})
+
+
+def _wait_for_state(gateway: Running, deployment: str, state: str, within_s: float) -> None:
+    until = time.monotonic() + within_s
+    while breaker_states(gateway.base_url).get(deployment) != state:
+        assert time.monotonic() < until, (deployment, breaker_states(gateway.base_url))
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------ 429 storms
+
+def test_429_storm_moves_load_elsewhere_and_waits_retry_after_before_calling_again(
+        gateway: Running, counters: SimCounters) -> None:
+    """While a deployment answers 429 with Retry-After, it gets no call before that time has
+    passed (the backup serves everything), and one call once it has."""
+    retry_after_s = float(str(FAULT_MODELS["limited"]["retry_after_s"]))
+    base = counters.value("limited")
+    started = time.monotonic()
+    seen: list[tuple[float, int]] = []  # (when the request ended, calls to `limited` by then)
+    shots = []
+    while time.monotonic() < started + retry_after_s + 1.5:
+        shot = post(gateway, "throttled")
+        shots.append(shot)
+        seen.append((shot.sent_at + shot.e2e_s, counters.value("limited") - base))
+    assert all(s.ok and s.deployment == "limited-backup" for s in shots), describe(shots)
+    # the first 429 came at or after `started`, so a second call before `started + retry
+    # after` would be early: requests that ended before then must have left it at one call
+    early = [calls for ended, calls in seen if ended < started + retry_after_s]
+    assert early and max(early) == 1, seen
+    assert seen[-1][1] == 2, seen  # retried once the time had passed (a half-open probe)
+
+
+def test_throttled_last_deployment_is_retried_no_sooner_than_retry_after(
+        client: openai.OpenAI, counters: SimCounters) -> None:
+    """With nowhere else to go, a 429 is retried only after Retry-After, then surfaces as 429."""
+    retry_after_s = float(str(FAULT_MODELS["limited-solo"]["retry_after_s"]))
+    before = counters.value("limited-solo")
+    started = time.monotonic()
+    with pytest.raises(openai.RateLimitError) as caught:
+        client.chat.completions.create(model="throttled-solo", messages=MESSAGES)  # type: ignore[arg-type]
+    elapsed = time.monotonic() - started
+    calls = counters.value("limited-solo") - before
+    assert calls >= 1
+    assert elapsed >= (calls - 1) * retry_after_s, (calls, elapsed)
+    assert caught.value.response.headers.get("retry-after") is not None
+
+
+# ------------------------------------------------------------------ cut streams
+
+@pytest.mark.parametrize("model", CUT_MODELS)
+def test_stream_cut_mid_answer_is_an_error_in_the_client_not_a_truncated_success(
+        client: openai.OpenAI, counters: SimCounters, model: str) -> None:
+    """An upstream stream cut after content was sent (connection abort or a clean EOF without
+    [DONE]) raises in the openai SDK, and the router does not fail over after content."""
+    backup_before = counters.value("cut-backup")
+    stream = client.chat.completions.create(model=model, messages=MESSAGES,  # type: ignore[arg-type]
+                                            stream=True)
+    received = []
+    with pytest.raises(openai.APIError):
+        for chunk in stream:
+            received.append(chunk)
+    assert any(c.choices and c.choices[0].delta.content for c in received)
+    assert counters.value("cut-backup") == backup_before
+
+
+def test_cut_non_streamed_answer_fails_over_before_anything_was_sent(
+        gateway: Running, counters: SimCounters) -> None:
+    """A non-streamed call whose connection drops sent the client nothing: the backup serves it."""
+    backup_before = counters.value("cut-backup")
+    shot = post(gateway, "pt-cut-abort")
+    assert shot.ok and shot.deployment == "cut-backup", shot
+    assert counters.value("cut-backup") == backup_before + 1
+
+
+# ------------------------------------------------------------------ idempotency of actions
+
+ACTION_MESSAGES = [{"role": "user", "content": "Book a table for two at 7pm tonight."}]
+DUPLICATES = 100
+
+
+def test_concurrent_duplicates_of_an_action_make_exactly_one_upstream_call(
+        gateway: Running, counters: SimCounters) -> None:
+    """100 concurrent copies of an `action` with one Idempotency-Key: one upstream call, and
+    every copy gets the same answer."""
+    headers = {"x-slorouter-task": "action", "idempotency-key": f"faults-{uuid.uuid4()}"}
+    call = Call(chat_body("auto", messages=ACTION_MESSAGES), headers)
+    before = counters.value("act")
+    shots = run(closed_loop(gateway.base_url, [call] * DUPLICATES, concurrency=DUPLICATES))
+    assert counters.value("act") - before == 1
+    assert all(s.status == 200 for s in shots), describe(shots)
+    assert len({s.response_id for s in shots}) == 1
+
+
+def test_action_without_an_idempotency_key_is_refused_before_any_upstream_call(
+        gateway: Running, counters: SimCounters) -> None:
+    """The action policy requires a key: without one the request is a 400 and nothing runs."""
+    before = counters.value("act")
+    shot = post(gateway, "auto", {"x-slorouter-task": "action"})
+    assert (shot.status, shot.error_code) == (400, "idempotency_key_required")
+    assert counters.value("act") == before
+
+
+def test_reusing_an_idempotency_key_with_another_body_is_a_422(
+        gateway: Running, counters: SimCounters) -> None:
+    """The same key with a different body is refused (422) instead of replaying the first."""
+    headers = {"x-slorouter-task": "action", "idempotency-key": f"faults-{uuid.uuid4()}"}
+    first = run(_one(gateway.base_url, Call(chat_body("auto", messages=ACTION_MESSAGES),
+                                            headers)))
+    other = run(_one(gateway.base_url, Call(chat_body("auto"), headers)))
+    assert first.status == 200
+    assert (other.status, other.error_code) == (422, "idempotency_key_reuse")

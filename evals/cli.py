@@ -1,8 +1,191 @@
-"""Placeholder: sub-commands of this area are registered here (see `router.cli`)."""
+"""Command-line entry points of the evals area: `eval replay`, `eval transfer`, `train-router`.
+
+`add_parser` registers `eval` (a group: other `eval ...` commands are added to `EVAL_COMMANDS`
+beside `replay`) and `train-router`. Handlers import their heavy modules lazily and return an exit
+code (0 ok, 2 bad input).
+"""
+
+from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
+EVAL_SUBPARSERS: dict[str, argparse._SubParsersAction[Any]] = {}
 
-def add_parser(subparsers: "argparse._SubParsersAction[Any]") -> None:
-    """No sub-commands yet."""
+
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add `eval` (with `replay` and `transfer`) and `train-router`."""
+    ev = subparsers.add_parser("eval", help="offline evaluation of routing strategies")
+    inner = ev.add_subparsers(dest="eval_command", required=True, metavar="EVAL_COMMAND")
+    EVAL_SUBPARSERS["eval"] = inner
+    _add_replay(inner)
+    _add_transfer(inner)
+    _add_train(subparsers)
+
+
+def _add_floor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--floor", type=float, default=None, help="relative floor, e.g. 0.95")
+    p.add_argument("--relative-to", default=None, help="reference model (default: best single)")
+    p.add_argument("--z", type=float, default=2.0, help="calibration margin in standard errors")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--folds", type=int, default=5)
+
+
+def _add_replay(inner: argparse._SubParsersAction[Any]) -> None:
+    p = inner.add_parser("replay", help="k-fold cross-validated replay of a routing strategy")
+    p.add_argument("--dataset", required=True, type=Path, help="outcome JSONL (.gz ok)")
+    p.add_argument("--router", default="learned", choices=("learned", "category", "random"))
+    p.add_argument("--benchmark", default=None, help="only rows of this benchmark")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--plot", type=Path, default=None, help="write the quality-vs-cost curve")
+    p.add_argument("--jobs", type=int, default=2, help="parallel folds (two-model replay)")
+    _add_floor_args(p)
+    p.set_defaults(func=replay_handler)
+
+
+def _add_transfer(inner: argparse._SubParsersAction[Any]) -> None:
+    p = inner.add_parser("transfer", help="train on one two-model dataset, score on another")
+    p.add_argument("--train", required=True, type=Path)
+    p.add_argument("--test", required=True, type=Path)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=transfer_handler)
+
+
+def _add_train(subparsers: argparse._SubParsersAction[Any]) -> None:
+    p = subparsers.add_parser("train-router", help="train the learned per-request router")
+    p.add_argument("--outcomes", required=True, type=Path, help="outcome JSONL (.gz ok)")
+    p.add_argument("--out", required=True, type=Path, help="artifact directory")
+    p.add_argument("--models", nargs="+", default=None, help="candidates (default: priced ones)")
+    p.add_argument("--benchmark", default=None)
+    _add_floor_args(p)
+    p.set_defaults(func=train_handler, floor=0.95)
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def replay_handler(args: argparse.Namespace) -> int:
+    """`slorouter eval replay`."""
+    from evals.floor import FloorSpec, floor_replay
+    from evals.multi import benchmark_replay
+    from evals.outcomes import load_rows, load_table
+    from evals.replay import pair_replay
+    from evals.report import multi_json, multi_text, pair_json, pair_text
+    from evals.routers import FitConfig
+
+    if not args.dataset.exists():
+        sys.stderr.write(f"error: no such dataset {args.dataset}\n")
+        return 2
+    start = time.perf_counter()
+    config = FitConfig(router=args.router, seed=args.seed)
+    spec = FloorSpec(
+        fraction=args.floor if args.floor is not None else 0.95,
+        reference=args.relative_to,
+        z=args.z,
+    )
+    rows = load_rows(args.dataset)
+    benches = sorted({r.benchmark for r in rows})
+    if args.benchmark is not None:
+        benches = [b for b in benches if b == args.benchmark]
+    meta: dict[str, Any] = {
+        "dataset": str(args.dataset),
+        "router": args.router,
+        "folds": args.folds,
+        "seed": args.seed,
+    }
+    two = len(load_table(args.dataset, benchmark=benches[0] if benches else None).models) == 2
+    if two and len(benches) == 1:
+        table = load_table(args.dataset, benchmark=benches[0])
+        pair = pair_replay(table, config, args.folds, args.relative_to, args.jobs)
+        floor = floor_replay(table, spec, config, args.folds, args.seed) if args.floor else None
+        meta["seconds"] = time.perf_counter() - start
+        if args.plot is not None:
+            from evals.plot import plot_pair
+
+            plot_pair(pair, f"{args.dataset.name} ({args.router})", args.plot)
+        if args.json:
+            _emit(pair_json(pair, floor, meta))
+        else:
+            print(
+                pair_text(
+                    pair,
+                    floor,
+                    f"replay {args.dataset} router={args.router} "
+                    f"folds={args.folds} seed={args.seed}",
+                )
+            )
+        return 0
+    results = [
+        benchmark_replay(
+            load_table(args.dataset, benchmark=b, priced_only=True),
+            b,
+            spec,
+            config,
+            args.folds,
+            args.seed,
+        )
+        for b in benches
+    ]
+    meta["seconds"] = time.perf_counter() - start
+    if args.json:
+        _emit(multi_json(results, meta))
+    else:
+        print(
+            multi_text(
+                results,
+                f"replay {args.dataset} folds={args.folds} seed={args.seed} "
+                f"floor={spec.fraction} x best single model",
+            )
+        )
+    return 0
+
+
+def transfer_handler(args: argparse.Namespace) -> int:
+    """`slorouter eval transfer`."""
+    from evals.outcomes import load_table
+    from evals.replay import transfer
+    from evals.report import curve_json
+    from evals.routers import FitConfig
+
+    train_table, test_table = load_table(args.train), load_table(args.test)
+    if set(train_table.models) != set(test_table.models) or len(test_table.models) != 2:
+        sys.stderr.write("error: transfer needs the same two models in both files\n")
+        return 2
+    summary = transfer(train_table, test_table, FitConfig())
+    out = {"train": str(args.train), "test": str(args.test)} | curve_json(summary)
+    if args.json:
+        _emit(out)
+    else:
+        print(
+            f"train {args.train} -> test {args.test}: APGR {summary.apgr:.4f} "
+            f"CPT(50%) {summary.cpt50:.2%} CPT(80%) {summary.cpt80:.2%}"
+        )
+    return 0
+
+
+def train_handler(args: argparse.Namespace) -> int:
+    """`slorouter train-router`."""
+    from evals.floor import FloorSpec
+    from evals.train_router import TrainRequest, train
+
+    if not args.outcomes.exists():
+        sys.stderr.write(f"error: no such outcomes file {args.outcomes}\n")
+        return 2
+    req = TrainRequest(
+        outcomes=args.outcomes,
+        out=args.out,
+        benchmark=args.benchmark,
+        models=tuple(args.models) if args.models else None,
+        folds=args.folds,
+        seed=args.seed,
+        spec=FloorSpec(fraction=args.floor, reference=args.relative_to, z=args.z),
+    )
+    version, meta = train(req)
+    print(f"wrote {args.out} version {version}")
+    print(json.dumps(meta["metrics"], indent=2, sort_keys=True))
+    return 0

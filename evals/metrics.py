@@ -106,9 +106,7 @@ def oracle_curve(strong: FloatArray, weak: FloatArray) -> tuple[CurvePoint, ...]
     weak_total = float(weak.sum())
     gain = float(np.sum(np.clip(strong - weak, 0.0, None)))
     shares = np.linspace(0.0, 1.0, N_EDGES)
-    return tuple(
-        CurvePoint(float(x), (weak_total + min(float(x) * n, gain)) / n) for x in shares
-    )
+    return tuple(CurvePoint(float(x), (weak_total + min(float(x) * n, gain)) / n) for x in shares)
 
 
 def evaluate_oracle(strong: FloatArray, weak: FloatArray) -> CurveSummary:

@@ -83,6 +83,21 @@ class OutcomeTable:
             costs=self.costs[index],
         )
 
+    def select(self, columns: Sequence[int]) -> OutcomeTable:
+        """The same rows over the model columns `columns` (in that order)."""
+        cols = list(columns)
+        return OutcomeTable(
+            models=tuple(self.models[j] for j in cols),
+            ids=self.ids,
+            texts=self.texts,
+            categories=self.categories,
+            benchmarks=self.benchmarks,
+            groups=self.groups,
+            prompt_tokens=self.prompt_tokens,
+            scores=self.scores[:, cols],
+            costs=self.costs[:, cols],
+        )
+
     def column(self, model: str) -> int:
         """The column index of `model`; KeyError naming the known models if absent."""
         if model not in self.models:
@@ -114,8 +129,9 @@ def load_prices(path: Path) -> dict[str, Price]:
         entries.extend(dataset.get("models", []))
     prices: dict[str, Price] = {}
     for entry in entries:
-        pin, pout = entry.get("price_usd_per_1m_input_tokens"), entry.get(
-            "price_usd_per_1m_output_tokens"
+        pin, pout = (
+            entry.get("price_usd_per_1m_input_tokens"),
+            entry.get("price_usd_per_1m_output_tokens"),
         )
         if isinstance(pin, int | float) and isinstance(pout, int | float):
             prices[str(entry["name"])] = Price(float(pin), float(pout))

@@ -49,8 +49,10 @@ def save_artifact(
         artifact_sha256=digest,
         version=digest[:12],
         rule={
-            "candidates": list(rule.candidates), "kind": rule.kind,
-            "threshold": rule.threshold, "fallback": rule.fallback,
+            "candidates": list(rule.candidates),
+            "kind": rule.kind,
+            "threshold": rule.threshold,
+            "fallback": rule.fallback,
         },
     )
     (directory / METADATA_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")

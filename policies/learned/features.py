@@ -1,9 +1,10 @@
-"""Prompt features for the learned router: word and character TF-IDF, shape statistics, task.
+"""Prompt features for the learned router: hashed word and character TF-IDF, shape stats, task.
 
-A `Featurizer` is fitted on training prompts only (vocabularies, shape scaling, smoothed per-task
-success rates of each model) and then maps (prompt, task) pairs to one sparse row. Shape
-statistics (length, numbers, punctuation) carry the difficulty signal that words miss on math
-word problems; the per-task rates carry the strong per-subject signal of MMLU-like data.
+Counting is stateless (feature hashing), so the raw counts of a whole dataset are computed once
+and sliced per fold; what is *fitted*, on training prompts only, is the kept columns (document
+frequency >= min_df), the IDF weights, the shape scaling and the smoothed per-task success rates
+of each model. Shape statistics (length, numbers, punctuation) carry the difficulty signal that
+words miss on math word problems; the task rates carry MMLU's strong per-subject signal.
 """
 
 from __future__ import annotations
@@ -16,52 +17,91 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 AUTO_CHAR_LIMIT = 5000
+WORD_HASH = HashingVectorizer(
+    ngram_range=(1, 2), n_features=2**20, alternate_sign=False, norm=None, dtype=np.float64
+)
+CHAR_HASH = HashingVectorizer(
+    analyzer="char_wb",
+    ngram_range=(2, 4),
+    n_features=2**18,
+    alternate_sign=False,
+    norm=None,
+    dtype=np.float64,
+)
 
 
 @dataclass(frozen=True)
 class FeatureConfig:
     """Feature choices; `char_ngrams=None` means on below `AUTO_CHAR_LIMIT` training prompts."""
 
-    word_max_features: int = 20000
     char_ngrams: bool | None = None
-    char_max_features: int = 30000
     min_df: int = 2
+    char_min_df: int = 3
     task_smoothing: float = 10.0
     shape_weight: float = 0.3
+
+
+@dataclass(frozen=True)
+class RawFeatures:
+    """Unfitted features of some prompts: hashed counts and shape statistics."""
+
+    word: sp.csr_matrix
+    char: sp.csr_matrix | None
+    shape: FloatArray
+
+    def rows(self, index: IntArray) -> RawFeatures:
+        """The same features for the rows at `index`."""
+        char = self.char[index] if self.char is not None else None
+        return RawFeatures(self.word[index], char, self.shape[index])
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fitted text block: kept hash columns and their IDF."""
+
+    keep: IntArray
+    idf: TfidfTransformer
+
+    def apply(self, counts: sp.csr_matrix) -> sp.csr_matrix:
+        return self.idf.transform(counts[:, self.keep])
+
+
+def fit_block(counts: sp.csr_matrix, min_df: int) -> Block:
+    """Keep columns seen in >= min_df training prompts; fit sublinear IDF on them."""
+    df = np.asarray((counts > 0).sum(axis=0)).ravel()
+    keep = np.flatnonzero(df >= min_df).astype(np.int64)
+    return Block(keep, TfidfTransformer(sublinear_tf=True).fit(counts[:, keep]))
 
 
 @dataclass(frozen=True)
 class Featurizer:
     """Fitted feature map; `transform` gives one CSR row per (text, task)."""
 
-    word: TfidfVectorizer
-    char: TfidfVectorizer | None
+    word: Block
+    char: Block | None
     shape_mean: FloatArray
     shape_std: FloatArray
     shape_weight: float
     tasks: tuple[str, ...]
     task_rates: FloatArray  # (len(tasks) + 1, n_models); last row = overall prior
 
-    @property
-    def n_features(self) -> int:
-        """Width of a feature row."""
-        char = len(self.char.vocabulary_) if self.char is not None else 0
-        n_shape = len(self.shape_mean)
-        return len(self.word.vocabulary_) + char + n_shape + len(self.tasks) + self.task_rates.shape[1]
-
     def transform(self, texts: Sequence[str], tasks: Sequence[str]) -> sp.csr_matrix:
         """Sparse features of each prompt with its task label."""
-        parts = [self.word.transform(texts)]
-        if self.char is not None:
-            parts.append(self.char.transform(texts))
-        shape = (shape_matrix(texts) - self.shape_mean) / self.shape_std * self.shape_weight
-        parts.append(sp.csr_matrix(shape))
-        parts.append(self._task_block(tasks))
+        return self.transform_raw(raw_features(texts, self.char is not None), tasks)
+
+    def transform_raw(self, raw: RawFeatures, tasks: Sequence[str]) -> sp.csr_matrix:
+        """Sparse features from precomputed raw features."""
+        parts = [self.word.apply(raw.word)]
+        if self.char is not None and raw.char is not None:
+            parts.append(self.char.apply(raw.char))
+        shape = (raw.shape - self.shape_mean) / self.shape_std * self.shape_weight
+        parts.extend([sp.csr_matrix(shape), self._task_block(tasks)])
         return sp.hstack(parts, format="csr", dtype=np.float64)
 
     def _task_block(self, tasks: Sequence[str]) -> sp.csr_matrix:
@@ -71,8 +111,7 @@ class Featurizer:
             (np.ones(len(rows)), (np.arange(len(rows)), rows)),
             shape=(len(rows), len(self.tasks) + 1),
         )[:, : len(self.tasks)]
-        rates = sp.csr_matrix(self.task_rates[rows])
-        return sp.hstack([onehot, rates], format="csr")
+        return sp.hstack([onehot, sp.csr_matrix(self.task_rates[rows])], format="csr")
 
 
 def shape_vector(text: str) -> list[float]:
@@ -94,9 +133,16 @@ def shape_vector(text: str) -> list[float]:
     ]
 
 
-def shape_matrix(texts: Sequence[str]) -> FloatArray:
-    """`shape_vector` of every text, one row each."""
-    return np.array([shape_vector(t) for t in texts], dtype=np.float64).reshape(len(texts), -1)
+def raw_features(texts: Sequence[str], char: bool) -> RawFeatures:
+    """Hashed word (and character) counts and shape statistics of `texts`."""
+    shape = np.array([shape_vector(t) for t in texts], dtype=np.float64).reshape(len(texts), -1)
+    chars = CHAR_HASH.transform(texts) if char else None
+    return RawFeatures(WORD_HASH.transform(texts), chars, shape)
+
+
+def use_char_ngrams(config: FeatureConfig, n_train: int) -> bool:
+    """Whether character n-grams are on for a training set of this size."""
+    return config.char_ngrams if config.char_ngrams is not None else n_train < AUTO_CHAR_LIMIT
 
 
 def task_rates(
@@ -115,26 +161,17 @@ def task_rates(
 
 
 def fit_featurizer(
-    texts: Sequence[str], tasks: Sequence[str], scores: FloatArray, config: FeatureConfig
+    raw: RawFeatures, tasks: Sequence[str], scores: FloatArray, config: FeatureConfig
 ) -> Featurizer:
-    """Fit vocabularies, shape scaling and task rates on training prompts only."""
-    word = TfidfVectorizer(
-        ngram_range=(1, 2), min_df=config.min_df, sublinear_tf=True,
-        max_features=config.word_max_features, dtype=np.float64,
-    ).fit(texts)
-    use_char = config.char_ngrams if config.char_ngrams is not None else (
-        len(texts) < AUTO_CHAR_LIMIT
-    )
-    char = None
-    if use_char:
-        char = TfidfVectorizer(
-            analyzer="char_wb", ngram_range=(2, 4), min_df=3, sublinear_tf=True,
-            max_features=config.char_max_features, dtype=np.float64,
-        ).fit(texts)
-    shape = shape_matrix(texts)
+    """Fit kept columns, IDF, shape scaling and task rates on training prompts only."""
+    char = fit_block(raw.char, config.char_min_df) if raw.char is not None else None
     names, rates = task_rates(tasks, scores, config.task_smoothing)
     return Featurizer(
-        word=word, char=char, shape_mean=shape.mean(axis=0),
-        shape_std=shape.std(axis=0) + 1e-9, shape_weight=config.shape_weight,
-        tasks=names, task_rates=rates,
+        word=fit_block(raw.word, config.min_df),
+        char=char,
+        shape_mean=raw.shape.mean(axis=0),
+        shape_std=raw.shape.std(axis=0) + 1e-9,
+        shape_weight=config.shape_weight,
+        tasks=names,
+        task_rates=rates,
     )

@@ -16,7 +16,14 @@ import numpy.typing as npt
 import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 
-from policies.learned.features import FeatureConfig, Featurizer, fit_featurizer
+from policies.learned.features import (
+    FeatureConfig,
+    Featurizer,
+    RawFeatures,
+    fit_featurizer,
+    raw_features,
+    use_char_ngrams,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -32,7 +39,11 @@ class SuccessPredictor:
 
     def predict_matrix(self, texts: Sequence[str], tasks: Sequence[str]) -> FloatArray:
         """P(success) per (prompt, model): shape (len(texts), len(models))."""
-        x = self.featurizer.transform(texts, tasks)
+        return self.predict_raw(raw_features(texts, self.featurizer.char is not None), tasks)
+
+    def predict_raw(self, raw: RawFeatures, tasks: Sequence[str]) -> FloatArray:
+        """`predict_matrix` from precomputed raw features."""
+        x = self.featurizer.transform_raw(raw, tasks)
         logits = np.asarray(x @ self.coef) + self.intercept
         return 1.0 / (1.0 + np.exp(-logits))
 
@@ -69,11 +80,25 @@ def fit_predictor(
     scores: FloatArray,
     models: Sequence[str],
     config: FeatureConfig | None = None,
-    c: float = 1.0,
+    c: float = 0.5,
 ) -> SuccessPredictor:
     """Fit features and one regression per model on training rows (scores: (n, len(models)))."""
-    featurizer = fit_featurizer(texts, tasks, scores, config if config is not None else FeatureConfig())
-    x = featurizer.transform(texts, tasks)
+    config = config if config is not None else FeatureConfig()
+    raw = raw_features(texts, use_char_ngrams(config, len(texts)))
+    return fit_predictor_raw(raw, tasks, scores, models, config, c)
+
+
+def fit_predictor_raw(
+    raw: RawFeatures,
+    tasks: Sequence[str],
+    scores: FloatArray,
+    models: Sequence[str],
+    config: FeatureConfig,
+    c: float = 0.5,
+) -> SuccessPredictor:
+    """`fit_predictor` from precomputed raw features (replay hashes a dataset once)."""
+    featurizer = fit_featurizer(raw, tasks, scores, config)
+    x = featurizer.transform_raw(raw, tasks)
     fitted = [_fit_one(x, scores[:, j], c) for j in range(len(models))]
     coef = np.column_stack([f[0] for f in fitted])
     intercept = np.array([f[1] for f in fitted])

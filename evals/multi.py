@@ -1,0 +1,132 @@
+"""N-model replay per benchmark: per-task-floor baseline, per-request router and oracle side by side.
+
+Follows `evals/datasets/routing_multi/README.md` ("Testing cheapest model above a quality
+floor"): candidates are the priced models present on every row; per fold the floor is `fraction`
+x the best candidate's training quality; the per-task baseline is the cheapest candidate whose
+Wilson 95% lower bound clears it (else the best); the router is `evals.floor`; the oracle sends each
+prompt to the cheapest candidate with the top score on it. Floors are checked on held-out folds
+against the reference (best) model's held-out quality.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from evals.floor import FloorReport, FloorSpec, floor_replay
+from evals.metrics import floor_hold_rate, wilson_interval
+from evals.outcomes import OutcomeTable
+from evals.routers import FitConfig
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    """Held-out quality and cost of one strategy (USD per 1,000 prompts)."""
+
+    name: str
+    quality: float
+    cost_per_1k: float
+    cost_saving: float
+    floor_hold_rate: float
+    models: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class BenchmarkReplay:
+    """One benchmark's strategies side by side, with the router's full floor report."""
+
+    benchmark: str
+    n: int
+    candidates: int
+    floor: float
+    reference_quality: float
+    strategies: tuple[StrategyResult, ...]
+    router: FloorReport
+
+
+def per_task_choice(table: OutcomeTable, train: IntArray, cols: list[int], fraction: float) -> int:
+    """Cheapest candidate whose training Wilson lower bound clears the floor (else the best)."""
+    quality = table.scores[train].mean(axis=0)
+    cost = table.costs[train].mean(axis=0)
+    best = max(cols, key=lambda j: quality[j])
+    floor = fraction * quality[best]
+    n = len(train)
+    ok = [j for j in cols if wilson_interval(float(table.scores[train, j].sum()), n)[0] >= floor]
+    return min(ok, key=lambda j: cost[j]) if ok else best
+
+
+def oracle_choice(table: OutcomeTable, cols: list[int]) -> IntArray:
+    """Per prompt: the cheapest candidate with the top score on that prompt."""
+    scores, costs = table.scores[:, cols], table.costs[:, cols]
+    top = scores >= scores.max(axis=1, keepdims=True)
+    masked = np.where(top, costs, np.inf)
+    return np.array(cols, dtype=np.int64)[masked.argmin(axis=1)]
+
+
+def _result(
+    name: str,
+    table: OutcomeTable,
+    test: IntArray,
+    chosen: IntArray,
+    ref: IntArray,
+    fraction: float,
+    rng: np.random.Generator,
+) -> StrategyResult:
+    achieved, ref_scores = table.scores[test, chosen], table.scores[test, ref]
+    cost, ref_cost = table.costs[test, chosen].sum(), table.costs[test, ref].sum()
+    return StrategyResult(
+        name=name,
+        quality=float(achieved.mean()),
+        cost_per_1k=float(cost) / len(test) * 1000,
+        cost_saving=1.0 - float(cost / ref_cost),
+        floor_hold_rate=floor_hold_rate(achieved, ref_scores, fraction, rng, 1000),
+        models=tuple(sorted({table.models[int(j)] for j in np.unique(chosen)})),
+    )
+
+
+def benchmark_replay(
+    table: OutcomeTable, benchmark: str, spec: FloorSpec, config: FitConfig, k: int, seed: int
+) -> BenchmarkReplay:
+    """Replay one benchmark's table (priced candidates) with all strategies."""
+    report = floor_replay(table, spec, config, k, seed)
+    cols = [j for j in range(len(table.models)) if np.all(np.isfinite(table.costs[:, j]))]
+    test = np.concatenate([f.test for f in report.folds])
+    ref = np.concatenate([np.full(len(f.test), f.reference) for f in report.folds])
+    all_rows = np.arange(len(table), dtype=np.int64)
+    per_task = np.concatenate(
+        [
+            np.full(
+                len(f.test),
+                per_task_choice(table, np.setdiff1d(all_rows, f.test), cols, spec.fraction),
+            )
+            for f in report.folds
+        ]
+    )
+    cheapest = min(cols, key=lambda j: float(np.mean(table.costs[:, j])))
+    rng = np.random.default_rng(seed + 7)
+    choices = {
+        "always-best": ref,
+        "always-cheapest": np.full(len(test), cheapest),
+        "random": np.array(cols, dtype=np.int64)[rng.integers(0, len(cols), len(test))],
+        "per-task-floor": per_task,
+        "per-request": np.concatenate([f.chosen for f in report.folds]),
+        "oracle": oracle_choice(table, cols)[test],
+    }
+    results = tuple(
+        _result(name, table, test, chosen, ref, spec.fraction, rng)
+        for name, chosen in choices.items()
+    )
+    return BenchmarkReplay(
+        benchmark=benchmark,
+        n=len(table),
+        candidates=len(cols),
+        floor=report.floor,
+        reference_quality=report.reference_quality,
+        strategies=results,
+        router=report,
+    )

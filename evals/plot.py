@@ -1,0 +1,40 @@
+"""Quality-vs-strong-share plot of a two-model replay with its random and oracle baselines.
+
+Matplotlib with the Agg backend (no display); imported only by the `eval replay --plot` handler.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from evals.metrics import CurveSummary
+from evals.replay import PairReplay
+
+
+def _draw(ax: object, name: str, summary: CurveSummary, style: str) -> None:
+    xs = [p.strong_share * 100 for p in summary.points]
+    ys = [p.quality for p in summary.points]
+    ax.plot(xs, ys, style, label=f"{name} (APGR {summary.apgr:.3f})")  # type: ignore[attr-defined]
+
+
+def plot_pair(replay: PairReplay, title: str, out: Path) -> Path:
+    """Draw router, random and oracle curves with the two models' qualities; save to `out`."""
+    fig, ax = plt.subplots(figsize=(8, 5))
+    _draw(ax, "router", replay.router, "o-")
+    _draw(ax, "random", replay.random, "s--")
+    _draw(ax, "oracle", replay.oracle, "x:")
+    ax.axhline(replay.router.strong_quality, color="red", linestyle="--", label=replay.strong)
+    ax.axhline(replay.router.weak_quality, color="grey", linestyle="--", label=replay.weak)
+    ax.set_xlabel("strong model calls (%)")
+    ax.set_ylabel("quality")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

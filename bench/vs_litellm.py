@@ -1,0 +1,492 @@
+"""slorouter side by side with LiteLLM proxy: the same open-loop load, the same upstream.
+
+    python -m bench.vs_litellm [--rates 5,10,25,50,100,200,400] [--duration 10] [--modes plain,stream]
+                               [--targets direct,slorouter-minimal,slorouter-full,...]
+                               [--out docs/benchmarks.md]
+
+Starts the provider simulator (model `bench`: 20 ms to the first token, 16 output tokens, so
+every difference is the gateway's), slorouter with each config under `bench/configs/`
+(`slorouter-minimal.yaml`; `slorouter-full.yaml` with and without `telemetry.json`) and LiteLLM
+proxy 1.110.2 from its own virtual environment (`bench/.venv-litellm`, created on first use from
+the package registry). Runs the same seeded Poisson schedule against each target at each rate,
+streaming and not, and writes `docs/benchmarks.md`: overhead p50/p99 of E2E and TTFT against the
+direct baseline, the max sustainable rate (p99 E2E under 100 ms, no errors), CPU time per request
+and memory of each gateway's process group (from /proc), the machine's load, the exact commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from router.loadtest.loadgen import RunResult, run_open_loop
+from tests.support.procs import PYTHON, ManagedProcess, free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "bench" / "configs"
+LITELLM_VENV = ROOT / "bench" / ".venv-litellm"
+LITELLM_REQUIREMENTS = Path("/work/shared/bench/litellm-proxy-requirements.txt")
+SLO_P99_MS = 100.0
+PROMPT = "Summarise the plot of Hamlet in two sentences."
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    kind: str  # direct | slorouter | litellm
+    config: str | None = None
+    telemetry: str | None = None
+    model: str = "bench"
+    authenticated: bool = False
+
+
+TARGETS = {
+    "direct": Target("direct", "direct"),
+    "slorouter-minimal": Target("slorouter-minimal", "slorouter", "slorouter-minimal.yaml"),
+    "slorouter-full": Target("slorouter-full", "slorouter", "slorouter-full.yaml",
+                             "telemetry.json", "auto", True),
+    "slorouter-full-no-telemetry": Target("slorouter-full-no-telemetry", "slorouter",
+                                          "slorouter-full.yaml", None, "auto", True),
+    "litellm": Target("litellm", "litellm", "litellm-proxy.yaml", authenticated=True),
+}
+
+
+@dataclass
+class Point:
+    target: str
+    rate: float
+    stream: bool
+    result: RunResult
+    cpu_ms: float | None
+    rss_mb: float | None
+
+    def p(self, metric: str) -> tuple[float, float]:
+        p50, p99 = self.result.percentiles_ms(metric, (50, 99))
+        return p50, p99
+
+    @property
+    def sustained(self) -> bool:
+        return self.result.errors() == 0 and self.p("e2e_s")[1] < SLO_P99_MS
+
+
+@dataclass
+class Running:
+    target: Target
+    url: str
+    api_key: str | None
+    proc: ManagedProcess | None
+    points: list[Point] = field(default_factory=list)
+
+
+# ---- processes ---------------------------------------------------------------------------
+
+def group_pids(pgid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            pids.append(int(entry.name))
+    return pids
+
+
+def group_cpu_s(pgid: int) -> float:
+    total = 0
+    for pid in group_pids(pgid):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def group_rss_mb(pgid: int) -> float:
+    total_kb = 0
+    for pid in group_pids(pgid):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total_kb += int(line.split()[1])
+        except OSError:
+            continue
+    return total_kb / 1024
+
+
+def ensure_litellm(venv: Path, requirements: Path) -> Path:
+    """The LiteLLM proxy's own virtual environment, created from the registry on first use."""
+    binary = venv / "bin" / "litellm"
+    if binary.exists():
+        return binary
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "litellm==1.110.2", "-r",
+                    str(requirements)], check=True)
+    return binary
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    for key, value in values.items():
+        text = text.replace("${" + key + "}", value)
+    return text
+
+
+class _Sink(BaseHTTPRequestHandler):
+    """A do-nothing OTLP/HTTP receiver, so exporting costs what it costs in production."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *_: object) -> None:
+        return
+
+
+def start_otlp_sink() -> tuple[ThreadingHTTPServer, str]:
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def start_target(target: Target, work: Path, sim_base: str, env: dict[str, str],
+                 litellm_bin: Path | None) -> Running:
+    if target.kind == "direct":
+        return Running(target, f"{sim_base}/v1/chat/completions", None, None)
+    port = free_port()
+    log = work / f"{target.name}.log"
+    if target.kind == "litellm":
+        assert litellm_bin is not None and target.config is not None
+        config = work / "litellm.yaml"
+        config.write_text(substitute((CONFIGS / target.config).read_text(), env))
+        log_config = work / "litellm-log.json"
+        log_config.write_text(json.dumps({"version": 1, "disable_existing_loggers": False,
+                                          "loggers": {"uvicorn.access": {"level": "WARNING"}}}))
+        argv = [str(litellm_bin), "--config", str(config), "--host", "127.0.0.1", "--port",
+                str(port), "--log_config", str(log_config)]
+        proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/health/liveliness",
+                              log_path=log, startup_timeout_s=180, env=env).start()
+        return Running(target, f"http://127.0.0.1:{port}/v1/chat/completions",
+                       env["LITELLM_MASTER_KEY"], proc)
+    assert target.config is not None
+    argv = [PYTHON, "-m", "router.cli", "serve", "--config", str(CONFIGS / target.config),
+            "--port", str(port), "--log-level", "warning"]
+    if target.telemetry is not None:
+        argv = [PYTHON, "-m", "bench.vs_litellm", "serve-router", "--config",
+                str(CONFIGS / target.config), "--port", str(port),
+                "--telemetry", str(CONFIGS / target.telemetry)]
+    proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
+                          log_path=log, startup_timeout_s=120).start()
+    key = env["BENCH_TENANT_KEY"] if target.authenticated else None
+    return Running(target, f"http://127.0.0.1:{port}/v1/chat/completions", key, proc)
+
+
+# ---- measuring ---------------------------------------------------------------------------
+
+async def measure(running: Running, rate: float, stream: bool, duration: float) -> Point:
+    payload: dict[str, object] = {"model": running.target.model, "max_tokens": 16,
+                                  "messages": [{"role": "user", "content": PROMPT}],
+                                  "temperature": 0.7}
+    if stream:
+        payload.update(stream=True, stream_options={"include_usage": True})
+    url, key = running.url, running.api_key
+    await run_open_loop(running.target.name, url, payload, min(rate, 50), 2.0, 1, key)  # warm
+    pgid = running.proc.pid if running.proc is not None else None
+    before = group_cpu_s(pgid) if pgid is not None else None
+    result = await run_open_loop(running.target.name, url, payload, rate, duration, 42, key,
+                                 timeout_s=15)
+    cpu_ms = rss = None
+    if pgid is not None and before is not None:
+        cpu_ms = (group_cpu_s(pgid) - before) * 1e3 / max(1, len(result.samples))
+        rss = group_rss_mb(pgid)
+    return Point(running.target.name, rate, stream, result, cpu_ms, rss)
+
+
+async def warm_up(running: Running) -> None:
+    """Some gateways import lazily on first use: 5 s at 10 req/s before any measurement."""
+    payload: dict[str, object] = {"model": running.target.model, "max_tokens": 16,
+                                  "messages": [{"role": "user", "content": PROMPT}]}
+    for stream in (False, True):
+        await run_open_loop(running.target.name, running.url, {**payload, "stream": stream},
+                            10, 2.5, 3, running.api_key)
+
+
+async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
+                duration: float) -> None:
+    for running in targets:
+        await warm_up(running)
+    for stream in modes:
+        saturated: set[str] = set()
+        for rate in rates:
+            for running in targets:
+                if running.target.name in saturated:
+                    continue
+                point = await measure(running, rate, stream, duration)
+                running.points.append(point)
+                e2e, ttft = point.p("e2e_s"), point.p("ttft_s")
+                print(f"{'stream' if stream else 'plain':<7}{rate:>6g}/s {running.target.name:<28}"
+                      f"E2E p50 {e2e[0]:7.2f} p99 {e2e[1]:7.2f}  TTFT p50 {ttft[0]:7.2f} "
+                      f"p99 {ttft[1]:7.2f}  err {point.result.errors():>4}  cpu/req "
+                      f"{point.cpu_ms if point.cpu_ms is not None else float('nan'):6.2f} ms",
+                      flush=True)
+                if not point.sustained and running.target.kind != "direct":
+                    saturated.add(running.target.name)
+
+
+# ---- report ------------------------------------------------------------------------------
+
+def _f(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None or value != value else f"{value:.{digits}f}"
+
+
+def _point(running: Running, rate: float, stream: bool) -> Point | None:
+    return next((p for p in running.points if p.rate == rate and p.stream == stream), None)
+
+
+def latency_table(targets: list[Running], rates: list[float], stream: bool) -> list[str]:
+    lines = ["| rate (req/s) | target | sent | errors | E2E p50 | E2E p99 | TTFT p50 | TTFT p99 |"
+             " CPU ms/req | RSS MB |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for rate in rates:
+        for running in targets:
+            point = _point(running, rate, stream)
+            if point is None:
+                lines.append(f"| {rate:g} | {running.target.name} | — | saturated at a lower "
+                             "rate | | | | | | |")
+                continue
+            e2e, ttft = point.p("e2e_s"), point.p("ttft_s")
+            lines.append(f"| {rate:g} | {running.target.name} | {len(point.result.samples)} | "
+                         f"{point.result.errors()} | {_f(e2e[0])} | {_f(e2e[1])} | "
+                         f"{_f(ttft[0])} | {_f(ttft[1])} | {_f(point.cpu_ms)} | "
+                         f"{_f(point.rss_mb, 0)} |")
+    return lines
+
+
+def overhead(point: Point, base: Point) -> tuple[float, float, float, float]:
+    e2e, ttft = point.p("e2e_s"), point.p("ttft_s")
+    b_e2e, b_ttft = base.p("e2e_s"), base.p("ttft_s")
+    return e2e[0] - b_e2e[0], e2e[1] - b_e2e[1], ttft[0] - b_ttft[0], ttft[1] - b_ttft[1]
+
+
+def overhead_table(targets: list[Running], rates: list[float], stream: bool) -> list[str]:
+    direct = next(r for r in targets if r.target.kind == "direct")
+    lines = ["| rate (req/s) | target | +E2E p50 | +E2E p99 | +TTFT p50 | +TTFT p99 | sustained |",
+             "|---:|---|---:|---:|---:|---:|---|"]
+    for rate in rates:
+        base = _point(direct, rate, stream)
+        for running in targets:
+            point = _point(running, rate, stream)
+            if running is direct or point is None or base is None:
+                continue
+            lines.append(f"| {rate:g} | {running.target.name} | "
+                         + " | ".join(_f(v) for v in overhead(point, base))
+                         + f" | {'yes' if point.sustained else 'no'} |")
+    return lines
+
+
+def max_rate(running: Running, stream: bool) -> float | None:
+    ok = [p.rate for p in running.points if p.stream == stream and p.sustained]
+    return max(ok) if ok else None
+
+
+def comparisons(targets: list[Running], rates: list[float], stream: bool) -> list[str]:
+    """slorouter-full against LiteLLM at rates LiteLLM sustains, and telemetry on vs off."""
+    by = {r.target.name: r for r in targets}
+    lines: list[str] = []
+    direct, full, lite = by.get("direct"), by.get("slorouter-full"), by.get("litellm")
+    if direct and full and lite:
+        for rate in rates:
+            base, f, ll = (_point(direct, rate, stream), _point(full, rate, stream),
+                           _point(lite, rate, stream))
+            if base is None or f is None or ll is None or not ll.sustained:
+                continue
+            fo, lo = overhead(f, base), overhead(ll, base)
+            ratios = [(a / b if b > 0 else float("nan")) for a, b in zip(fo, lo, strict=True)]
+            lines.append(f"- {rate:g} req/s: slorouter-full/LiteLLM added latency "
+                         f"E2E p50 {_f(ratios[0])}, E2E p99 {_f(ratios[1])}, TTFT p50 "
+                         f"{_f(ratios[2])}, TTFT p99 {_f(ratios[3])} (target ≤ 0.10); CPU/req "
+                         f"{_f(f.cpu_ms)} vs {_f(ll.cpu_ms)} ms")
+    on, off = by.get("slorouter-full"), by.get("slorouter-full-no-telemetry")
+    if direct and on and off:
+        for rate in rates:
+            base, a, b = (_point(direct, rate, stream), _point(on, rate, stream),
+                          _point(off, rate, stream))
+            if base is None or a is None or b is None or not (a.sustained and b.sustained):
+                continue
+            diff = [x - y for x, y in zip(overhead(a, base), overhead(b, base), strict=True)]
+            cpu = (a.cpu_ms - b.cpu_ms) if a.cpu_ms is not None and b.cpu_ms is not None else None
+            lines.append(f"- {rate:g} req/s: telemetry on minus off: +E2E p50 {_f(diff[0])} ms, "
+                         f"+TTFT p50 {_f(diff[2])} ms, +E2E p99 {_f(diff[1])} ms, CPU/req "
+                         f"{_f(cpu)} ms (budget: 15% of 2 ms p50 = 0.30 ms)")
+    return lines
+
+
+def render(targets: list[Running], rates: list[float], modes: list[bool], meta: dict[str, str],
+           command: str) -> str:
+    out = ["# Benchmarks: slorouter side by side with LiteLLM proxy", "",
+           "Generated by `bench/vs_litellm.py` (do not edit by hand; rerun the command below).", "",
+           f"- Date: {meta['date']}", f"- Machine: {meta['machine']}",
+           f"- Load average (1/5/15 min) before: {meta['load_before']}; after: "
+           f"{meta['load_after']}. Other engineers' jobs share these cores: numbers taken under "
+           "load are noisy, compare targets within one run only.",
+           "- Upstream: the provider simulator, model `bench`: first token after 20 ms, 16 output "
+           "tokens (4 per chunk), so the direct row is the floor and every difference is the "
+           "gateway's. Prompt: one short English sentence, `max_tokens` 16, temperature 0.7.",
+           f"- Load: open-loop Poisson arrivals, the same seeded schedule for every target, "
+           f"{meta['duration']} s per point after a 2 s warm-up; a target is not run at higher "
+           f"rates once it misses p99 E2E < {SLO_P99_MS:g} ms or has errors.",
+           "- CPU ms/req: user+system time of the gateway's whole process group (from "
+           "/proc/PID/stat) over the measured window divided by requests sent. RSS: the group's "
+           "resident memory at the end of the point.",
+           "- Targets: `direct` (the simulator itself), `slorouter-minimal` "
+           "(`bench/configs/slorouter-minimal.yaml`: one pinned model, no auth, no cache), "
+           "`slorouter-full` (`bench/configs/slorouter-full.yaml`: API-key auth, `auto` → "
+           "classification → policy decision, disk cache lookup, plus telemetry from "
+           "`bench/configs/telemetry.json`: metrics, `/metrics`, OTLP export of metrics and of "
+           "10% of traces to a local receiver), `slorouter-full-no-telemetry` (the same without "
+           "telemetry), `litellm` (LiteLLM proxy 1.110.2, `bench/configs/litellm-proxy.yaml`, "
+           "master key auth, default settings, uvicorn access log off like slorouter's).", ""]
+    for stream in modes:
+        title = "streaming" if stream else "non-streaming"
+        out += [f"## {title.capitalize()}", "", "Latency (ms) and cost per point:", "",
+                *latency_table(targets, rates, stream), "",
+                "Added latency against `direct` at the same rate (ms; `sustained`: p99 E2E "
+                f"under {SLO_P99_MS:g} ms and no errors):", "", *overhead_table(targets, rates, stream), "",
+                f"Max sustainable rate (p99 E2E < {SLO_P99_MS:g} ms, no errors; highest rate "
+                "tried that passed): "
+                + ", ".join(f"{r.target.name} {_f(max_rate(r, stream), 0)}"
+                            for r in targets if r.target.kind != "direct"), "",
+                "Comparisons:", "", *(comparisons(targets, rates, stream) or ["- none"]), ""]
+    out += ["## Commands", "", "```", command,
+            "# the default open-loop mix against one target (under 5 minutes on 2 cores):",
+            "python -m bench.suite", "```", ""]
+    return "\n".join(out)
+
+
+# ---- entry points ------------------------------------------------------------------------
+
+def serve_router(args: argparse.Namespace) -> int:
+    """`slorouter serve` plus telemetry, until the service wires telemetry from its config.
+
+    Composes exactly what `router.wiring.build_from_config` builds, with `TelemetrySink` beside
+    the log sink, log redaction installed and `GET /metrics` mounted.
+    """
+    import inspect
+
+    import uvicorn
+
+    import router.wiring as wiring
+    from policies.loader import load_config_file
+    from router import logs
+    from router.outcomes import FanOut, LogSink
+    from router.telemetry import redact
+    from router.telemetry.settings import TelemetrySettings
+    from router.telemetry.setup import build_telemetry
+
+    logs.configure("warning")
+    redact.install(v for k, v in os.environ.items() if k.endswith("_KEY"))
+    settings = TelemetrySettings.model_validate_json(
+        substitute(Path(args.telemetry).read_text(), dict(os.environ)))
+    deployments: dict[str, object] = {}
+    telemetry = build_telemetry(settings, deployments)  # type: ignore[arg-type]
+    wiring.LogSink = lambda: FanOut([LogSink(), telemetry.sink])  # type: ignore[attr-defined,assignment,return-value]
+    config = load_config_file(Path(args.config), os.environ)
+    extra = ([Path(args.config).parent]
+             if "base_dir" in inspect.signature(wiring.build_from_config).parameters else [])
+    app, runtime = wiring.build_from_config(config, os.environ, *extra)
+    deployments.update(runtime.deployments)
+    endpoint = telemetry.metrics_endpoint
+    if endpoint is not None:
+        app.add_route("/metrics", endpoint, methods=["GET"])
+    uvicorn.run(app, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools",
+                access_log=False, log_config=None, log_level="warning")
+    telemetry.shutdown()
+    return 0
+
+
+async def run(args: argparse.Namespace) -> str:
+    litellm_bin = (ensure_litellm(args.litellm_venv, args.litellm_requirements)
+                   if "litellm" in args.targets else None)
+    sink, otlp = start_otlp_sink()
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        profile = work / "profile.json"
+        profile.write_text((CONFIGS / "sim_profile.json").read_text())
+        sim_port = free_port()
+        sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(sim_port),
+                              "--profile", str(profile)], sim_port,
+                             ready_url=f"http://127.0.0.1:{sim_port}/v1/models",
+                             log_path=work / "sim.log").start()
+        env = {"SIM_BASE": f"http://127.0.0.1:{sim_port}", "BENCH_CACHE_DIR": str(work / "cache"),
+               "BENCH_TENANT_KEY": "sk-bench-" + secrets.token_urlsafe(24),
+               "LITELLM_MASTER_KEY": "sk-" + secrets.token_urlsafe(32), "OTLP_ENDPOINT": otlp}
+        targets: list[Running] = []
+        try:
+            for name in args.targets:
+                targets.append(start_target(TARGETS[name], work, env["SIM_BASE"], env,
+                                            litellm_bin))
+            await sweep(targets, args.rates, args.modes, args.duration)
+        finally:
+            for running in targets:
+                if running.proc is not None:
+                    running.proc.stop()
+            sim.stop()
+            sink.shutdown()
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": f"{os.cpu_count()} CPUs, {_cpu_model()}, Python {sys.version.split()[0]}",
+            "load_before": load_before,
+            "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+            "duration": f"{args.duration:g}"}
+    return render(targets, args.rates, args.modes, meta, "python -m bench.vs_litellm "
+                  + " ".join(sys.argv[1:]))
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    sub = parser.add_subparsers(dest="mode")
+    serve = sub.add_parser("serve-router", help="(internal) slorouter serve with telemetry")
+    serve.add_argument("--config", required=True)
+    serve.add_argument("--port", type=int, required=True)
+    serve.add_argument("--telemetry", required=True)
+    parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
+                        default=[5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0])
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--modes", type=lambda s: [m == "stream" for m in s.split(",")],
+                        default=[False, True])
+    parser.add_argument("--targets", type=lambda s: s.split(","), default=list(TARGETS))
+    parser.add_argument("--litellm-venv", type=Path, default=LITELLM_VENV)
+    parser.add_argument("--litellm-requirements", type=Path, default=LITELLM_REQUIREMENTS)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    args = parser.parse_args()
+    if args.mode == "serve-router":
+        sys.exit(serve_router(args))
+    report = asyncio.run(run(args))
+    args.out.write_text(report)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,7 @@
 """slorouter side by side with LiteLLM proxy: the same open-loop load, the same upstream.
 
-    python -m bench.vs_litellm [--rates 5,10,25,50,100,200,400] [--duration 10] [--modes plain,stream]
-                               [--targets direct,slorouter-minimal,slorouter-full,...]
+    python -m bench.vs_litellm [--rates 5,10,25,50,100,200,400] [--duration 10]
+                               [--modes plain,stream] [--targets direct,slorouter-full,...]
                                [--out docs/benchmarks.md]
 
 Starts the provider simulator (model `bench`: 20 ms to the first token, 16 output tokens, so
@@ -366,7 +366,8 @@ def render(targets: list[Running], rates: list[float], modes: list[bool], meta: 
         out += [f"## {title.capitalize()}", "", "Latency (ms) and cost per point:", "",
                 *latency_table(targets, rates, stream), "",
                 "Added latency against `direct` at the same rate (ms; `sustained`: p99 E2E "
-                f"under {SLO_P99_MS:g} ms and no errors):", "", *overhead_table(targets, rates, stream), "",
+                f"under {SLO_P99_MS:g} ms and no errors):", "",
+                *overhead_table(targets, rates, stream), "",
                 f"Max sustainable rate (p99 E2E < {SLO_P99_MS:g} ms, no errors; highest rate "
                 "tried that passed): "
                 + ", ".join(f"{r.target.name} {_f(max_rate(r, stream), 0)}"

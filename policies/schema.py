@@ -200,11 +200,20 @@ class CacheSpec(Frozen):
     default: CacheRule = CacheRule()
 
 
+class StatsSpec(Frozen):
+    """Online latency statistics: how fast old observations fade, exploration, sharing."""
+
+    half_life_s: float = Field(default=5.0, gt=0)
+    explore_share: float = Field(default=0.03, ge=0, le=0.2)
+    redis_url: str | None = None  # share statistics between replicas
+
+
 class ServerSpec(Frozen):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
     cache: CacheSpec = CacheSpec()
     reliability: ReliabilitySpec = ReliabilitySpec()
+    stats: StatsSpec = StatsSpec()
 
 
 class RouterConfig(Frozen):

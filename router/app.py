@@ -1,16 +1,22 @@
 """The composition root: the one place that wires concrete classes into the ASGI app.
 
-`build_app` takes already-built parts (config, classifier, providers, sinks, readiness checks),
-so tests and benchmarks can compose the same app differently; `router.serve_cli` builds the
-parts from files and the environment.
+`build_app` takes already-built parts (config, classifier, providers, sinks, readiness checks,
+optionally the admission controller, idempotency store and result cache), so tests and
+benchmarks can compose the same app differently; `router.wiring` builds the parts from files
+and the environment. Process-wide state (breakers, budgets, latency statistics, SLO windows)
+is created here, once, and shut down in the lifespan.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import random
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 
+import orjson
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -32,12 +38,15 @@ from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.errors import NotFoundError, RequestError
 from router.execution.runner import Runner
+from router.feedback import HedgeDelays, StatsRanker, StatsSink, targets_by_task
 from router.idempotency import IdempotencyStore, MemoryIdempotencyStore
 from router.outcomes import FanOut, OutcomeSink
 from router.pipeline import ChatPipeline
 from router.providers.base import AdapterName, Provider
 from router.reliability import admission_controller, execution_state
 from router.runtime_config import RuntimeConfig
+from router.slo import SloTracker
+from router.stats import LocalStatsStore, StatsConfig, StatsStore
 
 
 def build_app(config: RuntimeConfig, classifier: Classifier,
@@ -45,35 +54,69 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
               checks: Sequence[ReadinessCheck] = (),
               admission: AdmissionController | None = None,
               idempotency: IdempotencyStore | None = None,
-              caching: ResultCaching | None = None) -> FastAPI:
-    reliability = config.source.server.reliability
-    execution = execution_state(reliability)
-    runner = Runner(providers, execution, clock=time.perf_counter)
+              caching: ResultCaching | None = None,
+              stats: StatsStore | None = None) -> FastAPI:
+    server = config.source.server
+    execution = execution_state(server.reliability)
     breakers = execution.breakers
-    pipeline = ChatPipeline(config, classifier, runner,
-                            health=lambda name: breakers.state(name) != "open")
-    chat = ChatHandler(pipeline, FanOut(sinks),
-                       admission if admission is not None else admission_controller(reliability),
-                       idempotency if idempotency is not None else MemoryIdempotencyStore(
-                           time.monotonic),
-                       caching if caching is not None else ResultCaching(None, CacheRule(False)))
+    store = stats if stats is not None else LocalStatsStore(
+        StatsConfig(half_life_s=server.stats.half_life_s))
+    slo = SloTracker(targets_by_task(config.source.policies))
+    ranker = StatsRanker(config, store, slo, lambda name: breakers.state(name) == "open",
+                         random.Random(), explore_share=server.stats.explore_share)
+    pipeline = ChatPipeline(config, classifier, Runner(providers, execution, time.perf_counter),
+                            ranker=ranker, health=lambda name: breakers.state(name) != "open",
+                            hedge_delay=HedgeDelays(store))
+    chat = ChatHandler(
+        pipeline, FanOut([*sinks, StatsSink(store, slo)]),
+        admission if admission is not None else admission_controller(server.reliability),
+        idempotency if idempotency is not None else MemoryIdempotencyStore(time.monotonic),
+        caching if caching is not None else ResultCaching(None, CacheRule(False)))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        for provider in providers.values():
-            await provider.aclose()
+        refresher = asyncio.create_task(_run_refresher(store))
+        start = getattr(store, "start", None)
+        if start is not None:
+            start()
+        try:
+            yield
+        finally:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
+            stop = getattr(store, "stop", None)
+            if stop is not None:
+                await stop()
+            for provider in providers.values():
+                await provider.aclose()
+
+    async def slo_state(_: Request) -> Response:
+        return Response(orjson.dumps(slo.snapshot().model_dump(mode="json")),
+                        media_type="application/json")
+
+    async def stats_ready() -> tuple[str, bool, str]:
+        status = store.status()
+        return "stats", True, status.model_dump_json()
 
     app = FastAPI(title="slorouter", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
     app.add_route("/v1/chat/completions", chat.handle, methods=["POST"])
     app.add_route("/v1/route/explain", explain_endpoint(pipeline), methods=["POST"])
     app.add_route("/v1/models", models_endpoint(config), methods=["GET"])
+    app.add_route("/v1/slo", slo_state, methods=["GET"])
     app.add_route("/healthz", healthz, methods=["GET"])
     app.add_route("/v1/health/deployments", deployments_health(breakers), methods=["GET"])
-    app.add_route("/readyz", readyz_endpoint(checks, config.version), methods=["GET"])
+    app.add_route("/readyz", readyz_endpoint([*checks, stats_ready], config.version),
+                  methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
     return app
+
+
+async def _run_refresher(store: StatsStore) -> None:
+    run = getattr(store, "run_refresher", None)
+    if run is not None:
+        await run()
 
 
 async def _http_error(_: Request, exc: Exception) -> Response:

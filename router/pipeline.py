@@ -19,10 +19,13 @@ from router.api.schemas import ChatCompletionRequest
 from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
 from router.errors import RequestError
+from router.execution.hedging import HedgeInputs, plan_hedge
 from router.execution.runner import CommittedStream, Plan, Runner
 from router.outcomes import Outcome
 from router.providers.base import Completion, Deployment
 from router.runtime_config import RuntimeConfig
+
+HedgeDelay = Callable[[str, Task, int], float | None]
 
 # Output tokens assumed for fit and cost checks when the request sets no limit.
 DEFAULT_MAX_OUTPUT_TOKENS = 512
@@ -129,12 +132,14 @@ def upstream_body(raw: Mapping[str, Any]) -> dict[str, Any]:
 class ChatPipeline:
     def __init__(self, config: RuntimeConfig, classifier: Classifier, runner: Runner,
                  ranker: Ranker | None = None, health: Health | None = None,
+                 hedge_delay: HedgeDelay | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.config = config
         self._classifier = classifier
         self._runner = runner
         self._ranker = ranker if ranker is not None else StaticRanker()
         self._health: Health = health if health is not None else (lambda _name: True)
+        self._hedge_delay = hedge_delay
         self._clock = clock
 
     def prepare(self, request: ChatCompletionRequest, raw: Mapping[str, Any],
@@ -147,12 +152,26 @@ class ChatPipeline:
         facts = request_facts(request, view, labels)
         decision = decide(request.model, labels, facts, self.config, self._ranker, self._health)
         deployments = [self.config.deployments[name] for name in decision.deployments]
-        plan = Plan(deployments=deployments, body=upstream_body(raw), deadline=deadline,
-                    side_effecting=is_side_effecting(labels))
-        phases.classify, phases.decide = classified - started, self._clock() - classified
         policies = self.config.source.policies
         policy = policies.for_task(labels.task) if policies is not None else None
+        side_effecting = is_side_effecting(labels)
+        plan = Plan(deployments=deployments, body=upstream_body(raw), deadline=deadline,
+                    side_effecting=side_effecting,
+                    hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
+                                                   deadline))
+        phases.classify, phases.decide = classified - started, self._clock() - classified
         return Prepared(request, labels, decision, plan, facts, phases, policy)
+
+    def _hedge_plan(self, policy: TaskPolicy | None, facts: RequestFacts, decision: Decision,
+                    side_effecting: bool, deadline: float) -> float | None:
+        if self._hedge_delay is None or policy is None or not decision.deployments:
+            return None
+        predicted = self._hedge_delay(decision.deployments[0], facts.task, facts.prompt_tokens)
+        plan = plan_hedge(HedgeInputs(
+            policy_allows=policy.hedging, task=facts.task, risk=facts.risk,
+            side_effecting=side_effecting, has_alternate=len(decision.deployments) > 1,
+            predicted_ttft_s=predicted, remaining_s=deadline - self._clock()))
+        return plan.delay_s
 
     async def complete(self, prepared: Prepared,
                        outcome: Outcome) -> tuple[Deployment, Completion]:

@@ -23,6 +23,7 @@ from router.errors import ConfigError
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Provider
 from router.runtime_config import RuntimeConfig, resolve
+from router.stats import LocalStatsStore, StatsConfig, StatsStore
 
 
 def load_quality(config: RouterConfig, base_dir: Path) -> QualityTable:
@@ -68,6 +69,19 @@ def result_caching(config: RouterConfig, base_dir: Path) -> ResultCaching:
     return ResultCaching(ResultCacheFront(backend, metrics), rule)
 
 
+def stats_store(config: RouterConfig) -> StatsStore:
+    """Local statistics, shared through Redis when `server.stats.redis_url` is set."""
+    spec = config.server.stats
+    local = LocalStatsStore(StatsConfig(half_life_s=spec.half_life_s))
+    if spec.redis_url is None:
+        return local
+    import redis.asyncio as aioredis
+
+    from router.stats import RedisStatsStore
+
+    return RedisStatsStore(local, aioredis.from_url(spec.redis_url))
+
+
 def build_from_config(config: RouterConfig, environ: Mapping[str, str],
                       base_dir: Path) -> tuple[FastAPI, RuntimeConfig]:
     from router.providers.litellm_adapter import LitellmProvider
@@ -79,5 +93,5 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
         "litellm": LitellmProvider(),
     }
     app = build_app(runtime, classifier, providers, sinks=[LogSink()],
-                    caching=result_caching(config, base_dir))
+                    caching=result_caching(config, base_dir), stats=stats_store(config))
     return app, runtime

@@ -1,0 +1,151 @@
+"""Latency feedback: outcomes flow into the statistics, statistics into the ranking.
+
+`StatsSink` is an `OutcomeSink`: per upstream attempt it records an `Observation` (successes feed
+the latency estimates, failures the error rates) and per request the router-level timings for
+the task's SLO. `StatsRanker` is the `Ranker` the decision uses: it scores each eligible
+deployment from its live statistics (predicted TTFT/E2E at the SLO percentiles, chance of
+meeting the SLO, cost, error rate, SLO demotion, breaker state) under the policy's objective.
+Timestamps: the request path uses `perf_counter`; statistics use the wall clock (replicas
+merge them), converted here.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from policies.eligibility import RequestFacts, Verdict
+from policies.labels import TASKS, Task
+from policies.schema import PoliciesSpec, SloSpec, TaskPolicy
+from router.outcomes import Outcome
+from router.runtime_config import RuntimeConfig
+from router.scoring import Candidate, Ranking, ScoreRequest, ScoringConfig, Weights, rank
+from router.slo import SloTargets, SloTracker
+from router.stats import Observation, StatsStore
+
+Clock = Callable[[], float]
+
+
+def slo_targets(spec: SloSpec) -> SloTargets:
+    def seconds(ms: float | None) -> float | None:
+        return ms / 1e3 if ms is not None else None
+
+    return SloTargets(ttft_p95_s=seconds(spec.ttft_p95_ms), tpot_p95_s=seconds(spec.tpot_p95_ms),
+                      e2e_p99_s=seconds(spec.e2e_p99_ms), availability=spec.availability)
+
+
+def targets_by_task(policies: PoliciesSpec | None) -> dict[Task, SloTargets]:
+    return {task: slo_targets(policies.for_task(task).slo if policies is not None else SloSpec())
+            for task in TASKS}
+
+
+@dataclass(frozen=True)
+class HedgeDelays:
+    """When to hedge an attempt: at its deployment's observed TTFT p90 for the task, once
+    enough successes back the estimate; never on a guess."""
+
+    store: StatsStore
+    min_observations: float = 20.0
+
+    def __call__(self, deployment: str, task: Task, prompt_tokens: int) -> float | None:
+        view = self.store.view(deployment, task, prompt_tokens)
+        summary = view.bucket if view.bucket is not None and view.bucket.ttft else view.task
+        if summary is None or summary.ttft is None or summary.n_ok < self.min_observations:
+            return None
+        return summary.ttft.p90
+
+
+@dataclass
+class StatsRanker:
+    """Orders eligible deployments by live statistics under the policy's objective."""
+
+    config: RuntimeConfig
+    store: StatsStore
+    slo: SloTracker
+    unhealthy: Callable[[str], bool]
+    rng: random.Random
+    explore_share: float = 0.03
+    clock: Clock = time.time
+
+    def rank(self, policy: TaskPolicy, facts: RequestFacts,
+             eligible: Sequence[Verdict]) -> tuple[tuple[str, float, str], ...]:
+        ranking = self.ranking(policy, facts, [v.deployment for v in eligible])
+        return tuple((c.deployment, c.score, "; ".join(c.reasons) or "ranked")
+                     for c in ranking.candidates)
+
+    def ranking(self, policy: TaskPolicy, facts: RequestFacts,
+                deployments: Sequence[str]) -> Ranking:
+        now = self.clock()
+        candidates = [self._candidate(name, facts, now) for name in deployments]
+        history = self.store.task_summary(facts.task)
+        weights = Weights(slo=policy.weights.slo, cost=policy.weights.cost,
+                          latency=policy.weights.latency)
+        scoring = ScoringConfig(objective=policy.objective, weights=weights,
+                                explore_share=self.explore_share)
+        request = ScoreRequest(facts.task, facts.risk, facts.prompt_tokens,
+                               facts.max_output_tokens, True)
+        return rank(request, slo_targets(policy.slo), candidates, scoring, now=now,
+                    rng=self.rng, output_history=history.output_tokens if history else None)
+
+    def _candidate(self, name: str, facts: RequestFacts, now: float) -> Candidate:
+        deployment = self.config.deployments[name]
+        return Candidate(name, deployment.input_price_per_mtok, deployment.output_price_per_mtok,
+                         self.store.view(name, facts.task, facts.prompt_tokens),
+                         unhealthy=self.unhealthy(name),
+                         slo_penalty=self.slo.penalty(name, facts.task, now))
+
+
+class StatsSink:
+    """Records every outcome's attempts and its request-level timings."""
+
+    def __init__(self, store: StatsStore, slo: SloTracker, wall: Clock = time.time,
+                 mono: Clock = time.perf_counter) -> None:
+        self._store = store
+        self._slo = slo
+        self._wall = wall
+        self._mono = mono
+
+    def record(self, outcome: Outcome) -> None:
+        if outcome.task is None or outcome.task not in TASKS:
+            return
+        task: Task = outcome.task  # type: ignore[assignment]
+        offset = self._wall() - self._mono()
+        prompt = outcome.prompt_tokens if outcome.prompt_tokens is not None else 0
+        output = outcome.completion_tokens if outcome.completion_tokens is not None else 0
+        for attempt in outcome.attempts:
+            if attempt.outcome not in ("won", "failed"):
+                continue
+            won = attempt.outcome == "won"
+            end = outcome.ended_at if won and outcome.ended_at is not None else attempt.ended_at
+            obs = Observation.from_timings(
+                deployment=attempt.deployment, task=task, prompt_tokens=prompt,
+                output_tokens=output if won else 0, t_start=attempt.started_at + offset,
+                t_first_token=_shift(attempt.first_content_at, offset),
+                t_last_token=_shift(outcome.last_token_at if won else None, offset),
+                t_end=(end if end is not None else attempt.started_at) + offset,
+                error=attempt.error_class if not won else None)
+            self._store.record(obs)
+            self._slo.record_attempt(obs)
+        self._record_request(outcome, task, prompt, output, offset)
+
+    def _record_request(self, outcome: Outcome, task: Task, prompt: int, output: int,
+                        offset: float) -> None:
+        client_error = 400 <= outcome.status < 500 and not (
+            outcome.error_type or "").startswith("Provider")
+        if outcome.client_disconnected or outcome.ended_at is None or client_error:
+            return
+        obs = Observation.from_timings(
+            deployment=outcome.deployment or "-", task=task, prompt_tokens=prompt,
+            output_tokens=output, t_start=outcome.arrived_at + offset,
+            t_first_token=_shift(outcome.first_content_at, offset),
+            t_last_token=_shift(outcome.last_token_at, offset),
+            t_end=outcome.ended_at + offset, queue_s=outcome.queue_s or 0.0,
+            error=outcome.error_type if outcome.status >= 400 else None,
+            cached=outcome.cache == "hit")
+        self._slo.record_request(obs)
+
+
+def _shift(value: float | None, offset: float) -> float | None:
+    return None if value is None else value + offset

@@ -22,7 +22,7 @@ class TelemetrySettings(BaseModel):
     otlp_endpoint: str = "http://127.0.0.1:4318"
     otlp_headers: dict[str, str] = Field(default_factory=dict)
     service_name: str = "slorouter"
-    sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+    sample_ratio: float = Field(default=0.1, ge=0.0, le=1.0)  # for new roots; see docs
     prometheus: bool = True
     metrics_export_interval_s: float = Field(default=15.0, gt=0)
     flush_delay_s: float = Field(default=0.05, ge=0)

@@ -43,7 +43,7 @@ DEPLOYMENTS = {"pt-fast": deployment("pt-fast", "openai/fast"),
 def in_memory_telemetry(settings: TelemetrySettings | None = None
                         ) -> tuple[Telemetry, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
-    chosen = settings if settings is not None else TelemetrySettings()
+    chosen = settings if settings is not None else TelemetrySettings(sample_ratio=1.0)
     telemetry = build_telemetry(chosen, DEPLOYMENTS, span_processor=SimpleSpanProcessor(exporter))
     return telemetry, exporter
 

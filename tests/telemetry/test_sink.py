@@ -10,8 +10,7 @@ from tests.telemetry.helpers import in_memory_telemetry, streamed_with_retry
 
 async def test_record_on_a_running_loop_only_queues_until_flush() -> None:
     """Inside the event loop, `record` defers the work to a later loop callback."""
-    telemetry, exporter = in_memory_telemetry(TelemetrySettings(
-                                                                flush_delay_s=3600))
+    telemetry, exporter = in_memory_telemetry(TelemetrySettings(flush_delay_s=3600))
     outcome, _ = streamed_with_retry()
     telemetry.sink.record(outcome)
     await asyncio.sleep(0)
@@ -23,8 +22,7 @@ async def test_record_on_a_running_loop_only_queues_until_flush() -> None:
 
 async def test_full_queue_drops_and_counts_instead_of_growing() -> None:
     """Past `queue_max` queued outcomes, new ones are dropped and counted."""
-    telemetry, _ = in_memory_telemetry(TelemetrySettings(queue_max=2,
-                                                         flush_delay_s=3600))
+    telemetry, _ = in_memory_telemetry(TelemetrySettings(queue_max=2, flush_delay_s=3600))
     sink = telemetry.sink
     for _ in range(5):
         sink.record(streamed_with_retry()[0])

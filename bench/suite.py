@@ -1,0 +1,142 @@
+"""The benchmark suite: the default workload mix through slorouter, and telemetry's CPU cost.
+
+    python -m bench.suite [--rate 20] [--duration 60] [--config bench/configs/slorouter-suite.yaml]
+                          [--direct] [--out bench/out/suite]
+    python -m bench.suite telemetry-cost [--requests 3000]
+
+The first form starts the provider simulator (`bench/configs/sim_profile.json`) and slorouter
+(`--config`; `--direct` skips it and loads the simulator itself), runs the default mix
+(`bench/workloads/default.json`) open-loop, and prints the same report as `slorouter bench`
+(under 5 minutes on 2 cores with the defaults). The second measures, in this process, the CPU
+time `TelemetrySink` spends per request outcome: metrics only, and metrics plus traces (OTLP
+protobuf encoding included) at sampling ratios 1.0 and 0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+from router.loadtest.loadgen import poisson_schedule, run_plan
+from router.loadtest.plots import latency_histogram, percentiles_over_time
+from router.loadtest.progress import Progress
+from router.loadtest.stats import format_summary, summarize
+from router.loadtest.workload import load_workload, plan_requests
+from tests.support.procs import PYTHON, ManagedProcess, free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "bench" / "configs"
+
+
+def start(work: Path, config: Path | None) -> tuple[list[ManagedProcess], str]:
+    sim_port = free_port()
+    sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(sim_port),
+                          "--profile", str(CONFIGS / "sim_profile.json")], sim_port,
+                         ready_url=f"http://127.0.0.1:{sim_port}/v1/models",
+                         log_path=work / "sim.log").start()
+    sim_base = f"http://127.0.0.1:{sim_port}"
+    if config is None:
+        return [sim], sim_base
+    port = free_port()
+    env = {"SIM_BASE": sim_base, "BENCH_CACHE_DIR": str(work / "cache")}
+    router = ManagedProcess([PYTHON, "-m", "router.cli", "serve", "--config", str(config),
+                             "--port", str(port), "--log-level", "warning"], port,
+                            ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
+                            log_path=work / "router.log", startup_timeout_s=120).start()
+    return [sim, router], f"http://127.0.0.1:{port}"
+
+
+async def run_mix(args: argparse.Namespace) -> int:
+    workload = load_workload(args.workload)
+    count = len(poisson_schedule(args.rate, args.duration, args.seed))
+    plan = plan_requests(workload, count, args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        procs, base = start(Path(tmp), None if args.direct else args.config)
+        try:
+            bar = Progress(count, f"{workload.mix.name}@{args.rate:g}/s")
+            started = time.perf_counter()
+            result = await run_plan("direct" if args.direct else "slorouter",
+                                    f"{base}/v1/chat/completions", plan, args.rate,
+                                    args.duration, args.seed, progress=bar.update)
+            bar.close()
+        finally:
+            for proc in reversed(procs):
+                proc.stop()
+    summary = summarize(result)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_bytes(
+        orjson.dumps(dataclasses.asdict(summary), option=orjson.OPT_INDENT_2))
+    latency_histogram([result], args.out / "latency_hist.png")
+    latency_histogram([result], args.out / "ttft_hist.png", metric="ttft_s")
+    percentiles_over_time(result, args.out / "percentiles_over_time.png")
+    print(format_summary(summary))
+    print(f"load run {time.perf_counter() - started:.0f} s; load average now "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; plots in {args.out}")
+    return 0 if summary.ok else 1
+
+
+def telemetry_cost(requests: int) -> None:
+    """CPU µs per outcome spent by the telemetry sink, in this process (`process_time`).
+
+    Spans are encoded to OTLP protobuf in batches of 512, as `BatchSpanProcessor` exports them;
+    sending them over HTTP is not counted.
+    """
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from router.telemetry.settings import TelemetrySettings
+    from router.telemetry.setup import build_telemetry
+    from tests.telemetry.helpers import DEPLOYMENTS, streamed_with_retry
+
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, {requests} outcomes "
+          "(a streamed request with one retry: 8 spans, 14 metric records)")
+    for label, ratio, traced in (("metrics only", 0.0, False),
+                                 ("metrics + traces, ratio 0.1", 0.1, True),
+                                 ("metrics + traces, ratio 1.0", 1.0, True)):
+        exporter = InMemorySpanExporter()
+        processor = SimpleSpanProcessor(exporter) if traced else None
+        telemetry = build_telemetry(TelemetrySettings(sample_ratio=ratio), DEPLOYMENTS,
+                                    span_processor=processor)
+        outcomes = [streamed_with_retry()[0] for _ in range(requests)]
+        for outcome in outcomes:
+            outcome.trace = None  # roots sampled by ratio, as for requests without traceparent
+        began = time.process_time()
+        for outcome in outcomes:
+            telemetry.sink.record(outcome)
+        spans = exporter.get_finished_spans()
+        for start in range(0, len(spans), 512):  # what BatchSpanProcessor + OTLP would encode
+            encode_spans(spans[start:start + 512]).SerializeToString()
+        spent = (time.process_time() - began) / requests * 1e6
+        print(f"  {label:<30}{spent:8.1f} µs CPU per request")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    sub = parser.add_subparsers(dest="mode")
+    cost = sub.add_parser("telemetry-cost", help="CPU per outcome of the telemetry sink")
+    cost.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--workload", type=Path,
+                        default=ROOT / "bench" / "workloads" / "default.json")
+    parser.add_argument("--config", type=Path, default=CONFIGS / "slorouter-suite.yaml")
+    parser.add_argument("--direct", action="store_true", help="load the simulator directly")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "suite")
+    args = parser.parse_args()
+    if args.mode == "telemetry-cost":
+        telemetry_cost(args.requests)
+        return
+    raise SystemExit(asyncio.run(run_mix(args)))
+
+
+if __name__ == "__main__":
+    main()

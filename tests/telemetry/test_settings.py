@@ -1,0 +1,35 @@
+"""`TelemetrySettings`: safe defaults, strict validation, environment overrides."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from router.telemetry.settings import TelemetrySettings
+
+
+def test_defaults_export_nothing_and_capture_no_content() -> None:
+    """By default no trace exporter runs, /metrics is on, and no tenant's content is kept."""
+    settings = TelemetrySettings()
+    assert (settings.exporter, settings.traces_enabled, settings.prometheus) == (
+        "none", False, True)
+    assert not settings.captures_content("tenant-one")
+
+
+def test_unknown_fields_and_exporters_are_rejected() -> None:
+    """A typo in the telemetry section fails at start-up instead of being ignored."""
+    with pytest.raises(ValidationError):
+        TelemetrySettings.model_validate({"exporter": "jaeger"})
+    with pytest.raises(ValidationError):
+        TelemetrySettings.model_validate({"exproter": "otlp"})
+
+
+def test_environment_selects_exporter_endpoint_ratio_and_opted_in_tenants() -> None:
+    """SLOROUTER_* and the standard OTEL_* variables configure telemetry."""
+    settings = TelemetrySettings.from_env({
+        "SLOROUTER_TELEMETRY_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
+        "SLOROUTER_TELEMETRY_SAMPLE_RATIO": "0.25",
+        "SLOROUTER_CAPTURE_CONTENT_TENANTS": "acme, beta"})
+    assert (settings.exporter, settings.otlp_endpoint, settings.sample_ratio) == (
+        "otlp", "http://c:4318", 0.25)
+    assert settings.captures_content("acme") and not settings.captures_content("gamma")

@@ -28,6 +28,7 @@ TOKEN_TYPE = "gen_ai.token.type"
 REQUEST_STREAM = "gen_ai.request.stream"
 TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 ERROR_TYPE = "error.type"
+INPUT_MESSAGES, OUTPUT_MESSAGES = "gen_ai.input.messages", "gen_ai.output.messages"
 HTTP_STATUS = "http.response.status_code"
 
 TASK, RISK = "slorouter.task", "slorouter.risk"
@@ -73,6 +74,20 @@ def steps_of(outcome: Outcome) -> Sequence[tuple[str, float, float]]:
     """Timed steps before execution, (name, started_at, ended_at): auth, admission, classify…"""
     value = getattr(outcome, "steps", None)
     return value if isinstance(value, list) else ()
+
+
+def content_attributes(outcome: Outcome) -> Attributes:
+    """Request and response text, only for tenants opted in (the caller checks the opt-in).
+
+    Reads `outcome.captured_input` / `outcome.captured_output` (JSON strings of the messages),
+    which the request path records only for opted-in tenants.
+    """
+    attrs: Attributes = {}
+    for key, name in ((INPUT_MESSAGES, "captured_input"), (OUTPUT_MESSAGES, "captured_output")):
+        value = getattr(outcome, name, None)
+        if isinstance(value, str):
+            attrs[key] = value
+    return attrs
 
 
 def arm_of(outcome: Outcome) -> str | None:

@@ -99,7 +99,8 @@ def build_telemetry(settings: TelemetrySettings, deployments: Mapping[str, Deplo
     if span_processor is None and settings.traces_enabled:
         exporter = _span_exporter(settings)
         span_processor = BatchSpanProcessor(exporter) if exporter is not None else None
-    spans = (SpanBuilder(span_processor, resource, deployments, EpochAnchor.now())
+    spans = (SpanBuilder(span_processor, resource, deployments, EpochAnchor.now(),
+                         captures_content=settings.captures_content)
              if span_processor is not None else None)
     chosen = metric_exporter if metric_exporter is not None else _metric_exporter(settings)
     export = (PeriodicExport(metrics.registry, chosen, resource,

@@ -50,8 +50,10 @@ class SpanBuilder:
 
     def __init__(self, processor: SpanProcessor, resource: Resource,
                  deployments: Mapping[str, DeploymentInfo], anchor: EpochAnchor,
-                 draw: Callable[[int], int] = random.getrandbits) -> None:
+                 draw: Callable[[int], int] = random.getrandbits,
+                 captures_content: Callable[[str], bool] = lambda _: False) -> None:
         self._processor = processor
+        self._captures = captures_content
         self._resource = resource
         self._deployments = deployments
         self._anchor = anchor
@@ -66,18 +68,20 @@ class SpanBuilder:
         parent = (SpanContext(trace.trace_id, trace.parent_span_id, True, _SAMPLED, state)
                   if trace.parent_span_id is not None else None)
         error = outcome.status >= 500 and outcome.status != 499
+        attrs = A.server_attributes(outcome, self._deployments)
+        if self._captures(outcome.tenant):
+            attrs.update(A.content_attributes(outcome))
         spans = [self._span(f"chat {outcome.requested_model}", server_ctx, parent,
-                            SpanKind.SERVER, outcome.arrived_at, outcome.ended_at,
-                            A.server_attributes(outcome, self._deployments),
+                            SpanKind.SERVER, outcome.arrived_at, outcome.ended_at, attrs,
                             outcome.error_type if error else None)]
         for name, started, ended in A.steps_of(outcome):
             spans.append(self._child(name, server_ctx, SpanKind.INTERNAL, started, ended, {}))
         spans.extend(self._attempts(outcome, server_ctx, trace))
         if outcome.stream and outcome.first_content_at is not None:
-            attrs: Attributes = {}
-            A.put_if(attrs, A.OUTPUT_TOKENS, outcome.completion_tokens)
+            stream_attrs: Attributes = {}
+            A.put_if(stream_attrs, A.OUTPUT_TOKENS, outcome.completion_tokens)
             spans.append(self._child("stream", server_ctx, SpanKind.INTERNAL,
-                                     outcome.first_content_at, outcome.ended_at, attrs,
+                                     outcome.first_content_at, outcome.ended_at, stream_attrs,
                                      outcome.error_type if outcome.status >= 500 else None))
         return spans
 

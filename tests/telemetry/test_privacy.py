@@ -98,3 +98,28 @@ def test_redacting_filter_removes_secrets_and_content_fields() -> None:
                    "sk-proj-ABCDEFGHIJKLMNOP"):
         assert leaked not in text
     assert "[REDACTED]" in text and "[content withheld]" in text
+
+
+def test_content_reaches_spans_only_for_opted_in_tenants() -> None:
+    """Recorded content is exported for a tenant in `capture_content_tenants`, never otherwise."""
+    from dataclasses import dataclass
+
+    from router.telemetry.settings import TelemetrySettings
+    from tests.telemetry.helpers import TracedOutcome, streamed_with_retry
+
+    @dataclass(slots=True)
+    class WithContent(TracedOutcome):
+        captured_input: str | None = None
+
+    exported = {}
+    for tenant in ("opted-in", "tenant-one"):
+        telemetry, exporter = in_memory_telemetry(TelemetrySettings(
+            sample_ratio=1.0, capture_content_tenants=frozenset({"opted-in"})))
+        base, _ = streamed_with_retry()
+        outcome = WithContent(**{f: getattr(base, f) for f in base.__dataclass_fields__},
+                              captured_input=f'[{{"role":"user","content":"{CANARY}"}}]')
+        outcome.tenant = tenant
+        telemetry.sink.record(outcome)
+        exported[tenant] = "".join(s.to_json() for s in exporter.get_finished_spans())
+    assert CANARY in exported["opted-in"] and "gen_ai.input.messages" in exported["opted-in"]
+    assert CANARY not in exported["tenant-one"] and exported["tenant-one"]

@@ -198,6 +198,7 @@ class CacheSpec(Frozen):
     directory: str | None = None  # default: ./.slorouter/cache
     redis_url: str | None = None
     default: CacheRule = CacheRule()
+    prefix_affinity: bool = True  # requests sharing a prefix stay on one replica of a model
 
 
 class StatsSpec(Frozen):

@@ -66,7 +66,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
                          random.Random(), explore_share=server.stats.explore_share)
     pipeline = ChatPipeline(config, classifier, Runner(providers, execution, time.perf_counter),
                             ranker=ranker, health=lambda name: breakers.state(name) != "open",
-                            hedge_delay=HedgeDelays(store))
+                            hedge_delay=HedgeDelays(store), load=execution.in_flight)
     chat = ChatHandler(
         pipeline, FanOut([*sinks, StatsSink(store, slo)]),
         admission if admission is not None else admission_controller(server.reliability),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from policies.eligibility import RequestFacts
@@ -22,6 +22,7 @@ from router.errors import RequestError
 from router.execution.hedging import HedgeInputs, plan_hedge
 from router.execution.runner import CommittedStream, Plan, Runner
 from router.outcomes import Outcome
+from router.prefix import affinity_order, marked_bodies
 from router.providers.base import Completion, Deployment
 from router.runtime_config import RuntimeConfig
 
@@ -133,6 +134,7 @@ class ChatPipeline:
     def __init__(self, config: RuntimeConfig, classifier: Classifier, runner: Runner,
                  ranker: Ranker | None = None, health: Health | None = None,
                  hedge_delay: HedgeDelay | None = None,
+                 load: Mapping[str, int] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.config = config
         self._classifier = classifier
@@ -140,27 +142,38 @@ class ChatPipeline:
         self._ranker = ranker if ranker is not None else StaticRanker()
         self._health: Health = health if health is not None else (lambda _name: True)
         self._hedge_delay = hedge_delay
+        self._load: Mapping[str, int] = load if load is not None else {}
         self._clock = clock
 
     def prepare(self, request: ChatCompletionRequest, raw: Mapping[str, Any],
-                headers: Mapping[str, str], deadline: float) -> Prepared:
+                headers: Mapping[str, str], deadline: float, tenant: str = "default") -> Prepared:
         phases = Phases()
         started = self._clock()
         view = request_view(request)
         labels = self._classifier.classify(view, hints_from(request, headers))
         classified = self._clock()
         facts = request_facts(request, view, labels)
-        decision = decide(request.model, labels, facts, self.config, self._ranker, self._health)
+        decision = self._with_affinity(
+            decide(request.model, labels, facts, self.config, self._ranker, self._health), raw)
         deployments = [self.config.deployments[name] for name in decision.deployments]
         policies = self.config.source.policies
         policy = policies.for_task(labels.task) if policies is not None else None
         side_effecting = is_side_effecting(labels)
-        plan = Plan(deployments=deployments, body=upstream_body(raw), deadline=deadline,
-                    side_effecting=side_effecting,
+        body = upstream_body(raw)
+        plan = Plan(deployments=deployments, body=body, deadline=deadline,
+                    side_effecting=side_effecting, bodies=marked_bodies(body, tenant),
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
                                                    deadline))
         phases.classify, phases.decide = classified - started, self._clock() - classified
         return Prepared(request, labels, decision, plan, facts, phases, policy)
+
+    def _with_affinity(self, decision: Decision, raw: Mapping[str, Any]) -> Decision:
+        """Requests sharing a prompt prefix go to the same replica of the chosen model."""
+        replicas = self.config.models.get(decision.model, ())
+        if len(replicas) < 2 or not self.config.source.server.cache.prefix_affinity:
+            return decision
+        order = affinity_order(decision.deployments, replicas, raw, self._load)
+        return replace(decision, deployments=order)
 
     def _hedge_plan(self, policy: TaskPolicy | None, facts: RequestFacts, decision: Decision,
                     side_effecting: bool, deadline: float) -> float | None:

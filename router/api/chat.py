@@ -132,7 +132,8 @@ class ChatHandler:
             principal.tenant, parse_priority(request.headers.get("x-slorouter-priority")),
             _Remaining(deadline)))
         outcome.queue_s = ticket.queue_time_s
-        prepared = self._pipeline.prepare(chat, raw, request.headers, deadline)
+        prepared = self._pipeline.prepare(chat, raw, request.headers, deadline,
+                                          principal.tenant)
         _note_decision(outcome, prepared, headers)
         claimed = await idempotent.claim(
             self._idempotency, request.headers, principal.tenant, raw,
@@ -203,6 +204,7 @@ class ChatHandler:
 
         async def finish(client_gone: bool) -> None:
             await close_quietly(committed.tail)
+            committed.release()
             outcome.client_disconnected = client_gone
             self._finish_stream(committed, outcome, state.content_events)
             if state.assembler is not None and state.clean_end and not client_gone:

@@ -50,11 +50,12 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
     async def explain(request: Request) -> Response:
         try:
             config = pipeline.config
-            authenticate(request.headers.get("authorization"), config.principals)
+            principal = authenticate(request.headers.get("authorization"), config.principals)
             raw = await read_json(request, config.max_body_bytes)
             chat = parse_chat(raw)
             prepared = pipeline.prepare(chat, raw, request.headers,
-                                        time.perf_counter() + config.request_timeout_s)
+                                        time.perf_counter() + config.request_timeout_s,
+                                        principal.tenant)
         except Exception as exc:
             return error_response(exc)
         return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")

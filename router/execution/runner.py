@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import random
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,7 @@ class Plan:
     headers: Mapping[str, str] = field(default_factory=dict)
     side_effecting: bool = False
     hedge_delay_s: float | None = None
+    bodies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per prompt-cache kind
 
 
 @dataclass(slots=True)
@@ -63,6 +65,7 @@ class CommittedStream:
     head: list[StreamEvent]
     tail: EventStream
     attempts: list[AttemptRecord]
+    release: Callable[[], None] = lambda: None  # the winner's in-flight slot; call once at end
 
 
 @dataclass
@@ -76,6 +79,7 @@ class ExecutionState:
     max_retries_per_deployment: int = 1
     max_retry_wait_s: float = 1.0  # a longer Retry-After goes back to the client instead
     rng: random.Random = field(default_factory=random.Random)
+    in_flight: Counter[str] = field(default_factory=Counter)  # attempts per deployment
 
     @staticmethod
     def create(clock: Clock = time.monotonic) -> ExecutionState:
@@ -97,6 +101,7 @@ class Runner:
     async def complete(self, plan: Plan,
                        attempts: list[AttemptRecord]) -> tuple[Deployment, Completion]:
         committed = await self._execute(plan, attempts, self._completion_stream)
+        committed.release()
         event = committed.head[-1]
         return committed.deployment, Completion(body=event.data, usage=event.usage)
 
@@ -167,6 +172,7 @@ class Runner:
             record.error = ProviderUnavailableError("circuit open", code="circuit_open")
             raise _Skip()
         call = self._call(plan, deployment)
+        self._state.in_flight[deployment.name] += 1
         hedged = plan.hedge_delay_s is not None and alternate is not None
         try:
             async with asyncio.timeout(call.timeout_s):
@@ -178,13 +184,20 @@ class Runner:
         except TimeoutError as exc:
             err: SlorouterError = ProviderTimeoutError("no first token before the attempt's "
                                                        "timeout", code="first_token_timeout")
-            self._failed(record, err)
+            self._fail_pending(attempts, err)
             raise err from exc
         except SlorouterError as err:
-            self._failed(record, err)
+            self._fail_pending(attempts, err)
+            raise
+        except asyncio.CancelledError:  # the client left: the attempts are abandoned
+            for pending in attempts:
+                if pending.outcome == "pending" and pending.started_at:
+                    pending.outcome, pending.ended_at = "cancelled", self._clock()
+                    self._state.in_flight[pending.deployment] -= 1
+                    self._state.breakers.get(pending.deployment).on_abandon()
             raise
         self._won(record)
-        return CommittedStream(deployment, head, events, attempts)
+        return CommittedStream(deployment, head, events, attempts, self._releaser(deployment))
 
     async def _race(self, plan: Plan, attempts: list[AttemptRecord],
                     open_: Callable[[UpstreamCall], EventStream], call: UpstreamCall,
@@ -195,6 +208,7 @@ class Runner:
         def start_hedge() -> EventStream:
             hedge_record.number, hedge_record.started_at = len(attempts) + 1, self._clock()
             attempts.append(hedge_record)
+            self._state.in_flight[alternate.name] += 1
             return open_(self._call(plan, alternate))
 
         def may_hedge() -> bool:
@@ -215,15 +229,37 @@ class Runner:
         if result.hedge_started and loser.outcome == "pending":
             loser.outcome, loser.ended_at = "cancelled", self._clock()
             self._state.breakers.get(loser.deployment).on_abandon()
+            self._state.in_flight[loser.deployment] -= 1
         deployment = call.deployment if result.winner == 0 else alternate
-        return CommittedStream(deployment, list(result.prefix), result.rest, attempts)
+        return CommittedStream(deployment, list(result.prefix), result.rest, attempts,
+                               self._releaser(deployment))
+
+    def _fail_pending(self, attempts: list[AttemptRecord], err: SlorouterError) -> None:
+        """Every attempt of this step still pending (the attempt and its hedge) failed."""
+        for record in attempts:
+            if record.outcome == "pending" and record.started_at:
+                self._failed(record, err)
+
+    def _releaser(self, deployment: Deployment) -> Callable[[], None]:
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._state.in_flight[deployment.name] -= 1
+
+        return release
 
     def _won(self, record: AttemptRecord) -> None:
         record.outcome, record.first_content_at = "won", self._clock()
         self._state.breakers.get(record.deployment).on_success()
 
     def _failed(self, record: AttemptRecord, err: SlorouterError) -> None:
+        if record.outcome != "pending":
+            return
         record.outcome, record.error, record.ended_at = "failed", err, self._clock()
+        self._state.in_flight[record.deployment] -= 1
         verdict = classify(err, AttemptContext(False, True, False))
         breaker = self._state.breakers.get(record.deployment)
         if verdict.breaker_failure:
@@ -235,7 +271,8 @@ class Runner:
         remaining = plan.deadline - self._clock()
         if remaining <= 0:
             raise ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
-        return UpstreamCall(deployment=deployment, body=plan.body,
+        body = plan.bodies.get(deployment.prompt_cache_kind, plan.body)
+        return UpstreamCall(deployment=deployment, body=body,
                             timeout_s=min(remaining, deployment.timeout_s), headers=plan.headers)
 
 

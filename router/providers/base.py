@@ -42,6 +42,16 @@ class Deployment:
     def provider(self) -> str:
         return self.model.split("/", 1)[0] if "/" in self.model else "openai"
 
+    @property
+    def prompt_cache_kind(self) -> Literal["anthropic", "openai", "other"]:
+        """How this deployment's prompt cache is addressed (markers, a cache key, or not)."""
+        if self.provider == "anthropic":
+            return "anthropic"
+        if self.provider == "openai" and (self.api_base is None
+                                          or "api.openai.com" in self.api_base):
+            return "openai"
+        return "other"
+
     def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.input_price_per_mtok
                 + completion_tokens * self.output_price_per_mtok) / 1e6

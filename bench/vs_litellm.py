@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "bench" / "configs"
 LITELLM_VENV = ROOT / "bench" / ".venv-litellm"
 LITELLM_REQUIREMENTS = Path("/work/shared/bench/litellm-proxy-requirements.txt")
+TRAIN_DATA = Path("/work/shared/data/prompts/train.jsonl")
+CLASSIFIER_OUT = ROOT / "bench" / "out" / "classifier"
 SLO_P99_MS = 100.0
 PROMPT = "Summarise the plot of Hamlet in two sentences."
 
@@ -128,6 +130,19 @@ def group_rss_mb(pgid: int) -> float:
     return total_kb / 1024
 
 
+def ensure_classifier(out: Path) -> Path | None:
+    """None when the shipped classifier artifact exists; else one trained here on first use."""
+    from router.classify.classifier import ARTIFACT_DIR
+    from router.classify.linear import MODEL_FILE
+
+    if (ARTIFACT_DIR / MODEL_FILE).exists():
+        return None
+    if not (out / MODEL_FILE).exists():
+        subprocess.run([PYTHON, "-m", "router.cli", "train-classifier", "--data",
+                        str(TRAIN_DATA), "--out", str(out)], check=True)
+    return out / MODEL_FILE
+
+
 def ensure_litellm(venv: Path, requirements: Path) -> Path:
     """The LiteLLM proxy's own virtual environment, created from the registry on first use."""
     binary = venv / "bin" / "litellm"
@@ -166,7 +181,7 @@ def start_otlp_sink() -> tuple[ThreadingHTTPServer, str]:
 
 
 def start_target(target: Target, work: Path, sim_base: str, env: dict[str, str],
-                 litellm_bin: Path | None) -> Running:
+                 litellm_bin: Path | None, classifier: Path | None = None) -> Running:
     if target.kind == "direct":
         return Running(target, f"{sim_base}/v1/chat/completions", None, None)
     port = free_port()
@@ -187,10 +202,13 @@ def start_target(target: Target, work: Path, sim_base: str, env: dict[str, str],
     assert target.config is not None
     argv = [PYTHON, "-m", "router.cli", "serve", "--config", str(CONFIGS / target.config),
             "--port", str(port), "--log-level", "warning"]
-    if target.telemetry is not None:
+    if target.telemetry is not None or classifier is not None:
         argv = [PYTHON, "-m", "bench.vs_litellm", "serve-router", "--config",
-                str(CONFIGS / target.config), "--port", str(port),
-                "--telemetry", str(CONFIGS / target.telemetry)]
+                str(CONFIGS / target.config), "--port", str(port)]
+        if target.telemetry is not None:
+            argv += ["--telemetry", str(CONFIGS / target.telemetry)]
+        if classifier is not None:
+            argv += ["--classifier-model", str(classifier)]
     proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
                           log_path=log, startup_timeout_s=120).start()
     key = env["BENCH_TENANT_KEY"] if target.authenticated else None
@@ -385,7 +403,8 @@ def serve_router(args: argparse.Namespace) -> int:
     """`slorouter serve` plus telemetry, until the service wires telemetry from its config.
 
     Composes exactly what `router.wiring.build_from_config` builds, with `TelemetrySink` beside
-    the log sink, log redaction installed and `GET /metrics` mounted.
+    the log sink, log redaction installed and `GET /metrics` mounted; and, when this tree has no
+    shipped classifier artifact, with a classifier trained by `ensure_classifier` instead.
     """
     import inspect
 
@@ -400,29 +419,40 @@ def serve_router(args: argparse.Namespace) -> int:
     from router.telemetry.setup import build_telemetry
 
     logs.configure("warning")
-    redact.install(v for k, v in os.environ.items() if k.endswith("_KEY"))
-    settings = TelemetrySettings.model_validate_json(
-        substitute(Path(args.telemetry).read_text(), dict(os.environ)))
+    if args.classifier_model is not None:  # the shipped artifact is missing from this tree
+        import router.classify as classify
+        from router.classify.classifier import load_classifier
+
+        model = load_classifier(Path(args.classifier_model))
+        classify.load_default_classifier = lambda: model  # type: ignore[assignment]
     deployments: dict[str, object] = {}
-    telemetry = build_telemetry(settings, deployments)  # type: ignore[arg-type]
-    wiring.LogSink = lambda: FanOut([LogSink(), telemetry.sink])  # type: ignore[attr-defined,assignment,return-value]
+    telemetry = None
+    if args.telemetry is not None:
+        redact.install(v for k, v in os.environ.items() if k.endswith("_KEY"))
+        settings = TelemetrySettings.model_validate_json(
+            substitute(Path(args.telemetry).read_text(), dict(os.environ)))
+        telemetry = build_telemetry(settings, deployments)  # type: ignore[arg-type]
+        sink = telemetry.sink
+        wiring.LogSink = lambda: FanOut([LogSink(), sink])  # type: ignore[attr-defined,assignment,return-value]
     config = load_config_file(Path(args.config), os.environ)
     extra = ([Path(args.config).parent]
              if "base_dir" in inspect.signature(wiring.build_from_config).parameters else [])
     app, runtime = wiring.build_from_config(config, os.environ, *extra)
     deployments.update(runtime.deployments)
-    endpoint = telemetry.metrics_endpoint
+    endpoint = telemetry.metrics_endpoint if telemetry is not None else None
     if endpoint is not None:
         app.add_route("/metrics", endpoint, methods=["GET"])
     uvicorn.run(app, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools",
                 access_log=False, log_config=None, log_level="warning")
-    telemetry.shutdown()
+    if telemetry is not None:
+        telemetry.shutdown()
     return 0
 
 
 async def run(args: argparse.Namespace) -> str:
     litellm_bin = (ensure_litellm(args.litellm_venv, args.litellm_requirements)
                    if "litellm" in args.targets else None)
+    classifier = ensure_classifier(CLASSIFIER_OUT)
     sink, otlp = start_otlp_sink()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
@@ -441,7 +471,7 @@ async def run(args: argparse.Namespace) -> str:
         try:
             for name in args.targets:
                 targets.append(start_target(TARGETS[name], work, env["SIM_BASE"], env,
-                                            litellm_bin))
+                                            litellm_bin, classifier))
             await sweep(targets, args.rates, args.modes, args.duration)
         finally:
             for running in targets:
@@ -471,7 +501,8 @@ def main() -> None:
     serve = sub.add_parser("serve-router", help="(internal) slorouter serve with telemetry")
     serve.add_argument("--config", required=True)
     serve.add_argument("--port", type=int, required=True)
-    serve.add_argument("--telemetry", required=True)
+    serve.add_argument("--telemetry", default=None)
+    serve.add_argument("--classifier-model", default=None)
     parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
                         default=[5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0])
     parser.add_argument("--duration", type=float, default=10.0)

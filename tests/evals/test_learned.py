@@ -1,0 +1,97 @@
+"""The learned router on real rows: predictions, decision rule, artifact round trip, speed path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evals.outcomes import load_table
+from policies.learned import ThresholdRule, choose, choose_matrix, fit_predictor
+from policies.learned.artifact import ArtifactError, load_artifact, save_artifact
+from policies.learned.predictor import SuccessPredictor
+
+
+@pytest.fixture(scope="module")
+def fitted(mmlu_slice: Path) -> tuple[SuccessPredictor, list[str], list[str]]:
+    """A predictor fitted on a real MMLU slice, with the slice's texts and tasks."""
+    table = load_table(mmlu_slice)
+    texts, tasks = list(table.texts), list(table.categories)
+    return fit_predictor(texts, tasks, table.scores, table.models), texts, tasks
+
+
+def test_predict_gives_probability_per_candidate(fitted: tuple[SuccessPredictor, list[str], list[str]]) -> None:
+    """`predict` maps every model to a probability equal to the batch prediction."""
+    predictor, texts, tasks = fitted
+    one = predictor.predict(texts[0], tasks[0])
+    batch = predictor.predict_matrix(texts[:3], tasks[:3])
+    assert set(one) == set(predictor.models)
+    assert all(0.0 < p < 1.0 for p in one.values())
+    assert np.allclose([one[m] for m in predictor.models], batch[0])
+
+
+def test_strong_model_predicted_better_on_average(fitted: tuple[SuccessPredictor, list[str], list[str]]) -> None:
+    """Mean predicted success ranks the models like their observed accuracy on the slice."""
+    predictor, texts, tasks = fitted
+    probs = predictor.predict_matrix(texts, tasks).mean(axis=0)
+    observed = fitted_scores(texts, tasks, predictor)
+    assert np.argmax(probs) == np.argmax(observed)
+
+
+def fitted_scores(texts: list[str], tasks: list[str], predictor: SuccessPredictor) -> np.ndarray:
+    """Observed mean score per model, recomputed from the featurizer's task rates prior."""
+    return predictor.featurizer.task_rates[-1]
+
+
+def test_unknown_task_still_predicts(fitted: tuple[SuccessPredictor, list[str], list[str]]) -> None:
+    """A task never seen in training falls back to the overall rates."""
+    predictor, texts, _ = fitted
+    probs = predictor.predict(texts[0], "never-seen-task")
+    assert all(0.0 < p < 1.0 for p in probs.values())
+
+
+def test_choose_takes_cheapest_clearing_bar() -> None:
+    """Absolute bar: the first (cheapest) candidate at or above it; none: the fallback."""
+    rule = ThresholdRule(("cheap", "mid", "dear"), "absolute", 0.7, "dear")
+    assert choose(rule, {"cheap": 0.5, "mid": 0.75, "dear": 0.9}) == "mid"
+    assert choose(rule, {"cheap": 0.1, "mid": 0.2, "dear": 0.3}) == "dear"
+    margin = ThresholdRule(("cheap", "dear"), "margin", 0.1, "dear")
+    assert choose(margin, {"cheap": 0.85, "dear": 0.9}) == "cheap"
+    assert choose(margin, {"cheap": 0.7, "dear": 0.9}) == "dear"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.floats(0, 1), min_size=3, max_size=3), min_size=1, max_size=20),
+    st.floats(0, 1),
+    st.sampled_from(["absolute", "margin"]),
+)
+def test_choose_matrix_agrees_with_choose(rows: list[list[float]], bar: float, kind: str) -> None:
+    """The vectorised rule picks the same model as the per-request rule on every row."""
+    names = ("a", "b", "c")
+    order = np.array([2, 0, 1], dtype=np.int64)  # c cheapest, then a, then b
+    rule = ThresholdRule(tuple(names[j] for j in order), kind, bar, "b")  # type: ignore[arg-type]
+    chosen = choose_matrix(np.array(rows), order, kind, bar, 1)  # type: ignore[arg-type]
+    for row, col in zip(rows, chosen, strict=True):
+        assert names[int(col)] == choose(rule, dict(zip(names, row, strict=True)))
+
+
+def test_artifact_round_trip_and_tamper_check(
+    fitted: tuple[SuccessPredictor, list[str], list[str]], tmp_path: Path
+) -> None:
+    """A saved artifact loads with the same predictions; a modified file is refused."""
+    predictor, texts, tasks = fitted
+    rule = ThresholdRule(predictor.models, "margin", 0.1, predictor.models[0])
+    version = save_artifact(tmp_path, predictor, rule, json.dumps({"data": {"sha256": "x"}}))
+    loaded = load_artifact(tmp_path)
+    assert loaded.version == version and loaded.rule == rule
+    assert np.allclose(loaded.predictor.predict_matrix(texts[:5], tasks[:5]),
+                       predictor.predict_matrix(texts[:5], tasks[:5]))
+    with (tmp_path / "router.joblib").open("ab") as fh:
+        fh.write(b"tampered")
+    with pytest.raises(ArtifactError):
+        load_artifact(tmp_path)

@@ -1,0 +1,98 @@
+"""`slorouter eval replay`, `eval transfer` and `train-router` end to end on real slices."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evals.calibrate import CalibrationData, calibrate
+from evals.outcomes import load_table
+from evals.routers import FitConfig, oof_probs, workspace
+from router.cli import main
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    assert main(argv) == 0
+    return dict(json.loads(capsys.readouterr().out))
+
+
+def test_pair_replay_json_has_metrics_and_floor(
+    gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two-model replay prints APGR, CPTs, baselines and floor fields, and draws the plot."""
+    plot = tmp_path / "curve.png"
+    out = _run(["eval", "replay", "--dataset", str(gsm8k_slice), "--folds", "3", "--json",
+                "--floor", "0.95", "--relative-to", "gpt-4-1106-preview", "--plot", str(plot),
+                "--jobs", "1"], capsys)
+    for key in ("apgr", "cpt50", "cpt80", "quality", "strong_share", "floor_hold_rate",
+                "cost_saving"):
+        assert isinstance(out[key], float), key
+    assert 0.0 <= float(out["cpt50"]) <= float(out["cpt80"]) <= 1.0  # type: ignore[arg-type]
+    assert 0.0 <= float(out["strong_share"]) <= 1.0  # type: ignore[arg-type]
+    oracle = out["oracle"]
+    assert isinstance(oracle, dict) and oracle["apgr"] >= out["apgr"]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_multi_replay_reports_strategies_side_by_side(
+    crux_slice: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """N-model replay lists per-task floor, per-request and oracle; oracle is never costlier
+    than always-best while scoring at least as well."""
+    out = _run(["eval", "replay", "--dataset", str(crux_slice), "--folds", "3", "--json"], capsys)
+    bench = out["benchmarks"][0]  # type: ignore[index]
+    by_name = {s["name"]: s for s in bench["strategies"]}
+    assert {"per-task-floor", "per-request", "oracle", "always-best"} <= set(by_name)
+    assert by_name["oracle"]["quality"] >= by_name["always-best"]["quality"]
+    assert by_name["oracle"]["cost_per_1k"] <= by_name["always-best"]["cost_per_1k"]
+    assert 0.0 <= bench["floor_hold_rate"] <= 1.0
+
+
+def test_calibrated_bar_keeps_floor_on_its_own_data(crux_slice: Path) -> None:
+    """Calibration returns a bar whose lower-bound margin is non-negative on calibration rows."""
+    table = load_table(crux_slice, benchmark="cruxeval", priced_only=True)
+    ws = workspace(table, FitConfig().features)
+    rows = np.arange(len(table), dtype=np.int64)
+    probs = oof_probs(ws, rows, 3, FitConfig(), np.random.default_rng(0))
+    order = np.argsort(table.costs.mean(axis=0)).astype(np.int64)
+    ref = int(np.argmax(table.scores.mean(axis=0)))
+    cal = calibrate(CalibrationData(probs, table.scores, table.costs, order, ref), 0.9, 1.0)
+    assert cal.lower_margin >= 0.0
+    assert cal.mean_cost <= float(table.costs[:, ref].mean()) + 1e-12
+
+
+def test_train_router_writes_versioned_artifact(
+    mmlu_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """train-router saves a loadable artifact whose metadata names data hash, models, metrics."""
+    from evals.outcomes import file_sha256
+    from policies.learned.artifact import load_artifact
+
+    out_dir = tmp_path / "artifact"
+    assert main(["train-router", "--outcomes", str(mmlu_slice), "--out", str(out_dir),
+                 "--folds", "3", "--relative-to", "gpt-4-1106-preview"]) == 0
+    capsys.readouterr()
+    loaded = load_artifact(out_dir)
+    meta = json.loads(loaded.metadata_json)
+    assert meta["data"]["sha256"] == file_sha256(mmlu_slice)
+    assert set(meta["models"]) == set(loaded.predictor.models)
+    assert "apgr" in meta["metrics"] and "scikit-learn" in meta["libraries"]
+    assert loaded.rule.fallback == "gpt-4-1106-preview"
+
+
+def test_transfer_between_benchmarks_runs(
+    mmlu_slice: Path, gsm8k_slice: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """eval transfer trains on one file and scores the other with RouteLLM metrics."""
+    out = _run(["eval", "transfer", "--train", str(mmlu_slice), "--test", str(gsm8k_slice),
+                "--json"], capsys)
+    assert 0.0 <= float(out["cpt50"]) <= 1.0  # type: ignore[arg-type]
+    assert len(out["curve"]) == 11  # type: ignore[arg-type]
+
+
+def test_missing_dataset_is_exit_code_two(tmp_path: Path) -> None:
+    """A missing dataset file is a clear error with exit code 2."""
+    assert main(["eval", "replay", "--dataset", str(tmp_path / "none.jsonl")]) == 2

@@ -44,10 +44,16 @@ def start(work: Path, config: Path | None) -> tuple[list[ManagedProcess], str]:
     sim_base = f"http://127.0.0.1:{sim_port}"
     if config is None:
         return [sim], sim_base
+    from bench.vs_litellm import CLASSIFIER_OUT, ensure_classifier
+
     port = free_port()
     env = {"SIM_BASE": sim_base, "BENCH_CACHE_DIR": str(work / "cache")}
-    router = ManagedProcess([PYTHON, "-m", "router.cli", "serve", "--config", str(config),
-                             "--port", str(port), "--log-level", "warning"], port,
+    classifier = ensure_classifier(CLASSIFIER_OUT)
+    argv = ([PYTHON, "-m", "router.cli", "serve", "--config", str(config), "--port", str(port),
+             "--log-level", "warning"] if classifier is None else
+            [PYTHON, "-m", "bench.vs_litellm", "serve-router", "--config", str(config),
+             "--port", str(port), "--classifier-model", str(classifier)])
+    router = ManagedProcess(argv, port,
                             ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
                             log_path=work / "router.log", startup_timeout_s=120).start()
     return [sim, router], f"http://127.0.0.1:{port}"
@@ -82,7 +88,7 @@ async def run_mix(args: argparse.Namespace) -> int:
     return 0 if summary.ok else 1
 
 
-def telemetry_cost(requests: int) -> None:
+def telemetry_cost(requests: int) -> list[tuple[str, float]]:
     """CPU µs per outcome spent by the telemetry sink, in this process (`process_time`).
 
     Spans are encoded to OTLP protobuf in batches of 512, as `BatchSpanProcessor` exports them;
@@ -98,6 +104,7 @@ def telemetry_cost(requests: int) -> None:
 
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, {requests} outcomes "
           "(a streamed request with one retry: 8 spans, 14 metric records)")
+    rows = []
     for label, ratio, traced in (("metrics only", 0.0, False),
                                  ("metrics + traces, ratio 0.1", 0.1, True),
                                  ("metrics + traces, ratio 1.0", 1.0, True)):
@@ -116,6 +123,8 @@ def telemetry_cost(requests: int) -> None:
             encode_spans(spans[start:start + 512]).SerializeToString()
         spent = (time.process_time() - began) / requests * 1e6
         print(f"  {label:<30}{spent:8.1f} µs CPU per request")
+        rows.append((label, spent))
+    return rows
 
 
 def main() -> None:

@@ -26,11 +26,11 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from router.loadtest.loadgen import RunResult, run_open_loop
+from bench.benchmarks_report import Point, Running, Target, render
+from router.loadtest.loadgen import run_open_loop
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,18 +39,7 @@ LITELLM_VENV = ROOT / "bench" / ".venv-litellm"
 LITELLM_REQUIREMENTS = Path("/work/shared/bench/litellm-proxy-requirements.txt")
 TRAIN_DATA = Path("/work/shared/data/prompts/train.jsonl")
 CLASSIFIER_OUT = ROOT / "bench" / "out" / "classifier"
-SLO_P99_MS = 100.0
 PROMPT = "Summarise the plot of Hamlet in two sentences."
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    kind: str  # direct | slorouter | litellm
-    config: str | None = None
-    telemetry: str | None = None
-    model: str = "bench"
-    authenticated: bool = False
 
 
 TARGETS = {
@@ -62,33 +51,6 @@ TARGETS = {
                                           "slorouter-full.yaml", None, "auto", True),
     "litellm": Target("litellm", "litellm", "litellm-proxy.yaml", authenticated=True),
 }
-
-
-@dataclass
-class Point:
-    target: str
-    rate: float
-    stream: bool
-    result: RunResult
-    cpu_ms: float | None
-    rss_mb: float | None
-
-    def p(self, metric: str) -> tuple[float, float]:
-        p50, p99 = self.result.percentiles_ms(metric, (50, 99))
-        return p50, p99
-
-    @property
-    def sustained(self) -> bool:
-        return self.result.errors() == 0 and self.p("e2e_s")[1] < SLO_P99_MS
-
-
-@dataclass
-class Running:
-    target: Target
-    url: str
-    api_key: str | None
-    proc: ManagedProcess | None
-    points: list[Point] = field(default_factory=list)
 
 
 # ---- processes ---------------------------------------------------------------------------
@@ -267,136 +229,6 @@ async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
                     saturated.add(running.target.name)
 
 
-# ---- report ------------------------------------------------------------------------------
-
-def _f(value: float | None, digits: int = 2) -> str:
-    return "—" if value is None or value != value else f"{value:.{digits}f}"
-
-
-def _point(running: Running, rate: float, stream: bool) -> Point | None:
-    return next((p for p in running.points if p.rate == rate and p.stream == stream), None)
-
-
-def latency_table(targets: list[Running], rates: list[float], stream: bool) -> list[str]:
-    lines = ["| rate (req/s) | target | sent | errors | E2E p50 | E2E p99 | TTFT p50 | TTFT p99 |"
-             " CPU ms/req | RSS MB |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for rate in rates:
-        for running in targets:
-            point = _point(running, rate, stream)
-            if point is None:
-                lines.append(f"| {rate:g} | {running.target.name} | — | saturated at a lower "
-                             "rate | | | | | | |")
-                continue
-            e2e, ttft = point.p("e2e_s"), point.p("ttft_s")
-            lines.append(f"| {rate:g} | {running.target.name} | {len(point.result.samples)} | "
-                         f"{point.result.errors()} | {_f(e2e[0])} | {_f(e2e[1])} | "
-                         f"{_f(ttft[0])} | {_f(ttft[1])} | {_f(point.cpu_ms)} | "
-                         f"{_f(point.rss_mb, 0)} |")
-    return lines
-
-
-def overhead(point: Point, base: Point) -> tuple[float, float, float, float]:
-    e2e, ttft = point.p("e2e_s"), point.p("ttft_s")
-    b_e2e, b_ttft = base.p("e2e_s"), base.p("ttft_s")
-    return e2e[0] - b_e2e[0], e2e[1] - b_e2e[1], ttft[0] - b_ttft[0], ttft[1] - b_ttft[1]
-
-
-def overhead_table(targets: list[Running], rates: list[float], stream: bool) -> list[str]:
-    direct = next(r for r in targets if r.target.kind == "direct")
-    lines = ["| rate (req/s) | target | +E2E p50 | +E2E p99 | +TTFT p50 | +TTFT p99 | sustained |",
-             "|---:|---|---:|---:|---:|---:|---|"]
-    for rate in rates:
-        base = _point(direct, rate, stream)
-        for running in targets:
-            point = _point(running, rate, stream)
-            if running is direct or point is None or base is None:
-                continue
-            lines.append(f"| {rate:g} | {running.target.name} | "
-                         + " | ".join(_f(v) for v in overhead(point, base))
-                         + f" | {'yes' if point.sustained else 'no'} |")
-    return lines
-
-
-def max_rate(running: Running, stream: bool) -> float | None:
-    ok = [p.rate for p in running.points if p.stream == stream and p.sustained]
-    return max(ok) if ok else None
-
-
-def comparisons(targets: list[Running], rates: list[float], stream: bool) -> list[str]:
-    """slorouter-full against LiteLLM at rates LiteLLM sustains, and telemetry on vs off."""
-    by = {r.target.name: r for r in targets}
-    lines: list[str] = []
-    direct, full, lite = by.get("direct"), by.get("slorouter-full"), by.get("litellm")
-    if direct and full and lite:
-        for rate in rates:
-            base, f, ll = (_point(direct, rate, stream), _point(full, rate, stream),
-                           _point(lite, rate, stream))
-            if base is None or f is None or ll is None or not ll.sustained:
-                continue
-            fo, lo = overhead(f, base), overhead(ll, base)
-            ratios = [(a / b if b > 0 else float("nan")) for a, b in zip(fo, lo, strict=True)]
-            lines.append(f"- {rate:g} req/s: slorouter-full/LiteLLM added latency "
-                         f"E2E p50 {_f(ratios[0])}, E2E p99 {_f(ratios[1])}, TTFT p50 "
-                         f"{_f(ratios[2])}, TTFT p99 {_f(ratios[3])} (target ≤ 0.10); CPU/req "
-                         f"{_f(f.cpu_ms)} vs {_f(ll.cpu_ms)} ms")
-    on, off = by.get("slorouter-full"), by.get("slorouter-full-no-telemetry")
-    if direct and on and off:
-        for rate in rates:
-            base, a, b = (_point(direct, rate, stream), _point(on, rate, stream),
-                          _point(off, rate, stream))
-            if base is None or a is None or b is None or not (a.sustained and b.sustained):
-                continue
-            diff = [x - y for x, y in zip(overhead(a, base), overhead(b, base), strict=True)]
-            cpu = (a.cpu_ms - b.cpu_ms) if a.cpu_ms is not None and b.cpu_ms is not None else None
-            lines.append(f"- {rate:g} req/s: telemetry on minus off: +E2E p50 {_f(diff[0])} ms, "
-                         f"+TTFT p50 {_f(diff[2])} ms, +E2E p99 {_f(diff[1])} ms, CPU/req "
-                         f"{_f(cpu)} ms (budget: 15% of 2 ms p50 = 0.30 ms)")
-    return lines
-
-
-def render(targets: list[Running], rates: list[float], modes: list[bool], meta: dict[str, str],
-           command: str) -> str:
-    out = ["# Benchmarks: slorouter side by side with LiteLLM proxy", "",
-           "Generated by `bench/vs_litellm.py` (do not edit by hand; rerun the command below).", "",
-           f"- Date: {meta['date']}", f"- Machine: {meta['machine']}",
-           f"- Load average (1/5/15 min) before: {meta['load_before']}; after: "
-           f"{meta['load_after']}. Other engineers' jobs share these cores: numbers taken under "
-           "load are noisy, compare targets within one run only.",
-           "- Upstream: the provider simulator, model `bench`: first token after 20 ms, 16 output "
-           "tokens (4 per chunk), so the direct row is the floor and every difference is the "
-           "gateway's. Prompt: one short English sentence, `max_tokens` 16, temperature 0.7.",
-           f"- Load: open-loop Poisson arrivals, the same seeded schedule for every target, "
-           f"{meta['duration']} s per point after a 2 s warm-up; a target is not run at higher "
-           f"rates once it misses p99 E2E < {SLO_P99_MS:g} ms or has errors.",
-           "- CPU ms/req: user+system time of the gateway's whole process group (from "
-           "/proc/PID/stat) over the measured window divided by requests sent. RSS: the group's "
-           "resident memory at the end of the point.",
-           "- Targets: `direct` (the simulator itself), `slorouter-minimal` "
-           "(`bench/configs/slorouter-minimal.yaml`: one pinned model, no auth, no cache), "
-           "`slorouter-full` (`bench/configs/slorouter-full.yaml`: API-key auth, `auto` → "
-           "classification → policy decision, disk cache lookup, plus telemetry from "
-           "`bench/configs/telemetry.json`: metrics, `/metrics`, OTLP export of metrics and of "
-           "10% of traces to a local receiver), `slorouter-full-no-telemetry` (the same without "
-           "telemetry), `litellm` (LiteLLM proxy 1.110.2, `bench/configs/litellm-proxy.yaml`, "
-           "master key auth, default settings, uvicorn access log off like slorouter's).", ""]
-    for stream in modes:
-        title = "streaming" if stream else "non-streaming"
-        out += [f"## {title.capitalize()}", "", "Latency (ms) and cost per point:", "",
-                *latency_table(targets, rates, stream), "",
-                "Added latency against `direct` at the same rate (ms; `sustained`: p99 E2E "
-                f"under {SLO_P99_MS:g} ms and no errors):", "",
-                *overhead_table(targets, rates, stream), "",
-                f"Max sustainable rate (p99 E2E < {SLO_P99_MS:g} ms, no errors; highest rate "
-                "tried that passed): "
-                + ", ".join(f"{r.target.name} {_f(max_rate(r, stream), 0)}"
-                            for r in targets if r.target.kind != "direct"), "",
-                "Comparisons:", "", *(comparisons(targets, rates, stream) or ["- none"]), ""]
-    out += ["## Commands", "", "```", command,
-            "# the default open-loop mix against one target (under 5 minutes on 2 cores):",
-            "python -m bench.suite", "```", ""]
-    return "\n".join(out)
-
-
 # ---- entry points ------------------------------------------------------------------------
 
 def serve_router(args: argparse.Namespace) -> int:
@@ -484,8 +316,12 @@ async def run(args: argparse.Namespace) -> str:
             "load_before": load_before,
             "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
             "duration": f"{args.duration:g}"}
+    from bench.benchmarks_report import telemetry_section
+    from bench.suite import telemetry_cost
+
+    extra = telemetry_section(telemetry_cost(3000))
     return render(targets, args.rates, args.modes, meta, "python -m bench.vs_litellm "
-                  + " ".join(sys.argv[1:]))
+                  + " ".join(sys.argv[1:]), extra)
 
 
 def _cpu_model() -> str:

@@ -53,7 +53,7 @@ def metadata(
     return {
         "version": version,
         "data": {
-            "files": [p.name for p in data],
+            "files": [p.as_posix() for p in data],
             "sha256": files_hash(data),
             "rows": len(examples),
             "rows_after_augmentation": result.n_augmented,
@@ -78,12 +78,14 @@ def metadata(
 
 def train_and_write(
     data: Sequence[Path], out: Path, evals: Sequence[Path], estimator: Estimator,
-    char_ngrams: bool, augment: bool, seed: int,
+    char_ngrams: bool, augment: bool, seed: int, c: float = 0.5, min_df: int = 10,
 ) -> Path:
     """Train on `data`, write `out/model.zip` and `out/metadata.json`, return the model path."""
     examples = read_all(data)
-    config = FeatureConfig() if char_ngrams else FeatureConfig(char_ngrams=None)
-    options = TrainOptions(estimator=estimator, features=config, seed=seed, augment=augment)
+    config = FeatureConfig(char_ngrams=(2, 4) if char_ngrams else None)
+    options = TrainOptions(
+        estimator=estimator, features=config, seed=seed, augment=augment, c=c, min_df=min_df
+    )
     result = train(examples, options)
     path = save_model(result.model, out)
     model, version = load_model(path)

@@ -16,26 +16,53 @@ from policies.labels import Signal, Task
 from router.classify.pii import PiiKind, pii_kinds
 from router.classify.types import RequestView
 
-# Phrases of jailbreak and prompt-injection attempts (English and Persian). They catch the
-# common families (instruction override, persona without rules, system-prompt extraction,
-# fake system/assistant markers); the model's jailbreak head catches the long tail.
-_JAILBREAK: Final = re.compile(
-    r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+)*"
-    r"(?:previous|prior|above|earlier|preceding|former|original|system|safety)?\s*"
+# Jailbreak and prompt-injection phrases (English and Persian): the common families are
+# instruction override, personas without rules, system-prompt extraction and fake system or
+# assistant markers; the model's jailbreak head catches the long tail. Each rule is a literal
+# key (searched in the lower-cased text with fast substring search) and, optionally, a small
+# regex that must match in a window `before`/`after` characters around the key. A full regex
+# scan of a long prompt would cost milliseconds; this costs microseconds.
+_OVERRIDE: Final = re.compile(
+    r"(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|the|your|of|my)\s+)*"
+    r"(?:(?:previous|prior|above|earlier|preceding|former|original|system|safety)\s+)?"
     r"(?:instructions?|prompts?|rules|directions|guidelines|input|restrictions|programming)"
-    r"|\bdo\s+anything\s+now\b|\b(?:developer|dev|god|jailbreak|unfiltered|evil)\s+mode\b"
-    r"|\bjailbr(?:eak|oken)\b|\bstay\s+in\s+character\b"
-    r"|\b(?:no|without\s+any|free\s+(?:of|from))\s+(?:ethical|moral|content)?\s*"
-    r"(?:restrictions|filters|limitations|guidelines|censorship)\b"
-    r"|\b(?:system|admin(?:istrator)?)\s+override\b|\bnew\s+instructions?\s*:"
-    r"|\b(?:reveal|print|output|repeat|show|display|tell\s+me)\s+(?:me\s+)?(?:all\s+|everything\s+in\s+)?"
-    r"(?:your|the)\s+(?:system\s+prompt|initial\s+instructions|hidden\s+instructions|"
-    r"instructions\s+above|initiali[sz]ation\s+string|system\s+configuration)"
-    r"|\bsystem\s+prompt\b|<!--\s*(?:assistant|system)\s*:"
-    r"|\b(?:amoral|unethical|uncensored|unrestricted)\s+(?:ai|assistant|chatbot|persona|model)\b"
-    r"|\bopenai(?:'s)?\s+content\s+polic(?:y|ies)\b"
-    r"|دستورات\s+قبلی|دستورالعمل(?:‌|\s)?های\s+قبلی|نادیده\s+بگیر",
-    re.IGNORECASE,
+)
+_NO_LIMITS: Final = re.compile(
+    r"(?:\bno|without\s+any|free\s+(?:of|from))\s+(?:(?:ethical|moral|content)\s+)?"
+    r"(?:restriction|filter|limitation|guideline|censorship)"
+)
+_MODE: Final = re.compile(r"\b(?:developer|dev|god|jailbreak|unfiltered|evil)\s+mode\b")
+_PERSONA: Final = re.compile(
+    r"\b(?:amoral|unethical|uncensored|unrestricted)\s+(?:ai|assistant|chatbot|persona|model)\b"
+)
+_MARKER: Final = re.compile(r"<!--\s*(?:assistant|system)\s*:")
+_OVERRIDE_TAG: Final = re.compile(r"\b(?:system|admin(?:istrator)?)\s+override\b")
+_NEW_INSTRUCTIONS: Final = re.compile(r"\bnew\s+instructions?\s*:")
+_OPENAI_POLICY: Final = re.compile(r"\bopenai(?:'s)?\s+content\s+polic")
+JailbreakRule = tuple[str, re.Pattern[str] | None, int, int]
+_JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
+    *((verb, _OVERRIDE, 0, 80) for verb in ("ignore", "disregard", "forget", "bypass")),
+    ("override", _OVERRIDE, 0, 80),
+    ("override", _OVERRIDE_TAG, 16, 8),
+    ("do anything now", None, 0, 0),
+    ("jailbr", None, 0, 0),
+    ("stay in character", None, 0, 0),
+    ("system prompt", None, 0, 0),
+    ("initial instructions", None, 0, 0),
+    ("hidden instructions", None, 0, 0),
+    ("initialization string", None, 0, 0),
+    ("initialisation string", None, 0, 0),
+    ("system configuration", None, 0, 0),
+    ("mode", _MODE, 12, 6),
+    *((k, _NO_LIMITS, 30, 14) for k in ("restriction", "filter", "limitation", "guideline")),
+    ("censorship", _NO_LIMITS, 30, 12),
+    *((k, _PERSONA, 0, 30) for k in ("amoral", "unethical", "uncensored", "unrestricted")),
+    ("<!--", _MARKER, 0, 20),
+    ("instruction", _NEW_INSTRUCTIONS, 6, 16),
+    ("content polic", _OPENAI_POLICY, 12, 14),
+    ("دستورات قبلی", None, 0, 0),
+    ("های قبلی", None, 0, 0),
+    ("نادیده بگیر", None, 0, 0),
 )
 _DAN: Final = re.compile(r"\bDAN\b")  # the "Do Anything Now" persona, upper case only
 
@@ -63,6 +90,18 @@ _DOMAIN: Final = re.compile(
     r"|پزشک|دارو|بیماری|درمان|وکیل|دادگاه|مالیات|سرمایه\s?گذاری|وام|بیمه|طلاق",
     re.IGNORECASE,
 )
+_DOMAIN_KEYS: Final = (
+    "diagnos", "symptom", "medic", "dos", "prescri", "treatment", "disease", "cancer", "diabet",
+    "pregnan", "surgery", "therap", "vaccin", "depress", "anxiety", "suicid", "antibiotic",
+    "pill", "doctor", "illness", "infection", "blood", "lawyer", "attorney", "lawsuit", "sue",
+    "court", "legal", "contract", "divorce", "custody", "visa", "immigration", "criminal",
+    "arrest", "landlord", "tenant", "copyright", "invest", "stock", "mortgage", "loan", "tax",
+    "401k", "ira", "retirement", "crypto", "bitcoin", "credit", "debt", "bankrupt", "insurance",
+    "pension", "پزشک", "دارو", "بیماری", "درمان", "وکیل", "دادگاه", "مالیات", "سرمایه", "وام",
+    "بیمه", "طلاق",
+)
+_MAX_WINDOWS: Final = 12
+ADVICE_CHARS: Final = 1000
 _ADVICE: Final = re.compile(
     r"\b(?:should\s+i|can\s+i|do\s+i|is\s+it\s+safe|what\s+should|how\s+(?:do|can|should)\s+i|"
     r"my|me|i'm|i\s+am|i\s+have|i've|advice|recommend\w*)\b|آیا\s+باید|من\s",
@@ -123,14 +162,41 @@ def side_effect_tools(names: Iterable[str], descriptions: Iterable[str]) -> tupl
     )
 
 
+def keyword_regex_search(
+    lowered: str, key: str, pattern: re.Pattern[str] | None, before: int, after: int
+) -> bool:
+    """True when `key` occurs in `lowered` and, if given, `pattern` matches in a window
+    `before`/`after` characters around one of its first occurrences."""
+    at = lowered.find(key)
+    windows = 0
+    while at != -1 and windows < _MAX_WINDOWS:
+        if pattern is None:
+            return True
+        windows += 1
+        if pattern.search(lowered, max(0, at - before), at + len(key) + after) is not None:
+            return True
+        at = lowered.find(key, at + len(key))
+    return False
+
+
 def has_jailbreak_phrase(text: str) -> bool:
     """True when `text` contains a known jailbreak or prompt-injection phrase."""
-    return _JAILBREAK.search(text) is not None or _DAN.search(text) is not None
+    if "DAN" in text and _DAN.search(text) is not None:
+        return True
+    lowered = text.lower()
+    return any(keyword_regex_search(lowered, *rule) for rule in _JAILBREAK_RULES)
 
 
 def is_regulated_advice(text: str) -> bool:
-    """True when `text` asks for medical, legal or financial advice for the asker."""
-    return _DOMAIN.search(text) is not None and _ADVICE.search(text) is not None
+    """True when `text` asks for medical, legal or financial advice for the asker.
+
+    Only the first `ADVICE_CHARS` characters are read: advice questions are short, and a
+    long document that mentions a court somewhere is not a request for advice.
+    """
+    lowered = text[:ADVICE_CHARS].lower()
+    if _ADVICE.search(lowered) is None:
+        return False
+    return any(keyword_regex_search(lowered, key, _DOMAIN, 12, 30) for key in _DOMAIN_KEYS)
 
 
 def last_user_text(view: RequestView) -> str:

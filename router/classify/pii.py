@@ -17,14 +17,16 @@ PiiKind = Literal["email", "phone", "card", "iban", "ssn", "national_id"]
 
 _EASTERN_DIGITS: Final = "۰۱۲۳۴۵۶۷۸۹٠١٢٣٤٥٦٧٨٩"
 _TO_ASCII: Final = str.maketrans(_EASTERN_DIGITS, "01234567890123456789")
-_HAS_EASTERN: Final = re.compile(f"[{_EASTERN_DIGITS}]")
+_EASTERN_RUN: Final = re.compile(f"[{_EASTERN_DIGITS}]+")
 
 _EMAIL: Final = re.compile(
     r"(?<![\w.%+-])[\w.%+-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}\.)+[A-Za-z]{2,24}(?![\w-])"
 )
 # A run of digits with the separators people write inside numbers; each run is then tested
 # by the kind-specific patterns below, so the whole text is scanned once.
-_DIGIT_RUN: Final = re.compile(r"[+(]?\d[\d ().\-]{5,40}\d")
+# It starts with a character class so that the regex engine skips non-digits in a fast loop;
+# a leading "+" or "(" is taken back in by `_with_lead`.
+_DIGIT_RUN: Final = re.compile(r"\d[\d ().\-]{5,40}\d")
 _SSN: Final = re.compile(r"(?<!\d)(\d{3})-(\d{2})-(\d{4})(?!\d)")
 _CARD: Final = re.compile(r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)")
 _NANP: Final = re.compile(r"(?<![\d+])(?:\+?1[ .-]?)?(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}(?!\d)")
@@ -32,7 +34,10 @@ _INTL: Final = re.compile(r"(?<!\d)\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)")
 _IR_MOBILE: Final = re.compile(r"(?<!\d)(?:\+98|0098|0)[ -]?9\d{2}[ -]?\d{3}[ -]?\d{4}(?!\d)")
 _IR_LANDLINE: Final = re.compile(r"(?<!\d)0\d{2}-\d{8}(?!\d)")
 _IR_NATIONAL: Final = re.compile(r"(?<!\d)\d{3}-?\d{6}-?\d(?!\d)")
-_IBAN: Final = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+_IBAN: Final = re.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+
+
+_MIN_DIGITS: Final = 8  # the fewest digits of any phone, card, IBAN, SSN or national code
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +51,9 @@ class PiiMatch:
 
 def ascii_digits(text: str) -> str:
     """`text` with Persian and Arabic-Indic digits replaced by ASCII ones (same length)."""
-    return text.translate(_TO_ASCII) if _HAS_EASTERN.search(text) else text
+    if text.isascii() or not any(d in text for d in _EASTERN_DIGITS):
+        return text
+    return _EASTERN_RUN.sub(lambda m: m.group().translate(_TO_ASCII), text)
 
 
 def _digits(s: str) -> str:
@@ -123,18 +130,37 @@ def _emails(text: str) -> list[PiiMatch]:
     return found
 
 
+def _ibans_near(text: str, start: int, end: int) -> list[PiiMatch]:
+    """IBANs overlapping a digit run: their country code and check digits precede the run by
+    at most 34 characters, so a short window is searched instead of the whole text."""
+    lo = max(0, start - 36)
+    return [
+        PiiMatch("iban", m.start(), m.end())
+        for m in _IBAN.finditer(text, lo, min(len(text), end + 36))
+        if m.end() > start
+        and not (m.start() > 0 and text[m.start() - 1].isalnum())
+        and iban_valid(m.group())
+    ]
+
+
+def _digit_count(text: str) -> int:
+    return sum(text.count(d) for d in "0123456789")
+
+
 def find_pii(text: str) -> tuple[PiiMatch, ...]:
-    """Every piece of personal data in `text`, in order of position."""
+    """Every piece of personal data in `text`, in order of position.
+
+    Regex scans of a long text are slow in Python, so the digit patterns run only when the
+    text holds enough digits for any of them (counted with fast substring counts).
+    """
     norm = ascii_digits(text)
     found = _emails(norm) if "@" in norm else []
+    if _digit_count(norm) < _MIN_DIGITS:
+        return tuple(sorted(set(found), key=lambda p: (p.start, p.end, p.kind)))
     for run in _DIGIT_RUN.finditer(norm):
-        found.extend(_in_run(run.group(), run.start()))
-    if _IBAN.search(norm) is not None:
-        found.extend(
-            PiiMatch("iban", m.start(), m.end())
-            for m in _IBAN.finditer(norm)
-            if iban_valid(m.group())
-        )
+        start = run.start() - 1 if run.start() > 0 and norm[run.start() - 1] in "+(" else run.start()
+        found.extend(_in_run(norm[start : run.end()], start))
+        found.extend(_ibans_near(norm, run.start(), run.end()))
     return tuple(sorted(set(found), key=lambda p: (p.start, p.end, p.kind)))
 
 

@@ -44,10 +44,10 @@ HEAD_LABELS: dict[str, tuple[str, ...]] = {
 class TrainOptions:
     """Everything that decides the trained model besides the data."""
 
-    estimator: Estimator = "logreg"
+    estimator: Estimator = "svm"
     features: FeatureConfig = FeatureConfig()
-    c: float = 20.0
-    min_df: int = 2
+    c: float = 0.5
+    min_df: int = 10
     folds: int = 3
     seed: int = 13
     augment: bool = True
@@ -81,9 +81,9 @@ def _fit(options: TrainOptions, x: csr_matrix, y: npt.NDArray[np.intp]) -> tuple
         return np.asarray(nb.feature_log_prob_.T), np.zeros(len(nb.classes_))
     est: LogisticRegression | LinearSVC
     if options.estimator == "svm":
-        est = LinearSVC(C=options.c / 20.0, random_state=options.seed, max_iter=5000)
+        est = LinearSVC(C=options.c, random_state=options.seed, max_iter=5000)
     else:
-        est = LogisticRegression(C=options.c, max_iter=2000, random_state=options.seed)
+        est = LogisticRegression(C=options.c, max_iter=500, tol=1e-3, random_state=options.seed)
     est.fit(x, y)
     coef, bias = np.asarray(est.coef_), np.asarray(est.intercept_)
     if coef.shape[0] == 1:  # binary: logits (0, z) give softmax == sigmoid(z)

@@ -59,6 +59,7 @@ def cross_reference_problems(config: RouterConfig) -> list[str]:
     problems += [f"{where}: unknown model {name!r}" for where, name in targets
                  if name not in models]
     problems += _policy_problems(config, models)
+    problems += _experiment_problems(config, models)
     problems += [
         f"routes.aliases: {alias!r} collides with a model name"
         for alias in config.routes.aliases
@@ -97,6 +98,20 @@ def _policy_problems(config: RouterConfig, models: set[str]) -> list[str]:
             refs += [(f"risk.{level}.candidates", n) for n in rule.candidates or ()]
         problems += [f"policies.{where}.{field}: unknown model {name!r}"
                      for field, name in refs if name not in models]
+    return problems
+
+
+def _experiment_problems(config: RouterConfig, models: set[str]) -> list[str]:
+    problems = _duplicates("experiment", [e.name for e in config.experiments])
+    for experiment in config.experiments:
+        for arm in experiment.arms:
+            kind, _, target = arm.route.partition(":")
+            if kind == "model" and target in models:
+                continue
+            if arm.route == "policy:default":
+                continue
+            problems.append(f"experiments.{experiment.name}.arms.{arm.name}.route: "
+                            f"{arm.route!r} is neither 'policy:default' nor 'model:<model>'")
     return problems
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from policies.experiments.schema import ExperimentSpec
 from policies.labels import Risk, Task
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
@@ -215,6 +216,7 @@ class ServerSpec(Frozen):
     cache: CacheSpec = CacheSpec()
     reliability: ReliabilitySpec = ReliabilitySpec()
     stats: StatsSpec = StatsSpec()
+    experiments_redis_url: str | None = None  # share experiment outcomes between replicas
 
 
 class RouterConfig(Frozen):
@@ -227,3 +229,4 @@ class RouterConfig(Frozen):
     api_keys: tuple[ApiKeySpec, ...] = ()
     server: ServerSpec = ServerSpec()
     policies: PoliciesSpec | None = None
+    experiments: tuple[ExperimentSpec, ...] = ()

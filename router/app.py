@@ -26,6 +26,7 @@ from cache.policy import CacheRule
 from router.admission import AdmissionController
 from router.api.chat import ChatHandler
 from router.api.errors import error_response
+from router.api.experiments import experiments_endpoint, feedback_endpoint
 from router.api.explain import explain_endpoint
 from router.api.meta import (
     ReadinessCheck,
@@ -38,6 +39,7 @@ from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.errors import NotFoundError, RequestError
 from router.execution.runner import Runner
+from router.experimentation import Experiments, memory_store
 from router.feedback import HedgeDelays, StatsRanker, StatsSink, targets_by_task
 from router.idempotency import IdempotencyStore, MemoryIdempotencyStore
 from router.outcomes import FanOut, OutcomeSink
@@ -55,7 +57,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
               admission: AdmissionController | None = None,
               idempotency: IdempotencyStore | None = None,
               caching: ResultCaching | None = None,
-              stats: StatsStore | None = None) -> FastAPI:
+              stats: StatsStore | None = None,
+              experiments: Experiments | None = None) -> FastAPI:
     server = config.source.server
     execution = execution_state(server.reliability)
     breakers = execution.breakers
@@ -64,11 +67,14 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     slo = SloTracker(targets_by_task(config.source.policies))
     ranker = StatsRanker(config, store, slo, lambda name: breakers.state(name) == "open",
                          random.Random(), explore_share=server.stats.explore_share)
+    trials = experiments if experiments is not None else Experiments(
+        config.source.experiments, memory_store())
     pipeline = ChatPipeline(config, classifier, Runner(providers, execution, time.perf_counter),
                             ranker=ranker, health=lambda name: breakers.state(name) != "open",
-                            hedge_delay=HedgeDelays(store), load=execution.in_flight)
+                            hedge_delay=HedgeDelays(store), load=execution.in_flight,
+                            assign_arm=trials.assign if trials.active else None)
     chat = ChatHandler(
-        pipeline, FanOut([*sinks, StatsSink(store, slo)]),
+        pipeline, FanOut([*sinks, StatsSink(store, slo), trials]),
         admission if admission is not None else admission_controller(server.reliability),
         idempotency if idempotency is not None else MemoryIdempotencyStore(time.monotonic),
         caching if caching is not None else ResultCaching(None, CacheRule(False)))
@@ -76,15 +82,18 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         refresher = asyncio.create_task(_run_refresher(store))
+        guard = asyncio.create_task(trials.guard()) if trials.active else None
         start = getattr(store, "start", None)
         if start is not None:
             start()
         try:
             yield
         finally:
-            refresher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await refresher
+            for task in (refresher, guard):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             stop = getattr(store, "stop", None)
             if stop is not None:
                 await stop()
@@ -105,6 +114,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     app.add_route("/v1/route/explain", explain_endpoint(pipeline), methods=["POST"])
     app.add_route("/v1/models", models_endpoint(config), methods=["GET"])
     app.add_route("/v1/slo", slo_state, methods=["GET"])
+    app.add_route("/v1/feedback", feedback_endpoint(trials, config), methods=["POST"])
+    app.add_route("/v1/experiments", experiments_endpoint(trials, config), methods=["GET"])
     app.add_route("/healthz", healthz, methods=["GET"])
     app.add_route("/v1/health/deployments", deployments_health(breakers), methods=["GET"])
     app.add_route("/readyz", readyz_endpoint([*checks, stats_ready], config.version),

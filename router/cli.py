@@ -15,6 +15,7 @@ from collections.abc import Sequence
 COMMAND_MODULES: tuple[str, ...] = (
     "router.serve_cli",
     "router.policy_cli",
+    "router.experiments_cli",
     "router.providers.simulator.cli",
     "router.classify.cli",
     "router.loadtest.cli",

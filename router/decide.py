@@ -73,7 +73,9 @@ def facts_by_model(config: RuntimeConfig,
 
 
 def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeConfig,
-           ranker: Ranker, health: Health) -> Decision:
+           ranker: Ranker, health: Health, restrict_to: str | None = None) -> Decision:
+    """`restrict_to` (an experiment arm's model) narrows the policy's candidates to one model;
+    when that model does not qualify, the policy as written decides."""
     if requested in config.models:
         return Decision(requested, requested, config.models[requested], True, config.version,
                         "pinned by the request")
@@ -85,6 +87,11 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
         return Decision(requested, model, config.models[model], False, config.version,
                         f"per-task default for {labels.task}")
     policy = policies.for_task(labels.task)
+    if restrict_to is not None:
+        narrowed = policy.model_copy(update={"candidates": (restrict_to,), "fallbacks": ()})
+        arm = evaluate(narrowed, facts, facts_by_model(config, health), config.quality)
+        if any(v.eligible for v in arm):
+            policy = narrowed
     verdicts = evaluate(policy, facts, facts_by_model(config, health), config.quality)
     eligible = [v for v in verdicts if v.eligible]
     if not eligible:

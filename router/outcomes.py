@@ -30,6 +30,8 @@ class Outcome:
     deployment: str | None = None
     policy_version: str | None = None
     cache: str = "bypass"
+    experiment: str | None = None
+    arm: str | None = None
     queue_s: float | None = None
     status: int = 200
     error_type: str | None = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from policies.eligibility import RequestFacts
+from policies.experiments import Assignment, UnitIds
 from policies.labels import RISKS, TASKS, Risk, Task
 from policies.schema import TaskPolicy
 from router.api.schemas import ChatCompletionRequest
@@ -27,6 +28,21 @@ from router.providers.base import Completion, Deployment
 from router.runtime_config import RuntimeConfig
 
 HedgeDelay = Callable[[str, Task, int], float | None]
+AssignArm = Callable[[Task, UnitIds], Assignment | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent the request, as far as routing cares (tenant, ids for experiment units)."""
+
+    tenant: str = "default"
+    request_id: str = "-"
+    user: str | None = None
+    session: str | None = None
+
+    def units(self) -> UnitIds:
+        return UnitIds(request=self.request_id, tenant=self.tenant, user=self.user,
+                       session=self.session)
 
 # Output tokens assumed for fit and cost checks when the request sets no limit.
 DEFAULT_MAX_OUTPUT_TOKENS = 512
@@ -63,6 +79,7 @@ class Prepared:
     phases: Phases = field(default_factory=Phases)
 
     policy: TaskPolicy | None = None  # the task's policy, when the config has policies
+    assignment: Assignment | None = None  # the experiment arm, when one applies
 
     @property
     def policy_requires_key(self) -> bool:
@@ -120,6 +137,13 @@ def request_facts(request: ChatCompletionRequest, view: RequestView,
         needs_json=view.response_format in ("json_object", "json_schema"))
 
 
+def arm_model(assignment: Assignment | None) -> str | None:
+    """The model an experiment arm pins the policy to (`model:<name>`), if any."""
+    if assignment is None or not assignment.route.startswith("model:"):
+        return None
+    return assignment.route.removeprefix("model:")
+
+
 def is_side_effecting(labels: Labels) -> bool:
     """Requests that may act on the world: the `action` task or side-effecting tools."""
     return labels.task == "action" or "side_effects" in labels.signals
@@ -135,6 +159,7 @@ class ChatPipeline:
                  ranker: Ranker | None = None, health: Health | None = None,
                  hedge_delay: HedgeDelay | None = None,
                  load: Mapping[str, int] | None = None,
+                 assign_arm: AssignArm | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.config = config
         self._classifier = classifier
@@ -143,29 +168,36 @@ class ChatPipeline:
         self._health: Health = health if health is not None else (lambda _name: True)
         self._hedge_delay = hedge_delay
         self._load: Mapping[str, int] = load if load is not None else {}
+        self._assign_arm = assign_arm
         self._clock = clock
 
     def prepare(self, request: ChatCompletionRequest, raw: Mapping[str, Any],
-                headers: Mapping[str, str], deadline: float, tenant: str = "default") -> Prepared:
+                headers: Mapping[str, str], deadline: float,
+                caller: Caller | None = None) -> Prepared:
+        caller = caller if caller is not None else Caller()
         phases = Phases()
         started = self._clock()
         view = request_view(request)
         labels = self._classifier.classify(view, hints_from(request, headers))
         classified = self._clock()
         facts = request_facts(request, view, labels)
+        assignment = None
+        if self._assign_arm is not None and request.model in self.config.aliases:
+            assignment = self._assign_arm(labels.task, caller.units())
         decision = self._with_affinity(
-            decide(request.model, labels, facts, self.config, self._ranker, self._health), raw)
+            decide(request.model, labels, facts, self.config, self._ranker, self._health,
+                   restrict_to=arm_model(assignment)), raw)
         deployments = [self.config.deployments[name] for name in decision.deployments]
         policies = self.config.source.policies
         policy = policies.for_task(labels.task) if policies is not None else None
         side_effecting = is_side_effecting(labels)
         body = upstream_body(raw)
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
-                    side_effecting=side_effecting, bodies=marked_bodies(body, tenant),
+                    side_effecting=side_effecting, bodies=marked_bodies(body, caller.tenant),
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
                                                    deadline))
         phases.classify, phases.decide = classified - started, self._clock() - classified
-        return Prepared(request, labels, decision, plan, facts, phases, policy)
+        return Prepared(request, labels, decision, plan, facts, phases, policy, assignment)
 
     def _with_affinity(self, decision: Decision, raw: Mapping[str, Any]) -> Decision:
         """Requests sharing a prompt prefix go to the same replica of the chosen model."""

@@ -20,6 +20,7 @@ from router.app import build_app
 from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.errors import ConfigError
+from router.experimentation import Experiments, memory_store
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Provider
 from router.runtime_config import RuntimeConfig, resolve
@@ -82,6 +83,21 @@ def stats_store(config: RouterConfig) -> StatsStore:
     return RedisStatsStore(local, aioredis.from_url(spec.redis_url))
 
 
+def experiments(config: RouterConfig) -> Experiments:
+    """The configured experiments, their outcomes shared through Redis when configured."""
+    url = config.server.experiments_redis_url
+    if url is None:
+        return Experiments(config.experiments, memory_store())
+    import random
+
+    import redis.asyncio as aioredis
+
+    from router.experiments.outcomes_redis import RedisOutcomeStore
+
+    return Experiments(config.experiments,
+                       RedisOutcomeStore(aioredis.from_url(url), random.Random()))
+
+
 def build_from_config(config: RouterConfig, environ: Mapping[str, str],
                       base_dir: Path) -> tuple[FastAPI, RuntimeConfig]:
     from router.providers.litellm_adapter import LitellmProvider
@@ -93,5 +109,6 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
         "litellm": LitellmProvider(),
     }
     app = build_app(runtime, classifier, providers, sinks=[LogSink()],
-                    caching=result_caching(config, base_dir), stats=stats_store(config))
+                    caching=result_caching(config, base_dir), stats=stats_store(config),
+                    experiments=experiments(config))
     return app, runtime

@@ -34,7 +34,7 @@ from router.execution.deadline import requested_timeout_s
 from router.execution.runner import CommittedStream, close_quietly
 from router.idempotency import IdempotencyStore, Replay
 from router.outcomes import Outcome, OutcomeSink
-from router.pipeline import ChatPipeline, Prepared
+from router.pipeline import Caller, ChatPipeline, Prepared
 
 CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
 
@@ -132,8 +132,10 @@ class ChatHandler:
             principal.tenant, parse_priority(request.headers.get("x-slorouter-priority")),
             _Remaining(deadline)))
         outcome.queue_s = ticket.queue_time_s
-        prepared = self._pipeline.prepare(chat, raw, request.headers, deadline,
-                                          principal.tenant)
+        metadata = chat.metadata if chat.metadata is not None else {}
+        caller = Caller(principal.tenant, outcome.request_id, chat.user,
+                        request.headers.get("x-slorouter-session", metadata.get("session_id")))
+        prepared = self._pipeline.prepare(chat, raw, request.headers, deadline, caller)
         _note_decision(outcome, prepared, headers)
         claimed = await idempotent.claim(
             self._idempotency, request.headers, principal.tenant, raw,
@@ -296,6 +298,9 @@ def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]
     outcome.task, outcome.risk = prepared.labels.task, prepared.labels.risk
     outcome.model = prepared.decision.model
     outcome.policy_version = prepared.decision.policy_version
+    if prepared.assignment is not None:
+        outcome.experiment, outcome.arm = prepared.assignment.experiment, prepared.assignment.arm
+        headers["x-slorouter-arm"] = f"{outcome.experiment}/{outcome.arm}"
     headers.update({
         "x-slorouter-task": prepared.labels.task,
         "x-slorouter-risk": prepared.labels.risk,

@@ -17,7 +17,7 @@ from starlette.responses import Response
 from router.api.chat import parse_chat, read_json
 from router.api.errors import error_response
 from router.auth import authenticate
-from router.pipeline import ChatPipeline, Prepared
+from router.pipeline import Caller, ChatPipeline, Prepared
 
 
 def explain_decision(prepared: Prepared) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
             chat = parse_chat(raw)
             prepared = pipeline.prepare(chat, raw, request.headers,
                                         time.perf_counter() + config.request_timeout_s,
-                                        principal.tenant)
+                                        Caller(principal.tenant, "explain", chat.user))
         except Exception as exc:
             return error_response(exc)
         return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")

@@ -1,0 +1,61 @@
+"""`POST /v1/feedback` (quality of an answer, for its experiment arm) and `GET /v1/experiments`."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from router.api.chat import read_json
+from router.api.errors import error_response
+from router.auth import authenticate
+from router.errors import RequestError
+from router.experimentation import Experiments
+from router.runtime_config import RuntimeConfig
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class FeedbackBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str = Field(min_length=1, max_length=128)
+    metric: str = Field(min_length=1, max_length=64)
+    value: float
+
+
+def feedback_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoint:
+    async def feedback(request: Request) -> Response:
+        try:
+            authenticate(request.headers.get("authorization"), config.principals)
+            raw = await read_json(request, 64 * 1024)
+            try:
+                body = FeedbackBody.model_validate(raw)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                param = ".".join(str(p) for p in first["loc"])
+                raise RequestError(f"invalid feedback: {param}: {first['msg']}", param=param,
+                                   code="invalid_value") from None
+            result = await experiments.feedback(body.request_id, body.metric, body.value)
+        except Exception as exc:
+            return error_response(exc)
+        return Response(orjson.dumps(result), media_type="application/json")
+
+    return feedback
+
+
+def experiments_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoint:
+    async def report(request: Request) -> Response:
+        try:
+            authenticate(request.headers.get("authorization"), config.principals)
+        except Exception as exc:  # noqa: BLE001 - rendered as an OpenAI error
+            return error_response(exc)
+        name = request.query_params.get("name")
+        reports = await experiments.reports(name)
+        return Response(orjson.dumps({"object": "list", "data": reports}),
+                        media_type="application/json")
+
+    return report

@@ -1,0 +1,101 @@
+"""A/B experiments in the running service: assignment, outcome recording, guardrails, reports.
+
+Glue only: the statistics and the sticky assignment live in `router.experiments` and
+`policies.experiments`. An arm's `route` is `policy:default` (the task's policy as written) or
+`model:<name>` (the policy restricted to that model: its floor, risk and fit checks still apply;
+if the model does not qualify the request is routed as control would). Halted arms send their
+units to control; halts come from the guardrail loop and are logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from policies.experiments import Assigner, Assignment, ExperimentSpec, UnitIds
+from policies.labels import Task
+from router.experiments.monitor import enforce_guardrails, halted_arms, report_from_store
+from router.experiments.outcomes import Outcome as ArmOutcome
+from router.experiments.outcomes import OutcomeStore, submit_feedback
+from router.logs import event
+from router.outcomes import Outcome
+
+log = logging.getLogger("slorouter.experiments")
+WallClock = Callable[[], datetime]
+
+
+class Experiments:
+    def __init__(self, specs: Sequence[ExperimentSpec], store: OutcomeStore,
+                 clock: WallClock = lambda: datetime.now(UTC)) -> None:
+        self._assigner = Assigner(specs)
+        self._specs = {spec.name: spec for spec in specs}
+        self._store = store
+        self._clock = clock
+        self._halted: dict[str, frozenset[str]] = {}
+        self._pending: set[asyncio.Task[None]] = set()
+
+    @property
+    def active(self) -> bool:
+        return bool(self._specs)
+
+    def assign(self, task: Task, units: UnitIds) -> Assignment | None:
+        if not self._specs:
+            return None
+        return self._assigner.assign(task, units, self._clock(), self._halted)
+
+    def record(self, outcome: Outcome) -> None:
+        """`OutcomeSink`: hand the request's arm outcome to the (async) store."""
+        if outcome.experiment is None or outcome.arm is None:
+            return
+        ttft, e2e = outcome.ttft_s, outcome.e2e_s
+        arm_outcome = ArmOutcome(
+            experiment=outcome.experiment, arm=outcome.arm, request_id=outcome.request_id,
+            error=outcome.status >= 500 or outcome.status == 429,
+            ttft_ms=ttft * 1e3 if ttft is not None else None,
+            tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None else None,
+            e2e_ms=e2e * 1e3 if e2e is not None else None, cost_usd=outcome.cost_usd)
+        task = asyncio.get_running_loop().create_task(self._store.record(arm_outcome))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def feedback(self, request_id: str, metric: str, value: float) -> dict[str, Any]:
+        exposure, recorded = await submit_feedback(self._store, self._specs, request_id, metric,
+                                                   value)
+        return {"request_id": request_id, "experiment": exposure.experiment,
+                "arm": exposure.arm, "metric": metric, "recorded": recorded}
+
+    async def reports(self, name: str | None = None) -> list[dict[str, Any]]:
+        rng = np.random.default_rng(0)
+        specs = [s for s in self._specs.values() if name is None or s.name == name]
+        return [(await report_from_store(spec, self._store, now=self._clock(), rng=rng,
+                                         resamples=400)).model_dump(mode="json")
+                for spec in specs]
+
+    async def guard(self, interval_s: float = 2.0) -> None:
+        """Evaluate guardrails forever; halted arms stop receiving traffic at once."""
+        while True:
+            await self.check_guardrails()
+            await asyncio.sleep(interval_s)
+
+    async def check_guardrails(self) -> None:
+        now = self._clock()
+        for spec in self._specs.values():
+            for halt in await enforce_guardrails(spec, self._store, now):
+                event(log, "experiment_arm_halted", logging.WARNING, experiment=spec.name,
+                      arm=halt.arm, reason=halt.reason)
+        self._halted = await halted_arms(self._store, self._specs.values())
+
+    def specs(self) -> Mapping[str, ExperimentSpec]:
+        return self._specs
+
+
+def memory_store() -> OutcomeStore:
+    from router.experiments.outcomes import MemoryOutcomeStore
+
+    return MemoryOutcomeStore(random.Random(0))

@@ -51,7 +51,7 @@ def experiments_endpoint(experiments: Experiments, config: RuntimeConfig) -> End
     async def report(request: Request) -> Response:
         try:
             authenticate(request.headers.get("authorization"), config.principals)
-        except Exception as exc:  # noqa: BLE001 - rendered as an OpenAI error
+        except Exception as exc:
             return error_response(exc)
         name = request.query_params.get("name")
         reports = await experiments.reports(name)

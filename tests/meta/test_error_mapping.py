@@ -30,7 +30,7 @@ def test_rate_limit_and_timeout_names_map_to_retryable_errors() -> None:
 
 
 def test_upstream_statuses_map_to_the_right_classes() -> None:
-    """429 → rate limited (with Retry-After kept), 5xx → unavailable, 504 → timeout, 4xx → rejected."""
+    """429 → rate limited (Retry-After kept), 5xx → unavailable, 504 → timeout, 4xx → rejected."""
     limited = mapping.from_status(429, "slow down", retry_after=3.0)
     assert isinstance(limited, errors.ProviderRateLimitedError) and limited.retry_after == 3.0
     assert isinstance(mapping.from_status(503, "x"), errors.ProviderUnavailableError)

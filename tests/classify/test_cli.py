@@ -1,0 +1,100 @@
+"""`slorouter classify` and `slorouter train-classifier` through the real command line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from router.cli import main
+
+DATA = Path(__file__).resolve().parents[2] / "evals" / "datasets" / "prompts"
+
+
+def test_classify_writes_one_line_per_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each valid input line gives one output line with task, risk, probabilities and signals."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        json.dumps({"id": "a", "text": "Translate to German: good night"}) + "\n"
+        + json.dumps({"messages": [{"role": "user", "content": "mail me at x@example.com"}],
+                      "hints": {"task": "chat"}}) + "\n"
+    )
+    assert main(["classify", str(src)]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [o["line"] for o in out] == [1, 2]
+    assert out[0]["id"] == "a" and out[0]["task"] == "translation"
+    assert set(out[0]["task_probs"]) >= {"chat", "translation"}
+    assert out[1]["task_source"] == "hint" and out[1]["signals"] == ["pii"]
+    assert out[1]["risk"] == "high"
+
+
+def test_malformed_lines_are_reported_with_line_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad lines are named by number on stderr, good lines still classified, exit code 1."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(
+        '{"text": "hello"}\n'
+        "{not json\n"
+        '{"text": "a", "messages": []}\n'
+        '{"messages": [{"role": "user", "content": 5}]}\n'
+        '{"text": "ok", "hints": {"task": "dancing"}}\n'
+    )
+    assert main(["classify", str(src)]) == 1
+    captured = capsys.readouterr()
+    assert [json.loads(line)["line"] for line in captured.out.splitlines()] == [1]
+    for number in (2, 3, 4, 5):
+        assert f"line {number}:" in captured.err
+    assert "exactly one of 'text' and 'messages'" in captured.err
+
+
+def test_classify_reads_stdin() -> None:
+    """Without a file argument the command reads standard input."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "router.cli", "classify"],
+        input='{"text": "what is 12 times 7"}\n', capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["task"] == "math"
+
+
+def test_missing_input_file_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """A missing input file gives exit code 2 and names the file."""
+    assert main(["classify", "/nonexistent/in.jsonl"]) == 2
+    assert "/nonexistent/in.jsonl" in capsys.readouterr().err
+
+
+def _subset(tmp_path: Path, n: int) -> Path:
+    with gzip.open(DATA / "train.jsonl.gz", "rt", encoding="utf-8") as fh:
+        lines = [line for _, line in zip(range(n), fh, strict=False)]
+    path = tmp_path / "small.jsonl"
+    path.write_text("".join(lines))
+    return path
+
+
+def test_training_is_reproducible_and_writes_metadata(tmp_path: Path) -> None:
+    """Two trainings on the same rows give byte-identical models; metadata names data and libs."""
+    data = _subset(tmp_path, 900)
+    hashes = []
+    for run in ("a", "b"):
+        out = tmp_path / run
+        args = ["train-classifier", "--data", str(data), "--out", str(out), "--min-df", "2"]
+        assert main(args) == 0
+        hashes.append((out / "model.zip").read_bytes())
+    assert hashes[0] == hashes[1]
+    meta = json.loads((tmp_path / "a" / "metadata.json").read_text())
+    assert meta["data"]["rows"] == 900 and len(meta["data"]["sha256"]) == 64
+    assert "scikit-learn" in meta["libraries"] and meta["labels"]["risk"] == ["low", "medium", "high"]
+    assert 0.0 <= meta["metrics"]["cross_validated"]["task_macro_f1"] <= 1.0
+
+
+def test_training_data_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad training row stops training with its file and line number."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "1", "text": "x", "task": "chat", "risk": "low"}\n{"id": "2"}\n')
+    assert main(["train-classifier", "--data", str(bad), "--out", str(tmp_path / "o")]) == 2
+    assert "bad.jsonl:2" in capsys.readouterr().err

@@ -38,6 +38,7 @@ class Sample:
     stream: bool = False
     tpot_s: float | None = None
     output_tokens: int | None = None
+    cache: str | None = None  # the router's `x-slorouter-cache` answer header, when present
 
 
 @dataclass
@@ -112,15 +113,16 @@ async def send_one(session: aiohttp.ClientSession, url: str, request: PlannedReq
                 await response.read()
                 return Sample(offset, None, time.perf_counter() - started, response.status,
                               f"http_{response.status}", request.cls, request.stream)
+            cache = response.headers.get("x-slorouter-cache")
             if not request.stream:
                 raw = await response.read()
                 elapsed = time.perf_counter() - started
                 usage = _USAGE.search(raw)
                 return Sample(offset, elapsed, elapsed, 200, None, request.cls, False, None,
-                              int(usage.group(1)) if usage else None)
+                              int(usage.group(1)) if usage else None, cache)
             ttft, tpot, tokens, error = await _read_stream(response, started)
             return Sample(offset, ttft, time.perf_counter() - started, 200, error, request.cls,
-                          True, tpot, tokens)
+                          True, tpot, tokens, cache)
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         return Sample(offset, None, None, 0, type(exc).__name__, request.cls, request.stream)
 

@@ -1,7 +1,8 @@
 """Summaries of a run: achieved rate, E2E/TTFT/TPOT percentiles, errors by class, segments.
 
 Pure functions over `Sample`s. Percentiles are reported at p50/p90/p95/p99 (DESIGN.md §1: never
-an average alone), for all requests and per segment (request class; stream or not).
+an average alone), for all requests and per segment (request class; stream or not; the router's
+cache status when it answers with `x-slorouter-cache`).
 """
 
 from __future__ import annotations
@@ -61,12 +62,16 @@ def summarize(result: RunResult) -> Summary:
     errors = Counter(s.error or f"http_{s.status}" for s in result.samples
                      if not (s.status == 200 and s.error is None))
     segments: dict[str, dict[str, Percentiles]] = {}
-    keys = [*sorted({s.cls for s in ok}), "stream", "non-stream"]
-    for key in keys:
-        chosen = ([s for s in ok if s.stream] if key == "stream" else
-                  [s for s in ok if not s.stream] if key == "non-stream" else
-                  [s for s in ok if s.cls == key])
-        segments[key] = {m: Percentiles.of(_metric(chosen, m)) for m in METRICS}
+    groups: dict[str, list[Sample]] = {}
+    for sample in ok:
+        groups.setdefault(sample.cls, []).append(sample)
+    for sample in ok:
+        groups.setdefault("stream" if sample.stream else "non-stream", []).append(sample)
+        if sample.cache is not None:
+            groups.setdefault(f"cache={sample.cache}", []).append(sample)
+    for key in sorted(groups, key=lambda k: (k.startswith(("stream", "non-stream", "cache=")),
+                                             k)):
+        segments[key] = {m: Percentiles.of(_metric(groups[key], m)) for m in METRICS}
     return Summary(
         target=result.target, sent=len(result.samples), ok=len(ok),
         target_rate=result.rate,

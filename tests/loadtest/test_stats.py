@@ -9,7 +9,8 @@ from router.loadtest.stats import format_summary, summarize
 def _result() -> RunResult:
     ok = [Sample(i * 0.1, ttft_s=0.01 * (i + 1), e2e_s=0.1 * (i + 1), status=200,
                  cls="a" if i % 2 else "b", stream=bool(i % 2),
-                 tpot_s=0.002 if i % 2 else None) for i in range(100)]
+                 tpot_s=0.002 if i % 2 else None, cache="hit" if i < 10 else "miss")
+          for i in range(100)]
     bad = [Sample(1.0, None, 0.05, 429, "http_429", "a"),
            Sample(2.0, None, None, 0, "ClientConnectorError", "b"),
            Sample(3.0, 0.01, 0.2, 200, "stream_error", "a", True)]
@@ -34,9 +35,11 @@ def test_errors_are_grouped_by_class_and_rates_reported() -> None:
 
 
 def test_segments_split_by_class_and_streaming() -> None:
-    """Segments exist per request class and for stream / non-stream; TPOT only for streams."""
+    """Segments exist per class, stream / non-stream and cache status; TPOT only for streams."""
     summary = summarize(_result())
-    assert set(summary.segments) == {"a", "b", "stream", "non-stream"}
+    assert set(summary.segments) == {"a", "b", "stream", "non-stream", "cache=hit",
+                                     "cache=miss"}
+    assert summary.segments["cache=hit"]["e2e_s"].count == 10
     assert summary.segments["stream"]["tpot_s"].count == 50
     assert summary.segments["non-stream"]["tpot_s"].count == 0
     text = format_summary(summary)

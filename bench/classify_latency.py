@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from router.classify import Hints, RequestView, load_classifier
+from router.classify import Hints, LinearClassifier, RequestView, load_classifier
 from router.classify.classifier import ARTIFACT_DIR
 from router.classify.detectors import detect
 from router.classify.linear import MODEL_FILE
@@ -49,6 +49,18 @@ def _row(label: str, us: np.ndarray) -> str:
     return f"{label:<28} {p50:8.1f} {p90:8.1f} {p99:8.1f} {us.max():9.1f}"
 
 
+def _classify(clf: LinearClassifier, view: RequestView) -> Callable[[], object]:
+    return lambda: clf.classify(view, Hints())
+
+
+def _detect(view: RequestView) -> Callable[[], object]:
+    return lambda: detect(view)
+
+
+def _score(clf: LinearClassifier, view: RequestView) -> Callable[[], object]:
+    return lambda: clf.scores(view)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--iterations", type=int, default=2000)
@@ -68,11 +80,19 @@ def main() -> None:
             text = corpus[: tokens * 4]
             view = RequestView(messages=(("system", "You are helpful."), ("user", text)))
             n = args.iterations if tokens <= 1000 else args.iterations // 2
-            print(_row(f"classify {lang} {tokens:>5} tok", _timings(
-                lambda v=view: clf.classify(v, Hints()), n)))
+            print(
+                _row(
+                    f"classify {lang} {tokens:>5} tok",
+                    _timings(_classify(clf, view), n),
+                )
+            )
             if tokens == 4000:
-                print(_row(f"  detectors {lang} {tokens} tok", _timings(lambda v=view: detect(v), n)))
-                print(_row(f"  model {lang} {tokens} tok", _timings(lambda v=view: clf.scores(v), n)))
+                print(
+                    _row(f"  detectors {lang} {tokens} tok", _timings(_detect(view), n))
+                )
+                print(
+                    _row(f"  model {lang} {tokens} tok", _timings(_score(clf, view), n))
+                )
 
 
 if __name__ == "__main__":

@@ -37,17 +37,23 @@ def read_all(paths: Sequence[Path]) -> list[Example]:
 def _cv_metrics(result: TrainResult) -> dict[str, float]:
     y, probs = result.oof.targets, result.oof.probs
     return {
-        "task_macro_f1": round(float(f1_score(y["task"], probs["task"].argmax(1),
-                                              average="macro")), 4),
-        "risk_macro_f1": round(float(f1_score(y["risk"], probs["risk"].argmax(1),
-                                              average="macro")), 4),
+        "task_macro_f1": round(
+            float(f1_score(y["task"], probs["task"].argmax(1), average="macro")), 4
+        ),
+        "risk_macro_f1": round(
+            float(f1_score(y["risk"], probs["risk"].argmax(1), average="macro")), 4
+        ),
         "jailbreak_f1": round(float(f1_score(y["jailbreak"], probs["jailbreak"].argmax(1))), 4),
     }
 
 
 def metadata(
-    result: TrainResult, data: Sequence[Path], examples: Sequence[Example],
-    options: TrainOptions, held_out: dict[str, object] | None, version: str,
+    result: TrainResult,
+    data: Sequence[Path],
+    examples: Sequence[Example],
+    options: TrainOptions,
+    held_out: dict[str, object] | None,
+    version: str,
 ) -> dict[str, object]:
     """Everything about the artifact that is not the model itself."""
     return {
@@ -77,8 +83,15 @@ def metadata(
 
 
 def train_and_write(
-    data: Sequence[Path], out: Path, evals: Sequence[Path], estimator: Estimator,
-    char_ngrams: bool, augment: bool, seed: int, c: float = 0.5, min_df: int = 10,
+    data: Sequence[Path],
+    out: Path,
+    evals: Sequence[Path],
+    estimator: Estimator,
+    char_ngrams: bool,
+    augment: bool,
+    seed: int,
+    c: float = 0.5,
+    min_df: int = 10,
 ) -> Path:
     """Train on `data`, write `out/model.zip` and `out/metadata.json`, return the model path."""
     examples = read_all(data)

@@ -59,7 +59,10 @@ def _history(rng: random.Random, pool: Sequence[Example]) -> tuple[tuple[str, st
 
 
 def augment_one(
-    example: Example, rng: random.Random, pool: Sequence[Example], tool_pool: Sequence[str],
+    example: Example,
+    rng: random.Random,
+    pool: Sequence[Example],
+    tool_pool: Sequence[str],
     config: AugmentConfig,
 ) -> Example:
     """A copy of `example` with a random system prompt, history, tools and response format."""

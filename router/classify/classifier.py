@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from policies.labels import RISKS, TASKS, Risk, Signal, Task
 from router.classify.detectors import Findings, detect, last_user_text
@@ -84,7 +85,9 @@ class LinearClassifier:
         m_risk = model_risk(probs["risk"], self._model.thresholds["risk_high"])
         empty = not last_user_text(request).strip()
         task: Task = hints.task if hints.task is not None else ("chat" if empty else best_task)
-        source = "hint" if hints.task is not None else ("default" if empty else "model")
+        source: Literal["model", "hint", "default"] = (
+            "hint" if hints.task is not None else ("default" if empty else "model")
+        )
         m_risk = "low" if empty else m_risk
         p_jb = 0.0 if empty else probs["jailbreak"][1]
         signals = _signals(findings, task, m_risk, p_jb, self._model.thresholds["jailbreak"])
@@ -96,7 +99,9 @@ class LinearClassifier:
             signals=signals,
             task_source=source,
         )
-        return Explanation(labels, best_task, m_risk, p_jb, findings.pii, findings.side_effect_tools)
+        return Explanation(
+            labels, best_task, m_risk, p_jb, findings.pii, findings.side_effect_tools
+        )
 
     def classify(self, request: RequestView, hints: Hints) -> Labels:
         """Task and risk of the request; hints win for task, and may move risk only above the

@@ -31,16 +31,27 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     t = subparsers.add_parser(
         "train-classifier", help="train the task/risk classifier and write its artifact"
     )
-    t.add_argument("--data", type=Path, action="append", required=True,
-                   help="JSONL(.gz) training file; repeat to combine files")
+    t.add_argument(
+        "--data",
+        type=Path,
+        action="append",
+        required=True,
+        help="JSONL(.gz) training file; repeat to combine files",
+    )
     t.add_argument("--out", type=Path, required=True, help="directory for model.zip + metadata")
-    t.add_argument("--eval", type=Path, action="append", default=[],
-                   help="held-out JSONL(.gz) file(s) scored into the metadata")
+    t.add_argument(
+        "--eval",
+        type=Path,
+        action="append",
+        default=[],
+        help="held-out JSONL(.gz) file(s) scored into the metadata",
+    )
     t.add_argument("--estimator", choices=("logreg", "svm", "nb"), default="svm")
     t.add_argument("--c", type=float, default=0.5, help="inverse regularisation strength")
     t.add_argument("--min-df", type=int, default=10, help="rows a feature must occur in")
-    t.add_argument("--char-ngrams", action="store_true",
-                   help="add character 2-4-grams of the message start")
+    t.add_argument(
+        "--char-ngrams", action="store_true", help="add character 2-4-grams of the message start"
+    )
     t.add_argument("--no-augment", action="store_true", help="train on the rows as they are")
     t.add_argument("--seed", type=int, default=13)
     t.set_defaults(func=run_train)
@@ -51,8 +62,11 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     e.add_argument("--data", type=Path, action="append", required=True)
     e.add_argument("--model", type=Path, help="a model.zip other than the shipped one")
     e.add_argument("--title", default="Test split")
-    e.add_argument("--structure", action="store_true",
-                   help="also score the rows with a system prompt, history and tools added")
+    e.add_argument(
+        "--structure",
+        action="store_true",
+        help="also score the rows with a system prompt, history and tools added",
+    )
     e.set_defaults(func=run_eval)
 
 
@@ -82,9 +96,15 @@ def run_train(args: argparse.Namespace) -> int:
 
     try:
         path = train_and_write(
-            data=args.data, out=args.out, evals=args.eval, estimator=args.estimator,
-            char_ngrams=args.char_ngrams, augment=not args.no_augment, seed=args.seed,
-            c=args.c, min_df=args.min_df,
+            data=args.data,
+            out=args.out,
+            evals=args.eval,
+            estimator=args.estimator,
+            char_ngrams=args.char_ngrams,
+            augment=not args.no_augment,
+            seed=args.seed,
+            c=args.c,
+            min_df=args.min_df,
         )
     except (DataError, OSError) as exc:
         print(f"slorouter train-classifier: {exc}", file=sys.stderr)

@@ -8,8 +8,9 @@ measured is what the service serves. Rendering the report lives in `report`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +20,8 @@ from policies.labels import RISKS, TASKS
 from router.classify.data import Example
 from router.classify.pii import pii_kinds
 from router.classify.types import Classifier, Hints, Labels
+
+K = TypeVar("K", bound=str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +82,7 @@ def reliability(
 
 
 def _per_class(y: list[str], p: list[str], labels: Sequence[str]) -> tuple[ClassScores, ...]:
-    prec, rec, f1, sup = precision_recall_fscore_support(
-        y, p, labels=list(labels), zero_division=0
-    )
+    prec, rec, f1, sup = precision_recall_fscore_support(y, p, labels=list(labels), zero_division=0)
     return tuple(
         ClassScores(lab, float(prec[i]), float(rec[i]), float(f1[i]), int(sup[i]))
         for i, lab in enumerate(labels)
@@ -93,19 +94,23 @@ def _macro_f1(y: list[str], p: list[str]) -> float:
     return float(f1_score(y, p, labels=present, average="macro", zero_division=0))
 
 
-def _top_reliability(
-    probs: list[dict[str, float]], truth: list[str]
-) -> Reliability:
+def _top_reliability(probs: list[dict[str, float]], truth: list[str]) -> Reliability:
     conf = np.array([max(d.values()) for d in probs])
     correct = np.array([max(d, key=d.__getitem__) == t for d, t in zip(probs, truth, strict=True)])
     return reliability(conf, correct)
 
 
+def _probs(probs: Mapping[K, float]) -> dict[str, float]:
+    return {str(k): float(v) for k, v in probs.items()}
+
+
 def evaluate(classifier: Classifier, examples: Sequence[Example]) -> EvalReport:
     """Classify every example without hints and score the labels against the truth."""
     labels: list[Labels] = [classifier.classify(e.view, Hints()) for e in examples]
-    y_task, p_task = [e.task for e in examples], [lab.task for lab in labels]
-    y_risk, p_risk = [e.risk for e in examples], [lab.risk for lab in labels]
+    y_task: list[str] = [e.task for e in examples]
+    p_task: list[str] = [lab.task for lab in labels]
+    y_risk: list[str] = [e.risk for e in examples]
+    p_risk: list[str] = [lab.risk for lab in labels]
     langs = sorted({e.lang for e in examples})
     by_lang: dict[str, float] = {}
     n_by_lang: dict[str, int] = {}
@@ -117,7 +122,8 @@ def evaluate(classifier: Classifier, examples: Sequence[Example]) -> EvalReport:
         by_lang[name] = _macro_f1([y_task[i] for i in idx], [p_task[i] for i in idx])
         n_by_lang[name] = len(idx)
     strong_pii = [
-        i for i, e in enumerate(examples)
+        i
+        for i, e in enumerate(examples)
         if e.pii and pii_kinds(e.view.messages[-1][1]) & {"email", "card", "phone"}
     ]
     return EvalReport(
@@ -132,6 +138,6 @@ def evaluate(classifier: Classifier, examples: Sequence[Example]) -> EvalReport:
         risk_confusion=tuple(map(tuple, confusion_matrix(y_risk, p_risk, labels=list(RISKS)))),
         pii_rows=len(strong_pii),
         pii_rows_flagged=sum("pii" in labels[i].signals for i in strong_pii),
-        task_reliability=_top_reliability([dict(lab.task_probs) for lab in labels], y_task),
-        risk_reliability=_top_reliability([dict(lab.risk_probs) for lab in labels], y_risk),
+        task_reliability=_top_reliability([_probs(lab.task_probs) for lab in labels], y_task),
+        risk_reliability=_top_reliability([_probs(lab.risk_probs) for lab in labels], y_risk),
     )

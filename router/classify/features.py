@@ -12,6 +12,7 @@ tail), so the cost does not grow with the prompt; detectors that must see everyt
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -32,9 +33,7 @@ _LATIN: Final = re.compile(r"[A-Za-z]")
 _CODE_SYMBOLS: Final = "=(){}[];_<>#/\\*`'\""
 _NUMBER: Final = ("", "#", "##", "###", "####")
 # Arabic letter forms folded into their Persian forms; ZWNJ and tatweel removed.
-_FOLD: Final = str.maketrans(
-    {"ي": "ی", "ك": "ک", "ى": "ی", "ة": "ه", "\u200c": "", "\u0640": ""}
-)
+_FOLD: Final = str.maketrans({"ي": "ی", "ك": "ک", "ى": "ی", "ة": "ه", "\u200c": "", "\u0640": ""})
 _DIGITS: Final = str.maketrans("۰۱۲۳۴۵۶۷۸۹٠١٢٣٤٥٦٧٨٩", "01234567890123456789")
 # Only the characters that `_FOLD` or `_DIGITS` change: a regex run of them is found fast.
 _FOLDABLE: Final = re.compile("[يكىة\u200c\u0640۰-۹٠-٩]+")
@@ -98,7 +97,7 @@ def text_tokens(text: str, config: FeatureConfig) -> list[str]:
     words = [w if not w.isdigit() else _NUMBER[min(len(w), 4)] for w in _WORD.findall(norm)]
     out = ["w:" + w for w in words]
     if config.word_bigrams:
-        out.extend([f"b:{a} {b}" for a, b in zip(words, words[1:], strict=False)])
+        out.extend([f"b:{a} {b}" for a, b in itertools.pairwise(words)])
     if config.char_ngrams is not None:
         lo, hi = config.char_ngrams
         head = " " + " ".join(norm[: config.char_chars].split()) + " "

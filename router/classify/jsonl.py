@@ -48,9 +48,9 @@ class ClassifyInput(BaseModel):
         return self
 
     def view(self) -> RequestView:
-        messages = self.messages if self.messages is not None else [
-            {"role": "user", "content": self.text}
-        ]
+        messages: list[dict[str, object]] = [{"role": "user", "content": self.text}]
+        if self.messages is not None:
+            messages = [dict(m) for m in self.messages]
         return view_from_openai(messages, self.tools, self.response_format)
 
     def request_hints(self) -> Hints:

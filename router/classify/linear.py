@@ -77,7 +77,7 @@ class LinearModel:
             return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float32)
         idx = np.fromiter((p[0] for p in pairs), dtype=np.intp, count=len(pairs))
         counts = np.fromiter((p[1] for p in pairs), dtype=np.float32, count=len(pairs))
-        values = (1.0 + np.log(counts)) * self.idf[idx]
+        values: Floats = ((1.0 + np.log(counts)) * self.idf[idx]).astype(np.float32)
         values /= np.float32(np.sqrt(float(values @ values)))
         return idx, values
 

@@ -29,7 +29,9 @@ _EMAIL: Final = re.compile(
 _DIGIT_RUN: Final = re.compile(r"\d[\d ().\-]{5,40}\d")
 _SSN: Final = re.compile(r"(?<!\d)(\d{3})-(\d{2})-(\d{4})(?!\d)")
 _CARD: Final = re.compile(r"(?<!\d)\d(?:[ -]?\d){12,18}(?!\d)")
-_NANP: Final = re.compile(r"(?<![\d+])(?:\+?1[ .-]?)?(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}(?!\d)")
+_NANP: Final = re.compile(
+    r"(?<![\d+])(?:\+?1[ .-]?)?(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}(?!\d)"
+)
 _INTL: Final = re.compile(r"(?<!\d)\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)")
 _IR_MOBILE: Final = re.compile(r"(?<!\d)(?:\+98|0098|0)[ -]?9\d{2}[ -]?\d{3}[ -]?\d{4}(?!\d)")
 _IR_LANDLINE: Final = re.compile(r"(?<!\d)0\d{2}-\d{8}(?!\d)")
@@ -158,7 +160,9 @@ def find_pii(text: str) -> tuple[PiiMatch, ...]:
     if _digit_count(norm) < _MIN_DIGITS:
         return tuple(sorted(set(found), key=lambda p: (p.start, p.end, p.kind)))
     for run in _DIGIT_RUN.finditer(norm):
-        start = run.start() - 1 if run.start() > 0 and norm[run.start() - 1] in "+(" else run.start()
+        start = (
+            run.start() - 1 if run.start() > 0 and norm[run.start() - 1] in "+(" else run.start()
+        )
         found.extend(_in_run(norm[start : run.end()], start))
         found.extend(_ibans_near(norm, run.start(), run.end()))
     return tuple(sorted(set(found), key=lambda p: (p.start, p.end, p.kind)))

@@ -11,9 +11,17 @@ from policies.labels import RISKS, TASKS
 from router.classify.evaluation import ClassScores, EvalReport, Reliability
 
 _SHORT = {
-    "chat": "chat", "autocomplete": "auto", "extraction": "extr", "classification": "clsf",
-    "summarization": "summ", "translation": "trans", "code": "code", "math": "math",
-    "reasoning_analysis": "reas", "creative_writing": "crea", "action": "act",
+    "chat": "chat",
+    "autocomplete": "auto",
+    "extraction": "extr",
+    "classification": "clsf",
+    "summarization": "summ",
+    "translation": "trans",
+    "code": "code",
+    "math": "math",
+    "reasoning_analysis": "reas",
+    "creative_writing": "crea",
+    "action": "act",
 }
 
 
@@ -29,7 +37,9 @@ def _class_table(rows: tuple[ClassScores, ...]) -> list[str]:
 def _confusion(matrix: tuple[tuple[int, ...], ...], labels: tuple[str, ...]) -> list[str]:
     names = [_SHORT.get(lab, lab) for lab in labels]
     out = ["| true \\ predicted | " + " | ".join(names) + " |", "|---" + "|---:" * len(names) + "|"]
-    out += [f"| {names[i]} | " + " | ".join(str(v) for v in row) + " |" for i, row in enumerate(matrix)]
+    out += [
+        f"| {names[i]} | " + " | ".join(str(v) for v in row) + " |" for i, row in enumerate(matrix)
+    ]
     return out
 
 

@@ -10,7 +10,7 @@ seeded. Reading data lives in `data`, augmentation in `augment`, the served mode
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -45,7 +45,7 @@ class TrainOptions:
     """Everything that decides the trained model besides the data."""
 
     estimator: Estimator = "svm"
-    features: FeatureConfig = FeatureConfig()
+    features: FeatureConfig = field(default_factory=FeatureConfig)
     c: float = 0.5
     min_df: int = 10
     folds: int = 3
@@ -91,9 +91,9 @@ def _fit(options: TrainOptions, x: csr_matrix, y: npt.NDArray[np.intp]) -> tuple
     return coef.T, bias
 
 
-def _complete(weights: Matrix, bias: Matrix, classes: npt.NDArray[np.intp], k: int) -> tuple[
-    Matrix, Matrix
-]:
+def _complete(
+    weights: Matrix, bias: Matrix, classes: npt.NDArray[np.intp], k: int
+) -> tuple[Matrix, Matrix]:
     """Widen a head fitted on a subset of the labels to all `k` labels (absent ones: -inf-ish)."""
     full_w = np.zeros((weights.shape[0], k))
     full_b = np.full(k, -30.0)
@@ -113,9 +113,9 @@ def fit_temperature(logits: Matrix, targets: npt.NDArray[np.intp]) -> float:
     return float(np.exp(result.x))
 
 
-def high_threshold(p_high: Matrix, is_high: npt.NDArray[np.bool_], floor_high: npt.NDArray[
-    np.bool_
-], target: float) -> float:
+def high_threshold(
+    p_high: Matrix, is_high: npt.NDArray[np.bool_], floor_high: npt.NDArray[np.bool_], target: float
+) -> float:
     """The largest threshold on P(high) whose recall, with the detector floor, meets `target`."""
     need = int(np.ceil(target * is_high.sum()))
     candidates = np.sort(np.unique(p_high[is_high & ~floor_high]))[::-1]
@@ -129,9 +129,9 @@ def high_threshold(p_high: Matrix, is_high: npt.NDArray[np.bool_], floor_high: n
 Fitter = Callable[[csr_matrix, npt.NDArray[np.intp]], tuple[Matrix, Matrix]]
 
 
-def _fit_head(options: TrainOptions, x: csr_matrix, y: npt.NDArray[np.intp], k: int) -> tuple[
-    Matrix, Matrix
-]:
+def _fit_head(
+    options: TrainOptions, x: csr_matrix, y: npt.NDArray[np.intp], k: int
+) -> tuple[Matrix, Matrix]:
     classes = np.unique(y)
     w, b = _fit(options, x, y)
     return _complete(w, b, classes, k) if len(classes) < k else (w, b)
@@ -174,7 +174,9 @@ def _calibrate(
     is_high = targets["risk"] == RISKS.index("high")
     thresholds = {
         "risk_high": high_threshold(
-            probs["risk"][:, RISKS.index("high")], is_high, _floor_high(examples),
+            probs["risk"][:, RISKS.index("high")],
+            is_high,
+            _floor_high(examples),
             options.high_recall_target,
         ),
         "jailbreak": 0.5,

@@ -15,13 +15,21 @@ from router.cli import main
 DATA = Path(__file__).resolve().parents[2] / "evals" / "datasets" / "prompts"
 
 
-def test_classify_writes_one_line_per_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_classify_writes_one_line_per_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Each valid input line gives one output line with task, risk, probabilities and signals."""
     src = tmp_path / "in.jsonl"
     src.write_text(
-        json.dumps({"id": "a", "text": "Translate to German: good night"}) + "\n"
-        + json.dumps({"messages": [{"role": "user", "content": "mail me at x@example.com"}],
-                      "hints": {"task": "chat"}}) + "\n"
+        json.dumps({"id": "a", "text": "Translate to German: good night"})
+        + "\n"
+        + json.dumps(
+            {
+                "messages": [{"role": "user", "content": "mail me at x@example.com"}],
+                "hints": {"task": "chat"},
+            }
+        )
+        + "\n"
     )
     assert main(["classify", str(src)]) == 0
     out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -56,7 +64,10 @@ def test_classify_reads_stdin() -> None:
     """Without a file argument the command reads standard input."""
     proc = subprocess.run(
         [sys.executable, "-m", "router.cli", "classify"],
-        input='{"text": "what is 12 times 7"}\n', capture_output=True, text=True, check=False,
+        input='{"text": "what is 12 times 7"}\n',
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["task"] == "math"
@@ -88,11 +99,17 @@ def test_training_is_reproducible_and_writes_metadata(tmp_path: Path) -> None:
     assert hashes[0] == hashes[1]
     meta = json.loads((tmp_path / "a" / "metadata.json").read_text())
     assert meta["data"]["rows"] == 900 and len(meta["data"]["sha256"]) == 64
-    assert "scikit-learn" in meta["libraries"] and meta["labels"]["risk"] == ["low", "medium", "high"]
+    assert "scikit-learn" in meta["libraries"] and meta["labels"]["risk"] == [
+        "low",
+        "medium",
+        "high",
+    ]
     assert 0.0 <= meta["metrics"]["cross_validated"]["task_macro_f1"] <= 1.0
 
 
-def test_training_data_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_training_data_errors_name_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A bad training row stops training with its file and line number."""
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "1", "text": "x", "task": "chat", "risk": "low"}\n{"id": "2"}\n')

@@ -51,7 +51,9 @@ def test_tools_and_response_format_are_read() -> None:
     ],
 )
 def test_malformed_wire_dicts_raise_request_errors(
-    messages: list[object], tools: list[object] | None, fmt: dict[str, object] | None,
+    messages: list[object],
+    tools: list[object] | None,
+    fmt: dict[str, object] | None,
     fragment: str,
 ) -> None:
     """Malformed messages, tools or formats give a 400 naming the offending field."""

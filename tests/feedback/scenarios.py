@@ -462,3 +462,32 @@ async def traffic_shift(router_base: str, sim_base: str, model_a: str, deploymen
         events=[Event(0.0, FAILING,
                       set_profile(sim_base, model_a, {"error_rate_500": plan.fail_share}))])
     return joined(first, second)
+
+
+@dataclass(frozen=True)
+class PrefillPlan:
+    """Interleaved short and long prompts: a warm-up, then the measured part."""
+
+    rate: float = 4.0
+    warmup_s: float = 10.0
+    measure_s: float = 15.0
+    short_tokens: int = 16
+    long_tokens: int = 8000
+    long_every: int = 2  # every n-th request is long
+
+
+async def long_and_short(router_base: str, plan: PrefillPlan = PrefillPlan(),
+                         task: str = "chat") -> Run:
+    """Open-loop requests, every `long_every`-th with a `long_tokens` prompt (label `long`),
+    the rest short (label `short`); the warm-up ends at event `measure`."""
+
+    def make(i: int) -> tuple[Mapping[str, Any], str]:
+        if i % plan.long_every == 0:
+            return chat_body(plan.long_tokens, salt=i), "long"
+        return chat_body(plan.short_tokens, salt=i), "short"
+
+    async def nothing() -> None:
+        return None
+
+    return await open_loop(router_base, plan.rate, plan.warmup_s + plan.measure_s, make, task,
+                           events=[Event(plan.warmup_s, "measure", nothing)])

@@ -71,9 +71,11 @@ class PeriodicExport:
         return self
 
     def export_once(self) -> None:
-        data = to_metrics_data(self._registry.collect(), self._resource,
-                               self._registry.start_ns, self._wall_ns())
-        self._exporter.export(data)
+        snapshots = [s for s in self._registry.collect() if s.points]
+        if not snapshots:  # nothing recorded yet: no empty requests to the collector
+            return
+        self._exporter.export(to_metrics_data(snapshots, self._resource,
+                                              self._registry.start_ns, self._wall_ns()))
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

@@ -42,8 +42,9 @@ def _rule(prepared: Prepared, default: CacheRule) -> CacheRule:
 
 def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str],
              raw: Mapping[str, Any]) -> CacheScope:
-    metadata = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
-    data_version = headers.get(DATA_VERSION_HEADER, metadata.get("data_version"))
+    metadata = raw.get("metadata")
+    from_body = metadata.get("data_version") if isinstance(metadata, dict) else None
+    data_version = headers.get(DATA_VERSION_HEADER, from_body)
     decision, labels = prepared.decision, prepared.labels
     model = decision.requested if decision.pinned else (
         f"{decision.requested}:{labels.task}:{labels.risk}")

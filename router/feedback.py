@@ -110,7 +110,7 @@ class StatsSink:
     def record(self, outcome: Outcome) -> None:
         if outcome.task is None or outcome.task not in TASKS:
             return
-        task: Task = outcome.task  # type: ignore[assignment]
+        task = next(t for t in TASKS if t == outcome.task)
         offset = self._wall() - self._mono()
         prompt = outcome.prompt_tokens if outcome.prompt_tokens is not None else 0
         output = outcome.completion_tokens if outcome.completion_tokens is not None else 0

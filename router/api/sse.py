@@ -8,13 +8,13 @@ seconds later while an upstream is still thinking. Here a watcher waits on `rece
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from starlette.responses import Response
 
 Scope = Mapping[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 

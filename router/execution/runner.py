@@ -15,7 +15,7 @@ import contextlib
 import random
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ from router.execution.attempt import AttemptKind, AttemptRecord
 from router.execution.backoff import BackoffPolicy, retry_delay
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
 from router.execution.classify_error import AttemptContext, classify
-from router.execution.hedging import RaceFailed, race_first
+from router.execution.hedging import ChunkStream, RaceFailed, RaceResult, race_first
 from router.execution.retry_budget import Budget, hedge_budget, retry_budget
 from router.providers.base import (
     AdapterName,
@@ -42,7 +42,7 @@ from router.providers.base import (
 )
 
 Clock = Callable[[], float]
-EventStream = AsyncIterator[StreamEvent]
+EventStream = AsyncGenerator[StreamEvent, None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +63,7 @@ class Plan:
 class CommittedStream:
     deployment: Deployment
     head: list[StreamEvent]
-    tail: EventStream
+    tail: ChunkStream[StreamEvent]
     attempts: list[AttemptRecord]
     release: Callable[[], None] = lambda: None  # the winner's in-flight slot; call once at end
 
@@ -216,9 +216,9 @@ class Runner:
 
         self._state.hedges.record_request()
         try:
-            result = await race_first(lambda: open_(call), start_hedge,
-                                      delay_s=plan.hedge_delay_s, may_hedge=may_hedge,
-                                      is_content=lambda e: e.has_content, clock=self._clock)
+            result: RaceResult[StreamEvent] = await race_first(
+                lambda: open_(call), start_hedge, delay_s=plan.hedge_delay_s,
+                may_hedge=may_hedge, is_content=_has_content, clock=self._clock)
         except RaceFailed as failed:
             for side in (record, hedge_record):
                 if side.outcome == "pending" and side.started_at:
@@ -276,6 +276,10 @@ class Runner:
                             timeout_s=min(remaining, deployment.timeout_s), headers=plan.headers)
 
 
+def _has_content(event: StreamEvent) -> bool:
+    return event.has_content
+
+
 async def _peek(events: EventStream) -> list[StreamEvent]:
     """Read up to and including the first content event (or the end of the stream)."""
     head: list[StreamEvent] = []
@@ -317,7 +321,7 @@ def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
     return AllCandidatesFailedError(message, code="all_candidates_failed")
 
 
-async def close_quietly(events: EventStream | None) -> None:
+async def close_quietly(events: ChunkStream[StreamEvent] | None) -> None:
     """Close an abandoned upstream stream; its own failure must not mask the real one."""
     aclose = getattr(events, "aclose", None)
     if aclose is not None:

@@ -8,7 +8,7 @@ adapters speak and the client receives.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -106,7 +106,7 @@ class StreamEvent:
 class Provider(Protocol):
     async def complete(self, call: UpstreamCall) -> Completion: ...
 
-    def stream(self, call: UpstreamCall) -> AsyncIterator[StreamEvent]: ...
+    def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]: ...
 
     async def aclose(self) -> None: ...
 

@@ -8,7 +8,7 @@ bundled price map: nothing may be fetched from the network at run time.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -85,7 +85,7 @@ class LitellmProvider:
         body = _dump(response)
         return Completion(body=orjson.dumps(body), usage=Usage.from_openai(body.get("usage")))
 
-    async def stream(self, call: UpstreamCall) -> AsyncIterator[StreamEvent]:
+    async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:
         kwargs = self._kwargs(call)
         kwargs.update(stream=True, stream_options={"include_usage": True})
         try:

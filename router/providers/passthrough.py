@@ -7,7 +7,7 @@ payloads, parsed once only to see whether they carry content or usage.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -68,7 +68,7 @@ class PassthroughProvider:
             raise map_exception(exc) from exc
         return Completion(body=raw, usage=_usage_of(raw))
 
-    async def stream(self, call: UpstreamCall) -> AsyncIterator[StreamEvent]:
+    async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:
         url, data, headers = self._request(call, stream=True)
         try:
             async with self._client().post(url, data=data, headers=headers,

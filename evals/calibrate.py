@@ -2,7 +2,9 @@
 
 Given predicted P(success), real outcomes and costs of calibration prompts, pick the rule kind and
 threshold of `policies.learned.decide` with the lowest mean cost whose one-sided lower bound on
-`mean(quality - fraction * reference quality)` is >= 0 (z standard errors). If no threshold
+`mean(quality - fraction * reference quality)` is >= 0 (z standard errors). Candidates may
+also be cut from the cheap end (`start`: the rule only considers `order[start:]`), so that
+"always the cheapest model that meets the floor" is one of the rules tried. If no threshold
 qualifies, everything goes to the reference model. Pure; never sees the test fold.
 """
 
@@ -27,6 +29,7 @@ class Calibration:
 
     kind: RuleKind
     threshold: float
+    start: int
     quality: float
     mean_cost: float
     lower_margin: float
@@ -43,35 +46,40 @@ class CalibrationData:
     reference: int
 
 
-def candidate_thresholds(data: CalibrationData, kind: RuleKind) -> FloatArray:
+def candidate_thresholds(data: CalibrationData, kind: RuleKind, start: int = 0) -> FloatArray:
     """Quantiles of the quantity the bar compares, plus the extremes."""
-    sub = data.probs[:, data.order]
+    sub = data.probs[:, data.order[start:]]
     values = sub.max(axis=1, keepdims=True) - sub if kind == "margin" else sub
     grid = np.quantile(values, np.linspace(0.0, 1.0, GRID))
     return np.unique(np.concatenate([grid, [0.0, 1.0 + 1e-9]]))
 
 
 def evaluate(
-    data: CalibrationData, kind: RuleKind, threshold: float, fraction: float, z: float
+    data: CalibrationData,
+    kind: RuleKind,
+    threshold: float,
+    fraction: float,
+    z: float,
+    start: int = 0,
 ) -> Calibration:
     """Quality, cost and lower-bound margin of one bar on the calibration prompts."""
-    chosen = choose_matrix(data.probs, data.order, kind, threshold, data.reference)
+    chosen = choose_matrix(data.probs, data.order[start:], kind, threshold, data.reference)
     rows = np.arange(len(chosen))
     achieved = data.scores[rows, chosen]
     margin = achieved - fraction * data.scores[:, data.reference]
     spread = float(margin.std(ddof=1)) if len(margin) > 1 else 0.0
     lower = float(margin.mean()) - z * spread / math.sqrt(len(margin))
     cost = float(data.costs[rows, chosen].mean())
-    return Calibration(kind, float(threshold), float(achieved.mean()), cost, lower)
+    return Calibration(kind, float(threshold), start, float(achieved.mean()), cost, lower)
 
 
 def calibrate(data: CalibrationData, fraction: float, z: float) -> Calibration:
     """The cheapest bar that keeps the floor with margin; the reference-only rule if none does."""
     best: Calibration | None = None
     kinds: tuple[RuleKind, ...] = ("absolute", "margin")
-    for kind in kinds:
-        for threshold in candidate_thresholds(data, kind):
-            cal = evaluate(data, kind, float(threshold), fraction, z)
+    for start, kind in ((s, k) for s in range(len(data.order)) for k in kinds):
+        for threshold in candidate_thresholds(data, kind, start):
+            cal = evaluate(data, kind, float(threshold), fraction, z, start)
             if cal.lower_margin < 0.0:
                 continue
             if best is None or (cal.mean_cost, -cal.quality) < (best.mean_cost, -best.quality):

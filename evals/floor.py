@@ -128,7 +128,8 @@ def route_fold(
     local_ref = int(np.flatnonzero(fold.order == fold.reference)[0])
     cal = fold.calibration
     test_probs = predict_rows(fit_router(sub, train, config), sub, test)
-    chosen = fold.order[choose_matrix(test_probs, local, cal.kind, cal.threshold, local_ref)]
+    picked = choose_matrix(test_probs, local[cal.start :], cal.kind, cal.threshold, local_ref)
+    chosen = fold.order[picked]
     return FoldRouting(test, chosen, fold.reference, cal, tuple(int(j) for j in fold.order))
 
 

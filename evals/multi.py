@@ -1,4 +1,4 @@
-"""N-model replay per benchmark: per-task-floor baseline, per-request router and oracle side by side.
+"""N-model replay per benchmark: per-task floor baseline, per-request router, oracle side by side.
 
 Follows `evals/datasets/routing_multi/README.md` ("Testing cheapest model above a quality
 floor"): candidates are the priced models present on every row; per fold the floor is `fraction`
@@ -65,7 +65,8 @@ def oracle_choice(table: OutcomeTable, cols: list[int]) -> IntArray:
     scores, costs = table.scores[:, cols], table.costs[:, cols]
     top = scores >= scores.max(axis=1, keepdims=True)
     masked = np.where(top, costs, np.inf)
-    return np.array(cols, dtype=np.int64)[masked.argmin(axis=1)]
+    picked: IntArray = np.array(cols, dtype=np.int64)[masked.argmin(axis=1)]
+    return picked
 
 
 def _result(

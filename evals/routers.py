@@ -9,7 +9,7 @@ each model, `random` draws uniform scores from the injected generator. `fit_rout
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import numpy as np
@@ -67,7 +67,7 @@ class FitConfig:
     """How a strategy is fitted: its name, features, regularisation and seed."""
 
     router: RouterName = "learned"
-    features: FeatureConfig = FeatureConfig()
+    features: FeatureConfig = field(default_factory=FeatureConfig)
     c: float = 0.5
     seed: int = 0
 

@@ -1,4 +1,4 @@
-"""`slorouter train-router`: fit the learned router on an outcome file and write a versioned artifact.
+"""`slorouter train-router`: fit the learned router on outcomes, write a versioned artifact.
 
 Measures the router first (k-fold replay: RouteLLM metrics for two models, floor mode for any
 number), then calibrates the bar on cross-fitted predictions of all rows, fits the final
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,7 @@ class TrainRequest:
     models: tuple[str, ...] | None = None
     folds: int = 5
     seed: int = 0
-    spec: FloorSpec = FloorSpec()
+    spec: FloorSpec = field(default_factory=FloorSpec)
 
 
 def measured_metrics(table: OutcomeTable, req: TrainRequest, config: FitConfig) -> dict[str, Json]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
-from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
+from sklearn.feature_extraction.text import HashingVectorizer
+from sklearn.utils import murmurhash3_32
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -34,6 +35,21 @@ CHAR_HASH = HashingVectorizer(
     norm=None,
     dtype=np.float64,
 )
+_WORD_ANALYZER = WORD_HASH.build_analyzer()
+_CHAR_ANALYZER = CHAR_HASH.build_analyzer()
+_INT_MIN = -(2**31)
+
+
+def hashed_counts(tokens: list[str], n_features: int) -> dict[int, int]:
+    """Hashed token counts exactly as HashingVectorizer(alternate_sign=False) computes them."""
+    counts: dict[int, int] = {}
+    for token in tokens:
+        h = int(murmurhash3_32(token, seed=0))
+        index = (
+            (2**31 - 1 - (n_features - 1)) % n_features if h == _INT_MIN else abs(h) % n_features
+        )
+        counts[index] = counts.get(index, 0) + 1
+    return counts
 
 
 @dataclass(frozen=True)
@@ -63,20 +79,42 @@ class RawFeatures:
 
 @dataclass(frozen=True)
 class Block:
-    """One fitted text block: kept hash columns and their IDF."""
+    """One fitted text block: hashed column -> kept position (-1: dropped), and the IDF."""
 
-    keep: IntArray
-    idf: TfidfTransformer
+    remap: npt.NDArray[np.int32]
+    idf: FloatArray
 
     def apply(self, counts: sp.csr_matrix) -> sp.csr_matrix:
-        return self.idf.transform(counts[:, self.keep])
+        """Sublinear TF x IDF over kept columns, rows L2-normalised (O(nnz), no column slicing)."""
+        counts = counts.tocsr()
+        cols = self.remap[counts.indices]
+        keep = cols >= 0
+        row_of = np.repeat(np.arange(counts.shape[0]), np.diff(counts.indptr))[keep]
+        values = (1.0 + np.log(counts.data[keep])) * self.idf[cols[keep]]
+        out = sp.csr_matrix((values, (row_of, cols[keep])), shape=(counts.shape[0], len(self.idf)))
+        norms = np.sqrt(np.asarray(out.multiply(out).sum(axis=1)).ravel())
+        norms[norms == 0.0] = 1.0
+        return sp.csr_matrix(sp.diags(1.0 / norms) @ out)
+
+    def row(self, counts: dict[int, int]) -> tuple[IntArray, FloatArray]:
+        """One prompt's (kept column, TF-IDF value) pairs from hashed counts, L2-normalised."""
+        pairs = [(int(self.remap[i]), c) for i, c in counts.items() if self.remap[i] >= 0]
+        if not pairs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        cols = np.array([p[0] for p in pairs], dtype=np.int64)
+        values = (1.0 + np.log(np.array([p[1] for p in pairs], dtype=np.float64))) * self.idf[cols]
+        return cols, values / np.sqrt(values @ values)
 
 
 def fit_block(counts: sp.csr_matrix, min_df: int) -> Block:
-    """Keep columns seen in >= min_df training prompts; fit sublinear IDF on them."""
+    """Keep columns seen in >= min_df training prompts; smooth IDF as scikit-learn computes it."""
     df = np.asarray((counts > 0).sum(axis=0)).ravel()
-    keep = np.flatnonzero(df >= min_df).astype(np.int64)
-    return Block(keep, TfidfTransformer(sublinear_tf=True).fit(counts[:, keep]))
+    keep = np.flatnonzero(df >= min_df)
+    remap = np.full(counts.shape[1], -1, dtype=np.int32)
+    remap[keep] = np.arange(len(keep), dtype=np.int32)
+    n = counts.shape[0]
+    idf = np.log((1.0 + n) / (1.0 + df[keep])) + 1.0
+    return Block(remap, idf.astype(np.float64))
 
 
 @dataclass(frozen=True)
@@ -103,6 +141,30 @@ class Featurizer:
         shape = (raw.shape - self.shape_mean) / self.shape_std * self.shape_weight
         parts.extend([sp.csr_matrix(shape), self._task_block(tasks)])
         return sp.hstack(parts, format="csr", dtype=np.float64)
+
+    def sparse_row(self, text: str, task: str) -> tuple[IntArray, FloatArray]:
+        """One request's features as (column, value) pairs, without scipy (the fast path)."""
+        cols, values, offset = [], [], 0
+        blocks = [(self.word, _WORD_ANALYZER, WORD_HASH.n_features)]
+        if self.char is not None:
+            blocks.append((self.char, _CHAR_ANALYZER, CHAR_HASH.n_features))
+        for block, analyzer, width in blocks:
+            c, v = block.row(hashed_counts(analyzer(text), width))
+            cols.append(c + offset)
+            values.append(v)
+            offset += len(block.idf)
+        shape = (np.array(shape_vector(text)) - self.shape_mean) / self.shape_std
+        cols.append(np.arange(offset, offset + len(shape)))
+        values.append(shape * self.shape_weight)
+        offset += len(shape)
+        index = {t: i for i, t in enumerate(self.tasks)}.get(task, len(self.tasks))
+        if index < len(self.tasks):
+            cols.append(np.array([offset + index]))
+            values.append(np.ones(1))
+        offset += len(self.tasks)
+        cols.append(np.arange(offset, offset + self.task_rates.shape[1]))
+        values.append(self.task_rates[index])
+        return np.concatenate(cols).astype(np.int64), np.concatenate(values)
 
     def _task_block(self, tasks: Sequence[str]) -> sp.csr_matrix:
         index = {t: i for i, t in enumerate(self.tasks)}

@@ -49,7 +49,9 @@ class SuccessPredictor:
 
     def predict(self, prompt_text: str, task: str) -> Mapping[str, float]:
         """P(success) of each candidate model for one request."""
-        row = self.predict_matrix([prompt_text], [task])[0]
+        cols, values = self.featurizer.sparse_row(prompt_text, task)
+        logits = values @ self.coef[cols] + self.intercept
+        row = 1.0 / (1.0 + np.exp(-logits))
         return {m: float(p) for m, p in zip(self.models, row, strict=True)}
 
 

@@ -1,4 +1,4 @@
-"""Fixtures: small real slices of the in-repo outcome datasets, written as files like the originals."""
+"""Fixtures: small real slices of the in-repo outcome datasets, written like the originals."""
 
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ def gsm8k_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def crux_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """About 270 real ZeroEval CRUXEval rows (every third)."""
     return write_slice(
-        MULTI_DIR / "zeroeval_math_code.jsonl.gz", tmp_path_factory.mktemp("crux"), 3,
+        MULTI_DIR / "zeroeval_math_code.jsonl.gz",
+        tmp_path_factory.mktemp("crux"),
+        3,
         keep='"benchmark": "cruxeval"',
     )

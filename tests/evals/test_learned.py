@@ -15,16 +15,20 @@ from policies.learned import ThresholdRule, choose, choose_matrix, fit_predictor
 from policies.learned.artifact import ArtifactError, load_artifact, save_artifact
 from policies.learned.predictor import SuccessPredictor
 
+Fitted = tuple[SuccessPredictor, list[str], list[str]]
+
 
 @pytest.fixture(scope="module")
-def fitted(mmlu_slice: Path) -> tuple[SuccessPredictor, list[str], list[str]]:
+def fitted(mmlu_slice: Path) -> Fitted:
     """A predictor fitted on a real MMLU slice, with the slice's texts and tasks."""
     table = load_table(mmlu_slice)
     texts, tasks = list(table.texts), list(table.categories)
     return fit_predictor(texts, tasks, table.scores, table.models), texts, tasks
 
 
-def test_predict_gives_probability_per_candidate(fitted: tuple[SuccessPredictor, list[str], list[str]]) -> None:
+def test_predict_gives_probability_per_candidate(
+    fitted: Fitted,
+) -> None:
     """`predict` maps every model to a probability equal to the batch prediction."""
     predictor, texts, tasks = fitted
     one = predictor.predict(texts[0], tasks[0])
@@ -34,7 +38,9 @@ def test_predict_gives_probability_per_candidate(fitted: tuple[SuccessPredictor,
     assert np.allclose([one[m] for m in predictor.models], batch[0])
 
 
-def test_strong_model_predicted_better_on_average(fitted: tuple[SuccessPredictor, list[str], list[str]]) -> None:
+def test_strong_model_predicted_better_on_average(
+    fitted: Fitted,
+) -> None:
     """Mean predicted success ranks the models like their observed accuracy on the slice."""
     predictor, texts, tasks = fitted
     probs = predictor.predict_matrix(texts, tasks).mean(axis=0)
@@ -47,7 +53,7 @@ def fitted_scores(texts: list[str], tasks: list[str], predictor: SuccessPredicto
     return predictor.featurizer.task_rates[-1]
 
 
-def test_unknown_task_still_predicts(fitted: tuple[SuccessPredictor, list[str], list[str]]) -> None:
+def test_unknown_task_still_predicts(fitted: Fitted) -> None:
     """A task never seen in training falls back to the overall rates."""
     predictor, texts, _ = fitted
     probs = predictor.predict(texts[0], "never-seen-task")
@@ -80,17 +86,17 @@ def test_choose_matrix_agrees_with_choose(rows: list[list[float]], bar: float, k
         assert names[int(col)] == choose(rule, dict(zip(names, row, strict=True)))
 
 
-def test_artifact_round_trip_and_tamper_check(
-    fitted: tuple[SuccessPredictor, list[str], list[str]], tmp_path: Path
-) -> None:
+def test_artifact_round_trip_and_tamper_check(fitted: Fitted, tmp_path: Path) -> None:
     """A saved artifact loads with the same predictions; a modified file is refused."""
     predictor, texts, tasks = fitted
     rule = ThresholdRule(predictor.models, "margin", 0.1, predictor.models[0])
     version = save_artifact(tmp_path, predictor, rule, json.dumps({"data": {"sha256": "x"}}))
     loaded = load_artifact(tmp_path)
     assert loaded.version == version and loaded.rule == rule
-    assert np.allclose(loaded.predictor.predict_matrix(texts[:5], tasks[:5]),
-                       predictor.predict_matrix(texts[:5], tasks[:5]))
+    assert np.allclose(
+        loaded.predictor.predict_matrix(texts[:5], tasks[:5]),
+        predictor.predict_matrix(texts[:5], tasks[:5]),
+    )
     with (tmp_path / "router.joblib").open("ab") as fh:
         fh.write(b"tampered")
     with pytest.raises(ArtifactError):

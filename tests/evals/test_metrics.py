@@ -52,7 +52,9 @@ def test_curve_spans_all_to_no_strong_calls() -> None:
     pts = curve(score, strong.astype(float), weak.astype(float))
     assert len(pts) == 11
     assert pts[0].strong_share == 0.0 and pts[-1].strong_share == 1.0
-    assert math.isclose(pts[0].quality, weak.mean()) and math.isclose(pts[-1].quality, strong.mean())
+    assert math.isclose(pts[0].quality, weak.mean()) and math.isclose(
+        pts[-1].quality, strong.mean()
+    )
 
 
 def test_oracle_curve_matches_counting() -> None:
@@ -85,7 +87,9 @@ def test_wilson_endpoints_solve_the_score_equation(k: int, extra: int) -> None:
     phat = k / n
     for p in wilson_interval(k, n):
         if 0.0 < p < 1.0:
-            assert math.isclose((phat - p) ** 2, z * z * p * (1 - p) / n, rel_tol=1e-6, abs_tol=1e-12)
+            assert math.isclose(
+                (phat - p) ** 2, z * z * p * (1 - p) / n, rel_tol=1e-6, abs_tol=1e-12
+            )
     low, high = wilson_interval(k, n)
     assert low <= phat <= high
 

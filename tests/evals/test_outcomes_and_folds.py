@@ -31,7 +31,10 @@ def test_two_model_costs_follow_prices(gsm8k_slice: Path) -> None:
     table = load_table(gsm8k_slice)
     s, w = table.column("gpt-4-1106-preview"), 1 - table.column("gpt-4-1106-preview")
     assert np.all(table.costs[:, s] > table.costs[:, w])
-    assert np.isclose(table.scores.mean(axis=0)[s], np.mean([r.scores["gpt-4-1106-preview"] for r in load_rows(gsm8k_slice)]))
+    assert np.isclose(
+        table.scores.mean(axis=0)[s],
+        np.mean([r.scores["gpt-4-1106-preview"] for r in load_rows(gsm8k_slice)]),
+    )
 
 
 def test_multi_model_priced_table_has_costs_everywhere(crux_slice: Path) -> None:

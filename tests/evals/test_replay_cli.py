@@ -24,11 +24,35 @@ def test_pair_replay_json_has_metrics_and_floor(
 ) -> None:
     """Two-model replay prints APGR, CPTs, baselines and floor fields, and draws the plot."""
     plot = tmp_path / "curve.png"
-    out = _run(["eval", "replay", "--dataset", str(gsm8k_slice), "--folds", "3", "--json",
-                "--floor", "0.95", "--relative-to", "gpt-4-1106-preview", "--plot", str(plot),
-                "--jobs", "1"], capsys)
-    for key in ("apgr", "cpt50", "cpt80", "quality", "strong_share", "floor_hold_rate",
-                "cost_saving"):
+    out = _run(
+        [
+            "eval",
+            "replay",
+            "--dataset",
+            str(gsm8k_slice),
+            "--folds",
+            "3",
+            "--json",
+            "--floor",
+            "0.95",
+            "--relative-to",
+            "gpt-4-1106-preview",
+            "--plot",
+            str(plot),
+            "--jobs",
+            "1",
+        ],
+        capsys,
+    )
+    for key in (
+        "apgr",
+        "cpt50",
+        "cpt80",
+        "quality",
+        "strong_share",
+        "floor_hold_rate",
+        "cost_saving",
+    ):
         assert isinstance(out[key], float), key
     assert 0.0 <= float(out["cpt50"]) <= float(out["cpt80"]) <= 1.0  # type: ignore[arg-type]
     assert 0.0 <= float(out["strong_share"]) <= 1.0  # type: ignore[arg-type]
@@ -72,8 +96,22 @@ def test_train_router_writes_versioned_artifact(
     from policies.learned.artifact import load_artifact
 
     out_dir = tmp_path / "artifact"
-    assert main(["train-router", "--outcomes", str(mmlu_slice), "--out", str(out_dir),
-                 "--folds", "3", "--relative-to", "gpt-4-1106-preview"]) == 0
+    assert (
+        main(
+            [
+                "train-router",
+                "--outcomes",
+                str(mmlu_slice),
+                "--out",
+                str(out_dir),
+                "--folds",
+                "3",
+                "--relative-to",
+                "gpt-4-1106-preview",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     loaded = load_artifact(out_dir)
     meta = json.loads(loaded.metadata_json)
@@ -87,8 +125,10 @@ def test_transfer_between_benchmarks_runs(
     mmlu_slice: Path, gsm8k_slice: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """eval transfer trains on one file and scores the other with RouteLLM metrics."""
-    out = _run(["eval", "transfer", "--train", str(mmlu_slice), "--test", str(gsm8k_slice),
-                "--json"], capsys)
+    out = _run(
+        ["eval", "transfer", "--train", str(mmlu_slice), "--test", str(gsm8k_slice), "--json"],
+        capsys,
+    )
     assert 0.0 <= float(out["cpt50"]) <= 1.0  # type: ignore[arg-type]
     assert len(out["curve"]) == 11  # type: ignore[arg-type]
 

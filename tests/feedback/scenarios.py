@@ -491,3 +491,77 @@ async def long_and_short(router_base: str, plan: PrefillPlan = PrefillPlan(),
 
     return await open_loop(router_base, plan.rate, plan.warmup_s + plan.measure_s, make, task,
                            events=[Event(plan.warmup_s, "measure", nothing)])
+
+
+# --------------------------------------------------------------------------------- replicas
+
+
+async def explain_first(router_base: str, n: int, task: str = "chat") -> list[str]:
+    """The first deployment of `n` routing decisions from `POST /v1/route/explain` (the same
+    ranking as a real request, exploration included, without calling a provider)."""
+    headers = {"authorization": f"Bearer {API_KEY}", "x-slorouter-task": task}
+    out = []
+    async with httpx.AsyncClient(base_url=router_base, timeout=10) as client:
+        for i in range(n):
+            response = await client.post("/v1/route/explain", json=chat_body(salt=i),
+                                         headers=headers)
+            response.raise_for_status()
+            out.append(str(response.json()["choice"]["deployments"][0]))
+    return out
+
+
+def stats_status(router_base: str) -> dict[str, Any]:
+    """The statistics store's status as `/readyz` reports it (its `stats` check)."""
+    body = httpx.get(f"{router_base}/readyz", timeout=10).json()
+    check = body["checks"]["stats"]
+    status: dict[str, Any] = orjson.loads(check["detail"])
+    status["check_ok"], status["ready"] = check["ok"], body["status"]
+    return status
+
+
+@dataclass(frozen=True)
+class ReplicaPlan:
+    """Both replicas warm up on their own traffic; A slows; only the learner gets traffic until
+    `probe_at_s`, when the other replica is asked to explain, then probed with live traffic."""
+
+    warm_rate: float = 10.0
+    warm_s: float = 6.0
+    rate: float = 20.0
+    slow_s: float = 20.0
+    probe_at_s: float = 12.0
+    probe_rate: float = 5.0
+    probe_s: float = 6.0
+    explain_n: int = 10
+    slow_ttft_ms: float = 2000.0
+
+
+@dataclass
+class ReplicaRun:
+    warm: tuple[Run, Run]
+    explain_before: list[str]  # the prober's choices before A slowed
+    learner: Run  # the learner's traffic from A's slowdown on
+    explain_after: list[str]  # the prober's choices at `probe_at_s`, before its own traffic
+    probe: Run  # the prober's live traffic from then on
+
+
+async def shared_learning(learner_base: str, prober_base: str, sim_base: str, model_a: str,
+                          plan: ReplicaPlan = ReplicaPlan()) -> ReplicaRun:
+    """Two replicas sharing statistics: one learns that A slowed, the other is asked later."""
+
+    def short(i: int) -> tuple[Mapping[str, Any], str]:
+        return chat_body(salt=i), "short"
+
+    warm = await asyncio.gather(*(open_loop(base, plan.warm_rate, plan.warm_s, short)
+                                  for base in (learner_base, prober_base)))
+    before = await explain_first(prober_base, plan.explain_n)
+
+    async def probe() -> tuple[list[str], Run]:
+        await asyncio.sleep(plan.probe_at_s)
+        after = await explain_first(prober_base, plan.explain_n)
+        return after, await open_loop(prober_base, plan.probe_rate, plan.probe_s, short)
+
+    learner, (after, probed) = await asyncio.gather(
+        open_loop(learner_base, plan.rate, plan.slow_s, short, events=[
+            Event(0.0, SLOWED, set_profile(sim_base, model_a, ttft_changes(plan.slow_ttft_ms)))]),
+        probe())
+    return ReplicaRun((warm[0], warm[1]), before, learner, after, probed)

@@ -28,6 +28,7 @@ KEYS_ENV = {"CACHE_KEY_A": KEY_A, "CACHE_KEY_A_ADMIN": KEY_A_ADMIN, "CACHE_KEY_B
             "SIM_KEY": "sim-key"}
 
 TTFT_MS = 40.0
+DEFAULT_HINTS = {"x-slorouter-task": "chat", "x-slorouter-risk": "low"}
 ALIASED_MODEL = "answers"  # a model whose name is not its deployment's name (`det`)
 TTL_SHORT_S = 1.0  # the `extraction` policy's freshness; the TTL test waits past it
 DEFAULT_TTL_S = 2.0  # `server.cache.default` (pinned requests): long enough for a test's hits
@@ -163,14 +164,17 @@ class Caller:
     def chat(self, messages: Sequence[Mapping[str, str]], *, model: str = "det",
              key: str = KEY_A, stream: bool = False, include_usage: bool = False,
              headers: Mapping[str, str] | None = None, **params: Any) -> Seen:
-        """One request; `params` are body fields (temperature defaults to 0)."""
+        """One request; `params` are body fields (temperature defaults to 0). Task and risk
+        hints default to chat/low: the classifier must not turn a random test prompt into a
+        high-risk or action request (which would bypass the cache)."""
         params.setdefault("temperature", 0)
+        headers = {**DEFAULT_HINTS, **(headers or {})}
         if stream and include_usage:
             params["stream_options"] = {"include_usage": True}
         api = self.client(key).chat.completions.with_raw_response
         try:
             raw = api.create(model=model, messages=list(messages),  # type: ignore[arg-type]
-                             stream=stream, extra_headers=dict(headers or {}), **params)
+                             stream=stream, extra_headers=headers, **params)
         except openai.APIStatusError as exc:
             return Seen(exc.status_code, exc.response.headers.get("x-slorouter-cache"),
                         exc.response.headers, error=type(exc).__name__)

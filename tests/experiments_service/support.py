@@ -206,6 +206,19 @@ async def feedback(http: httpx.AsyncClient, request_id: str, metric: str,
                            json={"request_id": request_id, "metric": metric, "value": value})
 
 
+async def feedback_when_exposed(http: httpx.AsyncClient, request_id: str, metric: str,
+                                value: object, timeout_s: float = 2.0) -> httpx.Response:
+    """`POST /v1/feedback`, retried while the request id is still unknown (404): the service
+    writes a request's exposure only after its stream has ended, so feedback sent at once can
+    race it (see test_feedback.py, the xfail on immediate feedback)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = await feedback(http, request_id, metric, value)
+        if response.status_code != 404 or time.monotonic() > deadline:
+            return response
+        await asyncio.sleep(0.05)
+
+
 async def sim_requests(sim_base: str, model: str) -> int:
     """Requests the simulator has received for `model` (counted where they arrive)."""
     async with httpx.AsyncClient(timeout=10) as control:

@@ -16,6 +16,7 @@ from cache.policy import CacheRule
 from cache.result import ResultCache, ResultCacheFront
 from policies.eval_report import EvalReportError, QualityTable, load_reports
 from policies.schema import RouterConfig
+from router.api.meta import ReadinessCheck
 from router.app import build_app
 from router.caching import ResultCaching
 from router.classify.types import Classifier
@@ -98,6 +99,39 @@ def experiments(config: RouterConfig) -> Experiments:
                        RedisOutcomeStore(aioredis.from_url(url), random.Random()))
 
 
+def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
+                     classifier: Classifier) -> list[ReadinessCheck]:
+    """What `/readyz` reports: config and classifier versions, providers, cache backend."""
+
+    async def loaded() -> tuple[str, bool, str]:
+        return "config", True, f"policy version {runtime.version}"
+
+    async def model() -> tuple[str, bool, str]:
+        return "classifier", True, classifier.version[:12]
+
+    async def providers() -> tuple[str, bool, str]:
+        return "providers", bool(runtime.deployments), f"{len(runtime.deployments)} deployments"
+
+    async def cache() -> tuple[str, bool, str]:
+        spec = config.server.cache
+        if spec.backend != "redis" or spec.redis_url is None:
+            return "cache", True, spec.backend
+        import redis.asyncio as aioredis
+
+        client = aioredis.from_url(spec.redis_url, socket_timeout=0.2,
+                                   socket_connect_timeout=0.2)
+        try:
+            await client.ping()
+            return "cache", True, "redis"
+        except (OSError, aioredis.RedisError) as exc:
+            # The service still answers without its cache (never fails a request for it).
+            return "cache", True, f"redis unavailable ({type(exc).__name__}): serving uncached"
+        finally:
+            await client.aclose()
+
+    return [loaded, model, providers, cache]
+
+
 def build_from_config(config: RouterConfig, environ: Mapping[str, str],
                       base_dir: Path) -> tuple[FastAPI, RuntimeConfig]:
     from router.providers.litellm_adapter import LitellmProvider
@@ -108,7 +142,9 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
         "openai_passthrough": PassthroughProvider(),
         "litellm": LitellmProvider(),
     }
+    caching = result_caching(config, base_dir)
     app = build_app(runtime, classifier, providers, sinks=[LogSink()],
-                    caching=result_caching(config, base_dir), stats=stats_store(config),
+                    checks=readiness_checks(config, runtime, classifier),
+                    caching=caching, stats=stats_store(config),
                     experiments=experiments(config))
     return app, runtime

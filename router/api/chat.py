@@ -164,7 +164,7 @@ class ChatHandler:
     def _from_cache(self, entry: CachedEntry, prepared: Prepared, outcome: Outcome,
                     headers: dict[str, str], include_usage: bool) -> Response:
         now = self._clock()
-        outcome.deployment = headers["x-slorouter-model"] = entry.versions.model
+        headers["x-slorouter-model"] = entry.versions.model
         outcome.first_content_at = now
         headers["server-timing"] = prepared.phases.header(None, now - outcome.arrived_at)
         return body_response(entry.body, stream=prepared.request.stream,
@@ -277,7 +277,7 @@ class _Finish:
             await self._claimed.succeeded(body, self._headers)
         generation = (outcome.ended_at if outcome.ended_at is not None
                       else time.perf_counter()) - outcome.arrived_at
-        await self._caching.store(self._plan, body, outcome.deployment or "", generation)
+        await self._caching.store(self._plan, body, generation)
 
     async def failed(self, error: BaseException | None) -> None:
         if self._claimed is not None:

@@ -19,6 +19,7 @@ import math
 import random
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,6 +223,13 @@ class Shot:
 
 def chat_body(model: str = "auto", stream: bool = False, **extra: object) -> dict[str, Any]:
     return {"model": model, "messages": MESSAGES, "stream": stream, **extra}
+
+
+def varied_body(model: str = "auto", stream: bool = False, **extra: object) -> dict[str, Any]:
+    """A body with a prompt of its own: replicas of a model are chosen by a hash of the prompt
+    prefix (prefix affinity), so varied prompts spread over them as real traffic does."""
+    prompt = f"Question {uuid.uuid4().hex[:12]}: name three rivers in one line."
+    return chat_body(model, stream, messages=[{"role": "user", "content": prompt}], **extra)
 
 
 async def send(client: httpx.AsyncClient, call: Call) -> Shot:

@@ -3,6 +3,9 @@
 One router process (module scope) in front of the package's simulator. Every scenario has its
 own deployments and simulator models, so the simulator's `/control/stats` counts exactly the
 upstream calls that scenario caused, and each deployment's breaker is its scenario's alone.
+Each model has a faulty and a healthy deployment; prompts differ per request, so prefix
+affinity spreads first attempts over both as it would real traffic (the router decides which
+is tried first, and the tests check what the client and the upstream saw either way).
 Breaker states come from the router's `GET /v1/health/deployments`. Timing assertions are lower
 bounds or generous upper bounds on the simulator's configured delays.
 """
@@ -31,6 +34,7 @@ from tests.faults.scenarios import (
     Shot,
     breaker_states,
     chat_body,
+    varied_body,
     closed_loop,
     open_loop,
     router_yaml,
@@ -43,6 +47,8 @@ pytestmark = pytest.mark.integration
 
 HANG_TIMEOUT_S = 0.4  # the hanging deployment's per-attempt timeout
 COOL_DOWN_S = 2.0  # breaker cool-down before a half-open probe
+RETRY_AFTER_SLACK_S = 5.0  # how long after Retry-After a second call may take to come
+MAX_TRIES = 20  # requests sent until the router happens to try the faulty deployment first
 DEPS = [
     Dep("fivexx-bad", "fivexx-bad"), Dep("fivexx-good", "fivexx-good"),
     Dep("hang", "hang", timeout_s=HANG_TIMEOUT_S), Dep("hang-backup", "hang-backup"),
@@ -88,9 +94,10 @@ def client(gateway: Running) -> openai.OpenAI:
                          timeout=30, default_headers=CHAT_HEADERS)
 
 
-def post(gateway: Running, model: str, headers: dict[str, str] | None = None) -> Shot:
-    """One non-streamed request, sent and read to the end."""
-    return run(_one(gateway.base_url, Call(chat_body(model), headers or {})))
+def post(gateway: Running, model: str, headers: dict[str, str] | None = None,
+         stream: bool = False) -> Shot:
+    """One request with a prompt of its own, sent and read to the end."""
+    return run(_one(gateway.base_url, Call(varied_body(model, stream), headers or {})))
 
 
 async def _one(base: str, call: Call) -> Shot:
@@ -109,17 +116,18 @@ FIVEXX_REQUESTS = 400
 FIVEXX_RATE = 50.0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "router/execution/runner.py _on_deployment retries the failing deployment itself before "
-    "moving on, and raises 'retry budget exhausted' instead of falling back once the budget "
-    "is spent; router/decide.py sends every first attempt to the model's first deployment. "
-    "Measured: 86.75% success, 1.225 calls/request, 480 of 490 calls on the failing one"))
+@pytest.mark.xfail(strict=False, reason=(
+    "router/execution/runner.py _on_deployment: after a 500 it retries the same failing "
+    "deployment before the healthy alternate (spending the retry budget on a 30%-failing "
+    "call), and once the budget is spent it raises 'retry budget exhausted' although an "
+    "untried deployment remains. Measured 98.5-100% success (0-6 of 400 fail with 503), "
+    "1.09-1.18 calls/request; not strict because a run with no failure passes"))
 def test_thirty_percent_5xx_on_one_of_two_deployments_is_invisible_to_clients(
         gateway: Running, counters: SimCounters) -> None:
     """One of two deployments fails 30% with 500: >= 99.9% client success, <= 1.2 calls/request."""
     before = counters.snapshot(FIVEXX)
     errors_before = counters.value("fivexx-bad", "errors_total")
-    calls = [Call(chat_body("five-xx"))] * FIVEXX_REQUESTS
+    calls = [Call(varied_body("five-xx")) for _ in range(FIVEXX_REQUESTS)]
     shots = run(open_loop(gateway.base_url, calls, FIVEXX_RATE))
     after = counters.snapshot(FIVEXX)
     upstream = sum(after[m] - before[m] for m in FIVEXX)
@@ -143,7 +151,7 @@ def test_hanging_deployment_falls_back_within_the_deadline_and_its_breaker_cycle
     headers = {"x-slorouter-timeout-ms": str(int(deadline_s * 1000))}
     served: list[Shot] = []
     hangs_when_open = None
-    for _ in range(6):
+    for _ in range(MAX_TRIES):
         served.append(post(gateway, "hanging", headers))
         if breaker_states(gateway.base_url).get("hang") == "open":
             hangs_when_open = counters.value("hang", "hangs")
@@ -154,7 +162,7 @@ def test_hanging_deployment_falls_back_within_the_deadline_and_its_breaker_cycle
     assert hangs_when_open <= 5
 
     calls_while_open = counters.value("hang")
-    quick = [post(gateway, "hanging", headers) for _ in range(3)]
+    quick = [post(gateway, "hanging", headers) for _ in range(4)]
     assert all(s.ok and s.deployment == "hang-backup" for s in quick), describe(quick)
     assert counters.value("hang") == calls_while_open  # an open breaker sends nothing
     assert all(s.e2e_s < HANG_TIMEOUT_S for s in quick)  # and waits for no timeout
@@ -163,8 +171,11 @@ def test_hanging_deployment_falls_back_within_the_deadline_and_its_breaker_cycle
     control.set_profile("hang", {"hang_rate": 0.0})
     try:
         _wait_for_state(gateway, "hang", "half_open", COOL_DOWN_S * 5)
-        probe = post(gateway, "hanging", headers)
-        assert probe.ok and probe.deployment == "hang", probe
+        probes = []
+        while not any(p.deployment == "hang" for p in probes) and len(probes) < MAX_TRIES:
+            probes.append(post(gateway, "hanging", headers))
+        assert all(p.ok for p in probes), describe(probes)
+        assert any(p.deployment == "hang" for p in probes), describe(probes)
         assert breaker_states(gateway.base_url)["hang"] == "closed"
     finally:
         control.set_profile("hang", {"hang_rate": FAULT_MODELS["hang"]["hang_rate"]})
@@ -188,7 +199,8 @@ def test_429_storm_moves_load_elsewhere_and_waits_retry_after_before_calling_aga
     started = time.monotonic()
     seen: list[tuple[float, int]] = []  # (when the request ended, calls to `limited` by then)
     shots = []
-    while time.monotonic() < started + retry_after_s + 1.5:
+    give_up = started + retry_after_s + RETRY_AFTER_SLACK_S
+    while time.monotonic() < give_up and (not seen or seen[-1][1] < 2):
         shot = post(gateway, "throttled")
         shots.append(shot)
         seen.append((shot.sent_at + shot.e2e_s, counters.value("limited") - base))
@@ -197,7 +209,7 @@ def test_429_storm_moves_load_elsewhere_and_waits_retry_after_before_calling_aga
     # after` would be early: requests that ended before then must have left it at one call
     early = [calls for ended, calls in seen if ended < started + retry_after_s]
     assert early and max(early) == 1, seen
-    assert seen[-1][1] == 2, seen  # retried once the time had passed (a half-open probe)
+    assert seen[-1][1] == 2, seen  # called again once the time had passed (a half-open probe)
 
 
 def test_throttled_last_deployment_is_retried_no_sooner_than_retry_after(
@@ -222,24 +234,36 @@ def test_stream_cut_mid_answer_is_an_error_in_the_client_not_a_truncated_success
         client: openai.OpenAI, counters: SimCounters, model: str) -> None:
     """An upstream stream cut after content was sent (connection abort or a clean EOF without
     [DONE]) raises in the openai SDK, and the router does not fail over after content."""
-    backup_before = counters.value("cut-backup")
-    stream = client.chat.completions.create(model=model, messages=MESSAGES,  # type: ignore[arg-type]
-                                            stream=True)
-    received = []
-    with pytest.raises(openai.APIError):
-        for chunk in stream:
-            received.append(chunk)
-    assert any(c.choices and c.choices[0].delta.content for c in received)
-    assert counters.value("cut-backup") == backup_before
+    cut_model = model.split("-", 1)[1]
+    for _ in range(MAX_TRIES):
+        backup_before = counters.value("cut-backup")
+        cuts_before = counters.value(cut_model, "cut_streams")
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, messages=varied_body()["messages"], stream=True)
+        received = []
+        if raw.headers["x-slorouter-model"] == "cut-backup":
+            received = list(raw.parse())  # this prompt's replica is the healthy one: clean
+            assert received and counters.value(cut_model, "cut_streams") == cuts_before
+            continue
+        with pytest.raises(openai.APIError):
+            for chunk in raw.parse():
+                received.append(chunk)
+        assert any(c.choices and c.choices[0].delta.content for c in received)
+        assert counters.value(cut_model, "cut_streams") == cuts_before + 1
+        assert counters.value("cut-backup") == backup_before  # no failover after content
+        return
+    pytest.fail(f"no stream of {MAX_TRIES} started on {model}")
 
 
 def test_cut_non_streamed_answer_fails_over_before_anything_was_sent(
         gateway: Running, counters: SimCounters) -> None:
     """A non-streamed call whose connection drops sent the client nothing: the backup serves it."""
-    backup_before = counters.value("cut-backup")
-    shot = post(gateway, "pt-cut-abort")
-    assert shot.ok and shot.deployment == "cut-backup", shot
-    assert counters.value("cut-backup") == backup_before + 1
+    cuts_before = counters.value("cut-abort", "cut_streams")
+    shots = []
+    while counters.value("cut-abort", "cut_streams") == cuts_before and len(shots) < MAX_TRIES:
+        shots.append(post(gateway, "pt-cut-abort"))
+    assert counters.value("cut-abort", "cut_streams") > cuts_before, "never cut"
+    assert all(s.ok and s.deployment == "cut-backup" for s in shots), describe(shots)
 
 
 # ------------------------------------------------------------------ idempotency of actions

@@ -13,7 +13,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import orjson
@@ -21,6 +21,7 @@ import orjson
 API_KEY = "sk-experiments-tenant"
 TENANT_ENV = {"EXPERIMENTS_TENANT_KEY": API_KEY}
 AUTH = {"authorization": f"Bearer {API_KEY}"}
+T = TypeVar("T")
 
 
 def profile(ttft_p50_ms: float, *, ttft_spread: float = 1.5, tokens: int = 6,
@@ -150,12 +151,11 @@ async def send(http: httpx.AsyncClient, task: str, request_id: str, *,
                 response.status_code == 200 and done and not failed and ttft is not None)
 
 
-async def gather_limited(calls: Sequence[Callable[[], Awaitable[Seen]]],
-                         concurrency: int) -> list[Seen]:
+async def gather_limited(calls: Sequence[Callable[[], Awaitable[T]]], concurrency: int) -> list[T]:
     """Run `calls` with at most `concurrency` in flight; results in call order."""
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(call: Callable[[], Awaitable[Seen]]) -> Seen:
+    async def one(call: Callable[[], Awaitable[T]]) -> T:
         async with gate:
             return await call()
 

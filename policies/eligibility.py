@@ -9,7 +9,7 @@ eligible ones by latency and cost happens elsewhere (the router's scoring).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policies.eval_report import QualityTable
 from policies.labels import Risk, Task
@@ -24,6 +24,7 @@ class RequestFacts:
     max_output_tokens: int
     needs_tools: bool = False
     needs_json: bool = False
+    prompt_text: str = field(default="", repr=False)  # for learned routing; never logged
 
 
 @dataclass(frozen=True, slots=True)

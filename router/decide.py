@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from policies.eligibility import DeploymentFacts, RequestFacts, Verdict, evaluate
+from policies.learned.decide import choose
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
 from router.errors import NoEligibleModelError, NotFoundError
@@ -97,11 +98,28 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     if not eligible:
         return _no_candidate(requested, labels, policy, verdicts, config)
     ranked = ranker.rank(policy, facts, [v for v in eligible if v.role == "candidate"])
+    ranked = _learned_first(policy, facts, eligible, ranked, config)
     order = [name for name, _, _ in ranked]
     order += [v.deployment for v in eligible if v.role == "fallback" and v.deployment not in order]
     first = next(v.model for v in eligible if v.deployment == order[0]) if order else ""
     return Decision(requested, first, tuple(order), False, config.version,
                     f"policy for {labels.task}: {policy.objective}", verdicts, ranked)
+
+
+def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[Verdict],
+                   ranked: tuple[tuple[str, float, str], ...],
+                   config: RuntimeConfig) -> tuple[tuple[str, float, str], ...]:
+    """With a learned router: the cheapest model predicted to clear the floor goes first."""
+    router = config.learned.get(policy.learned_router) if policy.learned_router else None
+    if router is None or not facts.prompt_text:
+        return ranked
+    probs = router.predictor.predict(facts.prompt_text, facts.task)
+    chosen = choose(router.rule, probs)
+    front = [r for r in ranked if any(v.deployment == r[0] and v.model == chosen
+                                      for v in eligible)]
+    note = f"learned router: P(success)={probs.get(chosen, 0.0):.2f} for {chosen}"
+    front = [(name, score, f"{why}; {note}") for name, score, why in front]
+    return (*front, *[r for r in ranked if r[0] not in {f[0] for f in front}])
 
 
 def _no_candidate(requested: str, labels: Labels, policy: TaskPolicy,

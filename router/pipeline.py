@@ -134,7 +134,8 @@ def request_facts(request: ChatCompletionRequest, view: RequestView,
         task=labels.task, risk=labels.risk, prompt_tokens=estimate_prompt_tokens(view),
         max_output_tokens=limit if limit is not None else DEFAULT_MAX_OUTPUT_TOKENS,
         needs_tools=bool(view.tool_names),
-        needs_json=view.response_format in ("json_object", "json_schema"))
+        needs_json=view.response_format in ("json_object", "json_schema"),
+        prompt_text=next((text for role, text in reversed(view.messages) if role == "user"), ""))
 
 
 def arm_model(assignment: Assignment | None) -> str | None:

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from policies.eligibility import DeploymentFacts
 from policies.eval_report import QualityTable
 from policies.labels import Task
+from policies.learned.artifact import LoadedRouter
 from policies.loader import content_hash
 from policies.schema import ApiKeySpec, DeploymentSpec, RouterConfig
 from router.errors import ConfigError
@@ -44,6 +45,7 @@ class RuntimeConfig:
     max_body_bytes: int
     request_timeout_s: float
     quality: QualityTable
+    learned: Mapping[str, LoadedRouter]  # by the policy's `learned_router` path
 
     @property
     def auth_required(self) -> bool:
@@ -111,7 +113,8 @@ def _facts(config: RouterConfig,
 
 
 def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable,
-            *artifact_versions: str, quality: QualityTable | None = None) -> RuntimeConfig:
+            *artifact_versions: str, quality: QualityTable | None = None,
+            learned: Mapping[str, LoadedRouter] | None = None) -> RuntimeConfig:
     """Resolve secrets and prices. Artifact versions (the classifier's, the eval reports')
     join the config's content hash in the policy version."""
     problems: list[str] = []
@@ -120,9 +123,11 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
     if problems:
         raise ConfigError(problems)
     table = quality if quality is not None else QualityTable.empty()
+    routers = dict(learned) if learned is not None else {}
     return RuntimeConfig(
         source=config,
-        version=content_hash(config, *artifact_versions, table.version),
+        version=content_hash(config, *artifact_versions, table.version,
+                             *(routers[k].version for k in sorted(routers))),
         deployments=MappingProxyType(deployments),
         model_facts=MappingProxyType(_facts(config, deployments)),
         models=MappingProxyType({m.name: m.deployments for m in config.models}),
@@ -133,4 +138,5 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
         max_body_bytes=config.server.max_body_bytes,
         request_timeout_s=config.server.request_timeout_s,
         quality=table,
+        learned=MappingProxyType(routers),
     )

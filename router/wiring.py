@@ -15,6 +15,7 @@ from cache.metrics import CacheMetrics
 from cache.policy import CacheRule
 from cache.result import ResultCache, ResultCacheFront
 from policies.eval_report import EvalReportError, QualityTable, load_reports
+from policies.learned.artifact import ArtifactError, LoadedRouter, load_artifact
 from policies.schema import RouterConfig
 from router.api.meta import ReadinessCheck
 from router.app import build_app
@@ -38,6 +39,29 @@ def load_quality(config: RouterConfig, base_dir: Path) -> QualityTable:
         raise ConfigError([str(err)]) from err
 
 
+def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter]:
+    """The learned routers policies name (artifact directories relative to the config)."""
+    if config.policies is None:
+        return {}
+    names = {p.learned_router for p in (config.policies.default, *config.policies.tasks.values())
+             if p.learned_router is not None}
+    models = {m.name for m in config.models}
+    loaded, problems = {}, []
+    for name in sorted(names):
+        try:
+            router = load_artifact(base_dir / name)
+        except (OSError, ArtifactError) as err:
+            problems.append(f"learned_router {name}: {err}")
+            continue
+        unknown = [m for m in (*router.rule.candidates, router.rule.fallback) if m not in models]
+        if unknown:
+            problems.append(f"learned_router {name}: models {unknown} are not configured")
+        loaded[name] = router
+    if problems:
+        raise ConfigError(problems)
+    return loaded
+
+
 def build_runtime(config: RouterConfig, environ: Mapping[str, str],
                   base_dir: Path) -> tuple[RuntimeConfig, Classifier]:
     from router.classify import load_default_classifier
@@ -45,7 +69,8 @@ def build_runtime(config: RouterConfig, environ: Mapping[str, str],
 
     classifier = load_default_classifier()
     runtime = resolve(config, environ, default_prices, classifier.version,
-                      quality=load_quality(config, base_dir))
+                      quality=load_quality(config, base_dir),
+                      learned=load_learned(config, base_dir))
     return runtime, classifier
 
 

@@ -7,6 +7,7 @@ points. The rest are pure functions from points to Markdown tables and compariso
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from router.loadtest.loadgen import RunResult
 from tests.support.procs import ManagedProcess
@@ -24,22 +25,37 @@ class Target:
     authenticated: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class Point:
+    """One measured (target, rate, streaming) point, as numbers (ms), so it can be saved."""
+
     target: str
     rate: float
     stream: bool
-    result: RunResult
+    sent: int
+    errors: int
+    e2e: tuple[float, float]  # p50, p99
+    ttft: tuple[float, float]
     cpu_ms: float | None
     rss_mb: float | None
 
+    @classmethod
+    def of(cls, result: RunResult, stream: bool, cpu_ms: float | None,
+           rss_mb: float | None) -> Point:
+        e2e, ttft = result.percentiles_ms("e2e_s"), result.percentiles_ms("ttft_s")
+        return cls(result.target, result.rate, stream, len(result.samples), result.errors(),
+                   (e2e[0], e2e[1]), (ttft[0], ttft[1]), cpu_ms, rss_mb)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Point:
+        return cls(**{**raw, "e2e": tuple(raw["e2e"]), "ttft": tuple(raw["ttft"])})
+
     def p(self, metric: str) -> tuple[float, float]:
-        p50, p99 = self.result.percentiles_ms(metric, (50, 99))
-        return p50, p99
+        return self.e2e if metric == "e2e_s" else self.ttft
 
     @property
     def sustained(self) -> bool:
-        return self.result.errors() == 0 and self.p("e2e_s")[1] < SLO_P99_MS
+        return self.errors == 0 and self.e2e[1] < SLO_P99_MS
 
 
 @dataclass
@@ -69,9 +85,9 @@ def latency_table(targets: list[Running], rates: list[float], stream: bool) -> l
                 lines.append(f"| {rate:g} | {running.target.name} | — | saturated at a lower "
                              "rate | | | | | | |")
                 continue
-            e2e, ttft = point.p("e2e_s"), point.p("ttft_s")
-            lines.append(f"| {rate:g} | {running.target.name} | {len(point.result.samples)} | "
-                         f"{point.result.errors()} | {_f(e2e[0])} | {_f(e2e[1])} | "
+            e2e, ttft = point.e2e, point.ttft
+            lines.append(f"| {rate:g} | {running.target.name} | {point.sent} | "
+                         f"{point.errors} | {_f(e2e[0])} | {_f(e2e[1])} | "
                          f"{_f(ttft[0])} | {_f(ttft[1])} | {_f(point.cpu_ms)} | "
                          f"{_f(point.rss_mb, 0)} |")
     return lines
@@ -113,14 +129,15 @@ def comparisons(targets: list[Running], rates: list[float], stream: bool) -> lis
         for rate in rates:
             base, f, ll = (_point(direct, rate, stream), _point(full, rate, stream),
                            _point(lite, rate, stream))
-            if base is None or f is None or ll is None or not ll.sustained:
+            if base is None or f is None or ll is None:
                 continue
             fo, lo = overhead(f, base), overhead(ll, base)
             ratios = [(a / b if b > 0 else float("nan")) for a, b in zip(fo, lo, strict=True)]
-            lines.append(f"- {rate:g} req/s: slorouter-full/LiteLLM added latency "
-                         f"E2E p50 {_f(ratios[0])}, E2E p99 {_f(ratios[1])}, TTFT p50 "
-                         f"{_f(ratios[2])}, TTFT p99 {_f(ratios[3])} (target ≤ 0.10); CPU/req "
-                         f"{_f(f.cpu_ms)} vs {_f(ll.cpu_ms)} ms")
+            held = "sustained" if ll.sustained else "NOT sustained"
+            lines.append(f"- {rate:g} req/s (LiteLLM {held}): slorouter-full/LiteLLM added "
+                         f"latency E2E p50 {_f(ratios[0])}, E2E p99 {_f(ratios[1])}, TTFT p50 {_f(ratios[2])}, TTFT p99 "
+                         f"{_f(ratios[3])} (target ≤ 0.10); CPU/req {_f(f.cpu_ms)} vs "
+                         f"{_f(ll.cpu_ms)} ms")
     on, off = by.get("slorouter-full"), by.get("slorouter-full-no-telemetry")
     if direct and on and off:
         for rate in rates:

@@ -118,6 +118,7 @@ def telemetry_cost(requests: int) -> list[tuple[str, float]]:
         began = time.process_time()
         for outcome in outcomes:
             telemetry.sink.record(outcome)
+        telemetry.sink.flush()  # inside an event loop, record() only queues
         spans = exporter.get_finished_spans()
         for start in range(0, len(spans), 512):  # what BatchSpanProcessor + OTLP would encode
             encode_spans(spans[start:start + 512]).SerializeToString()

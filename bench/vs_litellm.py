@@ -1,6 +1,6 @@
 """slorouter side by side with LiteLLM proxy: the same open-loop load, the same upstream.
 
-    python -m bench.vs_litellm [--rates 5,10,25,50,100,200,400] [--duration 10]
+    python -m bench.vs_litellm [--rates 2,5,10,25,50,100,200,400] [--duration 10]
                                [--modes plain,stream] [--targets direct,slorouter-full,...]
                                [--out docs/benchmarks.md]
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import secrets
@@ -28,6 +29,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from bench.benchmarks_report import Point, Running, Target, render
 from router.loadtest.loadgen import run_open_loop
@@ -195,7 +197,7 @@ async def measure(running: Running, rate: float, stream: bool, duration: float) 
     if pgid is not None and before is not None:
         cpu_ms = (group_cpu_s(pgid) - before) * 1e3 / max(1, len(result.samples))
         rss = group_rss_mb(pgid)
-    return Point(running.target.name, rate, stream, result, cpu_ms, rss)
+    return Point.of(result, stream, cpu_ms, rss)
 
 
 async def warm_up(running: Running) -> None:
@@ -219,10 +221,10 @@ async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
                     continue
                 point = await measure(running, rate, stream, duration)
                 running.points.append(point)
-                e2e, ttft = point.p("e2e_s"), point.p("ttft_s")
+                e2e, ttft = point.e2e, point.ttft
                 print(f"{'stream' if stream else 'plain':<7}{rate:>6g}/s {running.target.name:<28}"
                       f"E2E p50 {e2e[0]:7.2f} p99 {e2e[1]:7.2f}  TTFT p50 {ttft[0]:7.2f} "
-                      f"p99 {ttft[1]:7.2f}  err {point.result.errors():>4}  cpu/req "
+                      f"p99 {ttft[1]:7.2f}  err {point.errors:>4}  cpu/req "
                       f"{point.cpu_ms if point.cpu_ms is not None else float('nan'):6.2f} ms",
                       flush=True)
                 if not point.sustained and running.target.kind != "direct":
@@ -281,7 +283,8 @@ def serve_router(args: argparse.Namespace) -> int:
     return 0
 
 
-async def run(args: argparse.Namespace) -> str:
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the sweep; the raw numbers (saved as JSON, rendered by `render_raw`)."""
     litellm_bin = (ensure_litellm(args.litellm_venv, args.litellm_requirements)
                    if "litellm" in args.targets else None)
     classifier = ensure_classifier(CLASSIFIER_OUT)
@@ -316,12 +319,24 @@ async def run(args: argparse.Namespace) -> str:
             "load_before": load_before,
             "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
             "duration": f"{args.duration:g}"}
-    from bench.benchmarks_report import telemetry_section
     from bench.suite import telemetry_cost
 
-    extra = telemetry_section(telemetry_cost(3000))
-    return render(targets, args.rates, args.modes, meta, "python -m bench.vs_litellm "
-                  + " ".join(sys.argv[1:]), extra)
+    return {"meta": meta, "rates": args.rates, "modes": args.modes,
+            "targets": [r.target.name for r in targets],
+            "points": [dataclasses.asdict(p) for r in targets for p in r.points],
+            "telemetry_cost": telemetry_cost(3000),
+            "command": "python -m bench.vs_litellm " + " ".join(sys.argv[1:])}
+
+
+def render_raw(raw: dict[str, Any]) -> str:
+    from bench.benchmarks_report import telemetry_section
+
+    points = [Point.from_json(p) for p in raw["points"]]
+    targets = [Running(TARGETS[name], "", None, None, [p for p in points if p.target == name])
+               for name in raw["targets"]]
+    rows = [(label, float(value)) for label, value in raw["telemetry_cost"]]
+    return render(targets, raw["rates"], raw["modes"], raw["meta"], raw["command"],
+                  telemetry_section(rows))
 
 
 def _cpu_model() -> str:
@@ -340,7 +355,7 @@ def main() -> None:
     serve.add_argument("--telemetry", default=None)
     serve.add_argument("--classifier-model", default=None)
     parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
-                        default=[5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0])
+                        default=[2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0])
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--modes", type=lambda s: [m == "stream" for m in s.split(",")],
                         default=[False, True])
@@ -348,11 +363,20 @@ def main() -> None:
     parser.add_argument("--litellm-venv", type=Path, default=LITELLM_VENV)
     parser.add_argument("--litellm-requirements", type=Path, default=LITELLM_REQUIREMENTS)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+    parser.add_argument("--raw", type=Path, default=ROOT / "bench" / "out" / "vs_litellm.json",
+                        help="where the raw numbers are saved")
+    parser.add_argument("--render-from", type=Path, default=None,
+                        help="only re-render the doc from a saved raw file")
     args = parser.parse_args()
     if args.mode == "serve-router":
         sys.exit(serve_router(args))
-    report = asyncio.run(run(args))
-    args.out.write_text(report)
+    if args.render_from is not None:
+        raw = json.loads(args.render_from.read_text())
+    else:
+        raw = asyncio.run(run(args))
+        args.raw.parent.mkdir(parents=True, exist_ok=True)
+        args.raw.write_text(json.dumps(raw, indent=1))
+    args.out.write_text(render_raw(raw))
     print(f"wrote {args.out}")
 
 

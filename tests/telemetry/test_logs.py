@@ -1,0 +1,36 @@
+"""Log correlation: structured events carry the trace and span ids of the request served."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+from router.logs import JsonFormatter, event
+from router.telemetry.context import current_trace, start_trace
+from router.telemetry.redact import install
+from tests.telemetry.helpers import CLIENT_TRACEPARENT
+
+
+def test_events_logged_while_serving_carry_trace_and_span_ids() -> None:
+    """Inside a request (current_trace set) events get trace_id/span_id; outside they do not."""
+    stream = io.StringIO()
+    logger = logging.getLogger("tests.telemetry.logs")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    install(["sk-a-provider-key-123"], logger=logger)
+    trace = start_trace(CLIENT_TRACEPARENT)
+    token = current_trace.set(trace)
+    try:
+        event(logger, "upstream_retry", deployment="pt-fast", detail="sk-a-provider-key-123")
+    finally:
+        current_trace.reset(token)
+        event(logger, "idle")
+        logger.removeHandler(handler)
+    inside, outside = (json.loads(line) for line in stream.getvalue().splitlines())
+    assert (inside["trace_id"], inside["span_id"]) == (trace.trace_id_hex, trace.span_id_hex)
+    assert inside["detail"] == "[REDACTED]" and inside["deployment"] == "pt-fast"
+    assert "trace_id" not in outside

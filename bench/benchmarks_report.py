@@ -135,9 +135,9 @@ def comparisons(targets: list[Running], rates: list[float], stream: bool) -> lis
             ratios = [(a / b if b > 0 else float("nan")) for a, b in zip(fo, lo, strict=True)]
             held = "sustained" if ll.sustained else "NOT sustained"
             lines.append(f"- {rate:g} req/s (LiteLLM {held}): slorouter-full/LiteLLM added "
-                         f"latency E2E p50 {_f(ratios[0])}, E2E p99 {_f(ratios[1])}, TTFT p50 {_f(ratios[2])}, TTFT p99 "
-                         f"{_f(ratios[3])} (target ≤ 0.10); CPU/req {_f(f.cpu_ms)} vs "
-                         f"{_f(ll.cpu_ms)} ms")
+                         f"latency E2E p50 {_f(ratios[0])}, E2E p99 {_f(ratios[1])}, "
+                         f"TTFT p50 {_f(ratios[2])}, TTFT p99 {_f(ratios[3])} (target ≤ 0.10); "
+                         f"CPU/req {_f(f.cpu_ms)} vs {_f(ll.cpu_ms)} ms")
     on, off = by.get("slorouter-full"), by.get("slorouter-full-no-telemetry")
     if direct and on and off:
         for rate in rates:

@@ -1,4 +1,4 @@
-"""One simulator and one router for the package, with three experiments on three tasks.
+"""One simulator and one router for the package, with four experiments on four tasks.
 
 The experiments never share traffic: `Assigner` takes the first running experiment for a task,
 so each lives on its own task and the tests pick it with the `x-slorouter-task` hint.
@@ -10,6 +10,7 @@ so each lives on its own task and the tests pick it with the `x-slorouter-task` 
   an error-rate guardrail (5%, window `ERROR_WINDOW`).
 - `quality` (task extraction, unit user, 50/50): `model:steady` against `model:meh`, with a
   quality floor of 0.7 on `thumbs_up` (window `QUALITY_WINDOW`).
+- `idle` (task math): never sent traffic, for reports of an empty experiment.
 
 The stickiness module starts its own routers (Redis-shared) against the same simulator.
 """
@@ -74,6 +75,13 @@ EXPERIMENTS_YAML = f"""  - name: ttft
     guardrails:
       - {{kind: quality_floor, metric: thumbs_up, floor: {QUALITY_FLOOR},
          min_sample: {QUALITY_MIN_SAMPLE}, window: {QUALITY_WINDOW}}}
+  - name: idle
+    tasks: [math]
+    unit: user
+    salt: acceptance-1
+    arms:
+      - {{name: control, route: "policy:default", control: true, share: 0.5}}
+      - {{name: other, route: "model:instant-a", share: 0.5}}
 """
 
 

@@ -30,7 +30,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
 def _add_floor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--floor", type=float, default=None, help="relative floor, e.g. 0.95")
     p.add_argument("--relative-to", default=None, help="reference model (default: best single)")
-    p.add_argument("--z", type=float, default=2.0, help="calibration margin in standard errors")
+    p.add_argument("--z", type=float, default=2.5, help="calibration margin in standard errors")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--folds", type=int, default=5)
 

@@ -32,7 +32,7 @@ class FloorSpec:
     fraction: float = 0.95
     reference: str | None = None
     candidates: tuple[str, ...] | None = None
-    z: float = 2.0
+    z: float = 2.5
     inner_folds: int = 3
     prune: bool = True
     resamples: int = 1000

@@ -4,6 +4,9 @@ The fitted regressions are flattened into one coefficient matrix, so predicting 
 for a request is one sparse row times a dense matrix plus a sigmoid (tens of microseconds).
 Scores in [0, 1] that are not 0/1 are fitted exactly by duplicating rows with weights s and 1-s.
 A model that never (or always) succeeds in training gets a constant, smoothed probability.
+For a task never seen in training, text n-grams and task rates learned on other tasks do not
+transfer, so the prediction backs off to a regression on the shape statistics alone (length,
+numbers, punctuation): chosen because it is what transfers between MMLU and GSM8K (docs/evals.md).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from policies.learned.features import (
     RawFeatures,
     fit_featurizer,
     raw_features,
+    shape_vector,
     use_char_ngrams,
 )
 
@@ -36,6 +40,12 @@ class SuccessPredictor:
     models: tuple[str, ...]
     coef: FloatArray  # (n_features, n_models)
     intercept: FloatArray  # (n_models,)
+    backoff_coef: FloatArray  # (n_shape, n_models): unseen tasks
+    backoff_intercept: FloatArray  # (n_models,)
+
+    def _backoff(self, shape: FloatArray) -> FloatArray:
+        z = (shape - self.featurizer.shape_mean) / self.featurizer.shape_std
+        return np.asarray(z @ self.backoff_coef + self.backoff_intercept)
 
     def predict_matrix(self, texts: Sequence[str], tasks: Sequence[str]) -> FloatArray:
         """P(success) per (prompt, model): shape (len(texts), len(models))."""
@@ -45,12 +55,18 @@ class SuccessPredictor:
         """`predict_matrix` from precomputed raw features."""
         x = self.featurizer.transform_raw(raw, tasks)
         logits = np.asarray(x @ self.coef) + self.intercept
-        return 1.0 / (1.0 + np.exp(-logits))
+        unseen = np.array([t not in self.featurizer.tasks for t in tasks], dtype=bool)
+        if unseen.any():
+            logits[unseen] = self._backoff(raw.shape[unseen])
+        return np.asarray(1.0 / (1.0 + np.exp(-logits)))
 
     def predict(self, prompt_text: str, task: str) -> Mapping[str, float]:
         """P(success) of each candidate model for one request."""
-        cols, values = self.featurizer.sparse_row(prompt_text, task)
-        logits = values @ self.coef[cols] + self.intercept
+        if task in self.featurizer.tasks:
+            cols, values = self.featurizer.sparse_row(prompt_text, task)
+            logits = values @ self.coef[cols] + self.intercept
+        else:
+            logits = self._backoff(np.array([shape_vector(prompt_text)]))[0]
         row = 1.0 / (1.0 + np.exp(-logits))
         return {m: float(p) for m, p in zip(self.models, row, strict=True)}
 
@@ -73,6 +89,17 @@ def _fit_one(x: sp.csr_matrix, y: FloatArray, c: float) -> tuple[FloatArray, flo
     rows, labels, weights = _design(x, y)
     reg = LogisticRegression(C=c, solver="liblinear", dual=True, max_iter=1000)
     reg.fit(rows, labels, sample_weight=weights)
+    return reg.coef_[0].astype(np.float64), float(reg.intercept_[0])
+
+
+def _fit_backoff(shape: FloatArray, y: FloatArray) -> tuple[FloatArray, float]:
+    """Shape-only regression of one model (standardised shape statistics)."""
+    mean = float(y.mean())
+    if mean <= 0.0 or mean >= 1.0:
+        p = (y.sum() + 0.5) / (len(y) + 1.0)
+        return np.zeros(shape.shape[1]), float(np.log(p / (1.0 - p)))
+    rows, labels, weights = _design(sp.csr_matrix(shape), y)
+    reg = LogisticRegression(C=1.0, max_iter=1000).fit(rows, labels, sample_weight=weights)
     return reg.coef_[0].astype(np.float64), float(reg.intercept_[0])
 
 
@@ -104,4 +131,13 @@ def fit_predictor_raw(
     fitted = [_fit_one(x, scores[:, j], c) for j in range(len(models))]
     coef = np.column_stack([f[0] for f in fitted])
     intercept = np.array([f[1] for f in fitted])
-    return SuccessPredictor(featurizer, tuple(models), coef, intercept)
+    shape = (raw.shape - featurizer.shape_mean) / featurizer.shape_std
+    backoff = [_fit_backoff(shape, scores[:, j]) for j in range(len(models))]
+    return SuccessPredictor(
+        featurizer,
+        tuple(models),
+        coef,
+        intercept,
+        np.column_stack([b[0] for b in backoff]),
+        np.array([b[1] for b in backoff]),
+    )

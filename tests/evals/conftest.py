@@ -24,8 +24,8 @@ def write_slice(source: Path, dest_dir: Path, every: int, keep: str | None = Non
 
 @pytest.fixture(scope="session")
 def mmlu_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About 700 real MMLU rows spread over all subjects."""
-    return write_slice(ROUTING_DIR / "mmlu.jsonl.gz", tmp_path_factory.mktemp("mmlu"), 20)
+    """About 470 real MMLU rows spread over all subjects."""
+    return write_slice(ROUTING_DIR / "mmlu.jsonl.gz", tmp_path_factory.mktemp("mmlu"), 30)
 
 
 @pytest.fixture(scope="session")

@@ -105,7 +105,7 @@ def test_train_router_writes_versioned_artifact(
                 "--out",
                 str(out_dir),
                 "--folds",
-                "3",
+                "2",
                 "--relative-to",
                 "gpt-4-1106-preview",
             ]

@@ -20,14 +20,15 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import orjson
 
+T = TypeVar("T")
 API_KEY = "sk-faults-tenant"
 TENANT_ENV = {"FAULTS_TENANT_KEY": API_KEY, "SIM_KEY": "sim-key"}
 MESSAGES = [{"role": "user", "content": "Name three rivers in one line."}]
@@ -327,7 +328,7 @@ async def closed_loop(router_base: str, calls: Sequence[Call], concurrency: int)
     return shots
 
 
-def run(coro: Any) -> Any:
+def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine from synchronous test code."""
     return asyncio.run(coro)
 

@@ -30,16 +30,16 @@ from tests.faults.scenarios import (
     TENANT_ENV,
     Call,
     Dep,
-    SimCounters,
     Shot,
+    SimCounters,
     breaker_states,
     chat_body,
-    varied_body,
     closed_loop,
     open_loop,
     router_yaml,
     run,
     send,
+    varied_body,
 )
 from tests.support.services import Running, start_router
 
@@ -171,7 +171,7 @@ def test_hanging_deployment_falls_back_within_the_deadline_and_its_breaker_cycle
     control.set_profile("hang", {"hang_rate": 0.0})
     try:
         _wait_for_state(gateway, "hang", "half_open", COOL_DOWN_S * 5)
-        probes = []
+        probes: list[Shot] = []
         while not any(p.deployment == "hang" for p in probes) and len(probes) < MAX_TRIES:
             probes.append(post(gateway, "hanging", headers))
         assert all(p.ok for p in probes), describe(probes)
@@ -259,7 +259,7 @@ def test_cut_non_streamed_answer_fails_over_before_anything_was_sent(
         gateway: Running, counters: SimCounters) -> None:
     """A non-streamed call whose connection drops sent the client nothing: the backup serves it."""
     cuts_before = counters.value("cut-abort", "cut_streams")
-    shots = []
+    shots: list[Shot] = []
     while counters.value("cut-abort", "cut_streams") == cuts_before and len(shots) < MAX_TRIES:
         shots.append(post(gateway, "pt-cut-abort"))
     assert counters.value("cut-abort", "cut_streams") > cuts_before, "never cut"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import Counter
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -30,8 +31,8 @@ from tests.support.services import Running
 
 BATCH = 40
 CONCURRENCY = 8
-# Stated bound (both arms together). The library simulation at log sd 0.42 detects at the first
-# allowed check (200) in most runs, 95th percentile 300 (docs/experiments.md).
+# Stated bound (both arms together). bench/experiments_sim.py: the library simulation at log sd
+# 0.47 detects in median 200, p95 380 requests; at this service 10 of 10 runs by 280.
 DETECTION_BUDGET = 600
 
 pytestmark = pytest.mark.integration
@@ -49,46 +50,65 @@ def _comparison(rep: dict[str, Any], metric: str, statistic: str) -> dict[str, A
     return found
 
 
-async def _run_until_detected(gateway: Running) -> tuple[list[Seen], dict[str, Any]]:
-    seen: list[Seen] = []
+@dataclass
+class Detection:
+    """The run: what the client saw, and the report when each criterion was first met."""
+
+    seen: list[Seen] = field(default_factory=list)
+    at_sequential: dict[str, Any] | None = None  # the mSPRT rejected
+    requests_at_sequential: int = 0
+    at_bootstrap: dict[str, Any] | None = None  # the p50 bootstrap interval excluded 0
+    requests_at_bootstrap: int = 0
+    last: dict[str, Any] = field(default_factory=dict)
+
+
+async def _run_until_detected(gateway: Running) -> Detection:
+    """Batches until both the mSPRT has rejected and the p50 interval excludes 0 (or budget)."""
+    run = Detection()
     async with client(gateway.base_url) as http:
-        while len(seen) < DETECTION_BUDGET:
+        while len(run.seen) < DETECTION_BUDGET and (run.at_sequential is None
+                                                    or run.at_bootstrap is None):
             calls = [partial(send, http, "chat", f"ttft-{i}")
-                     for i in range(len(seen), len(seen) + BATCH)]
-            seen += await gather_limited(calls, CONCURRENCY)
-            rep = await wait_for_counts(http, "ttft", Counter(s.arm or "?" for s in seen))
-            if _primary(rep, "fast")["reject"]:
-                break
-    return seen, rep
+                     for i in range(len(run.seen), len(run.seen) + BATCH)]
+            run.seen += await gather_limited(calls, CONCURRENCY)
+            run.last = await wait_for_counts(http, "ttft", Counter(s.arm or "?" for s in run.seen))
+            if run.at_sequential is None and _primary(run.last, "fast")["reject"]:
+                run.at_sequential, run.requests_at_sequential = run.last, len(run.seen)
+            if run.at_bootstrap is None and _comparison(run.last, "ttft_ms", "p50")["high"] < 0:
+                run.at_bootstrap, run.requests_at_bootstrap = run.last, len(run.seen)
+    return run
 
 
 @pytest.fixture(scope="module")
-def detected(gateway: Running) -> tuple[list[Seen], dict[str, Any]]:
+def detected(gateway: Running) -> Detection:
     return asyncio.run(_run_until_detected(gateway))
 
 
 def test_faster_arm_is_detected_with_right_sign_within_stated_requests(
-        detected: tuple[list[Seen], dict[str, Any]]) -> None:
+        detected: Detection) -> None:
     """The mSPRT on TTFT rejects for `fast`, estimate < 0, sequence < 0, within the budget."""
-    seen, rep = detected
+    rep = detected.at_sequential
+    assert rep is not None, f"not detected within {DETECTION_BUDGET} requests: {detected.last}"
     primary = _primary(rep, "fast")
-    print(f"\nttft experiment: detected after {len(seen)} requests "
+    print(f"\nttft experiment: detected after {detected.requests_at_sequential} requests "
           f"(control {primary['n_control']}, fast {primary['n_arm']}); TTFT ratio "
           f"{math.exp(primary['estimate']):.3f} [{math.exp(primary['low']):.3f}, "
           f"{math.exp(primary['high']):.3f}], p={primary['p_value']:.4f}")
-    assert primary["reject"], f"not detected within {DETECTION_BUDGET} requests: {primary}"
     assert primary["estimate"] < 0 and primary["high"] < 0
     assert math.exp(primary["low"]) < FAST_RATIO < 1.0  # the sequence covers a 20% cut
     assert rep["decided"] == ["fast"]
     assert min(primary["n_control"], primary["n_arm"]) >= 100  # min_sample respected
 
 
-def test_bootstrap_p50_ttft_interval_excludes_zero_when_detected(
-        detected: tuple[list[Seen], dict[str, Any]]) -> None:
-    """At detection the report's p50 TTFT difference (bootstrap) is negative and excludes 0."""
-    _, rep = detected
+def test_bootstrap_p50_ttft_interval_excludes_zero_within_stated_requests(
+        detected: Detection) -> None:
+    """Within the budget the report's p50 TTFT difference (bootstrap) is negative and its
+    interval excludes 0 (a fixed-time interval: at the mSPRT's rejection it may still cover 0)."""
+    rep = detected.at_bootstrap
+    assert rep is not None, f"p50 interval covers 0 after {DETECTION_BUDGET}: {detected.last}"
     p50 = _comparison(rep, "ttft_ms", "p50")
-    print(f"\np50 TTFT: control {p50['control_value']:.1f} ms, fast {p50['arm_value']:.1f} ms, "
+    print(f"\nafter {detected.requests_at_bootstrap} requests p50 TTFT: control "
+          f"{p50['control_value']:.1f} ms, fast {p50['arm_value']:.1f} ms, "
           f"diff {p50['difference']:+.1f} [{p50['low']:+.1f}, {p50['high']:+.1f}] ms")
     assert p50["arm"] == "fast"
     assert p50["difference"] < 0 and p50["high"] < 0 and p50["excludes_zero"]
@@ -96,9 +116,9 @@ def test_bootstrap_p50_ttft_interval_excludes_zero_when_detected(
 
 
 def test_each_arm_is_served_by_its_route_and_counted_as_the_header_says(
-        detected: tuple[list[Seen], dict[str, Any]]) -> None:
+        detected: Detection) -> None:
     """`x-slorouter-arm` names the arm, the arm's model answered, and the report counts agree."""
-    seen, rep = detected
+    seen, rep = detected.seen, detected.last
     assert all(s.clean and s.experiment == "ttft" for s in seen)
     served = {(s.arm, s.model) for s in seen}
     assert served == {("control", "base"), ("fast", "fast")}

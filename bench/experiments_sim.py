@@ -1,0 +1,279 @@
+"""Experiment statistics by simulation: A/A false positives under peeking, detection sizes.
+
+Runs the production mSPRT (`router.experiments.sequential.msprt_arrays`, the function behind
+`GET /v1/experiments`) on simulated experiments, vectorised over runs and checks with numpy, with
+the service's gating (`min_sample` per arm before the test may fire). Two tables:
+
+1. **A/A**: `--runs` experiments with no difference, checked after every `--batch` values per
+   arm up to `--per-arm` (continuous monitoring). The share of experiments that ever reject is
+   printed against alpha (the acceptance bound is alpha + 2 points), for log TTFT, a 5% error
+   rate and a heavy-tailed cost; beside it the naive z-test at the same checks (what peeking
+   does to a fixed-horizon test) and the z-test at the last check only.
+2. **Detection**: for a 10/20/30% lower TTFT at several lognormal spreads, the total requests
+   (both arms, 50/50) at which the mSPRT rejects with the right sign (median, p95, share
+   detected), beside the fixed-horizon sample size for 80% power.
+
+    .venv/bin/python -m bench.experiments_sim [--runs 100] [--per-arm 5000] [--batch 10]
+        [--detection-runs 200] [--seed 1] [--service-replications 10]
+
+3. With `--service-replications N`: N independent experiments (one per task, so one router
+   process holds them all) of the acceptance test's kind at a real router and simulator
+   (TTFT median 120 vs 96 ms, p99 3x): requests until the mSPRT read from
+   `GET /v1/experiments` rejects, with the ratio, and whether the bootstrap p50 interval
+   excludes 0 at that moment. The router's own overhead is in both arms.
+
+Latencies are lognormal (the simulator's shape), tested on the log scale as the service does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.stats import binomtest, norm
+
+from router.experiments.sequential import msprt_arrays
+
+FloatArray = npt.NDArray[np.float64]
+MIXTURE_SD = 0.2  # the spec's default
+MIN_SAMPLE = 100  # the spec's default, per arm
+TTFT_MEDIAN_MS = 350.0
+ALPHAS = (0.01, 0.05, 0.10)
+EFFECTS = (0.10, 0.20, 0.30)  # TTFT reduction of the treatment arm
+LOG_SDS = (0.16, 0.47, 0.6)  # simulator fitted profiles (0.16), the service test (0.47), docs
+CHUNK = 25  # runs per vectorised block (memory stays small)
+
+
+@dataclass(frozen=True)
+class Checks:
+    """Cumulative count, mean and variance of both arms at each check, per run."""
+
+    n: FloatArray  # (checks,)
+    control: tuple[FloatArray, FloatArray]  # mean, variance: (runs, checks)
+    arm: tuple[FloatArray, FloatArray]
+
+
+def _moments(values: FloatArray, at: npt.NDArray[np.int64]) -> tuple[FloatArray, FloatArray]:
+    n = (at + 1).astype(np.float64)
+    total = np.cumsum(values, axis=1)[:, at]
+    total_sq = np.cumsum(values * values, axis=1)[:, at]
+    return total / n, (total_sq - total * total / n) / np.maximum(n - 1.0, 1.0)
+
+
+def checks(control: FloatArray, arm: FloatArray, batch: int) -> Checks:
+    at = np.arange(batch - 1, control.shape[1], batch)
+    return Checks((at + 1).astype(np.float64), _moments(control, at), _moments(arm, at))
+
+
+def msprt_first_rejection(c: Checks, alpha: float) -> tuple[npt.NDArray[np.int64], FloatArray]:
+    """Per run: index of the first check where the mSPRT rejects (-1: never), estimate there."""
+    out = msprt_arrays(c.n, c.control[0], c.control[1], c.n, c.arm[0], c.arm[1], alpha=alpha,
+                       mixture_sd=MIXTURE_SD)
+    log_lr = np.nan_to_num(out.log_lr, nan=-np.inf)
+    reject = (log_lr >= math.log(1.0 / alpha)) & (c.n >= MIN_SAMPLE)
+    first = np.where(reject.any(axis=1), reject.argmax(axis=1), -1)
+    rows = np.arange(reject.shape[0])
+    return first, np.where(first >= 0, out.estimate[rows, first], np.nan)
+
+
+def z_rejections(c: Checks, alpha: float) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Naive two-sided z-test: ever rejected over the checks, and rejected at the last one."""
+    d = c.arm[0] - c.control[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(d) / np.sqrt(c.control[1] / c.n + c.arm[1] / c.n)
+    reject = np.nan_to_num(z, nan=0.0) > norm.ppf(1 - alpha / 2)
+    reject &= c.n >= MIN_SAMPLE
+    return reject.any(axis=1), reject[:, -1]
+
+
+Draw = Callable[[np.random.Generator, tuple[int, int]], FloatArray]
+
+AA_METRICS: dict[str, Draw] = {
+    "log TTFT (lognormal, sd 0.6)": lambda rng, shape: rng.normal(
+        math.log(TTFT_MEDIAN_MS), 0.6, size=shape),
+    "error (Bernoulli 5%)": lambda rng, shape: (rng.random(shape) < 0.05).astype(np.float64),
+    "cost $ (lognormal, sd 1)": lambda rng, shape: rng.lognormal(-6.0, 1.0, size=shape),
+}
+
+
+def aa_table(runs: int, per_arm: int, batch: int, seed: int) -> list[str]:
+    lines = [f"A/A: {runs} experiments per row, checked every {batch}/arm up to {per_arm}/arm "
+             f"({per_arm // batch} looks), min_sample {MIN_SAMPLE}, mixture_sd {MIXTURE_SD}",
+             f"{'metric':<30} {'alpha':>5} {'mSPRT FPR':>9} {'95% CI':>13} {'bound':>6} "
+             f"{'ok':>3} {'z peeking':>9} {'z fixed':>7}"]
+    for name, draw in AA_METRICS.items():
+        rng = np.random.default_rng([seed, sum(map(ord, name))])
+        blocks = [checks(draw(rng, (k, per_arm)), draw(rng, (k, per_arm)), batch)
+                  for k in _chunks(runs)]
+        for alpha in ALPHAS:
+            msprt = sum(int((msprt_first_rejection(b, alpha)[0] >= 0).sum()) for b in blocks)
+            peek = fixed = 0
+            for b in blocks:
+                ever, last = z_rejections(b, alpha)
+                peek, fixed = peek + int(ever.sum()), fixed + int(last.sum())
+            ci = binomtest(msprt, runs).proportion_ci(0.95)
+            bound = alpha + 0.02
+            lines.append(f"{name:<30} {alpha:>5.2f} {msprt / runs:>9.1%} "
+                         f"[{ci.low:>5.1%},{ci.high:>5.1%}] {bound:>6.0%} "
+                         f"{'yes' if msprt / runs <= bound else 'NO':>3} {peek / runs:>9.1%} "
+                         f"{fixed / runs:>7.1%}")
+    return lines
+
+
+def _chunks(runs: int) -> list[int]:
+    return [min(CHUNK, runs - start) for start in range(0, runs, CHUNK)]
+
+
+def fixed_horizon_per_arm(effect: float, log_sd: float, alpha: float = 0.05,
+                          power: float = 0.8) -> int:
+    """Per-arm n of a two-sided two-sample z-test on log TTFT with the given power."""
+    d = abs(math.log(1.0 - effect))
+    z = float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
+    return math.ceil(2 * (z * log_sd / d) ** 2)
+
+
+def detection_table(runs: int, batch: int, seed: int, alpha: float = 0.05) -> list[str]:
+    lines = [f"Detection: {runs} runs per row, 50/50, mSPRT alpha {alpha}, checked every "
+             f"{batch}/arm; requests = both arms together",
+             f"{'TTFT cut':>8} {'log sd':>6} {'max req':>8} {'detected':>8} {'wrong sign':>10} "
+             f"{'median':>7} {'p95':>7} {'max':>7} {'fixed 80%':>9}"]
+    for effect in EFFECTS:
+        for log_sd in LOG_SDS:
+            fixed = 2 * fixed_horizon_per_arm(effect, log_sd)
+            per_arm = max(2000, min(40_000, 8 * fixed // 2 // batch * batch))
+            rng = np.random.default_rng([seed, int(effect * 100), int(log_sd * 100)])
+            totals: list[int] = []
+            wrong = 0
+            for k in _chunks(runs):
+                control = rng.normal(math.log(TTFT_MEDIAN_MS), log_sd, size=(k, per_arm))
+                arm = rng.normal(math.log(TTFT_MEDIAN_MS * (1 - effect)), log_sd,
+                                 size=(k, per_arm))
+                c = checks(control, arm, batch)
+                first, estimate = msprt_first_rejection(c, alpha)
+                hit = first >= 0
+                wrong += int((estimate[hit] > 0).sum())
+                totals += [int(2 * c.n[i]) for i in first[hit]]
+            found = np.asarray(totals) if totals else np.asarray([np.nan])
+            lines.append(
+                f"{effect:>8.0%} {log_sd:>6.2f} {2 * per_arm:>8} {len(totals) / runs:>8.1%} "
+                f"{wrong:>10} {np.nanmedian(found):>7.0f} "
+                f"{np.nanpercentile(found, 95, method='higher'):>7.0f} "
+                f"{np.nanmax(found):>7.0f} {fixed:>9}")
+    return lines
+
+
+# --------------------------------------------------------------------------------- service
+
+SERVICE_BASE_MS, SERVICE_SPREAD, SERVICE_BATCH, SERVICE_MAX = 120.0, 3.0, 40, 1200
+SERVICE_TASKS = ("chat", "autocomplete", "extraction", "classification", "summarization",
+                 "translation", "code", "math", "reasoning_analysis", "creative_writing")
+
+
+def _service_yaml(sim_base: str, replications: int) -> str:
+    from tests.experiments_service.support import router_yaml
+
+    experiments = "".join(
+        f"""  - name: rep-{i}
+    tasks: [{task}]
+    unit: request
+    salt: bench-{i}
+    arms:
+      - {{name: control, route: "policy:default", control: true, share: 0.5}}
+      - {{name: fast, route: "model:fast", share: 0.5}}
+""" for i, task in enumerate(SERVICE_TASKS[:replications]))
+    return router_yaml(sim_base, ["base", "fast"], ["base"], {}, experiments)
+
+
+async def _replicate(base_url: str, index: int, task: str, concurrency: int) -> str:
+    from functools import partial
+
+    from tests.experiments_service.support import client, gather_limited, report, send
+
+    sent = 0
+    async with client(base_url) as http:
+        while sent < SERVICE_MAX:
+            calls = [partial(send, http, task, f"rep{index}-{i}")
+                     for i in range(sent, sent + SERVICE_BATCH)]
+            seen = await gather_limited(calls, concurrency)
+            sent += len(seen)
+            await asyncio.sleep(0.2)  # outcome records are written just after each response
+            rep = await report(http, f"rep-{index}")
+            primary = next(r for r in rep["sequential"] if r["metric"] == "ttft_ms")
+            if primary["reject"]:
+                p50 = next(c for c in rep["comparisons"]
+                           if (c["metric"], c["statistic"]) == ("ttft_ms", "p50"))
+                return (f"rep-{index:<2} {sent:>8} {math.exp(primary['estimate']):>6.3f} "
+                        f"[{math.exp(primary['low']):.3f}, {math.exp(primary['high']):.3f}] "
+                        f"{p50['difference']:>+8.1f} ms  "
+                        f"{'yes' if p50['excludes_zero'] else 'no':>3}")
+    return f"rep-{index:<2} not detected within {SERVICE_MAX} requests"
+
+
+def service_table(replications: int, concurrency: int) -> list[str]:
+    """Independent replications of the acceptance test's experiment at the real service."""
+    import tempfile
+    from pathlib import Path
+
+    from tests.experiments_service.support import TENANT_ENV, profile
+    from tests.support.services import start_router, start_simulator
+
+    directory = Path(tempfile.mkdtemp(prefix="experiments_sim-"))
+    models = {"base": profile(SERVICE_BASE_MS, ttft_spread=SERVICE_SPREAD),
+              "fast": profile(SERVICE_BASE_MS * 0.8, ttft_spread=SERVICE_SPREAD)}
+    sim = start_simulator(directory, models)
+    try:
+        router = start_router(directory, _service_yaml(sim.base_url, replications),
+                              env=TENANT_ENV)
+        try:
+            rows = [asyncio.run(_replicate(router.base_url, i, task, concurrency))
+                    for i, task in enumerate(SERVICE_TASKS[:replications])]
+        finally:
+            router.stop()
+    finally:
+        sim.stop()
+    return [f"Service: {replications} independent experiments (one per task) in one router, "
+            f"TTFT median {SERVICE_BASE_MS:g} vs {SERVICE_BASE_MS * 0.8:g} ms, p99 x"
+            f"{SERVICE_SPREAD:g}, unit request 50/50, report read every {SERVICE_BATCH} "
+            f"requests, {concurrency} in flight",
+            f"{'run':<6} {'requests':>8} {'ratio':>6} {'conf. sequence':<16} {'p50 diff':>11} "
+            f"{'CI<0':>4}", *rows]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=100, help="A/A experiments per row")
+    parser.add_argument("--per-arm", type=int, default=5000)
+    parser.add_argument("--batch", type=int, default=10, help="values per arm between looks")
+    parser.add_argument("--detection-runs", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--service-replications", type=int, default=0,
+                        help="also run this many (<= 10) detections at a real router")
+    parser.add_argument("--service-concurrency", type=int, default=8)
+    args = parser.parse_args(argv)
+    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
+          f"{os.getloadavg()[2]:.2f}, {os.cpu_count()} cpus")
+    started = time.perf_counter()
+    print("\n".join(aa_table(args.runs, args.per_arm, args.batch, args.seed)))
+    print(f"({time.perf_counter() - started:.1f} s)\n")
+    started = time.perf_counter()
+    print("\n".join(detection_table(args.detection_runs, args.batch, args.seed)))
+    print(f"({time.perf_counter() - started:.1f} s)")
+    if args.service_replications > 0:
+        started = time.perf_counter()
+        print()
+        print("\n".join(service_table(min(args.service_replications, len(SERVICE_TASKS)),
+                                      args.service_concurrency)))
+        print(f"({time.perf_counter() - started:.1f} s; load average "
+              f"{os.getloadavg()[0]:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

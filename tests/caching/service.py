@@ -33,12 +33,6 @@ ALIASED_MODEL = "answers"  # a model whose name is not its deployment's name (`d
 TTL_SHORT_S = 1.0  # the `extraction` policy's freshness; the TTL test waits past it
 DEFAULT_TTL_S = 2.0  # `server.cache.default` (pinned requests): long enough for a test's hits
 
-# The product defect that makes every hit of these requests `stale` (see STALE_REASON users).
-STALE_REASON = (
-    "router/api/chat.py _Finish.succeeded stores model=outcome.deployment (a deployment name) "
-    "but router/caching.py scope_of keys the scope by the requested model name or "
-    "`auto:<task>:<risk>`; EntryVersions.still_hold needs model in scope.models, so every hit "
-    "of an `auto` request, or of a model named unlike its deployment, is `stale`")
 
 
 def steady(ttft_ms: float, tokens: int = 12, **changes: object) -> dict[str, object]:

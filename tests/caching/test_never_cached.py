@@ -13,7 +13,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.caching.service import STALE_REASON, Caller, SimStats, unique_messages
+from tests.caching.service import Caller, SimStats, unique_messages
 
 
 @pytest.fixture
@@ -114,7 +114,6 @@ def test_high_risk_action_and_policy_disabled_requests_bypass(
     assert sim_stats.requests() - before == 2
 
 
-@pytest.mark.xfail(strict=True, reason=STALE_REASON)
 def test_same_task_at_a_risk_the_rule_allows_is_cached(caller: Caller) -> None:
     """The control for the risk rule: `summarization` at low risk hits on repeat."""
     messages = unique_messages("labels-control")

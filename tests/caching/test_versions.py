@@ -31,10 +31,11 @@ LONG_TTL_S = 600.0
 
 
 def _round(base_url: str, prompts: list[list[dict[str, str]]]) -> tuple[list[str], set[str]]:
-    """Send every prompt once; the cache statuses and the policy versions seen."""
+    """Send every prompt once pinned and once to `auto`; statuses and policy versions seen."""
     caller = Caller(base_url)
     try:
-        seen = [caller.chat(messages) for messages in prompts]
+        seen = [caller.chat(messages, model=model) for messages in prompts
+                for model in ("det", "auto")]
     finally:
         caller.close()
     assert all(s.status == 200 for s in seen)
@@ -62,15 +63,15 @@ def test_policy_change_gives_zero_hits_on_old_entries(
             router.stop()
 
     written, (old_version,) = run("r1")
-    assert written == ["miss"] * PROMPTS
+    assert written == ["miss"] * 2 * PROMPTS
     before = sim_stats.requests()
     after_change, (new_version,) = run("r2")
     assert new_version != old_version
     assert after_change.count("hit") == 0
-    assert sim_stats.requests() - before == PROMPTS
+    assert sim_stats.requests() - before == 2 * PROMPTS
     back, (same_version,) = run("r1")
     assert same_version == old_version
-    assert back == ["hit"] * PROMPTS
+    assert back == ["hit"] * 2 * PROMPTS
 
 
 def test_data_version_change_gives_zero_hits_on_old_entries(

@@ -1,4 +1,4 @@
-"""Latency-feedback scenarios against the real service: profiles, configs, open-loop load, timelines.
+"""Latency-feedback scenarios on the real service: profiles, configs, open-loop load, timelines.
 
 Shared by the acceptance tests in `tests/feedback/` (light versions, asserted) and
 `bench/latency_scenarios.py` (the same scenarios, printed as per-second timelines). Everything
@@ -466,31 +466,41 @@ async def traffic_shift(router_base: str, sim_base: str, model_a: str, deploymen
 
 @dataclass(frozen=True)
 class PrefillPlan:
-    """Interleaved short and long prompts: a warm-up, then the measured part."""
+    """Short and long prompts: `short_only_s` of short prompts (a warm service), then every
+    `long_every`-th request long; the first `long_burst` requests are long whatever the phase
+    (a cold service hit by long prompts at once). Measured after `warmup_s` of the mix."""
 
     rate: float = 4.0
-    warmup_s: float = 10.0
-    measure_s: float = 15.0
+    short_only_s: float = 8.0
+    long_burst: int = 0
+    warmup_s: float = 8.0
+    measure_s: float = 12.0
     short_tokens: int = 16
     long_tokens: int = 8000
-    long_every: int = 2  # every n-th request is long
+    long_every: int = 2
+
+    @property
+    def measure_from_s(self) -> float:
+        return self.short_only_s + self.warmup_s
 
 
 async def long_and_short(router_base: str, plan: PrefillPlan = PrefillPlan(),
                          task: str = "chat") -> Run:
-    """Open-loop requests, every `long_every`-th with a `long_tokens` prompt (label `long`),
-    the rest short (label `short`); the warm-up ends at event `measure`."""
+    """Open-loop requests labelled `long` (`long_tokens` prompt) or `short`, per `plan`; the
+    events `mix` and `measure` mark the start of the mix and of the measured part."""
 
     def make(i: int) -> tuple[Mapping[str, Any], str]:
-        if i % plan.long_every == 0:
+        mixed = i / plan.rate >= plan.short_only_s and i % plan.long_every == 0
+        if i < plan.long_burst or mixed:
             return chat_body(plan.long_tokens, salt=i), "long"
         return chat_body(plan.short_tokens, salt=i), "short"
 
     async def nothing() -> None:
         return None
 
-    return await open_loop(router_base, plan.rate, plan.warmup_s + plan.measure_s, make, task,
-                           events=[Event(plan.warmup_s, "measure", nothing)])
+    return await open_loop(router_base, plan.rate, plan.measure_from_s + plan.measure_s, make,
+                           task, events=[Event(plan.short_only_s, "mix", nothing),
+                                         Event(plan.measure_from_s, "measure", nothing)])
 
 
 # --------------------------------------------------------------------------------- replicas

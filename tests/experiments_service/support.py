@@ -46,13 +46,23 @@ def deployments_yaml(sim_base: str, names: Iterable[str]) -> tuple[str, str]:
     return "".join(deployments), "".join(models)
 
 
+ISOLATED_ERRORS = """
+  reliability:
+    max_retries_per_deployment: 0
+    breaker:
+      consecutive_failures: 1000000
+      min_volume: 1000000"""
+
+
 def router_yaml(sim_base: str, models: Sequence[str], default_candidates: Sequence[str],
                 task_candidates: Mapping[str, Sequence[str]], experiments_yaml: str,
-                experiments_redis_url: str | None = None) -> str:
+                experiments_redis_url: str | None = None, isolate_errors: bool = True) -> str:
     """A `slorouter serve` config: the `auto` alias routed by per-task policies, no result
-    cache, no retries and a breaker that never opens (so an arm's upstream errors reach its
-    outcomes unchanged), one tenant key, and the given `experiments:` section."""
+    cache, one tenant key, and the given `experiments:` section. With `isolate_errors`, no
+    retries and a breaker that never opens (an arm's upstream errors reach its outcomes
+    unchanged); without, the default reliability settings."""
     deployments, logical = deployments_yaml(sim_base, models)
+    reliability = ISOLATED_ERRORS if isolate_errors else ""
     tasks = "".join(f"\n    {task}:\n      candidates: [{', '.join(c)}]"
                     for task, c in task_candidates.items())
     shared = (f"\n  experiments_redis_url: {experiments_redis_url}"
@@ -70,12 +80,7 @@ api_keys:
 server:
   request_timeout_s: 20
   cache:
-    backend: none
-  reliability:
-    max_retries_per_deployment: 0
-    breaker:
-      consecutive_failures: 1000000
-      min_volume: 1000000{shared}
+    backend: none{reliability}{shared}
 policies:
   default:
     candidates: [{', '.join(default_candidates)}]

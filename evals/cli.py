@@ -132,6 +132,10 @@ def replay_handler(args: argparse.Namespace) -> int:
         for b in benches
     ]
     meta["seconds"] = time.perf_counter() - start
+    if args.plot is not None:
+        from evals.plot import plot_multi
+
+        plot_multi(results, args.plot)
     if args.json:
         _emit(multi_json(results, meta))
     else:

@@ -1,4 +1,5 @@
-"""Quality-vs-strong-share plot of a two-model replay with its random and oracle baselines.
+"""Plots: a two-model replay's quality-vs-strong-share curve with random and oracle baselines,
+and an N-model replay's strategies as cost-vs-quality points per benchmark.
 
 Matplotlib with the Agg backend (no display); imported only by the `eval replay --plot` handler.
 """
@@ -13,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from evals.metrics import CurveSummary
+from evals.multi import BenchmarkReplay
 from evals.replay import PairReplay
 
 
@@ -34,6 +36,24 @@ def plot_pair(replay: PairReplay, title: str, out: Path) -> Path:
     ax.set_ylabel("quality")
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def plot_multi(results: list[BenchmarkReplay], out: Path) -> Path:
+    """One panel per benchmark: each strategy as a point of USD per 1k prompts vs quality."""
+    fig, axes = plt.subplots(1, len(results), figsize=(6 * len(results), 5), squeeze=False)
+    for ax, res in zip(axes[0], results, strict=True):
+        for s in res.strategies:
+            ax.scatter(max(s.cost_per_1k, 1e-4), s.quality, label=s.name)
+        ax.axhline(res.floor, color="red", linestyle="--", label=f"floor {res.floor:.3f}")
+        ax.set_xscale("log")
+        ax.set_xlabel("USD per 1,000 prompts (log)")
+        ax.set_ylabel("quality")
+        ax.set_title(res.benchmark)
+        ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)

@@ -62,11 +62,14 @@ def test_pair_replay_json_has_metrics_and_floor(
 
 
 def test_multi_replay_reports_strategies_side_by_side(
-    crux_slice: Path, capsys: pytest.CaptureFixture[str]
+    crux_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """N-model replay lists per-task floor, per-request and oracle; oracle is never costlier
-    than always-best while scoring at least as well."""
-    out = _run(["eval", "replay", "--dataset", str(crux_slice), "--folds", "3", "--json"], capsys)
+    """N-model replay lists per-task floor, per-request and oracle (never costlier than
+    always-best, never worse), and plots the strategies."""
+    plot = tmp_path / "multi.png"
+    argv = ["eval", "replay", "--dataset", str(crux_slice), "--folds", "3", "--json"]
+    out = _run([*argv, "--plot", str(plot)], capsys)
+    assert plot.read_bytes()[:4] == b"\x89PNG"
     bench = out["benchmarks"][0]  # type: ignore[index]
     by_name = {s["name"]: s for s in bench["strategies"]}
     assert {"per-task-floor", "per-request", "oracle", "always-best"} <= set(by_name)

@@ -121,10 +121,17 @@ def redis_cache_block(url: str, ttl_s: float = DEFAULT_TTL_S) -> str:
             f"    default: {{enabled: true, ttl_s: {ttl_s}}}")
 
 
+_LETTERS_FOR_DIGITS = str.maketrans("0123456789", "ghijklmnop")
+
+
 def unique_messages(label: str = "q") -> list[dict[str, str]]:
-    """A prompt no other test sends, so entries never collide between tests or backends."""
+    """A prompt no other test sends, so entries never collide between tests or backends.
+
+    The nonce has letters only: a run of digits in a uuid can look like a phone number to the
+    classifier's PII detector, which raises the risk to `high` (over the hint) and bypasses."""
+    nonce = uuid.uuid4().hex.translate(_LETTERS_FOR_DIGITS)
     return [{"role": "system", "content": "You answer in one short line."},
-            {"role": "user", "content": f"{label} {uuid.uuid4().hex}: name three rivers."}]
+            {"role": "user", "content": f"{label} {nonce}: name three rivers."}]
 
 
 @dataclass

@@ -213,9 +213,9 @@ async def feedback(http: httpx.AsyncClient, request_id: str, metric: str,
 
 async def feedback_when_exposed(http: httpx.AsyncClient, request_id: str, metric: str,
                                 value: object, timeout_s: float = 2.0) -> httpx.Response:
-    """`POST /v1/feedback`, retried while the request id is still unknown (404): the service
-    writes a request's exposure only after its stream has ended, so feedback sent at once can
-    race it (see test_feedback.py, the xfail on immediate feedback)."""
+    """`POST /v1/feedback`, retried while the request id is unknown (404) for `timeout_s`: for
+    scenarios about something else, so that a late exposure write (tested on its own in
+    test_feedback.py) does not decide them."""
     deadline = time.monotonic() + timeout_s
     while True:
         response = await feedback(http, request_id, metric, value)

@@ -198,13 +198,9 @@ async def _immediate(base_url: str) -> Counter[int]:
     return Counter(statuses)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product defect: the exposure (request id -> arm) is written only when the outcome is "
-    "recorded, after the stream's last byte (router/api/chat.py `finish` -> `_finish_stream` "
-    "-> sink.record) and then in a task (router/experimentation.py `Experiments.record`), so "
-    "feedback sent right after `[DONE]` can get 404 unknown_request (1-4% measured)"))
 def test_feedback_sent_right_after_a_streamed_answer_is_accepted(gateway: Running) -> None:
-    """A client that posts feedback as soon as it has read `[DONE]` is never told 404."""
+    """A client that posts feedback as soon as it has read `[DONE]` is never told 404 (the
+    exposure must be stored when the arm is assigned, not when the outcome is recorded)."""
     statuses = asyncio.run(_immediate(gateway.base_url))
     print(f"\nimmediate feedback after {IMMEDIATE_REQUESTS} streamed answers: {dict(statuses)}")
     assert statuses == Counter({200: IMMEDIATE_REQUESTS})

@@ -145,8 +145,7 @@ def test_thirty_percent_5xx_on_one_of_two_deployments_is_invisible_to_clients(
 
 def test_hanging_deployment_falls_back_within_the_deadline_and_its_breaker_cycles(
         gateway: Running, sim: Running, counters: SimCounters) -> None:
-    """A hang is cut at its timeout and served by the backup within the deadline; the breaker
-    opens by the 5th hung call, skips the deployment while open, and closes after it heals."""
+    """Hangs fall back within the deadline; the breaker opens by 5 hangs and closes on healing."""
     deadline_s = 3.0
     headers = {"x-slorouter-timeout-ms": str(int(deadline_s * 1000))}
     served: list[Shot] = []
@@ -192,8 +191,7 @@ def _wait_for_state(gateway: Running, deployment: str, state: str, within_s: flo
 
 def test_429_storm_moves_load_elsewhere_and_waits_retry_after_before_calling_again(
         gateway: Running, counters: SimCounters) -> None:
-    """While a deployment answers 429 with Retry-After, it gets no call before that time has
-    passed (the backup serves everything), and one call once it has."""
+    """A 429 deployment gets no call before Retry-After has passed; the backup serves the rest."""
     retry_after_s = float(str(FAULT_MODELS["limited"]["retry_after_s"]))
     base = counters.value("limited")
     started = time.monotonic()
@@ -232,8 +230,7 @@ def test_throttled_last_deployment_is_retried_no_sooner_than_retry_after(
 @pytest.mark.parametrize("model", CUT_MODELS)
 def test_stream_cut_mid_answer_is_an_error_in_the_client_not_a_truncated_success(
         client: openai.OpenAI, counters: SimCounters, model: str) -> None:
-    """An upstream stream cut after content was sent (connection abort or a clean EOF without
-    [DONE]) raises in the openai SDK, and the router does not fail over after content."""
+    """A stream cut after content (abort or EOF) raises in the SDK, with no failover after it."""
     cut_model = model.split("-", 1)[1]
     for _ in range(MAX_TRIES):
         backup_before = counters.value("cut-backup")
@@ -274,8 +271,7 @@ DUPLICATES = 100
 
 def test_concurrent_duplicates_of_an_action_make_exactly_one_upstream_call(
         gateway: Running, counters: SimCounters) -> None:
-    """100 concurrent copies of an `action` with one Idempotency-Key: one upstream call, and
-    every copy gets the same answer."""
+    """100 concurrent copies of one keyed `action`: one upstream call, the same answer for all."""
     headers = {"x-slorouter-task": "action", "idempotency-key": f"faults-{uuid.uuid4()}"}
     call = Call(chat_body("auto", messages=ACTION_MESSAGES), headers)
     before = counters.value("act")

@@ -19,8 +19,8 @@ from tests.faults.scenarios import (
     TENANT_ENV,
     Call,
     Dep,
-    SimCounters,
     Shot,
+    SimCounters,
     chat_body,
     closed_loop,
     open_loop,
@@ -125,12 +125,9 @@ def test_admitted_requests_keep_p99_within_one_and_a_half_times_unloaded(
 
 
 def test_rejections_are_immediate_and_carry_retry_after(overload: dict[str, object]) -> None:
-    """Every rejection is a 429 or 503 with Retry-After; the typical one is answered within
-    50 ms, and even the slowest sooner than one upstream answer takes (it waits for nothing).
-
-    Measured at the client on a shared 2-core machine, so the p99 bound is the configured
-    upstream delay rather than 50 ms; `bench/chaos.py` prints the p99 beside a trivial
-    endpoint's latency under the same load."""
+    """Rejections are 429/503 with Retry-After, typically within 50 ms, never waiting for a slot."""
+    # Measured at the client on a shared 2-core machine, so the p99 bound is the configured
+    # upstream delay rather than 50 ms; bench/chaos.py prints the p99 beside /healthz's.
     rejected = [s for s in _shots(overload) if s.status != 200]
     assert {s.status for s in rejected} <= {429, 503}, {s.status for s in rejected}
     assert all(s.retry_after is not None and int(s.retry_after) >= 1 for s in rejected)

@@ -71,11 +71,8 @@ def _emit(obj: dict[str, Any]) -> None:
 
 def replay_handler(args: argparse.Namespace) -> int:
     """`slorouter eval replay`."""
-    from evals.floor import FloorSpec, floor_replay
-    from evals.multi import benchmark_replay
+    from evals.floor import FloorSpec
     from evals.outcomes import load_rows, load_table
-    from evals.replay import pair_replay
-    from evals.report import multi_json, multi_text, pair_json, pair_text
     from evals.routers import FitConfig
 
     if not args.dataset.exists():
@@ -83,43 +80,69 @@ def replay_handler(args: argparse.Namespace) -> int:
         return 2
     start = time.perf_counter()
     config = FitConfig(router=args.router, seed=args.seed)
-    spec = FloorSpec(
-        fraction=args.floor if args.floor is not None else 0.95,
-        reference=args.relative_to,
-        z=args.z,
-    )
-    rows = load_rows(args.dataset)
-    benches = sorted({r.benchmark for r in rows})
+    fraction = args.floor if args.floor is not None else 0.95
+    spec = FloorSpec(fraction=fraction, reference=args.relative_to, z=args.z)
+    benches = sorted({r.benchmark for r in load_rows(args.dataset)})
     if args.benchmark is not None:
         benches = [b for b in benches if b == args.benchmark]
+    if not benches:
+        sys.stderr.write(f"error: no benchmark {args.benchmark!r} in {args.dataset}\n")
+        return 2
     meta: dict[str, Any] = {
         "dataset": str(args.dataset),
         "router": args.router,
         "folds": args.folds,
         "seed": args.seed,
     }
-    two = len(load_table(args.dataset, benchmark=benches[0] if benches else None).models) == 2
-    if two and len(benches) == 1:
-        table = load_table(args.dataset, benchmark=benches[0])
-        pair = pair_replay(table, config, args.folds, args.relative_to, args.jobs)
-        floor = floor_replay(table, spec, config, args.folds, args.seed) if args.floor else None
-        meta["seconds"] = time.perf_counter() - start
-        if args.plot is not None:
-            from evals.plot import plot_pair
+    if len(benches) == 1 and len(load_table(args.dataset, benchmark=benches[0]).models) == 2:
+        _pair_report(args, benches[0], config, spec, meta, start)
+    else:
+        _multi_report(args, benches, config, spec, meta, start)
+    return 0
 
-            plot_pair(pair, f"{args.dataset.name} ({args.router})", args.plot)
-        if args.json:
-            _emit(pair_json(pair, floor, meta))
-        else:
-            print(
-                pair_text(
-                    pair,
-                    floor,
-                    f"replay {args.dataset} router={args.router} "
-                    f"folds={args.folds} seed={args.seed}",
-                )
-            )
-        return 0
+
+def _pair_report(
+    args: argparse.Namespace,
+    bench: str,
+    config: Any,
+    spec: Any,
+    meta: dict[str, Any],
+    start: float,
+) -> None:
+    """Two-model replay (and floor mode with --floor): print, plot."""
+    from evals.floor import floor_replay
+    from evals.outcomes import load_table
+    from evals.replay import pair_replay
+    from evals.report import pair_json, pair_text
+
+    table = load_table(args.dataset, benchmark=bench)
+    pair = pair_replay(table, config, args.folds, args.relative_to, args.jobs)
+    floor = floor_replay(table, spec, config, args.folds, args.seed) if args.floor else None
+    meta["seconds"] = time.perf_counter() - start
+    if args.plot is not None:
+        from evals.plot import plot_pair
+
+        plot_pair(pair, f"{args.dataset.name} ({args.router})", args.plot)
+    if args.json:
+        _emit(pair_json(pair, floor, meta))
+    else:
+        header = f"replay {args.dataset} router={args.router} folds={args.folds} seed={args.seed}"
+        print(pair_text(pair, floor, header))
+
+
+def _multi_report(
+    args: argparse.Namespace,
+    benches: list[str],
+    config: Any,
+    spec: Any,
+    meta: dict[str, Any],
+    start: float,
+) -> None:
+    """N-model replay per benchmark: print, plot."""
+    from evals.multi import benchmark_replay
+    from evals.outcomes import load_table
+    from evals.report import multi_json, multi_text
+
     results = [
         benchmark_replay(
             load_table(args.dataset, benchmark=b, priced_only=True),
@@ -139,14 +162,11 @@ def replay_handler(args: argparse.Namespace) -> int:
     if args.json:
         _emit(multi_json(results, meta))
     else:
-        print(
-            multi_text(
-                results,
-                f"replay {args.dataset} folds={args.folds} seed={args.seed} "
-                f"floor={spec.fraction} x best single model",
-            )
+        header = (
+            f"replay {args.dataset} folds={args.folds} seed={args.seed} "
+            f"floor={spec.fraction} x best single model"
         )
-    return 0
+        print(multi_text(results, header))
 
 
 def transfer_handler(args: argparse.Namespace) -> int:

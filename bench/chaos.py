@@ -205,7 +205,7 @@ def hang(gw: Running, sim: Running, counters: SimCounters, n: int, rate: float,
     hangs_before = counters.value("hang", "hangs")
     heal = threading.Timer(n / rate / 2, control.set_profile, ("hang", {"hang_rate": 0.0}))
     try:
-        with BreakerWatch(gw.base_url) as watch:
+        with BreakerWatch(gw.base_url) as watch, CounterWatch(counters, "hang") as arrivals:
             heal.start()
             shots, upstream = calls_to(counters, ["hang", "hang-backup"],
                                        lambda: run(open_loop(gw.base_url, calls, rate, seed)))
@@ -213,9 +213,13 @@ def hang(gw: Running, sim: Running, counters: SimCounters, n: int, rate: float,
         heal.cancel()
         control.set_profile("hang", {"hang_rate": 1.0})
     hung = counters.value("hang", "hangs") - hangs_before
+    opened = next((t for t, d, state in watch.changes if d == "hang" and state == "open"), None)
+    before_open = max((v for t, v in arrivals.changes if opened is None or t <= opened),
+                      default=0) - arrivals.changes[0][1]
     slowest = max(s.e2e_s for s in shots)
     return Row("hang on 1 of 2, healed halfway", shots, upstream, transitions(watch, "hang"),
-               f"hung calls {hung}; slowest {slowest * 1e3:.0f} ms vs {deadline_ms} ms deadline")
+               f"{before_open} calls before it opened, {hung} hung in all; slowest "
+               f"{slowest * 1e3:.0f} ms vs {deadline_ms} ms deadline")
 
 
 def throttled(gw: Running, counters: SimCounters, n: int, rate: float, seed: int) -> Row:

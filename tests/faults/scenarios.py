@@ -228,8 +228,10 @@ def chat_body(model: str = "auto", stream: bool = False, **extra: object) -> dic
 
 def varied_body(model: str = "auto", stream: bool = False, **extra: object) -> dict[str, Any]:
     """A body with a prompt of its own: replicas of a model are chosen by a hash of the prompt
-    prefix (prefix affinity), so varied prompts spread over them as real traffic does."""
-    prompt = f"Question {uuid.uuid4().hex[:12]}: name three rivers in one line."
+    prefix (prefix affinity), so varied prompts spread over them as real traffic does. The
+    nonce is letters only: digit runs can look like personal data and raise the risk."""
+    nonce = "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:12])
+    prompt = f"Question {nonce}: name three rivers in one line."
     return chat_body(model, stream, messages=[{"role": "user", "content": prompt}], **extra)
 
 

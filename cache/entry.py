@@ -66,14 +66,16 @@ class CachedEntry:
     versions: EntryVersions
     created_at: float
     generation_s: float
+    deployment: str = ""  # the deployment that produced the answer (reported on hits)
 
     @classmethod
     def from_completion(
-        cls, body: bytes, versions: EntryVersions, *, created_at: float, generation_s: float
+        cls, body: bytes, versions: EntryVersions, *, created_at: float, generation_s: float,
+        deployment: str = "",
     ) -> CachedEntry:
         """An entry for a finished answer; raises `NotCacheable` for anything else."""
         check_completion(body)
-        return cls(body, versions, created_at, generation_s)
+        return cls(body, versions, created_at, generation_s, deployment)
 
 
 def check_completion(body: bytes) -> None:
@@ -106,6 +108,7 @@ def encode_entry(entry: CachedEntry) -> bytes:
             "m": entry.versions.model,
             "c": entry.created_at,
             "g": entry.generation_s,
+            "a": entry.deployment,
         }
     )
     return b"".join((_MAGIC, _HEADER_LEN.pack(len(header)), header, entry.body))
@@ -123,7 +126,8 @@ def decode_entry(raw: bytes) -> CachedEntry | None:
         created_at, generation_s = float(header["c"]), float(header["g"])
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
-    return CachedEntry(raw[start + size :], versions, created_at, generation_s)
+    deployment = str(header.get("a") or "")
+    return CachedEntry(raw[start + size :], versions, created_at, generation_s, deployment)
 
 
 def _opt_str(value: object) -> str | None:

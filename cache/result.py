@@ -112,6 +112,7 @@ class ResultCacheFront:
         scope: CacheScope,
         model: str,
         generation_s: float,
+        deployment: str = "",
     ) -> str | None:
         """Write a finished answer; returns None when written, else the reason it was not."""
         if not decision.write or key is None:
@@ -123,6 +124,7 @@ class ResultCacheFront:
                 EntryVersions.of(scope, model),
                 created_at=self._clock(),
                 generation_s=generation_s,
+                deployment=deployment,
             )
         except NotCacheable as exc:
             self._metrics.record_write_rejected(exc.reason)

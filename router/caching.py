@@ -84,9 +84,11 @@ class ResultCaching:
         finally:
             prepared.phases.cache += time.perf_counter() - started
 
-    async def store(self, plan: CachePlan, body: bytes, generation_s: float) -> None:
+    async def store(self, plan: CachePlan, body: bytes, generation_s: float,
+                    deployment: str) -> None:
         """Write a finished answer under the scope's model name (what lookups check)."""
         if self._front is not None and plan.decision.write and plan.key is not None:
             model = next(iter(plan.scope.models))
             await self._front.store(plan.key, plan.decision, body, scope=plan.scope,
-                                    model=model, generation_s=generation_s)
+                                    model=model, generation_s=generation_s,
+                                    deployment=deployment)

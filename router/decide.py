@@ -32,6 +32,7 @@ class Decision:
     reason: str
     verdicts: tuple[Verdict, ...] = ()
     ranking_detail: tuple[tuple[str, float, str], ...] = ()  # (deployment, score, why)
+    restricted: bool = False  # an experiment arm's model restriction was applied
 
 
 class Ranker(Protocol):
@@ -88,11 +89,12 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
         return Decision(requested, model, config.models[model], False, config.version,
                         f"per-task default for {labels.task}")
     policy = policies.for_task(labels.task)
+    restricted = False
     if restrict_to is not None:
         narrowed = policy.model_copy(update={"candidates": (restrict_to,), "fallbacks": ()})
         arm = evaluate(narrowed, facts, facts_by_model(config, health), config.quality)
         if any(v.eligible for v in arm):
-            policy = narrowed
+            policy, restricted = narrowed, True
     verdicts = evaluate(policy, facts, facts_by_model(config, health), config.quality)
     eligible = [v for v in verdicts if v.eligible]
     if not eligible:
@@ -103,7 +105,7 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     order += [v.deployment for v in eligible if v.role == "fallback" and v.deployment not in order]
     first = next(v.model for v in eligible if v.deployment == order[0]) if order else ""
     return Decision(requested, first, tuple(order), False, config.version,
-                    f"policy for {labels.task}: {policy.objective}", verdicts, ranked)
+                    f"policy for {labels.task}: {policy.objective}", verdicts, ranked, restricted)
 
 
 def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[Verdict],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,8 +21,8 @@ import numpy as np
 from policies.experiments import Assigner, Assignment, ExperimentSpec, UnitIds
 from policies.labels import Task
 from router.experiments.monitor import enforce_guardrails, halted_arms, report_from_store
+from router.experiments.outcomes import Exposure, OutcomeStore, submit_feedback
 from router.experiments.outcomes import Outcome as ArmOutcome
-from router.experiments.outcomes import OutcomeStore, submit_feedback
 from router.logs import event
 from router.outcomes import Outcome
 
@@ -45,26 +45,38 @@ class Experiments:
         return bool(self._specs)
 
     def assign(self, task: Task, units: UnitIds) -> Assignment | None:
+        """The unit's arm; its exposure is stored at once, so feedback may arrive any time."""
         if not self._specs:
             return None
-        return self._assigner.assign(task, units, self._clock(), self._halted)
+        found = self._assigner.assign(task, units, self._clock(), self._halted)
+        if found is not None:
+            self._spawn(self._store.expose(units.request,
+                                           Exposure(found.experiment, found.arm)))
+        return found
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
 
     def record(self, outcome: Outcome) -> None:
         """`OutcomeSink`: hand the request's arm outcome to the (async) store."""
         if outcome.experiment is None or outcome.arm is None:
             return
         ttft, e2e = outcome.ttft_s, outcome.e2e_s
+        # An arm whose route could not serve (its model unavailable) was answered by control's
+        # route; for the experiment that is the arm failing, so its guardrails can stop it.
         arm_outcome = ArmOutcome(
             experiment=outcome.experiment, arm=outcome.arm, request_id=outcome.request_id,
-            error=outcome.status >= 500 or outcome.status == 429,
+            error=outcome.status >= 500 or outcome.status == 429 or outcome.arm_degraded,
             ttft_ms=ttft * 1e3 if ttft is not None else None,
             tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None else None,
             e2e_ms=e2e * 1e3 if e2e is not None else None, cost_usd=outcome.cost_usd)
-        task = asyncio.get_running_loop().create_task(self._store.record(arm_outcome))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._spawn(self._store.record(arm_outcome))
 
     async def feedback(self, request_id: str, metric: str, value: float) -> dict[str, Any]:
+        if self._pending:  # exposures of requests answered a moment ago may still be in flight
+            await asyncio.gather(*self._pending, return_exceptions=True)
         exposure, recorded = await submit_feedback(self._store, self._specs, request_id, metric,
                                                    value)
         return {"request_id": request_id, "experiment": exposure.experiment,

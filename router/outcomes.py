@@ -32,6 +32,7 @@ class Outcome:
     cache: str = "bypass"
     experiment: str | None = None
     arm: str | None = None
+    arm_degraded: bool = False  # the arm's route could not serve; control's route did
     queue_s: float | None = None
     status: int = 200
     error_type: str | None = None

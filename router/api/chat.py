@@ -168,7 +168,7 @@ class ChatHandler:
     def _from_cache(self, entry: CachedEntry, prepared: Prepared, outcome: Outcome,
                     headers: dict[str, str], include_usage: bool) -> Response:
         now = self._clock()
-        headers["x-slorouter-model"] = entry.versions.model
+        headers["x-slorouter-model"] = entry.deployment or entry.versions.model
         outcome.first_content_at = now
         headers["server-timing"] = prepared.phases.header(None, now - outcome.arrived_at)
         return body_response(entry.body, stream=prepared.request.stream,
@@ -290,7 +290,7 @@ class _Finish:
             await self._claimed.succeeded(body, self._headers)
         generation = (outcome.ended_at if outcome.ended_at is not None
                       else time.perf_counter()) - outcome.arrived_at
-        await self._caching.store(self._plan, body, generation)
+        await self._caching.store(self._plan, body, generation, outcome.deployment or "")
 
     async def failed(self, error: BaseException | None) -> None:
         if self._claimed is not None:
@@ -313,6 +313,8 @@ def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]
     outcome.policy_version = prepared.decision.policy_version
     if prepared.assignment is not None:
         outcome.experiment, outcome.arm = prepared.assignment.experiment, prepared.assignment.arm
+        outcome.arm_degraded = (prepared.assignment.route.startswith("model:")
+                                and not prepared.decision.restricted)
         headers["x-slorouter-arm"] = f"{outcome.experiment}/{outcome.arm}"
     headers.update({
         "x-slorouter-task": prepared.labels.task,

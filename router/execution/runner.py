@@ -149,7 +149,9 @@ class Runner:
                                              code="unknown_commit") from err
                 if verdict.action == "give_up":
                     raise
-                if verdict.action == "next_candidate" or (verdict.retry_after_s and not last):
+                # With an alternate left, a transient failure moves on (the alternate is more
+                # likely to answer than the deployment that just failed); the last one retries.
+                if verdict.action == "next_candidate" or not last:
                     return None
                 if (verdict.retry_after_s or 0.0) > self._state.max_retry_wait_s:
                     return None

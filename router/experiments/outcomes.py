@@ -155,6 +155,10 @@ class OutcomeStore(Protocol):
         """Add an outcome to its arm and remember which arm served its request id."""
         ...
 
+    async def expose(self, request_id: str, exposure: Exposure) -> None:
+        """Remember a request's arm as soon as it is assigned (feedback may come first)."""
+        ...
+
     async def exposure(self, request_id: str) -> Exposure | None:
         """The experiment and arm that served `request_id`, if still remembered."""
         ...
@@ -291,8 +295,11 @@ class MemoryOutcomeStore:
     async def record(self, outcome: Outcome) -> None:
         for metric, value in outcome.values():
             self._add(outcome.experiment, outcome.arm, metric, value)
-        self._exposures[outcome.request_id] = Exposure(outcome.experiment, outcome.arm)
-        self._exposures.move_to_end(outcome.request_id)
+        await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
+
+    async def expose(self, request_id: str, exposure: Exposure) -> None:
+        self._exposures[request_id] = exposure
+        self._exposures.move_to_end(request_id)
         while len(self._exposures) > self._capacity:
             self._exposures.popitem(last=False)
 

@@ -99,8 +99,11 @@ class RedisOutcomeStore:
 
     async def record(self, outcome: Outcome) -> None:
         await self._add(outcome.experiment, outcome.arm, outcome.values())
-        payload = orjson.dumps({"experiment": outcome.experiment, "arm": outcome.arm})
-        await self._client.set(f"{self._prefix}:req:{outcome.request_id}", payload, ex=self._ttl)
+        await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
+
+    async def expose(self, request_id: str, exposure: Exposure) -> None:
+        payload = orjson.dumps({"experiment": exposure.experiment, "arm": exposure.arm})
+        await self._client.set(f"{self._prefix}:req:{request_id}", payload, ex=self._ttl)
 
     async def exposure(self, request_id: str) -> Exposure | None:
         raw = await self._client.get(f"{self._prefix}:req:{request_id}")

@@ -170,3 +170,14 @@ def test_eval_reports_load_and_version_changes_with_content(tmp_path: Path) -> N
     first.write_text(json.dumps({"suite": "x"}))
     with pytest.raises(ValueError):
         load_reports([first])
+
+
+def test_lognormal_quantile_matches_stored_levels_and_interpolates_between() -> None:
+    """Stored levels come back exactly; p88 lies between p50 and p90, nearer p90."""
+    from router.feedback import lognormal_quantile
+    from router.stats import Quantiles
+
+    q = Quantiles(1.0, 2.0, 2.5, 4.0)
+    assert abs(lognormal_quantile(q, 0.9) - 2.0) < 1e-6
+    assert abs(lognormal_quantile(q, 0.99) - 4.0) < 1e-6
+    assert 1.5 < lognormal_quantile(q, 0.88) < 2.0

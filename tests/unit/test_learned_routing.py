@@ -1,4 +1,4 @@
-"""Learned per-request routing inside the policy decision, on a router trained on real GSM8K rows."""
+"""Learned per-request routing in the policy decision, with a router trained on GSM8K rows."""
 
 from __future__ import annotations
 
@@ -34,8 +34,9 @@ def _prompts(count: int) -> list[str]:
 
 def _config(artifact: Path) -> str:
     models = load_artifact(artifact).rule.candidates
-    deployments = "".join(f"\n  - {{name: {m}-d, model: openai/{m}, input_price_per_mtok: "
-                          f"{i + 1}, output_price_per_mtok: {i + 1}}}" for i, m in enumerate(models))
+    deployments = "".join(
+        f"\n  - {{name: {m}-d, model: openai/{m}, input_price_per_mtok: {i + 1}, "
+        f"output_price_per_mtok: {i + 1}}}" for i, m in enumerate(models))
     model_list = "".join(f"\n  - {{name: {m}, deployments: [{m}-d]}}" for m in models)
     return f"""version: 1
 deployments:{deployments}

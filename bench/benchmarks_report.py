@@ -153,6 +153,22 @@ def comparisons(targets: list[Running], rates: list[float], stream: bool) -> lis
     return lines
 
 
+def caveat(meta: dict[str, str]) -> list[str]:
+    """A warning when other jobs loaded the machine beyond its cores during the run."""
+    loads = [float(x) for x in (meta["load_before"] + " " + meta["load_after"]).split()]
+    cpus = int(meta["machine"].split()[0])
+    if max(loads) <= cpus:
+        return []
+    return ["## Reading these numbers", "",
+            f"The load average reached {max(loads):.1f} on {cpus} CPUs during this run (other "
+            "engineers' jobs). The gateways, the simulator and the load generator competed with "
+            "them for CPU, so: absolute latencies are inflated; differences of a few ms at p50 "
+            "and of tens of ms at p99 between two slorouter configurations are within run-to-run "
+            "noise (telemetry on minus off changes sign from rate to rate); CPU ms/req at low "
+            "rates is dominated by the process's fixed background work spread over few "
+            "requests. Rerun on a quiet machine before quoting a number.", ""]
+
+
 def telemetry_section(rows: list[tuple[str, float]]) -> list[str]:
     return ["## Telemetry CPU cost (in-process)", "",
             "`python -m bench.suite telemetry-cost`, run right after the sweep: CPU time the "
@@ -200,6 +216,7 @@ def render(targets: list[Running], rates: list[float], modes: list[bool], meta: 
                 + ", ".join(f"{r.target.name} {_f(max_rate(r, stream), 0)}"
                             for r in targets if r.target.kind != "direct"), "",
                 "Comparisons:", "", *(comparisons(targets, rates, stream) or ["- none"]), ""]
+    out += caveat(meta)
     out += extra if extra is not None else []
     out += ["## Commands", "", "```", command,
             "# the default open-loop mix against one target (under 5 minutes on 2 cores):",

@@ -10,7 +10,11 @@ Two clocks per request, both printed as p50/p99 in milliseconds:
 - **router**: the `total` of the router's `server-timing` header, from the handler's start to
   the response body being ready (what "at the router" means in the acceptance target);
 - **client**: wall clock at the caller (httpx over loopback), which adds HTTP parsing, the
-  ASGI server and the client itself.
+  ASGI server and the client itself. `GET /healthz`, sent after each hit on the same
+  connection, is the floor of any request at the client on this machine at this load.
+
+The router's `server-timing` phases of the hits are printed too (`other` = total minus the
+named phases: auth, body parsing, admission, idempotency, building the response).
 
     .venv/bin/python bench/cache_hit.py [--hits 2000] [--misses 200]
 
@@ -53,6 +57,7 @@ TARGET_P99_MS = 2.0
 class Samples:
     router_ms: list[float] = field(default_factory=list)
     client_ms: list[float] = field(default_factory=list)
+    phases_ms: dict[str, list[float]] = field(default_factory=dict)  # server-timing phases
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -60,12 +65,15 @@ def pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def server_total_ms(header: str) -> float:
+def server_timing_ms(header: str) -> dict[str, float]:
+    """`classify;dur=0.4, ..., total;dur=1.2` -> {"classify": 0.4, ..., "total": 1.2}."""
+    phases: dict[str, float] = {}
     for part in header.split(","):
         name, _, duration = part.strip().partition(";dur=")
-        if name == "total":
-            return float(duration)
-    raise ValueError(f"no total in server-timing: {header!r}")
+        phases[name] = float(duration)
+    if "total" not in phases:
+        raise ValueError(f"no total in server-timing: {header!r}")
+    return phases
 
 
 def timed(client: httpx.Client, body: dict[str, object], expect: str, into: Samples) -> None:
@@ -77,14 +85,19 @@ def timed(client: httpx.Client, body: dict[str, object], expect: str, into: Samp
         labels = {k: v for k, v in response.headers.items() if k.startswith("x-slorouter")}
         raise RuntimeError(f"expected a 200 {expect}, got {response.status_code} {status}: "
                            f"{labels} {response.text[:200]}")
-    into.router_ms.append(server_total_ms(response.headers["server-timing"]))
+    phases = server_timing_ms(response.headers["server-timing"])
+    into.router_ms.append(phases["total"])
+    phases["other"] = phases["total"] - sum(v for k, v in phases.items() if k != "total")
+    for name, duration in phases.items():
+        into.phases_ms.setdefault(name, []).append(duration)
     into.client_ms.append(elapsed_ms)
 
 
-def measure(router: Running, hits: int, misses: int) -> tuple[Samples, Samples]:
+def measure(router: Running, hits: int, misses: int) -> tuple[Samples, Samples, Samples]:
+    """Misses, hits, and `GET /healthz` interleaved with the hits (the HTTP floor)."""
     bodies = [{"model": "det", "messages": unique_messages("bench"), "temperature": 0}
               for _ in range(misses)]
-    miss, hit = Samples(), Samples()
+    miss, hit, floor = Samples(), Samples(), Samples()
     with httpx.Client(base_url=router.base_url, timeout=30) as client:
         for body in bodies:
             timed(client, body, "miss", miss)
@@ -92,7 +105,10 @@ def measure(router: Running, hits: int, misses: int) -> tuple[Samples, Samples]:
             timed(client, body, "hit", Samples())
         for i in range(hits):
             timed(client, bodies[i % misses], "hit", hit)
-    return miss, hit
+            started = time.perf_counter()
+            client.get("/healthz").raise_for_status()
+            floor.client_ms.append((time.perf_counter() - started) * 1000)
+    return miss, hit, floor
 
 
 def row(label: str, columns: Sequence[Samples], pick: str, q: float) -> str:
@@ -106,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--misses", type=int, default=200)
     args = parser.parse_args(argv)
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    results: dict[str, tuple[Samples, Samples]] = {}
+    results: dict[str, tuple[Samples, Samples, Samples]] = {}
     with tempfile.TemporaryDirectory(prefix="cache-hit-") as tmp:
         base = Path(tmp)
         sim = start_simulator(base, SIM_MODELS)
@@ -135,8 +151,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for pick, label in (("router_ms", "router"), ("client_ms", "client")):
         for q, name in ((0.5, "p50"), (0.99, "p99")):
             print(row(f"{label} {name}", columns, pick, q))
+    floors = [results["disk"][2], results["redis"][2]]
+    for q, name in ((0.5, "p50"), (0.99, "p99")):
+        print(row(f"client /healthz {name}", floors, "client_ms", q))
     print(f"{'router mean':<22}" + "".join(f"{statistics.fmean(s.router_ms):>14.2f}"
                                             for s in columns))
+    print("hit phases at the router (server-timing), p50 / p99 ms:")
+    for backend in ("disk", "redis"):
+        phases = results[backend][1].phases_ms
+        print(f"  {backend:<6}" + "  ".join(
+            f"{name} {pct(v, 0.5):.2f}/{pct(v, 0.99):.2f}" for name, v in phases.items()))
     worst = max(pct(results[b][1].router_ms, 0.99) for b in ("disk", "redis"))
     verdict = "met" if worst < TARGET_P99_MS else "NOT met"
     print(f"target: hit p99 at the router < {TARGET_P99_MS} ms with both backends: {verdict} "

@@ -64,14 +64,18 @@ class Experiments:
         if outcome.experiment is None or outcome.arm is None:
             return
         ttft, e2e = outcome.ttft_s, outcome.e2e_s
+        if outcome.arm_degraded:  # control's route answered: only the arm's failure counts
+            ttft = e2e = None
         # An arm whose route could not serve (its model unavailable) was answered by control's
         # route; for the experiment that is the arm failing, so its guardrails can stop it.
         arm_outcome = ArmOutcome(
             experiment=outcome.experiment, arm=outcome.arm, request_id=outcome.request_id,
             error=outcome.status >= 500 or outcome.status == 429 or outcome.arm_degraded,
             ttft_ms=ttft * 1e3 if ttft is not None else None,
-            tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None else None,
-            e2e_ms=e2e * 1e3 if e2e is not None else None, cost_usd=outcome.cost_usd)
+            tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None and e2e is not None
+            else None,
+            e2e_ms=e2e * 1e3 if e2e is not None else None,
+            cost_usd=None if outcome.arm_degraded else outcome.cost_usd)
         self._spawn(self._store.record(arm_outcome))
 
     async def feedback(self, request_id: str, metric: str, value: float) -> dict[str, Any]:
@@ -89,7 +93,7 @@ class Experiments:
                                          resamples=400)).model_dump(mode="json")
                 for spec in specs]
 
-    async def guard(self, interval_s: float = 2.0) -> None:
+    async def guard(self, interval_s: float = 0.5) -> None:
         """Evaluate guardrails forever; halted arms stop receiving traffic at once."""
         while True:
             await self.check_guardrails()

@@ -315,6 +315,8 @@ def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]
         outcome.experiment, outcome.arm = prepared.assignment.experiment, prepared.assignment.arm
         outcome.arm_degraded = (prepared.assignment.route.startswith("model:")
                                 and not prepared.decision.restricted)
+        if outcome.arm_degraded:
+            headers["x-slorouter-arm-degraded"] = "true"
         headers["x-slorouter-arm"] = f"{outcome.experiment}/{outcome.arm}"
     headers.update({
         "x-slorouter-task": prepared.labels.task,

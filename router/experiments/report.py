@@ -163,7 +163,7 @@ def build_report(
     spec: ExperimentSpec, data: ExperimentData, analysis: Analysis, *, now: datetime
 ) -> ExperimentReport:
     """The report of one snapshot; halts found by `analysis` but not yet stored are flagged."""
-    halted = data.halted | {h.arm for h in analysis.new_halts}
+    halted = data.halted  # only stored halts: a pending one does not stop traffic yet
     halts = [_halt_report(h, True) for h in data.halts]
     halts += [_halt_report(h, False) for h in analysis.new_halts]
     return ExperimentReport(

@@ -1,4 +1,5 @@
-"""Command-line entry points of the evals area: `eval replay`, `eval transfer`, `train-router`.
+"""Command-line entry points of the evals area: `eval replay`, `eval transfer`, `eval run`
+(in `evals.run.cli`), `train-router`.
 
 `add_parser` registers `eval` (a group: other `eval ...` commands are added to `EVAL_COMMANDS`
 beside `replay`) and `train-router`. Handlers import their heavy modules lazily and return an exit
@@ -24,6 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     EVAL_SUBPARSERS["eval"] = inner
     _add_replay(inner)
     _add_transfer(inner)
+    _add_run(inner)
     _add_train(subparsers)
 
 
@@ -45,6 +47,12 @@ def _add_replay(inner: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--jobs", type=int, default=2, help="parallel folds (two-model replay)")
     _add_floor_args(p)
     p.set_defaults(func=replay_handler)
+
+
+def _add_run(inner: argparse._SubParsersAction[Any]) -> None:
+    from evals.run.cli import add_run
+
+    add_run(inner)
 
 
 def _add_transfer(inner: argparse._SubParsersAction[Any]) -> None:

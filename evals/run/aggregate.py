@@ -1,0 +1,79 @@
+"""From graded outcomes to the `EvalReport` the router reads, plus a readable run summary.
+
+Per logical model x task x metric: the mean score, n (failed calls count as failures, so n is
+the number of items sent), and the Wilson 95 % score interval. Pure: the run's date comes in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+from evals.metrics import wilson_interval
+from evals.run.runner import Outcome
+from evals.run.suite import Suite
+from policies.eval_report import EvalReport, EvalResult
+
+Key = tuple[str, str, str]  # model, task, metric
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One model x task x metric of a run, with its failed calls by kind."""
+
+    model: str
+    task: str
+    metric: str
+    mean: float
+    n: int
+    lower: float
+    upper: float
+    errors: dict[str, int]
+
+
+def cells(outcomes: Iterable[Outcome]) -> list[Cell]:
+    """Aggregate outcomes per (model, task, metric), in first-seen order."""
+    groups: dict[Key, list[Outcome]] = defaultdict(list)
+    for outcome in outcomes:
+        groups[(outcome.model, outcome.task, outcome.metric)].append(outcome)
+    found = []
+    for (model, task, metric), group in groups.items():
+        total = sum(o.score for o in group)
+        lower, upper = wilson_interval(total, len(group))
+        errors = Counter(o.error for o in group if o.error is not None)
+        found.append(Cell(model, task, metric, total / len(group), len(group), lower, upper,
+                          dict(sorted(errors.items()))))
+    return found
+
+
+def suite_label(suites: Sequence[Suite]) -> tuple[str, str]:
+    """The report's suite name and version: one suite's own, or several joined by `+`."""
+    return "+".join(s.name for s in suites), "+".join(s.version for s in suites)
+
+
+def build_report(suites: Sequence[Suite], found: Sequence[Cell], created: str) -> EvalReport:
+    name, version = suite_label(suites)
+    results = tuple(
+        EvalResult.model_validate({
+            "model": c.model, "task": c.task, "metric": c.metric, "mean": round(c.mean, 6),
+            "n": c.n, "lower": round(c.lower, 6), "upper": round(c.upper, 6), "method": "wilson",
+        })
+        for c in found)
+    return EvalReport(suite=name, suite_version=version, created=created, results=results)
+
+
+def summary_text(found: Sequence[Cell]) -> str:
+    """A table: model, task, mean with its interval, n, failed calls."""
+    lines = [f"{'model':<16} {'task':<20} {'mean':>6} {'95% Wilson':>15} {'n':>5}  errors"]
+    for c in found:
+        errors = ", ".join(f"{k} {v}" for k, v in c.errors.items()) or "-"
+        lines.append(f"{c.model:<16} {c.task:<20} {c.mean:>6.3f} "
+                     f"[{c.lower:.3f}, {c.upper:.3f}] {c.n:>5}  {errors}")
+    return "\n".join(lines)
+
+
+def details_jsonl(outcomes: Iterable[Outcome]) -> str:
+    """One JSON line per graded item (for debugging a suite or a grader)."""
+    return "".join(json.dumps(asdict(o), ensure_ascii=False) + "\n" for o in outcomes)

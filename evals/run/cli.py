@@ -1,0 +1,130 @@
+"""`slorouter eval run`: run suites against a config's logical models, write an eval report.
+
+    slorouter eval run --config CONFIG --suite FILE [--suite FILE ...] [--models m1,m2]
+        [--concurrency N] [--timeout S] [--judge-model M] [--out report.json]
+        [--details items.jsonl] [--max-error-rate F]
+
+Deployments, secrets (`env:` references) and `${VAR}` addresses come from the config and the
+environment, as for `slorouter serve`. The report goes to `--out` (else stdout), the summary
+table to stderr. Exit codes: 0 ok, 1 more failed calls than `--max-error-rate` allows (the
+report is still written), 2 bad input (config, suite, model names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from evals.run.suite import JudgeGrader, Suite
+
+
+def add_run(inner: argparse._SubParsersAction[Any]) -> None:
+    """Register `eval run` beside `eval replay`."""
+    p = inner.add_parser("run", help="run eval suites against live deployments, write a report")
+    p.add_argument("--config", required=True, type=Path, help="router config (YAML)")
+    p.add_argument("--suite", required=True, type=Path, action="append",
+                   help="suite file (repeatable: one report for all)")
+    p.add_argument("--models", default=None, help="logical models, comma-separated (default: all)")
+    p.add_argument("--concurrency", type=int, default=8, help="calls in flight (default 8)")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per call (default: the deployment's timeout_s)")
+    p.add_argument("--judge-model", default=None, help="logical model that judges (overrides "
+                                                       "the suite's judge.model)")
+    p.add_argument("--out", type=Path, default=None, help="report JSON (default: stdout)")
+    p.add_argument("--details", type=Path, default=None, help="per-item results (JSONL)")
+    p.add_argument("--max-error-rate", type=float, default=1.0,
+                   help="exit 1 when the share of failed calls exceeds this (default 1.0)")
+    p.set_defaults(func=run_handler)
+
+
+class InputError(ValueError):
+    """Bad command-line input: the message says what and where."""
+
+
+def _judges(suites: list[Suite], override: str | None, models: set[str]) -> dict[str, str]:
+    judges = {}
+    for suite in suites:
+        graders = [suite.grader, *(i.grader for i in suite.items if i.grader is not None)]
+        if not any(isinstance(g, JudgeGrader) for g in graders):
+            continue
+        name = override if override is not None else (suite.judge.model if suite.judge else None)
+        if name is None:
+            raise InputError(f"suite {suite.name} needs a judge: set judge.model or --judge-model")
+        if name not in models:
+            raise InputError(f"judge model {name!r} is not a model of the config")
+        judges[suite.name] = name
+    return judges
+
+
+def build_plan(args: argparse.Namespace, environ: dict[str, str]) -> Any:
+    """Config + suites + arguments -> `RunPlan`; raises InputError on any bad input."""
+    from evals.run.runner import RunPlan
+    from evals.run.suite import SuiteError, load_suite
+    from policies.loader import PolicyValidationError, load_config_file
+    from router.errors import ConfigError
+    from router.providers.litellm_adapter import default_prices
+    from router.runtime_config import resolve
+
+    try:
+        config = load_config_file(args.config, environ)
+        runtime = resolve(config, environ, default_prices)
+        suites = [load_suite(path) for path in args.suite]
+    except (OSError, PolicyValidationError, ConfigError, SuiteError) as exc:
+        raise InputError(str(exc)) from exc
+    known = set(runtime.models)
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models \
+        else tuple(runtime.models)
+    unknown = [m for m in models if m not in known]
+    if unknown or not models:
+        raise InputError(f"unknown models {unknown}; the config has {sorted(known)}")
+    if args.concurrency < 1:
+        raise InputError("--concurrency must be at least 1")
+    deployments = {name: tuple(runtime.deployments[d] for d in names)
+                   for name, names in runtime.models.items()}
+    return RunPlan(tuple(suites), models, deployments, _judges(suites, args.judge_model, known),
+                   args.concurrency, args.timeout)
+
+
+async def _execute(plan: Any) -> list[Any]:
+    from evals.run.calls import Callers
+    from evals.run.runner import run_plan
+
+    callers = Callers.create()
+    try:
+        return await run_plan(plan, callers)
+    finally:
+        await callers.close()
+
+
+def run_handler(args: argparse.Namespace) -> int:
+    """`slorouter eval run`."""
+    from evals.run.aggregate import build_report, cells, details_jsonl, summary_text
+
+    try:
+        plan = build_plan(args, dict(os.environ))
+    except InputError as exc:
+        sys.stderr.write(f"slorouter eval run: {exc}\n")
+        return 2
+    outcomes = asyncio.run(_execute(plan))
+    found = cells(outcomes)
+    created = datetime.now(UTC).isoformat(timespec="seconds")
+    report = build_report(plan.suites, found, created)
+    text = report.model_dump_json(indent=2) + "\n"
+    if args.out is not None:
+        args.out.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    if args.details is not None:
+        args.details.write_text(details_jsonl(outcomes), encoding="utf-8")
+    sys.stderr.write(summary_text(found) + "\n")
+    failed = sum(1 for o in outcomes if o.error is not None)
+    if failed > args.max_error_rate * len(outcomes):
+        sys.stderr.write(f"slorouter eval run: {failed} of {len(outcomes)} calls failed, over "
+                         f"--max-error-rate {args.max_error_rate:g}\n")
+        return 1
+    return 0

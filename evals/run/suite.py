@@ -1,0 +1,218 @@
+"""The eval suite file: what to ask, how to grade it, and for which task the result counts.
+
+A suite is a YAML (or JSON) mapping validated here with `extra="forbid"`: name, version, task,
+metric, the grader (a discriminated union on `type`), optional judge settings, extra request
+fields, and the items, inline (`items`) or in a JSONL file (`items_file`, relative to the suite
+file, `.gz` allowed). An item holds a `prompt` or `messages`, the `expected` value, and may
+override the grader. `expect_marker: true` makes a simulator variant: the runner appends
+`<<expect:VALUE>>` (the item's `simulated_answer`, else `expected`) to the last user message.
+Loading only reads and validates; nothing here sends a request.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from jsonschema import Draft202012Validator, SchemaError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from policies.labels import Task
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExactGrader(_Frozen):
+    """Pass when the answer equals the expected text (after strip, optionally case-folded)."""
+
+    type: Literal["exact"] = "exact"
+    case_sensitive: bool = False
+
+
+class ChoiceGrader(_Frozen):
+    """Pass when the first standalone letter A-E of the answer is the expected letter."""
+
+    type: Literal["choice"] = "choice"
+    letters: str = Field(default="ABCDE", min_length=2)
+
+
+class NumericGrader(_Frozen):
+    """Pass when the last number in the answer is within tolerance of the expected number."""
+
+    type: Literal["numeric"] = "numeric"
+    abs_tol: float = Field(default=1e-6, ge=0)
+    rel_tol: float = Field(default=0.0, ge=0)
+
+
+class RegexGrader(_Frozen):
+    """Pass when the pattern (the grader's, else the item's `expected`) is found in the answer."""
+
+    type: Literal["regex"] = "regex"
+    pattern: str | None = None
+    ignore_case: bool = False
+    full_match: bool = False
+
+
+class JsonSchemaGrader(_Frozen):
+    """Pass when the answer (or its fenced ```json block) is JSON valid against the schema."""
+
+    type: Literal["json_schema"] = "json_schema"
+    json_schema: dict[str, Any] = Field(alias="schema")
+
+    @field_validator("json_schema")
+    @classmethod
+    def _valid_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise ValueError(f"invalid JSON schema: {exc.message}") from exc
+        return schema
+
+
+class JudgeGrader(_Frozen):
+    """Ask the suite's judge model; the rubric is the item-independent part of its prompt."""
+
+    type: Literal["judge"] = "judge"
+    rubric: str = Field(min_length=1)
+
+
+GraderSpec = (ExactGrader | ChoiceGrader | NumericGrader | RegexGrader | JsonSchemaGrader
+              | JudgeGrader)
+Grader = Annotated[GraderSpec, Field(discriminator="type")]
+
+
+class JudgeSettings(_Frozen):
+    """How the judge is asked and how its reply is read."""
+
+    model: str | None = None  # a logical model of the config; `--judge-model` overrides
+    verdict: Literal["pass_fail", "score"] = "pass_fail"
+    max_score: float = Field(default=10.0, gt=0)
+    pass_score: float = Field(default=7.0, ge=0)
+    max_tokens: int = Field(default=256, ge=1)
+
+
+class Message(_Frozen):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Item(_Frozen):
+    id: str = Field(min_length=1)
+    prompt: str | None = None
+    messages: tuple[Message, ...] | None = None
+    expected: str | None = None
+    simulated_answer: str | None = None
+    grader: Grader | None = None
+
+    @model_validator(mode="after")
+    def _one_input(self) -> Item:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("an item needs exactly one of `prompt` and `messages`")
+        if self.messages is not None and not any(m.role == "user" for m in self.messages):
+            raise ValueError("`messages` needs at least one user message")
+        return self
+
+
+class Suite(_Frozen):
+    name: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    task: Task
+    metric: str = Field(default="accuracy", min_length=1)
+    description: str = ""
+    source: str = ""
+    system: str | None = None
+    prompt_template: str = "{prompt}"
+    request: dict[str, Any] = Field(default_factory=dict)
+    grader: Grader
+    judge: JudgeSettings | None = None
+    expect_marker: bool = False
+    items_file: str | None = None
+    items: tuple[Item, ...] = ()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Suite:
+        if "{prompt}" not in self.prompt_template:
+            raise ValueError("`prompt_template` must contain {prompt}")
+        forbidden = sorted({"messages", "model", "stream"} & set(self.request))
+        if forbidden:
+            raise ValueError(f"`request` may not set {forbidden}")
+        graders = [self.grader, *(i.grader for i in self.items if i.grader is not None)]
+        if any(g.type == "judge" for g in graders) and self.judge is None:
+            raise ValueError("a judge grader needs the suite's `judge` settings")
+        return self
+
+
+class SuiteError(ValueError):
+    """The suite file cannot be read or is invalid; the message lists every problem."""
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _problems(error: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                     for e in error.errors())
+
+
+def load_suite(path: Path) -> Suite:
+    """Read, validate and inline a suite file (its `items_file` joins `items`)."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise SuiteError(f"{path}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise SuiteError(f"{path}: a suite file holds a mapping at the top level")
+    items = list(raw.get("items") or [])
+    if raw.get("items_file"):
+        try:
+            items += _read_jsonl(path.parent / str(raw["items_file"]))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SuiteError(f"{path}: items_file: {exc}") from exc
+    try:
+        suite = Suite.model_validate({**raw, "items": items})
+    except ValidationError as exc:
+        raise SuiteError(f"{path}: {_problems(exc)}") from exc
+    if not suite.items:
+        raise SuiteError(f"{path}: the suite has no items")
+    duplicates = sorted(name for name, n in Counter(i.id for i in suite.items).items() if n > 1)
+    if duplicates:
+        raise SuiteError(f"{path}: duplicate item ids {duplicates[:5]}")
+    return suite
+
+
+def item_messages(suite: Suite, item: Item) -> list[dict[str, str]]:
+    """The chat messages sent for an item (with the expect marker in simulator suites)."""
+    if item.messages is not None:
+        messages = [{"role": m.role, "content": m.content} for m in item.messages]
+    else:
+        messages = [{"role": "user",
+                     "content": suite.prompt_template.replace("{prompt}", item.prompt or "")}]
+    if suite.system is not None and messages[0]["role"] != "system":
+        messages.insert(0, {"role": "system", "content": suite.system})
+    if suite.expect_marker:
+        value = item.simulated_answer if item.simulated_answer is not None else item.expected
+        last = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        messages[last] = {**messages[last],
+                          "content": f"{messages[last]['content']}\n<<expect:{value or ''}>>"}
+    return messages
+
+
+def grader_of(suite: Suite, item: Item) -> GraderSpec:
+    """The item's grader, else the suite's."""
+    return item.grader if item.grader is not None else suite.grader

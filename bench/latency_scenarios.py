@@ -10,7 +10,7 @@ TTFT p50/p95, then a summary line per acceptance item. Scenarios (the same code 
   2 s; A restored (until A holds the majority or 60 s); A failing 50% of its requests.
 - `prefill`: `cheap` (0.3 ms/token prefill) vs `long` (0.02 ms/token, pricier), SLO TTFT p95
   <= 1 s: 8 s of short prompts, then 8k-token prompts interleaved with short ones;
-  `prefill-cold`: the same on a fresh router whose first eight requests are 8k tokens long.
+  `prefill-cold`: the same on a fresh router whose first sixteen requests are 8k tokens long.
 - `slo`: a task whose TTFT target (100 ms) no candidate meets: `GET /v1/slo` after the traffic.
 - `replicas`: two replicas sharing statistics through Redis; one learns A slowed, the other
   is asked; then Redis is killed and `/readyz` is read.
@@ -201,7 +201,7 @@ SCENARIOS: dict[str, Callable[[Services, StatsKnobs, argparse.Namespace], None]]
     "shift": lambda s, k, a: shift(s, k, ShiftPlan(rate=a.rate)),
     "prefill": lambda s, k, a: prefill(s, k, PrefillPlan(), "prefill, warm service"),
     "prefill-cold": lambda s, k, a: prefill(
-        s, k, PrefillPlan(short_only_s=0.0, long_burst=8, measure_s=10.0),
+        s, k, PrefillPlan(short_only_s=0.0, long_burst=16, warmup_s=6.0, measure_s=12.0),
         "prefill, cold service"),
     "slo": lambda s, k, a: slo(s, k, 40),
     "replicas": lambda s, k, a: replicas(s, k, ReplicaPlan()),

@@ -4,7 +4,7 @@ Two deployments serve `chat` under SLO TTFT p95 <= 1 s: `cheap` (half the price,
 + 0.3 ms per prompt token: ~2.5 s at 8k tokens) and `long` (TTFT 250 ms + 0.02 ms per token:
 ~0.4 s at 8k). Only `long` meets the SLO for 8k-token prompts; both meet it for short ones,
 where `cheap` is cheaper. Two routers: a *warm* one (8 s of short prompts, then every second
-request 8k tokens long) and a *cold* one hit by a burst of eight 8k-token prompts first. The
+request 8k tokens long) and a *cold* one hit by sixteen 8k-token prompts first. The
 warm router's `summarization` task has an SLO no one can meet (TTFT p95 <= 100 ms): `GET
 /v1/slo` must say so while requests are still answered.
 """
@@ -43,9 +43,13 @@ LONG = Dep("long", "model-long", price_in=2.0, price_out=4.0)
 CHAT_SLO = Slo(ttft_p95_ms=1000, availability=0.99)
 IMPOSSIBLE_TTFT_MS = 100.0  # both answer in >= 150 ms
 IMPOSSIBLE = Slo(ttft_p95_ms=IMPOSSIBLE_TTFT_MS, availability=0.99)
-WARM = PrefillPlan(short_only_s=8.0, long_burst=0, warmup_s=8.0, measure_s=12.0)
-COLD = PrefillPlan(short_only_s=0.0, long_burst=8, warmup_s=8.0, measure_s=10.0)
-ROUTED_SHARE = 0.90  # of long prompts to `long`, of short prompts to `cheap`
+WARM = PrefillPlan(short_only_s=6.0, long_burst=0, warmup_s=6.0, measure_s=12.0)
+# Cold: the first 16 requests (4 s) are all long, so `cheap` has answered several of them
+# before the first short prompt arrives, whatever the scheduling jitter.
+COLD = PrefillPlan(short_only_s=0.0, long_burst=16, warmup_s=6.0, measure_s=12.0)
+# Of long prompts to `long`, of short prompts to `cheap`: 3% exploration may send a few of the
+# ~24 measured prompts of each kind elsewhere.
+ROUTED_SHARE = 0.85
 SLO_REQUESTS, SLO_RATE = 40, 8.0
 COLD_START = ("cheap's short-prompt TTFT is predicted from its 8k-prompt answers: a TTFT model "
               "fitted on one prompt size has slope 0 and predicts ~2.5 s at every size "
@@ -106,14 +110,14 @@ def _measured(run: Run, plan: PrefillPlan, label: str) -> list[Any]:
 
 
 def test_long_prompts_go_to_the_lower_prefill_slope(warm: tuple[Run, str]) -> None:
-    """After a warm-up, >= 90% of 8k-token prompts go to the one deployment whose predicted
+    """After a warm-up, >= 85% of 8k-token prompts go to the one deployment whose predicted
     TTFT p95 at that length meets the SLO, although it costs more."""
     run, text = warm
     assert share(_measured(run, WARM, "long"), LONG.name) >= ROUTED_SHARE, text
 
 
 def test_short_prompts_keep_going_to_the_cheaper_deployment(warm: tuple[Run, str]) -> None:
-    """Meanwhile >= 90% of short prompts still go to the cheaper deployment."""
+    """Meanwhile >= 85% of short prompts still go to the cheaper deployment."""
     run, text = warm
     assert share(_measured(run, WARM, "short"), CHEAP.name) >= ROUTED_SHARE, text
 
@@ -129,7 +133,7 @@ def test_long_prompts_meet_the_ttft_slo_once_routed(warm: tuple[Run, str]) -> No
 def test_long_prompts_leave_the_steep_deployment_after_a_cold_burst(
         cold: tuple[Run, str]) -> None:
     """On a cold service whose first requests are 8k-token prompts, long prompts still end up
-    on the lower prefill slope (>= 90% of them once measured)."""
+    on the lower prefill slope (>= 85% of them once measured)."""
     run, text = cold
     assert share(_measured(run, COLD, "long"), LONG.name) >= ROUTED_SHARE, text
 

@@ -36,7 +36,7 @@ from tests.feedback.scenarios import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PLAN = ShiftPlan()
+PLAN = ShiftPlan(steady_s=8.0, slow_s=18.0, majority_hold_s=4.0, fail_s=13.0)
 A, B = Dep("dep-a", "model-a"), Dep("dep-b", "model-b")
 SLO = Slo(ttft_p95_ms=1000, availability=0.99)
 STEADY_SHARE = 0.80  # A's share while it is the faster one

@@ -3,7 +3,8 @@
 `exact`, `choice` (the answer's letter: "Answer: B", "(B)", else the first standalone letter),
 `numeric` (the last number in the answer, commas and `$` ignored, within tolerance), `regex`
 (search, or full match), `json_schema` (the answer, or its fenced ```json block, or its outermost
-braces, parsed and validated with the `jsonschema` package). The LLM judge needs a call, so it
+braces, as the grader's `extract` allows, validated with the `jsonschema` package, which the
+lock file already installs). The LLM judge needs a call, so it
 lives in `judge` and the runner; `grade` refuses it.
 """
 
@@ -62,12 +63,14 @@ def choice_letter(answer: str, letters: str) -> str | None:
     return standalone.group(1) if standalone else None
 
 
-def extract_json(answer: str) -> Any:
-    """The JSON value in an answer; raises ValueError when there is none."""
-    candidates = [m.group(1) for m in _FENCED.finditer(answer)] + [answer.strip()]
+def extract_json(answer: str, mode: str = "fenced") -> Any:
+    """The JSON value in an answer (`whole`, `fenced`, `embedded`); ValueError when none."""
+    candidates = [answer.strip()]
+    if mode in ("fenced", "embedded"):
+        candidates += [m.group(1) for m in _FENCED.finditer(answer)]
     for opener, closer in (("{", "}"), ("[", "]")):
         start, end = answer.find(opener), answer.rfind(closer)
-        if 0 <= start < end:
+        if mode == "embedded" and 0 <= start < end:
             candidates.append(answer[start:end + 1])
     for text in candidates:
         try:
@@ -111,7 +114,7 @@ def _regex(spec: RegexGrader, answer: str, expected: str) -> Grade:
 
 def _json_schema(spec: JsonSchemaGrader, answer: str) -> Grade:
     try:
-        value = extract_json(answer)
+        value = extract_json(answer, spec.extract)
     except ValueError as exc:
         return Grade(0.0, str(exc))
     errors = sorted(Draft202012Validator(spec.json_schema).iter_errors(value), key=str)

@@ -67,10 +67,15 @@ class RegexGrader(_Frozen):
 
 
 class JsonSchemaGrader(_Frozen):
-    """Pass when the answer (or its fenced ```json block) is JSON valid against the schema."""
+    """Pass when the answer is JSON valid against the schema.
+
+    `extract`: `whole` (the answer is JSON), `fenced` (or a ```json block), `embedded` (or the
+    outermost braces/brackets inside prose).
+    """
 
     type: Literal["json_schema"] = "json_schema"
     json_schema: dict[str, Any] = Field(alias="schema")
+    extract: Literal["whole", "fenced", "embedded"] = "fenced"
 
     @field_validator("json_schema")
     @classmethod

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from policies.experiments.schema import ExperimentSpec
 from policies.labels import Risk, Task
+from policies.telemetry import TelemetrySettings
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
 Name = Annotated[str, Field(pattern=_NAME)]
@@ -230,3 +231,4 @@ class RouterConfig(Frozen):
     server: ServerSpec = ServerSpec()
     policies: PoliciesSpec | None = None
     experiments: tuple[ExperimentSpec, ...] = ()
+    telemetry: TelemetrySettings | None = None  # None: from SLOROUTER_TELEMETRY_* / OTEL_* env

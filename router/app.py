@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cache.policy import CacheRule
+from router import gauges
 from router.admission import AdmissionController
 from router.api.chat import ChatHandler
 from router.api.errors import error_response
@@ -49,6 +50,7 @@ from router.reliability import admission_controller, execution_state
 from router.runtime_config import RuntimeConfig
 from router.slo import SloTracker
 from router.stats import LocalStatsStore, StatsConfig, StatsStore
+from router.telemetry.setup import Telemetry
 
 
 def build_app(config: RuntimeConfig, classifier: Classifier,
@@ -58,7 +60,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
               idempotency: IdempotencyStore | None = None,
               caching: ResultCaching | None = None,
               stats: StatsStore | None = None,
-              experiments: Experiments | None = None) -> FastAPI:
+              experiments: Experiments | None = None,
+              telemetry: Telemetry | None = None) -> FastAPI:
     server = config.source.server
     execution = execution_state(server.reliability)
     breakers = execution.breakers
@@ -74,11 +77,16 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
                             hedge_delay=HedgeDelays(store, server.reliability.hedge_percentile),
                             load=execution.in_flight,
                             assign_arm=trials.assign if trials.active else None)
+    observers = [*sinks, StatsSink(store, slo), trials]
+    if telemetry is not None:
+        observers.append(telemetry.sink)
+        gauges.register(telemetry.metrics, breakers, slo)
     chat = ChatHandler(
-        pipeline, FanOut([*sinks, StatsSink(store, slo), trials]),
+        pipeline, FanOut(observers),
         admission if admission is not None else admission_controller(server.reliability),
         idempotency if idempotency is not None else MemoryIdempotencyStore(time.monotonic),
-        caching if caching is not None else ResultCaching(None, CacheRule(False)))
+        caching if caching is not None else ResultCaching(None, CacheRule(False)),
+        tracer=telemetry.start_trace if telemetry is not None else None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -100,6 +108,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
                 await stop()
             for provider in providers.values():
                 await provider.aclose()
+            if telemetry is not None:
+                telemetry.shutdown()
 
     async def slo_state(_: Request) -> Response:
         return Response(orjson.dumps(slo.snapshot().model_dump(mode="json")),
@@ -121,6 +131,9 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     app.add_route("/v1/health/deployments", deployments_health(breakers), methods=["GET"])
     app.add_route("/readyz", readyz_endpoint([*checks, stats_ready], config.version),
                   methods=["GET"])
+    endpoint = telemetry.metrics_endpoint if telemetry is not None else None
+    if endpoint is not None:
+        app.add_route("/metrics", endpoint, methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
     return app
 

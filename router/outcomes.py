@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from router.execution.attempt import AttemptRecord
+from router.telemetry.context import TraceContext
 
 log = logging.getLogger("slorouter.outcome")
 
@@ -33,6 +34,8 @@ class Outcome:
     experiment: str | None = None
     arm: str | None = None
     arm_degraded: bool = False  # the arm's route could not serve; control's route did
+    trace: TraceContext | None = None
+    steps: list[tuple[str, float, float]] = field(default_factory=list)  # (name, start, end)
     queue_s: float | None = None
     status: int = 200
     error_type: str | None = None
@@ -66,7 +69,8 @@ class Outcome:
 
     def summary(self) -> dict[str, object]:
         """A flat, text-free record for logs."""
-        record = {k: v for k, v in asdict(self).items() if k != "attempts"}
+        record = {k: v for k, v in asdict(self).items()
+                  if k not in ("attempts", "trace", "steps")}
         record.update(ttft_s=self.ttft_s, e2e_s=self.e2e_s, tpot_s=self.tpot_s,
                       attempts=[{"deployment": a.deployment, "error": a.error_class,
                                  "ttft_s": a.ttft_s} for a in self.attempts])

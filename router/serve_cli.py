@@ -73,7 +73,8 @@ def start_simulator(environ: dict[str, str]) -> subprocess.Popen[bytes]:
 def serve(args: argparse.Namespace) -> int:
     from router import logs
     from router.errors import ConfigError
-    from router.wiring import build_from_config
+    from router.telemetry import redact
+    from router.wiring import build_from_config, secret_values
 
     logs.configure(args.log_level)
     environ = dict(os.environ)
@@ -82,6 +83,7 @@ def serve(args: argparse.Namespace) -> int:
         config, simulator = _load(args.config, environ)
         base_dir = args.config.resolve().parent if args.config else Path.cwd()
         app, runtime = build_from_config(config, environ, base_dir)
+        redact.install(secret_values(config, environ))
     except ConfigError as err:
         print(f"slorouter: {err}", file=sys.stderr)
         _stop(simulator)

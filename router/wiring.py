@@ -27,6 +27,8 @@ from router.outcomes import LogSink
 from router.providers.base import AdapterName, Provider
 from router.runtime_config import RuntimeConfig, resolve
 from router.stats import LocalStatsStore, StatsConfig, StatsStore
+from router.telemetry.settings import TelemetrySettings
+from router.telemetry.setup import build_telemetry
 
 
 def load_quality(config: RouterConfig, base_dir: Path) -> QualityTable:
@@ -157,6 +159,14 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
     return [loaded, model, providers, cache]
 
 
+def secret_values(config: RouterConfig, environ: Mapping[str, str]) -> list[str]:
+    """Every secret the config references (provider and client keys), for log redaction."""
+    refs = [d.api_key for d in config.deployments if d.api_key]
+    refs += [k.key for k in config.api_keys if k.key]
+    return [environ[name] for ref in refs
+            if (name := ref.removeprefix("env:")) in environ and environ[name]]
+
+
 def build_from_config(config: RouterConfig, environ: Mapping[str, str],
                       base_dir: Path) -> tuple[FastAPI, RuntimeConfig]:
     from router.providers.litellm_adapter import LitellmProvider
@@ -168,7 +178,10 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
         "litellm": LitellmProvider(),
     }
     caching = result_caching(config, base_dir)
-    app = build_app(runtime, classifier, providers, sinks=[LogSink()],
+    settings = config.telemetry if config.telemetry is not None else (
+        TelemetrySettings.from_env(environ))
+    telemetry = build_telemetry(settings, runtime.deployments)
+    app = build_app(runtime, classifier, providers, sinks=[LogSink()], telemetry=telemetry,
                     checks=readiness_checks(config, runtime, classifier),
                     caching=caching, stats=stats_store(config),
                     experiments=experiments(config))

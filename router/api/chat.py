@@ -13,6 +13,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -36,6 +37,9 @@ from router.execution.runner import CommittedStream, close_quietly
 from router.idempotency import IdempotencyStore, Replay
 from router.outcomes import Outcome, OutcomeSink
 from router.pipeline import Caller, ChatPipeline, Prepared
+from router.telemetry.context import TraceContext, current_trace
+
+Tracer = Callable[[str | None, str | None], TraceContext]
 
 CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
 # Above this many prompt characters classification runs in a worker thread (measured: about
@@ -88,12 +92,14 @@ class _Remaining:
 class ChatHandler:
     def __init__(self, pipeline: ChatPipeline, sink: OutcomeSink,
                  admission: AdmissionController, idempotency: IdempotencyStore,
-                 caching: ResultCaching, clock: Callable[[], float] = time.perf_counter) -> None:
+                 caching: ResultCaching, tracer: Tracer | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self._pipeline = pipeline
         self._sink = sink
         self._admission = admission
         self._idempotency = idempotency
         self._caching = caching
+        self._tracer = tracer
         self._clock = clock
 
     async def handle(self, request: Request) -> Response:
@@ -102,6 +108,10 @@ class ChatHandler:
         outcome = Outcome(request_id=request_id, tenant="", requested_model="", stream=False,
                           arrived_at=arrived)
         headers = {"x-request-id": request_id}
+        if self._tracer is not None:
+            outcome.trace = self._tracer(request.headers.get("traceparent"),
+                                         request.headers.get("tracestate"))
+            current_trace.set(outcome.trace)
         held = contextlib.AsyncExitStack()
         handed_to_stream = False
         try:
@@ -126,20 +136,28 @@ class ChatHandler:
         config = self._pipeline.config
         principal = authenticate(request.headers.get("authorization"), config.principals)
         outcome.tenant = principal.tenant
+        outcome.steps.append(("auth", outcome.arrived_at, self._clock()))
         raw = await read_json(request, config.max_body_bytes)
         chat = parse_chat(raw)
         outcome.requested_model, outcome.stream = chat.model, chat.stream
         client_s = requested_timeout_s(request.headers)
         budget = min(config.request_timeout_s, client_s) if client_s else config.request_timeout_s
         deadline = outcome.arrived_at + budget
+        queued_at = self._clock()
         ticket = await held.enter_async_context(self._admission.admit(
             principal.tenant, parse_priority(request.headers.get("x-slorouter-priority")),
             _Remaining(deadline)))
         outcome.queue_s = ticket.queue_time_s
+        outcome.steps.append(("admission", queued_at, self._clock()))
         metadata = chat.metadata if chat.metadata is not None else {}
         caller = Caller(principal.tenant, outcome.request_id, chat.user,
                         request.headers.get("x-slorouter-session", metadata.get("session_id")))
+        started = self._clock()
         prepared = await self._prepare(chat, raw, request.headers, deadline, caller)
+        prepared.plan = replace(prepared.plan, trace=outcome.trace)
+        classified = started + prepared.phases.classify
+        outcome.steps += [("classify", started, classified),
+                          ("decide", classified, classified + prepared.phases.decide)]
         _note_decision(outcome, prepared, headers)
         claimed = await idempotent.claim(
             self._idempotency, request.headers, principal.tenant, raw,
@@ -148,8 +166,10 @@ class ChatHandler:
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers)
+        looked_up = self._clock()
         cache_plan = self._caching.plan(prepared, principal, request.headers, raw)
         found = await self._caching.lookup(cache_plan, prepared)
+        outcome.steps.append(("cache", looked_up, self._clock()))
         outcome.cache = headers["x-slorouter-cache"] = found.status
         if found.entry is not None:
             return self._from_cache(found.entry, prepared, outcome, headers, include_usage)

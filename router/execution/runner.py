@@ -40,6 +40,7 @@ from router.providers.base import (
     StreamEvent,
     UpstreamCall,
 )
+from router.telemetry.context import TraceContext, propagation_headers
 
 Clock = Callable[[], float]
 EventStream = AsyncGenerator[StreamEvent, None]
@@ -57,6 +58,7 @@ class Plan:
     side_effecting: bool = False
     hedge_delay_s: float | None = None
     bodies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per prompt-cache kind
+    trace: TraceContext | None = None  # W3C trace continued to every upstream attempt
 
 
 @dataclass(slots=True)
@@ -173,7 +175,7 @@ class Runner:
             record.outcome, record.ended_at = "skipped", record.started_at
             record.error = ProviderUnavailableError("circuit open", code="circuit_open")
             raise _Skip()
-        call = self._call(plan, deployment)
+        call = self._call(plan, deployment, record.number)
         self._state.in_flight[deployment.name] += 1
         hedged = plan.hedge_delay_s is not None and alternate is not None
         try:
@@ -211,7 +213,7 @@ class Runner:
             hedge_record.number, hedge_record.started_at = len(attempts) + 1, self._clock()
             attempts.append(hedge_record)
             self._state.in_flight[alternate.name] += 1
-            return open_(self._call(plan, alternate))
+            return open_(self._call(plan, alternate, hedge_record.number))
 
         def may_hedge() -> bool:
             return alt_breaker.allow() and self._state.hedges.try_spend()
@@ -269,13 +271,14 @@ class Runner:
         else:
             breaker.on_abandon()
 
-    def _call(self, plan: Plan, deployment: Deployment) -> UpstreamCall:
+    def _call(self, plan: Plan, deployment: Deployment, number: int) -> UpstreamCall:
         remaining = plan.deadline - self._clock()
         if remaining <= 0:
             raise ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
         body = plan.bodies.get(deployment.prompt_cache_kind, plan.body)
+        headers = {**plan.headers, **propagation_headers(plan.trace, number)}
         return UpstreamCall(deployment=deployment, body=body,
-                            timeout_s=min(remaining, deployment.timeout_s), headers=plan.headers)
+                            timeout_s=min(remaining, deployment.timeout_s), headers=headers)
 
 
 def _has_content(event: StreamEvent) -> bool:

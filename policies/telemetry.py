@@ -1,0 +1,60 @@
+"""`TelemetrySettings`: which exporter, where, how much to sample, whose content may be kept.
+
+A pydantic model (`extra="forbid"`) so it can sit in the router's YAML under `telemetry:` or be
+read from the environment with `TelemetrySettings.from_env` (`SLOROUTER_TELEMETRY_*` and the
+standard `OTEL_EXPORTER_OTLP_ENDPOINT`). Defaults: no trace exporter, Prometheus `/metrics` on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Exporter = Literal["none", "console", "otlp"]
+
+
+class TelemetrySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    exporter: Exporter = "none"
+    otlp_endpoint: str = "http://127.0.0.1:4318"
+    otlp_headers: dict[str, str] = Field(default_factory=dict)
+    service_name: str = "slorouter"
+    sample_ratio: float = Field(default=0.1, ge=0.0, le=1.0)  # for new roots; see docs
+    prometheus: bool = True
+    metrics_export_interval_s: float = Field(default=15.0, gt=0)
+    flush_delay_s: float = Field(default=0.05, ge=0)
+    queue_max: int = Field(default=20_000, ge=1)
+    capture_content_tenants: frozenset[str] = frozenset()
+
+    @property
+    def traces_enabled(self) -> bool:
+        return self.exporter != "none" and self.sample_ratio > 0
+
+    def captures_content(self, tenant: str) -> bool:
+        """Content capture is an explicit per-tenant opt-in; nobody is opted in by default."""
+        return tenant in self.capture_content_tenants
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> TelemetrySettings:
+        values: dict[str, object] = {}
+        exporter = environ.get("SLOROUTER_TELEMETRY_EXPORTER")
+        if exporter is not None:
+            values["exporter"] = exporter
+        endpoint = environ.get("SLOROUTER_OTLP_ENDPOINT",
+                               environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        if endpoint is not None:
+            values["otlp_endpoint"] = endpoint
+        ratio = environ.get("SLOROUTER_TELEMETRY_SAMPLE_RATIO")
+        if ratio is not None:
+            values["sample_ratio"] = float(ratio)
+        service = environ.get("OTEL_SERVICE_NAME")
+        if service is not None:
+            values["service_name"] = service
+        tenants = environ.get("SLOROUTER_CAPTURE_CONTENT_TENANTS")
+        if tenants:
+            values["capture_content_tenants"] = frozenset(t.strip() for t in tenants.split(",")
+                                                          if t.strip())
+        return cls.model_validate(values)

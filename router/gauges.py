@@ -1,0 +1,42 @@
+"""State kept elsewhere, exported as telemetry gauges: breaker states and SLO attainment/burn.
+
+Callbacks run only when metrics are collected (`GET /metrics` or an OTLP export), never on the
+request path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from router.execution.breaker import BreakerRegistry
+from router.slo import SloTracker
+from router.telemetry.metrics import BREAKER_STATE, SLO_ATTAINMENT, SLO_BURN_RATE, RouterMetrics
+
+_STATE_VALUE = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
+Labels = dict[str, str]
+
+
+def register(metrics: RouterMetrics, breakers: BreakerRegistry, slo: SloTracker) -> None:
+    def breaker_states() -> Iterable[tuple[float, Labels]]:
+        for deployment in breakers.snapshot().deployments:
+            yield _STATE_VALUE.get(deployment.state, 0.0), {"deployment": deployment.deployment}
+
+    def attainment() -> Iterable[tuple[float, Labels]]:
+        for task in slo.snapshot().tasks:
+            for window in task.windows:
+                for sli in window.slis:
+                    if sli.attainment is not None:
+                        yield sli.attainment, {"task": task.task, "objective": sli.sli,
+                                               "window": f"{window.window_s:g}s"}
+
+    def burn() -> Iterable[tuple[float, Labels]]:
+        for task in slo.snapshot().tasks:
+            for window in task.windows:
+                for sli in window.slis:
+                    if sli.burn_rate is not None:
+                        yield sli.burn_rate, {"task": task.task, "objective": sli.sli,
+                                              "window": f"{window.window_s:g}s"}
+
+    metrics.register_gauge(BREAKER_STATE, breaker_states, "0 closed, 1 half-open, 2 open")
+    metrics.register_gauge(SLO_ATTAINMENT, attainment, "share of good events per SLI")
+    metrics.register_gauge(SLO_BURN_RATE, burn, "error-budget burn rate per SLI and window")

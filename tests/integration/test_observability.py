@@ -1,0 +1,63 @@
+"""Observability at the running service: Prometheus metrics, and no prompt text in any log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.conftest import API_KEY, SIM_MODELS, router_config
+from tests.support.services import Running, start_router, start_simulator
+
+CANARY = "zebra-quokka-7f3a91 canary"
+
+
+@pytest.fixture(scope="module")
+def debug_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Path]]:
+    directory = tmp_path_factory.mktemp("observed")
+    sim = start_simulator(directory, SIM_MODELS)
+    router = start_router(directory, router_config(sim.base_url),
+                          env={"TENANT_ONE_KEY": API_KEY, "SIM_KEY": "sim-key-secret-123",
+                               "SLOROUTER_TELEMETRY_EXPORTER": "console",
+                               "SLOROUTER_TELEMETRY_SAMPLE_RATIO": "1.0"},
+                          extra_args=("--log-level", "debug"))
+    yield router, directory / "router.log"
+    router.stop()
+    sim.stop()
+
+
+def test_metrics_endpoint_is_valid_prometheus_with_genai_histograms(
+        debug_gateway: tuple[Running, Path]) -> None:
+    """After a request, /metrics parses as Prometheus text and holds the GenAI histograms."""
+    router, _ = debug_gateway
+    client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY, max_retries=0)
+    list(client.chat.completions.create(model="pt-fast", stream=True,
+                                        messages=[{"role": "user", "content": "hello"}]))
+    text = httpx.get(f"{router.base_url}/metrics", timeout=10).text
+    names = {family.name for family in text_string_to_metric_families(text)}
+    assert {"gen_ai_server_time_to_first_token_seconds",
+            "gen_ai_server_request_duration_seconds", "gen_ai_client_token_usage"} <= names
+
+
+def test_no_prompt_text_or_secret_in_logs_or_traces(debug_gateway: tuple[Running, Path]) -> None:
+    """A canary prompt and the keys never appear in the router's output (logs, console spans)."""
+    router, log = debug_gateway
+    client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY, max_retries=0)
+    for stream in (False, True):
+        response = client.chat.completions.create(
+            model="pt-fast", stream=stream, messages=[{"role": "user", "content": CANARY}])
+        if stream:
+            list(response)  # type: ignore[arg-type]
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="pt-fast", messages=[{"role": "user",
+                                                                    "content": CANARY}],
+                                       temperature=7)
+    httpx.get(f"{router.base_url}/metrics", timeout=10)  # flushes queued telemetry
+    output = log.read_text(errors="replace")
+    assert "request_finished" in output  # the debug outcome log is there...
+    assert CANARY.split()[0] not in output  # ...without the prompt
+    assert API_KEY not in output and "sim-key-secret-123" not in output

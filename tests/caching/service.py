@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletion
 
 # Principals: two tenants, and a second key of tenant A with a wider scope set.
 KEY_A = "sk-cache-tenant-a"
@@ -183,6 +184,7 @@ class Caller:
         if stream:
             return _read_stream(raw.parse(), seen)
         completion = raw.parse()
+        assert isinstance(completion, ChatCompletion)
         seen.body = completion.model_dump(exclude_unset=True)
         seen.content = completion.choices[0].message.content
         seen.finish_reason = completion.choices[0].finish_reason

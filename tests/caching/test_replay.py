@@ -160,11 +160,6 @@ def test_alias_and_renamed_model_requests_hit(caller: Caller, sim_stats: SimStat
     assert sim_stats.requests() - before == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "router/api/chat.py ChatHandler._from_cache sets x-slorouter-model from "
-    "entry.versions.model, which router/caching.py ResultCaching.store now fills with the "
-    "scope's model key (`auto:<task>:<risk>` or the requested name), not the deployment that "
-    "produced the answer; the entry should also record the answering deployment"))
 @pytest.mark.parametrize("model", ["auto", ALIASED_MODEL])
 def test_hit_names_the_deployment_that_produced_the_answer(caller: Caller, model: str) -> None:
     """`x-slorouter-model` on a hit is the deployment named when the answer was produced."""

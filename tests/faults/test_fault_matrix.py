@@ -116,12 +116,6 @@ FIVEXX_REQUESTS = 400
 FIVEXX_RATE = 50.0
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "router/execution/runner.py _on_deployment: after a 500 it retries the same failing "
-    "deployment before the healthy alternate (spending the retry budget on a 30%-failing "
-    "call), and once the budget is spent it raises 'retry budget exhausted' although an "
-    "untried deployment remains. Measured 98.5-100% success (0-6 of 400 fail with 503), "
-    "1.09-1.18 calls/request; not strict because a run with no failure passes"))
 def test_thirty_percent_5xx_on_one_of_two_deployments_is_invisible_to_clients(
         gateway: Running, counters: SimCounters) -> None:
     """One of two deployments fails 30% with 500: >= 99.9% client success, <= 1.2 calls/request."""

@@ -49,8 +49,9 @@ from tests.support.services import Running, start_router, start_simulator
 REPLICAS = 3
 API_KEY = "sk-prefix-bench"
 ENV = {"PREFIX_BENCH_KEY": API_KEY}
-WORDS = ("policy order refund account invoice shipping warranty customer return support "
-         "ticket escalate priority region contract renewal discount schedule").split()
+WORDS = ("policy", "order", "refund", "account", "invoice", "shipping", "warranty", "customer",
+         "return", "support", "ticket", "escalate", "priority", "region", "contract", "renewal",
+         "discount", "schedule")
 
 
 def replica_profile(capacity: int) -> dict[str, object]:

@@ -3,8 +3,8 @@
 `Callers` holds one provider per adapter (the pass-through and the litellm adapter, exactly as
 the service wires them) and sends a non-streaming request with a per-call timeout, enforced by
 the provider and again by `asyncio.wait_for` (a hung upstream cannot stall the run). Failures
-come back as a `CallResult` with an error kind (the project's error class name, `timeout`, or
-`no_content`), never as an exception: the runner counts them as failed items.
+come back as a `CallResult` with an error kind (`timeout` from either guard, else the project's
+error class name, or `no_content`), never as an exception: the runner counts them as failed items.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from typing import Any
 
 import orjson
 
-from router.errors import SlorouterError
+from router.errors import ProviderTimeoutError, SlorouterError
 from router.providers.base import AdapterName, Deployment, Provider, UpstreamCall
+
+_GRACE_S = 1.0  # the provider's own timeout fires first; wait_for is the backstop
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +74,13 @@ class Callers:
             completion = await asyncio.wait_for(
                 self._providers[deployment.adapter].complete(
                     UpstreamCall(deployment=deployment, body=body, timeout_s=timeout_s)),
-                timeout=timeout_s)
+                timeout=timeout_s + _GRACE_S)
             text = answer_text(completion.body)
             if text is None:
                 error, detail = "no_content", "the completion has no text content"
         except TimeoutError:
+            error, detail = "timeout", f"no answer within {timeout_s:g} s"
+        except ProviderTimeoutError:
             error, detail = "timeout", f"no answer within {timeout_s:g} s"
         except SlorouterError as exc:
             error, detail = type(exc).__name__, exc.message[:200]

@@ -54,7 +54,7 @@ def test_exact_and_regex_graders() -> None:
 
 
 def test_json_schema_grader_validates_and_respects_the_extract_mode() -> None:
-    """Valid JSON passes; a fenced block passes in `fenced`; prose around braces needs `embedded`."""
+    """Valid JSON passes; a fenced block passes in `fenced`; prose needs `embedded`."""
     schema = {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
     fenced = JsonSchemaGrader.model_validate({"schema": schema})
     assert grade(fenced, '{"name": "x"}', None).score == 1.0

@@ -153,15 +153,20 @@ def transitions(watch: BreakerWatch, deployment: str) -> str:
 
 
 class CounterWatch:
-    """Polls one simulator counter in a thread and keeps when it changed (upstream arrivals)."""
+    """Polls one simulator counter in a thread and brackets when it changed (upstream arrivals).
+
+    A change seen by one poll happened after the previous poll started and before this one
+    ended, so each arrival is known within an interval; gaps are reported as intervals too."""
 
     def __init__(self, counters: SimCounters, model: str, period_s: float = 0.02) -> None:
         self._counters, self._model, self._period = counters, model, period_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self.changes: list[tuple[float, int]] = []
+        self.first = 0
+        self.changes: list[tuple[float, float, int]] = []  # (after, before, value)
 
     def __enter__(self) -> CounterWatch:
+        self.first = self._counters.value(self._model)
         self._thread.start()
         return self
 
@@ -170,18 +175,22 @@ class CounterWatch:
         self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        last = -1
+        last, previous_start = self.first, time.monotonic()
         while not self._stop.is_set():
+            started = time.monotonic()
             value = self._counters.value(self._model)
             if value != last:
-                self.changes.append((time.monotonic(), value))
+                self.changes.append((previous_start, time.monotonic(), value))
                 last = value
+            previous_start = started
             self._stop.wait(self._period)
 
-    def gaps_s(self) -> list[float]:
-        """Seconds between successive increments (after the first reading)."""
-        times = [t for t, _ in self.changes[1:]]
-        return [b - a for a, b in itertools.pairwise(times)]
+    def calls(self) -> int:
+        return (self.changes[-1][2] if self.changes else self.first) - self.first
+
+    def gaps_s(self) -> list[tuple[float, float]]:
+        """(shortest, longest) possible time between successive observed changes."""
+        return [(b[0] - a[1], b[1] - a[0]) for a, b in itertools.pairwise(self.changes)]
 
 
 # ---------------------------------------------------------------------- fault matrix
@@ -214,8 +223,8 @@ def hang(gw: Running, sim: Running, counters: SimCounters, n: int, rate: float,
         control.set_profile("hang", {"hang_rate": 1.0})
     hung = counters.value("hang", "hangs") - hangs_before
     opened = next((t for t, d, state in watch.changes if d == "hang" and state == "open"), None)
-    before_open = max((v for t, v in arrivals.changes if opened is None or t <= opened),
-                      default=0) - arrivals.changes[0][1]
+    before_open = max((v for _, seen, v in arrivals.changes if opened is None or seen <= opened),
+                      default=arrivals.first) - arrivals.first
     slowest = max(s.e2e_s for s in shots)
     return Row("hang on 1 of 2, healed halfway", shots, upstream, transitions(watch, "hang"),
                f"{before_open} calls before it opened, {hung} hung in all; slowest "
@@ -229,12 +238,12 @@ def throttled(gw: Running, counters: SimCounters, n: int, rate: float, seed: int
         shots, upstream = calls_to(counters, ["limited", "limited-backup"],
                                    lambda: run(open_loop(gw.base_url, calls, rate, seed)))
     gaps = arrivals.gaps_s()
-    throttled_calls = arrivals.changes[-1][1] - arrivals.changes[0][1]
-    early = sum(1 for g in gaps if g < retry_after)
+    closest = min(gaps, key=lambda gap: gap[1], default=(float("nan"), float("nan")))
+    early = sum(1 for _, longest in gaps if longest < retry_after)
     return Row(f"429 storm, Retry-After {retry_after:g} s", shots, upstream,
                transitions(watch, "limited"),
-               f"{throttled_calls} calls to the throttled one, min gap "
-               f"{min(gaps) if gaps else float('nan'):.2f} s, {early} sooner than Retry-After")
+               f"{arrivals.calls()} calls to the throttled one; closest two "
+               f"{closest[0]:.2f}-{closest[1]:.2f} s apart; {early} surely before Retry-After")
 
 
 def cut_streams(gw: Running, counters: SimCounters, n: int, rate: float, seed: int) -> Row:

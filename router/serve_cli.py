@@ -81,7 +81,7 @@ def serve(args: argparse.Namespace) -> int:
     simulator: subprocess.Popen[bytes] | None = None
     try:
         config, simulator = _load(args.config, environ)
-        base_dir = args.config.resolve().parent if args.config else Path.cwd()
+        base_dir = args.config.resolve().parent if args.config else _defaults_dir()
         app, runtime = build_from_config(config, environ, base_dir)
         redact.install(secret_values(config, environ))
     except ConfigError as err:
@@ -128,6 +128,12 @@ def _load(path: Path | None, environ: dict[str, str]) -> tuple[Any, subprocess.P
         raise ConfigError(err.problems) from err
     event(log, "config_loaded", source=source)
     return config, simulator
+
+
+def _defaults_dir() -> Path:
+    from router.embedded import DEFAULTS
+
+    return DEFAULTS
 
 
 def _run(app: Any, host: str, port: int, log_level: str) -> None:

@@ -47,6 +47,10 @@ class SloConfig:
     resolution_s: float = 10.0
     refresh_s: float = 1.0
     min_events: int = 10  # below this many events in the short window a rule cannot fire
+    # SLIs whose budget burn demotes a deployment for the whole task. TTFT and E2E depend on
+    # the request's size (prefill, output length); the scorer already predicts them per prompt
+    # bucket, so demoting on them would move short prompts away for long prompts' sake.
+    demote_on: tuple[Sli, ...] = ("availability", "tpot")
 
     @property
     def windows_s(self) -> tuple[float, ...]:
@@ -123,7 +127,9 @@ class SloTracker:
             return 0.0
         short = min(r.short_s for r in self.config.rules)
         gated = []
-        for _, burns, totals in self._burns(key, now):
+        for sli, burns, totals in self._burns(key, now):
+            if sli not in self.config.demote_on:
+                continue
             if totals[self.config.windows_s.index(short)] >= self.config.min_events:
                 gated.append(burns)
         return demotion_penalty(gated, self.config.rules)

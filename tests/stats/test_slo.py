@@ -11,7 +11,11 @@ from hypothesis import strategies as st
 
 from router.scoring import Candidate, ScoreRequest, ScoringConfig, rank
 from router.slo import SloTargets, SloTracker, burn_rate, demotion_penalty
+from router.slo.targets import SLIS
+from router.slo.tracker import SloConfig
 from router.slo.windows import RollingCounts, column
+
+ALL_SLIS = SloConfig(demote_on=SLIS)  # demotion on every SLI, to test the mechanics
 from router.stats import LocalStatsStore, Observation
 from tests.stats.sim import FakeClock
 
@@ -54,7 +58,7 @@ def test_rolling_counts_forget_events_outside_the_window() -> None:
 def test_slo_no_candidate_can_meet_shows_low_attainment_and_burn_above_one() -> None:
     """With every request slower than the TTFT target, attainment < 0.95 and burn > 1."""
     clock = FakeClock()
-    tracker = SloTracker({"chat": CHAT}, clock=clock)
+    tracker = SloTracker({"chat": CHAT}, ALL_SLIS, clock=clock)
     _feed(tracker, "A", 2.0, clock.now, 600)
     clock.now += 600
     snap = tracker.snapshot()
@@ -69,7 +73,7 @@ def test_slo_no_candidate_can_meet_shows_low_attainment_and_burn_above_one() -> 
 def test_demotion_fires_on_both_windows_and_lifts_after_recovery() -> None:
     """A burning deployment is demoted; after 5 good minutes the short window lifts it."""
     clock = FakeClock()
-    tracker = SloTracker({"chat": CHAT}, clock=clock)
+    tracker = SloTracker({"chat": CHAT}, ALL_SLIS, clock=clock)
     start = clock.now
     _feed(tracker, "A", 0.3, start, 1200)
     _feed(tracker, "A", 3.0, start + 1200, 600)
@@ -108,3 +112,18 @@ def test_scorer_ranks_a_demoted_candidate_behind_an_equal_one() -> None:
                    ScoringConfig(explore_share=0.0), now=clock.now, rng=random.Random(1))
     assert [c.deployment for c in ranking.candidates] == ["B", "A"]
     assert ranking.candidates[1].demoted
+
+
+def test_default_demotion_ignores_size_dependent_latency_but_not_availability() -> None:
+    """By default a TTFT burn (prefill grows with the prompt) does not demote a deployment for
+    the whole task; the same burn on availability does."""
+    clock = FakeClock()
+    tracker = SloTracker({"chat": CHAT}, clock=clock)
+    _feed(tracker, "A", 3.0, clock.now, 1200)
+    assert tracker.penalty("A", "chat", clock.now + 1200) == 0.0
+    for i in range(600):
+        tracker.record_attempt(Observation.from_timings(
+            deployment="B", task="chat", prompt_tokens=10, output_tokens=0,
+            t_start=clock.now + i, t_first_token=None, t_last_token=None, t_end=clock.now + i,
+            error="ProviderUnavailableError"))
+    assert tracker.penalty("B", "chat", clock.now + 600) > 0.0

@@ -76,7 +76,7 @@ def build_runtime(config: RouterConfig, environ: Mapping[str, str],
     return runtime, classifier
 
 
-def result_caching(config: RouterConfig, base_dir: Path) -> ResultCaching:
+def result_caching(config: RouterConfig) -> ResultCaching:
     """The result cache the config asks for: diskcache (default), Redis, or none."""
     from cache.backends.disk import DiskResultCache
     from cache.backends.redis import RedisResultCache, connect
@@ -92,9 +92,10 @@ def result_caching(config: RouterConfig, base_dir: Path) -> ResultCaching:
             raise ConfigError(["server.cache.redis_url is required for the redis backend"])
         backend = RedisResultCache(connect(spec.redis_url), metrics)
     else:
+        # Relative to the working directory (not the config's), like any state the process
+        # writes; the embedded default's config lives inside the installed package.
         directory = Path(spec.directory) if spec.directory else Path(".slorouter") / "cache"
-        backend = DiskResultCache(directory if directory.is_absolute() else base_dir / directory,
-                                  metrics)
+        backend = DiskResultCache(directory.resolve(), metrics)
     return ResultCaching(ResultCacheFront(backend, metrics), rule)
 
 
@@ -177,7 +178,7 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
         "openai_passthrough": PassthroughProvider(),
         "litellm": LitellmProvider(),
     }
-    caching = result_caching(config, base_dir)
+    caching = result_caching(config)
     settings = config.telemetry if config.telemetry is not None else (
         TelemetrySettings.from_env(environ))
     telemetry = build_telemetry(settings, runtime.deployments)

@@ -14,11 +14,10 @@ from router.slo import SloTargets, SloTracker, burn_rate, demotion_penalty
 from router.slo.targets import SLIS
 from router.slo.tracker import SloConfig
 from router.slo.windows import RollingCounts, column
-
-ALL_SLIS = SloConfig(demote_on=SLIS)  # demotion on every SLI, to test the mechanics
 from router.stats import LocalStatsStore, Observation
 from tests.stats.sim import FakeClock
 
+ALL_SLIS = SloConfig(demote_on=SLIS)  # demotion on every SLI, to test the mechanics
 CHAT = SloTargets(ttft_p95_s=1.0, tpot_p95_s=0.05, e2e_p99_s=5.0, availability=0.99)
 
 

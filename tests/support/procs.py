@@ -58,6 +58,7 @@ class ManagedProcess:
     env: Mapping[str, str] | None = None
     log_path: Path | None = None
     startup_timeout_s: float = 30.0
+    cwd: Path | None = None
     _proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
 
     def start(self) -> ManagedProcess:
@@ -66,7 +67,8 @@ class ManagedProcess:
             env.update(self.env)
         log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self._proc = subprocess.Popen(
-            list(self.argv), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            list(self.argv), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=self.cwd,
         )
         self._wait_ready()
         return self

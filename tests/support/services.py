@@ -39,6 +39,8 @@ def start_router(directory: Path, config_yaml: str, env: dict[str, str] | None =
     port = free_port()
     argv = [PYTHON, "-m", "router.cli", "serve", "--config", str(config), "--port", str(port),
             *extra_args]
+    # Run in the test's directory so state the router writes (the disk cache) stays there.
     proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
-                          log_path=directory / f"{name}.log", startup_timeout_s=60).start()
+                          log_path=directory / f"{name}.log", startup_timeout_s=60,
+                          cwd=directory).start()
     return Running(proc, f"http://127.0.0.1:{port}")

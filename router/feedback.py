@@ -11,13 +11,10 @@ merge them), converted here.
 
 from __future__ import annotations
 
-import bisect
-import math
 import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
 from policies.eligibility import RequestFacts, Verdict
 from policies.labels import TASKS, Task
@@ -26,7 +23,7 @@ from router.outcomes import Outcome
 from router.runtime_config import RuntimeConfig
 from router.scoring import Candidate, Ranking, ScoreRequest, ScoringConfig, Weights, rank
 from router.slo import SloTargets, SloTracker
-from router.stats import Observation, Quantiles, StatsStore
+from router.stats import Observation, StatsStore
 
 Clock = Callable[[], float]
 
@@ -47,11 +44,11 @@ def targets_by_task(policies: PoliciesSpec | None) -> dict[Task, SloTargets]:
 @dataclass(frozen=True)
 class HedgeDelays:
     """When to hedge an attempt: at its deployment's observed TTFT `percentile` for the task,
-    once enough successes back the estimate; never on a guess.
+    read from the decayed sketch itself, once enough successes back it; never on a guess.
 
-    The statistics keep p50/p90/p95/p99; other percentiles are interpolated in log space on the
-    normal quantile scale (exact for a lognormal). The percentile must sit below the slow
-    tail's start (with 10% of requests in a tail, p88 rather than p90; bench/chaos.py).
+    The percentile must sit below the slow tail's start (with 10% of requests in a tail, p88
+    rather than p90; measured in bench/chaos.py), which only the sketch, not the summaries'
+    fixed p50/p90/p95/p99, can resolve.
     """
 
     store: StatsStore
@@ -59,25 +56,10 @@ class HedgeDelays:
     min_observations: float = 20.0
 
     def __call__(self, deployment: str, task: Task, prompt_tokens: int) -> float | None:
-        view = self.store.view(deployment, task, prompt_tokens)
-        summary = view.bucket if view.bucket is not None and view.bucket.ttft else view.task
-        if summary is None or summary.ttft is None or summary.n_ok < self.min_observations:
+        value, weight = self.store.ttft_quantile(deployment, task, self.percentile)
+        if value is None or weight < self.min_observations:
             return None
-        return lognormal_quantile(summary.ttft, self.percentile)
-
-
-_Z_LEVELS = (0.0, 1.2815516, 1.6448536, 2.3263479)  # normal quantiles of p50, p90, p95, p99
-
-
-def lognormal_quantile(q: Quantiles, level: float) -> float:
-    """The value at `level` from stored p50/p90/p95/p99: linear in log value against the normal
-    quantile between the two nearest stored levels (extrapolated beyond them)."""
-    z = NormalDist().inv_cdf(min(max(level, 0.01), 0.999))
-    index = min(max(bisect.bisect_left(_Z_LEVELS, z), 1), len(_Z_LEVELS) - 1)
-    values = (q.p50, q.p90, q.p95, q.p99)
-    z0, z1 = _Z_LEVELS[index - 1], _Z_LEVELS[index]
-    low, high = math.log(max(values[index - 1], 1e-9)), math.log(max(values[index], 1e-9))
-    return math.exp(low + (z - z0) / (z1 - z0) * (high - low))
+        return value
 
 
 @dataclass

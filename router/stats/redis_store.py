@@ -89,6 +89,9 @@ class RedisStatsStore:
     def task_summary(self, task: Task) -> KeySummary | None:
         return self.local.task_summary(task)
 
+    def ttft_quantile(self, deployment: str, task: Task, q: float) -> tuple[float | None, float]:
+        return self.local.ttft_quantile(deployment, task, q)
+
     def refresh(self) -> int:
         return self.local.refresh()
 

@@ -79,6 +79,8 @@ class StatsStore(Protocol):
     def record(self, obs: Observation) -> None: ...
     def view(self, deployment: str, task: Task, prompt_tokens: int) -> StatsView: ...
     def task_summary(self, task: Task) -> KeySummary | None: ...
+    def ttft_quantile(self, deployment: str, task: Task,
+                      q: float) -> tuple[float | None, float]: ...
     @property
     def healthy(self) -> bool: ...
     def status(self) -> StoreStatus: ...
@@ -143,6 +145,16 @@ class LocalStatsStore:
             count,
             flight.oldest_waiting_since,
         )
+
+    def ttft_quantile(self, deployment: str, task: Task, q: float) -> tuple[float | None, float]:
+        """This replica's decayed TTFT at any quantile `q` for deployment x task, and how many
+        (decayed) successes back it. Read from the sketch itself, so a level between the
+        summaries' fixed ones (e.g. a hedge trigger at p88) sees a bimodal tail as it is."""
+        state = self._own.get((deployment, task, ANY_BUCKET))
+        if state is None:
+            return None, 0.0
+        sketch = state.sketches["ttft"]
+        return sketch.quantile(q), sketch.count(self._clock())
 
     def task_summary(self, task: Task) -> KeySummary | None:
         """Task-wide summary across deployments (output tokens, cached answers)."""

@@ -172,12 +172,21 @@ def test_eval_reports_load_and_version_changes_with_content(tmp_path: Path) -> N
         load_reports([first])
 
 
-def test_lognormal_quantile_matches_stored_levels_and_interpolates_between() -> None:
-    """Stored levels come back exactly; p88 lies between p50 and p90, nearer p90."""
-    from router.feedback import lognormal_quantile
-    from router.stats import Quantiles
+def test_hedge_delay_sits_below_a_ten_percent_slow_tail() -> None:
+    """With 10% of answers ten times slower, the p88 trigger comes from the fast body (read
+    from the sketch), so hedges start before the tail; without enough data, no hedge."""
+    from router.feedback import HedgeDelays
+    from router.stats import LocalStatsStore, Observation
 
-    q = Quantiles(1.0, 2.0, 2.5, 4.0)
-    assert abs(lognormal_quantile(q, 0.9) - 2.0) < 1e-6
-    assert abs(lognormal_quantile(q, 0.99) - 4.0) < 1e-6
-    assert 1.5 < lognormal_quantile(q, 0.88) < 2.0
+    clock = [1_700_000_000.0]
+    store = LocalStatsStore(clock=lambda: clock[0])
+    delays = HedgeDelays(store, percentile=0.88)
+    assert delays("a", "chat", 10) is None
+    for i in range(200):
+        ttft = 1.0 if i % 10 == 0 else 0.1
+        store.record(Observation.from_timings(
+            deployment="a", task="chat", prompt_tokens=10, output_tokens=5,
+            t_start=clock[0], t_first_token=clock[0] + ttft, t_last_token=clock[0] + ttft,
+            t_end=clock[0] + ttft))
+    delay = delays("a", "chat", 10)
+    assert delay is not None and 0.09 < delay < 0.2

@@ -40,7 +40,6 @@ CONFIGS = ROOT / "bench" / "configs"
 LITELLM_VENV = ROOT / "bench" / ".venv-litellm"
 LITELLM_REQUIREMENTS = Path("/work/shared/bench/litellm-proxy-requirements.txt")
 TRAIN_DATA = Path("/work/shared/data/prompts/train.jsonl")
-CLASSIFIER_OUT = ROOT / "bench" / "out" / "classifier"
 PROMPT = "Summarise the plot of Hamlet in two sentences."
 
 
@@ -94,19 +93,6 @@ def group_rss_mb(pgid: int) -> float:
     return total_kb / 1024
 
 
-def ensure_classifier(out: Path) -> Path | None:
-    """None when the shipped classifier artifact exists; else one trained here on first use."""
-    from router.classify.classifier import ARTIFACT_DIR
-    from router.classify.linear import MODEL_FILE
-
-    if (ARTIFACT_DIR / MODEL_FILE).exists():
-        return None
-    if not (out / MODEL_FILE).exists():
-        subprocess.run([PYTHON, "-m", "router.cli", "train-classifier", "--data",
-                        str(TRAIN_DATA), "--out", str(out)], check=True)
-    return out / MODEL_FILE
-
-
 def ensure_litellm(venv: Path, requirements: Path) -> Path:
     """The LiteLLM proxy's own virtual environment, created from the registry on first use."""
     binary = venv / "bin" / "litellm"
@@ -144,8 +130,19 @@ def start_otlp_sink() -> tuple[ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
+def telemetry_env(target: Target, env: dict[str, str]) -> dict[str, str]:
+    """Telemetry for a slorouter target, through the service's own environment settings: the
+    target's JSON settings (OTLP export to the do-nothing sink), or off entirely."""
+    if target.telemetry is None:
+        return {**env, "SLOROUTER_TELEMETRY": "off"}
+    settings = json.loads(substitute((CONFIGS / target.telemetry).read_text(), env))
+    return {**env, "SLOROUTER_TELEMETRY_EXPORTER": settings["exporter"],
+            "SLOROUTER_OTLP_ENDPOINT": settings["otlp_endpoint"],
+            "SLOROUTER_TELEMETRY_SAMPLE_RATIO": str(settings["sample_ratio"])}
+
+
 def start_target(target: Target, work: Path, sim_base: str, env: dict[str, str],
-                 litellm_bin: Path | None, classifier: Path | None = None) -> Running:
+                 litellm_bin: Path | None) -> Running:
     if target.kind == "direct":
         return Running(target, f"{sim_base}/v1/chat/completions", None, None)
     port = free_port()
@@ -166,15 +163,9 @@ def start_target(target: Target, work: Path, sim_base: str, env: dict[str, str],
     assert target.config is not None
     argv = [PYTHON, "-m", "router.cli", "serve", "--config", str(CONFIGS / target.config),
             "--port", str(port), "--log-level", "warning"]
-    if target.telemetry is not None or classifier is not None:
-        argv = [PYTHON, "-m", "bench.vs_litellm", "serve-router", "--config",
-                str(CONFIGS / target.config), "--port", str(port)]
-        if target.telemetry is not None:
-            argv += ["--telemetry", str(CONFIGS / target.telemetry)]
-        if classifier is not None:
-            argv += ["--classifier-model", str(classifier)]
-    proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
-                          log_path=log, startup_timeout_s=120).start()
+    proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/healthz",
+                          env=telemetry_env(target, env), log_path=log,
+                          startup_timeout_s=120).start()
     key = env["BENCH_TENANT_KEY"] if target.authenticated else None
     return Running(target, f"http://127.0.0.1:{port}/v1/chat/completions", key, proc)
 
@@ -233,61 +224,10 @@ async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
 
 # ---- entry points ------------------------------------------------------------------------
 
-def serve_router(args: argparse.Namespace) -> int:
-    """`slorouter serve` plus telemetry, until the service wires telemetry from its config.
-
-    Composes exactly what `router.wiring.build_from_config` builds, with `TelemetrySink` beside
-    the log sink, log redaction installed and `GET /metrics` mounted; and, when this tree has no
-    shipped classifier artifact, with a classifier trained by `ensure_classifier` instead.
-    """
-    import inspect
-
-    import uvicorn
-
-    import router.wiring as wiring
-    from policies.loader import load_config_file
-    from router import logs
-    from router.outcomes import FanOut, LogSink
-    from router.telemetry import redact
-    from router.telemetry.settings import TelemetrySettings
-    from router.telemetry.setup import build_telemetry
-
-    logs.configure("warning")
-    if args.classifier_model is not None:  # the shipped artifact is missing from this tree
-        import router.classify as classify
-        from router.classify.classifier import load_classifier
-
-        model = load_classifier(Path(args.classifier_model))
-        classify.load_default_classifier = lambda: model  # type: ignore[assignment]
-    deployments: dict[str, object] = {}
-    telemetry = None
-    if args.telemetry is not None:
-        redact.install(v for k, v in os.environ.items() if k.endswith("_KEY"))
-        settings = TelemetrySettings.model_validate_json(
-            substitute(Path(args.telemetry).read_text(), dict(os.environ)))
-        telemetry = build_telemetry(settings, deployments)  # type: ignore[arg-type]
-        sink = telemetry.sink
-        wiring.LogSink = lambda: FanOut([LogSink(), sink])  # type: ignore[attr-defined,assignment,return-value]
-    config = load_config_file(Path(args.config), os.environ)
-    extra = ([Path(args.config).parent]
-             if "base_dir" in inspect.signature(wiring.build_from_config).parameters else [])
-    app, runtime = wiring.build_from_config(config, os.environ, *extra)
-    deployments.update(runtime.deployments)
-    endpoint = telemetry.metrics_endpoint if telemetry is not None else None
-    if endpoint is not None:
-        app.add_route("/metrics", endpoint, methods=["GET"])
-    uvicorn.run(app, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools",
-                access_log=False, log_config=None, log_level="warning")
-    if telemetry is not None:
-        telemetry.shutdown()
-    return 0
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the sweep; the raw numbers (saved as JSON, rendered by `render_raw`)."""
     litellm_bin = (ensure_litellm(args.litellm_venv, args.litellm_requirements)
                    if "litellm" in args.targets else None)
-    classifier = ensure_classifier(CLASSIFIER_OUT)
     sink, otlp = start_otlp_sink()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
@@ -306,7 +246,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for name in args.targets:
                 targets.append(start_target(TARGETS[name], work, env["SIM_BASE"], env,
-                                            litellm_bin, classifier))
+                                            litellm_bin))
             await sweep(targets, args.rates, args.modes, args.duration)
         finally:
             for running in targets:
@@ -348,12 +288,6 @@ def _cpu_model() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    sub = parser.add_subparsers(dest="mode")
-    serve = sub.add_parser("serve-router", help="(internal) slorouter serve with telemetry")
-    serve.add_argument("--config", required=True)
-    serve.add_argument("--port", type=int, required=True)
-    serve.add_argument("--telemetry", default=None)
-    serve.add_argument("--classifier-model", default=None)
     parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
                         default=[2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0])
     parser.add_argument("--duration", type=float, default=10.0)
@@ -368,8 +302,6 @@ def main() -> None:
     parser.add_argument("--render-from", type=Path, default=None,
                         help="only re-render the doc from a saved raw file")
     args = parser.parse_args()
-    if args.mode == "serve-router":
-        sys.exit(serve_router(args))
     if args.render_from is not None:
         raw = json.loads(args.render_from.read_text())
     else:

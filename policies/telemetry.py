@@ -18,6 +18,7 @@ Exporter = Literal["none", "console", "otlp"]
 class TelemetrySettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    enabled: bool = True  # false: no telemetry at all (for measuring what it costs)
     exporter: Exporter = "none"
     otlp_endpoint: str = "http://127.0.0.1:4318"
     otlp_headers: dict[str, str] = Field(default_factory=dict)
@@ -40,6 +41,8 @@ class TelemetrySettings(BaseModel):
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> TelemetrySettings:
         values: dict[str, object] = {}
+        if environ.get("SLOROUTER_TELEMETRY", "").lower() in ("off", "false", "0"):
+            values["enabled"] = False
         exporter = environ.get("SLOROUTER_TELEMETRY_EXPORTER")
         if exporter is not None:
             values["exporter"] = exporter

@@ -181,7 +181,7 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
     caching = result_caching(config)
     settings = config.telemetry if config.telemetry is not None else (
         TelemetrySettings.from_env(environ))
-    telemetry = build_telemetry(settings, runtime.deployments)
+    telemetry = build_telemetry(settings, runtime.deployments) if settings.enabled else None
     app = build_app(runtime, classifier, providers, sinks=[LogSink()], telemetry=telemetry,
                     checks=readiness_checks(config, runtime, classifier),
                     caching=caching, stats=stats_store(config),

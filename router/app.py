@@ -81,6 +81,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     if telemetry is not None:
         observers.append(telemetry.sink)
         gauges.register(telemetry.metrics, breakers, slo)
+        if caching is not None and caching.metrics is not None:
+            gauges.register_cache(telemetry.metrics, caching.metrics)
     chat = ChatHandler(
         pipeline, FanOut(observers),
         admission if admission is not None else admission_controller(server.reliability),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cache.keys import CacheScope, derive_key
+from cache.metrics import CacheMetrics
 from cache.policy import CacheDecision, CacheRule, decide, parse_cache_control
 from cache.result import Lookup, ResultCacheFront
 from router.pipeline import Prepared
@@ -55,9 +56,11 @@ def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str
 
 
 class ResultCaching:
-    def __init__(self, front: ResultCacheFront | None, default_rule: CacheRule) -> None:
+    def __init__(self, front: ResultCacheFront | None, default_rule: CacheRule,
+                 metrics: CacheMetrics | None = None) -> None:
         self._front = front
         self._default = default_rule
+        self.metrics = metrics
 
     def plan(self, prepared: Prepared, principal: Principal, headers: Mapping[str, str],
              raw: Mapping[str, Any]) -> CachePlan:

@@ -8,12 +8,40 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from cache.metrics import CacheMetrics
 from router.execution.breaker import BreakerRegistry
 from router.slo import SloTracker
 from router.telemetry.metrics import BREAKER_STATE, SLO_ATTAINMENT, SLO_BURN_RATE, RouterMetrics
 
 _STATE_VALUE = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
 Labels = dict[str, str]
+
+
+def register_cache(metrics: RouterMetrics, cache: CacheMetrics) -> None:
+    """The result cache's counters (cumulative since start), by kind and reason."""
+
+    def counts() -> Iterable[tuple[float, Labels]]:
+        snap = cache.snapshot()
+        yield float(snap.hits), {"kind": "hit"}
+        yield float(snap.misses), {"kind": "miss"}
+        yield float(snap.stale_hits), {"kind": "stale"}
+        yield float(snap.expired), {"kind": "expired"}
+        yield float(snap.writes), {"kind": "write"}
+        for reason, count in snap.bypasses.items():
+            yield float(count), {"kind": "bypass", "reason": reason}
+        for reason, count in snap.writes_rejected.items():
+            yield float(count), {"kind": "write_rejected", "reason": reason}
+        for backend, count in snap.backend_errors.items():
+            yield float(count), {"kind": "backend_error", "reason": backend}
+
+    def saved() -> Iterable[tuple[float, Labels]]:
+        snap = cache.snapshot()
+        yield snap.time_saved_s, {"kind": "result_hits"}
+        yield snap.ttft_saved_s, {"kind": "prefix_ttft"}
+
+    metrics.register_gauge("slorouter.cache.events", counts, "result-cache events since start")
+    metrics.register_gauge("slorouter.cache.time_saved", saved, "seconds saved by the cache",
+                           unit="s")
 
 
 def register(metrics: RouterMetrics, breakers: BreakerRegistry, slo: SloTracker) -> None:

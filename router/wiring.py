@@ -96,7 +96,7 @@ def result_caching(config: RouterConfig) -> ResultCaching:
         # writes; the embedded default's config lives inside the installed package.
         directory = Path(spec.directory) if spec.directory else Path(".slorouter") / "cache"
         backend = DiskResultCache(directory.resolve(), metrics)
-    return ResultCaching(ResultCacheFront(backend, metrics), rule)
+    return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics)
 
 
 def stats_store(config: RouterConfig) -> StatsStore:

@@ -9,7 +9,6 @@ must produce it.
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from tests.caching.conftest import Gateway
 from tests.caching.service import Caller, unique_messages
@@ -42,11 +41,6 @@ def test_lookups_by_status_are_exported(gateway: Gateway, caller: Caller) -> Non
         assert any(f'"{status}"' in name and value > 0 for name, value in samples), status
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cache.metrics.CacheMetrics (bypass reasons, time saved, stale hits, writes rejected, "
-    "backend errors, prefix hits, TTFT saved) is created in router/wiring.py result_caching "
-    "but never exported: nothing in router/ calls its snapshot(); router/telemetry only counts "
-    "lookups by status (router/telemetry/metrics.py slorouter.cache.lookups)"))
 def test_bypass_reasons_and_time_saved_are_exported(gateway: Gateway, caller: Caller) -> None:
     """`/metrics` shows bypasses by reason (here `nondeterministic`) and the time hits saved."""
     produce_traffic(caller)

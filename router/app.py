@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import random
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -92,6 +93,10 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Everything loaded at start-up (config, classifier, price tables) lives as long as the
+        # process: keep it out of the garbage collector's scans, whose pauses hit the tail.
+        gc.collect()
+        gc.freeze()
         refresher = asyncio.create_task(_run_refresher(store))
         guard = asyncio.create_task(trials.guard()) if trials.active else None
         start = getattr(store, "start", None)

@@ -54,10 +54,10 @@ SLO_REQUESTS, SLO_RATE = 40, 8.0
 COLD_START = ("cheap's short-prompt TTFT is predicted from its 8k-prompt answers: a TTFT model "
               "fitted on one prompt size has slope 0 and predicts ~2.5 s at every size "
               "(router/stats/ttft_model.py _solve; router/scoring/predict.py predict_ttft uses "
-              "it at full weight far outside the sizes seen), and after >= 10 such events "
-              "cheap is also demoted for all of chat (router/slo/tracker.py penalty per "
-              "deployment x task, read by router/feedback.py StatsRanker._candidate); neither "
-              "lifts while cheap gets no short prompts")
+              "it at full weight far outside the sizes seen), which does not lift while cheap "
+              "gets no short prompts. (The task-wide SLO demotion that also caused this was "
+              "fixed: demotion now follows availability and TPOT burn only.) Not strict: runs "
+              "in which exploration reaches cheap with short prompts early pass")
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +138,7 @@ def test_long_prompts_leave_the_steep_deployment_after_a_cold_burst(
     assert share(_measured(run, COLD, "long"), LONG.name) >= ROUTED_SHARE, text
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=COLD_START)
+@pytest.mark.xfail(strict=False, raises=AssertionError, reason=COLD_START)
 def test_short_prompts_stay_on_the_cheaper_deployment_after_a_cold_burst(
         cold: tuple[Run, str]) -> None:
     """A burst of long prompts that the cheap deployment answered slowly while its prefill

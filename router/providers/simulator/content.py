@@ -64,7 +64,8 @@ def split_pieces(text: str) -> tuple[str, ...]:
 def wrong_answer(value: str, rng: HashRandom) -> str:
     """A deterministic answer that differs from `value`, of the same kind when recognisable."""
     stripped = value.strip()
-    if stripped.lstrip("-").isdigit():
+    digits = stripped.lstrip("-")
+    if digits.isascii() and digits.isdigit():  # not "¹": str.isdigit accepts superscripts
         return str(int(stripped) + rng.randint(1, 9))
     if len(stripped) == 1 and stripped.upper() in CHOICE_LETTERS[:4]:
         others = [c for c in CHOICE_LETTERS[:4] if c != stripped.upper()]

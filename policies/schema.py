@@ -35,6 +35,7 @@ class DeploymentSpec(Frozen):
     api_key: SecretRef | None = None
     input_price_per_mtok: float | None = Field(default=None, ge=0)
     output_price_per_mtok: float | None = Field(default=None, ge=0)
+    cached_input_price_per_mtok: float | None = Field(default=None, ge=0)
     context_window: int | None = Field(default=None, gt=0)
     supports_tools: bool = True
     supports_json: bool = True

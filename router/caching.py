@@ -87,6 +87,11 @@ class ResultCaching:
         finally:
             prepared.phases.cache += time.perf_counter() - started
 
+    def note_prefix(self, cached_tokens: int | None) -> None:
+        """Count a provider answer's prompt-cache use (prefix hit rate and cached tokens)."""
+        if self.metrics is not None and cached_tokens is not None:
+            self.metrics.record_prefix(cached_tokens)
+
     async def store(self, plan: CachePlan, body: bytes, generation_s: float,
                     deployment: str) -> None:
         """Write a finished answer under the scope's model name (what lookups check)."""

@@ -45,6 +45,7 @@ class Outcome:
     last_token_at: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens the provider read from its prompt cache
     cost_usd: float | None = None
     client_disconnected: bool = False
     attempts: list[AttemptRecord] = field(default_factory=list)

@@ -21,6 +21,7 @@ from router.errors import ConfigError
 from router.providers.base import Deployment
 
 PriceTable = Callable[[str], tuple[float, float] | None]
+CachedPriceTable = Callable[[str], float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,7 @@ def _secret(ref: str | None, environ: Mapping[str, str], where: str, problems: l
 
 
 def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceTable,
-                problems: list[str]) -> Deployment:
+                problems: list[str], cached_prices: CachedPriceTable) -> Deployment:
     key = _secret(spec.api_key, environ, f"deployments.{spec.name}.api_key", problems)
     known = prices(spec.model)
     price_in = spec.input_price_per_mtok
@@ -84,6 +85,9 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
         context_window=spec.context_window, supports_tools=spec.supports_tools,
         supports_json=spec.supports_json, zero_data_retention=spec.zero_data_retention,
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
+        cached_input_price_per_mtok=(spec.cached_input_price_per_mtok
+                                     if spec.cached_input_price_per_mtok is not None
+                                     else cached_prices(spec.model)),
     )
 
 
@@ -114,11 +118,13 @@ def _facts(config: RouterConfig,
 
 def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable,
             *artifact_versions: str, quality: QualityTable | None = None,
-            learned: Mapping[str, LoadedRouter] | None = None) -> RuntimeConfig:
+            learned: Mapping[str, LoadedRouter] | None = None,
+            cached_prices: CachedPriceTable = lambda _model: None) -> RuntimeConfig:
     """Resolve secrets and prices. Artifact versions (the classifier's, the eval reports')
     join the config's content hash in the policy version."""
     problems: list[str] = []
-    deployments = {d.name: _deployment(d, environ, prices, problems) for d in config.deployments}
+    deployments = {d.name: _deployment(d, environ, prices, problems, cached_prices)
+                   for d in config.deployments}
     principals = _principals(config.api_keys, environ, problems)
     if problems:
         raise ConfigError(problems)

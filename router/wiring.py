@@ -67,12 +67,13 @@ def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter
 def build_runtime(config: RouterConfig, environ: Mapping[str, str],
                   base_dir: Path) -> tuple[RuntimeConfig, Classifier]:
     from router.classify import load_default_classifier
-    from router.providers.litellm_adapter import default_prices
+    from router.providers.litellm_adapter import default_cached_price, default_prices
 
     classifier = load_default_classifier()
     runtime = resolve(config, environ, default_prices, classifier.version,
                       quality=load_quality(config, base_dir),
-                      learned=load_learned(config, base_dir))
+                      learned=load_learned(config, base_dir),
+                      cached_prices=default_cached_price)
     return runtime, classifier
 
 

@@ -212,8 +212,10 @@ class ChatHandler:
         if completion.usage is not None:
             outcome.prompt_tokens = completion.usage.prompt_tokens
             outcome.completion_tokens = completion.usage.completion_tokens
+            outcome.cached_tokens = completion.usage.cached_tokens
             outcome.cost_usd = deployment.cost_usd(completion.usage.prompt_tokens,
-                                                   completion.usage.completion_tokens)
+                                                   completion.usage.completion_tokens,
+                                                   completion.usage.cached_tokens)
         headers["x-slorouter-model"] = deployment.name
         headers["server-timing"] = prepared.phases.header(
             outcome.attempts[-1].ttft_s if outcome.attempts else None, now - outcome.arrived_at)
@@ -275,6 +277,7 @@ class ChatHandler:
         if event.usage is not None:
             outcome.prompt_tokens = event.usage.prompt_tokens
             outcome.completion_tokens = event.usage.completion_tokens
+            outcome.cached_tokens = event.usage.cached_tokens
         if state.assembler is not None:
             state.assembler.add(orjson.loads(event.data))
 
@@ -284,8 +287,8 @@ class ChatHandler:
         if outcome.completion_tokens is None:
             outcome.completion_tokens = content_events
         if outcome.prompt_tokens is not None:
-            outcome.cost_usd = committed.deployment.cost_usd(outcome.prompt_tokens,
-                                                             outcome.completion_tokens)
+            outcome.cost_usd = committed.deployment.cost_usd(
+                outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_tokens or 0)
         if outcome.client_disconnected:
             outcome.status = CLIENT_CLOSED
         self._sink.record(outcome)
@@ -306,6 +309,7 @@ class _Finish:
         return self._claimed is not None or self._plan.decision.write
 
     async def succeeded(self, body: bytes, outcome: Outcome) -> None:
+        self._caching.note_prefix(outcome.cached_tokens)
         if self._claimed is not None:
             await self._claimed.succeeded(body, self._headers)
         generation = (outcome.ended_at if outcome.ended_at is not None

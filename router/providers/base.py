@@ -32,6 +32,7 @@ class Deployment:
     zero_data_retention: bool = False
     connect_timeout_s: float = 5.0
     timeout_s: float = 120.0
+    cached_input_price_per_mtok: float | None = None  # prompt-cache reads; None: full price
 
     @property
     def upstream_model(self) -> str:
@@ -52,8 +53,15 @@ class Deployment:
             return "openai"
         return "other"
 
-    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_price_per_mtok
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int,
+                 cached_tokens: int = 0) -> float:
+        """Price of one answer; prompt tokens read from the provider's prompt cache are billed
+        at the cached price when the deployment has one."""
+        cached = min(max(cached_tokens, 0), prompt_tokens)
+        cached_price = (self.cached_input_price_per_mtok
+                        if self.cached_input_price_per_mtok is not None
+                        else self.input_price_per_mtok)
+        return ((prompt_tokens - cached) * self.input_price_per_mtok + cached * cached_price
                 + completion_tokens * self.output_price_per_mtok) / 1e6
 
 
@@ -71,7 +79,8 @@ class Usage:
         return Usage(
             prompt_tokens=int(raw.get("prompt_tokens") or 0),
             completion_tokens=int(raw.get("completion_tokens") or 0),
-            cached_tokens=int(details.get("cached_tokens") or 0),
+            cached_tokens=int(details.get("cached_tokens")
+                              or raw.get("cache_read_input_tokens") or 0),
         )
 
 

@@ -43,6 +43,15 @@ def default_prices(model: str) -> tuple[float, float] | None:
     return None
 
 
+def default_cached_price(model: str) -> float | None:
+    """USD per 1M prompt tokens read from the provider's prompt cache, if litellm knows it."""
+    for key in (model, model.split("/", 1)[-1]):
+        entry = litellm.model_cost.get(key)
+        if entry and entry.get("cache_read_input_token_cost") is not None:
+            return float(entry["cache_read_input_token_cost"]) * 1e6
+    return None
+
+
 def default_context_window(model: str) -> int | None:
     for key in (model, model.split("/", 1)[-1]):
         entry = litellm.model_cost.get(key)

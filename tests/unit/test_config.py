@@ -102,3 +102,17 @@ def test_api_key_needs_exactly_one_form() -> None:
     with pytest.raises(PolicyValidationError):
         load_config_text(VALID.replace("  - key: env:CLIENT_KEY\n", "  - tenant_x: 1\n"),
                          environ=ENV)
+
+
+def test_cached_prompt_tokens_are_billed_at_the_cached_price() -> None:
+    """A deployment with a prompt-cache price bills cached prompt tokens at it; without one,
+    at the full input price (never more than the prompt)."""
+    config = load_config_text(VALID.replace(
+        "    input_price_per_mtok: 1\n", "    input_price_per_mtok: 1\n"
+        "    cached_input_price_per_mtok: 0.1\n"), environ=ENV)
+    runtime = resolve(config, ENV, _prices)
+    cached = runtime.deployments["b"]
+    assert cached.cost_usd(1_000_000, 0, 600_000) == pytest.approx(0.4 + 0.06)
+    plain = runtime.deployments["a"]
+    assert plain.cost_usd(1000, 0, 500) == plain.cost_usd(1000, 0, 0)
+    assert cached.cost_usd(100, 0, 10_000) == pytest.approx(100 * 0.1e-6)

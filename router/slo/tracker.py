@@ -48,9 +48,10 @@ class SloConfig:
     refresh_s: float = 1.0
     min_events: int = 10  # below this many events in the short window a rule cannot fire
     # SLIs whose budget burn demotes a deployment for the whole task. TTFT and E2E depend on
-    # the request's size (prefill, output length); the scorer already predicts them per prompt
-    # bucket, so demoting on them would move short prompts away for long prompts' sake.
-    demote_on: tuple[Sli, ...] = ("availability", "tpot")
+    # the request's size (prefill, output length), so a long-prompt burst can demote a
+    # deployment for short prompts too (tests/feedback cold-burst xfail); dropping them here
+    # was tried and made recovery from a slow-then-failing deployment worse, so all count.
+    demote_on: tuple[Sli, ...] = SLIS
 
     @property
     def windows_s(self) -> tuple[float, ...]:

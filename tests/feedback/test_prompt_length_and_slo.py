@@ -55,9 +55,9 @@ COLD_START = ("cheap's short-prompt TTFT is predicted from its 8k-prompt answers
               "fitted on one prompt size has slope 0 and predicts ~2.5 s at every size "
               "(router/stats/ttft_model.py _solve; router/scoring/predict.py predict_ttft uses "
               "it at full weight far outside the sizes seen), which does not lift while cheap "
-              "gets no short prompts. (The task-wide SLO demotion that also caused this was "
-              "fixed: demotion now follows availability and TPOT burn only.) Not strict: runs "
-              "in which exploration reaches cheap with short prompts early pass")
+              "gets no short prompts; and the task-wide SLO demotion (router/slo/tracker.py, "
+              "per deployment x task) keeps cheap demoted. Not strict: runs in which "
+              "exploration reaches cheap with short prompts early pass")
 
 
 @pytest.fixture(scope="module")

@@ -113,11 +113,11 @@ def test_scorer_ranks_a_demoted_candidate_behind_an_equal_one() -> None:
     assert ranking.candidates[1].demoted
 
 
-def test_default_demotion_ignores_size_dependent_latency_but_not_availability() -> None:
-    """By default a TTFT burn (prefill grows with the prompt) does not demote a deployment for
-    the whole task; the same burn on availability does."""
+def test_demotion_can_be_limited_to_availability() -> None:
+    """With `demote_on=("availability",)` a TTFT burn does not demote a deployment for the
+    whole task; an availability burn does."""
     clock = FakeClock()
-    tracker = SloTracker({"chat": CHAT}, clock=clock)
+    tracker = SloTracker({"chat": CHAT}, SloConfig(demote_on=("availability",)), clock=clock)
     _feed(tracker, "A", 3.0, clock.now, 1200)
     assert tracker.penalty("A", "chat", clock.now + 1200) == 0.0
     for i in range(600):

@@ -16,6 +16,7 @@ The clock (`now`) and the random source (`rng`) are arguments.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 
@@ -71,7 +72,10 @@ def _key_and_score(c: Candidate, p: Prediction, tier: int, request: ScoreRequest
     if config.objective == "min_cost":
         if tier == 0:
             return (0, p.cost_usd, lat, c.deployment), 2.0 + (1.0 - cost_share)
-        return (tier, -p_eff, p.cost_usd, c.deployment), (2.0 - tier) + p_eff * 0.999
+        # Chances within the same tenth count as equal, so when nobody is likely to meet the
+        # SLO the faster prediction wins (not the wider distribution), then the cheaper.
+        chance = math.floor(p_eff * 10.0) / 10.0
+        return (tier, -chance, lat + p.cost_usd * 1e-9, c.deployment), (2.0 - tier) + p_eff * 0.999
     if config.objective == "min_latency":
         eff = lat / max(1.0 - p.error_rate, 0.05) * (1.0 + c.slo_penalty)
         return (2 if c.unhealthy else 0, eff, p.cost_usd, c.deployment), -eff

@@ -1,6 +1,7 @@
 """Router overhead: the same open-loop load against the simulator directly and through slorouter.
 
-    python -m bench.overhead [--rates 50,200] [--duration 20] [--stream] [--adapters passthrough,litellm]
+    python -m bench.overhead [--rates 50,200] [--duration 20] [--stream]
+                             [--adapters passthrough,litellm]
 
 Starts one simulator (a model with a fixed 20 ms first-token time, so every difference is the
 router's) and one slorouter process pinned to it through each adapter, then runs the same

@@ -78,8 +78,8 @@ def test_redis_killed_mid_run_fails_no_request_and_serves_no_hit(
         for thread in threads:
             thread.start()
         time.sleep(BEFORE_KILL_S)
+        redis.kill()  # returns once the server is gone: requests after this cannot hit
         killed_at = time.monotonic()
-        redis.kill()
         time.sleep(AFTER_KILL_S)
         stop.set()
         for thread in threads:

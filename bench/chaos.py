@@ -31,6 +31,7 @@ import httpx
 from router.providers.simulator.client import SimulatorControl
 from tests.faults.scenarios import (
     FAULT_MODELS,
+    HEDGE_POLICIES,
     TENANT_ENV,
     BreakerWatch,
     Call,
@@ -106,22 +107,6 @@ MATRIX_POLICIES = """policies:
   tasks:
     action:
       candidates: [act]
-      require_idempotency_key: true
-"""
-HEDGE_POLICIES = """policies:
-  default:
-    candidates: [tail]
-    fallbacks: [calm]
-    hedging: true
-  tasks:
-    summarization:
-      candidates: [tail]
-      fallbacks: [calm]
-      hedging: false
-    action:
-      candidates: [tail]
-      fallbacks: [calm]
-      hedging: true
       require_idempotency_key: true
 """
 

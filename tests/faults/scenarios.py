@@ -359,3 +359,22 @@ FAULT_MODELS: dict[str, dict[str, object]] = {
     "tail": heavy_tail(100),
     "calm": steady(100),
 }
+
+# Policies of the hedging scenario (test and bench): `tail` first with `calm` as the hedge
+# target; summarization never hedges; `action` asks for hedging, which must still not happen.
+HEDGE_POLICIES = """policies:
+  default:
+    candidates: [tail]
+    fallbacks: [calm]
+    hedging: true
+  tasks:
+    summarization:
+      candidates: [tail]
+      fallbacks: [calm]
+      hedging: false
+    action:
+      candidates: [tail]
+      fallbacks: [calm]
+      hedging: true
+      require_idempotency_key: true
+"""

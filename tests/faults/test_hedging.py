@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.faults.scenarios import (
+    HEDGE_POLICIES,
     TENANT_ENV,
     Call,
     Dep,
@@ -37,22 +38,7 @@ REQUESTS = 200
 WARM_UP = 50
 CONCURRENCY = 8
 POOL = ["tail", "calm"]
-POLICIES = """policies:
-  default:
-    candidates: [tail]
-    fallbacks: [calm]
-    hedging: true
-  tasks:
-    summarization:
-      candidates: [tail]
-      fallbacks: [calm]
-      hedging: false
-    action:
-      candidates: [tail]
-      fallbacks: [calm]
-      hedging: true
-      require_idempotency_key: true
-"""
+POLICIES = HEDGE_POLICIES
 
 
 @pytest.fixture(scope="module")

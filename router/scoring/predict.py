@@ -9,21 +9,32 @@ weight. E2E at a percentile is the comonotone bound `TTFT_q + TPOT_q * (output_t
 multiplies the three shares with the success rate. An attempt that has waited for its first token
 longer than the predicted TTFT p99 raises the TTFT tail to its age (a censored observation).
 No I/O, no clocks: `now` comes in.
+
+Hot path: `predict` runs once per candidate per request (ten candidates within the 0.2 ms
+budget, `bench/scoring.py`), so it is one flat function over local floats: no helper calls, no
+intermediate tuples, and the p90 level (which no prediction uses) is never blended. The same
+maths written one helper per step is `router/scoring/reference.py`; the tests check that both
+give bit-identical predictions, so change them together.
 """
 
 from __future__ import annotations
 
 import math
 
-from router.scoring.types import Candidate, Prediction, Prior, ScoreRequest, ScoringConfig, Source
+from router.scoring.types import Candidate, Prediction, ScoreRequest, ScoringConfig, Source
 from router.slo.targets import SloTargets
-from router.stats.estimators import KeySummary
-from router.stats.quantiles import LogQ, Quantiles, blend_logs
-from router.stats.store import StatsView
+from router.stats.quantiles import Quantiles
+from router.stats.ttft_model import KTOK, MIN_FITTED_S
 
 Z95 = 1.6448536269514722
 Z99 = 2.3263478740408408
 SQRT2 = math.sqrt(2.0)
+
+_exp = math.exp
+_log = math.log
+_pow = math.pow
+_erf = math.erf
+_sqrt = math.sqrt
 
 
 def expected_output_tokens(max_tokens: int | None, history: Quantiles | None,
@@ -37,58 +48,6 @@ def expected_output_tokens(max_tokens: int | None, history: Quantiles | None,
     if max_tokens is not None:
         return max(max_tokens, 1)
     return config.default_output_tokens
-
-
-def _w(n: float, n0: float) -> float:
-    return n / (n + n0) if n > 0.0 else 0.0
-
-
-def _factor(level: KeySummary | None, now: float) -> float:
-    """Decay of `level`'s weights from its summary time to `now`."""
-    if level is None or now <= level.at:
-        return 1.0
-    return math.pow(2.0, -(now - level.at) / level.half_life_s)
-
-
-def predict_ttft(stats: StatsView, prompt_tokens: int, prior: Prior,
-                 now: float) -> tuple[LogQ, Source]:
-    """Log TTFT quantiles for this prompt size, and the finest level that informed them."""
-    est: LogQ = prior.ttft.logs
-    source: Source = "prior"
-    d = stats.deployment_all
-    if d is not None and d.ttft_fit is not None:
-        fitted = d.ttft_fit.predict_logs(prompt_tokens)
-        if fitted is not None:
-            n = d.ttft_fit.weight * _factor(d, now)
-            est, source = blend_logs(fitted, est, _w(n, prior.weight)), "model"
-    b = stats.bucket
-    if b is not None and b.ttft is not None:
-        n = b.n_ok * _factor(b, now)
-        est, source = blend_logs(b.ttft.logs, est, _w(n, prior.weight)), "bucket"
-    return est, source
-
-
-def predict_tpot(stats: StatsView, prior: Prior, now: float,
-                 factors: tuple[float, float]) -> LogQ:
-    """Log TPOT quantiles, shrunk from the prior through deployment to deployment x task."""
-    est = prior.tpot.logs
-    for level, f in zip((stats.deployment_all, stats.task), factors, strict=True):
-        if level is not None and level.tpot is not None:
-            est = blend_logs(level.tpot.logs, est, _w(level.n_ok * f, prior.weight))
-    return est
-
-
-def predict_errors(stats: StatsView, prior: Prior, z: float,
-                   factors: tuple[float, float]) -> tuple[float, float]:
-    """Decayed error rate (shrunk like the latencies) and its one-sided lower bound."""
-    rate, n0, total = prior.error_rate, prior.weight, 0.0
-    for level, f in zip((stats.deployment_all, stats.task), factors, strict=True):
-        if level is not None:
-            ok, err = level.n_ok * f, level.n_err * f
-            rate = (err + n0 * rate) / (ok + err + n0)
-            total = ok + err
-    low = rate - z * math.sqrt(rate * (1.0 - rate) / (total + n0))
-    return rate, max(low, 0.0)
 
 
 def _share_below_log(log_target: float, log50: float, logq: float, zq: float) -> float:
@@ -117,40 +76,129 @@ def _log_or_none(value: float | None) -> float | None:
     return math.log(value) if value is not None and value > 0.0 else None
 
 
-def _share(log_target: float | None, log50: float, logq: float, zq: float) -> float:
-    return 1.0 if log_target is None else _share_below_log(log_target, log50, logq, zq)
-
-
 def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
             targets: SloTargets, config: ScoringConfig, now: float,
             logs: tuple[float | None, float | None, float | None] | None = None) -> Prediction:
-    """Everything the ranking needs about one candidate for one request."""
+    """Everything the ranking needs about one candidate for one request.
+
+    Operation for operation the same arithmetic as `reference.reference_predict` (so the floats
+    are identical), written out flat: `w * child + (1 - w) * parent` per level and quantile.
+    """
     lt = logs if logs is not None else log_targets(targets)
-    prior = candidate.prior if candidate.prior is not None else config.prior
+    prior = candidate.prior
+    if prior is None:
+        prior = config.prior
+    n0 = prior.weight
     stats = candidate.stats
-    factors = (_factor(stats.deployment_all, now), _factor(stats.task, now))
-    ttft_l, source = predict_ttft(stats, request.prompt_tokens, prior, now)
-    tpot_l = predict_tpot(stats, prior, now, factors)
-    exp = math.exp
-    ttft_50, ttft_q, ttft_99 = exp(ttft_l[0]), exp(ttft_l[2]), exp(ttft_l[3])
-    tpot_50, tpot_99 = exp(tpot_l[0]), exp(tpot_l[3])
-    log_ttft_q = ttft_l[2]
-    wait = now - stats.oldest_waiting_since if stats.oldest_waiting_since is not None else 0.0
+    dep = stats.deployment_all
+    task = stats.task
+    # Decay of each level's weights from its summary time to `now`.
+    f_dep = 1.0 if dep is None or now <= dep.at else _pow(2.0, -(now - dep.at) / dep.half_life_s)
+    f_task = (1.0 if task is None or now <= task.at
+              else _pow(2.0, -(now - task.at) / task.half_life_s))
+
+    # TTFT (log p50, p95, p99): prior -> deployment model at this prompt size -> bucket.
+    pl = prior.ttft.logs
+    t50, t95, t99 = pl[0], pl[2], pl[3]
+    source: Source = "prior"
+    if dep is not None:
+        fit = dep.ttft_fit
+        if fit is not None and fit.ratio is not None:
+            shift = _log(max(fit.intercept_s + fit.slope_s_per_ktok * request.prompt_tokens / KTOK,
+                             MIN_FITTED_S))
+            r = fit.ratio.logs
+            n = fit.weight * f_dep
+            w = n / (n + n0) if n > 0.0 else 0.0
+            u = 1.0 - w
+            t50 = w * (r[0] + shift) + u * t50
+            t95 = w * (r[2] + shift) + u * t95
+            t99 = w * (r[3] + shift) + u * t99
+            source = "model"
+    bucket = stats.bucket
+    if bucket is not None and bucket.ttft is not None:
+        at = bucket.at
+        f_b = 1.0 if now <= at else _pow(2.0, -(now - at) / bucket.half_life_s)
+        n = bucket.n_ok * f_b
+        w = n / (n + n0) if n > 0.0 else 0.0
+        u = 1.0 - w
+        bl = bucket.ttft.logs
+        t50 = w * bl[0] + u * t50
+        t95 = w * bl[2] + u * t95
+        t99 = w * bl[3] + u * t99
+        source = "bucket"
+
+    # TPOT (log p50, p95, p99) and the error rate: prior -> deployment -> deployment x task.
+    pl = prior.tpot.logs
+    p50, p95, p99 = pl[0], pl[2], pl[3]
+    rate, total = prior.error_rate, 0.0
+    if dep is not None:
+        ok = dep.n_ok * f_dep
+        q = dep.tpot
+        if q is not None:
+            w = ok / (ok + n0) if ok > 0.0 else 0.0
+            u = 1.0 - w
+            ql = q.logs
+            p50 = w * ql[0] + u * p50
+            p95 = w * ql[2] + u * p95
+            p99 = w * ql[3] + u * p99
+        err = dep.n_err * f_dep
+        rate = (err + n0 * rate) / (ok + err + n0)
+        total = ok + err
+    if task is not None:
+        ok = task.n_ok * f_task
+        q = task.tpot
+        if q is not None:
+            w = ok / (ok + n0) if ok > 0.0 else 0.0
+            u = 1.0 - w
+            ql = q.logs
+            p50 = w * ql[0] + u * p50
+            p95 = w * ql[2] + u * p95
+            p99 = w * ql[3] + u * p99
+        err = task.n_err * f_task
+        rate = (err + n0 * rate) / (ok + err + n0)
+        total = ok + err
+    err_low = rate - config.error_z * _sqrt(rate * (1.0 - rate) / (total + n0))
+    if err_low < 0.0:
+        err_low = 0.0
+
+    ttft_50, ttft_q, ttft_99 = _exp(t50), _exp(t95), _exp(t99)
+    tpot_50, tpot_99 = _exp(p50), _exp(p99)
+    log_ttft_q = t95
+    since = stats.oldest_waiting_since
+    wait = now - since if since is not None else 0.0
     if wait > ttft_99:
         ttft_q, ttft_99 = max(ttft_q, wait), wait
-        log_ttft_q = math.log(ttft_q)
+        log_ttft_q = _log(ttft_q)
     steps = output_tokens - 1 if output_tokens > 1 else 0
     e2e_50 = ttft_50 + tpot_50 * steps
     e2e_q = ttft_99 + tpot_99 * steps
-    err, err_low = predict_errors(stats, prior, config.error_z, factors)
-    p_meet = (_share(lt[0], ttft_l[0], log_ttft_q, Z95)
-              * (_share(lt[1], tpot_l[0], tpot_l[2], Z95) if steps else 1.0)
-              * _share(lt[2], math.log(e2e_50), math.log(e2e_q), Z99) * (1.0 - err))
+
+    # P(meet): log-normal shares below each target, times the success rate.
+    target = lt[0]
+    if target is None:
+        s_ttft = 1.0
+    elif log_ttft_q <= t50 + 1e-9:
+        s_ttft = 1.0 if log_ttft_q <= target else 0.0
+    else:
+        s_ttft = 0.5 * (1.0 + _erf((target - t50) / ((log_ttft_q - t50) / Z95 * SQRT2)))
+    target = lt[1]
+    if not steps or target is None:
+        s_tpot = 1.0
+    elif p95 <= p50 + 1e-9:
+        s_tpot = 1.0 if p95 <= target else 0.0
+    else:
+        s_tpot = 0.5 * (1.0 + _erf((target - p50) / ((p95 - p50) / Z95 * SQRT2)))
+    target = lt[2]
+    if target is None:
+        s_e2e = 1.0
+    else:
+        e50, eq = _log(e2e_50), _log(e2e_q)
+        if eq <= e50 + 1e-9:
+            s_e2e = 1.0 if eq <= target else 0.0
+        else:
+            s_e2e = 0.5 * (1.0 + _erf((target - e50) / ((eq - e50) / Z99 * SQRT2)))
+    p_meet = s_ttft * s_tpot * s_e2e * (1.0 - rate)
     cost = (request.prompt_tokens * candidate.price_in_per_m
             + output_tokens * candidate.price_out_per_m) / 1e6
-    return Prediction(
-        ttft_p50_s=ttft_50, ttft_q_s=ttft_q, tpot_q_s=exp(tpot_l[2]), e2e_p50_s=e2e_50,
-        e2e_q_s=e2e_q, error_rate=err, error_rate_low=err_low, p_meet=p_meet, cost_usd=cost,
-        n_eff=stats.task.n_ok * factors[1] if stats.task is not None else 0.0, source=source,
-        censored_wait_s=wait,
-    )
+    return Prediction(ttft_50, ttft_q, _exp(p95), e2e_50, e2e_q, rate, err_low, p_meet, cost,
+                      task.n_ok * f_task if task is not None else 0.0, source, wait)

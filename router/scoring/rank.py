@@ -11,7 +11,8 @@ when nothing else is left. Within tiers, by objective:
   - w_latency * latency / latency target`.
 Exploration: with probability `explore_share` (never for `high` risk) the first place goes to a
 stale candidate (fewer than `fresh_n` effective observations), drawn with weight `1 / (1 + n)`.
-The clock (`now`) and the random source (`rng`) are arguments.
+The clock (`now`) and the random source (`rng`) are arguments. The same ranking written one
+helper per step is `router/scoring/reference.py` (the tests hold both to identical output).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from operator import itemgetter
 
 from router.scoring.predict import expected_output_tokens, log_targets, predict
 from router.scoring.types import (
@@ -33,57 +35,6 @@ from router.slo.targets import SloTargets
 from router.stats.quantiles import Quantiles
 
 SortKey = tuple[int, float, float, str]
-
-
-def _failures(p: Prediction, c: Candidate, targets: SloTargets, output_tokens: int) -> list[str]:
-    """Why a candidate is not in tier 0, as short codes (numbers are in its prediction)."""
-    out: list[str] = []
-    if targets.ttft_p95_s is not None and p.ttft_q_s > targets.ttft_p95_s:
-        out.append("ttft_p95_over_target")
-    if targets.tpot_p95_s is not None and output_tokens > 1 and p.tpot_q_s > targets.tpot_p95_s:
-        out.append("tpot_p95_over_target")
-    if targets.e2e_p99_s is not None and p.e2e_q_s > targets.e2e_p99_s:
-        out.append("e2e_p99_over_target")
-    if p.error_rate_low > 1.0 - targets.availability:
-        out.append("error_rate_over_budget")
-    if c.slo_penalty > 0.0:
-        out.append("demoted_by_burn_rate")
-    if c.unhealthy:
-        out.append("unhealthy")
-    return out
-
-
-def _tier(c: Candidate, failures: list[str]) -> int:
-    if c.unhealthy:
-        return 2
-    return 1 if failures else 0
-
-
-def _latency(p: Prediction, stream: bool) -> float:
-    return p.ttft_q_s if stream else p.e2e_q_s
-
-
-def _key_and_score(c: Candidate, p: Prediction, tier: int, request: ScoreRequest,
-                   targets: SloTargets, config: ScoringConfig,
-                   max_cost: float) -> tuple[SortKey, float]:
-    lat = _latency(p, request.stream)
-    p_eff = p.p_meet * (1.0 - c.slo_penalty)
-    cost_share = p.cost_usd / max_cost if max_cost > 0.0 else 0.0
-    if config.objective == "min_cost":
-        if tier == 0:
-            return (0, p.cost_usd, lat, c.deployment), 2.0 + (1.0 - cost_share)
-        # Chances within the same tenth count as equal, so when nobody is likely to meet the
-        # SLO the faster prediction wins (not the wider distribution), then the cheaper.
-        chance = math.floor(p_eff * 10.0) / 10.0
-        return (tier, -chance, lat + p.cost_usd * 1e-9, c.deployment), (2.0 - tier) + p_eff * 0.999
-    if config.objective == "min_latency":
-        eff = lat / max(1.0 - p.error_rate, 0.05) * (1.0 + c.slo_penalty)
-        return (2 if c.unhealthy else 0, eff, p.cost_usd, c.deployment), -eff
-    w = config.weights
-    target = targets.ttft_p95_s if request.stream else targets.e2e_p99_s
-    ref = target if target is not None else max(lat, 1e-3)
-    utility = w.slo * p_eff - w.cost * cost_share - w.latency * lat / ref
-    return (2 if c.unhealthy else 0, -utility, p.cost_usd, c.deployment), utility
 
 
 def _explore_pick(scored: list[ScoredCandidate], request: ScoreRequest, config: ScoringConfig,
@@ -107,29 +58,80 @@ def _explore_pick(scored: list[ScoredCandidate], request: ScoreRequest, config: 
 def rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candidate],
          config: ScoringConfig, *, now: float, rng: random.Random,
          output_history: Quantiles | None = None) -> Ranking:
-    """Rank `candidates` best first for `request`; pure given `now` and `rng`."""
+    """Rank `candidates` best first for `request`; pure given `now` and `rng`.
+
+    One flat loop per candidate (hot path; see `predict.py`): the tier's failure codes, then the
+    objective's sort key and score, as `reference.reference_rank` spells out step by step.
+    """
     out_tokens = expected_output_tokens(request.max_tokens, output_history, config)
     logs = log_targets(targets)
     preds = [predict(c, request, out_tokens, targets, config, now, logs) for c in candidates]
     max_cost = max((p.cost_usd for p in preds), default=0.0)
+    ttft_target, tpot_target, e2e_target = targets.ttft_p95_s, targets.tpot_p95_s, \
+        targets.e2e_p99_s
+    if out_tokens <= 1:
+        tpot_target = None
+    err_budget = 1.0 - targets.availability
+    stream = request.stream
+    objective = config.objective
+    weights = config.weights
+    lat_target = ttft_target if stream else e2e_target
+    floor = math.floor
     rows: list[tuple[SortKey, float, Candidate, Prediction, list[str], int]] = []
     for c, p in zip(candidates, preds, strict=True):
-        failures = _failures(p, c, targets, out_tokens)
-        tier = _tier(c, failures)
-        key, score = _key_and_score(c, p, tier, request, targets, config, max_cost)
+        failures: list[str] = []
+        if ttft_target is not None and p.ttft_q_s > ttft_target:
+            failures.append("ttft_p95_over_target")
+        if tpot_target is not None and p.tpot_q_s > tpot_target:
+            failures.append("tpot_p95_over_target")
+        if e2e_target is not None and p.e2e_q_s > e2e_target:
+            failures.append("e2e_p99_over_target")
+        if p.error_rate_low > err_budget:
+            failures.append("error_rate_over_budget")
+        penalty = c.slo_penalty
+        if penalty > 0.0:
+            failures.append("demoted_by_burn_rate")
+        unhealthy = c.unhealthy
+        if unhealthy:
+            failures.append("unhealthy")
+            tier = 2
+        else:
+            tier = 1 if failures else 0
+        lat = p.ttft_q_s if stream else p.e2e_q_s
+        cost = p.cost_usd
+        key: SortKey
+        if objective == "min_cost":
+            if tier == 0:
+                key = (0, cost, lat, c.deployment)
+                score = 2.0 + (1.0 - (cost / max_cost if max_cost > 0.0 else 0.0))
+            else:
+                # Chances within the same tenth count as equal, so when nobody is likely to
+                # meet the SLO the faster prediction wins (not the wider distribution), then
+                # the cheaper.
+                p_eff = p.p_meet * (1.0 - penalty)
+                key = (tier, -(floor(p_eff * 10.0) / 10.0), lat + cost * 1e-9, c.deployment)
+                score = (2.0 - tier) + p_eff * 0.999
+        elif objective == "min_latency":
+            eff = lat / max(1.0 - p.error_rate, 0.05) * (1.0 + penalty)
+            key = (2 if unhealthy else 0, eff, cost, c.deployment)
+            score = -eff
+        else:
+            ref = lat_target if lat_target is not None else max(lat, 1e-3)
+            score = (weights.slo * (p.p_meet * (1.0 - penalty))
+                     - weights.cost * (cost / max_cost if max_cost > 0.0 else 0.0)
+                     - weights.latency * lat / ref)
+            key = (2 if unhealthy else 0, -score, cost, c.deployment)
         rows.append((key, score, c, p, failures, tier))
-    rows.sort(key=lambda r: r[0])
-    scored = [ScoredCandidate(deployment=c.deployment, rank=i, score=score, meets_slo=tier == 0,
-                              demoted=c.slo_penalty > 0.0, unhealthy=c.unhealthy, explored=False,
-                              prediction=p, reasons=tuple(failures))
+    rows.sort(key=itemgetter(0))
+    scored = [ScoredCandidate(c.deployment, i, score, tier == 0, c.slo_penalty > 0.0,
+                              c.unhealthy, False, p, tuple(failures))
               for i, (_, score, c, p, failures, tier) in enumerate(rows)]
     pick = _explore_pick(scored, request, config, rng)
     if pick is not None:
         chosen = scored.pop(pick)
         scored.insert(0, chosen)
         scored = [_reranked(s, i, explored=(i == 0)) for i, s in enumerate(scored)]
-    return Ranking(objective=config.objective, output_tokens=out_tokens,
-                   candidates=tuple(scored), explored=pick is not None)
+    return Ranking(config.objective, out_tokens, tuple(scored), pick is not None)
 
 
 def _reranked(s: ScoredCandidate, rank_: int, explored: bool) -> ScoredCandidate:

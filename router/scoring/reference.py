@@ -1,0 +1,267 @@
+"""The reference implementation of scoring: the maths of `predict.py` and `rank.py` written
+plainly, one helper per step (as it was before the hot path was flattened).
+
+Not used by the service. Kept as the oracle: `tests/stats/test_scoring_equivalence.py` checks
+that `router.scoring.rank` returns exactly what `reference_rank` returns (same order, same
+floats, same random draws), and `bench/scoring.py` times both side by side.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+from router.scoring.types import (
+    Candidate,
+    Prediction,
+    Prior,
+    Ranking,
+    ScoredCandidate,
+    ScoreRequest,
+    ScoringConfig,
+    Source,
+)
+from router.slo.targets import SloTargets
+from router.stats.estimators import KeySummary
+from router.stats.quantiles import LogQ, Quantiles, blend_logs
+from router.stats.store import StatsView
+
+Z95 = 1.6448536269514722
+Z99 = 2.3263478740408408
+SQRT2 = math.sqrt(2.0)
+
+
+def expected_output_tokens(max_tokens: int | None, history: Quantiles | None,
+                           config: ScoringConfig) -> int:
+    """Output tokens to plan for: the task's history quantile, capped by `max_tokens`."""
+    seen = round(history.at(config.output_quantile)) if history is not None else None
+    if seen is not None and max_tokens is not None:
+        return max(min(seen, max_tokens), 1)
+    if seen is not None:
+        return max(seen, 1)
+    if max_tokens is not None:
+        return max(max_tokens, 1)
+    return config.default_output_tokens
+
+
+def _w(n: float, n0: float) -> float:
+    return n / (n + n0) if n > 0.0 else 0.0
+
+
+def _factor(level: KeySummary | None, now: float) -> float:
+    """Decay of `level`'s weights from its summary time to `now`."""
+    if level is None or now <= level.at:
+        return 1.0
+    return math.pow(2.0, -(now - level.at) / level.half_life_s)
+
+
+def predict_ttft(stats: StatsView, prompt_tokens: int, prior: Prior,
+                 now: float) -> tuple[LogQ, Source]:
+    """Log TTFT quantiles for this prompt size, and the finest level that informed them."""
+    est: LogQ = prior.ttft.logs
+    source: Source = "prior"
+    d = stats.deployment_all
+    if d is not None and d.ttft_fit is not None:
+        fitted = d.ttft_fit.predict_logs(prompt_tokens)
+        if fitted is not None:
+            n = d.ttft_fit.weight * _factor(d, now)
+            est, source = blend_logs(fitted, est, _w(n, prior.weight)), "model"
+    b = stats.bucket
+    if b is not None and b.ttft is not None:
+        n = b.n_ok * _factor(b, now)
+        est, source = blend_logs(b.ttft.logs, est, _w(n, prior.weight)), "bucket"
+    return est, source
+
+
+def predict_tpot(stats: StatsView, prior: Prior, now: float,
+                 factors: tuple[float, float]) -> LogQ:
+    """Log TPOT quantiles, shrunk from the prior through deployment to deployment x task."""
+    est = prior.tpot.logs
+    for level, f in zip((stats.deployment_all, stats.task), factors, strict=True):
+        if level is not None and level.tpot is not None:
+            est = blend_logs(level.tpot.logs, est, _w(level.n_ok * f, prior.weight))
+    return est
+
+
+def predict_errors(stats: StatsView, prior: Prior, z: float,
+                   factors: tuple[float, float]) -> tuple[float, float]:
+    """Decayed error rate (shrunk like the latencies) and its one-sided lower bound."""
+    rate, n0, total = prior.error_rate, prior.weight, 0.0
+    for level, f in zip((stats.deployment_all, stats.task), factors, strict=True):
+        if level is not None:
+            ok, err = level.n_ok * f, level.n_err * f
+            rate = (err + n0 * rate) / (ok + err + n0)
+            total = ok + err
+    low = rate - z * math.sqrt(rate * (1.0 - rate) / (total + n0))
+    return rate, max(low, 0.0)
+
+
+def _share_below_log(log_target: float, log50: float, logq: float, zq: float) -> float:
+    if logq <= log50 + 1e-9:
+        return 1.0 if logq <= log_target else 0.0
+    sigma = (logq - log50) / zq
+    return 0.5 * (1.0 + math.erf((log_target - log50) / (sigma * SQRT2)))
+
+
+def share_below(target: float | None, p50: float, pq: float, zq: float) -> float:
+    """P(X <= target) for a log-normal X through its median `p50` and quantile `pq` at `zq`."""
+    if target is None:
+        return 1.0
+    if p50 <= 0.0 or target <= 0.0:
+        return 1.0 if pq <= target else 0.0
+    return _share_below_log(math.log(target), math.log(p50), math.log(max(pq, p50)), zq)
+
+
+def log_targets(targets: SloTargets) -> tuple[float | None, float | None, float | None]:
+    """Logs of the TTFT, TPOT and E2E targets (computed once per ranking)."""
+    return (_log_or_none(targets.ttft_p95_s), _log_or_none(targets.tpot_p95_s),
+            _log_or_none(targets.e2e_p99_s))
+
+
+def _log_or_none(value: float | None) -> float | None:
+    return math.log(value) if value is not None and value > 0.0 else None
+
+
+def _share(log_target: float | None, log50: float, logq: float, zq: float) -> float:
+    return 1.0 if log_target is None else _share_below_log(log_target, log50, logq, zq)
+
+
+def reference_predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
+            targets: SloTargets, config: ScoringConfig, now: float,
+            logs: tuple[float | None, float | None, float | None] | None = None) -> Prediction:
+    """Everything the ranking needs about one candidate for one request."""
+    lt = logs if logs is not None else log_targets(targets)
+    prior = candidate.prior if candidate.prior is not None else config.prior
+    stats = candidate.stats
+    factors = (_factor(stats.deployment_all, now), _factor(stats.task, now))
+    ttft_l, source = predict_ttft(stats, request.prompt_tokens, prior, now)
+    tpot_l = predict_tpot(stats, prior, now, factors)
+    exp = math.exp
+    ttft_50, ttft_q, ttft_99 = exp(ttft_l[0]), exp(ttft_l[2]), exp(ttft_l[3])
+    tpot_50, tpot_99 = exp(tpot_l[0]), exp(tpot_l[3])
+    log_ttft_q = ttft_l[2]
+    wait = now - stats.oldest_waiting_since if stats.oldest_waiting_since is not None else 0.0
+    if wait > ttft_99:
+        ttft_q, ttft_99 = max(ttft_q, wait), wait
+        log_ttft_q = math.log(ttft_q)
+    steps = output_tokens - 1 if output_tokens > 1 else 0
+    e2e_50 = ttft_50 + tpot_50 * steps
+    e2e_q = ttft_99 + tpot_99 * steps
+    err, err_low = predict_errors(stats, prior, config.error_z, factors)
+    p_meet = (_share(lt[0], ttft_l[0], log_ttft_q, Z95)
+              * (_share(lt[1], tpot_l[0], tpot_l[2], Z95) if steps else 1.0)
+              * _share(lt[2], math.log(e2e_50), math.log(e2e_q), Z99) * (1.0 - err))
+    cost = (request.prompt_tokens * candidate.price_in_per_m
+            + output_tokens * candidate.price_out_per_m) / 1e6
+    return Prediction(
+        ttft_p50_s=ttft_50, ttft_q_s=ttft_q, tpot_q_s=exp(tpot_l[2]), e2e_p50_s=e2e_50,
+        e2e_q_s=e2e_q, error_rate=err, error_rate_low=err_low, p_meet=p_meet, cost_usd=cost,
+        n_eff=stats.task.n_ok * factors[1] if stats.task is not None else 0.0, source=source,
+        censored_wait_s=wait,
+    )
+
+
+SortKey = tuple[int, float, float, str]
+
+
+def _failures(p: Prediction, c: Candidate, targets: SloTargets, output_tokens: int) -> list[str]:
+    """Why a candidate is not in tier 0, as short codes (numbers are in its prediction)."""
+    out: list[str] = []
+    if targets.ttft_p95_s is not None and p.ttft_q_s > targets.ttft_p95_s:
+        out.append("ttft_p95_over_target")
+    if targets.tpot_p95_s is not None and output_tokens > 1 and p.tpot_q_s > targets.tpot_p95_s:
+        out.append("tpot_p95_over_target")
+    if targets.e2e_p99_s is not None and p.e2e_q_s > targets.e2e_p99_s:
+        out.append("e2e_p99_over_target")
+    if p.error_rate_low > 1.0 - targets.availability:
+        out.append("error_rate_over_budget")
+    if c.slo_penalty > 0.0:
+        out.append("demoted_by_burn_rate")
+    if c.unhealthy:
+        out.append("unhealthy")
+    return out
+
+
+def _tier(c: Candidate, failures: list[str]) -> int:
+    if c.unhealthy:
+        return 2
+    return 1 if failures else 0
+
+
+def _latency(p: Prediction, stream: bool) -> float:
+    return p.ttft_q_s if stream else p.e2e_q_s
+
+
+def _key_and_score(c: Candidate, p: Prediction, tier: int, request: ScoreRequest,
+                   targets: SloTargets, config: ScoringConfig,
+                   max_cost: float) -> tuple[SortKey, float]:
+    lat = _latency(p, request.stream)
+    p_eff = p.p_meet * (1.0 - c.slo_penalty)
+    cost_share = p.cost_usd / max_cost if max_cost > 0.0 else 0.0
+    if config.objective == "min_cost":
+        if tier == 0:
+            return (0, p.cost_usd, lat, c.deployment), 2.0 + (1.0 - cost_share)
+        # Chances within the same tenth count as equal, so when nobody is likely to meet the
+        # SLO the faster prediction wins (not the wider distribution), then the cheaper.
+        chance = math.floor(p_eff * 10.0) / 10.0
+        return (tier, -chance, lat + p.cost_usd * 1e-9, c.deployment), (2.0 - tier) + p_eff * 0.999
+    if config.objective == "min_latency":
+        eff = lat / max(1.0 - p.error_rate, 0.05) * (1.0 + c.slo_penalty)
+        return (2 if c.unhealthy else 0, eff, p.cost_usd, c.deployment), -eff
+    w = config.weights
+    target = targets.ttft_p95_s if request.stream else targets.e2e_p99_s
+    ref = target if target is not None else max(lat, 1e-3)
+    utility = w.slo * p_eff - w.cost * cost_share - w.latency * lat / ref
+    return (2 if c.unhealthy else 0, -utility, p.cost_usd, c.deployment), utility
+
+
+def _explore_pick(scored: list[ScoredCandidate], request: ScoreRequest, config: ScoringConfig,
+                  rng: random.Random) -> int | None:
+    if request.risk == "high" or config.explore_share <= 0.0 or len(scored) < 2:
+        return None
+    if rng.random() >= config.explore_share:
+        return None
+    stale = [(i, 1.0 / (1.0 + s.prediction.n_eff)) for i, s in enumerate(scored)
+             if i > 0 and not s.unhealthy and s.prediction.n_eff < config.fresh_n]
+    if not stale:
+        return None
+    draw = rng.random() * sum(w for _, w in stale)
+    for i, w in stale:
+        draw -= w
+        if draw <= 0.0:
+            return i
+    return stale[-1][0]
+
+
+def reference_rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candidate],
+         config: ScoringConfig, *, now: float, rng: random.Random,
+         output_history: Quantiles | None = None) -> Ranking:
+    """Rank `candidates` best first for `request`; pure given `now` and `rng`."""
+    out_tokens = expected_output_tokens(request.max_tokens, output_history, config)
+    logs = log_targets(targets)
+    preds = [reference_predict(c, request, out_tokens, targets, config, now, logs)
+             for c in candidates]
+    max_cost = max((p.cost_usd for p in preds), default=0.0)
+    rows: list[tuple[SortKey, float, Candidate, Prediction, list[str], int]] = []
+    for c, p in zip(candidates, preds, strict=True):
+        failures = _failures(p, c, targets, out_tokens)
+        tier = _tier(c, failures)
+        key, score = _key_and_score(c, p, tier, request, targets, config, max_cost)
+        rows.append((key, score, c, p, failures, tier))
+    rows.sort(key=lambda r: r[0])
+    scored = [ScoredCandidate(deployment=c.deployment, rank=i, score=score, meets_slo=tier == 0,
+                              demoted=c.slo_penalty > 0.0, unhealthy=c.unhealthy, explored=False,
+                              prediction=p, reasons=tuple(failures))
+              for i, (_, score, c, p, failures, tier) in enumerate(rows)]
+    pick = _explore_pick(scored, request, config, rng)
+    if pick is not None:
+        chosen = scored.pop(pick)
+        scored.insert(0, chosen)
+        scored = [_reranked(s, i, explored=(i == 0)) for i, s in enumerate(scored)]
+    return Ranking(objective=config.objective, output_tokens=out_tokens,
+                   candidates=tuple(scored), explored=pick is not None)
+
+
+def _reranked(s: ScoredCandidate, rank_: int, explored: bool) -> ScoredCandidate:
+    return s._replace(rank=rank_, explored=explored)

@@ -11,7 +11,9 @@ dict update, quantiles and CDF values are time-invariant (all weights decay alik
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import accumulate
 
 from router.stats.decay import PRUNE_FRACTION, RESCALE_EXPONENT, Decay
 
@@ -80,21 +82,30 @@ class DecayedSketch:
         return 2.0 * self._gamma ** key / (self._gamma + 1.0)
 
     def quantiles(self, qs: Sequence[float]) -> tuple[float, ...] | None:
-        """The values at ascending quantiles `qs` (smallest x with CDF(x) >= q), None if empty."""
+        """The values at ascending quantiles `qs` (smallest x with CDF(x) >= q), None if empty.
+
+        Cumulative weights in bucket order (the zero bucket first), then a binary search per
+        level; only the answers are turned into values. (A summary refresh calls this for
+        every sketch of every key read, so the per-bucket work stays in C.)
+        """
         if self._total <= 0.0:
             return None
-        entries = [(0.0, self._zero)] if self._zero > 0.0 else []
-        entries.extend((self._value(k), self._bins[k]) for k in sorted(self._bins))
-        last = len(entries) - 1
+        bins = self._bins
+        keys = sorted(bins)
+        weights = list(map(bins.__getitem__, keys))
+        zero = 1 if self._zero > 0.0 else 0
+        if zero:
+            weights.insert(0, self._zero)
+        cum = list(accumulate(weights))
+        last = len(cum) - 1
         out: list[float] = []
-        cum = 0.0
         pos = 0
+        gamma = self._gamma
         for q in qs:
             target = q * self._total * (1.0 - 1e-12)
-            while pos < last and cum + entries[pos][1] < target:
-                cum += entries[pos][1]
-                pos += 1
-            out.append(entries[pos][0])
+            if pos < last:
+                pos = bisect_left(cum, target, pos, last)
+            out.append(0.0 if pos < zero else 2.0 * gamma ** keys[pos - zero] / (gamma + 1.0))
         return tuple(out)
 
     def quantile(self, q: float, now: float | None = None) -> float | None:

@@ -11,7 +11,9 @@ merges it into its summaries. Redis I/O lives in `redis_store.py`.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
@@ -22,7 +24,7 @@ from policies.labels import Task
 from router.stats.decay import Decay
 from router.stats.estimators import ANY, ANY_BUCKET, KeyState, KeySummary, StatKey, keys_for
 from router.stats.inflight import InFlight
-from router.stats.observation import Observation, prompt_bucket
+from router.stats.observation import PROMPT_BUCKET_EDGES, Observation
 from router.stats.sketch import DEFAULT_ALPHA
 
 Clock = Callable[[], float]
@@ -34,7 +36,11 @@ class StatsConfig:
 
     Summaries of keys that decisions read are recomputed by `refresh()` (a background task runs
     `run_refresher()` every `refresh_interval_s`); a read recomputes only a key never summarised
-    or one whose summary is older than `max_staleness_s` (the safety net without a refresher).
+    or, when no refresh ran within the last `max_staleness_s` (the safety net without a
+    refresher), a changed key whose summary is older than `max_staleness_s`. While the refresher
+    runs, a read never pays for a recompute of a summary it already has: the key is marked as
+    read and the next refresh (at most `refresh_interval_s` away) brings its new data in, as
+    for every other key.
     """
 
     half_life_s: float = 5.0
@@ -102,6 +108,7 @@ class LocalStatsStore:
         self._wanted: set[StatKey] = set()
         self._unpushed: set[StatKey] = set()
         self._in_flight = InFlight()
+        self._refreshed_at: float | None = None
 
     # -- writes (execution layer, in `finally`) ------------------------------------------------
     def begin(self, deployment: str, t: float) -> int:
@@ -130,21 +137,35 @@ class LocalStatsStore:
 
     # -- reads (decision step, hot path) -------------------------------------------------------
     def view(self, deployment: str, task: Task, prompt_tokens: int) -> StatsView:
-        """The frozen summaries for one candidate; cheap (dict look-ups, rare recompute)."""
+        """The frozen summaries for one candidate; cheap (dict look-ups, rare recompute).
+
+        Runs once per candidate per request: `summary()` is inlined for the three keys (same
+        rule: the cached summary unless the key changed and its summary is missing, or stale
+        with no refresher running; see `StatsConfig`).
+        """
         now = self._clock()
         flight = self._in_flight.view(deployment)
         count = flight.attempts
         if self._remote_in_flight:
             count += sum(c.get(deployment, 0) for c in self._remote_in_flight.values())
-        summary = self.summary
-        return StatsView(
-            deployment,
-            summary((deployment, task, prompt_bucket(prompt_tokens)), now),
-            summary((deployment, task, ANY_BUCKET), now),
-            summary((deployment, ANY, ANY_BUCKET), now),
-            count,
-            flight.oldest_waiting_since,
-        )
+        summaries, dirty, wanted = self._summaries, self._dirty, self._wanted
+        stale = self._stale_after(now)
+        k_bucket = (deployment, task, bisect_right(PROMPT_BUCKET_EDGES, prompt_tokens))
+        k_task = (deployment, task, ANY_BUCKET)
+        k_dep = (deployment, ANY, ANY_BUCKET)
+        wanted.add(k_bucket)
+        wanted.add(k_task)
+        wanted.add(k_dep)
+        s_bucket = summaries.get(k_bucket)
+        if k_bucket in dirty and (s_bucket is None or not now - s_bucket.at < stale):
+            s_bucket = self._recompute(k_bucket, now)
+        s_task = summaries.get(k_task)
+        if k_task in dirty and (s_task is None or not now - s_task.at < stale):
+            s_task = self._recompute(k_task, now)
+        s_dep = summaries.get(k_dep)
+        if k_dep in dirty and (s_dep is None or not now - s_dep.at < stale):
+            s_dep = self._recompute(k_dep, now)
+        return StatsView(deployment, s_bucket, s_task, s_dep, count, flight.oldest_waiting_since)
 
     def ttft_quantile(self, deployment: str, task: Task, q: float) -> tuple[float | None, float]:
         """This replica's decayed TTFT at any quantile `q` for deployment x task, and how many
@@ -161,17 +182,26 @@ class LocalStatsStore:
         return self.summary((ANY, task, ANY_BUCKET), self._clock())
 
     def summary(self, key: StatKey, now: float) -> KeySummary | None:
-        """The cached summary of `key`, recomputed when dirty and older than the staleness bound."""
+        """The cached summary of `key`, recomputed when dirty and missing or, with no refresher
+        running, older than the staleness bound."""
         cached = self._summaries.get(key)
         self._wanted.add(key)
         if key not in self._dirty or (
-                cached is not None and now - cached.at < self.config.max_staleness_s):
+                cached is not None and now - cached.at < self._stale_after(now)):
             return cached
         return self._recompute(key, now)
+
+    def _stale_after(self, now: float) -> float:
+        """Age from which a read recomputes a changed key's summary itself: never while the
+        refresher runs (a refresh within `max_staleness_s`), else `max_staleness_s`."""
+        last = self._refreshed_at
+        limit = self.config.max_staleness_s
+        return math.inf if last is not None and now - last < limit else limit
 
     def refresh(self) -> int:
         """Recompute dirty summaries that decisions read since the last refresh; returns count."""
         now = self._clock()
+        self._refreshed_at = now
         due = self._dirty & self._wanted
         self._wanted = set()
         for key in due:

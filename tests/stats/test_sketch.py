@@ -108,3 +108,33 @@ def test_state_round_trip_preserves_sketch() -> None:
     back = DecayedSketch.from_state(Decay(5.0), sketch.to_state(), sketch.alpha)
     assert back.quantiles((0.5, 0.99)) == sketch.quantiles((0.5, 0.99))
     assert back.count(T0 + 1) == sketch.count(T0 + 1)
+
+
+def _linear_scan_quantiles(sketch: DecayedSketch, qs: tuple[float, ...]) -> tuple[float, ...]:
+    """The quantile walk as first written (one entry per bucket, values for every bucket)."""
+    gamma = (1.0 + sketch.alpha) / (1.0 - sketch.alpha)
+    zero_w, total = sketch._zero, sketch._total
+    entries = [(0.0, zero_w)] if zero_w > 0.0 else []
+    entries.extend((2.0 * gamma ** k / (gamma + 1.0), sketch.bins()[k])
+                   for k in sorted(sketch.bins()))
+    last, out, cum, pos = len(entries) - 1, [], 0.0, 0
+    for q in qs:
+        target = q * total * (1.0 - 1e-12)
+        while pos < last and cum + entries[pos][1] < target:
+            cum += entries[pos][1]
+            pos += 1
+        out.append(entries[pos][0])
+    return tuple(out)
+
+
+@given(values=st.lists(st.one_of(st.just(0.0), st.floats(min_value=1e-3, max_value=100.0)),
+                       min_size=1, max_size=300),
+       weights=st.lists(st.floats(min_value=0.01, max_value=5.0), min_size=1, max_size=300))
+@settings(max_examples=200, deadline=None)
+def test_quantiles_equal_the_linear_scan(values: list[float], weights: list[float]) -> None:
+    """The binary search over cumulative weights answers exactly what a linear walk does."""
+    sketch = DecayedSketch(Decay(5.0), 0.01)
+    for v, w in zip(values, weights * (len(values) // len(weights) + 1), strict=False):
+        sketch.add(v, T0, w)
+    qs = (0.0, 0.1, 0.5, 0.9, 0.95, 0.99, 1.0)
+    assert sketch.quantiles(qs) == _linear_scan_quantiles(sketch, qs)

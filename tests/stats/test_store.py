@@ -94,6 +94,28 @@ def test_reads_reuse_summaries_until_refresh_or_staleness_bound() -> None:
     assert late is not refreshed and late is not None and late.at == clock.now
 
 
+def test_reads_leave_a_changed_idle_key_to_a_running_refresher() -> None:
+    """While refreshes run, a read never recomputes a summary it has, however old: the next
+    refresh brings the new data in. With no refresh for `max_staleness_s`, the read does."""
+    clock = FakeClock()
+    store = LocalStatsStore(StatsConfig(max_staleness_s=0.5), clock=clock)
+    store.record(_ok("A", 0.3, clock.now))
+    old = store.view("A", "chat", 300).task
+    for _ in range(20):  # A idle for 2 s, refresher running every 100 ms
+        clock.now += 0.1
+        store.refresh()
+    store.record(_ok("A", 0.3, clock.now))  # A's old summary is now out of date
+    assert store.view("A", "chat", 300).task is old
+    clock.now += 0.1
+    assert store.refresh() == 3
+    new = store.view("A", "chat", 300).task
+    assert new is not old and new is not None and new.at == clock.now
+    store.record(_ok("A", 0.3, clock.now))
+    clock.now += 0.5  # no refresh for max_staleness_s: reads recompute again
+    late = store.view("A", "chat", 300).task
+    assert late is not new and late is not None and late.at == clock.now
+
+
 def test_refresh_skips_keys_that_no_decision_reads() -> None:
     """Only keys read since the last refresh are recomputed in the background."""
     clock = FakeClock()

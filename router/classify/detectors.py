@@ -14,6 +14,7 @@ from typing import Final
 
 from policies.labels import Signal, Task
 from router.classify.pii import PiiKind, pii_kinds
+from router.classify.scan import SCAN_MIN_CHARS, TextScan, anchor_hits, anchor_table, scan
 from router.classify.types import RequestView
 
 # Jailbreak and prompt-injection phrases (English and Persian): the common families are
@@ -65,6 +66,42 @@ _JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
     ("نادیده بگیر", None, 0, 0),
 )
 _DAN: Final = re.compile(r"\bDAN\b")  # the "Do Anything Now" persona, upper case only
+# The 4 characters of each key that the vectorised pre-filter looks for: the rarest 4-gram of
+# the key in the training prompts (a rare anchor gives few candidates to confirm).
+_ANCHORS: Final[dict[str, str]] = {
+    "ignore": "nore",
+    "disregard": "sreg",
+    "forget": "forg",
+    "bypass": "bypa",
+    "override": "rrid",
+    "do anything now": "g no",
+    "jailbr": "ilbr",
+    "stay in character": "tay ",
+    "system prompt": "em p",
+    "initial instructions": "itia",
+    "hidden instructions": "hidd",
+    "initialization string": "liza",
+    "initialisation string": "isat",
+    "system configuration": "nfig",
+    "mode": "mode",
+    "restriction": "rict",
+    "filter": "ilte",
+    "limitation": "mita",
+    "guideline": "uide",
+    "censorship": "orsh",
+    "amoral": "amor",
+    "unethical": "unet",
+    "uncensored": "sore",
+    "unrestricted": "nres",
+    "<!--": "<!--",
+    "instruction": "nstr",
+    "content polic": "nt p",
+    "دستورات قبلی": "ورات",
+    "های قبلی": "قبلی",
+    "نادیده بگیر": "نادی",
+}
+_ANCHOR_AT: Final[dict[str, int]] = {key: key.index(gram) for key, gram in _ANCHORS.items()}
+_JAILBREAK_TABLE: Final = anchor_table((gram, key) for key, gram in _ANCHORS.items())
 
 # Tool-name words that commit something outside the conversation (money, messages, bookings,
 # deletions). Words that only change a setting (set, add, update) do not raise risk by
@@ -301,12 +338,66 @@ def keyword_regex_search(
     return False
 
 
-def has_jailbreak_phrase(text: str) -> bool:
-    """True when `text` contains a known jailbreak or prompt-injection phrase."""
-    if "DAN" in text and _DAN.search(text) is not None:
+def has_jailbreak_phrase(text: str, scanned: TextScan | None = None) -> bool:
+    """True when `text` contains a known jailbreak or prompt-injection phrase.
+
+    A long text is not lower-cased and searched once per key: one vectorised pass
+    (`scan.anchor_hits`) finds where the keys may occur, and each candidate and its window are
+    lower-cased and checked on their own. Both ways give the same answer (tested).
+    """
+    if _has_dan(text):
         return True
-    lowered = text.lower()
-    return any(keyword_regex_search(lowered, *rule) for rule in _JAILBREAK_RULES)
+    if scanned is None and len(text) < SCAN_MIN_CHARS:
+        lowered = text.lower()
+        return any(keyword_regex_search(lowered, *rule) for rule in _JAILBREAK_RULES)
+    scanned = scanned if scanned is not None else scan(text)
+    starts: dict[str, list[int]] = {}
+    for at, key in anchor_hits(scanned, _JAILBREAK_TABLE):
+        assert isinstance(key, str)
+        start = at - _ANCHOR_AT[key]
+        if start >= 0 and text[start : start + len(key)].lower() == key:
+            starts.setdefault(key, []).append(start)
+    return any(
+        key in starts and _windows_match(text, key, starts[key], pattern, before, after)
+        for key, pattern, before, after in _JAILBREAK_RULES
+    )
+
+
+def _has_dan(text: str) -> bool:
+    at = text.find("DAN")
+    while at != -1:
+        if _DAN.match(text, at) is not None:
+            return True
+        at = text.find("DAN", at + 3)
+    return False
+
+
+def _windows_match(
+    text: str,
+    key: str,
+    starts: list[int],
+    pattern: re.Pattern[str] | None,
+    before: int,
+    after: int,
+) -> bool:
+    """`keyword_regex_search` given the (sorted) offsets where `key` occurs: the same windows,
+    each lower-cased on its own (with one character before it, for `\b`)."""
+    if pattern is None:
+        return True
+    windows = 0
+    following = 0
+    for at in starts:
+        if at < following:
+            continue  # `str.find` from the end of the previous occurrence skips overlaps
+        if windows == _MAX_WINDOWS:
+            break
+        windows += 1
+        lo = max(0, at - before)
+        seg = max(0, lo - 1)
+        if pattern.search(text[seg : at + len(key) + after].lower(), lo - seg) is not None:
+            return True
+        following = at + len(key)
+    return False
 
 
 def is_regulated_advice(text: str) -> bool:
@@ -333,9 +424,10 @@ def detect(view: RequestView) -> Findings:
     """Run every rule on the request: PII and injection on all messages, advice on the last
     user message, side effects on the declared tools."""
     everything = "\n".join(text for _, text in view.messages)
+    scanned = scan(everything) if len(everything) >= SCAN_MIN_CHARS else None
     return Findings(
-        pii=pii_kinds(everything),
-        jailbreak=has_jailbreak_phrase(everything),
+        pii=pii_kinds(everything, scanned),
+        jailbreak=has_jailbreak_phrase(everything, scanned),
         side_effect_tools=side_effect_tools(view.tool_names, view.tool_descriptions),
         regulated_advice=is_regulated_advice(last_user_text(view)),
     )

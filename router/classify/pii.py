@@ -10,8 +10,17 @@ do not copy personal data into logs. Jailbreak, tool and domain rules live in `d
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
+
+from router.classify.scan import (
+    SCAN_MIN_CHARS,
+    TextScan,
+    digit_clusters,
+    eastern_to_ascii,
+    scan,
+)
 
 PiiKind = Literal["email", "phone", "card", "iban", "ssn", "national_id"]
 
@@ -149,25 +158,47 @@ def _digit_count(text: str) -> int:
     return sum(text.count(d) for d in "0123456789")
 
 
-def find_pii(text: str) -> tuple[PiiMatch, ...]:
+def find_pii(text: str, scanned: TextScan | None = None) -> tuple[PiiMatch, ...]:
     """Every piece of personal data in `text`, in order of position.
 
     Regex scans of a long text are slow in Python, so the digit patterns run only when the
-    text holds enough digits for any of them (counted with fast substring counts).
+    text holds enough digits for any of them, and on a long text only where its digits cluster
+    (`scan.digit_clusters`, one vectorised pass). `scanned` is `scan(text)` when the caller
+    already has it.
     """
+    if scanned is None and len(text) < SCAN_MIN_CHARS:
+        return _find_pii_small(text)
+    scanned = scanned if scanned is not None else scan(text)
+    digits = digit_clusters(scanned)
+    norm = eastern_to_ascii(scanned) if digits.eastern else text
+    found = _emails(norm) if "@" in norm else []
+    if digits.ascii_and_eastern >= _MIN_DIGITS:
+        # A digit run's digits all lie in one cluster, and the scan of the whole text reaches
+        # each cluster's first digit with no run open, so scanning the clusters finds the same
+        # runs as scanning everything.
+        for first, last in digits.clusters:
+            _runs(norm, _DIGIT_RUN.finditer(norm, first, last + 1), found)
+    return tuple(sorted(set(found), key=lambda p: (p.start, p.end, p.kind)))
+
+
+def _find_pii_small(text: str) -> tuple[PiiMatch, ...]:
+    """`find_pii` with plain `str` scans (cheaper than numpy below `SCAN_MIN_CHARS`)."""
     norm = ascii_digits(text)
     found = _emails(norm) if "@" in norm else []
-    if _digit_count(norm) < _MIN_DIGITS:
-        return tuple(sorted(set(found), key=lambda p: (p.start, p.end, p.kind)))
-    for run in _DIGIT_RUN.finditer(norm):
+    if _digit_count(norm) >= _MIN_DIGITS:
+        _runs(norm, _DIGIT_RUN.finditer(norm), found)
+    return tuple(sorted(set(found), key=lambda p: (p.start, p.end, p.kind)))
+
+
+def _runs(norm: str, runs: Iterator[re.Match[str]], found: list[PiiMatch]) -> None:
+    for run in runs:
         start = (
             run.start() - 1 if run.start() > 0 and norm[run.start() - 1] in "+(" else run.start()
         )
         found.extend(_in_run(norm[start : run.end()], start))
         found.extend(_ibans_near(norm, run.start(), run.end()))
-    return tuple(sorted(set(found), key=lambda p: (p.start, p.end, p.kind)))
 
 
-def pii_kinds(text: str) -> frozenset[PiiKind]:
+def pii_kinds(text: str, scanned: TextScan | None = None) -> frozenset[PiiKind]:
     """The kinds of personal data found in `text`."""
-    return frozenset(match.kind for match in find_pii(text))
+    return frozenset(match.kind for match in find_pii(text, scanned))

@@ -1,0 +1,208 @@
+"""Vectorised pre-filters over a long text, so the detectors read it once, in C.
+
+A Python-level scan of a 16,000-character prompt costs about 0.1-0.3 ms per pass (`lower()`,
+each `str.find`, each regex), and the detectors need dozens of passes. `TextScan` encodes the
+text once as UTF-16 code units in a numpy array; from it
+
+* `anchor_hits` finds, in one vectorised pass, every position where one of a set of 4-character
+  anchors may start (a case-folded Rabin-Karp style hash of every 4-character window, looked up
+  in a 65,536-entry table). Hits are candidates only: the caller confirms each one on the text.
+* `digit_clusters` finds the stretches of text that can hold a run of digits (ASCII, Persian,
+  Arabic-Indic or any other Unicode decimal digit), so the PII patterns read only those.
+
+Every filter here is conservative: it may report a position that is not a match (the caller
+checks), never miss one. Offsets returned are offsets in the `str` (characters), also when the
+text has characters outside the Basic Multilingual Plane (emoji take two code units).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+Units = npt.NDArray[np.uint16]
+Positions = npt.NDArray[np.intp]
+
+# Below this many characters the plain `str` methods are cheaper than the numpy passes.
+SCAN_MIN_CHARS: Final = 2000
+
+_HASH_BITS: Final = 16
+_MULT: Final = np.uint64(0x9E3779B97F4A7C15)
+_SHIFT: Final = np.uint64(64 - _HASH_BITS)
+# OR-ing 0x20 into every code unit maps A-Z onto a-z; other characters may collide with one
+# another, which only adds candidates (the caller confirms each hit on the lower-cased text).
+_FOLD: Final = np.uint64(0x0020_0020_0020_0020)
+_GAP: Final = 41  # two digits of one digit run are at most this far apart (see `pii`)
+_MIN_SPAN: Final = 6  # a digit run is at least 7 characters from its first to its last digit
+
+
+def _nd_table() -> npt.NDArray[np.bool_]:
+    """`table[u]` is True when BMP code unit `u` is a Unicode decimal digit (regex `\\d`)."""
+    table = np.zeros(1 << 16, dtype=np.bool_)
+    for u in range(1 << 16):
+        if not 0xD800 <= u < 0xE000 and chr(u).isdecimal():
+            table[u] = True
+    return table
+
+
+_ND: Final = _nd_table()
+
+
+@dataclass(frozen=True, slots=True)
+class TextScan:
+    """A text and its UTF-16 code units (what every vectorised filter reads)."""
+
+    text: str
+    units: Units
+    low_surrogates: Positions | None  # unit indices of the second halves of astral characters
+
+    def chars(self, positions: Positions) -> Positions:
+        """Character offsets in `text` of the given (sorted) code-unit offsets."""
+        if self.low_surrogates is None or positions.size == 0:
+            return positions
+        before = np.searchsorted(self.low_surrogates, positions, side="left")
+        out: Positions = positions - before
+        return out
+
+
+def scan(text: str) -> TextScan:
+    """Encode `text` for the vectorised filters (about 15 µs for 16,000 characters)."""
+    units = np.frombuffer(text.encode("utf-16-le", "surrogatepass"), dtype=np.uint16)
+    lows = None
+    if len(units) != len(text):
+        lows = np.flatnonzero((units & np.uint16(0xFC00)) == np.uint16(0xDC00))
+    return TextScan(text, units, lows)
+
+
+def fold4(gram: str) -> int:
+    """The folded 4-unit value of a 4-character anchor (as `anchor_hits` computes it)."""
+    raw = gram.encode("utf-16-le")
+    if len(raw) != 8:
+        raise ValueError(f"anchor {gram!r} must be 4 BMP characters")
+    return int.from_bytes(raw, "little") | int(_FOLD)
+
+
+def hash4(folded: int) -> int:
+    """The table slot of a folded 4-unit value."""
+    return ((folded * int(_MULT)) & 0xFFFF_FFFF_FFFF_FFFF) >> int(_SHIFT)
+
+
+@dataclass(frozen=True, slots=True)
+class AnchorTable:
+    """Anchors (4 BMP characters each, matched case-insensitively for A-Z) and what each means.
+
+    `values[slot]` lists the payloads of the anchors hashed to `slot`, with each anchor's
+    folded value, so a hash collision is rejected before the caller sees it.
+    """
+
+    mask: npt.NDArray[np.bool_]
+    values: Mapping[int, tuple[tuple[int, object], ...]]
+
+
+def anchor_table(anchors: Iterable[tuple[str, object]]) -> AnchorTable:
+    """The lookup table for `(anchor, payload)` pairs (an anchor may repeat)."""
+    mask = np.zeros(1 << _HASH_BITS, dtype=np.bool_)
+    values: dict[int, list[tuple[int, object]]] = {}
+    for gram, payload in anchors:
+        folded = fold4(gram)
+        slot = hash4(folded)
+        mask[slot] = True
+        values.setdefault(slot, []).append((folded, payload))
+    return AnchorTable(mask, {k: tuple(v) for k, v in values.items()})
+
+
+def anchor_hits(scanned: TextScan, table: AnchorTable) -> list[tuple[int, object]]:
+    """`(character offset, payload)` of every place where an anchor may start, in text order.
+
+    One hash of each 4-unit window (a strided uint64 view of the code units, case-folded),
+    one table lookup; windows whose folded value differs from the anchor's are dropped.
+    """
+    units = scanned.units
+    if len(units) < 4:
+        return []
+    windows = np.ndarray(
+        (len(units) - 3,), dtype=np.uint64, buffer=units.data, strides=(units.itemsize,)
+    )
+    folded = windows | _FOLD
+    slots = folded * _MULT
+    slots >>= _SHIFT
+    # slots < 2**16, so their int64 view is the same numbers and `take` needs no cast
+    where = np.flatnonzero(table.mask.take(slots.view(np.int64)))
+    if where.size == 0:
+        return []
+    chars = scanned.chars(where)
+    out: list[tuple[int, object]] = []
+    for char, slot, value in zip(
+        chars.tolist(), slots[where].tolist(), folded[where].tolist(), strict=True
+    ):
+        for anchor_value, payload in table.values[slot]:
+            if anchor_value == value:
+                out.append((char, payload))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Digits:
+    """Counts and clusters of the decimal digits of a text."""
+
+    ascii_and_eastern: int  # ASCII, Persian and Arabic-Indic digits (what `ascii_digits` maps)
+    eastern: int  # Persian and Arabic-Indic digits only
+    clusters: Sequence[tuple[int, int]]  # (first, last) character offsets of digit clusters
+
+
+def digit_clusters(scanned: TextScan) -> Digits:
+    """The digits of the text, and the clusters that can hold a digit run.
+
+    Consecutive decimal digits (any script) closer than `_GAP + 1` characters form a cluster;
+    clusters whose first and last digits are fewer than `_MIN_SPAN` apart cannot hold a run and
+    are left out.
+    """
+    units = scanned.units
+    if scanned.text.isascii():
+        digit = (units - np.uint16(48)) < 10
+    else:
+        digit = _ND.take(units)
+        if scanned.low_surrogates is not None:
+            digit |= _astral_digits(scanned)
+    where = np.flatnonzero(digit)
+    values = units[where]
+    n_ascii = int(np.count_nonzero((values - np.uint16(48)) < 10))
+    n_eastern = int(
+        np.count_nonzero(((values - np.uint16(0x660)) < 10) | ((values - np.uint16(0x6F0)) < 10))
+    )
+    if where.size < 2:
+        return Digits(n_ascii + n_eastern, n_eastern, ())
+    chars = scanned.chars(where)
+    breaks = np.flatnonzero(np.diff(chars) > _GAP)
+    firsts = chars[np.concatenate(([0], breaks + 1))]
+    lasts = chars[np.concatenate((breaks, [len(chars) - 1]))]
+    keep = (lasts - firsts) >= _MIN_SPAN
+    clusters = list(zip(firsts[keep].tolist(), lasts[keep].tolist(), strict=True))
+    return Digits(n_ascii + n_eastern, n_eastern, clusters)
+
+
+def _astral_digits(scanned: TextScan) -> npt.NDArray[np.bool_]:
+    """True at the first code unit of every astral character that is a decimal digit."""
+    assert scanned.low_surrogates is not None
+    units = scanned.units
+    out = np.zeros(len(units), dtype=np.bool_)
+    for i in scanned.low_surrogates.tolist():
+        high = int(units[i - 1]) if i > 0 else 0
+        if 0xD800 <= high < 0xDC00:
+            # marked on the first unit, whose character offset `chars` maps exactly
+            code = 0x10000 + ((high - 0xD800) << 10) + (int(units[i]) - 0xDC00)
+            out[i - 1] = chr(code).isdecimal()
+    return out
+
+
+def eastern_to_ascii(scanned: TextScan) -> str:
+    """The text with Persian and Arabic-Indic digits made ASCII (same length), vectorised."""
+    units = scanned.units.copy()
+    for zero in (0x660, 0x6F0):
+        hit = (units - np.uint16(zero)) < 10
+        units[hit] -= np.uint16(zero - 48)
+    return units.tobytes().decode("utf-16-le", "surrogatepass")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policies.eligibility import RequestFacts, Verdict
 from policies.labels import TASKS, Task
@@ -64,7 +64,11 @@ class HedgeDelays:
 
 @dataclass
 class StatsRanker:
-    """Orders eligible deployments by live statistics under the policy's objective."""
+    """Orders eligible deployments by live statistics under the policy's objective.
+
+    Runs once per request on the decision step (within the scoring budget, `bench/scoring.py`):
+    a policy's SLO targets and scoring settings are built once per policy object and reused.
+    """
 
     config: RuntimeConfig
     store: StatsStore
@@ -73,6 +77,8 @@ class StatsRanker:
     rng: random.Random
     explore_share: float = 0.03
     clock: Clock = time.time
+    _settings: dict[int, tuple[TaskPolicy, float, SloTargets, ScoringConfig]] = field(
+        default_factory=dict, init=False, repr=False)
 
     def rank(self, policy: TaskPolicy, facts: RequestFacts,
              eligible: Sequence[Verdict]) -> tuple[tuple[str, float, str], ...]:
@@ -83,23 +89,37 @@ class StatsRanker:
     def ranking(self, policy: TaskPolicy, facts: RequestFacts,
                 deployments: Sequence[str]) -> Ranking:
         now = self.clock()
-        candidates = [self._candidate(name, facts, now) for name in deployments]
-        history = self.store.task_summary(facts.task)
+        targets, scoring = self._policy_settings(policy)
+        task, prompt = facts.task, facts.prompt_tokens
+        prices, view, unhealthy, penalty = (self.config.deployments, self.store.view,
+                                            self.unhealthy, self.slo.penalty)
+        candidates = []
+        for name in deployments:
+            deployment = prices[name]
+            candidates.append(Candidate(name, deployment.input_price_per_mtok,
+                                        deployment.output_price_per_mtok,
+                                        view(name, task, prompt), unhealthy(name),
+                                        penalty(name, task, now)))
+        history = self.store.task_summary(task)
+        request = ScoreRequest(task, facts.risk, prompt, facts.max_output_tokens, True)
+        return rank(request, targets, candidates, scoring, now=now,
+                    rng=self.rng, output_history=history.output_tokens if history else None)
+
+    def _policy_settings(self, policy: TaskPolicy) -> tuple[SloTargets, ScoringConfig]:
+        """The policy's SLO targets and scoring settings (policies are frozen: cached by
+        identity, rebuilt when `explore_share` changes)."""
+        cached = self._settings.get(id(policy))
+        if cached is not None and cached[0] is policy and cached[1] == self.explore_share:
+            return cached[2], cached[3]
         weights = Weights(slo=policy.weights.slo, cost=policy.weights.cost,
                           latency=policy.weights.latency)
         scoring = ScoringConfig(objective=policy.objective, weights=weights,
                                 explore_share=self.explore_share)
-        request = ScoreRequest(facts.task, facts.risk, facts.prompt_tokens,
-                               facts.max_output_tokens, True)
-        return rank(request, slo_targets(policy.slo), candidates, scoring, now=now,
-                    rng=self.rng, output_history=history.output_tokens if history else None)
-
-    def _candidate(self, name: str, facts: RequestFacts, now: float) -> Candidate:
-        deployment = self.config.deployments[name]
-        return Candidate(name, deployment.input_price_per_mtok, deployment.output_price_per_mtok,
-                         self.store.view(name, facts.task, facts.prompt_tokens),
-                         unhealthy=self.unhealthy(name),
-                         slo_penalty=self.slo.penalty(name, facts.task, now))
+        targets = slo_targets(policy.slo)
+        if len(self._settings) >= 256:  # a reloaded config's old policies: let them go
+            self._settings.clear()
+        self._settings[id(policy)] = (policy, self.explore_share, targets, scoring)
+        return targets, scoring
 
 
 class StatsSink:

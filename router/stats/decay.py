@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Move the landmark forward when the forward-decay exponent exceeds this (e^60 ~ 1e26).
 RESCALE_EXPONENT = 60.0
@@ -26,15 +26,13 @@ class Decay:
     """An exponential decay with a half-life in seconds."""
 
     half_life_s: float
+    # The decay rate `lam = ln 2 / half_life` per second (computed once: every add reads it).
+    rate: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.half_life_s > 0:
             raise ValueError("half_life_s must be positive")
-
-    @property
-    def rate(self) -> float:
-        """The decay rate `lam = ln 2 / half_life` per second."""
-        return math.log(2.0) / self.half_life_s
+        object.__setattr__(self, "rate", math.log(2.0) / self.half_life_s)
 
     def factor(self, dt: float) -> float:
         """The weight left after `dt` seconds: `2 ** (-dt / half_life)`."""

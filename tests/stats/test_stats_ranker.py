@@ -1,0 +1,72 @@
+"""`StatsRanker` (the decision step's `Ranker`) ranks exactly as `rank()` on the same inputs, and
+its per-policy settings cache follows the policy object and `explore_share`."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import cast
+
+from policies.eligibility import RequestFacts, Verdict
+from policies.schema import SloSpec, TaskPolicy, WeightsSpec
+from router.feedback import StatsRanker, slo_targets
+from router.runtime_config import RuntimeConfig
+from router.scoring import Candidate, ScoreRequest, ScoringConfig, Weights, rank
+from router.slo import SloTracker
+from router.stats import LocalStatsStore, Observation
+from tests.stats.sim import FakeClock
+
+DEPS = ("A", "B", "C")
+PRICES = {"A": (3.0, 3.0), "B": (1.0, 1.0), "C": (0.5, 8.0)}
+SLO = SloSpec(ttft_p95_ms=500, tpot_p95_ms=50, e2e_p99_ms=4000, availability=0.99)
+
+
+def _setup() -> tuple[StatsRanker, LocalStatsStore, FakeClock]:
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    for i in range(300):
+        for j, dep in enumerate(DEPS):
+            ttft = 0.1 + 0.15 * j + 0.01 * (i % 7)
+            store.record(Observation(dep, "chat", 600, 40, ttft, 0.02, ttft + 0.8, 0.0,
+                                     None, False, clock.now))
+        clock.now += 0.01
+    store.refresh()
+    config = SimpleNamespace(deployments={
+        d: SimpleNamespace(input_price_per_mtok=p[0], output_price_per_mtok=p[1])
+        for d, p in PRICES.items()})
+    ranker = StatsRanker(cast(RuntimeConfig, config), store, SloTracker({}), lambda d: d == "C",
+                         random.Random(3), explore_share=0.2, clock=clock)
+    return ranker, store, clock
+
+
+def _direct(policy: TaskPolicy, store: LocalStatsStore, clock: FakeClock, seed: int,
+            explore_share: float) -> list[tuple[str, float]]:
+    facts = RequestFacts("chat", "low", 600, 40)
+    cands = [Candidate(d, *PRICES[d], store.view(d, "chat", 600), d == "C", 0.0) for d in DEPS]
+    w = policy.weights
+    config = ScoringConfig(objective=policy.objective,
+                           weights=Weights(slo=w.slo, cost=w.cost, latency=w.latency),
+                           explore_share=explore_share)
+    history = store.task_summary("chat")
+    ranking = rank(ScoreRequest("chat", facts.risk, 600, 40, True), slo_targets(policy.slo), cands,
+                   config, now=clock.now, rng=random.Random(seed),
+                   output_history=history.output_tokens if history else None)
+    return [(c.deployment, c.score) for c in ranking.candidates]
+
+
+def test_ranker_matches_rank_across_policies_and_explore_share() -> None:
+    ranker, store, clock = _setup()
+    facts = RequestFacts("chat", "low", 600, 40)
+    cost = TaskPolicy(candidates=DEPS, slo=SLO)
+    latency = TaskPolicy(candidates=DEPS, slo=SLO, objective="min_latency")
+    weighted = TaskPolicy(candidates=DEPS, slo=SLO, objective="weighted",
+                          weights=WeightsSpec(cost=5.0))
+    for step in range(60):
+        policy = (cost, latency, weighted)[step % 3]
+        if step == 30:
+            ranker.explore_share = 0.0
+        ranker.rng = random.Random(step)
+        eligible = [Verdict(d, d, "candidate", (), 0.0) for d in DEPS]
+        got = [(d, s) for d, s, _ in ranker.rank(policy, facts, eligible)]
+        assert got == _direct(policy, store, clock, step, ranker.explore_share)
+        clock.now += 0.05

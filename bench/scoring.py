@@ -1,27 +1,59 @@
-"""Benchmark: the cost of scoring one request over 10 candidates (budget: p99 <= 0.2 ms).
+"""Benchmark: the cost of scoring one request (issue 5 budget: p99 <= 0.2 ms for 10 candidates).
 
-Builds a `LocalStatsStore` with realistic data for 10 deployments (several tasks and prompt
-sizes, so every fallback level and the TTFT model are populated), then times, per request:
-`rank()` alone, `view()` x 10 + `rank()` (the decision step's whole read), `record()` (the
-`finally` write) and a summary recompute (what a stale key costs, at most every 100 ms per key).
-Run: `.venv/bin/python bench/scoring.py`.
+Builds a `LocalStatsStore` with realistic data (several tasks and prompt sizes per deployment,
+so every fallback level and the TTFT model are populated) and times, per request, the decision
+step's whole read: `task_summary()`, one `Candidate` with `view()` per candidate, and `rank()`.
+Each figure is printed for the current implementation and for the baseline (the step-by-step
+scorer kept in `router/scoring/reference.py` with the `summary()`-per-key view it had before),
+timed in alternating blocks so that both see the same machine noise.
+
+Scenarios:
+- steady: nothing changes between requests (every summary cached; the floor). Every scenario
+  starts warm: one read, then a refresh (a cold store's first read summarises every key).
+- service loop: what a request pays in the service at `--rate` requests/s: between requests
+  the simulated clock advances by `1/rate` and the previous request's attempt is `record()`ed
+  (as the execution layer does), and `refresh()` runs every 100 ms of simulated time (as
+  `run_refresher()` does). Its cost is printed apart (it runs between requests on the event
+  loop) and amortised per request. Reads that find a summary missing or stale pay for the
+  recompute inline, inside the timed read.
+- `StatsRanker.rank()`: the same service loop through the `Ranker` that the decision step
+  calls (prices from the config, breaker state, SLO demotion penalty, per-policy settings).
+
+Run: `.venv/bin/python bench/scoring.py [--requests N] [--rate R] [--sizes 2,10,50]`
+(`nice` it on a shared box; the calibration line tells how busy the machine was).
 """
 
 from __future__ import annotations
 
+import argparse
+import gc
 import os
 import random
-import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, cast
 
+import router.feedback as feedback
+from policies.eligibility import RequestFacts, Verdict
+from policies.schema import SloSpec, TaskPolicy
+from router.runtime_config import RuntimeConfig
 from router.scoring import Candidate, ScoreRequest, ScoringConfig, rank
-from router.slo import SloTargets
-from router.stats import ANY_BUCKET, LocalStatsStore, Observation
+from router.scoring.reference import reference_rank
+from router.slo import SloTargets, SloTracker
+from router.stats import ANY, ANY_BUCKET, LocalStatsStore, Observation, StatsView, prompt_bucket
 
-N_CANDIDATES = 10
-N_REQUESTS = 20_000
 TARGETS = SloTargets(ttft_p95_s=1.0, tpot_p95_s=0.05, e2e_p99_s=8.0, availability=0.99)
+SLO_SPEC = SloSpec(ttft_p95_ms=1000, tpot_p95_ms=50, e2e_p99_ms=8000, availability=0.99)
+CONFIG = ScoringConfig(explore_share=0.03)
+PROMPT = 3000
+REFRESH_S = 0.1
+BLOCK = 250  # requests per alternating block
+OBS_PER_DEPLOYMENT = 2000
+
+ViewFn = Callable[[LocalStatsStore, str, str, int], StatsView]
+RankFn = Callable[..., Any]
 
 
 class Clock:
@@ -32,81 +64,257 @@ class Clock:
         return self.now
 
 
-def _populate(store: LocalStatsStore, clock: Clock, rng: random.Random) -> list[str]:
-    deps = [f"dep-{i}" for i in range(N_CANDIDATES)]
-    for _ in range(20_000):
-        d = rng.randrange(N_CANDIDATES)
-        prompt = rng.choice((200, 800, 3000, 9000))
-        ttft = (0.15 + 0.02 * d + 0.05 * d * prompt / 1000) * rng.lognormvariate(0, 0.25)
-        err = "ProviderTimeout" if rng.random() < 0.01 else None
-        store.record(Observation(deps[d], rng.choice(("chat", "code")), prompt, 120,
-                                 None if err else ttft, 0.02, ttft + 2.4, 0.0, err, False,
-                                 clock.now))
+def reference_view(store: LocalStatsStore, deployment: str, task: str,
+                   prompt_tokens: int) -> StatsView:
+    """`LocalStatsStore.view` as it was before it inlined `summary()` (the baseline)."""
+    now = store._clock()
+    flight = store._in_flight.view(deployment)
+    summary = store.summary
+    return StatsView(deployment, summary((deployment, task, prompt_bucket(prompt_tokens)), now),
+                     summary((deployment, task, ANY_BUCKET), now),
+                     summary((deployment, ANY, ANY_BUCKET), now), flight.attempts,
+                     flight.oldest_waiting_since)
+
+
+def current_view(store: LocalStatsStore, deployment: str, task: str,
+                 prompt_tokens: int) -> StatsView:
+    return store.view(deployment, task, prompt_tokens)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Impl:
+    name: str
+    view: ViewFn
+    rank: RankFn
+
+
+CURRENT = Impl("current", current_view, rank)
+BASELINE = Impl("baseline", reference_view, reference_rank)
+
+
+def _observation(rng: random.Random, dep_index: int, deployment: str, t: float) -> Observation:
+    prompt = rng.choice((200, 800, 3000, 9000))
+    d = dep_index % 10
+    ttft = (0.15 + 0.02 * d + 0.05 * d * prompt / 1000) * rng.lognormvariate(0, 0.25)
+    err = "ProviderTimeout" if rng.random() < 0.01 else None
+    return Observation(deployment, rng.choice(("chat", "code")), prompt, 120,
+                       None if err else ttft, 0.02, ttft + 2.4, 0.0, err, False, t)
+
+
+def _populate(store: LocalStatsStore, clock: Clock, rng: random.Random, n: int) -> list[str]:
+    deps = [f"dep-{i}" for i in range(n)]
+    for _ in range(OBS_PER_DEPLOYMENT * n):
+        i = rng.randrange(n)
+        store.record(_observation(rng, i, deps[i], clock.now))
         clock.now += 0.001
     store.refresh()
     return deps
 
 
-def _percentiles(samples_ns: list[int]) -> str:
-    s = sorted(samples_ns)
-    p50, p99 = s[len(s) // 2] / 1e3, s[int(len(s) * 0.99)] / 1e3
-    return f"p50 {p50:7.1f} us   p99 {p99:7.1f} us   mean {statistics.fmean(s) / 1e3:7.1f} us"
+class Timings:
+    def __init__(self) -> None:
+        self.wall: list[int] = []
+        self.cpu: list[int] = []
+
+    def line(self, cpu: bool = False) -> str:
+        s = sorted(self.cpu if cpu else self.wall)
+        if not s:
+            return "-"
+        n = len(s)
+        return (f"p50 {s[n // 2] / 1e3:6.1f}  p99 {s[int(n * 0.99)] / 1e3:6.1f}  "
+                f"p99.9 {s[int(n * 0.999)] / 1e3:7.1f}")
+
+    def p99_us(self) -> float:
+        s = sorted(self.wall)
+        return s[int(len(s) * 0.99)] / 1e3
 
 
-def _time(fn: Callable[[], object], n: int,
-          clock: Callable[[], int] = time.perf_counter_ns) -> list[int]:
-    out = []
-    for _ in range(n):
-        t0 = clock()
+def _timed(fn: Callable[[], object], out: Timings, cpu: bool) -> None:
+    if cpu:
+        c0, t0 = time.thread_time_ns(), time.perf_counter_ns()
         fn()
-        out.append(clock() - t0)
+        t1, c1 = time.perf_counter_ns(), time.thread_time_ns()
+        out.cpu.append(c1 - c0)
+    else:
+        t0 = time.perf_counter_ns()
+        fn()
+        t1 = time.perf_counter_ns()
+    out.wall.append(t1 - t0)
+
+
+class Scenario:
+    """One store and clock shared by both implementations, timed in alternating blocks."""
+
+    def __init__(self, n_candidates: int, seed: int = 1) -> None:
+        self.rng, self.clock = random.Random(seed), Clock()
+        self.store = LocalStatsStore(clock=self.clock)
+        self.deps = _populate(self.store, self.clock, self.rng, n_candidates)
+        self.request = ScoreRequest("chat", "low", PROMPT, 256)
+        self.slo = SloTracker({"chat": TARGETS, "code": TARGETS}, clock=self.clock)
+        self.refresh = Timings()
+        self.chosen = self.deps[0]
+        self.since_refresh = 0.0
+        prices = {d: SimpleNamespace(input_price_per_mtok=0.5 + i,
+                                     output_price_per_mtok=1.0 + 2 * i)
+                  for i, d in enumerate(self.deps)}
+        self.ranker = feedback.StatsRanker(
+            cast(RuntimeConfig, SimpleNamespace(deployments=prices)), self.store, self.slo,
+            lambda name: False, random.Random(seed), clock=self.clock)
+        self.policy = TaskPolicy(candidates=tuple(self.deps), slo=SLO_SPEC)
+        self.facts = RequestFacts("chat", "low", PROMPT, 256)
+        self.eligible = [Verdict(d, d, "candidate", (), 0.0) for d in self.deps]
+        self.read(CURRENT)()  # warm-up: the first read summarises every key it needs
+        self.store.refresh()
+
+    def read(self, impl: Impl) -> Callable[[], object]:
+        """The decision step's read and ranking for one request."""
+        store, deps, request, clock, rng = self.store, self.deps, self.request, self.clock, \
+            self.rng
+        view, rank_fn = impl.view, impl.rank
+
+        def run() -> object:
+            history = store.task_summary("chat")
+            cands = [Candidate(d, 0.5 + i, 1.0 + 2 * i, view(store, d, "chat", PROMPT))
+                     for i, d in enumerate(deps)]
+            ranking = rank_fn(request, TARGETS, cands, CONFIG, now=clock.now, rng=rng,
+                              output_history=history.output_tokens if history else None)
+            self.chosen = ranking.candidates[0].deployment
+            return ranking
+
+        return run
+
+    def rank_only(self, impl: Impl) -> Callable[[], object]:
+        cands = [Candidate(d, 0.5 + i, 1.0 + 2 * i, impl.view(self.store, d, "chat", PROMPT))
+                 for i, d in enumerate(self.deps)]
+        history = self.store.task_summary("chat")
+        out_hist = history.output_tokens if history is not None else None
+        request, clock, rng, rank_fn = self.request, self.clock, self.rng, impl.rank
+        return lambda: rank_fn(request, TARGETS, cands, CONFIG, now=clock.now, rng=rng,
+                               output_history=out_hist)
+
+    def ranked(self, _: Impl) -> Callable[[], object]:
+        """`StatsRanker.rank()`; `_alternate` points it at the implementation per block."""
+        ranker, policy, facts, eligible = self.ranker, self.policy, self.facts, self.eligible
+
+        def run() -> object:
+            out = ranker.rank(policy, facts, eligible)
+            self.chosen = out[0][0]
+            return out
+
+        return run
+
+    def between_requests(self, rate: float) -> None:
+        """What happens in the service between two requests (untimed, except `refresh()`)."""
+        dt = 1.0 / rate
+        self.clock.now += dt
+        i = self.deps.index(self.chosen)
+        obs = _observation(self.rng, i, self.chosen, self.clock.now)
+        self.store.record(obs)
+        self.slo.record_attempt(obs)
+        self.since_refresh += dt
+        if self.since_refresh >= REFRESH_S:
+            self.since_refresh = 0.0
+            _timed(self.store.refresh, self.refresh, cpu=False)
+
+
+class _implementation:
+    """Point `StatsRanker` at an implementation (module attributes it looks up per call)."""
+
+    def __init__(self, impl: Impl) -> None:
+        self.impl = impl
+
+    def __enter__(self) -> None:
+        self.saved = feedback.rank, LocalStatsStore.view
+        feedback.rank = self.impl.rank
+        if self.impl is BASELINE:
+            LocalStatsStore.view = reference_view  # type: ignore[assignment]
+
+    def __exit__(self, *_: object) -> None:
+        feedback.rank, LocalStatsStore.view = self.saved  # type: ignore[method-assign]
+
+
+def _alternate(make: Callable[[Impl], Callable[[], object]], n: int,
+               between: Callable[[], None] | None = None,
+               cpu: bool = False) -> dict[str, Timings]:
+    out = {impl.name: Timings() for impl in (CURRENT, BASELINE)}
+    fns = {impl.name: make(impl) for impl in (CURRENT, BASELINE)}
+    for block in range(max(n // BLOCK, 1) * 2):
+        name = (CURRENT, BASELINE)[block % 2].name
+        fn, timings = fns[name], out[name]
+        with _implementation((CURRENT, BASELINE)[block % 2]):
+            for _ in range(min(BLOCK, n)):
+                if between is not None:
+                    between()
+                _timed(fn, timings, cpu)
     return out
 
 
 def _calibration() -> float:
     """Microseconds for `sum(range(1000))`: ~8-10 us on a quiet modern core; more = busy box."""
-    return min(_time(lambda: sum(range(1000)), 2_000)) / 1e3
+    t = Timings()
+    for _ in range(2_000):
+        _timed(lambda: sum(range(1000)), t, cpu=False)
+    return min(t.wall) / 1e3
 
 
-def main() -> None:
-    rng, clock = random.Random(1), Clock()
-    store = LocalStatsStore(clock=clock)
-    deps = _populate(store, clock, rng)
-    config = ScoringConfig(explore_share=0.03)
-    request = ScoreRequest("chat", "low", 3000, 256)
-    views = [store.view(d, "chat", 3000) for d in deps]
-    cands = [Candidate(d, 0.5 + i, 1.0 + 2 * i, v) for i, (d, v) in enumerate(zip(deps, views,
-                                                                                 strict=True))]
-    history = store.task_summary("chat")
-    out_hist = history.output_tokens if history is not None else None
+def _print(label: str, timings: dict[str, Timings], cpu: bool = False) -> None:
+    for name in (CURRENT.name, BASELINE.name):
+        print(f"  {label:34s} {name:8s} {timings[name].line()}")
+        if cpu:
+            print(f"  {'  same, CPU time':34s} {name:8s} {timings[name].line(cpu=True)}")
 
-    def rank_only() -> object:
-        return rank(request, TARGETS, cands, config, now=clock.now, rng=rng,
-                    output_history=out_hist)
 
-    def views_and_rank() -> object:
-        fresh = [Candidate(d, 0.5 + i, 1.0 + 2 * i, store.view(d, "chat", 3000))
-                 for i, d in enumerate(deps)]
-        return rank(request, TARGETS, fresh, config, now=clock.now, rng=rng,
-                    output_history=out_hist)
+def _run_size(k: int, n: int, rate: float) -> float | None:
+    """Print every line for `k` candidates; the current p99 of the service loop at 10."""
+    sc = Scenario(k)
+    gc.collect()
+    gc.freeze()  # as the service does after start-up
+    print(f"{k} candidates ({n} requests per line):")
+    if k == 10:
+        _print("rank() alone, steady", _alternate(sc.rank_only, n))
+        _print("task_summary+view()xN+rank(), steady", _alternate(sc.read, n))
+    loop = _alternate(sc.read, n, lambda: sc.between_requests(rate), cpu=True)
+    _print("same, service loop", loop, cpu=True)
+    if k != 10:
+        gc.unfreeze()
+        return None
+    _print("StatsRanker.rank(), service loop",
+           _alternate(sc.ranked, n, lambda: sc.between_requests(rate)))
+    per_refresh = rate * REFRESH_S
+    p50_refresh = sorted(sc.refresh.wall)[len(sc.refresh.wall) // 2] / 1e3
+    print(f"  {'refresh() every 100 ms (background)':34s} {'':8s} {sc.refresh.line()}  "
+          f"(p50 / {per_refresh:g} requests = {p50_refresh / per_refresh:.1f} us per request)")
+    record = Timings()
+    obs = _observation(sc.rng, 0, sc.deps[0], sc.clock.now)
+    for _ in range(n):
+        _timed(lambda: sc.store.record(obs), record, cpu=False)
+    print(f"  {'record() per attempt':34s} {'':8s} {record.line()}")
+    state = sc.store.own_states()[(sc.deps[0], "chat", ANY_BUCKET)]
+    summ = Timings()
+    for _ in range(2_000):
+        _timed(lambda: state.summarize(sc.clock.now), summ, cpu=False)
+    print(f"  {'summary recompute per key':34s} {'':8s} {summ.line()}")
+    gc.unfreeze()
+    return loop[CURRENT.name].p99_us()
 
-    obs = Observation(deps[0], "chat", 3000, 120, 0.3, 0.02, 2.7, 0.0, None, False, clock.now)
-    key = (deps[0], "chat", ANY_BUCKET)
-    state = store.own_states()[key]
-    rank_ns = _time(rank_only, N_REQUESTS)
-    read_ns = _time(views_and_rank, N_REQUESTS)
-    read_cpu_ns = _time(views_and_rank, N_REQUESTS, time.thread_time_ns)
-    record_ns = _time(lambda: store.record(obs), N_REQUESTS)
-    summary_ns = _time(lambda: state.summarize(clock.now), 2_000)
-    print(f"scoring benchmark: {N_CANDIDATES} candidates, {N_REQUESTS} requests; "
-          f"calibration sum(range(1000)) = {_calibration():.1f} us, load {os.getloadavg()[0]:.1f}")
-    print(f"  rank()                 {_percentiles(rank_ns)}")
-    print(f"  view() x10 + rank()    {_percentiles(read_ns)}")
-    print(f"    same, CPU time       {_percentiles(read_cpu_ns)}")
-    print(f"  record() per attempt   {_percentiles(record_ns)}")
-    print(f"  summary recompute/key  {_percentiles(summary_ns)}")
-    p99_ms = sorted(read_ns)[int(len(read_ns) * 0.99)] / 1e6
-    print(f"  budget p99 <= 0.200 ms: {'OK' if p99_ms <= 0.2 else 'OVER'} ({p99_ms:.3f} ms)")
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--requests", type=int, default=20_000, help="per line, 10 candidates")
+    parser.add_argument("--rate", type=float, default=100.0, help="service loop requests/s")
+    parser.add_argument("--sizes", default="2,10,50", help="candidate counts")
+    args = parser.parse_args(argv)
+    print(f"scoring benchmark: calibration sum(range(1000)) = {_calibration():.1f} us, "
+          f"load {os.getloadavg()[0]:.1f}; wall-clock us per request unless said; "
+          f"service loop at {args.rate:g} req/s, refresh every {REFRESH_S * 1e3:g} ms")
+    verdict = None
+    for k in (int(s) for s in args.sizes.split(",")):
+        n = args.requests if k <= 10 else max(args.requests // 4, BLOCK)
+        p99 = _run_size(k, n, args.rate)
+        verdict = p99 if p99 is not None else verdict
+    if verdict is not None:
+        print(f"budget (10 candidates, service loop, current) p99 <= 200 us: "
+              f"{'OK' if verdict <= 200 else 'OVER'} ({verdict:.1f} us)")
 
 
 if __name__ == "__main__":

@@ -3,19 +3,35 @@
     python -m bench.loop_stalls [--rate 20] [--duration 15] [--tokens 4000]
 
 Starts the simulator and slorouter, sends `auto` requests whose prompts are about `--tokens`
-tokens (so the classifier reads long text) at an open-loop rate, and meanwhile probes
-`GET /healthz` every 10 ms. A stalled event loop delays the probes, so their latency (beside a
-run with short prompts, in the same invocation) bounds the longest stall.
+tokens (so the classifier reads long text) at an open-loop rate, beside a run with 10-token
+prompts, and measures responsiveness two ways:
+
+* **probe**: `GET /healthz` every 10 ms from this process. Its latency bounds the longest stall
+  but also holds this process's own delays (it runs the load generator too) and the kernel's.
+* **loop lag**, measured inside the router: the router runs with a monitor task that sleeps
+  1 ms at a time and records how late it wakes (each lateness is a stall of the loop). For every
+  stall over 5 ms it also records how much CPU the loop thread used during it (a stall with
+  little CPU is the process waiting for a core, not code holding the loop) and what ran during
+  it: garbage collection (with its generation), `ChatPipeline.prepare` (classify + decide) and
+  the classifier alone, and the request parsing (`orjson.loads`, `parse_chat`).
+
+The machine has 2 cores shared by the router, the simulator and this load generator, so
+stalls without CPU (preemption) are expected; the ones to fix are those the loop spent busy.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
+import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import numpy as np
@@ -34,6 +50,109 @@ PROFILE = {"models": {"m": {"ttft_p50_ms": 20, "ttft_p99_ms": 20, "output_tokens
                             "output_tokens_p99": 8}}}
 TEXT = ("The committee reviewed the quarterly figures, noted a rise in logistics costs, and "
         "asked the regional teams to explain the variance before the next meeting. ")
+STALL_S = 0.005
+TICK_S = 0.001
+
+
+# --- inside the router process -------------------------------------------------------------
+
+
+class _Recorder:
+    """Loop lateness, and the intervals of what ran on the loop thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lags: list[float] = []
+        self.stalls: list[tuple[float, float, float]] = []  # (start, end, loop-thread CPU s)
+        self.events: list[tuple[str, float, float]] = []  # (what, start, end)
+        self._gc_start = 0.0
+
+    def event(self, what: str, start: float, end: float) -> None:
+        if end - start >= 0.0002:
+            self.events.append((what, start, end))
+
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            self._gc_start = now
+        else:
+            self.event(f"gc{info['generation']}", self._gc_start, now)
+
+    async def monitor(self) -> None:
+        last_dump = time.perf_counter()
+        while True:
+            start, cpu = time.perf_counter(), time.thread_time()
+            await asyncio.sleep(TICK_S)
+            end = time.perf_counter()
+            lag = max(0.0, end - start - TICK_S)
+            self.lags.append(lag)
+            if lag >= STALL_S:
+                self.stalls.append((start + TICK_S, end, time.thread_time() - cpu))
+            if end - last_dump > 0.5:
+                last_dump = end
+                self.dump()
+
+    def dump(self) -> None:
+        self.path.write_text(json.dumps({"lags": self.lags, "stalls": self.stalls,
+                                         "events": self.events}))
+
+
+def _timed(recorder: _Recorder, what: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            recorder.event(what, start, time.perf_counter())
+
+    return wrapper
+
+
+def serve_instrumented(stats: Path, argv: Sequence[str]) -> int:
+    """Run `slorouter <argv>` with the loop monitor, GC callbacks and timed request steps."""
+    import uvicorn
+
+    from router import cli, pipeline
+    from router.api import chat
+    from router.classify.classifier import LinearClassifier
+
+    recorder = _Recorder(stats)
+    gc.callbacks.append(recorder.on_gc)
+    pipeline.ChatPipeline.prepare = _timed(  # type: ignore[method-assign]
+        recorder, "prepare", pipeline.ChatPipeline.prepare)
+    LinearClassifier.classify = _timed(  # type: ignore[method-assign]
+        recorder, "classify", LinearClassifier.classify)
+    chat.parse_chat = _timed(recorder, "parse_chat", chat.parse_chat)
+    chat.orjson = _TimedJson(recorder)  # type: ignore[assignment]
+    serve = uvicorn.Server.serve
+
+    async def serve_with_monitor(self: uvicorn.Server, sockets: Any = None) -> None:
+        task = asyncio.create_task(recorder.monitor())
+        try:
+            await serve(self, sockets)
+        finally:
+            task.cancel()
+            recorder.dump()
+
+    uvicorn.Server.serve = serve_with_monitor  # type: ignore[method-assign]
+    return cli.main(list(argv))
+
+
+class _TimedJson:
+    """`orjson` for `router.api.chat`, with `loads` (the body parse) timed."""
+
+    def __init__(self, recorder: _Recorder) -> None:
+        import orjson
+
+        self._orjson = orjson
+        self.JSONDecodeError = orjson.JSONDecodeError
+        self.loads = _timed(recorder, "json_loads", orjson.loads)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._orjson, name)
+
+
+# --- the load generator and the probe -------------------------------------------------------
 
 
 async def probe(url: str, stop: asyncio.Event) -> list[float]:
@@ -58,7 +177,49 @@ async def scenario(base: str, tokens: int, rate: float, duration: float) -> list
     return await prober
 
 
+def _read(stats: Path) -> dict[str, Any]:
+    for _ in range(20):
+        with contextlib.suppress(OSError, ValueError):
+            data: dict[str, Any] = json.loads(stats.read_text())
+            return data
+        time.sleep(0.05)
+    return {"lags": [], "stalls": [], "events": []}
+
+
+def _attribute(stalls: list[list[float]], events: list[list[Any]]) -> dict[str, int]:
+    """How many stalls overlap each kind of event (a stall may count under several)."""
+    out: dict[str, int] = {}
+    for start, end, _cpu in stalls:
+        kinds = {what for what, s, e in events if s < end and e > start} or {"nothing timed"}
+        for kind in kinds:
+            out[kind] = out.get(kind, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def _report(tokens: int, delays: list[float], before: dict[str, Any],
+            after: dict[str, Any]) -> None:
+    ms = np.array(delays) * 1e3
+    lags = np.array(after["lags"][len(before["lags"]):] or [0.0]) * 1e3
+    stalls = after["stalls"][len(before["stalls"]):]
+    events = after["events"][len(before["events"]):]
+    busy = [s for s in stalls if s[2] >= 0.5 * (s[1] - s[0])]
+    print(f"{tokens:>7} {len(ms):>7}{np.percentile(ms, 50):>8.2f}{np.percentile(ms, 99):>8.2f}"
+          f"{ms.max():>8.2f}  {np.percentile(lags, 50):>8.2f}{np.percentile(lags, 99):>8.2f}"
+          f"{lags.max():>8.2f}{len(stalls):>8}{len(busy):>6}")
+    for label, chosen in (("all", stalls), ("busy", busy)):
+        if chosen:
+            print(f"{'':>9}stalls > {STALL_S * 1e3:.0f} ms ({label}) overlap: "
+                  f"{_attribute(chosen, events)}")
+    kinds = sorted({e[0] for e in events})
+    for kind in kinds:
+        d = np.array([e[2] - e[1] for e in events if e[0] == kind]) * 1e3
+        print(f"{'':>9}{kind:<11} n={len(d):<5} p50 {np.percentile(d, 50):6.2f} ms  "
+              f"p99 {np.percentile(d, 99):6.2f} ms  max {d.max():6.2f} ms  (timed when >= 0.2 ms)")
+
+
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--serve-instrumented":
+        sys.exit(serve_instrumented(Path(sys.argv[2]), sys.argv[3:]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--duration", type=float, default=15.0)
@@ -66,23 +227,28 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        stats = work / "loop.json"
         (work / "p.json").write_text(json.dumps(PROFILE))
         sim_port, port = free_port(), free_port()
         sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(sim_port),
                               "--profile", str(work / "p.json")], sim_port).start()
         (work / "c.yaml").write_text(CONFIG.format(base=f"http://127.0.0.1:{sim_port}"))
-        router = ManagedProcess([PYTHON, "-m", "router.cli", "serve", "--config",
-                                 str(work / "c.yaml"), "--port", str(port), "--log-level",
-                                 "warning"], port, ready_url=f"http://127.0.0.1:{port}/healthz",
-                                startup_timeout_s=60).start()
+        router = ManagedProcess([PYTHON, "-m", "bench.loop_stalls", "--serve-instrumented",
+                                 str(stats), "serve", "--config", str(work / "c.yaml"), "--port",
+                                 str(port), "--log-level", "warning"], port,
+                                ready_url=f"http://127.0.0.1:{port}/healthz",
+                                startup_timeout_s=60, log_path=work / "router.log").start()
         try:
-            print(f"{'prompt tokens':>14}{'probes':>8}{'p50 ms':>9}{'p99 ms':>9}{'max ms':>9}")
+            print(f"{'':>15}{'probe (client side)':^24}  {'loop lag (in the router)':^40}")
+            print(f"{'tokens':>7} {'probes':>7}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}  "
+                  f"{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}{'>5ms':>8}{'busy':>6}")
             for tokens in (10, args.tokens):
+                time.sleep(1.0)
+                before = _read(stats)
                 delays = asyncio.run(scenario(f"http://127.0.0.1:{port}", tokens, args.rate,
                                               args.duration))
-                ms = np.array(delays) * 1e3
-                print(f"{tokens:>14}{len(ms):>8}{np.percentile(ms, 50):>9.2f}"
-                      f"{np.percentile(ms, 99):>9.2f}{ms.max():>9.2f}")
+                time.sleep(1.0)
+                _report(tokens, delays, before, _read(stats))
         finally:
             router.stop()
             sim.stop()

@@ -17,6 +17,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -70,14 +71,19 @@ class LinearModel:
         raise KeyError(name)
 
     def vectorize(self, tokens: Sequence[str]) -> tuple[npt.NDArray[np.intp], Floats]:
-        """Column indices and l2-normalised sublinear TF-IDF values of known tokens."""
-        vocab = self.vocab
-        pairs = [(vocab[t], c) for t, c in Counter(tokens).items() if t in vocab]
-        if not pairs:
+        """Column indices and l2-normalised sublinear TF-IDF values of known tokens.
+
+        Indices come in the order tokens first occur (so the float sums are the same on every
+        run); the lookups run in C (`map`), not in a Python loop.
+        """
+        counts = Counter(tokens)
+        ids = np.array(list(map(self.vocab.get, counts, repeat(-1, len(counts)))), dtype=np.intp)
+        known = ids >= 0
+        if not known.any():
             return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float32)
-        idx = np.fromiter((p[0] for p in pairs), dtype=np.intp, count=len(pairs))
-        counts = np.fromiter((p[1] for p in pairs), dtype=np.float32, count=len(pairs))
-        values: Floats = ((1.0 + np.log(counts)) * self.idf[idx]).astype(np.float32)
+        idx = ids[known]
+        tally = np.array(list(counts.values()), dtype=np.float32)[known]
+        values: Floats = ((1.0 + np.log(tally)) * self.idf[idx]).astype(np.float32)
         values /= np.float32(np.sqrt(float(values @ values)))
         return idx, values
 
@@ -94,7 +100,7 @@ class LinearModel:
         for head in self.heads:
             z = raw[head.start : head.stop] / head.temperature
             e = np.exp(z - z.max())
-            probs[head.name] = tuple(float(p) for p in e / e.sum())
+            probs[head.name] = tuple((e / e.sum()).tolist())
         return Scores(probs)
 
 

@@ -30,6 +30,7 @@ from router.api.chat import ChatHandler
 from router.api.errors import error_response
 from router.api.experiments import experiments_endpoint, feedback_endpoint
 from router.api.explain import explain_endpoint
+from router.api.front import FrontDoor
 from router.api.meta import (
     ReadinessCheck,
     deployments_health,
@@ -62,7 +63,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
               caching: ResultCaching | None = None,
               stats: StatsStore | None = None,
               experiments: Experiments | None = None,
-              telemetry: Telemetry | None = None) -> FastAPI:
+              telemetry: Telemetry | None = None) -> FrontDoor:
     server = config.source.server
     execution = execution_state(server.reliability)
     breakers = execution.breakers
@@ -128,6 +129,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
 
     app = FastAPI(title="slorouter", lifespan=lifespan, docs_url=None, redoc_url=None,
                   openapi_url=None)
+    # Served by the front door; registered so that other methods get 405, not 404.
     app.add_route("/v1/chat/completions", chat.handle, methods=["POST"])
     app.add_route("/v1/route/explain", explain_endpoint(pipeline), methods=["POST"])
     app.add_route("/v1/models", models_endpoint(config), methods=["GET"])
@@ -142,7 +144,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     if endpoint is not None:
         app.add_route("/metrics", endpoint, methods=["GET"])
     app.add_exception_handler(HTTPException, _http_error)
-    return app
+    return FrontDoor(app, chat.handle)
 
 
 async def _run_refresher(store: StatsStore) -> None:

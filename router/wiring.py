@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from fastapi import FastAPI
-
 from cache.metrics import CacheMetrics
 from cache.policy import CacheRule
 from cache.result import ResultCache, ResultCacheFront
 from policies.eval_report import EvalReportError, QualityTable, load_reports
 from policies.learned.artifact import ArtifactError, LoadedRouter, load_artifact
 from policies.schema import RouterConfig
+from router.api.front import FrontDoor
 from router.api.meta import ReadinessCheck
 from router.app import build_app
 from router.caching import ResultCaching
@@ -170,7 +169,7 @@ def secret_values(config: RouterConfig, environ: Mapping[str, str]) -> list[str]
 
 
 def build_from_config(config: RouterConfig, environ: Mapping[str, str],
-                      base_dir: Path) -> tuple[FastAPI, RuntimeConfig]:
+                      base_dir: Path) -> tuple[FrontDoor, RuntimeConfig]:
     from router.providers.litellm_adapter import LitellmProvider
     from router.providers.passthrough import PassthroughProvider
 

@@ -3,7 +3,8 @@
 Reads and validates the body, admits the request (priority, tenant share, bounded queue),
 honours an `Idempotency-Key`, asks the pipeline for a plan, runs it while watching the client
 (a disconnect cancels the upstream call), and writes the answer with slorouter's headers. The
-outcome is recorded exactly once, in a `finally`, also for errors and disconnects.
+outcome is recorded exactly once, also for errors and disconnects: after the answer is sent
+(a background step of the response), so the client never waits for statistics or telemetry.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
+from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -113,23 +115,28 @@ class ChatHandler:
                                          request.headers.get("tracestate"))
             current_trace.set(outcome.trace)
         held = contextlib.AsyncExitStack()
-        handed_to_stream = False
+        response: Response | None = None
         try:
             response = await self._respond(request, outcome, headers, held)
-            handed_to_stream = isinstance(response, WatchedStreamingResponse)
-            return response
         except ClientGone:
             outcome.client_disconnected, outcome.status = True, CLIENT_CLOSED
-            return Response(status_code=CLIENT_CLOSED)
+            response = Response(status_code=CLIENT_CLOSED)
         except Exception as exc:
             err = as_project_error(exc)
             outcome.status, outcome.error_type = err.status_code, type(err).__name__
-            return error_response(err, headers)
+            response = error_response(err, headers)
         finally:
-            if not handed_to_stream:
+            if not isinstance(response, WatchedStreamingResponse):  # streams record at their end
                 await held.aclose()
                 outcome.ended_at = self._clock()
-                self._sink.record(outcome)
+                if response is None:  # cancelled: nothing will be sent
+                    self._sink.record(outcome)
+                else:  # recorded once the answer is on its way, not before
+                    after_sending(response, self._record, outcome)
+        return response
+
+    async def _record(self, outcome: Outcome) -> None:
+        self._sink.record(outcome)
 
     async def _respond(self, request: Request, outcome: Outcome, headers: dict[str, str],
                        held: contextlib.AsyncExitStack) -> Response:
@@ -348,6 +355,18 @@ def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]
         "x-slorouter-policy": prepared.decision.policy_version,
         "x-slorouter-cache": outcome.cache,
     })
+
+
+def after_sending(response: Response, work: Callable[..., Awaitable[None]], *args: Any) -> None:
+    """Run `work(*args)` once `response` has been sent (after any work already attached)."""
+    before = response.background
+
+    async def run() -> None:
+        if before is not None:
+            await before()
+        await work(*args)
+
+    response.background = BackgroundTask(run)
 
 
 async def _iterate(items: list[Any]) -> AsyncIterator[Any]:

@@ -63,18 +63,36 @@ class WatchedStreamingResponse(Response):
 
 
 async def run_unless_disconnected(receive: Receive, work: Awaitable[Any]) -> Any:
-    """Await `work`; if the client disconnects first, cancel it and raise `ClientGone`."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(wait_for_disconnect(receive))
+    """Await `work`; if the client disconnects first, cancel it and raise `ClientGone`.
+
+    `work` runs in the calling task (no task of its own): a watcher task cancels the caller
+    when `http.disconnect` arrives, and the cancellation is turned into `ClientGone` here.
+    """
+    caller = asyncio.current_task()
+    assert caller is not None
+    gone = False
+
+    async def watch() -> None:
+        nonlocal gone
+        await wait_for_disconnect(receive)
+        gone = True
+        caller.cancel()
+
+    watcher = asyncio.ensure_future(watch())
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        result = await work
+    except asyncio.CancelledError:
+        if not gone:
+            raise
+        if caller.uncancel() > 0:  # cancelled from elsewhere as well: that one wins
+            raise
+        raise ClientGone() from None
     finally:
         watcher.cancel()
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            raise ClientGone()
-    return task.result()
+    if gone:  # the work swallowed the cancellation and finished anyway
+        caller.uncancel()
+        raise ClientGone()
+    return result
 
 
 class ClientGone(Exception):

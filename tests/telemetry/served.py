@@ -71,7 +71,7 @@ async def serve(sim_base: str, telemetry: Telemetry) -> AsyncIterator[str]:
                     sinks=[LogSink(), telemetry.sink])
     endpoint = telemetry.metrics_endpoint
     assert endpoint is not None
-    app.add_route("/metrics", endpoint, methods=["GET"])
+    app.app.add_route("/metrics", endpoint, methods=["GET"])  # FastAPI behind the front door
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
                                            lifespan="on", loop="asyncio", access_log=False))

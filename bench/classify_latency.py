@@ -1,15 +1,21 @@
 """Latency of `classifier.classify` by prompt length, on one core: prints p50/p90/p99/max.
 
-Run: `nice python bench/classify_latency.py [--iterations N]`. The process pins itself to one
-CPU. Prompts are cut from real test rows (English, and Persian from the GPL-3.0 workload file)
-at about 4 characters per token. Also prints the artifact load time and the split between the
-rule detectors and the model. Numbers depend on the machine's load: run it on a quiet machine
-for figures to compare.
+Run: `nice python bench/classify_latency.py [--iterations N] [--runs R]`. The process pins
+itself to one CPU. Prompts are cut from real test rows (English, and Persian from the GPL-3.0
+workload file) at about 4 characters per token, after a short system prompt. Each length is
+timed in `--runs` separate rounds (interleaved with the other lengths, so a burst of load from
+other processes hits one round, not one length); the table shows the median over rounds of each
+percentile, and `p99 worst` the worst round. At 4,000 tokens it also prints the stages:
+the rule detectors (`detect`: one `scan` of the text shared by PII and jailbreak search, then
+the regulated-advice check of the last user message) and the model (`features`, then
+`predict`: vectorise and score). `gc/call` is how many garbage collections ran per `classify`
+call. Numbers depend on the machine's load: check `uptime` and compare runs on a quiet machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import json
 import os
@@ -21,11 +27,15 @@ import numpy as np
 
 from router.classify import Hints, LinearClassifier, RequestView, load_classifier
 from router.classify.classifier import ARTIFACT_DIR
-from router.classify.detectors import detect
+from router.classify.detectors import detect, has_jailbreak_phrase, is_regulated_advice
+from router.classify.features import features
 from router.classify.linear import MODEL_FILE
+from router.classify.pii import pii_kinds
+from router.classify.scan import scan
 
 DATA = Path(__file__).resolve().parent.parent / "evals" / "datasets" / "prompts"
 TOKENS = (10, 100, 1000, 4000)
+SYSTEM = "You are helpful."
 
 
 def _corpus(path: Path) -> str:
@@ -44,55 +54,83 @@ def _timings(fn: Callable[[], object], n: int) -> np.ndarray:
     return out
 
 
-def _row(label: str, us: np.ndarray) -> str:
-    p50, p90, p99 = np.percentile(us, [50, 90, 99])
-    return f"{label:<28} {p50:8.1f} {p90:8.1f} {p99:8.1f} {us.max():9.1f}"
+class _GcCount:
+    """Counts garbage collections (all generations) while it is installed."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            self.n += 1
 
 
-def _classify(clf: LinearClassifier, view: RequestView) -> Callable[[], object]:
-    return lambda: clf.classify(view, Hints())
-
-
-def _detect(view: RequestView) -> Callable[[], object]:
-    return lambda: detect(view)
-
-
-def _score(clf: LinearClassifier, view: RequestView) -> Callable[[], object]:
-    return lambda: clf.scores(view)
+def _stages(clf: LinearClassifier, view: RequestView) -> dict[str, Callable[[], object]]:
+    everything = "\n".join(text for _, text in view.messages)
+    user = view.messages[-1][1]
+    scanned = scan(everything)
+    tokens = features(view, clf.model.config)
+    return {
+        "detect": lambda: detect(view),
+        "  scan": lambda: scan(everything),
+        "  pii": lambda: pii_kinds(everything, scanned),
+        "  jailbreak": lambda: has_jailbreak_phrase(everything, scanned),
+        "  advice": lambda: is_regulated_advice(user),
+        "model": lambda: clf.scores(view),
+        "  features": lambda: features(view, clf.model.config),
+        "  predict": lambda: clf.model.predict(tokens),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--iterations", type=int, default=1000, help="calls per length per run")
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     t0 = time.perf_counter()
     clf = load_classifier(ARTIFACT_DIR / MODEL_FILE)
-    print(f"artifact load: {(time.perf_counter() - t0) * 1000:.1f} ms  version {clf.version[:12]}")
+    print(
+        f"artifact load: {(time.perf_counter() - t0) * 1000:.1f} ms  version {clf.version[:12]}"
+        f"  load average {os.getloadavg()[0]:.2f}"
+    )
     corpora = {
         "en": _corpus(DATA / "test.jsonl.gz"),
         "fa": _corpus(DATA / "gpl-3.0" / "multilingual_workload.jsonl.gz"),
     }
-    print(f"{'microseconds':<28} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>9}")
-    for lang, corpus in corpora.items():
-        for tokens in TOKENS:
-            text = corpus[: tokens * 4]
-            view = RequestView(messages=(("system", "You are helpful."), ("user", text)))
-            n = args.iterations if tokens <= 1000 else args.iterations // 2
-            print(
-                _row(
-                    f"classify {lang} {tokens:>5} tok",
-                    _timings(_classify(clf, view), n),
-                )
-            )
+    views = {
+        (lang, tokens): RequestView(messages=(("system", SYSTEM), ("user", text[: tokens * 4])))
+        for lang, text in corpora.items()
+        for tokens in TOKENS
+    }
+    counter = _GcCount()
+    rows: dict[str, list[np.ndarray]] = {}
+    gcs: dict[str, int] = {}
+    for _ in range(args.runs):
+        for (lang, tokens), view in views.items():
+            label = f"classify {lang} {tokens:>5} tok"
+            gc.callbacks.append(counter)
+            before = counter.n
+            us = _timings(lambda view=view: clf.classify(view, Hints()), args.iterations)  # type: ignore[misc]
+            gc.callbacks.remove(counter)
+            gcs[label] = gcs.get(label, 0) + counter.n - before
+            rows.setdefault(label, []).append(us)
             if tokens == 4000:
-                print(
-                    _row(f"  detectors {lang} {tokens} tok", _timings(_detect(view), n))
-                )
-                print(
-                    _row(f"  model {lang} {tokens} tok", _timings(_score(clf, view), n))
-                )
+                for stage, fn in _stages(clf, view).items():
+                    rows.setdefault(f"  {stage} {lang}", []).append(
+                        _timings(fn, args.iterations // 2)
+                    )
+    print(f"median of {args.runs} runs; microseconds")
+    print(f"{'':<28} {'p50':>8} {'p90':>8} {'p99':>8} {'p99 worst':>10} {'max':>9} {'gc/call':>8}")
+    for label, runs in rows.items():
+        pct = np.array([np.percentile(us, [50, 90, 99]) for us in runs])
+        p50, p90, p99 = np.median(pct, axis=0)
+        worst = pct[:, 2].max()
+        top = max(us.max() for us in runs)
+        calls = sum(len(us) + min(50, len(us)) for us in runs)
+        per = f"{gcs[label] / calls:8.3f}" if label in gcs else ""
+        print(f"{label:<28} {p50:8.1f} {p90:8.1f} {p99:8.1f} {worst:10.1f} {top:9.1f} {per}")
 
 
 if __name__ == "__main__":

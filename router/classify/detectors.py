@@ -259,6 +259,9 @@ _DOMAIN_KEYS: Final = (
     "بیمه",
     "طلاق",
 )
+_DOMAIN_TABLE: Final = anchor_table((key[:4], key) for key in _DOMAIN_KEYS if len(key) >= 4)
+_DOMAIN_SHORT_KEYS: Final = tuple(key for key in _DOMAIN_KEYS if len(key) < 4)
+_ADVICE_SCAN_CHARS: Final = 400  # below this the 63 `str.find` calls are cheaper
 _MAX_WINDOWS: Final = 12
 ADVICE_CHARS: Final = 1000
 _ADVICE: Final = re.compile(
@@ -379,9 +382,10 @@ def _windows_match(
     pattern: re.Pattern[str] | None,
     before: int,
     after: int,
+    lower: bool = True,
 ) -> bool:
     """`keyword_regex_search` given the (sorted) offsets where `key` occurs: the same windows,
-    each lower-cased on its own (with one character before it, for `\b`)."""
+    each lower-cased on its own when `lower` (with one character before it, for `\b`)."""
     if pattern is None:
         return True
     windows = 0
@@ -393,9 +397,13 @@ def _windows_match(
             break
         windows += 1
         lo = max(0, at - before)
-        seg = max(0, lo - 1)
-        if pattern.search(text[seg : at + len(key) + after].lower(), lo - seg) is not None:
-            return True
+        if not lower:
+            if pattern.search(text, lo, at + len(key) + after) is not None:
+                return True
+        else:
+            seg = max(0, lo - 1)
+            if pattern.search(text[seg : at + len(key) + after].lower(), lo - seg) is not None:
+                return True
         following = at + len(key)
     return False
 
@@ -409,7 +417,23 @@ def is_regulated_advice(text: str) -> bool:
     lowered = text[:ADVICE_CHARS].lower()
     if _ADVICE.search(lowered) is None:
         return False
-    return any(keyword_regex_search(lowered, key, _DOMAIN, 12, 30) for key in _DOMAIN_KEYS)
+    if len(lowered) < _ADVICE_SCAN_CHARS:
+        return any(keyword_regex_search(lowered, key, _DOMAIN, 12, 30) for key in _DOMAIN_KEYS)
+    # 63 keys: one vectorised pass finds where the longer ones may start, `str.find` the rest
+    starts: dict[str, list[int]] = {}
+    for at, key in anchor_hits(scan(lowered), _DOMAIN_TABLE):
+        assert isinstance(key, str)
+        if lowered.startswith(key, at):
+            starts.setdefault(key, []).append(at)
+    for key in _DOMAIN_SHORT_KEYS:
+        at = lowered.find(key)
+        while at != -1:
+            starts.setdefault(key, []).append(at)
+            at = lowered.find(key, at + 1)
+    return any(
+        key in starts and _windows_match(lowered, key, starts[key], _DOMAIN, 12, 30, lower=False)
+        for key in _DOMAIN_KEYS
+    )
 
 
 def last_user_text(view: RequestView) -> str:

@@ -161,3 +161,28 @@ def test_digit_clusters_count_ascii_and_eastern_digits() -> None:
     found = digit_clusters(scan("a ۱۲۳ ٤٥ 678 ５５５５５５５"))
     assert (found.ascii_and_eastern, found.eastern) == (8, 5)
     assert found.clusters == [(2, 19)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Should I take a higher dose of my medication? " + FILLER * 20,
+        FILLER * 10 + " can I sue my landlord for the deposit?",
+        FILLER * 10 + " should I move my 401K into bonds?",
+        FILLER * 10 + " should I move my 401\u212a into bonds?",  # Kelvin sign lower-cases to k
+        FILLER * 10 + " do I owe TAX on it? is it safe",
+        "آیا باید این دارو را با غذا بخورم؟ " + "متن بلند " * 60,
+        "من وام گرفتم و نمی‌دانم چه کنم. " + "متن بلند " * 60,
+        "my " + "dosdosdos " * 120,  # many overlapping-looking occurrences of a short key
+        "should I " + FILLER * 20,  # advice words, no domain
+    ],
+)
+def test_long_advice_questions_match_the_plain_search(text: str) -> None:
+    """The head of a long message is searched through the anchor table (longer keys) and
+    `str.find` (3-character keys): the same answer as 63 `str.find` calls."""
+    lowered = text[: detectors.ADVICE_CHARS].lower()
+    slow = detectors._ADVICE.search(lowered) is not None and any(
+        detectors.keyword_regex_search(lowered, key, detectors._DOMAIN, 12, 30)
+        for key in detectors._DOMAIN_KEYS
+    )
+    assert detectors.is_regulated_advice(text) == slow

@@ -419,7 +419,7 @@ def is_regulated_advice(text: str) -> bool:
         return False
     if len(lowered) < _ADVICE_SCAN_CHARS:
         return any(keyword_regex_search(lowered, key, _DOMAIN, 12, 30) for key in _DOMAIN_KEYS)
-    # 63 keys: one vectorised pass finds where the longer ones may start, `str.find` the rest
+    # 64 keys: one vectorised pass finds where the longer ones may start, `str.find` the rest
     starts: dict[str, list[int]] = {}
     for at, key in anchor_hits(scan(lowered), _DOMAIN_TABLE):
         assert isinstance(key, str)

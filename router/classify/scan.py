@@ -36,6 +36,8 @@ _SHIFT: Final = np.uint64(64 - _HASH_BITS)
 # OR-ing 0x20 into every code unit maps A-Z onto a-z; other characters may collide with one
 # another, which only adds candidates (the caller confirms each hit on the lower-cased text).
 _FOLD: Final = np.uint64(0x0020_0020_0020_0020)
+_ZERO: Final = np.uint16(48)
+_TEN: Final = np.uint16(10)
 _GAP: Final = 41  # two digits of one digit run are at most this far apart (see `pii`)
 _MIN_SPAN: Final = 6  # a digit run is at least 7 characters from its first to its last digit
 
@@ -134,12 +136,9 @@ def anchor_hits(scanned: TextScan, table: AnchorTable) -> list[tuple[int, object
     where = np.flatnonzero(table.mask.take(slots.view(np.int64)))
     if where.size == 0:
         return []
-    chars = scanned.chars(where)
     out: list[tuple[int, object]] = []
-    for char, slot, value in zip(
-        chars.tolist(), slots[where].tolist(), folded[where].tolist(), strict=True
-    ):
-        for anchor_value, payload in table.values[slot]:
+    for char, value in zip(scanned.chars(where).tolist(), folded[where].tolist(), strict=True):
+        for anchor_value, payload in table.values[hash4(value)]:
             if anchor_value == value:
                 out.append((char, payload))
     return out
@@ -163,25 +162,30 @@ def digit_clusters(scanned: TextScan) -> Digits:
     """
     units = scanned.units
     if scanned.text.isascii():
-        digit = (units - np.uint16(48)) < 10
+        digit = (units - _ZERO) < _TEN
     else:
         digit = _ND.take(units)
         if scanned.low_surrogates is not None:
             digit |= _astral_digits(scanned)
     where = np.flatnonzero(digit)
-    values = units[where]
-    n_ascii = int(np.count_nonzero((values - np.uint16(48)) < 10))
-    n_eastern = int(
-        np.count_nonzero(((values - np.uint16(0x660)) < 10) | ((values - np.uint16(0x6F0)) < 10))
-    )
-    if where.size < 2:
-        return Digits(n_ascii + n_eastern, n_eastern, ())
-    chars = scanned.chars(where)
-    breaks = np.flatnonzero(np.diff(chars) > _GAP)
-    firsts = chars[np.concatenate(([0], breaks + 1))]
-    lasts = chars[np.concatenate((breaks, [len(chars) - 1]))]
-    keep = (lasts - firsts) >= _MIN_SPAN
-    clusters = list(zip(firsts[keep].tolist(), lasts[keep].tolist(), strict=True))
+    chars = scanned.chars(where).tolist()
+    n_ascii = n_eastern = 0
+    for value in units[where].tolist():
+        if value < 0x80:
+            n_ascii += 1
+        elif 0x660 <= value < 0x66A or 0x6F0 <= value < 0x6FA:
+            n_eastern += 1
+    # plain Python: texts have tens to hundreds of digits, fewer than a numpy call costs
+    clusters: list[tuple[int, int]] = []
+    first = last = -_GAP - 2
+    for at in chars:
+        if at - last > _GAP:
+            if last - first >= _MIN_SPAN:
+                clusters.append((first, last))
+            first = at
+        last = at
+    if last - first >= _MIN_SPAN:
+        clusters.append((first, last))
     return Digits(n_ascii + n_eastern, n_eastern, clusters)
 
 

@@ -179,7 +179,7 @@ def test_digit_clusters_count_ascii_and_eastern_digits() -> None:
 )
 def test_long_advice_questions_match_the_plain_search(text: str) -> None:
     """The head of a long message is searched through the anchor table (longer keys) and
-    `str.find` (3-character keys): the same answer as 63 `str.find` calls."""
+    `str.find` (3-character keys): the same answer as 64 `str.find` calls."""
     lowered = text[: detectors.ADVICE_CHARS].lower()
     slow = detectors._ADVICE.search(lowered) is not None and any(
         detectors.keyword_regex_search(lowered, key, detectors._DOMAIN, 12, 30)

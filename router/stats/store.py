@@ -11,7 +11,6 @@ merges it into its summaries. Redis I/O lives in `redis_store.py`.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
@@ -36,11 +35,12 @@ class StatsConfig:
 
     Summaries of keys that decisions read are recomputed by `refresh()` (a background task runs
     `run_refresher()` every `refresh_interval_s`); a read recomputes only a key never summarised
-    or, when no refresh ran within the last `max_staleness_s` (the safety net without a
-    refresher), a changed key whose summary is older than `max_staleness_s`. While the refresher
-    runs, a read never pays for a recompute of a summary it already has: the key is marked as
-    read and the next refresh (at most `refresh_interval_s` away) brings its new data in, as
-    for every other key.
+    or a changed key whose summary is older than `max_staleness_s` (the safety net without a
+    refresher, and the first read of a key after a pause). While the refresher runs (a refresh
+    within `max_staleness_s`), a key that decisions keep reading (read since the refresh
+    before last) is left to the next refresh instead, at most `refresh_interval_s` away, as
+    every busy key is: so a request does not pay for recomputing a summary because an idle
+    candidate just got one new observation.
     """
 
     half_life_s: float = 5.0
@@ -105,7 +105,8 @@ class LocalStatsStore:
         self._remote_in_flight: dict[str, dict[str, int]] = {}
         self._summaries: dict[StatKey, KeySummary] = {}
         self._dirty: set[StatKey] = set()
-        self._wanted: set[StatKey] = set()
+        self._wanted: set[StatKey] = set()  # read since the last refresh
+        self._recent: set[StatKey] = set()  # read between the last two refreshes
         self._unpushed: set[StatKey] = set()
         self._in_flight = InFlight()
         self._refreshed_at: float | None = None
@@ -140,8 +141,7 @@ class LocalStatsStore:
         """The frozen summaries for one candidate; cheap (dict look-ups, rare recompute).
 
         Runs once per candidate per request: `summary()` is inlined for the three keys (same
-        rule: the cached summary unless the key changed and its summary is missing, or stale
-        with no refresher running; see `StatsConfig`).
+        rule, see `StatsConfig`).
         """
         now = self._clock()
         flight = self._in_flight.view(deployment)
@@ -149,22 +149,22 @@ class LocalStatsStore:
         if self._remote_in_flight:
             count += sum(c.get(deployment, 0) for c in self._remote_in_flight.values())
         summaries, dirty, wanted = self._summaries, self._dirty, self._wanted
-        stale = self._stale_after(now)
+        stale = self.config.max_staleness_s
         k_bucket = (deployment, task, bisect_right(PROMPT_BUCKET_EDGES, prompt_tokens))
+        s_bucket = summaries.get(k_bucket)
+        if k_bucket in dirty and (s_bucket is None or not now - s_bucket.at < stale):
+            s_bucket = self._stale_read(k_bucket, s_bucket, now)
         k_task = (deployment, task, ANY_BUCKET)
+        s_task = summaries.get(k_task)
+        if k_task in dirty and (s_task is None or not now - s_task.at < stale):
+            s_task = self._stale_read(k_task, s_task, now)
         k_dep = (deployment, ANY, ANY_BUCKET)
+        s_dep = summaries.get(k_dep)
+        if k_dep in dirty and (s_dep is None or not now - s_dep.at < stale):
+            s_dep = self._stale_read(k_dep, s_dep, now)
         wanted.add(k_bucket)
         wanted.add(k_task)
         wanted.add(k_dep)
-        s_bucket = summaries.get(k_bucket)
-        if k_bucket in dirty and (s_bucket is None or not now - s_bucket.at < stale):
-            s_bucket = self._recompute(k_bucket, now)
-        s_task = summaries.get(k_task)
-        if k_task in dirty and (s_task is None or not now - s_task.at < stale):
-            s_task = self._recompute(k_task, now)
-        s_dep = summaries.get(k_dep)
-        if k_dep in dirty and (s_dep is None or not now - s_dep.at < stale):
-            s_dep = self._recompute(k_dep, now)
         return StatsView(deployment, s_bucket, s_task, s_dep, count, flight.oldest_waiting_since)
 
     def ttft_quantile(self, deployment: str, task: Task, q: float) -> tuple[float | None, float]:
@@ -182,27 +182,31 @@ class LocalStatsStore:
         return self.summary((ANY, task, ANY_BUCKET), self._clock())
 
     def summary(self, key: StatKey, now: float) -> KeySummary | None:
-        """The cached summary of `key`, recomputed when dirty and missing or, with no refresher
-        running, older than the staleness bound."""
+        """The cached summary of `key`; recomputed when it changed and the summary is missing or
+        older than the staleness bound, unless a running refresher will (see `StatsConfig`)."""
         cached = self._summaries.get(key)
+        if key in self._dirty and (
+                cached is None or not now - cached.at < self.config.max_staleness_s):
+            cached = self._stale_read(key, cached, now)
         self._wanted.add(key)
-        if key not in self._dirty or (
-                cached is not None and now - cached.at < self._stale_after(now)):
+        return cached
+
+    def _stale_read(self, key: StatKey, cached: KeySummary | None,
+                    now: float) -> KeySummary | None:
+        """A changed key whose summary is missing or older than `max_staleness_s`: recompute
+        it, unless the refresher runs and decisions keep reading the key (`StatsConfig`)."""
+        last = self._refreshed_at
+        if cached is not None and last is not None and now - last < self.config.max_staleness_s \
+                and (key in self._wanted or key in self._recent):
             return cached
         return self._recompute(key, now)
-
-    def _stale_after(self, now: float) -> float:
-        """Age from which a read recomputes a changed key's summary itself: never while the
-        refresher runs (a refresh within `max_staleness_s`), else `max_staleness_s`."""
-        last = self._refreshed_at
-        limit = self.config.max_staleness_s
-        return math.inf if last is not None and now - last < limit else limit
 
     def refresh(self) -> int:
         """Recompute dirty summaries that decisions read since the last refresh; returns count."""
         now = self._clock()
         self._refreshed_at = now
         due = self._dirty & self._wanted
+        self._recent = self._wanted
         self._wanted = set()
         for key in due:
             self._recompute(key, now)

@@ -95,21 +95,28 @@ def test_reads_reuse_summaries_until_refresh_or_staleness_bound() -> None:
 
 
 def test_reads_leave_a_changed_idle_key_to_a_running_refresher() -> None:
-    """While refreshes run, a read never recomputes a summary it has, however old: the next
-    refresh brings the new data in. With no refresh for `max_staleness_s`, the read does."""
+    """While refreshes run, a key that decisions keep reading is never recomputed by a read,
+    however old its summary: the next refresh brings its new data in. A key read for the first
+    time after a pause, or any key once refreshes stop for `max_staleness_s`, is recomputed by
+    the read."""
     clock = FakeClock()
     store = LocalStatsStore(StatsConfig(max_staleness_s=0.5), clock=clock)
     store.record(_ok("A", 0.3, clock.now))
-    old = store.view("A", "chat", 300).task
-    for _ in range(20):  # A idle for 2 s, refresher running every 100 ms
+    store.record(_ok("B", 0.3, clock.now))
+    old_a, old_b = store.view("A", "chat", 300).task, store.view("B", "chat", 300).task
+    for _ in range(20):  # no new data for 2 s; decisions read A (not B); refresher running
         clock.now += 0.1
+        store.view("A", "chat", 300)
         store.refresh()
-    store.record(_ok("A", 0.3, clock.now))  # A's old summary is now out of date
-    assert store.view("A", "chat", 300).task is old
+    store.record(_ok("A", 0.3, clock.now))  # both summaries now out of date
+    store.record(_ok("B", 0.3, clock.now))
+    assert store.view("A", "chat", 300).task is old_a  # left to the refresher
+    fresh_b = store.view("B", "chat", 300).task  # first read after a pause: recomputed
+    assert fresh_b is not old_b and fresh_b is not None and fresh_b.at == clock.now
     clock.now += 0.1
     assert store.refresh() == 3
     new = store.view("A", "chat", 300).task
-    assert new is not old and new is not None and new.at == clock.now
+    assert new is not old_a and new is not None and new.at == clock.now
     store.record(_ok("A", 0.3, clock.now))
     clock.now += 0.5  # no refresh for max_staleness_s: reads recompute again
     late = store.view("A", "chat", 300).task

@@ -38,13 +38,14 @@ class Point:
     ttft: tuple[float, float]
     cpu_ms: float | None
     rss_mb: float | None
+    busy_cpu_ms: float | None = None  # cpu_ms less the gateway's idle CPU over the same window
 
     @classmethod
     def of(cls, result: RunResult, stream: bool, cpu_ms: float | None,
-           rss_mb: float | None) -> Point:
+           rss_mb: float | None, busy_cpu_ms: float | None = None) -> Point:
         e2e, ttft = result.percentiles_ms("e2e_s"), result.percentiles_ms("ttft_s")
         return cls(result.target, result.rate, stream, len(result.samples), result.errors(),
-                   (e2e[0], e2e[1]), (ttft[0], ttft[1]), cpu_ms, rss_mb)
+                   (e2e[0], e2e[1]), (ttft[0], ttft[1]), cpu_ms, rss_mb, busy_cpu_ms)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Point:
@@ -65,6 +66,7 @@ class Running:
     api_key: str | None
     proc: ManagedProcess | None
     points: list[Point] = field(default_factory=list)
+    idle_cpu_per_s: float = 0.0
 
 
 def _f(value: float | None, digits: int = 2) -> str:
@@ -77,19 +79,20 @@ def _point(running: Running, rate: float, stream: bool) -> Point | None:
 
 def latency_table(targets: list[Running], rates: list[float], stream: bool) -> list[str]:
     lines = ["| rate (req/s) | target | sent | errors | E2E p50 | E2E p99 | TTFT p50 | TTFT p99 |"
-             " CPU ms/req | RSS MB |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             " CPU ms/req | busy CPU ms/req | RSS MB |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for rate in rates:
         for running in targets:
             point = _point(running, rate, stream)
             if point is None:
                 lines.append(f"| {rate:g} | {running.target.name} | — | saturated at a lower "
-                             "rate | | | | | | |")
+                             "rate | | | | | | | |")
                 continue
             e2e, ttft = point.e2e, point.ttft
             lines.append(f"| {rate:g} | {running.target.name} | {point.sent} | "
                          f"{point.errors} | {_f(e2e[0])} | {_f(e2e[1])} | "
                          f"{_f(ttft[0])} | {_f(ttft[1])} | {_f(point.cpu_ms)} | "
-                         f"{_f(point.rss_mb, 0)} |")
+                         f"{_f(point.busy_cpu_ms)} | {_f(point.rss_mb, 0)} |")
     return lines
 
 
@@ -137,7 +140,8 @@ def comparisons(targets: list[Running], rates: list[float], stream: bool) -> lis
             lines.append(f"- {rate:g} req/s (LiteLLM {held}): slorouter-full/LiteLLM added "
                          f"latency E2E p50 {_f(ratios[0])}, E2E p99 {_f(ratios[1])}, "
                          f"TTFT p50 {_f(ratios[2])}, TTFT p99 {_f(ratios[3])} (target ≤ 0.10); "
-                         f"CPU/req {_f(f.cpu_ms)} vs {_f(ll.cpu_ms)} ms")
+                         f"CPU/req {_f(f.cpu_ms)} vs {_f(ll.cpu_ms)} ms (busy "
+                         f"{_f(f.busy_cpu_ms)} vs {_f(ll.busy_cpu_ms)})")
     on, off = by.get("slorouter-full"), by.get("slorouter-full-no-telemetry")
     if direct and on and off:
         for rate in rates:
@@ -146,9 +150,10 @@ def comparisons(targets: list[Running], rates: list[float], stream: bool) -> lis
             if base is None or a is None or b is None or not (a.sustained and b.sustained):
                 continue
             diff = [x - y for x, y in zip(overhead(a, base), overhead(b, base), strict=True)]
-            cpu = (a.cpu_ms - b.cpu_ms) if a.cpu_ms is not None and b.cpu_ms is not None else None
+            cpu = (a.busy_cpu_ms - b.busy_cpu_ms
+                   if a.busy_cpu_ms is not None and b.busy_cpu_ms is not None else None)
             lines.append(f"- {rate:g} req/s: telemetry on minus off: +E2E p50 {_f(diff[0])} ms, "
-                         f"+TTFT p50 {_f(diff[2])} ms, +E2E p99 {_f(diff[1])} ms, CPU/req "
+                         f"+TTFT p50 {_f(diff[2])} ms, +E2E p99 {_f(diff[1])} ms, busy CPU/req "
                          f"{_f(cpu)} ms (budget: 15% of 2 ms p50 = 0.30 ms)")
     return lines
 
@@ -191,11 +196,16 @@ def render(targets: list[Running], rates: list[float], modes: list[bool], meta: 
            "tokens (4 per chunk), so the direct row is the floor and every difference is the "
            "gateway's. Prompt: one short English sentence, `max_tokens` 16, temperature 0.7.",
            f"- Load: open-loop Poisson arrivals, the same seeded schedule for every target, "
-           f"{meta['duration']} s per point after a 2 s warm-up; a target is not run at higher "
-           f"rates once it misses p99 E2E < {SLO_P99_MS:g} ms or has errors.",
-           "- CPU ms/req: user+system time of the gateway's whole process group (from "
-           "/proc/PID/stat) over the measured window divided by requests sent. RSS: the group's "
-           "resident memory at the end of the point.",
+           f"{meta['duration']} s per point at least and at least "
+           f"{meta.get('min_requests', '0')} requests (so p99 is not the maximum), after a 2 s "
+           f"warm-up; a target is not run at higher rates once it misses p99 E2E < "
+           f"{SLO_P99_MS:g} ms or has errors.",
+           f"- Placement: {meta.get('placement') or 'all processes share every core'}.",
+           "- CPU ms/req: time on CPU of every thread of the gateway's process group (from "
+           "/proc/PID/task/TID/schedstat, ns) over the measured window divided by requests sent. "
+           "busy CPU ms/req: the same less the gateway's idle CPU (measured over 5 s with no "
+           "requests: timers, exporters) for the window's length, i.e. what requests cost. RSS: "
+           "the group's resident memory at the end of the point.",
            "- Targets: `direct` (the simulator itself), `slorouter-minimal` "
            "(`bench/configs/slorouter-minimal.yaml`: one pinned model, no auth, no cache), "
            "`slorouter-full` (`bench/configs/slorouter-full.yaml`: API-key auth, `auto` → "

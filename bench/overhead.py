@@ -1,12 +1,16 @@
 """Router overhead: the same open-loop load against the simulator directly and through slorouter.
 
     python -m bench.overhead [--rates 50,200] [--duration 20] [--stream]
-                             [--adapters passthrough,litellm]
+                             [--adapters passthrough,litellm] [--placement apart,shared]
 
 Starts one simulator (a model with a fixed 20 ms first-token time, so every difference is the
 router's) and one slorouter process pinned to it through each adapter, then runs the same
 Poisson schedule against each target in turn and prints p50/p99 of E2E and TTFT, the overhead
 against the direct baseline, and the router's CPU time per request.
+
+Placement (`bench/procstat.py`): `apart` runs the load generator and the simulator on one core
+and slorouter on the other (the direct baseline with the same pinning), so the figures are the
+router's and not the scheduler's; `shared` lets all three processes share both cores.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from bench.loadgen import RunResult, run_open_loop
+from bench.procstat import pin, place_apart, process_cpu_s
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
 SIM_PROFILE = {"models": {"bench": {
@@ -51,11 +56,6 @@ PAYLOAD = {"messages": [{"role": "user", "content": "Summarise the plot of Hamle
            "max_tokens": 16}
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def start_processes(workdir: Path) -> tuple[ManagedProcess, ManagedProcess, str, str]:
     profile = workdir / "profile.json"
     profile.write_text(json.dumps(SIM_PROFILE))
@@ -79,18 +79,18 @@ async def measure(name: str, url: str, model: str, rate: float, duration: float,
                   stream: bool, cpu_pid: int | None) -> tuple[RunResult, float | None]:
     payload = {**PAYLOAD, "model": model, "stream": stream}
     await run_open_loop(name, url, payload, rate=min(rate, 50), duration_s=2, seed=1)  # warm-up
-    cpu_before = cpu_seconds(cpu_pid) if cpu_pid else None
+    cpu_before = process_cpu_s(cpu_pid) if cpu_pid else None
     result = await run_open_loop(name, url, payload, rate=rate, duration_s=duration, seed=42)
     cpu_ms = None
     if cpu_pid and cpu_before is not None:
-        cpu_ms = (cpu_seconds(cpu_pid) - cpu_before) * 1e3 / max(1, len(result.samples))
+        cpu_ms = (process_cpu_s(cpu_pid) - cpu_before) * 1e3 / max(1, len(result.samples))
     return result, cpu_ms
 
 
-def report(rate: float, rows: list[tuple[RunResult, float | None]]) -> None:
+def report(rate: float, rows: list[tuple[RunResult, float | None]], placement: str) -> None:
     base = rows[0][0]
     base_e2e, base_ttft = base.percentiles_ms("e2e_s"), base.percentiles_ms("ttft_s")
-    print(f"\nrate {rate:g} req/s, {base.duration_s:g} s per target")
+    print(f"\nrate {rate:g} req/s, {base.duration_s:g} s per target; {placement}")
     print(f"{'target':<22}{'sent':>6}{'err':>5}{'E2E p50':>9}{'p99':>8}{'TTFT p50':>10}"
           f"{'p99':>8}{'+E2E p50':>10}{'+p99':>8}{'+TTFT p50':>11}{'+p99':>8}{'cpu ms/req':>12}")
     for result, cpu_ms in rows:
@@ -106,17 +106,26 @@ async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sim, router, sim_base, router_base = start_processes(Path(tmp))
         try:
-            for rate in args.rates:
-                rows = [await measure("direct (simulator)", f"{sim_base}/v1/chat/completions",
-                                      "bench", rate, args.duration, args.stream, None)]
-                for adapter in args.adapters:
-                    rows.append(await measure(f"slorouter {adapter}",
-                                              f"{router_base}/v1/chat/completions", adapter,
-                                              rate, args.duration, args.stream, router.pid))
-                report(rate, rows)
+            for placement in args.placement:
+                where = (place_apart([os.getpid(), sim.pid], [router.pid])
+                         if placement == "apart" else _share([os.getpid(), sim.pid, router.pid]))
+                for rate in args.rates:
+                    rows = [await measure("direct (simulator)", f"{sim_base}/v1/chat/completions",
+                                          "bench", rate, args.duration, args.stream, None)]
+                    for adapter in args.adapters:
+                        rows.append(await measure(f"slorouter {adapter}",
+                                                  f"{router_base}/v1/chat/completions", adapter,
+                                                  rate, args.duration, args.stream, router.pid))
+                    report(rate, rows, where)
         finally:
             router.stop()
             sim.stop()
+
+
+def _share(pids: list[int]) -> str:
+    cpus = os.sched_getaffinity(0) | set(range(os.cpu_count() or 1))
+    pin(pids, cpus)
+    return f"all processes share CPU {sorted(cpus)}"
 
 
 def main() -> None:
@@ -127,6 +136,8 @@ def main() -> None:
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--adapters", type=lambda s: s.split(","),
                         default=["passthrough", "litellm"])
+    parser.add_argument("--placement", type=lambda s: s.split(","), default=["apart", "shared"],
+                        help="apart: slorouter on its own core; shared: all on every core")
     asyncio.run(run(parser.parse_args()))
 
 

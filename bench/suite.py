@@ -44,15 +44,10 @@ def start(work: Path, config: Path | None) -> tuple[list[ManagedProcess], str]:
     sim_base = f"http://127.0.0.1:{sim_port}"
     if config is None:
         return [sim], sim_base
-    from bench.vs_litellm import CLASSIFIER_OUT, ensure_classifier
-
     port = free_port()
     env = {"SIM_BASE": sim_base, "BENCH_CACHE_DIR": str(work / "cache")}
-    classifier = ensure_classifier(CLASSIFIER_OUT)
-    argv = ([PYTHON, "-m", "router.cli", "serve", "--config", str(config), "--port", str(port),
-             "--log-level", "warning"] if classifier is None else
-            [PYTHON, "-m", "bench.vs_litellm", "serve-router", "--config", str(config),
-             "--port", str(port), "--classifier-model", str(classifier)])
+    argv = [PYTHON, "-m", "router.cli", "serve", "--config", str(config), "--port", str(port),
+            "--log-level", "warning"]
     router = ManagedProcess(argv, port,
                             ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
                             log_path=work / "router.log", startup_timeout_s=120).start()

@@ -1,6 +1,7 @@
 """slorouter side by side with LiteLLM proxy: the same open-loop load, the same upstream.
 
-    python -m bench.vs_litellm [--rates 2,5,10,25,50,100,200,400] [--duration 10]
+    python -m bench.vs_litellm [--rates 5,10,25,50,100,200,400] [--duration 10]
+                               [--min-requests 200] [--placement apart|shared]
                                [--modes plain,stream] [--targets direct,slorouter-full,...]
                                [--out docs/benchmarks.md]
 
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.benchmarks_report import Point, Running, Target, render
+from bench.procstat import group_cpu_s, group_rss_mb, place_apart
 from router.loadtest.loadgen import run_open_loop
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
@@ -55,43 +57,6 @@ TARGETS = {
 
 
 # ---- processes ---------------------------------------------------------------------------
-
-def group_pids(pgid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            pids.append(int(entry.name))
-    return pids
-
-
-def group_cpu_s(pgid: int) -> float:
-    total = 0
-    for pid in group_pids(pgid):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def group_rss_mb(pgid: int) -> float:
-    total_kb = 0
-    for pid in group_pids(pgid):
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total_kb += int(line.split()[1])
-        except OSError:
-            continue
-    return total_kb / 1024
-
 
 def ensure_litellm(venv: Path, requirements: Path) -> Path:
     """The LiteLLM proxy's own virtual environment, created from the registry on first use."""
@@ -182,13 +147,26 @@ async def measure(running: Running, rate: float, stream: bool, duration: float) 
     await run_open_loop(running.target.name, url, payload, min(rate, 50), 2.0, 1, key)  # warm
     pgid = running.proc.pid if running.proc is not None else None
     before = group_cpu_s(pgid) if pgid is not None else None
+    started = time.perf_counter()
     result = await run_open_loop(running.target.name, url, payload, rate, duration, 42, key,
                                  timeout_s=15)
-    cpu_ms = rss = None
+    wall = time.perf_counter() - started
+    cpu_ms = busy_ms = rss = None
     if pgid is not None and before is not None:
-        cpu_ms = (group_cpu_s(pgid) - before) * 1e3 / max(1, len(result.samples))
+        sent = max(1, len(result.samples))
+        cpu_ms = (group_cpu_s(pgid) - before) * 1e3 / sent
+        busy_ms = cpu_ms - running.idle_cpu_per_s * wall * 1e3 / sent
         rss = group_rss_mb(pgid)
-    return Point.of(result, stream, cpu_ms, rss)
+    return Point.of(result, stream, cpu_ms, rss, busy_ms)
+
+
+async def idle_cpu_per_s(running: Running, seconds: float = 5.0) -> float:
+    """The gateway's CPU time per second with no requests (timers, exporters, housekeeping)."""
+    if running.proc is None:
+        return 0.0
+    before = group_cpu_s(running.proc.pid)
+    await asyncio.sleep(seconds)
+    return (group_cpu_s(running.proc.pid) - before) / seconds
 
 
 async def warm_up(running: Running) -> None:
@@ -201,25 +179,31 @@ async def warm_up(running: Running) -> None:
 
 
 async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
-                duration: float) -> None:
+                duration: float, min_requests: int) -> None:
     for running in targets:
         await warm_up(running)
+        running.idle_cpu_per_s = await idle_cpu_per_s(running)
     for stream in modes:
         saturated: set[str] = set()
         for rate in rates:
             for running in targets:
                 if running.target.name in saturated:
                     continue
-                point = await measure(running, rate, stream, duration)
+                point = await measure(running, rate, stream,
+                                      max(duration, min_requests / rate))
                 running.points.append(point)
                 e2e, ttft = point.e2e, point.ttft
                 print(f"{'stream' if stream else 'plain':<7}{rate:>6g}/s {running.target.name:<28}"
                       f"E2E p50 {e2e[0]:7.2f} p99 {e2e[1]:7.2f}  TTFT p50 {ttft[0]:7.2f} "
                       f"p99 {ttft[1]:7.2f}  err {point.errors:>4}  cpu/req "
-                      f"{point.cpu_ms if point.cpu_ms is not None else float('nan'):6.2f} ms",
+                      f"{_num(point.cpu_ms):6.2f} ms (busy {_num(point.busy_cpu_ms):.2f})",
                       flush=True)
                 if not point.sustained and running.target.kind != "direct":
                     saturated.add(running.target.name)
+
+
+def _num(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 # ---- entry points ------------------------------------------------------------------------
@@ -243,11 +227,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                "BENCH_TENANT_KEY": "sk-bench-" + secrets.token_urlsafe(24),
                "LITELLM_MASTER_KEY": "sk-" + secrets.token_urlsafe(32), "OTLP_ENDPOINT": otlp}
         targets: list[Running] = []
+        placement = ""
         try:
             for name in args.targets:
                 targets.append(start_target(TARGETS[name], work, env["SIM_BASE"], env,
                                             litellm_bin))
-            await sweep(targets, args.rates, args.modes, args.duration)
+            placement = ("all processes share every core" if args.placement == "shared" else
+                         place_apart([os.getpid(), sim.pid],
+                                     [r.proc.pid for r in targets if r.proc is not None]))
+            print(placement, flush=True)
+            await sweep(targets, args.rates, args.modes, args.duration, args.min_requests)
         finally:
             for running in targets:
                 if running.proc is not None:
@@ -258,7 +247,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "machine": f"{os.cpu_count()} CPUs, {_cpu_model()}, Python {sys.version.split()[0]}",
             "load_before": load_before,
             "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-            "duration": f"{args.duration:g}"}
+            "duration": f"{args.duration:g}", "min_requests": str(args.min_requests),
+            "placement": placement}
     from bench.suite import telemetry_cost
 
     return {"meta": meta, "rates": args.rates, "modes": args.modes,
@@ -289,8 +279,14 @@ def _cpu_model() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
-                        default=[2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0])
-    parser.add_argument("--duration", type=float, default=10.0)
+                        default=[5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0])
+    parser.add_argument("--duration", type=float, default=10.0,
+                        help="seconds per point at least (longer when --min-requests needs it)")
+    parser.add_argument("--min-requests", type=int, default=200,
+                        help="requests per point at least, so that p99 is not the maximum")
+    parser.add_argument("--placement", choices=["apart", "shared"], default="apart",
+                        help="apart: gateways on their own core(s), load generator and "
+                             "simulator on another; shared: every process on every core")
     parser.add_argument("--modes", type=lambda s: [m == "stream" for m in s.split(",")],
                         default=[False, True])
     parser.add_argument("--targets", type=lambda s: s.split(","), default=list(TARGETS))

@@ -1,0 +1,100 @@
+"""What benchmarks read about processes from /proc: CPU time, memory, and CPU placement.
+
+CPU time comes from `/proc/PID/task/TID/schedstat` (nanoseconds on the CPU, every thread), not
+from `/proc/PID/stat` (clock ticks of 10 ms: at a few requests per second that resolution is
+coarser than the figure measured). Linux only, like the benchmarks that use it.
+
+Placement: on a 2-core machine the load generator, the upstream simulator and the gateway all
+compete for the same cores, so a gateway run pays for the scheduler preempting it in favour of
+the load generator; a gateway in production has its own cores. `place_apart` gives the system
+under test its own core(s) and leaves the load generator and the upstream on the rest, the same
+for every target of a run (the direct baseline included).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Every process in process group `pgid` (a gateway and the workers it forked)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            pids.append(int(entry.name))
+    return pids
+
+
+def threads(pid: int) -> list[int]:
+    try:
+        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU time (s) of every thread of `pid`, at nanosecond resolution."""
+    total = 0
+    for tid in threads(pid):
+        try:
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / 1e9
+
+
+def group_cpu_s(pgid: int) -> float:
+    """CPU time (s) of a whole process group."""
+    return sum(process_cpu_s(pid) for pid in group_pids(pgid))
+
+
+def group_rss_mb(pgid: int) -> float:
+    """Resident memory (MB) of a whole process group."""
+    total_kb = 0
+    for pid in group_pids(pgid):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total_kb += int(line.split()[1])
+        except OSError:
+            continue
+    return total_kb / 1024
+
+
+def pin(pids: Iterable[int], cpus: set[int]) -> None:
+    """Restrict every thread of `pids` to `cpus` (threads started later inherit it)."""
+    for pid in pids:
+        for tid in threads(pid):
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError:
+                continue
+
+
+def split_cores() -> tuple[set[int], set[int]] | None:
+    """(cores for the load generator and upstream, cores for the gateway), or None on 1 core."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return None
+    return {cpus[0]}, set(cpus[1:])
+
+
+def place_apart(driver_pids: Iterable[int], gateway_pgids: Iterable[int]) -> str:
+    """Pin drivers (this process, the simulator) apart from the gateways; a line saying how."""
+    split = split_cores()
+    if split is None:
+        return "one core: nothing pinned"
+    drivers, gateway = split
+    pin(driver_pids, drivers)
+    for pgid in gateway_pgids:
+        pin(group_pids(pgid), gateway)
+    return (f"load generator and simulator on CPU {sorted(drivers)}, gateway under test on "
+            f"CPU {sorted(gateway)}")

@@ -96,7 +96,8 @@ class Pool:
             self._held[tenant] = self._held.get(tenant, 0) + 1
             return None
         share = self._fair_share(tenant)
-        if self._held.get(tenant, 0) >= share:
+        others = len(self._held) - (1 if tenant in self._held else 0)
+        if others and self._held.get(tenant, 0) >= share:  # alone, a tenant is not over a share
             raise self._tenant_rejection(tenant)
         if len(self._queue) >= self._limits.max_queue and not self._evict_over_share(share):
             raise OverloadedError(

@@ -81,6 +81,19 @@ async def test_full_queue_rejects_at_once_with_503_and_retry_after() -> None:
     await asyncio.gather(*holder.tasks)
 
 
+async def test_lone_tenant_filling_everything_is_overload_503_not_429() -> None:
+    """With no other tenant waiting, a full class is overload (503), not a share breach (429)."""
+    holder = Holder(controller())
+    for _ in range(4):
+        await holder.start("alone")
+    with pytest.raises(OverloadedError) as caught:
+        async with holder.admission.admit("alone", "interactive"):
+            pass
+    assert caught.value.status_code == 503 and caught.value.retry_after is not None
+    holder.release.set()
+    await asyncio.gather(*holder.tasks)
+
+
 async def test_tenant_over_its_share_gets_429_and_yields_room_to_others() -> None:
     """A tenant filling the class is cut back to its fair share when another tenant arrives."""
     holder = Holder(controller())

@@ -93,13 +93,14 @@ class StatsRanker:
         task, prompt = facts.task, facts.prompt_tokens
         prices, view, unhealthy, penalty = (self.config.deployments, self.store.view,
                                             self.unhealthy, self.slo.penalty)
+        new = tuple.__new__  # a `Candidate` without its Python `__new__`: every field, in order
         candidates = []
         for name in deployments:
             deployment = prices[name]
-            candidates.append(Candidate(name, deployment.input_price_per_mtok,
-                                        deployment.output_price_per_mtok,
-                                        view(name, task, prompt), unhealthy(name),
-                                        penalty(name, task, now)))
+            candidates.append(new(Candidate, (name, deployment.input_price_per_mtok,
+                                              deployment.output_price_per_mtok,
+                                              view(name, task, prompt), unhealthy(name),
+                                              penalty(name, task, now), None)))
         history = self.store.task_summary(task)
         request = ScoreRequest(task, facts.risk, prompt, facts.max_output_tokens, True)
         return rank(request, targets, candidates, scoring, now=now,

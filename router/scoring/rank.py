@@ -123,8 +123,9 @@ def rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candid
             key = (2 if unhealthy else 0, -score, cost, c.deployment)
         rows.append((key, score, c, p, failures, tier))
     rows.sort(key=itemgetter(0))
-    scored = [ScoredCandidate(c.deployment, i, score, tier == 0, c.slo_penalty > 0.0,
-                              c.unhealthy, False, p, tuple(failures))
+    new = tuple.__new__  # see predict.py: every field, in order
+    scored = [new(ScoredCandidate, (c.deployment, i, score, tier == 0, c.slo_penalty > 0.0,
+                                    c.unhealthy, False, p, tuple(failures)))
               for i, (_, score, c, p, failures, tier) in enumerate(rows)]
     pick = _explore_pick(scored, request, config, rng)
     if pick is not None:

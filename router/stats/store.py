@@ -27,6 +27,8 @@ from router.stats.observation import PROMPT_BUCKET_EDGES, Observation
 from router.stats.sketch import DEFAULT_ALPHA
 
 Clock = Callable[[], float]
+# Builds a `NamedTuple` without its generated Python `__new__` (hot path: every field, in order).
+_new = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +167,8 @@ class LocalStatsStore:
         wanted.add(k_bucket)
         wanted.add(k_task)
         wanted.add(k_dep)
-        return StatsView(deployment, s_bucket, s_task, s_dep, count, flight.oldest_waiting_since)
+        return _new(StatsView, (deployment, s_bucket, s_task, s_dep, count,
+                                flight.oldest_waiting_since))
 
     def ttft_quantile(self, deployment: str, task: Task, q: float) -> tuple[float | None, float]:
         """This replica's decayed TTFT at any quantile `q` for deployment x task, and how many

@@ -174,3 +174,8 @@ def test_health_and_readiness(gateway: Running) -> None:
 def test_unknown_path_is_an_openai_404(gateway: Running) -> None:
     """Unknown endpoints answer in the OpenAI error shape too."""
     _assert_openai_error(httpx.get(f"{gateway.base_url}/v1/nothing"), 404)
+
+
+def test_wrong_method_on_chat_completions_is_an_openai_405(gateway: Running) -> None:
+    """Only POST reaches the chat handler's fast path; other methods get 405 in OpenAI's shape."""
+    _assert_openai_error(httpx.get(f"{gateway.base_url}/v1/chat/completions"), 405)

@@ -17,7 +17,10 @@ Scenarios:
   loop) and amortised per request. Reads that find a summary missing or stale pay for the
   recompute inline, inside the timed read.
 - `StatsRanker.rank()`: the same service loop through the `Ranker` that the decision step
-  calls (prices from the config, breaker state, SLO demotion penalty, per-policy settings).
+  calls (prices from the config, breaker state, SLO demotion penalty, per-policy settings);
+  then again with the SLO tracker's penalties recomputed in the background every 0.5 s
+  (`SloTracker.refresh`; the service does not run it yet, so `penalty()` recomputes each
+  deployment's penalty on the request path once a second: that is this line's p99).
 
 Run: `.venv/bin/python bench/scoring.py [--requests N] [--rate R] [--sizes 2,10,50]`
 (`nice` it on a shared box; the calibration line tells how busy the machine was).
@@ -49,6 +52,7 @@ SLO_SPEC = SloSpec(ttft_p95_ms=1000, tpot_p95_ms=50, e2e_p99_ms=8000, availabili
 CONFIG = ScoringConfig(explore_share=0.03)
 PROMPT = 3000
 REFRESH_S = 0.1
+SLO_REFRESH_S = 0.5  # under SloConfig.refresh_s (1 s), so penalty() never recomputes inline
 BLOCK = 250  # requests per alternating block
 OBS_PER_DEPLOYMENT = 2000
 
@@ -76,11 +80,6 @@ def reference_view(store: LocalStatsStore, deployment: str, task: str,
                      flight.oldest_waiting_since)
 
 
-def current_view(store: LocalStatsStore, deployment: str, task: str,
-                 prompt_tokens: int) -> StatsView:
-    return store.view(deployment, task, prompt_tokens)  # type: ignore[arg-type]
-
-
 @dataclass(frozen=True)
 class Impl:
     name: str
@@ -88,7 +87,7 @@ class Impl:
     rank: RankFn
 
 
-CURRENT = Impl("current", current_view, rank)
+CURRENT = Impl("current", LocalStatsStore.view, rank)  # type: ignore[arg-type]
 BASELINE = Impl("baseline", reference_view, reference_rank)
 
 
@@ -154,6 +153,8 @@ class Scenario:
         self.refresh = Timings()
         self.chosen = self.deps[0]
         self.since_refresh = 0.0
+        self.slo_refresh = Timings()
+        self.since_slo_refresh = 0.0
         prices = {d: SimpleNamespace(input_price_per_mtok=0.5 + i,
                                      output_price_per_mtok=1.0 + 2 * i)
                   for i, d in enumerate(self.deps)}
@@ -203,8 +204,13 @@ class Scenario:
 
         return run
 
-    def between_requests(self, rate: float) -> None:
-        """What happens in the service between two requests (untimed, except `refresh()`)."""
+    def between_requests(self, rate: float, slo_background: bool = False) -> None:
+        """What happens in the service between two requests (untimed, except the refreshes).
+
+        `slo_background`: also recompute the SLO demotion penalties every `SLO_REFRESH_S`
+        (`SloTracker.refresh`), which the service does not do yet: without it, `penalty()`
+        recomputes each deployment's penalty on the request path once a second.
+        """
         dt = 1.0 / rate
         self.clock.now += dt
         i = self.deps.index(self.chosen)
@@ -215,6 +221,11 @@ class Scenario:
         if self.since_refresh >= REFRESH_S:
             self.since_refresh = 0.0
             _timed(self.store.refresh, self.refresh, cpu=False)
+        if slo_background:
+            self.since_slo_refresh += dt
+            if self.since_slo_refresh >= SLO_REFRESH_S:
+                self.since_slo_refresh = 0.0
+                _timed(lambda: self.slo.refresh(self.clock.now), self.slo_refresh, cpu=False)
 
 
 class _implementation:
@@ -280,6 +291,9 @@ def _run_size(k: int, n: int, rate: float) -> float | None:
         return None
     _print("StatsRanker.rank(), service loop",
            _alternate(sc.ranked, n, lambda: sc.between_requests(rate)))
+    _print("  same, SLO penalties in background",
+           _alternate(sc.ranked, n, lambda: sc.between_requests(rate, slo_background=True)))
+    print(f"  {'SloTracker.refresh() (background)':34s} {'':8s} {sc.slo_refresh.line()}")
     per_refresh = rate * REFRESH_S
     p50_refresh = sorted(sc.refresh.wall)[len(sc.refresh.wall) // 2] / 1e3
     print(f"  {'refresh() every 100 ms (background)':34s} {'':8s} {sc.refresh.line()}  "

@@ -78,12 +78,15 @@ class LinearClassifier:
     def explain(self, request: RequestView, hints: Hints) -> Explanation:
         """Classify and keep the evidence."""
         findings = detect(request)
-        probs = self.scores(request).probs
-        task_probs = dict(zip(TASKS, probs["task"], strict=True))
-        risk_probs = dict(zip(RISKS, probs["risk"], strict=True))
-        best_task = max(TASKS, key=task_probs.__getitem__)
-        m_risk = model_risk(probs["risk"], self._model.thresholds["risk_high"])
-        empty = not last_user_text(request).strip()
+        probs = self._model.predict(features(request, self._model.config)).probs
+        task_p = probs["task"]
+        risk_p = probs["risk"]
+        task_probs = dict(zip(TASKS, task_p, strict=True))
+        risk_probs = dict(zip(RISKS, risk_p, strict=True))
+        best_task = TASKS[task_p.index(max(task_p))]  # the first likeliest, as `max` picks
+        m_risk = model_risk(risk_p, self._model.thresholds["risk_high"])
+        user = last_user_text(request)
+        empty = not user or user.isspace()  # `not user.strip()` without copying the text
         task: Task = hints.task if hints.task is not None else ("chat" if empty else best_task)
         source: Literal["model", "hint", "default"] = (
             "hint" if hints.task is not None else ("default" if empty else "model")

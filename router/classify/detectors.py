@@ -65,6 +65,10 @@ _JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
     ("های قبلی", None, 0, 0),
     ("نادیده بگیر", None, 0, 0),
 )
+_JAILBREAK_KEYS: Final = tuple(dict.fromkeys(rule[0] for rule in _JAILBREAK_RULES))
+_JAILBREAK_RULES_BY_KEY: Final = {
+    key: tuple(rule for rule in _JAILBREAK_RULES if rule[0] == key) for key in _JAILBREAK_KEYS
+}
 _DAN: Final = re.compile(r"\bDAN\b")  # the "Do Anything Now" persona, upper case only
 # The 4 characters of each key that the vectorised pre-filter looks for: the rarest 4-gram of
 # the key in the training prompts (a rare anchor gives few candidates to confirm).
@@ -352,7 +356,14 @@ def has_jailbreak_phrase(text: str, scanned: TextScan | None = None) -> bool:
         return True
     if scanned is None and len(text) < SCAN_MIN_CHARS:
         lowered = text.lower()
-        return any(keyword_regex_search(lowered, *rule) for rule in _JAILBREAK_RULES)
+        # one `in` per distinct key first: most texts hold none, and only the rules of the keys
+        # present need their windows checked
+        present = [key for key in _JAILBREAK_KEYS if key in lowered]
+        return bool(present) and any(
+            keyword_regex_search(lowered, *rule)
+            for key in present
+            for rule in _JAILBREAK_RULES_BY_KEY[key]
+        )
     scanned = scanned if scanned is not None else scan(text)
     starts: dict[str, list[int]] = {}
     for at, key in anchor_hits(scanned, _JAILBREAK_TABLE):
@@ -415,10 +426,17 @@ def is_regulated_advice(text: str) -> bool:
     long document that mentions a court somewhere is not a request for advice.
     """
     lowered = text[:ADVICE_CHARS].lower()
+    if len(lowered) < _ADVICE_SCAN_CHARS:
+        # a domain key is rarer than an advice marker and 64 `in` tests cost less than the
+        # `_ADVICE` regex: test the keys first (both must hold, so the order does not matter)
+        present = [key for key in _DOMAIN_KEYS if key in lowered]
+        return (
+            bool(present)
+            and _ADVICE.search(lowered) is not None
+            and any(keyword_regex_search(lowered, key, _DOMAIN, 12, 30) for key in present)
+        )
     if _ADVICE.search(lowered) is None:
         return False
-    if len(lowered) < _ADVICE_SCAN_CHARS:
-        return any(keyword_regex_search(lowered, key, _DOMAIN, 12, 30) for key in _DOMAIN_KEYS)
     # 64 keys: one vectorised pass finds where the longer ones may start, `str.find` the rest
     starts: dict[str, list[int]] = {}
     for at, key in anchor_hits(scan(lowered), _DOMAIN_TABLE):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Final
 
@@ -32,6 +33,28 @@ _PERSIAN: Final = re.compile(r"[\u0600-\u06ff]")
 _LATIN: Final = re.compile(r"[A-Za-z]")
 _CODE_SYMBOLS: Final = "=(){}[];_<>#/\\*`'\""
 _NUMBER: Final = ("", "#", "##", "###", "####")
+_ASCII_DIGIT: Final = re.compile(r"[0-9]")
+# `shape_tokens`: bucket edges (`_bucket` counts the edges <= the value) and token strings
+_LEN_EDGES: Final = tuple(2**e for e in (3, 5, 6, 7, 8, 9, 10, 11, 12, 13))  # on n + 1
+_LINE_EDGES: Final = (1, 2, 4, 8, 16, 64)
+_DIGIT_EDGES: Final = (0.01, 0.05, 0.15, 0.3)
+_SYMBOL_EDGES: Final = (0.01, 0.03, 0.06, 0.1, 0.2)
+_LEN_TOKENS: Final = tuple(f"s:len={i}" for i in range(len(_LEN_EDGES) + 1))
+_LINE_TOKENS: Final = tuple(f"s:lines={i}" for i in range(len(_LINE_EDGES) + 1))
+_DIGIT_TOKENS: Final = tuple(f"s:digits={i}" for i in range(len(_DIGIT_EDGES) + 1))
+_SYMBOL_TOKENS: Final = tuple(f"s:symbols={i}" for i in range(len(_SYMBOL_EDGES) + 1))
+_SCRIPT_TOKENS: Final = {k: f"s:script={k}" for k in ("fa", "mixed", "latin", "other")}
+_CLASS_NAMES: Final = ("digit", "latin", "alpha", "sym", *"?؟.!:;,)]}\"'`")
+# `structure_tokens`
+_NMSG_EDGES: Final = (2, 3, 5, 9)
+_TOOLS_EDGES: Final = (1, 2, 5)
+_NMSG_TOKENS: Final = tuple(f"s:nmsg={i}" for i in range(len(_NMSG_EDGES) + 1))
+_TOOLS_TOKENS: Final = tuple(f"s:tools={i}" for i in range(len(_TOOLS_EDGES) + 1))
+_ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function", "none")
+_LAST_TOKENS: Final = {r: f"s:last={r}" for r in _ROLES}
+_RF_TOKENS: Final = {f: f"s:rf={f}" for f in ("text", "json_object", "json_schema", "none")}
+_START_TOKENS: Final = {k: f"s:start={k}" for k in _CLASS_NAMES}
+_END_TOKENS: Final = {k: f"s:end={k}" for k in _CLASS_NAMES}
 # Arabic letter forms folded into their Persian forms; ZWNJ and tatweel removed.
 _FOLD: Final = str.maketrans({"ي": "ی", "ك": "ک", "ى": "ی", "ة": "ه", "\u200c": "", "\u0640": ""})
 _DIGITS: Final = str.maketrans("۰۱۲۳۴۵۶۷۸۹٠١٢٣٤٥٦٧٨٩", "01234567890123456789")
@@ -60,7 +83,8 @@ def window(text: str, head: int, tail: int) -> str:
 
 def normalize(text: str) -> str:
     """Lower case, Persian letter forms folded, Eastern digits made ASCII."""
-    return _FOLDABLE.sub(_fold, text.lower())
+    lowered = text.lower()
+    return lowered if lowered.isascii() else _FOLDABLE.sub(_fold, lowered)
 
 
 def _fold(match: re.Match[str]) -> str:
@@ -94,7 +118,10 @@ def script_of(text: str) -> str:
 def text_tokens(text: str, config: FeatureConfig) -> list[str]:
     """Word, bigram and character n-gram features of (a window of) one message."""
     norm = normalize(window(text, config.head_chars, config.tail_chars))
-    words = [w if not w.isdigit() else _NUMBER[min(len(w), 4)] for w in _WORD.findall(norm)]
+    words = _WORD.findall(norm)
+    if not norm.isascii() or _ASCII_DIGIT.search(norm) is not None:
+        # only a text with a digit can have an all-digit word (`str.isdigit`: any script)
+        words = [w if not w.isdigit() else _NUMBER[min(len(w), 4)] for w in words]
     out = ["w:" + w for w in words]
     if config.word_bigrams:
         out.extend([f"b:{a} {b}" for a, b in itertools.pairwise(words)])
@@ -107,7 +134,39 @@ def text_tokens(text: str, config: FeatureConfig) -> list[str]:
 
 
 def shape_tokens(text: str) -> list[str]:
-    """Structure of the message: length, lines, fences, script, digits, symbols, ends."""
+    """Structure of the message: length, lines, fences, script, digits, symbols, ends.
+
+    The token strings are precomputed (`_SHAPE`); the buckets are `bisect` over the same edges
+    (the length edges as integer powers of two: `log2(n + 1) < e` exactly when
+    `n + 1 < 2 ** e`, tested for every length).
+    """
+    stripped = text.strip()
+    n = len(stripped)
+    sample = stripped[:400]
+    size = max(1, len(sample))
+    if sample.isascii():
+        digits = sum(map(sample.count, "0123456789"))
+        script = "latin" if _LATIN.search(sample) is not None else "other"
+    else:
+        digits = len(_DIGIT.findall(sample))
+        script = script_of(sample)
+    symbols = sum(map(sample.count, _CODE_SYMBOLS))
+    out = [
+        _LEN_TOKENS[bisect_right(_LEN_EDGES, n + 1)],
+        _LINE_TOKENS[bisect_right(_LINE_EDGES, stripped.count("\n"))],
+        _SCRIPT_TOKENS[script],
+        _DIGIT_TOKENS[bisect_right(_DIGIT_EDGES, digits / size)],
+        _SYMBOL_TOKENS[bisect_right(_SYMBOL_EDGES, symbols / size)],
+    ]
+    if n:
+        out += [_START_TOKENS[_char_class(stripped[0])], _END_TOKENS[_char_class(stripped[-1])]]
+    if "```" in text:
+        out.append("s:fence")
+    return out
+
+
+def shape_tokens_reference(text: str) -> list[str]:
+    """`shape_tokens` computed step by step (kept to test it against)."""
     stripped = text.strip()
     n = len(stripped)
     sample = stripped[:400]
@@ -129,20 +188,22 @@ def shape_tokens(text: str) -> list[str]:
 
 def structure_tokens(view: RequestView, config: FeatureConfig) -> list[str]:
     """Features of the request around the last user message: roles, system prompt, tools."""
-    roles = [role for role, _ in view.messages]
+    messages = view.messages
+    last = messages[-1][0] if messages else "none"
+    rf = view.response_format if view.response_format is not None else "none"
     out = [
-        f"s:nmsg={_bucket(len(roles), (2, 3, 5, 9))}",
-        f"s:last={roles[-1] if roles else 'none'}",
-        f"s:rf={view.response_format if view.response_format is not None else 'none'}",
-        f"s:tools={_bucket(len(view.tool_names), (1, 2, 5))}",
+        _NMSG_TOKENS[bisect_right(_NMSG_EDGES, len(messages))],
+        _LAST_TOKENS.get(last) or f"s:last={last}",
+        _RF_TOKENS.get(rf) or f"s:rf={rf}",
+        _TOOLS_TOKENS[bisect_right(_TOOLS_EDGES, len(view.tool_names))],
     ]
-    if "assistant" in roles:
+    if any(role == "assistant" for role, _ in messages):
         out.append("s:history")
-    for role, text in view.messages:
+    for role, text in messages:
         if role in ("system", "developer"):
             norm = normalize(text[: config.system_chars])
             out.append("s:system")
-            out.extend("sys:" + w for w in _WORD.findall(norm) if not w.isdigit())
+            out.extend(["sys:" + w for w in _WORD.findall(norm) if not w.isdigit()])
             break
     for name in view.tool_names[:16]:
         words = identifier_words(name)

@@ -274,9 +274,9 @@ def _calibration() -> float:
 
 def _print(label: str, timings: dict[str, Timings], cpu: bool = False) -> None:
     for name in (CURRENT.name, BASELINE.name):
-        print(f"  {label:34s} {name:8s} {timings[name].line()}")
+        print(f"  {label:38s} {name:8s} {timings[name].line()}")
         if cpu:
-            print(f"  {'  same, CPU time':34s} {name:8s} {timings[name].line(cpu=True)}")
+            print(f"  {'  same, CPU time':38s} {name:8s} {timings[name].line(cpu=True)}")
 
 
 def _run_size(k: int, n: int, rate: float) -> float | None:
@@ -297,21 +297,21 @@ def _run_size(k: int, n: int, rate: float) -> float | None:
            _alternate(sc.ranked, n, lambda: sc.between_requests(rate)))
     _print("  same, SLO penalties in background",
            _alternate(sc.ranked, n, lambda: sc.between_requests(rate, slo_background=True)))
-    print(f"  {'SloTracker.refresh() (background)':34s} {'':8s} {sc.slo_refresh.line()}")
+    print(f"  {'SloTracker.refresh() (background)':38s} {'':8s} {sc.slo_refresh.line()}")
     per_refresh = rate * REFRESH_S
     p50_refresh = sorted(sc.refresh.wall)[len(sc.refresh.wall) // 2] / 1e3
-    print(f"  {'refresh() every 100 ms (background)':34s} {'':8s} {sc.refresh.line()}  "
+    print(f"  {'refresh() every 100 ms (background)':38s} {'':8s} {sc.refresh.line()}  "
           f"(p50 / {per_refresh:g} requests = {p50_refresh / per_refresh:.1f} us per request)")
     record = Timings()
     obs = _observation(sc.rng, 0, sc.deps[0], sc.clock.now)
     for _ in range(n):
         _timed(lambda: sc.store.record(obs), record, cpu=False)
-    print(f"  {'record() per attempt':34s} {'':8s} {record.line()}")
+    print(f"  {'record() per attempt':38s} {'':8s} {record.line()}")
     state = sc.store.own_states()[(sc.deps[0], "chat", ANY_BUCKET)]
     summ = Timings()
     for _ in range(2_000):
         _timed(lambda: state.summarize(sc.clock.now), summ, cpu=False)
-    print(f"  {'summary recompute per key':34s} {'':8s} {summ.line()}")
+    print(f"  {'summary recompute per key':38s} {'':8s} {summ.line()}")
     gc.unfreeze()
     return loop[CURRENT.name].p99_us()
 

@@ -5,10 +5,11 @@ itself to one CPU. Prompts are cut from real test rows (English, and Persian fro
 workload file) at about 4 characters per token, after a short system prompt. Each length is
 timed in `--runs` separate rounds (interleaved with the other lengths, so a burst of load from
 other processes hits one round, not one length); the table shows the median over rounds of each
-percentile, and `p99 worst` the worst round. At 4,000 tokens it also prints the stages:
+percentile, and `p99 worst` the worst round. At 100 and 4,000 tokens it also prints the stages:
 the rule detectors (`detect`: one `scan` of the text shared by PII and jailbreak search, then
-the regulated-advice check of the last user message) and the model (`features`, then
-`predict`: vectorise and score). `gc/call` is how many garbage collections ran per `classify`
+the regulated-advice check of the last user message) and the model (`features`: the words of
+the last user message and the other feature strings, then `predict`: look up, sum the table rows,
+softmax). `gc/call` is how many garbage collections ran per `classify`
 call. Numbers depend on the machine's load: check `uptime` and compare runs on a quiet machine.
 """
 
@@ -28,13 +29,14 @@ import numpy as np
 from router.classify import Hints, LinearClassifier, RequestView, load_classifier
 from router.classify.classifier import ARTIFACT_DIR
 from router.classify.detectors import detect, has_jailbreak_phrase, is_regulated_advice
-from router.classify.features import features
+from router.classify.features import feature_parts
 from router.classify.linear import MODEL_FILE
 from router.classify.pii import pii_kinds
 from router.classify.scan import scan
 
 DATA = Path(__file__).resolve().parent.parent / "evals" / "datasets" / "prompts"
 TOKENS = (10, 100, 1000, 4000)
+STAGE_TOKENS = (100, 4000)
 SYSTEM = "You are helpful."
 
 
@@ -69,7 +71,7 @@ def _stages(clf: LinearClassifier, view: RequestView) -> dict[str, Callable[[], 
     everything = "\n".join(text for _, text in view.messages)
     user = view.messages[-1][1]
     scanned = scan(everything)
-    tokens = features(view, clf.model.config)
+    words, others = feature_parts(view, clf.model.config)
     return {
         "detect": lambda: detect(view),
         "  scan": lambda: scan(everything),
@@ -77,8 +79,8 @@ def _stages(clf: LinearClassifier, view: RequestView) -> dict[str, Callable[[], 
         "  jailbreak": lambda: has_jailbreak_phrase(everything, scanned),
         "  advice": lambda: is_regulated_advice(user),
         "model": lambda: clf.scores(view),
-        "  features": lambda: features(view, clf.model.config),
-        "  predict": lambda: clf.model.predict(tokens),
+        "  features": lambda: feature_parts(view, clf.model.config),
+        "  predict": lambda: clf.model.predict_parts(words, others),
     }
 
 
@@ -116,9 +118,9 @@ def main() -> None:
             gc.callbacks.remove(counter)
             gcs[label] = gcs.get(label, 0) + counter.n - before
             rows.setdefault(label, []).append(us)
-            if tokens == 4000:
+            if tokens in STAGE_TOKENS:
                 for stage, fn in _stages(clf, view).items():
-                    rows.setdefault(f"  {stage} {lang}", []).append(
+                    rows.setdefault(f"  {stage} {lang} {tokens}", []).append(
                         _timings(fn, args.iterations // 2)
                     )
     print(f"median of {args.runs} runs; microseconds")

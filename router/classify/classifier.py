@@ -14,7 +14,7 @@ from typing import Literal
 
 from policies.labels import RISKS, TASKS, Risk, Signal, Task
 from router.classify.detectors import Findings, detect, last_user_text
-from router.classify.features import features
+from router.classify.features import feature_parts
 from router.classify.linear import MODEL_FILE, LinearModel, Scores, load_model
 from router.classify.pii import PiiKind
 from router.classify.risk import combine_risk
@@ -73,12 +73,12 @@ class LinearClassifier:
 
     def scores(self, request: RequestView) -> Scores:
         """The model's calibrated probabilities for the request."""
-        return self._model.predict(features(request, self._model.config))
+        return self._model.predict_parts(*feature_parts(request, self._model.config))
 
     def explain(self, request: RequestView, hints: Hints) -> Explanation:
         """Classify and keep the evidence."""
         findings = detect(request)
-        probs = self._model.predict(features(request, self._model.config)).probs
+        probs = self.scores(request).probs
         task_p = probs["task"]
         risk_p = probs["risk"]
         task_probs = dict(zip(TASKS, task_p, strict=True))

@@ -274,6 +274,8 @@ _ADVICE: Final = re.compile(
     re.IGNORECASE,
 )
 
+_DOMAIN_ASCII: Final = re.compile(_DOMAIN.pattern)
+_ADVICE_ASCII: Final = re.compile(_ADVICE.pattern)
 
 # Tasks where a domain question is a request for advice (not e.g. a summary of a court report).
 ADVICE_TASKS: Final[frozenset[Task]] = frozenset({"chat", "reasoning_analysis", "action"})
@@ -426,17 +428,18 @@ def is_regulated_advice(text: str) -> bool:
     long document that mentions a court somewhere is not a request for advice.
     """
     lowered = text[:ADVICE_CHARS].lower()
+    # On lower-cased ASCII text the case-sensitive twins match exactly where the IGNORECASE
+    # patterns do (only non-ASCII characters such as the Kelvin sign fold onto a-z), 2-3x faster.
+    domain, advice = (_DOMAIN_ASCII, _ADVICE_ASCII) if lowered.isascii() else (_DOMAIN, _ADVICE)
     if len(lowered) < _ADVICE_SCAN_CHARS:
         # a domain key is rarer than an advice marker and 64 `in` tests cost less than the
         # `_ADVICE` regex: test the keys first (both must hold, so the order does not matter)
         present = [key for key in _DOMAIN_KEYS if key in lowered]
         return (
             bool(present)
-            and _ADVICE.search(lowered) is not None
-            and any(keyword_regex_search(lowered, key, _DOMAIN, 12, 30) for key in present)
+            and advice.search(lowered) is not None
+            and any(keyword_regex_search(lowered, key, domain, 12, 30) for key in present)
         )
-    if _ADVICE.search(lowered) is None:
-        return False
     # 64 keys: one vectorised pass finds where the longer ones may start, `str.find` the rest
     starts: dict[str, list[int]] = {}
     for at, key in anchor_hits(scan(lowered), _DOMAIN_TABLE):
@@ -448,8 +451,10 @@ def is_regulated_advice(text: str) -> bool:
         while at != -1:
             starts.setdefault(key, []).append(at)
             at = lowered.find(key, at + 1)
+    if not starts or advice.search(lowered) is None:
+        return False
     return any(
-        key in starts and _windows_match(lowered, key, starts[key], _DOMAIN, 12, 30, lower=False)
+        key in starts and _windows_match(lowered, key, starts[key], domain, 12, 30, lower=False)
         for key in _DOMAIN_KEYS
     )
 

@@ -32,6 +32,8 @@ _DIGIT: Final = re.compile(r"\d")
 _PERSIAN: Final = re.compile(r"[\u0600-\u06ff]")
 _LATIN: Final = re.compile(r"[A-Za-z]")
 _CODE_SYMBOLS: Final = "=(){}[];_<>#/\\*`'\""
+_CODE_SYMBOL_BYTES: Final = _CODE_SYMBOLS.encode("ascii")  # distinct characters (tested)
+_ASCII_DIGITS: Final = b"0123456789"
 _NUMBER: Final = ("", "#", "##", "###", "####")
 _ASCII_DIGIT: Final = re.compile(r"[0-9]")
 # `shape_tokens`: bucket edges (`_bucket` counts the edges <= the value) and token strings
@@ -115,21 +117,36 @@ def script_of(text: str) -> str:
     return "latin" if latin else "other"
 
 
-def text_tokens(text: str, config: FeatureConfig) -> list[str]:
-    """Word, bigram and character n-gram features of (a window of) one message."""
+def text_words(text: str, config: FeatureConfig) -> tuple[str, list[str]]:
+    """The normalised window of one message and its words (all-digit words bucketed by
+    length), from which `text_tokens` makes its `w:`, `b:` and `c:` features."""
     norm = normalize(window(text, config.head_chars, config.tail_chars))
     words = _WORD.findall(norm)
     if not norm.isascii() or _ASCII_DIGIT.search(norm) is not None:
         # only a text with a digit can have an all-digit word (`str.isdigit`: any script)
         words = [w if not w.isdigit() else _NUMBER[min(len(w), 4)] for w in words]
+    return norm, words
+
+
+def char_tokens(norm: str, config: FeatureConfig) -> list[str]:
+    """Character n-gram features of the start of a normalised window (none unless configured)."""
+    if config.char_ngrams is None:
+        return []
+    lo, hi = config.char_ngrams
+    head = " " + " ".join(norm[: config.char_chars].split()) + " "
+    out: list[str] = []
+    for n in range(lo, hi + 1):
+        out.extend(["c:" + head[i : i + n] for i in range(len(head) - n + 1)])
+    return out
+
+
+def text_tokens(text: str, config: FeatureConfig) -> list[str]:
+    """Word, bigram and character n-gram features of (a window of) one message."""
+    norm, words = text_words(text, config)
     out = ["w:" + w for w in words]
     if config.word_bigrams:
         out.extend([f"b:{a} {b}" for a, b in itertools.pairwise(words)])
-    if config.char_ngrams is not None:
-        lo, hi = config.char_ngrams
-        head = " " + " ".join(norm[: config.char_chars].split()) + " "
-        for n in range(lo, hi + 1):
-            out.extend(["c:" + head[i : i + n] for i in range(len(head) - n + 1)])
+    out.extend(char_tokens(norm, config))
     return out
 
 
@@ -145,12 +162,15 @@ def shape_tokens(text: str) -> list[str]:
     sample = stripped[:400]
     size = max(1, len(sample))
     if sample.isascii():
-        digits = sum(map(sample.count, "0123456789"))
+        # counted as the bytes `translate` deletes (one C pass each)
+        raw = sample.encode("ascii")
+        digits = len(raw) - len(raw.translate(None, _ASCII_DIGITS))
+        symbols = len(raw) - len(raw.translate(None, _CODE_SYMBOL_BYTES))
         script = "latin" if _LATIN.search(sample) is not None else "other"
     else:
         digits = len(_DIGIT.findall(sample))
+        symbols = sum(map(sample.count, _CODE_SYMBOLS))
         script = script_of(sample)
-    symbols = sum(map(sample.count, _CODE_SYMBOLS))
     out = [
         _LEN_TOKENS[bisect_right(_LEN_EDGES, n + 1)],
         _LINE_TOKENS[bisect_right(_LINE_EDGES, stripped.count("\n"))],
@@ -219,3 +239,14 @@ def features(view: RequestView, config: FeatureConfig) -> list[str]:
     """Every feature string of the request (repeats count)."""
     text = last_user_text(view)
     return text_tokens(text, config) + shape_tokens(text) + structure_tokens(view, config)
+
+
+def feature_parts(view: RequestView, config: FeatureConfig) -> tuple[list[str], list[str]]:
+    """`features` in two parts, for serving: the words of the last user message, and every
+    other feature string (character n-grams, shape, structure). `features` is the `w:` token of
+    each word, then the `b:` token of each pair of neighbouring words (when
+    `config.word_bigrams`), then the other strings; `linear.LinearModel.predict_parts` looks
+    words and word pairs up without building those strings."""
+    text = last_user_text(view)
+    norm, words = text_words(text, config)
+    return words, char_tokens(norm, config) + shape_tokens(text) + structure_tokens(view, config)

@@ -18,7 +18,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import repeat
+from itertools import pairwise, repeat
 from pathlib import Path
 from typing import Final
 
@@ -32,13 +32,13 @@ MODEL_FILE = "model.zip"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
-_TF_SIZE: Final = 4096
-_TF: Final = tuple(1.0 + math.log(c) if c else 0.0 for c in range(_TF_SIZE))
+def _tf_table(size: int) -> npt.NDArray[np.float64]:
+    """Row c: the sublinear term frequency 1 + ln(c) of a count c, and its square."""
+    tf = np.array([1.0 + math.log(c) if c else 0.0 for c in range(size)])
+    return np.ascontiguousarray(np.stack([tf, tf * tf], axis=1))
 
 
-def _tf(count: int) -> float:
-    """The term frequency of sublinear TF-IDF, 1 + ln(count) (`_TF[count]` below `_TF_SIZE`)."""
-    return 1.0 + math.log(count)
+_TF: Final = _tf_table(4096)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,24 +77,58 @@ class LinearModel:
     _ids: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _table: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
     _bias: tuple[float, ...] = field(init=False, repr=False, compare=False)
-    _spans: tuple[tuple[str, int, int, float], ...] = field(
-        init=False, repr=False, compare=False
-    )
+    _spans: tuple[tuple[str, int, int], ...] = field(init=False, repr=False, compare=False)
+    _shift: bool = field(init=False, repr=False, compare=False)
+    _word_key: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    _word_ids: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _pair_ids: Mapping[tuple[int, int], int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Token ids shifted by one, so `filter(None, ...)` drops unknown tokens in C; row 0 of
-        # the table is the (never used) unknown row. Row i + 1 holds idf_i * weights_i in
-        # float64 and, in the last column, idf_i ** 2 (the squared norm of a token seen once).
+        # the table is the (never used) unknown row. Row i + 1 holds idf_i * weights_i divided
+        # by the temperature of each column's head, in float64, and in its last column idf_i ** 2
+        # (the squared norm of a token seen once). The bias is divided by the temperature too.
         idf = self.idf.astype(np.float64)
         n_out = self.weights.shape[1]
+        temperature = np.ones(n_out, dtype=np.float64)
+        for h in self.heads:
+            temperature[h.start : h.stop] = h.temperature
+        scaled = self.weights.astype(np.float64) / temperature
         table = np.zeros((len(idf) + 1, n_out + 1), dtype=np.float64)
-        table[1:, :n_out] = idf[:, None] * self.weights.astype(np.float64)
+        table[1:, :n_out] = idf[:, None] * scaled
         table[1:, n_out] = idf * idf
-        spans = tuple((h.name, h.start, h.stop, float(h.temperature)) for h in self.heads)
+        bias = self.bias.astype(np.float64) / temperature
+        # The TF-IDF vector has unit norm, so |z_j| <= ||weights[:, j]|| / T_j + |bias_j| / T_j:
+        # when that stays far from exp's range (+-709), the softmax need not subtract the maximum
+        # (it is computed directly; otherwise each head is shifted by its maximum first).
+        bound = float(np.max(np.sqrt(np.sum(np.square(scaled), axis=0)) + np.abs(bias)))
+        spans = tuple((h.name, h.start, h.stop) for h in self.heads)
+        # Words and word pairs by number: every word of a `w:` or `b:` token gets a key
+        # 1..n_words (0: unknown word), `_word_ids[key]` is its `w:` token's id (0 if none) and
+        # `_pair_ids[key_a, key_b]` the id of the `b:a b` token (no pair has a key 0).
+        word_key: dict[str, int] = {}
+        for token in self.vocab:
+            if token.startswith("w:"):
+                word_key.setdefault(token[2:], len(word_key) + 1)
+            elif token.startswith("b:"):
+                for word in token[2:].split(" "):
+                    word_key.setdefault(word, len(word_key) + 1)
+        word_ids = [0] * (len(word_key) + 1)
+        pair_ids: dict[tuple[int, int], int] = {}
+        for token, i in self.vocab.items():
+            if token.startswith("w:"):
+                word_ids[word_key[token[2:]]] = i + 1
+            elif token.startswith("b:"):
+                first, _, second = token[2:].partition(" ")
+                pair_ids[word_key[first], word_key[second]] = i + 1
+        object.__setattr__(self, "_word_key", word_key)
+        object.__setattr__(self, "_word_ids", tuple(word_ids))
+        object.__setattr__(self, "_pair_ids", pair_ids)
         object.__setattr__(self, "_ids", {t: i + 1 for t, i in self.vocab.items()})
         object.__setattr__(self, "_table", table)
-        object.__setattr__(self, "_bias", tuple(self.bias.astype(np.float64).tolist()))
+        object.__setattr__(self, "_bias", tuple(bias.tolist()))
         object.__setattr__(self, "_spans", spans)
+        object.__setattr__(self, "_shift", not bound < 600.0)
 
     def head(self, name: str) -> Head:
         """The head called `name` (KeyError when absent)."""
@@ -136,32 +170,48 @@ class LinearModel:
         sublinear term frequencies only when a token repeats), and the l2 norm comes from the
         table's `idf ** 2` column. Scaling, bias and the per-head softmax are plain floats.
         """
-        counts = Counter(filter(None, map(self._ids.get, tokens)))
-        if not counts:
-            raw = self._bias
+        return self._scores(list(filter(None, map(self._ids.get, tokens))))
+
+    def predict_parts(self, words: Sequence[str], others: Sequence[str]) -> Scores:
+        """`predict(features(view))` given `feature_parts(view)` (the same numbers, bit for
+        bit): the words are looked up once, their `w:` and `b:` tokens by number, so the token
+        strings are never built or hashed."""
+        keys = list(map(self._word_key.get, words, repeat(0, len(words))))
+        known = list(filter(None, map(self._word_ids.__getitem__, keys)))
+        if self.config.word_bigrams and len(keys) > 1:
+            known.extend(filter(None, map(self._pair_ids.get, pairwise(keys))))
+        known.extend(filter(None, map(self._ids.get, others)))
+        return self._scores(known)
+
+    def _scores(self, known: list[int]) -> Scores:
+        """The probabilities for the (shifted) ids of the known tokens, repeats included."""
+        if not known:
+            z = list(self._bias)
         else:
+            counts = Counter(known)
             n = len(counts)
             rows = self._table.take(np.fromiter(counts, np.intp, n), axis=0)
-            top = max(counts.values())
-            if top == 1:
+            if n == len(known):  # every token once: tf = 1, the norm is sqrt(sum(idf ** 2))
                 sums = np.add.reduce(rows, axis=0).tolist()
-                norm = math.sqrt(sums[-1])
-            else:
-                tf = np.empty((2, n))
-                tf[0] = list(map(_TF.__getitem__ if top < _TF_SIZE else _tf, counts.values()))
-                np.multiply(tf[0], tf[0], out=tf[1])
-                both = tf @ rows
+                inv_norm = 1.0 / math.sqrt(sums[-1])
+            else:  # weights tf and tf ** 2 (for the norm column): rows of the `_TF` table
+                top = max(counts.values())
+                table = _TF if top < len(_TF) else _tf_table(top + 1)
+                weights = table.take(np.fromiter(counts.values(), np.intp, n), axis=0)
+                both = weights.T @ rows
                 sums = both[0].tolist()
-                norm = math.sqrt(float(both[1, -1]))
-            raw = tuple([s / norm + b for s, b in zip(sums, self._bias, strict=False)])
+                inv_norm = 1.0 / math.sqrt(float(both[1, -1]))
+            z = [s * inv_norm + b for s, b in zip(sums, self._bias, strict=False)]
+        if self._shift:
+            for _name, start, stop in self._spans:
+                peak = max(z[start:stop])
+                z[start:stop] = [x - peak for x in z[start:stop]]
+        e = list(map(math.exp, z))
         probs: dict[str, tuple[float, ...]] = {}
-        exp = math.exp
-        for name, start, stop, temperature in self._spans:
-            z = [x / temperature for x in raw[start:stop]]
-            peak = max(z)
-            e = [exp(x - peak) for x in z]
-            total = sum(e)
-            probs[name] = tuple([x / total for x in e])
+        for name, start, stop in self._spans:
+            head = e[start:stop]
+            total = sum(head)
+            probs[name] = tuple([x / total for x in head])
         return Scores(probs)
 
     def predict_reference(self, tokens: Sequence[str]) -> Scores:

@@ -155,6 +155,9 @@ def _ibans_near(text: str, start: int, end: int) -> list[PiiMatch]:
 
 
 def _digit_count(text: str) -> int:
+    if text.isascii():  # the bytes that `translate` deletes, one C pass
+        raw = text.encode("ascii")
+        return len(raw) - len(raw.translate(None, b"0123456789"))
     return sum(map(text.count, "0123456789"))
 
 

@@ -47,10 +47,15 @@ def model_risk(risk_probs: tuple[float, ...], high_threshold: float) -> Risk:
 def _signals(
     findings: Findings, task: Task, risk: Risk, p_jailbreak: float, jb_threshold: float
 ) -> frozenset[Signal]:
-    out = set(findings.signals(task))
-    if p_jailbreak >= jb_threshold:
+    found = findings.signals(task)
+    jailbreak = p_jailbreak >= jb_threshold
+    side_effects = task == "action" and risk == "high"
+    if not jailbreak and not side_effects:
+        return found
+    out = set(found)
+    if jailbreak:
         out.add("jailbreak")
-    if task == "action" and risk == "high":
+    if side_effects:
         out.add("side_effects")
     return frozenset(out)
 
@@ -77,6 +82,15 @@ class LinearClassifier:
 
     def explain(self, request: RequestView, hints: Hints) -> Explanation:
         """Classify and keep the evidence."""
+        labels, best_task, m_risk, p_jb, findings = self._decide(request, hints)
+        return Explanation(
+            labels, best_task, m_risk, p_jb, findings.pii, findings.side_effect_tools
+        )
+
+    def _decide(
+        self, request: RequestView, hints: Hints
+    ) -> tuple[Labels, Task, Risk, float, Findings]:
+        """The labels, the model's task and risk, P(jailbreak) and the rule findings."""
         findings = detect(request)
         probs = self.scores(request).probs
         task_p = probs["task"]
@@ -102,14 +116,12 @@ class LinearClassifier:
             signals=signals,
             task_source=source,
         )
-        return Explanation(
-            labels, best_task, m_risk, p_jb, findings.pii, findings.side_effect_tools
-        )
+        return labels, best_task, m_risk, p_jb, findings
 
     def classify(self, request: RequestView, hints: Hints) -> Labels:
         """Task and risk of the request; hints win for task, and may move risk only above the
         floor that the detected signals set."""
-        return self.explain(request, hints).labels
+        return self._decide(request, hints)[0]
 
 
 def load_classifier(path: Path) -> LinearClassifier:

@@ -178,8 +178,8 @@ def test_digit_clusters_count_ascii_and_eastern_digits() -> None:
     ],
 )
 def test_long_advice_questions_match_the_plain_search(text: str) -> None:
-    """The head of a long message is searched through the anchor table (longer keys) and
-    `str.find` (3-character keys): the same answer as 64 `str.find` calls."""
+    """The head of a long message (keys tested first, ASCII twins of the regexes): the same
+    answer as the advice regex followed by 64 `str.find` calls."""
     lowered = text[: detectors.ADVICE_CHARS].lower()
     slow = detectors._ADVICE.search(lowered) is not None and any(
         detectors.keyword_regex_search(lowered, key, detectors._DOMAIN, 12, 30)

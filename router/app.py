@@ -99,6 +99,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         gc.collect()
         gc.freeze()
         refresher = asyncio.create_task(_run_refresher(store))
+        slo_refresher = asyncio.create_task(slo.run_refresher())
         guard = asyncio.create_task(trials.guard()) if trials.active else None
         start = getattr(store, "start", None)
         if start is not None:
@@ -106,7 +107,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         try:
             yield
         finally:
-            for task in (refresher, guard):
+            for task in (refresher, slo_refresher, guard):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

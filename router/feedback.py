@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from policies.eligibility import RequestFacts, Verdict
 from policies.labels import TASKS, Task
 from policies.schema import PoliciesSpec, SloSpec, TaskPolicy
+from router.execution.attempt import AttemptRecord
 from router.outcomes import Outcome
 from router.runtime_config import RuntimeConfig
 from router.scoring import Candidate, Ranking, ScoreRequest, ScoringConfig, Weights, rank
@@ -140,7 +141,11 @@ class StatsSink:
         offset = self._wall() - self._mono()
         prompt = outcome.prompt_tokens if outcome.prompt_tokens is not None else 0
         output = outcome.completion_tokens if outcome.completion_tokens is not None else 0
+        answered = any(a.outcome == "won" for a in outcome.attempts)
         for attempt in outcome.attempts:
+            if attempt.outcome == "cancelled" and answered:
+                self._record_censored(attempt, task, prompt, offset)
+                continue
             if attempt.outcome not in ("won", "failed"):
                 continue
             won = attempt.outcome == "won"
@@ -155,6 +160,22 @@ class StatsSink:
             self._store.record(obs)
             self._slo.record_attempt(obs)
         self._record_request(outcome, task, prompt, output, offset)
+
+    def _record_censored(self, attempt: AttemptRecord, task: Task, prompt: int,
+                         offset: float) -> None:
+        """An attempt that lost a hedge race: its TTFT is known only to exceed the time it ran.
+
+        Recorded at that lower bound (a success with no output), so the deployment's sketch keeps
+        the mass of its slow tail. Dropping it would drop exactly the slow answers: the sketch's
+        percentiles would fall into the fast body, the hedge trigger (a percentile read from it)
+        would fire on ever more requests, and the hedge budget would run out on the tail.
+        """
+        if attempt.ended_at is None or attempt.first_content_at is not None:
+            return
+        self._store.record(Observation.from_timings(
+            deployment=attempt.deployment, task=task, prompt_tokens=prompt, output_tokens=0,
+            t_start=attempt.started_at + offset, t_first_token=attempt.ended_at + offset,
+            t_last_token=None, t_end=attempt.ended_at + offset))
 
     def _record_request(self, outcome: Outcome, task: Task, prompt: int, output: int,
                         offset: float) -> None:

@@ -9,6 +9,7 @@ reads `penalty(deployment, task, now)`: a dict look-up, recomputed per series at
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -151,6 +152,13 @@ class SloTracker:
             if deployment:
                 self._penalties[(task, deployment)] = (now, self._penalty_of((task, deployment),
                                                                              now))
+
+    async def run_refresher(self) -> None:
+        """Recompute penalties every half `refresh_s` forever (run as a task; cancel to stop),
+        so that requests read penalties and never pay for computing them."""
+        while True:
+            self.refresh(self._clock())
+            await asyncio.sleep(self.config.refresh_s / 2)
 
     def snapshot(self, now: float | None = None) -> SloSnapshot:
         """The state of every task's SLO, as `GET /v1/slo` returns it."""

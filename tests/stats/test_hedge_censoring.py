@@ -1,0 +1,44 @@
+"""A primary that lost a hedge race still tells the statistics that it was slow."""
+
+from __future__ import annotations
+
+import time
+
+from router.execution.attempt import AttemptRecord
+from router.feedback import StatsSink
+from router.outcomes import Outcome
+from router.slo import SloTracker
+from router.stats import LocalStatsStore, StatsConfig
+
+
+def _hedged_outcome(primary_ran_s: float) -> Outcome:
+    """`slow` ran `primary_ran_s` without a token, then lost to a hedge on `fast`."""
+    start = time.perf_counter()
+    primary = AttemptRecord("slow", 1, start, "first", "cancelled",
+                            ended_at=start + primary_ran_s)
+    hedge = AttemptRecord("fast", 2, start + 0.2, "hedge", "won",
+                          first_content_at=start + 0.25, ended_at=start + 0.3)
+    return Outcome(request_id="r", tenant="t", requested_model="auto", stream=False,
+                   arrived_at=start, task="chat", deployment="fast", first_content_at=start + 0.25,
+                   ended_at=start + 0.3, prompt_tokens=10, completion_tokens=5,
+                   attempts=[primary, hedge])
+
+
+def test_lost_race_is_recorded_at_its_lower_bound_and_keeps_the_tail_mass() -> None:
+    store = LocalStatsStore(StatsConfig())
+    sink = StatsSink(store, SloTracker({}))
+    for _ in range(90):  # the fast body: answered by the primary itself in 100 ms
+        start = time.perf_counter()
+        won = AttemptRecord("slow", 1, start, "first", "won", first_content_at=start + 0.1,
+                            ended_at=start + 0.12)
+        sink.record(Outcome(request_id="b", tenant="t", requested_model="auto", stream=False,
+                            arrived_at=start, task="chat", deployment="slow",
+                            first_content_at=start + 0.1, ended_at=start + 0.12,
+                            attempts=[won]))
+    for _ in range(10):  # the tail: each one hedged after 0.3 s and lost
+        sink.record(_hedged_outcome(0.3))
+    p95, weight = store.ttft_quantile("slow", "chat", 0.95)
+    assert weight >= 99  # the ten lost races count
+    assert p95 is not None and p95 >= 0.29  # the tail is still above the body, not dropped
+    p80, _ = store.ttft_quantile("slow", "chat", 0.80)
+    assert p80 is not None and p80 < 0.15

@@ -53,7 +53,7 @@ ROUTED_SHARE = 0.85
 SLO_REQUESTS, SLO_RATE = 40, 8.0
 COLD_START = ("cheap's short-prompt TTFT is predicted from its 8k-prompt answers: a TTFT model "
               "fitted on one prompt size has slope 0 and predicts ~2.5 s at every size "
-              "(router/stats/ttft_model.py _solve; router/scoring/predict.py predict_ttft uses "
+              "(router/stats/ttft_model.py _solve; router/scoring/predict.py predict uses "
               "it at full weight far outside the sizes seen), which does not lift while cheap "
               "gets no short prompts; and the task-wide SLO demotion (router/slo/tracker.py, "
               "per deployment x task) keeps cheap demoted. Not strict: runs in which "

@@ -232,5 +232,8 @@ def render(targets: list[Running], rates: list[float], modes: list[bool], meta: 
             "# the default open-loop mix against one target (under 5 minutes on 2 cores):",
             "python -m bench.suite",
             "# telemetry's CPU per request, in-process:",
-            "python -m bench.suite telemetry-cost", "```", ""]
+            "python -m bench.suite telemetry-cost", "```", "",
+            "The other benchmarks (router overhead, classification, event-loop stalls, scoring, "
+            "cache hits, prefix affinity, faults, replay) and their latest figures are in "
+            "[measurements.md](measurements.md).", ""]
     return "\n".join(out)

@@ -87,6 +87,7 @@ class SloTracker:
         self._clock = clock
         self._series: dict[SeriesKey, RollingCounts] = {}
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
+        self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
 
     def _add(self, key: SeriesKey, obs: Observation, targets: SloTargets) -> None:
         series = self._series.get(key)
@@ -139,6 +140,7 @@ class SloTracker:
     def penalty(self, deployment: str, task: Task, now: float) -> float:
         """Demotion penalty in [0, 1] that the scorer reads for this deployment x task."""
         key = (task, deployment)
+        self._read.add(key)
         cached = self._penalties.get(key)
         if cached is not None and now - cached[0] < self.config.refresh_s:
             return cached[1]
@@ -154,10 +156,15 @@ class SloTracker:
                                                                              now))
 
     async def run_refresher(self) -> None:
-        """Recompute penalties every half `refresh_s` forever (run as a task; cancel to stop),
-        so that requests read penalties and never pay for computing them."""
+        """Every half `refresh_s`, recompute the penalties requests read since the last pass
+        (run as a task; cancel to stop): busy keys never expire on the request path, and an idle
+        service computes nothing. A key first read after a pause is computed by that read."""
         while True:
-            self.refresh(self._clock())
+            read, self._read = self._read, set()
+            now = self._clock()
+            for key in read:
+                if key[0] in self.targets:
+                    self._penalties[key] = (now, self._penalty_of(key, now))
             await asyncio.sleep(self.config.refresh_s / 2)
 
     def snapshot(self, now: float | None = None) -> SloSnapshot:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from router.scoring import Candidate, ScoreRequest, ScoringConfig, rank
 from router.slo import SloTargets, SloTracker, burn_rate, demotion_penalty
 from router.slo.targets import SLIS
-from router.slo.tracker import SloConfig
+from router.slo.tracker import SeriesKey, SloConfig
 from router.slo.windows import RollingCounts, column
 from router.stats import LocalStatsStore, Observation
 from tests.stats.sim import FakeClock
@@ -126,3 +126,26 @@ def test_demotion_can_be_limited_to_availability() -> None:
             t_start=clock.now + i, t_first_token=None, t_last_token=None, t_end=clock.now + i,
             error="ProviderUnavailableError"))
     assert tracker.penalty("B", "chat", clock.now + 600) > 0.0
+
+
+async def test_background_refresh_recomputes_only_what_requests_read() -> None:
+    """Keys read since the last pass are recomputed in the background; an idle tracker is not."""
+    import asyncio
+
+    tracker = SloTracker({"chat": CHAT}, SloConfig(refresh_s=0.02))
+    computed: list[SeriesKey] = []
+    original = tracker._penalty_of
+
+    def counting(key: SeriesKey, now: float) -> float:
+        computed.append(key)
+        return original(key, now)
+
+    tracker._penalty_of = counting  # type: ignore[method-assign]
+    tracker.penalty("a", "chat", 0.0)  # the read computes it (nothing cached yet)
+    assert computed == [("chat", "a")]
+    task = asyncio.create_task(tracker.run_refresher())
+    await asyncio.sleep(0.005)  # first pass: recomputes the key read above
+    assert computed == [("chat", "a"), ("chat", "a")]
+    await asyncio.sleep(0.05)  # later passes: nothing read, nothing computed
+    task.cancel()
+    assert computed == [("chat", "a"), ("chat", "a")]

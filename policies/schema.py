@@ -192,6 +192,9 @@ class ReliabilitySpec(Frozen):
     backoff_cap_s: float = Field(default=2.0, ge=0)
     breaker: BreakerSpec = BreakerSpec()
     hedge_percentile: float = Field(default=0.88, gt=0, lt=1)
+    # ... but never later than this many times the observed median TTFT: a percentile estimated
+    # from a window where the slow tail happens to be heavier lands inside the tail itself.
+    hedge_max_median_ratio: float = Field(default=3.0, gt=1)
 
 
 class CacheSpec(Frozen):

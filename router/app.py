@@ -76,7 +76,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         config.source.experiments, memory_store())
     pipeline = ChatPipeline(config, classifier, Runner(providers, execution, time.perf_counter),
                             ranker=ranker, health=lambda name: breakers.state(name) != "open",
-                            hedge_delay=HedgeDelays(store, server.reliability.hedge_percentile),
+                            hedge_delay=HedgeDelays(store, server.reliability.hedge_percentile,
+                                                   server.reliability.hedge_max_median_ratio),
                             load=execution.in_flight,
                             assign_arm=trials.assign if trials.active else None)
     observers = [*sinks, StatsSink(store, slo), trials]

@@ -49,18 +49,23 @@ class HedgeDelays:
 
     The percentile must sit below the slow tail's start (with 10% of requests in a tail, p88
     rather than p90; measured in bench/chaos.py), which only the sketch, not the summaries'
-    fixed p50/p90/p95/p99, can resolve.
+    fixed p50/p90/p95/p99, can resolve. The margin is thin: in a window where the tail happens
+    to weigh more than 1 - `percentile`, the percentile lands inside the tail and hedges start
+    too late to help. So the delay is capped at `max_median_ratio` times the median: an attempt
+    that has waited that many typical first tokens is in the tail whatever the percentile says.
     """
 
     store: StatsStore
     percentile: float = 0.88
+    max_median_ratio: float = 3.0
     min_observations: float = 20.0
 
     def __call__(self, deployment: str, task: Task, prompt_tokens: int) -> float | None:
         value, weight = self.store.ttft_quantile(deployment, task, self.percentile)
         if value is None or weight < self.min_observations:
             return None
-        return value
+        median, _ = self.store.ttft_quantile(deployment, task, 0.5)
+        return value if median is None else min(value, self.max_median_ratio * median)
 
 
 @dataclass

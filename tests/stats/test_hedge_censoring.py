@@ -42,3 +42,25 @@ def test_lost_race_is_recorded_at_its_lower_bound_and_keeps_the_tail_mass() -> N
     assert p95 is not None and p95 >= 0.29  # the tail is still above the body, not dropped
     p80, _ = store.ttft_quantile("slow", "chat", 0.80)
     assert p80 is not None and p80 < 0.15
+
+
+def test_hedge_delay_is_capped_at_a_multiple_of_the_median_when_the_tail_weighs_more() -> None:
+    """A window where the tail is heavier than 1 - percentile puts p88 inside the tail; the
+    delay then falls back to 3x the median TTFT, so hedges still start before the tail ends."""
+    from router.feedback import HedgeDelays
+    from router.stats import Observation
+
+    store = LocalStatsStore(StatsConfig())
+    now = time.time()
+    for i in range(100):
+        slow = i % 5 == 0  # 20% of answers in the 10x tail: p88 lands in it
+        ttft = 1.0 if slow else 0.1
+        store.record(Observation(deployment="d", task="chat", prompt_tokens=10,
+                                 output_tokens=5, ttft_s=ttft, tpot_s=0.01, e2e_s=ttft + 0.05,
+                                 queue_s=0.0, error=None, cached=False, t=now))
+    p88, _ = store.ttft_quantile("d", "chat", 0.88)
+    assert p88 is not None and p88 > 0.5
+    delay = HedgeDelays(store, percentile=0.88, max_median_ratio=3.0)("d", "chat", 10)
+    assert delay is not None and 0.25 < delay < 0.35
+    uncapped = HedgeDelays(store, percentile=0.5, max_median_ratio=3.0)("d", "chat", 10)
+    assert uncapped is not None and uncapped < 0.15  # below the cap, the percentile rules

@@ -12,6 +12,8 @@ import math
 import random
 from collections.abc import Sequence
 
+from router.scoring.predict import _share_below_log, expected_output_tokens, log_targets
+from router.scoring.rank import _explore_pick
 from router.scoring.types import (
     Candidate,
     Prediction,
@@ -29,20 +31,8 @@ from router.stats.store import StatsView
 
 Z95 = 1.6448536269514722
 Z99 = 2.3263478740408408
-SQRT2 = math.sqrt(2.0)
 
 
-def expected_output_tokens(max_tokens: int | None, history: Quantiles | None,
-                           config: ScoringConfig) -> int:
-    """Output tokens to plan for: the task's history quantile, capped by `max_tokens`."""
-    seen = round(history.at(config.output_quantile)) if history is not None else None
-    if seen is not None and max_tokens is not None:
-        return max(min(seen, max_tokens), 1)
-    if seen is not None:
-        return max(seen, 1)
-    if max_tokens is not None:
-        return max(max_tokens, 1)
-    return config.default_output_tokens
 
 
 def _w(n: float, n0: float) -> float:
@@ -97,30 +87,12 @@ def predict_errors(stats: StatsView, prior: Prior, z: float,
     return rate, max(low, 0.0)
 
 
-def _share_below_log(log_target: float, log50: float, logq: float, zq: float) -> float:
-    if logq <= log50 + 1e-9:
-        return 1.0 if logq <= log_target else 0.0
-    sigma = (logq - log50) / zq
-    return 0.5 * (1.0 + math.erf((log_target - log50) / (sigma * SQRT2)))
 
 
-def share_below(target: float | None, p50: float, pq: float, zq: float) -> float:
-    """P(X <= target) for a log-normal X through its median `p50` and quantile `pq` at `zq`."""
-    if target is None:
-        return 1.0
-    if p50 <= 0.0 or target <= 0.0:
-        return 1.0 if pq <= target else 0.0
-    return _share_below_log(math.log(target), math.log(p50), math.log(max(pq, p50)), zq)
 
 
-def log_targets(targets: SloTargets) -> tuple[float | None, float | None, float | None]:
-    """Logs of the TTFT, TPOT and E2E targets (computed once per ranking)."""
-    return (_log_or_none(targets.ttft_p95_s), _log_or_none(targets.tpot_p95_s),
-            _log_or_none(targets.e2e_p99_s))
 
 
-def _log_or_none(value: float | None) -> float | None:
-    return math.log(value) if value is not None and value > 0.0 else None
 
 
 def _share(log_target: float | None, log50: float, logq: float, zq: float) -> float:
@@ -216,22 +188,6 @@ def _key_and_score(c: Candidate, p: Prediction, tier: int, request: ScoreRequest
     return (2 if c.unhealthy else 0, -utility, p.cost_usd, c.deployment), utility
 
 
-def _explore_pick(scored: list[ScoredCandidate], request: ScoreRequest, config: ScoringConfig,
-                  rng: random.Random) -> int | None:
-    if request.risk == "high" or config.explore_share <= 0.0 or len(scored) < 2:
-        return None
-    if rng.random() >= config.explore_share:
-        return None
-    stale = [(i, 1.0 / (1.0 + s.prediction.n_eff)) for i, s in enumerate(scored)
-             if i > 0 and not s.unhealthy and s.prediction.n_eff < config.fresh_n]
-    if not stale:
-        return None
-    draw = rng.random() * sum(w for _, w in stale)
-    for i, w in stale:
-        draw -= w
-        if draw <= 0.0:
-            return i
-    return stale[-1][0]
 
 
 def reference_rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candidate],

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from bench.loadgen import RunResult, run_open_loop
-from bench.procstat import pin, place_apart, process_cpu_s
+from bench.procstat import place_apart, process_cpu_s, share_all
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
 SIM_PROFILE = {"models": {"bench": {
@@ -108,7 +108,7 @@ async def run(args: argparse.Namespace) -> None:
         try:
             for placement in args.placement:
                 where = (place_apart([os.getpid(), sim.pid], [router.pid])
-                         if placement == "apart" else _share([os.getpid(), sim.pid, router.pid]))
+                         if placement == "apart" else share_all([os.getpid(), sim.pid, router.pid]))
                 for rate in args.rates:
                     rows = [await measure("direct (simulator)", f"{sim_base}/v1/chat/completions",
                                           "bench", rate, args.duration, args.stream, None)]
@@ -120,12 +120,6 @@ async def run(args: argparse.Namespace) -> None:
         finally:
             router.stop()
             sim.stop()
-
-
-def _share(pids: list[int]) -> str:
-    cpus = os.sched_getaffinity(0) | set(range(os.cpu_count() or 1))
-    pin(pids, cpus)
-    return f"all processes share CPU {sorted(cpus)}"
 
 
 def main() -> None:

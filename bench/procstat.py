@@ -98,3 +98,10 @@ def place_apart(driver_pids: Iterable[int], gateway_pgids: Iterable[int]) -> str
         pin(group_pids(pgid), gateway)
     return (f"load generator and simulator on CPU {sorted(drivers)}, gateway under test on "
             f"CPU {sorted(gateway)}")
+
+
+def share_all(pids: Iterable[int]) -> str:
+    """Let every thread of `pids` run on every core again; a line saying so."""
+    cpus = set(range(os.cpu_count() or 1))
+    pin(pids, cpus)
+    return f"all processes share CPU {sorted(cpus)}"

@@ -44,8 +44,9 @@ from router.telemetry.context import TraceContext, current_trace
 Tracer = Callable[[str | None, str | None], TraceContext]
 
 CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
-# Above this many prompt characters classification runs in a worker thread (measured: about
-# 1 ms per 16k characters, so the event loop never stalls for more than a few ms).
+# Above this many prompt characters classification runs in a worker thread (measured inline:
+# 0.5-0.6 ms p50 per 16k characters, bench/classify_latency.py; a thread holding the GIL could
+# delay the loop by up to the 5 ms switch interval, so shorter prompts stay on the loop).
 OFFLOAD_PROMPT_CHARS = 32_000
 
 

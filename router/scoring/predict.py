@@ -23,6 +23,7 @@ import math
 
 from router.scoring.types import Candidate, Prediction, ScoreRequest, ScoringConfig, Source
 from router.slo.targets import SloTargets
+from router.stats.estimators import KeySummary
 from router.stats.quantiles import Quantiles
 from router.stats.ttft_model import KTOK, MIN_FITTED_S
 
@@ -77,6 +78,23 @@ def log_targets(targets: SloTargets) -> tuple[float | None, float | None, float 
 
 def _log_or_none(value: float | None) -> float | None:
     return math.log(value) if value is not None and value > 0.0 else None
+
+
+def _tpot_level(level: KeySummary, factor: float, n0: float, p50: float, p95: float,
+                p99: float, rate: float) -> tuple[float, float, float, float, float]:
+    """One level (deployment, then deployment x task) blended over the TPOT log quantiles and
+    the error rate so far; also the level's effective event count."""
+    ok = level.n_ok * factor
+    q = level.tpot
+    if q is not None:
+        w = ok / (ok + n0) if ok > 0.0 else 0.0
+        u = 1.0 - w
+        ql = q.logs
+        p50 = w * ql[0] + u * p50
+        p95 = w * ql[2] + u * p95
+        p99 = w * ql[3] + u * p99
+    err = level.n_err * factor
+    return p50, p95, p99, (err + n0 * rate) / (ok + err + n0), ok + err
 
 
 def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
@@ -135,31 +153,9 @@ def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
     p50, p95, p99 = pl[0], pl[2], pl[3]
     rate, total = prior.error_rate, 0.0
     if dep is not None:
-        ok = dep.n_ok * f_dep
-        q = dep.tpot
-        if q is not None:
-            w = ok / (ok + n0) if ok > 0.0 else 0.0
-            u = 1.0 - w
-            ql = q.logs
-            p50 = w * ql[0] + u * p50
-            p95 = w * ql[2] + u * p95
-            p99 = w * ql[3] + u * p99
-        err = dep.n_err * f_dep
-        rate = (err + n0 * rate) / (ok + err + n0)
-        total = ok + err
+        p50, p95, p99, rate, total = _tpot_level(dep, f_dep, n0, p50, p95, p99, rate)
     if task is not None:
-        ok = task.n_ok * f_task
-        q = task.tpot
-        if q is not None:
-            w = ok / (ok + n0) if ok > 0.0 else 0.0
-            u = 1.0 - w
-            ql = q.logs
-            p50 = w * ql[0] + u * p50
-            p95 = w * ql[2] + u * p95
-            p99 = w * ql[3] + u * p99
-        err = task.n_err * f_task
-        rate = (err + n0 * rate) / (ok + err + n0)
-        total = ok + err
+        p50, p95, p99, rate, total = _tpot_level(task, f_task, n0, p50, p95, p99, rate)
     err_low = rate - config.error_z * _sqrt(rate * (1.0 - rate) / (total + n0))
     if err_low < 0.0:
         err_low = 0.0

@@ -149,22 +149,18 @@ class SloTracker:
         return value
 
     def refresh(self, now: float) -> None:
-        """Recompute every deployment x task penalty (for a background task)."""
-        for task, deployment in list(self._series):
-            if deployment:
-                self._penalties[(task, deployment)] = (now, self._penalty_of((task, deployment),
-                                                                             now))
+        """Recompute the penalties requests read since the last refresh (the background pass):
+        busy keys never expire on the request path, and an idle service computes nothing. A key
+        first read after a pause is computed by that read."""
+        read, self._read = self._read, set()
+        for key in read:
+            if key[0] in self.targets:
+                self._penalties[key] = (now, self._penalty_of(key, now))
 
     async def run_refresher(self) -> None:
-        """Every half `refresh_s`, recompute the penalties requests read since the last pass
-        (run as a task; cancel to stop): busy keys never expire on the request path, and an idle
-        service computes nothing. A key first read after a pause is computed by that read."""
+        """`refresh` every half `refresh_s` forever (run as a task; cancel to stop)."""
         while True:
-            read, self._read = self._read, set()
-            now = self._clock()
-            for key in read:
-                if key[0] in self.targets:
-                    self._penalties[key] = (now, self._penalty_of(key, now))
+            self.refresh(self._clock())
             await asyncio.sleep(self.config.refresh_s / 2)
 
     def snapshot(self, now: float | None = None) -> SloSnapshot:

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import os
 import sys
 import tempfile
 import time
@@ -37,6 +38,7 @@ import aiohttp
 import numpy as np
 
 from bench.loadgen import run_open_loop
+from bench.procstat import place_apart, share_all
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
 CONFIG = """version: 1
@@ -224,6 +226,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--tokens", type=int, default=4000)
+    parser.add_argument("--placement", choices=("apart", "shared"), default="apart",
+                        help="apart: slorouter on its own core; shared: all on every core")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -239,6 +243,9 @@ def main() -> None:
                                 ready_url=f"http://127.0.0.1:{port}/healthz",
                                 startup_timeout_s=60, log_path=work / "router.log").start()
         try:
+            pids = [os.getpid(), sim.pid]
+            print(place_apart(pids, [router.pid]) if args.placement == "apart"
+                  else share_all([*pids, router.pid]))
             print(f"{'':>15}{'probe (client side)':^24}  {'loop lag (in the router)':^40}")
             print(f"{'tokens':>7} {'probes':>7}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}  "
                   f"{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}{'>5ms':>8}{'busy':>6}")

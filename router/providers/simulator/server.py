@@ -13,6 +13,7 @@ simulator counts cancellations without a second reader task per request.
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import time
 from collections.abc import AsyncIterator
@@ -114,6 +115,10 @@ async def serve_until_stopped(profiles: ProfileFile, host: str, port: int,
                               seed: int | None, stop: asyncio.Event) -> None:
     """Serve until `stop` is set (the CLI sets it on SIGINT/SIGTERM)."""
     async with running_simulator(profiles, host, port, seed) as sim:
+        # Whatever start-up loaded lives as long as the process: keep it out of the collector's
+        # scans, so that a full collection does not stall every answer in flight.
+        gc.collect()
+        gc.freeze()
         names = ", ".join(sim.state.models)
         default = profiles.default_model
         print(f"slorouter sim listening on {sim.base_url} (models: {names}; unknown models: "

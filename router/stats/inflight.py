@@ -20,6 +20,8 @@ class InFlightView(NamedTuple):
 
 
 NOTHING_IN_FLIGHT = InFlightView(0, None)
+# Builds a `NamedTuple` without its generated Python `__new__` (hot path: every field, in order).
+_new = tuple.__new__
 
 
 class InFlight:
@@ -59,7 +61,7 @@ class InFlight:
         if not tickets:
             return NOTHING_IN_FLIGHT
         oldest = next((t for t in tickets.values() if t is not None), None)
-        return InFlightView(len(tickets), oldest)
+        return _new(InFlightView, (len(tickets), oldest))
 
     def counts(self) -> dict[str, int]:
         """In-flight attempts per deployment (for sharing between replicas)."""

@@ -11,6 +11,7 @@ merges it into its summaries. Redis I/O lives in `redis_store.py`.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
@@ -65,6 +66,16 @@ class StatsView(NamedTuple):
     oldest_waiting_since: float | None
 
 
+class _Levels(NamedTuple):
+    """The three levels' summaries as one `view()` read them, and how long they stay valid."""
+
+    fresh_from: float  # valid while `now - fresh_from < max_staleness_s` (see `_read_levels`)
+    unsummarised: tuple[StatKey, ...]  # levels without a summary: invalid once one is recorded
+    bucket: KeySummary | None
+    task: KeySummary | None
+    deployment_all: KeySummary | None
+
+
 class StoreStatus(BaseModel):
     """Health of a statistics store, for `/readyz` and logs."""
 
@@ -106,6 +117,8 @@ class LocalStatsStore:
         self._remote_merged: dict[StatKey, KeyState] = {}
         self._remote_in_flight: dict[str, dict[str, int]] = {}
         self._summaries: dict[StatKey, KeySummary] = {}
+        # What `view()` read per (deployment, task, bucket) since summaries last changed.
+        self._levels: dict[StatKey, _Levels] = {}
         self._dirty: set[StatKey] = set()
         self._wanted: set[StatKey] = set()  # read since the last refresh
         self._recent: set[StatKey] = set()  # read between the last two refreshes
@@ -140,35 +153,44 @@ class LocalStatsStore:
 
     # -- reads (decision step, hot path) -------------------------------------------------------
     def view(self, deployment: str, task: Task, prompt_tokens: int) -> StatsView:
-        """The frozen summaries for one candidate; cheap (dict look-ups, rare recompute).
+        """The frozen summaries for one candidate; cheap (one dict look-up, rare recompute).
 
-        Runs once per candidate per request: `summary()` is inlined for the three keys (same
-        rule, see `StatsConfig`).
+        Runs once per candidate per request. The three levels are read key by key
+        (`_read_levels`) once per refresh, then served from `_levels` while reading them again
+        would return the same summaries.
         """
         now = self._clock()
+        bucket_key = (deployment, task, bisect_right(PROMPT_BUCKET_EDGES, prompt_tokens))
+        levels = self._levels.get(bucket_key)
+        if (levels is None or not now - levels[0] < self.config.max_staleness_s
+                or (levels[1] and not self._dirty.isdisjoint(levels[1]))):
+            levels = self._read_levels(bucket_key, now)
         flight = self._in_flight.view(deployment)
-        count = flight.attempts
+        count = flight[0]
         if self._remote_in_flight:
             count += sum(c.get(deployment, 0) for c in self._remote_in_flight.values())
-        summaries, dirty, wanted = self._summaries, self._dirty, self._wanted
-        stale = self.config.max_staleness_s
-        k_bucket = (deployment, task, bisect_right(PROMPT_BUCKET_EDGES, prompt_tokens))
-        s_bucket = summaries.get(k_bucket)
-        if k_bucket in dirty and (s_bucket is None or not now - s_bucket.at < stale):
-            s_bucket = self._stale_read(k_bucket, s_bucket, now)
-        k_task = (deployment, task, ANY_BUCKET)
-        s_task = summaries.get(k_task)
-        if k_task in dirty and (s_task is None or not now - s_task.at < stale):
-            s_task = self._stale_read(k_task, s_task, now)
-        k_dep = (deployment, ANY, ANY_BUCKET)
-        s_dep = summaries.get(k_dep)
-        if k_dep in dirty and (s_dep is None or not now - s_dep.at < stale):
-            s_dep = self._stale_read(k_dep, s_dep, now)
-        wanted.add(k_bucket)
-        wanted.add(k_task)
-        wanted.add(k_dep)
-        return _new(StatsView, (deployment, s_bucket, s_task, s_dep, count,
-                                flight.oldest_waiting_since))
+        return _new(StatsView, (deployment, levels[2], levels[3], levels[4], count, flight[1]))
+
+    def _read_levels(self, bucket_key: StatKey, now: float) -> _Levels:
+        """Read the bucket, task and deployment levels through `summary()` and keep the result.
+
+        Valid until summaries change (any recompute or refresh clears `_levels`) and while no
+        read of the same keys would recompute one: a key without a summary is recomputed once
+        it is recorded (`unsummarised`), one with a summary only once it is older than
+        `max_staleness_s` and so is the last refresh (`_stale_read`; the keys are in `_wanted`
+        from this read until the next refresh). So `fresh_from` is the earliest over the
+        summaries of the later of their time and the last refresh.
+        """
+        deployment, task, _ = bucket_key
+        keys = (bucket_key, (deployment, task, ANY_BUCKET), (deployment, ANY, ANY_BUCKET))
+        found = [self.summary(key, now) for key in keys]
+        last = self._refreshed_at
+        fresh_from = min((s.at if last is None else max(s.at, last) for s in found
+                          if s is not None), default=math.inf)
+        unsummarised = tuple(key for key, s in zip(keys, found, strict=True) if s is None)
+        levels = _Levels(fresh_from, unsummarised, found[0], found[1], found[2])
+        self._levels[bucket_key] = levels
+        return levels
 
     def ttft_quantile(self, deployment: str, task: Task, q: float) -> tuple[float | None, float]:
         """This replica's decayed TTFT at any quantile `q` for deployment x task, and how many
@@ -208,6 +230,7 @@ class LocalStatsStore:
         """Recompute dirty summaries that decisions read since the last refresh; returns count."""
         now = self._clock()
         self._refreshed_at = now
+        self._levels.clear()
         due = self._dirty & self._wanted
         self._recent = self._wanted
         self._wanted = set()
@@ -223,6 +246,7 @@ class LocalStatsStore:
 
     def _recompute(self, key: StatKey, now: float) -> KeySummary | None:
         self._dirty.discard(key)
+        self._levels.clear()
         own, remote = self._own.get(key), self._remote_merged.get(key)
         if own is None and remote is None:
             self._summaries.pop(key, None)
@@ -282,6 +306,7 @@ class LocalStatsStore:
         self._rebuild_remote(touched)
         for key in touched:  # the next read recomputes from what is left (the local view)
             self._summaries.pop(key, None)
+        self._levels.clear()
 
     def remote_replicas(self) -> tuple[str, ...]:
         return tuple(self._remote)

@@ -6,9 +6,11 @@ import random
 
 import pytest
 
+from policies.labels import Task
 from router.stats import (
     ANY,
     ANY_BUCKET,
+    KeySummary,
     LocalStatsStore,
     Observation,
     StatsConfig,
@@ -180,3 +182,59 @@ def test_ttft_model_recovers_intercept_slope_and_p95() -> None:
     assert predicted is not None
     truth = sorted(y for p, y in samples if 7000 <= p <= 9000)
     assert predicted.p95 == pytest.approx(truth[int(0.95 * len(truth))], rel=0.15)
+
+
+def _read_key_by_key(store: LocalStatsStore, deployment: str, task: Task,
+                     prompt_tokens: int) -> tuple[KeySummary | None, ...]:
+    """The three levels read one `summary()` each (what `view()` did before it kept them)."""
+    now = store._clock()
+    return (store.summary((deployment, task, prompt_bucket(prompt_tokens)), now),
+            store.summary((deployment, task, ANY_BUCKET), now),
+            store.summary((deployment, ANY, ANY_BUCKET), now))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_kept_levels_read_what_summaries_key_by_key_would(seed: int) -> None:
+    """`view()` serves the levels it read since the last refresh from `_levels`; over random
+    records, clock steps, refreshes, remote replicas and reads, two stores fed alike (one read
+    through `view()`, one key by key through `summary()`) see equal summaries, recompute the
+    same keys on reads and in refreshes, and end with the same dirty and wanted keys."""
+    rng = random.Random(seed)
+    stale = rng.choice((0.3, 1.0))
+    clocks = FakeClock(), FakeClock()
+    stores = [LocalStatsStore(StatsConfig(max_staleness_s=stale), clock=c) for c in clocks]
+    other = LocalStatsStore(clock=clocks[0])  # a remote replica's state
+    deployments = ("A", "B", "C")
+    tasks: tuple[Task, ...] = ("chat", "code")
+    for _ in range(600):
+        op = rng.random()
+        if op < 0.3:
+            obs = Observation(rng.choice(deployments), rng.choice(tasks),
+                              rng.choice((100, 1000, 5000)), 20, rng.uniform(0.1, 1.0), 0.02,
+                              1.5, 0.0, "ProviderTimeout" if rng.random() < 0.1 else None,
+                              False, clocks[0].now)
+            for store in stores:
+                store.record(obs)
+        elif op < 0.4:
+            step = rng.choice((0.001, 0.05, 0.1, 0.4, 2.0))
+            for clock in clocks:
+                clock.now += step
+        elif op < 0.5:
+            assert stores[0].refresh() == stores[1].refresh()
+        elif op < 0.53:
+            other.record(Observation(rng.choice(deployments), "chat", 1000, 20, 0.5, 0.02,
+                                     1.5, 0.0, None, False, clocks[0].now))
+            states = other.take_unpushed()
+            for store in stores:
+                store.update_remote("r2", states, {})
+        elif op < 0.55:
+            for store in stores:
+                store.drop_remote(["r2"])
+        else:
+            dep, task, prompt = (rng.choice(deployments), rng.choice(tasks),
+                                 rng.choice((100, 1000, 5000, 40_000)))
+            view = stores[0].view(dep, task, prompt)
+            assert (view.bucket, view.task, view.deployment_all) == _read_key_by_key(
+                stores[1], dep, task, prompt)
+        assert stores[0]._dirty == stores[1]._dirty
+        assert stores[0]._wanted == stores[1]._wanted

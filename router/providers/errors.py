@@ -2,8 +2,9 @@
 
 litellm and the openai SDK share exception class names, so they are matched by the names in
 their class hierarchy (this module does not import litellm: only the litellm adapter does).
-aiohttp and asyncio errors come from the pass-through adapter; upstream HTTP statuses from
-either adapter go through `from_status`.
+The pass-through adapter's own HTTP client (`router.providers.http1`) and asyncio raise the
+transport errors; aiohttp's are mapped too, should a library let one through. Upstream HTTP
+statuses from either adapter go through `from_status`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import aiohttp
 
 from router import errors as e
+from router.providers.http1 import ResponseBroken, UpstreamUnreachable
 
 # Most specific names first: the first name found in an exception's MRO wins.
 _BY_CLASS_NAME: dict[str, type[e.SlorouterError]] = {
@@ -83,6 +85,11 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
         return exc
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         return e.ProviderTimeoutError("upstream timed out", code="upstream_timeout")
+    if isinstance(exc, ResponseBroken):
+        return e.ProviderError(f"upstream stream broke: {exc}", code="upstream_stream_cut")
+    if isinstance(exc, UpstreamUnreachable):
+        return e.ProviderUnavailableError(f"upstream unreachable: {exc}",
+                                          code="upstream_unavailable")
     if isinstance(exc, aiohttp.ClientPayloadError):
         return e.ProviderError(f"upstream stream broke: {exc}", code="upstream_stream_cut")
     if isinstance(exc, aiohttp.ClientError):

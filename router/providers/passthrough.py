@@ -1,44 +1,43 @@
 """Fast pass-through adapter for OpenAI-compatible upstreams (vLLM, SGLang, OpenAI, ...).
 
-One pooled aiohttp session for all deployments. Non-streaming bodies go back to the client as
-the exact bytes the upstream sent; streamed chunks are forwarded as the upstream's own JSON
-payloads, parsed once only to see whether they carry content or usage.
+One pooled HTTP/1.1 client (`router.providers.http1`) for all deployments. Non-streaming bodies
+go back to the client as the exact bytes the upstream sent; streamed chunks are forwarded as the
+upstream's own JSON payloads, parsed once only to see whether they carry content or usage.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from functools import lru_cache
 from typing import Any
 
-import aiohttp
 import orjson
 
 from router.providers.base import Completion, StreamEvent, UpstreamCall, Usage, chunk_event
 from router.providers.errors import from_status, map_exception, parse_retry_after
+from router.providers.http1 import Http1Client, Response, ResponseBroken, Target, request_head
 
 _DATA = b"data:"
+DEFAULT_API_BASE = "https://api.openai.com/v1"
+
+
+@lru_cache(maxsize=256)
+def _target(api_base: str) -> Target:
+    return Target.of(f"{api_base}/chat/completions")
 
 
 class PassthroughProvider:
     """`Provider` over plain HTTP to `{api_base}/chat/completions`."""
 
     def __init__(self, max_connections: int = 1000) -> None:
-        self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-
-    def _client(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300,
-                                             enable_cleanup_closed=True)
-            self._session = aiohttp.ClientSession(connector=connector, auto_decompress=True)
-        return self._session
+        self._client = Http1Client(max_connections_per_origin=max_connections)
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self._client.aclose()
 
     @staticmethod
-    def _request(call: UpstreamCall, stream: bool) -> tuple[str, bytes, dict[str, str]]:
+    def _request(call: UpstreamCall, stream: bool) -> tuple[Target, bytes, bytes]:
         deployment = call.deployment
         body: dict[str, Any] = dict(call.body)
         body["model"] = deployment.upstream_model
@@ -48,42 +47,59 @@ class PassthroughProvider:
         headers = {"content-type": "application/json", **call.headers}
         if deployment.api_key:
             headers["authorization"] = f"Bearer {deployment.api_key}"
-        base = deployment.api_base if deployment.api_base else "https://api.openai.com/v1"
-        return f"{base}/chat/completions", orjson.dumps(body), headers
+        target = _target(deployment.api_base or DEFAULT_API_BASE)
+        data = orjson.dumps(body)
+        return target, request_head(target, headers, len(data)), data
 
-    @staticmethod
-    def _timeout(call: UpstreamCall) -> aiohttp.ClientTimeout:
-        return aiohttp.ClientTimeout(total=call.timeout_s,
-                                     sock_connect=call.deployment.connect_timeout_s)
+    async def _post(self, call: UpstreamCall, stream: bool) -> Response:
+        target, head, data = self._request(call, stream)
+        response = await self._client.post(target, head, data,
+                                           call.deployment.connect_timeout_s)
+        if response.status >= 400:
+            raise _status_error(response.status, await response.read(), response.headers)
+        return response
 
     async def complete(self, call: UpstreamCall) -> Completion:
-        url, data, headers = self._request(call, stream=False)
         try:
-            async with self._client().post(url, data=data, headers=headers,
-                                           timeout=self._timeout(call)) as response:
-                raw = await response.read()
-                if response.status >= 400:
-                    raise _status_error(response.status, raw, response.headers)
+            async with asyncio.timeout(call.timeout_s):
+                raw = await (await self._post(call, stream=False)).read()
         except Exception as exc:
             raise map_exception(exc) from exc
         return Completion(body=raw, usage=_usage_of(raw))
 
     async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:
-        url, data, headers = self._request(call, stream=True)
+        # The deadline bounds each wait inside this generator, never a span that holds a
+        # `yield`: a timeout armed across a yield would fire in the consumer's code instead.
+        deadline = asyncio.get_running_loop().time() + call.timeout_s
         try:
-            async with self._client().post(url, data=data, headers=headers,
-                                           timeout=self._timeout(call)) as response:
-                if response.status >= 400:
-                    raise _status_error(response.status, await response.read(), response.headers)
-                async for event in _sse_events(response.content):
+            async with asyncio.timeout_at(deadline):
+                response = await self._post(call, stream=True)
+            try:
+                async for event in _sse_events(response.chunks(deadline)):
                     yield event
+            finally:
+                response.close()
         except Exception as exc:
             raise map_exception(exc) from exc
 
 
-async def _sse_events(content: aiohttp.StreamReader) -> AsyncIterator[StreamEvent]:
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Body chunks → lines (without their line break); a last unterminated line too."""
+    pending = b""
+    async for chunk in chunks:
+        if pending:
+            chunk = pending + chunk
+        lines = chunk.split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            yield line
+    if pending:
+        yield pending
+
+
+async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent]:
     """Upstream SSE lines → events; a stream that ends before `[DONE]` is an error."""
-    async for line in content:
+    async for line in _lines(chunks):
         if not line.startswith(_DATA):
             continue
         payload = line[len(_DATA):].strip()
@@ -92,11 +108,11 @@ async def _sse_events(content: aiohttp.StreamReader) -> AsyncIterator[StreamEven
         try:
             chunk = orjson.loads(payload)
         except orjson.JSONDecodeError as exc:
-            raise aiohttp.ClientPayloadError("malformed chunk from upstream") from exc
+            raise ResponseBroken("malformed chunk from upstream") from exc
         if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
             raise from_status(502, str(chunk["error"])[:300])
         yield chunk_event(payload, chunk)
-    raise aiohttp.ClientPayloadError("upstream stream ended before [DONE]")
+    raise ResponseBroken("upstream stream ended before [DONE]")
 
 
 def _status_error(status: int, raw: bytes, headers: Mapping[str, str]) -> Exception:

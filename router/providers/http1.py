@@ -1,0 +1,389 @@
+"""A lean HTTP/1.1 client for the pass-through adapter: keep-alive pools, httptools parsing.
+
+The pass-through adapter sends one POST per attempt and reads the answer whole or as a stream of
+body chunks. That is all this client does: pooled keep-alive connections per origin (with a
+limit), TLS for `https`, chunked and length-delimited bodies (decoded by httptools, the parser
+uvicorn uses), flow control on streams, and a connection that is closed rather than reused
+whenever an exchange did not finish cleanly (cancelled, timed out, malformed), so that the
+upstream sees a client that went away.
+
+Why not aiohttp: on the router's hot path aiohttp's client cost 0.5-0.7 ms of CPU per request
+on the 2-core benchmark machine (request and response objects, multidicts, URL parsing, timer
+and payload machinery); this client costs about a third of that for the same exchange
+(`docs/measurements.md`). Timeouts are the caller's (`asyncio.timeout` around the exchange);
+the connect timeout is this client's.
+
+A request on a reused connection that fails before a single byte of answer arrived is retried
+once on a new connection: that is a keep-alive connection the server closed while idle, which
+never saw the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httptools
+
+HIGH_WATER_BYTES = 1 << 20  # a stream's unread bytes above which reading from the socket pauses
+LOW_WATER_BYTES = 1 << 18
+
+
+class HttpClientError(Exception):
+    """The upstream could not be reached, or broke the HTTP exchange."""
+
+
+class UpstreamUnreachable(HttpClientError):
+    """No connection, or the connection closed before the answer's status line."""
+
+
+class ResponseBroken(HttpClientError):
+    """The answer stopped or went malformed after it had started."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a URL sends a request: origin, request path and `Host` header, parsed once."""
+
+    scheme: str
+    host: str
+    port: int
+    path: bytes
+    host_header: bytes
+
+    @classmethod
+    def of(cls, url: str) -> Target:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        default = 443 if parts.scheme == "https" else 80
+        port = parts.port or default
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        host = parts.hostname if port == default else f"{parts.hostname}:{port}"
+        return cls(parts.scheme, parts.hostname, port, path.encode("ascii"),
+                   host.encode("idna"))
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        return self.scheme, self.host, self.port
+
+
+def request_head(target: Target, headers: Mapping[str, str], body_size: int) -> bytes:
+    """The bytes of a POST's request line and headers; a CR or LF in a header is refused."""
+    lines = [b"POST ", target.path, b" HTTP/1.1\r\nhost: ", target.host_header,
+             b"\r\naccept-encoding: identity\r\ncontent-length: ", str(body_size).encode(),
+             b"\r\n"]
+    for name, value in headers.items():
+        if "\r" in name or "\n" in name or "\r" in value or "\n" in value:
+            raise ValueError(f"header {name!r} holds a line break")
+        lines += (name.encode("latin-1"), b": ", value.encode("latin-1"), b"\r\n")
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+class _Exchange:
+    """One request's answer as the connection receives it: head, body chunks, end or error."""
+
+    __slots__ = ("_waiter", "buffered", "chunks", "complete", "error", "headers", "received_any",
+                 "status")
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.chunks: deque[bytes] = deque()
+        self.buffered = 0
+        self.complete = False
+        self.error: HttpClientError | None = None
+        self.received_any = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Until the next change (head, chunk, end, error)."""
+        self._waiter = asyncio.get_running_loop().create_future()
+        await self._waiter
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; at most one exchange at a time."""
+
+    def __init__(self, pool: _OriginPool) -> None:
+        self._pool = pool
+        self._parser = httptools.HttpResponseParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.exchange: _Exchange | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self._paused = False
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+
+    def data_received(self, data: bytes) -> None:
+        exchange = self.exchange
+        if exchange is None:  # bytes nobody asked for: the connection cannot be trusted
+            self.abort()
+            return
+        exchange.received_any = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(ResponseBroken(f"malformed answer from upstream: {exc}"))
+            self.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        exchange = self.exchange
+        if exchange is not None and not exchange.complete:
+            self._fail(ResponseBroken("upstream closed the connection mid-answer")
+                       if exchange.status else
+                       UpstreamUnreachable("upstream closed the connection before answering"))
+        self._pool.forget(self)
+
+    # --- httptools callbacks ------------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        assert self.exchange is not None
+        self.exchange.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        assert self.exchange is not None
+        self.exchange.status = self._parser.get_status_code()
+        self.exchange.wake()
+
+    def on_body(self, body: bytes) -> None:
+        exchange = self.exchange
+        assert exchange is not None
+        exchange.chunks.append(body)
+        exchange.buffered += len(body)
+        if exchange.buffered > HIGH_WATER_BYTES and not self._paused and self.transport:
+            self._paused = True
+            self.transport.pause_reading()
+        exchange.wake()
+
+    def on_message_complete(self) -> None:
+        exchange = self.exchange
+        assert exchange is not None
+        exchange.complete = True
+        self.exchange = None
+        exchange.wake()
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        if self._parser.should_keep_alive():
+            self._pool.release(self)
+        else:
+            self.abort()
+
+    # --- used by the client -------------------------------------------------------------------
+
+    def send(self, head: bytes, body: bytes) -> _Exchange:
+        assert self.transport is not None and self.exchange is None
+        self.exchange = _Exchange()
+        self.transport.write(head + body)
+        return self.exchange
+
+    def consumed(self, exchange: _Exchange) -> None:
+        """The reader took chunks out: resume reading once the backlog is small again."""
+        if (self._paused and self.exchange is exchange and exchange.buffered < LOW_WATER_BYTES
+                and self.transport is not None):
+            self._paused = False
+            self.transport.resume_reading()
+
+    def abort(self) -> None:
+        """Close at once (an unfinished exchange is never reused)."""
+        if self.transport is not None and not self.closed:
+            self.transport.abort()
+        self.closed = True
+
+    def _fail(self, error: HttpClientError) -> None:
+        exchange = self.exchange
+        if exchange is not None and exchange.error is None and not exchange.complete:
+            exchange.error = error
+            exchange.wake()
+
+
+class _OriginPool:
+    """Keep-alive connections to one origin: idle ones reused newest first, at most `limit`."""
+
+    def __init__(self, origin: tuple[str, str, int], limit: int, idle_timeout_s: float,
+                 ssl_context: ssl.SSLContext | None) -> None:
+        self._scheme, self._host, self._port = origin
+        self._limit = limit
+        self._idle_timeout_s = idle_timeout_s
+        self._ssl = ssl_context
+        self._idle: list[_Connection] = []
+        self._open: set[_Connection] = set()
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self, connect_timeout_s: float) -> tuple[_Connection, bool]:
+        """A connection to send on, and whether it was reused."""
+        while True:
+            now = time.monotonic()
+            while self._idle:
+                connection = self._idle.pop()
+                if not connection.closed and now - connection.idle_since < self._idle_timeout_s:
+                    return connection, True
+                connection.abort()
+            if len(self._open) < self._limit:
+                return await self._connect(connect_timeout_s), False
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+    async def _connect(self, timeout_s: float) -> _Connection:
+        loop = asyncio.get_running_loop()
+        connection = _Connection(self)
+        self._open.add(connection)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await loop.create_connection(
+                    lambda: connection, self._host, self._port, ssl=self._ssl,
+                    server_hostname=self._host if self._ssl else None)
+        except TimeoutError:
+            connection.abort()
+            self.forget(connection)
+            raise
+        except OSError as exc:
+            self.forget(connection)
+            raise UpstreamUnreachable(f"cannot connect to upstream: {type(exc).__name__}") from exc
+        except BaseException:
+            connection.abort()
+            self.forget(connection)
+            raise
+        return connection
+
+    def release(self, connection: _Connection) -> None:
+        connection.idle_since = time.monotonic()
+        self._idle.append(connection)
+        self._wake_one()
+
+    def forget(self, connection: _Connection) -> None:
+        if connection in self._open:
+            self._open.discard(connection)
+            self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def close(self) -> None:
+        for connection in list(self._open):
+            connection.abort()
+        self._idle.clear()
+
+
+class Response:
+    """An answer's status and headers; its body read whole (`read`) or in chunks (`chunks`).
+
+    Leaving before the end (an exception, a cancellation, `close`) closes the connection.
+    """
+
+    def __init__(self, connection: _Connection, exchange: _Exchange) -> None:
+        self._connection = connection
+        self._exchange = exchange
+        self.status = exchange.status
+        self.headers: Mapping[str, str] = exchange.headers
+
+    async def read(self) -> bytes:
+        exchange = self._exchange
+        try:
+            while not exchange.complete:
+                if exchange.error is not None:
+                    raise exchange.error
+                await exchange.wait()
+        except BaseException:
+            self.close()
+            raise
+        return b"".join(exchange.chunks)
+
+    async def chunks(self, deadline: float | None = None) -> AsyncIterator[bytes]:
+        """The body as it arrives; `deadline` (event-loop time) bounds every wait for more."""
+        exchange = self._exchange
+        try:
+            while True:
+                if exchange.chunks:
+                    chunk = exchange.chunks.popleft()
+                    exchange.buffered -= len(chunk)
+                    self._connection.consumed(exchange)
+                    yield chunk
+                elif exchange.complete:
+                    return
+                elif exchange.error is not None:
+                    raise exchange.error
+                else:
+                    async with asyncio.timeout_at(deadline):
+                        await exchange.wait()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Give up on the rest of the answer (a finished one needs nothing)."""
+        if not self._exchange.complete:
+            self._connection.abort()
+
+
+class Http1Client:
+    """POST over pooled keep-alive HTTP/1.1 connections, one pool per origin."""
+
+    def __init__(self, max_connections_per_origin: int = 1000,
+                 idle_timeout_s: float = 30.0) -> None:
+        self._limit = max_connections_per_origin
+        self._idle_timeout_s = idle_timeout_s
+        self._pools: dict[tuple[str, str, int], _OriginPool] = {}
+        self._ssl: ssl.SSLContext | None = None
+
+    def _pool(self, target: Target) -> _OriginPool:
+        pool = self._pools.get(target.origin)
+        if pool is None:
+            context = None
+            if target.scheme == "https":
+                context = self._ssl = self._ssl or ssl.create_default_context()
+            pool = self._pools[target.origin] = _OriginPool(
+                target.origin, self._limit, self._idle_timeout_s, context)
+        return pool
+
+    async def post(self, target: Target, head: bytes, body: bytes,
+                   connect_timeout_s: float) -> Response:
+        """Send `head` + `body` and wait for the answer's status line and headers."""
+        pool = self._pool(target)
+        for attempt in (0, 1):
+            connection, reused = await pool.acquire(connect_timeout_s)
+            exchange = connection.send(head, body)
+            try:
+                while not exchange.status:
+                    if exchange.error is not None:
+                        raise exchange.error
+                    await exchange.wait()
+            except UpstreamUnreachable:
+                if reused and attempt == 0 and not exchange.received_any:
+                    continue  # a keep-alive connection the server had closed: never saw this
+                raise
+            except BaseException:
+                connection.abort()
+                raise
+            return Response(connection, exchange)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def aclose(self) -> None:
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()

@@ -1,0 +1,244 @@
+"""The pass-through adapter's HTTP/1.1 client against real sockets served by scripted servers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+
+from router.providers.http1 import (
+    HIGH_WATER_BYTES,
+    Http1Client,
+    ResponseBroken,
+    Target,
+    UpstreamUnreachable,
+    request_head,
+)
+
+Script = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
+
+
+class ScriptedServer:
+    """Serves each connection with `script(reader, writer, connection_number)`."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.connections = 0
+        self.requests: list[bytes] = []
+        self.closed_by_client = asyncio.Event()
+
+    async def read_request(self, reader: asyncio.StreamReader) -> bytes | None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        size = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length")))
+        body = await reader.readexactly(size)
+        self.requests.append(head + body)
+        return body
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            await self.script(reader, writer, self.connections)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.closed_by_client.set()
+        finally:
+            writer.close()
+
+
+@asynccontextmanager
+async def serving(script: Script) -> AsyncIterator[tuple[ScriptedServer, Target]]:
+    server = ScriptedServer(script)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        yield server, Target.of(f"http://127.0.0.1:{port}/v1/chat/completions")
+    finally:
+        listener.close()
+
+
+def answer(body: bytes, extra: bytes = b"") -> bytes:
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+            + str(len(body)).encode() + b"\r\n" + extra + b"\r\n" + body)
+
+
+async def post(client: Http1Client, target: Target, body: bytes = b"{}") -> bytes:
+    response = await client.post(target, request_head(target, {"x-a": "1"}, len(body)), body,
+                                 connect_timeout_s=2.0)
+    assert response.status == 200
+    return await response.read()
+
+
+async def test_keep_alive_connection_is_reused_and_the_request_is_well_formed() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        while True:
+            body = await server.read_request(reader)
+            writer.write(answer(b'{"echo":' + (body or b"null") + b"}"))
+            await writer.drain()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        assert await post(client, target, b'{"n":1}') == b'{"echo":{"n":1}}'
+        assert await post(client, target, b'{"n":2}') == b'{"echo":{"n":2}}'
+        await client.aclose()
+    assert server.connections == 1
+    first = server.requests[0]
+    assert first.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+    assert f"host: 127.0.0.1:{target.port}\r\n".encode() in first
+    assert b"x-a: 1\r\n" in first and b"content-length: 7\r\n" in first
+
+
+async def test_chunked_body_arrives_decoded_in_pieces() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        for piece in (b"data: one\n", b"data: two\n"):
+            writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        await reader.read()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
+        pieces = [piece async for piece in response.chunks()]
+        await client.aclose()
+    assert b"".join(pieces) == b"data: one\ndata: two\n"
+    assert len(pieces) == 2
+
+
+async def test_an_idle_connection_the_server_closed_is_retried_on_a_new_one() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        await server.read_request(reader)
+        writer.write(answer(f'{{"connection":{n}}}'.encode()))
+        await writer.drain()
+        if n == 1:  # keep-alive promised, then closed while idle after reading the next request
+            await reader.readuntil(b"\r\n\r\n")
+            return
+        await reader.read()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        assert await post(client, target) == b'{"connection":1}'
+        assert await post(client, target) == b'{"connection":2}'
+        await client.aclose()
+    assert server.connections == 2
+
+
+async def test_a_new_connection_closed_before_answering_is_unreachable_not_retried() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        with pytest.raises(UpstreamUnreachable):
+            await post(client, target)
+        await client.aclose()
+    assert server.connections == 1
+
+
+async def test_answer_cut_mid_body_is_broken() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"half\":")
+        await writer.drain()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        with pytest.raises(ResponseBroken):
+            await post(client, target)
+        await client.aclose()
+
+
+async def test_malformed_answer_is_broken() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: x\r\n\r\n{}")
+        await writer.drain()
+        await reader.read()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        with pytest.raises(ResponseBroken):
+            await post(client, target)
+        await client.aclose()
+
+
+async def test_cancelling_mid_answer_closes_the_connection() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        await writer.drain()
+        await reader.readexactly(1)  # EOF here: the client hung up
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
+        reading = asyncio.create_task(response.read())
+        await asyncio.sleep(0.05)
+        reading.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+        await asyncio.wait_for(server.closed_by_client.wait(), 2.0)
+        await client.aclose()
+    assert server.closed_by_client.is_set()
+
+
+async def test_a_refused_connection_is_unreachable() -> None:
+    async with serving(lambda *_: asyncio.sleep(0)) as (_server, target):
+        pass  # the listener is closed now: nothing answers on that port
+    client = Http1Client()
+    with pytest.raises(UpstreamUnreachable):
+        await post(client, target)
+    await client.aclose()
+
+
+async def test_connection_limit_queues_requests_on_one_connection() -> None:
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        while True:
+            await server.read_request(reader)
+            await asyncio.sleep(0.02)
+            writer.write(answer(b"{}"))
+            await writer.drain()
+
+    async with serving(script) as (server, target):
+        client = Http1Client(max_connections_per_origin=1)
+        answers = await asyncio.gather(*(post(client, target) for _ in range(3)))
+        await client.aclose()
+    assert answers == [b"{}"] * 3
+    assert server.connections == 1
+
+
+async def test_a_stream_larger_than_the_buffer_limit_arrives_whole() -> None:
+    total = 3 * HIGH_WATER_BYTES
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: " + str(total).encode() + b"\r\n\r\n")
+        for _ in range(total // 65536):
+            writer.write(b"x" * 65536)
+            await writer.drain()
+        await reader.read()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
+        await asyncio.sleep(0.2)  # let the backlog build up past the high-water mark
+        received = 0
+        async for piece in response.chunks():
+            received += len(piece)
+        await client.aclose()
+    assert received == total
+
+
+def test_header_line_breaks_are_refused_and_urls_parsed() -> None:
+    target = Target.of("https://api.example.com/v1/chat/completions?x=1")
+    assert (target.scheme, target.host, target.port) == ("https", "api.example.com", 443)
+    assert target.path == b"/v1/chat/completions?x=1" and target.host_header == b"api.example.com"
+    with pytest.raises(ValueError, match="line break"):
+        request_head(target, {"x-evil": "a\r\nx-injected: 1"}, 0)
+    with pytest.raises(ValueError, match="not an http"):
+        Target.of("ftp://example.com/")

@@ -14,7 +14,15 @@ from typing import Final
 
 from policies.labels import Signal, Task
 from router.classify.pii import PiiKind, pii_kinds
-from router.classify.scan import SCAN_MIN_CHARS, TextScan, anchor_hits, anchor_table, scan
+from router.classify.scan import (
+    SCAN_MIN_CHARS,
+    TextScan,
+    anchor_hits,
+    anchor_table,
+    scan,
+    trigram,
+    trigram_hits,
+)
 from router.classify.types import RequestView
 
 # Jailbreak and prompt-injection phrases (English and Persian): the common families are
@@ -70,6 +78,7 @@ _JAILBREAK_RULES_BY_KEY: Final = {
     key: tuple(rule for rule in _JAILBREAK_RULES if rule[0] == key) for key in _JAILBREAK_KEYS
 }
 _DAN: Final = re.compile(r"\bDAN\b")  # the "Do Anything Now" persona, upper case only
+_DAN_TRIGRAM: Final = trigram("DAN")
 # The 4 characters of each key that the vectorised pre-filter looks for: the rarest 4-gram of
 # the key in the training prompts (a rare anchor gives few candidates to confirm).
 _ANCHORS: Final[dict[str, str]] = {
@@ -347,13 +356,14 @@ def keyword_regex_search(
 def has_jailbreak_phrase(text: str, scanned: TextScan | None = None) -> bool:
     """True when `text` contains a known jailbreak or prompt-injection phrase.
 
-    A long text is not lower-cased and searched once per key: one vectorised pass
-    (`scan.anchor_hits`) finds where the keys may occur, and each candidate and its window are
-    lower-cased and checked on their own. Both ways give the same answer (tested).
+    A long text is not lower-cased and searched once per key: the vectorised passes of `scan`
+    find where the keys (`scan.anchor_hits`) and `DAN` (`scan.trigram_hits`) may occur, and
+    each candidate and its window are lower-cased and checked on their own. Both ways give the
+    same answer (tested).
     """
-    if _has_dan(text):
-        return True
     if scanned is None and len(text) < SCAN_MIN_CHARS:
+        if _has_dan(text):
+            return True
         lowered = text.lower()
         # one `in` per distinct key first: most texts hold none, and only the rules of the keys
         # present need their windows checked
@@ -364,6 +374,8 @@ def has_jailbreak_phrase(text: str, scanned: TextScan | None = None) -> bool:
             for rule in _JAILBREAK_RULES_BY_KEY[key]
         )
     scanned = scanned if scanned is not None else scan(text)
+    if any(_DAN.match(text, at) is not None for at in trigram_hits(scanned, _DAN_TRIGRAM)):
+        return True
     starts: dict[str, list[int]] = {}
     for at, key in anchor_hits(scanned, _JAILBREAK_TABLE):
         assert isinstance(key, str)

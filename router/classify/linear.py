@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Final
 
@@ -177,7 +178,13 @@ class LinearModel:
         bit): the words are looked up once, their `w:` and `b:` tokens by number, so the token
         strings are never built or hashed."""
         keys = list(map(self._word_key.get, words, repeat(0, len(words))))
-        known = list(filter(None, map(self._word_ids.__getitem__, keys)))
+        # `itemgetter(*keys)` reads every key's id in one C call (a tuple when 2 or more keys)
+        ids = (
+            itemgetter(*keys)(self._word_ids)
+            if len(keys) > 1
+            else map(self._word_ids.__getitem__, keys)
+        )
+        known = list(filter(None, ids))
         if self.config.word_bigrams and len(keys) > 1:
             known.extend(filter(None, map(self._pair_ids.get, pairwise(keys))))
         known.extend(filter(None, map(self._ids.get, others)))

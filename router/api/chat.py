@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import os
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -71,6 +72,13 @@ async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
     return parsed
 
 
+def received_headers(request: Request) -> dict[str, str]:
+    """The request's headers as a plain dict (lower-case names; the first of repeated ones wins):
+    a request reads a dozen of them, and each read of Starlette's `Headers` scans the list."""
+    return {name.decode("latin-1"): value.decode("latin-1")
+            for name, value in reversed(request.scope["headers"])}
+
+
 def parse_chat(raw: dict[str, Any]) -> ChatCompletionRequest:
     try:
         return ChatCompletionRequest.model_validate(raw)
@@ -92,6 +100,18 @@ class _Remaining:
         return self._deadline - time.perf_counter()
 
 
+class RequestIds:
+    """Unique request ids without a system call per request: a random prefix per handler (so
+    per process) and a counter."""
+
+    def __init__(self) -> None:
+        self._prefix = os.urandom(8).hex()
+        self._count = itertools.count()
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._count):016x}"
+
+
 class ChatHandler:
     def __init__(self, pipeline: ChatPipeline, sink: OutcomeSink,
                  admission: AdmissionController, idempotency: IdempotencyStore,
@@ -104,21 +124,23 @@ class ChatHandler:
         self._caching = caching
         self._tracer = tracer
         self._clock = clock
+        self._ids = RequestIds()
 
     async def handle(self, request: Request) -> Response:
         arrived = self._clock()
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        received = received_headers(request)
+        request_id = received.get("x-request-id") or self._ids.next()
         outcome = Outcome(request_id=request_id, tenant="", requested_model="", stream=False,
                           arrived_at=arrived)
         headers = {"x-request-id": request_id}
         if self._tracer is not None:
-            outcome.trace = self._tracer(request.headers.get("traceparent"),
-                                         request.headers.get("tracestate"))
+            outcome.trace = self._tracer(received.get("traceparent"),
+                                         received.get("tracestate"))
             current_trace.set(outcome.trace)
         held = contextlib.AsyncExitStack()
         response: Response | None = None
         try:
-            response = await self._respond(request, outcome, headers, held)
+            response = await self._respond(request, received, outcome, headers, held)
         except ClientGone:
             outcome.client_disconnected, outcome.status = True, CLIENT_CLOSED
             response = Response(status_code=CLIENT_CLOSED)
@@ -139,43 +161,43 @@ class ChatHandler:
     async def _record(self, outcome: Outcome) -> None:
         self._sink.record(outcome)
 
-    async def _respond(self, request: Request, outcome: Outcome, headers: dict[str, str],
-                       held: contextlib.AsyncExitStack) -> Response:
+    async def _respond(self, request: Request, received: Mapping[str, str], outcome: Outcome,
+                       headers: dict[str, str], held: contextlib.AsyncExitStack) -> Response:
         config = self._pipeline.config
-        principal = authenticate(request.headers.get("authorization"), config.principals)
+        principal = authenticate(received.get("authorization"), config.principals)
         outcome.tenant = principal.tenant
         outcome.steps.append(("auth", outcome.arrived_at, self._clock()))
         raw = await read_json(request, config.max_body_bytes)
         chat = parse_chat(raw)
         outcome.requested_model, outcome.stream = chat.model, chat.stream
-        client_s = requested_timeout_s(request.headers)
+        client_s = requested_timeout_s(received)
         budget = min(config.request_timeout_s, client_s) if client_s else config.request_timeout_s
         deadline = outcome.arrived_at + budget
         queued_at = self._clock()
         ticket = await held.enter_async_context(self._admission.admit(
-            principal.tenant, parse_priority(request.headers.get("x-slorouter-priority")),
+            principal.tenant, parse_priority(received.get("x-slorouter-priority")),
             _Remaining(deadline)))
         outcome.queue_s = ticket.queue_time_s
         outcome.steps.append(("admission", queued_at, self._clock()))
         metadata = chat.metadata if chat.metadata is not None else {}
         caller = Caller(principal.tenant, outcome.request_id, chat.user,
-                        request.headers.get("x-slorouter-session", metadata.get("session_id")))
+                        received.get("x-slorouter-session", metadata.get("session_id")))
         started = self._clock()
-        prepared = await self._prepare(chat, raw, request.headers, deadline, caller)
+        prepared = await self._prepare(chat, raw, received, deadline, caller)
         prepared.plan = replace(prepared.plan, trace=outcome.trace)
         classified = started + prepared.phases.classify
         outcome.steps += [("classify", started, classified),
                           ("decide", classified, classified + prepared.phases.decide)]
         _note_decision(outcome, prepared, headers)
         claimed = await idempotent.claim(
-            self._idempotency, request.headers, principal.tenant, raw,
+            self._idempotency, received, principal.tenant, raw,
             prepared.policy_requires_key, wait_s=max(0.0, deadline - self._clock()),
             lease_s=budget)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers)
         looked_up = self._clock()
-        cache_plan = self._caching.plan(prepared, principal, request.headers, raw)
+        cache_plan = self._caching.plan(prepared, principal, received, raw)
         found = await self._caching.lookup(cache_plan, prepared)
         outcome.steps.append(("cache", looked_up, self._clock()))
         outcome.cache = headers["x-slorouter-cache"] = found.status

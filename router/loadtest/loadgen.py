@@ -10,9 +10,11 @@ the stream's first and last content chunk and the usage's output tokens) and an 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -135,6 +137,32 @@ async def run_plan(target: str, url: str, plan: Sequence[PlannedRequest], rate: 
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"
     schedule = poisson_schedule(rate, duration_s, seed, max_requests=len(plan))
+    with _collector_paused():
+        samples, wall_s = await _send_all(url, plan, schedule, headers, timeout_s, progress)
+    return RunResult(target, rate, duration_s, samples, wall_s)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No garbage collection while a run sends: a collection pauses the load generator's loop
+    (20-40 ms for a full one here), which would show as the target's latency. Runs are bounded
+    in count and time, so the garbage they leave is bounded too; it is collected afterwards."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if was_enabled:
+            gc.enable()
+        gc.collect()
+
+
+async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarray,
+                    headers: Mapping[str, str], timeout_s: float,
+                    progress: ProgressFn | None) -> tuple[list[Sample], float]:
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
@@ -150,7 +178,7 @@ async def run_plan(target: str, url: str, plan: Sequence[PlannedRequest], rate: 
         if ticker is not None:
             ticker.cancel()
             _report(tasks, len(schedule), origin, progress)
-    return RunResult(target, rate, duration_s, samples, time.perf_counter() - origin)
+    return samples, time.perf_counter() - origin
 
 
 def _report(tasks: Sequence[asyncio.Task[Sample]], total: int, origin: float,

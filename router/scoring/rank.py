@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 from router.scoring.predict import expected_output_tokens, log_targets, predict
 from router.scoring.types import (
@@ -35,6 +35,11 @@ from router.slo.targets import SloTargets
 from router.stats.quantiles import Quantiles
 
 SortKey = tuple[int, float, float, str]
+
+_cost_of = attrgetter("cost_usd")
+_sort_key = itemgetter(0)
+# Builds a `NamedTuple` without its generated Python `__new__` (see predict.py).
+_new = tuple.__new__
 
 
 def _explore_pick(scored: list[ScoredCandidate], request: ScoreRequest, config: ScoringConfig,
@@ -66,7 +71,7 @@ def rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candid
     out_tokens = expected_output_tokens(request.max_tokens, output_history, config)
     logs = log_targets(targets)
     preds = [predict(c, request, out_tokens, targets, config, now, logs) for c in candidates]
-    max_cost = max((p.cost_usd for p in preds), default=0.0)
+    max_cost = max(map(_cost_of, preds), default=0.0)
     ttft_target, tpot_target, e2e_target = targets.ttft_p95_s, targets.tpot_p95_s, \
         targets.e2e_p99_s
     if out_tokens <= 1:
@@ -122,17 +127,16 @@ def rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candid
                      - weights.latency * lat / ref)
             key = (2 if unhealthy else 0, -score, cost, c.deployment)
         rows.append((key, score, c, p, failures, tier))
-    rows.sort(key=itemgetter(0))
-    new = tuple.__new__  # see predict.py: every field, in order
-    scored = [new(ScoredCandidate, (c.deployment, i, score, tier == 0, c.slo_penalty > 0.0,
-                                    c.unhealthy, False, p, tuple(failures)))
+    rows.sort(key=_sort_key)
+    scored = [_new(ScoredCandidate, (c.deployment, i, score, tier == 0, c.slo_penalty > 0.0,
+                                     c.unhealthy, False, p, tuple(failures)))
               for i, (_, score, c, p, failures, tier) in enumerate(rows)]
     pick = _explore_pick(scored, request, config, rng)
     if pick is not None:
         chosen = scored.pop(pick)
         scored.insert(0, chosen)
         scored = [_reranked(s, i, explored=(i == 0)) for i, s in enumerate(scored)]
-    return Ranking(config.objective, out_tokens, tuple(scored), pick is not None)
+    return _new(Ranking, (config.objective, out_tokens, tuple(scored), pick is not None))
 
 
 def _reranked(s: ScoredCandidate, rank_: int, explored: bool) -> ScoredCandidate:

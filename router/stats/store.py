@@ -67,13 +67,39 @@ class StatsView(NamedTuple):
 
 
 class _Levels(NamedTuple):
-    """The three levels' summaries as one `view()` read them, and how long they stay valid."""
+    """The three levels' summaries as `view()` serves them, and how long they stay valid."""
 
-    fresh_from: float  # valid while `now - fresh_from < max_staleness_s` (see `_read_levels`)
+    fresh_from: float  # valid while `now - fresh_from < max_staleness_s` (see `_levels_of`)
     unsummarised: tuple[StatKey, ...]  # levels without a summary: invalid once one is recorded
     bucket: KeySummary | None
     task: KeySummary | None
     deployment_all: KeySummary | None
+
+
+def _level_keys(bucket_key: StatKey) -> tuple[StatKey, StatKey, StatKey]:
+    """The keys behind one `view()`: deployment x task x bucket, deployment x task, deployment."""
+    deployment, task, _ = bucket_key
+    return bucket_key, (deployment, task, ANY_BUCKET), (deployment, ANY, ANY_BUCKET)
+
+
+def _levels_of(keys: tuple[StatKey, StatKey, StatKey],
+               found: tuple[KeySummary | None, KeySummary | None, KeySummary | None],
+               refreshed_at: float | None) -> _Levels:
+    """The summaries `found` for `keys` (as reading them key by key returned them), kept for as
+    long as reading them again would return the same, provided the keys stay read (`_wanted`
+    or `_recent`) and summaries do not change: a key without a summary is recomputed by a read
+    once it is recorded (`unsummarised`); one with a summary only once both it and the last
+    refresh are older than `max_staleness_s` (`_stale_read`). So `fresh_from` is the earliest,
+    over the summaries, of the later of their time and the last refresh."""
+    fresh_from = math.inf
+    unsummarised: list[StatKey] = []
+    for key, summary in zip(keys, found, strict=True):
+        if summary is None:
+            unsummarised.append(key)
+            continue
+        at = summary.at if refreshed_at is None else max(summary.at, refreshed_at)
+        fresh_from = min(fresh_from, at)
+    return _new(_Levels, (fresh_from, tuple(unsummarised), *found))
 
 
 class StoreStatus(BaseModel):
@@ -117,8 +143,10 @@ class LocalStatsStore:
         self._remote_merged: dict[StatKey, KeyState] = {}
         self._remote_in_flight: dict[str, dict[str, int]] = {}
         self._summaries: dict[StatKey, KeySummary] = {}
-        # What `view()` read per (deployment, task, bucket) since summaries last changed.
+        # What `view()` serves per (deployment, task, bucket); rebuilt by `refresh()` for those
+        # read since the refresh before (`_levels_read`), cleared when a read recomputes.
         self._levels: dict[StatKey, _Levels] = {}
+        self._levels_read: set[StatKey] = set()
         self._dirty: set[StatKey] = set()
         self._wanted: set[StatKey] = set()  # read since the last refresh
         self._recent: set[StatKey] = set()  # read between the last two refreshes
@@ -155,9 +183,10 @@ class LocalStatsStore:
     def view(self, deployment: str, task: Task, prompt_tokens: int) -> StatsView:
         """The frozen summaries for one candidate; cheap (one dict look-up, rare recompute).
 
-        Runs once per candidate per request. The three levels are read key by key
-        (`_read_levels`) once per refresh, then served from `_levels` while reading them again
-        would return the same summaries.
+        Runs once per candidate per request, so the three levels are kept per (deployment,
+        task, bucket) in `_levels`: read key by key through `summary()` on a first read (or
+        once they may have changed), then served as they are until the next refresh, which
+        rebuilds them from the summaries it leaves. Same results as three `summary()` reads.
         """
         now = self._clock()
         bucket_key = (deployment, task, bisect_right(PROMPT_BUCKET_EDGES, prompt_tokens))
@@ -165,6 +194,7 @@ class LocalStatsStore:
         if (levels is None or not now - levels[0] < self.config.max_staleness_s
                 or (levels[1] and not self._dirty.isdisjoint(levels[1]))):
             levels = self._read_levels(bucket_key, now)
+        self._levels_read.add(bucket_key)
         flight = self._in_flight.view(deployment)
         count = flight[0]
         if self._remote_in_flight:
@@ -172,24 +202,10 @@ class LocalStatsStore:
         return _new(StatsView, (deployment, levels[2], levels[3], levels[4], count, flight[1]))
 
     def _read_levels(self, bucket_key: StatKey, now: float) -> _Levels:
-        """Read the bucket, task and deployment levels through `summary()` and keep the result.
-
-        Valid until summaries change (any recompute or refresh clears `_levels`) and while no
-        read of the same keys would recompute one: a key without a summary is recomputed once
-        it is recorded (`unsummarised`), one with a summary only once it is older than
-        `max_staleness_s` and so is the last refresh (`_stale_read`; the keys are in `_wanted`
-        from this read until the next refresh). So `fresh_from` is the earliest over the
-        summaries of the later of their time and the last refresh.
-        """
-        deployment, task, _ = bucket_key
-        keys = (bucket_key, (deployment, task, ANY_BUCKET), (deployment, ANY, ANY_BUCKET))
-        found = [self.summary(key, now) for key in keys]
-        last = self._refreshed_at
-        fresh_from = min((s.at if last is None else max(s.at, last) for s in found
-                          if s is not None), default=math.inf)
-        unsummarised = tuple(key for key, s in zip(keys, found, strict=True) if s is None)
-        levels = _Levels(fresh_from, unsummarised, found[0], found[1], found[2])
-        self._levels[bucket_key] = levels
+        keys = _level_keys(bucket_key)
+        summary = self.summary
+        found = (summary(keys[0], now), summary(keys[1], now), summary(keys[2], now))
+        levels = self._levels[bucket_key] = _levels_of(keys, found, self._refreshed_at)
         return levels
 
     def ttft_quantile(self, deployment: str, task: Task, q: float) -> tuple[float | None, float]:
@@ -227,16 +243,36 @@ class LocalStatsStore:
         return self._recompute(key, now)
 
     def refresh(self) -> int:
-        """Recompute dirty summaries that decisions read since the last refresh; returns count."""
+        """Recompute dirty summaries that decisions read since the last refresh; returns count.
+
+        Then rebuild the levels `view()` served since the last refresh from the summaries now
+        current (every key read is clean after this), and drop the others: a first read after
+        a pause goes key by key again.
+        """
         now = self._clock()
         self._refreshed_at = now
-        self._levels.clear()
-        due = self._dirty & self._wanted
-        self._recent = self._wanted
+        read = self._keys_read()
+        due = self._dirty & read
+        self._recent = read
         self._wanted = set()
         for key in due:
             self._recompute(key, now)
+        summaries = self._summaries
+        levels: dict[StatKey, _Levels] = {}
+        for bucket_key in self._levels_read:
+            keys = _level_keys(bucket_key)
+            found = (summaries.get(keys[0]), summaries.get(keys[1]), summaries.get(keys[2]))
+            levels[bucket_key] = _levels_of(keys, found, now)
+        self._levels = levels
+        self._levels_read = set()
         return len(due)
+
+    def _keys_read(self) -> set[StatKey]:
+        """Keys that decisions read since the last refresh (by `summary()` or `view()`)."""
+        read = set(self._wanted)
+        for bucket_key in self._levels_read:
+            read.update(_level_keys(bucket_key))
+        return read
 
     async def run_refresher(self) -> None:
         """Refresh every `refresh_interval_s` forever (run as a task; cancel to stop)."""

@@ -195,10 +195,10 @@ def _read_key_by_key(store: LocalStatsStore, deployment: str, task: Task,
 
 @pytest.mark.parametrize("seed", range(12))
 def test_kept_levels_read_what_summaries_key_by_key_would(seed: int) -> None:
-    """`view()` serves the levels it read since the last refresh from `_levels`; over random
+    """`view()` serves the three levels from `_levels` (kept across refreshes); over random
     records, clock steps, refreshes, remote replicas and reads, two stores fed alike (one read
     through `view()`, one key by key through `summary()`) see equal summaries, recompute the
-    same keys on reads and in refreshes, and end with the same dirty and wanted keys."""
+    same keys on reads and in refreshes, and agree on which keys are dirty and read."""
     rng = random.Random(seed)
     stale = rng.choice((0.3, 1.0))
     clocks = FakeClock(), FakeClock()
@@ -237,4 +237,5 @@ def test_kept_levels_read_what_summaries_key_by_key_would(seed: int) -> None:
             assert (view.bucket, view.task, view.deployment_all) == _read_key_by_key(
                 stores[1], dep, task, prompt)
         assert stores[0]._dirty == stores[1]._dirty
-        assert stores[0]._wanted == stores[1]._wanted
+        assert stores[0]._keys_read() == stores[1]._wanted
+        assert stores[0]._recent == stores[1]._recent

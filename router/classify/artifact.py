@@ -8,6 +8,7 @@ and, when held-out files are given, on them). The fitting itself lives in `train
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import platform
 from collections.abc import Sequence
@@ -92,10 +93,17 @@ def train_and_write(
     seed: int,
     c: float = 0.5,
     min_df: int = 10,
+    head_chars: int | None = None,
+    tail_chars: int | None = None,
 ) -> Path:
-    """Train on `data`, write `out/model.zip` and `out/metadata.json`, return the model path."""
+    """Train on `data`, write `out/model.zip` and `out/metadata.json`, return the model path
+    (`head_chars`/`tail_chars`: the model's window when not `FeatureConfig`'s)."""
     examples = read_all(data)
     config = FeatureConfig(char_ngrams=(2, 4) if char_ngrams else None)
+    if head_chars is not None:
+        config = dataclasses.replace(config, head_chars=head_chars)
+    if tail_chars is not None:
+        config = dataclasses.replace(config, tail_chars=tail_chars)
     options = TrainOptions(
         estimator=estimator, features=config, seed=seed, augment=augment, c=c, min_df=min_df
     )

@@ -54,6 +54,17 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     t.add_argument("--no-augment", action="store_true", help="train on the rows as they are")
     t.add_argument("--seed", type=int, default=13)
+    t.add_argument(
+        "--head-chars",
+        type=int,
+        help="characters of a long last user message the model reads from its start "
+        "(default: router/classify/features.py FeatureConfig)",
+    )
+    t.add_argument(
+        "--tail-chars",
+        type=int,
+        help="... and from its end",
+    )
     t.set_defaults(func=run_train)
 
     e = subparsers.add_parser(
@@ -105,6 +116,8 @@ def run_train(args: argparse.Namespace) -> int:
             seed=args.seed,
             c=args.c,
             min_df=args.min_df,
+            head_chars=args.head_chars,
+            tail_chars=args.tail_chars,
         )
     except (DataError, OSError) as exc:
         print(f"slorouter train-classifier: {exc}", file=sys.stderr)

@@ -68,8 +68,8 @@ _FOLDABLE: Final = re.compile("[يكىة\u200c\u0640۰-۹٠-٩]+")
 class FeatureConfig:
     """Which features to extract and how much of a long message to read."""
 
-    head_chars: int = 700
-    tail_chars: int = 250
+    head_chars: int = 400
+    tail_chars: int = 150
     word_bigrams: bool = True
     char_ngrams: tuple[int, int] | None = None
     char_chars: int = 200

@@ -174,6 +174,36 @@ def anchor_hits(scanned: TextScan, table: AnchorTable) -> list[tuple[int, object
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class TrigramTable:
+    """3-character strings (BMP, A-Z folded) and what each means, by `hash3` slot."""
+
+    mask: npt.NDArray[np.bool_]
+    payloads: Mapping[int, tuple[object, ...]]
+
+
+def trigram_table(grams: Iterable[tuple[str, object]]) -> TrigramTable:
+    """The lookup table for `(trigram, payload)` pairs."""
+    mask = np.zeros(1 << _HASH_BITS, dtype=np.bool_)
+    payloads: dict[int, list[object]] = {}
+    for gram, payload in grams:
+        slot = hash3(_folded_units(gram, 3))
+        mask[slot] = True
+        payloads.setdefault(slot, []).append(payload)
+    return TrigramTable(mask, {k: tuple(v) for k, v in payloads.items()})
+
+
+def trigram_payloads(scanned: TextScan, table: TrigramTable) -> set[object]:
+    """The payloads of every trigram that may occur in the text: a superset of those that do
+    (slots shared by other trigrams add theirs; the caller checks each)."""
+    slots = scanned.trigrams
+    where = np.flatnonzero(table.mask.take(slots.astype(np.intp)))
+    out: set[object] = set()
+    for slot in set(slots[where].tolist()):
+        out.update(table.payloads[slot])
+    return out
+
+
 def trigram(gram: str) -> np.uint16:
     """What `trigram_hits` looks for: the hash of 3 BMP characters, A-Z folded."""
     return np.uint16(hash3(_folded_units(gram, 3)))

@@ -25,6 +25,8 @@ from router.classify.scan import (
     scan,
     trigram,
     trigram_hits,
+    trigram_payloads,
+    trigram_table,
 )
 
 FILLER = "The committee reviewed the quarterly figures and noted a rise in costs. "
@@ -224,3 +226,21 @@ def test_array_hashes_are_the_python_hashes() -> None:
 def test_trigram_hits_report_character_offsets_after_emoji() -> None:
     text = "😀😀 DAN dan " + "x" * 10 + "Dan"
     assert trigram_hits(scan(text), trigram("DAN")) == [3, 7, text.index("Dan")]
+
+
+def test_every_domain_key_has_its_trigram_inside_it() -> None:
+    """The advice pre-filter looks for one trigram per domain key: each is 3 characters of its
+    key, and every key has one."""
+    assert tuple(detectors._DOMAIN_TRIGRAMS) == detectors._DOMAIN_KEYS
+    for key, gram in detectors._DOMAIN_TRIGRAMS.items():
+        assert len(gram) == 3 and gram in key
+
+
+def test_trigram_payloads_hold_every_trigram_that_occurs() -> None:
+    rng = random.Random(3)
+    grams = ["abc", "bca", "ین ", "x y", "ccc"]
+    table = trigram_table((g, g) for g in grams)
+    for _ in range(50):
+        text = "".join(rng.choices([*"abcxy ", "ی", "ن", "😀"], k=rng.randrange(3, 400)))
+        found = trigram_payloads(scan(text), table)
+        assert {g for g in grams if g in text} <= found

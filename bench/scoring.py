@@ -19,8 +19,8 @@ Scenarios:
 - `StatsRanker.rank()`: the same service loop through the `Ranker` that the decision step
   calls (prices from the config, breaker state, SLO demotion penalty, per-policy settings);
   then again with the SLO tracker's penalties recomputed in the background every 0.5 s
-  (`SloTracker.refresh`; the service does not run it yet, so `penalty()` recomputes each
-  deployment's penalty on the request path once a second: that is this line's p99).
+  (`SloTracker.refresh`, as `router/app.py` runs it; without it `penalty()` recomputes each
+  deployment's penalty on the request path once a second: that is the first line's p99).
 
 Run: `.venv/bin/python bench/scoring.py [--requests N] [--rate R] [--sizes 2,10,50]`
 (`nice` it on a shared box; the calibration line tells how busy the machine was).
@@ -212,8 +212,8 @@ class Scenario:
         """What happens in the service between two requests (untimed, except the refreshes).
 
         `slo_background`: also recompute the SLO demotion penalties every `SLO_REFRESH_S`
-        (`SloTracker.refresh`), which the service does not do yet: without it, `penalty()`
-        recomputes each deployment's penalty on the request path once a second.
+        (`SloTracker.refresh`), as the service does: without it, `penalty()` recomputes each
+        deployment's penalty on the request path once a second.
         """
         dt = 1.0 / rate
         self.clock.now += dt
@@ -239,13 +239,14 @@ class _implementation:
         self.impl = impl
 
     def __enter__(self) -> None:
-        self.saved = feedback.rank, LocalStatsStore.view
-        feedback.rank = self.impl.rank
+        # `rank` is the module global `StatsRanker.ranking` calls (imported, not re-exported).
+        self.saved = vars(feedback)["rank"], LocalStatsStore.view
+        vars(feedback)["rank"] = self.impl.rank
         if self.impl is BASELINE:
-            LocalStatsStore.view = reference_view  # type: ignore[assignment]
+            LocalStatsStore.view = reference_view  # type: ignore[method-assign,assignment]
 
     def __exit__(self, *_: object) -> None:
-        feedback.rank, LocalStatsStore.view = self.saved  # type: ignore[method-assign]
+        vars(feedback)["rank"], LocalStatsStore.view = self.saved  # type: ignore[method-assign]
 
 
 def _alternate(make: Callable[[Impl], Callable[[], object]], n: int,

@@ -173,9 +173,12 @@ def find_pii(text: str, scanned: TextScan | None = None) -> tuple[PiiMatch, ...]
         return _find_pii_small(text)
     scanned = scanned if scanned is not None else scan(text)
     digits = digit_clusters(scanned)
-    norm = eastern_to_ascii(scanned) if digits.eastern else text
-    found = _emails(norm) if "@" in norm else []
-    if digits.ascii_and_eastern >= _MIN_DIGITS:
+    runs = digits.ascii_and_eastern >= _MIN_DIGITS and bool(digits.clusters)
+    email = "@" in text
+    # Persian and Arabic-Indic digits made ASCII only when something will read them
+    norm = eastern_to_ascii(scanned) if digits.eastern and (runs or email) else text
+    found = _emails(norm) if email else []
+    if runs:
         # A digit run's digits all lie in one cluster, and the scan of the whole text reaches
         # each cluster's first digit with no run open, so scanning the clusters finds the same
         # runs as scanning everything.

@@ -47,6 +47,9 @@ _FOLD_UNIT: Final = np.uint16(0x20)
 _FOLD: Final = np.uint64(0x0020_0020_0020_0020)
 _ZERO: Final = np.uint16(48)
 _TEN: Final = np.uint16(10)
+_FIRST_NON_ASCII_DIGIT: Final = np.uint16(0x660)  # ARABIC-INDIC DIGIT ZERO (tested)
+_SAMPLE: Final = 512  # characters `digit_clusters` looks at to choose how to find the digits
+_SPARSE_MIN_UNITS: Final = 8192  # below this the whole-table lookup is as cheap
 _GAP: Final = 41  # two digits of one digit run are at most this far apart (see `pii`)
 _MIN_SPAN: Final = 6  # a digit run is at least 7 characters from its first to its last digit
 
@@ -236,11 +239,17 @@ def digit_clusters(scanned: TextScan) -> Digits:
     units = scanned.units
     if scanned.text.isascii():
         digit = (units - _ZERO) < _TEN
+    elif len(units) >= _SPARSE_MIN_UNITS and scanned.text[:_SAMPLE].isascii():
+        # Probably Latin text with a few quotes or accents: the ASCII digits by arithmetic and
+        # the digit table only at the units from U+0660 on (the first non-ASCII decimal
+        # digit). The sample only picks the cheaper way (on long texts); both are exact.
+        digit = (units - _ZERO) < _TEN
+        high = np.flatnonzero(units >= _FIRST_NON_ASCII_DIGIT)
+        digit[high] = _ND.take(units.take(high).astype(np.intp))
     else:
-        # `take` casts uint16 indices to intp anyway; casting first is faster
-        digit = _ND.take(units.astype(np.intp))
-        if scanned.low_surrogates is not None:
-            digit |= _astral_digits(scanned)
+        digit = _ND.take(units)
+    if scanned.low_surrogates is not None:
+        digit |= _astral_digits(scanned)
     where = np.flatnonzero(digit)
     chars = scanned.chars(where).tolist()
     n_ascii = n_eastern = 0

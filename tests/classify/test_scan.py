@@ -13,6 +13,7 @@ import random
 import pytest
 
 from router.classify import detectors, pii
+from router.classify import scan as scan_module
 from router.classify.detectors import _ANCHORS, _JAILBREAK_RULES, has_jailbreak_phrase
 from router.classify.pii import find_pii, pii_kinds
 from router.classify.scan import (
@@ -244,3 +245,35 @@ def test_trigram_payloads_hold_every_trigram_that_occurs() -> None:
         text = "".join(rng.choices([*"abcxy ", "ی", "ن", "😀"], k=rng.randrange(3, 400)))
         found = trigram_payloads(scan(text), table)
         assert {g for g in grams if g in text} <= found
+
+
+def test_every_non_ascii_decimal_digit_is_at_or_above_u0660() -> None:
+    """`digit_clusters` reads the digit table only from U+0660 on when a text is mostly Latin."""
+    first = min(u for u in range(0x80, 0x110000) if chr(u).isdecimal())
+    assert first == int(scan_module._FIRST_NON_ASCII_DIGIT) == 0x660
+
+
+def test_digit_clusters_agree_whichever_way_the_digits_are_found() -> None:
+    """Mostly Latin and mostly Persian texts, short and long (both ways of finding the digits),
+    with digits of several scripts and emoji: the counts and clusters of a plain loop, and the
+    findings of the plain regex scan."""
+    rng = random.Random(5)
+    latin = [*"abc .-()", "’", "😀", *"0123456789", "۱", "٣", "５", "१"]
+    persian = [*"ابپ ", "\u200c", *"۰۱۲۳۴۵۶۷۸۹", "7", "x", "😀"]
+    for alphabet in (latin, persian):
+        for _ in range(30):
+            size = rng.choice((SCAN_MIN_CHARS, 9000)) + rng.randrange(2000)
+            text = "a 1 " * 150 + "".join(rng.choices(alphabet, k=size))  # ASCII start
+            _both_ways_pii(text)
+            where = [i for i, ch in enumerate(text) if ch.isdecimal()]
+            found = digit_clusters(scan(text))
+            eastern = [i for i in where if "\u0660" <= text[i] <= "\u06f9"]
+            assert found.eastern == len(eastern)
+            assert found.ascii_and_eastern == len(eastern) + sum(text[i] < "\x80" for i in where)
+            clusters, first = [], where[0]
+            for before, at in zip(where, [*where[1:], None], strict=True):
+                if at is None or at - before > 41:
+                    if before - first >= 6:
+                        clusters.append((first, before))
+                    first = at if at is not None else first
+            assert found.clusters == clusters

@@ -153,6 +153,7 @@ class LocalStatsStore:
         self._unpushed: set[StatKey] = set()
         self._in_flight = InFlight()
         self._refreshed_at: float | None = None
+        self._parked: asyncio.Event | None = None  # set by the next read while the refresher idles
 
     # -- writes (execution layer, in `finally`) ------------------------------------------------
     def begin(self, deployment: str, t: float) -> int:
@@ -195,6 +196,8 @@ class LocalStatsStore:
                 or (levels[1] and not self._dirty.isdisjoint(levels[1]))):
             levels = self._read_levels(bucket_key, now)
         self._levels_read.add(bucket_key)
+        if self._parked is not None:
+            self._parked.set()
         flight = self._in_flight.view(deployment)
         count = flight[0]
         if self._remote_in_flight:
@@ -230,6 +233,8 @@ class LocalStatsStore:
                 cached is None or not now - cached.at < self.config.max_staleness_s):
             cached = self._stale_read(key, cached, now)
         self._wanted.add(key)
+        if self._parked is not None:
+            self._parked.set()
         return cached
 
     def _stale_read(self, key: StatKey, cached: KeySummary | None,
@@ -275,10 +280,20 @@ class LocalStatsStore:
         return read
 
     async def run_refresher(self) -> None:
-        """Refresh every `refresh_interval_s` forever (run as a task; cancel to stop)."""
+        """Refresh every `refresh_interval_s` while decisions read (run as a task; cancel to
+        stop). After an interval in which nothing was read it waits for the next read instead:
+        a refresh then has nothing to do, and an idle process need not wake ten times a second
+        (the first reads after the pause recompute what they need, as without a refresher)."""
         while True:
             self.refresh()
-            await asyncio.sleep(self.config.refresh_interval_s)
+            if self._recent:
+                await asyncio.sleep(self.config.refresh_interval_s)
+                continue
+            self._parked = asyncio.Event()
+            try:
+                await self._parked.wait()
+            finally:
+                self._parked = None
 
     def _recompute(self, key: StatKey, now: float) -> KeySummary | None:
         self._dirty.discard(key)

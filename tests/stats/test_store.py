@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
+import time
 
 import pytest
 
@@ -239,3 +241,28 @@ def test_kept_levels_read_what_summaries_key_by_key_would(seed: int) -> None:
         assert stores[0]._dirty == stores[1]._dirty
         assert stores[0]._keys_read() == stores[1]._wanted
         assert stores[0]._recent == stores[1]._recent
+
+
+class _CountingStore(LocalStatsStore):
+    def __init__(self, config: StatsConfig) -> None:
+        super().__init__(config)
+        self.refreshes = 0
+
+    def refresh(self) -> int:
+        self.refreshes += 1
+        return super().refresh()
+
+
+async def test_refresher_waits_for_reads_while_idle_and_resumes_on_the_next_one() -> None:
+    store = _CountingStore(StatsConfig(refresh_interval_s=0.01))
+    store.record(_ok("a", 0.2, time.time()))
+    refresher = asyncio.create_task(store.run_refresher())
+    try:
+        await asyncio.sleep(0.2)  # nothing read: one pass, then it waits (not 20 passes)
+        idle = store.refreshes
+        store.view("a", "chat", 100)
+        await asyncio.sleep(0.05)  # a read: passes every interval again
+        assert idle <= 2
+        assert store.refreshes >= idle + 2
+    finally:
+        refresher.cancel()

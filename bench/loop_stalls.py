@@ -1,6 +1,6 @@
 """Event-loop responsiveness while classifying long prompts.
 
-    python -m bench.loop_stalls [--rate 20] [--duration 15] [--tokens 4000]
+    python -m bench.loop_stalls [--rate 20] [--duration 15] [--tokens 4000] [--offload-chars N]
 
 Starts the simulator and slorouter, sends `auto` requests whose prompts are about `--tokens`
 tokens (so the classifier reads long text) at an open-loop rate, beside a run with 10-token
@@ -17,6 +17,9 @@ prompts, and measures responsiveness two ways:
 
 The machine has 2 cores shared by the router, the simulator and this load generator, so
 stalls without CPU (preemption) are expected; the ones to fix are those the loop spent busy.
+`--offload-chars N` runs the router with `router.api.chat.OFFLOAD_PROMPT_CHARS = N` (prompts
+longer than N characters are classified in a worker thread), to compare inline and offloaded
+classification of the same prompts.
 """
 
 from __future__ import annotations
@@ -110,14 +113,17 @@ def _timed(recorder: _Recorder, what: str, fn: Callable[..., Any]) -> Callable[.
     return wrapper
 
 
-def serve_instrumented(stats: Path, argv: Sequence[str]) -> int:
-    """Run `slorouter <argv>` with the loop monitor, GC callbacks and timed request steps."""
+def serve_instrumented(stats: Path, offload_chars: int | None, argv: Sequence[str]) -> int:
+    """Run `slorouter <argv>` with the loop monitor, GC callbacks and timed request steps
+    (and `OFFLOAD_PROMPT_CHARS` set to `offload_chars` when given)."""
     import uvicorn
 
     from router import cli, pipeline
     from router.api import chat
     from router.classify.classifier import LinearClassifier
 
+    if offload_chars is not None:
+        chat.OFFLOAD_PROMPT_CHARS = offload_chars
     recorder = _Recorder(stats)
     gc.callbacks.append(recorder.on_gc)
     pipeline.ChatPipeline.prepare = _timed(  # type: ignore[method-assign]
@@ -220,14 +226,18 @@ def _report(tokens: int, delays: list[float], before: dict[str, Any],
 
 
 def main() -> None:
-    if len(sys.argv) > 2 and sys.argv[1] == "--serve-instrumented":
-        sys.exit(serve_instrumented(Path(sys.argv[2]), sys.argv[3:]))
+    if len(sys.argv) > 3 and sys.argv[1] == "--serve-instrumented":
+        offload = None if sys.argv[3] == "default" else int(sys.argv[3])
+        sys.exit(serve_instrumented(Path(sys.argv[2]), offload, sys.argv[4:]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--tokens", type=int, default=4000)
     parser.add_argument("--placement", choices=("apart", "shared"), default="apart",
                         help="apart: slorouter on its own core; shared: all on every core")
+    parser.add_argument("--offload-chars", type=int, default=None,
+                        help="classify prompts longer than this in a worker thread "
+                             "(default: the service's OFFLOAD_PROMPT_CHARS)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
@@ -237,9 +247,10 @@ def main() -> None:
         sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(sim_port),
                               "--profile", str(work / "p.json")], sim_port).start()
         (work / "c.yaml").write_text(CONFIG.format(base=f"http://127.0.0.1:{sim_port}"))
+        offload = "default" if args.offload_chars is None else str(args.offload_chars)
         router = ManagedProcess([PYTHON, "-m", "bench.loop_stalls", "--serve-instrumented",
-                                 str(stats), "serve", "--config", str(work / "c.yaml"), "--port",
-                                 str(port), "--log-level", "warning"], port,
+                                 str(stats), offload, "serve", "--config", str(work / "c.yaml"),
+                                 "--port", str(port), "--log-level", "warning"], port,
                                 ready_url=f"http://127.0.0.1:{port}/healthz",
                                 startup_timeout_s=60, log_path=work / "router.log").start()
         try:

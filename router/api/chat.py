@@ -45,9 +45,11 @@ from router.telemetry.context import TraceContext, current_trace
 Tracer = Callable[[str | None, str | None], TraceContext]
 
 CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
-# Above this many prompt characters classification runs in a worker thread (measured inline:
-# 0.5-0.6 ms p50 per 16k characters, bench/classify_latency.py; a thread holding the GIL could
-# delay the loop by up to the 5 ms switch interval, so shorter prompts stay on the loop).
+# Above this many prompt characters classification runs in a worker thread. Measured with
+# `python -m bench.loop_stalls --offload-chars N` (docs/classifier.md, "Event-loop stalls"):
+# at 16k characters (0.3-0.4 ms p50 inline) a thread left the count of > 5 ms loop stalls the
+# same and doubled the request's own classify p99; at 64k characters it cut them (5 vs 8 per
+# 10 s, max 6-11 vs 14-18 ms), so only longer prompts leave the loop.
 OFFLOAD_PROMPT_CHARS = 32_000
 
 

@@ -247,9 +247,9 @@ def main() -> None:
         sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(sim_port),
                               "--profile", str(work / "p.json")], sim_port).start()
         (work / "c.yaml").write_text(CONFIG.format(base=f"http://127.0.0.1:{sim_port}"))
-        offload = "default" if args.offload_chars is None else str(args.offload_chars)
+        offload_arg = "default" if args.offload_chars is None else str(args.offload_chars)
         router = ManagedProcess([PYTHON, "-m", "bench.loop_stalls", "--serve-instrumented",
-                                 str(stats), offload, "serve", "--config", str(work / "c.yaml"),
+                                 str(stats), offload_arg, "serve", "--config", str(work / "c.yaml"),
                                  "--port", str(port), "--log-level", "warning"], port,
                                 ready_url=f"http://127.0.0.1:{port}/healthz",
                                 startup_timeout_s=60, log_path=work / "router.log").start()

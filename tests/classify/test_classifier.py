@@ -10,6 +10,7 @@ import pytest
 from router.classify import Hints, RequestView, load_default_classifier, view_from_openai
 from router.classify.classifier import ARTIFACT_DIR, model_risk
 from router.classify.data import read_examples
+from router.classify.features import FeatureConfig
 from router.classify.linear import MODEL_FILE
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "datasets" / "prompts"
@@ -24,6 +25,13 @@ def test_default_classifier_is_loaded_once_and_versioned_by_content() -> None:
     clf = load_default_classifier()
     assert load_default_classifier() is clf
     assert clf.version == hashlib.sha256((ARTIFACT_DIR / MODEL_FILE).read_bytes()).hexdigest()
+
+
+def test_shipped_model_reads_the_default_window() -> None:
+    """The artifact was trained with `FeatureConfig`'s defaults (the documented
+    `train-classifier` command), so serving reads the window training read."""
+    assert load_default_classifier().model.config == FeatureConfig()
+    assert (FeatureConfig().head_chars, FeatureConfig().tail_chars) == (400, 150)
 
 
 def test_real_test_rows_are_mostly_labelled_right() -> None:

@@ -54,6 +54,8 @@ from router.slo import SloTracker
 from router.stats import LocalStatsStore, StatsConfig, StatsStore
 from router.telemetry.setup import Telemetry
 
+YOUNG_GC_THRESHOLD = 20_000  # container allocations between young-generation scans (default 700)
+
 
 def build_app(config: RuntimeConfig, classifier: Classifier,
               providers: Mapping[AdapterName, Provider], sinks: Sequence[OutcomeSink],
@@ -99,6 +101,11 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         # process: keep it out of the garbage collector's scans, whose pauses hit the tail.
         gc.collect()
         gc.freeze()
+        # A request's garbage is freed by reference counting; the young generation's scans (five
+        # a second at 200 req/s with the default threshold of 700, 0.26 ms each) mostly walk
+        # the live objects of requests in flight. A threshold far above what requests in flight
+        # hold makes those scans rare; cycles (tracebacks, tasks) are still collected.
+        gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
         refresher = asyncio.create_task(_run_refresher(store))
         slo_refresher = asyncio.create_task(slo.run_refresher())
         guard = asyncio.create_task(trials.guard()) if trials.active else None

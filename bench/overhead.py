@@ -1,12 +1,15 @@
 """Router overhead: the same open-loop load against the simulator directly and through slorouter.
 
-    python -m bench.overhead [--rates 50,200] [--duration 20] [--stream]
+    python -m bench.overhead [--rates 50,200] [--duration 20] [--repeat 3] [--stream]
                              [--adapters passthrough,litellm] [--placement apart,shared]
 
 Starts one simulator (a model with a fixed 20 ms first-token time, so every difference is the
 router's) and one slorouter process pinned to it through each adapter, then runs the same
 Poisson schedule against each target in turn and prints p50/p99 of E2E and TTFT, the overhead
-against the direct baseline, and the router's CPU time per request.
+against the direct baseline, and the router's CPU time per request. Each point is measured
+`--repeat` times (direct, then each adapter, with a new Poisson seed each time) and summarised
+by the median and the worst overhead over the repeats: on a shared VM one 20 s run's p99 moves
+by several milliseconds from run to run.
 
 Placement (`bench/procstat.py`): `apart` runs the load generator and the simulator on one core
 and slorouter on the other (the direct baseline with the same pinning), so the figures are the
@@ -76,21 +79,31 @@ def start_processes(workdir: Path) -> tuple[ManagedProcess, ManagedProcess, str,
 
 
 async def measure(name: str, url: str, model: str, rate: float, duration: float,
-                  stream: bool, cpu_pid: int | None) -> tuple[RunResult, float | None]:
+                  stream: bool, cpu_pid: int | None, seed: int = 42
+                  ) -> tuple[RunResult, float | None]:
     payload = {**PAYLOAD, "model": model, "stream": stream}
     await run_open_loop(name, url, payload, rate=min(rate, 50), duration_s=2, seed=1)  # warm-up
     cpu_before = process_cpu_s(cpu_pid) if cpu_pid else None
-    result = await run_open_loop(name, url, payload, rate=rate, duration_s=duration, seed=42)
+    result = await run_open_loop(name, url, payload, rate=rate, duration_s=duration, seed=seed)
     cpu_ms = None
     if cpu_pid and cpu_before is not None:
         cpu_ms = (process_cpu_s(cpu_pid) - cpu_before) * 1e3 / max(1, len(result.samples))
     return result, cpu_ms
 
 
-def report(rate: float, rows: list[tuple[RunResult, float | None]], placement: str) -> None:
+Rows = list[tuple[RunResult, float | None]]
+
+
+def added_ms(result: RunResult, base: RunResult) -> tuple[float, float]:
+    """Overhead of `result` against the direct baseline `base`: +E2E p50 and +E2E p99 (ms)."""
+    e2e, base_e2e = result.percentiles_ms("e2e_s"), base.percentiles_ms("e2e_s")
+    return e2e[0] - base_e2e[0], e2e[1] - base_e2e[1]
+
+
+def report(rate: float, rows: Rows, placement: str, label: str = "") -> None:
     base = rows[0][0]
     base_e2e, base_ttft = base.percentiles_ms("e2e_s"), base.percentiles_ms("ttft_s")
-    print(f"\nrate {rate:g} req/s, {base.duration_s:g} s per target; {placement}")
+    print(f"\nrate {rate:g} req/s, {base.duration_s:g} s per target{label}; {placement}")
     print(f"{'target':<22}{'sent':>6}{'err':>5}{'E2E p50':>9}{'p99':>8}{'TTFT p50':>10}"
           f"{'p99':>8}{'+E2E p50':>10}{'+p99':>8}{'+TTFT p50':>11}{'+p99':>8}{'cpu ms/req':>12}")
     for result, cpu_ms in rows:
@@ -102,6 +115,19 @@ def report(rate: float, rows: list[tuple[RunResult, float | None]], placement: s
               f"{ttft[0] - base_ttft[0]:>11.2f}{ttft[1] - base_ttft[1]:>8.2f}{cpu:>12}")
 
 
+def summarize(rate: float, repeats: list[Rows]) -> None:
+    """Median and worst overhead (and median CPU) of each gateway over the repeats."""
+    print(f"\nrate {rate:g} req/s over {len(repeats)} repeats: added E2E (ms), median [worst]")
+    for column in range(1, len(repeats[0])):
+        added = [added_ms(rows[column][0], rows[0][0]) for rows in repeats]
+        p50s, p99s = sorted(a[0] for a in added), sorted(a[1] for a in added)
+        cpus = sorted(c for rows in repeats if (c := rows[column][1]) is not None)
+        cpu = f"{cpus[len(cpus) // 2]:.2f}" if cpus else "-"
+        print(f"  {repeats[0][column][0].target:<22} +p50 {p50s[len(p50s) // 2]:6.2f} "
+              f"[{p50s[-1]:6.2f}]  +p99 {p99s[len(p99s) // 2]:6.2f} [{p99s[-1]:6.2f}]  "
+              f"cpu ms/req {cpu}")
+
+
 async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sim, router, sim_base, router_base = start_processes(Path(tmp))
@@ -110,13 +136,19 @@ async def run(args: argparse.Namespace) -> None:
                 where = (place_apart([os.getpid(), sim.pid], [router.pid])
                          if placement == "apart" else share_all([os.getpid(), sim.pid, router.pid]))
                 for rate in args.rates:
-                    rows = [await measure("direct (simulator)", f"{sim_base}/v1/chat/completions",
-                                          "bench", rate, args.duration, args.stream, None)]
-                    for adapter in args.adapters:
-                        rows.append(await measure(f"slorouter {adapter}",
-                                                  f"{router_base}/v1/chat/completions", adapter,
-                                                  rate, args.duration, args.stream, router.pid))
-                    report(rate, rows, where)
+                    repeats = []
+                    for i in range(args.repeat):
+                        seed = 42 + i
+                        rows = [await measure("direct (simulator)",
+                                              f"{sim_base}/v1/chat/completions", "bench", rate,
+                                              args.duration, args.stream, None, seed)]
+                        for adapter in args.adapters:
+                            rows.append(await measure(
+                                f"slorouter {adapter}", f"{router_base}/v1/chat/completions",
+                                adapter, rate, args.duration, args.stream, router.pid, seed))
+                        report(rate, rows, where, f", repeat {i + 1}/{args.repeat}")
+                        repeats.append(rows)
+                    summarize(rate, repeats)
         finally:
             router.stop()
             sim.stop()
@@ -127,6 +159,8 @@ def main() -> None:
     parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
                         default=[50.0, 200.0])
     parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="measure each point this many times (new seed each time)")
     parser.add_argument("--stream", action="store_true")
     parser.add_argument("--adapters", type=lambda s: s.split(","),
                         default=["passthrough", "litellm"])

@@ -5,6 +5,10 @@ schedule and the same bodies. Each request is its own task started at its arriva
 earlier requests are doing; the run is bounded by a request count and a duration. A `Sample`
 records E2E, TTFT (first *content* chunk for streams; the whole response otherwise), TPOT (from
 the stream's first and last content chunk and the usage's output tokens) and an error class.
+
+Requests go out on the pass-through adapter's HTTP/1.1 client (`router.providers.http1`): a load
+generator shares the machine with what it measures, so its own CPU per request is kept small
+(about a third of aiohttp's client), and its garbage collector is paused while a run sends.
 """
 
 from __future__ import annotations
@@ -17,11 +21,18 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-import aiohttp
 import numpy as np
 import orjson
 
 from router.loadtest.workload import PlannedRequest
+from router.providers.http1 import (
+    Http1Client,
+    HttpClientError,
+    Response,
+    Target,
+    lines,
+    request_head,
+)
 
 _CONTENT = re.compile(rb'"content":\s?"[^"]')
 _USAGE = re.compile(rb'"completion_tokens":\s?(\d+)')
@@ -78,12 +89,12 @@ def poisson_schedule(rate: float, duration_s: float, seed: int,
     return times[:max_requests] if max_requests is not None else times
 
 
-async def _read_stream(response: aiohttp.ClientResponse, started: float
+async def _read_stream(response: Response, started: float
                        ) -> tuple[float | None, float | None, int | None, str | None]:
     first = last = None
     tokens: int | None = None
     error, done = None, False
-    async for line in response.content:
+    async for line in lines(response.chunks()):
         if not line.startswith(b"data: "):
             continue
         if line.startswith(b"data: [DONE]"):
@@ -105,12 +116,15 @@ async def _read_stream(response: aiohttp.ClientResponse, started: float
     return ttft, tpot, tokens, error
 
 
-async def send_one(session: aiohttp.ClientSession, url: str, request: PlannedRequest,
-                   headers: Mapping[str, str], origin: float) -> Sample:
+async def send_one(client: Http1Client, target: Target, request: PlannedRequest,
+                   headers: Mapping[str, str], origin: float, timeout_s: float) -> Sample:
     started = time.perf_counter()
     offset = started - origin
     try:
-        async with session.post(url, data=request.body, headers=headers) as response:
+        async with asyncio.timeout(timeout_s):
+            response = await client.post(target, request_head(target, headers,
+                                                               len(request.body)),
+                                         request.body, connect_timeout_s=timeout_s)
             if response.status != 200:
                 await response.read()
                 return Sample(offset, None, time.perf_counter() - started, response.status,
@@ -125,7 +139,7 @@ async def send_one(session: aiohttp.ClientSession, url: str, request: PlannedReq
             ttft, tpot, tokens, error = await _read_stream(response, started)
             return Sample(offset, ttft, time.perf_counter() - started, 200, error, request.cls,
                           True, tpot, tokens, cache)
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+    except (TimeoutError, HttpClientError, OSError) as exc:
         return Sample(offset, None, None, 0, type(exc).__name__, request.cls, request.stream)
 
 
@@ -163,9 +177,8 @@ def _collector_paused() -> Iterator[None]:
 async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarray,
                     headers: Mapping[str, str], timeout_s: float,
                     progress: ProgressFn | None) -> tuple[list[Sample], float]:
-    connector = aiohttp.TCPConnector(limit=0, force_close=False)
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+    client, target = Http1Client(max_connections_per_origin=100_000), Target.of(url)
+    try:
         origin = time.perf_counter()
         tasks: list[asyncio.Task[Sample]] = []
         ticker = _ticker(tasks, len(schedule), origin, progress) if progress else None
@@ -173,11 +186,14 @@ async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarr
             delay = origin + float(at) - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(send_one(session, url, request, headers, origin)))
+            tasks.append(asyncio.create_task(
+                send_one(client, target, request, headers, origin, timeout_s)))
         samples = list(await asyncio.gather(*tasks))
         if ticker is not None:
             ticker.cancel()
             _report(tasks, len(schedule), origin, progress)
+    finally:
+        await client.aclose()
     return samples, time.perf_counter() - origin
 
 

@@ -341,6 +341,20 @@ class Response:
             self._connection.abort()
 
 
+async def lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Body chunks → lines without their line feed (and a last unterminated one): SSE framing."""
+    pending = b""
+    async for chunk in chunks:
+        if pending:
+            chunk = pending + chunk
+        split = chunk.split(b"\n")
+        pending = split.pop()
+        for line in split:
+            yield line
+    if pending:
+        yield pending
+
+
 class Http1Client:
     """POST over pooled keep-alive HTTP/1.1 connections, one pool per origin."""
 

@@ -16,7 +16,14 @@ import orjson
 
 from router.providers.base import Completion, StreamEvent, UpstreamCall, Usage, chunk_event
 from router.providers.errors import from_status, map_exception, parse_retry_after
-from router.providers.http1 import Http1Client, Response, ResponseBroken, Target, request_head
+from router.providers.http1 import (
+    Http1Client,
+    Response,
+    ResponseBroken,
+    Target,
+    lines,
+    request_head,
+)
 
 _DATA = b"data:"
 DEFAULT_API_BASE = "https://api.openai.com/v1"
@@ -83,23 +90,9 @@ class PassthroughProvider:
             raise map_exception(exc) from exc
 
 
-async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Body chunks → lines (without their line break); a last unterminated line too."""
-    pending = b""
-    async for chunk in chunks:
-        if pending:
-            chunk = pending + chunk
-        lines = chunk.split(b"\n")
-        pending = lines.pop()
-        for line in lines:
-            yield line
-    if pending:
-        yield pending
-
-
 async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent]:
     """Upstream SSE lines → events; a stream that ends before `[DONE]` is an error."""
-    async for line in _lines(chunks):
+    async for line in lines(chunks):
         if not line.startswith(_DATA):
             continue
         payload = line[len(_DATA):].strip()

@@ -127,7 +127,8 @@ def wilson_interval(successes: float, n: int, z: float = 1.959963984540054) -> t
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    # The interval always holds `p`; at p = 0 or 1 rounding can leave a bound a hair past it.
+    return (max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
 def bootstrap(

@@ -24,7 +24,7 @@ import asyncio
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -111,6 +111,21 @@ class _Exchange:
         """Until the next change (head, chunk, end, error)."""
         self._waiter = asyncio.get_running_loop().create_future()
         await self._waiter
+
+    async def until(self, ready: Callable[[_Exchange], bool]) -> None:
+        """Until `ready(self)`; an error that comes first is raised."""
+        while not ready(self):
+            if self.error is not None:
+                raise self.error
+            await self.wait()
+
+
+def _complete(exchange: _Exchange) -> bool:
+    return exchange.complete
+
+
+def _has_head(exchange: _Exchange) -> bool:
+    return exchange.status != 0
 
 
 class _Connection(asyncio.Protocol):
@@ -306,10 +321,7 @@ class Response:
     async def read(self) -> bytes:
         exchange = self._exchange
         try:
-            while not exchange.complete:
-                if exchange.error is not None:
-                    raise exchange.error
-                await exchange.wait()
+            await exchange.until(_complete)
         except BaseException:
             self.close()
             raise
@@ -383,10 +395,7 @@ class Http1Client:
             connection, reused = await pool.acquire(connect_timeout_s)
             exchange = connection.send(head, body)
             try:
-                while not exchange.status:
-                    if exchange.error is not None:
-                        raise exchange.error
-                    await exchange.wait()
+                await exchange.until(_has_head)
             except UpstreamUnreachable:
                 if reused and attempt == 0 and not exchange.received_any:
                     continue  # a keep-alive connection the server had closed: never saw this

@@ -17,9 +17,15 @@ prompts, and measures responsiveness two ways:
 
 The machine has 2 cores shared by the router, the simulator and this load generator, so
 stalls without CPU (preemption) are expected; the ones to fix are those the loop spent busy.
-`--offload-chars N` runs the router with `router.api.chat.OFFLOAD_PROMPT_CHARS = N` (prompts
-longer than N characters are classified in a worker thread), to compare inline and offloaded
-classification of the same prompts.
+
+**The machine's own stalls, side by side.** On a virtual machine the hypervisor can take the
+core away from a running thread for several milliseconds, and the guest counts that time as the
+thread's CPU time (no steal is reported), so a "busy" stall may be nobody's code. Before the
+scenarios, on the router's core(s), a bare process with no router code runs the same monitor in
+an idle asyncio loop for `--duration` (the `idle` line: late wake-ups of an idle core), then pure
+Python work for 5 s, counting chunks that took over 5 ms longer than the median (losses per
+busy second). Each scenario line is followed by the stalls that rate predicts for the router's
+busy time (its CPU time over the scenario, the probe's `/healthz` requests included).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import contextlib
 import gc
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +48,7 @@ import aiohttp
 import numpy as np
 
 from bench.loadgen import run_open_loop
-from bench.procstat import place_apart, share_all
+from bench.procstat import pin, place_apart, process_cpu_s, share_all
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
 CONFIG = """version: 1
@@ -57,6 +64,7 @@ TEXT = ("The committee reviewed the quarterly figures, noted a rise in logistics
         "asked the regional teams to explain the variance before the next meeting. ")
 STALL_S = 0.005
 TICK_S = 0.001
+BURN_MS = 0.5  # the machine baseline's unit of work
 
 
 # --- inside the router process -------------------------------------------------------------
@@ -131,7 +139,7 @@ def serve_instrumented(stats: Path, offload_chars: int | None, argv: Sequence[st
     LinearClassifier.classify = _timed(  # type: ignore[method-assign]
         recorder, "classify", LinearClassifier.classify)
     chat.parse_chat = _timed(recorder, "parse_chat", chat.parse_chat)
-    chat.orjson = _TimedJson(recorder)  # type: ignore[assignment]
+    chat.orjson = _TimedJson(recorder)  # type: ignore[assignment,attr-defined]
     serve = uvicorn.Server.serve
 
     async def serve_with_monitor(self: uvicorn.Server, sockets: Any = None) -> None:
@@ -160,6 +168,57 @@ class _TimedJson:
         return getattr(self._orjson, name)
 
 
+# --- the machine alone: what the core does to a loop with no router code ---------------------
+
+
+def _burn(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def _busy_losses(seconds: float, chunk: int = 20_000) -> tuple[int, float]:
+    """Run pure Python work for `seconds` in chunks of ~1-2 ms; return how many chunks took
+    over `STALL_S` longer than the median chunk (the core was taken away, or slowed, for more
+    than a stall) and the busy seconds."""
+    times: list[float] = []
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        start = time.perf_counter()
+        _burn(chunk)
+        times.append(time.perf_counter() - start)
+    median = sorted(times)[len(times) // 2]
+    return sum(1 for t in times if t - median >= STALL_S), sum(times)
+
+
+def machine_baseline(stats: Path, duration: float) -> int:
+    """The `_Recorder` monitor in a bare, idle asyncio loop for `duration`, then pure Python work
+    for 5 s: the machine's stalls while idle, and its core losses per busy second."""
+    recorder = _Recorder(stats)
+
+    async def idle() -> None:
+        monitor = asyncio.create_task(recorder.monitor())
+        await asyncio.sleep(duration)
+        monitor.cancel()
+
+    gc.disable()
+    asyncio.run(idle())
+    losses, busy_s = _busy_losses(5.0)
+    stats.write_text(json.dumps({"lags": recorder.lags, "stalls": recorder.stalls, "events": [],
+                                 "losses_per_busy_s": losses / busy_s}))
+    return 0
+
+
+def run_machine_baseline(cpus: set[int], work: Path, duration: float) -> dict[str, Any]:
+    stats = work / "machine.json"
+    proc = subprocess.Popen([PYTHON, "-m", "bench.loop_stalls", "--machine-baseline", str(stats),
+                             str(duration)])
+    pin([proc.pid], cpus)
+    proc.wait(timeout=duration + 60)
+    return _read(stats)
+
+
 # --- the load generator and the probe -------------------------------------------------------
 
 
@@ -177,7 +236,8 @@ async def probe(url: str, stop: asyncio.Event) -> list[float]:
 
 async def scenario(base: str, tokens: int, rate: float, duration: float) -> list[float]:
     prompt = (TEXT * (tokens * 4 // len(TEXT) + 1))[: tokens * 4]
-    payload = {"model": "auto", "messages": [{"role": "user", "content": prompt}]}
+    payload: dict[str, object] = {"model": "auto",
+                                  "messages": [{"role": "user", "content": prompt}]}
     stop = asyncio.Event()
     prober = asyncio.create_task(probe(f"{base}/healthz", stop))
     await run_open_loop("load", f"{base}/v1/chat/completions", payload, rate, duration)
@@ -204,16 +264,22 @@ def _attribute(stalls: list[list[float]], events: list[list[Any]]) -> dict[str, 
     return dict(sorted(out.items()))
 
 
+def _lag_columns(data: dict[str, Any], before: dict[str, Any]) -> tuple[str, list[Any]]:
+    lags = np.array(data["lags"][len(before["lags"]):] or [0.0]) * 1e3
+    stalls = data["stalls"][len(before["stalls"]):]
+    busy = [s for s in stalls if s[2] >= 0.5 * (s[1] - s[0])]
+    return (f"{np.percentile(lags, 50):>8.2f}{np.percentile(lags, 99):>8.2f}{lags.max():>8.2f}"
+            f"{len(stalls):>8}{len(busy):>6}", stalls)
+
+
 def _report(tokens: int, delays: list[float], before: dict[str, Any],
             after: dict[str, Any]) -> None:
     ms = np.array(delays) * 1e3
-    lags = np.array(after["lags"][len(before["lags"]):] or [0.0]) * 1e3
-    stalls = after["stalls"][len(before["stalls"]):]
+    columns, stalls = _lag_columns(after, before)
     events = after["events"][len(before["events"]):]
     busy = [s for s in stalls if s[2] >= 0.5 * (s[1] - s[0])]
     print(f"{tokens:>7} {len(ms):>7}{np.percentile(ms, 50):>8.2f}{np.percentile(ms, 99):>8.2f}"
-          f"{ms.max():>8.2f}  {np.percentile(lags, 50):>8.2f}{np.percentile(lags, 99):>8.2f}"
-          f"{lags.max():>8.2f}{len(stalls):>8}{len(busy):>6}")
+          f"{ms.max():>8.2f}  {columns}")
     for label, chosen in (("all", stalls), ("busy", busy)):
         if chosen:
             print(f"{'':>9}stalls > {STALL_S * 1e3:.0f} ms ({label}) overlap: "
@@ -226,6 +292,8 @@ def _report(tokens: int, delays: list[float], before: dict[str, Any],
 
 
 def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--machine-baseline":
+        sys.exit(machine_baseline(Path(sys.argv[2]), float(sys.argv[3])))
     if len(sys.argv) > 3 and sys.argv[1] == "--serve-instrumented":
         offload = None if sys.argv[3] == "default" else int(sys.argv[3])
         sys.exit(serve_instrumented(Path(sys.argv[2]), offload, sys.argv[4:]))
@@ -260,13 +328,25 @@ def main() -> None:
             print(f"{'':>15}{'probe (client side)':^24}  {'loop lag (in the router)':^40}")
             print(f"{'tokens':>7} {'probes':>7}{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}  "
                   f"{'p50 ms':>8}{'p99 ms':>8}{'max ms':>8}{'>5ms':>8}{'busy':>6}")
+            machine = run_machine_baseline(os.sched_getaffinity(router.pid), work,
+                                           args.duration)
+            columns, _ = _lag_columns(machine, {"lags": [], "stalls": []})
+            losses = machine["losses_per_busy_s"]
+            print(f"{'idle':>7} {'-':>7}{'-':>8}{'-':>8}{'-':>8}  {columns}   (the machine: a "
+                  f"bare idle loop on the router's core)")
             for tokens in (10, args.tokens):
                 time.sleep(1.0)
                 before = _read(stats)
+                cpu_before = process_cpu_s(router.pid)
                 delays = asyncio.run(scenario(f"http://127.0.0.1:{port}", tokens, args.rate,
                                               args.duration))
+                busy_s = process_cpu_s(router.pid) - cpu_before
                 time.sleep(1.0)
                 _report(tokens, delays, before, _read(stats))
+                print(f"{'':>9}the machine alone: a busy loop on this core loses it for > "
+                      f"{STALL_S * 1e3:.0f} ms {losses:.1f} times per busy second; the router "
+                      f"was busy {busy_s:.2f} s -> about {losses * busy_s:.0f} such stalls "
+                      f"expected, plus the idle line's")
         finally:
             router.stop()
             sim.stop()

@@ -22,6 +22,11 @@ Scenarios:
   (`SloTracker.refresh`, as `router/app.py` runs it; without it `penalty()` recomputes each
   deployment's penalty on the request path once a second: that is the first line's p99).
 
+The machine's own tail, side by side: on this kind of VM a fixed computation's p99 is 2-3x its
+p50 (the hypervisor takes the core away or slows it; the guest counts that as the thread's
+time). The `fixed work, same p50` line times pure Python work sized to the service loop's p50,
+in blocks alternating with it, so the scorer's p99 / p50 can be read against the machine's.
+
 Run: `.venv/bin/python bench/scoring.py [--requests N] [--rate R] [--sizes 2,10,50]`
 (`nice` it on a shared box; the calibration line tells how busy the machine was).
 """
@@ -265,12 +270,44 @@ def _alternate(make: Callable[[Impl], Callable[[], object]], n: int,
     return out
 
 
+def _burn(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def _fixed_work_like(timings: Timings, n: int, run_again: Callable[[], object],
+                     between: Callable[[], None]) -> tuple[Timings, Timings]:
+    """Pure Python work sized to `timings`' p50, timed in blocks alternating with `run_again`
+    (the measured step, timed again): the machine's tail for work of that length."""
+    target_ns = sorted(timings.wall)[len(timings.wall) // 2]
+    probe = Timings()
+    for _ in range(200):
+        _timed(lambda: _burn(10_000), probe, cpu=False)
+    iterations = max(1, int(10_000 * target_ns / sorted(probe.wall)[100]))
+    fixed, again = Timings(), Timings()
+    for block in range(max(n // BLOCK, 1) * 2):
+        for _ in range(min(BLOCK, n)):
+            if block % 2:
+                _timed(lambda: _burn(iterations), fixed, cpu=False)
+            else:
+                between()
+                _timed(run_again, again, cpu=False)
+    return fixed, again
+
+
 def _calibration() -> float:
     """Microseconds for `sum(range(1000))`: ~8-10 us on a quiet modern core; more = busy box."""
     t = Timings()
     for _ in range(2_000):
         _timed(lambda: sum(range(1000)), t, cpu=False)
     return min(t.wall) / 1e3
+
+
+def _ratio(t: Timings) -> float:
+    s = sorted(t.wall)
+    return s[int(len(s) * 0.99)] / s[len(s) // 2]
 
 
 def _print(label: str, timings: dict[str, Timings], cpu: bool = False) -> None:
@@ -294,6 +331,12 @@ def _run_size(k: int, n: int, rate: float) -> float | None:
     if k != 10:
         gc.unfreeze()
         return None
+    fixed, again = _fixed_work_like(loop[CURRENT.name], n, sc.read(CURRENT),
+                                    lambda: sc.between_requests(rate))
+    print(f"  {'same, service loop (again)':38s} {'current':8s} {again.line()}  "
+          f"p99/p50 {_ratio(again):.2f}")
+    print(f"  {'fixed work, same p50 (the machine)':38s} {'':8s} {fixed.line()}  "
+          f"p99/p50 {_ratio(fixed):.2f}")
     _print("StatsRanker.rank(), service loop",
            _alternate(sc.ranked, n, lambda: sc.between_requests(rate)))
     _print("  same, SLO penalties in background",

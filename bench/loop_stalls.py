@@ -48,6 +48,7 @@ import aiohttp
 import numpy as np
 
 from bench.loadgen import run_open_loop
+from bench.machine import core_losses, iterations_per_ms
 from bench.procstat import pin, place_apart, process_cpu_s, share_all
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
@@ -171,27 +172,6 @@ class _TimedJson:
 # --- the machine alone: what the core does to a loop with no router code ---------------------
 
 
-def _burn(n: int) -> int:
-    total = 0
-    for i in range(n):
-        total += i
-    return total
-
-
-def _busy_losses(seconds: float, chunk: int = 20_000) -> tuple[int, float]:
-    """Run pure Python work for `seconds` in chunks of ~1-2 ms; return how many chunks took
-    over `STALL_S` longer than the median chunk (the core was taken away, or slowed, for more
-    than a stall) and the busy seconds."""
-    times: list[float] = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        start = time.perf_counter()
-        _burn(chunk)
-        times.append(time.perf_counter() - start)
-    median = sorted(times)[len(times) // 2]
-    return sum(1 for t in times if t - median >= STALL_S), sum(times)
-
-
 def machine_baseline(stats: Path, duration: float) -> int:
     """The `_Recorder` monitor in a bare, idle asyncio loop for `duration`, then pure Python work
     for 5 s: the machine's stalls while idle, and its core losses per busy second."""
@@ -204,7 +184,7 @@ def machine_baseline(stats: Path, duration: float) -> int:
 
     gc.disable()
     asyncio.run(idle())
-    losses, busy_s = _busy_losses(5.0)
+    losses, busy_s = core_losses(5.0, iterations_per_ms())
     stats.write_text(json.dumps({"lags": recorder.lags, "stalls": recorder.stalls, "events": [],
                                  "losses_per_busy_s": losses / busy_s}))
     return 0

@@ -27,7 +27,7 @@ p50 (the hypervisor takes the core away or slows it; the guest counts that as th
 time). The `fixed work, same p50` line times pure Python work sized to the service loop's p50,
 in blocks alternating with it, so the scorer's p99 / p50 can be read against the machine's.
 
-Run: `.venv/bin/python bench/scoring.py [--requests N] [--rate R] [--sizes 2,10,50]`
+Run: `.venv/bin/python -m bench.scoring [--requests N] [--rate R] [--sizes 2,10,50]`
 (`nice` it on a shared box; the calibration line tells how busy the machine was).
 """
 
@@ -46,6 +46,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import router.feedback as feedback
+from bench.machine import burn
 from policies.eligibility import RequestFacts, Verdict
 from policies.schema import SloSpec, TaskPolicy
 from router.runtime_config import RuntimeConfig
@@ -270,13 +271,6 @@ def _alternate(make: Callable[[Impl], Callable[[], object]], n: int,
     return out
 
 
-def _burn(n: int) -> int:
-    total = 0
-    for i in range(n):
-        total += i
-    return total
-
-
 def _fixed_work_like(timings: Timings, n: int, run_again: Callable[[], object],
                      between: Callable[[], None]) -> tuple[Timings, Timings]:
     """Pure Python work sized to `timings`' p50, timed in blocks alternating with `run_again`
@@ -284,13 +278,13 @@ def _fixed_work_like(timings: Timings, n: int, run_again: Callable[[], object],
     target_ns = sorted(timings.wall)[len(timings.wall) // 2]
     probe = Timings()
     for _ in range(200):
-        _timed(lambda: _burn(10_000), probe, cpu=False)
+        _timed(lambda: burn(10_000), probe, cpu=False)
     iterations = max(1, int(10_000 * target_ns / sorted(probe.wall)[100]))
     fixed, again = Timings(), Timings()
     for block in range(max(n // BLOCK, 1) * 2):
         for _ in range(min(BLOCK, n)):
             if block % 2:
-                _timed(lambda: _burn(iterations), fixed, cpu=False)
+                _timed(lambda: burn(iterations), fixed, cpu=False)
             else:
                 between()
                 _timed(run_again, again, cpu=False)

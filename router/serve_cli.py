@@ -139,9 +139,12 @@ def _defaults_dir() -> Path:
 def _run(app: Any, host: str, port: int, log_level: str) -> None:
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, loop="uvloop", http="httptools",
-                access_log=False, log_config=None, log_level=log_level, lifespan="on",
-                timeout_graceful_shutdown=10)
+    from router.quiet_server import QuietServer
+
+    config = uvicorn.Config(app, host=host, port=port, loop="uvloop", http="httptools",
+                            access_log=False, log_config=None, log_level=log_level,
+                            lifespan="on", timeout_graceful_shutdown=10)
+    QuietServer(config).run()
 
 
 def _stop(proc: subprocess.Popen[bytes] | None) -> None:

@@ -97,6 +97,11 @@ class ManagedProcess:
         assert self._proc is not None
         return self._proc.pid
 
+    def wait(self, timeout_s: float) -> int:
+        """The exit code, waiting up to `timeout_s` (raises `subprocess.TimeoutExpired`)."""
+        assert self._proc is not None
+        return self._proc.wait(timeout=timeout_s)
+
     def kill(self) -> None:
         """SIGKILL the process group at once (for crash tests)."""
         if self._proc is not None and self._proc.poll() is None:

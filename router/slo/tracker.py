@@ -88,6 +88,7 @@ class SloTracker:
         self._series: dict[SeriesKey, RollingCounts] = {}
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
+        self._parked: asyncio.Event | None = None  # set by the next read while the refresher idles
 
     def _add(self, key: SeriesKey, obs: Observation, targets: SloTargets) -> None:
         series = self._series.get(key)
@@ -141,6 +142,8 @@ class SloTracker:
         """Demotion penalty in [0, 1] that the scorer reads for this deployment x task."""
         key = (task, deployment)
         self._read.add(key)
+        if self._parked is not None:
+            self._parked.set()
         cached = self._penalties.get(key)
         if cached is not None and now - cached[0] < self.config.refresh_s:
             return cached[1]
@@ -158,8 +161,17 @@ class SloTracker:
                 self._penalties[key] = (now, self._penalty_of(key, now))
 
     async def run_refresher(self) -> None:
-        """`refresh` every half `refresh_s` forever (run as a task; cancel to stop)."""
+        """`refresh` every half `refresh_s` while requests read penalties (run as a task; cancel
+        to stop). When a pass finds nothing read since the last one it waits for the next read
+        instead of waking twice a second in an idle process (that read computes its penalty
+        inline, as without a refresher)."""
         while True:
+            if not self._read:
+                self._parked = asyncio.Event()
+                try:
+                    await self._parked.wait()
+                finally:
+                    self._parked = None
             self.refresh(self._clock())
             await asyncio.sleep(self.config.refresh_s / 2)
 

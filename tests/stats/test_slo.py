@@ -149,3 +149,32 @@ async def test_background_refresh_recomputes_only_what_requests_read() -> None:
     await asyncio.sleep(0.05)  # later passes: nothing read, nothing computed
     task.cancel()
     assert computed == [("chat", "a"), ("chat", "a")]
+
+
+async def test_refresher_waits_while_nothing_is_read_and_resumes_on_the_next_read() -> None:
+    """An idle tracker's refresher parks (no wake-ups twice a second in an idle process); the
+    next `penalty()` read wakes it and the passes resume."""
+    import asyncio
+
+    tracker = SloTracker({"chat": CHAT}, SloConfig(refresh_s=0.02))
+    passes: list[float] = []
+    original = tracker.refresh
+
+    def counting(now: float) -> None:
+        passes.append(now)
+        original(now)
+
+    tracker.refresh = counting  # type: ignore[method-assign]
+    task = asyncio.create_task(tracker.run_refresher())
+    try:
+        await asyncio.sleep(0.2)  # nothing read: no pass at all (not ten)
+        assert passes == []
+        tracker.penalty("a", "chat", 0.0)
+        await asyncio.sleep(0.005)
+        assert len(passes) == 1  # woken by the read
+        for _ in range(5):  # reads keep coming: a pass every refresh_s / 2
+            tracker.penalty("a", "chat", 0.0)
+            await asyncio.sleep(0.011)
+        assert len(passes) >= 2
+    finally:
+        task.cancel()

@@ -58,16 +58,16 @@ def _scheduled_in(pid: int) -> int:
 
 def test_an_idle_router_wakes_a_few_times_a_second_not_ten(tmp_path: Path) -> None:
     """uvicorn's own loop ticks ten times a second; slorouter's ticks once (router/quiet_server.py)
-    and its refreshers park when nothing is read, so an idle router is woken rarely (each wake-up
-    costs an idle core about 0.2 ms of CPU on a VM). Counted over 4 s: the SLO refresher (2/s)
-    and the tick (1/s) are expected, a 10/s poller is not."""
+    and its refreshers (statistics, SLO penalties) park when nothing is read, so an idle router
+    is woken about once a second (each wake-up costs an idle core 0.2-0.7 ms of CPU on a VM).
+    Counted over 4 s (margin for a preempted tick): a poller at 2/s or more fails it."""
     router = start_router(tmp_path, CONFIG)
     try:
         time.sleep(1.0)  # let start-up work settle
         before = _scheduled_in(router.proc.pid)
         time.sleep(4.0)
         wakes_per_s = (_scheduled_in(router.proc.pid) - before) / 4.0
-        assert wakes_per_s < 6.0, wakes_per_s
+        assert wakes_per_s < 2.5, wakes_per_s
     finally:
         router.stop()
 

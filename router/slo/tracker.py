@@ -10,6 +10,7 @@ reads `penalty(deployment, task, now)`: a dict look-up, recomputed per series at
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -88,7 +89,7 @@ class SloTracker:
         self._series: dict[SeriesKey, RollingCounts] = {}
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
-        self._parked: asyncio.Event | None = None  # set by the next read while the refresher idles
+        self._parked: asyncio.Event | None = None  # set by the next event while the refresher waits
 
     def _add(self, key: SeriesKey, obs: Observation, targets: SloTargets) -> None:
         series = self._series.get(key)
@@ -96,6 +97,8 @@ class SloTracker:
             horizon = max(self.config.windows_s)
             series = self._series[key] = RollingCounts(horizon, self.config.resolution_s)
         series.add(obs.t, event_deltas(obs, targets))
+        if self._parked is not None:
+            self._parked.set()
 
     def record_request(self, obs: Observation) -> None:
         """Count one answered (or failed) request against its task's SLO."""
@@ -142,8 +145,6 @@ class SloTracker:
         """Demotion penalty in [0, 1] that the scorer reads for this deployment x task."""
         key = (task, deployment)
         self._read.add(key)
-        if self._parked is not None:
-            self._parked.set()
         cached = self._penalties.get(key)
         if cached is not None and now - cached[0] < self.config.refresh_s:
             return cached[1]
@@ -161,19 +162,26 @@ class SloTracker:
                 self._penalties[key] = (now, self._penalty_of(key, now))
 
     async def run_refresher(self) -> None:
-        """`refresh` every half `refresh_s` while requests read penalties (run as a task; cancel
-        to stop). When a pass finds nothing read since the last one it waits for the next read
-        instead of waking twice a second in an idle process (that read computes its penalty
-        inline, as without a refresher)."""
+        """`refresh` after new events, at most every half `refresh_s` (run as a task; cancel to
+        stop). It waits for the next recorded event rather than for a timer: events are recorded
+        once an answer is on its way, so on a quiet service the pass runs in the same wake-up as
+        the request that recorded, and an idle process is not woken at all. A penalty whose
+        cache has expired meanwhile is computed by the read that needs it (as without a
+        refresher)."""
+        loop = asyncio.get_running_loop()
+        spacing = self.config.refresh_s / 2
+        last = -math.inf
         while True:
-            if not self._read:
-                self._parked = asyncio.Event()
-                try:
-                    await self._parked.wait()
-                finally:
-                    self._parked = None
+            self._parked = asyncio.Event()
+            try:
+                await self._parked.wait()
+            finally:
+                self._parked = None
+            wait = last + spacing - loop.time()
+            if wait > 0.0:
+                await asyncio.sleep(wait)
+            last = loop.time()
             self.refresh(self._clock())
-            await asyncio.sleep(self.config.refresh_s / 2)
 
     def snapshot(self, now: float | None = None) -> SloSnapshot:
         """The state of every task's SLO, as `GET /v1/slo` returns it."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+import time
 
 import orjson
 import pytest
@@ -129,7 +131,8 @@ def test_demotion_can_be_limited_to_availability() -> None:
 
 
 async def test_background_refresh_recomputes_only_what_requests_read() -> None:
-    """Keys read since the last pass are recomputed in the background; an idle tracker is not."""
+    """After new events, keys read since the last pass are recomputed in the background; keys
+    nobody read are not, and with no new events there is no pass."""
     import asyncio
 
     tracker = SloTracker({"chat": CHAT}, SloConfig(refresh_s=0.02))
@@ -144,37 +147,45 @@ async def test_background_refresh_recomputes_only_what_requests_read() -> None:
     tracker.penalty("a", "chat", 0.0)  # the read computes it (nothing cached yet)
     assert computed == [("chat", "a")]
     task = asyncio.create_task(tracker.run_refresher())
-    await asyncio.sleep(0.005)  # first pass: recomputes the key read above
+    await asyncio.sleep(0.005)
+    assert computed == [("chat", "a")]  # no new event: no pass
+    tracker.record_attempt(_obs("b", 0.2, time.time()))  # an event (on a key nobody read)
+    await asyncio.sleep(0.005)  # one pass: recomputes the key read above, not "b"
     assert computed == [("chat", "a"), ("chat", "a")]
-    await asyncio.sleep(0.05)  # later passes: nothing read, nothing computed
+    tracker.record_attempt(_obs("b", 0.2, time.time()))
+    await asyncio.sleep(0.05)  # a pass, but nothing was read since the last: nothing computed
     task.cancel()
     assert computed == [("chat", "a"), ("chat", "a")]
 
 
-async def test_refresher_waits_while_nothing_is_read_and_resumes_on_the_next_read() -> None:
-    """An idle tracker's refresher parks (no wake-ups twice a second in an idle process); the
-    next `penalty()` read wakes it and the passes resume."""
+async def test_refresher_sleeps_until_an_event_and_spaces_its_passes() -> None:
+    """An idle tracker's refresher never wakes (no timer); a recorded event wakes it at once
+    (on a quiet service, in the same wake-up); while events keep coming, passes are at least
+    `refresh_s / 2` apart."""
     import asyncio
 
-    tracker = SloTracker({"chat": CHAT}, SloConfig(refresh_s=0.02))
+    tracker = SloTracker({"chat": CHAT}, SloConfig(refresh_s=0.04))
     passes: list[float] = []
     original = tracker.refresh
 
     def counting(now: float) -> None:
-        passes.append(now)
+        passes.append(time.perf_counter())
         original(now)
 
     tracker.refresh = counting  # type: ignore[method-assign]
     task = asyncio.create_task(tracker.run_refresher())
     try:
-        await asyncio.sleep(0.2)  # nothing read: no pass at all (not ten)
+        await asyncio.sleep(0.2)  # nothing recorded: no pass at all
         assert passes == []
-        tracker.penalty("a", "chat", 0.0)
-        await asyncio.sleep(0.005)
-        assert len(passes) == 1  # woken by the read
-        for _ in range(5):  # reads keep coming: a pass every refresh_s / 2
-            tracker.penalty("a", "chat", 0.0)
-            await asyncio.sleep(0.011)
-        assert len(passes) >= 2
+        tracker.record_attempt(_obs("a", 0.2, time.time()))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert len(passes) == 1  # woken by the event, no timer in between
+        for _ in range(10):  # events every 5 ms for 50 ms
+            tracker.record_attempt(_obs("a", 0.2, time.time()))
+            await asyncio.sleep(0.005)
+        assert 2 <= len(passes) < 11  # not one per event
+        gaps = [b - a for a, b in itertools.pairwise(passes)]
+        assert min(gaps) >= 0.019  # spaced by refresh_s / 2
     finally:
         task.cancel()

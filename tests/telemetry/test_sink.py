@@ -8,16 +8,21 @@ from router.telemetry.settings import TelemetrySettings
 from tests.telemetry.helpers import in_memory_telemetry, streamed_with_retry
 
 
-async def test_record_on_a_running_loop_only_queues_until_flush() -> None:
-    """Inside the event loop, `record` defers the work to a later loop callback."""
+async def test_record_on_a_running_loop_only_queues_and_flushes_are_spaced() -> None:
+    """Inside the event loop, `record` defers the work to a later loop callback: on a quiet
+    service the next one (the same wake-up), then at most one flush per `flush_delay_s` while
+    outcomes keep coming, so a busy service batches them."""
     telemetry, exporter = in_memory_telemetry(TelemetrySettings(flush_delay_s=3600))
-    outcome, _ = streamed_with_retry()
-    telemetry.sink.record(outcome)
+    telemetry.sink.record(streamed_with_retry()[0])
+    assert len(exporter.get_finished_spans()) == 0  # nothing done inline
     await asyncio.sleep(0)
+    assert len(exporter.get_finished_spans()) == 8  # flushed as soon as the loop was free
+    telemetry.sink.record(streamed_with_retry()[0])  # within flush_delay_s of that flush
+    await asyncio.sleep(0.01)
     queued = len(exporter.get_finished_spans())
     processed = telemetry.sink.flush()
-    assert (queued, processed) == (0, 1)
-    assert len(exporter.get_finished_spans()) == 8
+    assert (queued, processed) == (8, 1)  # it waited for the delay
+    assert len(exporter.get_finished_spans()) == 16
 
 
 async def test_full_queue_drops_and_counts_instead_of_growing() -> None:

@@ -28,6 +28,7 @@ from router.classify.classifier import load_default_classifier
 from router.classify.data import Example, read_examples
 from router.classify.features import FeatureConfig, feature_parts, shape_tokens
 from router.classify.linear import Head, LinearModel
+from router.classify.scan import SCAN_MIN_CHARS
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "datasets" / "prompts"
 
@@ -152,7 +153,7 @@ def test_rules_match_the_plain_loops_on_rows(rows: list[Example]) -> None:
     for example in rows:
         text = example.view.messages[-1][1]
         assert detectors.is_regulated_advice(text) == _advice_reference(text)
-        if len(text) < detectors.SCAN_MIN_CHARS:
+        if len(text) < SCAN_MIN_CHARS:
             assert detectors.has_jailbreak_phrase(text) == _jailbreak_reference(text)
 
 

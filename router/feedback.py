@@ -61,11 +61,14 @@ class HedgeDelays:
     min_observations: float = 20.0
 
     def __call__(self, deployment: str, task: Task, prompt_tokens: int) -> float | None:
-        value, weight = self.store.ttft_quantile(deployment, task, self.percentile)
-        if value is None or weight < self.min_observations:
+        # Both levels from one read of the sketch (one sort of its buckets), in ascending order.
+        above = self.percentile >= 0.5
+        levels = (0.5, self.percentile) if above else (self.percentile, 0.5)
+        found, weight = self.store.ttft_quantiles(deployment, task, levels)
+        if found is None or weight < self.min_observations:
             return None
-        median, _ = self.store.ttft_quantile(deployment, task, 0.5)
-        return value if median is None else min(value, self.max_median_ratio * median)
+        median, value = found if above else (found[1], found[0])
+        return min(value, self.max_median_ratio * median)
 
 
 @dataclass

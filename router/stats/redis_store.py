@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -91,6 +91,10 @@ class RedisStatsStore:
 
     def ttft_quantile(self, deployment: str, task: Task, q: float) -> tuple[float | None, float]:
         return self.local.ttft_quantile(deployment, task, q)
+
+    def ttft_quantiles(self, deployment: str, task: Task,
+                       qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]:
+        return self.local.ttft_quantiles(deployment, task, qs)
 
     def refresh(self) -> int:
         return self.local.refresh()

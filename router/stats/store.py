@@ -14,7 +14,7 @@ import asyncio
 import math
 import time
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
@@ -126,6 +126,8 @@ class StatsStore(Protocol):
     def task_summary(self, task: Task) -> KeySummary | None: ...
     def ttft_quantile(self, deployment: str, task: Task,
                       q: float) -> tuple[float | None, float]: ...
+    def ttft_quantiles(self, deployment: str, task: Task,
+                       qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]: ...
     @property
     def healthy(self) -> bool: ...
     def status(self) -> StoreStatus: ...
@@ -215,11 +217,18 @@ class LocalStatsStore:
         """This replica's decayed TTFT at any quantile `q` for deployment x task, and how many
         (decayed) successes back it. Read from the sketch itself, so a level between the
         summaries' fixed ones (e.g. a hedge trigger at p88) sees a bimodal tail as it is."""
+        found, weight = self.ttft_quantiles(deployment, task, (q,))
+        return (None if found is None else found[0]), weight
+
+    def ttft_quantiles(self, deployment: str, task: Task,
+                       qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]:
+        """`ttft_quantile` at several ascending levels `qs` from one pass over the sketch (one
+        sort of its buckets, however many levels): the values (None without data) and weight."""
         state = self._own.get((deployment, task, ANY_BUCKET))
         if state is None:
             return None, 0.0
         sketch = state.sketches["ttft"]
-        return sketch.quantile(q), sketch.count(self._clock())
+        return sketch.quantiles(qs), sketch.count(self._clock())
 
     def task_summary(self, task: Task) -> KeySummary | None:
         """Task-wide summary across deployments (output tokens, cached answers)."""

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from router.execution.attempt import AttemptRecord
 from router.feedback import StatsSink
 from router.outcomes import Outcome
@@ -64,3 +67,34 @@ def test_hedge_delay_is_capped_at_a_multiple_of_the_median_when_the_tail_weighs_
     assert delay is not None and 0.25 < delay < 0.35
     uncapped = HedgeDelays(store, percentile=0.5, max_median_ratio=3.0)("d", "chat", 10)
     assert uncapped is not None and uncapped < 0.15  # below the cap, the percentile rules
+
+
+@settings(max_examples=60, deadline=None)
+@given(ttfts=st.lists(st.floats(0.001, 5.0), min_size=1, max_size=80),
+       percentile=st.floats(0.01, 0.99), ratio=st.floats(1.01, 10.0))
+def test_hedge_delay_reads_both_levels_in_one_pass_with_the_same_answer(
+        ttfts: list[float], percentile: float, ratio: float) -> None:
+    """`HedgeDelays` reads the percentile and the median from one `ttft_quantiles` call (one
+    sort of the sketch); the delay is what the two separate `ttft_quantile` reads gave, for
+    percentiles above and below the median."""
+    from router.feedback import HedgeDelays
+    from router.stats import Observation
+
+    now = time.time()
+    store = LocalStatsStore(StatsConfig(), clock=lambda: now)  # weights read at one time
+    for ttft in ttfts:
+        store.record(Observation(deployment="d", task="chat", prompt_tokens=10,
+                                 output_tokens=5, ttft_s=ttft, tpot_s=0.01, e2e_s=ttft + 0.05,
+                                 queue_s=0.0, error=None, cached=False, t=now))
+    value, weight = store.ttft_quantile("d", "chat", percentile)
+    median, _ = store.ttft_quantile("d", "chat", 0.5)
+    levels = sorted((percentile, 0.5))
+    both, both_weight = store.ttft_quantiles("d", "chat", levels)
+    assert both is not None and value is not None and median is not None
+    assert dict(zip(levels, both, strict=True)) == {percentile: value, 0.5: median}
+    assert both_weight == weight
+    delays = HedgeDelays(store, percentile=percentile, max_median_ratio=ratio,
+                         min_observations=1.0)
+    expected = min(value, ratio * median) if weight >= 1.0 else None
+    assert delays("d", "chat", 10) == expected
+    assert HedgeDelays(store, percentile=percentile)("none", "chat", 10) is None

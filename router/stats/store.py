@@ -155,7 +155,7 @@ class LocalStatsStore:
         self._unpushed: set[StatKey] = set()
         self._in_flight = InFlight()
         self._refreshed_at: float | None = None
-        self._parked: asyncio.Event | None = None  # set by the next read while the refresher idles
+        self._parked: asyncio.Event | None = None  # set by the next change: the refresher waits
 
     # -- writes (execution layer, in `finally`) ------------------------------------------------
     def begin(self, deployment: str, t: float) -> int:
@@ -177,6 +177,8 @@ class LocalStatsStore:
             state.record(obs)
             self._dirty.add(key)
             self._unpushed.add(key)
+        if self._parked is not None:
+            self._parked.set()
 
     def _new_state(self, key: StatKey) -> KeyState:
         with_model = key[0] != ANY and key[1] == ANY
@@ -198,8 +200,6 @@ class LocalStatsStore:
                 or (levels[1] and not self._dirty.isdisjoint(levels[1]))):
             levels = self._read_levels(bucket_key, now)
         self._levels_read.add(bucket_key)
-        if self._parked is not None:
-            self._parked.set()
         flight = self._in_flight.view(deployment)
         count = flight[0]
         if self._remote_in_flight:
@@ -242,8 +242,6 @@ class LocalStatsStore:
                 cached is None or not now - cached.at < self.config.max_staleness_s):
             cached = self._stale_read(key, cached, now)
         self._wanted.add(key)
-        if self._parked is not None:
-            self._parked.set()
         return cached
 
     def _stale_read(self, key: StatKey, cached: KeySummary | None,
@@ -289,20 +287,26 @@ class LocalStatsStore:
         return read
 
     async def run_refresher(self) -> None:
-        """Refresh every `refresh_interval_s` while decisions read (run as a task; cancel to
-        stop). After an interval in which nothing was read it waits for the next read instead:
-        a refresh then has nothing to do, and an idle process need not wake ten times a second
-        (the first reads after the pause recompute what they need, as without a refresher)."""
+        """Refresh after changes, at most every `refresh_interval_s` (run as a task; cancel to
+        stop). It waits for the next change (a recorded observation, another replica's state)
+        rather than for a timer: observations are recorded once an answer is on its way, so on
+        a quiet service the refresh runs in the same wake-up as the request that recorded, and
+        an idle process is not woken at all (reads after a pause recompute what they need, as
+        without a refresher)."""
+        loop = asyncio.get_running_loop()
+        interval = self.config.refresh_interval_s
+        last = -math.inf
         while True:
-            self.refresh()
-            if self._recent:
-                await asyncio.sleep(self.config.refresh_interval_s)
-                continue
             self._parked = asyncio.Event()
             try:
                 await self._parked.wait()
             finally:
                 self._parked = None
+            wait = last + interval - loop.time()
+            if wait > 0.0:
+                await asyncio.sleep(wait)
+            last = loop.time()
+            self.refresh()
 
     def _recompute(self, key: StatKey, now: float) -> KeySummary | None:
         self._dirty.discard(key)
@@ -387,3 +391,5 @@ class LocalStatsStore:
             else:
                 self._remote_merged[key] = merged
             self._dirty.add(key)
+        if self._parked is not None:
+            self._parked.set()

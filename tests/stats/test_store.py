@@ -253,16 +253,32 @@ class _CountingStore(LocalStatsStore):
         return super().refresh()
 
 
-async def test_refresher_waits_for_reads_while_idle_and_resumes_on_the_next_one() -> None:
-    store = _CountingStore(StatsConfig(refresh_interval_s=0.01))
-    store.record(_ok("a", 0.2, time.time()))
+async def test_refresher_sleeps_until_a_change_and_spaces_its_passes() -> None:
+    """No timer: an idle store's refresher never wakes, however much is read; a recorded
+    observation wakes it at once (on a quiet service, in the wake-up of the request that
+    recorded); while observations keep coming, refreshes are `refresh_interval_s` apart; another
+    replica's state wakes it too."""
+    store = _CountingStore(StatsConfig(refresh_interval_s=0.02))
     refresher = asyncio.create_task(store.run_refresher())
     try:
-        await asyncio.sleep(0.2)  # nothing read: one pass, then it waits (not 20 passes)
-        idle = store.refreshes
-        store.view("a", "chat", 100)
-        await asyncio.sleep(0.05)  # a read: passes every interval again
-        assert idle <= 2
-        assert store.refreshes >= idle + 2
+        for _ in range(20):  # reads alone: nothing changed, nothing to refresh
+            store.view("a", "chat", 100)
+            await asyncio.sleep(0.005)
+        assert store.refreshes == 0
+        store.record(_ok("a", 0.2, time.time()))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert store.refreshes == 1  # at once, no timer in between
+        started = time.perf_counter()
+        for _ in range(10):  # an observation every 5 ms
+            store.record(_ok("a", 0.2, time.time()))
+            await asyncio.sleep(0.005)
+        elapsed = time.perf_counter() - started
+        assert 2 <= store.refreshes <= 2 + elapsed / 0.02  # spaced, not one per observation
+        await asyncio.sleep(0.05)  # the last observations' refresh, then quiet
+        before = store.refreshes
+        store.update_remote("replica-2", {}, {"a": 1})
+        await asyncio.sleep(0.01)
+        assert store.refreshes == before + 1
     finally:
         refresher.cancel()

@@ -162,12 +162,11 @@ class SloTracker:
                 self._penalties[key] = (now, self._penalty_of(key, now))
 
     async def run_refresher(self) -> None:
-        """`refresh` after new events, at most every half `refresh_s` (run as a task; cancel to
-        stop). It waits for the next recorded event rather than for a timer: events are recorded
-        once an answer is on its way, so on a quiet service the pass runs in the same wake-up as
-        the request that recorded, and an idle process is not woken at all. A penalty whose
-        cache has expired meanwhile is computed by the read that needs it (as without a
-        refresher)."""
+        """`refresh` at the first recorded event at least `refresh_s / 2` after the previous
+        pass (run as a task; cancel to stop). It never runs on a timer: events are recorded once
+        an answer is on its way, so the pass rides on the wake-up of the request that recorded,
+        and an idle process is not woken at all. A penalty whose cache has expired meanwhile is
+        computed by the read that needs it (as without a refresher)."""
         loop = asyncio.get_running_loop()
         spacing = self.config.refresh_s / 2
         last = -math.inf
@@ -177,11 +176,9 @@ class SloTracker:
                 await self._parked.wait()
             finally:
                 self._parked = None
-            wait = last + spacing - loop.time()
-            if wait > 0.0:
-                await asyncio.sleep(wait)
-            last = loop.time()
-            self.refresh(self._clock())
+            if loop.time() - last >= spacing:
+                last = loop.time()
+                self.refresh(self._clock())
 
     def snapshot(self, now: float | None = None) -> SloSnapshot:
         """The state of every task's SLO, as `GET /v1/slo` returns it."""

@@ -287,12 +287,14 @@ class LocalStatsStore:
         return read
 
     async def run_refresher(self) -> None:
-        """Refresh after changes, at most every `refresh_interval_s` (run as a task; cancel to
-        stop). It waits for the next change (a recorded observation, another replica's state)
-        rather than for a timer: observations are recorded once an answer is on its way, so on
-        a quiet service the refresh runs in the same wake-up as the request that recorded, and
-        an idle process is not woken at all (reads after a pause recompute what they need, as
-        without a refresher)."""
+        """Refresh at the first change (a recorded observation, another replica's state) at
+        least `refresh_interval_s` after the previous refresh (run as a task; cancel to stop).
+        It never runs on a timer: observations are recorded once an answer is on its way, so
+        the refresh rides on the wake-up of the request that recorded, and an idle process is
+        not woken at all. Changes that come sooner wait for the next one; if none comes, reads
+        recompute a changed summary once it is older than `max_staleness_s` (as without a
+        refresher), so a decision misses at most the last interval's observations for at most
+        that long."""
         loop = asyncio.get_running_loop()
         interval = self.config.refresh_interval_s
         last = -math.inf
@@ -302,11 +304,9 @@ class LocalStatsStore:
                 await self._parked.wait()
             finally:
                 self._parked = None
-            wait = last + interval - loop.time()
-            if wait > 0.0:
-                await asyncio.sleep(wait)
-            last = loop.time()
-            self.refresh()
+            if loop.time() - last >= interval:
+                last = loop.time()
+                self.refresh()
 
     def _recompute(self, key: StatKey, now: float) -> KeySummary | None:
         self._dirty.discard(key)

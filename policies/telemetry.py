@@ -26,7 +26,7 @@ class TelemetrySettings(BaseModel):
     sample_ratio: float = Field(default=0.1, ge=0.0, le=1.0)  # for new roots; see docs
     prometheus: bool = True
     metrics_export_interval_s: float = Field(default=15.0, gt=0)
-    flush_delay_s: float = Field(default=0.05, ge=0)
+    flush_delay_s: float = Field(default=0.05, ge=0)  # least time between two queue flushes
     queue_max: int = Field(default=20_000, ge=1)
     capture_content_tenants: frozenset[str] = frozenset()
 

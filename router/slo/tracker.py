@@ -90,6 +90,7 @@ class SloTracker:
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
         self._parked: asyncio.Event | None = None  # set by the next event while the refresher waits
+        self._pass_due = -math.inf  # clock time from which an event wakes the refresher
 
     def _add(self, key: SeriesKey, obs: Observation, targets: SloTargets) -> None:
         series = self._series.get(key)
@@ -97,7 +98,7 @@ class SloTracker:
             horizon = max(self.config.windows_s)
             series = self._series[key] = RollingCounts(horizon, self.config.resolution_s)
         series.add(obs.t, event_deltas(obs, targets))
-        if self._parked is not None:
+        if self._parked is not None and self._clock() >= self._pass_due:
             self._parked.set()
 
     def record_request(self, obs: Observation) -> None:
@@ -167,18 +168,15 @@ class SloTracker:
         an answer is on its way, so the pass rides on the wake-up of the request that recorded,
         and an idle process is not woken at all. A penalty whose cache has expired meanwhile is
         computed by the read that needs it (as without a refresher)."""
-        loop = asyncio.get_running_loop()
-        spacing = self.config.refresh_s / 2
-        last = -math.inf
         while True:
             self._parked = asyncio.Event()
             try:
                 await self._parked.wait()
             finally:
                 self._parked = None
-            if loop.time() - last >= spacing:
-                last = loop.time()
-                self.refresh(self._clock())
+            now = self._clock()
+            self._pass_due = now + self.config.refresh_s / 2
+            self.refresh(now)
 
     def snapshot(self, now: float | None = None) -> SloSnapshot:
         """The state of every task's SLO, as `GET /v1/slo` returns it."""

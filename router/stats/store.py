@@ -156,6 +156,7 @@ class LocalStatsStore:
         self._in_flight = InFlight()
         self._refreshed_at: float | None = None
         self._parked: asyncio.Event | None = None  # set by the next change: the refresher waits
+        self._refresh_due = -math.inf  # clock time from which a change wakes the refresher
 
     # -- writes (execution layer, in `finally`) ------------------------------------------------
     def begin(self, deployment: str, t: float) -> int:
@@ -177,7 +178,7 @@ class LocalStatsStore:
             state.record(obs)
             self._dirty.add(key)
             self._unpushed.add(key)
-        if self._parked is not None:
+        if self._parked is not None and self._clock() >= self._refresh_due:
             self._parked.set()
 
     def _new_state(self, key: StatKey) -> KeyState:
@@ -295,18 +296,14 @@ class LocalStatsStore:
         recompute a changed summary once it is older than `max_staleness_s` (as without a
         refresher), so a decision misses at most the last interval's observations for at most
         that long."""
-        loop = asyncio.get_running_loop()
-        interval = self.config.refresh_interval_s
-        last = -math.inf
         while True:
             self._parked = asyncio.Event()
             try:
                 await self._parked.wait()
             finally:
                 self._parked = None
-            if loop.time() - last >= interval:
-                last = loop.time()
-                self.refresh()
+            self._refresh_due = self._clock() + self.config.refresh_interval_s
+            self.refresh()
 
     def _recompute(self, key: StatKey, now: float) -> KeySummary | None:
         self._dirty.discard(key)
@@ -391,5 +388,5 @@ class LocalStatsStore:
             else:
                 self._remote_merged[key] = merged
             self._dirty.add(key)
-        if self._parked is not None:
+        if self._parked is not None and self._clock() >= self._refresh_due:
             self._parked.set()

@@ -9,8 +9,6 @@ reads `penalty(deployment, task, now)`: a dict look-up, recomputed per series at
 
 from __future__ import annotations
 
-import asyncio
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +34,7 @@ from router.slo.snapshot import (
 from router.slo.targets import SLIS, Sli, SloTargets
 from router.slo.windows import RollingCounts, column
 from router.stats.observation import Observation
+from router.stats.wakeup import SpacedWakeup
 
 SeriesKey = tuple[Task, str]  # (task, deployment or "" for the task as a whole)
 Burns = dict[float, float | None]
@@ -89,8 +88,7 @@ class SloTracker:
         self._series: dict[SeriesKey, RollingCounts] = {}
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
-        self._parked: asyncio.Event | None = None  # set by the next event while the refresher waits
-        self._pass_due = -math.inf  # clock time from which an event wakes the refresher
+        self._wakeup = SpacedWakeup(self.config.refresh_s / 2, clock)
 
     def _add(self, key: SeriesKey, obs: Observation, targets: SloTargets) -> None:
         series = self._series.get(key)
@@ -98,8 +96,7 @@ class SloTracker:
             horizon = max(self.config.windows_s)
             series = self._series[key] = RollingCounts(horizon, self.config.resolution_s)
         series.add(obs.t, event_deltas(obs, targets))
-        if self._parked is not None and self._clock() >= self._pass_due:
-            self._parked.set()
+        self._wakeup.notify()
 
     def record_request(self, obs: Observation) -> None:
         """Count one answered (or failed) request against its task's SLO."""
@@ -169,14 +166,7 @@ class SloTracker:
         and an idle process is not woken at all. A penalty whose cache has expired meanwhile is
         computed by the read that needs it (as without a refresher)."""
         while True:
-            self._parked = asyncio.Event()
-            try:
-                await self._parked.wait()
-            finally:
-                self._parked = None
-            now = self._clock()
-            self._pass_due = now + self.config.refresh_s / 2
-            self.refresh(now)
+            self.refresh(await self._wakeup.wait())
 
     def snapshot(self, now: float | None = None) -> SloSnapshot:
         """The state of every task's SLO, as `GET /v1/slo` returns it."""

@@ -10,7 +10,6 @@ merges it into its summaries. Redis I/O lives in `redis_store.py`.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import time
 from bisect import bisect_right
@@ -26,6 +25,7 @@ from router.stats.estimators import ANY, ANY_BUCKET, KeyState, KeySummary, StatK
 from router.stats.inflight import InFlight
 from router.stats.observation import PROMPT_BUCKET_EDGES, Observation
 from router.stats.sketch import DEFAULT_ALPHA
+from router.stats.wakeup import SpacedWakeup
 
 Clock = Callable[[], float]
 # Builds a `NamedTuple` without its generated Python `__new__` (hot path: every field, in order).
@@ -155,8 +155,7 @@ class LocalStatsStore:
         self._unpushed: set[StatKey] = set()
         self._in_flight = InFlight()
         self._refreshed_at: float | None = None
-        self._parked: asyncio.Event | None = None  # set by the next change: the refresher waits
-        self._refresh_due = -math.inf  # clock time from which a change wakes the refresher
+        self._wakeup = SpacedWakeup(self.config.refresh_interval_s, clock)
 
     # -- writes (execution layer, in `finally`) ------------------------------------------------
     def begin(self, deployment: str, t: float) -> int:
@@ -178,8 +177,7 @@ class LocalStatsStore:
             state.record(obs)
             self._dirty.add(key)
             self._unpushed.add(key)
-        if self._parked is not None and self._clock() >= self._refresh_due:
-            self._parked.set()
+        self._wakeup.notify()
 
     def _new_state(self, key: StatKey) -> KeyState:
         with_model = key[0] != ANY and key[1] == ANY
@@ -297,12 +295,7 @@ class LocalStatsStore:
         refresher), so a decision misses at most the last interval's observations for at most
         that long."""
         while True:
-            self._parked = asyncio.Event()
-            try:
-                await self._parked.wait()
-            finally:
-                self._parked = None
-            self._refresh_due = self._clock() + self.config.refresh_interval_s
+            await self._wakeup.wait()
             self.refresh()
 
     def _recompute(self, key: StatKey, now: float) -> KeySummary | None:
@@ -388,5 +381,4 @@ class LocalStatsStore:
             else:
                 self._remote_merged[key] = merged
             self._dirty.add(key)
-        if self._parked is not None and self._clock() >= self._refresh_due:
-            self._parked.set()
+        self._wakeup.notify()

@@ -71,6 +71,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     breakers = execution.breakers
     store = stats if stats is not None else LocalStatsStore(
         StatsConfig(half_life_s=server.stats.half_life_s))
+    execution.watch = store  # attempts still waiting for a first token weigh on the scoring
     slo = SloTracker(targets_by_task(config.source.policies))
     ranker = StatsRanker(config, store, slo, lambda name: breakers.state(name) == "open",
                          random.Random(), explore_share=server.stats.explore_share)

@@ -109,7 +109,7 @@ class StatsRanker:
             candidates.append(new(Candidate, (name, deployment.input_price_per_mtok,
                                               deployment.output_price_per_mtok,
                                               view(name, task, prompt), unhealthy(name),
-                                              penalty(name, task, now), None)))
+                                              penalty(name, task, prompt, now), None)))
         history = self.store.task_summary(task)
         request = ScoreRequest(task, facts.risk, prompt, facts.max_output_tokens, True)
         return rank(request, targets, candidates, scoring, now=now,

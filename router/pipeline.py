@@ -195,6 +195,7 @@ class ChatPipeline:
         body = upstream_body(raw)
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
                     side_effecting=side_effecting, bodies=marked_bodies(body, caller.tenant),
+                    prompt_tokens=facts.prompt_tokens,
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
                                                    deadline))
         phases.classify, phases.decide = classified - started, self._clock() - classified

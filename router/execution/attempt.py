@@ -28,6 +28,7 @@ class AttemptRecord:
     ended_at: float | None = None
     error: SlorouterError | None = None
     usage: Usage | None = None
+    ticket: int = 0  # the attempt watch's ticket (`ExecutionState.watch`)
 
     @property
     def ttft_s(self) -> float | None:

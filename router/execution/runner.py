@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from router.errors import (
     AllCandidatesFailedError,
@@ -59,6 +59,7 @@ class Plan:
     hedge_delay_s: float | None = None
     bodies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per prompt-cache kind
     trace: TraceContext | None = None  # W3C trace continued to every upstream attempt
+    prompt_tokens: int = 0  # told to the attempt watch (waiting is judged by prompt size)
 
 
 @dataclass(slots=True)
@@ -68,6 +69,29 @@ class CommittedStream:
     tail: ChunkStream[StreamEvent]
     attempts: list[AttemptRecord]
     release: Callable[[], None] = lambda: None  # the winner's in-flight slot; call once at end
+
+
+class AttemptWatch(Protocol):
+    """Told when each upstream attempt starts, gets its first content and ends: the latency
+    statistics read the age of attempts still waiting, so a provider that stalls is noticed
+    before any of its slow answers completes (`router/stats/inflight.py`)."""
+
+    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int: ...
+    def first_token(self, ticket: int) -> None: ...
+    def end(self, ticket: int) -> None: ...
+
+
+class Unwatched:
+    """No one watches attempts."""
+
+    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int:
+        return 0
+
+    def first_token(self, ticket: int) -> None:
+        return None
+
+    def end(self, ticket: int) -> None:
+        return None
 
 
 @dataclass
@@ -82,6 +106,7 @@ class ExecutionState:
     max_retry_wait_s: float = 1.0  # a longer Retry-After goes back to the client instead
     rng: random.Random = field(default_factory=random.Random)
     in_flight: Counter[str] = field(default_factory=Counter)  # attempts per deployment
+    watch: AttemptWatch = field(default_factory=Unwatched)  # wall-clock times (`Runner.wall`)
 
     @staticmethod
     def create(clock: Clock = time.monotonic) -> ExecutionState:
@@ -95,10 +120,11 @@ class _Skip(Exception):
 
 class Runner:
     def __init__(self, providers: Mapping[AdapterName, Provider], state: ExecutionState,
-                 clock: Clock = time.perf_counter) -> None:
+                 clock: Clock = time.perf_counter, wall: Clock = time.time) -> None:
         self._providers = providers
         self._state = state
         self._clock = clock
+        self._wall = wall
 
     async def complete(self, plan: Plan,
                        attempts: list[AttemptRecord]) -> tuple[Deployment, Completion]:
@@ -176,7 +202,7 @@ class Runner:
             record.error = ProviderUnavailableError("circuit open", code="circuit_open")
             raise _Skip()
         call = self._call(plan, deployment, record.number)
-        self._state.in_flight[deployment.name] += 1
+        self._started(record, plan)
         hedged = plan.hedge_delay_s is not None and alternate is not None
         try:
             async with asyncio.timeout(call.timeout_s):
@@ -197,11 +223,11 @@ class Runner:
             for pending in attempts:
                 if pending.outcome == "pending" and pending.started_at:
                     pending.outcome, pending.ended_at = "cancelled", self._clock()
-                    self._state.in_flight[pending.deployment] -= 1
+                    self._ended(pending)
                     self._state.breakers.get(pending.deployment).on_abandon()
             raise
         self._won(record)
-        return CommittedStream(deployment, head, events, attempts, self._releaser(deployment))
+        return CommittedStream(deployment, head, events, attempts, self._releaser(record))
 
     async def _race(self, plan: Plan, attempts: list[AttemptRecord],
                     open_: Callable[[UpstreamCall], EventStream], call: UpstreamCall,
@@ -212,7 +238,7 @@ class Runner:
         def start_hedge() -> EventStream:
             hedge_record.number, hedge_record.started_at = len(attempts) + 1, self._clock()
             attempts.append(hedge_record)
-            self._state.in_flight[alternate.name] += 1
+            self._started(hedge_record, plan)
             return open_(self._call(plan, alternate, hedge_record.number))
 
         def may_hedge() -> bool:
@@ -233,10 +259,10 @@ class Runner:
         if result.hedge_started and loser.outcome == "pending":
             loser.outcome, loser.ended_at = "cancelled", self._clock()
             self._state.breakers.get(loser.deployment).on_abandon()
-            self._state.in_flight[loser.deployment] -= 1
+            self._ended(loser)
         deployment = call.deployment if result.winner == 0 else alternate
         return CommittedStream(deployment, list(result.prefix), result.rest, attempts,
-                               self._releaser(deployment))
+                               self._releaser(winner))
 
     def _fail_pending(self, attempts: list[AttemptRecord], err: SlorouterError) -> None:
         """Every attempt of this step still pending (the attempt and its hedge) failed."""
@@ -244,26 +270,36 @@ class Runner:
             if record.outcome == "pending" and record.started_at:
                 self._failed(record, err)
 
-    def _releaser(self, deployment: Deployment) -> Callable[[], None]:
+    def _started(self, record: AttemptRecord, plan: Plan) -> None:
+        self._state.in_flight[record.deployment] += 1
+        record.ticket = self._state.watch.begin(record.deployment, self._wall(),
+                                                plan.prompt_tokens)
+
+    def _ended(self, record: AttemptRecord) -> None:
+        self._state.in_flight[record.deployment] -= 1
+        self._state.watch.end(record.ticket)
+
+    def _releaser(self, record: AttemptRecord) -> Callable[[], None]:
         released = False
 
         def release() -> None:
             nonlocal released
             if not released:
                 released = True
-                self._state.in_flight[deployment.name] -= 1
+                self._ended(record)
 
         return release
 
     def _won(self, record: AttemptRecord) -> None:
         record.outcome, record.first_content_at = "won", self._clock()
+        self._state.watch.first_token(record.ticket)
         self._state.breakers.get(record.deployment).on_success()
 
     def _failed(self, record: AttemptRecord, err: SlorouterError) -> None:
         if record.outcome != "pending":
             return
         record.outcome, record.error, record.ended_at = "failed", err, self._clock()
-        self._state.in_flight[record.deployment] -= 1
+        self._ended(record)
         verdict = classify(err, AttemptContext(False, True, False))
         breaker = self._state.breakers.get(record.deployment)
         if verdict.breaker_failure:

@@ -124,11 +124,14 @@ def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
     source: Source = "prior"
     if dep is not None:
         fit = dep.ttft_fit
-        if fit is not None and fit.ratio is not None:
-            shift = _log(max(fit.intercept_s + fit.slope_s_per_ktok * request.prompt_tokens / KTOK,
+        prompt = request.prompt_tokens
+        trust = (1.0 if fit is None or fit.covers_from_ktok <= prompt / KTOK <= fit.covers_to_ktok
+                 else fit.trust(prompt))
+        if fit is not None and fit.ratio is not None and trust > 0.0:
+            shift = _log(max(fit.intercept_s + fit.slope_s_per_ktok * prompt / KTOK,
                              MIN_FITTED_S))
             r = fit.ratio.logs
-            n = fit.weight * f_dep
+            n = fit.weight * f_dep * trust
             w = n / (n + n0) if n > 0.0 else 0.0
             u = 1.0 - w
             t50 = w * (r[0] + shift) + u * t50

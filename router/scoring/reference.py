@@ -54,8 +54,9 @@ def predict_ttft(stats: StatsView, prompt_tokens: int, prior: Prior,
     d = stats.deployment_all
     if d is not None and d.ttft_fit is not None:
         fitted = d.ttft_fit.predict_logs(prompt_tokens)
-        if fitted is not None:
-            n = d.ttft_fit.weight * _factor(d, now)
+        trust = d.ttft_fit.trust(prompt_tokens)
+        if fitted is not None and trust > 0.0:
+            n = d.ttft_fit.weight * _factor(d, now) * trust
             est, source = blend_logs(fitted, est, _w(n, prior.weight)), "model"
     b = stats.bucket
     if b is not None and b.ttft is not None:

@@ -44,9 +44,11 @@ class DeploymentSlo(_Frozen):
     """One deployment's contribution to a task's SLO, and its demotion."""
 
     deployment: str
-    windows: list[WindowState]
-    penalty: float
+    windows: list[WindowState]  # over every prompt size
+    penalty: float  # the largest of `penalty_by_prompt_tokens`
     demoted: bool
+    # Latency burns demote per prompt size ("0-511", "512-2047", ..., "32768+" tokens).
+    penalty_by_prompt_tokens: dict[str, float] = {}
 
 
 class TaskSlo(_Frozen):

@@ -2,9 +2,14 @@
 
 The execution layer calls `record_request(obs)` once per answered request (router-level TTFT,
 TPOT, E2E, error; cached answers count: they are what the user saw) and `record_attempt(obs)`
-per upstream attempt (deployment x task series; cached answers are skipped). The decision step
-reads `penalty(deployment, task, now)`: a dict look-up, recomputed per series at most every
-`refresh_s` (or call `refresh(now)` from a background task to keep it off the request path).
+per upstream attempt (deployment x task x prompt-size series; cached answers are skipped). The
+decision step reads `penalty(deployment, task, prompt_tokens, now)`: a dict look-up, recomputed
+per key at most every `refresh_s` (or call `refresh(now)` from a background task to keep it off
+the request path).
+
+Latency depends on the request's size (prefill grows with the prompt), so a deployment's latency
+burn demotes it only at the prompt size where it burns: a deployment that misses the TTFT target
+on 8k-token prompts keeps its short ones. Availability is judged over all sizes.
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from policies.labels import Task
 from router.slo.burn import (
@@ -33,11 +41,14 @@ from router.slo.snapshot import (
 )
 from router.slo.targets import SLIS, Sli, SloTargets
 from router.slo.windows import RollingCounts, column
-from router.stats.observation import Observation
+from router.stats.observation import Observation, prompt_bucket, prompt_bucket_label
 from router.stats.wakeup import SpacedWakeup
 
-SeriesKey = tuple[Task, str]  # (task, deployment or "" for the task as a whole)
+# (task, deployment, prompt bucket); the task as a whole is (task, "", ALL_SIZES).
+SeriesKey = tuple[Task, str, int]
+ALL_SIZES = -1
 Burns = dict[float, float | None]
+Sums = list[npt.NDArray[np.int64]]  # per window, (total, bad) per SLI
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +59,9 @@ class SloConfig:
     resolution_s: float = 10.0
     refresh_s: float = 1.0
     min_events: int = 10  # below this many events in the short window a rule cannot fire
-    # SLIs whose budget burn demotes a deployment for the whole task. TTFT and E2E depend on
-    # the request's size (prefill, output length), so a long-prompt burst can demote a
-    # deployment for short prompts too (tests/feedback cold-burst xfail); dropping them here
-    # was tried and made recovery from a slow-then-failing deployment worse, so all count.
+    # SLIs whose budget burn demotes a deployment for the task: latency ones at the prompt size
+    # where they burn, availability at every size. Dropping the latency SLIs was tried and made
+    # recovery from a slow-then-failing deployment worse, so all count.
     demote_on: tuple[Sli, ...] = SLIS
 
     @property
@@ -86,6 +96,7 @@ class SloTracker:
         self.config = config if config is not None else SloConfig()
         self._clock = clock
         self._series: dict[SeriesKey, RollingCounts] = {}
+        self._sizes: dict[tuple[Task, str], list[int]] = {}  # buckets seen per task x deployment
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
         self._wakeup = SpacedWakeup(self.config.refresh_s / 2, clock)
@@ -95,6 +106,8 @@ class SloTracker:
         if series is None:
             horizon = max(self.config.windows_s)
             series = self._series[key] = RollingCounts(horizon, self.config.resolution_s)
+            if key[1]:
+                self._sizes.setdefault(key[:2], []).append(key[2])
         series.add(obs.t, event_deltas(obs, targets))
         self._wakeup.notify()
 
@@ -102,19 +115,32 @@ class SloTracker:
         """Count one answered (or failed) request against its task's SLO."""
         targets = self.targets.get(obs.task)
         if targets is not None:
-            self._add((obs.task, ""), obs, targets)
+            self._add((obs.task, "", ALL_SIZES), obs, targets)
 
     def record_attempt(self, obs: Observation) -> None:
-        """Count one upstream attempt against its deployment x task series."""
+        """Count one upstream attempt against its deployment x task x prompt-size series."""
         targets = self.targets.get(obs.task)
         if targets is not None and not obs.cached:
-            self._add((obs.task, obs.deployment), obs, targets)
+            self._add((obs.task, obs.deployment, obs.bucket), obs, targets)
 
-    def _burns(self, key: SeriesKey, now: float) -> list[tuple[Sli, Burns, list[int]]]:
-        """Per tracked SLI: name, burn per window, and totals per window."""
-        targets = self.targets[key[0]]
+    def _sums(self, key: SeriesKey, now: float) -> Sums | None:
+        """Per window, the series' (total, bad) columns; a deployment's ALL_SIZES is the sum of
+        its sizes. None before any event."""
         windows = self.config.windows_s
-        sums = self._series[key].sums(now, windows)
+        task, deployment, size = key
+        if size != ALL_SIZES or not deployment:
+            series = self._series.get(key)
+            return series.sums(now, windows) if series is not None else None
+        parts = [self._series[(task, deployment, b)].sums(now, windows)
+                 for b in self._sizes.get((task, deployment), ())]
+        if not parts:
+            return None
+        return [sum(columns[1:], columns[0]) for columns in zip(*parts, strict=True)]
+
+    def _burns(self, task: Task, sums: Sums) -> list[tuple[Sli, Burns, list[int]]]:
+        """Per tracked SLI: name, burn per window, and totals per window."""
+        targets = self.targets[task]
+        windows = self.config.windows_s
         out: list[tuple[Sli, Burns, list[int]]] = []
         for sli in SLIS:
             objective = targets.objective(sli)
@@ -128,20 +154,27 @@ class SloTracker:
         return out
 
     def _penalty_of(self, key: SeriesKey, now: float) -> float:
-        if key not in self._series:
+        """Latency SLIs from the request's prompt size, availability from every size."""
+        task, deployment, _ = key
+        whole = self._sums((task, deployment, ALL_SIZES), now)
+        if whole is None:
             return 0.0
-        short = min(r.short_s for r in self.config.rules)
+        sized = self._sums(key, now)
+        short = self.config.windows_s.index(min(r.short_s for r in self.config.rules))
         gated = []
-        for sli, burns, totals in self._burns(key, now):
-            if sli not in self.config.demote_on:
+        for sums, latency in ((sized, True), (whole, False)):
+            if sums is None:
                 continue
-            if totals[self.config.windows_s.index(short)] >= self.config.min_events:
-                gated.append(burns)
+            for sli, burns, totals in self._burns(task, sums):
+                if ((sli != "availability") == latency and sli in self.config.demote_on
+                        and totals[short] >= self.config.min_events):
+                    gated.append(burns)
         return demotion_penalty(gated, self.config.rules)
 
-    def penalty(self, deployment: str, task: Task, now: float) -> float:
-        """Demotion penalty in [0, 1] that the scorer reads for this deployment x task."""
-        key = (task, deployment)
+    def penalty(self, deployment: str, task: Task, prompt_tokens: int, now: float) -> float:
+        """Demotion penalty in [0, 1] that the scorer reads for this deployment x task at this
+        prompt size."""
+        key = (task, deployment, prompt_bucket(prompt_tokens))
         self._read.add(key)
         cached = self._penalties.get(key)
         if cached is not None and now - cached[0] < self.config.refresh_s:
@@ -175,13 +208,12 @@ class SloTracker:
         return SloSnapshot(generated_at=at, windows_s=list(self.config.windows_s), tasks=tasks)
 
     def _windows(self, key: SeriesKey, now: float) -> list[WindowState]:
-        if key not in self._series:
+        sums = self._sums(key, now)
+        if sums is None:
             return []
         targets = self.targets[key[0]]
-        windows = self.config.windows_s
-        sums = self._series[key].sums(now, windows)
         out = []
-        for w, s in zip(windows, sums, strict=True):
+        for w, s in zip(self.config.windows_s, sums, strict=True):
             slis = []
             for sli in SLIS:
                 objective = targets.objective(sli)
@@ -198,11 +230,12 @@ class SloTracker:
             out.append(WindowState(window_s=w, slis=slis))
         return out
 
-    def _alerts(self, key: SeriesKey, now: float) -> list[str]:
-        if key not in self._series:
+    def _alerts(self, task: Task, now: float) -> list[str]:
+        sums = self._sums((task, "", ALL_SIZES), now)
+        if sums is None:
             return []
         out = []
-        for sli, burns, _ in self._burns(key, now):
+        for sli, burns, _ in self._burns(task, sums):
             for rule in self.config.rules:
                 if rule_fires(rule, burns) is not None:
                     out.append(f"{sli} {rule.long_s:g}s/{rule.short_s:g}s >= {rule.threshold:g}")
@@ -211,13 +244,18 @@ class SloTracker:
     def _task_view(self, task: Task, now: float) -> TaskSlo:
         t = self.targets[task]
         deployments = []
-        for key in sorted(k for k in self._series if k[0] == task and k[1]):
-            pen = self._penalty_of(key, now)
-            deployments.append(DeploymentSlo(deployment=key[1], windows=self._windows(key, now),
-                                             penalty=pen, demoted=pen > 0.0))
+        for (of_task, name), sizes in sorted(self._sizes.items()):
+            if of_task != task:
+                continue
+            by_size = {prompt_bucket_label(b): self._penalty_of((task, name, b), now)
+                       for b in sorted(sizes)}
+            worst = max(by_size.values())
+            deployments.append(DeploymentSlo(
+                deployment=name, windows=self._windows((task, name, ALL_SIZES), now),
+                penalty=worst, demoted=worst > 0.0, penalty_by_prompt_tokens=by_size))
         return TaskSlo(
             task=task,
             targets=TargetsView(ttft_p95_s=t.ttft_p95_s, tpot_p95_s=t.tpot_p95_s,
                                 e2e_p99_s=t.e2e_p99_s, availability=t.availability),
-            windows=self._windows((task, ""), now), burn_alerts=self._alerts((task, ""), now),
-            deployments=deployments)
+            windows=self._windows((task, "", ALL_SIZES), now),
+            burn_alerts=self._alerts(task, now), deployments=deployments)

@@ -4,12 +4,19 @@ The execution layer calls `begin` before an attempt, `first_token` when content 
 `end` in its `finally`. The age of the oldest attempt still waiting for its first token is a
 censored lower bound on that deployment's current TTFT: the scorer reads it so that a provider
 that stalls is noticed before any of its slow answers complete.
+
+Waiting is judged by prompt size: an 8k-token prompt that has waited 2 s says nothing about
+the TTFT of a 16-token one, while a short prompt waiting that long says the long one would wait
+at least as long (prefill grows with the prompt). So a view for a prompt bucket counts only
+waiting attempts of that bucket or smaller ones.
 """
 
 from __future__ import annotations
 
 import itertools
 from typing import NamedTuple
+
+from router.stats.observation import prompt_bucket
 
 
 class InFlightView(NamedTuple):
@@ -25,42 +32,46 @@ _new = tuple.__new__
 
 
 class InFlight:
-    """Tickets for attempts in flight, grouped by deployment (insertion-ordered by start)."""
+    """Tickets for attempts in flight, grouped by deployment; those still waiting for their
+    first token also by start (insertion order), with their prompt bucket."""
 
-    __slots__ = ("_by_deployment", "_ids", "_tickets")
+    __slots__ = ("_by_deployment", "_ids", "_tickets", "_waiting")
 
     def __init__(self) -> None:
         self._ids = itertools.count(1)
         self._tickets: dict[int, str] = {}
-        self._by_deployment: dict[str, dict[int, float | None]] = {}
+        self._by_deployment: dict[str, set[int]] = {}
+        self._waiting: dict[str, dict[int, tuple[float, int]]] = {}
 
-    def begin(self, deployment: str, t: float) -> int:
-        """Register an attempt that started at `t`; returns its ticket."""
+    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int:
+        """Register an attempt that started at `t`; returns its ticket. Without a prompt size
+        the attempt counts as a short one (its wait then weighs on every size)."""
         ticket = next(self._ids)
         self._tickets[ticket] = deployment
-        self._by_deployment.setdefault(deployment, {})[ticket] = t
+        self._by_deployment.setdefault(deployment, set()).add(ticket)
+        self._waiting.setdefault(deployment, {})[ticket] = (t, prompt_bucket(prompt_tokens))
         return ticket
 
     def first_token(self, ticket: int) -> None:
         """Mark the attempt as no longer waiting for its first token."""
         deployment = self._tickets.get(ticket)
         if deployment is not None:
-            waiting = self._by_deployment[deployment]
-            if ticket in waiting:
-                waiting[ticket] = None
+            self._waiting[deployment].pop(ticket, None)
 
     def end(self, ticket: int) -> None:
         """Forget the attempt (idempotent)."""
         deployment = self._tickets.pop(ticket, None)
         if deployment is not None:
-            self._by_deployment[deployment].pop(ticket, None)
+            self._by_deployment[deployment].discard(ticket)
+            self._waiting[deployment].pop(ticket, None)
 
-    def view(self, deployment: str) -> InFlightView:
-        """Count and oldest waiting start; O(attempts in flight on that deployment) at worst."""
+    def view(self, deployment: str, bucket: int = 0) -> InFlightView:
+        """Count, and the start of the oldest attempt still waiting whose prompt bucket is at
+        most `bucket`; usually the first waiting one."""
         tickets = self._by_deployment.get(deployment)
         if not tickets:
             return NOTHING_IN_FLIGHT
-        oldest = next((t for t in tickets.values() if t is not None), None)
+        oldest = next((t for t, b in self._waiting[deployment].values() if b <= bucket), None)
         return _new(InFlightView, (len(tickets), oldest))
 
     def counts(self) -> dict[str, int]:

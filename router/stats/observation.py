@@ -25,6 +25,14 @@ def prompt_bucket(prompt_tokens: int) -> int:
     return bisect.bisect_right(PROMPT_BUCKET_EDGES, prompt_tokens)
 
 
+def prompt_bucket_label(bucket: int) -> str:
+    """A bucket as a range of prompt tokens, for people: "0-511", ..., "32768+"."""
+    low = PROMPT_BUCKET_EDGES[bucket - 1] if bucket > 0 else 0
+    if bucket >= len(PROMPT_BUCKET_EDGES):
+        return f"{low}+"
+    return f"{low}-{PROMPT_BUCKET_EDGES[bucket] - 1}"
+
+
 def tpot_s(t_first_token: float, t_last_token: float, output_tokens: int) -> float | None:
     """Time per output token, or None when it is undefined (one output token or fewer)."""
     if output_tokens <= 1:

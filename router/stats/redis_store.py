@@ -71,8 +71,8 @@ class RedisStatsStore:
         self._task: asyncio.Task[None] | None = None
 
     # -- StatsStore: delegated to the local store (no I/O) ------------------------------------
-    def begin(self, deployment: str, t: float) -> int:
-        return self.local.begin(deployment, t)
+    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int:
+        return self.local.begin(deployment, t, prompt_tokens)
 
     def first_token(self, ticket: int) -> None:
         self.local.first_token(ticket)

@@ -118,7 +118,7 @@ class StoreStatus(BaseModel):
 class StatsStore(Protocol):
     """Online latency and error statistics, written after each attempt, read by the decision."""
 
-    def begin(self, deployment: str, t: float) -> int: ...
+    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int: ...
     def first_token(self, ticket: int) -> None: ...
     def end(self, ticket: int) -> None: ...
     def record(self, obs: Observation) -> None: ...
@@ -158,9 +158,10 @@ class LocalStatsStore:
         self._wakeup = SpacedWakeup(self.config.refresh_interval_s, clock)
 
     # -- writes (execution layer, in `finally`) ------------------------------------------------
-    def begin(self, deployment: str, t: float) -> int:
-        """An attempt on `deployment` starts at `t`; returns a ticket for `first_token`/`end`."""
-        return self._in_flight.begin(deployment, t)
+    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int:
+        """An attempt on `deployment` with a prompt of `prompt_tokens` starts at `t`; returns a
+        ticket for `first_token`/`end`."""
+        return self._in_flight.begin(deployment, t, prompt_tokens)
 
     def first_token(self, ticket: int) -> None:
         self._in_flight.first_token(ticket)
@@ -199,7 +200,7 @@ class LocalStatsStore:
                 or (levels[1] and not self._dirty.isdisjoint(levels[1]))):
             levels = self._read_levels(bucket_key, now)
         self._levels_read.add(bucket_key)
-        flight = self._in_flight.view(deployment)
+        flight = self._in_flight.view(deployment, bucket_key[2])
         count = flight[0]
         if self._remote_in_flight:
             count += sum(c.get(deployment, 0) for c in self._remote_in_flight.values())

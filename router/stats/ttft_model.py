@@ -6,6 +6,11 @@ the ratio `observed / fitted` (taken against the fit before each update), so the
 percentile is `(a + b * x) * ratio_q`: robust to skewed noise, and a shift in queueing raises
 the ratios at once even before the line moves. The slope is constrained non-negative and the
 intercept non-negative; observations far above the line are clipped for the fit only.
+
+The line is only known near the prompt sizes it was fitted on (mean +- 2 standard deviations):
+a fit on 8k-token prompts alone has slope 0 and says nothing about 16-token prompts. `trust`
+tells the scorer how far to believe it at a given size: 1 inside that range, falling linearly in
+log distance to 0 at `EXTRAPOLATION_LIMIT` times beyond it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ from router.stats.sketch import DecayedSketch
 KTOK = 1000.0
 CLIP_RATIO = 10.0  # observations above 10x the fitted line are clipped in the regression
 MIN_FITTED_S = 1e-4
+COVERED_SD = 2.0  # the fit covers mean +- 2 standard deviations of the prompt sizes it saw
+EXTRAPOLATION_LIMIT = 4.0  # no trust this many times shorter or longer than the covered range
+SOFT_KTOK = 0.25  # sizes are compared as (ktok + 0.25): 16 and 100 tokens are alike
+_LOG_LIMIT = math.log(EXTRAPOLATION_LIMIT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +41,20 @@ class TtftFit:
     at: float
     spread_ktok: float  # weighted standard deviation of prompt size, in 1k tokens
     ratio: Quantiles | None
+    covers_from_ktok: float = 0.0  # the prompt sizes the line was fitted on (see `trust`)
+    covers_to_ktok: float = math.inf
+
+    def trust(self, prompt_tokens: int) -> float:
+        """How far the line holds at `prompt_tokens`: 1 within the covered sizes, then
+        linearly less in log distance, 0 from `EXTRAPOLATION_LIMIT` times beyond them."""
+        x = prompt_tokens / KTOK
+        if x < self.covers_from_ktok:
+            far = (self.covers_from_ktok + SOFT_KTOK) / (x + SOFT_KTOK)
+        elif x > self.covers_to_ktok:
+            far = (x + SOFT_KTOK) / (self.covers_to_ktok + SOFT_KTOK)
+        else:
+            return 1.0
+        return max(0.0, 1.0 - math.log(far) / _LOG_LIMIT)
 
     def mean_s(self, prompt_tokens: int) -> float:
         """The fitted line at `prompt_tokens`."""
@@ -117,7 +140,9 @@ class TtftModel:
         a, b, spread = _solve(w, s.raw("x"), s.raw("y"), s.raw("xx"), s.raw("xy"))
         found = self._ratio.quantiles(LEVELS)
         ratio = Quantiles.of(found) if found is not None else None
-        return TtftFit(a, b, s.value("w", now), now, spread, ratio)
+        mean = s.raw("x") / w
+        return TtftFit(a, b, s.value("w", now), now, spread, ratio,
+                       max(mean - COVERED_SD * spread, 0.0), mean + COVERED_SD * spread)
 
     @classmethod
     def from_parts(cls, sums: DecayedSums, ratio: DecayedSketch) -> TtftModel:

@@ -109,6 +109,29 @@ def test_unknown_candidate_is_scored_from_the_prior_with_no_observations() -> No
     assert pred.ttft_q_s == pytest.approx(0.6)
 
 
+def test_a_fit_on_long_prompts_alone_says_nothing_about_short_ones() -> None:
+    """Cold start on 8k-token prompts: `cheap` answered them in 2.5 s, `long` in 0.4 s. At
+    8k, `long` is the one that meets the SLO; for a 16-token prompt neither fit holds (both
+    are scored from the prior), so the cheaper one gets the chance to show what it does."""
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    for i in range(12):
+        for dep, ttft in (("cheap", 2.5), ("long", 0.4)):
+            store.record(Observation(dep, "chat", 8000, 20, ttft * (1 + 0.01 * (i % 3)), 0.02,
+                                     ttft + 0.4, 0.0, None, False, clock.now + i * 0.25))
+    clock.now += 3.0
+
+    def ranked(prompt_tokens: int) -> list[tuple[str, str]]:
+        cands = [Candidate(d, price, price, store.view(d, "chat", prompt_tokens))
+                 for d, price in (("cheap", 1.0), ("long", 4.0))]
+        ranking = rank(ScoreRequest("chat", "low", prompt_tokens, 20), CHAT, cands,
+                       NO_EXPLORE, now=clock.now, rng=random.Random(0))
+        return [(c.deployment, c.prediction.source) for c in ranking.candidates]
+
+    assert ranked(8000) == [("long", "bucket"), ("cheap", "bucket")]
+    assert ranked(16) == [("cheap", "prior"), ("long", "prior")]
+
+
 def test_exploration_puts_the_unknown_candidate_first_sometimes() -> None:
     """With explore_share 0.2, about a fifth of rankings lead with the stale candidate."""
     store, clock = _store({"A": 0.2})

@@ -78,9 +78,9 @@ def test_demotion_fires_on_both_windows_and_lifts_after_recovery() -> None:
     start = clock.now
     _feed(tracker, "A", 0.3, start, 1200)
     _feed(tracker, "A", 3.0, start + 1200, 600)
-    assert tracker.penalty("A", "chat", start + 1800) > 0.0
+    assert tracker.penalty("A", "chat", 500, start + 1800) > 0.0
     _feed(tracker, "A", 0.3, start + 1800, 400)
-    assert tracker.penalty("A", "chat", start + 2200) == 0.0
+    assert tracker.penalty("A", "chat", 500, start + 2200) == 0.0
 
 
 def test_rules_cannot_fire_on_too_few_events() -> None:
@@ -89,7 +89,7 @@ def test_rules_cannot_fire_on_too_few_events() -> None:
     tracker = SloTracker({"chat": CHAT}, clock=clock)
     for i in range(5):
         tracker.record_attempt(_obs("A", 3.0, clock.now + i))
-    assert tracker.penalty("A", "chat", clock.now + 10) == 0.0
+    assert tracker.penalty("A", "chat", 500, clock.now + 10) == 0.0
 
 
 def test_demotion_penalty_is_zero_unless_both_windows_burn() -> None:
@@ -121,13 +121,38 @@ def test_demotion_can_be_limited_to_availability() -> None:
     clock = FakeClock()
     tracker = SloTracker({"chat": CHAT}, SloConfig(demote_on=("availability",)), clock=clock)
     _feed(tracker, "A", 3.0, clock.now, 1200)
-    assert tracker.penalty("A", "chat", clock.now + 1200) == 0.0
+    assert tracker.penalty("A", "chat", 500, clock.now + 1200) == 0.0
     for i in range(600):
         tracker.record_attempt(Observation.from_timings(
             deployment="B", task="chat", prompt_tokens=10, output_tokens=0,
             t_start=clock.now + i, t_first_token=None, t_last_token=None, t_end=clock.now + i,
             error="ProviderUnavailableError"))
-    assert tracker.penalty("B", "chat", clock.now + 600) > 0.0
+    assert tracker.penalty("B", "chat", 500, clock.now + 600) > 0.0
+
+
+def test_a_latency_burn_demotes_only_at_the_prompt_size_where_it_burns() -> None:
+    """A deployment too slow on 8k-token prompts is demoted for them and not for short ones
+    (its prefill is the cause); an availability burn demotes it at every size. The snapshot
+    shows both, per prompt size."""
+    clock = FakeClock()
+    tracker = SloTracker({"chat": CHAT}, clock=clock)
+    start = clock.now
+    for i in range(1200):
+        t = start + i
+        for prompt, ttft in ((16, 0.2), (8000, 2.5)):
+            tracker.record_attempt(Observation("A", "chat", prompt, 20, ttft, 0.02, ttft + 0.4,
+                                               0.0, None, False, t))
+    now = start + 1200
+    assert tracker.penalty("A", "chat", 8000, now) > 0.0
+    assert tracker.penalty("A", "chat", 16, now) == 0.0
+    chat = next(t for t in tracker.snapshot(now).tasks if t.task == "chat")
+    (a,) = chat.deployments
+    assert a.demoted and a.penalty == a.penalty_by_prompt_tokens["2048-8191"] > 0.0
+    assert a.penalty_by_prompt_tokens["0-511"] == 0.0
+    for i in range(600):
+        tracker.record_attempt(Observation("A", "chat", 16, 0, None, None, 0.1, 0.0,
+                                           "ProviderUnavailableError", False, now + i))
+    assert tracker.penalty("A", "chat", 16, now + 600) > 0.0
 
 
 async def test_background_refresh_recomputes_only_what_requests_read() -> None:
@@ -144,18 +169,18 @@ async def test_background_refresh_recomputes_only_what_requests_read() -> None:
         return original(key, now)
 
     tracker._penalty_of = counting  # type: ignore[method-assign]
-    tracker.penalty("a", "chat", 0.0)  # the read computes it (nothing cached yet)
-    assert computed == [("chat", "a")]
+    tracker.penalty("a", "chat", 500, 0.0)  # the read computes it (nothing cached yet)
+    assert computed == [("chat", "a", 0)]
     task = asyncio.create_task(tracker.run_refresher())
     await asyncio.sleep(0.005)
-    assert computed == [("chat", "a")]  # no new event: no pass
+    assert computed == [("chat", "a", 0)]  # no new event: no pass
     tracker.record_attempt(_obs("b", 0.2, time.time()))  # an event (on a key nobody read)
     await asyncio.sleep(0.005)  # one pass: recomputes the key read above, not "b"
-    assert computed == [("chat", "a"), ("chat", "a")]
+    assert computed == [("chat", "a", 0), ("chat", "a", 0)]
     tracker.record_attempt(_obs("b", 0.2, time.time()))
     await asyncio.sleep(0.05)  # a pass, but nothing was read since the last: nothing computed
     task.cancel()
-    assert computed == [("chat", "a"), ("chat", "a")]
+    assert computed == [("chat", "a", 0), ("chat", "a", 0)]
 
 
 async def test_refresher_sleeps_until_an_event_and_spaces_its_passes() -> None:

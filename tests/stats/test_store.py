@@ -186,6 +186,28 @@ def test_ttft_model_recovers_intercept_slope_and_p95() -> None:
     assert predicted.p95 == pytest.approx(truth[int(0.95 * len(truth))], rel=0.15)
 
 
+def test_ttft_model_is_trusted_only_near_the_prompt_sizes_it_was_fitted_on() -> None:
+    """A fit on 8k-token prompts alone (slope 0: intercept and slope cannot be told apart)
+    holds at 8k, less at 12k, not at all for 16-token prompts; a fit on mixed sizes holds
+    across them."""
+    t = 1_700_000_000.0
+    long_only = TtftModel(Decay(60.0), 0.01)
+    for i in range(20):
+        long_only.add(8000, 2.5 + 0.01 * (i % 3), t + i)
+    fit = long_only.fit(t + 20)
+    assert fit is not None and fit.slope_s_per_ktok == 0.0
+    assert fit.trust(8000) == 1.0
+    assert 0.0 < fit.trust(12_000) < 1.0
+    assert fit.trust(16) == 0.0 and fit.trust(1000) == 0.0
+    mixed = TtftModel(Decay(60.0), 0.01)
+    for i in range(40):
+        prompt = 16 if i % 2 else 8000
+        mixed.add(prompt, 0.15 + 0.3 * prompt / 1000, t + i)
+    fit = mixed.fit(t + 40)
+    assert fit is not None
+    assert fit.trust(16) == fit.trust(4000) == fit.trust(8000) == 1.0
+
+
 def _read_key_by_key(store: LocalStatsStore, deployment: str, task: Task,
                      prompt_tokens: int) -> tuple[KeySummary | None, ...]:
     """The three levels read one `summary()` each (what `view()` did before it kept them)."""

@@ -113,16 +113,16 @@ def reference_predict(candidate: Candidate, request: ScoreRequest, output_tokens
     exp = math.exp
     ttft_50, ttft_q, ttft_99 = exp(ttft_l[0]), exp(ttft_l[2]), exp(ttft_l[3])
     tpot_50, tpot_99 = exp(tpot_l[0]), exp(tpot_l[3])
-    log_ttft_q = ttft_l[2]
+    log_ttft_50, log_ttft_q = ttft_l[0], ttft_l[2]
     wait = now - stats.oldest_waiting_since if stats.oldest_waiting_since is not None else 0.0
-    if wait > ttft_99:
-        ttft_q, ttft_99 = max(ttft_q, wait), wait
-        log_ttft_q = math.log(ttft_q)
+    if wait > ttft_99:  # stalled: at least `wait` at every percentile
+        ttft_50 = ttft_q = ttft_99 = wait
+        log_ttft_50 = log_ttft_q = math.log(wait)
     steps = output_tokens - 1 if output_tokens > 1 else 0
     e2e_50 = ttft_50 + tpot_50 * steps
     e2e_q = ttft_99 + tpot_99 * steps
     err, err_low = predict_errors(stats, prior, config.error_z, factors)
-    p_meet = (_share(lt[0], ttft_l[0], log_ttft_q, Z95)
+    p_meet = (_share(lt[0], log_ttft_50, log_ttft_q, Z95)
               * (_share(lt[1], tpot_l[0], tpot_l[2], Z95) if steps else 1.0)
               * _share(lt[2], math.log(e2e_50), math.log(e2e_q), Z99) * (1.0 - err))
     cost = (request.prompt_tokens * candidate.price_in_per_m

@@ -68,12 +68,17 @@ def stall(start_sim: StartSim, start_gateway: StartRouter) -> tuple[Run, str]:
 def test_stalled_deployment_loses_traffic_before_its_answers_come_back(
         stall: tuple[Run, str]) -> None:
     """Within 3 s of A stalling (its first stalled answers take ~6 s), >= 90% of requests go to
-    B on every 2 s window until the end of the run, and A was the choice before."""
+    B on every 2 s window until the end of the run (A was the choice before), and A gets at
+    most 5% of the requests sent from 2 s after the stall."""
     run, text = stall
     stalled = run.events[STALLED]
     assert share(window(run.shots, 1.0, stalled), A.name) >= 0.8, text
     moved = first_time(run.shots, stalled, lambda w: share(w, B.name) >= MOVED_SHARE)
     assert moved is not None and moved <= NOTICED_WITHIN_S, f"moved after {moved} s\n{text}"
-    answered = [s for s in window(run.shots, stalled, run.duration_s) if s.deployment == A.name]
-    assert all(s.ok for s in run.shots), text  # the stalled requests still get their answers
-    assert len(answered) <= 0.1 * RATE * STALL_S, text
+    # Noticed once A's oldest waiting attempt is older than the 1 s target; from 2 s on, A
+    # gets nothing but what exploration may send it.
+    assert share(window(run.shots, stalled + 2.0, run.duration_s), A.name) <= 0.05, text
+    # Requests sent once the stall was noticed are answered (those caught in it may run into
+    # the attempt timeout and the retry budget: the reliability layer's business, not tested
+    # here).
+    assert all(s.ok for s in window(run.shots, stalled + NOTICED_WITHIN_S, run.duration_s)), text

@@ -182,11 +182,20 @@ def test_share_below_matches_the_lognormal_median_and_quantile() -> None:
 
 
 def test_stalled_provider_is_noticed_from_waiting_attempts() -> None:
-    """An attempt waiting past the predicted TTFT p99 raises the TTFT tail to its age."""
+    """An attempt waiting past the predicted TTFT p99 raises the TTFT to its age at every
+    percentile: past the target, the stalled deployment has no chance of meeting it, even
+    against a candidate that is only known from the prior."""
     store, clock = _store({"A": 0.2, "B": 0.4})
     store.begin("A", clock.now - 1.5)
     cands = [Candidate("A", 1.0, 1.0, _view(store, "A")),
              Candidate("B", 1.0, 1.0, _view(store, "B"))]
     ranking = rank(REQUEST, CHAT, cands, NO_EXPLORE, now=clock.now, rng=random.Random(0))
     assert ranking.candidates[0].deployment == "B"
-    assert ranking.candidates[1].prediction.censored_wait_s == pytest.approx(1.5)
+    stalled = ranking.candidates[1].prediction
+    assert stalled.censored_wait_s == pytest.approx(1.5)
+    assert stalled.ttft_p50_s == stalled.ttft_q_s == pytest.approx(1.5)
+    assert stalled.p_meet == 0.0
+    unknown = [Candidate("A", 1.0, 1.0, _view(store, "A")),
+               Candidate("new", 1.0, 1.0, _view(store, "new"))]
+    ranking = rank(REQUEST, CHAT, unknown, NO_EXPLORE, now=clock.now, rng=random.Random(0))
+    assert [c.deployment for c in ranking.candidates] == ["new", "A"]

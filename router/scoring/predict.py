@@ -7,8 +7,8 @@ each step weighted `n / (n + n0)` with `n` the decayed number of observations an
 weight. E2E at a percentile is the comonotone bound `TTFT_q + TPOT_q * (output_tokens - 1)`.
 `P(meet)` treats TTFT, TPOT and E2E as log-normal through their p50 and SLO-percentile values and
 multiplies the three shares with the success rate. An attempt that has waited for its first token
-longer than the predicted TTFT p99 raises the TTFT to its age at every percentile (a censored
-observation: the deployment is stalled for now).
+longer than the predicted TTFT p95 raises the TTFT to its age at every percentile (a censored
+observation: the deployment may be stalled).
 No I/O, no clocks: `now` comes in.
 
 Hot path: `predict` runs once per candidate per request (ten candidates within the 0.2 ms
@@ -169,10 +169,13 @@ def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
     log_ttft_q = t95
     since = stats.oldest_waiting_since
     wait = now - since if since is not None else 0.0
-    if wait > ttft_99:
-        # Stalled for now: an attempt has waited past the predicted p99, so the TTFT is taken
-        # as at least its age at every percentile (P(meet) 0 once that is past the target).
-        ttft_50 = ttft_q = ttft_99 = wait
+    if wait > ttft_q:
+        # An attempt has waited past the predicted p95: the TTFT is taken as at least its age
+        # at every percentile for now (P(meet) 0 once that is past the target). A p99 raised
+        # by a few slow answers must not hide a stall that the p95 does not show yet.
+        ttft_50 = ttft_q = wait
+        if wait > ttft_99:
+            ttft_99 = wait
         t50 = log_ttft_q = _log(wait)
     steps = output_tokens - 1 if output_tokens > 1 else 0
     e2e_50 = ttft_50 + tpot_50 * steps

@@ -10,7 +10,8 @@ when nothing else is left. Within tiers, by objective:
 - `weighted`: by utility `w_slo * P(meet) * (1 - penalty) - w_cost * cost / max cost
   - w_latency * latency / latency target`.
 Exploration: with probability `explore_share` (never for `high` risk) the first place goes to a
-stale candidate (fewer than `fresh_n` effective observations), drawn with weight `1 / (1 + n)`.
+stale candidate (fewer than `fresh_n` effective observations) with no attempt waiting for its
+first token, drawn with weight `1 / (1 + n)`.
 The clock (`now`) and the random source (`rng`) are arguments. The same ranking written one
 helper per step is `router/scoring/reference.py` (the tests hold both to identical output).
 """
@@ -48,8 +49,11 @@ def _explore_pick(scored: list[ScoredCandidate], request: ScoreRequest, config: 
         return None
     if rng.random() >= config.explore_share:
         return None
+    # One probe at a time: a candidate with an attempt still waiting for its first token is
+    # about to be observed anyway (and, when it is slow, more probes would only pile up on it).
     stale = [(i, 1.0 / (1.0 + s.prediction.n_eff)) for i, s in enumerate(scored)
-             if i > 0 and not s.unhealthy and s.prediction.n_eff < config.fresh_n]
+             if i > 0 and not s.unhealthy and s.prediction.n_eff < config.fresh_n
+             and s.prediction.censored_wait_s <= 0.0]
     if not stale:
         return None
     draw = rng.random() * sum(w for _, w in stale)

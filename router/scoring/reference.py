@@ -115,8 +115,9 @@ def reference_predict(candidate: Candidate, request: ScoreRequest, output_tokens
     tpot_50, tpot_99 = exp(tpot_l[0]), exp(tpot_l[3])
     log_ttft_50, log_ttft_q = ttft_l[0], ttft_l[2]
     wait = now - stats.oldest_waiting_since if stats.oldest_waiting_since is not None else 0.0
-    if wait > ttft_99:  # stalled: at least `wait` at every percentile
-        ttft_50 = ttft_q = ttft_99 = wait
+    if wait > ttft_q:  # waiting past the p95: at least `wait` at every percentile
+        ttft_50 = ttft_q = wait
+        ttft_99 = max(ttft_99, wait)
         log_ttft_50 = log_ttft_q = math.log(wait)
     steps = output_tokens - 1 if output_tokens > 1 else 0
     e2e_50 = ttft_50 + tpot_50 * steps

@@ -69,12 +69,16 @@ def cluster(module_dir: Path, stack: ExitStack, start_sim: StartSim,
     redis = start_redis(redis_dir)
     stack.callback(redis.stop)
     sim = start_sim({A.sim_model: profile(200), B.sim_model: profile(400)})
-    stats = StatsKnobs(half_life_s=5.0, explore_share=0.03,
-                       redis_url=f"redis://127.0.0.1:{redis.port}/0")
-    config = router_yaml(sim.base_url, [A, B],
-                         TaskRoute((A.name, B.name), Slo(ttft_p95_ms=1000)), stats=stats)
+    redis_url = f"redis://127.0.0.1:{redis.port}/0"
+    # The prober does not explore: its first request after A slowed must be the ranking's
+    # choice from what the learner shared, not a 3% exploration probe of the stale A.
+    configs = {name: router_yaml(sim.base_url, [A, B],
+                                 TaskRoute((A.name, B.name), Slo(ttft_p95_ms=1000)),
+                                 stats=StatsKnobs(half_life_s=5.0, explore_share=share_,
+                                                  redis_url=redis_url))
+               for name, share_ in (("learner", 0.03), ("prober", 0.0))}
     with ThreadPoolExecutor(2) as pool:
-        learner, prober = pool.map(lambda name: start_gateway(name, config),
+        learner, prober = pool.map(lambda name: start_gateway(name, configs[name]),
                                    ["learner", "prober"])
     deadline = time.monotonic() + FALLBACK_WITHIN_S
     while True:  # until both have pushed and pulled at least once

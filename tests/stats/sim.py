@@ -93,7 +93,7 @@ class Sim:
     def _schedule(self, dep: SimDeployment, prompt_tokens: int, output_tokens: int,
                   now: float) -> None:
         b = dep.behaviour
-        ticket = self.store.begin(dep.name, now)
+        ticket = self.store.begin(dep.name, now, prompt_tokens)
         self._n += 1
         if self.world.random() < b.error_rate:
             obs = Observation(dep.name, "chat", prompt_tokens, 0, None, None, 0.05, 0.0,

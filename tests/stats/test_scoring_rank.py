@@ -146,6 +146,20 @@ def test_exploration_puts_the_unknown_candidate_first_sometimes() -> None:
     assert 0.15 < len(explored) / len(firsts) < 0.25
 
 
+def test_exploration_sends_one_probe_at_a_time() -> None:
+    """A stale candidate whose previous probe still waits for its first token is not explored
+    again: it is about to be observed, and a slow one would only collect more requests."""
+    store, clock = _store({"A": 0.2})
+    store.begin("new", clock.now - 0.5)
+    cands = [Candidate("A", 1.0, 1.0, _view(store, "A")),
+             Candidate("new", 1.0, 1.0, _view(store, "new"))]
+    config = ScoringConfig(explore_share=0.2)
+    rng = random.Random(11)
+    rankings = [rank(REQUEST, CHAT, cands, config, now=clock.now, rng=rng) for _ in range(500)]
+    assert not any(r.explored for r in rankings)
+    assert all(r.candidates[0].deployment == "A" for r in rankings)
+
+
 def test_min_latency_prefers_faster_whatever_the_price() -> None:
     """min_latency ranks by predicted latency at the SLO percentile, not price."""
     store, clock = _store({"A": 0.2, "B": 0.5})
@@ -182,7 +196,7 @@ def test_share_below_matches_the_lognormal_median_and_quantile() -> None:
 
 
 def test_stalled_provider_is_noticed_from_waiting_attempts() -> None:
-    """An attempt waiting past the predicted TTFT p99 raises the TTFT to its age at every
+    """An attempt waiting past the predicted TTFT p95 raises the TTFT to its age at every
     percentile: past the target, the stalled deployment has no chance of meeting it, even
     against a candidate that is only known from the prior."""
     store, clock = _store({"A": 0.2, "B": 0.4})

@@ -371,9 +371,10 @@ def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]
         outcome.experiment, outcome.arm = prepared.assignment.experiment, prepared.assignment.arm
         outcome.arm_degraded = (prepared.assignment.route.startswith("model:")
                                 and not prepared.decision.restricted)
-        if outcome.arm_degraded:
-            headers["x-slorouter-arm-degraded"] = "true"
-        headers["x-slorouter-arm"] = f"{outcome.experiment}/{outcome.arm}"
+        # A degraded arm (its route could not serve; control's did) is named apart, so no
+        # answer labelled with an arm comes from another arm's route.
+        label = f"{outcome.experiment}/{outcome.arm}"
+        headers["x-slorouter-arm-degraded" if outcome.arm_degraded else "x-slorouter-arm"] = label
     headers.update({
         "x-slorouter-task": prepared.labels.task,
         "x-slorouter-risk": prepared.labels.risk,

@@ -103,6 +103,7 @@ class Seen:
     model: str | None  # `x-slorouter-model`
     ttft_s: float | None
     clean: bool  # 200, content, `[DONE]` and no error event
+    degraded_arm: str | None = None  # `x-slorouter-arm-degraded: <experiment>/<arm>`
 
 
 def client(base_url: str) -> httpx.AsyncClient:
@@ -136,6 +137,7 @@ async def send(http: httpx.AsyncClient, task: str, request_id: str, *,
     async with http.stream("POST", "/v1/chat/completions", content=orjson.dumps(body),
                            headers=headers) as response:
         experiment, _, arm = response.headers.get("x-slorouter-arm", "").partition("/")
+        degraded = response.headers.get("x-slorouter-arm-degraded")
         model = response.headers.get("x-slorouter-model")
         if response.status_code == 200:
             async for line in response.aiter_lines():
@@ -153,7 +155,8 @@ async def send(http: httpx.AsyncClient, task: str, request_id: str, *,
         else:
             await response.aread()
     return Seen(request_id, response.status_code, arm or None, experiment or None, model, ttft,
-                response.status_code == 200 and done and not failed and ttft is not None)
+                response.status_code == 200 and done and not failed and ttft is not None,
+                degraded)
 
 
 async def gather_limited(calls: Sequence[Callable[[], Awaitable[T]]], concurrency: int) -> list[T]:

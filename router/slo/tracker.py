@@ -101,41 +101,36 @@ class SloTracker:
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
         self._wakeup = SpacedWakeup(self.config.refresh_s / 2, clock)
 
-    def _add(self, key: SeriesKey, obs: Observation, targets: SloTargets) -> None:
-        series = self._series.get(key)
-        if series is None:
-            horizon = max(self.config.windows_s)
-            series = self._series[key] = RollingCounts(horizon, self.config.resolution_s)
-            if key[1]:
-                self._sizes.setdefault(key[:2], []).append(key[2])
-        series.add(obs.t, event_deltas(obs, targets))
+    def _add(self, keys: tuple[SeriesKey, ...], obs: Observation, targets: SloTargets) -> None:
+        deltas = np.asarray(event_deltas(obs, targets), dtype=np.int32)
+        for key in keys:
+            series = self._series.get(key)
+            if series is None:
+                horizon = max(self.config.windows_s)
+                series = self._series[key] = RollingCounts(horizon, self.config.resolution_s)
+                if key[1] and key[2] != ALL_SIZES:
+                    self._sizes.setdefault(key[:2], []).append(key[2])
+            series.add(obs.t, deltas)
         self._wakeup.notify()
 
     def record_request(self, obs: Observation) -> None:
         """Count one answered (or failed) request against its task's SLO."""
         targets = self.targets.get(obs.task)
         if targets is not None:
-            self._add((obs.task, "", ALL_SIZES), obs, targets)
+            self._add(((obs.task, "", ALL_SIZES),), obs, targets)
 
     def record_attempt(self, obs: Observation) -> None:
         """Count one upstream attempt against its deployment x task x prompt-size series."""
         targets = self.targets.get(obs.task)
         if targets is not None and not obs.cached:
-            self._add((obs.task, obs.deployment, obs.bucket), obs, targets)
+            # Its prompt size's series (latency demotion) and all sizes (availability, snapshot).
+            self._add(((obs.task, obs.deployment, obs.bucket),
+                       (obs.task, obs.deployment, ALL_SIZES)), obs, targets)
 
     def _sums(self, key: SeriesKey, now: float) -> Sums | None:
-        """Per window, the series' (total, bad) columns; a deployment's ALL_SIZES is the sum of
-        its sizes. None before any event."""
-        windows = self.config.windows_s
-        task, deployment, size = key
-        if size != ALL_SIZES or not deployment:
-            series = self._series.get(key)
-            return series.sums(now, windows) if series is not None else None
-        parts = [self._series[(task, deployment, b)].sums(now, windows)
-                 for b in self._sizes.get((task, deployment), ())]
-        if not parts:
-            return None
-        return [sum(columns[1:], columns[0]) for columns in zip(*parts, strict=True)]
+        """Per window, the series' (total, bad) columns; None before any event."""
+        series = self._series.get(key)
+        return series.sums(now, self.config.windows_s) if series is not None else None
 
     def _burns(self, task: Task, sums: Sums) -> list[tuple[Sli, Burns, list[int]]]:
         """Per tracked SLI: name, burn per window, and totals per window."""

@@ -34,7 +34,7 @@ class RollingCounts:
         self._counts: npt.NDArray[np.int32] = np.zeros((self._slots, COLUMNS), dtype=np.int32)
         self._epoch: npt.NDArray[np.int64] = np.full(self._slots, -1, dtype=np.int64)
 
-    def add(self, t: float, deltas: Sequence[int]) -> None:
+    def add(self, t: float, deltas: Sequence[int] | npt.NDArray[np.int32]) -> None:
         """Add one event's (total, bad) per SLI at time `t`."""
         slot = math.floor(t / self.resolution_s)
         i = slot % self._slots

@@ -96,7 +96,6 @@ class SloTracker:
         self.config = config if config is not None else SloConfig()
         self._clock = clock
         self._series: dict[SeriesKey, RollingCounts] = {}
-        self._sizes: dict[tuple[Task, str], list[int]] = {}  # buckets seen per task x deployment
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
         self._wakeup = SpacedWakeup(self.config.refresh_s / 2, clock)
@@ -108,8 +107,6 @@ class SloTracker:
             if series is None:
                 horizon = max(self.config.windows_s)
                 series = self._series[key] = RollingCounts(horizon, self.config.resolution_s)
-                if key[1] and key[2] != ALL_SIZES:
-                    self._sizes.setdefault(key[:2], []).append(key[2])
             series.add(obs.t, deltas)
         self._wakeup.notify()
 
@@ -238,12 +235,14 @@ class SloTracker:
 
     def _task_view(self, task: Task, now: float) -> TaskSlo:
         t = self.targets[task]
+        sizes: dict[str, list[int]] = {}  # per deployment, the prompt buckets it has series for
+        for of_task, name, size in sorted(self._series):
+            if of_task == task and name and size != ALL_SIZES:
+                sizes.setdefault(name, []).append(size)
         deployments = []
-        for (of_task, name), sizes in sorted(self._sizes.items()):
-            if of_task != task:
-                continue
+        for name, buckets in sizes.items():
             by_size = {prompt_bucket_label(b): self._penalty_of((task, name, b), now)
-                       for b in sorted(sizes)}
+                       for b in buckets}
             worst = max(by_size.values())
             deployments.append(DeploymentSlo(
                 deployment=name, windows=self._windows((task, name, ALL_SIZES), now),

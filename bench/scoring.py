@@ -21,6 +21,9 @@ Scenarios:
   then again with the SLO tracker's penalties recomputed in the background every 0.5 s
   (`SloTracker.refresh`, as `router/app.py` runs it; without it `penalty()` recomputes each
   deployment's penalty on the request path once a second: that is the first line's p99).
+  This is the service's own path, so its p99 is the budget's verdict. It reuses each
+  candidate's request-independent blend for up to 0.1 s (`BlendCache`; a blend is made anew
+  when the summaries behind it change); the baseline blends every candidate on every request.
 
 The machine's own tail, side by side: on this kind of VM a fixed computation's p99 is 2-3x its
 p50 (the hypervisor takes the core away or slows it; the guest counts that as the thread's
@@ -333,8 +336,8 @@ def _run_size(k: int, n: int, rate: float) -> float | None:
           f"p99/p50 {_ratio(fixed):.2f}")
     _print("StatsRanker.rank(), service loop",
            _alternate(sc.ranked, n, lambda: sc.between_requests(rate)))
-    _print("  same, SLO penalties in background",
-           _alternate(sc.ranked, n, lambda: sc.between_requests(rate, slo_background=True)))
+    service = _alternate(sc.ranked, n, lambda: sc.between_requests(rate, slo_background=True))
+    _print("  same, SLO penalties in background", service)
     print(f"  {'SloTracker.refresh() (background)':38s} {'':8s} {sc.slo_refresh.line()}")
     per_refresh = rate * REFRESH_S
     p50_refresh = sorted(sc.refresh.wall)[len(sc.refresh.wall) // 2] / 1e3
@@ -351,7 +354,7 @@ def _run_size(k: int, n: int, rate: float) -> float | None:
         _timed(lambda: state.summarize(sc.clock.now), summ, cpu=False)
     print(f"  {'summary recompute per key':38s} {'':8s} {summ.line()}")
     gc.unfreeze()
-    return loop[CURRENT.name].p99_us()
+    return service[CURRENT.name].p99_us()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -369,7 +372,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         p99 = _run_size(k, n, args.rate)
         verdict = p99 if p99 is not None else verdict
     if verdict is not None:
-        print(f"budget (10 candidates, service loop, current) p99 <= 200 us: "
+        print(f"budget (10 candidates, StatsRanker with SLO penalties in background, as the "
+              f"service runs it; current) p99 <= 200 us: "
               f"{'OK' if verdict <= 200 else 'OVER'} ({verdict:.1f} us)")
 
 

@@ -23,8 +23,9 @@ from router.execution.attempt import AttemptRecord
 from router.outcomes import Outcome
 from router.runtime_config import RuntimeConfig
 from router.scoring import Candidate, Ranking, ScoreRequest, ScoringConfig, Weights, rank
+from router.scoring.blend_cache import BlendCache
 from router.slo import SloTargets, SloTracker
-from router.stats import Observation, StatsStore
+from router.stats import Observation, StatsStore, prompt_bucket
 
 Clock = Callable[[], float]
 
@@ -86,6 +87,7 @@ class StatsRanker:
     rng: random.Random
     explore_share: float = 0.03
     clock: Clock = time.time
+    blends: BlendCache = field(default_factory=BlendCache)
     _settings: dict[int, tuple[TaskPolicy, float, SloTargets, ScoringConfig]] = field(
         default_factory=dict, init=False, repr=False)
 
@@ -100,18 +102,21 @@ class StatsRanker:
         now = self.clock()
         targets, scoring = self._policy_settings(policy)
         task, prompt = facts.task, facts.prompt_tokens
+        bucket = prompt_bucket(prompt)
         prices, view, unhealthy, penalty = (self.config.deployments, self.store.view,
                                             self.unhealthy, self.slo.penalty)
+        blended, prior, error_z = self.blends.get, scoring.prior, scoring.error_z
         new = tuple.__new__  # a `Candidate` without its Python `__new__`: every field, in order
         candidates = []
         for name in deployments:
             deployment = prices[name]
-            candidates.append(new(Candidate, (name, deployment.input_price_per_mtok,
-                                              deployment.output_price_per_mtok,
-                                              view(name, task, prompt), unhealthy(name),
-                                              penalty(name, task, prompt, now), None)))
+            stats = view(name, task, prompt)
+            candidates.append(new(Candidate, (
+                name, deployment.input_price_per_mtok, deployment.output_price_per_mtok, stats,
+                unhealthy(name), penalty(name, task, prompt, now), None,
+                blended((name, task, bucket), stats, prior, error_z, now))))
         history = self.store.task_summary(task)
-        request = ScoreRequest(task, facts.risk, prompt, facts.max_output_tokens, True)
+        request = new(ScoreRequest, (task, facts.risk, prompt, facts.max_output_tokens, True))
         return rank(request, targets, candidates, scoring, now=now,
                     rng=self.rng, output_history=history.output_tokens if history else None)
 

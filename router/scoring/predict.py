@@ -13,7 +13,9 @@ No I/O, no clocks: `now` comes in.
 
 Hot path: `predict` runs once per candidate per request (ten candidates within the 0.2 ms
 budget, `bench/scoring.py`), so it is one flat function over local floats: no helper calls, no
-intermediate tuples, and the p90 level (which no prediction uses) is never blended. The same
+intermediate tuples, and the p90 level (which no prediction uses) is never blended. What no
+request changes (levels' weights, TPOT and error estimates) is `blend`ed apart, so the service
+can reuse it across requests for a short while (`blend_cache.py`). The same
 maths written one helper per step is `router/scoring/reference.py`; the tests check that both
 give bit-identical predictions, so change them together.
 """
@@ -22,10 +24,19 @@ from __future__ import annotations
 
 import math
 
-from router.scoring.types import Candidate, Prediction, ScoreRequest, ScoringConfig, Source
+from router.scoring.types import (
+    Blend,
+    Candidate,
+    Prediction,
+    Prior,
+    ScoreRequest,
+    ScoringConfig,
+    Source,
+)
 from router.slo.targets import SloTargets
 from router.stats.estimators import KeySummary
 from router.stats.quantiles import Quantiles
+from router.stats.store import StatsView
 from router.stats.ttft_model import KTOK, MIN_FITTED_S
 
 Z95 = 1.6448536269514722
@@ -98,59 +109,39 @@ def _tpot_level(level: KeySummary, factor: float, n0: float, p50: float, p95: fl
     return p50, p95, p99, (err + n0 * rate) / (ok + err + n0), ok + err
 
 
-def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
-            targets: SloTargets, config: ScoringConfig, now: float,
-            logs: tuple[float | None, float | None, float | None] | None = None) -> Prediction:
-    """Everything the ranking needs about one candidate for one request.
-
-    Operation for operation the same arithmetic as `reference.reference_predict` (so the floats
-    are identical), written out flat: `w * child + (1 - w) * parent` per level and quantile.
-    """
-    lt = logs if logs is not None else log_targets(targets)
-    prior = candidate.prior
-    if prior is None:
-        prior = config.prior
+def blend(stats: StatsView, prior: Prior, error_z: float, now: float) -> Blend:
+    """The request-independent part of a prediction for `stats`, its weights decayed to `now`."""
     n0 = prior.weight
-    stats = candidate.stats
     dep = stats.deployment_all
     task = stats.task
     # Decay of each level's weights from its summary time to `now`.
     f_dep = 1.0 if dep is None or now <= dep.at else _pow(2.0, -(now - dep.at) / dep.half_life_s)
     f_task = (1.0 if task is None or now <= task.at
               else _pow(2.0, -(now - task.at) / task.half_life_s))
-
-    # TTFT (log p50, p95, p99): prior -> deployment model at this prompt size -> bucket.
     pl = prior.ttft.logs
-    t50, t95, t99 = pl[0], pl[2], pl[3]
-    source: Source = "prior"
-    if dep is not None:
-        fit = dep.ttft_fit
-        prompt = request.prompt_tokens
-        trust = (1.0 if fit is None or fit.covers_from_ktok <= prompt / KTOK <= fit.covers_to_ktok
-                 else fit.trust(prompt))
-        if fit is not None and fit.ratio is not None and trust > 0.0:
-            shift = _log(max(fit.intercept_s + fit.slope_s_per_ktok * prompt / KTOK,
-                             MIN_FITTED_S))
-            r = fit.ratio.logs
-            n = fit.weight * f_dep * trust
-            w = n / (n + n0) if n > 0.0 else 0.0
-            u = 1.0 - w
-            t50 = w * (r[0] + shift) + u * t50
-            t95 = w * (r[2] + shift) + u * t95
-            t99 = w * (r[3] + shift) + u * t99
-            source = "model"
+    prior_ttft = (pl[0], pl[2], pl[3])
+
+    fit = dep.ttft_fit if dep is not None else None
+    fit_n = fit_w = 0.0
+    fit_ratio = prior_ttft
+    if fit is not None and fit.ratio is not None:
+        fit_n = fit.weight * f_dep
+        fit_w = fit_n / (fit_n + n0) if fit_n > 0.0 else 0.0
+        r = fit.ratio.logs
+        fit_ratio = (r[0], r[2], r[3])
+    else:
+        fit = None
+
     bucket = stats.bucket
+    bucket_w = -1.0
+    bucket_ttft = prior_ttft
     if bucket is not None and bucket.ttft is not None:
         at = bucket.at
         f_b = 1.0 if now <= at else _pow(2.0, -(now - at) / bucket.half_life_s)
         n = bucket.n_ok * f_b
-        w = n / (n + n0) if n > 0.0 else 0.0
-        u = 1.0 - w
+        bucket_w = n / (n + n0) if n > 0.0 else 0.0
         bl = bucket.ttft.logs
-        t50 = w * bl[0] + u * t50
-        t95 = w * bl[2] + u * t95
-        t99 = w * bl[3] + u * t99
-        source = "bucket"
+        bucket_ttft = (bl[0], bl[2], bl[3])
 
     # TPOT (log p50, p95, p99) and the error rate: prior -> deployment -> deployment x task.
     pl = prior.tpot.logs
@@ -160,14 +151,62 @@ def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
         p50, p95, p99, rate, total = _tpot_level(dep, f_dep, n0, p50, p95, p99, rate)
     if task is not None:
         p50, p95, p99, rate, total = _tpot_level(task, f_task, n0, p50, p95, p99, rate)
-    err_low = rate - config.error_z * _sqrt(rate * (1.0 - rate) / (total + n0))
+    err_low = rate - error_z * _sqrt(rate * (1.0 - rate) / (total + n0))
     if err_low < 0.0:
         err_low = 0.0
+    return _new(Blend, (now, n0, prior_ttft, fit, fit_n, fit_w, fit_ratio, bucket_w, bucket_ttft,
+                        (p50, p95, p99), (_exp(p50), _exp(p95), _exp(p99)), rate, err_low,
+                        task.n_ok * f_task if task is not None else 0.0))
+
+
+def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
+            targets: SloTargets, config: ScoringConfig, now: float,
+            logs: tuple[float | None, float | None, float | None] | None = None) -> Prediction:
+    """Everything the ranking needs about one candidate for one request.
+
+    The candidate's `blend` when it carries one (decayed to its own time), else one made now.
+    Operation for operation the same arithmetic as `reference.reference_predict` (so the floats
+    are identical for a blend made at `now`), written out flat: `w * child + (1 - w) * parent`
+    per level and quantile.
+    """
+    lt = logs if logs is not None else log_targets(targets)
+    b = candidate.blend
+    if b is None:
+        prior = candidate.prior
+        b = blend(candidate.stats, prior if prior is not None else config.prior,
+                  config.error_z, now)
+    (_, n0, (t50, t95, t99), fit, fit_n, fit_w, r, bucket_w, bl, (p50, p95, _),
+     (tpot_50, tpot_q, tpot_99), rate, err_low, n_eff) = b
+
+    # TTFT (log p50, p95, p99): prior -> deployment model at this prompt size -> bucket.
+    source: Source = "prior"
+    if fit is not None:
+        prompt = request.prompt_tokens
+        if fit.covers_from_ktok <= prompt / KTOK <= fit.covers_to_ktok:
+            trust, w = 1.0, fit_w
+        else:
+            trust = fit.trust(prompt)
+            n = fit_n * trust
+            w = n / (n + n0) if n > 0.0 else 0.0
+        if trust > 0.0:
+            shift = _log(max(fit.intercept_s + fit.slope_s_per_ktok * prompt / KTOK,
+                             MIN_FITTED_S))
+            u = 1.0 - w
+            t50 = w * (r[0] + shift) + u * t50
+            t95 = w * (r[1] + shift) + u * t95
+            t99 = w * (r[2] + shift) + u * t99
+            source = "model"
+    if bucket_w >= 0.0:
+        w = bucket_w
+        u = 1.0 - w
+        t50 = w * bl[0] + u * t50
+        t95 = w * bl[1] + u * t95
+        t99 = w * bl[2] + u * t99
+        source = "bucket"
 
     ttft_50, ttft_q, ttft_99 = _exp(t50), _exp(t95), _exp(t99)
-    tpot_50, tpot_99 = _exp(p50), _exp(p99)
     log_ttft_q = t95
-    since = stats.oldest_waiting_since
+    since = candidate.stats.oldest_waiting_since
     wait = now - since if since is not None else 0.0
     if wait > ttft_q:
         # An attempt has waited past the predicted p95: the TTFT is taken as at least its age
@@ -208,6 +247,5 @@ def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
     p_meet = s_ttft * s_tpot * s_e2e * (1.0 - rate)
     cost = (request.prompt_tokens * candidate.price_in_per_m
             + output_tokens * candidate.price_out_per_m) / 1e6
-    return _new(Prediction, (ttft_50, ttft_q, _exp(p95), e2e_50, e2e_q, rate, err_low, p_meet,
-                             cost, task.n_ok * f_task if task is not None else 0.0, source,
-                             wait))
+    return _new(Prediction, (ttft_50, ttft_q, tpot_q, e2e_50, e2e_q, rate, err_low, p_meet,
+                             cost, n_eff, source, wait))

@@ -1,12 +1,13 @@
 """Inputs and outputs of route scoring: request, candidates, configuration, scored ranking.
 
-Immutable values only. Those built per request and per candidate (`Candidate`, `Prediction`,
-`ScoredCandidate`, `Ranking`) are `NamedTuple`s: a frozen dataclass's `__init__` costs about
-0.6 us per field on CPython 3.11 (measured: 7.7 us for `Prediction`), too much for the 0.2 ms
-budget of scoring ten candidates. The decision step builds a `ScoreRequest` and one
-`Candidate` per eligible deployment (price, `StatsView` from the stats store, circuit state, SLO
-demotion penalty) and gets back a `Ranking` whose `ScoredCandidate`s carry the per-candidate
-breakdown shown by the explain endpoint. The maths is in `predict.py` and `rank.py`.
+Immutable values only. Those built per request and per candidate (`ScoreRequest`, `Candidate`,
+`Blend`, `Prediction`, `ScoredCandidate`, `Ranking`) are `NamedTuple`s: a frozen dataclass's
+`__init__` costs about 0.6 us per field on CPython 3.11 (measured: 7.7 us for `Prediction`),
+too much for the 0.2 ms budget of scoring ten candidates. The decision step builds a
+`ScoreRequest` and one `Candidate` per eligible deployment (price, `StatsView` from the stats
+store, circuit state, SLO demotion penalty, its `Blend` when reused) and gets back a `Ranking`
+whose `ScoredCandidate`s carry the per-candidate breakdown shown by the explain endpoint. The
+maths is in `predict.py` and `rank.py`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Literal, NamedTuple
 from policies.labels import Risk, Task
 from router.stats.quantiles import Quantiles
 from router.stats.store import StatsView
+from router.stats.ttft_model import TtftFit
 
 Objective = Literal["min_cost", "min_latency", "weighted"]
 Source = Literal["prior", "model", "bucket"]
@@ -25,8 +27,7 @@ PRIOR_TTFT = Quantiles(0.8, 1.5, 2.0, 3.0)
 PRIOR_TPOT = Quantiles(0.03, 0.05, 0.06, 0.08)
 
 
-@dataclass(frozen=True, slots=True)
-class ScoreRequest:
+class ScoreRequest(NamedTuple):
     """The routing-relevant facts of one request."""
 
     task: Task
@@ -46,6 +47,31 @@ class Prior:
     weight: float = 3.0
 
 
+class Blend(NamedTuple):
+    """The part of a candidate's prediction that no request changes, as of time `at`.
+
+    Built by `predict.blend` from a `StatsView`'s summaries and the prior: each level's weight
+    (its observations decayed to `at`, against the prior's `n0`), the TTFT levels' log
+    quantiles, and the TPOT and error-rate estimates already blended. What the request brings
+    (prompt size, output tokens, the age of waiting attempts) is applied per request.
+    """
+
+    at: float
+    n0: float
+    prior_ttft: tuple[float, float, float]  # log p50, p95, p99
+    fit: TtftFit | None  # the deployment's TTFT model, None without residual ratios yet
+    fit_n: float  # the fit's weight decayed to `at`
+    fit_w: float  # its blend weight where the fit is fully trusted
+    fit_ratio: tuple[float, float, float]  # log ratio p50, p95, p99
+    bucket_w: float  # the prompt bucket's blend weight, negative without a TTFT sketch there
+    bucket_ttft: tuple[float, float, float]  # log p50, p95, p99
+    tpot_logs: tuple[float, float, float]  # log p50, p95, p99
+    tpot_s: tuple[float, float, float]  # p50, p95, p99 in seconds
+    error_rate: float
+    error_rate_low: float
+    n_eff: float
+
+
 class Candidate(NamedTuple):
     """One eligible deployment with its prices, statistics and penalties."""
 
@@ -56,6 +82,7 @@ class Candidate(NamedTuple):
     unhealthy: bool = False  # circuit open or health check failing
     slo_penalty: float = 0.0  # from router.slo demotion, in [0, 1]
     prior: Prior | None = None  # overrides ScoringConfig.prior for this deployment
+    blend: Blend | None = None  # `stats` blended earlier (`BlendCache`); None: blend now
 
 
 @dataclass(frozen=True, slots=True)

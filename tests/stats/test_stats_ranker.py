@@ -12,6 +12,7 @@ from policies.schema import SloSpec, TaskPolicy, WeightsSpec
 from router.feedback import StatsRanker, slo_targets
 from router.runtime_config import RuntimeConfig
 from router.scoring import Candidate, ScoreRequest, ScoringConfig, Weights, rank
+from router.scoring.blend_cache import BlendCache
 from router.slo import SloTracker
 from router.stats import LocalStatsStore, Observation
 from tests.stats.sim import FakeClock
@@ -34,8 +35,10 @@ def _setup() -> tuple[StatsRanker, LocalStatsStore, FakeClock]:
     config = SimpleNamespace(deployments={
         d: SimpleNamespace(input_price_per_mtok=p[0], output_price_per_mtok=p[1])
         for d, p in PRICES.items()})
+    # Blends never reused: `rank()` below blends at `clock.now`, and so must the ranker.
     ranker = StatsRanker(cast(RuntimeConfig, config), store, SloTracker({}), lambda d: d == "C",
-                         random.Random(3), explore_share=0.2, clock=clock)
+                         random.Random(3), explore_share=0.2, clock=clock,
+                         blends=BlendCache(reuse_s=0.0))
     return ranker, store, clock
 
 

@@ -2,7 +2,8 @@
 
 Starlette's own streaming response only notices a gone client when a write fails, which can be
 seconds later while an upstream is still thinking. Here a watcher waits on `receive()` for
-`http.disconnect` and cancels the producer task, so the upstream call is cancelled too.
+`http.disconnect` and cancels the task that produces the chunks, so the upstream call is
+cancelled too.
 """
 
 from __future__ import annotations
@@ -39,19 +40,17 @@ class WatchedStreamingResponse(Response):
         self._on_finish = on_finish
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        producer = asyncio.ensure_future(self._produce(send))
-        watcher = asyncio.ensure_future(wait_for_disconnect(receive))
-        client_gone = False
+        # The chunks are produced in this task (a task of their own would cost the first chunk
+        # one more pass of the event loop); the watcher cancels it when the client leaves.
+        client_gone = True
         try:
-            await asyncio.wait({producer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            await run_unless_disconnected(receive, self._produce(send))
+            client_gone = False
+        except ClientGone:
+            pass
+        except Exception:  # a failed write: the client went away mid-stream
+            pass
         finally:
-            if not producer.done():
-                client_gone = True
-                producer.cancel()
-            watcher.cancel()
-            await asyncio.gather(producer, watcher, return_exceptions=True)
-            if not producer.cancelled() and producer.exception() is not None:
-                client_gone = True  # a failed write: the client went away mid-stream
             await self._on_finish(client_gone)
 
     async def _produce(self, send: Send) -> None:

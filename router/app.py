@@ -81,7 +81,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
                             ranker=ranker, health=lambda name: breakers.state(name) != "open",
                             hedge_delay=HedgeDelays(store, server.reliability.hedge_percentile,
                                                    server.reliability.hedge_max_median_ratio),
-                            load=execution.in_flight,
+                            load=store.load,
                             assign_arm=trials.assign if trials.active else None)
     observers = [*sinks, StatsSink(store, slo), trials]
     if telemetry is not None:

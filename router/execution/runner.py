@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import random
 import time
-from collections import Counter
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -105,7 +104,6 @@ class ExecutionState:
     max_retries_per_deployment: int = 1
     max_retry_wait_s: float = 1.0  # a longer Retry-After goes back to the client instead
     rng: random.Random = field(default_factory=random.Random)
-    in_flight: Counter[str] = field(default_factory=Counter)  # attempts per deployment
     watch: AttemptWatch = field(default_factory=Unwatched)  # wall-clock times (`Runner.wall`)
 
     @staticmethod
@@ -271,12 +269,10 @@ class Runner:
                 self._failed(record, err)
 
     def _started(self, record: AttemptRecord, plan: Plan) -> None:
-        self._state.in_flight[record.deployment] += 1
         record.ticket = self._state.watch.begin(record.deployment, self._wall(),
                                                 plan.prompt_tokens)
 
     def _ended(self, record: AttemptRecord) -> None:
-        self._state.in_flight[record.deployment] -= 1
         self._state.watch.end(record.ticket)
 
     def _releaser(self, record: AttemptRecord) -> Callable[[], None]:

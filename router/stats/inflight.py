@@ -14,6 +14,7 @@ waiting attempts of that bucket or smaller ones.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
 from router.stats.observation import prompt_bucket
@@ -77,3 +78,33 @@ class InFlight:
     def counts(self) -> dict[str, int]:
         """In-flight attempts per deployment (for sharing between replicas)."""
         return {d: len(t) for d, t in self._by_deployment.items() if t}
+
+    @property
+    def load(self) -> Mapping[str, int]:
+        """In-flight attempts per deployment, read live (no copy): prefix affinity's load."""
+        return _Load(self._by_deployment)
+
+
+class _Load(Mapping[str, int]):
+    """A live read-only view of the attempts in flight per deployment."""
+
+    __slots__ = ("_by_deployment",)
+
+    def __init__(self, by_deployment: dict[str, set[int]]) -> None:
+        self._by_deployment = by_deployment
+
+    def __getitem__(self, deployment: str) -> int:
+        tickets = self._by_deployment.get(deployment)
+        if not tickets:
+            raise KeyError(deployment)
+        return len(tickets)
+
+    def get(self, deployment: str, default: int = 0) -> int:  # type: ignore[override]
+        tickets = self._by_deployment.get(deployment)
+        return len(tickets) if tickets else default
+
+    def __iter__(self) -> Iterator[str]:
+        return (d for d, t in self._by_deployment.items() if t)
+
+    def __len__(self) -> int:
+        return sum(1 for t in self._by_deployment.values() if t)

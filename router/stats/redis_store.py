@@ -103,6 +103,10 @@ class RedisStatsStore:
         await self.local.run_refresher()
 
     @property
+    def load(self) -> Mapping[str, int]:
+        return self.local.load
+
+    @property
     def healthy(self) -> bool:
         return self._healthy
 

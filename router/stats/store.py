@@ -124,6 +124,8 @@ class StatsStore(Protocol):
     def record(self, obs: Observation) -> None: ...
     def view(self, deployment: str, task: Task, prompt_tokens: int) -> StatsView: ...
     def task_summary(self, task: Task) -> KeySummary | None: ...
+    @property
+    def load(self) -> Mapping[str, int]: ...
     def ttft_quantile(self, deployment: str, task: Task,
                       q: float) -> tuple[float | None, float]: ...
     def ttft_quantiles(self, deployment: str, task: Task,
@@ -339,6 +341,11 @@ class LocalStatsStore:
 
     def in_flight_counts(self) -> dict[str, int]:
         return self._in_flight.counts()
+
+    @property
+    def load(self) -> Mapping[str, int]:
+        """This replica's attempts in flight per deployment, live (prefix affinity's load)."""
+        return self._in_flight.load
 
     def mark_unpushed(self, key: StatKey) -> None:
         """Publish `key` again at the next push (after a failed push)."""

@@ -153,6 +153,23 @@ def test_in_flight_counts_and_oldest_waiting_attempt() -> None:
     assert store.view("A", "chat", 10).in_flight == 0
 
 
+def test_load_is_a_live_view_of_the_attempts_in_flight() -> None:
+    """Prefix affinity's load: every attempt from begin to end, waiting for a token or not."""
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    load = store.load
+    a1, a2, b = store.begin("A", clock.now), store.begin("A", clock.now), store.begin("B", 0.0)
+    store.first_token(a1)
+    assert (load.get("A"), load["B"], load.get("C", 0), len(load)) == (2, 1, 0, 2)
+    assert dict(load) == {"A": 2, "B": 1} and "C" not in load
+    store.end(a1)
+    store.end(b)
+    store.end(b)  # ending twice changes nothing
+    assert dict(load) == {"A": 1} and load.get("B", 0) == 0 and "B" not in load
+    store.end(a2)
+    assert len(load) == 0
+
+
 def test_deployment_key_holds_the_ttft_model_and_task_key_the_output_tokens() -> None:
     """The deployment-wide key fits TTFT in prompt tokens; the task-wide key keeps outputs."""
     clock = FakeClock()

@@ -3,7 +3,8 @@
 `load_config_text` validates the schema, then the cross-references (route → model →
 deployment, duplicate names), and raises `PolicyValidationError` naming all problems at once.
 `content_hash` gives the version stamped on every decision: a hash of the canonical JSON of the
-validated config, so comments and key order do not change it.
+validated config's routing part, so comments and key order do not change it, and neither do the
+sections that cannot change an answer (`NOT_ROUTING`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -138,9 +140,28 @@ def load_config_file(path: Path, environ: Mapping[str, str] | None = None) -> Ro
     return load_config_text(path.read_text(encoding="utf-8"), str(path), environ)
 
 
+# Settings that change who may call and how the process runs, never which model answers what or
+# for how long an answer may be reused: API keys (tenant and scopes are in every cache key on
+# their own), telemetry, and the server's limits, timeouts, reliability and statistics settings
+# and where its caches live. Everything else, the cache rules (`server.cache.default`) included,
+# and any setting added later is part of the policy version: editing it makes cached answers
+# unreachable.
+NOT_ROUTING: dict[str, Any] = {
+    "api_keys": True,
+    "telemetry": True,
+    "server": {
+        "max_body_bytes": True, "request_timeout_s": True, "reliability": True, "stats": True,
+        "experiments_redis_url": True,
+        "cache": {"backend": True, "directory": True, "redis_url": True, "prefix_affinity": True},
+    },
+}
+
+
 def content_hash(config: RouterConfig, *extra_parts: str) -> str:
-    """Version of the loaded config (plus artifact hashes such as the classifier's): 12 hex."""
-    canonical = json.dumps(config.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """The policy version: the config but `NOT_ROUTING`, plus artifact hashes such as the
+    classifier's, as 12 hex digits."""
+    routing = config.model_dump(mode="json", exclude=NOT_ROUTING)
+    canonical = json.dumps(routing, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode())
     for part in extra_parts:
         digest.update(b"\x00" + part.encode())

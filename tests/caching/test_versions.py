@@ -74,6 +74,33 @@ def test_policy_change_gives_zero_hits_on_old_entries(
     assert back == ["hit"] * 2 * PROMPTS
 
 
+def test_server_settings_are_not_policy(sim: Running, sim_stats: SimStats,
+                                        tmp_path: Path) -> None:
+    """Routers whose configs differ only in server limits and timeouts (as replicas' may) have
+    the same policy version and share their cached answers."""
+    block = disk_cache_block(str(tmp_path / "cache"), ttl_s=LONG_TTL_S)
+    prompts = [unique_messages(f"server-{i}") for i in range(PROMPTS)]
+
+    def run(name: str, *edits: tuple[str, str]) -> tuple[list[str], set[str]]:
+        config = router_yaml(sim.base_url, block, policies_yaml(revision="r1"))
+        for old, new in edits:
+            assert old in config
+            config = config.replace(old, new)
+        router = start_router(tmp_path, config, env=KEYS_ENV, name=name)
+        try:
+            return _round(router.base_url, prompts)
+        finally:
+            router.stop()
+
+    written, first = run("router-a")
+    assert written == ["miss"] * 2 * PROMPTS
+    before = sim_stats.requests()
+    shared, second = run("router-b", ("request_timeout_s: 10", "request_timeout_s: 30"),
+                         ("max_body_bytes: 65536", "max_body_bytes: 32768"))
+    assert second == first and shared == ["hit"] * 2 * PROMPTS
+    assert sim_stats.requests() == before
+
+
 def test_data_version_change_gives_zero_hits_on_old_entries(
         gateway: Gateway, sim_stats: SimStats) -> None:
     """Prompts written under data version docs-1 all miss under docs-2, and still hit under 1."""

@@ -91,10 +91,33 @@ def test_version_ignores_comments_and_key_order_but_not_content() -> None:
     """The content hash changes with meaning only."""
     base = content_hash(load_config_text(VALID, environ=ENV))
     commented = content_hash(load_config_text("# a comment\n" + VALID, environ=ENV))
-    changed = content_hash(load_config_text(VALID.replace("tenant: acme", "tenant: other"),
-                                            environ=ENV))
+    changed = content_hash(load_config_text(VALID.replace("by_task: {code: small}",
+                                                          "by_task: {math: small}"), environ=ENV))
     assert base == commented and base != changed
     assert content_hash(load_config_text(VALID, environ=ENV), "classifier-v2") != base
+
+
+@pytest.mark.parametrize("edit", [
+    ("tenant: acme", "tenant: other"),
+    ("routes:\n", "server:\n  request_timeout_s: 7\n  cache: {backend: none}\nroutes:\n"),
+    ("routes:\n", "telemetry: {exporter: console, sample_ratio: 0.5}\nroutes:\n"),
+    ("routes:\n", "server:\n  cache: {backend: redis, redis_url: 'redis://h:1/0'}\n"
+                   "  stats: {explore_share: 0.1}\n  reliability: {max_retries_per_deployment: 3}"
+                   "\nroutes:\n"),
+])
+def test_version_ignores_sections_that_cannot_change_an_answer(edit: tuple[str, str]) -> None:
+    """Who may call, the server's settings and telemetry are not part of the policy version
+    (so replicas differing only there share cached answers); the routing part is."""
+    assert edit[0] in VALID
+    base = content_hash(load_config_text(VALID, environ=ENV))
+    edited = load_config_text(VALID.replace(*edit), environ=ENV)
+    assert edited.model_dump() != load_config_text(VALID, environ=ENV).model_dump()
+    assert content_hash(edited) == base
+    moved = VALID.replace("input_price_per_mtok: 1", "input_price_per_mtok: 3")
+    assert content_hash(load_config_text(moved, environ=ENV)) != base
+    shorter = VALID.replace("routes:\n", "server:\n  cache: {default: {enabled: true, ttl_s: 5}}"
+                                          "\nroutes:\n")
+    assert content_hash(load_config_text(shorter, environ=ENV)) != base  # a cache rule counts
 
 
 def test_api_key_needs_exactly_one_form() -> None:

@@ -38,16 +38,27 @@ def _get(cache: BlendCache, store: LocalStatsStore, now: float, prompt: int = 90
                      prior, CONFIG.error_z, now)
 
 
-def test_a_blend_is_reused_within_reuse_s_then_made_anew() -> None:
+def test_a_blend_is_reused_within_its_lifetime_then_made_anew() -> None:
     store, clock = _store()
     cache = BlendCache(reuse_s=0.1)
+    lifetime = cache.lifetime_s(("A", "chat", prompt_bucket(900)))
+    assert 0.05 <= lifetime < 0.1
     first = _get(cache, store, clock.now)
-    assert _get(cache, store, clock.now + 0.05) is first
+    assert _get(cache, store, clock.now + lifetime * 0.99) is first
     later = _get(cache, store, clock.now + 0.11)
     assert later is not first and later == blend(store.view("A", "chat", 900), CONFIG.prior,
                                                  CONFIG.error_z, clock.now + 0.11)
     # A clock that went back does not reuse a blend from its future.
     assert _get(cache, store, clock.now + 0.05) is not later
+
+
+def test_lifetimes_are_staggered_by_key_so_candidates_do_not_expire_together() -> None:
+    cache = BlendCache(reuse_s=0.1)
+    lifetimes = [cache.lifetime_s((f"dep-{i}", "chat", 3)) for i in range(10)]
+    assert all(0.05 <= t < 0.1 for t in lifetimes)
+    assert len({round(t, 4) for t in lifetimes}) >= 8
+    assert lifetimes == [BlendCache(reuse_s=0.1).lifetime_s((f"dep-{i}", "chat", 3))
+                         for i in range(10)]  # fixed per key, not per process
 
 
 def test_new_summaries_or_another_prior_make_a_new_blend() -> None:

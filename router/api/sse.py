@@ -9,10 +9,15 @@ cancelled too.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from starlette.responses import Response
+
+from router.logs import event
+
+log = logging.getLogger("slorouter.http")
 
 Scope = Mapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -46,10 +51,10 @@ class WatchedStreamingResponse(Response):
         try:
             await run_unless_disconnected(receive, self._produce(send))
             client_gone = False
-        except ClientGone:
+        except (ClientGone, OSError):  # the client left, or a write to it failed
             pass
-        except Exception:  # a failed write: the client went away mid-stream
-            pass
+        except Exception as exc:  # a bug: the client sees the stream end early; say why
+            event(log, "stream_failed", logging.ERROR, error=type(exc).__name__)
         finally:
             await self._on_finish(client_gone)
 

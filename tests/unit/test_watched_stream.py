@@ -1,0 +1,91 @@
+"""`WatchedStreamingResponse` in the request's own task: a whole stream, a client that leaves
+mid-stream (the producer is cancelled at once), and a producer that breaks (logged, not
+swallowed silently)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from router.api.sse import WatchedStreamingResponse
+
+
+class _Client:
+    """The ASGI side: records what is sent; `leave()` makes `receive()` report a disconnect."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self._gone = asyncio.Event()
+
+    async def receive(self) -> dict[str, Any]:
+        await self._gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+
+    def leave(self) -> None:
+        self._gone.set()
+
+    @property
+    def bodies(self) -> list[bytes]:
+        return [m["body"] for m in self.sent if m["type"] == "http.response.body"]
+
+
+def _run(chunks: AsyncIterator[bytes], client: _Client) -> list[bool]:
+    finished: list[bool] = []
+
+    async def on_finish(client_gone: bool) -> None:
+        finished.append(client_gone)
+
+    response = WatchedStreamingResponse(chunks, {"x-test": "1"}, on_finish=on_finish)
+    asyncio.run(response({}, client.receive, client.send))
+    return finished
+
+
+def test_a_whole_stream_is_sent_and_finished_as_complete() -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for part in (b"a", b"b"):
+            yield part
+
+    client = _Client()
+    assert _run(chunks(), client) == [False]
+    assert client.sent[0]["type"] == "http.response.start" and client.sent[0]["status"] == 200
+    assert client.bodies == [b"a", b"b", b""]
+
+
+def test_a_client_that_leaves_cancels_the_producer_at_once() -> None:
+    client = _Client()
+    cancelled: list[bool] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"first"
+        client.leave()
+        try:
+            await asyncio.sleep(30)  # an upstream still thinking
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        yield b"never"
+
+    assert _run(chunks(), client) == [True]
+    assert cancelled == [True] and client.bodies == [b"first"]
+
+
+def test_a_broken_producer_is_logged_and_finished_as_cut(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"first"
+        raise RuntimeError("a bug")
+
+    client = _Client()
+    with caplog.at_level(logging.ERROR, logger="slorouter.http"):
+        assert _run(chunks(), client) == [True]
+    assert client.bodies == [b"first"]
+    failed = [r for r in caplog.records if r.message == "stream_failed"]
+    assert len(failed) == 1 and failed[0].event_data == {"error": "RuntimeError"}  # type: ignore[attr-defined]
+    assert "a bug" not in caplog.text

@@ -77,7 +77,7 @@ class InFlight:
 
     def counts(self) -> dict[str, int]:
         """In-flight attempts per deployment (for sharing between replicas)."""
-        return {d: len(t) for d, t in self._by_deployment.items() if t}
+        return dict(self.load)
 
     @property
     def load(self) -> Mapping[str, int]:

@@ -269,23 +269,21 @@ class ChatHandler:
         headers["server-timing"] = prepared.phases.header(winner.ttft_s if winner else None, None)
         headers["cache-control"] = "no-cache"
         state = _StreamState(StreamAssembler() if settle.wants_body else None)
-        chunks = self._sse(committed, outcome, include_usage, state)
+        chunks = self._sse(committed, outcome, include_usage, state, settle)
 
         async def finish(client_gone: bool) -> None:
             await close_quietly(committed.tail)
             committed.release()
             outcome.client_disconnected = client_gone
             self._finish_stream(committed, outcome, state.content_events)
-            if state.assembler is not None and state.clean_end and not client_gone:
-                await settle.succeeded(state.assembler.completion_body(), outcome)
-            else:
+            if not state.clean_end:
                 await settle.failed(state.error)
             await held.aclose()
 
         return WatchedStreamingResponse(chunks, headers, on_finish=finish)
 
     async def _sse(self, committed: CommittedStream, outcome: Outcome, include_usage: bool,
-                   state: _StreamState) -> AsyncIterator[bytes]:
+                   state: _StreamState, settle: _Finish) -> AsyncIterator[bytes]:
         try:
             for stream in (_iterate(committed.head), committed.tail):
                 async for event in stream:
@@ -294,6 +292,11 @@ class ChatHandler:
                         continue
                     yield b"data: " + event.data + b"\n\n"
             state.clean_end = True
+            # Settled before [DONE], as a whole answer is stored before it is sent: a client
+            # that repeats the request once it has read the stream's end finds the entry. The
+            # answer is whole, so a client leaving now does not stop it being kept.
+            body = state.assembler.completion_body() if state.assembler is not None else None
+            await asyncio.shield(settle.succeeded(body, outcome))
             yield b"data: [DONE]\n\n"
         except SlorouterError as exc:
             state.error = exc
@@ -340,8 +343,11 @@ class _Finish:
     def wants_body(self) -> bool:
         return self._claimed is not None or self._plan.decision.write
 
-    async def succeeded(self, body: bytes, outcome: Outcome) -> None:
+    async def succeeded(self, body: bytes | None, outcome: Outcome) -> None:
+        """`body` is None when nothing wants it (no idempotency claim, no cache write)."""
         self._caching.note_prefix(outcome.cached_tokens)
+        if body is None:
+            return
         if self._claimed is not None:
             await self._claimed.succeeded(body, self._headers)
         generation = (outcome.ended_at if outcome.ended_at is not None

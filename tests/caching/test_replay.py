@@ -14,6 +14,7 @@ import pytest
 from tests.caching.conftest import Gateway
 from tests.caching.service import (
     ALIASED_MODEL,
+    DEFAULT_HINTS,
     DEFAULT_TTL_S,
     TTL_SHORT_S,
     Caller,
@@ -85,6 +86,25 @@ def test_streamed_answer_is_stored_and_served_to_json_and_streaming_clients(
     assert as_json.body is not None
     assert as_json.body["usage"] == streamed.chunks[-1]["usage"]
     assert restreamed.chunks[-1]["usage"] == streamed.chunks[-1]["usage"]
+
+
+def test_stream_end_means_the_answer_is_stored(caller: Caller, sim_stats: SimStats) -> None:
+    """A repeat sent the moment `data: [DONE]` is read, before the stream has closed, hits:
+    the stream's end is only sent once the answer is stored, as a JSON answer is."""
+    client = caller.client().chat.completions
+    for attempt in range(5):
+        messages = unique_messages(f"done-then-repeat-{attempt}")
+        before = sim_stats.requests()
+        with client.with_streaming_response.create(
+                model="det", messages=messages, stream=True, temperature=0,  # type: ignore[arg-type]
+                extra_headers=DEFAULT_HINTS) as streamed:
+            assert streamed.headers["x-slorouter-cache"] == "miss"
+            lines = streamed.iter_lines()
+            assert any(line == "data: [DONE]" for line in lines)
+            repeat = caller.chat(messages)
+            assert [line for line in lines if line] == []
+        assert repeat.cache == "hit", attempt
+        assert sim_stats.requests() - before == 1
 
 
 def test_no_cache_skips_the_read_but_stores_the_fresh_answer(

@@ -135,6 +135,7 @@ def blend(stats: StatsView, prior: Prior, error_z: float, now: float) -> Blend:
     bucket = stats.bucket
     bucket_w = -1.0
     bucket_ttft = prior_ttft
+    n = 0.0
     if bucket is not None and bucket.ttft is not None:
         at = bucket.at
         f_b = 1.0 if now <= at else _pow(2.0, -(now - at) / bucket.half_life_s)
@@ -155,8 +156,7 @@ def blend(stats: StatsView, prior: Prior, error_z: float, now: float) -> Blend:
     if err_low < 0.0:
         err_low = 0.0
     return _new(Blend, (now, n0, prior_ttft, fit, fit_n, fit_w, fit_ratio, bucket_w, bucket_ttft,
-                        (p50, p95, p99), (_exp(p50), _exp(p95), _exp(p99)), rate, err_low,
-                        task.n_ok * f_task if task is not None else 0.0))
+                        (p50, p95, p99), (_exp(p50), _exp(p95), _exp(p99)), rate, err_low, n))
 
 
 def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,

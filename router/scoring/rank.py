@@ -10,8 +10,8 @@ when nothing else is left. Within tiers, by objective:
 - `weighted`: by utility `w_slo * P(meet) * (1 - penalty) - w_cost * cost / max cost
   - w_latency * latency / latency target`.
 Exploration: with probability `explore_share` (never for `high` risk) the first place goes to a
-stale candidate (fewer than `fresh_n` effective observations) with no attempt waiting for its
-first token, drawn with weight `1 / (1 + n)`.
+stale candidate (fewer than `fresh_n` effective TTFT observations at the request's prompt size)
+with no attempt waiting for its first token, drawn with weight `1 / (1 + n)`.
 The clock (`now`) and the random source (`rng`) are arguments. The same ranking written one
 helper per step is `router/scoring/reference.py` (the tests hold both to identical output).
 """

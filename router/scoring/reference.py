@@ -65,6 +65,12 @@ def predict_ttft(stats: StatsView, prompt_tokens: int, prior: Prior,
     return est, source
 
 
+def bucket_observations(stats: StatsView, now: float) -> float:
+    """Decayed TTFT observations at this prompt size (deployment x task x prompt bucket)."""
+    b = stats.bucket
+    return b.n_ok * _factor(b, now) if b is not None and b.ttft is not None else 0.0
+
+
 def predict_tpot(stats: StatsView, prior: Prior, now: float,
                  factors: tuple[float, float]) -> LogQ:
     """Log TPOT quantiles, shrunk from the prior through deployment to deployment x task."""
@@ -131,7 +137,7 @@ def reference_predict(candidate: Candidate, request: ScoreRequest, output_tokens
     return Prediction(
         ttft_p50_s=ttft_50, ttft_q_s=ttft_q, tpot_q_s=exp(tpot_l[2]), e2e_p50_s=e2e_50,
         e2e_q_s=e2e_q, error_rate=err, error_rate_low=err_low, p_meet=p_meet, cost_usd=cost,
-        n_eff=stats.task.n_ok * factors[1] if stats.task is not None else 0.0, source=source,
+        n_eff=bucket_observations(stats, now), source=source,
         censored_wait_s=wait,
     )
 

@@ -69,7 +69,7 @@ class Blend(NamedTuple):
     tpot_s: tuple[float, float, float]  # p50, p95, p99 in seconds
     error_rate: float
     error_rate_low: float
-    n_eff: float
+    n_eff: float  # TTFT observations at this prompt size, decayed to `at`
 
 
 class Candidate(NamedTuple):
@@ -124,7 +124,8 @@ class Prediction(NamedTuple):
     error_rate_low: float  # one-sided lower confidence bound
     p_meet: float  # P(one request meets every latency target and succeeds)
     cost_usd: float
-    n_eff: float  # effective observations behind the estimate (deployment x task)
+    n_eff: float  # effective TTFT observations at this prompt size (deployment x task x
+    # prompt bucket): what exploration judges staleness by
     source: Source  # finest level that informed the TTFT estimate
     censored_wait_s: float  # age of the oldest attempt still waiting for a first token
 

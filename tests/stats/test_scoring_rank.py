@@ -160,6 +160,35 @@ def test_exploration_sends_one_probe_at_a_time() -> None:
     assert all(r.candidates[0].deployment == "A" for r in rankings)
 
 
+def test_exploration_judges_staleness_at_the_request_prompt_size() -> None:
+    """A candidate seen only on long prompts is still unknown for short ones: exploration
+    probes it there (else a cheaper deployment first seen on long prompts would never be tried
+    on short ones), and not on the long prompts it is well known for."""
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    for i in range(200):
+        t = clock.now + i * 0.005
+        store.record(Observation("known", "chat", 16, 20, 0.2, 0.02, 0.6, 0.0, None, False, t))
+        store.record(Observation("known", "chat", 8000, 20, 0.4, 0.02, 0.8, 0.0, None, False, t))
+        store.record(Observation("long_only", "chat", 8000, 20, 0.5, 0.02, 0.9, 0.0, None,
+                                 False, t))
+    clock.now += 2.0
+    config = ScoringConfig(explore_share=0.2)
+
+    def explored(prompt_tokens: int) -> list[str]:
+        cands = [Candidate(d, 1.0, 1.0, store.view(d, "chat", prompt_tokens))
+                 for d in ("known", "long_only")]
+        request = ScoreRequest("chat", "low", prompt_tokens, 20)
+        rng = random.Random(5)
+        rankings = [rank(request, CHAT, cands, config, now=clock.now, rng=rng)
+                    for _ in range(1000)]
+        return [r.candidates[0].deployment for r in rankings if r.explored]
+
+    short = explored(16)
+    assert set(short) == {"long_only"} and 0.15 < len(short) / 1000 < 0.25
+    assert explored(8000) == []
+
+
 def test_min_latency_prefers_faster_whatever_the_price() -> None:
     """min_latency ranks by predicted latency at the SLO percentile, not price."""
     store, clock = _store({"A": 0.2, "B": 0.5})

@@ -302,6 +302,10 @@ class ChatHandler:
             state.error = exc
             outcome.status, outcome.error_type = exc.status_code, type(exc).__name__
             yield error_event(exc)
+        except Exception as exc:  # a bug: recorded as one; the response sends an error event
+            state.error = exc
+            outcome.status, outcome.error_type = 500, type(exc).__name__
+            raise
 
     def _observe(self, event: Any, outcome: Outcome, state: _StreamState) -> None:
         if event.has_content:

@@ -15,6 +15,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from router.api.errors import INTERNAL, error_event
 from router.logs import event
 
 log = logging.getLogger("slorouter.http")
@@ -53,7 +54,7 @@ class WatchedStreamingResponse(Response):
             client_gone = False
         except (ClientGone, OSError):  # the client left, or a write to it failed
             pass
-        except Exception as exc:  # a bug: the client sees the stream end early; say why
+        except Exception as exc:  # a write broke otherwise: the stream ends early; say why
             event(log, "stream_failed", logging.ERROR, error=type(exc).__name__)
         finally:
             await self._on_finish(client_gone)
@@ -61,7 +62,17 @@ class WatchedStreamingResponse(Response):
     async def _produce(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code,
                     "headers": self.raw_headers})
-        async for chunk in self._chunks:
+        chunks = self._chunks
+        while True:
+            try:
+                chunk = await anext(chunks)
+            except StopAsyncIteration:
+                break
+            except Exception as exc:  # a bug: the client must see an error, not a clean end
+                event(log, "stream_failed", logging.ERROR, error=type(exc).__name__)
+                await send({"type": "http.response.body", "body": error_event(INTERNAL),
+                            "more_body": False})
+                return
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 

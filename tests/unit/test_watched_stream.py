@@ -1,6 +1,6 @@
 """`WatchedStreamingResponse` in the request's own task: a whole stream, a client that leaves
-mid-stream (the producer is cancelled at once), and a producer that breaks (logged, not
-swallowed silently)."""
+mid-stream (the producer is cancelled at once), and a producer that breaks (the client gets an
+error event, the log the exception's class)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+import orjson
 import pytest
 
 from router.api.sse import WatchedStreamingResponse
@@ -76,16 +77,24 @@ def test_a_client_that_leaves_cancels_the_producer_at_once() -> None:
     assert cancelled == [True] and client.bodies == [b"first"]
 
 
-def test_a_broken_producer_is_logged_and_finished_as_cut(
+def test_a_broken_producer_ends_the_stream_with_an_error_event_and_is_logged(
         caplog: pytest.LogCaptureFixture) -> None:
+    """The client sees an error event the OpenAI SDKs raise (not a stream that merely stops),
+    and the log names the exception's class, never its text."""
     async def chunks() -> AsyncIterator[bytes]:
         yield b"first"
         raise RuntimeError("a bug")
 
     client = _Client()
     with caplog.at_level(logging.ERROR, logger="slorouter.http"):
-        assert _run(chunks(), client) == [True]
-    assert client.bodies == [b"first"]
+        assert _run(chunks(), client) == [False]
+    assert client.bodies[0] == b"first" and len(client.bodies) == 2
+    assert client.sent[-1]["more_body"] is False
+    last = client.bodies[-1]
+    assert last.startswith(b"data: ") and last.endswith(b"\n\n")
+    error = orjson.loads(last[len(b"data: "):])["error"]
+    assert error["code"] == "internal_error" and error["type"] and error["message"]
+    assert b"[DONE]" not in b"".join(client.bodies)
     failed = [r for r in caplog.records if r.message == "stream_failed"]
     assert len(failed) == 1 and failed[0].event_data == {"error": "RuntimeError"}  # type: ignore[attr-defined]
     assert "a bug" not in caplog.text

@@ -33,6 +33,12 @@ class Decision:
     verdicts: tuple[Verdict, ...] = ()
     ranking_detail: tuple[tuple[str, float, str], ...] = ()  # (deployment, score, why)
     restricted: bool = False  # an experiment arm's model restriction was applied
+    explored: bool = False  # the first deployment is an exploration probe, not the best ranked
+
+
+# The reason a ranker gives first for a deployment it put first to explore (keep its estimates
+# fresh) rather than because it ranked best.
+EXPLORED = "explored"
 
 
 class Ranker(Protocol):
@@ -104,8 +110,10 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     order = [name for name, _, _ in ranked]
     order += [v.deployment for v in eligible if v.role == "fallback" and v.deployment not in order]
     first = next(v.model for v in eligible if v.deployment == order[0]) if order else ""
+    explored = bool(ranked) and ranked[0][0] == order[0] and ranked[0][2].startswith(EXPLORED)
     return Decision(requested, first, tuple(order), False, config.version,
-                    f"policy for {labels.task}: {policy.objective}", verdicts, ranked, restricted)
+                    f"policy for {labels.task}: {policy.objective}", verdicts, ranked, restricted,
+                    explored)
 
 
 def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[Verdict],

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from policies.eligibility import RequestFacts, Verdict
 from policies.labels import TASKS, Task
 from policies.schema import PoliciesSpec, SloSpec, TaskPolicy
+from router.decide import EXPLORED
 from router.execution.attempt import AttemptRecord
 from router.outcomes import Outcome
 from router.runtime_config import RuntimeConfig
@@ -94,7 +95,8 @@ class StatsRanker:
     def rank(self, policy: TaskPolicy, facts: RequestFacts,
              eligible: Sequence[Verdict]) -> tuple[tuple[str, float, str], ...]:
         ranking = self.ranking(policy, facts, [v.deployment for v in eligible])
-        return tuple((c.deployment, c.score, "; ".join(c.reasons) or "ranked")
+        return tuple((c.deployment, c.score,
+                      "; ".join((EXPLORED, *c.reasons) if c.explored else c.reasons) or "ranked")
                      for c in ranking.candidates)
 
     def ranking(self, policy: TaskPolicy, facts: RequestFacts,

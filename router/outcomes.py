@@ -34,6 +34,7 @@ class Outcome:
     experiment: str | None = None
     arm: str | None = None
     arm_degraded: bool = False  # the arm's route could not serve; control's route did
+    explored: bool = False  # routed as an exploration probe (see `router/scoring/rank.py`)
     trace: TraceContext | None = None
     steps: list[tuple[str, float, float]] = field(default_factory=list)  # (name, start, end)
     queue_s: float | None = None

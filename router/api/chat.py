@@ -377,6 +377,7 @@ def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]
     outcome.task, outcome.risk = prepared.labels.task, prepared.labels.risk
     outcome.model = prepared.decision.model
     outcome.policy_version = prepared.decision.policy_version
+    outcome.explored = prepared.decision.explored
     if prepared.assignment is not None:
         outcome.experiment, outcome.arm = prepared.assignment.experiment, prepared.assignment.arm
         outcome.arm_degraded = (prepared.assignment.route.startswith("model:")

@@ -40,6 +40,7 @@ ATTEMPTS, ATTEMPT_NUMBER = "slorouter.attempts", "slorouter.attempt.number"
 ATTEMPT_KIND = "slorouter.attempt.kind"
 ATTEMPT_OUTCOME = "slorouter.attempt.outcome"
 CLIENT_GONE = "slorouter.client_disconnected"
+EXPLORED = "slorouter.route.explored"
 
 # litellm provider prefixes → the semantic conventions' well-known `gen_ai.provider.name`.
 _PROVIDERS = {
@@ -136,6 +137,8 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
         put_if(attrs, key, value)
     if outcome.client_disconnected:
         attrs[CLIENT_GONE] = True
+    if outcome.explored:
+        attrs[EXPLORED] = True
     return attrs
 
 

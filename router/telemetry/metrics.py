@@ -61,6 +61,9 @@ class RouterMetrics:
         counter = registry.counter
         self.decisions = counter("slorouter.decisions", unit="{request}",
                                  description="Routing decisions by task, risk and model.")
+        self.explorations = counter(
+            "slorouter.explorations", unit="{request}",
+            description="Requests sent to explore a route, by task, risk and model.")
         self.cache = counter("slorouter.cache.lookups", unit="{request}",
                              description="Requests by cache status (hit, miss, bypass, …).")
         self.retries = counter("slorouter.retries", unit="{attempt}",
@@ -123,6 +126,8 @@ class RouterMetrics:
             A.put_if(route, A.TASK, outcome.task)
             A.put_if(route, A.RISK, outcome.risk)
             self.decisions.add(1, route)
+            if outcome.explored:
+                self.explorations.add(1, route)
             self.cache.add(1, {A.CACHE: outcome.cache})
         if outcome.error_type == ADMISSION_REJECTED:
             self.count_rejection("overloaded")

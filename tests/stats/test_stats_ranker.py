@@ -9,6 +9,7 @@ from typing import cast
 
 from policies.eligibility import RequestFacts, Verdict
 from policies.schema import SloSpec, TaskPolicy, WeightsSpec
+from router.decide import EXPLORED
 from router.feedback import StatsRanker, slo_targets
 from router.runtime_config import RuntimeConfig
 from router.scoring import Candidate, ScoreRequest, ScoringConfig, Weights, rank
@@ -73,3 +74,23 @@ def test_ranker_matches_rank_across_policies_and_explore_share() -> None:
         got = [(d, s) for d, s, _ in ranker.rank(policy, facts, eligible)]
         assert got == _direct(policy, store, clock, step, ranker.explore_share)
         clock.now += 0.05
+
+
+def test_ranker_names_an_exploration_probe_first_in_its_reasons() -> None:
+    """Exactly the rankings `rank()` explored lead with the `explored` reason (8k-token prompts:
+    no deployment has been seen at that size, so each is stale there)."""
+    ranker, _, _ = _setup()
+    facts = RequestFacts("chat", "low", 8000, 40)
+    policy = TaskPolicy(candidates=DEPS, slo=SLO)
+    ranker.explore_share = 0.2
+    eligible = [Verdict(d, d, "candidate", (), 0.0) for d in DEPS]
+    leads = []
+    for step in range(200):
+        ranker.rng = random.Random(step)
+        ranked = ranker.rank(policy, facts, eligible)
+        ranker.rng = random.Random(step)
+        explored = ranker.ranking(policy, facts, DEPS).explored
+        assert ranked[0][2].startswith(EXPLORED) == explored
+        assert not any(why.startswith(EXPLORED) for _, _, why in ranked[1:])
+        leads.append(explored)
+    assert 0.1 < sum(leads) / len(leads) < 0.3

@@ -112,3 +112,23 @@ def test_snapshots_convert_to_otlp_metrics_data_that_encodes() -> None:
     assert list(ttft.explicit_bounds) == list(TTFT_BUCKETS)
     assert (ttft.count, sum(ttft.bucket_counts)) == (1, 1)
     assert metrics["slorouter.retries"].sum.is_monotonic
+
+
+def test_exploration_probes_are_counted_and_marked_on_the_server_span() -> None:
+    """`slorouter.explorations` counts probes only; the probe's server span says it was one."""
+    telemetry, exporter = in_memory_telemetry()
+    probe, _ = streamed_with_retry()
+    probe.explored = True
+    plain, _ = streamed_with_retry(t0=200.0)
+    for outcome in (probe, plain):
+        telemetry.sink.record(outcome)
+    telemetry.sink.flush()
+    text = telemetry.prometheus_text().decode()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    probes = [s for s in families["slorouter_explorations"].samples if s.name.endswith("_total")]
+    decisions = [s for s in families["slorouter_decisions"].samples if s.name.endswith("_total")]
+    assert [(s.labels["slorouter_task"], s.value) for s in probes] == [("chat", 1.0)]
+    assert [s.value for s in decisions] == [2.0]
+    servers = [dict(s.attributes or {}) for s in exporter.get_finished_spans()
+               if s.name == "chat auto"]
+    assert sorted(bool(a.get("slorouter.route.explored")) for a in servers) == [False, True]

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from policies.check import check_policies
-from policies.eligibility import RequestFacts
+from policies.eligibility import RequestFacts, Verdict
 from policies.eval_report import EvalReport, QualityTable, load_reports, quality_table
 from policies.loader import PolicyValidationError, load_config_text
+from policies.schema import TaskPolicy
 from router.classify.types import Labels
-from router.decide import StaticRanker, decide, require_route
+from router.decide import EXPLORED, StaticRanker, decide, require_route
 from router.errors import NoEligibleModelError
 from router.runtime_config import RuntimeConfig, resolve
 
@@ -81,6 +83,25 @@ def test_cheapest_model_whose_lower_bound_clears_the_floor_wins() -> None:
     """math floor 0.80: cheap's lower bound 0.81 clears it, so the cheapest goes first."""
     decision = _decide("math")
     assert decision.deployments == ("cheap-1", "mid-1", "big-1")  # type: ignore[attr-defined]
+
+
+class _Probing:
+    """A ranker that puts the last candidate first as an exploration probe."""
+
+    def rank(self, policy: TaskPolicy, facts: RequestFacts,
+             eligible: Sequence[Verdict]) -> tuple[tuple[str, float, str], ...]:
+        *rest, probe = [v.deployment for v in eligible]
+        return ((probe, 0.0, f"{EXPLORED}; ttft_p95_over_target"),
+                *((name, 1.0, "ranked") for name in rest))
+
+
+def test_a_decision_says_when_its_first_deployment_is_an_exploration_probe() -> None:
+    """The ranker's `explored` reason on the first place becomes `Decision.explored`."""
+    labels = Labels(task="math", risk="low")
+    facts = RequestFacts(task="math", risk="low", prompt_tokens=100, max_output_tokens=100)
+    probed = decide("auto", labels, facts, _runtime(), _Probing(), lambda _name: True)
+    assert probed.explored and probed.deployments == ("big-1", "cheap-1", "mid-1")
+    assert not _decide("math").explored  # type: ignore[attr-defined]
 
 
 def test_relative_floor_uses_the_reference_models_mean() -> None:

@@ -18,6 +18,9 @@ from router.telemetry.context import TraceContext
 log = logging.getLogger("slorouter.outcome")
 
 
+CLIENT_CLOSED = 499  # `status` of a request whose client left (nginx's convention)
+
+
 @dataclass(slots=True)
 class Outcome:
     request_id: str

@@ -76,7 +76,7 @@ def policy_check(args: argparse.Namespace) -> int:
 
 
 def explain_command(args: argparse.Namespace) -> int:
-    from router.api.chat import parse_chat
+    from router.api.body import parse_chat
     from router.api.explain import explain_decision
     from router.errors import SlorouterError
     from router.execution.runner import ExecutionState, Runner

@@ -14,82 +14,40 @@ import contextlib
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-import orjson
-from pydantic import ValidationError
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cache.assemble import StreamAssembler
 from cache.entry import CachedEntry
 from router.admission import AdmissionController, parse_priority
 from router.api import idempotent
-from router.api.errors import as_project_error, error_event, error_response
+from router.api.body import parse_chat, read_json, received_headers
+from router.api.errors import as_project_error, error_response
+from router.api.relay import StreamRelay
 from router.api.replay import body_response
 from router.api.schemas import ChatCompletionRequest
+from router.api.settle import Settle
 from router.api.sse import ClientGone, WatchedStreamingResponse, run_unless_disconnected
 from router.auth import authenticate
-from router.caching import CachePlan, ResultCaching
-from router.errors import PayloadTooLargeError, RequestError, SlorouterError
+from router.caching import ResultCaching
 from router.execution.deadline import requested_timeout_s
-from router.execution.runner import CommittedStream, close_quietly
 from router.idempotency import IdempotencyStore, Replay
-from router.outcomes import Outcome, OutcomeSink
+from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink
 from router.pipeline import Caller, ChatPipeline, Prepared
 from router.telemetry.context import TraceContext, current_trace
 
 Tracer = Callable[[str | None, str | None], TraceContext]
 
-CLIENT_CLOSED = 499  # nginx's convention for "client closed the request"
 # Above this many prompt characters classification runs in a worker thread. Measured with
 # `python -m bench.loop_stalls --offload-chars N` (docs/classifier.md, "Event-loop stalls"):
 # at 16k characters (0.3-0.4 ms p50 inline) a thread left the count of > 5 ms loop stalls the
 # same and doubled the request's own classify p99; at 64k characters it cut them (5 vs 8 per
 # 10 s, max 6-11 vs 14-18 ms), so only longer prompts leave the loop.
 OFFLOAD_PROMPT_CHARS = 32_000
-
-
-async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
-                                   code="payload_too_large")
-    body = bytearray()
-    async for part in request.stream():
-        body += part
-        if len(body) > max_bytes:
-            raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
-                                       code="payload_too_large")
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise RequestError(f"could not parse the JSON body: {exc.msg} at position {exc.pos}",
-                           code="invalid_json") from None
-    if not isinstance(parsed, dict):
-        raise RequestError("the JSON body must be an object", code="invalid_json")
-    return parsed
-
-
-def received_headers(request: Request) -> dict[str, str]:
-    """The request's headers as a plain dict (lower-case names; the first of repeated ones wins):
-    a request reads a dozen of them, and each read of Starlette's `Headers` scans the list."""
-    return {name.decode("latin-1"): value.decode("latin-1")
-            for name, value in reversed(request.scope["headers"])}
-
-
-def parse_chat(raw: dict[str, Any]) -> ChatCompletionRequest:
-    try:
-        return ChatCompletionRequest.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        param = ".".join(str(p) for p in first["loc"]) or None
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise RequestError(f"invalid request: {param}: {first['msg']}{more}", param=param,
-                           code="invalid_value") from None
 
 
 class _Remaining:
@@ -205,16 +163,16 @@ class ChatHandler:
         outcome.cache = headers["x-slorouter-cache"] = found.status
         if found.entry is not None:
             return self._from_cache(found.entry, prepared, outcome, headers, include_usage)
-        finish = _Finish(claimed, self._caching, cache_plan, headers)
+        settle = Settle(claimed, self._caching, cache_plan, headers)
         if chat.stream:
-            return await self._stream(request, prepared, outcome, headers, held, finish,
+            return await self._stream(request, prepared, outcome, headers, held, settle,
                                       include_usage)
         try:
             response = await self._complete(request, prepared, outcome, headers)
         except BaseException as exc:
-            await finish.failed(exc)
+            await settle.failed(exc)
             raise
-        await finish.succeeded(bytes(response.body), outcome)
+        await settle.succeeded(bytes(response.body), outcome)
         return response
 
     def _from_cache(self, entry: CachedEntry, prepared: Prepared, outcome: Outcome,
@@ -255,7 +213,7 @@ class ChatHandler:
 
     async def _stream(self, request: Request, prepared: Prepared, outcome: Outcome,
                       headers: dict[str, str], held: contextlib.AsyncExitStack,
-                      settle: _Finish, include_usage: bool) -> Response:
+                      settle: Settle, include_usage: bool) -> Response:
         try:
             committed = await run_unless_disconnected(
                 request.receive, self._pipeline.open_stream(prepared, outcome))
@@ -268,110 +226,13 @@ class ChatHandler:
         winner = next((a for a in outcome.attempts if a.outcome == "won"), None)
         headers["server-timing"] = prepared.phases.header(winner.ttft_s if winner else None, None)
         headers["cache-control"] = "no-cache"
-        state = _StreamState(StreamAssembler() if settle.wants_body else None)
-        chunks = self._sse(committed, outcome, include_usage, state, settle)
+        relay = StreamRelay(committed, outcome, settle, self._sink.record, self._clock)
 
         async def finish(client_gone: bool) -> None:
-            await close_quietly(committed.tail)
-            committed.release()
-            outcome.client_disconnected = client_gone
-            self._finish_stream(committed, outcome, state.content_events)
-            if not state.clean_end:
-                await settle.failed(state.error)
+            await relay.finish(client_gone)
             await held.aclose()
 
-        return WatchedStreamingResponse(chunks, headers, on_finish=finish)
-
-    async def _sse(self, committed: CommittedStream, outcome: Outcome, include_usage: bool,
-                   state: _StreamState, settle: _Finish) -> AsyncIterator[bytes]:
-        try:
-            for stream in (_iterate(committed.head), committed.tail):
-                async for event in stream:
-                    self._observe(event, outcome, state)
-                    if event.usage_only and not include_usage:
-                        continue
-                    yield b"data: " + event.data + b"\n\n"
-            state.clean_end = True
-            # Settled before [DONE], as a whole answer is stored before it is sent: a client
-            # that repeats the request once it has read the stream's end finds the entry. The
-            # answer is whole, so a client leaving now does not stop it being kept.
-            body = state.assembler.completion_body() if state.assembler is not None else None
-            await asyncio.shield(settle.succeeded(body, outcome))
-            yield b"data: [DONE]\n\n"
-        except SlorouterError as exc:
-            state.error = exc
-            outcome.status, outcome.error_type = exc.status_code, type(exc).__name__
-            yield error_event(exc)
-        except Exception as exc:  # a bug: recorded as one; the response sends an error event
-            state.error = exc
-            outcome.status, outcome.error_type = 500, type(exc).__name__
-            raise
-
-    def _observe(self, event: Any, outcome: Outcome, state: _StreamState) -> None:
-        if event.has_content:
-            now = self._clock()
-            outcome.first_token_at = outcome.first_token_at or now
-            outcome.last_token_at = now
-            state.content_events += 1
-        if event.usage is not None:
-            outcome.prompt_tokens = event.usage.prompt_tokens
-            outcome.completion_tokens = event.usage.completion_tokens
-            outcome.cached_tokens = event.usage.cached_tokens
-        if state.assembler is not None:
-            state.assembler.add(orjson.loads(event.data))
-
-    def _finish_stream(self, committed: CommittedStream, outcome: Outcome,
-                       content_events: int) -> None:
-        outcome.ended_at = self._clock()
-        if outcome.completion_tokens is None:
-            outcome.completion_tokens = content_events
-        if outcome.prompt_tokens is not None:
-            outcome.cost_usd = committed.deployment.cost_usd(
-                outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_tokens or 0)
-        if outcome.client_disconnected:
-            outcome.status = CLIENT_CLOSED
-        self._sink.record(outcome)
-
-
-class _Finish:
-    """After an upstream answer: store it for idempotent duplicates and in the result cache."""
-
-    def __init__(self, claimed: idempotent.Claimed | None, caching: ResultCaching,
-                 plan: CachePlan, headers: dict[str, str]) -> None:
-        self._claimed = claimed
-        self._caching = caching
-        self._plan = plan
-        self._headers = headers
-
-    @property
-    def wants_body(self) -> bool:
-        return self._claimed is not None or self._plan.decision.write
-
-    async def succeeded(self, body: bytes | None, outcome: Outcome) -> None:
-        """`body` is None when nothing wants it (no idempotency claim, no cache write)."""
-        self._caching.note_prefix(outcome.cached_tokens)
-        if body is None:
-            return
-        if self._claimed is not None:
-            await self._claimed.succeeded(body, self._headers)
-        generation = (outcome.ended_at if outcome.ended_at is not None
-                      else time.perf_counter()) - outcome.arrived_at
-        await self._caching.store(self._plan, body, generation, outcome.deployment or "")
-
-    async def failed(self, error: BaseException | None) -> None:
-        if self._claimed is not None:
-            await self._claimed.failed(error)
-
-
-class _StreamState:
-    __slots__ = ("assembler", "clean_end", "content_events", "error")
-
-    def __init__(self, assembler: StreamAssembler | None) -> None:
-        self.assembler = assembler
-        self.content_events = 0
-        self.clean_end = False
-        self.error: BaseException | None = None
-
+        return WatchedStreamingResponse(relay.chunks(include_usage), headers, on_finish=finish)
 
 def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]) -> None:
     outcome.task, outcome.risk = prepared.labels.task, prepared.labels.risk
@@ -406,6 +267,3 @@ def after_sending(response: Response, work: Callable[..., Awaitable[None]], *arg
     response.background = BackgroundTask(run)
 
 
-async def _iterate(items: list[Any]) -> AsyncIterator[Any]:
-    for item in items:
-        yield item

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from router.api.chat import read_json
+from router.api.body import read_json
 from router.api.errors import error_response
 from router.auth import authenticate
 from router.errors import RequestError

@@ -14,7 +14,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from router.api.chat import parse_chat, read_json
+from router.api.body import parse_chat, read_json
 from router.api.errors import error_response
 from router.auth import authenticate
 from router.pipeline import Caller, ChatPipeline, Prepared

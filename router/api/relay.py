@@ -1,0 +1,105 @@
+"""One committed upstream stream relayed to the client as SSE, then settled and recorded.
+
+`chunks()` yields the upstream events as `data:` lines (the usage-only chunk only when the client
+asked for it), observes token times and usage on the way, and assembles the whole answer when
+the cache or an idempotency claim wants it. A clean end is settled (stored) before
+`data: [DONE]`; an upstream error mid-stream ends with an OpenAI error event. `finish()` runs
+after the last byte or the client's departure: it closes the upstream, releases its in-flight
+slot, records the outcome and releases the claim of an answer that did not end cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+
+from cache.assemble import StreamAssembler
+from router.api.errors import error_event
+from router.api.settle import Settle
+from router.errors import SlorouterError
+from router.execution.runner import CommittedStream, close_quietly
+from router.outcomes import CLIENT_CLOSED, Outcome
+
+
+class StreamRelay:
+    """The SSE side of one streamed answer (one instance per request)."""
+
+    __slots__ = ("_assembler", "_clean_end", "_clock", "_committed", "_content_events",
+                 "_error", "_outcome", "_record", "_settle")
+
+    def __init__(self, committed: CommittedStream, outcome: Outcome, settle: Settle,
+                 record: Callable[[Outcome], None], clock: Callable[[], float]) -> None:
+        self._committed = committed
+        self._outcome = outcome
+        self._settle = settle
+        self._record = record
+        self._clock = clock
+        self._assembler = StreamAssembler() if settle.wants_body else None
+        self._content_events = 0
+        self._clean_end = False
+        self._error: BaseException | None = None
+
+    async def chunks(self, include_usage: bool) -> AsyncIterator[bytes]:
+        outcome = self._outcome
+        try:
+            for stream in (_iterate(self._committed.head), self._committed.tail):
+                async for event in stream:
+                    self._observe(event)
+                    if event.usage_only and not include_usage:
+                        continue
+                    yield b"data: " + event.data + b"\n\n"
+            self._clean_end = True
+            # Settled before [DONE], as a whole answer is stored before it is sent: a client
+            # that repeats the request once it has read the stream's end finds the entry. The
+            # answer is whole, so a client leaving now does not stop it being kept.
+            assembler = self._assembler
+            body = assembler.completion_body() if assembler is not None else None
+            await asyncio.shield(self._settle.succeeded(body, outcome))
+            yield b"data: [DONE]\n\n"
+        except SlorouterError as exc:
+            self._error = exc
+            outcome.status, outcome.error_type = exc.status_code, type(exc).__name__
+            yield error_event(exc)
+        except Exception as exc:  # a bug: recorded as one; the response sends an error event
+            self._error = exc
+            outcome.status, outcome.error_type = 500, type(exc).__name__
+            raise
+
+    def _observe(self, event: Any) -> None:
+        outcome = self._outcome
+        if event.has_content:
+            now = self._clock()
+            outcome.first_token_at = outcome.first_token_at or now
+            outcome.last_token_at = now
+            self._content_events += 1
+        if event.usage is not None:
+            outcome.prompt_tokens = event.usage.prompt_tokens
+            outcome.completion_tokens = event.usage.completion_tokens
+            outcome.cached_tokens = event.usage.cached_tokens
+        if self._assembler is not None:
+            self._assembler.add(orjson.loads(event.data))
+
+    async def finish(self, client_gone: bool) -> None:
+        committed, outcome = self._committed, self._outcome
+        await close_quietly(committed.tail)
+        committed.release()
+        outcome.client_disconnected = client_gone
+        outcome.ended_at = self._clock()
+        if outcome.completion_tokens is None:
+            outcome.completion_tokens = self._content_events
+        if outcome.prompt_tokens is not None:
+            outcome.cost_usd = committed.deployment.cost_usd(
+                outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_tokens or 0)
+        if client_gone:
+            outcome.status = CLIENT_CLOSED
+        self._record(outcome)
+        if not self._clean_end:
+            await self._settle.failed(self._error)
+
+
+async def _iterate(items: list[Any]) -> AsyncIterator[Any]:
+    for item in items:
+        yield item

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from policies.labels import Task
 from router.slo.burn import (
@@ -47,8 +46,13 @@ from router.stats.wakeup import SpacedWakeup
 # (task, deployment, prompt bucket); the task as a whole is (task, "", ALL_SIZES).
 SeriesKey = tuple[Task, str, int]
 ALL_SIZES = -1
+# The longest a background pass holds the event loop. A key costs ~20 us (~150 us when its
+# 10 s slot has just turned over), so a pass of 200 keys (10 tasks x 5 deployments x 4 prompt
+# sizes) would hold it 4-30 ms; spread over passes, a key may expire first and then be
+# computed by the read that needs it.
+REFRESH_BUDGET_S = 0.001
 Burns = dict[float, float | None]
-Sums = list[npt.NDArray[np.int64]]  # per window, (total, bad) per SLI
+Sums = list[list[int]]  # per window, (total, bad) per SLI
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,8 @@ class SloTracker:
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
         self._wakeup = SpacedWakeup(self.config.refresh_s / 2, clock)
+        self._windows_s = self.config.windows_s
+        self._short = self._windows_s.index(min(r.short_s for r in self.config.rules))
 
     def _add(self, keys: tuple[SeriesKey, ...], obs: Observation, targets: SloTargets) -> None:
         deltas = np.asarray(event_deltas(obs, targets), dtype=np.int32)
@@ -127,20 +133,20 @@ class SloTracker:
     def _sums(self, key: SeriesKey, now: float) -> Sums | None:
         """Per window, the series' (total, bad) columns; None before any event."""
         series = self._series.get(key)
-        return series.sums(now, self.config.windows_s) if series is not None else None
+        return series.sums(now, self._windows_s) if series is not None else None
 
     def _burns(self, task: Task, sums: Sums) -> list[tuple[Sli, Burns, list[int]]]:
         """Per tracked SLI: name, burn per window, and totals per window."""
         targets = self.targets[task]
-        windows = self.config.windows_s
+        windows = self._windows_s
         out: list[tuple[Sli, Burns, list[int]]] = []
         for sli in SLIS:
             objective = targets.objective(sli)
             if objective is None:
                 continue
             i = column(sli)
-            totals = [int(s[i]) for s in sums]
-            burns: Burns = {w: burn_rate(int(s[i + 1]), int(s[i]), objective)
+            totals = [s[i] for s in sums]
+            burns: Burns = {w: burn_rate(s[i + 1], s[i], objective)
                             for w, s in zip(windows, sums, strict=True)}
             out.append((sli, burns, totals))
         return out
@@ -152,7 +158,7 @@ class SloTracker:
         if whole is None:
             return 0.0
         sized = self._sums(key, now)
-        short = self.config.windows_s.index(min(r.short_s for r in self.config.rules))
+        short = self._short
         gated = []
         for sums, latency in ((sized, True), (whole, False)):
             if sums is None:
@@ -175,23 +181,30 @@ class SloTracker:
         self._penalties[key] = (now, value)
         return value
 
-    def refresh(self, now: float) -> None:
+    def refresh(self, now: float, budget_s: float | None = None) -> None:
         """Recompute the penalties requests read since the last refresh (the background pass):
         busy keys never expire on the request path, and an idle service computes nothing. A key
-        first read after a pause is computed by that read."""
-        read, self._read = self._read, set()
-        for key in read:
+        first read after a pause is computed by that read. With `budget_s`, the pass stops once
+        it has run that long (by the tracker's clock) and leaves the other keys to the next."""
+        pending = list(self._read)
+        self._read = set()
+        started = self._clock() if budget_s is not None else 0.0
+        for done, key in enumerate(pending, 1):
             if key[0] in self.targets:
                 self._penalties[key] = (now, self._penalty_of(key, now))
+            if budget_s is not None and self._clock() - started >= budget_s:
+                self._read.update(pending[done:])
+                return
 
     async def run_refresher(self) -> None:
         """`refresh` at the first recorded event at least `refresh_s / 2` after the previous
         pass (run as a task; cancel to stop). It never runs on a timer: events are recorded once
         an answer is on its way, so the pass rides on the wake-up of the request that recorded,
         and an idle process is not woken at all. A penalty whose cache has expired meanwhile is
-        computed by the read that needs it (as without a refresher)."""
+        computed by the read that needs it (as without a refresher). A pass runs on the event
+        loop, so it stops after `REFRESH_BUDGET_S` (the rest waits for the next pass)."""
         while True:
-            self.refresh(await self._wakeup.wait())
+            self.refresh(await self._wakeup.wait(), budget_s=REFRESH_BUDGET_S)
 
     def snapshot(self, now: float | None = None) -> SloSnapshot:
         """The state of every task's SLO, as `GET /v1/slo` returns it."""
@@ -212,7 +225,7 @@ class SloTracker:
                 if objective is None:
                     continue
                 i = column(sli)
-                total, bad = int(s[i]), int(s[i + 1])
+                total, bad = s[i], s[i + 1]
                 att = attainment(bad, total)
                 slis.append(SliWindow(
                     sli=sli, objective=objective, total=total, bad=bad, attainment=att,

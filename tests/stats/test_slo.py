@@ -8,7 +8,7 @@ import time
 
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from router.scoring import Candidate, ScoreRequest, ScoringConfig, rank
@@ -54,6 +54,46 @@ def test_rolling_counts_forget_events_outside_the_window() -> None:
     counts.add(1500.0, deltas)
     short, long_ = counts.sums(1500.0, (300.0, 600.0))
     assert (int(short[column("ttft")]), int(long_[column("ttft")])) == (1, 2)
+
+
+def test_rolling_counts_drop_an_event_older_than_the_ring() -> None:
+    """An event a whole ring older than the current slot is not counted and wipes nothing."""
+    counts = RollingCounts(horizon_s=600, resolution_s=10)  # 61 slots
+    deltas = [1] + [0] * 7
+    counts.add(10_000.0, deltas)
+    counts.add(10_000.0 - 610, deltas)  # the same ring position, 61 slots earlier
+    assert [int(s[0]) for s in counts.sums(10_000.0, (30.0, 600.0))] == [1, 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(),
+                                st.one_of(st.sampled_from((-15.0, -5.0, 0.0, 25.0, 305.0, 605.0)),
+                                          st.floats(-120.0, 700.0)),
+                                st.integers(0, 7),
+                                st.sampled_from((0.0, 1.0, 9.0, 10.0, 65.0, 700.0))),
+                      min_size=1, max_size=60))
+def test_rolling_counts_kept_sums_equal_a_fresh_scan(
+        steps: list[tuple[bool, float, int, float]]) -> None:
+    """The sums kept between reads (updated by each event) always equal summing the slots
+    afresh: events now, in past slots, later than the last read, older than the ring holds
+    (dropped: they once wiped the current slot), and reads that move time."""
+    counts = RollingCounts(horizon_s=600, resolution_s=10)
+    added: list[tuple[float, list[int]]] = []
+    windows = (30.0, 300.0, 600.0)
+    now = 10_000.0
+    for is_read, offset, col, advance in steps:
+        if is_read:
+            now += advance
+            fresh = RollingCounts(horizon_s=600, resolution_s=10)  # no sums kept: a scan
+            for t, deltas in added:
+                fresh.add(t, deltas)
+            kept = counts.sums(now, windows)
+            assert kept == fresh.sums(now, windows)
+        else:
+            deltas = [0] * 8
+            deltas[col] = 1
+            added.append((now - offset, deltas))
+            counts.add(now - offset, deltas)
 
 
 def test_slo_no_candidate_can_meet_shows_low_attainment_and_burn_above_one() -> None:
@@ -183,6 +223,31 @@ async def test_background_refresh_recomputes_only_what_requests_read() -> None:
     assert computed == [("chat", "a", 0), ("chat", "a", 0)]
 
 
+def test_a_refresh_with_a_budget_stops_and_leaves_the_rest_to_the_next_pass() -> None:
+    """A pass stops once its budget is spent (here: one key's worth of a clock that moves 1 ms
+    per reading); the keys it did not reach are recomputed by the next pass, none twice."""
+    ticks = itertools.count()
+    tracker = SloTracker({"chat": CHAT}, clock=lambda: next(ticks) * 0.001)
+    computed: list[SeriesKey] = []
+    original = tracker._penalty_of
+
+    def counting(key: SeriesKey, now: float) -> float:
+        computed.append(key)
+        return original(key, now)
+
+    tracker._penalty_of = counting  # type: ignore[method-assign]
+    for dep in ("a", "b", "c"):
+        tracker.penalty(dep, "chat", 500, 0.0)
+    computed.clear()
+    tracker.refresh(1.0, budget_s=0.001)
+    assert len(computed) == 1
+    tracker.refresh(2.0, budget_s=0.001)
+    tracker.refresh(3.0, budget_s=0.001)
+    assert sorted(computed) == [("chat", d, 0) for d in ("a", "b", "c")]
+    tracker.refresh(4.0)  # nothing read since: nothing to do
+    assert len(computed) == 3
+
+
 async def test_refresher_sleeps_until_an_event_and_spaces_its_passes() -> None:
     """An idle tracker's refresher never wakes (no timer); a recorded event wakes it at once
     (on a quiet service, in the same wake-up); while events keep coming, passes are at least
@@ -193,9 +258,9 @@ async def test_refresher_sleeps_until_an_event_and_spaces_its_passes() -> None:
     passes: list[float] = []
     original = tracker.refresh
 
-    def counting(now: float) -> None:
+    def counting(now: float, budget_s: float | None = None) -> None:
         passes.append(time.perf_counter())
-        original(now)
+        original(now, budget_s)
 
     tracker.refresh = counting  # type: ignore[method-assign]
     task = asyncio.create_task(tracker.run_refresher())

@@ -102,6 +102,7 @@ class SloTracker:
         self._series: dict[SeriesKey, RollingCounts] = {}
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
+        self._carried: list[SeriesKey] = []  # read keys a budgeted pass did not reach
         self._wakeup = SpacedWakeup(self.config.refresh_s / 2, clock)
         self._windows_s = self.config.windows_s
         self._short = self._windows_s.index(min(r.short_s for r in self.config.rules))
@@ -186,14 +187,16 @@ class SloTracker:
         busy keys never expire on the request path, and an idle service computes nothing. A key
         first read after a pause is computed by that read. With `budget_s`, the pass stops once
         it has run that long (by the tracker's clock) and leaves the other keys to the next."""
-        pending = list(self._read)
+        carried, self._carried = self._carried, []
+        first = set(carried)
+        pending = carried + [key for key in self._read if key not in first]
         self._read = set()
         started = self._clock() if budget_s is not None else 0.0
         for done, key in enumerate(pending, 1):
             if key[0] in self.targets:
                 self._penalties[key] = (now, self._penalty_of(key, now))
             if budget_s is not None and self._clock() - started >= budget_s:
-                self._read.update(pending[done:])
+                self._carried = pending[done:]  # first in the next pass: none is left behind
                 return
 
     async def run_refresher(self) -> None:

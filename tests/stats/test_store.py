@@ -139,6 +139,34 @@ def test_refresh_skips_keys_that_no_decision_reads() -> None:
     assert store.refresh() == 3  # A's bucket, task and deployment keys; none of B's
 
 
+class _TickingClock:
+    """A clock that moves `step` seconds each time it is read (a refresh's budget runs out)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 1000.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_budgeted_refresh_stops_and_the_next_one_starts_where_it_stopped() -> None:
+    """Recomputing stops once the budget is spent; the keys left come first in the next
+    refresh, so none is left behind however the budget falls, and nothing is done twice."""
+    clock = _TickingClock(0.001)
+    store = LocalStatsStore(clock=clock)
+    deployments = [f"D{i}" for i in range(6)]
+    for dep in deployments:
+        store.record(_ok(dep, 0.3, clock.now))
+        store.view(dep, "chat", 300)
+    for dep in deployments:  # every read key changes again: 18 due (3 levels each)
+        store.record(_ok(dep, 0.4, clock.now))
+    counts = [store.refresh(budget_s=0.0025) for _ in range(12)]
+    assert counts[0] < 18 and sum(counts) == 18 and counts[-1] == 0
+    assert all(store.view(d, "chat", 300).bucket.n_ok == pytest.approx(2.0, rel=0.01)  # type: ignore[union-attr]
+               for d in deployments)
+
+
 def test_in_flight_counts_and_oldest_waiting_attempt() -> None:
     """begin/first_token/end maintain the count and the oldest attempt still waiting."""
     clock = FakeClock()
@@ -287,9 +315,9 @@ class _CountingStore(LocalStatsStore):
         super().__init__(config)
         self.refreshes = 0
 
-    def refresh(self) -> int:
+    def refresh(self, budget_s: float | None = None) -> int:
         self.refreshes += 1
-        return super().refresh()
+        return super().refresh(budget_s)
 
 
 async def test_refresher_sleeps_until_a_change_and_spaces_its_passes() -> None:

@@ -195,12 +195,8 @@ def test_a_latency_burn_demotes_only_at_the_prompt_size_where_it_burns() -> None
     assert tracker.penalty("A", "chat", 16, now + 600) > 0.0
 
 
-async def test_background_refresh_recomputes_only_what_requests_read() -> None:
-    """After new events, keys read since the last pass are recomputed in the background; keys
-    nobody read are not, and with no new events there is no pass."""
-    import asyncio
-
-    tracker = SloTracker({"chat": CHAT}, SloConfig(refresh_s=0.02))
+def _count_penalty_computations(tracker: SloTracker) -> list[SeriesKey]:
+    """The keys whose penalty `tracker` computes from now on, in order (appended as it goes)."""
     computed: list[SeriesKey] = []
     original = tracker._penalty_of
 
@@ -209,6 +205,16 @@ async def test_background_refresh_recomputes_only_what_requests_read() -> None:
         return original(key, now)
 
     tracker._penalty_of = counting  # type: ignore[method-assign]
+    return computed
+
+
+async def test_background_refresh_recomputes_only_what_requests_read() -> None:
+    """After new events, keys read since the last pass are recomputed in the background; keys
+    nobody read are not, and with no new events there is no pass."""
+    import asyncio
+
+    tracker = SloTracker({"chat": CHAT}, SloConfig(refresh_s=0.02))
+    computed = _count_penalty_computations(tracker)
     tracker.penalty("a", "chat", 500, 0.0)  # the read computes it (nothing cached yet)
     assert computed == [("chat", "a", 0)]
     task = asyncio.create_task(tracker.run_refresher())
@@ -228,14 +234,7 @@ def test_a_refresh_with_a_budget_stops_and_leaves_the_rest_to_the_next_pass() ->
     per reading); the keys it did not reach are recomputed by the next pass, none twice."""
     ticks = itertools.count()
     tracker = SloTracker({"chat": CHAT}, clock=lambda: next(ticks) * 0.001)
-    computed: list[SeriesKey] = []
-    original = tracker._penalty_of
-
-    def counting(key: SeriesKey, now: float) -> float:
-        computed.append(key)
-        return original(key, now)
-
-    tracker._penalty_of = counting  # type: ignore[method-assign]
+    computed = _count_penalty_computations(tracker)
     for dep in ("a", "b", "c"):
         tracker.penalty(dep, "chat", 500, 0.0)
     computed.clear()

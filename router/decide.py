@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from policies.eligibility import DeploymentFacts, RequestFacts, Verdict, evaluate
 from policies.learned.decide import choose
@@ -22,6 +22,16 @@ from router.runtime_config import RuntimeConfig
 Health = Callable[[str], bool]
 
 
+class Ranked(NamedTuple):
+    """One deployment's place in a ranker's order: its score, why, and whether the ranker put
+    it there to explore (keep its estimates fresh) rather than because it ranked best."""
+
+    deployment: str
+    score: float
+    why: str
+    explored: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     requested: str
@@ -31,13 +41,12 @@ class Decision:
     policy_version: str
     reason: str
     verdicts: tuple[Verdict, ...] = ()
-    ranking_detail: tuple[tuple[str, float, str], ...] = ()  # (deployment, score, why)
+    ranking_detail: tuple[Ranked, ...] = ()
     restricted: bool = False  # an experiment arm's model restriction was applied
     explored: bool = False  # the first deployment is an exploration probe, not the best ranked
 
 
-# The reason a ranker gives first for a deployment it put first to explore (keep its estimates
-# fresh) rather than because it ranked best.
+# The reason a ranker gives first, for people reading it, to a deployment it explores.
 EXPLORED = "explored"
 
 
@@ -45,18 +54,19 @@ class Ranker(Protocol):
     """Orders eligible deployments for a policy (scoring by latency and cost lives behind it)."""
 
     def rank(self, policy: TaskPolicy, facts: RequestFacts,
-             eligible: Sequence[Verdict]) -> tuple[tuple[str, float, str], ...]: ...
+             eligible: Sequence[Verdict]) -> tuple[Ranked, ...]: ...
 
 
 class StaticRanker:
     """Without latency statistics: cheapest first (`min_cost`, `weighted`), else policy order."""
 
     def rank(self, policy: TaskPolicy, facts: RequestFacts,
-             eligible: Sequence[Verdict]) -> tuple[tuple[str, float, str], ...]:
+             eligible: Sequence[Verdict]) -> tuple[Ranked, ...]:
         if policy.objective == "min_latency":
-            return tuple((v.deployment, float(-i), "policy order") for i, v in enumerate(eligible))
+            return tuple(Ranked(v.deployment, float(-i), "policy order")
+                         for i, v in enumerate(eligible))
         ordered = sorted(eligible, key=lambda v: v.cost_usd)
-        return tuple((v.deployment, -v.cost_usd, f"worst-case cost ${v.cost_usd:.6f}")
+        return tuple(Ranked(v.deployment, -v.cost_usd, f"worst-case cost ${v.cost_usd:.6f}")
                      for v in ordered)
 
 
@@ -107,29 +117,29 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
         return _no_candidate(requested, labels, policy, verdicts, config)
     ranked = ranker.rank(policy, facts, [v for v in eligible if v.role == "candidate"])
     ranked = _learned_first(policy, facts, eligible, ranked, config)
-    order = [name for name, _, _ in ranked]
+    order = [r.deployment for r in ranked]
     order += [v.deployment for v in eligible if v.role == "fallback" and v.deployment not in order]
     first = next(v.model for v in eligible if v.deployment == order[0]) if order else ""
-    explored = bool(ranked) and ranked[0][0] == order[0] and ranked[0][2].startswith(EXPLORED)
+    explored = bool(ranked) and ranked[0].explored
     return Decision(requested, first, tuple(order), False, config.version,
                     f"policy for {labels.task}: {policy.objective}", verdicts, ranked, restricted,
                     explored)
 
 
 def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[Verdict],
-                   ranked: tuple[tuple[str, float, str], ...],
-                   config: RuntimeConfig) -> tuple[tuple[str, float, str], ...]:
+                   ranked: tuple[Ranked, ...], config: RuntimeConfig) -> tuple[Ranked, ...]:
     """With a learned router: the cheapest model predicted to clear the floor goes first."""
     router = config.learned.get(policy.learned_router) if policy.learned_router else None
     if router is None or not facts.prompt_text:
         return ranked
     probs = router.predictor.predict(facts.prompt_text, facts.task)
     chosen = choose(router.rule, probs)
-    front = [r for r in ranked if any(v.deployment == r[0] and v.model == chosen
+    front = [r for r in ranked if any(v.deployment == r.deployment and v.model == chosen
                                       for v in eligible)]
     note = f"learned router: P(success)={probs.get(chosen, 0.0):.2f} for {chosen}"
-    front = [(name, score, f"{why}; {note}") for name, score, why in front]
-    return (*front, *[r for r in ranked if r[0] not in {f[0] for f in front}])
+    front = [r._replace(why=f"{r.why}; {note}") for r in front]
+    moved = {r.deployment for r in front}
+    return (*front, *[r for r in ranked if r.deployment not in moved])
 
 
 def _no_candidate(requested: str, labels: Labels, policy: TaskPolicy,

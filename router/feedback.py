@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from policies.eligibility import RequestFacts, Verdict
 from policies.labels import TASKS, Task
 from policies.schema import PoliciesSpec, SloSpec, TaskPolicy
-from router.decide import EXPLORED
+from router.decide import EXPLORED, Ranked
 from router.execution.attempt import AttemptRecord
 from router.outcomes import Outcome
 from router.runtime_config import RuntimeConfig
@@ -93,10 +93,11 @@ class StatsRanker:
         default_factory=dict, init=False, repr=False)
 
     def rank(self, policy: TaskPolicy, facts: RequestFacts,
-             eligible: Sequence[Verdict]) -> tuple[tuple[str, float, str], ...]:
+             eligible: Sequence[Verdict]) -> tuple[Ranked, ...]:
         ranking = self.ranking(policy, facts, [v.deployment for v in eligible])
-        return tuple((c.deployment, c.score,
-                      "; ".join((EXPLORED, *c.reasons) if c.explored else c.reasons) or "ranked")
+        return tuple(Ranked(c.deployment, c.score,
+                            "; ".join((EXPLORED, *c.reasons) if c.explored else c.reasons)
+                            or "ranked", c.explored)
                      for c in ranking.candidates)
 
     def ranking(self, policy: TaskPolicy, facts: RequestFacts,

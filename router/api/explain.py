@@ -22,7 +22,7 @@ from router.pipeline import Caller, ChatPipeline, Prepared
 
 def explain_decision(prepared: Prepared) -> dict[str, Any]:
     labels, decision, facts = prepared.labels, prepared.decision, prepared.facts
-    scores = {name: (score, why) for name, score, why in decision.ranking_detail}
+    scores = {r.deployment: (r.score, r.why) for r in decision.ranking_detail}
     return {
         "policy_version": decision.policy_version,
         "requested": decision.requested,

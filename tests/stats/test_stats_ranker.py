@@ -71,7 +71,7 @@ def test_ranker_matches_rank_across_policies_and_explore_share() -> None:
             ranker.explore_share = 0.0
         ranker.rng = random.Random(step)
         eligible = [Verdict(d, d, "candidate", (), 0.0) for d in DEPS]
-        got = [(d, s) for d, s, _ in ranker.rank(policy, facts, eligible)]
+        got = [(r.deployment, r.score) for r in ranker.rank(policy, facts, eligible)]
         assert got == _direct(policy, store, clock, step, ranker.explore_share)
         clock.now += 0.05
 
@@ -91,6 +91,6 @@ def test_ranker_names_an_exploration_probe_first_in_its_reasons() -> None:
         ranker.rng = random.Random(step)
         explored = ranker.ranking(policy, facts, DEPS).explored
         assert ranked[0][2].startswith(EXPLORED) == explored
-        assert not any(why.startswith(EXPLORED) for _, _, why in ranked[1:])
+        assert not any(r.why.startswith(EXPLORED) for r in ranked[1:])
         leads.append(explored)
     assert 0.1 < sum(leads) / len(leads) < 0.3

@@ -14,7 +14,7 @@ from policies.eval_report import EvalReport, QualityTable, load_reports, quality
 from policies.loader import PolicyValidationError, load_config_text
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
-from router.decide import EXPLORED, StaticRanker, decide, require_route
+from router.decide import EXPLORED, Ranked, StaticRanker, decide, require_route
 from router.errors import NoEligibleModelError
 from router.runtime_config import RuntimeConfig, resolve
 
@@ -89,10 +89,10 @@ class _Probing:
     """A ranker that puts the last candidate first as an exploration probe."""
 
     def rank(self, policy: TaskPolicy, facts: RequestFacts,
-             eligible: Sequence[Verdict]) -> tuple[tuple[str, float, str], ...]:
+             eligible: Sequence[Verdict]) -> tuple[Ranked, ...]:
         *rest, probe = [v.deployment for v in eligible]
-        return ((probe, 0.0, f"{EXPLORED}; ttft_p95_over_target"),
-                *((name, 1.0, "ranked") for name in rest))
+        return (Ranked(probe, 0.0, f"{EXPLORED}; ttft_p95_over_target", explored=True),
+                *(Ranked(name, 1.0, "ranked") for name in rest))
 
 
 def test_a_decision_says_when_its_first_deployment_is_an_exploration_probe() -> None:

@@ -41,16 +41,11 @@ from router.slo.snapshot import (
 from router.slo.targets import SLIS, Sli, SloTargets
 from router.slo.windows import RollingCounts, column
 from router.stats.observation import Observation, prompt_bucket, prompt_bucket_label
-from router.stats.wakeup import SpacedWakeup
+from router.stats.wakeup import REFRESH_BUDGET_S, Backlog, SpacedWakeup
 
 # (task, deployment, prompt bucket); the task as a whole is (task, "", ALL_SIZES).
 SeriesKey = tuple[Task, str, int]
 ALL_SIZES = -1
-# The longest a background pass holds the event loop. A key costs ~20 us (~150 us when its
-# 10 s slot has just turned over), so a pass of 200 keys (10 tasks x 5 deployments x 4 prompt
-# sizes) would hold it 4-30 ms; spread over passes, a key may expire first and then be
-# computed by the read that needs it.
-REFRESH_BUDGET_S = 0.001
 Burns = dict[float, float | None]
 Sums = list[list[int]]  # per window, (total, bad) per SLI
 
@@ -102,7 +97,7 @@ class SloTracker:
         self._series: dict[SeriesKey, RollingCounts] = {}
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
-        self._carried: list[SeriesKey] = []  # read keys a budgeted pass did not reach
+        self._backlog: Backlog[SeriesKey] = Backlog()  # read keys a budgeted pass left
         self._wakeup = SpacedWakeup(self.config.refresh_s / 2, clock)
         self._windows_s = self.config.windows_s
         self._short = self._windows_s.index(min(r.short_s for r in self.config.rules))
@@ -187,17 +182,13 @@ class SloTracker:
         busy keys never expire on the request path, and an idle service computes nothing. A key
         first read after a pause is computed by that read. With `budget_s`, the pass stops once
         it has run that long (by the tracker's clock) and leaves the other keys to the next."""
-        carried, self._carried = self._carried, []
-        first = set(carried)
-        pending = carried + [key for key in self._read if key not in first]
-        self._read = set()
-        started = self._clock() if budget_s is not None else 0.0
-        for done, key in enumerate(pending, 1):
+        read, self._read = self._read, set()
+
+        def recompute(key: SeriesKey) -> None:
             if key[0] in self.targets:
                 self._penalties[key] = (now, self._penalty_of(key, now))
-            if budget_s is not None and self._clock() - started >= budget_s:
-                self._carried = pending[done:]  # first in the next pass: none is left behind
-                return
+
+        self._backlog.run(read, recompute, self._clock, budget_s)
 
     async def run_refresher(self) -> None:
         """`refresh` at the first recorded event at least `refresh_s / 2` after the previous
@@ -205,7 +196,8 @@ class SloTracker:
         an answer is on its way, so the pass rides on the wake-up of the request that recorded,
         and an idle process is not woken at all. A penalty whose cache has expired meanwhile is
         computed by the read that needs it (as without a refresher). A pass runs on the event
-        loop, so it stops after `REFRESH_BUDGET_S` (the rest waits for the next pass)."""
+        loop, so it stops after `REFRESH_BUDGET_S` (the rest waits for the next pass); a key
+        costs ~20 us, ~150 us when its 10 s slot has just turned over."""
         while True:
             self.refresh(await self._wakeup.wait(), budget_s=REFRESH_BUDGET_S)
 
@@ -221,7 +213,7 @@ class SloTracker:
             return []
         targets = self.targets[key[0]]
         out = []
-        for w, s in zip(self.config.windows_s, sums, strict=True):
+        for w, s in zip(self._windows_s, sums, strict=True):
             slis = []
             for sli in SLIS:
                 objective = targets.objective(sli)

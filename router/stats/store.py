@@ -25,17 +25,11 @@ from router.stats.estimators import ANY, ANY_BUCKET, KeyState, KeySummary, StatK
 from router.stats.inflight import InFlight
 from router.stats.observation import PROMPT_BUCKET_EDGES, Observation
 from router.stats.sketch import DEFAULT_ALPHA
-from router.stats.wakeup import SpacedWakeup
+from router.stats.wakeup import REFRESH_BUDGET_S, Backlog, SpacedWakeup
 
 Clock = Callable[[], float]
 # Builds a `NamedTuple` without its generated Python `__new__` (hot path: every field, in order).
 _new = tuple.__new__
-
-
-# The longest a background refresh holds the event loop recomputing summaries (~35 us a key): a
-# service with hundreds of busy keys would otherwise stall every request in flight for several
-# milliseconds ten times a second.
-REFRESH_BUDGET_S = 0.001
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +157,7 @@ class LocalStatsStore:
         self._unpushed: set[StatKey] = set()
         self._in_flight = InFlight()
         self._refreshed_at: float | None = None
-        self._carried: list[StatKey] = []  # due keys a budgeted refresh did not reach: first next
+        self._backlog: Backlog[StatKey] = Backlog()  # due keys a budgeted refresh left
         self._wakeup = SpacedWakeup(self.config.refresh_interval_s, clock)
 
     # -- writes (execution layer, in `finally`) ------------------------------------------------
@@ -275,19 +269,13 @@ class LocalStatsStore:
         now = self._clock()
         self._refreshed_at = now
         read = self._keys_read()
-        carried, self._carried = self._carried, []
-        first = set(carried)
-        due = [k for k in carried if k in self._dirty]
-        due += [k for k in self._dirty & read if k not in first]
-        self._recent = read | first
+        self._recent = read | set(self._backlog.carried)
         self._wanted = set()
-        recomputed = 0
-        for key in due:
-            self._recompute(key, now)
-            recomputed += 1
-            if budget_s is not None and self._clock() - now >= budget_s:
-                self._carried = due[recomputed:]
-                break
+        # A carried key that a read has recomputed since is clean: nothing left to do for it.
+        self._backlog.carried = [k for k in self._backlog.carried if k in self._dirty]
+        recomputed = self._backlog.run(self._dirty & read,
+                                       lambda key: self._recompute(key, now), self._clock,
+                                       budget_s)
         summaries = self._summaries
         levels: dict[StatKey, _Levels] = {}
         for bucket_key in self._levels_read:

@@ -142,12 +142,15 @@ def load_config_file(path: Path, environ: Mapping[str, str] | None = None) -> Ro
 
 # Settings that change who may call and how the process runs, never which model answers what or
 # for how long an answer may be reused: API keys (tenant and scopes are in every cache key on
-# their own), telemetry, and the server's limits, timeouts, reliability and statistics settings
-# and where its caches live. Everything else, the cache rules (`server.cache.default`) included,
-# and any setting added later is part of the policy version: editing it makes cached answers
-# unreachable.
+# their own), where a deployment is reached and with which credential (its `model` names what
+# answers; the embedded default's simulator listens on a new port at every start, which must not
+# strand the cache), telemetry, and the server's limits, timeouts, reliability and statistics
+# settings and where its caches live. Everything else, the cache rules (`server.cache.default`)
+# included, and any setting added later is part of the policy version: editing it makes cached
+# answers unreachable.
 NOT_ROUTING: dict[str, Any] = {
     "api_keys": True,
+    "deployments": {"__all__": {"api_base": True, "api_key": True}},
     "telemetry": True,
     "server": {
         "max_body_bytes": True, "request_timeout_s": True, "reliability": True, "stats": True,

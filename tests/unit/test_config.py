@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from policies.loader import PolicyValidationError, content_hash, load_config_text
+from router import embedded
 from router.errors import ConfigError
 from router.runtime_config import key_digest, resolve
 
@@ -101,6 +102,8 @@ def test_version_ignores_comments_and_key_order_but_not_content() -> None:
     ("tenant: acme", "tenant: other"),
     ("routes:\n", "server:\n  request_timeout_s: 7\n  cache: {backend: none}\nroutes:\n"),
     ("routes:\n", "telemetry: {exporter: console, sample_ratio: 0.5}\nroutes:\n"),
+    ("${BASE}/v1", "http://10.0.0.7:8000/v1"),
+    ("env:KEY_A", "env:OTHER_KEY"),
     ("routes:\n", "server:\n  cache: {backend: redis, redis_url: 'redis://h:1/0'}\n"
                    "  stats: {explore_share: 0.1}\n  reliability: {max_retries_per_deployment: 3}"
                    "\nroutes:\n"),
@@ -118,6 +121,16 @@ def test_version_ignores_sections_that_cannot_change_an_answer(edit: tuple[str, 
     shorter = VALID.replace("routes:\n", "server:\n  cache: {default: {enabled: true, ttl_s: 5}}"
                                           "\nroutes:\n")
     assert content_hash(load_config_text(shorter, environ=ENV)) != base  # a cache rule counts
+
+
+def test_the_embedded_default_keeps_its_version_across_restarts() -> None:
+    """`slorouter serve` with no keys starts the simulator on a new port each time; the policy
+    version (and so every cached answer) must survive that."""
+    def version(port: int) -> str:
+        environ = {"SLOROUTER_SIM_BASE": f"http://127.0.0.1:{port}", "SLOROUTER_SIM_KEY": "k"}
+        return content_hash(embedded.simulator_config(environ))
+
+    assert version(40123) == version(51234)
 
 
 def test_api_key_needs_exactly_one_form() -> None:

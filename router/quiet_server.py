@@ -7,12 +7,17 @@ ticks were most of what an idle slorouter spent. Here the loop ticks once a seco
 refreshes the `date` header every second, and a termination signal wakes it at once, so shutdown
 starts as promptly as before. Code that sets `should_exit` directly (tests) is noticed within a
 second.
+
+`on_stopped` runs once the server has stopped, before uvicorn re-raises a captured termination
+signal with its default handler (which ends the process at once, so code after `run()` would
+never run): `slorouter serve` stops its provider simulator there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable, Generator
 from types import FrameType
 
 import uvicorn
@@ -24,10 +29,20 @@ _DATE_EVERY = 10  # uvicorn refreshes the date header on ticks where counter % 1
 class QuietServer(uvicorn.Server):
     """`uvicorn.Server` whose idle housekeeping wakes once a second (see the module docstring)."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config,
+                 on_stopped: Callable[[], None] = lambda: None) -> None:
         super().__init__(config)
+        self._on_stopped = on_stopped
         self._loop: asyncio.AbstractEventLoop | None = None
         self._exit_requested: asyncio.Event | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self._on_stopped()
 
     async def main_loop(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -97,7 +97,7 @@ def serve(args: argparse.Namespace) -> int:
     event(log, "starting", host=args.host, port=args.port, policy_version=runtime.version,
           deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
     try:
-        _run(app, args.host, args.port, args.log_level)
+        _run(app, args.host, args.port, args.log_level, lambda: _stop(simulator))
     finally:
         _stop(simulator)
     return 0
@@ -136,7 +136,8 @@ def _defaults_dir() -> Path:
     return DEFAULTS
 
 
-def _run(app: Any, host: str, port: int, log_level: str) -> None:
+def _run(app: Any, host: str, port: int, log_level: str,
+         on_stopped: Callable[[], None]) -> None:
     import uvicorn
 
     from router.quiet_server import QuietServer
@@ -144,7 +145,7 @@ def _run(app: Any, host: str, port: int, log_level: str) -> None:
     config = uvicorn.Config(app, host=host, port=port, loop="uvloop", http="httptools",
                             access_log=False, log_config=None, log_level=log_level,
                             lifespan="on", timeout_graceful_shutdown=10)
-    QuietServer(config).run()
+    QuietServer(config, on_stopped).run()
 
 
 def _stop(proc: subprocess.Popen[bytes] | None) -> None:

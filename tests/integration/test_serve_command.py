@@ -10,7 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tests.support.procs import PYTHON
+from tests.support.procs import PYTHON, ManagedProcess, free_port
 from tests.support.services import start_router
 
 CONFIG = """version: 1
@@ -83,3 +83,38 @@ def test_sigterm_stops_the_service_promptly_and_cleanly(tmp_path: Path) -> None:
     os.kill(router.proc.pid, signal.SIGTERM)
     assert router.proc.wait(timeout_s=4.0) == -signal.SIGTERM
     assert "Application shutdown complete" in router.proc.log_text()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
+    """With no config and no provider keys, `serve` starts the simulator as a child; SIGTERM
+    must stop it too (uvicorn re-raises the signal after its shutdown, which ends the process
+    before any code after the server's run could stop the child)."""
+    port = free_port()
+    router = ManagedProcess([PYTHON, "-m", "router.cli", "serve", "--port", str(port)], port,
+                            ready_url=f"http://127.0.0.1:{port}/healthz",
+                            env={"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""},
+                            log_path=tmp_path / "serve.log", startup_timeout_s=60,
+                            cwd=tmp_path).start()
+    children = Path(f"/proc/{router.pid}/task/{router.pid}/children").read_text().split()
+    assert len(children) == 1, children
+    simulator = int(children[0])
+    try:
+        assert _alive(simulator)
+        os.kill(router.pid, signal.SIGTERM)
+        assert router.wait(timeout_s=8.0) == -signal.SIGTERM
+        deadline = time.monotonic() + 5.0
+        while _alive(simulator) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(simulator), router.log_text()
+    finally:
+        router.stop()
+        if _alive(simulator):
+            os.kill(simulator, signal.SIGKILL)

@@ -10,15 +10,18 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from policies.eligibility import DeploymentFacts
 from policies.eval_report import QualityTable
 from policies.labels import Task
-from policies.learned.artifact import LoadedRouter
 from policies.loader import content_hash
 from policies.schema import ApiKeySpec, DeploymentSpec, RouterConfig
 from router.errors import ConfigError
 from router.providers.base import Deployment
+
+if TYPE_CHECKING:  # loaded only when a policy names a learned router (imports scikit-learn)
+    from policies.learned.artifact import LoadedRouter
 
 PriceTable = Callable[[str], tuple[float, float] | None]
 CachedPriceTable = Callable[[str], float | None]

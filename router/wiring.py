@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cache.metrics import CacheMetrics
 from cache.policy import CacheRule
 from cache.result import ResultCache, ResultCacheFront
 from policies.eval_report import EvalReportError, QualityTable, load_reports
-from policies.learned.artifact import ArtifactError, LoadedRouter, load_artifact
 from policies.schema import RouterConfig
 from router.api.front import FrontDoor
 from router.api.meta import ReadinessCheck
@@ -24,10 +24,14 @@ from router.errors import ConfigError
 from router.experimentation import Experiments, memory_store
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Provider
+from router.providers.price_table import PriceTable
 from router.runtime_config import RuntimeConfig, resolve
 from router.stats import LocalStatsStore, StatsConfig, StatsStore
 from router.telemetry.settings import TelemetrySettings
 from router.telemetry.setup import build_telemetry
+
+if TYPE_CHECKING:
+    from policies.learned.artifact import LoadedRouter
 
 
 def load_quality(config: RouterConfig, base_dir: Path) -> QualityTable:
@@ -46,6 +50,11 @@ def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter
         return {}
     names = {p.learned_router for p in (config.policies.default, *config.policies.tasks.values())
              if p.learned_router is not None}
+    if not names:
+        return {}
+    # Imported only when used: scikit-learn (for the features' hashing) costs a second of start-up.
+    from policies.learned.artifact import ArtifactError, load_artifact
+
     models = {m.name for m in config.models}
     loaded, problems = {}, []
     for name in sorted(names):
@@ -66,13 +75,13 @@ def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter
 def build_runtime(config: RouterConfig, environ: Mapping[str, str],
                   base_dir: Path) -> tuple[RuntimeConfig, Classifier]:
     from router.classify import load_default_classifier
-    from router.providers.litellm_adapter import default_cached_price, default_prices
 
     classifier = load_default_classifier()
-    runtime = resolve(config, environ, default_prices, classifier.version,
+    table = PriceTable.bundled()
+    runtime = resolve(config, environ, table.prices, classifier.version,
                       quality=load_quality(config, base_dir),
                       learned=load_learned(config, base_dir),
-                      cached_prices=default_cached_price)
+                      cached_prices=table.cached_input_price)
     return runtime, classifier
 
 
@@ -170,14 +179,15 @@ def secret_values(config: RouterConfig, environ: Mapping[str, str]) -> list[str]
 
 def build_from_config(config: RouterConfig, environ: Mapping[str, str],
                       base_dir: Path) -> tuple[FrontDoor, RuntimeConfig]:
-    from router.providers.litellm_adapter import LitellmProvider
     from router.providers.passthrough import PassthroughProvider
 
     runtime, classifier = build_runtime(config, environ, base_dir)
-    providers: dict[AdapterName, Provider] = {
-        "openai_passthrough": PassthroughProvider(),
-        "litellm": LitellmProvider(),
-    }
+    providers: dict[AdapterName, Provider] = {"openai_passthrough": PassthroughProvider()}
+    if any(d.adapter == "litellm" for d in runtime.deployments.values()):
+        # Imported only when used: litellm costs seconds of start-up and about 100 MB.
+        from router.providers.litellm_adapter import LitellmProvider
+
+        providers["litellm"] = LitellmProvider()
     caching = result_caching(config)
     settings = config.telemetry if config.telemetry is not None else (
         TelemetrySettings.from_env(environ))

@@ -67,12 +67,12 @@ def build_plan(args: argparse.Namespace, environ: dict[str, str]) -> Any:
     from evals.run.suite import SuiteError, load_suite
     from policies.loader import PolicyValidationError, load_config_file
     from router.errors import ConfigError
-    from router.providers.litellm_adapter import default_prices
+    from router.providers.price_table import PriceTable
     from router.runtime_config import resolve
 
     try:
         config = load_config_file(args.config, environ)
-        runtime = resolve(config, environ, default_prices)
+        runtime = resolve(config, environ, PriceTable.bundled().prices)
         suites = [load_suite(path) for path in args.suite]
     except (OSError, PolicyValidationError, ConfigError, SuiteError) as exc:
         raise InputError(str(exc)) from exc

@@ -4,19 +4,7 @@
 candidate and fits/loads them, `decide` picks the cheapest candidate whose predicted quality clears
 a calibrated threshold, `artifact` saves and loads a versioned trained router. Imports only
 scikit-learn, numpy, scipy and the standard library (never `router` or `evals`).
+
+Import the modules themselves: this package imports nothing, so that a router using only the
+decision rule (`decide`, numpy) does not load scikit-learn at start-up.
 """
-
-from policies.learned.artifact import load_artifact, save_artifact
-from policies.learned.decide import RuleKind, ThresholdRule, choose, choose_matrix
-from policies.learned.predictor import SuccessPredictor, fit_predictor
-
-__all__ = [
-    "RuleKind",
-    "SuccessPredictor",
-    "ThresholdRule",
-    "choose",
-    "choose_matrix",
-    "fit_predictor",
-    "load_artifact",
-    "save_artifact",
-]

@@ -1,8 +1,9 @@
 """The litellm adapter: any provider litellm supports, behind our `Provider` seam.
 
-This is the only module that imports litellm. It turns litellm's response objects back into
-OpenAI wire JSON, and knows litellm's price table (`default_prices`). litellm is told to use its
-bundled price map: nothing may be fetched from the network at run time.
+This is the only module that imports litellm (imported only when a deployment uses this adapter;
+prices come from `price_table`, which reads litellm's table without importing it). It turns
+litellm's response objects back into OpenAI wire JSON. litellm is told to use its bundled price
+map: nothing may be fetched from the network at run time.
 """
 
 from __future__ import annotations
@@ -31,33 +32,6 @@ litellm.suppress_debug_info = True
 
 # Body fields that litellm must not forward as provider parameters.
 _NOT_FORWARDED = frozenset({"metadata", "stream", "stream_options", "model"})
-
-
-def default_prices(model: str) -> tuple[float, float] | None:
-    """(input, output) USD per 1M tokens from litellm's bundled table, if it knows the model."""
-    for key in (model, model.split("/", 1)[-1]):
-        entry = litellm.model_cost.get(key)
-        if entry and "input_cost_per_token" in entry:
-            return (float(entry["input_cost_per_token"]) * 1e6,
-                    float(entry.get("output_cost_per_token", 0.0)) * 1e6)
-    return None
-
-
-def default_cached_price(model: str) -> float | None:
-    """USD per 1M prompt tokens read from the provider's prompt cache, if litellm knows it."""
-    for key in (model, model.split("/", 1)[-1]):
-        entry = litellm.model_cost.get(key)
-        if entry and entry.get("cache_read_input_token_cost") is not None:
-            return float(entry["cache_read_input_token_cost"]) * 1e6
-    return None
-
-
-def default_context_window(model: str) -> int | None:
-    for key in (model, model.split("/", 1)[-1]):
-        entry = litellm.model_cost.get(key)
-        if entry and entry.get("max_input_tokens"):
-            return int(entry["max_input_tokens"])
-    return None
 
 
 def exception_classes() -> list[type[BaseException]]:

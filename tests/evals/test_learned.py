@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evals.outcomes import load_table
-from policies.learned import ThresholdRule, choose, choose_matrix, fit_predictor
 from policies.learned.artifact import ArtifactError, load_artifact, save_artifact
-from policies.learned.predictor import SuccessPredictor
+from policies.learned.decide import ThresholdRule, choose, choose_matrix
+from policies.learned.predictor import SuccessPredictor, fit_predictor
 
 Fitted = tuple[SuccessPredictor, list[str], list[str]]
 

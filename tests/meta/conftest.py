@@ -8,9 +8,8 @@ import pytest
 
 @pytest.fixture
 def litellm_errors() -> list[BaseException]:
+    from router.providers import litellm_adapter  # noqa: F401, I001 - sets litellm's offline env
     import litellm
-
-    from router.providers import litellm_adapter  # noqa: F401 - sets litellm's offline env first
 
     request = httpx.Request("POST", "http://upstream/v1/chat/completions")
     response = httpx.Response(429, request=request, headers={"retry-after": "2"})

@@ -10,7 +10,8 @@ import pytest
 
 from evals.train_router import TrainRequest, train
 from policies.eligibility import RequestFacts
-from policies.learned import choose, load_artifact
+from policies.learned.artifact import load_artifact
+from policies.learned.decide import choose
 from policies.loader import load_config_text
 from router.classify.types import Labels
 from router.decide import StaticRanker, decide

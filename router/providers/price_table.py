@@ -1,0 +1,70 @@
+"""litellm's bundled price table, read without importing litellm.
+
+A deployment with no price in the config takes litellm's (per 1M tokens, and the prompt-cache
+read price). Importing litellm costs a router several seconds of start-up and about 100 MB of
+memory, which a router whose deployments all use the pass-through adapter would pay for this
+table alone; so the table is read from the JSON file litellm ships, the same file litellm loads
+when told to stay offline (`LITELLM_LOCAL_MODEL_COST_MAP`), with its rule for aliases: a row
+whose `alias_of` names another row is served as that row, and one naming nothing is skipped.
+`tests/meta/test_price_table.py` holds it to litellm's own `model_cost`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+BUNDLED_FILE = "model_prices_and_context_window_backup.json"
+
+
+class PriceTable:
+    """Prices by litellm model string (`openai/gpt-4o-mini` or `gpt-4o-mini`)."""
+
+    def __init__(self, rows: Mapping[str, Mapping[str, Any]]) -> None:
+        self._rows = rows
+
+    @classmethod
+    def bundled(cls) -> PriceTable:
+        """The table of the installed litellm package."""
+        spec = importlib.util.find_spec("litellm")
+        if spec is None or spec.origin is None:
+            raise RuntimeError("litellm is not installed: its price table is needed")
+        raw = orjson.loads((Path(spec.origin).parent / BUNDLED_FILE).read_bytes())
+        return cls(resolve_aliases(raw))
+
+    def prices(self, model: str) -> tuple[float, float] | None:
+        """(input, output) USD per 1M tokens, if the table knows the model."""
+        for key in (model, model.split("/", 1)[-1]):
+            row = self._rows.get(key)
+            if row and "input_cost_per_token" in row:
+                return (float(row["input_cost_per_token"]) * 1e6,
+                        float(row.get("output_cost_per_token", 0.0)) * 1e6)
+        return None
+
+    def cached_input_price(self, model: str) -> float | None:
+        """USD per 1M prompt tokens read from the provider's prompt cache, if known."""
+        for key in (model, model.split("/", 1)[-1]):
+            row = self._rows.get(key)
+            if row and row.get("cache_read_input_token_cost") is not None:
+                return float(row["cache_read_input_token_cost"]) * 1e6
+        return None
+
+
+def resolve_aliases(raw: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Model rows only, each alias replaced by the row it names (one not naming a row dropped)."""
+    rows: dict[str, Mapping[str, Any]] = {}
+    for name, row in raw.items():
+        if not isinstance(row, Mapping):
+            continue
+        target = row.get("alias_of")
+        if isinstance(target, str):
+            named = raw.get(target)
+            if isinstance(named, Mapping) and "alias_of" not in named:
+                rows[name] = named
+            continue
+        rows[name] = row
+    return rows

@@ -154,7 +154,7 @@ NOT_ROUTING: dict[str, Any] = {
     "telemetry": True,
     "server": {
         "max_body_bytes": True, "request_timeout_s": True, "reliability": True, "stats": True,
-        "experiments_redis_url": True,
+        "experiments_redis_url": True, "idempotency_redis_url": True,
         "cache": {"backend": True, "directory": True, "redis_url": True, "prefix_affinity": True},
     },
 }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from policies.experiments.schema import ExperimentSpec
 from policies.labels import Risk, Task
@@ -112,6 +112,9 @@ class WeightsSpec(Frozen):
 class CacheRule(Frozen):
     enabled: bool = False
     ttl_s: float = Field(default=3600.0, gt=0)
+    # False: also cache answers to sampled requests (neither temperature 0 nor a seed), for
+    # tasks where any good answer will do (autocomplete); one sample is then served to all.
+    require_deterministic: bool = True
 
 
 class RiskRule(Frozen):
@@ -206,6 +209,12 @@ class CacheSpec(Frozen):
     default: CacheRule = CacheRule()
     prefix_affinity: bool = True  # requests sharing a prefix stay on one replica of a model
 
+    @model_validator(mode="after")
+    def _redis_needs_an_address(self) -> CacheSpec:
+        if self.backend == "redis" and not self.redis_url:
+            raise ValueError("redis_url is required for the redis backend")
+        return self
+
 
 class StatsSpec(Frozen):
     """Online latency statistics: how fast old observations fade, exploration, sharing."""
@@ -222,6 +231,8 @@ class ServerSpec(Frozen):
     reliability: ReliabilitySpec = ReliabilitySpec()
     stats: StatsSpec = StatsSpec()
     experiments_redis_url: str | None = None  # share experiment outcomes between replicas
+    # Share Idempotency-Key records between replicas (without it: one execution per process).
+    idempotency_redis_url: str | None = None
 
 
 class RouterConfig(Frozen):

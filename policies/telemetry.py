@@ -52,7 +52,7 @@ class TelemetrySettings(BaseModel):
             values["otlp_endpoint"] = endpoint
         ratio = environ.get("SLOROUTER_TELEMETRY_SAMPLE_RATIO")
         if ratio is not None:
-            values["sample_ratio"] = float(ratio)
+            values["sample_ratio"] = ratio  # validated (and converted) with the rest
         service = environ.get("OTEL_SERVICE_NAME")
         if service is not None:
             values["service_name"] = service

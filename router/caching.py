@@ -38,7 +38,8 @@ def _rule(prepared: Prepared, default: CacheRule) -> CacheRule:
     spec = prepared.policy.cache
     risk_rule = prepared.policy.risk.get(prepared.labels.risk)
     enabled = spec.enabled and (risk_rule is None or risk_rule.cache)
-    return CacheRule(enabled=enabled, ttl_s=spec.ttl_s)
+    return CacheRule(enabled=enabled, ttl_s=spec.ttl_s,
+                     require_deterministic=spec.require_deterministic)
 
 
 def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str],

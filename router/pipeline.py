@@ -174,7 +174,9 @@ class ChatPipeline:
 
     def prepare(self, request: ChatCompletionRequest, raw: Mapping[str, Any],
                 headers: Mapping[str, str], deadline: float,
-                caller: Caller | None = None) -> Prepared:
+                caller: Caller | None = None, arrived_at: float | None = None) -> Prepared:
+        """Classify and decide. `deadline` (the server's or the client's, by this clock) is
+        shortened to the task policy's `timeout_s` from `arrived_at` (default: now)."""
         caller = caller if caller is not None else Caller()
         phases = Phases()
         started = self._clock()
@@ -191,6 +193,9 @@ class ChatPipeline:
         deployments = [self.config.deployments[name] for name in decision.deployments]
         policies = self.config.source.policies
         policy = policies.for_task(labels.task) if policies is not None else None
+        if policy is not None and policy.timeout_s is not None:
+            since = arrived_at if arrived_at is not None else started
+            deadline = min(deadline, since + policy.timeout_s)
         side_effecting = is_side_effecting(labels)
         body = upstream_body(raw)
         plan = Plan(deployments=deployments, body=body, deadline=deadline,

@@ -28,8 +28,15 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     explain.add_argument("request", nargs="?", type=Path,
                          help="chat completions JSON body (default: stdin)")
     explain.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
-                         help="request header, e.g. x-slorouter-task:code")
+                         type=_header, help="request header, e.g. x-slorouter-task:code")
     explain.set_defaults(func=explain_command)
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME:VALUE, got {text!r}")
+    return name.strip().lower(), value.strip()
 
 
 def _load(path: Path) -> Any:
@@ -39,6 +46,9 @@ def _load(path: Path) -> Any:
     environ = _PermissiveEnviron(os.environ)
     try:
         return load_config_file(path, environ)
+    except OSError as err:
+        print(f"{path}: cannot read the config: {err.strerror or err}", file=sys.stderr)
+        raise SystemExit(2) from None
     except PolicyValidationError as err:
         for problem in err.problems:
             print(f"{path}: {problem}", file=sys.stderr)
@@ -56,11 +66,15 @@ class _PermissiveEnviron(dict[str, str]):
 def policy_check(args: argparse.Namespace) -> int:
     from policies.check import check_policies
     from router.errors import ConfigError
-    from router.wiring import load_quality
+    from router.wiring import build_runtime, load_quality
 
     config = _load(args.config)
+    base_dir = args.config.resolve().parent
     try:
-        quality = load_quality(config, args.config.resolve().parent)
+        # Everything `serve` resolves at start-up but the secrets' values: prices, learned
+        # routers, eval reports, so that a config passing the check also starts.
+        build_runtime(config, _with_placeholder_secrets(config), base_dir)
+        quality = load_quality(config, base_dir)
     except ConfigError as err:
         print(f"{args.config}: {err}", file=sys.stderr)
         return 2
@@ -78,27 +92,41 @@ def policy_check(args: argparse.Namespace) -> int:
 def explain_command(args: argparse.Namespace) -> int:
     from router.api.body import parse_chat
     from router.api.explain import explain_decision
-    from router.errors import SlorouterError
+    from router.errors import ConfigError, SlorouterError
     from router.execution.runner import ExecutionState, Runner
     from router.pipeline import ChatPipeline
     from router.wiring import build_runtime
 
     config = _load(args.config)
-    environ = {k: v for k, v in os.environ.items()}
-    environ.update({ref.removeprefix("env:"): "unused" for ref in _secret_refs(config)})
-    runtime, classifier = build_runtime(config, environ, args.config.resolve().parent)
-    text = args.request.read_text() if args.request else sys.stdin.read()
-    headers = dict(h.split(":", 1) for h in args.header)
+    try:
+        runtime, classifier = build_runtime(config, _with_placeholder_secrets(config),
+                                            args.config.resolve().parent)
+    except ConfigError as err:
+        print(f"{args.config}: {err}", file=sys.stderr)
+        return 2
+    try:
+        text = args.request.read_text() if args.request else sys.stdin.read()
+    except OSError as err:
+        print(f"slorouter explain: cannot read {args.request}: {err.strerror or err}",
+              file=sys.stderr)
+        return 2
     try:
         raw = json.loads(text)
         prepared = ChatPipeline(runtime, classifier, Runner({}, ExecutionState.create())).prepare(
-            parse_chat(raw), raw, {k.lower(): v.strip() for k, v in headers.items()},
+            parse_chat(raw), raw, dict(args.header),
             time.perf_counter() + runtime.request_timeout_s)
     except (SlorouterError, json.JSONDecodeError) as err:
         print(f"slorouter explain: {err}", file=sys.stderr)
         return 2
     print(json.dumps(explain_decision(prepared), indent=2))
     return 0
+
+
+def _with_placeholder_secrets(config: Any) -> dict[str, str]:
+    """The environment, with a placeholder for every secret the config references."""
+    environ = dict(os.environ)
+    environ.update({ref.removeprefix("env:"): "unused" for ref in _secret_refs(config)})
+    return environ
 
 
 def _secret_refs(config: Any) -> list[str]:

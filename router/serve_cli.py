@@ -30,7 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--config", type=Path, help="YAML config (default: built-in)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
-    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--log-level", default="info",
+                        choices=("debug", "info", "warning", "error", "critical"))
     parser.set_defaults(func=serve)
 
 
@@ -126,6 +127,8 @@ def _load(path: Path | None, environ: dict[str, str]) -> tuple[Any, subprocess.P
         config = loaders()
     except PolicyValidationError as err:
         raise ConfigError(err.problems) from err
+    except OSError as err:
+        raise ConfigError([f"cannot read {source}: {err.strerror or err}"]) from err
     event(log, "config_loaded", source=source)
     return config, simulator
 

@@ -6,9 +6,12 @@ from their own parts, and apart from `serve_cli` (process concerns: ports, child
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from pydantic import ValidationError
 
 from cache.metrics import CacheMetrics
 from cache.policy import CacheRule
@@ -22,6 +25,7 @@ from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.errors import ConfigError
 from router.experimentation import Experiments, memory_store
+from router.idempotency import IdempotencyStore, MemoryIdempotencyStore, RedisIdempotencyStore
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Provider
 from router.providers.price_table import PriceTable
@@ -91,20 +95,24 @@ def result_caching(config: RouterConfig) -> ResultCaching:
     from cache.backends.redis import RedisResultCache, connect
 
     spec = config.server.cache
-    rule = CacheRule(enabled=spec.default.enabled, ttl_s=spec.default.ttl_s)
+    rule = CacheRule(enabled=spec.default.enabled, ttl_s=spec.default.ttl_s,
+                     require_deterministic=spec.default.require_deterministic)
     metrics = CacheMetrics()
     backend: ResultCache
     if spec.backend == "none":
         return ResultCaching(None, rule)
     if spec.backend == "redis":
-        if spec.redis_url is None:
-            raise ConfigError(["server.cache.redis_url is required for the redis backend"])
+        assert spec.redis_url is not None  # the schema requires it
         backend = RedisResultCache(connect(spec.redis_url), metrics)
     else:
         # Relative to the working directory (not the config's), like any state the process
         # writes; the embedded default's config lives inside the installed package.
         directory = Path(spec.directory) if spec.directory else Path(".slorouter") / "cache"
-        backend = DiskResultCache(directory.resolve(), metrics)
+        try:
+            backend = DiskResultCache(directory.resolve(), metrics)
+        except OSError as err:
+            raise ConfigError([f"server.cache.directory: cannot use {directory.resolve()}: "
+                               f"{err.strerror or err}"]) from err
     return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics)
 
 
@@ -119,6 +127,17 @@ def stats_store(config: RouterConfig) -> StatsStore:
     from router.stats import RedisStatsStore
 
     return RedisStatsStore(local, aioredis.from_url(spec.redis_url))
+
+
+def idempotency_store(config: RouterConfig) -> IdempotencyStore:
+    """Where Idempotency-Key records live: this process, or a Redis shared by the replicas."""
+    url = config.server.idempotency_redis_url
+    if url is None:
+        return MemoryIdempotencyStore(time.monotonic)
+    import redis.asyncio as aioredis
+
+    return RedisIdempotencyStore(aioredis.from_url(url, socket_timeout=1.0,
+                                                   socket_connect_timeout=1.0))
 
 
 def experiments(config: RouterConfig) -> Experiments:
@@ -169,6 +188,16 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
     return [loaded, model, providers, cache]
 
 
+def telemetry_from_env(environ: Mapping[str, str]) -> TelemetrySettings:
+    """Telemetry settings from the environment; a bad value is a configuration error."""
+    try:
+        return TelemetrySettings.from_env(environ)
+    except ValidationError as err:
+        raise ConfigError([f"telemetry setting {'.'.join(map(str, e['loc']))} from the "
+                           f"environment (SLOROUTER_TELEMETRY_*): {e['msg']}"
+                           for e in err.errors()]) from err
+
+
 def secret_values(config: RouterConfig, environ: Mapping[str, str]) -> list[str]:
     """Every secret the config references (provider and client keys), for log redaction."""
     refs = [d.api_key for d in config.deployments if d.api_key]
@@ -189,11 +218,11 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
 
         providers["litellm"] = LitellmProvider()
     caching = result_caching(config)
-    settings = config.telemetry if config.telemetry is not None else (
-        TelemetrySettings.from_env(environ))
+    settings = config.telemetry if config.telemetry is not None else telemetry_from_env(environ)
     telemetry = build_telemetry(settings, runtime.deployments) if settings.enabled else None
     app = build_app(runtime, classifier, providers, sinks=[LogSink()], telemetry=telemetry,
                     checks=readiness_checks(config, runtime, classifier),
                     caching=caching, stats=stats_store(config),
+                    idempotency=idempotency_store(config),
                     experiments=experiments(config))
     return app, runtime

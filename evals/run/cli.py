@@ -18,9 +18,10 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evals.run.suite import JudgeGrader, Suite
+if TYPE_CHECKING:  # loaded by the handler: every `slorouter` command registers this parser
+    from evals.run.suite import Suite
 
 
 def add_run(inner: argparse._SubParsersAction[Any]) -> None:
@@ -47,6 +48,8 @@ class InputError(ValueError):
 
 
 def _judges(suites: list[Suite], override: str | None, models: set[str]) -> dict[str, str]:
+    from evals.run.suite import JudgeGrader
+
     judges = {}
     for suite in suites:
         graders = [suite.grader, *(i.grader for i in suite.items if i.grader is not None)]

@@ -143,7 +143,8 @@ class ChatHandler:
         caller = Caller(principal.tenant, outcome.request_id, chat.user,
                         received.get("x-slorouter-session", metadata.get("session_id")))
         started = self._clock()
-        prepared = await self._prepare(chat, raw, received, deadline, caller)
+        prepared = await self._prepare(chat, raw, received, deadline, caller, outcome.arrived_at)
+        deadline = prepared.plan.deadline  # the task policy's timeout may be shorter
         prepared.plan = replace(prepared.plan, trace=outcome.trace)
         classified = started + prepared.phases.classify
         outcome.steps += [("classify", started, classified),
@@ -185,13 +186,14 @@ class ChatHandler:
                              include_usage=include_usage, headers=headers)
 
     async def _prepare(self, chat: ChatCompletionRequest, raw: dict[str, Any],
-                       headers: Any, deadline: float, caller: Caller) -> Prepared:
+                       headers: Any, deadline: float, caller: Caller,
+                       arrived_at: float) -> Prepared:
         """Classify and decide; very long prompts off the event loop so it never stalls."""
         size = sum(len(m.text()) for m in chat.messages)
         if size <= OFFLOAD_PROMPT_CHARS:
-            return self._pipeline.prepare(chat, raw, headers, deadline, caller)
+            return self._pipeline.prepare(chat, raw, headers, deadline, caller, arrived_at)
         return await asyncio.to_thread(self._pipeline.prepare, chat, raw, headers, deadline,
-                                       caller)
+                                       caller, arrived_at)
 
     async def _complete(self, request: Request, prepared: Prepared, outcome: Outcome,
                         headers: dict[str, str]) -> Response:

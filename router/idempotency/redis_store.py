@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import random
 import secrets
 
 import orjson
 import redis.asyncio as redis
 
+from router.errors import OverloadedError
 from router.idempotency.types import (
     Claim,
     Lease,
@@ -29,6 +31,9 @@ from router.idempotency.types import (
     scope_of,
     still_in_flight,
 )
+from router.logs import event
+
+log = logging.getLogger("slorouter.idempotency")
 
 _COMPARE_AND_SET = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -70,6 +75,20 @@ class RedisIdempotencyStore:
     async def claim(
         self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
     ) -> Claim:
+        """As `IdempotencyStore.claim`; with Redis unreachable, a 503 (the request cannot be
+        guaranteed to run once, so it does not run)."""
+        try:
+            return await self._claim(tenant, key, fingerprint, wait_s=wait_s, lease_s=lease_s)
+        except (redis.RedisError, OSError) as exc:
+            event(log, "idempotency_store_unavailable", logging.WARNING,
+                  error=type(exc).__name__)
+            raise OverloadedError("the idempotency store is unavailable; retry shortly",
+                                  code="idempotency_store_unavailable",
+                                  retry_after=1.0) from None
+
+    async def _claim(
+        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
+    ) -> Claim:
         scope = scope_of(tenant, key)
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + wait_s
@@ -90,14 +109,28 @@ class RedisIdempotencyStore:
             poll_s = min(self._poll_max_s, poll_s * 2)
 
     async def complete(self, lease: Lease, response: StoredResponse) -> bool:
+        """Store the answer; False if the lease is no longer ours or Redis is unreachable (a
+        duplicate may then run once the lease expires: the answer itself is still sent)."""
         stored = _encode_done(lease.fingerprint, response)
         marker = _marker(lease.token, lease.fingerprint)
-        done = await self._cas(keys=[self._key(lease.scope)], args=[marker, stored, self._ttl_ms])
+        try:
+            done = await self._cas(keys=[self._key(lease.scope)],
+                                   args=[marker, stored, self._ttl_ms])
+        except (redis.RedisError, OSError) as exc:
+            event(log, "idempotency_store_failed", logging.WARNING, step="complete",
+                  error=type(exc).__name__)
+            return False
         return bool(done)
 
     async def release(self, lease: Lease) -> bool:
+        """Drop the lease for a retry; with Redis unreachable it expires on its own."""
         marker = _marker(lease.token, lease.fingerprint)
-        return bool(await self._cad(keys=[self._key(lease.scope)], args=[marker]))
+        try:
+            return bool(await self._cad(keys=[self._key(lease.scope)], args=[marker]))
+        except (redis.RedisError, OSError) as exc:
+            event(log, "idempotency_store_failed", logging.WARNING, step="release",
+                  error=type(exc).__name__)
+            return False
 
     def _key(self, scope: str) -> str:
         return f"{self._prefix}:{scope}"

@@ -1,0 +1,91 @@
+"""Operator mistakes at the command line get one clear line and exit status 2, never a Python
+traceback: missing files, bad flags, bad environment settings, and configs that `policy check`
+must reject because `serve` would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import PYTHON
+
+pytestmark = pytest.mark.integration
+
+CONFIG = """version: 1
+deployments:
+  - {name: d, model: openai/m, adapter: openai_passthrough, api_base: http://127.0.0.1:9/v1,
+     input_price_per_mtok: 1, output_price_per_mtok: 1}
+models: [{name: m, deployments: [d]}]
+routes: {default_model: m}
+"""
+
+
+def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+         stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PYTHON, "-m", "router.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, input=stdin,
+                          env={**os.environ, **(env or {})})
+
+
+def _config(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def _refused(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("command", [["serve", "--config"], ["policy", "check", "--config"],
+                                     ["explain", "--config"]])
+def test_a_missing_config_file_is_reported_not_raised(tmp_path: Path,
+                                                      command: list[str]) -> None:
+    _refused(_run(tmp_path, *command, str(tmp_path / "nope.yaml")), "nope.yaml", "cannot read")
+
+
+def test_bad_flags_are_refused_by_the_parser(tmp_path: Path) -> None:
+    _refused(_run(tmp_path, "serve", "--log-level", "verbose"), "--log-level")
+    config = _config(tmp_path, CONFIG)
+    _refused(_run(tmp_path, "explain", "--config", config, "--header", "bogus",
+                  stdin='{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'),
+             "NAME:VALUE")
+
+
+def test_an_unusable_cache_directory_is_a_config_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    config = _config(tmp_path, CONFIG + f"server:\n  cache: {{directory: {blocker}/cache}}\n")
+    _refused(_run(tmp_path, "serve", "--config", config, "--port", "1"),
+             "server.cache.directory")
+
+
+def test_a_bad_telemetry_variable_is_a_config_error(tmp_path: Path) -> None:
+    config = _config(tmp_path, CONFIG)
+    _refused(_run(tmp_path, "serve", "--config", config, "--port", "1",
+                  env={"SLOROUTER_TELEMETRY_SAMPLE_RATIO": "10%"}), "sample_ratio")
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    (("routes:", "server:\n  cache: {backend: redis}\nroutes:"), "redis_url is required"),
+    (("input_price_per_mtok: 1, output_price_per_mtok: 1", "context_window: 1000"),
+     "no price"),
+    (("routes: {default_model: m}",
+      "routes: {default_model: m}\npolicies:\n  default: {candidates: [m], "
+      "learned_router: missing-router}"), "learned_router missing-router"),
+])
+def test_policy_check_rejects_what_serve_would(tmp_path: Path, edit: tuple[str, str],
+                                               needle: str) -> None:
+    """A config that passes `policy check` also starts: the check resolves prices, learned
+    routers and the cache backend as `serve` does (secrets need not be set)."""
+    assert edit[0] in CONFIG
+    config = _config(tmp_path, CONFIG.replace(*edit))
+    _refused(_run(tmp_path, "policy", "check", "--config", config), needle)
+    assert _run(tmp_path, "policy", "check", "--config",
+                _config(tmp_path, CONFIG)).returncode == 0

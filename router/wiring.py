@@ -6,6 +6,7 @@ from their own parts, and apart from `serve_cli` (process concerns: ports, child
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -110,9 +111,9 @@ def result_caching(config: RouterConfig) -> ResultCaching:
         directory = Path(spec.directory) if spec.directory else Path(".slorouter") / "cache"
         try:
             backend = DiskResultCache(directory.resolve(), metrics)
-        except OSError as err:
+        except (OSError, sqlite3.Error) as err:  # sqlite: a directory it cannot write in
             raise ConfigError([f"server.cache.directory: cannot use {directory.resolve()}: "
-                               f"{err.strerror or err}"]) from err
+                               f"{getattr(err, 'strerror', None) or err}"]) from err
     return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics)
 
 

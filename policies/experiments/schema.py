@@ -3,8 +3,8 @@
 Pydantic models with `extra="forbid"`, frozen, validated once at load. Every cross-reference
 inside one experiment (exactly one control, shares summing to 1, guardrails and the primary
 metric naming a built-in or declared metric, start before stop) is checked here and all problems
-are listed at once. What an arm's `route` string means (a model preference or a policy name) is
-resolved by the policy loader, not here.
+are listed at once. An arm's `route` (`policy:default`, the task's own policy, or
+`model:<name>`) is checked against the rest of the config by the policy loader, not here.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class ArmSpec(_Model):
     """One arm: a route (model preference or policy reference) and its share of units."""
 
     name: Name
-    route: str = Field(min_length=1, description="e.g. 'model:gpt-4o-mini' or 'policy:chat-v2'")
+    route: str = Field(min_length=1, description="'policy:default' or 'model:<name>'")
     control: bool = False
     share: float = Field(gt=0.0, le=1.0)
 

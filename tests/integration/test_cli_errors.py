@@ -58,10 +58,18 @@ def test_bad_flags_are_refused_by_the_parser(tmp_path: Path) -> None:
              "NAME:VALUE")
 
 
-def test_an_unusable_cache_directory_is_a_config_error(tmp_path: Path) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a directory")
-    config = _config(tmp_path, CONFIG + f"server:\n  cache: {{directory: {blocker}/cache}}\n")
+@pytest.mark.parametrize("kind", ["under-a-file", "database-unopenable"])
+def test_an_unusable_cache_directory_is_a_config_error(tmp_path: Path, kind: str) -> None:
+    """The OS refusing the directory, and sqlite refusing its database file in it (as in a
+    directory the service's user cannot write), are both reported as the setting's fault."""
+    if kind == "under-a-file":
+        blocker = tmp_path / "a-file"
+        blocker.write_text("not a directory")
+        directory = blocker / "cache"
+    else:
+        directory = tmp_path / "cache"
+        (directory / "cache.db").mkdir(parents=True)  # diskcache's database path is taken
+    config = _config(tmp_path, CONFIG + f"server:\n  cache: {{directory: {directory}}}\n")
     _refused(_run(tmp_path, "serve", "--config", config, "--port", "1"),
              "server.cache.directory")
 

@@ -2,7 +2,8 @@
 
 A request with `Idempotency-Key` (scoped per tenant) claims the key: the first one runs, a
 duplicate in flight waits for it, a duplicate after completion gets the stored answer (replayed
-as SSE when it streams), and the same key with another body is a 422. An unknown commit is
+as SSE when it streams, whether or not the first one did), and the same key with another body
+(`stream` and `stream_options` aside) is a 422. An unknown commit is
 stored as its 504 so nothing runs twice; any other failure releases the key for a retry.
 """
 
@@ -28,6 +29,9 @@ from router.idempotency import (
 )
 
 HEADER = "idempotency-key"
+# How an answer is delivered is not part of what was asked: a duplicate may stream or not, and
+# gets the stored answer either way.
+DELIVERY_FIELDS = frozenset({"stream", "stream_options"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +62,8 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], tenant: str
                                "requests with side effects", param="Idempotency-Key",
                                code="idempotency_key_required")
         return None
-    fingerprint = body_fingerprint(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS))
+    asked = {k: v for k, v in raw.items() if k not in DELIVERY_FIELDS}
+    fingerprint = body_fingerprint(orjson.dumps(asked, option=orjson.OPT_SORT_KEYS))
     result = await store.claim(tenant, validate_key(key), fingerprint, wait_s=wait_s,
                                lease_s=lease_s)
     return result if isinstance(result, Replay) else Claimed(store, result)

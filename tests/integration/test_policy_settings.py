@@ -128,6 +128,24 @@ def test_replicas_share_idempotency_keys_through_redis(
     assert _calls(sim, "fast") == before + 1
 
 
+def test_a_duplicate_may_stream_where_the_first_did_not(
+        services: tuple[Running, Running, Running]) -> None:
+    """Streaming is how an answer is delivered, not what was asked: the same key and body with
+    `stream: true` replays the stored answer as SSE instead of a 422, with no upstream call."""
+    sim, router, _ = services
+    key = f"order-{uuid.uuid4().hex}"
+    messages = [{"role": "user", "content": f"book it {key}"}]
+    client = _client(router)
+    first = client.chat.completions.create(model="fast", messages=messages,
+                                           extra_headers={"Idempotency-Key": key})
+    before = _calls(sim, "fast")
+    streamed = client.chat.completions.create(model="fast", messages=messages, stream=True,
+                                              extra_headers={"Idempotency-Key": key})
+    text = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
+    assert text == first.choices[0].message.content
+    assert _calls(sim, "fast") == before
+
+
 def test_with_redis_down_a_keyed_request_is_refused_not_run(
         tmp_path: Path, services: tuple[Running, Running, Running]) -> None:
     """A replica whose idempotency Redis is unreachable cannot promise one execution: a keyed

@@ -2,8 +2,9 @@
 # slorouter: multi-stage build, non-root runtime, config mounted at /etc/slorouter.
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY requirements.lock pyproject.toml README.md ./
-RUN python -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir -r requirements.lock
+# The runtime pins only (requirements.lock less the test and lint tools).
+COPY requirements-runtime.lock pyproject.toml README.md ./
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir -r requirements-runtime.lock
 COPY router ./router
 COPY policies ./policies
 COPY cache ./cache

@@ -35,6 +35,7 @@ from router.api.meta import (
     ReadinessCheck,
     deployments_health,
     healthz,
+    model_endpoint,
     models_endpoint,
     readyz_endpoint,
 )
@@ -143,6 +144,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     app.add_route("/v1/chat/completions", chat.handle, methods=["POST"])
     app.add_route("/v1/route/explain", explain_endpoint(pipeline), methods=["POST"])
     app.add_route("/v1/models", models_endpoint(config), methods=["GET"])
+    app.add_route("/v1/models/{model:path}", model_endpoint(config), methods=["GET"])
     app.add_route("/v1/slo", slo_state, methods=["GET"])
     app.add_route("/v1/feedback", feedback_endpoint(trials, config), methods=["POST"])
     app.add_route("/v1/experiments", experiments_endpoint(trials, config), methods=["GET"])

@@ -91,8 +91,8 @@ def request_view(request: ChatCompletionRequest) -> RequestView:
     tools = request.tools if request.tools is not None else []
     return RequestView(
         messages=tuple((m.role, m.text()) for m in request.messages),
-        tool_names=tuple(t.function.name for t in tools),
-        tool_descriptions=tuple(t.function.description or "" for t in tools),
+        tool_names=tuple(t.spec.name for t in tools),
+        tool_descriptions=tuple(t.spec.description or "" for t in tools),
         response_format=request.response_format.type if request.response_format else None,
     )
 

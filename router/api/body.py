@@ -1,19 +1,33 @@
 """Reading a chat request: its headers as a dict, its body under the size limit, JSON, schema.
 
 Each problem is a `RequestError` (400) or `PayloadTooLargeError` (413), which the handler turns
-into OpenAI's error JSON; nothing of the body is echoed but a field's path.
+into OpenAI's error JSON; nothing of the body is echoed but a field's path, written as OpenAI
+writes it (`messages[0].content`), in `param`.
+
+A body nested deeper than `MAX_JSON_DEPTH` is refused as soon as it is parsed: orjson reads up
+to 1024 levels but writes at most 255, so a deeper body would fail only later, when it is
+forwarded (a 5xx charged to the deployment's circuit breaker).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 from starlette.requests import Request
 
 from router.api.schemas import ChatCompletionRequest
 from router.errors import PayloadTooLargeError, RequestError
+
+# Levels of objects and arrays (the body itself is level 1). Real requests, JSON-schema tool
+# parameters included, stay far below; orjson cannot serialize beyond 255.
+MAX_JSON_DEPTH = 128
+
+_INSTANCE = re.compile(r" or instance of \w+")  # pydantic's wording names our classes
 
 
 async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
@@ -34,7 +48,30 @@ async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
                            code="invalid_json") from None
     if not isinstance(parsed, dict):
         raise RequestError("the JSON body must be an object", code="invalid_json")
+    if too_deep(parsed, MAX_JSON_DEPTH):
+        raise RequestError(f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels",
+                           code="too_deeply_nested")
     return parsed
+
+
+def too_deep(value: object, limit: int) -> bool:
+    """Whether `value` (parsed JSON) nests objects and arrays more than `limit` levels deep.
+
+    Iterative, one level at a time, looking only at containers: a chat body has a few dozen
+    of them, however long its strings."""
+    level: list[Any] = [value] if type(value) in (dict, list) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below: list[Any] = []
+        for node in level:
+            for child in node.values() if type(node) is dict else node:
+                if type(child) is dict or type(child) is list:
+                    below.append(child)
+        level = below
+    return False
 
 
 def received_headers(request: Request) -> dict[str, str]:
@@ -48,8 +85,67 @@ def parse_chat(raw: dict[str, Any]) -> ChatCompletionRequest:
     try:
         return ChatCompletionRequest.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        param = ".".join(str(p) for p in first["loc"]) or None
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise RequestError(f"invalid request: {param}: {first['msg']}{more}", param=param,
-                           code="invalid_value") from None
+        raise validation_error(exc, raw) from None
+
+
+def validation_error(exc: ValidationError, raw: object) -> RequestError:
+    """One `RequestError` for pydantic's errors: the first field's most specific problem.
+
+    A union field (`content`: string or list of parts) fails once per branch; the deepest path
+    is the branch the client meant (a list with a bad part), and branches failing at the same
+    path are named together (`Input should be a valid string or a valid list`)."""
+    errors = exc.errors(include_url=False, include_input=False)
+    params = [openai_param(error, raw) for error in errors]
+    top = errors[0]["loc"][:1]
+    candidates = [i for i, error in enumerate(errors) if error["loc"][:1] == top]
+    chosen = max(candidates, key=lambda i: _depth(params[i]))
+    param = params[chosen]
+    messages = list(dict.fromkeys(_INSTANCE.sub("", errors[i]["msg"])
+                                  for i in candidates if params[i] == param))
+    message = messages[0] + "".join(
+        " or " + m.removeprefix("Input should be ") for m in messages[1:])
+    others = len({p for p in params if p != param and not _within(param, p)})
+    more = f" (and {others} more)" if others else ""
+    return RequestError(f"invalid request: {param}: {message}{more}", param=param,
+                        code=_code(errors[chosen]["type"]))
+
+
+def openai_param(error: ErrorDetails, raw: object) -> str | None:
+    """The error's location as OpenAI writes it: `messages[0].content[1].type`.
+
+    pydantic's location also names union branches (`str`, `list[ContentPart]`) and validator
+    wrappers and tags; walking the client's JSON alongside keeps only the steps that exist in it
+    (plus the last one of a missing field, and the field a schema's error context names)."""
+    loc: Sequence[int | str] = error["loc"]
+    node = raw
+    path = ""
+    for position, step in enumerate(loc):
+        if isinstance(step, int) and isinstance(node, list) and 0 <= step < len(node):
+            path, node = f"{path}[{step}]", node[step]
+        elif isinstance(step, str) and isinstance(node, dict) and step in node:
+            path, node = f"{path}.{step}" if path else step, node[step]
+        elif (position == len(loc) - 1 and error["type"] == "missing"
+              and isinstance(step, str) and isinstance(node, dict)):
+            path = f"{path}.{step}" if path else step
+    field = error.get("ctx", {}).get("param_field")
+    if isinstance(field, str) and isinstance(node, dict):
+        path = f"{path}.{field}" if path else field
+    return path or None
+
+
+def _within(param: str | None, ancestor: str | None) -> bool:
+    """Whether `param` lies inside `ancestor` (another union branch of the same field)."""
+    return param is not None and (ancestor is None or param.startswith((f"{ancestor}.",
+                                                                        f"{ancestor}[")))
+
+
+def _depth(param: str | None) -> int:
+    return 0 if param is None else param.count(".") + param.count("[")
+
+
+def _code(error_type: str) -> str:
+    if error_type == "missing":
+        return "missing_required_parameter"
+    if error_type.endswith("_type"):
+        return "invalid_type"
+    return "invalid_value"

@@ -1,5 +1,5 @@
-"""Small endpoints: `GET /v1/models`, `/healthz` (process up), `/readyz` (can serve), and
-`/v1/health/deployments` (circuit breakers)."""
+"""Small endpoints: `GET /v1/models` and `/v1/models/{model}`, `/healthz` (process up),
+`/readyz` (can serve), and `/v1/health/deployments` (circuit breakers)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from router.api.errors import error_response
+from router.errors import NotFoundError
 from router.execution.breaker import BreakerRegistry
 from router.runtime_config import RuntimeConfig
 
@@ -18,16 +20,35 @@ ReadinessCheck = Callable[[], Awaitable[tuple[str, bool, str]]]
 _STARTED = int(time.time())
 
 
+def _model(name: str) -> dict[str, str | int]:
+    return {"id": name, "object": "model", "created": _STARTED, "owned_by": "slorouter"}
+
+
 def models_endpoint(config: RuntimeConfig) -> Callable[[Request], Awaitable[Response]]:
     names = sorted(config.aliases) + sorted(config.models)
-    body = orjson.dumps({"object": "list", "data": [
-        {"id": name, "object": "model", "created": _STARTED, "owned_by": "slorouter"}
-        for name in names]})
+    body = orjson.dumps({"object": "list", "data": [_model(name) for name in names]})
 
     async def list_models(_: Request) -> Response:
         return Response(body, media_type="application/json")
 
     return list_models
+
+
+def model_endpoint(config: RuntimeConfig) -> Callable[[Request], Awaitable[Response]]:
+    """`GET /v1/models/{model}`: the model object of a name this router serves (an alias or a
+    configured model, as listed by `/v1/models`), else 404 `model_not_found`."""
+    bodies = {name: orjson.dumps(_model(name)) for name in [*config.aliases, *config.models]}
+
+    async def retrieve_model(request: Request) -> Response:
+        name = str(request.path_params["model"])
+        body = bodies.get(name)
+        if body is None:
+            return error_response(NotFoundError(
+                f"The model '{name}' does not exist; GET /v1/models lists the names this "
+                "router serves", param="model", code="model_not_found"))
+        return Response(body, media_type="application/json")
+
+    return retrieve_model
 
 
 async def healthz(_: Request) -> Response:

@@ -3,30 +3,85 @@
 Fields that matter for routing are typed and checked; every other field the client sends is
 kept (`extra="allow"`) and passed through to the provider unchanged, so new OpenAI fields work
 without a release. `metadata` may carry slorouter hints (`task`, `risk`, `data_version`).
+
+The typed fields are *strict*: the pipeline forwards the client's raw JSON, not these models,
+so a value pydantic would coerce (`"max_tokens": "5"`, `5.0`, `true`; `"stream": "yes"`) would
+reach the provider as sent and fail there (a 5xx that also counts against the deployment's
+circuit breaker). An integer must be a JSON integer (not a boolean, not `5.0`), a number a JSON
+integer or float, a boolean a JSON boolean and a string a JSON string, as OpenAI requires.
+Tagged objects (content parts, tools, `response_format`) are checked against the types the
+OpenAI chat API defines, with the object each type requires.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    Tag,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import PydanticCustomError
 
 
 class _Open(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+def _required_for(tag: str, value: object, info: ValidationInfo, what: str) -> None:
+    """Fails when the object's `type` is `tag` and the field that type requires is missing."""
+    if value is None and info.data.get("type") == tag:
+        raise PydanticCustomError("missing", "Field required by the {what}", {"what": what})
+
+
+ContentType = Literal["text", "image_url", "input_audio", "file", "refusal"]
+
+
 class ContentPart(_Open):
-    type: str = Field(min_length=1)
-    text: str | None = None
+    """A content part: `text`, `image_url`, `input_audio`, `file` (and `refusal` from an
+    assistant), each with the field its type names."""
+
+    type: ContentType
+    text: StrictStr | None = Field(default=None, validate_default=True)
+    image_url: dict[str, Any] | None = Field(default=None, validate_default=True)
+    input_audio: dict[str, Any] | None = Field(default=None, validate_default=True)
+    file: dict[str, Any] | None = Field(default=None, validate_default=True)
+    refusal: StrictStr | None = Field(default=None, validate_default=True)
+
+    @field_validator("text", "image_url", "input_audio", "file", "refusal")
+    @classmethod
+    def _payload_of_its_type(cls, value: Any, info: ValidationInfo) -> Any:
+        name = info.field_name if info.field_name is not None else ""
+        _required_for(name, value, info, f"`{name}` content part")
+        return value
 
 
 class ChatMessage(_Open):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: str | list[ContentPart] | None = None
-    name: str | None = None
+    content: StrictStr | list[ContentPart] | None = None
+    name: StrictStr | None = None
     tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
+    tool_call_id: StrictStr | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _refusal_only_from_the_assistant(cls, value: Any, info: ValidationInfo) -> Any:
+        role = info.data.get("role")
+        if isinstance(value, list) and role not in (None, "assistant") and any(
+                part.type == "refusal" for part in value):
+            raise PydanticCustomError("invalid_value",
+                                      "a `refusal` content part is only valid in an assistant "
+                                      "message, not in a {role} message", {"role": role})
+        return value
 
     def text(self) -> str:
         """The message's text: a string, or its text parts joined by newlines."""
@@ -38,43 +93,103 @@ class ChatMessage(_Open):
 
 
 class FunctionSpec(_Open):
-    name: str = Field(min_length=1, max_length=128)
-    description: str | None = None
+    name: StrictStr = Field(min_length=1, max_length=128)
+    description: StrictStr | None = None
     parameters: dict[str, Any] | None = None
+    strict: StrictBool | None = None
 
 
-class ToolSpec(_Open):
-    type: str = "function"
+class CustomToolSpec(_Open):
+    """OpenAI's custom tool: free-form (or grammar-constrained) text input, no JSON schema."""
+
+    name: StrictStr = Field(min_length=1, max_length=128)
+    description: StrictStr | None = None
+    format: dict[str, Any] | None = None
+
+
+class FunctionTool(_Open):
+    type: Literal["function"] = "function"
     function: FunctionSpec
+
+    @property
+    def spec(self) -> FunctionSpec:
+        """The tool's name and description (what routing reads of any tool)."""
+        return self.function
+
+
+class CustomTool(_Open):
+    type: Literal["custom"]
+    custom: CustomToolSpec
+
+    @property
+    def spec(self) -> CustomToolSpec:
+        """The tool's name and description (what routing reads of any tool)."""
+        return self.custom
+
+
+def _tool_tag(value: Any) -> str | None:
+    """`function` (also when `type` is left out, as this gateway always accepted) or `custom`;
+    the tags are not JSON keys, so error locations are easy to map back (see `body`)."""
+    kind = value.get("type", "function") if isinstance(value, dict) else getattr(
+        value, "type", None)
+    return f"{kind}-tool" if kind in ("function", "custom") else None
+
+
+ToolSpec = Annotated[
+    Annotated[FunctionTool, Tag("function-tool")] | Annotated[CustomTool, Tag("custom-tool")],
+    Discriminator(_tool_tag, custom_error_type="invalid_value",
+                  custom_error_message="a tool's type must be 'function' or 'custom'",
+                  custom_error_context={"param_field": "type"}),
+]
 
 
 class StreamOptions(_Open):
-    include_usage: bool | None = None
+    include_usage: StrictBool | None = None
+
+
+class JsonSchemaFormat(_Open):
+    name: StrictStr = Field(min_length=1, max_length=64)
+    description: StrictStr | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: StrictBool | None = None
 
 
 class ResponseFormat(_Open):
     type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = Field(default=None, validate_default=True)
+
+    @field_validator("json_schema")
+    @classmethod
+    def _schema_for_json_schema(cls, value: Any, info: ValidationInfo) -> Any:
+        _required_for("json_schema", value, info, "`json_schema` response format")
+        return value
 
 
 class ChatCompletionRequest(_Open):
     """`POST /v1/chat/completions` body. Unknown fields are kept and passed through."""
 
-    model: str = Field(min_length=1, max_length=256)
+    model: StrictStr = Field(min_length=1, max_length=256)
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
-    stream: bool = False
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
     tools: list[ToolSpec] | None = None
-    tool_choice: str | dict[str, Any] | None = None
+    tool_choice: StrictStr | dict[str, Any] | None = None
+    parallel_tool_calls: StrictBool | None = None
     response_format: ResponseFormat | None = None
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, ge=0, le=1)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    n: int | None = Field(default=None, ge=1, le=16)
-    user: str | None = Field(default=None, max_length=256)
-    metadata: dict[str, str] | None = None
+    # StrictFloat takes JSON integers too (`"temperature": 1`); strings and booleans never.
+    temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
+    top_p: StrictFloat | None = Field(default=None, ge=0, le=1)
+    frequency_penalty: StrictFloat | None = None
+    presence_penalty: StrictFloat | None = None
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
+    max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
+    stop: StrictStr | list[StrictStr] | None = None
+    seed: StrictInt | None = None
+    n: StrictInt | None = Field(default=None, ge=1, le=16)
+    logprobs: StrictBool | None = None
+    top_logprobs: StrictInt | None = None
+    user: StrictStr | None = Field(default=None, max_length=256)
+    metadata: dict[str, StrictStr] | None = None
 
     @field_validator("stop")
     @classmethod

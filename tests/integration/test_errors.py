@@ -60,7 +60,7 @@ def test_malformed_json_is_400(gateway: Running) -> None:
     ('{"model": "pt-fast", "messages": "hello"}', "messages"),
     ('{"model": "pt-fast", "messages": []}', "messages"),
     ('{"model": 7, "messages": [{"role": "user", "content": "x"}]}', "model"),
-    ('{"model": "pt-fast", "messages": [{"role": "wizard", "content": "x"}]}', "messages.0.role"),
+    ('{"model": "pt-fast", "messages": [{"role": "wizard", "content": "x"}]}', "messages[0].role"),
     ('{"model": "pt-fast", "messages": [{"role": "user", "content": "x"}], "temperature": 9}',
      "temperature"),
     ('{"model": "pt-fast", "messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}',

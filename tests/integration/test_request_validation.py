@@ -1,0 +1,189 @@
+"""Request validation end to end: the real `openai` client, the router and its upstreams as
+real processes (the simulator, plus a recording upstream for what the simulator does not model).
+
+A request the router rejects must never reach a provider: the simulator's `/control/stats`
+counters prove no upstream call was made. Requests OpenAI accepts (custom tools) are forwarded
+as sent, which the recording upstream shows.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from tests.integration.conftest import API_KEY, router_config
+from tests.support.services import Running, start_router
+
+MESSAGES: list[Any] = [{"role": "user", "content": "hello there"}]
+CUSTOM_TOOL = {"type": "custom", "custom": {"name": "code_exec",
+                                            "description": "Runs Python and returns stdout",
+                                            "format": {"type": "text"}}}
+COMPLETION = {"id": "chatcmpl-rec", "object": "chat.completion", "created": 0, "model": "rec",
+              "choices": [{"index": 0, "finish_reason": "stop",
+                           "message": {"role": "assistant", "content": "recorded"}}],
+              "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+
+
+class Recorder:
+    """An OpenAI-compatible upstream on a loopback port that keeps every body it receives."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", "0"))
+                recorder.bodies.append(json.loads(self.rfile.read(length)))
+                answer = json.dumps(COMPLETION).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def recorder() -> Iterator[Recorder]:
+    running = Recorder()
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(sim: Running, recorder: Recorder,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """The integration router, plus `pt-rec` / `ll-rec` reaching the recording upstream."""
+    config = yaml.safe_load(router_config(sim.base_url))
+    for prefix, adapter in (("pt", "openai_passthrough"), ("ll", "litellm")):
+        deployment = {"name": f"{prefix}-rec", "model": "openai/rec", "adapter": adapter,
+                      "api_base": f"{recorder.base_url}/v1", "input_price_per_mtok": 1.0,
+                      "output_price_per_mtok": 2.0, "timeout_s": 3}
+        if adapter == "litellm":
+            deployment["api_key"] = "env:SIM_KEY"
+        config["deployments"].append(deployment)
+        config["models"].append({"name": f"{prefix}-rec", "deployments": [f"{prefix}-rec"]})
+    running = start_router(tmp_path_factory.mktemp("router"), yaml.safe_dump(config),
+                           env={"TENANT_ONE_KEY": API_KEY, "SIM_KEY": "sim-key"})
+    yield running
+    running.stop()
+
+
+def _upstream_requests(sim: Running, model: str) -> int:
+    stats = httpx.get(f"{sim.base_url}/control/stats", timeout=5).json()["models"]
+    return int(stats.get(model, {}).get("requests", 0))
+
+
+def _breaker(gateway: Running, deployment: str) -> tuple[object, ...]:
+    """The deployment's breaker state and window counts (not its clock readings)."""
+    health = httpx.get(f"{gateway.base_url}/v1/health/deployments", timeout=5).json()
+    entry = next(d for d in health["deployments"] if d["deployment"] == deployment)
+    return tuple(entry[k] for k in ("state", "consecutive_failures", "window_requests",
+                                    "window_failures"))
+
+
+@pytest.mark.parametrize("model", ["pt-fast", "ll-fast"])
+def test_string_max_tokens_is_a_bad_request_that_never_reaches_the_provider(
+        client: openai.OpenAI, sim: Running, model: str) -> None:
+    """`max_tokens: "5"` → BadRequestError naming `max_tokens`; the simulator sees no call,
+    and the deployment still answers afterwards (nothing was charged to its breaker)."""
+    before = _upstream_requests(sim, "fast")
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(  # type: ignore[call-overload]
+            model=model, messages=MESSAGES, max_tokens="5")
+    assert caught.value.param == "max_tokens"
+    assert caught.value.code == "invalid_type"
+    assert _upstream_requests(sim, "fast") == before
+    assert client.chat.completions.create(model=model, messages=MESSAGES).choices
+    assert _upstream_requests(sim, "fast") == before + 1
+
+
+@pytest.mark.parametrize(("extra", "param"), [
+    ({"max_tokens": 5.0}, "max_tokens"),
+    ({"max_tokens": True}, "max_tokens"),
+    ({"max_completion_tokens": "5"}, "max_completion_tokens"),
+    ({"n": "1"}, "n"),
+    ({"seed": "7"}, "seed"),
+    ({"temperature": "0.5"}, "temperature"),
+    ({"stream": "yes"}, "stream"),
+    ({"stream": 1}, "stream"),
+    ({"response_format": {"type": "json_schema"}}, "response_format.json_schema"),
+    ({"messages": [{"role": "user", "content": [{"type": "bogus"}]}]},
+     "messages[0].content[0].type"),
+    ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+    ({"stop": 5}, "stop"),
+    ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+])
+def test_malformed_fields_are_400_with_an_openai_param_and_no_upstream_call(
+        client: openai.OpenAI, sim: Running, extra: dict[str, Any], param: str) -> None:
+    """Each audited bad input is refused by the router itself, through the litellm adapter too
+    (which used to turn some into a 503 that tripped the deployment's breaker)."""
+    before = _upstream_requests(sim, "fast")
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="ll-fast", messages=MESSAGES, extra_body=extra)
+    assert caught.value.param == param
+    assert caught.value.type == "invalid_request_error"
+    assert _upstream_requests(sim, "fast") == before
+
+
+@pytest.mark.parametrize("model", ["pt-rec", "ll-rec"])
+def test_a_custom_tool_is_accepted_and_forwarded(client: openai.OpenAI, recorder: Recorder,
+                                                 model: str) -> None:
+    """OpenAI's `custom` tools pass validation and reach the upstream as the client sent them."""
+    recorder.bodies.clear()
+    completion = client.chat.completions.create(model=model, messages=MESSAGES,
+                                                tools=[CUSTOM_TOOL])  # type: ignore[list-item]
+    assert completion.choices[0].message.content == "recorded"
+    assert [body.get("tools") for body in recorder.bodies] == [[CUSTOM_TOOL]]
+
+
+def test_a_body_nested_300_deep_is_400_before_any_upstream_call(
+        client: openai.OpenAI, gateway: Running, sim: Running) -> None:
+    """orjson could parse it but not forward it: refused with `too_deeply_nested`."""
+    nested: dict[str, Any] = {}
+    node = nested
+    for _ in range(299):
+        node["x"] = {}
+        node = node["x"]
+    before = _upstream_requests(sim, "fast")
+    breaker = _breaker(gateway, "ll-fast")
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="ll-fast", messages=MESSAGES,
+                                       extra_body={"x": nested})
+    assert caught.value.code == "too_deeply_nested"
+    assert _upstream_requests(sim, "fast") == before
+    assert _breaker(gateway, "ll-fast") == breaker
+
+
+def test_models_retrieve_returns_a_routable_name(client: openai.OpenAI) -> None:
+    """`client.models.retrieve` works for the alias and for a configured model."""
+    for name in ("auto", "pt-fast", "chain"):
+        model = client.models.retrieve(name)
+        assert (model.id, model.object, model.owned_by) == (name, "model", "slorouter")
+
+
+def test_models_retrieve_of_an_unknown_name_is_model_not_found(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.models.retrieve("no-such-model")
+    assert caught.value.code == "model_not_found"
+    assert caught.value.param == "model"

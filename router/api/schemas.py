@@ -170,7 +170,7 @@ class ChatCompletionRequest(_Open):
 
     model: StrictStr = Field(min_length=1, max_length=256)
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
-    stream: StrictBool = False
+    stream: StrictBool = False  # `null` too, as OpenAI takes it: read as false
     stream_options: StreamOptions | None = None
     tools: list[ToolSpec] | None = None
     tool_choice: StrictStr | dict[str, Any] | None = None
@@ -190,6 +190,11 @@ class ChatCompletionRequest(_Open):
     top_logprobs: StrictInt | None = None
     user: StrictStr | None = Field(default=None, max_length=256)
     metadata: dict[str, StrictStr] | None = None
+
+    @field_validator("stream", mode="before")
+    @classmethod
+    def _null_stream_is_false(cls, value: object) -> object:
+        return False if value is None else value
 
     @field_validator("stop")
     @classmethod

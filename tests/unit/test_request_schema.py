@@ -87,6 +87,11 @@ def test_json_numbers_and_booleans_of_the_right_type_pass() -> None:
     assert chat.output_token_limit() == 9
 
 
+def test_a_null_stream_is_not_streaming() -> None:
+    """OpenAI takes `"stream": null` as not streaming; so does the router."""
+    assert parse_chat(_body(stream=None)).stream is False
+
+
 def test_unknown_fields_are_kept_for_the_provider() -> None:
     """Fields the router does not model are accepted and kept, whatever their type."""
     chat = parse_chat(_body(service_tier="auto", reasoning_effort="low", prediction={"x": [1]}))

@@ -12,7 +12,10 @@
     │   ├── ProviderTimeoutError        504 timeout               retryable
     │   ├── ProviderRateLimitedError    429 rate_limit_error      retryable, carries retry_after
     │   ├── ProviderUnavailableError    503 service_unavailable   retryable
-    │   ├── ProviderRejectedError       400 invalid_request_error not retryable (4xx upstream)
+    │   ├── ProviderRejectedError       400 invalid_request_error not retryable (the request's
+    │   │                                                          fault: 400/413/422 upstream)
+    │   ├── ProviderMisconfiguredError  502 upstream_error        not retryable on this deployment
+    │   │                                                          (401/402/403/404 upstream)
     │   └── UnknownCommitError          504 timeout               never retried blindly
     ├── AllCandidatesFailedError        502 upstream_error
     ├── NoEligibleModelError            503 no_eligible_model (policy: nothing clears the floor)
@@ -120,6 +123,16 @@ class ProviderRejectedError(ProviderError):
 
     status_code = 400
     error_type = "invalid_request_error"
+    retryable = False
+
+
+class ProviderMisconfiguredError(ProviderError):
+    """The provider refused the deployment, not the request: its key (401), its account (402),
+    its access (403) or its model (404). The gateway's fault, never the caller's: a 502 that
+    counts against the deployment's breaker, and another deployment may serve the request."""
+
+    status_code = 502
+    error_type = "upstream_error"
     retryable = False
 
 

@@ -3,8 +3,10 @@
     verdict          meaning for the execution loop
     retry            transient: retry this deployment (backoff, retry budget, breaker and
                      deadline permitting), else move to the next candidate
-    next_candidate   this deployment will not do (rejected the request): try the next candidate
-                     that fits; never the same one
+    next_candidate   this deployment will not do: it rejected the request (the request's fault,
+                     another model may take it) or the provider refused the deployment itself
+                     (its key, access or model: a breaker failure); try the next candidate that
+                     fits, never the same one
     unknown_commit   the attempt may have taken effect upstream (a side-effecting request that
                      was sent, then timed out or broke): stop, answer 504 `UnknownCommitError`;
                      never retried blindly
@@ -23,6 +25,7 @@ from typing import Literal
 
 from router.errors import (
     ProviderError,
+    ProviderMisconfiguredError,
     ProviderRateLimitedError,
     ProviderRejectedError,
     ProviderTimeoutError,
@@ -32,10 +35,6 @@ from router.errors import (
 )
 
 Action = Literal["retry", "next_candidate", "unknown_commit", "give_up"]
-
-# `ProviderRejectedError.code` values meaning the deployment itself is misconfigured (its key or
-# access), which should also count against its breaker.
-DEPLOYMENT_FAULT_CODES = frozenset({"upstream_auth", "upstream_permission", "upstream_not_found"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +70,9 @@ def classify(error: BaseException, ctx: AttemptContext) -> ErrorVerdict:
         return ErrorVerdict("unknown_commit", health, None, "provider reported unknown commit")
     if isinstance(error, ProviderRejectedError):
         return ErrorVerdict("next_candidate", health, None, "deployment rejected the request")
+    if isinstance(error, ProviderMisconfiguredError):
+        # 401/402/403/404: the provider answered without acting, so even a side effect is safe.
+        return ErrorVerdict("next_candidate", health, None, "deployment misconfigured")
     if isinstance(error, ProviderRateLimitedError | ProviderUnavailableError):
         # An explicit 429/503 answer: the provider did not act on it, even if side-effecting.
         return ErrorVerdict("retry", health, retry_after, _transient_reason(error))
@@ -84,7 +86,7 @@ def classify(error: BaseException, ctx: AttemptContext) -> ErrorVerdict:
 def _counts_against_deployment(error: BaseException) -> bool:
     """Whether the failure says the deployment is unhealthy (feeds its circuit breaker)."""
     if isinstance(error, ProviderRejectedError):
-        return error.code in DEPLOYMENT_FAULT_CODES
+        return False  # the request's fault, not the deployment's
     return isinstance(error, ProviderError | TimeoutError)
 
 

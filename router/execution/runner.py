@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
@@ -116,6 +117,10 @@ class _Skip(Exception):
     """This deployment cannot take an attempt now (breaker open); try the next."""
 
 
+class _OutOfTime(Exception):
+    """The request's deadline passed before the next attempt could start."""
+
+
 class Runner:
     def __init__(self, providers: Mapping[AdapterName, Provider], state: ExecutionState,
                  clock: Clock = time.perf_counter, wall: Clock = time.time) -> None:
@@ -159,6 +164,8 @@ class Runner:
                              last: bool) -> CommittedStream | None:
         """Attempts on one deployment (first try and retries); None means move on."""
         for retry in range(self._state.max_retries_per_deployment + 1):
+            if plan.deadline - self._clock() <= 0:  # before spending any retry budget
+                raise _deadline_passed(attempts)
             after_failure = any(a.outcome == "failed" for a in attempts)
             if after_failure and not self._state.retries.try_spend():
                 raise _exhausted(attempts, "retry budget exhausted")
@@ -167,6 +174,8 @@ class Runner:
                 return await self._attempt(plan, attempts, open_, deployment, alternate, kind)
             except _Skip:
                 return None
+            except _OutOfTime:
+                raise _deadline_passed(attempts) from None
             except SlorouterError as err:
                 verdict = classify(err, AttemptContext(plan.side_effecting, True, False))
                 if verdict.action == "unknown_commit":
@@ -193,13 +202,18 @@ class Runner:
                        open_: Callable[[UpstreamCall], EventStream], deployment: Deployment,
                        alternate: Deployment | None, kind: AttemptKind) -> CommittedStream:
         breaker = self._state.breakers.get(deployment.name)
+        try:  # before the breaker admits anything: a half-open probe slot must not leak
+            call = self._call(plan, deployment, len(attempts) + 1)
+        except ProviderTimeoutError:
+            raise _OutOfTime() from None
         record = AttemptRecord(deployment.name, len(attempts) + 1, self._clock(), kind)
         attempts.append(record)
         if not breaker.allow():
             record.outcome, record.ended_at = "skipped", record.started_at
-            record.error = ProviderUnavailableError("circuit open", code="circuit_open")
+            record.error = ProviderUnavailableError(
+                "circuit open", code="circuit_open",
+                retry_after=breaker.snapshot(deployment.name).half_open_in_s)
             raise _Skip()
-        call = self._call(plan, deployment, record.number)
         self._started(record, plan)
         hedged = plan.hedge_delay_s is not None and alternate is not None
         try:
@@ -210,9 +224,16 @@ class Runner:
                 events = open_(call)
                 head = await _peek(events)
         except TimeoutError as exc:
-            err: SlorouterError = ProviderTimeoutError("no first token before the attempt's "
-                                                       "timeout", code="first_token_timeout")
-            self._fail_pending(attempts, err)
+            # Cut by the request's own deadline (shorter than the deployment's timeout), the
+            # attempt says nothing about the deployment's health: a client asking for 1 ms
+            # must not open the breakers of healthy deployments for everyone.
+            by_deadline = call.timeout_s < deployment.timeout_s
+            err: SlorouterError = (
+                ProviderTimeoutError("request deadline exceeded during the upstream attempt",
+                                     code="deadline_exceeded") if by_deadline
+                else ProviderTimeoutError("no first token before the attempt's timeout",
+                                          code="first_token_timeout"))
+            self._fail_pending(attempts, err, health=not by_deadline)
             raise err from exc
         except SlorouterError as err:
             self._fail_pending(attempts, err)
@@ -262,11 +283,13 @@ class Runner:
         return CommittedStream(deployment, list(result.prefix), result.rest, attempts,
                                self._releaser(winner))
 
-    def _fail_pending(self, attempts: list[AttemptRecord], err: SlorouterError) -> None:
-        """Every attempt of this step still pending (the attempt and its hedge) failed."""
+    def _fail_pending(self, attempts: list[AttemptRecord], err: SlorouterError,
+                      health: bool = True) -> None:
+        """Every attempt of this step still pending (the attempt and its hedge) failed;
+        `health=False`: not for a reason that tells anything about the deployments."""
         for record in attempts:
             if record.outcome == "pending" and record.started_at:
-                self._failed(record, err)
+                self._failed(record, err, health)
 
     def _started(self, record: AttemptRecord, plan: Plan) -> None:
         record.ticket = self._state.watch.begin(record.deployment, self._wall(),
@@ -291,14 +314,14 @@ class Runner:
         self._state.watch.first_token(record.ticket)
         self._state.breakers.get(record.deployment).on_success()
 
-    def _failed(self, record: AttemptRecord, err: SlorouterError) -> None:
+    def _failed(self, record: AttemptRecord, err: SlorouterError, health: bool = True) -> None:
         if record.outcome != "pending":
             return
         record.outcome, record.error, record.ended_at = "failed", err, self._clock()
         self._ended(record)
         verdict = classify(err, AttemptContext(False, True, False))
         breaker = self._state.breakers.get(record.deployment)
-        if verdict.breaker_failure:
+        if health and verdict.breaker_failure:
             breaker.on_failure(verdict.retry_after_s)
         else:
             breaker.on_abandon()
@@ -340,13 +363,23 @@ def _as_error(exc: BaseException) -> SlorouterError:
                                     code="attempt_failed")
 
 
+def _deadline_passed(attempts: list[AttemptRecord]) -> SlorouterError:
+    """The deadline ran out before the next attempt: the failures so far if there were any,
+    else a 504 like a deadline that runs out during an attempt."""
+    if any(a.outcome == "failed" for a in attempts):
+        return _exhausted(attempts, "request deadline exceeded")
+    return ProviderTimeoutError("request deadline exceeded before an upstream attempt could "
+                                "start", code="deadline_exceeded")
+
+
 def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
     errors = [a.error for a in attempts if a.error is not None and a.outcome == "failed"]
     if not errors:
         skipped = [a.error for a in attempts if a.error is not None]
         if skipped:
             return ProviderUnavailableError("every deployment's circuit breaker is open",
-                                            code="circuit_open", retry_after=1.0)
+                                            code="circuit_open",
+                                            retry_after=_soonest_reopening(skipped))
         return AllCandidatesFailedError("no deployment to try", code="no_candidates")
     last = errors[-1]
     summary = "; ".join(f"{a.deployment}: {a.error.message}" for a in attempts
@@ -354,8 +387,16 @@ def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
     prefix = f"{why}: " if why else ""
     message = f"{prefix}all {len(errors)} attempts failed: {summary}"
     if all(type(err) is type(last) for err in errors):
-        return type(last)(message, code=last.code, retry_after=last.retry_after)
+        return type(last)(message, param=last.param, code=last.code,
+                          retry_after=last.retry_after)
     return AllCandidatesFailedError(message, code="all_candidates_failed")
+
+
+def _soonest_reopening(skipped: Sequence[SlorouterError]) -> float:
+    """Whole seconds until the first skipped deployment admits a probe again (at least 1; a
+    half-open breaker whose probe is in flight has no known time and counts as 1)."""
+    waits = [err.retry_after if err.retry_after is not None else 1.0 for err in skipped]
+    return float(max(1, math.ceil(min(waits))))
 
 
 async def close_quietly(events: ChunkStream[StreamEvent] | None) -> None:

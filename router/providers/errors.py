@@ -4,14 +4,35 @@ litellm and the openai SDK share exception class names, so they are matched by t
 their class hierarchy (this module does not import litellm: only the litellm adapter does).
 The pass-through adapter's own HTTP client (`router.providers.http1`) and asyncio raise the
 transport errors; aiohttp's are mapped too, should a library let one through. Upstream HTTP
-statuses from either adapter go through `from_status`.
+statuses from either adapter go through `from_status` (`from_body` parses an error body first).
+
+Whose fault, by upstream status:
+
+    400, 413, 422, ...   the request's  → ProviderRejectedError (400), the upstream's own `code`
+                                          and `param` kept (`context_length_exceeded`, ...)
+    401, 402, 403, 404   the deployment's (its key, account, access or model)
+                                        → ProviderMisconfiguredError (502), codes `upstream_auth`,
+                                          `upstream_payment_required`, `upstream_permission`,
+                                          `upstream_not_found`; counted by the breaker
+    408, 504             → ProviderTimeoutError;  429 → ProviderRateLimitedError;
+    other 5xx            → ProviderUnavailableError
+
+Messages reach clients, so each is cut to one clean line (`clean_message`): no traceback, no
+file path, no library class prefix such as `litellm.BadRequestError: OpenAIException - `. The
+original exception stays chained (`raise ... from exc`) and the outcome records our class name.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import re
+import traceback
+from collections.abc import Mapping
+from typing import TypeVar
 
 import aiohttp
+import orjson
 
 from router import errors as e
 from router.providers.http1 import ResponseBroken, UpstreamUnreachable
@@ -24,15 +45,15 @@ _BY_CLASS_NAME: dict[str, type[e.SlorouterError]] = {
     "JSONSchemaValidationError": e.ProviderRejectedError,
     "MalformedRequestFieldError": e.ProviderRejectedError,
     "ImageFetchError": e.ProviderRejectedError,
+    "PaymentRequiredError": e.ProviderMisconfiguredError,  # a BadRequestError in litellm
     "UnprocessableEntityError": e.ProviderRejectedError,
     "InvalidRequestError": e.ProviderRejectedError,
     "BadRequestError": e.ProviderRejectedError,
-    "AuthenticationError": e.ProviderRejectedError,
-    "CallerCredentialAuthenticationError": e.ProviderRejectedError,
-    "PermissionDeniedError": e.ProviderRejectedError,
-    "PaymentRequiredError": e.ProviderRejectedError,
+    "AuthenticationError": e.ProviderMisconfiguredError,
+    "CallerCredentialAuthenticationError": e.ProviderMisconfiguredError,
+    "PermissionDeniedError": e.ProviderMisconfiguredError,
     "BudgetExceededError": e.ProviderRejectedError,
-    "NotFoundError": e.ProviderRejectedError,
+    "NotFoundError": e.ProviderMisconfiguredError,
     "ModelNotMappedError": e.ProviderRejectedError,
     "UnsupportedEndpointError": e.ProviderRejectedError,
     "ZoneInfoNotFoundError": e.ProviderRejectedError,
@@ -56,10 +77,37 @@ _BY_CLASS_NAME: dict[str, type[e.SlorouterError]] = {
     "ValidationError": e.ProviderRejectedError,
 }
 
+# The `code` a mapped error carries because of its class (first name in the MRO wins); it beats
+# the upstream's own code, which beats the generic one.
+_CODE_BY_CLASS_NAME: dict[str, str] = {
+    "ContextWindowExceededError": "context_length_exceeded",
+    "ContentPolicyViolationError": "content_policy_violation",
+    "PaymentRequiredError": "upstream_payment_required",
+    "CallerCredentialAuthenticationError": "upstream_auth",
+    "AuthenticationError": "upstream_auth",
+    "PermissionDeniedError": "upstream_permission",
+    "NotFoundError": "upstream_not_found",
+}
 
-def from_status(status: int, message: str, retry_after: float | None = None) -> e.ProviderError:
-    """An upstream HTTP error status as a provider error."""
-    text = f"upstream returned {status}: {message[:300]}"
+# Upstream statuses that say the deployment (not the request) is wrong: status → code, why.
+_MISCONFIGURED: dict[int, tuple[str, str]] = {
+    401: ("upstream_auth", "the provider rejected this deployment's credentials"),
+    402: ("upstream_payment_required", "the provider refused this deployment's account"),
+    403: ("upstream_permission", "the provider denied this deployment access"),
+    404: ("upstream_not_found", "the provider does not know this deployment's model or endpoint"),
+}
+_MISCONFIGURED_BY_CODE = {code: status for status, (code, _) in _MISCONFIGURED.items()}
+
+MAX_MESSAGE_CHARS = 300
+_SCAN_CHARS = 8192  # how much of an upstream's text is looked at (a message comes first)
+_T = TypeVar("_T")
+
+
+def from_status(status: int, message: str, retry_after: float | None = None, *,
+                code: str | None = None, param: str | None = None) -> e.ProviderError:
+    """An upstream HTTP error status as a provider error; `code` and `param` are the upstream's
+    own (kept for request faults, which go back to the client)."""
+    text = f"upstream returned {status}: {clean_message(message) or 'no message'}"
     if status == 429:
         return e.ProviderRateLimitedError(text, code="rate_limited", retry_after=retry_after)
     if status in (408, 504):
@@ -67,7 +115,20 @@ def from_status(status: int, message: str, retry_after: float | None = None) -> 
     if status >= 500:
         return e.ProviderUnavailableError(text, code="upstream_unavailable",
                                           retry_after=retry_after)
-    return e.ProviderRejectedError(text, code="upstream_rejected")
+    if status in _MISCONFIGURED:
+        return _misconfigured(status)
+    return e.ProviderRejectedError(text, param=_clean_param(param),
+                                   code=_clean_code(code) or "upstream_rejected")
+
+
+def from_body(status: int, raw: bytes, retry_after: float | None = None) -> e.ProviderError:
+    """An upstream error response: its status and its body, OpenAI's `{"error": {"message",
+    "type", "param", "code"}}` or Anthropic's `{"type": "error", "error": {...}}` (anything else
+    is kept, cleaned, as the message)."""
+    text = raw[:_SCAN_CHARS].decode("utf-8", "replace")
+    message, code, param = _error_fields(text)
+    return from_status(status, message if message is not None else text, retry_after,
+                       code=code, param=param)
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -86,30 +147,224 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
         return e.ProviderTimeoutError("upstream timed out", code="upstream_timeout")
     if isinstance(exc, ResponseBroken):
-        return e.ProviderError(f"upstream stream broke: {exc}", code="upstream_stream_cut")
+        return e.ProviderError(f"upstream stream broke: {clean_message(str(exc))}",
+                               code="upstream_stream_cut")
     if isinstance(exc, UpstreamUnreachable):
-        return e.ProviderUnavailableError(f"upstream unreachable: {exc}",
+        return e.ProviderUnavailableError(f"upstream unreachable: {clean_message(str(exc))}",
                                           code="upstream_unavailable")
     if isinstance(exc, aiohttp.ClientPayloadError):
-        return e.ProviderError(f"upstream stream broke: {exc}", code="upstream_stream_cut")
+        return e.ProviderError("upstream stream broke", code="upstream_stream_cut")
     if isinstance(exc, aiohttp.ClientError):
         return e.ProviderUnavailableError(f"upstream unreachable: {type(exc).__name__}",
                                           code="upstream_unavailable")
-    for klass in type(exc).__mro__:
-        target = _BY_CLASS_NAME.get(klass.__name__)
-        if target is not None:
-            return _from_named(target, exc)
+    if raised_before_sending(exc):
+        return e.ProviderRejectedError(
+            "the request could not be prepared for the provider: "
+            f"{_message_of(exc) or 'invalid request'}", code="adapter_rejected")
+    target = _first_in_mro(exc, _BY_CLASS_NAME)
+    if target is not None:
+        return _from_named(target, exc)
     return e.ProviderError(f"upstream failed: {type(exc).__name__}", code="upstream_error")
 
 
 def _from_named(target: type[e.SlorouterError], exc: BaseException) -> e.SlorouterError:
     status = getattr(exc, "status_code", None)
-    message = str(getattr(exc, "message", None) or exc)[:300]
+    message = _message_of(exc) or "the provider reported an error"
     retry_after = _retry_after_of(exc)
+    named_code = _first_in_mro(exc, _CODE_BY_CLASS_NAME)
+    if target is e.ProviderMisconfiguredError:  # the class says which; else the status does
+        by_name = _MISCONFIGURED_BY_CODE.get(named_code or "")
+        if by_name is None:
+            by_name = status if isinstance(status, int) and status in _MISCONFIGURED else 404
+        return _misconfigured(by_name)
     if isinstance(status, int) and target is e.ProviderError and status >= 400:
-        return from_status(status, message, retry_after)
-    code = "upstream_rejected" if target is e.ProviderRejectedError else "upstream_error"
-    return target(f"{type(exc).__name__}: {message}", code=code, retry_after=retry_after)
+        code, param = _upstream_fields(exc)
+        return from_status(status, message, retry_after, code=named_code or code, param=param)
+    if target is e.ProviderRejectedError:
+        code, param = _upstream_fields(exc)
+        if isinstance(status, int) and 400 <= status < 500:  # worded as the pass-through does
+            message = f"upstream returned {status}: {message}"
+        return e.ProviderRejectedError(message, param=param,
+                                       code=named_code or code or "upstream_rejected")
+    return target(message, code="upstream_error", retry_after=retry_after)
+
+
+def _misconfigured(status: int) -> e.ProviderMisconfiguredError:
+    code, why = _MISCONFIGURED[status]
+    return e.ProviderMisconfiguredError(f"{why} (upstream returned {status})", code=code)
+
+
+def _first_in_mro(exc: BaseException, table: Mapping[str, _T]) -> _T | None:
+    for klass in type(exc).__mro__:
+        found = table.get(klass.__name__)
+        if found is not None:
+            return found
+    return None
+
+
+# --------------------------------------------------------------------- raised before sending
+
+# Frames that mean the failure happened while talking to the provider or reading its answer.
+_IO_PATH_PARTS = ("/httpx/", "/httpcore/", "/aiohttp/", "/openai/_base_client", "/anthropic/")
+_IO_FUNCTIONS = ("transform_response", "convert_to_model_response")
+
+
+def raised_before_sending(exc: BaseException) -> bool:
+    """Whether litellm raised `exc` (an `APIConnectionError`) in its own code while building the
+    request, before any network call: the request's content, not the deployment's health.
+
+    litellm wraps every exception it does not recognise as `APIConnectionError`, a bad
+    parameter type (`response_format="json"`, `messages="hi"`) included. Such a failure is
+    recognised by its cause chain, which holds only builtin exceptions (no transport, SSL,
+    socket or HTTP error), raised under litellm's synchronous set-up step (`completion` in
+    `litellm/main.py`) and in no frame that sends a request or reads an answer. Anything else,
+    a future litellm that raises from elsewhere included, stays a transport failure.
+    """
+    names = {klass.__name__ for klass in type(exc).__mro__}
+    if "APIConnectionError" not in names or names & {"APITimeoutError", "Timeout"}:
+        return False
+    chain = _causes(exc)
+    if not chain or not all(_plain_builtin(cause) for cause in chain):
+        return False
+    frames = [(frame.f_code.co_filename.replace("\\", "/"), frame.f_code.co_name)
+              for frame, _ in traceback.walk_tb(chain[-1].__traceback__)]
+    in_set_up = any(name == "completion" and path.endswith("litellm/main.py")
+                    for path, name in frames)
+    did_io = any(part in path for path, _ in frames for part in _IO_PATH_PARTS) or any(
+        name.startswith(_IO_FUNCTIONS) for _, name in frames)
+    return in_set_up and not did_io
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    cause = exc.__cause__ if exc.__suppress_context__ else exc.__cause__ or exc.__context__
+    while cause is not None and len(chain) < 16:
+        chain.append(cause)
+        following = cause.__cause__ if cause.__suppress_context__ else (
+            cause.__cause__ or cause.__context__)
+        cause = following
+    return chain
+
+
+def _plain_builtin(exc: BaseException) -> bool:
+    return type(exc).__module__ == "builtins" and not isinstance(exc, OSError | TimeoutError)
+
+
+# --------------------------------------------------------------------- messages and fields
+
+_TRACEBACK = "Traceback (most recent call last)"
+_PREFIX = re.compile(
+    r"^\s*(?:litellm\.\w+\s*:|(?:[A-Z]\w*)?(?:Error|Exception|Timeout)\s*(?::|-)|LiteLLM:"
+    r"|Error code:\s*\d{3}\s*-)\s*")
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+_LITELLM_NOTES = re.compile(
+    r"(?:Handle with `?litellm\.\w+`?\.?|LiteLLM (?:Max )?Retri(?:ed|es):.*"
+    r"|Received Model Group=.*|This looks like a bug in LiteLLM.*)$")
+_FILE_PATH = re.compile(
+    r"(?<![\w.\-/\\])(?:[A-Za-z]:)?[\\/](?:[\w.\-]+[\\/])+[\w.\-]+\.pyc?\b(?:\", line \d+|:\d+)?")
+_SPACES = re.compile(r"\s+")
+_CODE = re.compile(r"^[A-Za-z0-9_.:\-]{1,64}$")
+
+
+def clean_message(text: str) -> str:
+    """`text` as one clean line for a client: no traceback, file path, object repr, library
+    class prefix or litellm note; a JSON or dict error body is reduced to its message."""
+    text = text[:_SCAN_CHARS]
+    cut = text.find(_TRACEBACK)
+    if cut >= 0:
+        text = text[:cut]
+    lines = [line for line in text.splitlines() if line.strip()]
+    line = _SPACES.sub(" ", lines[0]).strip() if lines else ""
+    for _ in range(8):
+        stripped = _PREFIX.sub("", line, count=1)
+        if stripped == line:
+            break
+        line = stripped
+    message, _, _ = _error_fields(line)
+    if message is not None and message != line:
+        return clean_message(message)
+    line = line[:4 * MAX_MESSAGE_CHARS]  # what is left of it: at most a message's length
+    line = _LITELLM_NOTES.sub("", _OBJECT_REPR.sub("", line))
+    line = _FILE_PATH.sub("<path>", line)
+    line = _SPACES.sub(" ", line).strip(" ,")
+    if len(line) > MAX_MESSAGE_CHARS:
+        line = line[:MAX_MESSAGE_CHARS - 1].rstrip() + "…"
+    return line
+
+
+def _message_of(exc: BaseException) -> str:
+    return clean_message(str(getattr(exc, "message", None) or exc))
+
+
+def _error_fields(text: str) -> tuple[str | None, str | None, str | None]:
+    """(message, code, param) of an error body given as JSON or a Python dict's repr."""
+    stripped = text.strip()
+    if not stripped.startswith("{"):
+        return None, None, None
+    parsed: object = None
+    try:
+        parsed = orjson.loads(stripped)
+    except orjson.JSONDecodeError:
+        try:
+            parsed = ast.literal_eval(stripped)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            # A body cut short (a truncated repr): take what there is of the message.
+            match = re.search(r"""['"]message['"]\s*:\s*(['"])(.*?)(?:(?<!\\)\1|$)""", stripped)
+            return (match.group(2) if match else None), None, None
+    return _fields_of(parsed)
+
+
+def _fields_of(body: object) -> tuple[str | None, str | None, str | None]:
+    if not isinstance(body, dict):
+        return None, None, None
+    inner = body.get("error")
+    if isinstance(inner, dict):
+        body = inner
+    elif isinstance(inner, str) and "message" not in body:
+        return inner, None, None
+    message = body.get("message", body.get("detail"))
+    code, param = body.get("code"), body.get("param")
+    return (message if isinstance(message, str) else None,
+            code if isinstance(code, str) else None,
+            param if isinstance(param, str) else None)
+
+
+def _upstream_fields(exc: BaseException) -> tuple[str | None, str | None]:
+    """The upstream's own (code, param) for `exc`: from the SDK's parsed body, the exception's
+    attributes, or the response it carries."""
+    _, code, param = _fields_of(getattr(exc, "body", None))
+    code = code if code is not None else _str_attr(exc, "code")
+    param = param if param is not None else _str_attr(exc, "param")
+    if code is None or param is None:
+        _, body_code, body_param = _error_fields(_response_text(exc))
+        code = code if code is not None else body_code
+        param = param if param is not None else body_param
+    return _clean_code(code), _clean_param(param)
+
+
+def _str_attr(exc: BaseException, name: str) -> str | None:
+    value = getattr(exc, name, None)
+    return value if isinstance(value, str) else None
+
+
+def _response_text(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    try:
+        text = getattr(response, "text", "")
+    except Exception:  # a streamed httpx response that was never read, among others
+        return ""
+    return text[:_SCAN_CHARS] if isinstance(text, str) else ""
+
+
+def _clean_code(code: str | None) -> str | None:
+    return code if code is not None and _CODE.match(code) else None
+
+
+def _clean_param(param: str | None) -> str | None:
+    if param is None:
+        return None
+    param = _SPACES.sub(" ", param).strip()
+    return param[:200] if param else None
 
 
 def _retry_after_of(exc: BaseException) -> float | None:

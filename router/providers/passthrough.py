@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from router.providers.base import Completion, StreamEvent, UpstreamCall, Usage, chunk_event
-from router.providers.errors import from_status, map_exception, parse_retry_after
+from router.providers.errors import from_body, from_status, map_exception, parse_retry_after
 from router.providers.http1 import (
     Http1Client,
     Response,
@@ -109,14 +109,7 @@ async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent
 
 
 def _status_error(status: int, raw: bytes, headers: Mapping[str, str]) -> Exception:
-    message = raw[:300].decode("utf-8", "replace")
-    try:
-        parsed = orjson.loads(raw)
-        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-            message = str(parsed["error"].get("message", message))
-    except orjson.JSONDecodeError:
-        pass
-    return from_status(status, message, parse_retry_after(headers.get("retry-after")))
+    return from_body(status, raw, parse_retry_after(headers.get("retry-after")))
 
 
 def _usage_of(raw: bytes) -> Usage | None:

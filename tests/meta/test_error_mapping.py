@@ -30,12 +30,26 @@ def test_rate_limit_and_timeout_names_map_to_retryable_errors() -> None:
 
 
 def test_upstream_statuses_map_to_the_right_classes() -> None:
-    """429 → rate limited (Retry-After kept), 5xx → unavailable, 504 → timeout, 4xx → rejected."""
+    """429 → rate limited (Retry-After kept), 5xx → unavailable, 504 → timeout, 400/422 →
+    rejected (the request's fault), 401/402/403/404 → misconfigured (the deployment's)."""
     limited = mapping.from_status(429, "slow down", retry_after=3.0)
     assert isinstance(limited, errors.ProviderRateLimitedError) and limited.retry_after == 3.0
     assert isinstance(mapping.from_status(503, "x"), errors.ProviderUnavailableError)
     assert isinstance(mapping.from_status(504, "x"), errors.ProviderTimeoutError)
     assert isinstance(mapping.from_status(400, "x"), errors.ProviderRejectedError)
+    assert isinstance(mapping.from_status(422, "x"), errors.ProviderRejectedError)
+    for status in (401, 402, 403, 404):
+        misconfigured = mapping.from_status(status, "x")
+        assert isinstance(misconfigured, errors.ProviderMisconfiguredError)
+        assert misconfigured.status_code == 502
+
+
+def test_deployment_fault_names_map_to_the_misconfigured_error() -> None:
+    """litellm's authentication, permission, not-found and payment errors blame the deployment."""
+    table = mapping._BY_CLASS_NAME
+    for name in ("AuthenticationError", "PermissionDeniedError", "NotFoundError",
+                 "PaymentRequiredError", "CallerCredentialAuthenticationError"):
+        assert table[name] is errors.ProviderMisconfiguredError
 
 
 def test_litellm_exceptions_instantiate_and_map(litellm_errors: list[BaseException]) -> None:

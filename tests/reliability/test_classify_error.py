@@ -8,6 +8,7 @@ from router.errors import (
     AllCandidatesFailedError,
     AuthenticationError,
     ProviderError,
+    ProviderMisconfiguredError,
     ProviderRateLimitedError,
     ProviderRejectedError,
     ProviderTimeoutError,
@@ -58,6 +59,27 @@ def test_rejection_moves_to_next_candidate_without_blaming_the_deployment() -> N
     verdict = classify(ProviderRejectedError("too long", code="upstream_rejected"), PLAIN)
     assert verdict.action == "next_candidate"
     assert not verdict.breaker_failure
+
+
+@pytest.mark.parametrize("code", ["upstream_auth", "upstream_permission", "upstream_not_found",
+                                  "upstream_payment_required"])
+@pytest.mark.parametrize("ctx", [PLAIN, EFFECT_SENT])
+def test_misconfigured_deployment_moves_on_and_counts_against_the_deployment(
+    code: str, ctx: AttemptContext
+) -> None:
+    """Upstream 401/402/403/404: the deployment is wrong, not the request. Try another one (never
+    the same), count it against the breaker, and never call it an unknown commit: the provider
+    answered without acting."""
+    verdict = classify(ProviderMisconfiguredError("refused", code=code), ctx)
+    assert verdict.action == "next_candidate"
+    assert verdict.breaker_failure
+
+
+@pytest.mark.parametrize("code", ["upstream_rejected", "context_length_exceeded",
+                                  "adapter_rejected", "upstream_not_found"])
+def test_request_faults_never_count_against_the_deployment(code: str) -> None:
+    """A `ProviderRejectedError` is the request's fault whatever its code."""
+    assert not classify(ProviderRejectedError("no", code=code), PLAIN).breaker_failure
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,288 @@
+"""Whose fault an upstream error is, as the client and the breakers see it, on real processes.
+
+One simulator (its unknown models answer 404, `small` has a 4096-token context window,
+`limited` always answers 429 with a 30 s Retry-After), one stub upstream that refuses every key
+(401), and one router in front of them, through both adapters (`pt-*` pass-through, `ll-*`
+litellm). Prefix affinity is off, so a model's deployments are tried in their configured order.
+Breaker counts come from the router's `GET /v1/health/deployments`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.support.procs import free_port
+from tests.support.services import Running, start_router, start_simulator
+
+pytestmark = pytest.mark.integration
+
+API_KEY = "sk-test-upstream-faults"
+MESSAGES: Any = [{"role": "user", "content": "hello there"}]
+CHAT = {"x-slorouter-task": "chat"}  # the classifier calls "hello there" an action
+FAST = {"ttft_p50_ms": 20, "ttft_p99_ms": 40, "tpot_p50_ms": 1, "tpot_p99_ms": 2,
+        "output_tokens_p50": 12, "output_tokens_p99": 20}
+SIM_MODELS: dict[str, dict[str, Any]] = {
+    "fast": FAST,
+    "small": {**FAST, "context_window": 4096},
+    "limited": {**FAST, "error_rate_429": 1.0, "retry_after_s": 30},
+}
+LEAKED_KEY = "sk-proj-gateway-secret-1234"
+
+
+class RefusingUpstream:
+    """An OpenAI-compatible upstream that answers every request 401 and counts them."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", "0")))
+                outer.calls += 1
+                body = json.dumps({"error": {
+                    "message": f"Incorrect API key provided: {LEAKED_KEY}.",
+                    "type": "invalid_request_error", "param": None,
+                    "code": "invalid_api_key"}}).encode()
+                self.send_response(401)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _deployment(name: str, model: str, adapter: str, api_base: str) -> str:
+    key = "\n    api_key: env:SIM_KEY" if adapter == "litellm" else ""
+    return (f"\n  - name: {name}\n    model: openai/{model}\n    adapter: {adapter}\n"
+            f"    api_base: {api_base}/v1{key}\n    input_price_per_mtok: 1.0\n"
+            f"    output_price_per_mtok: 2.0\n    timeout_s: 5")
+
+
+def router_config(sim: str, refusing: str) -> str:
+    deps = [
+        ("pt-missing", "no-such-model", "openai_passthrough", sim),
+        ("ll-missing", "no-such-model", "litellm", sim),
+        ("pt-badkey", "fast", "openai_passthrough", refusing),
+        ("ll-badkey", "fast", "litellm", refusing),
+        ("pt-badkey-trip", "fast", "openai_passthrough", refusing),
+        ("pt-missing-first", "no-such-model-either", "openai_passthrough", sim),
+        ("pt-fast-second", "fast", "openai_passthrough", sim),
+        ("ll-badkey-first", "fast", "litellm", refusing),
+        ("ll-fast-second", "fast", "litellm", sim),
+        ("pt-small", "small", "openai_passthrough", sim),
+        ("ll-small", "small", "litellm", sim),
+        ("pt-limited", "limited", "openai_passthrough", sim),
+        ("pt-fast", "fast", "openai_passthrough", sim),
+    ]
+    models = {name: [name] for name, *_ in deps
+              if name not in ("pt-missing-first", "pt-fast-second", "ll-badkey-first",
+                              "ll-fast-second")}
+    models["fallback-pt"] = ["pt-missing-first", "pt-fast-second"]
+    models["fallback-ll"] = ["ll-badkey-first", "ll-fast-second"]
+    model_yaml = "".join(f"\n  - name: {name}\n    deployments: [{', '.join(order)}]"
+                         for name, order in models.items())
+    return f"""version: 1
+deployments:{''.join(_deployment(*d) for d in deps)}
+models:{model_yaml}
+routes:
+  aliases: [auto]
+  default_model: pt-fast
+api_keys:
+  - key: env:TENANT_KEY
+    tenant: tenant-one
+    scopes: [read]
+server:
+  request_timeout_s: 20
+  cache:
+    prefix_affinity: false
+"""
+
+
+@pytest.fixture(scope="module")
+def refusing() -> Iterator[RefusingUpstream]:
+    upstream = RefusingUpstream()
+    yield upstream
+    upstream.stop()
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    running = start_simulator(tmp_path_factory.mktemp("faults-sim"), SIM_MODELS)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(sim: Running, refusing: RefusingUpstream,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    running = start_router(tmp_path_factory.mktemp("faults-router"),
+                           router_config(sim.base_url, refusing.base_url),
+                           env={"TENANT_KEY": API_KEY, "SIM_KEY": "sim-key"})
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def client(gateway: Running) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0,
+                         timeout=30)
+
+
+def _health(gateway: Running) -> dict[str, dict[str, Any]]:
+    body = httpx.get(f"{gateway.base_url}/v1/health/deployments", timeout=10).json()
+    return {d["deployment"]: d for d in body["deployments"]}
+
+
+def _error_body(caught: pytest.ExceptionInfo[openai.APIStatusError]) -> dict[str, Any]:
+    error: dict[str, Any] = caught.value.response.json()["error"]
+    return error
+
+
+# ------------------------------------------------------------- 401/404: the deployment's fault
+
+
+@pytest.mark.parametrize(("model", "code"), [
+    ("pt-missing", "upstream_not_found"), ("ll-missing", "upstream_not_found"),
+    ("pt-badkey", "upstream_auth"), ("ll-badkey", "upstream_auth")])
+def test_upstream_404_and_401_are_a_gateway_error_counted_by_the_breaker(
+        client: openai.OpenAI, gateway: Running, model: str, code: str) -> None:
+    """A deployment whose model does not exist upstream (404) or whose key is refused (401)
+    is the gateway's fault: the client gets a 502 `upstream_error` with the specific code (not
+    a 400 blaming its request, not the upstream's text that may quote the key), and the
+    deployment's breaker records the failure."""
+    before = _health(gateway).get(model, {}).get("window_failures", 0)
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model=model, messages=MESSAGES)
+    assert caught.value.status_code == 502
+    error = _error_body(caught)
+    assert error["type"] == "upstream_error" and error["code"] == code
+    assert LEAKED_KEY not in error["message"] and "\n" not in error["message"]
+    assert _health(gateway)[model]["window_failures"] == before + 1
+
+
+def test_refused_key_opens_the_breaker_and_stops_calling_upstream(
+        client: openai.OpenAI, gateway: Running, refusing: RefusingUpstream) -> None:
+    """Five 401s in a row open the deployment's breaker; the sixth request is answered by the
+    router (503 `circuit_open`, Retry-After from the cool-down) without reaching upstream."""
+    calls_before = refusing.calls
+    for _ in range(5):
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(model="pt-badkey-trip", messages=MESSAGES)
+    assert refusing.calls == calls_before + 5
+    assert _health(gateway)["pt-badkey-trip"]["state"] == "open"
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="pt-badkey-trip", messages=MESSAGES)
+    assert caught.value.status_code == 503 and _error_body(caught)["code"] == "circuit_open"
+    assert refusing.calls == calls_before + 5
+    assert 1 <= int(caught.value.response.headers["retry-after"]) <= 5
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("model", "broken", "healthy"), [
+    ("fallback-pt", "pt-missing-first", "pt-fast-second"),
+    ("fallback-ll", "ll-badkey-first", "ll-fast-second")])
+def test_second_deployment_serves_when_the_first_is_misconfigured(
+        client: openai.OpenAI, gateway: Running, model: str, broken: str, healthy: str,
+        stream: bool) -> None:
+    """The misconfigured first deployment is tried, fails, counts against its breaker, and the
+    second deployment of the same model answers the client."""
+    before = _health(gateway).get(broken, {}).get("window_failures", 0)
+    if stream:
+        with client.chat.completions.with_streaming_response.create(
+                model=model, messages=MESSAGES, stream=True) as response:
+            served_by = response.headers["x-slorouter-model"]
+            chunks = list(response.parse())
+        assert any(c.choices and c.choices[0].delta.content for c in chunks)
+    else:
+        raw = client.chat.completions.with_raw_response.create(model=model, messages=MESSAGES)
+        served_by = raw.headers["x-slorouter-model"]
+        assert raw.parse().choices[0].message.content
+    assert served_by == healthy
+    assert _health(gateway)[broken]["window_failures"] == before + 1
+
+
+# ------------------------------------------------------------- request faults keep their code
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("model", ["pt-small", "ll-small"])
+def test_context_length_exceeded_reaches_the_client_with_its_code(
+        client: openai.OpenAI, gateway: Running, model: str, stream: bool) -> None:
+    """The upstream's `context_length_exceeded` is a BadRequestError with that code for the
+    SDK, with a clean message, and it does not count against the deployment."""
+    before = _health(gateway).get(model, {}).get("window_failures", 0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=1000000,
+                                       stream=stream)
+    assert caught.value.code == "context_length_exceeded"
+    message = _error_body(caught)["message"]
+    assert "maximum context length is 4096 tokens" in message
+    assert "litellm" not in message and "Exception" not in message and "\n" not in message
+    assert _health(gateway).get(model, {}).get("window_failures", 0) == before
+
+
+# ------------------------------------------------------------- Retry-After and deadlines
+
+
+def test_circuit_open_during_a_429_hold_says_how_long_the_hold_lasts(
+        client: openai.OpenAI, gateway: Running) -> None:
+    """A 429 with Retry-After 30 holds the deployment's breaker open; the next request's 503
+    `circuit_open` says to come back when the hold ends, not in 1 s."""
+    with pytest.raises(openai.RateLimitError) as limited:
+        client.chat.completions.create(model="pt-limited", messages=MESSAGES)
+    assert limited.value.response.headers["retry-after"] == "30"
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="pt-limited", messages=MESSAGES)
+    assert caught.value.status_code == 503 and _error_body(caught)["code"] == "circuit_open"
+    assert 20 <= int(caught.value.response.headers["retry-after"]) <= 30
+
+
+def test_deadline_expired_before_the_first_attempt_is_a_504(client: openai.OpenAI) -> None:
+    """`x-slorouter-timeout-ms: 1` runs out before (or, rarely, just as) the first upstream
+    attempt starts: a 504 `deadline_exceeded`, never a 502 `no_candidates`."""
+    for _ in range(5):
+        started = time.monotonic()
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(model="pt-fast", messages=MESSAGES,
+                                           extra_headers={**CHAT, "x-slorouter-timeout-ms": "1"})
+        assert caught.value.status_code == 504
+        error = _error_body(caught)
+        assert error["code"] == "deadline_exceeded" and error["type"] == "timeout"
+        assert time.monotonic() - started < 5
+
+
+def test_short_client_deadlines_do_not_open_a_healthy_deployments_breaker(
+        client: openai.OpenAI, gateway: Running) -> None:
+    """Attempts cut by the client's own tiny deadline are not the deployment's failures: after
+    many of them its breaker is still closed and the next ordinary request is served."""
+    for _ in range(8):
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.chat.completions.create(model="pt-fast", messages=MESSAGES,
+                                           extra_headers={**CHAT, "x-slorouter-timeout-ms": "5"})
+        assert caught.value.status_code == 504
+    health = _health(gateway)["pt-fast"]
+    assert health["state"] == "closed" and health["consecutive_failures"] == 0
+    answer = client.chat.completions.create(model="pt-fast", messages=MESSAGES,
+                                            extra_headers=CHAT)
+    assert answer.choices[0].message.content

@@ -1,0 +1,256 @@
+"""The execution loop's answers when deployments fail: whose fault, which breaker, what status.
+
+A fake provider raises the project's own errors (as the adapters do after mapping), clocks are
+injected, and the real `Runner`, `BreakerRegistry` and budgets decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncGenerator, Mapping
+
+import pytest
+
+from router.errors import (
+    ProviderMisconfiguredError,
+    ProviderRateLimitedError,
+    ProviderRejectedError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
+    SlorouterError,
+)
+from router.execution.attempt import AttemptRecord
+from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.retry_budget import hedge_budget, retry_budget
+from router.execution.runner import ExecutionState, Plan, Runner
+from router.providers.base import Completion, Deployment, StreamEvent, UpstreamCall
+from tests.reliability.fakes import FakeClock
+
+ANSWER = b'{"object": "chat.completion", "choices": []}'
+
+
+def _deployment(name: str) -> Deployment:
+    return Deployment(name=name, model=f"openai/{name}", adapter="openai_passthrough",
+                      api_base="http://127.0.0.1:9/v1", api_key=None, input_price_per_mtok=1.0,
+                      output_price_per_mtok=2.0, context_window=None)
+
+
+class ScriptedProvider:
+    """Raises the error scripted for a deployment, else answers; records every call."""
+
+    def __init__(self, failures: Mapping[str, SlorouterError]) -> None:
+        self.failures = dict(failures)
+        self.calls: list[str] = []
+
+    async def complete(self, call: UpstreamCall) -> Completion:
+        self.calls.append(call.deployment.name)
+        failure = self.failures.get(call.deployment.name)
+        if failure is not None:
+            raise failure
+        return Completion(body=ANSWER, usage=None)
+
+    async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:
+        completion = await self.complete(call)
+        yield StreamEvent(data=completion.body, has_content=True)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _runner(failures: Mapping[str, SlorouterError], clock: FakeClock
+            ) -> tuple[Runner, ScriptedProvider, ExecutionState]:
+    provider = ScriptedProvider(failures)
+    state = ExecutionState(BreakerRegistry(BreakerPolicy(), clock), retry_budget(clock),
+                           hedge_budget(clock))
+    return Runner({"openai_passthrough": provider}, state, clock=clock), provider, state
+
+
+def _plan(clock: FakeClock, *names: str, deadline_s: float = 30.0) -> Plan:
+    return Plan(deployments=[_deployment(n) for n in names], body={"messages": []},
+                deadline=clock() + deadline_s)
+
+
+def _not_found() -> ProviderMisconfiguredError:
+    return ProviderMisconfiguredError("the provider does not know this deployment's model",
+                                      code="upstream_not_found")
+
+
+async def test_misconfigured_deployment_falls_back_and_counts_against_its_breaker() -> None:
+    """An upstream 404 (mapped) moves the request to the next deployment, which answers; the
+    broken deployment's breaker records a failure, the healthy one a success."""
+    clock = FakeClock()
+    runner, provider, state = _runner({"broken": _not_found()}, clock)
+    attempts: list[AttemptRecord] = []
+    deployment, completion = await runner.complete(_plan(clock, "broken", "healthy"), attempts)
+    assert deployment.name == "healthy" and completion.body == ANSWER
+    assert provider.calls == ["broken", "healthy"]  # no retry of the broken one
+    health = {d.deployment: d for d in state.breakers.snapshot().deployments}
+    assert health["broken"].window_failures == 1 and health["broken"].consecutive_failures == 1
+    assert health["healthy"].window_failures == 0
+
+
+async def test_misconfigured_only_deployment_is_a_502_with_its_code() -> None:
+    """With nothing to fall back to, the client gets the 502 `upstream_not_found`, not a 400."""
+    clock = FakeClock()
+    runner, provider, _ = _runner({"broken": _not_found()}, clock)
+    with pytest.raises(ProviderMisconfiguredError) as caught:
+        await runner.complete(_plan(clock, "broken"), [])
+    assert caught.value.status_code == 502 and caught.value.error_type == "upstream_error"
+    assert caught.value.code == "upstream_not_found"
+    assert provider.calls == ["broken"]
+
+
+async def test_misconfiguration_opens_the_breaker_after_consecutive_failures() -> None:
+    """Five requests to a deployment whose key is refused open its breaker; the sixth is not
+    sent upstream at all."""
+    clock = FakeClock()
+    refused = ProviderMisconfiguredError("refused", code="upstream_auth")
+    runner, provider, state = _runner({"broken": refused}, clock)
+    for _ in range(5):
+        with pytest.raises(ProviderMisconfiguredError):
+            await runner.complete(_plan(clock, "broken"), [])
+    assert state.breakers.state("broken") == "open"
+    with pytest.raises(ProviderUnavailableError) as caught:
+        await runner.complete(_plan(clock, "broken"), [])
+    assert caught.value.code == "circuit_open"
+    assert provider.calls == ["broken"] * 5
+
+
+async def test_request_fault_keeps_the_upstream_code_and_param_and_spares_the_breaker() -> None:
+    """A context-length rejection reaches the client as a 400 with the upstream's code and
+    param, and does not count against the deployment."""
+    clock = FakeClock()
+    rejected = ProviderRejectedError("upstream returned 400: too long", param="max_tokens",
+                                     code="context_length_exceeded")
+    runner, _, state = _runner({"only": rejected}, clock)
+    with pytest.raises(ProviderRejectedError) as caught:
+        await runner.complete(_plan(clock, "only"), [])
+    assert caught.value.status_code == 400
+    assert caught.value.code == "context_length_exceeded"
+    assert caught.value.param == "max_tokens"
+    health = state.breakers.snapshot().deployments[0]
+    assert health.window_failures == 0 and health.consecutive_failures == 0
+
+
+async def test_circuit_open_retry_after_is_the_soonest_remaining_hold() -> None:
+    """While 429 holds keep both breakers open, the 503 `circuit_open` carries the smaller
+    remaining hold, rounded up to whole seconds (not a fixed 1 s)."""
+    clock = FakeClock()
+    runner, _, state = _runner({}, clock)
+    state.breakers.get("a").on_failure(retry_after_s=30.0)
+    state.breakers.get("b").on_failure(retry_after_s=7.0)
+    clock.advance(2.5)  # b: 4.5 s left, a: 27.5 s left
+    with pytest.raises(ProviderUnavailableError) as caught:
+        await runner.complete(_plan(clock, "a", "b"), [])
+    assert caught.value.code == "circuit_open"
+    assert caught.value.retry_after == 5.0
+
+
+async def test_circuit_open_retry_after_is_at_least_one_second() -> None:
+    """A hold about to end still says `retry-after: 1`, never 0."""
+    clock = FakeClock()
+    runner, _, state = _runner({}, clock)
+    state.breakers.get("a").on_failure(retry_after_s=2.0)
+    clock.advance(1.9)
+    with pytest.raises(ProviderUnavailableError) as caught:
+        await runner.complete(_plan(clock, "a"), [])
+    assert caught.value.retry_after == 1.0
+
+
+async def test_deadline_passed_before_the_first_attempt_is_a_504() -> None:
+    """A deadline that ran out before any attempt is a 504 `deadline_exceeded`, nothing is
+    sent upstream, and no half-open probe slot is taken and leaked."""
+    clock = FakeClock()
+    runner, provider, state = _runner({}, clock)
+    state.breakers.get("a").on_failure(retry_after_s=1.0)
+    clock.advance(1.5)  # a is half-open: one probe allowed
+    plan = _plan(clock, "a", "b", deadline_s=0.001)
+    clock.advance(0.01)
+    attempts: list[AttemptRecord] = []
+    with pytest.raises(ProviderTimeoutError) as caught:
+        await runner.complete(plan, attempts)
+    assert caught.value.status_code == 504 and caught.value.code == "deadline_exceeded"
+    assert provider.calls == [] and attempts == []
+    assert state.breakers.get("a").allow()  # the probe slot is still free
+
+
+async def test_side_effecting_request_past_its_deadline_is_not_an_unknown_commit() -> None:
+    """Nothing was sent, so a side-effecting request past its deadline is a plain 504."""
+    clock = FakeClock()
+    runner, _, _ = _runner({}, clock)
+    plan = Plan(deployments=[_deployment("a")], body={}, deadline=clock() - 1,
+                side_effecting=True)
+    with pytest.raises(ProviderTimeoutError) as caught:
+        await runner.complete(plan, [])
+    assert caught.value.code == "deadline_exceeded"
+
+
+async def test_deadline_passed_after_a_failure_reports_that_failure() -> None:
+    """When an attempt failed and the deadline then ran out, the client learns of the failure
+    (here a 429 with its Retry-After) rather than a bare timeout."""
+    clock = FakeClock()
+    limited = ProviderRateLimitedError("upstream returned 429: slow down", code="rate_limited",
+                                       retry_after=3.0)
+
+    class Slow(ScriptedProvider):
+        async def complete(self, call: UpstreamCall) -> Completion:
+            clock.advance(10.0)  # the failing attempt used up the whole deadline
+            return await super().complete(call)
+
+    provider = Slow({"a": limited})
+    state = ExecutionState(BreakerRegistry(BreakerPolicy(), clock), retry_budget(clock),
+                           hedge_budget(clock))
+    runner = Runner({"openai_passthrough": provider}, state, clock=clock)
+    with pytest.raises(ProviderRateLimitedError) as caught:
+        await runner.complete(_plan(clock, "a", "b", deadline_s=5.0), [])
+    assert caught.value.retry_after == 3.0
+    assert "deadline exceeded" in caught.value.message
+    assert provider.calls == ["a"]
+
+
+class Hanging(ScriptedProvider):
+    """Never answers (until cancelled)."""
+
+    async def complete(self, call: UpstreamCall) -> Completion:
+        self.calls.append(call.deployment.name)
+        await asyncio.sleep(30)
+        raise AssertionError("not cancelled")
+
+
+def _hanging_runner(deployment_timeout_s: float, deadline_s: float
+                    ) -> tuple[Runner, Plan, ExecutionState]:
+    """A runner on the real clock (asyncio's timeouts are real) with one hanging deployment."""
+    provider = Hanging({})
+    breakers_clock = FakeClock()
+    state = ExecutionState(BreakerRegistry(BreakerPolicy(), breakers_clock),
+                           retry_budget(breakers_clock), hedge_budget(breakers_clock))
+    runner = Runner({"openai_passthrough": provider}, state, clock=time.perf_counter)
+    deployment = dataclasses.replace(_deployment("slow"), timeout_s=deployment_timeout_s)
+    plan = Plan(deployments=[deployment], body={"messages": []},
+                deadline=time.perf_counter() + deadline_s)
+    return runner, plan, state
+
+
+async def test_attempt_cut_by_the_request_deadline_spares_the_breaker() -> None:
+    """An attempt cut short by the client's own short deadline (not by the deployment's timeout)
+    is a 504 `deadline_exceeded` and says nothing about the deployment's health."""
+    runner, plan, state = _hanging_runner(deployment_timeout_s=10.0, deadline_s=0.05)
+    attempts: list[AttemptRecord] = []
+    with pytest.raises(ProviderTimeoutError) as caught:
+        await runner.complete(plan, attempts)
+    assert caught.value.code == "deadline_exceeded"
+    assert [a.outcome for a in attempts] == ["failed"]
+    health = state.breakers.snapshot().deployments[0]
+    assert health.window_failures == 0 and health.consecutive_failures == 0
+
+
+async def test_attempt_cut_by_the_deployment_timeout_counts_against_the_breaker() -> None:
+    """A deployment that does not answer within its own timeout is unhealthy: counted."""
+    runner, plan, state = _hanging_runner(deployment_timeout_s=0.05, deadline_s=10.0)
+    with pytest.raises(ProviderTimeoutError) as caught:
+        await runner.complete(plan, [])
+    assert caught.value.code == "first_token_timeout"
+    health = state.breakers.snapshot().deployments[0]
+    assert health.window_failures >= 1 and health.consecutive_failures >= 1

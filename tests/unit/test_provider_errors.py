@@ -1,0 +1,306 @@
+"""Upstream failures as the client sees them: whose fault, which code, and a clean message.
+
+`router.providers.errors` maps upstream statuses and bodies (pass-through adapter) and litellm's
+exceptions (litellm adapter). Real litellm exception objects are used, some raised by litellm
+itself against a closed port or a small local upstream that answers badly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+
+from router import errors
+from router.providers import errors as mapping
+from router.providers.litellm_adapter import exception_classes
+
+CLOSED_PORT_BASE = "http://127.0.0.1:9/v1"  # discard port: nothing listens
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def _litellm() -> Any:
+    from router.providers import litellm_adapter  # noqa: F401, I001 - sets litellm's offline env
+    import litellm
+
+    return litellm
+
+
+def _assert_clean(message: str) -> None:
+    """One line, no traceback, no file path, no library class prefix."""
+    assert message and "\n" not in message
+    assert "Traceback" not in message and ".py" not in message
+    assert "litellm." not in message and "Exception -" not in message
+    assert not message.startswith(("BadRequestError", "APIConnectionError", "NotFoundError"))
+
+
+# ----------------------------------------------------------------------------- statuses
+
+
+@pytest.mark.parametrize(("status", "code"), [
+    (401, "upstream_auth"), (402, "upstream_payment_required"), (403, "upstream_permission"),
+    (404, "upstream_not_found")])
+def test_deployment_faults_are_502_with_their_code(status: int, code: str) -> None:
+    """401/402/403/404 upstream blame the deployment: a 502 gateway error, never a 400."""
+    mapped = mapping.from_status(status, "Incorrect API key provided: sk-proj-****abcd")
+    assert isinstance(mapped, errors.ProviderMisconfiguredError)
+    assert mapped.status_code == 502 and mapped.error_type == "upstream_error"
+    assert mapped.code == code
+    assert "sk-proj" not in mapped.message  # the upstream's text may quote the gateway's key
+
+
+def test_request_fault_keeps_the_upstream_code_and_param() -> None:
+    """A 400 stays a 400 with the upstream's own code and param."""
+    mapped = mapping.from_status(400, "too long", code="context_length_exceeded",
+                                 param="max_tokens")
+    assert isinstance(mapped, errors.ProviderRejectedError)
+    assert (mapped.status_code, mapped.code, mapped.param) == (
+        400, "context_length_exceeded", "max_tokens")
+
+
+@pytest.mark.parametrize("code", [None, "", "not a code", "x" * 65, "a\nb"])
+def test_request_fault_without_a_usable_code_is_upstream_rejected(code: str | None) -> None:
+    """A missing or odd-looking upstream code falls back to `upstream_rejected`."""
+    assert mapping.from_status(422, "bad", code=code).code == "upstream_rejected"
+
+
+def test_openai_error_body_is_parsed() -> None:
+    """The pass-through adapter's error body keeps message, code and param."""
+    raw = (b'{"error": {"message": "This model\'s maximum context length is 4096 tokens.", '
+           b'"type": "invalid_request_error", "param": "messages", '
+           b'"code": "context_length_exceeded"}}')
+    mapped = mapping.from_body(400, raw)
+    assert mapped.to_openai()["error"] == {
+        "message": "upstream returned 400: This model's maximum context length is 4096 tokens.",
+        "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
+
+
+def test_anthropic_error_body_is_parsed() -> None:
+    """Anthropic's `{"type": "error", "error": {...}}` gives its message."""
+    raw = b'{"type": "error", "error": {"type": "invalid_request_error", "message": "bad tool"}}'
+    mapped = mapping.from_body(400, raw)
+    assert mapped.message == "upstream returned 400: bad tool"
+    assert mapped.code == "upstream_rejected"
+
+
+def test_body_that_is_not_json_becomes_a_clean_message() -> None:
+    """An HTML or text error page is kept as one line."""
+    mapped = mapping.from_body(400, b"<html>\n<body>Bad Request</body>\n</html>")
+    assert mapped.message == "upstream returned 400: <html>"
+
+
+def test_deployment_fault_body_is_a_502_whatever_it_says() -> None:
+    """A 404 body naming `model_not_found` is still the deployment's fault."""
+    raw = b'{"error": {"message": "The model `x` does not exist", "code": "model_not_found"}}'
+    mapped = mapping.from_body(404, raw)
+    assert isinstance(mapped, errors.ProviderMisconfiguredError)
+    assert mapped.code == "upstream_not_found"
+
+
+def test_mid_stream_error_repr_is_reduced_to_its_message() -> None:
+    """The pass-through adapter passes a streamed error object as text: only its message stays,
+    even when that text was cut short."""
+    whole = mapping.from_status(502, str({"message": "overloaded", "type": "server_error"}))
+    assert whole.message == "upstream returned 502: overloaded"
+    text = str({"message": "overloaded, try again", "type": "x"})
+    cut = mapping.from_status(502, text[:text.index("again")])
+    assert cut.message == "upstream returned 502: overloaded, try"
+
+
+# ----------------------------------------------------------------------------- messages
+
+
+@pytest.mark.parametrize(("raw", "clean"), [
+    ("litellm.ContextWindowExceededError: litellm.BadRequestError: ContextWindowExceededError: "
+     "OpenAIException - This model's maximum context length is 10 tokens.",
+     "This model's maximum context length is 10 tokens."),
+    ("litellm.APIConnectionError: 'str' object has no attribute 'get'\nTraceback (most recent "
+     "call last):\n  File \"/srv/app/.venv/lib/python3.11/site-packages/litellm/main.py\", "
+     "line 938, in acompletion\n", "'str' object has no attribute 'get'"),
+    ("litellm.InternalServerError: OpenAIException - Invalid response object Traceback (most "
+     "recent call last):\n  File \"/x/y.py\", line 3", "Invalid response object"),
+    ("litellm.InternalServerError: AnthropicException - Cannot connect to host h:1 "
+     "ssl:<ssl.SSLContext object at 0x7f70abcdef00> [Connect call failed]. Handle with "
+     "`litellm.InternalServerError`.", "Cannot connect to host h:1 ssl: [Connect call failed]."),
+    ("litellm.MidStreamFallbackError: litellm.ServiceUnavailableError: stream broke "
+     "LiteLLM Retried: 0 times, LiteLLM Max Retries: 2", "stream broke"),
+    ("NotFoundError: OpenAIException - Error code: 404 - {'error': {'message': 'no such model', "
+     "'code': 'model_not_found'}}", "no such model"),
+    ('AnthropicError - {"type":"error","error":{"type":"invalid_request_error",'
+     '"message":"prompt is too long"}}', "prompt is too long"),
+    ("cannot open /opt/slorouter/router/providers/http1.py", "cannot open <path>"),
+])
+def test_clean_message(raw: str, clean: str) -> None:
+    """Library prefixes, tracebacks, object reprs, paths and litellm's notes are removed."""
+    assert mapping.clean_message(raw) == clean
+
+
+def test_clean_message_is_bounded() -> None:
+    """A huge upstream message is cut to a bounded single line."""
+    cleaned = mapping.clean_message("x" * 5000)
+    assert len(cleaned) == mapping.MAX_MESSAGE_CHARS
+
+
+# ----------------------------------------------------------------------------- litellm objects
+
+
+def test_context_window_exceeded_keeps_its_code_and_a_clean_message() -> None:
+    """litellm.ContextWindowExceededError → 400 `context_length_exceeded`, message unprefixed."""
+    litellm = _litellm()
+    exc = litellm.ContextWindowExceededError("This model's maximum context length is 10",
+                                             model="m", llm_provider="openai")
+    mapped = mapping.map_exception(exc)
+    assert isinstance(mapped, errors.ProviderRejectedError)
+    assert mapped.code == "context_length_exceeded"
+    assert mapped.message == "upstream returned 400: This model's maximum context length is 10"
+
+
+def test_content_policy_violation_has_its_code() -> None:
+    """litellm.ContentPolicyViolationError → 400 `content_policy_violation`."""
+    litellm = _litellm()
+    exc = litellm.ContentPolicyViolationError("flagged", model="m", llm_provider="openai")
+    assert mapping.map_exception(exc).code == "content_policy_violation"
+
+
+def test_bad_request_keeps_the_upstream_code_and_param_from_its_body() -> None:
+    """The openai SDK's parsed body (on litellm's exception) gives code and param."""
+    litellm = _litellm()
+    body = {"message": "bad n", "type": "invalid_request_error", "param": "n",
+            "code": "invalid_value"}
+    exc = litellm.BadRequestError("litellm.BadRequestError: OpenAIException - bad n", model="m",
+                                  llm_provider="openai", body=body)
+    mapped = mapping.map_exception(exc)
+    assert (mapped.status_code, mapped.code, mapped.param) == (400, "invalid_value", "n")
+    assert mapped.message == "upstream returned 400: bad n"
+
+
+def test_bad_request_reads_code_from_the_response_when_there_is_no_body() -> None:
+    """Without a parsed body, the error JSON of the response litellm carries is read."""
+    litellm = _litellm()
+    request = httpx.Request("POST", "http://upstream/v1/chat/completions")
+    response = httpx.Response(400, request=request, json={"error": {
+        "message": "too long", "param": "max_tokens", "code": "context_length_exceeded"}})
+    exc = litellm.BadRequestError("too long", model="m", llm_provider="openai",
+                                  response=response)
+    mapped = mapping.map_exception(exc)
+    assert (mapped.code, mapped.param) == ("context_length_exceeded", "max_tokens")
+
+
+@pytest.mark.parametrize(("name", "status", "code"), [
+    ("AuthenticationError", 401, "upstream_auth"),
+    ("PermissionDeniedError", 403, "upstream_permission"),
+    ("NotFoundError", 404, "upstream_not_found"),
+    ("PaymentRequiredError", 402, "upstream_payment_required"),
+])
+def test_litellm_deployment_faults_are_502(name: str, status: int, code: str) -> None:
+    """litellm's 401/402/403/404 exceptions blame the deployment: 502 with the code."""
+    litellm = _litellm()
+    request = httpx.Request("POST", "http://upstream/v1/chat/completions")
+    exc = getattr(litellm, name)("Incorrect API key provided: sk-****abcd", model="m",
+                                 llm_provider="openai",
+                                 response=httpx.Response(status, request=request))
+    mapped = mapping.map_exception(exc)
+    assert isinstance(mapped, errors.ProviderMisconfiguredError)
+    assert (mapped.status_code, mapped.code) == (502, code)
+    assert "sk-" not in mapped.message
+
+
+def test_every_litellm_exception_maps_to_a_clean_message() -> None:
+    """Each exported litellm exception class, built with a traceback-laden message, maps to a
+    message fit for a client."""
+    noisy = ("litellm.X: bad thing\nTraceback (most recent call last):\n  File "
+             "\"/srv/site-packages/litellm/main.py\", line 1, in f")
+    built = 0
+    for cls in exception_classes():
+        if not cls.__module__.startswith("litellm"):
+            continue
+        factory: Any = cls
+        try:
+            exc = factory(message=noisy, model="m", llm_provider="openai")
+        except TypeError:
+            continue  # constructors with other signatures (router helpers, budget errors)
+        mapped = mapping.map_exception(exc)
+        _assert_clean(mapped.message)
+        built += 1
+    assert built >= 15
+
+
+def test_api_connection_error_without_a_local_cause_still_counts_as_unavailable() -> None:
+    """An APIConnectionError that does not prove a local failure keeps today's meaning."""
+    litellm = _litellm()
+    exc = litellm.APIConnectionError("no route", llm_provider="openai", model="m")
+    mapped = mapping.map_exception(exc)
+    assert isinstance(mapped, errors.ProviderUnavailableError)
+    assert not mapping.raised_before_sending(exc)
+
+
+async def _raised_by_litellm(**kwargs: Any) -> BaseException:
+    litellm = _litellm()
+    arguments: dict[str, Any] = {"model": "openai/fast", "messages": MESSAGES,
+                                 "api_base": CLOSED_PORT_BASE, "api_key": "k",
+                                 "num_retries": 0, "timeout": 5, "drop_params": True}
+    arguments.update(kwargs)
+    try:
+        await litellm.acompletion(**arguments)
+    except Exception as exc:
+        return exc
+    raise AssertionError("litellm did not fail")
+
+
+@pytest.mark.parametrize("kwargs", [{"messages": "hello"}, {"response_format": "json"}],
+                         ids=["messages-not-a-list", "response-format-a-string"])
+async def test_litellm_failure_before_sending_is_the_requests_fault(
+        kwargs: dict[str, Any]) -> None:
+    """litellm failing on a bad parameter before any network call (it raises
+    APIConnectionError with a traceback in its message) is a clean 400 `adapter_rejected`,
+    which does not count against the deployment's breaker."""
+    exc = await _raised_by_litellm(**kwargs)
+    assert type(exc).__name__ == "APIConnectionError"
+    assert "Traceback" in str(exc) or "Exception -" in str(exc)  # what used to reach clients
+    mapped = mapping.map_exception(exc)
+    assert isinstance(mapped, errors.ProviderRejectedError)
+    assert mapped.code == "adapter_rejected"
+    _assert_clean(mapped.message)
+
+
+async def test_litellm_connection_refused_counts_against_the_deployment() -> None:
+    """A refused connection is a transport failure: retryable, a breaker failure."""
+    exc = await _raised_by_litellm()
+    assert not mapping.raised_before_sending(exc)
+    mapped = mapping.map_exception(exc)
+    assert isinstance(mapped, errors.ProviderUnavailableError)
+    _assert_clean(mapped.message)
+
+
+@pytest.fixture
+async def malformed_anthropic() -> AsyncIterator[str]:
+    """An upstream whose Messages API answers 200 with a body missing `content`."""
+    async def messages(_: web.Request) -> web.Response:
+        return web.json_response({"id": "msg_1", "type": "message"})
+
+    app = web.Application()
+    app.router.add_post("/v1/messages", messages)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    yield f"http://{host}:{port}"
+    await runner.cleanup()
+
+
+async def test_litellm_failing_on_a_malformed_answer_still_counts(malformed_anthropic: str
+                                                                  ) -> None:
+    """litellm raises the same APIConnectionError(KeyError) for an answer it cannot parse;
+    that one came back from the provider, so it stays a transport-class failure."""
+    exc = await asyncio.wait_for(_raised_by_litellm(model="anthropic/fast",
+                                                    api_base=malformed_anthropic), 30)
+    assert type(exc).__name__ == "APIConnectionError"
+    assert not mapping.raised_before_sending(exc)
+    mapped = mapping.map_exception(exc)
+    assert isinstance(mapped, errors.ProviderUnavailableError)
+    _assert_clean(mapped.message)

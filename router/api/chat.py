@@ -145,7 +145,10 @@ class ChatHandler:
         started = self._clock()
         prepared = await self._prepare(chat, raw, received, deadline, caller, outcome.arrived_at)
         deadline = prepared.plan.deadline  # the task policy's timeout may be shorter
-        prepared.plan = replace(prepared.plan, trace=outcome.trace)
+        prepared.plan = replace(
+            prepared.plan, trace=outcome.trace,
+            deadline_from_client=client_s is not None
+            and outcome.arrived_at + client_s <= prepared.plan.deadline)
         classified = started + prepared.phases.classify
         outcome.steps += [("classify", started, classified),
                           ("decide", classified, classified + prepared.phases.decide)]

@@ -60,6 +60,9 @@ class Plan:
     bodies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per prompt-cache kind
     trace: TraceContext | None = None  # W3C trace continued to every upstream attempt
     prompt_tokens: int = 0  # told to the attempt watch (waiting is judged by prompt size)
+    # The client's own timeout header set the deadline (shorter than the operator's): an
+    # attempt it cuts short says nothing about the deployment.
+    deadline_from_client: bool = False
 
 
 @dataclass(slots=True)
@@ -227,7 +230,7 @@ class Runner:
             # Cut by the request's own deadline (shorter than the deployment's timeout), the
             # attempt says nothing about the deployment's health: a client asking for 1 ms
             # must not open the breakers of healthy deployments for everyone.
-            by_deadline = call.timeout_s < deployment.timeout_s
+            by_deadline = plan.deadline_from_client and call.timeout_s < deployment.timeout_s
             err: SlorouterError = (
                 ProviderTimeoutError("request deadline exceeded during the upstream attempt",
                                      code="deadline_exceeded") if by_deadline

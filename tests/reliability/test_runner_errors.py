@@ -219,7 +219,7 @@ class Hanging(ScriptedProvider):
         raise AssertionError("not cancelled")
 
 
-def _hanging_runner(deployment_timeout_s: float, deadline_s: float
+def _hanging_runner(deployment_timeout_s: float, deadline_s: float, from_client: bool = True
                     ) -> tuple[Runner, Plan, ExecutionState]:
     """A runner on the real clock (asyncio's timeouts are real) with one hanging deployment."""
     provider = Hanging({})
@@ -229,7 +229,7 @@ def _hanging_runner(deployment_timeout_s: float, deadline_s: float
     runner = Runner({"openai_passthrough": provider}, state, clock=time.perf_counter)
     deployment = dataclasses.replace(_deployment("slow"), timeout_s=deployment_timeout_s)
     plan = Plan(deployments=[deployment], body={"messages": []},
-                deadline=time.perf_counter() + deadline_s)
+                deadline=time.perf_counter() + deadline_s, deadline_from_client=from_client)
     return runner, plan, state
 
 
@@ -244,6 +244,19 @@ async def test_attempt_cut_by_the_request_deadline_spares_the_breaker() -> None:
     assert [a.outcome for a in attempts] == ["failed"]
     health = state.breakers.snapshot().deployments[0]
     assert health.window_failures == 0 and health.consecutive_failures == 0
+
+
+async def test_a_hang_cut_by_the_operators_deadline_counts_against_the_breaker() -> None:
+    """A deadline the operator set (server or task policy timeout) shorter than the deployment's
+    own timeout: a deployment that hangs through it is unhealthy, as with its own timeout (only
+    a client's timeout header spares the breaker)."""
+    runner, plan, state = _hanging_runner(deployment_timeout_s=10.0, deadline_s=0.05,
+                                          from_client=False)
+    with pytest.raises(ProviderTimeoutError) as caught:
+        await runner.complete(plan, [])
+    assert caught.value.code == "first_token_timeout"
+    health = state.breakers.snapshot().deployments[0]
+    assert health.window_failures >= 1 and health.consecutive_failures >= 1
 
 
 async def test_attempt_cut_by_the_deployment_timeout_counts_against_the_breaker() -> None:

@@ -11,16 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.procs import PYTHON
+from tests.support.services import MINIMAL_CONFIG as CONFIG
 
 pytestmark = pytest.mark.integration
 
-CONFIG = """version: 1
-deployments:
-  - {name: d, model: openai/m, adapter: openai_passthrough, api_base: http://127.0.0.1:9/v1,
-     input_price_per_mtok: 1, output_price_per_mtok: 1}
-models: [{name: m, deployments: [d]}]
-routes: {default_model: m}
-"""
 
 
 def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,

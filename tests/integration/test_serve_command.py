@@ -11,15 +11,8 @@ import urllib.request
 from pathlib import Path
 
 from tests.support.procs import PYTHON, ManagedProcess, free_port
+from tests.support.services import MINIMAL_CONFIG as CONFIG
 from tests.support.services import start_router
-
-CONFIG = """version: 1
-deployments:
-  - {name: d, model: openai/m, adapter: openai_passthrough, api_base: http://127.0.0.1:9/v1,
-     input_price_per_mtok: 1, output_price_per_mtok: 1}
-models: [{name: m, deployments: [d]}]
-routes: {default_model: m}
-"""
 
 
 def _serve(tmp_path: Path, config: str, *args: str) -> subprocess.CompletedProcess[str]:

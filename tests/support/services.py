@@ -9,6 +9,15 @@ from typing import Any
 
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
+# One pinned model on an address nothing listens on: for tests of the process, not of routing.
+MINIMAL_CONFIG = """version: 1
+deployments:
+  - {name: d, model: openai/m, adapter: openai_passthrough, api_base: http://127.0.0.1:9/v1,
+     input_price_per_mtok: 1, output_price_per_mtok: 1}
+models: [{name: m, deployments: [d]}]
+routes: {default_model: m}
+"""
+
 
 @dataclass
 class Running:

@@ -17,6 +17,10 @@ Whose fault, by upstream status:
     408, 504             → ProviderTimeoutError;  429 → ProviderRateLimitedError;
     other 5xx            → ProviderUnavailableError
 
+litellm refusing the deployment's own settings before any upstream answered (an unknown
+provider prefix or model string, its budget) is the deployment's fault too: 502, codes
+`deployment_provider_unknown`, `deployment_model_unknown`, `deployment_budget_exceeded`.
+
 Messages reach clients, so each is cut to one clean line (`clean_message`): no traceback, no
 file path, no library class prefix such as `litellm.BadRequestError: OpenAIException - `. The
 original exception stays chained (`raise ... from exc`) and the outcome records our class name.
@@ -52,9 +56,10 @@ _BY_CLASS_NAME: dict[str, type[e.SlorouterError]] = {
     "AuthenticationError": e.ProviderMisconfiguredError,
     "CallerCredentialAuthenticationError": e.ProviderMisconfiguredError,
     "PermissionDeniedError": e.ProviderMisconfiguredError,
-    "BudgetExceededError": e.ProviderRejectedError,
+    "BudgetExceededError": e.ProviderMisconfiguredError,  # litellm's own budget, not the caller's
     "NotFoundError": e.ProviderMisconfiguredError,
-    "ModelNotMappedError": e.ProviderRejectedError,
+    "ModelNotMappedError": e.ProviderMisconfiguredError,  # the deployment's model string
+    "LiteLLMUnknownProvider": e.ProviderMisconfiguredError,  # its provider prefix
     "UnsupportedEndpointError": e.ProviderRejectedError,
     "ZoneInfoNotFoundError": e.ProviderRejectedError,
     "RateLimitError": e.ProviderRateLimitedError,
@@ -87,6 +92,16 @@ _CODE_BY_CLASS_NAME: dict[str, str] = {
     "AuthenticationError": "upstream_auth",
     "PermissionDeniedError": "upstream_permission",
     "NotFoundError": "upstream_not_found",
+}
+
+# litellm failing on the deployment's own settings before any upstream answered: code, why.
+_MISCONFIGURED_LOCALLY: dict[str, tuple[str, str]] = {
+    "LiteLLMUnknownProvider": ("deployment_provider_unknown",
+                               "litellm does not know this deployment's provider"),
+    "ModelNotMappedError": ("deployment_model_unknown",
+                            "litellm cannot map this deployment's model"),
+    "BudgetExceededError": ("deployment_budget_exceeded",
+                            "litellm's budget for this deployment is spent"),
 }
 
 # Upstream statuses that say the deployment (not the request) is wrong: status → code, why.
@@ -173,6 +188,9 @@ def _from_named(target: type[e.SlorouterError], exc: BaseException) -> e.Slorout
     retry_after = _retry_after_of(exc)
     named_code = _first_in_mro(exc, _CODE_BY_CLASS_NAME)
     if target is e.ProviderMisconfiguredError:  # the class says which; else the status does
+        local = _first_in_mro(exc, _MISCONFIGURED_LOCALLY)
+        if local is not None:
+            return e.ProviderMisconfiguredError(local[1], code=local[0])
         by_name = _MISCONFIGURED_BY_CODE.get(named_code or "")
         if by_name is None:
             by_name = status if isinstance(status, int) and status in _MISCONFIGURED else 404

@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from router import errors
+from router.execution.classify_error import AttemptContext, classify
 from router.providers import errors as mapping
 from router.providers.litellm_adapter import exception_classes
 
@@ -207,6 +208,26 @@ def test_litellm_deployment_faults_are_502(name: str, status: int, code: str) ->
     assert isinstance(mapped, errors.ProviderMisconfiguredError)
     assert (mapped.status_code, mapped.code) == (502, code)
     assert "sk-" not in mapped.message
+
+
+@pytest.mark.parametrize(("name", "kwargs", "code"), [
+    ("LiteLLMUnknownProvider", {"model": "acme/m", "custom_llm_provider": "acme"},
+     "deployment_provider_unknown"),
+    ("ModelNotMappedError", {}, "deployment_model_unknown"),
+    ("BudgetExceededError", {"current_cost": 2.0, "max_budget": 1.0},
+     "deployment_budget_exceeded"),
+])
+def test_litellm_configuration_faults_are_the_deployments(name: str, kwargs: dict[str, Any],
+                                                          code: str) -> None:
+    """litellm failing on the deployment's own settings (an unknown provider prefix or model
+    string, its budget) is a 502 counted against that deployment, not the caller's 400."""
+    litellm = _litellm()
+    cls = getattr(litellm, name, None) or getattr(litellm.exceptions, name)
+    exc = cls(**kwargs) if kwargs else cls("model acme/m isn't mapped yet")
+    mapped = mapping.map_exception(exc)
+    assert isinstance(mapped, errors.ProviderMisconfiguredError)
+    assert (mapped.status_code, mapped.code) == (502, code)
+    assert classify(mapped, AttemptContext(False, True, False)).breaker_failure
 
 
 def test_every_litellm_exception_maps_to_a_clean_message() -> None:

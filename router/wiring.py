@@ -215,8 +215,11 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
     providers: dict[AdapterName, Provider] = {"openai_passthrough": PassthroughProvider()}
     if any(d.adapter == "litellm" for d in runtime.deployments.values()):
         # Imported only when used: litellm costs seconds of start-up and about 100 MB.
-        from router.providers.litellm_adapter import LitellmProvider
+        from router.providers.litellm_adapter import LitellmProvider, provider_problems
 
+        problems = provider_problems(runtime.deployments.values())
+        if problems:
+            raise ConfigError(problems)
         providers["litellm"] = LitellmProvider()
     caching = result_caching(config)
     settings = config.telemetry if config.telemetry is not None else telemetry_from_env(environ)

@@ -9,7 +9,7 @@ map: nothing may be fetched from the network at run time.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -20,6 +20,7 @@ import orjson
 
 from router.providers.base import (
     Completion,
+    Deployment,
     StreamEvent,
     UpstreamCall,
     Usage,
@@ -32,6 +33,22 @@ litellm.suppress_debug_info = True
 
 # Body fields that litellm must not forward as provider parameters.
 _NOT_FORWARDED = frozenset({"metadata", "stream", "stream_options", "model"})
+
+
+def provider_problems(deployments: Iterable[Deployment]) -> list[str]:
+    """One line per litellm-adapter deployment whose model string names no provider litellm
+    knows (every call to it would fail): reported at start-up, not on the first request."""
+    problems = []
+    for deployment in deployments:
+        if deployment.adapter != "litellm":
+            continue
+        try:
+            litellm.get_llm_provider(deployment.model, api_base=deployment.api_base)
+        except Exception:  # litellm raises its BadRequestError for an unknown provider
+            problems.append(f"deployments.{deployment.name}: litellm cannot tell the provider of "
+                            f"model {deployment.model!r}; write it as provider/model, e.g. "
+                            f"openai/{deployment.model.split('/')[-1]}")
+    return problems
 
 
 def exception_classes() -> list[type[BaseException]]:

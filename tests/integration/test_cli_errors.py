@@ -68,6 +68,14 @@ def test_an_unusable_cache_directory_is_a_config_error(tmp_path: Path, kind: str
              "server.cache.directory")
 
 
+def test_a_litellm_model_without_a_known_provider_stops_start_up(tmp_path: Path) -> None:
+    """Every call to it would fail: said at start-up, naming the deployment."""
+    config = _config(tmp_path, CONFIG.replace("adapter: openai_passthrough",
+                                              "adapter: litellm").replace("openai/m", "acme-m"))
+    _refused(_run(tmp_path, "serve", "--config", config, "--port", "1"),
+             "deployments.d", "acme-m")
+
+
 def test_a_bad_telemetry_variable_is_a_config_error(tmp_path: Path) -> None:
     config = _config(tmp_path, CONFIG)
     _refused(_run(tmp_path, "serve", "--config", config, "--port", "1",

@@ -65,7 +65,10 @@ class _Choice:
                 _merge_tool(tool, delta)
 
     def as_json(self, index: int) -> dict[str, object]:
-        message: dict[str, object] = {"role": self.role, "content": self.texts.get("content")}
+        content = self.texts.get("content")
+        if content == "" and (self.tools or self.function_call is not None):
+            content = None  # a tool-call answer's content is null, however a stream spelled it
+        message: dict[str, object] = {"role": self.role, "content": content}
         message.update({k: v for k, v in self.texts.items() if k != "content"})
         if self.tools:
             message["tool_calls"] = [self.tools[i].as_json() for i in sorted(self.tools)]

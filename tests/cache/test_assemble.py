@@ -31,6 +31,27 @@ def test_assembled_stream_equals_the_original_completion() -> None:
     check_completion(assembler.completion_body())
 
 
+def test_a_tool_call_answer_streamed_with_empty_content_deltas_has_null_content() -> None:
+    """Some providers (through litellm) send `"content": ""` beside tool-call deltas; the
+    assembled answer has `content: null`, as a non-streamed tool-call answer does. An empty
+    text answer with no tool call keeps its empty string."""
+    assembler = StreamAssembler()
+    header = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    call = {"index": 0, "id": "call_1", "type": "function",
+            "function": {"name": "f", "arguments": "{}"}}
+    for delta, finish in (({"role": "assistant", "content": ""}, None),
+                          ({"content": "", "tool_calls": [call]}, None),
+                          ({}, "tool_calls")):
+        assembler.add({**header, "choices": [{"index": 0, "delta": delta,
+                                              "finish_reason": finish}]})
+    message = orjson.loads(assembler.completion_body())["choices"][0]["message"]
+    assert message["content"] is None and message["tool_calls"][0]["function"]["name"] == "f"
+    plain = StreamAssembler()
+    for delta, finish in (({"role": "assistant", "content": ""}, None), ({}, "stop")):
+        plain.add({**header, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    assert orjson.loads(plain.completion_body())["choices"][0]["message"]["content"] == ""
+
+
 def test_cut_stream_does_not_assemble() -> None:
     """A stream that stops before its finish_reason raises NotCacheable('unfinished')."""
     assembler = StreamAssembler()

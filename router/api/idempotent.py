@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from starlette.responses import Response
 
 from router.api.replay import body_response
@@ -23,8 +22,8 @@ from router.idempotency import (
     Lease,
     Replay,
     StoredResponse,
-    body_fingerprint,
     error_response,
+    json_fingerprint,
     validate_key,
 )
 
@@ -63,7 +62,7 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], tenant: str
                                code="idempotency_key_required")
         return None
     asked = {k: v for k, v in raw.items() if k not in DELIVERY_FIELDS}
-    fingerprint = body_fingerprint(orjson.dumps(asked, option=orjson.OPT_SORT_KEYS))
+    fingerprint = json_fingerprint(asked)
     result = await store.claim(tenant, validate_key(key), fingerprint, wait_s=wait_s,
                                lease_s=lease_s)
     return result if isinstance(result, Replay) else Claimed(store, result)

@@ -93,10 +93,14 @@ def scope_of(tenant: str, key: str) -> str:
 def body_fingerprint(body: bytes) -> str:
     """The SHA-256 of the body, canonicalised (sorted keys) when it is JSON."""
     try:
-        canonical = orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
+        return json_fingerprint(orjson.loads(body))
     except orjson.JSONDecodeError:
-        canonical = body
-    return hashlib.sha256(canonical).hexdigest()
+        return hashlib.sha256(body).hexdigest()
+
+
+def json_fingerprint(value: object) -> str:
+    """`body_fingerprint` of an already parsed JSON value (no second parse)."""
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def replayable_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:

@@ -38,19 +38,23 @@ class PriceTable:
 
     def prices(self, model: str) -> tuple[float, float] | None:
         """(input, output) USD per 1M tokens, if the table knows the model."""
-        for key in (model, model.split("/", 1)[-1]):
-            row = self._rows.get(key)
-            if row and "input_cost_per_token" in row:
-                return (float(row["input_cost_per_token"]) * 1e6,
-                        float(row.get("output_cost_per_token", 0.0)) * 1e6)
-        return None
+        row = self._row_with(model, "input_cost_per_token")
+        if row is None:
+            return None
+        return (float(row["input_cost_per_token"]) * 1e6,
+                float(row.get("output_cost_per_token") or 0.0) * 1e6)
 
     def cached_input_price(self, model: str) -> float | None:
         """USD per 1M prompt tokens read from the provider's prompt cache, if known."""
+        row = self._row_with(model, "cache_read_input_token_cost")
+        return None if row is None else float(row["cache_read_input_token_cost"]) * 1e6
+
+    def _row_with(self, model: str, field: str) -> Mapping[str, Any] | None:
+        """The row of `model` (as written, else without its provider prefix) that has `field`."""
         for key in (model, model.split("/", 1)[-1]):
             row = self._rows.get(key)
-            if row and row.get("cache_read_input_token_cost") is not None:
-                return float(row["cache_read_input_token_cost"]) * 1e6
+            if row and row.get(field) is not None:
+                return row
         return None
 
 

@@ -50,6 +50,14 @@ def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str
     decision, labels = prepared.decision, prepared.labels
     model = decision.requested if decision.pinned else (
         f"{decision.requested}:{labels.task}:{labels.risk}")
+    assignment = prepared.assignment
+    if assignment is not None:
+        # Each arm of an experiment keeps its own answers: a hit is then always its own route's
+        # answer, and every arm gains from the cache alike (a shared entry would serve one arm
+        # another's answers and record them as its own outcomes). A degraded arm (its model
+        # could not serve; the policy's route did) is kept apart from the arm proper.
+        degraded = assignment.route.startswith("model:") and not decision.restricted
+        model += f"@{assignment.experiment}/{assignment.arm}{'~degraded' if degraded else ''}"
     return CacheScope(tenant=principal.tenant, scopes=frozenset(principal.scopes),
                       locale=headers.get("accept-language", ""),
                       policy_version=decision.policy_version, models=frozenset({model}),

@@ -21,7 +21,7 @@ import numpy as np
 from policies.experiments import Assigner, Assignment, ExperimentSpec, UnitIds
 from policies.labels import Task
 from router.experiments.monitor import enforce_guardrails, halted_arms, report_from_store
-from router.experiments.outcomes import Exposure, OutcomeStore, submit_feedback
+from router.experiments.outcomes import Exposure, OutcomeStore, exposure_key, submit_feedback
 from router.experiments.outcomes import Outcome as ArmOutcome
 from router.logs import event
 from router.outcomes import Outcome
@@ -50,7 +50,7 @@ class Experiments:
             return None
         found = self._assigner.assign(task, units, self._clock(), self._halted)
         if found is not None:
-            self._spawn(self._store.expose(units.request,
+            self._spawn(self._store.expose(exposure_key(units.tenant, units.request),
                                            Exposure(found.experiment, found.arm)))
         return found
 
@@ -69,7 +69,8 @@ class Experiments:
         # An arm whose route could not serve (its model unavailable) was answered by control's
         # route; for the experiment that is the arm failing, so its guardrails can stop it.
         arm_outcome = ArmOutcome(
-            experiment=outcome.experiment, arm=outcome.arm, request_id=outcome.request_id,
+            experiment=outcome.experiment, arm=outcome.arm,
+            request_id=exposure_key(outcome.tenant, outcome.request_id),
             error=outcome.status >= 500 or outcome.status == 429 or outcome.arm_degraded,
             ttft_ms=ttft * 1e3 if ttft is not None else None,
             tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None and e2e is not None
@@ -78,11 +79,13 @@ class Experiments:
             cost_usd=None if outcome.arm_degraded else outcome.cost_usd)
         self._spawn(self._store.record(arm_outcome))
 
-    async def feedback(self, request_id: str, metric: str, value: float) -> dict[str, Any]:
+    async def feedback(self, tenant: str, request_id: str, metric: str,
+                       value: float) -> dict[str, Any]:
+        """Feedback on one of `tenant`'s own requests (another tenant's ids are unknown here)."""
         if self._pending:  # exposures of requests answered a moment ago may still be in flight
             await asyncio.gather(*self._pending, return_exceptions=True)
-        exposure, recorded = await submit_feedback(self._store, self._specs, request_id, metric,
-                                                   value)
+        exposure, recorded = await submit_feedback(self._store, self._specs, tenant, request_id,
+                                                   metric, value)
         return {"request_id": request_id, "experiment": exposure.experiment,
                 "arm": exposure.arm, "metric": metric, "recorded": recorded}
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cache.prefix import prompt_cache_key
 from policies.eligibility import RequestFacts
 from policies.experiments import Assignment, UnitIds
 from policies.labels import RISKS, TASKS, Risk, Task
@@ -150,9 +151,15 @@ def is_side_effecting(labels: Labels) -> bool:
     return labels.task == "action" or "side_effects" in labels.signals
 
 
-def upstream_body(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """What the provider receives: the client's body as sent, minus the router's own fields."""
-    return {key: value for key, value in raw.items() if key not in _ROUTER_FIELDS}
+def upstream_body(raw: Mapping[str, Any], tenant: str) -> dict[str, Any]:
+    """What the provider receives: the client's body as sent, minus the router's own fields,
+    with a client's own `prompt_cache_key` kept within its tenant (hashed with it), so that two
+    tenants choosing the same key never share a provider cache bucket."""
+    body = {key: value for key, value in raw.items() if key not in _ROUTER_FIELDS}
+    chosen = body.get("prompt_cache_key")
+    if isinstance(chosen, str):
+        body["prompt_cache_key"] = prompt_cache_key(tenant, f"client\x00{chosen}")
+    return body
 
 
 class ChatPipeline:
@@ -197,7 +204,7 @@ class ChatPipeline:
             since = arrived_at if arrived_at is not None else started
             deadline = min(deadline, since + policy.timeout_s)
         side_effecting = is_side_effecting(labels)
-        body = upstream_body(raw)
+        body = upstream_body(raw, caller.tenant)
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
                     side_effecting=side_effecting, bodies=marked_bodies(body, caller.tenant),
                     prompt_tokens=facts.prompt_tokens,

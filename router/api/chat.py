@@ -161,12 +161,20 @@ class ChatHandler:
         if isinstance(claimed, Replay):
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers)
         looked_up = self._clock()
-        cache_plan = self._caching.plan(prepared, principal, received, raw)
-        found = await self._caching.lookup(cache_plan, prepared)
+        try:
+            cache_plan = self._caching.plan(prepared, principal, received, raw)
+            found = await self._caching.lookup(cache_plan, prepared)
+        except BaseException as exc:
+            if claimed is not None:
+                await claimed.failed(exc)
+            raise
         outcome.steps.append(("cache", looked_up, self._clock()))
         outcome.cache = headers["x-slorouter-cache"] = found.status
         if found.entry is not None:
-            return self._from_cache(found.entry, prepared, outcome, headers, include_usage)
+            response = self._from_cache(found.entry, prepared, outcome, headers, include_usage)
+            if claimed is not None:  # duplicates replay this answer, as after an upstream one
+                await claimed.succeeded(found.entry.body, headers)
+            return response
         settle = Settle(claimed, self._caching, cache_plan, headers)
         if chat.stream:
             return await self._stream(request, prepared, outcome, headers, held, settle,

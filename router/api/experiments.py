@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -24,13 +24,13 @@ class FeedbackBody(BaseModel):
 
     request_id: str = Field(min_length=1, max_length=128)
     metric: str = Field(min_length=1, max_length=64)
-    value: float
+    value: StrictFloat  # a JSON number: "5" and true are refused, as in the chat schema
 
 
 def feedback_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoint:
     async def feedback(request: Request) -> Response:
         try:
-            authenticate(request.headers.get("authorization"), config.principals)
+            principal = authenticate(request.headers.get("authorization"), config.principals)
             raw = await read_json(request, 64 * 1024)
             try:
                 body = FeedbackBody.model_validate(raw)
@@ -39,7 +39,8 @@ def feedback_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoi
                 param = ".".join(str(p) for p in first["loc"])
                 raise RequestError(f"invalid feedback: {param}: {first['msg']}", param=param,
                                    code="invalid_value") from None
-            result = await experiments.feedback(body.request_id, body.metric, body.value)
+            result = await experiments.feedback(principal.tenant, body.request_id, body.metric,
+                                                body.value)
         except Exception as exc:
             return error_response(exc)
         return Response(orjson.dumps(result), media_type="application/json")

@@ -3,8 +3,10 @@
 A request with `Idempotency-Key` (scoped per tenant) claims the key: the first one runs, a
 duplicate in flight waits for it, a duplicate after completion gets the stored answer (replayed
 as SSE when it streams, whether or not the first one did), and the same key with another body
-(`stream` and `stream_options` aside) is a 422. An unknown commit is
-stored as its 504 so nothing runs twice; any other failure releases the key for a retry.
+(`stream` and `stream_options` aside) or other routing hints, data version or locale headers is
+a 422. An answer from the result cache completes the claim as an upstream one does. An unknown
+commit is stored as its 504 so nothing runs twice; any other failure releases the key for a
+retry.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from starlette.responses import Response
 
 from router.api.replay import body_response
+from router.caching import DATA_VERSION_HEADER
 from router.errors import RequestError, SlorouterError, UnknownCommitError
 from router.idempotency import (
     IdempotencyStore,
@@ -31,6 +34,10 @@ HEADER = "idempotency-key"
 # How an answer is delivered is not part of what was asked: a duplicate may stream or not, and
 # gets the stored answer either way.
 DELIVERY_FIELDS = frozenset({"stream", "stream_options"})
+# Headers that change what is asked (the routing hints, the version of the documents behind the
+# answer, the locale that scopes who may read it) are part of the request as the body is; those
+# that change only how it is served (priority, timeout, session) are not.
+ASKED_HEADERS = ("x-slorouter-task", "x-slorouter-risk", DATA_VERSION_HEADER, "accept-language")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +68,10 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], tenant: str
                                "requests with side effects", param="Idempotency-Key",
                                code="idempotency_key_required")
         return None
-    asked = {k: v for k, v in raw.items() if k not in DELIVERY_FIELDS}
-    fingerprint = json_fingerprint(asked)
+    asked: dict[str, Any] = {k: v for k, v in raw.items() if k not in DELIVERY_FIELDS}
+    hinted = {name: headers[name] for name in ASKED_HEADERS if name in headers}
+    # Without such headers the fingerprint is the body's alone (as before they counted).
+    fingerprint = json_fingerprint({"body": asked, "headers": hinted} if hinted else asked)
     result = await store.claim(tenant, validate_key(key), fingerprint, wait_s=wait_s,
                                lease_s=lease_s)
     return result if isinstance(result, Replay) else Claimed(store, result)

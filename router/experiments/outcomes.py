@@ -213,9 +213,18 @@ def validate_feedback(
     )
 
 
+def exposure_key(tenant: str | None, request_id: str) -> str:
+    """Where a request's arm is remembered: its id within its tenant's namespace, so feedback is
+    taken only from the tenant that made the request, and two tenants sending the same
+    `x-request-id` never overwrite each other's exposure. Length-prefixed: unambiguous."""
+    owner = tenant or ""
+    return f"{len(owner)}:{owner}:{request_id}"
+
+
 async def submit_feedback(
     store: OutcomeStore,
     specs: Mapping[str, ExperimentSpec],
+    tenant: str | None,
     request_id: str,
     metric: str,
     value: float,
@@ -223,16 +232,19 @@ async def submit_feedback(
     """`POST /v1/feedback`: find the request's arm, validate, record.
 
     Returns the exposure and whether the value was recorded (False: duplicate, ignored).
-    Raises `NotFoundError` when the request id is unknown or not in a configured experiment.
+    Raises `NotFoundError` when `tenant` made no request with that id (another tenant's ids are
+    not found), or it is in no configured experiment.
     """
-    exposure = await store.exposure(request_id)
+    key = exposure_key(tenant, request_id)
+    exposure = await store.exposure(key)
     spec = specs.get(exposure.experiment) if exposure is not None else None
     if exposure is None or spec is None:
         raise NotFoundError(
-            f"request {request_id!r} is not part of a running experiment (or has expired)",
+            f"request {request_id!r} is not one of yours in a running experiment (or has "
+            "expired)",
             param="request_id", code="unknown_request",
         )
-    feedback = validate_feedback(spec, request_id, metric, value)
+    feedback = validate_feedback(spec, key, metric, value)
     return exposure, await store.record_feedback(exposure, feedback)
 
 

@@ -15,6 +15,7 @@ from router.experiments.outcomes import (
     MemoryOutcomeStore,
     Outcome,
     analysis_value,
+    exposure_key,
     submit_feedback,
     validate_feedback,
 )
@@ -51,18 +52,46 @@ async def test_feedback_for_an_unknown_request_is_not_found() -> None:
     """Feedback for a request id the store never saw raises NotFoundError (404)."""
     store = MemoryOutcomeStore(random.Random(0))
     with pytest.raises(NotFoundError):
-        await submit_feedback(store, {SPEC.name: SPEC}, "ghost", "rating", 3.0)
+        await submit_feedback(store, {SPEC.name: SPEC}, "acme", "ghost", "rating", 3.0)
 
 
 async def test_feedback_lands_on_the_requests_arm_once() -> None:
     """Feedback finds its arm through the request id; a second value is ignored."""
     store = MemoryOutcomeStore(random.Random(0))
-    await store.record(Outcome(SPEC.name, "cheap", "req-1", error=False, ttft_ms=100.0))
-    exposure, recorded = await submit_feedback(store, {SPEC.name: SPEC}, "req-1", "rating", 4.0)
-    _, again = await submit_feedback(store, {SPEC.name: SPEC}, "req-1", "rating", 1.0)
+    await store.record(Outcome(SPEC.name, "cheap", exposure_key("acme", "req-1"), error=False,
+                               ttft_ms=100.0))
+    specs = {SPEC.name: SPEC}
+    exposure, recorded = await submit_feedback(store, specs, "acme", "req-1", "rating", 4.0)
+    _, again = await submit_feedback(store, specs, "acme", "req-1", "rating", 1.0)
     samples = (await store.snapshot(SPEC.name)).arm("cheap").samples("rating")
     assert (exposure.arm, recorded, again) == ("cheap", True, False)
     assert (samples.count, samples.mean) == (1, 4.0)
+
+
+async def test_feedback_is_taken_only_from_the_tenant_that_made_the_request() -> None:
+    """Another tenant cannot find (so neither read the arm of nor pre-empt the owner's value
+    on) a request, and two tenants' requests with the same id keep their own arms."""
+    store = MemoryOutcomeStore(random.Random(0))
+    specs = {SPEC.name: SPEC}
+    await store.record(Outcome(SPEC.name, "cheap", exposure_key("acme", "req-1"), error=False))
+    await store.record(Outcome(SPEC.name, "control", exposure_key("globex", "req-1"),
+                               error=False))
+    with pytest.raises(NotFoundError):
+        await submit_feedback(store, specs, "initech", "req-1", "rating", 5.0)
+    acme, acme_recorded = await submit_feedback(store, specs, "acme", "req-1", "rating", 4.0)
+    globex, globex_recorded = await submit_feedback(store, specs, "globex", "req-1", "rating",
+                                                    2.0)
+    snapshot = await store.snapshot(SPEC.name)
+    assert (acme.arm, globex.arm, acme_recorded, globex_recorded) == ("cheap", "control", True,
+                                                                      True)
+    assert snapshot.arm("cheap").samples("rating").mean == 4.0
+    assert snapshot.arm("control").samples("rating").mean == 2.0
+
+
+def test_exposure_keys_of_different_tenants_never_collide() -> None:
+    """Length-prefixed: no tenant and id pair spells another pair's key."""
+    assert exposure_key("a:b", "c") != exposure_key("a", "b:c")
+    assert exposure_key(None, "x") == exposure_key("", "x")
 
 
 async def test_counts_are_exact_while_reservoir_and_window_stay_bounded() -> None:

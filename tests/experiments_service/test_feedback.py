@@ -161,6 +161,8 @@ def test_unknown_or_unexposed_request_id_is_a_404(served: Served, gateway: Runni
 @pytest.mark.parametrize(("body", "param"), [
     ({"request_id": "x", "metric": "rating"}, "value"),
     ({"request_id": "x", "metric": "rating", "value": "high"}, "value"),
+    ({"request_id": "x", "metric": "rating", "value": "5"}, "value"),
+    ({"request_id": "x", "metric": "thumbs_up", "value": True}, "value"),
     ({"request_id": "", "metric": "rating", "value": 3}, "request_id"),
     ({"request_id": "x", "metric": "rating", "value": 3, "comment": "nice"}, "comment"),
     ({"metric": "rating", "value": 3}, "request_id"),

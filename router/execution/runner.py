@@ -336,7 +336,8 @@ class Runner:
         body = plan.bodies.get(deployment.prompt_cache_kind, plan.body)
         headers = {**plan.headers, **propagation_headers(plan.trace, number)}
         return UpstreamCall(deployment=deployment, body=body,
-                            timeout_s=min(remaining, deployment.timeout_s), headers=headers)
+                            timeout_s=min(remaining, deployment.timeout_s), headers=headers,
+                            side_effecting=plan.side_effecting)
 
 
 def _has_content(event: StreamEvent) -> bool:

@@ -92,6 +92,7 @@ class UpstreamCall:
     body: Mapping[str, Any]
     timeout_s: float
     headers: Mapping[str, str] = field(default_factory=dict)
+    side_effecting: bool = False  # must not reach the upstream twice (no silent re-send)
 
 
 @dataclass(frozen=True, slots=True)

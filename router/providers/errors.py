@@ -39,7 +39,7 @@ import aiohttp
 import orjson
 
 from router import errors as e
-from router.providers.http1 import ResponseBroken, UpstreamUnreachable
+from router.providers.http1 import ResponseBroken, UpstreamDropped, UpstreamUnreachable
 
 # Most specific names first: the first name found in an exception's MRO wins.
 _BY_CLASS_NAME: dict[str, type[e.SlorouterError]] = {
@@ -164,6 +164,10 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
     if isinstance(exc, ResponseBroken):
         return e.ProviderError(f"upstream stream broke: {clean_message(str(exc))}",
                                code="upstream_stream_cut")
+    if isinstance(exc, UpstreamDropped):
+        # Sent, then dropped unanswered: unlike a refused connection, it may have been acted on.
+        return e.ProviderError("upstream closed the connection before answering",
+                               code="upstream_dropped")
     if isinstance(exc, UpstreamUnreachable):
         return e.ProviderUnavailableError(f"upstream unreachable: {clean_message(str(exc))}",
                                           code="upstream_unavailable")
@@ -176,10 +180,33 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
         return e.ProviderRejectedError(
             "the request could not be prepared for the provider: "
             f"{_message_of(exc) or 'invalid request'}", code="adapter_rejected")
+    if maybe_received(exc):
+        return e.ProviderError(
+            f"upstream call failed: {_message_of(exc) or 'connection error'}",
+            code="upstream_connection_error")
     target = _first_in_mro(exc, _BY_CLASS_NAME)
     if target is not None:
         return _from_named(target, exc)
     return e.ProviderError(f"upstream failed: {type(exc).__name__}", code="upstream_error")
+
+
+# Transport failures while opening a connection: the request never left.
+_WHILE_CONNECTING = frozenset({
+    "ConnectError", "ConnectTimeout", "ClientConnectorError", "ClientConnectorDNSError",
+    "ClientConnectorCertificateError", "ConnectionRefusedError", "gaierror",
+})
+
+
+def maybe_received(exc: BaseException) -> bool:
+    """A connection error (litellm's, or one litellm wraps as another class, such as its
+    `InternalServerError` over the SDK's `APIConnectionError` for a dropped connection) that
+    did not happen while connecting: the provider may have received the request, so it is a
+    `ProviderError` (a side-effecting request is then not retried), not the explicit refusal
+    that `ProviderUnavailableError` means."""
+    names = {klass.__name__ for link in (exc, *_causes(exc)) for klass in type(link).__mro__}
+    if "APIConnectionError" not in names or names & {"APITimeoutError", "Timeout"}:
+        return False
+    return not names & _WHILE_CONNECTING
 
 
 def _from_named(target: type[e.SlorouterError], exc: BaseException) -> e.SlorouterError:

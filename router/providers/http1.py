@@ -42,6 +42,11 @@ class UpstreamUnreachable(HttpClientError):
     """No connection, or the connection closed before the answer's status line."""
 
 
+class UpstreamDropped(UpstreamUnreachable):
+    """The connection closed after the request was sent, before any of the answer: the upstream
+    may have received (and acted on) the request."""
+
+
 class ResponseBroken(HttpClientError):
     """The answer stopped or went malformed after it had started."""
 
@@ -163,7 +168,7 @@ class _Connection(asyncio.Protocol):
         if exchange is not None and not exchange.complete:
             self._fail(ResponseBroken("upstream closed the connection mid-answer")
                        if exchange.status else
-                       UpstreamUnreachable("upstream closed the connection before answering"))
+                       UpstreamDropped("upstream closed the connection before answering"))
         self._pool.forget(self)
 
     # --- httptools callbacks ------------------------------------------------------------------
@@ -242,11 +247,12 @@ class _OriginPool:
         self._open: set[_Connection] = set()
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    async def acquire(self, connect_timeout_s: float) -> tuple[_Connection, bool]:
-        """A connection to send on, and whether it was reused."""
+    async def acquire(self, connect_timeout_s: float,
+                      fresh: bool = False) -> tuple[_Connection, bool]:
+        """A connection to send on, and whether it was reused (never, when `fresh`)."""
         while True:
             now = time.monotonic()
-            while self._idle:
+            while self._idle and not fresh:
                 connection = self._idle.pop()
                 if not connection.closed and now - connection.idle_since < self._idle_timeout_s:
                     return connection, True
@@ -388,16 +394,22 @@ class Http1Client:
         return pool
 
     async def post(self, target: Target, head: bytes, body: bytes,
-                   connect_timeout_s: float) -> Response:
-        """Send `head` + `body` and wait for the answer's status line and headers."""
+                   connect_timeout_s: float, resendable: bool = True) -> Response:
+        """Send `head` + `body` and wait for the answer's status line and headers.
+
+        A reused keep-alive connection that closes before any of the answer is most likely one
+        the server had closed while idle, so the request is sent again on a new connection. But
+        it may also have been received and dropped: a request that must not run twice
+        (`resendable=False`, a side effect) goes out on a new connection and is never re-sent;
+        a drop then raises `UpstreamDropped` (the outcome is unknown)."""
         pool = self._pool(target)
         for attempt in (0, 1):
-            connection, reused = await pool.acquire(connect_timeout_s)
+            connection, reused = await pool.acquire(connect_timeout_s, fresh=not resendable)
             exchange = connection.send(head, body)
             try:
                 await exchange.until(_has_head)
             except UpstreamUnreachable:
-                if reused and attempt == 0 and not exchange.received_any:
+                if resendable and reused and attempt == 0 and not exchange.received_any:
                     continue  # a keep-alive connection the server had closed: never saw this
                 raise
             except BaseException:

@@ -61,7 +61,8 @@ class PassthroughProvider:
     async def _post(self, call: UpstreamCall, stream: bool) -> Response:
         target, head, data = self._request(call, stream)
         response = await self._client.post(target, head, data,
-                                           call.deployment.connect_timeout_s)
+                                           call.deployment.connect_timeout_s,
+                                           resendable=not call.side_effecting)
         if response.status >= 400:
             raise _status_error(response.status, await response.read(), response.headers)
         return response

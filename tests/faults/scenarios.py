@@ -355,6 +355,7 @@ FAULT_MODELS: dict[str, dict[str, object]] = {
     "cut-eof": steady(20, 30, cut_rate=1.0, cut_after_chunks=3, cut_mode="eof"),
     "cut-backup": steady(20, 30),
     "act": steady(300),
+    "act-drop": steady(20, cut_rate=1.0, cut_mode="abort"),  # takes the request, drops it
     "capacity": steady(400),
     "tail": heavy_tail(100),
     "calm": steady(100),

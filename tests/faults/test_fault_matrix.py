@@ -58,6 +58,7 @@ DEPS = [
     Dep("pt-cut-eof", "cut-eof"), Dep("ll-cut-eof", "cut-eof", "litellm"),
     Dep("cut-backup", "cut-backup"),
     Dep("act", "act"),
+    Dep("pt-act-drop", "act-drop"), Dep("ll-act-drop", "act-drop", "litellm"),
 ]
 CUT_MODELS = ["pt-cut-abort", "ll-cut-abort", "pt-cut-eof", "ll-cut-eof"]
 MODELS: dict[str, list[str]] = {
@@ -67,6 +68,8 @@ MODELS: dict[str, list[str]] = {
     "throttled-solo": ["limited-solo"],
     **{name: [name, "cut-backup"] for name in CUT_MODELS},
     "act": ["act"],
+    "pt-act-drop": ["pt-act-drop"],
+    "ll-act-drop": ["ll-act-drop"],
 }
 RELIABILITY = f"""    breaker:
       cool_down_s: {COOL_DOWN_S}"""
@@ -293,3 +296,18 @@ def test_reusing_an_idempotency_key_with_another_body_is_a_422(
     other = run(_one(gateway.base_url, Call(chat_body("auto"), headers)))
     assert first.status == 200
     assert (other.status, other.error_code) == (422, "idempotency_key_reuse")
+
+
+@pytest.mark.parametrize("model", ["pt-act-drop", "ll-act-drop"])
+def test_an_action_whose_upstream_drops_the_connection_unanswered_runs_once(
+        gateway: Running, counters: SimCounters, model: str) -> None:
+    """The upstream takes an action and closes the connection without answering: it may have
+    acted, so the client gets 504 `unknown_commit` after exactly one upstream call (no silent
+    re-send on a new connection, no retry), with both adapters. The pool holds an idle
+    keep-alive connection to the simulator first, as it does in service."""
+    assert post(gateway, "act").ok
+    before = counters.value("act-drop")
+    shot = post(gateway, model, {"x-slorouter-task": "action",
+                                 "idempotency-key": f"faults-{uuid.uuid4()}"})
+    assert (shot.status, shot.error_code) == (504, "unknown_commit")
+    assert counters.value("act-drop") - before == 1

@@ -250,13 +250,67 @@ def test_every_litellm_exception_maps_to_a_clean_message() -> None:
     assert built >= 15
 
 
-def test_api_connection_error_without_a_local_cause_still_counts_as_unavailable() -> None:
-    """An APIConnectionError that does not prove a local failure keeps today's meaning."""
+def test_a_connection_error_not_raised_while_connecting_may_have_been_received() -> None:
+    """An APIConnectionError with no sign of a failure while connecting (the request may have
+    reached the provider): a `ProviderError`, retried when harmless, never for a side effect."""
     litellm = _litellm()
     exc = litellm.APIConnectionError("no route", llm_provider="openai", model="m")
     mapped = mapping.map_exception(exc)
-    assert isinstance(mapped, errors.ProviderUnavailableError)
+    assert type(mapped) is errors.ProviderError and mapped.code == "upstream_connection_error"
     assert not mapping.raised_before_sending(exc)
+    assert classify(mapped, AttemptContext(False, True, False)).action == "retry"
+    assert classify(mapped, AttemptContext(True, True, False)).action == "unknown_commit"
+
+
+def _chained(top: BaseException, *causes: BaseException) -> BaseException:
+    link = top
+    for cause in causes:
+        link.__cause__ = cause
+        link = cause
+    return top
+
+
+def test_a_dropped_connection_that_litellm_calls_a_server_error_may_have_been_received() -> None:
+    """litellm reports a connection the server dropped as its `InternalServerError` over the
+    SDK's `APIConnectionError`: not an answer that says the provider did not act."""
+    import openai
+
+    litellm = _litellm()
+    request = httpx.Request("POST", "http://upstream/v1/chat/completions")
+    dropped = _chained(
+        litellm.InternalServerError("Connection error.", llm_provider="openai", model="m"),
+        openai.APIConnectionError(request=request),
+        httpx.ReadError("Server disconnected"))
+    mapped = mapping.map_exception(dropped)
+    assert type(mapped) is errors.ProviderError
+    assert classify(mapped, AttemptContext(True, True, False)).action == "unknown_commit"
+
+
+def test_a_connection_refused_is_unavailable_and_safe_to_retry_even_for_a_side_effect() -> None:
+    """Failing while connecting, the request never left: unavailable, retried."""
+    import openai
+
+    litellm = _litellm()
+    request = httpx.Request("POST", "http://upstream/v1/chat/completions")
+    refused = _chained(
+        litellm.APIConnectionError("Connection error.", llm_provider="openai", model="m"),
+        openai.APIConnectionError(request=request), httpx.ConnectError("refused"))
+    mapped = mapping.map_exception(refused)
+    assert isinstance(mapped, errors.ProviderUnavailableError)
+    assert classify(mapped, AttemptContext(True, True, False)).action == "retry"
+
+
+def test_the_pass_through_clients_drop_after_sending_is_not_a_refusal() -> None:
+    """`UpstreamDropped` (sent, closed unanswered) against `UpstreamUnreachable` (no
+    connection): only the second is safe to retry for a side effect."""
+    from router.providers.http1 import UpstreamDropped, UpstreamUnreachable
+
+    dropped = mapping.map_exception(UpstreamDropped("closed before answering"))
+    refused = mapping.map_exception(UpstreamUnreachable("cannot connect"))
+    assert (dropped.code, type(dropped)) == ("upstream_dropped", errors.ProviderError)
+    assert isinstance(refused, errors.ProviderUnavailableError)
+    assert classify(dropped, AttemptContext(True, True, False)).action == "unknown_commit"
+    assert classify(refused, AttemptContext(True, True, False)).action == "retry"
 
 
 async def _raised_by_litellm(**kwargs: Any) -> BaseException:
@@ -294,6 +348,8 @@ async def test_litellm_connection_refused_counts_against_the_deployment() -> Non
     assert not mapping.raised_before_sending(exc)
     mapped = mapping.map_exception(exc)
     assert isinstance(mapped, errors.ProviderUnavailableError)
+    assert classify(mapped, AttemptContext(False, True, False)).breaker_failure
+    assert classify(mapped, AttemptContext(True, True, False)).action == "retry"  # never sent
     _assert_clean(mapped.message)
 
 
@@ -317,11 +373,13 @@ async def malformed_anthropic() -> AsyncIterator[str]:
 async def test_litellm_failing_on_a_malformed_answer_still_counts(malformed_anthropic: str
                                                                   ) -> None:
     """litellm raises the same APIConnectionError(KeyError) for an answer it cannot parse;
-    that one came back from the provider, so it stays a transport-class failure."""
+    that one came back from the provider, so it stays a provider failure (counted against the
+    deployment, and not a refusal a side effect could be retried after)."""
     exc = await asyncio.wait_for(_raised_by_litellm(model="anthropic/fast",
                                                     api_base=malformed_anthropic), 30)
     assert type(exc).__name__ == "APIConnectionError"
     assert not mapping.raised_before_sending(exc)
     mapped = mapping.map_exception(exc)
-    assert isinstance(mapped, errors.ProviderUnavailableError)
+    assert type(mapped) is errors.ProviderError
+    assert classify(mapped, AttemptContext(False, True, False)).breaker_failure
     _assert_clean(mapped.message)

@@ -172,7 +172,8 @@ class StatsSink:
                 t_first_token=_shift(attempt.first_content_at, offset),
                 t_last_token=_shift(outcome.last_token_at if won else None, offset),
                 t_end=(end if end is not None else attempt.started_at) + offset,
-                error=attempt.error_class if not won else None)
+                # A won attempt has an error only when its answer broke after it had started.
+                error=attempt.error_class)
             self._store.record(obs)
             self._slo.record_attempt(obs)
         self._record_request(outcome, task, prompt, output, offset)

@@ -85,7 +85,12 @@ class StreamRelay:
     async def finish(self, client_gone: bool) -> None:
         committed, outcome = self._committed, self._outcome
         await close_quietly(committed.tail)
-        committed.release()
+        if self._clean_end:
+            committed.release()
+        elif isinstance(self._error, SlorouterError) and not client_gone:
+            committed.release(self._error)  # the upstream broke after the answer had started
+        else:
+            committed.release(abandoned=True)
         outcome.client_disconnected = client_gone
         outcome.ended_at = self._clock()
         if outcome.completion_tokens is None:

@@ -65,13 +65,24 @@ class Plan:
     deadline_from_client: bool = False
 
 
+class Release(Protocol):
+    """Ends a committed answer: clean by default; `error` when it broke after it had started
+    (a failure of the deployment when the error counts against it); `abandoned` when the
+    client left or the relay failed (no verdict on the deployment)."""
+
+    def __call__(self, error: SlorouterError | None = None, abandoned: bool = False) -> None: ...
+
+
 @dataclass(slots=True)
 class CommittedStream:
     deployment: Deployment
     head: list[StreamEvent]
     tail: ChunkStream[StreamEvent]
     attempts: list[AttemptRecord]
-    release: Callable[[], None] = lambda: None  # the winner's in-flight slot; call once at end
+    # Call once at the end: frees the winner's in-flight slot and gives its breaker the verdict
+    # (`Release`): a stream is judged when it ends, not at its first token, so a deployment
+    # whose answers break after they start is seen failing.
+    release: Release = lambda error=None, abandoned=False: None
 
 
 class AttemptWatch(Protocol):
@@ -249,7 +260,8 @@ class Runner:
                     self._state.breakers.get(pending.deployment).on_abandon()
             raise
         self._won(record)
-        return CommittedStream(deployment, head, events, attempts, self._releaser(record))
+        return CommittedStream(deployment, head, events, attempts,
+                               self._releaser(record, plan.deadline_from_client))
 
     async def _race(self, plan: Plan, attempts: list[AttemptRecord],
                     open_: Callable[[UpstreamCall], EventStream], call: UpstreamCall,
@@ -284,7 +296,7 @@ class Runner:
             self._ended(loser)
         deployment = call.deployment if result.winner == 0 else alternate
         return CommittedStream(deployment, list(result.prefix), result.rest, attempts,
-                               self._releaser(winner))
+                               self._releaser(winner, plan.deadline_from_client))
 
     def _fail_pending(self, attempts: list[AttemptRecord], err: SlorouterError,
                       health: bool = True) -> None:
@@ -301,21 +313,38 @@ class Runner:
     def _ended(self, record: AttemptRecord) -> None:
         self._state.watch.end(record.ticket)
 
-    def _releaser(self, record: AttemptRecord) -> Callable[[], None]:
+    def _releaser(self, record: AttemptRecord, client_deadline: bool) -> Release:
+        """`client_deadline`: the client's own timeout bounds the answer, so a timeout after it
+        started says nothing about the deployment (as for a first token, `_attempt`)."""
         released = False
 
-        def release() -> None:
+        def release(error: SlorouterError | None = None, abandoned: bool = False) -> None:
             nonlocal released
-            if not released:
-                released = True
-                self._ended(record)
+            if released:
+                return
+            released = True
+            self._ended(record)
+            breaker = self._state.breakers.get(record.deployment)
+            if error is None and not abandoned:
+                breaker.on_success()
+            elif error is not None and not abandoned:
+                # The answer broke after it had started (the client got an error event): the
+                # attempt failed after all, for the breaker and the statistics.
+                record.error = error
+                verdict = classify(error, AttemptContext(False, True, False))
+                timed_out = isinstance(error, ProviderTimeoutError)
+                if verdict.breaker_failure and not (timed_out and client_deadline):
+                    breaker.on_failure(verdict.retry_after_s)
+                else:
+                    breaker.on_abandon()
+            else:  # the client left, or our own bug: nothing said about the deployment
+                breaker.on_abandon()
 
         return release
 
     def _won(self, record: AttemptRecord) -> None:
         record.outcome, record.first_content_at = "won", self._clock()
         self._state.watch.first_token(record.ticket)
-        self._state.breakers.get(record.deployment).on_success()
 
     def _failed(self, record: AttemptRecord, err: SlorouterError, health: bool = True) -> None:
         if record.outcome != "pending":

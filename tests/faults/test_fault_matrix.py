@@ -260,6 +260,25 @@ def test_cut_non_streamed_answer_fails_over_before_anything_was_sent(
     assert all(s.ok and s.deployment == "cut-backup" for s in shots), describe(shots)
 
 
+
+@pytest.mark.parametrize("model", ["pt-cut-eof", "ll-cut-abort"])
+def test_a_deployment_whose_streams_break_after_they_start_loses_its_traffic(
+        gateway: Running, counters: SimCounters, model: str) -> None:
+    """Every stream of the cutting deployment breaks after its first content: each counts
+    against it (not as the success its first token looked like), so its breaker opens and the
+    healthy replica serves what follows."""
+    shots: list[Shot] = []
+    while breaker_states(gateway.base_url).get(model) != "open" and len(shots) < 4 * MAX_TRIES:
+        shots.append(post(gateway, model, stream=True))
+    assert breaker_states(gateway.base_url)[model] == "open", describe(shots)
+    broken = [s for s in shots if s.deployment == model]
+    assert broken and all(s.stream_error and s.content_chunks > 0 for s in broken)
+    health = httpx.get(f"{gateway.base_url}/v1/health/deployments", timeout=10).json()
+    mine = next(d for d in health["deployments"] if d["deployment"] == model)
+    assert mine["window_failures"] >= len(broken) > 0
+    after = [post(gateway, model, stream=True) for _ in range(5)]
+    assert all(s.ok and s.deployment == "cut-backup" for s in after), describe(after)
+
 # ------------------------------------------------------------------ idempotency of actions
 
 ACTION_MESSAGES = [{"role": "user", "content": "Book a table for two at 7pm tonight."}]

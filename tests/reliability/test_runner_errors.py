@@ -24,7 +24,7 @@ from router.errors import (
 from router.execution.attempt import AttemptRecord
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
 from router.execution.retry_budget import hedge_budget, retry_budget
-from router.execution.runner import ExecutionState, Plan, Runner
+from router.execution.runner import CommittedStream, ExecutionState, Plan, Runner
 from router.providers.base import Completion, Deployment, StreamEvent, UpstreamCall
 from tests.reliability.fakes import FakeClock
 
@@ -267,3 +267,35 @@ async def test_attempt_cut_by_the_deployment_timeout_counts_against_the_breaker(
     assert caught.value.code == "first_token_timeout"
     health = state.breakers.snapshot().deployments[0]
     assert health.window_failures >= 1 and health.consecutive_failures >= 1
+
+
+async def test_a_stream_is_judged_when_it_ends_not_at_its_first_token() -> None:
+    """A committed stream gives its breaker no verdict until `release`: broken after content is
+    a failure (five open the breaker), clean is a success, the client leaving is neither, and
+    a timeout under the client's own deadline says nothing about the deployment."""
+    clock = FakeClock()
+    runner, _, state = _runner({}, clock)
+    breaker = state.breakers.get("a")
+    broke = ProviderTimeoutError("upstream stream broke", code="upstream_stream_cut")
+
+    async def committed(plan: Plan) -> tuple[list[AttemptRecord], CommittedStream]:
+        attempts: list[AttemptRecord] = []
+        return attempts, await runner.open_stream(plan, attempts)
+
+    attempts, stream = await committed(_plan(clock, "a"))
+    assert breaker.snapshot("a").window_requests == 0  # first token: no verdict yet
+    stream.release(abandoned=True)
+    assert breaker.snapshot("a").window_requests == 0
+    client_bound = dataclasses.replace(_plan(clock, "a"), deadline_from_client=True)
+    _, stream = await committed(client_bound)
+    stream.release(ProviderTimeoutError("deadline", code="upstream_timeout"))
+    assert breaker.snapshot("a").window_failures == 0
+    for _ in range(5):
+        attempts, stream = await committed(_plan(clock, "a"))
+        stream.release(broke)
+        assert attempts[-1].error is broke and attempts[-1].outcome == "won"
+    assert breaker.state() == "open"
+    clock.advance(BreakerPolicy().cool_down_s)
+    _, stream = await committed(_plan(clock, "a"))
+    stream.release()
+    assert breaker.state() == "closed"

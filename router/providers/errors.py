@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import re
+import time
 import traceback
 from collections.abc import Mapping
 from typing import TypeVar
@@ -39,6 +40,7 @@ import aiohttp
 import orjson
 
 from router import errors as e
+from router.execution.backoff import retry_after_from_headers
 from router.providers.http1 import ResponseBroken, UpstreamDropped, UpstreamUnreachable
 
 # Most specific names first: the first name found in an exception's MRO wins.
@@ -146,13 +148,13 @@ def from_body(status: int, raw: bytes, retry_after: float | None = None) -> e.Pr
                        code=code, param=param)
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    if value is None:
+def retry_after_of(headers: Mapping[str, str] | None) -> float | None:
+    """The wait an upstream asked for in its response headers (any case): `retry-after-ms`
+    before `retry-after`, which may be delta-seconds or an HTTP-date."""
+    if not headers:
         return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    return retry_after_from_headers(lowered, time.time())
 
 
 def map_exception(exc: BaseException) -> e.SlorouterError:
@@ -231,7 +233,17 @@ def _from_named(target: type[e.SlorouterError], exc: BaseException) -> e.Slorout
             message = f"upstream returned {status}: {message}"
         return e.ProviderRejectedError(message, param=param,
                                        code=named_code or code or "upstream_rejected")
-    return target(message, code="upstream_error", retry_after=retry_after)
+    return target(message, code=_GENERIC_CODES.get(target, "upstream_error"),
+                  retry_after=retry_after)
+
+
+# The codes the pass-through adapter gives the same failures (`from_status`), so a client sees
+# one code per failure whichever adapter served it.
+_GENERIC_CODES: dict[type[e.SlorouterError], str] = {
+    e.ProviderRateLimitedError: "rate_limited",
+    e.ProviderUnavailableError: "upstream_unavailable",
+    e.ProviderTimeoutError: "upstream_timeout",
+}
 
 
 def _misconfigured(status: int) -> e.ProviderMisconfiguredError:
@@ -302,6 +314,9 @@ _PREFIX = re.compile(
     r"^\s*(?:litellm\.\w+\s*:|(?:[A-Z]\w*)?(?:Error|Exception|Timeout)\s*(?::|-)|LiteLLM:"
     r"|Error code:\s*\d{3}\s*-)\s*")
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+# An exception's repr inside a message (aiohttp: `<TransferEncodingError: 400, message='...'>`):
+# its words are kept, its class name and brackets are not.
+_ERROR_REPR = re.compile(r"<[\w.]*(?:Error|Exception)\b:?\s*([^<>]*)>")
 _LITELLM_NOTES = re.compile(
     r"(?:Handle with `?litellm\.\w+`?\.?|LiteLLM (?:Max )?Retri(?:ed|es):.*"
     r"|Received Model Group=.*|This looks like a bug in LiteLLM.*)$")
@@ -329,7 +344,7 @@ def clean_message(text: str) -> str:
     if message is not None and message != line:
         return clean_message(message)
     line = line[:4 * MAX_MESSAGE_CHARS]  # what is left of it: at most a message's length
-    line = _LITELLM_NOTES.sub("", _OBJECT_REPR.sub("", line))
+    line = _LITELLM_NOTES.sub("", _ERROR_REPR.sub(r"\1", _OBJECT_REPR.sub("", line)))
     line = _FILE_PATH.sub("<path>", line)
     line = _SPACES.sub(" ", line).strip(" ,")
     if len(line) > MAX_MESSAGE_CHARS:
@@ -413,11 +428,14 @@ def _clean_param(param: str | None) -> str | None:
 
 
 def _retry_after_of(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    try:
-        return parse_retry_after(headers.get("retry-after"))
-    except AttributeError:
-        return None
+    """From the upstream's real headers: litellm keeps them in `litellm_response_headers` (its
+    Anthropic errors carry a placeholder `response` without any), else the SDK's response."""
+    for headers in (getattr(exc, "litellm_response_headers", None),
+                    getattr(getattr(exc, "response", None), "headers", None)):
+        try:
+            found = retry_after_of(headers)
+        except (AttributeError, TypeError):
+            continue
+        if found is not None:
+            return found
+    return None

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from router.providers.base import Completion, StreamEvent, UpstreamCall, Usage, chunk_event
-from router.providers.errors import from_body, from_status, map_exception, parse_retry_after
+from router.providers.errors import from_body, from_status, map_exception, retry_after_of
 from router.providers.http1 import (
     Http1Client,
     Response,
@@ -110,7 +110,7 @@ async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent
 
 
 def _status_error(status: int, raw: bytes, headers: Mapping[str, str]) -> Exception:
-    return from_body(status, raw, parse_retry_after(headers.get("retry-after")))
+    return from_body(status, raw, retry_after_of(headers))
 
 
 def _usage_of(raw: bytes) -> Usage | None:

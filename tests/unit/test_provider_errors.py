@@ -182,7 +182,7 @@ def test_bad_request_keeps_the_upstream_code_and_param_from_its_body() -> None:
 def test_bad_request_reads_code_from_the_response_when_there_is_no_body() -> None:
     """Without a parsed body, the error JSON of the response litellm carries is read."""
     litellm = _litellm()
-    request = httpx.Request("POST", "http://upstream/v1/chat/completions")
+    request: Any = httpx.Request("POST", "http://upstream/v1/chat/completions")
     response = httpx.Response(400, request=request, json={"error": {
         "message": "too long", "param": "max_tokens", "code": "context_length_exceeded"}})
     exc = litellm.BadRequestError("too long", model="m", llm_provider="openai",
@@ -200,7 +200,7 @@ def test_bad_request_reads_code_from_the_response_when_there_is_no_body() -> Non
 def test_litellm_deployment_faults_are_502(name: str, status: int, code: str) -> None:
     """litellm's 401/402/403/404 exceptions blame the deployment: 502 with the code."""
     litellm = _litellm()
-    request = httpx.Request("POST", "http://upstream/v1/chat/completions")
+    request: Any = httpx.Request("POST", "http://upstream/v1/chat/completions")
     exc = getattr(litellm, name)("Incorrect API key provided: sk-****abcd", model="m",
                                  llm_provider="openai",
                                  response=httpx.Response(status, request=request))
@@ -276,7 +276,7 @@ def test_a_dropped_connection_that_litellm_calls_a_server_error_may_have_been_re
     import openai
 
     litellm = _litellm()
-    request = httpx.Request("POST", "http://upstream/v1/chat/completions")
+    request: Any = httpx.Request("POST", "http://upstream/v1/chat/completions")
     dropped = _chained(
         litellm.InternalServerError("Connection error.", llm_provider="openai", model="m"),
         openai.APIConnectionError(request=request),
@@ -291,7 +291,7 @@ def test_a_connection_refused_is_unavailable_and_safe_to_retry_even_for_a_side_e
     import openai
 
     litellm = _litellm()
-    request = httpx.Request("POST", "http://upstream/v1/chat/completions")
+    request: Any = httpx.Request("POST", "http://upstream/v1/chat/completions")
     refused = _chained(
         litellm.APIConnectionError("Connection error.", llm_provider="openai", model="m"),
         openai.APIConnectionError(request=request), httpx.ConnectError("refused"))
@@ -383,3 +383,42 @@ async def test_litellm_failing_on_a_malformed_answer_still_counts(malformed_anth
     assert type(mapped) is errors.ProviderError
     assert classify(mapped, AttemptContext(False, True, False)).breaker_failure
     _assert_clean(mapped.message)
+
+
+# ----------------------------------------------------------------------------- Retry-After
+
+def test_retry_after_reads_the_finer_header_and_http_dates_in_any_case() -> None:
+    """`retry-after-ms` wins; `Retry-After` may be delta-seconds or an HTTP-date."""
+    from datetime import UTC, datetime, timedelta
+    from email.utils import format_datetime
+
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert mapping.retry_after_of({"Retry-After": "2", "retry-after-ms": "1500"}) == 1.5
+    assert mapping.retry_after_of({"RETRY-AFTER": "3"}) == 3.0
+    dated = mapping.retry_after_of({"retry-after": later})
+    assert dated is not None and 25.0 < dated <= 30.0
+    assert mapping.retry_after_of({"retry-after": "soon"}) is None
+    assert mapping.retry_after_of(None) is None
+
+
+def test_litellm_rate_limit_keeps_the_providers_retry_after_and_the_common_code() -> None:
+    """litellm's Anthropic errors carry a placeholder response with no headers; the real ones
+    are in `litellm_response_headers`. The code is the pass-through adapter's, `rate_limited`."""
+    litellm = _litellm()
+    placeholder = httpx.Response(429, request=httpx.Request("POST", "https://placeholder/"))
+    exc = litellm.RateLimitError("overloaded", llm_provider="anthropic", model="m",
+                                 response=placeholder)
+    exc.litellm_response_headers = httpx.Headers({"retry-after": "2", "retry-after-ms": "2000"})
+    mapped = mapping.map_exception(exc)
+    assert isinstance(mapped, errors.ProviderRateLimitedError)
+    assert (mapped.retry_after, mapped.code) == (2.0, "rate_limited")
+    assert mapped.code == mapping.from_status(429, "slow down").code
+
+
+def test_an_exception_repr_inside_a_message_keeps_its_words_only() -> None:
+    """aiohttp puts `<TransferEncodingError: 400, message='...'>` in its messages."""
+    cleaned = mapping.clean_message(
+        "Response payload is not completed: <TransferEncodingError: 400, message='Not enough "
+        "data to satisfy transfer length header.'>")
+    assert "TransferEncodingError" not in cleaned and "<" not in cleaned
+    assert "Not enough data" in cleaned

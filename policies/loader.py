@@ -153,7 +153,8 @@ NOT_ROUTING: dict[str, Any] = {
     "deployments": {"__all__": {"api_base": True, "api_key": True}},
     "telemetry": True,
     "server": {
-        "max_body_bytes": True, "request_timeout_s": True, "reliability": True, "stats": True,
+        "max_body_bytes": True, "request_timeout_s": True, "shutdown_grace_s": True,
+        "reliability": True, "stats": True,
         "experiments_redis_url": True, "idempotency_redis_url": True,
         "cache": {"backend": True, "directory": True, "redis_url": True, "prefix_affinity": True},
     },

@@ -98,7 +98,8 @@ def serve(args: argparse.Namespace) -> int:
     event(log, "starting", host=args.host, port=args.port, policy_version=runtime.version,
           deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
     try:
-        _run(app, args.host, args.port, args.log_level, lambda: _stop(simulator))
+        _run(app, args.host, args.port, args.log_level, config.server.shutdown_grace_s,
+             lambda: _stop(simulator))
     finally:
         _stop(simulator)
     return 0
@@ -139,7 +140,7 @@ def _defaults_dir() -> Path:
     return DEFAULTS
 
 
-def _run(app: Any, host: str, port: int, log_level: str,
+def _run(app: Any, host: str, port: int, log_level: str, grace_s: float,
          on_stopped: Callable[[], None]) -> None:
     import uvicorn
 
@@ -147,7 +148,7 @@ def _run(app: Any, host: str, port: int, log_level: str,
 
     config = uvicorn.Config(app, host=host, port=port, loop="uvloop", http="httptools",
                             access_log=False, log_config=None, log_level=log_level,
-                            lifespan="on", timeout_graceful_shutdown=10)
+                            lifespan="on", timeout_graceful_shutdown=grace_s)
     QuietServer(config, on_stopped).run()
 
 

@@ -3,6 +3,7 @@ quietly and stopping promptly on SIGTERM."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 from tests.support.services import MINIMAL_CONFIG as CONFIG
-from tests.support.services import start_router
+from tests.support.services import Running, start_router, start_simulator
 
 
 def _serve(tmp_path: Path, config: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -111,3 +112,55 @@ def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
         router.stop()
         if _alive(simulator):
             os.kill(simulator, signal.SIGKILL)
+
+
+def _slow_stream_setup(tmp_path: Path, grace_s: float) -> tuple[Running, Running]:
+    """A simulator model streaming 30 tokens 0.1 s apart (3 s) and a router with the grace."""
+    tmp_path.mkdir()
+    sim = start_simulator(tmp_path, {"slow": {
+        "ttft_p50_ms": 20, "ttft_p99_ms": 20, "tpot_p50_ms": 100, "tpot_p99_ms": 100,
+        "output_tokens_p50": 30, "output_tokens_p99": 30, "output_tokens_max": 30}})
+    config = (f"version: 1\ndeployments:\n  - {{name: d, model: openai/slow, adapter: "
+              f"openai_passthrough, api_base: {sim.base_url}/v1, input_price_per_mtok: 1, "
+              f"output_price_per_mtok: 1}}\nmodels: [{{name: slow, deployments: [d]}}]\n"
+              f"routes: {{default_model: slow}}\nserver: {{shutdown_grace_s: {grace_s}}}\n")
+    return sim, start_router(tmp_path, config)
+
+
+def _stream_through_sigterm(router: Running) -> tuple[bool, float]:
+    """Start a stream, SIGTERM the router once content flows; (ended with [DONE], seconds from
+    the signal until the process exited)."""
+    body = b'{"model": "slow", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    request = urllib.request.Request(f"{router.base_url}/v1/chat/completions", data=body,
+                                     headers={"content-type": "application/json"})
+    done = False
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+        response.readline()
+        signalled = time.monotonic()
+        os.kill(router.proc.pid, signal.SIGTERM)
+        try:
+            done = b"data: [DONE]" in response.read()
+        except (http.client.HTTPException, OSError):  # cut at the end of the grace
+            done = False
+    router.proc.wait(timeout_s=15.0)
+    return done, time.monotonic() - signalled
+
+
+def test_sigterm_lets_streams_finish_within_the_configured_grace(tmp_path: Path) -> None:
+    """`server.shutdown_grace_s` bounds the drain: a 3 s stream finishes under a 10 s grace
+    and is cut at once under a 0.5 s one (the process then exits without waiting for it)."""
+    sim, router = _slow_stream_setup(tmp_path / "long", 10)
+    try:
+        finished, _ = _stream_through_sigterm(router)
+    finally:
+        router.stop()
+        sim.stop()
+    sim, router = _slow_stream_setup(tmp_path / "short", 0.5)
+    try:
+        cut, exited_after_s = _stream_through_sigterm(router)
+    finally:
+        router.stop()
+        sim.stop()
+    assert finished
+    assert not cut and exited_after_s < 2.5

@@ -229,7 +229,7 @@ class ServerSpec(Frozen):
     request_timeout_s: float = Field(default=120.0, gt=0)
     # On SIGTERM: how long requests in flight (long streams) may take to finish before they are
     # cut. Keep the orchestrator's own grace period (Kubernetes: 30 s) a little longer.
-    shutdown_grace_s: float = Field(default=30.0, ge=0)
+    shutdown_grace_s: int = Field(default=30, ge=0)
     cache: CacheSpec = CacheSpec()
     reliability: ReliabilitySpec = ReliabilitySpec()
     stats: StatsSpec = StatsSpec()

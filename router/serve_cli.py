@@ -140,7 +140,7 @@ def _defaults_dir() -> Path:
     return DEFAULTS
 
 
-def _run(app: Any, host: str, port: int, log_level: str, grace_s: float,
+def _run(app: Any, host: str, port: int, log_level: str, grace_s: int,
          on_stopped: Callable[[], None]) -> None:
     import uvicorn
 

@@ -114,12 +114,12 @@ def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
             os.kill(simulator, signal.SIGKILL)
 
 
-def _slow_stream_setup(tmp_path: Path, grace_s: float) -> tuple[Running, Running]:
-    """A simulator model streaming 30 tokens 0.1 s apart (3 s) and a router with the grace."""
+def _slow_stream_setup(tmp_path: Path, grace_s: int) -> tuple[Running, Running]:
+    """A simulator model streaming 50 tokens 0.1 s apart (5 s) and a router with the grace."""
     tmp_path.mkdir()
     sim = start_simulator(tmp_path, {"slow": {
         "ttft_p50_ms": 20, "ttft_p99_ms": 20, "tpot_p50_ms": 100, "tpot_p99_ms": 100,
-        "output_tokens_p50": 30, "output_tokens_p99": 30, "output_tokens_max": 30}})
+        "output_tokens_p50": 50, "output_tokens_p99": 50, "output_tokens_max": 50}})
     config = (f"version: 1\ndeployments:\n  - {{name: d, model: openai/slow, adapter: "
               f"openai_passthrough, api_base: {sim.base_url}/v1, input_price_per_mtok: 1, "
               f"output_price_per_mtok: 1}}\nmodels: [{{name: slow, deployments: [d]}}]\n"
@@ -148,19 +148,19 @@ def _stream_through_sigterm(router: Running) -> tuple[bool, float]:
 
 
 def test_sigterm_lets_streams_finish_within_the_configured_grace(tmp_path: Path) -> None:
-    """`server.shutdown_grace_s` bounds the drain: a 3 s stream finishes under a 10 s grace
-    and is cut at once under a 0.5 s one (the process then exits without waiting for it)."""
+    """`server.shutdown_grace_s` bounds the drain: a 5 s stream finishes under a 10 s grace
+    and is cut under a 1 s one (the process then exits without waiting for it)."""
     sim, router = _slow_stream_setup(tmp_path / "long", 10)
     try:
         finished, _ = _stream_through_sigterm(router)
     finally:
         router.stop()
         sim.stop()
-    sim, router = _slow_stream_setup(tmp_path / "short", 0.5)
+    sim, router = _slow_stream_setup(tmp_path / "short", 1)
     try:
         cut, exited_after_s = _stream_through_sigterm(router)
     finally:
         router.stop()
         sim.stop()
     assert finished
-    assert not cut and exited_after_s < 2.5
+    assert not cut and exited_after_s < 3.5

@@ -8,6 +8,7 @@ map: nothing may be fetched from the network at run time.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncGenerator, Iterable
 from typing import Any
@@ -88,9 +89,19 @@ class LitellmProvider:
     async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:
         kwargs = self._kwargs(call)
         kwargs.update(stream=True, stream_options={"include_usage": True})
+        # One deadline over the whole answer, as the pass-through adapter has (litellm's own
+        # `timeout` bounds each read only); it bounds each wait, never a span holding a `yield`.
+        deadline = asyncio.get_running_loop().time() + call.timeout_s
         try:
-            response = await litellm.acompletion(**kwargs)
-            async for chunk in response:
+            async with asyncio.timeout_at(deadline):
+                response = await litellm.acompletion(**kwargs)
+            chunks = aiter(response)
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    return
                 body = _dump(chunk)
                 yield chunk_event(orjson.dumps(body), body)
         except Exception as exc:

@@ -34,6 +34,9 @@ SIM_MODELS: dict[str, dict[str, Any]] = {
     "fast": FAST,
     "small": {**FAST, "context_window": 4096},
     "limited": {**FAST, "error_rate_429": 1.0, "retry_after_s": 30},
+    # 40 tokens 0.1 s apart: a 4 s answer, longer than the deadline test's 1 s
+    "slow": {**FAST, "tpot_p50_ms": 100, "tpot_p99_ms": 100, "output_tokens_p50": 40,
+             "output_tokens_p99": 40, "output_tokens_max": 40},
 }
 LEAKED_KEY = "sk-proj-gateway-secret-1234"
 
@@ -94,6 +97,8 @@ def router_config(sim: str, refusing: str) -> str:
         ("ll-small", "small", "litellm", sim),
         ("pt-limited", "limited", "openai_passthrough", sim),
         ("pt-fast", "fast", "openai_passthrough", sim),
+        ("pt-slow", "slow", "openai_passthrough", sim),
+        ("ll-slow", "slow", "litellm", sim),
     ]
     models = {name: [name] for name, *_ in deps
               if name not in ("pt-missing-first", "pt-fast-second", "ll-badkey-first",
@@ -286,3 +291,22 @@ def test_short_client_deadlines_do_not_open_a_healthy_deployments_breaker(
     answer = client.chat.completions.create(model="pt-fast", messages=MESSAGES,
                                             extra_headers=CHAT)
     assert answer.choices[0].message.content
+
+
+@pytest.mark.parametrize("model", ["pt-slow", "ll-slow"])
+def test_the_request_deadline_bounds_a_whole_stream_through_either_adapter(
+        gateway: Running, model: str) -> None:
+    """One deadline over everything: a 4 s stream under a 1 s client deadline ends with an error
+    event at about 1 s, through the pass-through and the litellm adapter alike."""
+    started = time.monotonic()
+    lines: list[str] = []
+    with httpx.stream("POST", f"{gateway.base_url}/v1/chat/completions", timeout=30,
+                      headers={"authorization": f"Bearer {API_KEY}", **CHAT,
+                               "x-slorouter-timeout-ms": "1000"},
+                      json={"model": model, "messages": MESSAGES, "stream": True}) as response:
+        assert response.status_code == 200
+        lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+    elapsed = time.monotonic() - started
+    assert 0.9 < elapsed < 2.5, elapsed
+    assert len(lines) >= 2 and "data: [DONE]" not in lines
+    assert json.loads(lines[-1][6:])["error"]["code"] == "upstream_timeout"

@@ -20,10 +20,11 @@ import numpy as np
 
 from policies.experiments import Assigner, Assignment, ExperimentSpec, UnitIds
 from policies.labels import Task
+from router.errors import OverloadedError, SlorouterError
 from router.experiments.monitor import enforce_guardrails, halted_arms, report_from_store
 from router.experiments.outcomes import Exposure, OutcomeStore, exposure_key, submit_feedback
 from router.experiments.outcomes import Outcome as ArmOutcome
-from router.logs import event
+from router.logs import ThrottledEvent, event
 from router.outcomes import Outcome
 
 log = logging.getLogger("slorouter.experiments")
@@ -39,6 +40,11 @@ class Experiments:
         self._clock = clock
         self._halted: dict[str, frozenset[str]] = {}
         self._pending: set[asyncio.Task[None]] = set()
+        # A shared store that is down fails every write and every guardrail pass: one line per
+        # interval for each, and the loop and the requests carry on.
+        self._lost = ThrottledEvent(log, "experiment_outcome_lost")
+        self._guard_failed = ThrottledEvent(log, "experiment_guardrails_failed")
+        self._unavailable = ThrottledEvent(log, "experiments_store_unavailable")
 
     @property
     def active(self) -> bool:
@@ -57,7 +63,14 @@ class Experiments:
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        task.add_done_callback(self._settled)
+
+    def _settled(self, task: asyncio.Task[None]) -> None:
+        """A background write ended: a failure (the store is down) is logged, throttled; the
+        exposure or outcome it carried is lost to the experiment."""
+        self._pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self._lost.report(error=type(task.exception()).__name__)
 
     def record(self, outcome: Outcome) -> None:
         """`OutcomeSink`: hand the request's arm outcome to the (async) store."""
@@ -84,22 +97,39 @@ class Experiments:
         """Feedback on one of `tenant`'s own requests (another tenant's ids are unknown here)."""
         if self._pending:  # exposures of requests answered a moment ago may still be in flight
             await asyncio.gather(*self._pending, return_exceptions=True)
-        exposure, recorded = await submit_feedback(self._store, self._specs, tenant, request_id,
-                                                   metric, value)
+        try:
+            exposure, recorded = await submit_feedback(self._store, self._specs, tenant,
+                                                       request_id, metric, value)
+        except SlorouterError:
+            raise
+        except Exception as exc:
+            raise self._store_down(exc) from exc
         return {"request_id": request_id, "experiment": exposure.experiment,
                 "arm": exposure.arm, "metric": metric, "recorded": recorded}
 
     async def reports(self, name: str | None = None) -> list[dict[str, Any]]:
         rng = np.random.default_rng(0)
         specs = [s for s in self._specs.values() if name is None or s.name == name]
-        return [(await report_from_store(spec, self._store, now=self._clock(), rng=rng,
-                                         resamples=400)).model_dump(mode="json")
-                for spec in specs]
+        try:
+            return [(await report_from_store(spec, self._store, now=self._clock(), rng=rng,
+                                             resamples=400)).model_dump(mode="json")
+                    for spec in specs]
+        except Exception as exc:
+            raise self._store_down(exc) from exc
+
+    def _store_down(self, exc: BaseException) -> OverloadedError:
+        """The outcome store failed under a request (only a remote one can): a 503 to retry."""
+        self._unavailable.report(error=type(exc).__name__)
+        return OverloadedError("the experiments store is unavailable; retry shortly",
+                               code="experiments_store_unavailable", retry_after=1.0)
 
     async def guard(self, interval_s: float = 0.5) -> None:
         """Evaluate guardrails forever; halted arms stop receiving traffic at once."""
         while True:
-            await self.check_guardrails()
+            try:
+                await self.check_guardrails()
+            except Exception as exc:  # the store is down: keep the last halts, try again
+                self._guard_failed.report(error=type(exc).__name__)
             await asyncio.sleep(interval_s)
 
     async def check_guardrails(self) -> None:

@@ -10,6 +10,8 @@ import logging
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -45,3 +47,25 @@ def configure(level: str = "info") -> None:
 
 def event(logger: logging.Logger, name: str, level: int = logging.INFO, **data: object) -> None:
     logger.log(level, name, extra={"event_data": data})
+
+
+@dataclass
+class ThrottledEvent:
+    """A recurring failure's event, logged at most once per `interval_s` with how many were
+    left out since the last line (`suppressed`): a store that is down for everyone must not
+    log once per request."""
+
+    logger: logging.Logger
+    name: str
+    interval_s: float = 10.0
+    clock: Callable[[], float] = time.monotonic
+    _last: float | None = field(default=None, init=False)
+    _suppressed: int = field(default=0, init=False)
+
+    def report(self, level: int = logging.WARNING, **data: object) -> None:
+        now = self.clock()
+        if self._last is not None and now - self._last < self.interval_s:
+            self._suppressed += 1
+            return
+        event(self.logger, self.name, level, suppressed=self._suppressed, **data)
+        self._last, self._suppressed = now, 0

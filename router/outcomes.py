@@ -43,6 +43,7 @@ class Outcome:
     queue_s: float | None = None
     status: int = 200
     error_type: str | None = None
+    error_code: str | None = None  # the error's `code` (e.g. `queue_timeout`), as the client got it
     first_content_at: float | None = None
     ended_at: float | None = None
     first_token_at: float | None = None

@@ -152,8 +152,8 @@ def experiments(config: RouterConfig) -> Experiments:
 
     from router.experiments.outcomes_redis import RedisOutcomeStore
 
-    return Experiments(config.experiments,
-                       RedisOutcomeStore(aioredis.from_url(url), random.Random()))
+    client = aioredis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
+    return Experiments(config.experiments, RedisOutcomeStore(client, random.Random()))
 
 
 def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
@@ -173,20 +173,39 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
         spec = config.server.cache
         if spec.backend != "redis" or spec.redis_url is None:
             return "cache", True, spec.backend
-        import redis.asyncio as aioredis
+        # The service still answers without its cache (never fails a request for it).
+        return "cache", True, await _redis_state(spec.redis_url, "serving uncached")
 
-        client = aioredis.from_url(spec.redis_url, socket_timeout=0.2,
-                                   socket_connect_timeout=0.2)
-        try:
-            await client.ping()
-            return "cache", True, "redis"
-        except (OSError, aioredis.RedisError) as exc:
-            # The service still answers without its cache (never fails a request for it).
-            return "cache", True, f"redis unavailable ({type(exc).__name__}): serving uncached"
-        finally:
-            await client.aclose()
+    async def idempotency() -> tuple[str, bool, str]:
+        url = config.server.idempotency_redis_url
+        if url is None:
+            return "idempotency", True, "memory (this process)"
+        # Requests without a key are served; keyed ones are refused (503) while it is down.
+        return "idempotency", True, await _redis_state(
+            url, "requests with an Idempotency-Key are refused (503)")
 
-    return [loaded, model, providers, cache]
+    async def experiments() -> tuple[str, bool, str]:
+        url = config.server.experiments_redis_url
+        if url is None or not config.experiments:
+            return "experiments", True, "memory (this process)" if config.experiments else "none"
+        return "experiments", True, await _redis_state(
+            url, "outcomes are lost and guardrails keep their last halts")
+
+    return [loaded, model, providers, cache, idempotency, experiments]
+
+
+async def _redis_state(url: str, while_down: str) -> str:
+    """"redis" when it answers a PING within 0.2 s, else why not and what that means."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(url, socket_timeout=0.2, socket_connect_timeout=0.2)
+    try:
+        await client.ping()
+        return "redis"
+    except (OSError, aioredis.RedisError) as exc:
+        return f"redis unavailable ({type(exc).__name__}): {while_down}"
+    finally:
+        await client.aclose()
 
 
 def telemetry_from_env(environ: Mapping[str, str]) -> TelemetrySettings:

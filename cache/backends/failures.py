@@ -37,12 +37,13 @@ class FailureLog:
             return
         logger.warning(
             "cache_backend_error",
-            extra={
-                "event": "cache_backend_error",
-                "backend": self.backend,
-                "operation": operation,
-                "error": f"{type(exc).__name__}: {exc}",
-                "suppressed": self._suppressed,
+            extra={  # the structured fields, in the shape router.logs writes out
+                "event_data": {
+                    "backend": self.backend,
+                    "operation": operation,
+                    "error": type(exc).__name__,
+                    "suppressed": self._suppressed,
+                }
             },
         )
         self._last_logged, self._suppressed = now, 0

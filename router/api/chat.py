@@ -107,6 +107,7 @@ class ChatHandler:
         except Exception as exc:
             err = as_project_error(exc)
             outcome.status, outcome.error_type = err.status_code, type(err).__name__
+            outcome.error_code = err.code
             response = error_response(err, headers)
         finally:
             if not isinstance(response, WatchedStreamingResponse):  # streams record at their end

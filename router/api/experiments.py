@@ -52,10 +52,9 @@ def experiments_endpoint(experiments: Experiments, config: RuntimeConfig) -> End
     async def report(request: Request) -> Response:
         try:
             authenticate(request.headers.get("authorization"), config.principals)
+            reports = await experiments.reports(request.query_params.get("name"))
         except Exception as exc:
             return error_response(exc)
-        name = request.query_params.get("name")
-        reports = await experiments.reports(name)
         return Response(orjson.dumps({"object": "list", "data": reports}),
                         media_type="application/json")
 

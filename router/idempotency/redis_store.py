@@ -31,7 +31,7 @@ from router.idempotency.types import (
     scope_of,
     still_in_flight,
 )
-from router.logs import event
+from router.logs import ThrottledEvent, event
 
 log = logging.getLogger("slorouter.idempotency")
 
@@ -69,6 +69,7 @@ class RedisIdempotencyStore:
         self._poll_min_s = poll_min_s
         self._poll_max_s = poll_max_s
         self._rng = rng if rng is not None else random.Random()
+        self._unavailable = ThrottledEvent(log, "idempotency_store_unavailable")
         self._cas = client.register_script(_COMPARE_AND_SET)
         self._cad = client.register_script(_COMPARE_AND_DELETE)
 
@@ -80,8 +81,7 @@ class RedisIdempotencyStore:
         try:
             return await self._claim(tenant, key, fingerprint, wait_s=wait_s, lease_s=lease_s)
         except (redis.RedisError, OSError) as exc:
-            event(log, "idempotency_store_unavailable", logging.WARNING,
-                  error=type(exc).__name__)
+            self._unavailable.report(error=type(exc).__name__)
             raise OverloadedError("the idempotency store is unavailable; retry shortly",
                                   code="idempotency_store_unavailable",
                                   retry_after=1.0) from None

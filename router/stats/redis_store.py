@@ -30,6 +30,7 @@ from redis.exceptions import RedisError
 from redis.typing import EncodableT, FieldT
 
 from policies.labels import Task
+from router.logs import event
 from router.stats.codec import decode_key, decode_state, encode_key, encode_state
 from router.stats.decay import Decay
 from router.stats.estimators import KeyState, KeySummary, StatKey
@@ -146,15 +147,15 @@ class RedisStatsStore:
             self._on_failure(exc)
             return False
         if not self._healthy:
-            log.info("stats.redis.recovered", extra={"replica": self.replica_id})
+            event(log, "stats.redis.recovered", replica=self.replica_id)
         self._healthy, self._error = True, ""
         self._last_sync_at = self._clock()
         return True
 
     def _on_failure(self, exc: BaseException) -> None:
         if self._healthy:
-            log.warning("stats.redis.unavailable",
-                        extra={"replica": self.replica_id, "error": repr(exc)})
+            event(log, "stats.redis.unavailable", logging.WARNING, replica=self.replica_id,
+                  error=type(exc).__name__)
         self._healthy, self._error = False, type(exc).__name__
         self._push_all = True
         self._seen_seq.clear()

@@ -32,7 +32,9 @@ TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 104
 BREAKER_STATE: Final = "slorouter.breaker.state"  # 0 closed, 1 half-open, 2 open; {deployment}
 SLO_ATTAINMENT: Final = "slorouter.slo.attainment"  # share of good events; {task, objective}
 SLO_BURN_RATE: Final = "slorouter.slo.burn_rate"  # error-budget burn; {task, objective, window}
-ADMISSION_REJECTED: Final = "OverloadedError"
+# The codes of the admission controller's refusals (router/admission): a 503 for another reason
+# (an idempotency or experiments store that is down) is not one.
+ADMISSION_CODES: Final = frozenset({"overloaded", "queue_timeout", "tenant_over_share"})
 
 Labels = Mapping[str, AttrValue]
 
@@ -129,8 +131,8 @@ class RouterMetrics:
             if outcome.explored:
                 self.explorations.add(1, route)
             self.cache.add(1, {A.CACHE: outcome.cache})
-        if outcome.error_type == ADMISSION_REJECTED:
-            self.count_rejection("overloaded")
+        if outcome.error_code in ADMISSION_CODES:
+            self.count_rejection(outcome.error_code)
         if outcome.cost_usd is not None and outcome.deployment is not None:
             self.cost.add(outcome.cost_usd, {A.DEPLOYMENT: outcome.deployment})
 

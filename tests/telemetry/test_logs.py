@@ -34,3 +34,27 @@ def test_events_logged_while_serving_carry_trace_and_span_ids() -> None:
     assert (inside["trace_id"], inside["span_id"]) == (trace.trace_id_hex, trace.span_id_hex)
     assert inside["detail"] == "[REDACTED]" and inside["deployment"] == "pt-fast"
     assert "trace_id" not in outside
+
+
+def test_a_recurring_failure_is_logged_once_per_interval_with_the_count_left_out() -> None:
+    """`ThrottledEvent`: the first report logs, the next ones within the interval are counted,
+    and the next line says how many were left out."""
+    from router.logs import ThrottledEvent
+
+    stream = io.StringIO()
+    logger = logging.getLogger("tests.telemetry.throttled")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger.addHandler(handler)
+    logger.propagate = False
+    now = [0.0]
+    throttled = ThrottledEvent(logger, "store_down", interval_s=10.0, clock=lambda: now[0])
+    try:
+        for t in (0.0, 1.0, 2.0, 9.9, 10.5, 11.0):
+            now[0] = t
+            throttled.report(error="ConnectionError")
+    finally:
+        logger.removeHandler(handler)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(line["event"], line["suppressed"], line["error"]) for line in lines] == [
+        ("store_down", 0, "ConnectionError"), ("store_down", 3, "ConnectionError")]

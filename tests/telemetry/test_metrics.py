@@ -132,3 +132,25 @@ def test_exploration_probes_are_counted_and_marked_on_the_server_span() -> None:
     servers = [dict(s.attributes or {}) for s in exporter.get_finished_spans()
                if s.name == "chat auto"]
     assert sorted(bool(a.get("slorouter.route.explored")) for a in servers) == [False, True]
+
+
+def test_admission_rejections_are_counted_by_reason_and_other_503s_are_not() -> None:
+    """The admission controller's refusals count by their code; a 503 because a store is down
+    (the same error class) is not an admission rejection."""
+    from router.outcomes import Outcome
+
+    telemetry, _ = in_memory_telemetry(TelemetrySettings())
+    for code, error in (("queue_timeout", "OverloadedError"), ("overloaded", "OverloadedError"),
+                        ("tenant_over_share", "TenantRateLimitedError"),
+                        ("idempotency_store_unavailable", "OverloadedError")):
+        outcome = Outcome(request_id=code, tenant="t", requested_model="auto", stream=False,
+                          arrived_at=1.0)
+        outcome.status, outcome.error_type, outcome.error_code = 503, error, code
+        outcome.ended_at = 1.001
+        telemetry.sink.record(outcome)
+    text = telemetry.prometheus_text().decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    rejections = {s.labels["slorouter_reason"]: s.value
+                  for s in getattr(families["slorouter_admission_rejections"], "samples", [])
+                  if s.name.endswith("_total")}
+    assert rejections == {"queue_timeout": 1.0, "overloaded": 1.0, "tenant_over_share": 1.0}

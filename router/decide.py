@@ -8,7 +8,7 @@ simple per-task default table. No I/O: statistics and health come in as values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
@@ -114,16 +114,27 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     verdicts = evaluate(policy, facts, facts_by_model(config, health), config.quality)
     eligible = [v for v in verdicts if v.eligible]
     if not eligible:
-        return _no_candidate(requested, labels, policy, verdicts, config)
-    ranked = ranker.rank(policy, facts, [v for v in eligible if v.role == "candidate"])
+        return _no_candidate(requested, labels, facts, policy, verdicts, config)
+    # A deployment shared by two candidate models (or a model listed twice) is ranked and
+    # tried once: the retry limit is per deployment, and a hedge never races one against itself.
+    ranked = ranker.rank(policy, facts,
+                         _first_per_deployment(v for v in eligible if v.role == "candidate"))
     ranked = _learned_first(policy, facts, eligible, ranked, config)
     order = [r.deployment for r in ranked]
-    order += [v.deployment for v in eligible if v.role == "fallback" and v.deployment not in order]
+    fallbacks = _first_per_deployment(v for v in eligible if v.role == "fallback")
+    order += [v.deployment for v in fallbacks if v.deployment not in order]
     first = next(v.model for v in eligible if v.deployment == order[0]) if order else ""
     explored = bool(ranked) and ranked[0].explored
     return Decision(requested, first, tuple(order), False, config.version,
                     f"policy for {labels.task}: {policy.objective}", verdicts, ranked, restricted,
                     explored)
+
+
+def _first_per_deployment(verdicts: Iterable[Verdict]) -> list[Verdict]:
+    firsts: dict[str, Verdict] = {}
+    for verdict in verdicts:
+        firsts.setdefault(verdict.deployment, verdict)
+    return list(firsts.values())
 
 
 def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[Verdict],
@@ -142,14 +153,27 @@ def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[V
     return (*front, *[r for r in ranked if r.deployment not in moved])
 
 
-def _no_candidate(requested: str, labels: Labels, policy: TaskPolicy,
+def _no_candidate(requested: str, labels: Labels, facts: RequestFacts, policy: TaskPolicy,
                   verdicts: tuple[Verdict, ...], config: RuntimeConfig) -> Decision:
+    """The policy's `no_candidate_fallback` when none qualified: it is spared the health check
+    only (its own open circuit is the runner's to skip, with a Retry-After). The quality floor,
+    the risk rule (allowed models, zero data retention), fit and the cost ceiling hold for it
+    as for any candidate: a fallback is a way to keep serving, never a way around them."""
     fallback = policy.no_candidate_fallback
-    if fallback is None:
+    allowed: tuple[str, ...] = ()
+    if fallback is not None:
+        as_candidate = policy.model_copy(update={"candidates": (fallback,), "fallbacks": ()})
+        judged = tuple(replace(v, role="no_candidate_fallback") for v in evaluate(
+            as_candidate, facts, {fallback: config.model_facts.get(fallback, ())},
+            config.quality))
+        verdicts += judged
+        allowed = tuple(v.deployment for v in judged
+                        if all(c.passed for c in v.checks if c.name != "healthy"))
+    if not allowed:
         return Decision(requested, "", (), False, config.version,
                         f"no model may serve task {labels.task} under its policy (every "
                         "candidate failed its quality floor, risk, fit, health or budget check)",
                         verdicts)
-    return Decision(requested, fallback, config.models[fallback], False, config.version,
+    return Decision(requested, fallback or "", allowed, False, config.version,
                     f"no candidate qualified for {labels.task}: no_candidate_fallback",
                     verdicts)

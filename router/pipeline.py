@@ -12,12 +12,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import orjson
+
 from cache.prefix import prompt_cache_key
 from policies.eligibility import RequestFacts
 from policies.experiments import Assignment, UnitIds
 from policies.labels import RISKS, TASKS, Risk, Task
 from policies.schema import TaskPolicy
-from router.api.schemas import ChatCompletionRequest
+from router.api.schemas import ChatCompletionRequest, FunctionTool
 from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
 from router.errors import RequestError
@@ -90,12 +92,22 @@ class Prepared:
 
 def request_view(request: ChatCompletionRequest) -> RequestView:
     tools = request.tools if request.tools is not None else []
+    names = [t.spec.name for t in tools]
+    descriptions = [t.spec.description or "" for t in tools]
+    for function in _legacy_functions(request):  # OpenAI's older `functions` field
+        names.append(str(function.get("name", "")))
+        descriptions.append(str(function.get("description", "") or ""))
     return RequestView(
         messages=tuple((m.role, m.text()) for m in request.messages),
-        tool_names=tuple(t.spec.name for t in tools),
-        tool_descriptions=tuple(t.spec.description or "" for t in tools),
+        tool_names=tuple(names),
+        tool_descriptions=tuple(descriptions),
         response_format=request.response_format.type if request.response_format else None,
     )
+
+
+def _legacy_functions(request: ChatCompletionRequest) -> list[dict[str, Any]]:
+    found = (request.model_extra or {}).get("functions")
+    return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
 
 
 def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hints:
@@ -105,11 +117,17 @@ def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hi
     risk = headers.get("x-slorouter-risk", metadata.get("risk"))
     if task is not None and task not in TASKS:
         raise RequestError(f"unknown task hint {task!r}; one of {', '.join(TASKS)}",
-                           param="x-slorouter-task", code="invalid_hint")
+                           param=_hint_param(headers, "task"), code="invalid_hint")
     if risk is not None and risk not in RISKS:
         raise RequestError(f"unknown risk hint {risk!r}; one of {', '.join(RISKS)}",
-                           param="x-slorouter-risk", code="invalid_hint")
+                           param=_hint_param(headers, "risk"), code="invalid_hint")
     return Hints(task=_as_task(task), risk=_as_risk(risk))
+
+
+def _hint_param(headers: Mapping[str, str], name: str) -> str:
+    """Where a bad hint came from: its header, else the body's `metadata`."""
+    header = f"x-slorouter-{name}"
+    return header if header in headers else f"metadata.{name}"
 
 
 def _as_task(value: str | None) -> Task | None:
@@ -120,19 +138,43 @@ def _as_risk(value: str | None) -> Risk | None:
     return next((r for r in RISKS if r == value), None)
 
 
-def estimate_prompt_tokens(view: RequestView) -> int:
-    """About four characters a token: cheap, and close enough for fit and cost checks."""
+# What a provider counts for an image, audio clip or file part, roughly (OpenAI: 85 tokens per
+# low-detail image plus 170 per 512-px tile; a 1024-px image in high detail is about 765).
+TOKENS_PER_MEDIA_PART = 765
+
+
+def estimate_prompt_tokens(view: RequestView, request: ChatCompletionRequest | None = None
+                           ) -> int:
+    """About four characters a token: cheap, and close enough for fit and cost checks. With
+    the request, what the text view leaves out counts too: the tools' parameter schemas (often
+    most of an agent's prompt), earlier tool calls' arguments, legacy `functions`, and media
+    parts at a fixed size each."""
     chars = sum(len(text) for _, text in view.messages)
     chars += sum(len(name) + len(desc) for name, desc in zip(view.tool_names,
                                                              view.tool_descriptions, strict=True))
-    return chars // 4 + 4 * len(view.messages)
+    tokens = chars // 4 + 4 * len(view.messages)
+    if request is not None:
+        tokens += _structured_chars(request) // 4 + TOKENS_PER_MEDIA_PART * sum(
+            1 for m in request.messages if isinstance(m.content, list)
+            for part in m.content if part.type in ("image_url", "input_audio", "file"))
+    return tokens
+
+
+def _structured_chars(request: ChatCompletionRequest) -> int:
+    """Characters of the JSON a text view does not hold (serialised only when present)."""
+    parts: list[object] = [t.function.parameters for t in request.tools or ()
+                           if isinstance(t, FunctionTool) and t.function.parameters]
+    parts += [m.tool_calls for m in request.messages if m.tool_calls]
+    parts += [f["parameters"] for f in _legacy_functions(request) if f.get("parameters")]
+    return sum(len(orjson.dumps(part)) for part in parts)
 
 
 def request_facts(request: ChatCompletionRequest, view: RequestView,
                   labels: Labels) -> RequestFacts:
     limit = request.output_token_limit()
     return RequestFacts(
-        task=labels.task, risk=labels.risk, prompt_tokens=estimate_prompt_tokens(view),
+        task=labels.task, risk=labels.risk,
+        prompt_tokens=estimate_prompt_tokens(view, request),
         max_output_tokens=limit if limit is not None else DEFAULT_MAX_OUTPUT_TOKENS,
         needs_tools=bool(view.tool_names),
         needs_json=view.response_format in ("json_object", "json_schema"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from policies.eval_report import EvalReport, QualityTable, load_reports, quality
 from policies.loader import PolicyValidationError, load_config_text
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
-from router.decide import EXPLORED, Ranked, StaticRanker, decide, require_route
+from router.decide import EXPLORED, Decision, Ranked, StaticRanker, decide, require_route
 from router.errors import NoEligibleModelError
 from router.runtime_config import RuntimeConfig, resolve
 
@@ -142,9 +142,49 @@ def test_cost_ceiling_excludes_expensive_candidates() -> None:
     assert decision.deployments == ("cheap-1", "mid-1")  # type: ignore[attr-defined]
 
 
+FALLBACK_CONFIG = CONFIG.replace("""    code:
+      candidates: [cheap, mid]
+      quality_floor: {min: 0.99}
+      no_candidate_fallback: big""", """    code:
+      candidates: [cheap, mid]
+      no_candidate_fallback: big
+      risk:
+        high: {require_zero_data_retention: true}""")
+
+
+def _decide_code(text: str, risk: str, healthy: Callable[[str], bool]) -> Decision:
+    labels = Labels(task="code", risk=risk)  # type: ignore[arg-type]
+    facts = RequestFacts(task="code", risk=labels.risk, prompt_tokens=100, max_output_tokens=100)
+    return decide("auto", labels, facts, _runtime(text), StaticRanker(), healthy)
+
+
 def test_no_candidate_fallback_serves_when_none_qualifies() -> None:
-    """code: nobody clears 0.99, so the named fallback model serves."""
-    decision = _decide("code")
+    """code: both candidates' circuits are open, so the named fallback model serves (its own
+    health is the runner's to judge)."""
+    decision = _decide_code(FALLBACK_CONFIG, "low", lambda name: False)
+    assert decision.deployments == ("big-1",) and decision.model == "big"
+
+
+def test_no_candidate_fallback_never_breaks_the_risk_rule_or_the_floor() -> None:
+    """A fallback is held to the floor, the risk rule, fit and the ceiling like a candidate:
+    a non-ZDR fallback for a high-risk request, or one below the floor, is no route (503)."""
+    not_zdr = FALLBACK_CONFIG.replace("no_candidate_fallback: big", "no_candidate_fallback: mid")
+    high = _decide_code(not_zdr, "high", lambda name: True)
+    assert high.deployments == ()
+    assert any(v.role == "no_candidate_fallback" and not v.eligible for v in high.verdicts)
+    below_floor = _decide_code(CONFIG, "low", lambda name: True)  # 0.99, and big has no eval
+    assert below_floor.deployments == ()
+    assert _decide_code(FALLBACK_CONFIG, "high", lambda name: False).deployments == ("big-1",)
+
+
+def test_a_deployment_shared_by_two_candidate_models_is_tried_once() -> None:
+    """Two models over one deployment (or a model listed twice): one place in the order."""
+    shared = CONFIG.replace("  - {name: big, deployments: [big-1]}",
+                            "  - {name: big, deployments: [big-1]}\n"
+                            "  - {name: big-latest, deployments: [big-1]}").replace(
+        "      candidates: [cheap, mid, big]\n      quality_floor: {metric: accuracy, min: 0.80}",
+        "      candidates: [big, big-latest, big]\n      fallbacks: [big-latest]")
+    decision = _decide("math", runtime=_runtime(shared))
     assert decision.deployments == ("big-1",)  # type: ignore[attr-defined]
 
 

@@ -1,0 +1,59 @@
+"""What routing reads of a request: its prompt size, its needs and its hints."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.api.schemas import ChatCompletionRequest
+from router.classify.types import Labels
+from router.errors import RequestError
+from router.pipeline import hints_from, request_facts, request_view
+
+SCHEMA = {"type": "object", "properties": {f"field_{i}": {
+    "type": "string", "description": "a parameter the model must fill in " * 3}
+    for i in range(60)}}
+
+
+def _facts(body: dict[str, object]) -> tuple[int, bool]:
+    request = ChatCompletionRequest.model_validate({"model": "auto", **body})
+    facts = request_facts(request, request_view(request), Labels(task="chat", risk="low"))
+    return facts.prompt_tokens, facts.needs_tools
+
+
+def test_the_prompt_estimate_counts_tool_schemas_tool_calls_and_media() -> None:
+    """A short message with a large tool schema is a large prompt (the schema was left out:
+    11 tokens estimated, 3,575 counted by the provider); so are earlier tool calls and
+    images."""
+    hi = [{"role": "user", "content": "hi"}]
+    bare, _ = _facts({"messages": hi})
+    tool = {"type": "function", "function": {"name": "fill", "parameters": SCHEMA}}
+    with_schema, needs = _facts({"messages": hi, "tools": [tool]})
+    called, _ = _facts({"messages": [*hi, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "fill",
+                                                      "arguments": "x" * 4000}}]}]})
+    image, _ = _facts({"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]})
+    assert bare < 20 and needs
+    assert with_schema > 1500 and called > 1000 and image > 700
+
+
+def test_legacy_functions_need_a_deployment_with_tools() -> None:
+    """OpenAI's older `functions` field asks for tools as `tools` does (and counts)."""
+    tokens, needs = _facts({"messages": [{"role": "user", "content": "hi"}], "functions": [
+        {"name": "fill", "description": "fills a form", "parameters": SCHEMA}]})
+    assert needs and tokens > 1500
+
+
+@pytest.mark.parametrize(("headers", "metadata", "param"), [
+    ({"x-slorouter-task": "coding"}, {}, "x-slorouter-task"),
+    ({}, {"task": "coding"}, "metadata.task"),
+    ({}, {"risk": "extreme"}, "metadata.risk"),
+])
+def test_a_bad_hint_names_where_it_came_from(headers: dict[str, str], metadata: dict[str, str],
+                                             param: str) -> None:
+    request = ChatCompletionRequest.model_validate({
+        "model": "auto", "messages": [{"role": "user", "content": "hi"}], "metadata": metadata})
+    with pytest.raises(RequestError) as caught:
+        hints_from(request, headers)
+    assert caught.value.param == param and caught.value.code == "invalid_hint"

@@ -6,6 +6,7 @@ from their own parts, and apart from `serve_cli` (process concerns: ports, child
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ from router.classify.types import Classifier
 from router.errors import ConfigError
 from router.experimentation import Experiments, memory_store
 from router.idempotency import IdempotencyStore, MemoryIdempotencyStore, RedisIdempotencyStore
+from router.logs import event
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Provider
 from router.providers.price_table import PriceTable
@@ -37,6 +39,9 @@ from router.telemetry.setup import build_telemetry
 
 if TYPE_CHECKING:
     from policies.learned.artifact import LoadedRouter
+
+
+log = logging.getLogger("slorouter.wiring")
 
 
 def load_quality(config: RouterConfig, base_dir: Path) -> QualityTable:
@@ -83,11 +88,38 @@ def build_runtime(config: RouterConfig, environ: Mapping[str, str],
 
     classifier = load_default_classifier()
     table = PriceTable.bundled()
-    runtime = resolve(config, environ, table.prices, classifier.version,
-                      quality=load_quality(config, base_dir),
-                      learned=load_learned(config, base_dir),
-                      cached_prices=table.cached_input_price)
+    # Every problem at once: a missing eval report must not hide an unset key or a price.
+    problems: list[str] = []
+    quality, learned = QualityTable.empty(), {}
+    try:
+        quality = load_quality(config, base_dir)
+    except ConfigError as err:
+        problems += err.problems
+    try:
+        learned = load_learned(config, base_dir)
+    except ConfigError as err:
+        problems += err.problems
+    try:
+        runtime = resolve(config, environ, table.prices, classifier.version, quality=quality,
+                          learned=learned, cached_prices=table.cached_input_price)
+    except ConfigError as err:
+        raise ConfigError(problems + err.problems) from None
+    if problems:
+        raise ConfigError(problems)
     return runtime, classifier
+
+
+def warn_unbacked_floors(config: RouterConfig, quality: QualityTable) -> None:
+    """What `policy check` (the CI gate) would refuse, said at start-up: a model a policy
+    names whose floor no eval backs never serves that task (a floor with no eval report at
+    all, or a report naming the model otherwise, makes every such request a 503)."""
+    from policies.check import check_policies
+
+    violations = check_policies(config, quality)
+    if violations:
+        event(log, "policy_check_failed", logging.WARNING, count=len(violations),
+              violations=[str(v) for v in violations[:20]],
+              hint="run `slorouter policy check`; these models never serve those tasks")
 
 
 def result_caching(config: RouterConfig) -> ResultCaching:
@@ -231,6 +263,7 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
     from router.providers.passthrough import PassthroughProvider
 
     runtime, classifier = build_runtime(config, environ, base_dir)
+    warn_unbacked_floors(config, runtime.quality)
     providers: dict[AdapterName, Provider] = {"openai_passthrough": PassthroughProvider()}
     if any(d.adapter == "litellm" for d in runtime.deployments.values()):
         # Imported only when used: litellm costs seconds of start-up and about 100 MB.

@@ -99,3 +99,36 @@ def test_policy_check_rejects_what_serve_would(tmp_path: Path, edit: tuple[str, 
     _refused(_run(tmp_path, "policy", "check", "--config", config), needle)
     assert _run(tmp_path, "policy", "check", "--config",
                 _config(tmp_path, CONFIG)).returncode == 0
+
+
+def test_every_start_up_problem_is_listed_at_once(tmp_path: Path) -> None:
+    """A missing eval report, an unset key variable and a deployment litellm has no price for:
+    all three in one run (a missing report used to hide the other two)."""
+    text = CONFIG.replace(
+        "input_price_per_mtok: 1, output_price_per_mtok: 1}",
+        "api_key: env:SLOROUTER_TEST_UNSET_KEY}") + (
+        "policies:\n  eval_reports: [missing-evals.json]\n  default: {candidates: [m]}\n")
+    _refused(_run(tmp_path, "serve", "--config", _config(tmp_path, text)),
+             "missing-evals.json", "SLOROUTER_TEST_UNSET_KEY", "price")
+
+
+def test_a_floor_no_eval_backs_is_said_at_start_up(tmp_path: Path) -> None:
+    """A floor with no eval report serves none of its models (every request a 503): `serve`
+    starts, as the CI gate is `policy check`, but says so in its log at once."""
+    text = CONFIG + "policies:\n  default:\n    candidates: [m]\n" \
+                    "    quality_floor: {metric: accuracy, min: 0.8}\n"
+    proc = subprocess.Popen([PYTHON, "-m", "router.cli", "serve", "--config",
+                             _config(tmp_path, text), "--port", "0"], cwd=tmp_path,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "policy_check_failed" in line or "starting" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    found = "".join(lines)
+    assert "policy_check_failed" in found and "model m" in found, found

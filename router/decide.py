@@ -16,7 +16,7 @@ from policies.eligibility import DeploymentFacts, RequestFacts, Verdict, evaluat
 from policies.learned.decide import choose
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
-from router.errors import NoEligibleModelError, NotFoundError
+from router.errors import NoEligibleModelError, NotFoundError, RequestError
 from router.runtime_config import RuntimeConfig
 
 Health = Callable[[str], bool]
@@ -70,12 +70,30 @@ class StaticRanker:
                      for v in ordered)
 
 
+# Checks a request fails by itself (its size, its needs, its worst-case cost): no retry helps.
+_REQUEST_CHECKS = frozenset({"fits", "budget"})
+
+
 def require_route(decision: Decision) -> Decision:
-    """A decision with nothing to try is a 503 for the client (the policy says reject)."""
-    if not decision.deployments:
-        raise NoEligibleModelError(decision.reason + "; POST /v1/route/explain shows why",
-                                   code="no_eligible_model")
-    return decision
+    """A decision with nothing to try is an error that says why, per deployment: a 400 when the
+    request itself fits no candidate (too long, needs tools or JSON mode none offers, over the
+    cost ceiling everywhere: retrying cannot help), else a 503 (the policy says reject), with a
+    Retry-After when open circuits are among the reasons."""
+    if decision.deployments:
+        return decision
+    failed = [(v.deployment, [c for c in v.checks if not c.passed]) for v in decision.verdicts
+              if not v.eligible]
+    why = "; ".join(f"{name}: {', '.join(c.detail for c in checks)}"
+                    for name, checks in failed[:6])
+    message = decision.reason + (f" [{why}]" if why else "") + "; POST /v1/route/explain shows why"
+    if failed and all(any(c.name in _REQUEST_CHECKS for c in checks) for _, checks in failed):
+        only_budget = all(all(c.name == "budget" for c in checks if c.name in _REQUEST_CHECKS)
+                          for _, checks in failed)
+        raise RequestError(message, param="max_tokens" if only_budget else "messages",
+                           code="over_cost_ceiling" if only_budget else "no_model_fits")
+    circuits_open = any(c.name == "healthy" for _, checks in failed for c in checks)
+    raise NoEligibleModelError(message, code="no_eligible_model",
+                               retry_after=1.0 if circuits_open else None)
 
 
 def _unknown(requested: str) -> NotFoundError:

@@ -251,3 +251,31 @@ def test_hedge_delay_sits_below_a_ten_percent_slow_tail() -> None:
             t_end=clock[0] + ttft))
     delay = delays("a", "chat", 10)
     assert delay is not None and 0.09 < delay < 0.2
+
+
+def test_no_route_says_why_and_whose_fault_it_is() -> None:
+    """Nothing to try: the message names each deployment's failed checks; a request that fits
+    no candidate (too long, or over the ceiling everywhere) is a 400 no retry can fix; open
+    circuits make a 503 with a Retry-After."""
+    from router.errors import RequestError
+
+    windows = CONFIG.replace("supports_tools: false}", "supports_tools: false, "
+                             "context_window: 8000}").replace(
+        "     zero_data_retention: true}", "     zero_data_retention: true, context_window: 8000}")
+    too_long = _decide("math", prompt=200_000, out=100, runtime=_runtime(windows))
+    with pytest.raises(RequestError) as long_error:
+        require_route(too_long)  # type: ignore[arg-type]
+    assert long_error.value.status_code == 400 and long_error.value.code == "no_model_fits"
+    assert "cheap-1" in long_error.value.message
+    capped = CONFIG.replace("      quality_floor: {metric: accuracy, min: 0.80}",
+                            "      quality_floor: {metric: accuracy, min: 0.80}\n"
+                            "      max_cost_per_request_usd: 0.0000001")
+    with pytest.raises(RequestError) as over:
+        require_route(_decide("math", runtime=_runtime(capped)))  # type: ignore[arg-type]
+    assert (over.value.code, over.value.param) == ("over_cost_ceiling", "max_tokens")
+    down = _decide_code(FALLBACK_CONFIG.replace("no_candidate_fallback: big",
+                                                "no_candidate_fallback: null"),
+                        "low", lambda name: False)
+    with pytest.raises(NoEligibleModelError) as unhealthy:
+        require_route(down)
+    assert unhealthy.value.retry_after == 1.0 and "circuit open" in unhealthy.value.message

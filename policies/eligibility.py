@@ -25,6 +25,7 @@ class RequestFacts:
     needs_tools: bool = False
     needs_json: bool = False
     prompt_text: str = field(default="", repr=False)  # for learned routing; never logged
+    completions: int = 1  # `n`: each completion may use `max_output_tokens`
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ class Verdict:
     deployment: str
     role: str  # candidate | fallback | no_candidate_fallback
     checks: tuple[Check, ...]
-    cost_usd: float  # worst case: prompt + max output tokens
+    cost_usd: float  # worst case: prompt + n x max output tokens
 
     @property
     def eligible(self) -> bool:
@@ -129,7 +130,8 @@ def evaluate(policy: TaskPolicy, facts: RequestFacts,
         floor = floor_check(policy.quality_floor, model, facts.task, quality)
         for deployment in deployments.get(model, ()):
             cost = (facts.prompt_tokens * deployment.price_in_per_m
-                    + facts.max_output_tokens * deployment.price_out_per_m) / 1e6
+                    + facts.completions * facts.max_output_tokens
+                    * deployment.price_out_per_m) / 1e6
             checks = (floor, _risk(policy, facts, deployment), _fits(facts, deployment),
                       Check("healthy", deployment.healthy,
                             "healthy" if deployment.healthy else "circuit open"),

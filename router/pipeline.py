@@ -176,7 +176,7 @@ def request_facts(request: ChatCompletionRequest, view: RequestView,
         task=labels.task, risk=labels.risk,
         prompt_tokens=estimate_prompt_tokens(view, request),
         max_output_tokens=limit if limit is not None else DEFAULT_MAX_OUTPUT_TOKENS,
-        needs_tools=bool(view.tool_names),
+        needs_tools=bool(view.tool_names), completions=request.n or 1,
         needs_json=view.response_format in ("json_object", "json_schema"),
         prompt_text=next((text for role, text in reversed(view.messages) if role == "user"), ""))
 

@@ -279,3 +279,15 @@ def test_no_route_says_why_and_whose_fault_it_is() -> None:
     with pytest.raises(NoEligibleModelError) as unhealthy:
         require_route(down)
     assert unhealthy.value.retry_after == 1.0 and "circuit open" in unhealthy.value.message
+
+
+def test_the_cost_ceiling_counts_every_completion_asked_for() -> None:
+    """`n` completions may each use the output limit: 16 of them cost 16 times the output."""
+    capped = CONFIG.replace("      quality_floor: {metric: accuracy, min: 0.80}",
+                            "      quality_floor: {metric: accuracy, min: 0.80}\n"
+                            "      max_cost_per_request_usd: 0.001")
+    labels = Labels(task="math", risk="low")
+    one, sixteen = (decide("auto", labels, RequestFacts(
+        task="math", risk="low", prompt_tokens=100, max_output_tokens=500, completions=n),
+        _runtime(capped), StaticRanker(), lambda _name: True) for n in (1, 16))
+    assert "cheap-1" in one.deployments and sixteen.deployments == ()

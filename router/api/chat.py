@@ -38,6 +38,7 @@ from router.execution.deadline import requested_timeout_s
 from router.idempotency import IdempotencyStore, Replay
 from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink
 from router.pipeline import Caller, ChatPipeline, Prepared
+from router.providers.base import Usage
 from router.telemetry.context import TraceContext, current_trace
 
 Tracer = Callable[[str | None, str | None], TraceContext]
@@ -214,6 +215,7 @@ class ChatHandler:
         now = self._clock()
         outcome.deployment, outcome.first_content_at = deployment.name, now
         if completion.usage is not None:
+            _winner_usage(outcome, completion.usage)
             outcome.prompt_tokens = completion.usage.prompt_tokens
             outcome.completion_tokens = completion.usage.completion_tokens
             outcome.cached_tokens = completion.usage.cached_tokens
@@ -247,6 +249,13 @@ class ChatHandler:
             await held.aclose()
 
         return WatchedStreamingResponse(relay.chunks(include_usage), headers, on_finish=finish)
+
+def _winner_usage(outcome: Outcome, usage: Usage) -> None:
+    """The answering attempt's usage, for its span (`gen_ai.usage.*` on the attempt)."""
+    winner = next((a for a in outcome.attempts if a.outcome == "won"), None)
+    if winner is not None:
+        winner.usage = usage
+
 
 def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]) -> None:
     outcome.task, outcome.risk = prepared.labels.task, prepared.labels.risk

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +63,41 @@ def test_no_prompt_text_or_secret_in_logs_or_traces(debug_gateway: tuple[Running
     assert "request_finished" in output  # the debug outcome log is there...
     assert CANARY.split()[0] not in output  # ...without the prompt
     assert API_KEY not in output and "sim-key-secret-123" not in output
+
+
+def _console_spans(output: str) -> list[dict[str, object]]:
+    """The spans the console exporter printed (one indented JSON object each)."""
+    spans, block = [], []
+    for line in output.splitlines():
+        if line == "{":
+            block = [line]
+        elif block:
+            block.append(line)
+            if line == "}":
+                spans.append(json.loads("\n".join(block)))
+                block = []
+    return spans
+
+
+def test_the_answering_attempts_span_carries_its_token_usage(
+        debug_gateway: tuple[Running, Path]) -> None:
+    """The upstream attempt (CLIENT) span of an answer has `gen_ai.usage.*`, streamed or not."""
+    router, log = debug_gateway
+    client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY, max_retries=0)
+    for stream in (False, True):
+        response = client.chat.completions.create(
+            model="pt-fast", stream=stream, stream_options={"include_usage": True} if stream
+            else openai.NOT_GIVEN, messages=[{"role": "user", "content": f"usage {stream}"}])
+        if stream:
+            list(response)  # type: ignore[arg-type]
+    httpx.get(f"{router.base_url}/metrics", timeout=10)  # flushes queued telemetry
+    deadline = time.monotonic() + 20.0  # the span processor exports in batches
+    while True:
+        spans = _console_spans(log.read_text(errors="replace"))
+        attempts = [s for s in spans if s.get("kind") == "SpanKind.CLIENT"]
+        with_usage = [s for s in attempts
+                      if "gen_ai.usage.output_tokens" in s["attributes"]]  # type: ignore[operator]
+        if len(with_usage) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert len(with_usage) >= 2, attempts[-2:]

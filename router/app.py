@@ -95,7 +95,9 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         admission if admission is not None else admission_controller(server.reliability),
         idempotency if idempotency is not None else MemoryIdempotencyStore(time.monotonic),
         caching if caching is not None else ResultCaching(None, CacheRule(False)),
-        tracer=telemetry.start_trace if telemetry is not None else None)
+        tracer=telemetry.start_trace if telemetry is not None else None,
+        captures_content=(telemetry.settings.captures_content if telemetry is not None
+                          else lambda _tenant: False))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

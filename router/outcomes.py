@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
+import orjson
+
 from router.execution.attempt import AttemptRecord
 from router.telemetry.context import TraceContext
 
@@ -54,6 +56,10 @@ class Outcome:
     cost_usd: float | None = None
     client_disconnected: bool = False
     attempts: list[AttemptRecord] = field(default_factory=list)
+    # Request and answer messages as JSON, set only for a tenant opted in to content capture
+    # (`capture_content_tenants`): read by the server span, never by logs (`summary`).
+    captured_input: str | None = field(default=None, repr=False)
+    captured_output: str | None = field(default=None, repr=False)
 
     @property
     def ttft_s(self) -> float | None:
@@ -76,7 +82,7 @@ class Outcome:
     def summary(self) -> dict[str, object]:
         """A flat, text-free record for logs."""
         record = {k: v for k, v in asdict(self).items()
-                  if k not in ("attempts", "trace", "steps")}
+                  if k not in ("attempts", "trace", "steps", "captured_input", "captured_output")}
         record.update(ttft_s=self.ttft_s, e2e_s=self.e2e_s, tpot_s=self.tpot_s,
                       attempts=[{"deployment": a.deployment, "error": a.error_class,
                                  "ttft_s": a.ttft_s} for a in self.attempts])
@@ -106,3 +112,15 @@ class FanOut:
             except Exception:  # a broken sink must not break the request path
                 log.exception("outcome_sink_failed", extra={"event_data": {
                     "sink": type(sink).__name__}})
+
+
+def answer_messages(body: bytes) -> str | None:
+    """The messages of a chat.completion body as JSON (content capture), None if it is none."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    choices = parsed.get("choices") if isinstance(parsed, dict) else None
+    if not isinstance(choices, list):
+        return None
+    return orjson.dumps([c.get("message") for c in choices if isinstance(c, dict)]).decode()

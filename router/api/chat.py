@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import orjson
 from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import Response
@@ -36,7 +37,7 @@ from router.auth import authenticate
 from router.caching import ResultCaching
 from router.execution.deadline import requested_timeout_s
 from router.idempotency import IdempotencyStore, Replay
-from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink
+from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages
 from router.pipeline import Caller, ChatPipeline, Prepared
 from router.providers.base import Usage
 from router.telemetry.context import TraceContext, current_trace
@@ -77,7 +78,8 @@ class ChatHandler:
     def __init__(self, pipeline: ChatPipeline, sink: OutcomeSink,
                  admission: AdmissionController, idempotency: IdempotencyStore,
                  caching: ResultCaching, tracer: Tracer | None = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter,
+                 captures_content: Callable[[str], bool] = lambda _tenant: False) -> None:
         self._pipeline = pipeline
         self._sink = sink
         self._admission = admission
@@ -85,6 +87,7 @@ class ChatHandler:
         self._caching = caching
         self._tracer = tracer
         self._clock = clock
+        self._captures = captures_content
         self._ids = RequestIds()
 
     async def handle(self, request: Request) -> Response:
@@ -132,6 +135,9 @@ class ChatHandler:
         raw = await read_json(request, config.max_body_bytes)
         chat = parse_chat(raw)
         outcome.requested_model, outcome.stream = chat.model, chat.stream
+        capture = self._captures(principal.tenant)  # the tenant's explicit opt-in only
+        if capture:
+            outcome.captured_input = orjson.dumps(raw.get("messages")).decode()
         client_s = requested_timeout_s(received)
         budget = min(config.request_timeout_s, client_s) if client_s else config.request_timeout_s
         deadline = outcome.arrived_at + budget
@@ -173,6 +179,8 @@ class ChatHandler:
         outcome.steps.append(("cache", looked_up, self._clock()))
         outcome.cache = headers["x-slorouter-cache"] = found.status
         if found.entry is not None:
+            if capture:
+                outcome.captured_output = answer_messages(found.entry.body)
             response = self._from_cache(found.entry, prepared, outcome, headers, include_usage)
             if claimed is not None:  # duplicates replay this answer, as after an upstream one
                 await claimed.succeeded(found.entry.body, headers)
@@ -180,13 +188,15 @@ class ChatHandler:
         settle = Settle(claimed, self._caching, cache_plan, headers)
         if chat.stream:
             return await self._stream(request, prepared, outcome, headers, held, settle,
-                                      include_usage)
+                                      include_usage, capture)
         try:
             response = await self._complete(request, prepared, outcome, headers)
         except BaseException as exc:
             await settle.failed(exc)
             raise
         await settle.succeeded(bytes(response.body), outcome)
+        if capture:
+            outcome.captured_output = answer_messages(bytes(response.body))
         return response
 
     def _from_cache(self, entry: CachedEntry, prepared: Prepared, outcome: Outcome,
@@ -229,7 +239,7 @@ class ChatHandler:
 
     async def _stream(self, request: Request, prepared: Prepared, outcome: Outcome,
                       headers: dict[str, str], held: contextlib.AsyncExitStack,
-                      settle: Settle, include_usage: bool) -> Response:
+                      settle: Settle, include_usage: bool, capture: bool) -> Response:
         try:
             committed = await run_unless_disconnected(
                 request.receive, self._pipeline.open_stream(prepared, outcome))
@@ -242,7 +252,7 @@ class ChatHandler:
         winner = next((a for a in outcome.attempts if a.outcome == "won"), None)
         headers["server-timing"] = prepared.phases.header(winner.ttft_s if winner else None, None)
         headers["cache-control"] = "no-cache"
-        relay = StreamRelay(committed, outcome, settle, self._sink.record, self._clock)
+        relay = StreamRelay(committed, outcome, settle, self._sink.record, self._clock, capture)
 
         async def finish(client_gone: bool) -> None:
             await relay.finish(client_gone)

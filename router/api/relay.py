@@ -21,23 +21,25 @@ from router.api.errors import error_event
 from router.api.settle import Settle
 from router.errors import SlorouterError
 from router.execution.runner import CommittedStream, close_quietly
-from router.outcomes import CLIENT_CLOSED, Outcome
+from router.outcomes import CLIENT_CLOSED, Outcome, answer_messages
 
 
 class StreamRelay:
     """The SSE side of one streamed answer (one instance per request)."""
 
-    __slots__ = ("_assembler", "_clean_end", "_clock", "_committed", "_content_events",
+    __slots__ = ("_assembler", "_capture", "_clean_end", "_clock", "_committed", "_content_events",
                  "_error", "_outcome", "_record", "_settle")
 
     def __init__(self, committed: CommittedStream, outcome: Outcome, settle: Settle,
-                 record: Callable[[Outcome], None], clock: Callable[[], float]) -> None:
+                 record: Callable[[Outcome], None], clock: Callable[[], float],
+                 capture: bool = False) -> None:
         self._committed = committed
         self._outcome = outcome
         self._settle = settle
         self._record = record
         self._clock = clock
-        self._assembler = StreamAssembler() if settle.wants_body else None
+        self._capture = capture  # the tenant opted in to content capture
+        self._assembler = StreamAssembler() if settle.wants_body or capture else None
         self._content_events = 0
         self._clean_end = False
         self._error: BaseException | None = None
@@ -57,6 +59,8 @@ class StreamRelay:
             # answer is whole, so a client leaving now does not stop it being kept.
             assembler = self._assembler
             body = assembler.completion_body() if assembler is not None else None
+            if self._capture and body is not None:
+                outcome.captured_output = answer_messages(body)
             await asyncio.shield(self._settle.succeeded(body, outcome))
             yield b"data: [DONE]\n\n"
         except SlorouterError as exc:

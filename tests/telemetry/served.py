@@ -68,10 +68,7 @@ async def serve(sim_base: str, telemetry: Telemetry) -> AsyncIterator[str]:
     config = load_config_text(CONFIG.format(base=sim_base))
     runtime = resolve(config, {"TENANT_KEY": API_KEY}, lambda _: None, "fixed-1")
     app = build_app(runtime, FixedClassifier(), {"openai_passthrough": PassthroughProvider()},
-                    sinks=[LogSink(), telemetry.sink])
-    endpoint = telemetry.metrics_endpoint
-    assert endpoint is not None
-    app.app.add_route("/metrics", endpoint, methods=["GET"])  # FastAPI behind the front door
+                    sinks=[LogSink()], telemetry=telemetry)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
                                            lifespan="on", loop="asyncio", access_log=False))

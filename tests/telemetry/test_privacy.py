@@ -102,24 +102,36 @@ def test_redacting_filter_removes_secrets_and_content_fields() -> None:
 
 def test_content_reaches_spans_only_for_opted_in_tenants() -> None:
     """Recorded content is exported for a tenant in `capture_content_tenants`, never otherwise."""
-    from dataclasses import dataclass
-
     from router.telemetry.settings import TelemetrySettings
-    from tests.telemetry.helpers import TracedOutcome, streamed_with_retry
-
-    @dataclass(slots=True)
-    class WithContent(TracedOutcome):
-        captured_input: str | None = None
+    from tests.telemetry.helpers import streamed_with_retry
 
     exported = {}
     for tenant in ("opted-in", "tenant-one"):
         telemetry, exporter = in_memory_telemetry(TelemetrySettings(
             sample_ratio=1.0, capture_content_tenants=frozenset({"opted-in"})))
-        base, _ = streamed_with_retry()
-        outcome = WithContent(**{f: getattr(base, f) for f in base.__dataclass_fields__},
-                              captured_input=f'[{{"role":"user","content":"{CANARY}"}}]')
+        outcome, _ = streamed_with_retry()
+        outcome.captured_input = f'[{{"role":"user","content":"{CANARY}"}}]'
         outcome.tenant = tenant
         telemetry.sink.record(outcome)
         exported[tenant] = "".join(s.to_json() for s in exporter.get_finished_spans())
     assert CANARY in exported["opted-in"] and "gen_ai.input.messages" in exported["opted-in"]
     assert CANARY not in exported["tenant-one"] and exported["tenant-one"]
+
+
+async def test_an_opted_in_tenants_served_requests_carry_their_content_on_the_span(
+        sim: Running, log_lines: io.StringIO) -> None:
+    """Served end to end: with the tenant in `capture_content_tenants`, its server spans hold
+    the request and answer messages (whole and streamed); the logs still hold none of it."""
+    from router.telemetry.settings import TelemetrySettings
+
+    telemetry, exporter = in_memory_telemetry(TelemetrySettings(
+        sample_ratio=1.0, capture_content_tenants=frozenset({"tenant-one"})))
+    async with serve(sim.base_url, telemetry) as base:
+        await _traffic(base)
+    telemetry.sink.flush()
+    servers = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")]
+    captured = [s for s in servers if s.attributes and "gen_ai.input.messages" in s.attributes]
+    answered = [s for s in captured if s.attributes and "gen_ai.output.messages" in s.attributes]
+    assert len(captured) >= 2 and len(answered) >= 2
+    assert all(CANARY in str(s.attributes["gen_ai.input.messages"]) for s in captured)
+    assert CANARY not in log_lines.getvalue()

@@ -127,9 +127,18 @@ def _slow_stream_setup(tmp_path: Path, grace_s: int) -> tuple[Running, Running]:
     return sim, start_router(tmp_path, config)
 
 
-def _stream_through_sigterm(router: Running) -> tuple[bool, float]:
+def _stream_through_sigterm(tmp_path: Path, grace_s: int) -> tuple[bool, float]:
     """Start a stream, SIGTERM the router once content flows; (ended with [DONE], seconds from
     the signal until the process exited)."""
+    sim, router = _slow_stream_setup(tmp_path, grace_s)
+    try:
+        return _drain(router)
+    finally:
+        router.stop()
+        sim.stop()
+
+
+def _drain(router: Running) -> tuple[bool, float]:
     body = b'{"model": "slow", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
     request = urllib.request.Request(f"{router.base_url}/v1/chat/completions", data=body,
                                      headers={"content-type": "application/json"})
@@ -150,17 +159,7 @@ def _stream_through_sigterm(router: Running) -> tuple[bool, float]:
 def test_sigterm_lets_streams_finish_within_the_configured_grace(tmp_path: Path) -> None:
     """`server.shutdown_grace_s` bounds the drain: a 5 s stream finishes under a 10 s grace
     and is cut under a 1 s one (the process then exits without waiting for it)."""
-    sim, router = _slow_stream_setup(tmp_path / "long", 10)
-    try:
-        finished, _ = _stream_through_sigterm(router)
-    finally:
-        router.stop()
-        sim.stop()
-    sim, router = _slow_stream_setup(tmp_path / "short", 1)
-    try:
-        cut, exited_after_s = _stream_through_sigterm(router)
-    finally:
-        router.stop()
-        sim.stop()
+    finished, _ = _stream_through_sigterm(tmp_path / "long", 10)
+    cut, exited_after_s = _stream_through_sigterm(tmp_path / "short", 1)
     assert finished
     assert not cut and exited_after_s < 3.5

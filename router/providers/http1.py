@@ -247,12 +247,11 @@ class _OriginPool:
         self._open: set[_Connection] = set()
         self._waiters: deque[asyncio.Future[None]] = deque()
 
-    async def acquire(self, connect_timeout_s: float,
-                      fresh: bool = False) -> tuple[_Connection, bool]:
-        """A connection to send on, and whether it was reused (never, when `fresh`)."""
+    async def acquire(self, connect_timeout_s: float) -> tuple[_Connection, bool]:
+        """A connection to send on, and whether it was reused."""
         while True:
             now = time.monotonic()
-            while self._idle and not fresh:
+            while self._idle:
                 connection = self._idle.pop()
                 if not connection.closed and now - connection.idle_since < self._idle_timeout_s:
                     return connection, True
@@ -400,11 +399,13 @@ class Http1Client:
         A reused keep-alive connection that closes before any of the answer is most likely one
         the server had closed while idle, so the request is sent again on a new connection. But
         it may also have been received and dropped: a request that must not run twice
-        (`resendable=False`, a side effect) goes out on a new connection and is never re-sent;
-        a drop then raises `UpstreamDropped` (the outcome is unknown)."""
+        (`resendable=False`, a side effect) is never re-sent, and the drop raises
+        `UpstreamDropped` (the outcome is unknown), as HTTP clients do for requests that are not
+        idempotent. It still takes a pooled connection: a fresh one per side effect would let
+        them fill the pool with idle connections they never reuse."""
         pool = self._pool(target)
         for attempt in (0, 1):
-            connection, reused = await pool.acquire(connect_timeout_s, fresh=not resendable)
+            connection, reused = await pool.acquire(connect_timeout_s)
             exchange = connection.send(head, body)
             try:
                 await exchange.until(_has_head)

@@ -157,7 +157,7 @@ class StatsSink:
         offset = self._wall() - self._mono()
         prompt = outcome.prompt_tokens if outcome.prompt_tokens is not None else 0
         output = outcome.completion_tokens if outcome.completion_tokens is not None else 0
-        answered = any(a.outcome == "won" for a in outcome.attempts)
+        answered = outcome.winner is not None
         for attempt in outcome.attempts:
             if attempt.outcome == "cancelled" and answered:
                 self._record_censored(attempt, task, prompt, offset)

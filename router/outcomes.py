@@ -62,6 +62,11 @@ class Outcome:
     captured_output: str | None = field(default=None, repr=False)
 
     @property
+    def winner(self) -> AttemptRecord | None:
+        """The attempt whose answer the client got, if any attempt answered."""
+        return next((a for a in self.attempts if a.outcome == "won"), None)
+
+    @property
     def ttft_s(self) -> float | None:
         return None if self.first_content_at is None else self.first_content_at - self.arrived_at
 

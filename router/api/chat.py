@@ -249,7 +249,7 @@ class ChatHandler:
         outcome.deployment = committed.deployment.name
         outcome.first_content_at = self._clock()
         headers["x-slorouter-model"] = committed.deployment.name
-        winner = next((a for a in outcome.attempts if a.outcome == "won"), None)
+        winner = outcome.winner
         headers["server-timing"] = prepared.phases.header(winner.ttft_s if winner else None, None)
         headers["cache-control"] = "no-cache"
         relay = StreamRelay(committed, outcome, settle, self._sink.record, self._clock, capture)
@@ -262,7 +262,7 @@ class ChatHandler:
 
 def _winner_usage(outcome: Outcome, usage: Usage) -> None:
     """The answering attempt's usage, for its span (`gen_ai.usage.*` on the attempt)."""
-    winner = next((a for a in outcome.attempts if a.outcome == "won"), None)
+    winner = outcome.winner
     if winner is not None:
         winner.usage = usage
 

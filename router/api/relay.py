@@ -80,7 +80,7 @@ class StreamRelay:
             outcome.last_token_at = now
             self._content_events += 1
         if event.usage is not None:
-            winner = next((a for a in outcome.attempts if a.outcome == "won"), None)
+            winner = outcome.winner
             if winner is not None:  # the answering attempt's usage, for its span
                 winner.usage = event.usage
             outcome.prompt_tokens = event.usage.prompt_tokens

@@ -36,6 +36,10 @@ class Outcome:
     deployment: str | None = None
     policy_version: str | None = None
     cache: str = "bypass"
+    # The decision was acted on: the request went past the idempotency claim to the cache
+    # lookup and, unless the cache answered, upstream. False for a request refused or answered
+    # before that (a reused or in-flight Idempotency-Key, a replayed duplicate, admission).
+    routed: bool = False
     experiment: str | None = None
     arm: str | None = None
     arm_degraded: bool = False  # the arm's route could not serve; control's route did

@@ -168,6 +168,7 @@ class ChatHandler:
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers)
+        outcome.routed = True
         looked_up = self._clock()
         try:
             cache_plan = self._caching.plan(prepared, principal, received, raw)

@@ -123,7 +123,9 @@ class RouterMetrics:
                 self.hedges.add(1, by_deployment)
 
     def _count(self, outcome: Outcome) -> None:
-        if outcome.model is not None:
+        # Decisions, probes and cache lookups count routed requests only: a request refused or
+        # replayed by the idempotency store after its decision was made never used the route.
+        if outcome.routed and outcome.model is not None:
             route: dict[str, AttrValue] = {A.MODEL: outcome.model}
             A.put_if(route, A.TASK, outcome.task)
             A.put_if(route, A.RISK, outcome.risk)

@@ -56,7 +56,7 @@ def streamed_with_retry(t0: float = 100.0) -> tuple[TracedOutcome, list[str]]:
     outcome.steps += [("auth", t0, t0 + 0.0001), ("classify", t0 + 0.0002, t0 + 0.0005),
                       ("decide", t0 + 0.0005, t0 + 0.0006), ("cache", t0 + 0.0006, t0 + 0.0007)]
     outcome.task, outcome.risk, outcome.model = "chat", "low", "fast-model"
-    outcome.policy_version, outcome.cache = "pv-123", "miss"
+    outcome.policy_version, outcome.cache, outcome.routed = "pv-123", "miss", True
     sent = [attempt_traceparent(trace, 1)]
     first = AttemptRecord("pt-fast", 1, t0 + 0.001)
     first.error = ProviderUnavailableError("upstream 503", code="upstream_unavailable")

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from router.telemetry.metrics import (
@@ -12,7 +17,9 @@ from router.telemetry.metrics import (
     TTFT_BUCKETS,
 )
 from router.telemetry.settings import TelemetrySettings
+from tests.support.services import Running
 from tests.telemetry.helpers import in_memory_telemetry, streamed_with_retry
+from tests.telemetry.served import API_KEY, serve
 
 GENAI = {
     "gen_ai_server_request_duration_seconds": DURATION_BUCKETS,
@@ -154,3 +161,51 @@ def test_admission_rejections_are_counted_by_reason_and_other_503s_are_not() -> 
                   for s in getattr(families["slorouter_admission_rejections"], "samples", [])
                   if s.name.endswith("_total")}
     assert rejections == {"queue_timeout": 1.0, "overloaded": 1.0, "tenant_over_share": 1.0}
+
+
+async def test_requests_refused_or_replayed_by_the_idempotency_store_are_not_routed_decisions(
+        sim: Running) -> None:
+    """Served end to end: a 422 for a reused Idempotency-Key and a replayed duplicate never
+    reached an upstream (nor the cache), so `/metrics` counts neither as a decision nor as a
+    cache lookup; the one request that was routed is counted once."""
+    telemetry, _ = in_memory_telemetry(TelemetrySettings())
+    auth = {"authorization": f"Bearer {API_KEY}", "idempotency-key": "metrics-key-1"}
+    body = {"model": "auto", "messages": [{"role": "user", "content": "count me once"}]}
+    other = {**body, "messages": [{"role": "user", "content": "another question"}]}
+    async with serve(sim.base_url, telemetry) as base, aiohttp.ClientSession() as session:
+        url = f"{base}/v1/chat/completions"
+        statuses = []
+        for payload in (body, other, body):  # routed, key reused (422), replayed
+            async with session.post(url, json=payload, headers=auth) as response:
+                await response.read()
+                statuses.append((response.status,
+                                 response.headers.get("x-slorouter-idempotent-replay")))
+        families = await _scraped_once_recorded(session, f"{base}/metrics", requests=3)
+    assert statuses == [(200, None), (422, None), (200, "true")]
+    decisions = [(s.labels["slorouter_model"], s.value)
+                 for s in families["slorouter_decisions"].samples if s.name.endswith("_total")]
+    lookups = [s.value for s in families["slorouter_cache_lookups"].samples
+               if s.name.endswith("_total")]
+    assert decisions == [("fast", 1.0)]
+    assert lookups == [1.0]
+
+
+def _served(families: Mapping[str, Any]) -> float:
+    family = families.get("gen_ai_server_request_duration_seconds")
+    samples = family.samples if family is not None else []
+    return float(sum(s.value for s in samples if s.name.endswith("_count")))
+
+
+async def _scraped_once_recorded(session: aiohttp.ClientSession, url: str,
+                                 requests: int) -> Mapping[str, Any]:
+    """`/metrics` once all `requests` are recorded (each is recorded after its answer left)."""
+    families: Mapping[str, Any] = {}
+    for _ in range(100):
+        async with session.get(url) as response:
+            text = await response.text()
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        if _served(families) >= requests:
+            break
+        await asyncio.sleep(0.02)
+    assert _served(families) == requests  # every request is in the request metrics
+    return families

@@ -11,12 +11,18 @@ second.
 `on_stopped` runs once the server has stopped, before uvicorn re-raises a captured termination
 signal with its default handler (which ends the process at once, so code after `run()` would
 never run): `slorouter serve` stops its provider simulator there.
+
+`on_grace_over` runs `grace_s` after shutdown began, while uvicorn still waits for requests in
+flight (its `timeout_graceful_shutdown` should be a little longer): `slorouter serve` ends the
+streams still running there, each with an error event, before uvicorn would cancel them and cut
+them off with no reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Callable, Generator
 from types import FrameType
 
@@ -30,9 +36,12 @@ class QuietServer(uvicorn.Server):
     """`uvicorn.Server` whose idle housekeeping wakes once a second (see the module docstring)."""
 
     def __init__(self, config: uvicorn.Config,
-                 on_stopped: Callable[[], None] = lambda: None) -> None:
+                 on_stopped: Callable[[], None] = lambda: None, *, grace_s: float | None = None,
+                 on_grace_over: Callable[[], None] = lambda: None) -> None:
         super().__init__(config)
         self._on_stopped = on_stopped
+        self._grace_s = grace_s
+        self._on_grace_over = on_grace_over
         self._loop: asyncio.AbstractEventLoop | None = None
         self._exit_requested: asyncio.Event | None = None
 
@@ -55,6 +64,16 @@ class QuietServer(uvicorn.Server):
                 async with asyncio.timeout(TICK_S):
                     await exit_requested.wait()
             should_exit = await self.on_tick(counter)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._grace_s is None:
+            await super().shutdown(sockets)
+            return
+        grace_over = asyncio.get_running_loop().call_later(self._grace_s, self._on_grace_over)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            grace_over.cancel()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)

@@ -24,6 +24,10 @@ from router.logs import event
 
 log = logging.getLogger("slorouter.serve")
 
+# After `shutdown_grace_s` the streams still running are ended with an error event
+# (`server_shutting_down`); uvicorn cancels whatever still runs this much later.
+FAREWELL_S = 1  # whole seconds: uvicorn takes an int
+
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("serve", help="run the routing service")
@@ -73,6 +77,7 @@ def start_simulator(environ: dict[str, str]) -> subprocess.Popen[bytes]:
 
 def serve(args: argparse.Namespace) -> int:
     from router import logs
+    from router.api.sse import OpenStreams
     from router.errors import ConfigError
     from router.telemetry import redact
     from router.wiring import build_from_config, secret_values
@@ -80,10 +85,11 @@ def serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     environ = dict(os.environ)
     simulator: subprocess.Popen[bytes] | None = None
+    streams = OpenStreams()
     try:
         config, simulator = _load(args.config, environ)
         base_dir = args.config.resolve().parent if args.config else _defaults_dir()
-        app, runtime = build_from_config(config, environ, base_dir)
+        app, runtime = build_from_config(config, environ, base_dir, streams)
         redact.install(secret_values(config, environ))
     except ConfigError as err:
         print(f"slorouter: {err}", file=sys.stderr)
@@ -99,7 +105,7 @@ def serve(args: argparse.Namespace) -> int:
           deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
     try:
         _run(app, args.host, args.port, args.log_level, config.server.shutdown_grace_s,
-             lambda: _stop(simulator))
+             streams.end_all, lambda: _stop(simulator))
     finally:
         _stop(simulator)
     return 0
@@ -141,15 +147,15 @@ def _defaults_dir() -> Path:
 
 
 def _run(app: Any, host: str, port: int, log_level: str, grace_s: int,
-         on_stopped: Callable[[], None]) -> None:
+         on_grace_over: Callable[[], None], on_stopped: Callable[[], None]) -> None:
     import uvicorn
 
     from router.quiet_server import QuietServer
 
     config = uvicorn.Config(app, host=host, port=port, loop="uvloop", http="httptools",
                             access_log=False, log_config=None, log_level=log_level,
-                            lifespan="on", timeout_graceful_shutdown=grace_s)
-    QuietServer(config, on_stopped).run()
+                            lifespan="on", timeout_graceful_shutdown=grace_s + FAREWELL_S)
+    QuietServer(config, on_stopped, grace_s=grace_s, on_grace_over=on_grace_over).run()
 
 
 def _stop(proc: subprocess.Popen[bytes] | None) -> None:

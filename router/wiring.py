@@ -22,6 +22,7 @@ from policies.eval_report import EvalReportError, QualityTable, load_reports
 from policies.schema import RouterConfig
 from router.api.front import FrontDoor
 from router.api.meta import ReadinessCheck
+from router.api.sse import OpenStreams
 from router.app import build_app
 from router.caching import ResultCaching
 from router.classify.types import Classifier
@@ -258,8 +259,8 @@ def secret_values(config: RouterConfig, environ: Mapping[str, str]) -> list[str]
             if (name := ref.removeprefix("env:")) in environ and environ[name]]
 
 
-def build_from_config(config: RouterConfig, environ: Mapping[str, str],
-                      base_dir: Path) -> tuple[FrontDoor, RuntimeConfig]:
+def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir: Path,
+                      streams: OpenStreams | None = None) -> tuple[FrontDoor, RuntimeConfig]:
     from router.providers.passthrough import PassthroughProvider
 
     runtime, classifier = build_runtime(config, environ, base_dir)
@@ -280,5 +281,5 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str],
                     checks=readiness_checks(config, runtime, classifier),
                     caching=caching, stats=stats_store(config),
                     idempotency=idempotency_store(config),
-                    experiments=experiments(config))
+                    experiments=experiments(config), streams=streams)
     return app, runtime

@@ -32,9 +32,15 @@ from router.api.relay import StreamRelay
 from router.api.replay import body_response
 from router.api.schemas import ChatCompletionRequest
 from router.api.settle import Settle
-from router.api.sse import ClientGone, WatchedStreamingResponse, run_unless_disconnected
+from router.api.sse import (
+    ClientGone,
+    OpenStreams,
+    WatchedStreamingResponse,
+    run_unless_disconnected,
+)
 from router.auth import authenticate
 from router.caching import ResultCaching
+from router.errors import SlorouterError
 from router.execution.deadline import requested_timeout_s
 from router.idempotency import IdempotencyStore, Replay
 from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages
@@ -79,7 +85,8 @@ class ChatHandler:
                  admission: AdmissionController, idempotency: IdempotencyStore,
                  caching: ResultCaching, tracer: Tracer | None = None,
                  clock: Callable[[], float] = time.perf_counter,
-                 captures_content: Callable[[str], bool] = lambda _tenant: False) -> None:
+                 captures_content: Callable[[str], bool] = lambda _tenant: False,
+                 streams: OpenStreams | None = None) -> None:
         self._pipeline = pipeline
         self._sink = sink
         self._admission = admission
@@ -88,6 +95,7 @@ class ChatHandler:
         self._tracer = tracer
         self._clock = clock
         self._captures = captures_content
+        self._streams = streams
         self._ids = RequestIds()
 
     async def handle(self, request: Request) -> Response:
@@ -255,11 +263,12 @@ class ChatHandler:
         headers["cache-control"] = "no-cache"
         relay = StreamRelay(committed, outcome, settle, self._sink.record, self._clock, capture)
 
-        async def finish(client_gone: bool) -> None:
-            await relay.finish(client_gone)
+        async def finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
+            await relay.finish(client_gone, ended_by)
             await held.aclose()
 
-        return WatchedStreamingResponse(relay.chunks(include_usage), headers, on_finish=finish)
+        return WatchedStreamingResponse(relay.chunks(include_usage), headers, on_finish=finish,
+                                        streams=self._streams)
 
 def _winner_usage(outcome: Outcome, usage: Usage) -> None:
     """The answering attempt's usage, for its span (`gen_ai.usage.*` on the attempt)."""

@@ -13,11 +13,14 @@ import math
 import orjson
 from starlette.responses import Response
 
-from router.errors import SlorouterError
+from router.errors import OverloadedError, SlorouterError
 
 log = logging.getLogger("slorouter.http")
 
 INTERNAL = SlorouterError("internal error in the router", code="internal_error")
+# Ends a stream still running when the server's shutdown grace is over (`OpenStreams`).
+SHUTTING_DOWN = OverloadedError("the server is shutting down and its grace for requests in "
+                                "flight is over; retry the request", code="server_shutting_down")
 
 
 def as_project_error(exc: BaseException) -> SlorouterError:

@@ -4,8 +4,9 @@
 asked for it), observes token times and usage on the way, and assembles the whole answer when
 the cache or an idempotency claim wants it. A clean end is settled (stored) before
 `data: [DONE]`; an upstream error mid-stream ends with an OpenAI error event. `finish()` runs
-after the last byte or the client's departure: it closes the upstream, releases its in-flight
-slot, records the outcome and releases the claim of an answer that did not end cleanly.
+after the last byte, the client's departure or the router's own end of the stream (a shutdown
+whose grace is over): it closes the upstream, releases its in-flight slot, records the outcome
+and releases the claim of an answer that did not end cleanly.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class StreamRelay:
         if self._assembler is not None:
             self._assembler.add(orjson.loads(event.data))
 
-    async def finish(self, client_gone: bool) -> None:
+    async def finish(self, client_gone: bool, ended_by: SlorouterError | None = None) -> None:
+        """`ended_by`: the error the router ended the stream with itself (e.g. shutting down)."""
         committed, outcome = self._committed, self._outcome
         await close_quietly(committed.tail)
         if self._clean_end:
@@ -107,6 +109,9 @@ class StreamRelay:
                 outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_tokens or 0)
         if client_gone:
             outcome.status = CLIENT_CLOSED
+        elif ended_by is not None and not self._clean_end:
+            outcome.status, outcome.error_type = ended_by.status_code, type(ended_by).__name__
+            outcome.error_code = ended_by.code
         self._record(outcome)
         if not self._clean_end:
             await self._settle.failed(self._error)

@@ -8,9 +8,10 @@ from starlette.responses import Response
 
 from cache.replay import replay_sse
 from router.api.sse import WatchedStreamingResponse
+from router.errors import SlorouterError
 
 
-async def _nothing(_: bool) -> None:
+async def _nothing(_client_gone: bool, _ended_by: SlorouterError | None) -> None:
     return None
 
 

@@ -4,18 +4,24 @@ Starlette's own streaming response only notices a gone client when a write fails
 seconds later while an upstream is still thinking. Here a watcher waits on `receive()` for
 `http.disconnect` and cancels the task that produces the chunks, so the upstream call is
 cancelled too.
+
+A shutting-down server ends the streams still running when its grace is over through
+`OpenStreams`: each one's producer is cancelled the same way, and the stream ends with an error
+event (`server_shutting_down`) instead of being cut off by the server with no reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from starlette.responses import Response
 
-from router.api.errors import INTERNAL, error_event
+from router.api.errors import INTERNAL, SHUTTING_DOWN, error_event
+from router.errors import SlorouterError
 from router.logs import event
 
 log = logging.getLogger("slorouter.http")
@@ -23,6 +29,8 @@ log = logging.getLogger("slorouter.http")
 Scope = Mapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+# (client_gone, the error the router itself ended the stream with, if it did)
+OnFinish = Callable[[bool, SlorouterError | None], Awaitable[None]]
 
 
 async def wait_for_disconnect(receive: Receive) -> None:
@@ -32,11 +40,59 @@ async def wait_for_disconnect(receive: Receive) -> None:
             return
 
 
+class OpenStreams:
+    """The streams being sent, so that a server whose shutdown grace is over can end them.
+
+    uvicorn cancels the requests still running when its graceful shutdown times out, and a
+    stream cut that way just stops: the client sees a truncated answer and no reason.
+    `end_all()` stops each stream's producer first, so the stream ends with an error event
+    (`server_shutting_down`) and its outcome is recorded as that error; a stream that starts
+    afterwards ends so at once. Used on the event loop's thread only.
+    """
+
+    def __init__(self) -> None:
+        self._stops: set[Callable[[], None]] = set()
+        self.ending = False
+
+    def end_all(self) -> None:
+        self.ending = True
+        for stop in tuple(self._stops):
+            stop()
+
+    @contextlib.contextmanager
+    def tracked(self, stop: Callable[[], None]) -> Iterator[None]:
+        """`stop()` is called if the streams are ended while the block runs."""
+        self._stops.add(stop)
+        try:
+            if self.ending:
+                stop()
+            yield
+        finally:
+            self._stops.discard(stop)
+
+
+class _Stopper:
+    """Cancels the task that produces a stream, remembering that it did."""
+
+    __slots__ = ("stopped", "task")
+
+    def __init__(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.task = task
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.task.cancel()
+
+
 class WatchedStreamingResponse(Response):
-    """Sends `chunks` as `text/event-stream`, then always awaits `on_finish(client_gone)`."""
+    """Sends `chunks` as `text/event-stream`, then always awaits
+    `on_finish(client_gone, ended_by)`; `ended_by` is `SHUTTING_DOWN` when `streams` ended it."""
 
     def __init__(self, chunks: AsyncIterator[bytes], headers: Mapping[str, str],
-                 on_finish: Callable[[bool], Awaitable[None]]) -> None:
+                 on_finish: OnFinish, streams: OpenStreams | None = None) -> None:
         # Like Starlette's StreamingResponse: no `body`, so no content-length header.
         self.status_code = 200
         self.media_type = "text/event-stream"
@@ -44,24 +100,35 @@ class WatchedStreamingResponse(Response):
         self.init_headers(dict(headers))
         self._chunks = chunks
         self._on_finish = on_finish
+        self._streams = streams
+        self._started = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # The chunks are produced in this task (a task of their own would cost the first chunk
         # one more pass of the event loop); the watcher cancels it when the client leaves.
-        client_gone = True
+        client_gone, ended_by = True, None
+        stopper = _Stopper()
         try:
-            await run_unless_disconnected(receive, self._produce(send))
+            with (self._streams.tracked(stopper.stop) if self._streams is not None
+                  else contextlib.nullcontext()):
+                await run_unless_disconnected(receive, self._produce(send))
             client_gone = False
+        except asyncio.CancelledError:
+            if not stopper.stopped or stopper.task.uncancel() > 0:
+                raise  # cancelled from elsewhere (the server's own cut): that one wins
+            ended_by = SHUTTING_DOWN
+            client_gone = not await self._end_with(send, SHUTTING_DOWN)
         except (ClientGone, OSError):  # the client left, or a write to it failed
             pass
         except Exception as exc:  # a write broke otherwise: the stream ends early; say why
             event(log, "stream_failed", logging.ERROR, error=type(exc).__name__)
         finally:
-            await self._on_finish(client_gone)
+            await self._on_finish(client_gone, ended_by)
 
     async def _produce(self, send: Send) -> None:
         await send({"type": "http.response.start", "status": self.status_code,
                     "headers": self.raw_headers})
+        self._started = True
         chunks = self._chunks
         while True:
             try:
@@ -75,6 +142,18 @@ class WatchedStreamingResponse(Response):
                 return
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _end_with(self, send: Send, error: SlorouterError) -> bool:
+        """End the stream with `error` as its last event; False if the client is gone."""
+        try:
+            if not self._started:
+                await send({"type": "http.response.start", "status": self.status_code,
+                            "headers": self.raw_headers})
+            await send({"type": "http.response.body", "body": error_event(error),
+                        "more_body": False})
+        except OSError:
+            return False
+        return True
 
 
 async def run_unless_disconnected(receive: Receive, work: Awaitable[Any]) -> Any:

@@ -4,6 +4,7 @@ quietly and stopping promptly on SIGTERM."""
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import signal
 import subprocess
@@ -114,7 +115,8 @@ def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
             os.kill(simulator, signal.SIGKILL)
 
 
-def _slow_stream_setup(tmp_path: Path, grace_s: int) -> tuple[Running, Running]:
+def _slow_stream_setup(tmp_path: Path, grace_s: int,
+                       extra_args: tuple[str, ...] = ()) -> tuple[Running, Running]:
     """A simulator model streaming 50 tokens 0.1 s apart (5 s) and a router with the grace."""
     tmp_path.mkdir()
     sim = start_simulator(tmp_path, {"slow": {
@@ -124,13 +126,14 @@ def _slow_stream_setup(tmp_path: Path, grace_s: int) -> tuple[Running, Running]:
               f"openai_passthrough, api_base: {sim.base_url}/v1, input_price_per_mtok: 1, "
               f"output_price_per_mtok: 1}}\nmodels: [{{name: slow, deployments: [d]}}]\n"
               f"routes: {{default_model: slow}}\nserver: {{shutdown_grace_s: {grace_s}}}\n")
-    return sim, start_router(tmp_path, config)
+    return sim, start_router(tmp_path, config, extra_args=extra_args)
 
 
-def _stream_through_sigterm(tmp_path: Path, grace_s: int) -> tuple[bool, float]:
-    """Start a stream, SIGTERM the router once content flows; (ended with [DONE], seconds from
-    the signal until the process exited)."""
-    sim, router = _slow_stream_setup(tmp_path, grace_s)
+def _stream_through_sigterm(tmp_path: Path, grace_s: int,
+                            extra_args: tuple[str, ...] = ()) -> tuple[bytes | None, float]:
+    """Start a stream, SIGTERM the router once content flows; (the rest of the stream as the
+    client read it, None if it was cut off; seconds from the signal until the process exited)."""
+    sim, router = _slow_stream_setup(tmp_path, grace_s, extra_args)
     try:
         return _drain(router)
     finally:
@@ -138,28 +141,43 @@ def _stream_through_sigterm(tmp_path: Path, grace_s: int) -> tuple[bool, float]:
         sim.stop()
 
 
-def _drain(router: Running) -> tuple[bool, float]:
+def _drain(router: Running) -> tuple[bytes | None, float]:
     body = b'{"model": "slow", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
     request = urllib.request.Request(f"{router.base_url}/v1/chat/completions", data=body,
                                      headers={"content-type": "application/json"})
-    done = False
+    rest: bytes | None = None
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 200
         response.readline()
         signalled = time.monotonic()
         os.kill(router.proc.pid, signal.SIGTERM)
         try:
-            done = b"data: [DONE]" in response.read()
-        except (http.client.HTTPException, OSError):  # cut at the end of the grace
-            done = False
+            rest = response.read()
+        except (http.client.HTTPException, OSError):  # cut off: the stream did not end
+            rest = None
     router.proc.wait(timeout_s=15.0)
-    return done, time.monotonic() - signalled
+    return rest, time.monotonic() - signalled
 
 
 def test_sigterm_lets_streams_finish_within_the_configured_grace(tmp_path: Path) -> None:
-    """`server.shutdown_grace_s` bounds the drain: a 5 s stream finishes under a 10 s grace
-    and is cut under a 1 s one (the process then exits without waiting for it)."""
-    finished, _ = _stream_through_sigterm(tmp_path / "long", 10)
-    cut, exited_after_s = _stream_through_sigterm(tmp_path / "short", 1)
-    assert finished
-    assert not cut and exited_after_s < 3.5
+    """`server.shutdown_grace_s` bounds the drain: a 5 s stream finishes under a 10 s grace."""
+    rest, _ = _stream_through_sigterm(tmp_path / "long", 10)
+    assert rest is not None and rest.endswith(b"data: [DONE]\n\n")
+
+
+def test_a_stream_still_running_when_the_grace_ends_gets_an_error_event_then_ends(
+        tmp_path: Path) -> None:
+    """Under a 1 s grace the 5 s stream is ended by the router, not cut off: its last event is
+    OpenAI's error shape with code `server_shutting_down` (the SDKs raise it), the response
+    ends properly, the process exits promptly, and the outcome is recorded as that error."""
+    rest, exited_after_s = _stream_through_sigterm(tmp_path / "short", 1,
+                                                   ("--log-level", "debug"))
+    assert rest is not None and b"[DONE]" not in rest
+    last = rest.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+    assert last.startswith(b"data: ")
+    error = json.loads(last[len(b"data: "):])["error"]
+    assert error["code"] == "server_shutting_down" and error["type"] and error["message"]
+    assert exited_after_s < 3.5
+    finished = [json.loads(line) for line in (tmp_path / "short" / "router.log").read_text(
+        errors="replace").splitlines() if '"request_finished"' in line]
+    assert [(f["status"], f["error_code"]) for f in finished] == [(503, "server_shutting_down")]

@@ -1,6 +1,7 @@
 """`WatchedStreamingResponse` in the request's own task: a whole stream, a client that leaves
-mid-stream (the producer is cancelled at once), and a producer that breaks (the client gets an
-error event, the log the exception's class)."""
+mid-stream (the producer is cancelled at once), a producer that breaks (the client gets an
+error event, the log the exception's class), and streams ended by a shutting-down server (an
+error event that says so)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from router.api.sse import WatchedStreamingResponse
+from router.api.errors import SHUTTING_DOWN
+from router.api.sse import OpenStreams, WatchedStreamingResponse
+from router.errors import SlorouterError
 
 
 class _Client:
@@ -37,13 +40,20 @@ class _Client:
         return [m["body"] for m in self.sent if m["type"] == "http.response.body"]
 
 
-def _run(chunks: AsyncIterator[bytes], client: _Client) -> list[bool]:
-    finished: list[bool] = []
+def _run(chunks: AsyncIterator[bytes], client: _Client,
+         streams: OpenStreams | None = None) -> list[bool]:
+    return [gone for gone, _ in _run_ended(chunks, client, streams)]
 
-    async def on_finish(client_gone: bool) -> None:
-        finished.append(client_gone)
 
-    response = WatchedStreamingResponse(chunks, {"x-test": "1"}, on_finish=on_finish)
+def _run_ended(chunks: AsyncIterator[bytes], client: _Client, streams: OpenStreams | None = None
+               ) -> list[tuple[bool, SlorouterError | None]]:
+    finished: list[tuple[bool, SlorouterError | None]] = []
+
+    async def on_finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
+        finished.append((client_gone, ended_by))
+
+    response = WatchedStreamingResponse(chunks, {"x-test": "1"}, on_finish=on_finish,
+                                        streams=streams)
     asyncio.run(response({}, client.receive, client.send))
     return finished
 
@@ -98,3 +108,43 @@ def test_a_broken_producer_ends_the_stream_with_an_error_event_and_is_logged(
     failed = [r for r in caplog.records if r.message == "stream_failed"]
     assert len(failed) == 1 and failed[0].event_data == {"error": "RuntimeError"}  # type: ignore[attr-defined]
     assert "a bug" not in caplog.text
+
+
+def test_ending_the_open_streams_stops_the_producer_and_ends_with_a_shutting_down_event() -> None:
+    """`OpenStreams.end_all()` (the shutdown grace is over) cancels the producer at once; the
+    stream ends with OpenAI's error shape, code `server_shutting_down`, and `on_finish` hears
+    the client is still there and that the router ended the stream."""
+    client, streams = _Client(), OpenStreams()
+    cancelled: list[bool] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"first"
+        streams.end_all()
+        try:
+            await asyncio.sleep(30)  # an upstream still streaming
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        yield b"never"
+
+    assert _run_ended(chunks(), client, streams) == [(False, SHUTTING_DOWN)]
+    assert cancelled == [True] and client.bodies[0] == b"first" and len(client.bodies) == 2
+    assert client.sent[-1]["more_body"] is False
+    last = client.bodies[-1]
+    error = orjson.loads(last[len(b"data: "):])["error"]
+    assert error["code"] == "server_shutting_down" and error["type"] and error["message"]
+
+
+def test_a_stream_that_starts_after_the_streams_were_ended_ends_at_once() -> None:
+    """A stream committed after the grace ran out is not left to run: it ends with the event."""
+    client, streams = _Client(), OpenStreams()
+    streams.end_all()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        await asyncio.sleep(30)
+        yield b"never"
+
+    assert _run_ended(chunks(), client, streams) == [(False, SHUTTING_DOWN)]
+    assert client.sent[0]["type"] == "http.response.start"
+    assert len(client.bodies) == 1 and b"server_shutting_down" in client.bodies[0]
+

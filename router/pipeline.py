@@ -111,10 +111,14 @@ def _legacy_functions(request: ChatCompletionRequest) -> list[dict[str, Any]]:
 
 
 def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hints:
-    """Explicit labels: header first, then `metadata`. Unknown values are a 400."""
+    """Explicit labels from the `x-slorouter-task`/`-risk` header or `metadata.task`/`.risk`.
+
+    Either place may carry a hint, or both with the same value; both with different values is
+    a 400 (`conflicting_hint`): neither silently wins. Unknown values are a 400 (`invalid_hint`).
+    """
     metadata = request.metadata if request.metadata is not None else {}
-    task = headers.get("x-slorouter-task", metadata.get("task"))
-    risk = headers.get("x-slorouter-risk", metadata.get("risk"))
+    task = _one_hint("task", headers, metadata)
+    risk = _one_hint("risk", headers, metadata)
     if task is not None and task not in TASKS:
         raise RequestError(f"unknown task hint {task!r}; one of {', '.join(TASKS)}",
                            param=_hint_param(headers, "task"), code="invalid_hint")
@@ -122,6 +126,16 @@ def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hi
         raise RequestError(f"unknown risk hint {risk!r}; one of {', '.join(RISKS)}",
                            param=_hint_param(headers, "risk"), code="invalid_hint")
     return Hints(task=_as_task(task), risk=_as_risk(risk))
+
+
+def _one_hint(name: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> str | None:
+    header, field = headers.get(f"x-slorouter-{name}"), metadata.get(name)
+    if header is not None and field is not None and header != field:
+        raise RequestError(
+            f"conflicting {name} hints: header x-slorouter-{name} is {header!r} but "
+            f"metadata.{name} is {field!r}; send one of them, or the same value in both",
+            param=f"metadata.{name}", code="conflicting_hint")
+    return header if header is not None else field
 
 
 def _hint_param(headers: Mapping[str, str], name: str) -> str:

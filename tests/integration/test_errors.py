@@ -96,6 +96,16 @@ def test_invalid_hint_is_400(gateway: Running) -> None:
     assert error["param"] == "x-slorouter-task"
 
 
+def test_conflicting_header_and_metadata_hints_are_400(gateway: Running) -> None:
+    """`x-slorouter-task` and `metadata.task` with different values: a 400 naming the conflict,
+    not a silent choice of one."""
+    body = ('{"model": "auto", "messages": [{"role": "user", "content": "x"}], '
+            '"metadata": {"task": "math"}}')
+    error = _assert_openai_error(_post(gateway, body, headers={"x-slorouter-task": "code"}), 400)
+    assert (error["type"], error["code"]) == ("invalid_request_error", "conflicting_hint")
+    assert error["param"] == "metadata.task"
+
+
 @pytest.mark.parametrize("model", ["pt-limited", "ll-limited"])
 def test_upstream_429_becomes_rate_limit_error_with_retry_after(
         client: openai.OpenAI, model: str) -> None:

@@ -57,3 +57,36 @@ def test_a_bad_hint_names_where_it_came_from(headers: dict[str, str], metadata: 
     with pytest.raises(RequestError) as caught:
         hints_from(request, headers)
     assert caught.value.param == param and caught.value.code == "invalid_hint"
+
+
+def _hints(headers: dict[str, str], metadata: dict[str, str]) -> tuple[str | None, str | None]:
+    request = ChatCompletionRequest.model_validate({
+        "model": "auto", "messages": [{"role": "user", "content": "hi"}], "metadata": metadata})
+    hints = hints_from(request, headers)
+    return hints.task, hints.risk
+
+
+@pytest.mark.parametrize("name", ["task", "risk"])
+def test_a_header_and_metadata_hint_that_disagree_are_a_400_naming_both(name: str) -> None:
+    """Neither place silently wins: a client sending two different values for one hint gets
+    told, with both values, rather than routed on one it may not have meant."""
+    values = {"task": ("code", "math"), "risk": ("high", "low")}[name]
+    request = ChatCompletionRequest.model_validate({
+        "model": "auto", "messages": [{"role": "user", "content": "hi"}],
+        "metadata": {name: values[1]}})
+    with pytest.raises(RequestError) as caught:
+        hints_from(request, {f"x-slorouter-{name}": values[0]})
+    error = caught.value
+    assert error.status_code == 400 and error.code == "conflicting_hint"
+    assert error.param == f"metadata.{name}"
+    assert f"x-slorouter-{name}" in error.message and f"metadata.{name}" in error.message
+    assert repr(values[0]) in error.message and repr(values[1]) in error.message
+
+
+def test_a_hint_may_come_from_either_place_or_both_when_they_agree() -> None:
+    """Header alone, metadata alone, or the same value in both: that value is the hint."""
+    assert _hints({"x-slorouter-task": "code", "x-slorouter-risk": "high"}, {}) == ("code", "high")
+    assert _hints({}, {"task": "code", "risk": "high"}) == ("code", "high")
+    assert _hints({"x-slorouter-task": "code", "x-slorouter-risk": "high"},
+                  {"task": "code", "risk": "high"}) == ("code", "high")
+    assert _hints({"x-slorouter-task": "code"}, {"risk": "medium"}) == ("code", "medium")

@@ -133,8 +133,9 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     eligible = [v for v in verdicts if v.eligible]
     if not eligible:
         return _no_candidate(requested, labels, facts, policy, verdicts, config)
-    # A deployment shared by two candidate models (or a model listed twice) is ranked and
-    # tried once: the retry limit is per deployment, and a hedge never races one against itself.
+    # A deployment shared by two candidate models is ranked and tried once: the retry limit is
+    # per deployment, and a hedge never races one against itself. (A model listed twice among
+    # the candidates is refused at load.)
     ranked = ranker.rank(policy, facts,
                          _first_per_deployment(v for v in eligible if v.role == "candidate"))
     ranked = _learned_first(policy, facts, eligible, ranked, config)

@@ -178,12 +178,13 @@ def test_no_candidate_fallback_never_breaks_the_risk_rule_or_the_floor() -> None
 
 
 def test_a_deployment_shared_by_two_candidate_models_is_tried_once() -> None:
-    """Two models over one deployment (or a model listed twice): one place in the order."""
+    """Two models over one deployment, or a fallback that is also a candidate: one place in
+    the order."""
     shared = CONFIG.replace("  - {name: big, deployments: [big-1]}",
                             "  - {name: big, deployments: [big-1]}\n"
                             "  - {name: big-latest, deployments: [big-1]}").replace(
         "      candidates: [cheap, mid, big]\n      quality_floor: {metric: accuracy, min: 0.80}",
-        "      candidates: [big, big-latest, big]\n      fallbacks: [big-latest]")
+        "      candidates: [big, big-latest]\n      fallbacks: [big-latest, big]")
     decision = _decide("math", runtime=_runtime(shared))
     assert decision.deployments == ("big-1",)  # type: ignore[attr-defined]
 

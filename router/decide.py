@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
-from policies.eligibility import DeploymentFacts, RequestFacts, Verdict, evaluate
+from policies.eligibility import CheckName, DeploymentFacts, RequestFacts, Verdict, evaluate
 from policies.learned.decide import choose
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
@@ -71,7 +71,7 @@ class StaticRanker:
 
 
 # Checks a request fails by itself (its size, its needs, its worst-case cost): no retry helps.
-_REQUEST_CHECKS = frozenset({"fits", "budget"})
+_REQUEST_CHECKS = frozenset({CheckName.FITS, CheckName.BUDGET})
 
 
 def require_route(decision: Decision) -> Decision:
@@ -87,11 +87,12 @@ def require_route(decision: Decision) -> Decision:
                     for name, checks in failed[:6])
     message = decision.reason + (f" [{why}]" if why else "") + "; POST /v1/route/explain shows why"
     if failed and all(any(c.name in _REQUEST_CHECKS for c in checks) for _, checks in failed):
-        only_budget = all(all(c.name == "budget" for c in checks if c.name in _REQUEST_CHECKS)
+        only_budget = all(all(c.name == CheckName.BUDGET
+                              for c in checks if c.name in _REQUEST_CHECKS)
                           for _, checks in failed)
         raise RequestError(message, param="max_tokens" if only_budget else "messages",
                            code="over_cost_ceiling" if only_budget else "no_model_fits")
-    circuits_open = any(c.name == "healthy" for _, checks in failed for c in checks)
+    circuits_open = any(c.name == CheckName.HEALTHY for _, checks in failed for c in checks)
     raise NoEligibleModelError(message, code="no_eligible_model",
                                retry_after=1.0 if circuits_open else None)
 
@@ -187,7 +188,7 @@ def _no_candidate(requested: str, labels: Labels, facts: RequestFacts, policy: T
             config.quality))
         verdicts += judged
         allowed = tuple(v.deployment for v in judged
-                        if all(c.passed for c in v.checks if c.name != "healthy"))
+                        if all(c.passed for c in v.checks if c.name != CheckName.HEALTHY))
     if not allowed:
         return Decision(requested, "", (), False, config.version,
                         f"no model may serve task {labels.task} under its policy (every "

@@ -6,10 +6,11 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import orjson
 import pytest
 
 from policies.check import check_policies
-from policies.eligibility import RequestFacts, Verdict
+from policies.eligibility import CheckName, RequestFacts, Verdict
 from policies.eval_report import EvalReport, QualityTable, load_reports, quality_table
 from policies.loader import PolicyValidationError, load_config_text
 from policies.schema import TaskPolicy
@@ -102,6 +103,15 @@ def test_a_decision_says_when_its_first_deployment_is_an_exploration_probe() -> 
     probed = decide("auto", labels, facts, _runtime(), _Probing(), lambda _name: True)
     assert probed.explored and probed.deployments == ("big-1", "cheap-1", "mid-1")
     assert not _decide("math").explored  # type: ignore[attr-defined]
+
+
+def test_every_verdict_judges_each_named_check_once() -> None:
+    """A verdict holds one check per `CheckName`, in one order, and a name reads as its plain
+    string (as the explain endpoint's JSON shows it)."""
+    verdicts = _decide("math").verdicts  # type: ignore[attr-defined]
+    assert verdicts and all([c.name for c in v.checks] == list(CheckName) for v in verdicts)
+    assert orjson.loads(orjson.dumps([c.name for c in verdicts[0].checks])) == [
+        "floor", "risk", "fits", "healthy", "budget"]
 
 
 def test_relative_floor_uses_the_reference_models_mean() -> None:

@@ -3,7 +3,8 @@
 A candidate deployment is eligible when it passes every check: the quality floor (its model's
 eval *lower* bound clears the floor), the risk rule, fit (context window, tools, JSON mode),
 health, and the cost ceiling. Each check's verdict is kept for the explain endpoint. Ranking the
-eligible ones by latency and cost happens elsewhere (the router's scoring).
+eligible ones by latency and cost happens elsewhere (the router's scoring). A request that names
+its model is judged by the risk rule alone, and only when the configuration asks for it.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class Check:
 class Verdict:
     model: str
     deployment: str
-    role: str  # candidate | fallback | no_candidate_fallback
+    role: str  # candidate | fallback | no_candidate_fallback | pinned
     checks: tuple[Check, ...]
     cost_usd: float  # worst case: prompt + n x max output tokens
 
@@ -115,7 +116,8 @@ def _fits(facts: RequestFacts, deployment: DeploymentFacts) -> Check:
     return Check(CheckName.FITS, True, f"{needed} tokens fit")
 
 
-def _risk(policy: TaskPolicy, facts: RequestFacts, deployment: DeploymentFacts) -> Check:
+def risk_check(policy: TaskPolicy, facts: RequestFacts, deployment: DeploymentFacts) -> Check:
+    """The policy's rule for the request's risk: the models it allows, zero data retention."""
     rule = policy.risk.get(facts.risk)
     if rule is None:
         return Check(CheckName.RISK, True, f"no rule for risk {facts.risk}")
@@ -135,6 +137,20 @@ def _budget(policy: TaskPolicy, cost: float) -> Check:
                  f"worst case ${cost:.6f} vs ceiling ${ceiling:g}")
 
 
+def worst_case_cost(facts: RequestFacts, deployment: DeploymentFacts) -> float:
+    """USD for the prompt plus every completion at the output limit."""
+    return (facts.prompt_tokens * deployment.price_in_per_m
+            + facts.completions * facts.max_output_tokens * deployment.price_out_per_m) / 1e6
+
+
+def pinned_verdicts(policy: TaskPolicy, facts: RequestFacts,
+                    deployments: Sequence[DeploymentFacts]) -> tuple[Verdict, ...]:
+    """For a request that names its model: each of the model's deployments, in order, judged
+    by the risk rule alone (the one check pinning does not skip when so configured)."""
+    return tuple(Verdict(d.model, d.name, "pinned", (risk_check(policy, facts, d),),
+                         worst_case_cost(facts, d)) for d in deployments)
+
+
 def evaluate(policy: TaskPolicy, facts: RequestFacts,
              deployments: Mapping[str, Sequence[DeploymentFacts]],
              quality: QualityTable) -> tuple[Verdict, ...]:
@@ -145,10 +161,8 @@ def evaluate(policy: TaskPolicy, facts: RequestFacts,
     for model, role in roles:
         floor = floor_check(policy.quality_floor, model, facts.task, quality)
         for deployment in deployments.get(model, ()):
-            cost = (facts.prompt_tokens * deployment.price_in_per_m
-                    + facts.completions * facts.max_output_tokens
-                    * deployment.price_out_per_m) / 1e6
-            checks = (floor, _risk(policy, facts, deployment), _fits(facts, deployment),
+            cost = worst_case_cost(facts, deployment)
+            checks = (floor, risk_check(policy, facts, deployment), _fits(facts, deployment),
                       Check(CheckName.HEALTHY, deployment.healthy,
                             "healthy" if deployment.healthy else "circuit open"),
                       _budget(policy, cost))

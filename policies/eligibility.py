@@ -3,13 +3,15 @@
 A candidate deployment is eligible when it passes every check: the quality floor (its model's
 eval *lower* bound clears the floor), the risk rule, fit (context window, tools, JSON mode),
 health, and the cost ceiling. Each check's verdict is kept for the explain endpoint. Ranking the
-eligible ones by latency and cost happens elsewhere (the router's scoring).
+eligible ones by latency and cost happens elsewhere (the router's scoring). A request that names
+its model is judged by the risk rule alone, and only when the configuration asks for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from policies.eval_report import QualityTable
 from policies.labels import Risk, Task
@@ -41,9 +43,19 @@ class DeploymentFacts:
     healthy: bool = True
 
 
+class CheckName(StrEnum):
+    """The eligibility checks, by the name a `Check` carries (and the explain endpoint shows)."""
+
+    FLOOR = "floor"  # the model's eval lower bound clears the task's quality floor
+    RISK = "risk"  # the risk rule: allowed models, zero data retention
+    FITS = "fits"  # context window, tools, JSON mode
+    HEALTHY = "healthy"  # the deployment's circuit is closed
+    BUDGET = "budget"  # the worst-case cost is under the policy's ceiling
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
-    name: str  # floor | risk | fits | healthy | budget
+    name: CheckName
     passed: bool
     detail: str
 
@@ -52,7 +64,7 @@ class Check:
 class Verdict:
     model: str
     deployment: str
-    role: str  # candidate | fallback | no_candidate_fallback
+    role: str  # candidate | fallback | no_candidate_fallback | pinned
     checks: tuple[Check, ...]
     cost_usd: float  # worst case: prompt + n x max output tokens
 
@@ -77,46 +89,66 @@ def floor_threshold(floor: QualityFloor, task: Task,
 def floor_check(floor: QualityFloor | None, model: str, task: Task,
                 quality: QualityTable) -> Check:
     if floor is None:
-        return Check("floor", True, "no quality floor")
+        return Check(CheckName.FLOOR, True, "no quality floor")
     threshold, rule = floor_threshold(floor, task, quality)
     if threshold is None:
-        return Check("floor", False, rule)
+        return Check(CheckName.FLOOR, False, rule)
     result = quality.get(model, task, floor.metric)
     if result is None:
-        return Check("floor", False, f"no eval of {model} for {task}/{floor.metric}; {rule}")
+        return Check(CheckName.FLOOR, False,
+                     f"no eval of {model} for {task}/{floor.metric}; {rule}")
     passed = result.lower >= threshold
-    return Check("floor", passed, f"lower bound {result.lower:.3f} (mean {result.mean:.3f}, "
-                                  f"n={result.n}) {'>=' if passed else '<'} floor; {rule}")
+    return Check(CheckName.FLOOR, passed,
+                 f"lower bound {result.lower:.3f} (mean {result.mean:.3f}, n={result.n}) "
+                 f"{'>=' if passed else '<'} floor; {rule}")
 
 
 def _fits(facts: RequestFacts, deployment: DeploymentFacts) -> Check:
     needed = facts.prompt_tokens + facts.max_output_tokens
     if deployment.context_window is not None and needed > deployment.context_window:
-        return Check("fits", False, f"needs {needed} tokens > window "
-                                    f"{deployment.context_window}")
+        return Check(CheckName.FITS, False,
+                     f"needs {needed} tokens > window {deployment.context_window}")
     if facts.needs_tools and not deployment.supports_tools:
-        return Check("fits", False, "request declares tools; deployment has no tool support")
+        return Check(CheckName.FITS, False,
+                     "request declares tools; deployment has no tool support")
     if facts.needs_json and not deployment.supports_json:
-        return Check("fits", False, "request asks for JSON; deployment has no JSON mode")
-    return Check("fits", True, f"{needed} tokens fit")
+        return Check(CheckName.FITS, False, "request asks for JSON; deployment has no JSON mode")
+    return Check(CheckName.FITS, True, f"{needed} tokens fit")
 
 
-def _risk(policy: TaskPolicy, facts: RequestFacts, deployment: DeploymentFacts) -> Check:
+def risk_check(policy: TaskPolicy, facts: RequestFacts, deployment: DeploymentFacts) -> Check:
+    """The policy's rule for the request's risk: the models it allows, zero data retention."""
     rule = policy.risk.get(facts.risk)
     if rule is None:
-        return Check("risk", True, f"no rule for risk {facts.risk}")
+        return Check(CheckName.RISK, True, f"no rule for risk {facts.risk}")
     if rule.candidates is not None and deployment.model not in rule.candidates:
-        return Check("risk", False, f"risk {facts.risk} allows only {', '.join(rule.candidates)}")
+        return Check(CheckName.RISK, False,
+                     f"risk {facts.risk} allows only {', '.join(rule.candidates)}")
     if rule.require_zero_data_retention and not deployment.zero_data_retention:
-        return Check("risk", False, f"risk {facts.risk} requires zero data retention")
-    return Check("risk", True, f"risk {facts.risk} rule met")
+        return Check(CheckName.RISK, False, f"risk {facts.risk} requires zero data retention")
+    return Check(CheckName.RISK, True, f"risk {facts.risk} rule met")
 
 
 def _budget(policy: TaskPolicy, cost: float) -> Check:
     ceiling = policy.max_cost_per_request_usd
     if ceiling is None:
-        return Check("budget", True, "no cost ceiling")
-    return Check("budget", cost <= ceiling, f"worst case ${cost:.6f} vs ceiling ${ceiling:g}")
+        return Check(CheckName.BUDGET, True, "no cost ceiling")
+    return Check(CheckName.BUDGET, cost <= ceiling,
+                 f"worst case ${cost:.6f} vs ceiling ${ceiling:g}")
+
+
+def worst_case_cost(facts: RequestFacts, deployment: DeploymentFacts) -> float:
+    """USD for the prompt plus every completion at the output limit."""
+    return (facts.prompt_tokens * deployment.price_in_per_m
+            + facts.completions * facts.max_output_tokens * deployment.price_out_per_m) / 1e6
+
+
+def pinned_verdicts(policy: TaskPolicy, facts: RequestFacts,
+                    deployments: Sequence[DeploymentFacts]) -> tuple[Verdict, ...]:
+    """For a request that names its model: each of the model's deployments, in order, judged
+    by the risk rule alone (the one check pinning does not skip when so configured)."""
+    return tuple(Verdict(d.model, d.name, "pinned", (risk_check(policy, facts, d),),
+                         worst_case_cost(facts, d)) for d in deployments)
 
 
 def evaluate(policy: TaskPolicy, facts: RequestFacts,
@@ -129,11 +161,9 @@ def evaluate(policy: TaskPolicy, facts: RequestFacts,
     for model, role in roles:
         floor = floor_check(policy.quality_floor, model, facts.task, quality)
         for deployment in deployments.get(model, ()):
-            cost = (facts.prompt_tokens * deployment.price_in_per_m
-                    + facts.completions * facts.max_output_tokens
-                    * deployment.price_out_per_m) / 1e6
-            checks = (floor, _risk(policy, facts, deployment), _fits(facts, deployment),
-                      Check("healthy", deployment.healthy,
+            cost = worst_case_cost(facts, deployment)
+            checks = (floor, risk_check(policy, facts, deployment), _fits(facts, deployment),
+                      Check(CheckName.HEALTHY, deployment.healthy,
                             "healthy" if deployment.healthy else "circuit open"),
                       _budget(policy, cost))
             verdicts.append(Verdict(model, deployment.name, role, checks, cost))

@@ -1,7 +1,9 @@
 """Loading and validating configuration files: YAML → `RouterConfig`, with every problem listed.
 
 `load_config_text` validates the schema, then the cross-references (route → model →
-deployment, duplicate names), and raises `PolicyValidationError` naming all problems at once.
+deployment) and the lists whose entries are identified by name (deployments, models, a model's
+deployments, a policy's candidates and fallbacks, API keys, experiments), where a name listed
+twice is ambiguous; it raises `PolicyValidationError` naming all problems at once.
 `content_hash` gives the version stamped on every decision: a hash of the canonical JSON of the
 validated config's routing part, so comments and key order do not change it, and neither do the
 sections that cannot change an answer (`NOT_ROUTING`).
@@ -13,14 +15,14 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from policies.schema import RouterConfig
+from policies.schema import ApiKeySpec, RouterConfig, TaskPolicy
 
 
 class PolicyValidationError(ValueError):
@@ -40,17 +42,34 @@ def _pydantic_problems(error: ValidationError) -> list[str]:
     return problems
 
 
-def _duplicates(kind: str, names: list[str]) -> list[str]:
-    return [f"{kind} {name!r} is defined {n} times" for name, n in Counter(names).items() if n > 1]
+def _duplicates(where: str, kind: str, names: Iterable[str]) -> list[str]:
+    """One problem per name that the list at `where` holds more than once."""
+    return [f"{where}: {kind} {name!r} appears {n} times"
+            for name, n in Counter(names).items() if n > 1]
+
+
+def _duplicate_keys(keys: tuple[ApiKeySpec, ...]) -> list[str]:
+    """The same client key (env reference or digest) in two entries: which tenant it maps to
+    would depend on the order of the list. Keys held in two variables with the same value are
+    found when the secrets are resolved (`router.runtime_config`)."""
+    entries: dict[str, list[int]] = {}
+    for index, spec in enumerate(keys):
+        written = spec.key if spec.key is not None else f"key_sha256 {spec.key_sha256}"
+        entries.setdefault(written, []).append(index)
+    return [f"api_keys: {written} appears in entries {', '.join(map(str, at))}; "
+            "a key maps to one tenant" for written, at in entries.items() if len(at) > 1]
 
 
 def cross_reference_problems(config: RouterConfig) -> list[str]:
     """Every dangling or duplicate reference in an otherwise valid config."""
     deployments = {d.name for d in config.deployments}
     models = {m.name for m in config.models}
-    problems = _duplicates("deployment", [d.name for d in config.deployments])
-    problems += _duplicates("model", [m.name for m in config.models])
+    problems = _duplicates("deployments", "deployment", [d.name for d in config.deployments])
+    problems += _duplicates("models", "model", [m.name for m in config.models])
+    problems += _duplicate_keys(config.api_keys)
     for model in config.models:
+        problems += _duplicates(f"models.{model.name}.deployments", "deployment",
+                                model.deployments)
         problems += [
             f"models.{model.name}: unknown deployment {name!r}"
             for name in model.deployments
@@ -90,6 +109,7 @@ def _policy_problems(config: RouterConfig, models: set[str]) -> list[str]:
     named += [(str(task), policy) for task, policy in config.policies.tasks.items()]
     problems = []
     for where, policy in named:
+        problems += _ordered_list_duplicates(f"policies.{where}", policy)
         refs = [("candidates", n) for n in policy.candidates]
         refs += [("fallbacks", n) for n in policy.fallbacks]
         if policy.no_candidate_fallback is not None:
@@ -103,8 +123,17 @@ def _policy_problems(config: RouterConfig, models: set[str]) -> list[str]:
     return problems
 
 
+def _ordered_list_duplicates(where: str, policy: TaskPolicy) -> list[str]:
+    """Candidates and fallbacks are ordered lists (fallbacks are tried in their order, and
+    candidates in theirs under `min_latency`): a model listed twice has no single place in
+    its list. A risk rule's `candidates` is a set of allowed models, where a repeat changes
+    nothing, so it is not checked."""
+    return (_duplicates(f"{where}.candidates", "model", policy.candidates)
+            + _duplicates(f"{where}.fallbacks", "model", policy.fallbacks))
+
+
 def _experiment_problems(config: RouterConfig, models: set[str]) -> list[str]:
-    problems = _duplicates("experiment", [e.name for e in config.experiments])
+    problems = _duplicates("experiments", "experiment", [e.name for e in config.experiments])
     for experiment in config.experiments:
         for arm in experiment.arms:
             kind, _, target = arm.route.partition(":")

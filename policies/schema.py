@@ -153,6 +153,10 @@ class PoliciesSpec(Frozen):
     default: TaskPolicy
     tasks: dict[Task, TaskPolicy] = Field(default_factory=dict)
     eval_reports: tuple[str, ...] = ()
+    # A request naming a configured model (not `auto`) skips every policy check. True: it is
+    # held to its task's risk rule all the same (allowed models, zero data retention, cache),
+    # so a data-governance rule cannot be bypassed by naming a model; no other check applies.
+    enforce_risk_rule_on_pinned_requests: bool = False
 
     def for_task(self, task: Task) -> TaskPolicy:
         return self.tasks.get(task, self.default)

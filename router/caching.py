@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cache.keys import CacheScope, derive_key
@@ -33,12 +33,18 @@ class CachePlan:
 
 
 def _rule(prepared: Prepared, default: CacheRule) -> CacheRule:
-    if prepared.policy is None or prepared.decision.pinned:
+    """The task policy's rule for `auto`, the server's default for a pinned model; a risk rule
+    with `cache: false` turns either off (a pinned request's only when it is held to the risk
+    rule, `enforce_risk_rule_on_pinned_requests`)."""
+    decision = prepared.decision
+    if prepared.policy is None or (decision.pinned and not decision.risk_rule_applied):
         return default
-    spec = prepared.policy.cache
     risk_rule = prepared.policy.risk.get(prepared.labels.risk)
-    enabled = spec.enabled and (risk_rule is None or risk_rule.cache)
-    return CacheRule(enabled=enabled, ttl_s=spec.ttl_s,
+    risk_allows = risk_rule is None or risk_rule.cache
+    if decision.pinned:
+        return default if risk_allows else replace(default, enabled=False)
+    spec = prepared.policy.cache
+    return CacheRule(enabled=spec.enabled and risk_allows, ttl_s=spec.ttl_s,
                      require_deterministic=spec.require_deterministic)
 
 

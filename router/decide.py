@@ -1,9 +1,11 @@
 """Deciding where a request goes: requested name → policy → ordered deployments (pure).
 
-A configured model name is pinned: its deployments, in order. The routing alias (`auto`) goes
-through the task's policy when the configuration has `policies` (eligibility by floor, risk,
-fit, health and budget; then a `Ranker` orders the eligible deployments), else through the
-simple per-task default table. No I/O: statistics and health come in as values.
+A configured model name is pinned: its deployments, in order (with
+`policies.enforce_risk_rule_on_pinned_requests`, those its task's risk rule allows). The
+routing alias (`auto`) goes through the task's policy when the configuration has `policies`
+(eligibility by floor, risk, fit, health and budget; then a `Ranker` orders the eligible
+deployments), else through the simple per-task default table. No I/O: statistics and health
+come in as values.
 """
 
 from __future__ import annotations
@@ -12,7 +14,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
-from policies.eligibility import DeploymentFacts, RequestFacts, Verdict, evaluate
+from policies.eligibility import (
+    CheckName,
+    DeploymentFacts,
+    RequestFacts,
+    Verdict,
+    evaluate,
+    pinned_verdicts,
+)
 from policies.learned.decide import choose
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
@@ -44,6 +53,7 @@ class Decision:
     ranking_detail: tuple[Ranked, ...] = ()
     restricted: bool = False  # an experiment arm's model restriction was applied
     explored: bool = False  # the first deployment is an exploration probe, not the best ranked
+    risk_rule_applied: bool = False  # pinned, and held to the task's risk rule all the same
 
 
 # The reason a ranker gives first, for people reading it, to a deployment it explores.
@@ -71,14 +81,16 @@ class StaticRanker:
 
 
 # Checks a request fails by itself (its size, its needs, its worst-case cost): no retry helps.
-_REQUEST_CHECKS = frozenset({"fits", "budget"})
+_REQUEST_CHECKS = frozenset({CheckName.FITS, CheckName.BUDGET})
 
 
 def require_route(decision: Decision) -> Decision:
     """A decision with nothing to try is an error that says why, per deployment: a 400 when the
     request itself fits no candidate (too long, needs tools or JSON mode none offers, over the
-    cost ceiling everywhere: retrying cannot help), else a 503 (the policy says reject), with a
-    Retry-After when open circuits are among the reasons."""
+    cost ceiling everywhere: retrying cannot help) or when it names a model whose deployments
+    the risk rule all refuse for it (the caller's choice: `auto` or another model may serve
+    it), else a 503 (the policy says reject), with a Retry-After when open circuits are among
+    the reasons."""
     if decision.deployments:
         return decision
     failed = [(v.deployment, [c for c in v.checks if not c.passed]) for v in decision.verdicts
@@ -86,12 +98,15 @@ def require_route(decision: Decision) -> Decision:
     why = "; ".join(f"{name}: {', '.join(c.detail for c in checks)}"
                     for name, checks in failed[:6])
     message = decision.reason + (f" [{why}]" if why else "") + "; POST /v1/route/explain shows why"
+    if decision.risk_rule_applied:  # pinned: the risk rule is the only check it was held to
+        raise RequestError(message, param="model", code="model_not_allowed_for_risk")
     if failed and all(any(c.name in _REQUEST_CHECKS for c in checks) for _, checks in failed):
-        only_budget = all(all(c.name == "budget" for c in checks if c.name in _REQUEST_CHECKS)
+        only_budget = all(all(c.name == CheckName.BUDGET
+                              for c in checks if c.name in _REQUEST_CHECKS)
                           for _, checks in failed)
         raise RequestError(message, param="max_tokens" if only_budget else "messages",
                            code="over_cost_ceiling" if only_budget else "no_model_fits")
-    circuits_open = any(c.name == "healthy" for _, checks in failed for c in checks)
+    circuits_open = any(c.name == CheckName.HEALTHY for _, checks in failed for c in checks)
     raise NoEligibleModelError(message, code="no_eligible_model",
                                retry_after=1.0 if circuits_open else None)
 
@@ -113,8 +128,7 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     """`restrict_to` (an experiment arm's model) narrows the policy's candidates to one model;
     when that model does not qualify, the policy as written decides."""
     if requested in config.models:
-        return Decision(requested, requested, config.models[requested], True, config.version,
-                        "pinned by the request")
+        return _pinned(requested, facts, config)
     if requested not in config.aliases:
         raise _unknown(requested)
     policies = config.source.policies
@@ -133,8 +147,9 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     eligible = [v for v in verdicts if v.eligible]
     if not eligible:
         return _no_candidate(requested, labels, facts, policy, verdicts, config)
-    # A deployment shared by two candidate models (or a model listed twice) is ranked and
-    # tried once: the retry limit is per deployment, and a hedge never races one against itself.
+    # A deployment shared by two candidate models is ranked and tried once: the retry limit is
+    # per deployment, and a hedge never races one against itself. (A model listed twice among
+    # the candidates is refused at load.)
     ranked = ranker.rank(policy, facts,
                          _first_per_deployment(v for v in eligible if v.role == "candidate"))
     ranked = _learned_first(policy, facts, eligible, ranked, config)
@@ -146,6 +161,24 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     return Decision(requested, first, tuple(order), False, config.version,
                     f"policy for {labels.task}: {policy.objective}", verdicts, ranked, restricted,
                     explored)
+
+
+def _pinned(requested: str, facts: RequestFacts, config: RuntimeConfig) -> Decision:
+    """The named model's deployments, in order: all of them, or with
+    `enforce_risk_rule_on_pinned_requests` those the task's risk rule allows (possibly none)."""
+    policies = config.source.policies
+    if policies is None or not policies.enforce_risk_rule_on_pinned_requests:
+        return Decision(requested, requested, config.models[requested], True, config.version,
+                        "pinned by the request")
+    verdicts = pinned_verdicts(policies.for_task(facts.task), facts,
+                               config.model_facts[requested])
+    allowed = tuple(v.deployment for v in verdicts if v.eligible)
+    reason = ("pinned by the request; risk rule met" if allowed else
+              f"the risk rule of task {facts.task} allows no deployment of model {requested!r} "
+              f"for risk {facts.risk} (pinned requests are held to it); use 'auto' or a model "
+              "it allows")
+    return Decision(requested, requested, allowed, True, config.version, reason, verdicts,
+                    risk_rule_applied=True)
 
 
 def _first_per_deployment(verdicts: Iterable[Verdict]) -> list[Verdict]:
@@ -186,7 +219,7 @@ def _no_candidate(requested: str, labels: Labels, facts: RequestFacts, policy: T
             config.quality))
         verdicts += judged
         allowed = tuple(v.deployment for v in judged
-                        if all(c.passed for c in v.checks if c.name != "healthy"))
+                        if all(c.passed for c in v.checks if c.name != CheckName.HEALTHY))
     if not allowed:
         return Decision(requested, "", (), False, config.version,
                         f"no model may serve task {labels.task} under its policy (every "

@@ -96,14 +96,25 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
 
 def _principals(keys: tuple[ApiKeySpec, ...], environ: Mapping[str, str],
                 problems: list[str]) -> dict[str, Principal]:
+    """Principals by key digest. Two entries whose keys turn out the same (two variables
+    holding one value, or a `key` whose digest another entry's `key_sha256` gives) are a
+    problem: which tenant the key maps to would depend on the order of the list."""
     found: dict[str, Principal] = {}
+    first_entry: dict[str, str] = {}
     for index, spec in enumerate(keys):
         digest = spec.key_sha256
+        entry = f"api_keys[{index}] ({spec.key if spec.key is not None else 'key_sha256'})"
         if spec.key is not None:
             secret = _secret(spec.key, environ, f"api_keys[{index}].key", problems)
             digest = key_digest(secret) if secret else None
-        if digest is not None:
-            found[digest] = Principal(spec.tenant, tuple(sorted(spec.scopes)))
+        if digest is None:
+            continue
+        if digest in first_entry:
+            problems.append(f"{entry}: the same key as {first_entry[digest]}; "
+                            "a key maps to one tenant")
+            continue
+        first_entry[digest] = entry
+        found[digest] = Principal(spec.tenant, tuple(sorted(spec.scopes)))
     return found
 
 

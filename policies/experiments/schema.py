@@ -10,6 +10,7 @@ are listed at once. An arm's `route` (`policy:default`, the task's own policy, o
 from __future__ import annotations
 
 import math
+from collections import Counter
 from datetime import datetime
 from typing import Annotated, Final, Literal, get_args
 
@@ -161,11 +162,15 @@ class ExperimentSpec(_Model):
         return after_start and before_stop
 
 
+def _repeated(kind: str, names: list[str]) -> list[str]:
+    """Names must be unique within an experiment: one problem naming each repeated one."""
+    return [f"{kind} name {name!r} appears {n} times" for name, n in Counter(names).items()
+            if n > 1]
+
+
 def _arm_problems(spec: ExperimentSpec) -> list[str]:
     problems: list[str] = []
-    names = [arm.name for arm in spec.arms]
-    if len(set(names)) != len(names):
-        problems.append(f"arm names must be unique, got {names}")
+    problems += _repeated("arm", [arm.name for arm in spec.arms])
     controls = sum(arm.control for arm in spec.arms)
     if controls != 1:
         problems.append(f"exactly one arm must have control: true, found {controls}")
@@ -178,8 +183,7 @@ def _arm_problems(spec: ExperimentSpec) -> list[str]:
 def _metric_problems(spec: ExperimentSpec) -> list[str]:
     problems: list[str] = []
     declared = [m.name for m in spec.metrics]
-    if len(set(declared)) != len(declared):
-        problems.append(f"metric names must be unique, got {declared}")
+    problems += _repeated("metric", declared)
     clashes = sorted(set(declared) & set(BUILTIN_METRICS))
     if clashes:
         problems.append(f"metric names {clashes} are built in; pick other names")

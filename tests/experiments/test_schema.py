@@ -84,3 +84,18 @@ def test_binary_metric_range_is_fixed_and_primary_metric_must_exist() -> None:
         make_spec(metrics=[{"name": "ok", "kind": "binary", "range": [0, 5]}])
     with pytest.raises(ValidationError, match="primary_metric"):
         make_spec(sequential={"primary_metric": "happiness"})
+
+
+def test_repeated_arm_and_metric_names_are_named() -> None:
+    """An arm or metric name used twice is refused, and the message names it."""
+    with pytest.raises(ValidationError) as caught:
+        make_spec(
+            arms=[
+                {"name": "a", "route": "model:x", "control": True, "share": 0.5},
+                {"name": "a", "route": "model:y", "share": 0.5},
+            ],
+            metrics=[{"name": "ok", "kind": "binary"}, {"name": "ok", "kind": "binary"}],
+        )
+    message = str(caught.value)
+    assert "arm name 'a' appears 2 times" in message
+    assert "metric name 'ok' appears 2 times" in message

@@ -152,3 +152,70 @@ def test_cached_prompt_tokens_are_billed_at_the_cached_price() -> None:
     plain = runtime.deployments["a"]
     assert plain.cost_usd(1000, 0, 500) == plain.cost_usd(1000, 0, 0)
     assert cached.cost_usd(100, 0, 10_000) == pytest.approx(100 * 0.1e-6)
+
+
+POLICIES = """policies:
+  default: {candidates: [small], fallbacks: [small]}
+"""
+
+
+@pytest.mark.parametrize(("edit", "problem"), [
+    (("deployments: [a, b]", "deployments: [a, b, a]"),
+     "models.small.deployments: deployment 'a' appears 2 times"),
+    (("candidates: [small]", "candidates: [small, small]"),
+     "policies.default.candidates: model 'small' appears 2 times"),
+    (("fallbacks: [small]", "fallbacks: [small, small, small]"),
+     "policies.default.fallbacks: model 'small' appears 3 times"),
+    (("    scopes: [write, read]\n", "    scopes: [write, read]\n"
+      "  - {key: env:CLIENT_KEY, tenant: other}\n"),
+     "api_keys: env:CLIENT_KEY appears in entries 0, 1; a key maps to one tenant"),
+    (("  - key: env:CLIENT_KEY\n", f"  - key_sha256: {'ab' * 32}\n    tenant: x\n"
+      f"  - key_sha256: {'ab' * 32}\n"),
+     f"api_keys: key_sha256 {'ab' * 32} appears in entries 0, 1; a key maps to one tenant"),
+])
+def test_a_name_listed_twice_where_it_would_be_ambiguous_is_refused(
+        edit: tuple[str, str], problem: str) -> None:
+    """A model's deployments (tried in order), a policy's candidates and fallbacks (orders),
+    and client keys (each maps to one tenant) refuse a repeated entry, saying which and where."""
+    text = VALID + POLICIES
+    assert edit[0] in text
+    load_config_text(text, environ=ENV)
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text.replace(*edit), environ=ENV)
+    assert caught.value.problems == [problem]
+
+
+def test_repeated_names_are_listed_with_every_other_problem() -> None:
+    """Duplicates join the one list of problems: here a repeated deployment and model, a
+    repeated candidate in a task's policy, and a dangling route, all at once."""
+    text = (VALID + POLICIES + "  tasks:\n    code: {candidates: [small, small]}\n").replace(
+        "models:\n  - name: small\n",
+        "models:\n  - name: small\n    deployments: [b]\n  - name: small\n").replace(
+        "  - name: b\n", "  - name: a\n    model: openai/x\n  - name: b\n").replace(
+        "by_task: {code: small}", "by_task: {code: nope}")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ=ENV)
+    assert sorted(caught.value.problems) == sorted([
+        "deployments: deployment 'a' appears 2 times",
+        "models: model 'small' appears 2 times",
+        "policies.code.candidates: model 'small' appears 2 times",
+        "routes.by_task.code: unknown model 'nope'",
+    ])
+
+
+def test_one_key_in_two_variables_is_refused_when_secrets_are_resolved() -> None:
+    """Two entries whose variables hold the same key, or a key and another entry's digest of
+    it, would map one key to two tenants: refused at start-up, naming both entries and no
+    secret."""
+    twice = VALID + "  - {key: env:OTHER_KEY, tenant: other}\n"
+    with pytest.raises(ConfigError) as caught:
+        resolve(load_config_text(twice, environ=ENV), {**ENV, "OTHER_KEY": "client-secret"},
+                _prices)
+    assert caught.value.problems == ["api_keys[1] (env:OTHER_KEY): the same key as api_keys[0] "
+                                     "(env:CLIENT_KEY); a key maps to one tenant"]
+    assert "client-secret" not in str(caught.value)
+    digest = VALID + f"  - {{key_sha256: {key_digest('client-secret')}, tenant: other}}\n"
+    with pytest.raises(ConfigError, match=r"api_keys\[1\] \(key_sha256\): the same key as"):
+        resolve(load_config_text(digest, environ=ENV), ENV, _prices)
+    distinct = resolve(load_config_text(twice, environ=ENV), {**ENV, "OTHER_KEY": "o"}, _prices)
+    assert len(distinct.principals) == 2

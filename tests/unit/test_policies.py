@@ -6,10 +6,11 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import orjson
 import pytest
 
 from policies.check import check_policies
-from policies.eligibility import RequestFacts, Verdict
+from policies.eligibility import CheckName, RequestFacts, Verdict
 from policies.eval_report import EvalReport, QualityTable, load_reports, quality_table
 from policies.loader import PolicyValidationError, load_config_text
 from policies.schema import TaskPolicy
@@ -104,6 +105,15 @@ def test_a_decision_says_when_its_first_deployment_is_an_exploration_probe() -> 
     assert not _decide("math").explored  # type: ignore[attr-defined]
 
 
+def test_every_verdict_judges_each_named_check_once() -> None:
+    """A verdict holds one check per `CheckName`, in one order, and a name reads as its plain
+    string (as the explain endpoint's JSON shows it)."""
+    verdicts = _decide("math").verdicts  # type: ignore[attr-defined]
+    assert verdicts and all([c.name for c in v.checks] == list(CheckName) for v in verdicts)
+    assert orjson.loads(orjson.dumps([c.name for c in verdicts[0].checks])) == [
+        "floor", "risk", "fits", "healthy", "budget"]
+
+
 def test_relative_floor_uses_the_reference_models_mean() -> None:
     """0.95 x big (0.92) = 0.874: cheap (lower 0.88) qualifies, mid (0.83) does not."""
     decision = _decide("summarization")
@@ -178,12 +188,13 @@ def test_no_candidate_fallback_never_breaks_the_risk_rule_or_the_floor() -> None
 
 
 def test_a_deployment_shared_by_two_candidate_models_is_tried_once() -> None:
-    """Two models over one deployment (or a model listed twice): one place in the order."""
+    """Two models over one deployment, or a fallback that is also a candidate: one place in
+    the order."""
     shared = CONFIG.replace("  - {name: big, deployments: [big-1]}",
                             "  - {name: big, deployments: [big-1]}\n"
                             "  - {name: big-latest, deployments: [big-1]}").replace(
         "      candidates: [cheap, mid, big]\n      quality_floor: {metric: accuracy, min: 0.80}",
-        "      candidates: [big, big-latest, big]\n      fallbacks: [big-latest]")
+        "      candidates: [big, big-latest]\n      fallbacks: [big-latest, big]")
     decision = _decide("math", runtime=_runtime(shared))
     assert decision.deployments == ("big-1",)  # type: ignore[attr-defined]
 
@@ -291,3 +302,57 @@ def test_the_cost_ceiling_counts_every_completion_asked_for() -> None:
         task="math", risk="low", prompt_tokens=100, max_output_tokens=500, completions=n),
         _runtime(capped), StaticRanker(), lambda _name: True) for n in (1, 16))
     assert "cheap-1" in one.deployments and sixteen.deployments == ()
+
+
+ENFORCED = CONFIG.replace("  - {name: big, deployments: [big-1]}",
+                          "  - {name: big, deployments: [big-1]}\n"
+                          "  - {name: mixed, deployments: [mid-1, big-1]}").replace(
+    "policies:\n", "policies:\n  enforce_risk_rule_on_pinned_requests: true\n")
+
+
+def _pinned(model: str, risk: str, text: str, prompt: int = 100) -> Decision:
+    labels = Labels(task="math", risk=risk)  # type: ignore[arg-type]
+    facts = RequestFacts(task="math", risk=labels.risk, prompt_tokens=prompt,
+                         max_output_tokens=100)
+    return decide(model, labels, facts, _runtime(text), StaticRanker(), lambda _name: True)
+
+
+def test_a_pinned_request_skips_the_risk_rule_by_default() -> None:
+    """Without the setting, a high-risk request naming a model without zero data retention
+    goes there, unjudged."""
+    decision = _pinned("mid", "high", CONFIG)
+    assert decision.pinned and decision.deployments == ("mid-1",) and decision.verdicts == ()
+    assert not decision.risk_rule_applied
+
+
+def test_an_enforced_risk_rule_refuses_a_pinned_model_it_does_not_allow() -> None:
+    """With `enforce_risk_rule_on_pinned_requests`, high risk under math (zero data retention
+    required) refuses `mid`: nothing to try, and a 400 naming the model, the deployment and the
+    rule, with `model` as the parameter to change."""
+    from router.errors import RequestError
+
+    refused = _pinned("mid", "high", ENFORCED)
+    assert refused.pinned and refused.deployments == () and refused.risk_rule_applied
+    assert [(v.deployment, v.role, [c.name for c in v.checks], v.eligible)
+            for v in refused.verdicts] == [("mid-1", "pinned", [CheckName.RISK], False)]
+    with pytest.raises(RequestError) as caught:
+        require_route(refused)
+    error = caught.value
+    assert (error.status_code, error.param, error.code) == (400, "model",
+                                                            "model_not_allowed_for_risk")
+    assert "'mid'" in error.message and "mid-1: risk high requires zero data retention" in (
+        error.message)
+
+
+def test_an_enforced_risk_rule_keeps_the_deployments_it_allows_and_nothing_else() -> None:
+    """The risk rule is the only check: a model's zero-data-retention replica serves a
+    high-risk request (the other is dropped), low risk keeps every replica, and a prompt too
+    long for the model's window is still the caller's to send. A rule that allows models by
+    name allows the named model only, whatever deployments it shares."""
+    assert _pinned("mixed", "high", ENFORCED).deployments == ("big-1",)
+    assert _pinned("mixed", "low", ENFORCED).deployments == ("mid-1", "big-1")
+    assert _pinned("cheap", "low", ENFORCED, prompt=9000).deployments == ("cheap-1",)
+    allowed_only_big = ENFORCED.replace("high: {require_zero_data_retention: true}",
+                                        "high: {candidates: [big]}")
+    assert _pinned("big", "high", allowed_only_big).deployments == ("big-1",)
+    assert _pinned("mixed", "high", allowed_only_big).deployments == ()  # names models

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from policies import yaml_strict
 from policies.schema import ApiKeySpec, RouterConfig, TaskPolicy
 
 
@@ -150,7 +151,7 @@ def load_config_text(text: str, source: str = "<config>",
                      environ: Mapping[str, str] | None = None) -> RouterConfig:
     text = interpolate(text, environ if environ is not None else {}, source)
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml_strict.safe_load(text)
     except yaml.YAMLError as exc:
         raise PolicyValidationError(source, [f"not valid YAML: {exc}"]) from exc
     if not isinstance(raw, dict):

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from policies import yaml_strict
 from policies.labels import Task
 
 
@@ -178,7 +179,7 @@ def _problems(error: ValidationError) -> str:
 def load_suite(path: Path) -> Suite:
     """Read, validate and inline a suite file (its `items_file` joins `items`)."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml_strict.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise SuiteError(f"{path}: {exc}") from exc
     if not isinstance(raw, dict):

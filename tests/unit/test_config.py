@@ -219,3 +219,33 @@ def test_one_key_in_two_variables_is_refused_when_secrets_are_resolved() -> None
         resolve(load_config_text(digest, environ=ENV), ENV, _prices)
     distinct = resolve(load_config_text(twice, environ=ENV), {**ENV, "OTHER_KEY": "o"}, _prices)
     assert len(distinct.principals) == 2
+
+
+@pytest.mark.parametrize(("edit", "key"), [
+    (("  tasks:\n", "  tasks:\n    code: {candidates: [small]}\n    code: {candidates: [small]}\n"),
+     "code"),
+    (("fallbacks: [small]}", "fallbacks: [small], objective: min_cost, objective: min_cost}"),
+     "objective"),
+    (("routes:\n", "routes:\n  default_model: small\n"), "default_model"),
+])
+def test_a_mapping_key_written_twice_is_refused_with_its_lines(
+        edit: tuple[str, str], key: str) -> None:
+    """YAML keeps the last of two equal keys without a word: a task policy written twice, or a
+    setting given twice in one block, would run with one of them silently dropped."""
+    text = VALID + POLICIES + "  tasks:\n    chat: {candidates: [small]}\n"
+    assert edit[0] in text
+    load_config_text(text, environ=ENV)
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text.replace(*edit, 1), environ=ENV)
+    [problem] = caught.value.problems
+    assert problem.startswith("not valid YAML") and f"found duplicate key {key!r}" in problem
+    assert "first at line" in problem
+
+
+def test_merge_keys_still_override_as_yaml_intends() -> None:
+    """`<<: *anchor` then a key of its own is an override, not a duplicate."""
+    text = VALID + POLICIES.replace("  default: {", "  default: &base {") + (
+        "  tasks:\n    code:\n      <<: *base\n      objective: min_latency\n")
+    config = load_config_text(text, environ=ENV)
+    assert config.policies is not None
+    assert config.policies.tasks["code"].objective == "min_latency"

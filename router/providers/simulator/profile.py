@@ -17,6 +17,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from policies import yaml_strict
+
 BUILTIN_PROFILE_PATH = Path(__file__).with_name("default_profiles.json")
 
 CutMode = Literal["abort", "eof"]
@@ -106,7 +108,7 @@ class ProfileError(Exception):
 def parse_profile_text(text: str, suffix: str) -> ProfileFile:
     """Parse JSON (`.json`) or YAML (anything else) text into a validated `ProfileFile`."""
     try:
-        raw = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+        raw = json.loads(text) if suffix == ".json" else yaml_strict.safe_load(text)
         return ProfileFile.model_validate(raw)
     except (ValueError, yaml.YAMLError, ValidationError) as exc:
         raise ProfileError(str(exc)) from exc

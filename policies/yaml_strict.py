@@ -1,0 +1,47 @@
+"""YAML that refuses a mapping key written twice.
+
+PyYAML keeps the last of two equal keys without a word, so a policy file with `tasks:` holding
+`code:` twice, or a task policy with two `slo:` blocks, would run with one of them silently
+dropped. `safe_load` here is PyYAML's safe loader except that a repeated key is a
+`yaml.constructor.ConstructorError` naming the key and both lines, so callers that already turn
+YAML errors into problem lists report it like any other syntax error. Merge keys (`<<: *anchor`)
+still override as YAML intends: only keys written out twice in one mapping are refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, Node
+
+_Base: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class StrictSafeLoader(_Base):  # type: ignore[valid-type,misc]
+    """`yaml.SafeLoader` (the C one when available) that refuses duplicate mapping keys."""
+
+    def construct_mapping(self, node: Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, MappingNode):
+            seen: dict[Any, Node] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:  # an unhashable key: the base class reports it
+                    continue
+                if first is not key_node:
+                    raise ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        f"found duplicate key {key!r} (first at line "
+                        f"{first.start_mark.line + 1})", key_node.start_mark)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+def safe_load(text: str) -> Any:
+    """Parse `text` like `yaml.safe_load`, refusing a key written twice in one mapping."""
+    return yaml.load(text, Loader=StrictSafeLoader)

@@ -71,6 +71,19 @@ def test_data_version_in_header_or_metadata_reaches_the_same_entry(caller: Calle
     assert by_metadata.body == by_header.body
 
 
+def test_a_data_version_in_header_and_metadata_that_disagree_is_a_400(caller: Caller) -> None:
+    """Neither spelling silently wins (it decides which answers the request may see): two
+    different versions are refused; the same version in both is one version."""
+    messages = unique_messages("data-version-conflict")
+    refused = caller.chat(messages, headers={"x-slorouter-data-version": "docs-1"},
+                          metadata={"data_version": "docs-2"})
+    assert (refused.status, refused.error) == (400, "BadRequestError")
+    agreed = caller.chat(messages, headers={"x-slorouter-data-version": "docs-1"},
+                         metadata={"data_version": "docs-1"})
+    again = caller.chat(messages, headers={"x-slorouter-data-version": "docs-1"})
+    assert (agreed.status, agreed.cache, again.cache) == (200, "miss", "hit")
+
+
 def test_locale_is_compared_without_case(caller: Caller) -> None:
     """`accept-language: EN-us` reads the entry written under `en-US`."""
     messages = unique_messages("locale-case")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from router.api.schemas import ChatCompletionRequest
+from router.caching import data_version_of
 from router.classify.types import Labels
 from router.errors import RequestError
 from router.pipeline import hints_from, request_facts, request_view
@@ -90,3 +91,19 @@ def test_a_hint_may_come_from_either_place_or_both_when_they_agree() -> None:
     assert _hints({"x-slorouter-task": "code", "x-slorouter-risk": "high"},
                   {"task": "code", "risk": "high"}) == ("code", "high")
     assert _hints({"x-slorouter-task": "code"}, {"risk": "medium"}) == ("code", "medium")
+
+
+def test_a_data_version_comes_from_either_place_and_a_conflict_is_a_400() -> None:
+    """`x-slorouter-data-version` or `metadata.data_version` (the same value in both is fine);
+    two different versions are refused rather than one silently winning."""
+    header = {"x-slorouter-data-version": "docs-1"}
+    assert data_version_of(header, None) == "docs-1"
+    assert data_version_of({}, {"data_version": "docs-1"}) == "docs-1"
+    assert data_version_of(header, {"data_version": "docs-1"}) == "docs-1"
+    assert data_version_of({}, {"task": "code"}) is None
+    with pytest.raises(RequestError) as caught:
+        data_version_of(header, {"data_version": "docs-2"})
+    error = caught.value
+    assert (error.status_code, error.code, error.param) == (
+        400, "conflicting_data_version", "metadata.data_version")
+    assert "'docs-1'" in error.message and "'docs-2'" in error.message

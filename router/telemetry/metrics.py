@@ -124,8 +124,9 @@ class RouterMetrics:
 
     def _count(self, outcome: Outcome) -> None:
         # Decisions, probes and cache lookups count routed requests only: a request refused or
-        # replayed by the idempotency store after its decision was made never used the route.
-        if outcome.routed and outcome.model is not None:
+        # replayed by the idempotency store after its decision was made never used the route,
+        # and a request no model could take had no route to count.
+        if outcome.routed and outcome.model:
             route: dict[str, AttrValue] = {A.MODEL: outcome.model}
             A.put_if(route, A.TASK, outcome.task)
             A.put_if(route, A.RISK, outcome.risk)

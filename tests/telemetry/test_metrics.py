@@ -209,3 +209,20 @@ async def _scraped_once_recorded(session: aiohttp.ClientSession, url: str,
         await asyncio.sleep(0.02)
     assert _served(families) == requests  # every request is in the request metrics
     return families
+
+
+def test_a_request_no_model_could_take_is_not_a_decision_for_a_nameless_route() -> None:
+    """No eligible model leaves the decision's model empty: the request is an error (in the
+    request metrics), not a decision counted under the route `""`."""
+    telemetry, _ = in_memory_telemetry(TelemetrySettings())
+    routed, _ = streamed_with_retry()
+    unrouted, _ = streamed_with_retry()
+    unrouted.model = ""
+    for outcome in (routed, unrouted):
+        outcome.routed = True
+        telemetry.sink.record(outcome)
+    text = telemetry.prometheus_text().decode()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    decisions = [(s.labels["slorouter_model"], s.value)
+                 for s in families["slorouter_decisions"].samples if s.name.endswith("_total")]
+    assert decisions == [(routed.model, 1.0)]

@@ -19,8 +19,7 @@ from cache.keys import CacheScope, derive_key
 from cache.metrics import CacheMetrics
 from cache.policy import CacheDecision, CacheRule, decide, parse_cache_control
 from cache.result import Lookup, ResultCacheFront
-from router.errors import RequestError
-from router.pipeline import Prepared
+from router.pipeline import Prepared, header_or_metadata
 from router.runtime_config import Principal
 
 DATA_VERSION_HEADER = "x-slorouter-data-version"
@@ -50,17 +49,10 @@ def _rule(prepared: Prepared, default: CacheRule) -> CacheRule:
 
 
 def data_version_of(headers: Mapping[str, str], metadata: object) -> object | None:
-    """The caller's data version, from its header or `metadata.data_version`; both with
-    different values is a 400 (`conflicting_data_version`), as for routing hints: the version
-    decides which cached answers the request may see, so neither silently wins."""
-    header = headers.get(DATA_VERSION_HEADER)
-    field = metadata.get("data_version") if isinstance(metadata, dict) else None
-    if header is not None and field is not None and header != str(field):
-        raise RequestError(
-            f"conflicting data versions: header {DATA_VERSION_HEADER} is {header!r} but "
-            f"metadata.data_version is {field!r}; send one of them, or the same value in both",
-            param="metadata.data_version", code="conflicting_data_version")
-    return header if header is not None else field
+    """The caller's data version, from its header or `metadata.data_version`; it decides which
+    cached answers the request may see, so two different values are a 400."""
+    return header_or_metadata(headers, DATA_VERSION_HEADER, metadata, "data_version",
+                              "data versions", "conflicting_data_version")
 
 
 def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str],

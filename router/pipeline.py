@@ -128,14 +128,23 @@ def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hi
     return Hints(task=_as_task(task), risk=_as_risk(risk))
 
 
-def _one_hint(name: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> str | None:
-    header, field = headers.get(f"x-slorouter-{name}"), metadata.get(name)
-    if header is not None and field is not None and header != field:
+def header_or_metadata(headers: Mapping[str, str], header: str, metadata: object, key: str,
+                       what: str, code: str) -> object | None:
+    """What a client gave in its `header` or in `metadata[key]`, or both with the same value;
+    both with different values is a 400 (`code`): neither place silently wins."""
+    given = headers.get(header)
+    field = metadata.get(key) if isinstance(metadata, Mapping) else None
+    if given is not None and field is not None and given != str(field):
         raise RequestError(
-            f"conflicting {name} hints: header x-slorouter-{name} is {header!r} but "
-            f"metadata.{name} is {field!r}; send one of them, or the same value in both",
-            param=f"metadata.{name}", code="conflicting_hint")
-    return header if header is not None else field
+            f"conflicting {what}: header {header} is {given!r} but metadata.{key} is {field!r}; "
+            "send one of them, or the same value in both", param=f"metadata.{key}", code=code)
+    return given if given is not None else field
+
+
+def _one_hint(name: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> str | None:
+    value = header_or_metadata(headers, f"x-slorouter-{name}", metadata, name,
+                               f"{name} hints", "conflicting_hint")
+    return None if value is None else str(value)
 
 
 def _hint_param(headers: Mapping[str, str], name: str) -> str:

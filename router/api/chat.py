@@ -44,7 +44,7 @@ from router.errors import SlorouterError
 from router.execution.deadline import requested_timeout_s
 from router.idempotency import IdempotencyStore, Replay
 from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages
-from router.pipeline import Caller, ChatPipeline, Prepared
+from router.pipeline import Caller, ChatPipeline, Prepared, header_or_metadata
 from router.providers.base import Usage
 from router.telemetry.context import TraceContext, current_trace
 
@@ -157,7 +157,7 @@ class ChatHandler:
         outcome.steps.append(("admission", queued_at, self._clock()))
         metadata = chat.metadata if chat.metadata is not None else {}
         caller = Caller(principal.tenant, outcome.request_id, chat.user,
-                        received.get("x-slorouter-session", metadata.get("session_id")))
+                        _session(received, metadata))
         started = self._clock()
         prepared = await self._prepare(chat, raw, received, deadline, caller, outcome.arrived_at)
         deadline = prepared.plan.deadline  # the task policy's timeout may be shorter
@@ -275,6 +275,13 @@ def _winner_usage(outcome: Outcome, usage: Usage) -> None:
     winner = outcome.winner
     if winner is not None:
         winner.usage = usage
+
+
+def _session(headers: Mapping[str, str], metadata: Mapping[str, str]) -> str | None:
+    """The experiment unit `session`: its header or `metadata.session_id`, not two of them."""
+    value = header_or_metadata(headers, "x-slorouter-session", metadata, "session_id",
+                               "sessions", "conflicting_session")
+    return None if value is None else str(value)
 
 
 def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]) -> None:

@@ -106,6 +106,20 @@ def test_conflicting_header_and_metadata_hints_are_400(gateway: Running) -> None
     assert error["param"] == "metadata.task"
 
 
+@pytest.mark.parametrize(("header", "key", "code"), [
+    ("x-slorouter-data-version", "data_version", "conflicting_data_version"),
+    ("x-slorouter-session", "session_id", "conflicting_session"),
+])
+def test_conflicting_header_and_metadata_values_are_400(gateway: Running, header: str, key: str,
+                                                        code: str) -> None:
+    """The data version (cache scope) and the session (experiment unit) follow the hints' rule."""
+    body = ('{"model": "auto", "messages": [{"role": "user", "content": "x"}], '
+            f'"metadata": {{"{key}": "two"}}}}')
+    error = _assert_openai_error(_post(gateway, body, headers={header: "one"}), 400)
+    assert (error["type"], error["code"], error["param"]) == (
+        "invalid_request_error", code, f"metadata.{key}")
+
+
 @pytest.mark.parametrize("model", ["pt-limited", "ll-limited"])
 def test_upstream_429_becomes_rate_limit_error_with_retry_after(
         client: openai.OpenAI, model: str) -> None:

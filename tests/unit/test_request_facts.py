@@ -8,7 +8,7 @@ from router.api.schemas import ChatCompletionRequest
 from router.caching import data_version_of
 from router.classify.types import Labels
 from router.errors import RequestError
-from router.pipeline import hints_from, request_facts, request_view
+from router.pipeline import header_or_metadata, hints_from, request_facts, request_view
 
 SCHEMA = {"type": "object", "properties": {f"field_{i}": {
     "type": "string", "description": "a parameter the model must fill in " * 3}
@@ -107,3 +107,16 @@ def test_a_data_version_comes_from_either_place_and_a_conflict_is_a_400() -> Non
     assert (error.status_code, error.code, error.param) == (
         400, "conflicting_data_version", "metadata.data_version")
     assert "'docs-1'" in error.message and "'docs-2'" in error.message
+
+
+def test_a_session_from_header_and_metadata_must_agree() -> None:
+    """The experiment unit `session` from `x-slorouter-session` or `metadata.session_id`: two
+    different sessions would put the request in an arm picked from one of them silently."""
+    header = {"x-slorouter-session": "s-1"}
+    assert header_or_metadata(header, "x-slorouter-session", {"session_id": "s-1"},
+                              "session_id", "sessions", "conflicting_session") == "s-1"
+    with pytest.raises(RequestError) as caught:
+        header_or_metadata(header, "x-slorouter-session", {"session_id": "s-2"}, "session_id",
+                           "sessions", "conflicting_session")
+    assert (caught.value.code, caught.value.param) == ("conflicting_session",
+                                                       "metadata.session_id")

@@ -34,6 +34,7 @@ from router.api.schemas import ChatCompletionRequest
 from router.api.settle import Settle
 from router.api.sse import (
     ClientGone,
+    OnFinish,
     OpenStreams,
     WatchedStreamingResponse,
     run_unless_disconnected,
@@ -175,7 +176,8 @@ class ChatHandler:
             lease_s=budget)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
-            return idempotent.replayed(claimed.response, chat.stream, include_usage, headers)
+            return idempotent.replayed(claimed.response, chat.stream, include_usage, headers,
+                                       self._stored_stream_end(outcome, held))
         outcome.routed = True
         looked_up = self._clock()
         try:
@@ -190,7 +192,8 @@ class ChatHandler:
         if found.entry is not None:
             if capture:
                 outcome.captured_output = answer_messages(found.entry.body)
-            response = self._from_cache(found.entry, prepared, outcome, headers, include_usage)
+            response = self._from_cache(found.entry, prepared, outcome, headers, include_usage,
+                                        self._stored_stream_end(outcome, held))
             if claimed is not None:  # duplicates replay this answer, as after an upstream one
                 await claimed.succeeded(found.entry.body, headers)
             return response
@@ -209,13 +212,28 @@ class ChatHandler:
         return response
 
     def _from_cache(self, entry: CachedEntry, prepared: Prepared, outcome: Outcome,
-                    headers: dict[str, str], include_usage: bool) -> Response:
+                    headers: dict[str, str], include_usage: bool,
+                    on_finish: OnFinish) -> Response:
         now = self._clock()
         headers["x-slorouter-model"] = entry.deployment or entry.versions.model
         outcome.first_content_at = now
         headers["server-timing"] = prepared.phases.header(None, now - outcome.arrived_at)
         return body_response(entry.body, stream=prepared.request.stream,
-                             include_usage=include_usage, headers=headers)
+                             include_usage=include_usage, headers=headers, on_finish=on_finish)
+
+    def _stored_stream_end(self, outcome: Outcome, held: contextlib.AsyncExitStack) -> OnFinish:
+        """How a stored answer replayed as a stream (a cache hit, an idempotent replay) ends:
+        what `handle` does for every other answer once it is sent, since streams end later."""
+        async def finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
+            if client_gone:
+                outcome.status = CLIENT_CLOSED
+            elif ended_by is not None:
+                outcome.status, outcome.error_type = ended_by.status_code, type(ended_by).__name__
+                outcome.error_code = ended_by.code
+            await held.aclose()
+            outcome.ended_at = self._clock()
+            self._sink.record(outcome)
+        return finish
 
     async def _prepare(self, chat: ChatCompletionRequest, raw: dict[str, Any],
                        headers: Any, deadline: float, caller: Caller,

@@ -18,6 +18,7 @@ from typing import Any
 from starlette.responses import Response
 
 from router.api.replay import body_response
+from router.api.sse import OnFinish
 from router.caching import DATA_VERSION_HEADER
 from router.errors import RequestError, SlorouterError, UnknownCommitError
 from router.idempotency import (
@@ -78,12 +79,13 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], tenant: str
 
 
 def replayed(stored: StoredResponse, stream: bool, include_usage: bool,
-             headers: dict[str, str]) -> Response:
-    """The stored answer for a duplicate: as stored, or as an SSE stream when it streams."""
+             headers: dict[str, str], on_finish: OnFinish) -> Response:
+    """The stored answer for a duplicate: as stored, or as an SSE stream when it streams
+    (ended with `on_finish`)."""
     headers.update({k: v for k, v in stored.headers if k != "content-type"})
     headers["x-slorouter-idempotent-replay"] = "true"
     return body_response(stored.body, stream=stream, include_usage=include_usage,
-                         headers=headers, status=stored.status)
+                         headers=headers, on_finish=on_finish, status=stored.status)
 
 
 def as_error(exc: BaseException) -> BaseException | None:

@@ -7,12 +7,7 @@ from collections.abc import AsyncIterator
 from starlette.responses import Response
 
 from cache.replay import replay_sse
-from router.api.sse import WatchedStreamingResponse
-from router.errors import SlorouterError
-
-
-async def _nothing(_client_gone: bool, _ended_by: SlorouterError | None) -> None:
-    return None
+from router.api.sse import OnFinish, WatchedStreamingResponse
 
 
 async def _events(events: tuple[bytes, ...]) -> AsyncIterator[bytes]:
@@ -21,9 +16,10 @@ async def _events(events: tuple[bytes, ...]) -> AsyncIterator[bytes]:
 
 
 def body_response(body: bytes, *, stream: bool, include_usage: bool, headers: dict[str, str],
-                  status: int = 200) -> Response:
-    """The stored body as JSON, or replayed as a proper SSE stream when the client streams."""
+                  on_finish: OnFinish, status: int = 200) -> Response:
+    """The stored body as JSON, or replayed as a proper SSE stream when the client streams
+    (which then ends, as every stream does, with `on_finish`)."""
     if stream and status == 200:
         events = replay_sse(body, include_usage=include_usage)
-        return WatchedStreamingResponse(_events(events), headers, on_finish=_nothing)
+        return WatchedStreamingResponse(_events(events), headers, on_finish=on_finish)
     return Response(body, status_code=status, headers=headers, media_type="application/json")

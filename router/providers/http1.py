@@ -276,9 +276,12 @@ class _OriginPool:
                     lambda: connection, self._host, self._port, ssl=self._ssl,
                     server_hostname=self._host if self._ssl else None)
         except TimeoutError:
+            # Our own connect timeout (the request's deadline firing is a cancellation, not
+            # this): no connection, so the request never left, as when one is refused.
             connection.abort()
             self.forget(connection)
-            raise
+            raise UpstreamUnreachable(
+                f"cannot connect to upstream within {timeout_s:g} s") from None
         except OSError as exc:
             self.forget(connection)
             raise UpstreamUnreachable(f"cannot connect to upstream: {type(exc).__name__}") from exc

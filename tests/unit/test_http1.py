@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -194,6 +195,31 @@ async def test_a_refused_connection_is_unreachable() -> None:
     with pytest.raises(UpstreamUnreachable):
         await post(client, target)
     await client.aclose()
+
+
+async def test_a_connect_timeout_is_unreachable_not_a_timeout() -> None:
+    """A listener whose backlog is full never completes the handshake: the connect times out,
+    the request never left, so it is `UpstreamUnreachable` (safe to fail over, even for a side
+    effect), not a timeout that may have taken effect."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):  # fill the backlog: later handshakes get no answer
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+        fillers.append(filler)
+    client = Http1Client()
+    target = Target.of(f"http://127.0.0.1:{port}/v1/chat/completions")
+    try:
+        with pytest.raises(UpstreamUnreachable, match=r"within 0\.2 s"):
+            await client.post(target, request_head(target, {}, 2), b"{}", connect_timeout_s=0.2)
+    finally:
+        await client.aclose()
+        for sock in (*fillers, listener):
+            sock.close()
 
 
 async def test_connection_limit_queues_requests_on_one_connection() -> None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -30,6 +28,7 @@ from router.api.body import parse_chat, read_json, received_headers
 from router.api.errors import as_project_error, error_response
 from router.api.relay import StreamRelay
 from router.api.replay import body_response
+from router.api.request_ids import RequestIds
 from router.api.schemas import ChatCompletionRequest
 from router.api.settle import Settle
 from router.api.sse import (
@@ -67,18 +66,6 @@ class _Remaining:
 
     def remaining(self) -> float:
         return self._deadline - time.perf_counter()
-
-
-class RequestIds:
-    """Unique request ids without a system call per request: a random prefix per handler (so
-    per process) and a counter."""
-
-    def __init__(self) -> None:
-        self._prefix = os.urandom(8).hex()
-        self._count = itertools.count()
-
-    def next(self) -> str:
-        return f"{self._prefix}{next(self._count):016x}"
 
 
 class ChatHandler:

@@ -5,6 +5,8 @@
 and buys the chat handler nothing: it validates its own body, enforces its own size limit and
 turns every error into OpenAI's JSON shape itself. So this dispatcher hands that one route to the
 handler directly and passes every other request, and the lifespan, to the FastAPI app.
+Every other HTTP response gets an `x-request-id` here (the client's, or a new one), as chat
+completions get theirs from their handler, so any answer, errors included, can be quoted.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from router.api.errors import error_response
+from router.api.request_ids import RequestIds
 from router.errors import SlorouterError
 from router.logs import event
 
 log = logging.getLogger(__name__)
 
 CHAT_PATH = "/v1/chat/completions"
+REQUEST_ID = b"x-request-id"
 
 Handler = Callable[[Request], Awaitable[Response]]
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
@@ -34,11 +38,14 @@ class FrontDoor:
     def __init__(self, app: ASGIApp, chat: Handler) -> None:
         self.app = app
         self._chat = chat
+        self._ids = RequestIds()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if (scope["type"] != "http" or scope["path"] != CHAT_PATH
-                or scope["method"] != "POST"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if scope["path"] != CHAT_PATH or scope["method"] != "POST":
+            await self.app(scope, receive, self._with_request_id(scope, send))
             return
         try:
             response = await self._chat(Request(scope, receive, send))
@@ -46,3 +53,15 @@ class FrontDoor:
             event(log, "unhandled_error", logging.ERROR, error=type(exc).__name__)
             response = error_response(SlorouterError("internal error", code="internal_error"))
         await response(scope, receive, send)
+
+    def _with_request_id(self, scope: Any, send: Any) -> Any:
+        given = next((value for name, value in scope["headers"] if name == REQUEST_ID), None)
+        request_id = given if given else self._ids.next().encode()
+
+        async def send_with_id(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                if not any(name.lower() == REQUEST_ID for name, _ in headers):
+                    message = {**message, "headers": [*headers, (REQUEST_ID, request_id)]}
+            await send(message)
+        return send_with_id

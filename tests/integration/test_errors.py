@@ -203,3 +203,21 @@ def test_unknown_path_is_an_openai_404(gateway: Running) -> None:
 def test_wrong_method_on_chat_completions_is_an_openai_405(gateway: Running) -> None:
     """Only POST reaches the chat handler's fast path; other methods get 405 in OpenAI's shape."""
     _assert_openai_error(httpx.get(f"{gateway.base_url}/v1/chat/completions"), 405)
+
+
+@pytest.mark.parametrize(("method", "path", "status"), [
+    ("GET", "/v1/models/no-such-model", 404),
+    ("GET", "/v1/no-such-endpoint", 404),
+    ("GET", "/v1/chat/completions", 405),
+    ("GET", "/healthz", 200),
+])
+def test_every_response_carries_a_request_id(gateway: Running, method: str, path: str,
+                                             status: int) -> None:
+    """Not only chat completions: any answer, errors included, can be quoted by its id; the
+    client's own `x-request-id` is kept."""
+    made = httpx.request(method, f"{gateway.base_url}{path}", timeout=10)
+    given = httpx.request(method, f"{gateway.base_url}{path}", timeout=10,
+                          headers={"x-request-id": "client-chosen-id"})
+    assert made.status_code == given.status_code == status
+    assert len(made.headers.get("x-request-id", "")) >= 16
+    assert given.headers.get_list("x-request-id") == ["client-chosen-id"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.eligibility import floor_check
+from policies.eligibility import Role, floor_check
 from policies.eval_report import QualityTable
 from policies.labels import TASKS, Task
 from policies.schema import RouterConfig, TaskPolicy
@@ -19,7 +19,7 @@ from policies.schema import RouterConfig, TaskPolicy
 class Violation:
     task: str
     model: str
-    role: str
+    role: Role
     reason: str
 
     def __str__(self) -> str:
@@ -28,10 +28,10 @@ class Violation:
 
 def _policy_violations(task: Task, label: str, policy: TaskPolicy,
                        quality: QualityTable) -> list[Violation]:
-    models = [(m, "candidate") for m in policy.candidates]
-    models += [(m, "fallback") for m in policy.fallbacks]
+    models = [(m, Role.CANDIDATE) for m in policy.candidates]
+    models += [(m, Role.FALLBACK) for m in policy.fallbacks]
     if policy.no_candidate_fallback is not None:
-        models.append((policy.no_candidate_fallback, "no_candidate_fallback"))
+        models.append((policy.no_candidate_fallback, Role.NO_CANDIDATE_FALLBACK))
     found = []
     for model, role in models:
         check = floor_check(policy.quality_floor, model, task, quality)

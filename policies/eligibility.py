@@ -53,6 +53,15 @@ class CheckName(StrEnum):
     BUDGET = "budget"  # the worst-case cost is under the policy's ceiling
 
 
+class Role(StrEnum):
+    """Why a deployment was judged for a request: the part of the policy that named it."""
+
+    CANDIDATE = "candidate"  # one of the task policy's candidates
+    FALLBACK = "fallback"  # one of its fallbacks (tried after every candidate)
+    NO_CANDIDATE_FALLBACK = "no_candidate_fallback"  # its last resort when no candidate passes
+    PINNED = "pinned"  # the request named the model itself
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
     name: CheckName
@@ -64,7 +73,7 @@ class Check:
 class Verdict:
     model: str
     deployment: str
-    role: str  # candidate | fallback | no_candidate_fallback | pinned
+    role: Role
     checks: tuple[Check, ...]
     cost_usd: float  # worst case: prompt + n x max output tokens
 
@@ -147,7 +156,7 @@ def pinned_verdicts(policy: TaskPolicy, facts: RequestFacts,
                     deployments: Sequence[DeploymentFacts]) -> tuple[Verdict, ...]:
     """For a request that names its model: each of the model's deployments, in order, judged
     by the risk rule alone (the one check pinning does not skip when so configured)."""
-    return tuple(Verdict(d.model, d.name, "pinned", (risk_check(policy, facts, d),),
+    return tuple(Verdict(d.model, d.name, Role.PINNED, (risk_check(policy, facts, d),),
                          worst_case_cost(facts, d)) for d in deployments)
 
 
@@ -155,8 +164,8 @@ def evaluate(policy: TaskPolicy, facts: RequestFacts,
              deployments: Mapping[str, Sequence[DeploymentFacts]],
              quality: QualityTable) -> tuple[Verdict, ...]:
     """A verdict for every deployment of every candidate and fallback model, in policy order."""
-    roles = [(m, "candidate") for m in policy.candidates]
-    roles += [(m, "fallback") for m in policy.fallbacks if m not in policy.candidates]
+    roles = [(m, Role.CANDIDATE) for m in policy.candidates]
+    roles += [(m, Role.FALLBACK) for m in policy.fallbacks if m not in policy.candidates]
     verdicts = []
     for model, role in roles:
         floor = floor_check(policy.quality_floor, model, facts.task, quality)

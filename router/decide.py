@@ -18,6 +18,7 @@ from policies.eligibility import (
     CheckName,
     DeploymentFacts,
     RequestFacts,
+    Role,
     Verdict,
     evaluate,
     pinned_verdicts,
@@ -151,10 +152,10 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     # per deployment, and a hedge never races one against itself. (A model listed twice among
     # the candidates is refused at load.)
     ranked = ranker.rank(policy, facts,
-                         _first_per_deployment(v for v in eligible if v.role == "candidate"))
+                         _first_per_deployment(v for v in eligible if v.role == Role.CANDIDATE))
     ranked = _learned_first(policy, facts, eligible, ranked, config)
     order = [r.deployment for r in ranked]
-    fallbacks = _first_per_deployment(v for v in eligible if v.role == "fallback")
+    fallbacks = _first_per_deployment(v for v in eligible if v.role == Role.FALLBACK)
     order += [v.deployment for v in fallbacks if v.deployment not in order]
     first = next(v.model for v in eligible if v.deployment == order[0]) if order else ""
     explored = bool(ranked) and ranked[0].explored
@@ -214,7 +215,7 @@ def _no_candidate(requested: str, labels: Labels, facts: RequestFacts, policy: T
     allowed: tuple[str, ...] = ()
     if fallback is not None:
         as_candidate = policy.model_copy(update={"candidates": (fallback,), "fallbacks": ()})
-        judged = tuple(replace(v, role="no_candidate_fallback") for v in evaluate(
+        judged = tuple(replace(v, role=Role.NO_CANDIDATE_FALLBACK) for v in evaluate(
             as_candidate, facts, {fallback: config.model_facts.get(fallback, ())},
             config.quality))
         verdicts += judged

@@ -20,25 +20,56 @@ ROOT = Path(__file__).resolve().parents[2]
 SKIPPED = {ROOT / "router" / "providers" / "simulator"}
 
 
+def _trees() -> list[tuple[Path, ast.Module]]:
+    return [(path, ast.parse(path.read_text(), str(path)))
+            for path in sorted((ROOT / "router").rglob("*.py"))
+            if not any(skipped in path.parents for skipped in SKIPPED)]
+
+
+def _code_positions(trees: list[tuple[Path, ast.Module]]) -> dict[str, int]:
+    """Functions of router/ with a positional parameter named `code`: name → its index."""
+    positions: dict[str, int] = {}
+    for _, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+                if names and names[0] in ("self", "cls"):
+                    names = names[1:]
+                if "code" in names:
+                    positions[node.name] = names.index("code")
+    return positions
+
+
+def _strings(value: ast.expr) -> list[str]:
+    """The string constants an argument may evaluate to (`x if c else y` gives both), not
+    the keys of subscripts (`error["type"]`)."""
+    keys = {id(inner) for sub in ast.walk(value)
+            if isinstance(sub, ast.Subscript) for inner in ast.walk(sub.slice)}
+    return [inner.value for inner in ast.walk(value)
+            if isinstance(inner, ast.Constant) and isinstance(inner.value, str)
+            and id(inner) not in keys]
+
+
 def _code_arguments() -> dict[str, str]:
-    """Code → one place that sends it, for every string constant inside a `code=` argument."""
+    """Code → one place that sends it: every string constant given as a `code` argument, by
+    keyword or by position to a router function whose parameter is named `code`."""
+    trees = _trees()
+    positions = _code_positions(trees)
     found: dict[str, str] = {}
-    for path in sorted((ROOT / "router").rglob("*.py")):
-        if any(skipped in path.parents for skipped in SKIPPED):
-            continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for path, tree in trees:
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
-            for keyword in node.keywords:
-                if keyword.arg != "code":
-                    continue
-                keys = {id(inner) for sub in ast.walk(keyword.value)
-                        if isinstance(sub, ast.Subscript) for inner in ast.walk(sub.slice)}
-                for inner in ast.walk(keyword.value):  # `x if c else y` gives both
-                    if (isinstance(inner, ast.Constant) and isinstance(inner.value, str)
-                            and id(inner) not in keys):  # not `error["type"]`'s key
-                        where = f"{path.relative_to(ROOT)}:{node.lineno}"
-                        found.setdefault(inner.value, where)
+            values = [k.value for k in node.keywords if k.arg == "code"]
+            func = node.func
+            name = (func.id if isinstance(func, ast.Name)
+                    else func.attr if isinstance(func, ast.Attribute) else None)
+            at = positions.get(name or "")
+            if at is not None and at < len(node.args):
+                values.append(node.args[at])
+            for value in values:
+                for code in _strings(value):
+                    found.setdefault(code, f"{path.relative_to(ROOT)}:{node.lineno}")
     return found
 
 

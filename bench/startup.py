@@ -1,6 +1,7 @@
 """Start-up time and memory of each gateway, side by side: what a replica costs to bring up.
 
     python -m bench.startup [--requests 50] [--repeat 3] [--no-litellm]
+                            [--litellm-requirements bench/litellm-proxy-requirements.txt]
 
 Starts the provider simulator, then each target in turn: slorouter with the minimal and the
 full benchmark configs (`bench/configs/`, as `bench.vs_litellm` runs them) and, as the baseline,
@@ -54,14 +55,22 @@ def _measure(name: str, work: Path, sim_base: str, env: dict[str, str],
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=50,
+                        help="chat completions sent before memory is read (default: %(default)s)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="starts per target; the median is printed (default: %(default)s)")
     parser.add_argument("--no-litellm", action="store_true", help="skip the LiteLLM baseline")
+    parser.add_argument("--litellm-venv", type=Path, default=LITELLM_VENV,
+                        help="LiteLLM proxy's virtual environment, created when missing "
+                             "(default: %(default)s)")
+    parser.add_argument("--litellm-requirements", type=Path, default=LITELLM_REQUIREMENTS,
+                        help="requirements installed with litellm into that environment "
+                             "(default: %(default)s)")
     args = parser.parse_args(argv)
     names = ["slorouter-minimal", "slorouter-full"]
     litellm_bin = None
     if not args.no_litellm:
-        litellm_bin = ensure_litellm(LITELLM_VENV, LITELLM_REQUIREMENTS)
+        litellm_bin = ensure_litellm(args.litellm_venv, args.litellm_requirements)
         names.append("litellm")
     sink, otlp = start_otlp_sink()
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in names}

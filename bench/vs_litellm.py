@@ -3,14 +3,18 @@
     python -m bench.vs_litellm [--rates 5,10,25,50,100,200,400] [--duration 10]
                                [--min-requests 200] [--placement apart|shared]
                                [--modes plain,stream] [--targets direct,slorouter-full,...]
-                               [--out docs/benchmarks.md]
+                               [--out bench/out/benchmarks.md]
+
+    python -m bench.vs_litellm --out docs/benchmarks.md   # regenerates the committed page
 
 Starts the provider simulator (model `bench`: 20 ms to the first token, 16 output tokens, so
 every difference is the gateway's), slorouter with each config under `bench/configs/`
 (`slorouter-minimal.yaml`; `slorouter-full.yaml` with and without `telemetry.json`) and LiteLLM
 proxy 1.110.2 from its own virtual environment (`bench/.venv-litellm`, created on first use from
-the package registry). Runs the same seeded Poisson schedule against each target at each rate,
-streaming and not, and writes `docs/benchmarks.md`: overhead p50/p99 of E2E and TTFT against the
+the package registry with `bench/litellm-proxy-requirements.txt`). Runs the same seeded Poisson
+schedule against each target at each rate, streaming and not, and writes a Markdown page
+(`--out`, default `bench/out/benchmarks.md`, git-ignored; `docs/benchmarks.md` is the committed
+one): overhead p50/p99 of E2E and TTFT against the
 direct baseline, the max sustainable rate (p99 E2E under 100 ms, no errors), CPU time per request
 and memory of each gateway's process group (from /proc), the machine's load, the exact commands.
 """
@@ -23,6 +27,7 @@ import dataclasses
 import json
 import os
 import secrets
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -40,8 +45,8 @@ from tests.support.procs import PYTHON, ManagedProcess, free_port
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "bench" / "configs"
 LITELLM_VENV = ROOT / "bench" / ".venv-litellm"
-LITELLM_REQUIREMENTS = Path("/work/shared/bench/litellm-proxy-requirements.txt")
-TRAIN_DATA = Path("/work/shared/data/prompts/train.jsonl")
+LITELLM_REQUIREMENTS = ROOT / "bench" / "litellm-proxy-requirements.txt"
+DEFAULT_OUT = ROOT / "bench" / "out" / "benchmarks.md"
 PROMPT = "Summarise the plot of Hamlet in two sentences."
 
 
@@ -255,17 +260,45 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "targets": [r.target.name for r in targets],
             "points": [dataclasses.asdict(p) for r in targets for p in r.points],
             "telemetry_cost": telemetry_cost(3000),
-            "command": "python -m bench.vs_litellm " + " ".join(sys.argv[1:])}
+            "args": run_args(sys.argv[1:])}
 
 
-def render_raw(raw: dict[str, Any]) -> str:
+# Options that say where results go, not what is measured: left out of the recorded command,
+# which names the page it renders to instead.
+_OUTPUT_OPTIONS = ("--out", "--raw", "--render-from")
+
+
+def run_args(argv: list[str]) -> list[str]:
+    """The arguments of a run without its output options."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _OUTPUT_OPTIONS:
+            skip = True
+        elif not arg.startswith(tuple(f"{o}=" for o in _OUTPUT_OPTIONS)):
+            kept.append(arg)
+    return kept
+
+
+def command_for(raw: dict[str, Any], out: Path) -> str:
+    """The exact command that produces the page at `out` from scratch."""
+    if "args" not in raw:  # saved before the arguments were: its command as recorded
+        return str(raw["command"])
+    where = out.resolve()
+    shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
+    return shlex.join(["python", "-m", "bench.vs_litellm", *raw["args"], "--out", str(shown)])
+
+
+def render_raw(raw: dict[str, Any], out: Path = DEFAULT_OUT) -> str:
     from bench.benchmarks_report import telemetry_section
 
     points = [Point.from_json(p) for p in raw["points"]]
     targets = [Running(TARGETS[name], "", None, None, [p for p in points if p.target == name])
                for name in raw["targets"]]
     rows = [(label, float(value)) for label, value in raw["telemetry_cost"]]
-    return render(targets, raw["rates"], raw["modes"], raw["meta"], raw["command"],
+    return render(targets, raw["rates"], raw["modes"], raw["meta"], command_for(raw, out),
                   telemetry_section(rows))
 
 
@@ -279,24 +312,37 @@ def _cpu_model() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
-                        default=[5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0])
+                        default=[5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0],
+                        help="offered rates, requests/s, comma-separated (default: 5,10,25,50,"
+                             "100,200,400)")
     parser.add_argument("--duration", type=float, default=10.0,
-                        help="seconds per point at least (longer when --min-requests needs it)")
+                        help="seconds per point at least (longer when --min-requests needs it; "
+                             "default: %(default)s)")
     parser.add_argument("--min-requests", type=int, default=200,
-                        help="requests per point at least, so that p99 is not the maximum")
+                        help="requests per point at least, so that p99 is not the maximum "
+                             "(default: %(default)s)")
     parser.add_argument("--placement", choices=["apart", "shared"], default="apart",
                         help="apart: gateways on their own core(s), load generator and "
-                             "simulator on another; shared: every process on every core")
+                             "simulator on another; shared: every process on every core "
+                             "(default: %(default)s)")
     parser.add_argument("--modes", type=lambda s: [m == "stream" for m in s.split(",")],
-                        default=[False, True])
-    parser.add_argument("--targets", type=lambda s: s.split(","), default=list(TARGETS))
-    parser.add_argument("--litellm-venv", type=Path, default=LITELLM_VENV)
-    parser.add_argument("--litellm-requirements", type=Path, default=LITELLM_REQUIREMENTS)
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
+                        default=[False, True],
+                        help="plain (JSON) and/or stream, comma-separated (default: plain,stream)")
+    parser.add_argument("--targets", type=lambda s: s.split(","), default=list(TARGETS),
+                        help="comma-separated, from: " + ",".join(TARGETS) + " (default: all)")
+    parser.add_argument("--litellm-venv", type=Path, default=LITELLM_VENV,
+                        help="LiteLLM proxy's virtual environment, created when missing "
+                             "(default: %(default)s)")
+    parser.add_argument("--litellm-requirements", type=Path, default=LITELLM_REQUIREMENTS,
+                        help="requirements installed with litellm into that environment "
+                             "(default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="the Markdown page written (default: %(default)s, git-ignored; "
+                             "--out docs/benchmarks.md regenerates the committed page)")
     parser.add_argument("--raw", type=Path, default=ROOT / "bench" / "out" / "vs_litellm.json",
-                        help="where the raw numbers are saved")
+                        help="where the raw numbers are saved (default: %(default)s)")
     parser.add_argument("--render-from", type=Path, default=None,
-                        help="only re-render the doc from a saved raw file")
+                        help="only render the page (--out) from a raw file saved by an earlier run")
     args = parser.parse_args()
     if args.render_from is not None:
         raw = json.loads(args.render_from.read_text())
@@ -304,7 +350,8 @@ def main() -> None:
         raw = asyncio.run(run(args))
         args.raw.parent.mkdir(parents=True, exist_ok=True)
         args.raw.write_text(json.dumps(raw, indent=1))
-    args.out.write_text(render_raw(raw))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render_raw(raw, args.out))
     print(f"wrote {args.out}")
 
 

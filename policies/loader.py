@@ -36,8 +36,20 @@ class PolicyValidationError(ValueError):
 
 
 def _pydantic_problems(error: ValidationError) -> list[str]:
+    items = error.errors()
+
+    def inside(item: Any) -> bool:
+        """Another problem lies within this item's location (an item of its list failed)."""
+        loc = tuple(item["loc"])
+        return any(tuple(other["loc"][:len(loc)]) == loc and len(other["loc"]) > len(loc)
+                   for other in items)
+
     problems = []
-    for item in error.errors():
+    for item in items:
+        # pydantic checks a list's `min_length` on the items that validated, so a list whose
+        # only item failed is also "too short ... not 0": a consequence, not a second problem.
+        if item["type"] == "too_short" and inside(item):
+            continue
         where = ".".join(str(part) for part in item["loc"]) or "(root)"
         problems.append(f"{where}: {item['msg']}")
     return problems

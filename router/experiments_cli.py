@@ -21,11 +21,20 @@ from typing import Any
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("experiments", help="A/B experiments on routes")
     actions = parser.add_subparsers(dest="experiments_command", required=True)
-    report = actions.add_parser("report", help="print an experiment's analysis")
-    report.add_argument("name")
-    report.add_argument("--url", default="http://127.0.0.1:8080")
-    report.add_argument("--api-key", default=os.environ.get("SLOROUTER_API_KEY"))
-    report.add_argument("--plot", type=Path, help="write a PNG of the arms' distributions")
+    report = actions.add_parser(
+        "report", help="print an experiment's analysis",
+        description="Fetch an experiment's analysis from a running slorouter (GET "
+                    "/v1/experiments) and print it. Exit 0; 1 when the server does not know "
+                    "the experiment; 2 when the server cannot be reached.")
+    report.add_argument("name", help="the experiment's name, as under `experiments:`")
+    report.add_argument("--url", default="http://127.0.0.1:8080",
+                        help="the slorouter to ask (default: %(default)s)")
+    report.add_argument("--api-key", default=os.environ.get("SLOROUTER_API_KEY"),
+                        help="bearer key, when the server has api_keys (default: the "
+                             "SLOROUTER_API_KEY environment variable, else none)")
+    report.add_argument("--plot", type=Path,
+                        help="also write a PNG of the arms' distributions to this file "
+                             "(default: no plot)")
     report.set_defaults(func=report_handler)
 
 

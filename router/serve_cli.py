@@ -30,12 +30,21 @@ FAREWELL_S = 1  # whole seconds: uvicorn takes an int
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = subparsers.add_parser("serve", help="run the routing service")
-    parser.add_argument("--config", type=Path, help="YAML config (default: built-in)")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8080)
+    parser = subparsers.add_parser(
+        "serve", help="run the routing service",
+        description="Run the routing service (OpenAI-compatible, /v1/chat/completions).")
+    parser.add_argument("--config", type=Path,
+                        help="YAML config, docs/configuration.md (default: the embedded default: "
+                             "the provider simulator's demo models, or OpenAI/Anthropic when "
+                             "OPENAI_API_KEY / ANTHROPIC_API_KEY is set)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on; anything but loopback needs api_keys in the "
+                             "config (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8080,
+                        help="port to listen on (default: %(default)s)")
     parser.add_argument("--log-level", default="info",
-                        choices=("debug", "info", "warning", "error", "critical"))
+                        choices=("debug", "info", "warning", "error", "critical"),
+                        help="level of the JSON log lines on stderr (default: %(default)s)")
     parser.set_defaults(func=serve)
 
 

@@ -10,6 +10,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,6 +122,17 @@ def warn_unbacked_floors(config: RouterConfig, quality: QualityTable) -> None:
         event(log, "policy_check_failed", logging.WARNING, count=len(violations),
               violations=[str(v) for v in violations[:20]],
               hint="run `slorouter policy check`; these models never serve those tasks")
+
+
+def warn_ended_experiments(config: RouterConfig, now: datetime) -> None:
+    """An experiment whose `stop` has passed loads but never assigns a request (no
+    `x-slorouter-arm`), which looks like a broken experiment: say so at start-up. (A `start`
+    not before its `stop` is a load error, `policies.experiments.schema`.)"""
+    for spec in config.experiments:
+        if spec.stop is not None and spec.stop <= now:
+            event(log, "experiment_ended", logging.WARNING, experiment=spec.name,
+                  stop=spec.stop.isoformat(),
+                  hint="its stop has passed, so no request takes part; move stop or remove it")
 
 
 def result_caching(config: RouterConfig) -> ResultCaching:
@@ -265,6 +277,7 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
 
     runtime, classifier = build_runtime(config, environ, base_dir)
     warn_unbacked_floors(config, runtime.quality)
+    warn_ended_experiments(config, datetime.now(UTC))
     providers: dict[AdapterName, Provider] = {"openai_passthrough": PassthroughProvider()}
     if any(d.adapter == "litellm" for d in runtime.deployments.values()):
         # Imported only when used: litellm costs seconds of start-up and about 100 MB.

@@ -1,6 +1,6 @@
 """`slorouter eval run`: run suites against a config's logical models, write an eval report.
 
-    slorouter eval run --config CONFIG --suite FILE [--suite FILE ...] [--models m1,m2]
+    slorouter eval run --config CONFIG --suite FILE [FILE ...] [--suite FILE ...] [--models m1,m2]
         [--concurrency N] [--timeout S] [--judge-model M] [--out report.json]
         [--details items.jsonl] [--max-error-rate F]
 
@@ -28,8 +28,9 @@ def add_run(inner: argparse._SubParsersAction[Any]) -> None:
     """Register `eval run` beside `eval replay`."""
     p = inner.add_parser("run", help="run eval suites against live deployments, write a report")
     p.add_argument("--config", required=True, type=Path, help="router config (YAML)")
-    p.add_argument("--suite", required=True, type=Path, action="append",
-                   help="suite file (repeatable: one report for all)")
+    p.add_argument("--suite", required=True, type=Path, action="extend", nargs="+",
+                   metavar="FILE", help="suite file(s); several after one --suite, or the "
+                   "flag repeated: one report for all")
     p.add_argument("--models", default=None, help="logical models, comma-separated (default: all)")
     p.add_argument("--concurrency", type=int, default=8, help="calls in flight (default 8)")
     p.add_argument("--timeout", type=float, default=None,

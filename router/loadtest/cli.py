@@ -22,18 +22,35 @@ DEFAULT_WORKLOAD = Path("bench/workloads/default.json")
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("bench", help="open-loop load test with a workload mix",
                                    description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("--url", required=True, help="base URL (…/v1/chat/completions is added)")
-    parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
-    parser.add_argument("--rate", type=float, default=10.0, help="mean arrivals per second")
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals")
-    parser.add_argument("--max-requests", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--model", default=None, help="override the mix's model name")
-    parser.add_argument("--api-key", default=os.environ.get("SLOROUTER_BENCH_API_KEY"))
-    parser.add_argument("--timeout", type=float, default=60.0, help="per-request timeout (s)")
-    parser.add_argument("--out", type=Path, default=Path("bench/out/bench"))
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--url", required=True,
+                        help="base URL of slorouter or any OpenAI-compatible server "
+                             "(…/v1/chat/completions is added)")
+    parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD,
+                        help="the workload mix (JSON); the default is relative to the working "
+                             "directory, so run from the checkout (default: %(default)s)")
+    parser.add_argument("--rate", type=float, default=10.0,
+                        help="mean arrivals per second, Poisson (default: %(default)s)")
+    parser.add_argument("--duration", type=float, default=60.0,
+                        help="seconds of arrivals (default: %(default)s)")
+    parser.add_argument("--max-requests", type=int, default=None,
+                        help="stop sending after this many requests (default: no cap)")
+    parser.add_argument("--seed", type=int, default=7,
+                        help="seed of the arrival times and the mix's draws (default: "
+                             "%(default)s)")
+    parser.add_argument("--model", default=None,
+                        help="send this model name instead of the mix's (default: the mix's)")
+    parser.add_argument("--api-key", default=os.environ.get("SLOROUTER_BENCH_API_KEY"),
+                        help="bearer key (default: the SLOROUTER_BENCH_API_KEY environment "
+                             "variable, else none)")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="per-request timeout, s (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=Path("bench/out/bench"),
+                        help="directory for summary.json and the two plots (default: "
+                             "%(default)s)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the summary as JSON instead of a table")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="do not print progress while the load runs")
     parser.set_defaults(func=handler)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_TELEMETRY", "False")
 
+import httpx
 import litellm
 import orjson
 
@@ -68,7 +69,7 @@ class LitellmProvider:
     def _kwargs(self, call: UpstreamCall) -> dict[str, Any]:
         deployment = call.deployment
         kwargs = {k: v for k, v in call.body.items() if k not in _NOT_FORWARDED}
-        kwargs.update(model=deployment.model, timeout=call.timeout_s, drop_params=True,
+        kwargs.update(model=deployment.model, timeout=_timeout(call), drop_params=True,
                       num_retries=0)
         if deployment.api_base:
             kwargs["api_base"] = deployment.api_base
@@ -109,6 +110,16 @@ class LitellmProvider:
 
     async def aclose(self) -> None:
         return None
+
+
+def _timeout(call: UpstreamCall) -> httpx.Timeout:
+    """The attempt's timeout with the deployment's `connect_timeout_s` for opening the
+    connection. litellm passes an `httpx.Timeout` through only for the providers whose client
+    takes one (`litellm.utils.supports_httpx_timeout`: openai, azure, bedrock); for the others
+    (anthropic among them) it keeps the read timeout alone, so connecting is then bounded by
+    `timeout_s`, as before."""
+    connect = min(call.deployment.connect_timeout_s, call.timeout_s)
+    return httpx.Timeout(call.timeout_s, connect=connect)
 
 
 def _dump(obj: Any) -> dict[str, Any]:

@@ -64,6 +64,26 @@ def test_every_problem_is_listed_at_once() -> None:
     assert len(caught.value.problems) == 2
 
 
+def test_a_failed_item_does_not_also_report_its_list_as_too_short() -> None:
+    """An unknown key in the only deployment is one problem: pydantic's derived "Tuple should
+    have at least 1 item after validation, not 0" about the list that held it is not another."""
+    one = VALID.replace("""  - name: b
+    model: openai/custom
+    adapter: openai_passthrough
+    api_base: ${BASE}/v1
+    input_price_per_mtok: 1
+    output_price_per_mtok: 2
+""", "").replace("deployments: [a, b]", "deployments: [a]")
+    broken = one.replace("model: openai/gpt-4o-mini", "model: openai/gpt-4o-mini\n    bogus: 1")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(broken, environ=ENV)
+    assert caught.value.problems == ["deployments.0.bogus: Extra inputs are not permitted"]
+    # An empty list is still too short.
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(one.replace("deployments: [a]", "deployments: []"), environ=ENV)
+    assert any("at least 1 item" in line for line in caught.value.problems)
+
+
 def test_unknown_task_in_routes_is_rejected() -> None:
     """Route keys must be real task labels."""
     with pytest.raises(PolicyValidationError):

@@ -52,7 +52,7 @@ def load_quality(config: RouterConfig, base_dir: Path) -> QualityTable:
     try:
         return load_reports([base_dir / path for path in config.policies.eval_reports])
     except EvalReportError as err:
-        raise ConfigError([str(err)]) from err
+        raise ConfigError(err.problems) from err
 
 
 def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter]:

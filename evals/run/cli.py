@@ -67,7 +67,7 @@ def _judges(suites: list[Suite], override: str | None, models: set[str]) -> dict
 def build_plan(args: argparse.Namespace, environ: dict[str, str]) -> Any:
     """Config + suites + arguments -> `RunPlan`; raises InputError on any bad input."""
     from evals.run.runner import RunPlan
-    from evals.run.suite import SuiteError, load_suite
+    from evals.run.suite import SuiteError, load_suite, repeated_items
     from policies.loader import PolicyValidationError, load_config_file
     from router.errors import ConfigError
     from router.providers.price_table import PriceTable
@@ -79,6 +79,9 @@ def build_plan(args: argparse.Namespace, environ: dict[str, str]) -> Any:
         suites = [load_suite(path) for path in args.suite]
     except (OSError, PolicyValidationError, ConfigError, SuiteError) as exc:
         raise InputError(str(exc)) from exc
+    repeated = repeated_items(suites)
+    if repeated:
+        raise InputError("each item may be run once per report: " + "; ".join(repeated))
     known = set(runtime.models)
     models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models \
         else tuple(runtime.models)

@@ -13,8 +13,8 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,6 +42,11 @@ class EvalResult(BaseModel):
     lower: float = Field(ge=0, le=1)
     upper: float = Field(ge=0, le=1)
     method: Method = "wilson"
+    # What was evaluated (absent in reports written before `eval run` recorded it): the
+    # provider model strings of the logical model's deployments, and the content hash of the
+    # suites behind this result (`+`-joined, one per suite).
+    provider_models: tuple[str, ...] | None = Field(default=None, min_length=1)
+    suite_hash: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _ordered(self) -> EvalResult:
@@ -77,27 +82,49 @@ class EvalReportError(ValueError):
         self.problems = problems
 
 
+Key = tuple[str, str, str]  # model, task, metric
+
+
 @dataclass(frozen=True, slots=True)
 class QualityTable:
-    """Lookup of eval results; later reports win for the same (model, task, metric)."""
+    """Lookup of eval results; later reports win for the same (model, task, metric).
 
-    results: Mapping[tuple[str, str, str], EvalResult]
+    `refused` holds results that cannot back a floor under the config at hand, with the reason
+    (`policies.eval_provenance`); `warnings` what could not be checked."""
+
+    results: Mapping[Key, EvalResult]
     version: str  # hash of the reports' contents ("none" when there are none)
+    created: Mapping[Key, datetime] = field(default_factory=dict)  # the result's report's
+    refused: Mapping[Key, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     def get(self, model: str, task: str, metric: str) -> EvalResult | None:
         return self.results.get((model, task, metric))
+
+    def refusal(self, model: str, task: str, metric: str) -> str | None:
+        """Why a report's result for this key was set aside, if it was."""
+        return self.refused.get((model, task, metric))
 
     @staticmethod
     def empty() -> QualityTable:
         return QualityTable({}, "none")
 
 
+def created_at(text: str) -> datetime:
+    """A report's `created` as an aware datetime (a date or a naive time is taken as UTC)."""
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def quality_table(reports: Iterable[EvalReport], version: str) -> QualityTable:
-    results: dict[tuple[str, str, str], EvalResult] = {}
+    results: dict[Key, EvalResult] = {}
+    created: dict[Key, datetime] = {}
     for report in reports:
         for result in report.results:
-            results[(result.model, result.task, result.metric)] = result
-    return QualityTable(results, version)
+            key = (result.model, result.task, result.metric)
+            results[key] = result
+            created[key] = created_at(report.created)
+    return QualityTable(results, version, created)
 
 
 def wilson_problem(result: EvalResult) -> str | None:
@@ -144,8 +171,8 @@ def report_problems(data: Any) -> tuple[EvalReport | None, list[str]]:
         report = EvalReport.model_validate(data)
     except ValidationError as exc:
         problems += [_located(e, rows) for e in exc.errors()]
-    keys: Counter[tuple[str, str, str]] = Counter()
-    first: dict[tuple[str, str, str], int] = {}
+    keys: Counter[Key] = Counter()
+    first: dict[Key, int] = {}
     for index, row in enumerate(rows):
         try:
             problem = wilson_problem(EvalResult.model_validate(row))

@@ -119,7 +119,8 @@ def run_handler(args: argparse.Namespace) -> int:
     outcomes = asyncio.run(_execute(plan))
     found = cells(outcomes)
     created = datetime.now(UTC).isoformat(timespec="seconds")
-    report = build_report(plan.suites, found, created)
+    provider_models = {m: [d.model for d in plan.deployments[m]] for m in plan.models}
+    report = build_report(plan.suites, found, created, provider_models)
     text = report.model_dump_json(indent=2) + "\n"
     if args.out is not None:
         args.out.write_text(text, encoding="utf-8")

@@ -12,6 +12,7 @@ Loading only reads and validates; nothing here sends a request.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -201,6 +202,12 @@ def load_suite(path: Path) -> Suite:
     if duplicates:
         raise SuiteError(f"{path}: duplicate item ids {duplicates[:5]}")
     return suite
+
+
+def suite_hash(suite: Suite) -> str:
+    """The suite's content hash (items inlined), 12 hex digits: what an eval report records."""
+    canonical = json.dumps(suite.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def _input_key(item: Item) -> str:

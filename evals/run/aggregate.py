@@ -1,12 +1,14 @@
 """From graded outcomes to the `EvalReport` the router reads, plus a readable run summary.
 
 Per logical model x task x metric: the mean score, n (failed calls count as failures, so n is
-the number of items sent), and the Wilson 95 % score interval. Pure: the run's date comes in.
+the number of items sent), and the Wilson 95 % score interval, written to 6 decimals
+rounded outward (lower down, upper up). Pure: the run's date comes in.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -55,6 +57,16 @@ def suite_label(suites: Sequence[Suite]) -> tuple[str, str]:
     return "+".join(s.name for s in suites), "+".join(s.version for s in suites)
 
 
+def _down(bound: float) -> float:
+    """A lower bound to 6 decimals, rounded down: never up onto a floor."""
+    return math.floor(bound * 1e6) / 1e6
+
+
+def _up(bound: float) -> float:
+    """An upper bound to 6 decimals, rounded up."""
+    return math.ceil(bound * 1e6) / 1e6
+
+
 def build_report(suites: Sequence[Suite], found: Sequence[Cell], created: str,
                  provider_models: Mapping[str, Sequence[str]]) -> EvalReport:
     """The report; each result records the provider model strings of its logical model's
@@ -64,7 +76,7 @@ def build_report(suites: Sequence[Suite], found: Sequence[Cell], created: str,
     results = tuple(
         EvalResult.model_validate({
             "model": c.model, "task": c.task, "metric": c.metric, "mean": round(c.mean, 6),
-            "n": c.n, "lower": round(c.lower, 6), "upper": round(c.upper, 6), "method": "wilson",
+            "n": c.n, "lower": _down(c.lower), "upper": _up(c.upper), "method": "wilson",
             "provider_models": sorted(set(provider_models[c.model])),
             "suite_hash": "+".join(hashes[s] for s in c.suites) or None,
         })

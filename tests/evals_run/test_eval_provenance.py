@@ -110,3 +110,22 @@ def test_eval_run_records_provider_models_and_the_suite_hash(tmp_path: Path) -> 
     assert bound.get("fast", "math", "accuracy") is not None and not bound.warnings
     assert json.loads(path.read_text())["results"][0]["provider_models"] == ["openai/a",
                                                                              "openai/b"]
+
+
+def test_written_bounds_are_rounded_outward(tmp_path: Path) -> None:
+    """A lower bound of 0.7999996 was written as 0.8 and passed a 0.80 floor; it is written
+    0.799999 now (and an upper bound is rounded up)."""
+    from evals.run.aggregate import Cell
+    from policies.eligibility import floor_check
+    from policies.eval_report import quality_table
+    from policies.schema import QualityFloor
+
+    suite = load_suite(SUITES / "gsm8k-50-sim.yaml")
+    cell = Cell("fast", "math", "accuracy", 0.85, 200, 0.7999996, 0.9000001, {},
+                (suite.name,))
+    report = build_report([suite], [cell], "2026-12-01", {"fast": ["m"]})
+    (result,) = report.results
+    assert (result.lower, result.upper) == (0.799999, 0.900001)
+    check = floor_check(QualityFloor(metric="accuracy", min=0.8), "fast", "math",
+                        quality_table([report], "v"))
+    assert not check.passed

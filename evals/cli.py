@@ -119,11 +119,12 @@ def _pair_report(
 ) -> None:
     """Two-model replay (and floor mode with --floor): print, plot."""
     from evals.floor import floor_replay
-    from evals.outcomes import load_table
+    from evals.outcomes import load_table_coverage
     from evals.replay import pair_replay
     from evals.report import pair_json, pair_text
 
-    table = load_table(args.dataset, benchmark=bench)
+    table, found = load_table_coverage(args.dataset, benchmark=bench)
+    notes = _left_out(meta, found.notes(bench))
     pair = pair_replay(table, config, args.folds, args.relative_to, args.jobs)
     floor = floor_replay(table, spec, config, args.folds, args.seed) if args.floor else None
     meta["seconds"] = time.perf_counter() - start
@@ -135,7 +136,16 @@ def _pair_report(
         _emit(pair_json(pair, floor, meta))
     else:
         header = f"replay {args.dataset} router={args.router} folds={args.folds} seed={args.seed}"
-        print(pair_text(pair, floor, header))
+        print(pair_text(pair, floor, header) + notes)
+
+
+def _left_out(meta: dict[str, Any], notes: list[str]) -> str:
+    """Say on stderr what the data left out, record it in the JSON (`left_out`) and return it
+    as lines to append to the text report."""
+    for note in notes:
+        sys.stderr.write(f"warning: {note}\n")
+    meta["left_out"] = notes
+    return "".join(f"\nnote: {note}" for note in notes)
 
 
 def _multi_report(
@@ -148,20 +158,15 @@ def _multi_report(
 ) -> None:
     """N-model replay per benchmark: print, plot."""
     from evals.multi import benchmark_replay
-    from evals.outcomes import load_table
+    from evals.outcomes import load_table_coverage
     from evals.report import multi_json, multi_text
 
-    results = [
-        benchmark_replay(
-            load_table(args.dataset, benchmark=b, priced_only=True),
-            b,
-            spec,
-            config,
-            args.folds,
-            args.seed,
-        )
-        for b in benches
-    ]
+    results, left_out = [], []
+    for b in benches:
+        table, found = load_table_coverage(args.dataset, benchmark=b, priced_only=True)
+        left_out += found.notes(b)
+        results.append(benchmark_replay(table, b, spec, config, args.folds, args.seed))
+    notes = _left_out(meta, left_out)
     meta["seconds"] = time.perf_counter() - start
     if args.plot is not None:
         from evals.plot import plot_multi
@@ -174,7 +179,7 @@ def _multi_report(
             f"replay {args.dataset} folds={args.folds} seed={args.seed} "
             f"floor={spec.fraction} x best single model"
         )
-        print(multi_text(results, header))
+        print(multi_text(results, header) + notes)
 
 
 def transfer_handler(args: argparse.Namespace) -> int:

@@ -224,6 +224,49 @@ def common_models(rows: Sequence[OutcomeRow], *, priced_only: bool) -> tuple[str
     return tuple(sorted(common))
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """Which models and rows a table keeps, and what it left out and why."""
+
+    models: tuple[str, ...]
+    rows: tuple[OutcomeRow, ...]
+    dropped_models: Mapping[str, str]  # model -> why ("scored on 399 of 400 rows")
+    dropped_rows: int  # two-model data: rows without both scores
+
+    def notes(self, benchmark: str | None = None) -> list[str]:
+        """One line per thing left out, for stderr and the printed result."""
+        where = f"{benchmark}: " if benchmark else ""
+        found = []
+        if self.dropped_rows:
+            found.append(f"{where}dropped {self.dropped_rows} row(s) without a score for both "
+                         f"{' and '.join(self.models)}")
+        if self.dropped_models:
+            found.append(f"{where}dropped {len(self.dropped_models)} model(s) not on every row: "
+                         + "; ".join(f"{m} ({why})" for m, why in self.dropped_models.items()))
+        return found
+
+
+def coverage(rows: Sequence[OutcomeRow], *, priced_only: bool) -> Coverage:
+    """Two-model data keeps both models and drops the rows missing either score; otherwise the
+    models scored (and priced, if asked) on every row are kept and the others reported."""
+    seen = sorted({m for r in rows for m in r.scores})
+    if len(seen) == 2 and not priced_only:
+        kept = tuple(r for r in rows if all(m in r.scores for m in seen))
+        return Coverage(tuple(seen), kept, {}, len(rows) - len(kept))
+    models = common_models(rows, priced_only=priced_only)
+    dropped = {}
+    for model in seen:
+        if model in models:
+            continue
+        scored = sum(model in r.scores for r in rows)
+        priced = sum(model in r.cost for r in rows)
+        why = f"scored on {scored} of {len(rows)} rows"
+        if priced_only and scored == len(rows):
+            why = f"priced on {priced} of {len(rows)} rows"
+        dropped[model] = why
+    return Coverage(models, tuple(rows), dropped, 0)
+
+
 def to_table(rows: Sequence[OutcomeRow], models: Sequence[str]) -> OutcomeTable:
     """Aligned arrays for `models`; a missing cost is NaN (a missing score raises KeyError)."""
     return OutcomeTable(
@@ -246,10 +289,24 @@ def load_table(
     models: Sequence[str] | None = None,
     priced_only: bool = False,
 ) -> OutcomeTable:
-    """Decontaminated rows of one benchmark (or all) as a table over `models` or common ones."""
+    """Decontaminated rows of one benchmark (or all) as a table over `models`, else the models
+    `coverage` keeps (two-model data: both, over the rows that score both)."""
+    return load_table_coverage(path, benchmark=benchmark, models=models,
+                               priced_only=priced_only)[0]
+
+
+def load_table_coverage(
+    path: Path | str,
+    *,
+    benchmark: str | None = None,
+    models: Sequence[str] | None = None,
+    priced_only: bool = False,
+) -> tuple[OutcomeTable, Coverage]:
+    """`load_table` and what it left out (nothing is left out when `models` are given)."""
     rows = [r for r in load_rows(path) if benchmark is None or r.benchmark == benchmark]
-    chosen = tuple(models) if models is not None else common_models(rows, priced_only=priced_only)
-    return to_table(rows, chosen)
+    found = (Coverage(tuple(models), tuple(rows), {}, 0) if models is not None
+             else coverage(rows, priced_only=priced_only))
+    return to_table(found.rows, found.models), found
 
 
 def file_sha256(path: Path | str) -> str:

@@ -191,6 +191,10 @@ def _token_extras(path: Path, benchmark: str) -> dict[str, int]:
     return extra
 
 
+class OutcomeFileError(ValueError):
+    """An outcome file's line cannot be read: the message names the file, line and field."""
+
+
 def load_rows(path: Path | str, *, decontaminate: bool = True) -> list[OutcomeRow]:
     """Every row of an outcome file (file order); contaminated rows dropped unless asked."""
     path = Path(path)
@@ -198,14 +202,22 @@ def load_rows(path: Path | str, *, decontaminate: bool = True) -> list[OutcomeRo
     prices = load_prices(models_json) if models_json.exists() else {}
     rows: list[OutcomeRow] = []
     extras: dict[str, dict[str, int]] = {}
-    for line in _open_lines(path):
+    for number, line in enumerate(_open_lines(path), 1):
         if not line.strip():
             continue
-        raw = json.loads(line)
-        bench = str(raw["benchmark"])
-        if bench not in extras:
-            extras[bench] = _token_extras(models_json, bench) if models_json.exists() else {}
-        row = parse_row(raw, prices, extras[bench])
+        try:
+            raw = json.loads(line)
+            bench = str(raw["benchmark"])
+            if bench not in extras:
+                extras[bench] = _token_extras(models_json, bench) if models_json.exists() else {}
+            row = parse_row(raw, prices, extras[bench])
+        except json.JSONDecodeError as exc:
+            raise OutcomeFileError(f"{path} line {number}: not JSON ({exc.msg})") from None
+        except KeyError as exc:
+            raise OutcomeFileError(f"{path} line {number}: missing field {exc.args[0]!r}") \
+                from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise OutcomeFileError(f"{path} line {number}: bad value ({exc})") from None
         if decontaminate and row.contaminated:
             continue
         rows.append(row)

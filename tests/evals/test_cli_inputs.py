@@ -67,3 +67,88 @@ def test_multi_model_data_names_each_dropped_model_and_why(
     captured = capsys.readouterr()
     assert f"{victim} (scored on {len(table) - 1} of {len(table)} rows)" in captured.out
     assert f"{victim} (scored on" in captured.err
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Exit 2 with an `error:` line and no traceback; the error text."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    return captured.err
+
+
+def _drop_field(field: str, at: int) -> Any:
+    def edit(index: int, row: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in row.items() if k != field} if index == at else row
+    return edit
+
+
+@pytest.mark.parametrize(("field", "at"), [("benchmark", 0), ("prompt_tokens", 2),
+                                           ("scores", 1)])
+def test_a_row_missing_a_field_names_file_line_and_field(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        field: str, at: int) -> None:
+    path = rewrite(gsm8k_slice, tmp_path, _drop_field(field, at))
+    err = _refused(["eval", "replay", "--dataset", str(path)], capsys)
+    assert err == f"error: {path} line {at + 1}: missing field '{field}'\n"
+
+
+def test_an_empty_file_says_so_in_every_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It said "no benchmark None" (replay) or crashed in numpy (train-router)."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    expected = f"error: {empty}: no outcome rows (an empty file, or every row contaminated)\n"
+    assert _refused(["eval", "replay", "--dataset", str(empty)], capsys) == expected
+    assert _refused(["train-router", "--outcomes", str(empty), "--out",
+                     str(tmp_path / "a")], capsys) == expected
+    assert _refused(["eval", "transfer", "--train", str(empty), "--test", str(empty)],
+                    capsys) == expected
+
+
+def test_unknown_models_and_missing_files_are_named(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    models = "gpt-4-1106-preview, mistralai/Mixtral-8x7B-Instruct-v0.1"
+    err = _refused(["eval", "replay", "--dataset", str(gsm8k_slice), "--relative-to", "gpt-4"],
+                   capsys)
+    assert err == (f"error: --relative-to: gpt-4 not among the models of {gsm8k_slice} "
+                   f"(gsm8k) ({models})\n")
+    err = _refused(["train-router", "--outcomes", str(gsm8k_slice), "--out", str(tmp_path / "a"),
+                    "--models", "gpt-4-1106-preview", "nosuch"], capsys)
+    assert err == f"error: --models: nosuch not among the models of {gsm8k_slice} ({models})\n"
+    missing = tmp_path / "nope.jsonl"
+    err = _refused(["eval", "transfer", "--train", str(missing), "--test", str(gsm8k_slice)],
+                   capsys)
+    assert err == f"error: no such --train file {missing}\n"
+
+
+@pytest.mark.parametrize("argv", [["--floor", "0"], ["--floor", "95"], ["--floor", "-1"],
+                                  ["--floor", "nan"], ["--folds", "1"], ["--jobs", "0"]])
+def test_out_of_range_options_are_usage_errors(
+        gsm8k_slice: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """--floor 0 silently skipped floor mode, 95 printed "floor 9500%", --folds 1 crashed."""
+    with pytest.raises(SystemExit) as caught:
+        main(["eval", "replay", "--dataset", str(gsm8k_slice), *argv])
+    assert caught.value.code == 2
+    assert f"argument {argv[0]}: " in capsys.readouterr().err
+
+
+def test_floor_mode_without_prices_is_refused(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without models.json the costs are unknown: it printed "$nan/1k" or crashed."""
+    path = rewrite(gsm8k_slice, tmp_path)
+    (tmp_path / "models.json").unlink()
+    rows = len(load_rows(path))
+    err = _refused(["eval", "replay", "--dataset", str(path), "--floor", "0.95"], capsys)
+    assert err == (f"error: {path} (gsm8k): floor mode needs every model priced (a models.json "
+                   "with prices beside the file); no price for gpt-4-1106-preview on "
+                   f"{rows} of {rows} rows; mistralai/Mixtral-8x7B-Instruct-v0.1 on {rows} of "
+                   f"{rows} rows\n")
+
+
+def test_a_plot_into_a_missing_directory_fails_before_the_replay(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plot = tmp_path / "no" / "such" / "curve.png"
+    err = _refused(["eval", "replay", "--dataset", str(gsm8k_slice), "--plot", str(plot)],
+                   capsys)
+    assert err == f"error: --plot {plot}: directory {plot.parent} does not exist\n"

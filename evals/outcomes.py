@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -138,22 +138,32 @@ def load_prices(path: Path) -> dict[str, Price]:
     return prices
 
 
+@dataclass(frozen=True)
+class TokenExtras:
+    """Per model, from a RouteLLM benchmark's models.json entry: the few-shot prefix its
+    requests carried and its average answer tokens (used when a row stores none for it)."""
+
+    prefix: Mapping[str, int] = field(default_factory=dict)
+    response: Mapping[str, int] = field(default_factory=dict)
+
+
 def _routing_cost(
-    raw: Mapping[str, object], prices: Mapping[str, Price], extra: Mapping[str, int]
+    raw: Mapping[str, object], prices: Mapping[str, Price], extra: TokenExtras
 ) -> dict[str, float]:
     """USD per model for a RouteLLM row: (prompt + few-shot prefix) in, stored answer out."""
-    tokens_in = int(raw["prompt_tokens"]) + extra.get("prefix", 0)  # type: ignore[call-overload]
+    prompt = int(raw["prompt_tokens"])  # type: ignore[call-overload]
     out_raw = raw.get("response_tokens")
     outs = out_raw if isinstance(out_raw, dict) else {}
     cost: dict[str, float] = {}
     for model, price in prices.items():
-        tokens_out = int(outs.get(model, extra.get("response", 1)))
+        tokens_in = prompt + extra.prefix.get(model, 0)
+        tokens_out = int(outs.get(model, extra.response.get(model, 1)))
         cost[model] = (tokens_in * price.input_per_1m + tokens_out * price.output_per_1m) / 1e6
     return cost
 
 
 def parse_row(
-    raw: Mapping[str, object], prices: Mapping[str, Price], extra: Mapping[str, int]
+    raw: Mapping[str, object], prices: Mapping[str, Price], extra: TokenExtras
 ) -> OutcomeRow:
     """One JSON object of either format as an `OutcomeRow`."""
     scores = {str(k): float(v) for k, v in dict(raw["scores"]).items()}  # type: ignore[call-overload]
@@ -180,15 +190,16 @@ def parse_row(
     )
 
 
-def _token_extras(path: Path, benchmark: str) -> dict[str, int]:
-    """Few-shot prefix and default answer tokens of a RouteLLM benchmark (models.json)."""
+def _token_extras(path: Path, benchmark: str) -> TokenExtras:
+    """Each model's few-shot prefix and default answer tokens of a RouteLLM benchmark
+    (models.json), kept per model (not the last model's for all)."""
     doc = json.loads(path.read_text(encoding="utf-8"))
-    extra: dict[str, int] = {}
+    prefix, response = {}, {}
     for entry in doc.get("models", []):
         avg = entry.get("avg_tokens", {}).get(benchmark, {})
-        extra["prefix"] = int(avg.get("few_shot_prefix_tokens", 0))
-        extra["response"] = round(float(avg.get("avg_response_tokens", 1)))
-    return extra
+        prefix[str(entry["name"])] = int(avg.get("few_shot_prefix_tokens", 0))
+        response[str(entry["name"])] = round(float(avg.get("avg_response_tokens", 1)))
+    return TokenExtras(MappingProxyType(prefix), MappingProxyType(response))
 
 
 class OutcomeFileError(ValueError):
@@ -201,7 +212,7 @@ def load_rows(path: Path | str, *, decontaminate: bool = True) -> list[OutcomeRo
     models_json = path.parent / "models.json"
     prices = load_prices(models_json) if models_json.exists() else {}
     rows: list[OutcomeRow] = []
-    extras: dict[str, dict[str, int]] = {}
+    extras: dict[str, TokenExtras] = {}
     for number, line in enumerate(_open_lines(path), 1):
         if not line.strip():
             continue
@@ -209,7 +220,8 @@ def load_rows(path: Path | str, *, decontaminate: bool = True) -> list[OutcomeRo
             raw = json.loads(line)
             bench = str(raw["benchmark"])
             if bench not in extras:
-                extras[bench] = _token_extras(models_json, bench) if models_json.exists() else {}
+                extras[bench] = (_token_extras(models_json, bench) if models_json.exists()
+                                 else TokenExtras())
             row = parse_row(raw, prices, extras[bench])
         except json.JSONDecodeError as exc:
             raise OutcomeFileError(f"{path} line {number}: not JSON ({exc.msg})") from None

@@ -152,3 +152,22 @@ def test_a_plot_into_a_missing_directory_fails_before_the_replay(
     err = _refused(["eval", "replay", "--dataset", str(gsm8k_slice), "--plot", str(plot)],
                    capsys)
     assert err == f"error: --plot {plot}: directory {plot.parent} does not exist\n"
+
+
+def test_a_row_without_answer_tokens_costs_each_model_its_own_average(
+        gsm8k_slice: Path, tmp_path: Path) -> None:
+    """The default answer tokens were the last model's (Mixtral 104) for every model; GPT-4's
+    own average is 124. Costs recomputed here from models.json."""
+    def edit(index: int, row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, "response_tokens": {}}
+    path = rewrite(gsm8k_slice, tmp_path, edit)
+    doc = json.loads((tmp_path / "models.json").read_text())
+    row = load_rows(path)[0]
+    raw = next(r for r in map(json.loads, path.read_text().splitlines()) if r["id"] == row.id)
+    for entry in doc["models"]:
+        avg = entry["avg_tokens"]["gsm8k"]
+        tokens_in = raw["prompt_tokens"] + avg["few_shot_prefix_tokens"]
+        tokens_out = round(avg["avg_response_tokens"])
+        expected = (tokens_in * entry["price_usd_per_1m_input_tokens"]
+                    + tokens_out * entry["price_usd_per_1m_output_tokens"]) / 1e6
+        assert row.cost[entry["name"]] == pytest.approx(expected, rel=1e-12), entry["name"]

@@ -29,12 +29,37 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     _add_train(subparsers)
 
 
+def _fraction(text: str) -> float:
+    """A relative floor: a fraction of the reference's quality in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is not in (0, 1]: a floor is a fraction of "
+                                         "the reference's quality, e.g. 0.95")
+    return value
+
+
+def _at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}")
+        return value
+    return parse
+
+
 def _add_floor_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--floor", type=float, default=None, help="relative floor, e.g. 0.95")
+    p.add_argument("--floor", type=_fraction, default=None,
+                   help="relative floor in (0, 1], e.g. 0.95")
     p.add_argument("--relative-to", default=None, help="reference model (default: best single)")
     p.add_argument("--z", type=float, default=2.5, help="calibration margin in standard errors")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--folds", type=_at_least(2), default=5, help="cross-validation folds (>= 2)")
 
 
 def _add_replay(inner: argparse._SubParsersAction[Any]) -> None:
@@ -44,7 +69,8 @@ def _add_replay(inner: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--benchmark", default=None, help="only rows of this benchmark")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", type=Path, default=None, help="write the quality-vs-cost curve")
-    p.add_argument("--jobs", type=int, default=2, help="parallel folds (two-model replay)")
+    p.add_argument("--jobs", type=_at_least(1), default=2,
+                   help="parallel folds (two-model replay)")
     _add_floor_args(p)
     p.set_defaults(func=replay_handler)
 
@@ -77,25 +103,81 @@ def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+class InputError(ValueError):
+    """Bad input found before any work: the message names the file, line, field or option."""
+
+
+def _guarded(handler: Any) -> Any:
+    """`handler` with its input errors turned into `error: ...` on stderr and exit code 2."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            code: int = handler(args)
+        except InputError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            return 2
+        return code
+    run.__doc__ = handler.__doc__
+    return run
+
+
+def _rows(path: Path, what: str) -> list[Any]:
+    """The file's decontaminated rows; InputError if missing, unreadable or empty."""
+    from evals.outcomes import OutcomeFileError, load_rows
+
+    if not path.is_file():
+        raise InputError(f"no such {what} file {path}")
+    try:
+        rows = load_rows(path)
+    except OutcomeFileError as exc:
+        raise InputError(str(exc)) from None
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    if not rows:
+        raise InputError(f"{path}: no outcome rows (an empty file, or every row contaminated)")
+    return rows
+
+
+def _known(option: str, names: list[str], models: tuple[str, ...], where: str) -> None:
+    unknown = [n for n in names if n not in models]
+    if unknown:
+        raise InputError(f"{option}: {', '.join(unknown)} not among the models of {where} "
+                         f"({', '.join(models) or 'none'})")
+
+
+def _priced(table: Any, where: str) -> None:
+    """Floor mode compares costs: every model needs a price on every row."""
+    import numpy as np
+
+    missing = [f"{m} on {int(n)} of {len(table)} rows" for m, n in
+               zip(table.models, np.isnan(table.costs).sum(axis=0), strict=True) if n]
+    if missing:
+        raise InputError(f"{where}: floor mode needs every model priced (a models.json with "
+                         f"prices beside the file); no price for {'; '.join(missing)}")
+
+
+def _output_dir(path: Path | None, option: str) -> None:
+    if path is not None and not path.resolve().parent.is_dir():
+        raise InputError(f"{option} {path}: directory {path.resolve().parent} does not exist")
+
+
+@_guarded
 def replay_handler(args: argparse.Namespace) -> int:
     """`slorouter eval replay`."""
     from evals.floor import FloorSpec
-    from evals.outcomes import load_rows, load_table
+    from evals.outcomes import load_table
     from evals.routers import FitConfig
 
-    if not args.dataset.exists():
-        sys.stderr.write(f"error: no such dataset {args.dataset}\n")
-        return 2
+    _output_dir(args.plot, "--plot")
+    rows = _rows(args.dataset, "dataset")
     start = time.perf_counter()
     config = FitConfig(router=args.router, seed=args.seed)
     fraction = args.floor if args.floor is not None else 0.95
     spec = FloorSpec(fraction=fraction, reference=args.relative_to, z=args.z)
-    benches = sorted({r.benchmark for r in load_rows(args.dataset)})
-    if args.benchmark is not None:
-        benches = [b for b in benches if b == args.benchmark]
+    present = sorted({r.benchmark for r in rows})
+    benches = [b for b in present if args.benchmark is None or b == args.benchmark]
     if not benches:
-        sys.stderr.write(f"error: no benchmark {args.benchmark!r} in {args.dataset}\n")
-        return 2
+        raise InputError(f"no benchmark {args.benchmark!r} in {args.dataset} "
+                         f"(it has {', '.join(present)})")
     meta: dict[str, Any] = {
         "dataset": str(args.dataset),
         "router": args.router,
@@ -119,13 +201,19 @@ def _pair_report(
 ) -> None:
     """Two-model replay (and floor mode with --floor): print, plot."""
     from evals.floor import floor_replay
-    from evals.outcomes import load_table
+    from evals.outcomes import load_table_coverage
     from evals.replay import pair_replay
     from evals.report import pair_json, pair_text
 
-    table = load_table(args.dataset, benchmark=bench)
+    table, found = load_table_coverage(args.dataset, benchmark=bench)
+    if args.relative_to is not None:
+        _known("--relative-to", [args.relative_to], table.models, f"{args.dataset} ({bench})")
+    if args.floor is not None:
+        _priced(table, f"{args.dataset} ({bench})")
+    notes = _left_out(meta, found.notes(bench))
     pair = pair_replay(table, config, args.folds, args.relative_to, args.jobs)
-    floor = floor_replay(table, spec, config, args.folds, args.seed) if args.floor else None
+    floor = (floor_replay(table, spec, config, args.folds, args.seed)
+             if args.floor is not None else None)
     meta["seconds"] = time.perf_counter() - start
     if args.plot is not None:
         from evals.plot import plot_pair
@@ -135,7 +223,16 @@ def _pair_report(
         _emit(pair_json(pair, floor, meta))
     else:
         header = f"replay {args.dataset} router={args.router} folds={args.folds} seed={args.seed}"
-        print(pair_text(pair, floor, header))
+        print(pair_text(pair, floor, header) + notes)
+
+
+def _left_out(meta: dict[str, Any], notes: list[str]) -> str:
+    """Say on stderr what the data left out, record it in the JSON (`left_out`) and return it
+    as lines to append to the text report."""
+    for note in notes:
+        sys.stderr.write(f"warning: {note}\n")
+    meta["left_out"] = notes
+    return "".join(f"\nnote: {note}" for note in notes)
 
 
 def _multi_report(
@@ -148,20 +245,23 @@ def _multi_report(
 ) -> None:
     """N-model replay per benchmark: print, plot."""
     from evals.multi import benchmark_replay
-    from evals.outcomes import load_table
+    from evals.outcomes import load_table_coverage
     from evals.report import multi_json, multi_text
 
-    results = [
-        benchmark_replay(
-            load_table(args.dataset, benchmark=b, priced_only=True),
-            b,
-            spec,
-            config,
-            args.folds,
-            args.seed,
-        )
-        for b in benches
-    ]
+    tables, left_out = [], []
+    for b in benches:  # every input checked before the first replay
+        table, found = load_table_coverage(args.dataset, benchmark=b, priced_only=True)
+        where = f"{args.dataset} ({b})"
+        if len(table.models) < 2:
+            raise InputError(f"{where}: N-model replay needs at least two models priced and "
+                             f"scored on every row, found {len(table.models)}")
+        if args.relative_to is not None:
+            _known("--relative-to", [args.relative_to], table.models, where)
+        tables.append((b, table))
+        left_out += found.notes(b)
+    notes = _left_out(meta, left_out)
+    results = [benchmark_replay(table, b, spec, config, args.folds, args.seed)
+               for b, table in tables]
     meta["seconds"] = time.perf_counter() - start
     if args.plot is not None:
         from evals.plot import plot_multi
@@ -174,9 +274,10 @@ def _multi_report(
             f"replay {args.dataset} folds={args.folds} seed={args.seed} "
             f"floor={spec.fraction} x best single model"
         )
-        print(multi_text(results, header))
+        print(multi_text(results, header) + notes)
 
 
+@_guarded
 def transfer_handler(args: argparse.Namespace) -> int:
     """`slorouter eval transfer`."""
     from evals.outcomes import load_table
@@ -184,6 +285,8 @@ def transfer_handler(args: argparse.Namespace) -> int:
     from evals.report import curve_json
     from evals.routers import FitConfig
 
+    _rows(args.train, "--train")
+    _rows(args.test, "--test")
     train_table, test_table = load_table(args.train), load_table(args.test)
     if set(train_table.models) != set(test_table.models) or len(test_table.models) != 2:
         sys.stderr.write("error: transfer needs the same two models in both files\n")
@@ -200,14 +303,42 @@ def transfer_handler(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_train_inputs(args: argparse.Namespace) -> None:
+    """What `train` would trip over, said up front: an empty or malformed file, an unknown
+    benchmark, model or reference, a model not scored on every row, missing prices."""
+    from evals.outcomes import load_table_coverage
+
+    rows = _rows(args.outcomes, "outcomes")
+    present = sorted({r.benchmark for r in rows})
+    if args.benchmark is not None and args.benchmark not in present:
+        raise InputError(f"no benchmark {args.benchmark!r} in {args.outcomes} "
+                         f"(it has {', '.join(present)})")
+    rows = [r for r in rows if args.benchmark is None or r.benchmark == args.benchmark]
+    scored = tuple(sorted({m for r in rows for m in r.scores}))
+    if args.models:
+        _known("--models", list(args.models), scored, str(args.outcomes))
+        partial = [f"{m} ({sum(m not in r.scores for r in rows)} of {len(rows)} rows)"
+                   for m in args.models if any(m not in r.scores for r in rows)]
+        if partial:
+            raise InputError(f"--models: not scored on every row: {', '.join(partial)}")
+    table, _ = load_table_coverage(args.outcomes, benchmark=args.benchmark,
+                                   models=tuple(args.models) if args.models else None,
+                                   priced_only=not args.models)
+    if len(table.models) < 2:
+        raise InputError(f"{args.outcomes}: training needs at least two candidates priced and "
+                         f"scored on every row, found {', '.join(table.models) or 'none'}")
+    if args.relative_to is not None:
+        _known("--relative-to", [args.relative_to], table.models, str(args.outcomes))
+    _priced(table, str(args.outcomes))
+
+
+@_guarded
 def train_handler(args: argparse.Namespace) -> int:
     """`slorouter train-router`."""
     from evals.floor import FloorSpec
     from evals.train_router import TrainRequest, train
 
-    if not args.outcomes.exists():
-        sys.stderr.write(f"error: no such outcomes file {args.outcomes}\n")
-        return 2
+    _check_train_inputs(args)
     req = TrainRequest(
         outcomes=args.outcomes,
         out=args.out,

@@ -10,12 +10,13 @@ Wilson score interval and a seeded bootstrap of a paired statistic. Nothing here
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from policies.intervals import wilson_interval as wilson_interval  # re-exported
 
 FloatArray = npt.NDArray[np.float64]
 N_EDGES = 11
@@ -117,18 +118,6 @@ def evaluate_oracle(strong: FloatArray, weak: FloatArray) -> CurveSummary:
 def random_scores(n: int, rng: np.random.Generator) -> FloatArray:
     """Scores of the random router: uniform draws from the injected generator."""
     return rng.random(n)
-
-
-def wilson_interval(successes: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """Wilson score interval of a proportion (successes may be fractional for [0,1] scores)."""
-    if n <= 0:
-        return (0.0, 1.0)
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # The interval always holds `p`; at p = 0 or 1 rounding can leave a bound a hair past it.
-    return (max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)))
 
 
 def bootstrap(

@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -138,22 +138,32 @@ def load_prices(path: Path) -> dict[str, Price]:
     return prices
 
 
+@dataclass(frozen=True)
+class TokenExtras:
+    """Per model, from a RouteLLM benchmark's models.json entry: the few-shot prefix its
+    requests carried and its average answer tokens (used when a row stores none for it)."""
+
+    prefix: Mapping[str, int] = field(default_factory=dict)
+    response: Mapping[str, int] = field(default_factory=dict)
+
+
 def _routing_cost(
-    raw: Mapping[str, object], prices: Mapping[str, Price], extra: Mapping[str, int]
+    raw: Mapping[str, object], prices: Mapping[str, Price], extra: TokenExtras
 ) -> dict[str, float]:
     """USD per model for a RouteLLM row: (prompt + few-shot prefix) in, stored answer out."""
-    tokens_in = int(raw["prompt_tokens"]) + extra.get("prefix", 0)  # type: ignore[call-overload]
+    prompt = int(raw["prompt_tokens"])  # type: ignore[call-overload]
     out_raw = raw.get("response_tokens")
     outs = out_raw if isinstance(out_raw, dict) else {}
     cost: dict[str, float] = {}
     for model, price in prices.items():
-        tokens_out = int(outs.get(model, extra.get("response", 1)))
+        tokens_in = prompt + extra.prefix.get(model, 0)
+        tokens_out = int(outs.get(model, extra.response.get(model, 1)))
         cost[model] = (tokens_in * price.input_per_1m + tokens_out * price.output_per_1m) / 1e6
     return cost
 
 
 def parse_row(
-    raw: Mapping[str, object], prices: Mapping[str, Price], extra: Mapping[str, int]
+    raw: Mapping[str, object], prices: Mapping[str, Price], extra: TokenExtras
 ) -> OutcomeRow:
     """One JSON object of either format as an `OutcomeRow`."""
     scores = {str(k): float(v) for k, v in dict(raw["scores"]).items()}  # type: ignore[call-overload]
@@ -180,15 +190,20 @@ def parse_row(
     )
 
 
-def _token_extras(path: Path, benchmark: str) -> dict[str, int]:
-    """Few-shot prefix and default answer tokens of a RouteLLM benchmark (models.json)."""
+def _token_extras(path: Path, benchmark: str) -> TokenExtras:
+    """Each model's few-shot prefix and default answer tokens of a RouteLLM benchmark
+    (models.json), kept per model (not the last model's for all)."""
     doc = json.loads(path.read_text(encoding="utf-8"))
-    extra: dict[str, int] = {}
+    prefix, response = {}, {}
     for entry in doc.get("models", []):
         avg = entry.get("avg_tokens", {}).get(benchmark, {})
-        extra["prefix"] = int(avg.get("few_shot_prefix_tokens", 0))
-        extra["response"] = round(float(avg.get("avg_response_tokens", 1)))
-    return extra
+        prefix[str(entry["name"])] = int(avg.get("few_shot_prefix_tokens", 0))
+        response[str(entry["name"])] = round(float(avg.get("avg_response_tokens", 1)))
+    return TokenExtras(MappingProxyType(prefix), MappingProxyType(response))
+
+
+class OutcomeFileError(ValueError):
+    """An outcome file's line cannot be read: the message names the file, line and field."""
 
 
 def load_rows(path: Path | str, *, decontaminate: bool = True) -> list[OutcomeRow]:
@@ -197,15 +212,24 @@ def load_rows(path: Path | str, *, decontaminate: bool = True) -> list[OutcomeRo
     models_json = path.parent / "models.json"
     prices = load_prices(models_json) if models_json.exists() else {}
     rows: list[OutcomeRow] = []
-    extras: dict[str, dict[str, int]] = {}
-    for line in _open_lines(path):
+    extras: dict[str, TokenExtras] = {}
+    for number, line in enumerate(_open_lines(path), 1):
         if not line.strip():
             continue
-        raw = json.loads(line)
-        bench = str(raw["benchmark"])
-        if bench not in extras:
-            extras[bench] = _token_extras(models_json, bench) if models_json.exists() else {}
-        row = parse_row(raw, prices, extras[bench])
+        try:
+            raw = json.loads(line)
+            bench = str(raw["benchmark"])
+            if bench not in extras:
+                extras[bench] = (_token_extras(models_json, bench) if models_json.exists()
+                                 else TokenExtras())
+            row = parse_row(raw, prices, extras[bench])
+        except json.JSONDecodeError as exc:
+            raise OutcomeFileError(f"{path} line {number}: not JSON ({exc.msg})") from None
+        except KeyError as exc:
+            raise OutcomeFileError(f"{path} line {number}: missing field {exc.args[0]!r}") \
+                from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise OutcomeFileError(f"{path} line {number}: bad value ({exc})") from None
         if decontaminate and row.contaminated:
             continue
         rows.append(row)
@@ -222,6 +246,49 @@ def common_models(rows: Sequence[OutcomeRow], *, priced_only: bool) -> tuple[str
         if priced_only:
             common &= set(row.cost)
     return tuple(sorted(common))
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which models and rows a table keeps, and what it left out and why."""
+
+    models: tuple[str, ...]
+    rows: tuple[OutcomeRow, ...]
+    dropped_models: Mapping[str, str]  # model -> why ("scored on 399 of 400 rows")
+    dropped_rows: int  # two-model data: rows without both scores
+
+    def notes(self, benchmark: str | None = None) -> list[str]:
+        """One line per thing left out, for stderr and the printed result."""
+        where = f"{benchmark}: " if benchmark else ""
+        found = []
+        if self.dropped_rows:
+            found.append(f"{where}dropped {self.dropped_rows} row(s) without a score for both "
+                         f"{' and '.join(self.models)}")
+        if self.dropped_models:
+            found.append(f"{where}dropped {len(self.dropped_models)} model(s) not on every row: "
+                         + "; ".join(f"{m} ({why})" for m, why in self.dropped_models.items()))
+        return found
+
+
+def coverage(rows: Sequence[OutcomeRow], *, priced_only: bool) -> Coverage:
+    """Two-model data keeps both models and drops the rows missing either score; otherwise the
+    models scored (and priced, if asked) on every row are kept and the others reported."""
+    seen = sorted({m for r in rows for m in r.scores})
+    if len(seen) == 2 and not priced_only:
+        kept = tuple(r for r in rows if all(m in r.scores for m in seen))
+        return Coverage(tuple(seen), kept, {}, len(rows) - len(kept))
+    models = common_models(rows, priced_only=priced_only)
+    dropped = {}
+    for model in seen:
+        if model in models:
+            continue
+        scored = sum(model in r.scores for r in rows)
+        priced = sum(model in r.cost for r in rows)
+        why = f"scored on {scored} of {len(rows)} rows"
+        if priced_only and scored == len(rows):
+            why = f"priced on {priced} of {len(rows)} rows"
+        dropped[model] = why
+    return Coverage(models, tuple(rows), dropped, 0)
 
 
 def to_table(rows: Sequence[OutcomeRow], models: Sequence[str]) -> OutcomeTable:
@@ -246,10 +313,24 @@ def load_table(
     models: Sequence[str] | None = None,
     priced_only: bool = False,
 ) -> OutcomeTable:
-    """Decontaminated rows of one benchmark (or all) as a table over `models` or common ones."""
+    """Decontaminated rows of one benchmark (or all) as a table over `models`, else the models
+    `coverage` keeps (two-model data: both, over the rows that score both)."""
+    return load_table_coverage(path, benchmark=benchmark, models=models,
+                               priced_only=priced_only)[0]
+
+
+def load_table_coverage(
+    path: Path | str,
+    *,
+    benchmark: str | None = None,
+    models: Sequence[str] | None = None,
+    priced_only: bool = False,
+) -> tuple[OutcomeTable, Coverage]:
+    """`load_table` and what it left out (nothing is left out when `models` are given)."""
     rows = [r for r in load_rows(path) if benchmark is None or r.benchmark == benchmark]
-    chosen = tuple(models) if models is not None else common_models(rows, priced_only=priced_only)
-    return to_table(rows, chosen)
+    found = (Coverage(tuple(models), tuple(rows), {}, 0) if models is not None
+             else coverage(rows, priced_only=priced_only))
+    return to_table(found.rows, found.models), found
 
 
 def file_sha256(path: Path | str) -> str:

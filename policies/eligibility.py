@@ -90,6 +90,10 @@ def floor_threshold(floor: QualityFloor, task: Task,
     assert floor.relative_to is not None and floor.ratio is not None
     reference = quality.get(floor.relative_to, task, floor.metric)
     if reference is None:
+        refused = quality.refusal(floor.relative_to, task, floor.metric)
+        if refused is not None:
+            return None, (f"eval of reference {floor.relative_to} for {task}/{floor.metric} "
+                          f"set aside: {refused}")
         return None, f"no eval of reference {floor.relative_to} for {task}/{floor.metric}"
     value = floor.ratio * reference.mean
     return value, f"{floor.metric} >= {floor.ratio:g} x {floor.relative_to} ({value:.3f})"
@@ -104,6 +108,10 @@ def floor_check(floor: QualityFloor | None, model: str, task: Task,
         return Check(CheckName.FLOOR, False, rule)
     result = quality.get(model, task, floor.metric)
     if result is None:
+        refused = quality.refusal(model, task, floor.metric)
+        if refused is not None:
+            return Check(CheckName.FLOOR, False,
+                         f"eval of {model} for {task}/{floor.metric} set aside: {refused}; {rule}")
         return Check(CheckName.FLOOR, False,
                      f"no eval of {model} for {task}/{floor.metric}; {rule}")
     passed = result.lower >= threshold

@@ -153,6 +153,9 @@ class PoliciesSpec(Frozen):
     default: TaskPolicy
     tasks: dict[Task, TaskPolicy] = Field(default_factory=dict)
     eval_reports: tuple[str, ...] = ()
+    # Off by default: a result from a report older than this many days backs no floor (checked
+    # at start-up and by `policy check`, from the report's `created`).
+    eval_report_max_age_days: float | None = Field(default=None, gt=0)
     # A request naming a configured model (not `auto`) skips every policy check. True: it is
     # held to its task's risk rule all the same (allowed models, zero data retention, cache),
     # so a data-governance rule cannot be bypassed by naming a model; no other check applies.

@@ -78,6 +78,8 @@ def policy_check(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"{args.config}: {err}", file=sys.stderr)
         return 2
+    for warning in quality.warnings:
+        print(f"{args.config}: warning: {warning}", file=sys.stderr)
     violations = check_policies(config, quality)
     for violation in violations:
         print(f"{args.config}: {violation}", file=sys.stderr)

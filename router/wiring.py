@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from cache.metrics import CacheMetrics
 from cache.policy import CacheRule
 from cache.result import ResultCache, ResultCacheFront
+from policies.eval_provenance import bind_to_deployments, deployed_provider_models
 from policies.eval_report import EvalReportError, QualityTable, load_reports
 from policies.schema import RouterConfig
 from router.api.front import FrontDoor
@@ -46,14 +47,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("slorouter.wiring")
 
 
-def load_quality(config: RouterConfig, base_dir: Path) -> QualityTable:
-    """The eval reports a config names (paths relative to the config file)."""
+def load_quality(config: RouterConfig, base_dir: Path,
+                 now: datetime | None = None) -> QualityTable:
+    """The eval reports a config names (paths relative to the config file), each result tied
+    to the provider models the config deploys under its model's name (and to the optional
+    maximum report age): a result made for other provider models backs no floor."""
     if config.policies is None or not config.policies.eval_reports:
         return QualityTable.empty()
     try:
-        return load_reports([base_dir / path for path in config.policies.eval_reports])
+        table = load_reports([base_dir / path for path in config.policies.eval_reports])
     except EvalReportError as err:
-        raise ConfigError([str(err)]) from err
+        raise ConfigError(err.problems) from err
+    deployed = deployed_provider_models({m.name: m.deployments for m in config.models},
+                                        {d.name: d.model for d in config.deployments})
+    return bind_to_deployments(table, deployed, now if now is not None else datetime.now(UTC),
+                               config.policies.eval_report_max_age_days)
 
 
 def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter]:
@@ -117,6 +125,8 @@ def warn_unbacked_floors(config: RouterConfig, quality: QualityTable) -> None:
     all, or a report naming the model otherwise, makes every such request a 503)."""
     from policies.check import check_policies
 
+    if quality.warnings:
+        event(log, "eval_reports_unchecked", logging.WARNING, warnings=list(quality.warnings))
     violations = check_policies(config, quality)
     if violations:
         event(log, "policy_check_failed", logging.WARNING, count=len(violations),

@@ -1,19 +1,21 @@
 """From graded outcomes to the `EvalReport` the router reads, plus a readable run summary.
 
 Per logical model x task x metric: the mean score, n (failed calls count as failures, so n is
-the number of items sent), and the Wilson 95 % score interval. Pure: the run's date comes in.
+the number of items sent), and the Wilson 95 % score interval, written to 6 decimals
+rounded outward (lower down, upper up). Pure: the run's date comes in.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from evals.metrics import wilson_interval
 from evals.run.runner import Outcome
-from evals.run.suite import Suite
+from evals.run.suite import Suite, suite_hash
 from policies.eval_report import EvalReport, EvalResult
 
 Key = tuple[str, str, str]  # model, task, metric
@@ -31,6 +33,7 @@ class Cell:
     lower: float
     upper: float
     errors: dict[str, int]
+    suites: tuple[str, ...] = ()  # the suites whose items it pools, first-seen order
 
 
 def cells(outcomes: Iterable[Outcome]) -> list[Cell]:
@@ -43,8 +46,9 @@ def cells(outcomes: Iterable[Outcome]) -> list[Cell]:
         total = sum(o.score for o in group)
         lower, upper = wilson_interval(total, len(group))
         errors = Counter(o.error for o in group if o.error is not None)
+        suites = tuple(dict.fromkeys(o.suite for o in group))
         found.append(Cell(model, task, metric, total / len(group), len(group), lower, upper,
-                          dict(sorted(errors.items()))))
+                          dict(sorted(errors.items())), suites))
     return found
 
 
@@ -53,12 +57,28 @@ def suite_label(suites: Sequence[Suite]) -> tuple[str, str]:
     return "+".join(s.name for s in suites), "+".join(s.version for s in suites)
 
 
-def build_report(suites: Sequence[Suite], found: Sequence[Cell], created: str) -> EvalReport:
+def _down(bound: float) -> float:
+    """A lower bound to 6 decimals, rounded down: never up onto a floor."""
+    return math.floor(bound * 1e6) / 1e6
+
+
+def _up(bound: float) -> float:
+    """An upper bound to 6 decimals, rounded up."""
+    return math.ceil(bound * 1e6) / 1e6
+
+
+def build_report(suites: Sequence[Suite], found: Sequence[Cell], created: str,
+                 provider_models: Mapping[str, Sequence[str]]) -> EvalReport:
+    """The report; each result records the provider model strings of its logical model's
+    deployments (`provider_models`, by logical model) and the content hash of its suites."""
     name, version = suite_label(suites)
+    hashes = {s.name: suite_hash(s) for s in suites}
     results = tuple(
         EvalResult.model_validate({
             "model": c.model, "task": c.task, "metric": c.metric, "mean": round(c.mean, 6),
-            "n": c.n, "lower": round(c.lower, 6), "upper": round(c.upper, 6), "method": "wilson",
+            "n": c.n, "lower": _down(c.lower), "upper": _up(c.upper), "method": "wilson",
+            "provider_models": sorted(set(provider_models[c.model])),
+            "suite_hash": "+".join(hashes[s] for s in c.suites) or None,
         })
         for c in found)
     return EvalReport(suite=name, suite_version=version, created=created, results=results)

@@ -68,7 +68,7 @@ def _judges(suites: list[Suite], override: str | None, models: set[str]) -> dict
 def build_plan(args: argparse.Namespace, environ: dict[str, str]) -> Any:
     """Config + suites + arguments -> `RunPlan`; raises InputError on any bad input."""
     from evals.run.runner import RunPlan
-    from evals.run.suite import SuiteError, load_suite
+    from evals.run.suite import SuiteError, load_suite, repeated_items
     from policies.loader import PolicyValidationError, load_config_file
     from router.errors import ConfigError
     from router.providers.price_table import PriceTable
@@ -80,6 +80,9 @@ def build_plan(args: argparse.Namespace, environ: dict[str, str]) -> Any:
         suites = [load_suite(path) for path in args.suite]
     except (OSError, PolicyValidationError, ConfigError, SuiteError) as exc:
         raise InputError(str(exc)) from exc
+    repeated = repeated_items(suites)
+    if repeated:
+        raise InputError("each item may be run once per report: " + "; ".join(repeated))
     known = set(runtime.models)
     models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models \
         else tuple(runtime.models)
@@ -117,7 +120,8 @@ def run_handler(args: argparse.Namespace) -> int:
     outcomes = asyncio.run(_execute(plan))
     found = cells(outcomes)
     created = datetime.now(UTC).isoformat(timespec="seconds")
-    report = build_report(plan.suites, found, created)
+    provider_models = {m: [d.model for d in plan.deployments[m]] for m in plan.models}
+    report = build_report(plan.suites, found, created, provider_models)
     text = report.model_dump_json(indent=2) + "\n"
     if args.out is not None:
         args.out.write_text(text, encoding="utf-8")

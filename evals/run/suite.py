@@ -12,8 +12,10 @@ Loading only reads and validates; nothing here sends a request.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -200,6 +202,53 @@ def load_suite(path: Path) -> Suite:
     if duplicates:
         raise SuiteError(f"{path}: duplicate item ids {duplicates[:5]}")
     return suite
+
+
+def suite_hash(suite: Suite) -> str:
+    """The suite's content hash (items inlined), 12 hex digits: what an eval report records."""
+    canonical = json.dumps(suite.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def _input_key(item: Item) -> str:
+    """What the item asks, whitespace-trimmed: its prompt, else its messages."""
+    if item.prompt is not None:
+        return item.prompt.strip()
+    return json.dumps([[m.role, m.content.strip()] for m in item.messages or ()])
+
+
+def _listed(found: list[str], shown: int = 5) -> str:
+    more = f" and {len(found) - shown} more" if len(found) > shown else ""
+    return "; ".join(found[:shown]) + more
+
+
+def repeated_items(suites: Sequence[Suite]) -> list[str]:
+    """Suites, or items, given more than once in one run: each repeat would count again in n
+    and narrow the interval. An item repeats by id (across suites) or by what it asks (the
+    prompt, else the messages; within a suite too)."""
+    names = Counter(s.name for s in suites)
+    twice = [f"{name} ({count} times)" for name, count in names.items() if count > 1]
+    if twice:
+        return [f"suite given more than once: {', '.join(twice)}"]
+    by_id: dict[str, str] = {}
+    by_input: dict[str, tuple[str, str]] = {}
+    same_id, same_input = [], []
+    for suite in suites:
+        for item in suite.items:
+            other = by_id.setdefault(item.id, suite.name)
+            if other != suite.name:
+                same_id.append(f"{item.id} in {other} and {suite.name}")
+            key = _input_key(item)
+            first = by_input.setdefault(key, (suite.name, item.id))
+            if first != (suite.name, item.id):
+                same_input.append(f"{suite.name} item {item.id} asks what {first[0]} item "
+                                  f"{first[1]} asks")
+    found = []
+    if same_id:
+        found.append(f"item ids repeated across suites ({len(same_id)}): {_listed(same_id)}")
+    if same_input:
+        found.append(f"prompts repeated ({len(same_input)}): {_listed(same_input)}")
+    return found
 
 
 def item_messages(suite: Suite, item: Item) -> list[dict[str, str]]:

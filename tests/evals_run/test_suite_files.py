@@ -76,3 +76,45 @@ def test_duplicate_item_ids_and_empty_suites_are_refused(tmp_path: Path) -> None
         load_suite(_write(tmp_path, base + "items: [{id: a, prompt: x}, {id: a, prompt: y}]\n"))
     with pytest.raises(SuiteError, match="no items"):
         load_suite(_write(tmp_path, base + "items: []\n"))
+
+
+def _plan(*suites: Path) -> object:
+    """`eval run`'s input checks on the simulator config (no call is made)."""
+    import argparse
+
+    from evals.run.cli import build_plan
+
+    args = argparse.Namespace(
+        config=Path(__file__).resolve().parents[2] / "policies" / "defaults" / "simulator.yaml",
+        suite=list(suites), models="fast", concurrency=1, timeout=None, judge_model=None)
+    return build_plan(args, {"SLOROUTER_SIM_BASE": "http://127.0.0.1:9", "SLOROUTER_SIM_KEY": "x"})
+
+
+def test_a_suite_given_twice_is_refused() -> None:
+    """Three times the same 50 items was n=150 with a narrower interval; now an input error."""
+    from evals.run.cli import InputError
+
+    gsm = SUITES / "gsm8k-50-sim.yaml"
+    with pytest.raises(InputError, match=r"suite given more than once: gsm8k-50-sim \(3 times\)"):
+        _plan(gsm, gsm, gsm)
+    assert len(_plan(gsm, SUITES / "mmlu-57-sim.yaml").suites) == 2  # type: ignore[attr-defined]
+
+
+def test_items_shared_by_two_suites_are_refused(tmp_path: Path) -> None:
+    """A suite and its simulator twin share every id and prompt; two suites that share one
+    prompt under different ids are refused too, naming both items."""
+    from evals.run.cli import InputError
+
+    with pytest.raises(InputError) as caught:
+        _plan(SUITES / "gsm8k-50.yaml", SUITES / "gsm8k-50-sim.yaml")
+    assert "item ids repeated across suites (50): gsm8k/0 in gsm8k-50 and gsm8k-50-sim" \
+        in str(caught.value)
+    base = 'version: "1"\ntask: math\ngrader: {type: exact}\n'
+    first = tmp_path / "a.yaml"
+    first.write_text("name: a\n" + base + "items: [{id: a1, prompt: 'What is 2+2?'}]\n")
+    second = tmp_path / "b.yaml"
+    second.write_text("name: b\n" + base + "items: [{id: b1, prompt: ' What is 2+2? '}, "
+                      "{id: b2, prompt: 'What is 3+3?'}]\n")
+    with pytest.raises(InputError, match=r"prompts repeated \(1\): b item b1 asks what a item "
+                                         r"a1 asks$"):
+        _plan(first, second)

@@ -1,0 +1,173 @@
+"""What the evals CLIs do with incomplete or bad input: say what was left out, or exit 2."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evals.outcomes import load_rows, load_table_coverage
+from router.cli import main
+
+
+def rewrite(source: Path, dest_dir: Path, edit: Any = None, name: str = "data.jsonl") -> Path:
+    """A copy of a slice (with its models.json), each row passed through `edit(index, row)`."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source.parent / "models.json", dest_dir / "models.json")
+    with gzip.open(source, "rt", encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    if edit is not None:
+        rows = [edit(i, row) for i, row in enumerate(rows)]
+    dest = dest_dir / name
+    dest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return dest
+
+
+def _without(model: str, at: int) -> Any:
+    def edit(index: int, row: dict[str, Any]) -> dict[str, Any]:
+        if index == at:
+            row["scores"] = {k: v for k, v in row["scores"].items() if k != model}
+        return row
+    return edit
+
+
+def test_two_model_data_drops_the_incomplete_row_not_the_model(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One missing Mixtral score removed Mixtral from the whole benchmark (a 1-candidate
+    report, exit 0); now that row is dropped, counted, and said on stderr and in the result."""
+    path = rewrite(gsm8k_slice, tmp_path, _without("mistralai/Mixtral-8x7B-Instruct-v0.1", 4))
+    rows = load_rows(path)
+    table, found = load_table_coverage(path)
+    assert table.models == ("gpt-4-1106-preview", "mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert (len(table), found.dropped_rows) == (len(rows) - 1, 1)
+    assert main(["eval", "replay", "--dataset", str(path), "--router", "category",
+                 "--folds", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    note = ("gsm8k: dropped 1 row(s) without a score for both gpt-4-1106-preview and "
+            "mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert out["left_out"] == [note] and "apgr" in out
+    assert f"warning: {note}" in captured.err
+
+
+def test_multi_model_data_names_each_dropped_model_and_why(
+        crux_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table, found = load_table_coverage(crux_slice, benchmark="cruxeval", priced_only=True)
+    victim = table.models[0]
+    path = rewrite(crux_slice, tmp_path, _without(victim, 0))
+    table, found = load_table_coverage(path, benchmark="cruxeval", priced_only=True)
+    assert victim not in table.models
+    assert found.dropped_models[victim] == f"scored on {len(table) - 1} of {len(table)} rows"
+    assert main(["eval", "replay", "--dataset", str(path), "--router", "category",
+                 "--folds", "2"]) == 0
+    captured = capsys.readouterr()
+    assert f"{victim} (scored on {len(table) - 1} of {len(table)} rows)" in captured.out
+    assert f"{victim} (scored on" in captured.err
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """Exit 2 with an `error:` line and no traceback; the error text."""
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err
+    return captured.err
+
+
+def _drop_field(field: str, at: int) -> Any:
+    def edit(index: int, row: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in row.items() if k != field} if index == at else row
+    return edit
+
+
+@pytest.mark.parametrize(("field", "at"), [("benchmark", 0), ("prompt_tokens", 2),
+                                           ("scores", 1)])
+def test_a_row_missing_a_field_names_file_line_and_field(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        field: str, at: int) -> None:
+    path = rewrite(gsm8k_slice, tmp_path, _drop_field(field, at))
+    err = _refused(["eval", "replay", "--dataset", str(path)], capsys)
+    assert err == f"error: {path} line {at + 1}: missing field '{field}'\n"
+
+
+def test_an_empty_file_says_so_in_every_command(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It said "no benchmark None" (replay) or crashed in numpy (train-router)."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    expected = f"error: {empty}: no outcome rows (an empty file, or every row contaminated)\n"
+    assert _refused(["eval", "replay", "--dataset", str(empty)], capsys) == expected
+    assert _refused(["train-router", "--outcomes", str(empty), "--out",
+                     str(tmp_path / "a")], capsys) == expected
+    assert _refused(["eval", "transfer", "--train", str(empty), "--test", str(empty)],
+                    capsys) == expected
+
+
+def test_unknown_models_and_missing_files_are_named(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    models = "gpt-4-1106-preview, mistralai/Mixtral-8x7B-Instruct-v0.1"
+    err = _refused(["eval", "replay", "--dataset", str(gsm8k_slice), "--relative-to", "gpt-4"],
+                   capsys)
+    assert err == (f"error: --relative-to: gpt-4 not among the models of {gsm8k_slice} "
+                   f"(gsm8k) ({models})\n")
+    err = _refused(["train-router", "--outcomes", str(gsm8k_slice), "--out", str(tmp_path / "a"),
+                    "--models", "gpt-4-1106-preview", "nosuch"], capsys)
+    assert err == f"error: --models: nosuch not among the models of {gsm8k_slice} ({models})\n"
+    missing = tmp_path / "nope.jsonl"
+    err = _refused(["eval", "transfer", "--train", str(missing), "--test", str(gsm8k_slice)],
+                   capsys)
+    assert err == f"error: no such --train file {missing}\n"
+
+
+@pytest.mark.parametrize("argv", [["--floor", "0"], ["--floor", "95"], ["--floor", "-1"],
+                                  ["--floor", "nan"], ["--folds", "1"], ["--jobs", "0"]])
+def test_out_of_range_options_are_usage_errors(
+        gsm8k_slice: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """--floor 0 silently skipped floor mode, 95 printed "floor 9500%", --folds 1 crashed."""
+    with pytest.raises(SystemExit) as caught:
+        main(["eval", "replay", "--dataset", str(gsm8k_slice), *argv])
+    assert caught.value.code == 2
+    assert f"argument {argv[0]}: " in capsys.readouterr().err
+
+
+def test_floor_mode_without_prices_is_refused(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without models.json the costs are unknown: it printed "$nan/1k" or crashed."""
+    path = rewrite(gsm8k_slice, tmp_path)
+    (tmp_path / "models.json").unlink()
+    rows = len(load_rows(path))
+    err = _refused(["eval", "replay", "--dataset", str(path), "--floor", "0.95"], capsys)
+    assert err == (f"error: {path} (gsm8k): floor mode needs every model priced (a models.json "
+                   "with prices beside the file); no price for gpt-4-1106-preview on "
+                   f"{rows} of {rows} rows; mistralai/Mixtral-8x7B-Instruct-v0.1 on {rows} of "
+                   f"{rows} rows\n")
+
+
+def test_a_plot_into_a_missing_directory_fails_before_the_replay(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plot = tmp_path / "no" / "such" / "curve.png"
+    err = _refused(["eval", "replay", "--dataset", str(gsm8k_slice), "--plot", str(plot)],
+                   capsys)
+    assert err == f"error: --plot {plot}: directory {plot.parent} does not exist\n"
+
+
+def test_a_row_without_answer_tokens_costs_each_model_its_own_average(
+        gsm8k_slice: Path, tmp_path: Path) -> None:
+    """The default answer tokens were the last model's (Mixtral 104) for every model; GPT-4's
+    own average is 124. Costs recomputed here from models.json."""
+    def edit(index: int, row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, "response_tokens": {}}
+    path = rewrite(gsm8k_slice, tmp_path, edit)
+    doc = json.loads((tmp_path / "models.json").read_text())
+    row = load_rows(path)[0]
+    raw = next(r for r in map(json.loads, path.read_text().splitlines()) if r["id"] == row.id)
+    for entry in doc["models"]:
+        avg = entry["avg_tokens"]["gsm8k"]
+        tokens_in = raw["prompt_tokens"] + avg["few_shot_prefix_tokens"]
+        tokens_out = round(avg["avg_response_tokens"])
+        expected = (tokens_in * entry["price_usd_per_1m_input_tokens"]
+                    + tokens_out * entry["price_usd_per_1m_output_tokens"]) / 1e6
+        assert row.cost[entry["name"]] == pytest.approx(expected, rel=1e-12), entry["name"]

@@ -1,0 +1,131 @@
+"""Eval reports tied to what was evaluated: provider models, suite hash, optional maximum age."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from evals.run.aggregate import build_report, cells
+from evals.run.runner import Outcome
+from evals.run.suite import load_suite, suite_hash
+from policies.eval_provenance import bind_to_deployments
+from policies.eval_report import load_reports
+from router.policy_cli import policy_check
+from tests.evals_run.test_eval_reports import row, write
+
+SUITES = Path(__file__).resolve().parents[2] / "evals" / "suites"
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def config(tmp_path: Path, fast_model: str, extra: str = "") -> Path:
+    """The audit's config: math floor 0.80 held by `fast`, deployed as `fast_model`."""
+    path = tmp_path / f"cfg-{fast_model.replace('/', '-')}.yaml"
+    path.write_text(f"""version: 1
+deployments:
+  - {{name: d-fast, model: {fast_model}, adapter: openai_passthrough,
+     api_base: http://127.0.0.1:9/v1, input_price_per_mtok: 0.15, output_price_per_mtok: 0.6}}
+models:
+  - {{name: fast, deployments: [d-fast]}}
+routes: {{default_model: fast}}
+policies:
+  eval_reports: [r.json]
+{extra}  default: {{candidates: [fast]}}
+  tasks:
+    math: {{candidates: [fast], quality_floor: {{metric: accuracy, min: 0.80}}}}
+""")
+    return path
+
+
+def check(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = policy_check(argparse.Namespace(config=path))
+    return code, capsys.readouterr().err
+
+
+def test_a_floor_backed_by_an_eval_of_another_provider_model_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Swapping the deployment behind `fast` no longer keeps the floor it had proven."""
+    write(tmp_path / "r.json", [row(k=97, n=100, provider_models=["openai/gpt-4o-mini"])])
+    assert check(config(tmp_path, "openai/gpt-4o-mini"), capsys) == (0, "")
+    code, err = check(config(tmp_path, "openai/gpt-3.5-turbo"), capsys)
+    assert code == 1
+    assert ("task math: candidate model fast: eval of fast for math/accuracy set aside: the "
+            "report was made for provider models ['openai/gpt-4o-mini'], but fast now deploys "
+            "['openai/gpt-3.5-turbo']") in err
+
+
+def test_a_report_without_provider_models_still_backs_floors_with_a_warning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / "r.json", [row(k=97, n=100)])
+    code, err = check(config(tmp_path, "openai/gpt-3.5-turbo"), capsys)
+    assert code == 0
+    assert "warning: evals of fast record no provider models" in err
+
+
+def test_the_optional_maximum_age_sets_old_reports_aside(tmp_path: Path) -> None:
+    """Off by default; with a maximum, a report older than it backs no floor."""
+    table = load_reports([write(tmp_path / "r.json", [row(provider_models=["m"])],
+                                created="2026-10-01")])
+    deployed = {"fast": ("m",)}
+    assert bind_to_deployments(table, deployed, NOW).get("fast", "math", "accuracy")
+    assert bind_to_deployments(table, deployed, NOW, 90).get("fast", "math", "accuracy")
+    aged = bind_to_deployments(table, deployed, NOW, 30)
+    assert aged.get("fast", "math", "accuracy") is None
+    age = (NOW - datetime(2026, 10, 1, tzinfo=UTC)).total_seconds() / 86400
+    assert aged.refusal("fast", "math", "accuracy") == (
+        f"the report is {age:.1f} days old (created 2026-10-01T00:00:00+00:00), over "
+        "policies.eval_report_max_age_days 30")
+
+
+def test_the_max_age_setting_reaches_policy_check(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(tmp_path / "r.json", [row(k=97, n=100, provider_models=["openai/gpt-4o-mini"])],
+          created="2001-01-01")
+    path = config(tmp_path, "openai/gpt-4o-mini", "  eval_report_max_age_days: 365\n")
+    code, err = check(path, capsys)
+    assert code == 1 and "days old (created 2001-01-01T00:00:00+00:00)" in err
+
+
+def _outcome(model: str, score: float, suite: str = "gsm8k-50-sim") -> Outcome:
+    return Outcome(suite, "math", "accuracy", model, "i", score, None, "", "d", "x", 0.1)
+
+
+def test_eval_run_records_provider_models_and_the_suite_hash(tmp_path: Path) -> None:
+    """Each result names its logical model's provider models (sorted, distinct) and the hash
+    of the suite its items came from; the written report loads and binds."""
+    suite = load_suite(SUITES / "gsm8k-50-sim.yaml")
+    found = cells([_outcome("fast", 1.0), _outcome("fast", 0.0), _outcome("large", 1.0)])
+    report = build_report([suite], found, "2026-12-01T00:00:00+00:00",
+                          {"fast": ["openai/b", "openai/a", "openai/b"], "large": ["x/large"]})
+    by_model = {r.model: r for r in report.results}
+    assert by_model["fast"].provider_models == ("openai/a", "openai/b")
+    assert by_model["large"].suite_hash == suite_hash(suite)
+    assert suite_hash(suite) != suite_hash(load_suite(SUITES / "gsm8k-50.yaml"))
+    path = tmp_path / "r.json"
+    path.write_text(report.model_dump_json())
+    bound = bind_to_deployments(load_reports([path]), {"fast": ("openai/a", "openai/b")}, NOW)
+    assert bound.get("fast", "math", "accuracy") is not None and not bound.warnings
+    assert json.loads(path.read_text())["results"][0]["provider_models"] == ["openai/a",
+                                                                             "openai/b"]
+
+
+def test_written_bounds_are_rounded_outward(tmp_path: Path) -> None:
+    """A lower bound of 0.7999996 was written as 0.8 and passed a 0.80 floor; it is written
+    0.799999 now (and an upper bound is rounded up)."""
+    from evals.run.aggregate import Cell
+    from policies.eligibility import floor_check
+    from policies.eval_report import quality_table
+    from policies.schema import QualityFloor
+
+    suite = load_suite(SUITES / "gsm8k-50-sim.yaml")
+    cell = Cell("fast", "math", "accuracy", 0.85, 200, 0.7999996, 0.9000001, {},
+                (suite.name,))
+    report = build_report([suite], [cell], "2026-12-01", {"fast": ["m"]})
+    (result,) = report.results
+    assert (result.lower, result.upper) == (0.799999, 0.900001)
+    check = floor_check(QualityFloor(metric="accuracy", min=0.8), "fast", "math",
+                        quality_table([report], "v"))
+    assert not check.passed

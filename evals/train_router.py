@@ -16,6 +16,7 @@ import numpy as np
 import scipy
 import sklearn
 
+from evals.calibrate import Calibration
 from evals.floor import FloorSpec, floor_replay, plan
 from evals.outcomes import OutcomeTable, file_sha256, load_table
 from evals.replay import pair_replay
@@ -50,6 +51,14 @@ def measured_metrics(table: OutcomeTable, req: TrainRequest, config: FitConfig) 
     return out
 
 
+def shipped_rule(order: tuple[str, ...], reference: str, cal: Calibration) -> ThresholdRule:
+    """The rule exactly as calibrated: candidates `order[cal.start:]` (cheapest first), as
+    offline replay routes them (`evals.floor.route_fold`): calibration ruled the cheaper out."""
+    return ThresholdRule(
+        candidates=order[cal.start :], kind=cal.kind, threshold=cal.threshold, fallback=reference
+    )
+
+
 def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
     """Train, measure and save; returns (version, metadata)."""
     priced = req.models is None
@@ -62,12 +71,7 @@ def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
     sub = ws.select(fold.order.tolist())
     predictor = fit_router(sub, rows, config)
     assert isinstance(predictor, SuccessPredictor)
-    rule = ThresholdRule(
-        candidates=sub.table.models,
-        kind=fold.calibration.kind,
-        threshold=fold.calibration.threshold,
-        fallback=table.models[fold.reference],
-    )
+    rule = shipped_rule(sub.table.models, table.models[fold.reference], fold.calibration)
     meta: dict[str, Json] = {
         "kind": "slorouter.learned_router",
         "format": 1,

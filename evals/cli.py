@@ -45,6 +45,13 @@ def _add_replay(inner: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", type=Path, default=None, help="write the quality-vs-cost curve")
     p.add_argument("--jobs", type=int, default=2, help="parallel folds (two-model replay)")
+    p.add_argument(
+        "--labels",
+        default="router",
+        choices=("router", "category"),
+        help="task label of each row: its benchmark's router task (what the router passes "
+        "online, evals/task_map.py) or the dataset's own category (comparison only)",
+    )
     _add_floor_args(p)
     p.set_defaults(func=replay_handler)
 
@@ -60,6 +67,13 @@ def _add_transfer(inner: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--train", required=True, type=Path)
     p.add_argument("--test", required=True, type=Path)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--labels",
+        default="router",
+        choices=("router", "category"),
+        help="task label of each row: its benchmark's router task (what the router passes "
+        "online, evals/task_map.py) or the dataset's own category (comparison only)",
+    )
     p.set_defaults(func=transfer_handler)
 
 
@@ -102,11 +116,30 @@ def replay_handler(args: argparse.Namespace) -> int:
         "folds": args.folds,
         "seed": args.seed,
     }
+    meta["labels"] = args.labels
+    unmapped = _unmapped(benches, args.labels)
+    if unmapped:
+        sys.stderr.write(unmapped)
+        return 2
     if len(benches) == 1 and len(load_table(args.dataset, benchmark=benches[0]).models) == 2:
         _pair_report(args, benches[0], config, spec, meta, start)
     else:
         _multi_report(args, benches, config, spec, meta, start)
     return 0
+
+
+def _unmapped(benches: list[str], labels: str) -> str:
+    """The error for benchmarks with no router task (empty when every one has one)."""
+    from evals.task_map import ROUTER_TASKS
+
+    missing = [b for b in benches if b not in ROUTER_TASKS]
+    if labels == "category" or not missing:
+        return ""
+    return (
+        f"error: no router task for benchmark(s) {', '.join(missing)} in "
+        "evals/task_map.py ROUTER_TASKS (use --labels category to replay on the dataset's "
+        "categories)\n"
+    )
 
 
 def _pair_report(
@@ -122,8 +155,9 @@ def _pair_report(
     from evals.outcomes import load_table
     from evals.replay import pair_replay
     from evals.report import pair_json, pair_text
+    from evals.task_map import with_labels
 
-    table = load_table(args.dataset, benchmark=bench)
+    table = with_labels(load_table(args.dataset, benchmark=bench), args.labels)
     pair = pair_replay(table, config, args.folds, args.relative_to, args.jobs)
     floor = floor_replay(table, spec, config, args.folds, args.seed) if args.floor else None
     meta["seconds"] = time.perf_counter() - start
@@ -150,10 +184,11 @@ def _multi_report(
     from evals.multi import benchmark_replay
     from evals.outcomes import load_table
     from evals.report import multi_json, multi_text
+    from evals.task_map import with_labels
 
     results = [
         benchmark_replay(
-            load_table(args.dataset, benchmark=b, priced_only=True),
+            with_labels(load_table(args.dataset, benchmark=b, priced_only=True), args.labels),
             b,
             spec,
             config,
@@ -183,8 +218,14 @@ def transfer_handler(args: argparse.Namespace) -> int:
     from evals.replay import transfer
     from evals.report import curve_json
     from evals.routers import FitConfig
+    from evals.task_map import UnmappedBenchmark, with_labels
 
-    train_table, test_table = load_table(args.train), load_table(args.test)
+    try:
+        train_table = with_labels(load_table(args.train), args.labels)
+        test_table = with_labels(load_table(args.test), args.labels)
+    except UnmappedBenchmark as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 2
     if set(train_table.models) != set(test_table.models) or len(test_table.models) != 2:
         sys.stderr.write("error: transfer needs the same two models in both files\n")
         return 2
@@ -203,6 +244,7 @@ def transfer_handler(args: argparse.Namespace) -> int:
 def train_handler(args: argparse.Namespace) -> int:
     """`slorouter train-router`."""
     from evals.floor import FloorSpec
+    from evals.task_map import UnmappedBenchmark
     from evals.train_router import TrainRequest, train
 
     if not args.outcomes.exists():
@@ -217,7 +259,11 @@ def train_handler(args: argparse.Namespace) -> int:
         seed=args.seed,
         spec=FloorSpec(fraction=args.floor, reference=args.relative_to, z=args.z),
     )
-    version, meta = train(req)
+    try:
+        version, meta = train(req)
+    except UnmappedBenchmark as err:
+        sys.stderr.write(f"error: {err}; train-router fits on the labels the router passes\n")
+        return 2
     print(f"wrote {args.out} version {version}")
     print(json.dumps(meta["metrics"], indent=2, sort_keys=True))
     return 0

@@ -1,6 +1,8 @@
 """`slorouter train-router`: fit the learned router on outcomes, write a versioned artifact.
 
-Measures the router first (k-fold replay: RouteLLM metrics for two models, floor mode for any
+Rows are labelled with their benchmark's router task (`evals.task_map`), the label the router
+passes online, so the artifact covers exactly those tasks (`tasks` in its metadata). Measures
+the router first (k-fold replay: RouteLLM metrics for two models, floor mode for any
 number), then calibrates the bar on cross-fitted predictions of all rows, fits the final
 predictor on all rows and saves it with metadata (data hash, models, metrics, library versions).
 """
@@ -22,6 +24,7 @@ from evals.outcomes import OutcomeTable, file_sha256, load_table
 from evals.replay import pair_replay
 from evals.report import Json, floor_json
 from evals.routers import FitConfig, fit_router, workspace
+from evals.task_map import router_task, with_labels
 from policies.learned.artifact import save_artifact
 from policies.learned.decide import ThresholdRule
 from policies.learned.predictor import SuccessPredictor
@@ -62,7 +65,8 @@ def shipped_rule(order: tuple[str, ...], reference: str, cal: Calibration) -> Th
 def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
     """Train, measure and save; returns (version, metadata)."""
     priced = req.models is None
-    table = load_table(req.outcomes, benchmark=req.benchmark, models=req.models, priced_only=priced)
+    data = load_table(req.outcomes, benchmark=req.benchmark, models=req.models, priced_only=priced)
+    table = with_labels(data, "router")
     config = FitConfig(seed=req.seed)
     metrics = measured_metrics(table, req, config)
     ws = workspace(table, config.features)
@@ -72,9 +76,12 @@ def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
     predictor = fit_router(sub, rows, config)
     assert isinstance(predictor, SuccessPredictor)
     rule = shipped_rule(sub.table.models, table.models[fold.reference], fold.calibration)
+    reference_quality = float(table.scores[:, fold.reference].mean())
     meta: dict[str, Json] = {
         "kind": "slorouter.learned_router",
-        "format": 1,
+        "format": 2,
+        "tasks": list(predictor.featurizer.tasks),
+        "task_map": {b: router_task(b) for b in sorted(set(table.benchmarks))},
         "data": {
             "file": req.outcomes.name,
             "sha256": file_sha256(req.outcomes),
@@ -89,6 +96,9 @@ def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
             "fraction": req.spec.fraction,
             "reference": table.models[fold.reference],
             "z": req.spec.z,
+            "metric": "accuracy",
+            "reference_quality": reference_quality,
+            "quality": req.spec.fraction * reference_quality,
         },
         "metrics": metrics,
         "libraries": {

@@ -1,8 +1,9 @@
 """The artifact `train-router` saves routes held-out prompts exactly as offline replay does.
 
 Trained on two thirds of a real ZeroEval GSM8K slice, loaded back the way the router loads it
-(`load_artifact`, then `predict` and `choose` per request, as `router.decide` does), and compared
-on the other third with `evals.floor.route_fold` fitted and calibrated on the same rows.
+(`load_artifact`, then `predict` and `choose` per request with the task label the router
+passes, `math`, as `router.decide` does), and compared on the other third with
+`evals.floor.route_fold` fitted and calibrated on the same rows.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from evals.calibrate import Calibration
 from evals.floor import FloorSpec, FoldRouting, route_fold
 from evals.outcomes import MULTI_DIR, OutcomeTable, load_table
 from evals.routers import FitConfig, workspace
+from evals.task_map import with_labels
 from evals.train_router import TrainRequest, shipped_rule, train
 from policies.learned.artifact import LoadedRouter, load_artifact
 from policies.learned.decide import choose
@@ -31,7 +33,7 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
     base = tmp_path_factory.mktemp("zgsm8k")
     source = write_slice(MULTI_DIR / "zeroeval_math_code.jsonl.gz", base / "all", 3,
                          keep='"benchmark": "gsm8k"')
-    table = load_table(source, benchmark="gsm8k", priced_only=True)
+    table = with_labels(load_table(source, benchmark="gsm8k", priced_only=True), "router")
     rows = np.arange(len(table), dtype=np.int64)
     train_rows, test_rows = rows[rows % 3 != 0], rows[rows % 3 == 0]
     keep = {table.ids[int(i)] for i in train_rows}
@@ -51,8 +53,8 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
 def test_saved_artifact_routes_held_out_rows_like_offline_replay(replayed: Replayed) -> None:
     """Every held-out prompt goes to the same model, so quality and floor are the same too."""
     table, test_rows, offline, router = replayed
-    online = [choose(router.rule, router.predictor.predict(table.texts[int(i)],
-                                                           table.categories[int(i)]))
+    assert router.tasks == ("math",)
+    online = [choose(router.rule, router.predictor.predict(table.texts[int(i)], "math"))
               for i in test_rows]
     expected = [table.models[int(j)] for j in offline.chosen]
     assert online == expected

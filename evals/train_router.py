@@ -10,6 +10,7 @@ predictor on all rows and saves it with metadata (data hash, models, metrics, li
 from __future__ import annotations
 
 import json
+import math
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ import numpy as np
 import scipy
 import sklearn
 
-from evals.calibrate import Calibration
+from evals.calibrate import MIN_ROWS, Calibration
 from evals.floor import FloorSpec, floor_replay, plan
 from evals.outcomes import OutcomeTable, file_sha256, load_table
 from evals.replay import pair_replay
@@ -62,6 +63,24 @@ def shipped_rule(order: tuple[str, ...], reference: str, cal: Calibration) -> Th
     )
 
 
+def calibration_json(cal: Calibration) -> dict[str, Json]:
+    """The shipped rule's calibration and its check on held-out calibration rows (`outcome`:
+    confirmed, none_confirmed: the reference only, too_few_rows: fewer than `MIN_ROWS`)."""
+    return {
+        "bound": "Bonett-Price adjusted paired margin, one-sided, z standard errors",
+        "min_rows": MIN_ROWS,
+        "rows": cal.rows,
+        "select_quality": cal.quality,
+        "select_lower_margin": cal.lower_margin,
+        "check_rows": cal.check_rows,
+        "check_quality": None if math.isnan(cal.check_quality) else cal.check_quality,
+        "check_lower_margin": None
+        if math.isnan(cal.check_lower_margin)
+        else cal.check_lower_margin,
+        "outcome": cal.outcome,
+    }
+
+
 def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
     """Train, measure and save; returns (version, metadata)."""
     priced = req.models is None
@@ -100,6 +119,7 @@ def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
             "reference_quality": reference_quality,
             "quality": req.spec.fraction * reference_quality,
         },
+        "calibration": calibration_json(fold.calibration),
         "metrics": metrics,
         "libraries": {
             "python": platform.python_version(),

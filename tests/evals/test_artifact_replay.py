@@ -69,7 +69,7 @@ def test_saved_rule_lists_only_the_calibrated_candidates(replayed: Replayed) -> 
     table, _, offline, router = replayed
     order = [table.models[j] for j in offline.candidates]
     assert list(router.rule.candidates) == order[offline.calibration.start:]
-    assert router.rule.threshold == offline.calibration.threshold
+    assert router.rule.threshold == pytest.approx(offline.calibration.threshold, rel=1e-5)
 
 
 def test_shipped_rule_drops_candidates_below_the_calibrated_start() -> None:
@@ -79,3 +79,13 @@ def test_shipped_rule_drops_candidates_below_the_calibrated_start() -> None:
     rule = shipped_rule(("cheap", "cheaper-still", "mid", "ref"), "ref", cal)
     assert rule.candidates == ("mid", "ref")
     assert choose(rule, {"cheap": 0.99, "cheaper-still": 0.99, "mid": 0.5, "ref": 0.9}) == "mid"
+
+
+def test_metadata_reports_the_shipped_rules_check_on_held_out_rows(replayed: Replayed) -> None:
+    """The shipped threshold's check on calibration rows it was not selected on is recorded."""
+    _, _, offline, router = replayed
+    check = json.loads(router.metadata_json)["calibration"]
+    assert check["outcome"] == offline.calibration.outcome
+    assert check["check_rows"] == offline.calibration.check_rows > 0
+    if check["outcome"] == "confirmed":
+        assert check["check_lower_margin"] >= 0.0

@@ -10,8 +10,9 @@ The bound cannot collapse: it is Bonett and Price's adjusted Wald bound for pair
 (half a pseudo-prompt for each of the four (routed right?, reference right?) outcomes), so 8
 prompts all answered right still carry a standard error of about 0.1, not 0. Selection among
 hundreds of rules is controlled by a check split: rules are ranked on two thirds of the prompts
-(`select`), then tested on the other third (`check`, every third row) in a fixed sequence from
-the dearest to the cheapest, stopping at the first that fails; the cheapest confirmed one wins.
+(`select`), then tested on the other third (`check`, every third row, mean margin >= 0:
+`CHECK_Z`) in a fixed sequence from the dearest to the cheapest, stopping at the first that
+fails; the cheapest confirmed one wins.
 Fewer than `MIN_ROWS` prompts, or nothing confirmed: everything goes to the reference model.
 Pure; never sees the test fold.
 """
@@ -31,6 +32,12 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 GRID = 256
 MIN_ROWS = 60  # below this, no rule is calibrated: everything goes to the reference
+# The check third confirms a rule when its mean margin over the floor is >= 0 (z = 0): a bound
+# on a third of the prompts is so wide that it refused nearly every saving (z = 2.5: ZeroEval
+# MATH L5 / CRUXEval savings 5% / 7%; z = 0: 21% / 28%; no check at all: 39% / 30%, but on
+# prompts with no signal the chosen rule then broke the floor in 3% of 60-prompt draws, 0% with
+# the check; floor hold rates 0.98-1.0 in every case; tests/evals/test_calibration_bound.py).
+CHECK_Z = 0.0
 Outcome = Literal["confirmed", "none_confirmed", "too_few_rows"]
 
 
@@ -132,7 +139,7 @@ def calibrate(data: CalibrationData, fraction: float, z: float) -> Calibration:
     select, check = subset(data, ~check_rows), subset(data, check_rows)
     best: Calibration | None = None
     for cal in passing(select, fraction, z):
-        checked = evaluate(check, cal.kind, cal.threshold, fraction, z, cal.start)
+        checked = evaluate(check, cal.kind, cal.threshold, fraction, CHECK_Z, cal.start)
         if checked.lower_margin < 0.0:
             break
         best = replace(
@@ -142,7 +149,7 @@ def calibrate(data: CalibrationData, fraction: float, z: float) -> Calibration:
             check_lower_margin=checked.lower_margin,
         )
     if best is None:
-        checked = evaluate(check, "absolute", math.inf, fraction, z)
+        checked = evaluate(check, "absolute", math.inf, fraction, CHECK_Z)
         return replace(
             reference,
             check_rows=checked.rows,

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evals.task_map import UnmappedBenchmark
+
 EVAL_SUBPARSERS: dict[str, argparse._SubParsersAction[Any]] = {}
 
 
@@ -71,6 +73,13 @@ def _add_replay(inner: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--plot", type=Path, default=None, help="write the quality-vs-cost curve")
     p.add_argument("--jobs", type=_at_least(1), default=2,
                    help="parallel folds (two-model replay)")
+    p.add_argument(
+        "--labels",
+        default="router",
+        choices=("router", "category"),
+        help="task label of each row: its benchmark's router task (what the router passes "
+        "online, evals/task_map.py) or the dataset's own category (comparison only)",
+    )
     _add_floor_args(p)
     p.set_defaults(func=replay_handler)
 
@@ -86,6 +95,13 @@ def _add_transfer(inner: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--train", required=True, type=Path)
     p.add_argument("--test", required=True, type=Path)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--labels",
+        default="router",
+        choices=("router", "category"),
+        help="task label of each row: its benchmark's router task (what the router passes "
+        "online, evals/task_map.py) or the dataset's own category (comparison only)",
+    )
     p.set_defaults(func=transfer_handler)
 
 
@@ -112,7 +128,7 @@ def _guarded(handler: Any) -> Any:
     def run(args: argparse.Namespace) -> int:
         try:
             code: int = handler(args)
-        except InputError as exc:
+        except (InputError, UnmappedBenchmark) as exc:
             sys.stderr.write(f"error: {exc}\n")
             return 2
         return code
@@ -184,11 +200,30 @@ def replay_handler(args: argparse.Namespace) -> int:
         "folds": args.folds,
         "seed": args.seed,
     }
+    meta["labels"] = args.labels
+    unmapped = _unmapped(benches, args.labels)
+    if unmapped:
+        sys.stderr.write(unmapped)
+        return 2
     if len(benches) == 1 and len(load_table(args.dataset, benchmark=benches[0]).models) == 2:
         _pair_report(args, benches[0], config, spec, meta, start)
     else:
         _multi_report(args, benches, config, spec, meta, start)
     return 0
+
+
+def _unmapped(benches: list[str], labels: str) -> str:
+    """The error for benchmarks with no router task (empty when every one has one)."""
+    from evals.task_map import ROUTER_TASKS
+
+    missing = [b for b in benches if b not in ROUTER_TASKS]
+    if labels == "category" or not missing:
+        return ""
+    return (
+        f"error: no router task for benchmark(s) {', '.join(missing)} in "
+        "evals/task_map.py ROUTER_TASKS (use --labels category to replay on the dataset's "
+        "categories)\n"
+    )
 
 
 def _pair_report(
@@ -204,8 +239,10 @@ def _pair_report(
     from evals.outcomes import load_table_coverage
     from evals.replay import pair_replay
     from evals.report import pair_json, pair_text
+    from evals.task_map import with_labels
 
     table, found = load_table_coverage(args.dataset, benchmark=bench)
+    table = with_labels(table, args.labels)
     if args.relative_to is not None:
         _known("--relative-to", [args.relative_to], table.models, f"{args.dataset} ({bench})")
     if args.floor is not None:
@@ -247,6 +284,7 @@ def _multi_report(
     from evals.multi import benchmark_replay
     from evals.outcomes import load_table_coverage
     from evals.report import multi_json, multi_text
+    from evals.task_map import with_labels
 
     tables, left_out = [], []
     for b in benches:  # every input checked before the first replay
@@ -257,7 +295,7 @@ def _multi_report(
                              f"scored on every row, found {len(table.models)}")
         if args.relative_to is not None:
             _known("--relative-to", [args.relative_to], table.models, where)
-        tables.append((b, table))
+        tables.append((b, with_labels(table, args.labels)))
         left_out += found.notes(b)
     notes = _left_out(meta, left_out)
     results = [benchmark_replay(table, b, spec, config, args.folds, args.seed)
@@ -284,10 +322,16 @@ def transfer_handler(args: argparse.Namespace) -> int:
     from evals.replay import transfer
     from evals.report import curve_json
     from evals.routers import FitConfig
+    from evals.task_map import UnmappedBenchmark, with_labels
 
     _rows(args.train, "--train")
     _rows(args.test, "--test")
-    train_table, test_table = load_table(args.train), load_table(args.test)
+    try:
+        train_table = with_labels(load_table(args.train), args.labels)
+        test_table = with_labels(load_table(args.test), args.labels)
+    except UnmappedBenchmark as err:
+        sys.stderr.write(f"error: {err}\n")
+        return 2
     if set(train_table.models) != set(test_table.models) or len(test_table.models) != 2:
         sys.stderr.write("error: transfer needs the same two models in both files\n")
         return 2
@@ -336,6 +380,7 @@ def _check_train_inputs(args: argparse.Namespace) -> None:
 def train_handler(args: argparse.Namespace) -> int:
     """`slorouter train-router`."""
     from evals.floor import FloorSpec
+    from evals.task_map import UnmappedBenchmark
     from evals.train_router import TrainRequest, train
 
     _check_train_inputs(args)
@@ -348,7 +393,11 @@ def train_handler(args: argparse.Namespace) -> int:
         seed=args.seed,
         spec=FloorSpec(fraction=args.floor, reference=args.relative_to, z=args.z),
     )
-    version, meta = train(req)
+    try:
+        version, meta = train(req)
+    except UnmappedBenchmark as err:
+        sys.stderr.write(f"error: {err}; train-router fits on the labels the router passes\n")
+        return 2
     print(f"wrote {args.out} version {version}")
     print(json.dumps(meta["metrics"], indent=2, sort_keys=True))
     return 0

@@ -1,6 +1,8 @@
 """`slorouter train-router`: fit the learned router on outcomes, write a versioned artifact.
 
-Measures the router first (k-fold replay: RouteLLM metrics for two models, floor mode for any
+Rows are labelled with their benchmark's router task (`evals.task_map`), the label the router
+passes online, so the artifact covers exactly those tasks (`tasks` in its metadata). Measures
+the router first (k-fold replay: RouteLLM metrics for two models, floor mode for any
 number), then calibrates the bar on cross-fitted predictions of all rows, fits the final
 predictor on all rows and saves it with metadata (data hash, models, metrics, library versions).
 """
@@ -8,6 +10,7 @@ predictor on all rows and saves it with metadata (data hash, models, metrics, li
 from __future__ import annotations
 
 import json
+import math
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,11 +19,13 @@ import numpy as np
 import scipy
 import sklearn
 
+from evals.calibrate import MIN_ROWS, Calibration
 from evals.floor import FloorSpec, floor_replay, plan
 from evals.outcomes import OutcomeTable, file_sha256, load_table
 from evals.replay import pair_replay
 from evals.report import Json, floor_json
 from evals.routers import FitConfig, fit_router, workspace
+from evals.task_map import router_task, with_labels
 from policies.learned.artifact import save_artifact
 from policies.learned.decide import ThresholdRule
 from policies.learned.predictor import SuccessPredictor
@@ -50,10 +55,37 @@ def measured_metrics(table: OutcomeTable, req: TrainRequest, config: FitConfig) 
     return out
 
 
+def shipped_rule(order: tuple[str, ...], reference: str, cal: Calibration) -> ThresholdRule:
+    """The rule exactly as calibrated: candidates `order[cal.start:]` (cheapest first), as
+    offline replay routes them (`evals.floor.route_fold`): calibration ruled the cheaper out."""
+    return ThresholdRule(
+        candidates=order[cal.start :], kind=cal.kind, threshold=cal.threshold, fallback=reference
+    )
+
+
+def calibration_json(cal: Calibration) -> dict[str, Json]:
+    """The shipped rule's calibration and its check on held-out calibration rows (`outcome`:
+    confirmed, none_confirmed: the reference only, too_few_rows: fewer than `MIN_ROWS`)."""
+    return {
+        "bound": "Bonett-Price adjusted paired margin, one-sided, z standard errors",
+        "min_rows": MIN_ROWS,
+        "rows": cal.rows,
+        "select_quality": cal.quality,
+        "select_lower_margin": cal.lower_margin,
+        "check_rows": cal.check_rows,
+        "check_quality": None if math.isnan(cal.check_quality) else cal.check_quality,
+        "check_lower_margin": None
+        if math.isnan(cal.check_lower_margin)
+        else cal.check_lower_margin,
+        "outcome": cal.outcome,
+    }
+
+
 def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
     """Train, measure and save; returns (version, metadata)."""
     priced = req.models is None
-    table = load_table(req.outcomes, benchmark=req.benchmark, models=req.models, priced_only=priced)
+    data = load_table(req.outcomes, benchmark=req.benchmark, models=req.models, priced_only=priced)
+    table = with_labels(data, "router")
     config = FitConfig(seed=req.seed)
     metrics = measured_metrics(table, req, config)
     ws = workspace(table, config.features)
@@ -62,15 +94,13 @@ def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
     sub = ws.select(fold.order.tolist())
     predictor = fit_router(sub, rows, config)
     assert isinstance(predictor, SuccessPredictor)
-    rule = ThresholdRule(
-        candidates=sub.table.models,
-        kind=fold.calibration.kind,
-        threshold=fold.calibration.threshold,
-        fallback=table.models[fold.reference],
-    )
+    rule = shipped_rule(sub.table.models, table.models[fold.reference], fold.calibration)
+    reference_quality = float(table.scores[:, fold.reference].mean())
     meta: dict[str, Json] = {
         "kind": "slorouter.learned_router",
-        "format": 1,
+        "format": 2,
+        "tasks": list(predictor.featurizer.tasks),
+        "task_map": {b: router_task(b) for b in sorted(set(table.benchmarks))},
         "data": {
             "file": req.outcomes.name,
             "sha256": file_sha256(req.outcomes),
@@ -85,7 +115,11 @@ def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
             "fraction": req.spec.fraction,
             "reference": table.models[fold.reference],
             "z": req.spec.z,
+            "metric": "accuracy",
+            "reference_quality": reference_quality,
+            "quality": req.spec.fraction * reference_quality,
         },
+        "calibration": calibration_json(fold.calibration),
         "metrics": metrics,
         "libraries": {
             "python": platform.python_version(),

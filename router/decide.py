@@ -191,9 +191,11 @@ def _first_per_deployment(verdicts: Iterable[Verdict]) -> list[Verdict]:
 
 def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[Verdict],
                    ranked: tuple[Ranked, ...], config: RuntimeConfig) -> tuple[Ranked, ...]:
-    """With a learned router: the cheapest model predicted to clear the floor goes first."""
+    """With a learned router trained for the request's task: the cheapest model predicted to
+    clear the floor goes first (other tasks keep the policy's ranking: the router was never
+    calibrated on them)."""
     router = config.learned.get(policy.learned_router) if policy.learned_router else None
-    if router is None or not facts.prompt_text:
+    if router is None or not facts.prompt_text or facts.task not in router.tasks:
         return ranked
     probs = router.predictor.predict(facts.prompt_text, facts.task)
     chosen = choose(router.rule, probs)

@@ -21,6 +21,7 @@ from cache.policy import CacheRule
 from cache.result import ResultCache, ResultCacheFront
 from policies.eval_provenance import bind_to_deployments, deployed_provider_models
 from policies.eval_report import EvalReportError, QualityTable, load_reports
+from policies.learned_checks import artifact_problems, learned_uses
 from policies.schema import RouterConfig
 from router.api.front import FrontDoor
 from router.api.meta import ReadinessCheck
@@ -65,19 +66,19 @@ def load_quality(config: RouterConfig, base_dir: Path,
 
 
 def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter]:
-    """The learned routers policies name (artifact directories relative to the config)."""
+    """The learned routers policies name (artifact directories relative to the config), each
+    checked against those policies: configured models, covered tasks, calibrated floor."""
     if config.policies is None:
         return {}
-    names = {p.learned_router for p in (config.policies.default, *config.policies.tasks.values())
-             if p.learned_router is not None}
-    if not names:
+    uses = learned_uses(config.policies)
+    if not uses:
         return {}
     # Imported only when used: scikit-learn (for the features' hashing) costs a second of start-up.
     from policies.learned.artifact import ArtifactError, load_artifact
 
     models = {m.name for m in config.models}
     loaded, problems = {}, []
-    for name in sorted(names):
+    for name in sorted(uses):
         try:
             router = load_artifact(base_dir / name)
         except (OSError, ArtifactError) as err:
@@ -86,6 +87,7 @@ def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter
         unknown = [m for m in (*router.rule.candidates, router.rule.fallback) if m not in models]
         if unknown:
             problems.append(f"learned_router {name}: models {unknown} are not configured")
+        problems += artifact_problems(name, router, uses[name])
         loaded[name] = router
     if problems:
         raise ConfigError(problems)

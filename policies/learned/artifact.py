@@ -1,7 +1,8 @@
 """Save and load a trained router: `router.joblib` plus `metadata.json` in one directory.
 
 The metadata records the artifact's own SHA-256 and version (its first 12 hex digits), the
-training data hash, the models, the decision rule, the measured metrics and library versions.
+training data hash, the models, the router tasks it was trained for, the floor it was calibrated
+to, the decision rule, the measured metrics and library versions.
 Loading checks the hash before unpickling: only load artifacts you trained or trust.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -27,13 +29,44 @@ class ArtifactError(ValueError):
 
 
 @dataclass(frozen=True)
+class CalibratedFloor:
+    """The floor the rule was calibrated to: `fraction` x `reference`'s mean `metric` on the
+    training rows, which is `quality` in absolute terms (None in format-1 artifacts)."""
+
+    fraction: float
+    reference: str
+    metric: str
+    quality: float | None
+
+
+@dataclass(frozen=True)
 class LoadedRouter:
-    """A predictor with its decision rule and the parsed metadata JSON text."""
+    """A predictor with its decision rule, its calibrated floor and the metadata JSON text."""
 
     predictor: SuccessPredictor
     rule: ThresholdRule
     version: str
     metadata_json: str
+    floor: CalibratedFloor | None = None
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The task labels the predictor was trained on: the only ones it is calibrated for."""
+        return self.predictor.featurizer.tasks
+
+
+def calibrated_floor(metadata: Mapping[str, object]) -> CalibratedFloor | None:
+    """The metadata's `floor` block, or None when it has none."""
+    floor = metadata.get("floor")
+    if not isinstance(floor, dict) or "fraction" not in floor or "reference" not in floor:
+        return None
+    quality = floor.get("quality")
+    return CalibratedFloor(
+        fraction=float(floor["fraction"]),
+        reference=str(floor["reference"]),
+        metric=str(floor.get("metric", "accuracy")),
+        quality=float(quality) if quality is not None else None,
+    )
 
 
 def save_artifact(
@@ -65,7 +98,8 @@ def load_artifact(directory: Path) -> LoadedRouter:
     if not path.exists() or not meta_path.exists():
         raise ArtifactError(f"{directory} needs {MODEL_FILE} and {METADATA_FILE}")
     text = meta_path.read_text()
-    expected = str(json.loads(text).get("artifact_sha256", ""))
+    metadata = json.loads(text)
+    expected = str(metadata.get("artifact_sha256", ""))
     if hashlib.sha256(path.read_bytes()).hexdigest() != expected:
         raise ArtifactError(f"{path} does not match artifact_sha256 in {meta_path}")
     bundle = cast(dict[str, object], joblib.load(path))
@@ -73,4 +107,4 @@ def load_artifact(directory: Path) -> LoadedRouter:
     rule = bundle["rule"]
     if not isinstance(predictor, SuccessPredictor) or not isinstance(rule, ThresholdRule):
         raise ArtifactError(f"{path} does not hold a SuccessPredictor and a ThresholdRule")
-    return LoadedRouter(predictor, rule, expected[:12], text)
+    return LoadedRouter(predictor, rule, expected[:12], text, calibrated_floor(metadata))

@@ -15,6 +15,7 @@ from policies.learned.decide import choose
 from policies.loader import load_config_text
 from router.classify.types import Labels
 from router.decide import StaticRanker, decide
+from router.errors import ConfigError
 from router.runtime_config import resolve
 from router.wiring import load_learned
 
@@ -33,7 +34,7 @@ def _prompts(count: int) -> list[str]:
         return [json.loads(line)["prompt"] for _, line in zip(range(count), lines, strict=False)]
 
 
-def _config(artifact: Path) -> str:
+def _config(artifact: Path, policies: str | None = None) -> str:
     models = load_artifact(artifact).rule.candidates
     deployments = "".join(
         f"\n  - {{name: {m}-d, model: openai/{m}, input_price_per_mtok: {i + 1}, "
@@ -44,10 +45,10 @@ deployments:{deployments}
 models:{model_list}
 routes: {{default_model: {models[0]}}}
 policies:
-  default:
+""" + (policies if policies is not None else f"""  default:
     candidates: [{", ".join(models)}]
     learned_router: {artifact.name}
-"""
+""")
 
 
 def test_the_model_the_learned_router_chooses_is_tried_first(artifact: Path) -> None:
@@ -76,3 +77,90 @@ def test_learned_router_version_joins_the_policy_version(artifact: Path) -> None
     with_router = resolve(config, {}, lambda _m: None,
                           learned=load_learned(config, artifact.parent))
     assert without.version != with_router.version
+
+
+STRONG, WEAK = "gpt-4-1106-preview", "mistralai/Mixtral-8x7B-Instruct-v0.1"
+
+
+def test_artifact_is_trained_on_the_task_label_the_router_passes(artifact: Path) -> None:
+    """GSM8K rows are trained as task `math` (what the router sends for them), so the full
+    model runs online: its prediction differs from the shape-only back-off for unseen tasks."""
+    router = load_artifact(artifact)
+    assert router.tasks == ("math",)
+    prompt = _prompts(1)[0]
+    assert router.predictor.predict(prompt, "math") != router.predictor.predict(prompt, "gsm8k")
+
+
+def test_learned_router_is_skipped_for_tasks_it_was_not_trained_for(artifact: Path) -> None:
+    """A `code` request under the same policy keeps the policy's own ranking."""
+    config = load_config_text(_config(artifact))
+    learned = load_learned(config, artifact.parent)
+    with_router = resolve(config, {}, lambda _m: None, learned=learned)
+    without = resolve(config, {}, lambda _m: None)
+    for prompt in _prompts(20):
+        labels = Labels(task="code", risk="low")
+        facts = RequestFacts(task="code", risk="low", prompt_tokens=200, max_output_tokens=200,
+                             prompt_text=prompt)
+        routed = decide("auto", labels, facts, with_router, StaticRanker(), lambda _n: True)
+        plain = decide("auto", labels, facts, without, StaticRanker(), lambda _n: True)
+        assert routed.deployments == plain.deployments
+
+
+def _policy(task: str, floor: str) -> str:
+    return f"""  default:
+    candidates: [{WEAK}, {STRONG}]
+  tasks:
+    {task}:
+      candidates: [{WEAK}, {STRONG}]
+      learned_router: gsm8k-router
+      quality_floor: {floor}
+"""
+
+
+def test_artifact_covering_none_of_its_policies_tasks_is_refused(artifact: Path) -> None:
+    """Named only by the `code` policy, a router trained for `math` is a start-up error."""
+    config = load_config_text(_config(artifact, _policy(
+        "code", f"{{relative_to: {STRONG}, ratio: 0.95}}")))
+    with pytest.raises(ConfigError) as err:
+        load_learned(config, artifact.parent)
+    assert len(err.value.problems) == 1
+    assert "trained for tasks ['math'], none of the tasks its policies serve ['code']" in str(
+        err.value.problems[0])
+
+
+@pytest.mark.parametrize("floor", [f"{{relative_to: {STRONG}, ratio: 0.95}}", "{min: 0.5}"])
+def test_artifact_calibrated_to_the_policys_floor_or_above_loads(artifact: Path,
+                                                                  floor: str) -> None:
+    """Trained at 0.95 x GPT-4 (about 0.82 on GSM8K): a policy at that floor or below loads."""
+    config = load_config_text(_config(artifact, _policy("math", floor)))
+    assert artifact.name in load_learned(config, artifact.parent)
+
+
+def test_artifact_calibrated_below_the_policys_floor_lists_every_problem(artifact: Path) -> None:
+    """A higher ratio, another reference and a higher absolute floor are each a problem,
+    all reported at once, naming the policy and both floors."""
+    router = load_artifact(artifact)
+    assert router.floor is not None and router.floor.quality is not None
+    too_high = round(router.floor.quality + 0.05, 2)
+    text = _config(artifact, f"""  default:
+    candidates: [{WEAK}, {STRONG}]
+    learned_router: gsm8k-router
+    quality_floor: {{min: {too_high}}}
+  tasks:
+    math:
+      candidates: [{WEAK}, {STRONG}]
+      learned_router: gsm8k-router
+      quality_floor: {{relative_to: {STRONG}, ratio: 0.97}}
+    reasoning_analysis:
+      candidates: [{WEAK}, {STRONG}]
+      learned_router: gsm8k-router
+      quality_floor: {{relative_to: {WEAK}, ratio: 0.95}}
+""")
+    with pytest.raises(ConfigError) as err:
+        load_learned(load_config_text(text), artifact.parent)
+    problems = [str(p) for p in err.value.problems]
+    assert len(problems) == 3
+    assert f"(used by policies.default): calibrated to 0.95 x {STRONG} = " in problems[0]
+    assert f"below the policy's floor of min {too_high}" in problems[0]
+    assert f"below the policy's floor of 0.97 x {STRONG}" in problems[1]
+    assert "(another reference model)" in problems[2]

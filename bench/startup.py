@@ -26,9 +26,8 @@ import httpx
 from bench.procstat import group_rss_mb
 from bench.vs_litellm import (
     CONFIGS,
-    LITELLM_REQUIREMENTS,
-    LITELLM_VENV,
     TARGETS,
+    add_litellm_args,
     ensure_litellm,
     start_otlp_sink,
     start_target,
@@ -60,12 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3,
                         help="starts per target; the median is printed (default: %(default)s)")
     parser.add_argument("--no-litellm", action="store_true", help="skip the LiteLLM baseline")
-    parser.add_argument("--litellm-venv", type=Path, default=LITELLM_VENV,
-                        help="LiteLLM proxy's virtual environment, created when missing "
-                             "(default: %(default)s)")
-    parser.add_argument("--litellm-requirements", type=Path, default=LITELLM_REQUIREMENTS,
-                        help="requirements installed with litellm into that environment "
-                             "(default: %(default)s)")
+    add_litellm_args(parser)
     args = parser.parse_args(argv)
     names = ["slorouter-minimal", "slorouter-full"]
     litellm_bin = None

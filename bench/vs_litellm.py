@@ -63,6 +63,16 @@ TARGETS = {
 
 # ---- processes ---------------------------------------------------------------------------
 
+def add_litellm_args(parser: argparse.ArgumentParser) -> None:
+    """Where LiteLLM proxy is installed for a side-by-side run, and from what."""
+    parser.add_argument("--litellm-venv", type=Path, default=LITELLM_VENV,
+                        help="LiteLLM proxy's virtual environment, created when missing "
+                             "(default: %(default)s)")
+    parser.add_argument("--litellm-requirements", type=Path, default=LITELLM_REQUIREMENTS,
+                        help="requirements installed with litellm into that environment "
+                             "(default: %(default)s)")
+
+
 def ensure_litellm(venv: Path, requirements: Path) -> Path:
     """The LiteLLM proxy's own virtual environment, created from the registry on first use."""
     binary = venv / "bin" / "litellm"
@@ -330,12 +340,7 @@ def main() -> None:
                         help="plain (JSON) and/or stream, comma-separated (default: plain,stream)")
     parser.add_argument("--targets", type=lambda s: s.split(","), default=list(TARGETS),
                         help="comma-separated, from: " + ",".join(TARGETS) + " (default: all)")
-    parser.add_argument("--litellm-venv", type=Path, default=LITELLM_VENV,
-                        help="LiteLLM proxy's virtual environment, created when missing "
-                             "(default: %(default)s)")
-    parser.add_argument("--litellm-requirements", type=Path, default=LITELLM_REQUIREMENTS,
-                        help="requirements installed with litellm into that environment "
-                             "(default: %(default)s)")
+    add_litellm_args(parser)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="the Markdown page written (default: %(default)s, git-ignored; "
                              "--out docs/benchmarks.md regenerates the committed page)")

@@ -73,6 +73,12 @@ def _add_replay(inner: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--plot", type=Path, default=None, help="write the quality-vs-cost curve")
     p.add_argument("--jobs", type=_at_least(1), default=2,
                    help="parallel folds (two-model replay)")
+    _add_labels_arg(p)
+    _add_floor_args(p)
+    p.set_defaults(func=replay_handler)
+
+
+def _add_labels_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--labels",
         default="router",
@@ -80,8 +86,6 @@ def _add_replay(inner: argparse._SubParsersAction[Any]) -> None:
         help="task label of each row: its benchmark's router task (what the router passes "
         "online, evals/task_map.py) or the dataset's own category (comparison only)",
     )
-    _add_floor_args(p)
-    p.set_defaults(func=replay_handler)
 
 
 def _add_run(inner: argparse._SubParsersAction[Any]) -> None:
@@ -95,13 +99,7 @@ def _add_transfer(inner: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--train", required=True, type=Path)
     p.add_argument("--test", required=True, type=Path)
     p.add_argument("--json", action="store_true")
-    p.add_argument(
-        "--labels",
-        default="router",
-        choices=("router", "category"),
-        help="task label of each row: its benchmark's router task (what the router passes "
-        "online, evals/task_map.py) or the dataset's own category (comparison only)",
-    )
+    _add_labels_arg(p)
     p.set_defaults(func=transfer_handler)
 
 

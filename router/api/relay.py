@@ -67,10 +67,12 @@ class StreamRelay:
         except SlorouterError as exc:
             self._error = exc
             outcome.status, outcome.error_type = exc.status_code, type(exc).__name__
+            outcome.error_code = exc.code
             yield error_event(exc)
         except Exception as exc:  # a bug: recorded as one; the response sends an error event
             self._error = exc
             outcome.status, outcome.error_type = 500, type(exc).__name__
+            outcome.error_code = "internal_error"
             raise
 
     def _observe(self, event: Any) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
-from tests.support.services import Running
+from tests.integration.conftest import API_KEY, router_config
+from tests.support.services import Running, start_router
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
 
@@ -167,6 +170,32 @@ def test_stream_cut_mid_answer_is_an_error_not_a_clean_end(
         for chunk in stream:
             received.append(chunk)
     assert received  # content had started, so no fallback was possible
+
+
+def test_a_stream_cut_mid_answer_is_recorded_with_its_error_code(
+        sim: Running, tmp_path: Path) -> None:
+    """The recorded outcome of a stream that broke after its first content names the error's
+    code (`upstream_stream_cut`), as every other error's outcome does, not only its class."""
+    router = start_router(tmp_path, router_config(sim.base_url),
+                          env={"TENANT_ONE_KEY": API_KEY, "SIM_KEY": "sim-key"},
+                          extra_args=("--log-level", "debug"))
+    try:
+        client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY,
+                               max_retries=0, timeout=20)
+        with pytest.raises(openai.APIError):
+            for _ in client.chat.completions.create(model="pt-cut", messages=MESSAGES,
+                                                    stream=True):
+                pass
+        deadline = time.monotonic() + 5
+        finished: list[dict[str, object]] = []
+        while not finished and time.monotonic() < deadline:
+            time.sleep(0.1)
+            finished = [json.loads(line) for line in router.proc.log_text().splitlines()
+                        if '"request_finished"' in line]
+    finally:
+        router.stop()
+    assert [(f["error_type"], f["error_code"]) for f in finished] == [
+        ("ProviderError", "upstream_stream_cut")]
 
 
 @pytest.mark.parametrize("stream", [False, True])

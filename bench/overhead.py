@@ -54,6 +54,9 @@ models:
     deployments: [litellm]
 routes:
   default_model: passthrough
+server:
+  cache:
+    directory: {cache}
 """
 PAYLOAD = {"messages": [{"role": "user", "content": "Summarise the plot of Hamlet briefly."}],
            "max_tokens": 16}
@@ -69,7 +72,7 @@ def start_processes(workdir: Path) -> tuple[ManagedProcess, ManagedProcess, str,
                          log_path=workdir / "sim.log").start()
     sim_base = f"http://127.0.0.1:{sim_port}"
     config = workdir / "router.yaml"
-    config.write_text(ROUTER_CONFIG.format(base=sim_base))
+    config.write_text(ROUTER_CONFIG.format(base=sim_base, cache=workdir / "cache"))
     router = ManagedProcess([PYTHON, "-m", "router.cli", "serve", "--config", str(config),
                              "--port", str(router_port), "--log-level", "warning"],
                             router_port, ready_url=f"http://127.0.0.1:{router_port}/healthz",

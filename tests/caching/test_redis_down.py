@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,11 +61,13 @@ def _worker(base_url: str, warm: list[list[dict[str, str]]], stop: threading.Eve
 def test_redis_killed_mid_run_fails_no_request_and_serves_no_hit(
         sim: Running, tmp_path: Path) -> None:
     """SIGKILL of redis-server under load: every request 200, later ones `miss`/`bypass`."""
-    redis = start_redis(tmp_path)
-    config = router_yaml(sim.base_url, redis_cache_block(
-        f"redis://127.0.0.1:{redis.port}/0", ttl_s=600))
-    router = start_router(tmp_path, config, env=KEYS_ENV)
-    try:
+    with ExitStack() as started:  # redis stopped even when the router fails to start
+        redis = start_redis(tmp_path)
+        started.callback(redis.stop)
+        config = router_yaml(sim.base_url, redis_cache_block(
+            f"redis://127.0.0.1:{redis.port}/0", ttl_s=600))
+        router = start_router(tmp_path, config, env=KEYS_ENV)
+        started.callback(router.stop)
         warm = [unique_messages(f"down-warm-{n}") for n in range(WARM_PROMPTS)]
         warmer = Caller(router.base_url)
         assert [warmer.chat(m).cache for m in warm] == ["miss"] * WARM_PROMPTS
@@ -84,9 +87,6 @@ def test_redis_killed_mid_run_fails_no_request_and_serves_no_hit(
         stop.set()
         for thread in threads:
             thread.join(timeout=30)
-    finally:
-        router.stop()
-        redis.stop()
 
     after = [s for s in sent if s.started > killed_at]
     before = [s for s in sent if s.started + s.e2e_s < killed_at]

@@ -15,6 +15,7 @@ import asyncio
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -51,16 +52,17 @@ def _redis(directory: Path, port: int) -> ManagedProcess:
 def outage(sim: Running, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[tuple[Running, ManagedProcess, Path]]:
     directory = tmp_path_factory.mktemp("experiments-outage")
-    redis = _redis(directory, free_port())
-    url = f"redis://127.0.0.1:{redis.port}/0"
-    config = router_yaml(sim.base_url, ["steady", "meh"], ["steady", "meh"], {}, EXPERIMENT,
-                         experiments_redis_url=url)
-    config = config.replace("  experiments_redis_url:", f"  idempotency_redis_url: {url}\n"
-                            "  experiments_redis_url:")
-    router = start_router(directory, config, env=TENANT_ENV, name="outage")
-    yield router, redis, directory
-    router.stop()
-    redis.stop()
+    with ExitStack() as started:  # redis stopped even when the router fails to start
+        redis = _redis(directory, free_port())
+        started.callback(redis.stop)
+        url = f"redis://127.0.0.1:{redis.port}/0"
+        config = router_yaml(sim.base_url, ["steady", "meh"], ["steady", "meh"], {},
+                             EXPERIMENT, experiments_redis_url=url)
+        config = config.replace("  experiments_redis_url:", f"  idempotency_redis_url: {url}\n"
+                                "  experiments_redis_url:")
+        router = start_router(directory, config, env=TENANT_ENV, name="outage")
+        started.callback(router.stop)
+        yield router, redis, directory
 
 
 def _get(router: Running, path: str) -> httpx.Response:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import httpx
 import openai
@@ -51,15 +52,15 @@ server:
 def routers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Running]]:
     """(the default router, the router that enforces the risk rule on pinned requests)"""
     directory = tmp_path_factory.mktemp("pinned-risk")
-    sim = start_simulator(directory, {"fast": FAST})
-    default = start_router(directory, _config(sim.base_url, enforce=False), name="default")
-    enforcing = start_router(directory, _config(sim.base_url, enforce=True), name="enforcing")
-    try:
+    with ExitStack() as started:  # each stopped even when a later one fails to start
+        sim = start_simulator(directory, {"fast": FAST})
+        started.callback(sim.stop)
+        default = start_router(directory, _config(sim.base_url, enforce=False), name="default")
+        started.callback(default.stop)
+        enforcing = start_router(directory, _config(sim.base_url, enforce=True),
+                                 name="enforcing")
+        started.callback(enforcing.stop)
         yield default, enforcing
-    finally:
-        enforcing.stop()
-        default.stop()
-        sim.stop()
 
 
 def _client(router: Running) -> openai.OpenAI:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -52,16 +53,15 @@ server:
 def services(tmp_path_factory: pytest.TempPathFactory,
              redis_server: ManagedProcess) -> Iterator[tuple[Running, Running, Running]]:
     directory = tmp_path_factory.mktemp("policy-settings")
-    sim = start_simulator(directory, SIM_MODELS)
-    config = _config(sim.base_url, f"redis://127.0.0.1:{redis_server.port}/0")
-    first = start_router(directory, config, name="replica-a")
-    second = start_router(directory, config, name="replica-b")
-    try:
+    with ExitStack() as started:  # each stopped even when a later one fails to start
+        sim = start_simulator(directory, SIM_MODELS)
+        started.callback(sim.stop)
+        config = _config(sim.base_url, f"redis://127.0.0.1:{redis_server.port}/0")
+        first = start_router(directory, config, name="replica-a")
+        started.callback(first.stop)
+        second = start_router(directory, config, name="replica-b")
+        started.callback(second.stop)
         yield sim, first, second
-    finally:
-        first.stop()
-        second.stop()
-        sim.stop()
 
 
 def _client(router: Running) -> openai.OpenAI:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 
 from tests.support.procs import PYTHON, ManagedProcess, free_port
@@ -115,9 +116,10 @@ def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
             os.kill(simulator, signal.SIGKILL)
 
 
-def _slow_stream_setup(tmp_path: Path, grace_s: int,
-                       extra_args: tuple[str, ...] = ()) -> tuple[Running, Running]:
-    """A simulator model streaming 50 tokens 0.1 s apart (5 s) and a router with the grace."""
+def _slow_stream_setup(tmp_path: Path, grace_s: int, started: ExitStack,
+                       extra_args: tuple[str, ...] = ()) -> Running:
+    """A simulator model streaming 50 tokens 0.1 s apart (5 s) and a router with the grace;
+    both are stopped when `started` closes."""
     tmp_path.mkdir()
     sim = start_simulator(tmp_path, {"slow": {
         "ttft_p50_ms": 20, "ttft_p99_ms": 20, "tpot_p50_ms": 100, "tpot_p99_ms": 100,
@@ -126,19 +128,18 @@ def _slow_stream_setup(tmp_path: Path, grace_s: int,
               f"openai_passthrough, api_base: {sim.base_url}/v1, input_price_per_mtok: 1, "
               f"output_price_per_mtok: 1}}\nmodels: [{{name: slow, deployments: [d]}}]\n"
               f"routes: {{default_model: slow}}\nserver: {{shutdown_grace_s: {grace_s}}}\n")
-    return sim, start_router(tmp_path, config, extra_args=extra_args)
+    started.callback(sim.stop)
+    router = start_router(tmp_path, config, extra_args=extra_args)
+    started.callback(router.stop)
+    return router
 
 
 def _stream_through_sigterm(tmp_path: Path, grace_s: int,
                             extra_args: tuple[str, ...] = ()) -> tuple[bytes | None, float]:
     """Start a stream, SIGTERM the router once content flows; (the rest of the stream as the
     client read it, None if it was cut off; seconds from the signal until the process exited)."""
-    sim, router = _slow_stream_setup(tmp_path, grace_s, extra_args)
-    try:
-        return _drain(router)
-    finally:
-        router.stop()
-        sim.stop()
+    with ExitStack() as started:
+        return _drain(_slow_stream_setup(tmp_path, grace_s, started, extra_args))
 
 
 def _drain(router: Running) -> tuple[bytes | None, float]:

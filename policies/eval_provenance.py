@@ -1,5 +1,5 @@
 """Tie eval results to what a config deploys now: a floor is backed only by an eval of the same
-provider models, and (optionally) by a report young enough.
+provider models, and (optionally) by a report young enough and not dated in the future.
 
 Pure: the deployed provider models per logical model and the clock come in. A result written
 before `eval run` recorded its provider models cannot be checked: it still backs floors, and a
@@ -13,6 +13,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from policies.eval_report import Key, QualityTable
+
+# How far ahead of this machine's clock a report's `created` may be (another machine's clock)
+# before a maximum age cannot trust it: a date in the future would keep a report young forever.
+CLOCK_SKEW = timedelta(hours=1)
 
 
 def deployed_provider_models(models: Mapping[str, Iterable[str]],
@@ -30,6 +34,10 @@ def _refusal(key: Key, table: QualityTable, deployed: tuple[str, ...], now: date
         return (f"the report was made for provider models {list(result.provider_models)}, "
                 f"but {key[0]} now deploys {list(deployed)}; run `slorouter eval run` again")
     created = table.created.get(key)
+    if max_age_days is not None and created is not None and created - now > CLOCK_SKEW:
+        return (f"the report is dated in the future (created {created.isoformat()}, now "
+                f"{now.isoformat(timespec='seconds')}), so its age cannot be checked against "
+                f"policies.eval_report_max_age_days {max_age_days:g}")
     if max_age_days is not None and created is not None \
             and now - created > timedelta(days=max_age_days):
         age = (now - created) / timedelta(days=1)

@@ -80,6 +80,25 @@ def test_the_optional_maximum_age_sets_old_reports_aside(tmp_path: Path) -> None
         "policies.eval_report_max_age_days 30")
 
 
+def test_a_report_dated_in_the_future_backs_no_floor_under_a_maximum_age(
+        tmp_path: Path) -> None:
+    """A future `created` would keep a report young forever: with a maximum age it is set
+    aside (beyond an hour of clock skew); without one the date is not used, so it backs floors."""
+    table = load_reports([write(tmp_path / "r.json", [row(provider_models=["m"])],
+                                created="2026-12-03")])
+    deployed = {"fast": ("m",)}
+    assert bind_to_deployments(table, deployed, NOW).get("fast", "math", "accuracy")
+    dated = bind_to_deployments(table, deployed, NOW, 30)
+    assert dated.get("fast", "math", "accuracy") is None
+    assert dated.refusal("fast", "math", "accuracy") == (
+        "the report is dated in the future (created 2026-12-03T00:00:00+00:00, now "
+        "2026-12-01T12:00:00+00:00), so its age cannot be checked against "
+        "policies.eval_report_max_age_days 30")
+    skewed = load_reports([write(tmp_path / "s.json", [row(provider_models=["m"])],
+                                 created="2026-12-01T12:30:00+00:00")])
+    assert bind_to_deployments(skewed, deployed, NOW, 30).get("fast", "math", "accuracy")
+
+
 def test_the_max_age_setting_reaches_policy_check(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path / "r.json", [row(k=97, n=100, provider_models=["openai/gpt-4o-mini"])],

@@ -13,8 +13,9 @@ for every target of a run (the direct baseline included).
 
 from __future__ import annotations
 
+import asyncio
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 
@@ -54,6 +55,20 @@ def process_cpu_s(pid: int) -> float:
 def group_cpu_s(pgid: int) -> float:
     """CPU time (s) of a whole process group."""
     return sum(process_cpu_s(pid) for pid in group_pids(pgid))
+
+
+async def idle_cpu_per_s(pgids: Sequence[int], seconds: float) -> list[float]:
+    """CPU seconds per second of each process group with no requests (timers, exporters,
+    housekeeping)."""
+    before = [group_cpu_s(pgid) for pgid in pgids]
+    await asyncio.sleep(seconds)
+    return [(group_cpu_s(pgid) - b) / seconds for pgid, b in zip(pgids, before, strict=True)]
+
+
+def busy_cpu_ms(cpu_ms_per_request: float, idle_s_per_s: float, seconds: float,
+                requests: int) -> float:
+    """CPU ms per request less the idle CPU the process would have spent over `seconds`."""
+    return cpu_ms_per_request - idle_s_per_s * seconds * 1e3 / max(1, requests)
 
 
 def group_rss_mb(pgid: int) -> float:

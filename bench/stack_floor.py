@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench.loadgen import RunResult
 from bench.overhead import added_ms, measure, start_processes
-from bench.procstat import place_apart, process_cpu_s
+from bench.procstat import busy_cpu_ms, idle_cpu_per_s, place_apart
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,13 +39,6 @@ def start_floor(sim_base: str, workdir: Path) -> tuple[ManagedProcess, str]:
                           env={"FLOOR_UPSTREAM": sim_base, "PYTHONPATH": str(ROOT)},
                           log_path=workdir / "floor.log").start()
     return proc, f"http://127.0.0.1:{port}"
-
-
-async def idle_cpu_per_s(pids: list[int], seconds: float) -> list[float]:
-    """CPU seconds per second of each process with no requests."""
-    before = [process_cpu_s(pid) for pid in pids]
-    await asyncio.sleep(seconds)
-    return [(process_cpu_s(pid) - b) / seconds for pid, b in zip(pids, before, strict=True)]
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -81,11 +74,10 @@ async def run(args: argparse.Namespace) -> None:
 def print_row(rate: float, result: RunResult, base: RunResult, cpu_ms: float | None,
               idle_s_per_s: float) -> None:
     p50, p99 = added_ms(result, base)
-    sent = max(1, len(result.samples))
-    busy = (cpu_ms - idle_s_per_s * 1e3 * result.duration_s / sent) if cpu_ms is not None else None
+    cpu = float("nan") if cpu_ms is None else cpu_ms
+    busy = busy_cpu_ms(cpu, idle_s_per_s, result.duration_s, len(result.samples))
     print(f"{rate:>6g} {result.target:<10}{len(result.samples):>6}{result.errors():>5}"
-          f"{p50:>10.2f}{p99:>8.2f}{cpu_ms or float('nan'):>12.2f}"
-          f"{busy if busy is not None else float('nan'):>13.2f}", flush=True)
+          f"{p50:>10.2f}{p99:>8.2f}{cpu:>12.2f}{busy:>13.2f}", flush=True)
 
 
 def main() -> None:

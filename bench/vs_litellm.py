@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.benchmarks_report import Point, Running, Target, render
-from bench.procstat import group_cpu_s, group_rss_mb, place_apart
+from bench.procstat import busy_cpu_ms, group_cpu_s, group_rss_mb, idle_cpu_per_s, place_apart
 from router.loadtest.loadgen import run_open_loop
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
@@ -170,18 +170,9 @@ async def measure(running: Running, rate: float, stream: bool, duration: float) 
     if pgid is not None and before is not None:
         sent = max(1, len(result.samples))
         cpu_ms = (group_cpu_s(pgid) - before) * 1e3 / sent
-        busy_ms = cpu_ms - running.idle_cpu_per_s * wall * 1e3 / sent
+        busy_ms = busy_cpu_ms(cpu_ms, running.idle_cpu_per_s, wall, sent)
         rss = group_rss_mb(pgid)
     return Point.of(result, stream, cpu_ms, rss, busy_ms)
-
-
-async def idle_cpu_per_s(running: Running, seconds: float = 5.0) -> float:
-    """The gateway's CPU time per second with no requests (timers, exporters, housekeeping)."""
-    if running.proc is None:
-        return 0.0
-    before = group_cpu_s(running.proc.pid)
-    await asyncio.sleep(seconds)
-    return (group_cpu_s(running.proc.pid) - before) / seconds
 
 
 async def warm_up(running: Running) -> None:
@@ -197,7 +188,8 @@ async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
                 duration: float, min_requests: int) -> None:
     for running in targets:
         await warm_up(running)
-        running.idle_cpu_per_s = await idle_cpu_per_s(running)
+        if running.proc is not None:
+            running.idle_cpu_per_s = (await idle_cpu_per_s([running.proc.pid], 5.0))[0]
     for stream in modes:
         saturated: set[str] = set()
         for rate in rates:

@@ -34,12 +34,13 @@ def _refusal(key: Key, table: QualityTable, deployed: tuple[str, ...], now: date
         return (f"the report was made for provider models {list(result.provider_models)}, "
                 f"but {key[0]} now deploys {list(deployed)}; run `slorouter eval run` again")
     created = table.created.get(key)
-    if max_age_days is not None and created is not None and created - now > CLOCK_SKEW:
+    if max_age_days is None or created is None:
+        return None
+    if created - now > CLOCK_SKEW:
         return (f"the report is dated in the future (created {created.isoformat()}, now "
                 f"{now.isoformat(timespec='seconds')}), so its age cannot be checked against "
                 f"policies.eval_report_max_age_days {max_age_days:g}")
-    if max_age_days is not None and created is not None \
-            and now - created > timedelta(days=max_age_days):
+    if now - created > timedelta(days=max_age_days):
         age = (now - created) / timedelta(days=1)
         return (f"the report is {age:.1f} days old (created {created.isoformat()}), over "
                 f"policies.eval_report_max_age_days {max_age_days:g}")

@@ -18,8 +18,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
 from policies.labels import Task
 from router.slo.burn import (
     DEFAULT_RULES,
@@ -103,7 +101,7 @@ class SloTracker:
         self._short = self._windows_s.index(min(r.short_s for r in self.config.rules))
 
     def _add(self, keys: tuple[SeriesKey, ...], obs: Observation, targets: SloTargets) -> None:
-        deltas = np.asarray(event_deltas(obs, targets), dtype=np.int32)
+        deltas = event_deltas(obs, targets)
         for key in keys:
             series = self._series.get(key)
             if series is None:

@@ -288,7 +288,10 @@ class ChatPipeline:
 
     def _hedge_plan(self, policy: TaskPolicy | None, facts: RequestFacts, decision: Decision,
                     side_effecting: bool, deadline: float) -> float | None:
-        if self._hedge_delay is None or policy is None or not decision.deployments:
+        if (self._hedge_delay is None or policy is None or not policy.hedging
+                or len(decision.deployments) < 2):
+            # No hedge whatever the prediction says (`plan_hedge` refuses both): skip reading
+            # the TTFT sketch, which costs ~30 us of a request when requests come far apart.
             return None
         predicted = self._hedge_delay(decision.deployments[0], facts.task, facts.prompt_tokens)
         plan = plan_hedge(HedgeInputs(

@@ -15,7 +15,7 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -43,7 +43,7 @@ from router.providers.base import (
 from router.telemetry.context import TraceContext, propagation_headers
 
 Clock = Callable[[], float]
-EventStream = AsyncGenerator[StreamEvent, None]
+EventStream = ChunkStream[StreamEvent]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,9 +156,8 @@ class Runner:
     def _provider_stream(self, call: UpstreamCall) -> EventStream:
         return self._providers[call.deployment.adapter].stream(call)
 
-    async def _completion_stream(self, call: UpstreamCall) -> EventStream:
-        completion = await self._providers[call.deployment.adapter].complete(call)
-        yield StreamEvent(data=completion.body, has_content=True, usage=completion.usage)
+    def _completion_stream(self, call: UpstreamCall) -> EventStream:
+        return _CompletionEvents(self._providers[call.deployment.adapter], call)
 
     async def _execute(self, plan: Plan, attempts: list[AttemptRecord],
                        open_: Callable[[UpstreamCall], EventStream]) -> CommittedStream:
@@ -367,6 +366,31 @@ class Runner:
         return UpstreamCall(deployment=deployment, body=body,
                             timeout_s=min(remaining, deployment.timeout_s), headers=headers,
                             side_effecting=plan.side_effecting)
+
+
+class _CompletionEvents:
+    """A non-streamed completion as a stream of one event, so that peeking, hedging and
+    committing treat both kinds of answer alike. Not an async generator: one left suspended
+    after its event (as `_peek` leaves it) is finalised by the event loop, which schedules its
+    `aclose()` as a task of its own through the thread-safe wake-up, once per request."""
+
+    __slots__ = ("_call", "_done", "_provider")
+
+    def __init__(self, provider: Provider, call: UpstreamCall) -> None:
+        self._provider, self._call, self._done = provider, call, False
+
+    def __aiter__(self) -> _CompletionEvents:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        if self._done:
+            raise StopAsyncIteration
+        self._done = True
+        completion = await self._provider.complete(self._call)
+        return StreamEvent(data=completion.body, has_content=True, usage=completion.usage)
+
+    async def aclose(self) -> None:
+        self._done = True
 
 
 def _has_content(event: StreamEvent) -> bool:

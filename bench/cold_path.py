@@ -1,7 +1,7 @@
 """What a request costs when requests come far apart, phase by phase, beside back-to-back.
 
     python -m bench.cold_path [--targets slorouter-full,slorouter-minimal] [--gaps 0,200]
-                              [--requests 150]
+                              [--requests 150] [--stream]
 
 Issue 8's CPU budget (1.5 ms per request) is missed only at low rates: on a 2-core VM the same
 request costs ~2.7x more CPU at 5 req/s than at 200 req/s, because between requests the
@@ -53,6 +53,7 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("  classify", "router.classify.classifier", "LinearClassifier.classify"),
     ("  decide", "router.pipeline", "decide"),
     ("upstream call (runner, client)", "router.execution.runner", "Runner.complete"),
+    ("stream opened (first token)", "router.execution.runner", "Runner.open_stream"),
     ("record statistics and SLO", "router.feedback", "StatsSink.record"),
     ("statistics refresh", "router.stats.store", "LocalStatsStore.refresh"),
     ("SLO refresh", "router.slo.tracker", "SloTracker.refresh"),
@@ -112,10 +113,13 @@ def phases_timed(times: PhaseTimes) -> Iterator[None]:
 class InProcessRouter:
     """slorouter built from a benchmark target's config, driven through ASGI in this process."""
 
-    def __init__(self, app: Any, model: str, api_key: str | None) -> None:
+    def __init__(self, app: Any, model: str, api_key: str | None, stream: bool) -> None:
         self._app = app
-        self._body = orjson.dumps({"model": model, "max_tokens": 16, "temperature": 0.7,
-                                   "messages": [{"role": "user", "content": PROMPT}]})
+        payload: dict[str, Any] = {"model": model, "max_tokens": 16, "temperature": 0.7,
+                                   "messages": [{"role": "user", "content": PROMPT}]}
+        if stream:
+            payload.update(stream=True, stream_options={"include_usage": True})
+        self._body = orjson.dumps(payload)
         headers = [(b"host", b"bench"), (b"content-type", b"application/json"),
                    (b"content-length", str(len(self._body)).encode())]
         if api_key is not None:
@@ -143,7 +147,7 @@ class InProcessRouter:
             await self._lifespan_task
 
     async def request(self) -> int:
-        """One chat completion; its HTTP status."""
+        """One chat completion, streamed or not, read to its end; its HTTP status."""
         body_sent = False
         never = asyncio.Event()
         status: list[int] = []
@@ -169,7 +173,8 @@ class InProcessRouter:
         return status[0]
 
 
-def build_router(target: str, work: Path, sim_base: str, otlp: str) -> InProcessRouter:
+def build_router(target: str, work: Path, sim_base: str, otlp: str,
+                 stream: bool) -> InProcessRouter:
     """The target's config from `bench/configs/` as `bench.vs_litellm` serves it."""
     from policies.loader import load_config_file
     from router.wiring import build_from_config
@@ -183,7 +188,7 @@ def build_router(target: str, work: Path, sim_base: str, otlp: str) -> InProcess
     environ = telemetry_env(spec, {**os.environ, **values})
     config = load_config_file(CONFIGS / spec.config, environ)
     app, _runtime = build_from_config(config, environ, CONFIGS)
-    return InProcessRouter(app, spec.model, key if spec.authenticated else None)
+    return InProcessRouter(app, spec.model, key if spec.authenticated else None, stream)
 
 
 @dataclass
@@ -240,7 +245,7 @@ async def run(args: argparse.Namespace) -> None:
         stack.callback(sink.shutdown)
         split = split_cores()
         target = args.targets[0]
-        router = build_router(target, work, f"http://127.0.0.1:{port}", otlp)
+        router = build_router(target, work, f"http://127.0.0.1:{port}", otlp, args.stream)
         if split is not None:  # after building: the exporters' threads are pinned too
             pin([sim.pid], split[0])
             pin([os.getpid()], split[1])
@@ -251,7 +256,7 @@ async def run(args: argparse.Namespace) -> None:
             results = [await measure(router, gap, args.requests) for gap in args.gaps]
         finally:
             await router.stop()
-        print(table(target, results), flush=True)
+        print(table(f"{target}{', streaming' if args.stream else ''}", results), flush=True)
         placement = ("one core: nothing pinned" if split is None else
                      f"simulator on CPU {sorted(split[0])}, router on CPU {sorted(split[1])}")
         print(f"({placement}; {args.requests} requests per gap, one at a time)")
@@ -263,7 +268,8 @@ def each_in_its_own_process(args: argparse.Namespace) -> None:
     for target in args.targets:
         subprocess.run([sys.executable, "-m", "bench.cold_path", "--targets", target,
                         "--gaps", ",".join(f"{g:g}" for g in args.gaps),
-                        "--requests", str(args.requests), "--warm-up", str(args.warm_up)],
+                        "--requests", str(args.requests), "--warm-up", str(args.warm_up),
+                        *(["--stream"] if args.stream else [])],
                        check=True)
 
 
@@ -279,6 +285,8 @@ def main() -> None:
                         help="requests per gap (default: %(default)s)")
     parser.add_argument("--warm-up", type=int, default=50,
                         help="requests before measuring (default: %(default)s)")
+    parser.add_argument("--stream", action="store_true",
+                        help="streamed answers (SSE, usage included) instead of whole ones")
     args = parser.parse_args()
     if len(args.targets) > 1:
         each_in_its_own_process(args)

@@ -21,7 +21,6 @@ from router.providers.http1 import (
     Response,
     ResponseBroken,
     Target,
-    lines,
     request_head,
 )
 
@@ -92,21 +91,49 @@ class PassthroughProvider:
 
 
 async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent]:
-    """Upstream SSE lines → events; a stream that ends before `[DONE]` is an error."""
-    async for line in lines(chunks):
-        if not line.startswith(_DATA):
-            continue
-        payload = line[len(_DATA):].strip()
-        if payload == b"[DONE]":
+    """Upstream SSE body chunks → events; a stream that ends before `[DONE]` is an error.
+
+    Splits the lines itself (as `http1.lines` does) instead of reading them from another
+    generator: every event passes one generator fewer between the socket and the client, and
+    the blank line that ends each event is dropped here instead of yielded."""
+    pending = b""
+    async for chunk in chunks:
+        if pending:
+            chunk = pending + chunk
+        split = chunk.split(b"\n")
+        pending = split.pop()
+        for line in split:
+            event = _event_of(line)
+            if event is _DONE:
+                return
+            if event is not None:
+                yield event
+    if pending:  # a last line without its line feed
+        event = _event_of(pending)
+        if event is _DONE:
             return
-        try:
-            chunk = orjson.loads(payload)
-        except orjson.JSONDecodeError as exc:
-            raise ResponseBroken("malformed chunk from upstream") from exc
-        if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
-            raise from_status(502, str(chunk["error"])[:300])
-        yield chunk_event(payload, chunk)
+        if event is not None:
+            yield event
     raise ResponseBroken("upstream stream ended before [DONE]")
+
+
+_DONE = StreamEvent(data=b"[DONE]", has_content=False)  # the end marker, never relayed
+
+
+def _event_of(line: bytes) -> StreamEvent | None:
+    """One SSE line: its event, `_DONE`, or None for a line that carries no data."""
+    if not line.startswith(_DATA):
+        return None
+    payload = line[len(_DATA):].strip()
+    if payload == b"[DONE]":
+        return _DONE
+    try:
+        chunk = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise ResponseBroken("malformed chunk from upstream") from exc
+    if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+        raise from_status(502, str(chunk["error"])[:300])
+    return chunk_event(payload, chunk)
 
 
 def _status_error(status: int, raw: bytes, headers: Mapping[str, str]) -> Exception:

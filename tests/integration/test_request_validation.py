@@ -94,10 +94,13 @@ def _upstream_requests(sim: Running, model: str) -> int:
     return int(stats.get(model, {}).get("requests", 0))
 
 
-def _breaker(gateway: Running, deployment: str) -> tuple[object, ...]:
-    """The deployment's breaker state and window counts (not its clock readings)."""
+def _breaker(gateway: Running, deployment: str) -> tuple[object, ...] | None:
+    """The deployment's breaker state and window counts (not its clock readings); None while
+    no request has reached it (a test run on its own, or before the ones that call it)."""
     health = httpx.get(f"{gateway.base_url}/v1/health/deployments", timeout=5).json()
-    entry = next(d for d in health["deployments"] if d["deployment"] == deployment)
+    entry = next((d for d in health["deployments"] if d["deployment"] == deployment), None)
+    if entry is None:
+        return None
     return tuple(entry[k] for k in ("state", "consecutive_failures", "window_requests",
                                     "window_failures"))
 

@@ -44,8 +44,14 @@ import orjson
 import uvloop
 
 from bench.procstat import pin, split_cores
-from bench.vs_litellm import CONFIGS, PROMPT, TARGETS, start_otlp_sink, telemetry_env
-from tests.support.procs import PYTHON, ManagedProcess, free_port
+from bench.vs_litellm import (
+    CONFIGS,
+    PROMPT,
+    TARGETS,
+    start_bench_simulator,
+    start_otlp_sink,
+    telemetry_env,
+)
 
 # (label, module, attribute path): functions whose CPU time is a phase of the request.
 PHASES: tuple[tuple[str, str, str], ...] = (
@@ -234,18 +240,12 @@ async def run(args: argparse.Namespace) -> None:
     sink, otlp = start_otlp_sink()
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         work = Path(tmp)
-        profile = work / "profile.json"
-        profile.write_text((CONFIGS / "sim_profile.json").read_text())
-        port = free_port()
-        sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(port),
-                              "--profile", str(profile)], port,
-                             ready_url=f"http://127.0.0.1:{port}/v1/models",
-                             log_path=work / "sim.log").start()
+        sim, sim_base = start_bench_simulator(work)
         stack.callback(sim.stop)
         stack.callback(sink.shutdown)
         split = split_cores()
         target = args.targets[0]
-        router = build_router(target, work, f"http://127.0.0.1:{port}", otlp, args.stream)
+        router = build_router(target, work, sim_base, otlp, args.stream)
         if split is not None:  # after building: the exporters' threads are pinned too
             pin([sim.pid], split[0])
             pin([os.getpid()], split[1])

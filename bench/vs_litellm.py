@@ -84,6 +84,19 @@ def ensure_litellm(venv: Path, requirements: Path) -> Path:
     return binary
 
 
+def start_bench_simulator(work: Path) -> tuple[ManagedProcess, str]:
+    """The provider simulator with the benchmarks' profile (`bench/configs/sim_profile.json`),
+    logging into `work`; the process and its base URL."""
+    profile = work / "profile.json"
+    profile.write_text((CONFIGS / "sim_profile.json").read_text())
+    port = free_port()
+    sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(port),
+                          "--profile", str(profile)], port,
+                         ready_url=f"http://127.0.0.1:{port}/v1/models",
+                         log_path=work / "sim.log").start()
+    return sim, f"http://127.0.0.1:{port}"
+
+
 def substitute(text: str, values: dict[str, str]) -> str:
     for key, value in values.items():
         text = text.replace("${" + key + "}", value)
@@ -223,14 +236,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        profile = work / "profile.json"
-        profile.write_text((CONFIGS / "sim_profile.json").read_text())
-        sim_port = free_port()
-        sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(sim_port),
-                              "--profile", str(profile)], sim_port,
-                             ready_url=f"http://127.0.0.1:{sim_port}/v1/models",
-                             log_path=work / "sim.log").start()
-        env = {"SIM_BASE": f"http://127.0.0.1:{sim_port}", "BENCH_CACHE_DIR": str(work / "cache"),
+        sim, sim_base = start_bench_simulator(work)
+        env = {"SIM_BASE": sim_base, "BENCH_CACHE_DIR": str(work / "cache"),
                "BENCH_TENANT_KEY": "sk-bench-" + secrets.token_urlsafe(24),
                "LITELLM_MASTER_KEY": "sk-" + secrets.token_urlsafe(32), "OTLP_ENDPOINT": otlp}
         targets: list[Running] = []

@@ -361,15 +361,20 @@ class Response:
             self._connection.abort()
 
 
+def split_lines(pending: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
+    """The line left unfinished so far and a new body chunk → the lines finished now (without
+    their line feed) and the one left unfinished: SSE framing."""
+    split = (pending + chunk if pending else chunk).split(b"\n")
+    rest = split.pop()
+    return split, rest
+
+
 async def lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Body chunks → lines without their line feed (and a last unterminated one): SSE framing."""
+    """Body chunks → lines without their line feed (and a last unterminated one)."""
     pending = b""
     async for chunk in chunks:
-        if pending:
-            chunk = pending + chunk
-        split = chunk.split(b"\n")
-        pending = split.pop()
-        for line in split:
+        done, pending = split_lines(pending, chunk)
+        for line in done:
             yield line
     if pending:
         yield pending

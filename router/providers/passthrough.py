@@ -22,6 +22,7 @@ from router.providers.http1 import (
     ResponseBroken,
     Target,
     request_head,
+    split_lines,
 )
 
 _DATA = b"data:"
@@ -93,27 +94,23 @@ class PassthroughProvider:
 async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent]:
     """Upstream SSE body chunks → events; a stream that ends before `[DONE]` is an error.
 
-    Splits the lines itself (as `http1.lines` does) instead of reading them from another
-    generator: every event passes one generator fewer between the socket and the client, and
-    the blank line that ends each event is dropped here instead of yielded."""
+    Splits the lines itself instead of reading them from `http1.lines`: every event passes one
+    generator fewer between the socket and the client, and the blank line that ends each
+    event is dropped here instead of yielded."""
     pending = b""
-    async for chunk in chunks:
-        if pending:
-            chunk = pending + chunk
-        split = chunk.split(b"\n")
-        pending = split.pop()
-        for line in split:
+    ended = False
+    while not ended:
+        chunk = await anext(chunks, None)
+        if chunk is None:  # the body ended: a last line without its line feed counts too
+            ended, done = True, [pending]
+        else:
+            done, pending = split_lines(pending, chunk)
+        for line in done:
             event = _event_of(line)
             if event is _DONE:
                 return
             if event is not None:
                 yield event
-    if pending:  # a last line without its line feed
-        event = _event_of(pending)
-        if event is _DONE:
-            return
-        if event is not None:
-            yield event
     raise ResponseBroken("upstream stream ended before [DONE]")
 
 

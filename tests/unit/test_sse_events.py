@@ -1,0 +1,65 @@
+"""The pass-through adapter reads an upstream SSE body into the same events however the body
+is cut into chunks (inside a line, between the two line feeds of an event, a last line with
+no line feed), and a body that ends before `data: [DONE]` is an error."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from itertools import pairwise
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from router.providers.http1 import ResponseBroken
+from router.providers.passthrough import _sse_events
+
+EVENTS = [
+    {"choices": [{"index": 0, "delta": {"role": "assistant"}}]},
+    {"choices": [{"index": 0, "delta": {"content": "Hel"}}]},
+    {"choices": [{"index": 0, "delta": {"content": "lo"}}]},
+    {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}},
+]
+
+
+def body(done: bool, final_feed: bool = True) -> bytes:
+    lines = [b": keep-alive"] + [b"data: " + orjson.dumps(e) for e in EVENTS]
+    if done:
+        lines.append(b"data: [DONE]")
+    text = b"\n\n".join(lines)
+    return text + b"\n\n" if final_feed else text
+
+
+async def _chunks(data: bytes, cuts: list[int]) -> AsyncIterator[bytes]:
+    edges = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
+    for start, stop in pairwise(edges):
+        if stop > start:
+            yield data[start:stop]
+
+
+def read(data: bytes, cuts: list[int]) -> list[tuple[bytes, bool, bool]]:
+    async def collect() -> list[tuple[bytes, bool, bool]]:
+        return [(e.data, e.has_content, e.usage_only)
+                async for e in _sse_events(_chunks(data, cuts))]
+    return asyncio.run(collect())
+
+
+# (payload, has content, usage only) per event: the role chunk has no content
+EXPECTED = [(orjson.dumps(event), flags[0], flags[1]) for event, flags in zip(
+    EVENTS, [(False, False), (True, False), (True, False), (False, True)], strict=True)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=12),
+       final_feed=st.booleans())
+def test_any_chunking_gives_the_same_events(cuts: list[int], final_feed: bool) -> None:
+    assert read(body(done=True, final_feed=final_feed), cuts) == EXPECTED
+
+
+@settings(max_examples=50, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=6))
+def test_a_body_without_done_is_broken(cuts: list[int]) -> None:
+    with pytest.raises(ResponseBroken):
+        read(body(done=False), cuts)

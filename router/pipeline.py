@@ -23,7 +23,7 @@ from router.api.schemas import ChatCompletionRequest, FunctionTool
 from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
 from router.errors import RequestError
-from router.execution.hedging import HedgeInputs, plan_hedge
+from router.execution.hedging import HedgeInputs, plan_hedge, refusal_before_prediction
 from router.execution.runner import CommittedStream, Plan, Runner
 from router.outcomes import Outcome
 from router.prefix import affinity_order, marked_bodies
@@ -288,16 +288,16 @@ class ChatPipeline:
 
     def _hedge_plan(self, policy: TaskPolicy | None, facts: RequestFacts, decision: Decision,
                     side_effecting: bool, deadline: float) -> float | None:
-        if (self._hedge_delay is None or policy is None or not policy.hedging
-                or len(decision.deployments) < 2):
-            # No hedge whatever the prediction says (`plan_hedge` refuses both): skip reading
-            # the TTFT sketch, which costs ~30 us of a request when requests come far apart.
+        if self._hedge_delay is None or policy is None or not decision.deployments:
             return None
-        predicted = self._hedge_delay(decision.deployments[0], facts.task, facts.prompt_tokens)
-        plan = plan_hedge(HedgeInputs(
+        inputs = HedgeInputs(
             policy_allows=policy.hedging, task=facts.task, risk=facts.risk,
             side_effecting=side_effecting, has_alternate=len(decision.deployments) > 1,
-            predicted_ttft_s=predicted, remaining_s=deadline - self._clock()))
+            predicted_ttft_s=None, remaining_s=deadline - self._clock())
+        if refusal_before_prediction(inputs) is not None:
+            return None  # the TTFT sketch is read only for a request that may hedge
+        predicted = self._hedge_delay(decision.deployments[0], facts.task, facts.prompt_tokens)
+        plan = plan_hedge(replace(inputs, predicted_ttft_s=predicted))
         return plan.delay_s
 
     async def complete(self, prepared: Prepared,

@@ -67,6 +67,15 @@ def plan_hedge(inputs: HedgeInputs, min_delay_s: float = 0.0) -> HedgePlan:
 
 
 def _refusal(inputs: HedgeInputs) -> str | None:
+    refused = refusal_before_prediction(inputs)
+    if refused is None and inputs.predicted_ttft_s is None:
+        return "no TTFT prediction"
+    return refused
+
+
+def refusal_before_prediction(inputs: HedgeInputs) -> str | None:
+    """Why the request is never hedged whatever its TTFT prediction says, or None: asked first,
+    the caller need not read the prediction (a TTFT sketch) for a request that cannot hedge."""
     if not inputs.policy_allows:
         return "policy does not allow hedging"
     if inputs.task == "action":
@@ -77,8 +86,6 @@ def _refusal(inputs: HedgeInputs) -> str | None:
         return "high risk"
     if not inputs.has_alternate:
         return "no alternate deployment"
-    if inputs.predicted_ttft_s is None:
-        return "no TTFT prediction"
     return None
 
 

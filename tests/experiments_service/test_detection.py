@@ -31,9 +31,14 @@ from tests.support.services import Running
 
 BATCH = 40
 CONCURRENCY = 8
-# Stated bound (both arms together). bench/experiments_sim.py: the library simulation at log sd
+# Stated bounds (both arms together). bench/experiments_sim.py: the library simulation at log sd
 # 0.47 detects in median 200, p95 380 requests; at this service 10 of 10 runs by 280.
 DETECTION_BUDGET = 600
+# The p50 bootstrap interval is a weaker test than the mSPRT on log TTFT (a median uses less of
+# the sample). Alone it excluded 0 by 40-320 requests in 22 of 22 runs (2026-12-02, six of them
+# with both cores kept busy); in two full-suite runs of 2026-12-02 it still covered 0 at 600
+# (differences -7 and -9 ms, intervals ending at +1.6 and +0.2 ms). Its bound is stated apart.
+P50_BUDGET = 1_200
 
 pytestmark = pytest.mark.integration
 
@@ -66,8 +71,8 @@ async def _run_until_detected(gateway: Running) -> Detection:
     """Batches until both the mSPRT has rejected and the p50 interval excludes 0 (or budget)."""
     run = Detection()
     async with client(gateway.base_url) as http:
-        while len(run.seen) < DETECTION_BUDGET and (run.at_sequential is None
-                                                    or run.at_bootstrap is None):
+        while len(run.seen) < P50_BUDGET and (run.at_sequential is None
+                                              or run.at_bootstrap is None):
             calls = [partial(send, http, "chat", f"ttft-{i}")
                      for i in range(len(run.seen), len(run.seen) + BATCH)]
             run.seen += await gather_limited(calls, CONCURRENCY)
@@ -89,6 +94,7 @@ def test_faster_arm_is_detected_with_right_sign_within_stated_requests(
     """The mSPRT on TTFT rejects for `fast`, estimate < 0, sequence < 0, within the budget."""
     rep = detected.at_sequential
     assert rep is not None, f"not detected within {DETECTION_BUDGET} requests: {detected.last}"
+    assert detected.requests_at_sequential <= DETECTION_BUDGET, detected.requests_at_sequential
     primary = _primary(rep, "fast")
     print(f"\nttft experiment: detected after {detected.requests_at_sequential} requests "
           f"(control {primary['n_control']}, fast {primary['n_arm']}); TTFT ratio "
@@ -105,7 +111,7 @@ def test_bootstrap_p50_ttft_interval_excludes_zero_within_stated_requests(
     """Within the budget the report's p50 TTFT difference (bootstrap) is negative and its
     interval excludes 0 (a fixed-time interval: at the mSPRT's rejection it may still cover 0)."""
     rep = detected.at_bootstrap
-    assert rep is not None, f"p50 interval covers 0 after {DETECTION_BUDGET}: {detected.last}"
+    assert rep is not None, f"p50 interval covers 0 after {P50_BUDGET}: {detected.last}"
     p50 = _comparison(rep, "ttft_ms", "p50")
     print(f"\nafter {detected.requests_at_bootstrap} requests p50 TTFT: control "
           f"{p50['control_value']:.1f} ms, fast {p50['arm_value']:.1f} ms, "

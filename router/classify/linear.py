@@ -15,13 +15,13 @@ import io
 import json
 import math
 import zipfile
+from array import array
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise, repeat
-from operator import itemgetter
+from operator import add, itemgetter
 from pathlib import Path
-from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -33,13 +33,6 @@ MODEL_FILE = "model.zip"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
-def _tf_table(size: int) -> npt.NDArray[np.float64]:
-    """Row c: the sublinear term frequency 1 + ln(c) of a count c, and its square."""
-    tf = np.array([1.0 + math.log(c) if c else 0.0 for c in range(size)])
-    return np.ascontiguousarray(np.stack([tf, tf * tf], axis=1))
-
-
-_TF: Final = _tf_table(4096)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +69,8 @@ class LinearModel:
     thresholds: Mapping[str, float]
     # Serving tables, derived from the fields above once (see `predict`).
     _ids: Mapping[str, int] = field(init=False, repr=False, compare=False)
-    _table: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
+    _rows: array[float] = field(init=False, repr=False, compare=False)
+    _width: int = field(init=False, repr=False, compare=False)
     _bias: tuple[float, ...] = field(init=False, repr=False, compare=False)
     _spans: tuple[tuple[str, int, int], ...] = field(init=False, repr=False, compare=False)
     _shift: bool = field(init=False, repr=False, compare=False)
@@ -89,6 +83,9 @@ class LinearModel:
         # the table is the (never used) unknown row. Row i + 1 holds idf_i * weights_i divided
         # by the temperature of each column's head, in float64, and in its last column idf_i ** 2
         # (the squared norm of a token seen once). The bias is divided by the temperature too.
+        # Served from a flat `array('d')`, row after row: a request sums tens of rows, and
+        # numpy's machinery for that is more code and memory to bring back into the CPU's caches
+        # than the sums themselves when requests come far apart (`_scores`).
         idf = self.idf.astype(np.float64)
         n_out = self.weights.shape[1]
         temperature = np.ones(n_out, dtype=np.float64)
@@ -126,7 +123,8 @@ class LinearModel:
         object.__setattr__(self, "_word_ids", tuple(word_ids))
         object.__setattr__(self, "_pair_ids", pair_ids)
         object.__setattr__(self, "_ids", {t: i + 1 for t, i in self.vocab.items()})
-        object.__setattr__(self, "_table", table)
+        object.__setattr__(self, "_rows", array("d", table.ravel().tobytes()))
+        object.__setattr__(self, "_width", n_out + 1)
         object.__setattr__(self, "_bias", tuple(bias.tolist()))
         object.__setattr__(self, "_spans", spans)
         object.__setattr__(self, "_shift", not bound < 600.0)
@@ -191,23 +189,36 @@ class LinearModel:
         return self._scores(known)
 
     def _scores(self, known: list[int]) -> Scores:
-        """The probabilities for the (shifted) ids of the known tokens, repeats included."""
+        """The probabilities for the (shifted) ids of the known tokens, repeats included.
+
+        The rows are summed in plain floats, in the order tokens first occur (the same order
+        on every run), each weighted by its sublinear term frequency 1 + ln(count) when a token
+        repeats; the norm comes from the last column (idf ** 2, weighted by the frequency's
+        square). Requests far apart (a few per second) find these loops' code in the caches
+        where numpy's `take`/`reduce` was not (measured: `python -m bench.cold_path`)."""
         if not known:
             z = list(self._bias)
         else:
+            rows, width = self._rows, self._width
             counts = Counter(known)
-            n = len(counts)
-            rows = self._table.take(np.fromiter(counts, np.intp, n), axis=0)
-            if n == len(known):  # every token once: tf = 1, the norm is sqrt(sum(idf ** 2))
-                sums = np.add.reduce(rows, axis=0).tolist()
+            ids = iter(counts)
+            if len(counts) == len(known):  # every token once: tf = 1
+                start = next(ids) * width
+                sums = rows[start : start + width].tolist()
+                for i in ids:
+                    start = i * width
+                    sums = list(map(add, sums, rows[start : start + width]))
                 inv_norm = 1.0 / math.sqrt(sums[-1])
-            else:  # weights tf and tf ** 2 (for the norm column): rows of the `_TF` table
-                top = max(counts.values())
-                table = _TF if top < len(_TF) else _tf_table(top + 1)
-                weights = table.take(np.fromiter(counts.values(), np.intp, n), axis=0)
-                both = weights.T @ rows
-                sums = both[0].tolist()
-                inv_norm = 1.0 / math.sqrt(float(both[1, -1]))
+            else:
+                sums = [0.0] * width
+                norm2 = 0.0
+                for i, count in counts.items():
+                    start = i * width
+                    row = rows[start : start + width]
+                    tf = 1.0 + math.log(count)
+                    sums = [s + tf * x for s, x in zip(sums, row, strict=True)]
+                    norm2 += tf * tf * row[-1]
+                inv_norm = 1.0 / math.sqrt(norm2)
             z = [s * inv_norm + b for s, b in zip(sums, self._bias, strict=False)]
         if self._shift:
             for _name, start, stop in self._spans:

@@ -18,6 +18,11 @@ baseline (warm); a gap of 200 ms is what each request sees at 5 req/s.
 A phase that awaits (the upstream call) also counts what other tasks ran on the loop while it
 waited: the statistics refresher, which runs on the wake-up that a recorded answer causes.
 The phases overlap (`prepare` holds `classify` and `decide`); `whole request` holds them all.
+
+Two more rows are the request's critical path, what its client waits for: the CPU time from the
+request's arrival to the upstream request's write, and from the upstream answer's head (parsed)
+to the first body bytes sent to the client. Everything else (statistics, telemetry) runs after the
+answer is on its way.
 """
 
 from __future__ import annotations
@@ -66,7 +71,53 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("telemetry (metrics, spans)", "router.telemetry.sink", "TelemetrySink._process"),
 )
 WHOLE = "whole request"
+TO_UPSTREAM = "arrival to upstream write"
+TO_CLIENT = "upstream answer to client"
 LABEL_WIDTH = 40  # the table's first column
+
+
+@dataclass
+class CriticalPath:
+    """This thread's CPU clock at the request's milestones (the first of each, per request)."""
+
+    marks: dict[str, int] = field(default_factory=dict)
+    to_upstream_us: list[float] = field(default_factory=list)
+    to_client_us: list[float] = field(default_factory=list)
+
+    def mark(self, name: str) -> None:
+        self.marks.setdefault(name, time.thread_time_ns())
+
+    def close_request(self) -> None:
+        """File the request's two spans (when its milestones were all seen) and start anew."""
+        m, self.marks = self.marks, {}
+        if {"arrived", "sent", "answered", "client"} <= m.keys():
+            self.to_upstream_us.append((m["sent"] - m["arrived"]) / 1e3)
+            self.to_client_us.append((m["client"] - m["answered"]) / 1e3)
+
+
+@contextlib.contextmanager
+def upstream_marked(path: CriticalPath) -> Iterator[None]:
+    """Mark the pass-through client's first write of each request, and its first wake-up by the
+    answer (its head parsed: the event loop's callbacks into the connection are bound when it
+    opens, so the marks sit on the exchange the connection wakes)."""
+    from router.providers import http1
+
+    connection, exchange = http1._Connection, http1._Exchange
+    send, wake = connection.send, exchange.wake
+
+    def marked_send(self: Any, head: bytes, body: bytes) -> Any:
+        path.mark("sent")
+        return send(self, head, body)
+
+    def marked_wake(self: Any) -> None:
+        path.mark("answered")
+        wake(self)
+
+    connection.send, exchange.wake = marked_send, marked_wake  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        connection.send, exchange.wake = send, wake  # type: ignore[method-assign]
 
 
 @dataclass
@@ -152,8 +203,9 @@ class InProcessRouter:
         if self._lifespan_task is not None:
             await self._lifespan_task
 
-    async def request(self) -> int:
-        """One chat completion, streamed or not, read to its end; its HTTP status."""
+    async def request(self, path: CriticalPath | None = None) -> int:
+        """One chat completion, streamed or not, read to its end; its HTTP status. With `path`,
+        its arrival and its first body bytes to the client are marked there."""
         body_sent = False
         never = asyncio.Event()
         status: list[int] = []
@@ -169,12 +221,16 @@ class InProcessRouter:
         async def send(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status.append(message["status"])
+            elif path is not None and message.get("body"):
+                path.mark("client")
 
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
                  "method": "POST", "scheme": "http", "path": "/v1/chat/completions",
                  "raw_path": b"/v1/chat/completions", "query_string": b"", "root_path": "",
                  "headers": self._headers, "client": ("127.0.0.1", 40000),
                  "server": ("127.0.0.1", 8000), "state": {}}
+        if path is not None:
+            path.mark("arrived")
         await self._app(scope, receive, send)
         return status[0]
 
@@ -202,21 +258,24 @@ class GapResult:
     gap_ms: float
     request_us: list[float]
     phase_us: dict[str, float]  # mean CPU per request
+    path: CriticalPath
 
 
 async def measure(router: InProcessRouter, gap_ms: float, requests: int) -> GapResult:
     times = PhaseTimes()
+    path = CriticalPath()
     per_request: list[float] = []
-    with phases_timed(times):
+    with phases_timed(times), upstream_marked(path):
         for _ in range(requests):
             await asyncio.sleep(gap_ms / 1e3)
             start = time.thread_time_ns()
-            status = await router.request()
+            status = await router.request(path)
             per_request.append((time.thread_time_ns() - start) / 1e3)
+            path.close_request()
             if status != 200:
                 raise RuntimeError(f"the router answered {status}")
     phases = {label: ns / 1e3 / requests for label, ns in times.ns.items()}
-    return GapResult(gap_ms, per_request, phases)
+    return GapResult(gap_ms, per_request, phases, path)
 
 
 def table(target: str, results: list[GapResult]) -> str:
@@ -227,6 +286,11 @@ def table(target: str, results: list[GapResult]) -> str:
                  + "".join(f"{statistics.median(r.request_us):>14.0f}" for r in results))
     lines.append(f"{WHOLE + ' (mean)':<{LABEL_WIDTH}}"
                  + "".join(f"{statistics.fmean(r.request_us):>14.0f}" for r in results))
+    for label, spans in ((TO_UPSTREAM, [r.path.to_upstream_us for r in results]),
+                         (TO_CLIENT, [r.path.to_client_us for r in results])):
+        lines.append(f"{label + ' (median)':<{LABEL_WIDTH}}"
+                     + "".join(f"{statistics.median(v):>14.0f}" if v else f"{'-':>14}"
+                               for v in spans))
     for label, _, _ in PHASES:
         values = [r.phase_us.get(label) for r in results]
         if any(v is not None for v in values):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from bench.cold_path import LABEL_WIDTH, PHASES, WHOLE
+from bench.cold_path import LABEL_WIDTH, PHASES, TO_CLIENT, TO_UPSTREAM, WHOLE
 from bench.vs_litellm import ROOT
 from tests.support.procs import PYTHON
 
@@ -25,6 +25,10 @@ def test_every_per_request_phase_is_timed_at_each_gap() -> None:
     assert rows["phase"] == ["gap", "0", "ms", "gap", "20", "ms"]
     whole = [float(v) for v in rows[f"{WHOLE} (median)"]]
     assert len(whole) == 2 and all(v > 0 for v in whole)
+    for label in (TO_UPSTREAM, TO_CLIENT):  # the critical path's two stretches, each inside
+        values = [float(v) for v in rows[f"{label} (median)"]]  # the whole request's CPU
+        assert len(values) == 2 and all(0 < v < w for v, w in zip(values, whole, strict=True)), (
+            label, values)
     assert set(PER_REQUEST) <= {label for label, _, _ in PHASES}
     for label in PER_REQUEST:
         values = [float(v) for v in rows[f"{label} (mean)"]]

@@ -16,6 +16,12 @@ the connect timeout is this client's.
 A request on a reused connection that fails before a single byte of answer arrived is retried
 once on a new connection: that is a keep-alive connection the server closed while idle, which
 never saw the request.
+
+A reader that has all it needs before the body's end (an SSE stream at its `[DONE]`, whose
+chunked terminator often comes in a later read) calls `Response.finish()`: the connection waits
+for the end on its own, goes back to the pool when it comes, and is closed if it does not come
+within `DRAIN_TIMEOUT_S`. Closing instead cost streams at low rates a new connection (and its
+handshake, before the next first token) for every other request.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import httptools
 
 HIGH_WATER_BYTES = 1 << 20  # a stream's unread bytes above which reading from the socket pauses
 LOW_WATER_BYTES = 1 << 18
+DRAIN_TIMEOUT_S = 1.0  # how long a finished reader's connection waits for the body's end
 
 
 class HttpClientError(Exception):
@@ -144,6 +151,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.idle_since = 0.0
         self._paused = False
+        self._drain_timer: asyncio.TimerHandle | None = None
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -197,6 +205,9 @@ class _Connection(asyncio.Protocol):
         assert exchange is not None
         exchange.complete = True
         self.exchange = None
+        if self._drain_timer is not None:
+            self._drain_timer.cancel()
+            self._drain_timer = None
         exchange.wake()
         if self._paused and self.transport is not None:
             self._paused = False
@@ -220,6 +231,18 @@ class _Connection(asyncio.Protocol):
                 and self.transport is not None):
             self._paused = False
             self.transport.resume_reading()
+
+    def drain(self, exchange: _Exchange) -> None:
+        """The reader is done before the body's end: back to the pool once the end arrives
+        (`on_message_complete`), closed if it has not arrived within `DRAIN_TIMEOUT_S`."""
+        if self.exchange is exchange and self._drain_timer is None and not self.closed:
+            self._drain_timer = asyncio.get_running_loop().call_later(
+                DRAIN_TIMEOUT_S, self._drain_expired, exchange)
+
+    def _drain_expired(self, exchange: _Exchange) -> None:
+        self._drain_timer = None
+        if self.exchange is exchange:
+            self.abort()
 
     def abort(self) -> None:
         """Close at once (an unfinished exchange is never reused)."""
@@ -317,12 +340,14 @@ class _OriginPool:
 class Response:
     """An answer's status and headers; its body read whole (`read`) or in chunks (`chunks`).
 
-    Leaving before the end (an exception, a cancellation, `close`) closes the connection.
+    Leaving before the end (an exception, a cancellation, `close`) closes the connection, unless
+    the reader said it has all it needs (`finish`).
     """
 
     def __init__(self, connection: _Connection, exchange: _Exchange) -> None:
         self._connection = connection
         self._exchange = exchange
+        self._finished = False
         self.status = exchange.status
         self.headers: Mapping[str, str] = exchange.headers
 
@@ -355,9 +380,16 @@ class Response:
         finally:
             self.close()
 
-    def close(self) -> None:
-        """Give up on the rest of the answer (a finished one needs nothing)."""
+    def finish(self) -> None:
+        """The reader has all it needs: the rest is only the body's end, which the connection
+        awaits on its own before it is reused (`_Connection.drain`)."""
+        self._finished = True
         if not self._exchange.complete:
+            self._connection.drain(self._exchange)
+
+    def close(self) -> None:
+        """Give up on the rest of the answer (a complete or finished one needs nothing)."""
+        if not self._exchange.complete and not self._finished:
             self._connection.abort()
 
 

@@ -85,8 +85,10 @@ class PassthroughProvider:
             try:
                 async for event in _sse_events(response.chunks(deadline)):
                     yield event
-            finally:
+            except BaseException:
                 response.close()
+                raise
+            response.finish()  # `[DONE]` came: the connection is reused once the body ends
         except Exception as exc:
             raise map_exception(exc) from exc
 

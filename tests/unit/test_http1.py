@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from router.providers import http1
 from router.providers.http1 import (
     HIGH_WATER_BYTES,
     Http1Client,
@@ -236,6 +237,87 @@ async def test_connection_limit_queues_requests_on_one_connection() -> None:
         await client.aclose()
     assert answers == [b"{}"] * 3
     assert server.connections == 1
+
+
+class LateEnd:
+    """A server script: each request gets a chunked SSE answer whose last event (`[DONE]`) is
+    sent, then the body's terminating chunk `end_after_s` later (never, when None)."""
+
+    def __init__(self, end_after_s: float | None) -> None:
+        self.end_after_s = end_after_s
+        self.server: ScriptedServer | None = None
+        self.hung_up = asyncio.Event()
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       _: int) -> None:
+        assert self.server is not None
+        while True:
+            await self.server.read_request(reader)
+            piece = b"data: [DONE]\n\n"
+            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+                         + f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            await writer.drain()
+            if self.end_after_s is None:
+                await reader.read()  # until the client hangs up
+                self.hung_up.set()
+                return
+            await asyncio.sleep(self.end_after_s)
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+
+
+@asynccontextmanager
+async def serving_late_end(end_after_s: float | None
+                           ) -> AsyncIterator[tuple[ScriptedServer, Target, LateEnd]]:
+    script = LateEnd(end_after_s)
+    async with serving(script) as (server, target):
+        script.server = server
+        yield server, target, script
+
+
+async def _read_until_done(client: Http1Client, target: Target) -> None:
+    """What the pass-through adapter does with a stream: read to `[DONE]`, then `finish`."""
+    response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
+    async for piece in response.chunks():
+        if b"[DONE]" in piece:
+            break
+    response.finish()
+
+
+async def test_a_stream_finished_before_its_end_reuses_the_connection_once_the_end_comes(
+        ) -> None:
+    async with serving_late_end(0.05) as (server, target, _):
+        client = Http1Client()
+        for _ in range(3):
+            await _read_until_done(client, target)
+            await asyncio.sleep(0.1)  # the terminating chunk arrives meanwhile
+        await client.aclose()
+    assert server.connections == 1
+    assert len(server.requests) == 3
+
+
+async def test_a_finished_stream_whose_end_never_comes_is_closed_after_the_drain_timeout(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http1, "DRAIN_TIMEOUT_S", 0.05)
+    async with serving_late_end(None) as (server, target, script):
+        client = Http1Client()
+        await _read_until_done(client, target)
+        await asyncio.wait_for(script.hung_up.wait(), 2.0)  # closed by the timer
+        await _read_until_done(client, target)  # a new connection, not the unfinished one
+        await client.aclose()
+    assert server.connections == 2
+
+
+async def test_a_stream_left_before_it_is_finished_closes_its_connection() -> None:
+    async with serving_late_end(0.05) as (server, target, _):
+        client = Http1Client()
+        response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
+        await anext(response.chunks())
+        response.close()  # no `finish`: the reader gave up
+        await asyncio.wait_for(server.closed_by_client.wait(), 2.0)
+        await _read_until_done(client, target)
+        await client.aclose()
+    assert server.connections == 2
 
 
 async def test_a_stream_larger_than_the_buffer_limit_arrives_whole() -> None:

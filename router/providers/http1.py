@@ -30,7 +30,7 @@ import asyncio
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -360,7 +360,7 @@ class Response:
             raise
         return b"".join(exchange.chunks)
 
-    async def chunks(self, deadline: float | None = None) -> AsyncIterator[bytes]:
+    async def chunks(self, deadline: float | None = None) -> AsyncGenerator[bytes, None]:
         """The body as it arrives; `deadline` (event-loop time) bounds every wait for more."""
         exchange = self._exchange
         try:

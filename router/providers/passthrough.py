@@ -82,13 +82,19 @@ class PassthroughProvider:
         try:
             async with asyncio.timeout_at(deadline):
                 response = await self._post(call, stream=True)
+            chunks = response.chunks(deadline)
             try:
-                async for event in _sse_events(response.chunks(deadline)):
+                async for event in _sse_events(chunks):
                     yield event
             except BaseException:
                 response.close()
                 raise
-            response.finish()  # `[DONE]` came: the connection is reused once the body ends
+            else:
+                response.finish()  # `[DONE]` came: the connection is reused once the body ends
+            finally:
+                # Closed here, not left suspended at `[DONE]` for the event loop's finaliser
+                # (a task of its own, scheduled through the thread-safe wake-up).
+                await chunks.aclose()
         except Exception as exc:
             raise map_exception(exc) from exc
 

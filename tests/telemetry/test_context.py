@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from router.telemetry.context import (
+    TraceContext,
     attempt_span_id,
     attempt_traceparent,
     parse_traceparent,
@@ -61,3 +65,12 @@ def test_root_sampling_follows_the_ratio() -> None:
     assert not any(ratio_sampled(i, 0.0) for i in ids)
     assert all(ratio_sampled(i, 1.0) for i in ids)
     assert 0.2 < share < 0.3
+
+
+@given(st.integers(min_value=1, max_value=(1 << 64) - 1), st.integers(min_value=1, max_value=64))
+def test_attempt_span_ids_are_distinct_nonzero_64_bit_and_not_the_server_span(
+        span_id: int, attempts: int) -> None:
+    trace = TraceContext(trace_id=1, span_id=span_id, parent_span_id=None, sampled=True)
+    ids = [attempt_span_id(trace, n) for n in range(1, attempts + 1)]
+    assert all(0 < i < 1 << 64 for i in ids)
+    assert len(set(ids) | {span_id}) == attempts + 1

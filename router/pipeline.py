@@ -271,7 +271,9 @@ class ChatPipeline:
         side_effecting = is_side_effecting(labels)
         body = upstream_body(raw, caller.tenant)
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
-                    side_effecting=side_effecting, bodies=marked_bodies(body, caller.tenant),
+                    side_effecting=side_effecting,
+                    bodies=marked_bodies(body, caller.tenant,
+                                         {d.prompt_cache_kind for d in deployments}),
                     prompt_tokens=facts.prompt_tokens,
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
                                                    deadline))

@@ -9,7 +9,7 @@ Pure functions; the marking itself lives in `cache.prefix`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from cache.prefix import choose_replica, mark_prefix, prefix_fingerprint
@@ -20,14 +20,18 @@ MIN_PREFIX_CHARS = 4096
 
 
 def marked_bodies(body: Mapping[str, Any], tenant: str,
+                  kinds: Collection[str] = ("anthropic", "openai"),
                   min_chars: int = MIN_PREFIX_CHARS) -> dict[str, dict[str, Any]]:
-    """The upstream body per prompt-cache kind, when its prefix is worth caching."""
+    """The upstream body per prompt-cache kind among `kinds` (those of the deployments that may
+    serve it), when its prefix is worth caching."""
     messages = body.get("messages")
     tools = body.get("tools")
     if not isinstance(messages, list):
         return {}
     bodies: dict[str, dict[str, Any]] = {}
     for kind in ("anthropic", "openai"):
+        if kind not in kinds:
+            continue
         marked = mark_prefix(messages, tools if isinstance(tools, list) else None, kind,
                              tenant=tenant, min_prefix_chars=min_chars)
         if marked.prompt_cache_key is None and list(marked.messages) == messages:

@@ -25,3 +25,13 @@ def test_a_clients_own_prompt_cache_key_stays_within_its_tenant() -> None:
     assert marked["prompt_cache_key"] == upstream_body(long_prefix, "acme")["prompt_cache_key"]
     assert "prompt_cache_key" not in upstream_body({k: v for k, v in body.items()
                                                     if k != "prompt_cache_key"}, "acme")
+
+
+def test_bodies_are_marked_only_for_the_prompt_cache_kinds_asked_for() -> None:
+    """A plan whose deployments have no provider prompt cache (`other`) gets no marked body;
+    one with only OpenAI deployments gets only OpenAI's."""
+    body = upstream_body({"model": "auto", "messages": [
+        {"role": "system", "content": "x" * 5000}, {"role": "user", "content": "hi"}]}, "acme")
+    assert set(marked_bodies(body, "acme")) == {"anthropic", "openai"}
+    assert set(marked_bodies(body, "acme", {"openai", "other"})) == {"openai"}
+    assert marked_bodies(body, "acme", {"other"}) == {}

@@ -64,9 +64,18 @@ class Role(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Check:
+    """One check's verdict and why. The why (`detail`, for the explain endpoint and error
+    messages) is formatted only when read, from a literal `template` and its `values`: most
+    requests never read it, and a decision formats ten of them."""
+
     name: CheckName
     passed: bool
-    detail: str
+    template: str
+    values: tuple[object, ...] = ()
+
+    @property
+    def detail(self) -> str:
+        return self.template.format(*self.values) if self.values else self.template
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,75 +92,76 @@ class Verdict:
 
 
 def floor_threshold(floor: QualityFloor, task: Task,
-                    quality: QualityTable) -> tuple[float | None, str]:
-    """The floor's value for this task, or None with the reason when it cannot be known."""
+                    quality: QualityTable) -> tuple[float | None, str, tuple[object, ...]]:
+    """The floor's value for this task (None when it cannot be known), and the rule or the
+    reason as a `Check` template and its values."""
     if floor.min is not None:
-        return floor.min, f"{floor.metric} >= {floor.min:.3f}"
+        return floor.min, "{} >= {:.3f}", (floor.metric, floor.min)
     assert floor.relative_to is not None and floor.ratio is not None
     reference = quality.get(floor.relative_to, task, floor.metric)
     if reference is None:
         refused = quality.refusal(floor.relative_to, task, floor.metric)
         if refused is not None:
-            return None, (f"eval of reference {floor.relative_to} for {task}/{floor.metric} "
-                          f"set aside: {refused}")
-        return None, f"no eval of reference {floor.relative_to} for {task}/{floor.metric}"
+            return (None, "eval of reference {} for {}/{} set aside: {}",
+                    (floor.relative_to, task, floor.metric, refused))
+        return None, "no eval of reference {} for {}/{}", (floor.relative_to, task, floor.metric)
     value = floor.ratio * reference.mean
-    return value, f"{floor.metric} >= {floor.ratio:g} x {floor.relative_to} ({value:.3f})"
+    return value, "{} >= {:g} x {} ({:.3f})", (floor.metric, floor.ratio, floor.relative_to, value)
 
 
 def floor_check(floor: QualityFloor | None, model: str, task: Task,
                 quality: QualityTable) -> Check:
     if floor is None:
         return Check(CheckName.FLOOR, True, "no quality floor")
-    threshold, rule = floor_threshold(floor, task, quality)
+    threshold, rule, rule_values = floor_threshold(floor, task, quality)
     if threshold is None:
-        return Check(CheckName.FLOOR, False, rule)
+        return Check(CheckName.FLOOR, False, rule, rule_values)
     result = quality.get(model, task, floor.metric)
     if result is None:
         refused = quality.refusal(model, task, floor.metric)
         if refused is not None:
-            return Check(CheckName.FLOOR, False,
-                         f"eval of {model} for {task}/{floor.metric} set aside: {refused}; {rule}")
-        return Check(CheckName.FLOOR, False,
-                     f"no eval of {model} for {task}/{floor.metric}; {rule}")
+            return Check(CheckName.FLOOR, False, "eval of {} for {}/{} set aside: {}; " + rule,
+                         (model, task, floor.metric, refused, *rule_values))
+        return Check(CheckName.FLOOR, False, "no eval of {} for {}/{}; " + rule,
+                     (model, task, floor.metric, *rule_values))
     passed = result.lower >= threshold
     return Check(CheckName.FLOOR, passed,
-                 f"lower bound {result.lower:.3f} (mean {result.mean:.3f}, n={result.n}) "
-                 f"{'>=' if passed else '<'} floor; {rule}")
+                 "lower bound {:.3f} (mean {:.3f}, n={}) {} floor; " + rule,
+                 (result.lower, result.mean, result.n, ">=" if passed else "<", *rule_values))
 
 
 def _fits(facts: RequestFacts, deployment: DeploymentFacts) -> Check:
     needed = facts.prompt_tokens + facts.max_output_tokens
     if deployment.context_window is not None and needed > deployment.context_window:
-        return Check(CheckName.FITS, False,
-                     f"needs {needed} tokens > window {deployment.context_window}")
+        return Check(CheckName.FITS, False, "needs {} tokens > window {}",
+                     (needed, deployment.context_window))
     if facts.needs_tools and not deployment.supports_tools:
         return Check(CheckName.FITS, False,
                      "request declares tools; deployment has no tool support")
     if facts.needs_json and not deployment.supports_json:
         return Check(CheckName.FITS, False, "request asks for JSON; deployment has no JSON mode")
-    return Check(CheckName.FITS, True, f"{needed} tokens fit")
+    return Check(CheckName.FITS, True, "{} tokens fit", (needed,))
 
 
 def risk_check(policy: TaskPolicy, facts: RequestFacts, deployment: DeploymentFacts) -> Check:
     """The policy's rule for the request's risk: the models it allows, zero data retention."""
     rule = policy.risk.get(facts.risk)
     if rule is None:
-        return Check(CheckName.RISK, True, f"no rule for risk {facts.risk}")
+        return Check(CheckName.RISK, True, "no rule for risk {}", (facts.risk,))
     if rule.candidates is not None and deployment.model not in rule.candidates:
-        return Check(CheckName.RISK, False,
-                     f"risk {facts.risk} allows only {', '.join(rule.candidates)}")
+        return Check(CheckName.RISK, False, "risk {} allows only {}",
+                     (facts.risk, ", ".join(rule.candidates)))
     if rule.require_zero_data_retention and not deployment.zero_data_retention:
-        return Check(CheckName.RISK, False, f"risk {facts.risk} requires zero data retention")
-    return Check(CheckName.RISK, True, f"risk {facts.risk} rule met")
+        return Check(CheckName.RISK, False, "risk {} requires zero data retention", (facts.risk,))
+    return Check(CheckName.RISK, True, "risk {} rule met", (facts.risk,))
 
 
 def _budget(policy: TaskPolicy, cost: float) -> Check:
     ceiling = policy.max_cost_per_request_usd
     if ceiling is None:
         return Check(CheckName.BUDGET, True, "no cost ceiling")
-    return Check(CheckName.BUDGET, cost <= ceiling,
-                 f"worst case ${cost:.6f} vs ceiling ${ceiling:g}")
+    return Check(CheckName.BUDGET, cost <= ceiling, "worst case ${:.6f} vs ceiling ${:g}",
+                 (cost, ceiling))
 
 
 def worst_case_cost(facts: RequestFacts, deployment: DeploymentFacts) -> float:

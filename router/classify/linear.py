@@ -33,8 +33,6 @@ MODEL_FILE = "model.zip"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class Head:
     """One output of the model: its labels, its columns in the weight matrix, its temperature."""
@@ -200,25 +198,18 @@ class LinearModel:
             z = list(self._bias)
         else:
             rows, width = self._rows, self._width
-            counts = Counter(known)
-            ids = iter(counts)
-            if len(counts) == len(known):  # every token once: tf = 1
-                start = next(ids) * width
-                sums = rows[start : start + width].tolist()
-                for i in ids:
-                    start = i * width
-                    sums = list(map(add, sums, rows[start : start + width]))
-                inv_norm = 1.0 / math.sqrt(sums[-1])
-            else:
-                sums = [0.0] * width
-                norm2 = 0.0
-                for i, count in counts.items():
-                    start = i * width
-                    row = rows[start : start + width]
+            sums, norm2 = [0.0] * width, 0.0
+            for i, count in Counter(known).items():
+                start = i * width
+                row = rows[start : start + width]
+                if count == 1:  # most tokens: tf = 1, the row as it is
+                    sums = list(map(add, sums, row))
+                    norm2 += row[-1]
+                else:
                     tf = 1.0 + math.log(count)
                     sums = [s + tf * x for s, x in zip(sums, row, strict=True)]
                     norm2 += tf * tf * row[-1]
-                inv_norm = 1.0 / math.sqrt(norm2)
+            inv_norm = 1.0 / math.sqrt(norm2)
             z = [s * inv_norm + b for s, b in zip(sums, self._bias, strict=False)]
         if self._shift:
             for _name, start, stop in self._spans:

@@ -86,15 +86,13 @@ class PassthroughProvider:
             try:
                 async for event in _sse_events(chunks):
                     yield event
-            except BaseException:
-                response.close()
-                raise
-            else:
                 response.finish()  # `[DONE]` came: the connection is reused once the body ends
             finally:
                 # Closed here, not left suspended at `[DONE]` for the event loop's finaliser
-                # (a task of its own, scheduled through the thread-safe wake-up).
+                # (a task of its own, scheduled through the thread-safe wake-up); an answer
+                # left before it was finished closes its connection.
                 await chunks.aclose()
+                response.close()
         except Exception as exc:
             raise map_exception(exc) from exc
 

@@ -39,9 +39,23 @@ def register_cache(metrics: RouterMetrics, cache: CacheMetrics) -> None:
         yield snap.time_saved_s, {"kind": "result_hits"}
         yield snap.ttft_saved_s, {"kind": "prefix_ttft"}
 
+    def prompt_cache_answers() -> Iterable[tuple[float, Labels]]:
+        snap = cache.snapshot()
+        yield float(snap.prefix_hits), {"cached": "yes"}
+        yield float(snap.prefix_requests - snap.prefix_hits), {"cached": "no"}
+
+    def prompt_cache_tokens() -> Iterable[tuple[float, Labels]]:
+        yield float(cache.snapshot().prefix_cached_tokens), {}
+
     metrics.register_gauge("slorouter.cache.events", counts, "result-cache events since start")
     metrics.register_gauge("slorouter.cache.time_saved", saved, "seconds saved by the cache",
                            unit="s")
+    metrics.register_gauge("slorouter.prompt_cache.answers", prompt_cache_answers,
+                           "provider answers whose usage was read since start, by whether they "
+                           "read prompt tokens from the provider's prompt cache")
+    metrics.register_gauge("slorouter.prompt_cache.cached_tokens", prompt_cache_tokens,
+                           "prompt tokens providers read from their prompt caches since start",
+                           unit="{token}")
 
 
 def register(metrics: RouterMetrics, breakers: BreakerRegistry, slo: SloTracker) -> None:

@@ -47,3 +47,25 @@ def test_bypass_reasons_and_time_saved_are_exported(gateway: Gateway, caller: Ca
     samples = cache_samples(gateway.base_url)
     assert any("nondeterministic" in name and value > 0 for name, value in samples)
     assert any("saved" in name and value > 0 for name, value in samples)
+
+
+def _sample(samples: list[tuple[str, float]], name: str, label: str = "") -> float:
+    return sum(value for sample, value in samples
+               if sample.split("{")[0] == name and label in sample)
+
+
+def test_provider_prompt_cache_use_is_exported(gateway: Gateway, caller: Caller) -> None:
+    """`/metrics` shows how often providers read prompt tokens from their prompt caches, and how
+    many: two answers from upstream (nondeterministic, so the result cache is bypassed) share a
+    system prompt, and the second reads it from the simulator's prefix cache."""
+    before = cache_samples(gateway.base_url)
+    first, second = unique_messages("prompt-cache"), unique_messages("prompt-cache")
+    for messages in (first, [first[0], second[1]]):
+        assert caller.chat(messages, temperature=0.5).status == 200
+    after = cache_samples(gateway.base_url)
+    answers = "slorouter_prompt_cache_answers"
+    grew = {label: _sample(after, answers, label) - _sample(before, answers, label)
+            for label in ('cached="yes"', 'cached="no"')}
+    assert sum(grew.values()) == 2 and grew['cached="yes"'] >= 1, grew
+    tokens = "slorouter_prompt_cache_cached_tokens"
+    assert _sample(after, tokens) > _sample(before, tokens)

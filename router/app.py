@@ -1,9 +1,9 @@
 """The composition root: the one place that wires concrete classes into the ASGI app.
 
 `build_app` takes already-built parts (config, classifier, providers, sinks, readiness checks,
-optionally the admission controller, idempotency store, result cache, and the `OpenStreams`
-that a shutting-down server ends when its grace is over), so tests and benchmarks can compose
-the same app differently; `router.wiring` builds the parts from files and the environment.
+optionally the admission controller, idempotency store, result cache, and the `InFlight`
+requests that a shutting-down server ends when its grace is over), so tests and benchmarks can
+compose the same app differently; `router.wiring` builds the parts from files and the environment.
 Process-wide state (breakers, budgets, latency statistics, SLO windows) is created here, once,
 and shut down in the lifespan.
 """
@@ -40,7 +40,7 @@ from router.api.meta import (
     models_endpoint,
     readyz_endpoint,
 )
-from router.api.sse import OpenStreams
+from router.api.sse import InFlight
 from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.errors import NotFoundError, RequestError
@@ -69,7 +69,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
               stats: StatsStore | None = None,
               experiments: Experiments | None = None,
               telemetry: Telemetry | None = None,
-              streams: OpenStreams | None = None) -> FrontDoor:
+              in_flight: InFlight | None = None) -> FrontDoor:
     server = config.source.server
     execution = execution_state(server.reliability)
     breakers = execution.breakers
@@ -101,7 +101,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         tracer=telemetry.start_trace if telemetry is not None else None,
         captures_content=(telemetry.settings.captures_content if telemetry is not None
                           else lambda _tenant: False),
-        streams=streams)
+        in_flight=in_flight)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

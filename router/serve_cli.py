@@ -24,8 +24,8 @@ from router.logs import event
 
 log = logging.getLogger("slorouter.serve")
 
-# After `shutdown_grace_s` the streams still running are ended with an error event
-# (`server_shutting_down`); uvicorn cancels whatever still runs this much later.
+# After `shutdown_grace_s` the requests still in flight are ended with a `server_shutting_down`
+# error (a 503, or a stream's last event); uvicorn cancels whatever still runs this much later.
 FAREWELL_S = 1  # whole seconds: uvicorn takes an int
 
 
@@ -86,7 +86,7 @@ def start_simulator(environ: dict[str, str]) -> subprocess.Popen[bytes]:
 
 def serve(args: argparse.Namespace) -> int:
     from router import logs
-    from router.api.sse import OpenStreams
+    from router.api.sse import InFlight
     from router.errors import ConfigError
     from router.telemetry import redact
     from router.wiring import build_from_config, secret_values
@@ -94,11 +94,11 @@ def serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
     environ = dict(os.environ)
     simulator: subprocess.Popen[bytes] | None = None
-    streams = OpenStreams()
+    in_flight = InFlight()
     try:
         config, simulator = _load(args.config, environ)
         base_dir = args.config.resolve().parent if args.config else _defaults_dir()
-        app, runtime = build_from_config(config, environ, base_dir, streams)
+        app, runtime = build_from_config(config, environ, base_dir, in_flight)
         redact.install(secret_values(config, environ))
     except ConfigError as err:
         print(f"slorouter: {err}", file=sys.stderr)
@@ -114,7 +114,7 @@ def serve(args: argparse.Namespace) -> int:
           deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
     try:
         _run(app, args.host, args.port, args.log_level, config.server.shutdown_grace_s,
-             streams.end_all, lambda: _stop(simulator))
+             in_flight.end_all, lambda: _stop(simulator))
     finally:
         _stop(simulator)
     return 0

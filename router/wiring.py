@@ -25,7 +25,7 @@ from policies.learned_checks import artifact_problems, learned_uses
 from policies.schema import RouterConfig
 from router.api.front import FrontDoor
 from router.api.meta import ReadinessCheck
-from router.api.sse import OpenStreams
+from router.api.sse import InFlight
 from router.app import build_app
 from router.caching import ResultCaching
 from router.classify.types import Classifier
@@ -284,7 +284,7 @@ def secret_values(config: RouterConfig, environ: Mapping[str, str]) -> list[str]
 
 
 def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir: Path,
-                      streams: OpenStreams | None = None) -> tuple[FrontDoor, RuntimeConfig]:
+                      in_flight: InFlight | None = None) -> tuple[FrontDoor, RuntimeConfig]:
     from router.providers.passthrough import PassthroughProvider
 
     runtime, classifier = build_runtime(config, environ, base_dir)
@@ -306,5 +306,5 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
                     checks=readiness_checks(config, runtime, classifier),
                     caching=caching, stats=stats_store(config),
                     idempotency=idempotency_store(config),
-                    experiments=experiments(config), streams=streams)
+                    experiments=experiments(config), in_flight=in_flight)
     return app, runtime

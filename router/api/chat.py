@@ -33,10 +33,11 @@ from router.api.schemas import ChatCompletionRequest
 from router.api.settle import Settle
 from router.api.sse import (
     ClientGone,
+    InFlight,
     OnFinish,
-    OpenStreams,
     WatchedStreamingResponse,
     run_unless_disconnected,
+    until_grace_over,
 )
 from router.auth import authenticate
 from router.caching import ResultCaching
@@ -74,7 +75,7 @@ class ChatHandler:
                  caching: ResultCaching, tracer: Tracer | None = None,
                  clock: Callable[[], float] = time.perf_counter,
                  captures_content: Callable[[str], bool] = lambda _tenant: False,
-                 streams: OpenStreams | None = None) -> None:
+                 in_flight: InFlight | None = None) -> None:
         self._pipeline = pipeline
         self._sink = sink
         self._admission = admission
@@ -83,7 +84,7 @@ class ChatHandler:
         self._tracer = tracer
         self._clock = clock
         self._captures = captures_content
-        self._streams = streams
+        self._in_flight = in_flight
         self._ids = RequestIds()
 
     async def handle(self, request: Request) -> Response:
@@ -100,7 +101,8 @@ class ChatHandler:
         held = contextlib.AsyncExitStack()
         response: Response | None = None
         try:
-            response = await self._respond(request, received, outcome, headers, held)
+            response = await until_grace_over(
+                self._in_flight, self._respond(request, received, outcome, headers, held))
         except ClientGone:
             outcome.client_disconnected, outcome.status = True, CLIENT_CLOSED
             response = Response(status_code=CLIENT_CLOSED)
@@ -273,7 +275,7 @@ class ChatHandler:
             await held.aclose()
 
         return WatchedStreamingResponse(relay.chunks(include_usage), headers, on_finish=finish,
-                                        streams=self._streams)
+                                        in_flight=self._in_flight)
 
 def _winner_usage(outcome: Outcome, usage: Usage) -> None:
     """The answering attempt's usage, for its span (`gen_ai.usage.*` on the attempt)."""

@@ -18,9 +18,15 @@ from router.errors import OverloadedError, SlorouterError
 log = logging.getLogger("slorouter.http")
 
 INTERNAL = SlorouterError("internal error in the router", code="internal_error")
-# Ends a stream still running when the server's shutdown grace is over (`OpenStreams`).
-SHUTTING_DOWN = OverloadedError("the server is shutting down and its grace for requests in "
-                                "flight is over; retry the request", code="server_shutting_down")
+
+
+def shutting_down() -> OverloadedError:
+    """Ends a request still in flight when the server's shutdown grace is over (`InFlight`)."""
+    return OverloadedError("the server is shutting down and its grace for requests in flight "
+                           "is over; retry the request", code="server_shutting_down")
+
+
+SHUTTING_DOWN = shutting_down()  # a stream's last event (sent, never raised)
 
 
 def as_project_error(exc: BaseException) -> SlorouterError:

@@ -5,9 +5,11 @@ seconds later while an upstream is still thinking. Here a watcher waits on `rece
 `http.disconnect` and cancels the task that produces the chunks, so the upstream call is
 cancelled too.
 
-A shutting-down server ends the streams still running when its grace is over through
-`OpenStreams`: each one's producer is cancelled the same way, and the stream ends with an error
-event (`server_shutting_down`) instead of being cut off by the server with no reason.
+A shutting-down server ends the requests still in flight when its grace is over through
+`InFlight`: a stream's producer is cancelled the same way, and the stream ends with an error
+event (`server_shutting_down`) instead of being cut off by the server with no reason; a request
+still awaiting its answer is cancelled and answered with that error as a 503
+(`until_grace_over`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.responses import Response
 
-from router.api.errors import INTERNAL, SHUTTING_DOWN, error_event
+from router.api.errors import INTERNAL, SHUTTING_DOWN, error_event, shutting_down
 from router.errors import SlorouterError
 from router.logs import event
 
@@ -31,6 +33,7 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 # (client_gone, the error the router itself ended the stream with, if it did)
 OnFinish = Callable[[bool, SlorouterError | None], Awaitable[None]]
+T = TypeVar("T")
 
 
 async def wait_for_disconnect(receive: Receive) -> None:
@@ -40,14 +43,16 @@ async def wait_for_disconnect(receive: Receive) -> None:
             return
 
 
-class OpenStreams:
-    """The streams being sent, so that a server whose shutdown grace is over can end them.
+class InFlight:
+    """The requests in flight (streams being sent, answers awaited), so that a server whose
+    shutdown grace is over can end them.
 
-    uvicorn cancels the requests still running when its graceful shutdown times out, and a
-    stream cut that way just stops: the client sees a truncated answer and no reason.
-    `end_all()` stops each stream's producer first, so the stream ends with an error event
-    (`server_shutting_down`) and its outcome is recorded as that error; a stream that starts
-    afterwards ends so at once. Used on the event loop's thread only.
+    uvicorn cancels the requests still running when its graceful shutdown times out: a stream
+    cut that way just stops (the client sees a truncated answer and no reason), and a request
+    still awaiting its answer gets a plain-text 500. `end_all()` stops each one first, so it
+    ends with `server_shutting_down` (a stream's last event, or a 503 in OpenAI's shape) and
+    its outcome is recorded as that error; a request that starts afterwards ends so at once.
+    Used on the event loop's thread only.
     """
 
     def __init__(self) -> None:
@@ -61,7 +66,7 @@ class OpenStreams:
 
     @contextlib.contextmanager
     def tracked(self, stop: Callable[[], None]) -> Iterator[None]:
-        """`stop()` is called if the streams are ended while the block runs."""
+        """`stop()` is called if the requests are ended while the block runs."""
         self._stops.add(stop)
         try:
             if self.ending:
@@ -69,6 +74,21 @@ class OpenStreams:
             yield
         finally:
             self._stops.discard(stop)
+
+
+async def until_grace_over(in_flight: InFlight | None, work: Awaitable[T]) -> T:
+    """Await `work` in the calling task; if `in_flight` is ended first, cancel it and raise
+    `server_shutting_down` (a cancellation from elsewhere stays one)."""
+    if in_flight is None:
+        return await work
+    stopper = _Stopper()
+    try:
+        with in_flight.tracked(stopper.stop):
+            return await work
+    except asyncio.CancelledError:
+        if not stopper.stopped or stopper.task.uncancel() > 0:
+            raise
+        raise shutting_down() from None
 
 
 class _Stopper:
@@ -89,10 +109,10 @@ class _Stopper:
 
 class WatchedStreamingResponse(Response):
     """Sends `chunks` as `text/event-stream`, then always awaits
-    `on_finish(client_gone, ended_by)`; `ended_by` is `SHUTTING_DOWN` when `streams` ended it."""
+    `on_finish(client_gone, ended_by)`; `ended_by` is `SHUTTING_DOWN` when `in_flight` ended it."""
 
     def __init__(self, chunks: AsyncIterator[bytes], headers: Mapping[str, str],
-                 on_finish: OnFinish, streams: OpenStreams | None = None) -> None:
+                 on_finish: OnFinish, in_flight: InFlight | None = None) -> None:
         # Like Starlette's StreamingResponse: no `body`, so no content-length header.
         self.status_code = 200
         self.media_type = "text/event-stream"
@@ -100,7 +120,7 @@ class WatchedStreamingResponse(Response):
         self.init_headers(dict(headers))
         self._chunks = chunks
         self._on_finish = on_finish
-        self._streams = streams
+        self._in_flight = in_flight
         self._started = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -109,7 +129,7 @@ class WatchedStreamingResponse(Response):
         client_gone, ended_by = True, None
         stopper = _Stopper()
         try:
-            with (self._streams.tracked(stopper.stop) if self._streams is not None
+            with (self._in_flight.tracked(stopper.stop) if self._in_flight is not None
                   else contextlib.nullcontext()):
                 await run_unless_disconnected(receive, self._produce(send))
             client_gone = False

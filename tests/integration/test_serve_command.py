@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -206,5 +207,43 @@ def test_a_stream_still_running_when_the_grace_ends_gets_an_error_event_then_end
     assert error["code"] == "server_shutting_down" and error["type"] and error["message"]
     assert exited_after_s < 3.5
     finished = [json.loads(line) for line in (tmp_path / "short" / "router.log").read_text(
+        errors="replace").splitlines() if '"request_finished"' in line]
+    assert [(f["status"], f["error_code"]) for f in finished] == [(503, "server_shutting_down")]
+
+
+def test_a_whole_answer_still_awaited_when_the_grace_ends_gets_a_503_in_openais_shape(
+        tmp_path: Path) -> None:
+    """Under a 1 s grace, a non-streamed request whose upstream takes 5 s is answered by the
+    router when the grace is over (not cut off by the server a second later with a plain-text
+    500): a 503 with OpenAI's error JSON, code `server_shutting_down` (the SDKs retry it), and
+    its outcome recorded as that error; the process exits promptly."""
+    with ExitStack() as started:
+        router = _slow_stream_setup(tmp_path / "whole", 1, started, ("--log-level", "debug"))
+        body = b'{"model": "slow", "messages": [{"role": "user", "content": "hi"}]}'
+        request = urllib.request.Request(f"{router.base_url}/v1/chat/completions", data=body,
+                                         headers={"content-type": "application/json"})
+        answered: list[tuple[int, bytes, float]] = []
+
+        def call() -> None:
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    answered.append((response.status, response.read(), time.monotonic()))
+            except urllib.error.HTTPError as error:
+                answered.append((error.code, error.read(), time.monotonic()))
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(0.5)  # the upstream call is under way (its answer is 5 s long)
+        signalled = time.monotonic()
+        os.kill(router.proc.pid, signal.SIGTERM)
+        caller.join(timeout=15)
+        router.proc.wait(timeout_s=15.0)
+        exited_after_s = time.monotonic() - signalled
+    assert len(answered) == 1, answered
+    status, text, at = answered[0]
+    assert status == 503, (status, text)
+    assert json.loads(text)["error"]["code"] == "server_shutting_down"
+    assert 0.8 < at - signalled < 2.0 and exited_after_s < 3.5
+    finished = [json.loads(line) for line in (tmp_path / "whole" / "router.log").read_text(
         errors="replace").splitlines() if '"request_finished"' in line]
     assert [(f["status"], f["error_code"]) for f in finished] == [(503, "server_shutting_down")]

@@ -1,7 +1,7 @@
 """`WatchedStreamingResponse` in the request's own task: a whole stream, a client that leaves
 mid-stream (the producer is cancelled at once), a producer that breaks (the client gets an
 error event, the log the exception's class), and streams ended by a shutting-down server (an
-error event that says so)."""
+error event that says so) or answers it still awaits (a 503 that says so)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from router.api.errors import SHUTTING_DOWN
-from router.api.sse import OpenStreams, WatchedStreamingResponse
+from router.api.sse import InFlight, WatchedStreamingResponse, until_grace_over
 from router.errors import SlorouterError
 
 
@@ -41,11 +41,11 @@ class _Client:
 
 
 def _run(chunks: AsyncIterator[bytes], client: _Client,
-         streams: OpenStreams | None = None) -> list[bool]:
+         streams: InFlight | None = None) -> list[bool]:
     return [gone for gone, _ in _run_ended(chunks, client, streams)]
 
 
-def _run_ended(chunks: AsyncIterator[bytes], client: _Client, streams: OpenStreams | None = None
+def _run_ended(chunks: AsyncIterator[bytes], client: _Client, streams: InFlight | None = None
                ) -> list[tuple[bool, SlorouterError | None]]:
     finished: list[tuple[bool, SlorouterError | None]] = []
 
@@ -53,7 +53,7 @@ def _run_ended(chunks: AsyncIterator[bytes], client: _Client, streams: OpenStrea
         finished.append((client_gone, ended_by))
 
     response = WatchedStreamingResponse(chunks, {"x-test": "1"}, on_finish=on_finish,
-                                        streams=streams)
+                                        in_flight=streams)
     asyncio.run(response({}, client.receive, client.send))
     return finished
 
@@ -111,10 +111,10 @@ def test_a_broken_producer_ends_the_stream_with_an_error_event_and_is_logged(
 
 
 def test_ending_the_open_streams_stops_the_producer_and_ends_with_a_shutting_down_event() -> None:
-    """`OpenStreams.end_all()` (the shutdown grace is over) cancels the producer at once; the
+    """`InFlight.end_all()` (the shutdown grace is over) cancels the producer at once; the
     stream ends with OpenAI's error shape, code `server_shutting_down`, and `on_finish` hears
     the client is still there and that the router ended the stream."""
-    client, streams = _Client(), OpenStreams()
+    client, streams = _Client(), InFlight()
     cancelled: list[bool] = []
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -137,7 +137,7 @@ def test_ending_the_open_streams_stops_the_producer_and_ends_with_a_shutting_dow
 
 def test_a_stream_that_starts_after_the_streams_were_ended_ends_at_once() -> None:
     """A stream committed after the grace ran out is not left to run: it ends with the event."""
-    client, streams = _Client(), OpenStreams()
+    client, streams = _Client(), InFlight()
     streams.end_all()
 
     async def chunks() -> AsyncIterator[bytes]:
@@ -148,3 +148,45 @@ def test_a_stream_that_starts_after_the_streams_were_ended_ends_at_once() -> Non
     assert client.sent[0]["type"] == "http.response.start"
     assert len(client.bodies) == 1 and b"server_shutting_down" in client.bodies[0]
 
+
+
+def test_an_answer_awaited_when_the_requests_are_ended_becomes_server_shutting_down() -> None:
+    """`until_grace_over`: ending the requests in flight cancels the awaited work and raises
+    `server_shutting_down` (a 503); work that finishes first returns as it is; a cancellation
+    from elsewhere stays a cancellation."""
+    cancelled: list[bool] = []
+
+    async def upstream() -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "answer"
+
+    async def ended() -> BaseException | None:
+        in_flight = InFlight()
+        asyncio.get_running_loop().call_later(0.01, in_flight.end_all)
+        try:
+            await until_grace_over(in_flight, upstream())
+        except Exception as exc:
+            return exc
+        return None
+
+    error = asyncio.run(ended())
+    assert isinstance(error, SlorouterError) and error.status_code == 503
+    assert error.code == "server_shutting_down" and cancelled == [True]
+
+    async def quick() -> str:
+        return "answer"
+
+    assert asyncio.run(until_grace_over(InFlight(), quick())) == "answer"
+
+    async def cancelled_elsewhere() -> None:
+        task = asyncio.create_task(until_grace_over(InFlight(), upstream()))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        await task
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(cancelled_elsewhere())

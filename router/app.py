@@ -91,6 +91,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     if telemetry is not None:
         observers.append(telemetry.sink)
         gauges.register(telemetry.metrics, breakers, slo)
+        gauges.register_evals(telemetry.metrics, config.quality)
         if caching is not None and caching.metrics is not None:
             gauges.register_cache(telemetry.metrics, caching.metrics)
     chat = ChatHandler(

@@ -1,4 +1,5 @@
-"""State kept elsewhere, exported as telemetry gauges: breaker states and SLO attainment/burn.
+"""State kept elsewhere, exported as telemetry gauges: breaker states, SLO attainment/burn, the
+result cache's and the providers' prompt caches' counters, and the age of the eval evidence.
 
 Callbacks run only when metrics are collected (`GET /metrics` or an OTLP export), never on the
 request path.
@@ -6,9 +7,11 @@ request path.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 
 from cache.metrics import CacheMetrics
+from policies.eval_report import QualityTable
 from router.execution.breaker import BreakerRegistry
 from router.slo import SloTracker
 from router.telemetry.metrics import BREAKER_STATE, SLO_ATTAINMENT, SLO_BURN_RATE, RouterMetrics
@@ -82,3 +85,25 @@ def register(metrics: RouterMetrics, breakers: BreakerRegistry, slo: SloTracker)
     metrics.register_gauge(BREAKER_STATE, breaker_states, "0 closed, 1 half-open, 2 open")
     metrics.register_gauge(SLO_ATTAINMENT, attainment, "share of good events per SLI")
     metrics.register_gauge(SLO_BURN_RATE, burn, "error-budget burn rate per SLI and window")
+
+
+EVAL_RESULT_AGE = "slorouter.evals.result_age"
+
+
+def register_evals(metrics: RouterMetrics, quality: QualityTable,
+                   now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    """The age of each eval result that backs quality floors (its report's `created`), so that
+    evidence going stale while the router runs can be alerted on: the optional maximum age
+    (`policies.eval_report_max_age_days`) is judged at start-up, and a floor losing its backing
+    at an arbitrary moment would turn its model away from the task mid-run."""
+
+    def ages() -> Iterable[tuple[float, Labels]]:
+        at = now()
+        for key, created in quality.created.items():
+            if key in quality.results:
+                model, task, metric = key
+                yield (at - created).total_seconds(), {"model": model, "task": task,
+                                                       "metric": metric}
+
+    metrics.register_gauge(EVAL_RESULT_AGE, ages, "age of each eval result backing a quality "
+                           "floor (now less its report's created time)", unit="s")

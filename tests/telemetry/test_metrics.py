@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from policies.eval_report import EvalResult, QualityTable
+from router.gauges import register_evals
 from router.telemetry.metrics import (
     BREAKER_STATE,
     DURATION_BUCKETS,
@@ -226,3 +229,27 @@ def test_a_request_no_model_could_take_is_not_a_decision_for_a_nameless_route() 
     decisions = [(s.labels["slorouter_model"], s.value)
                  for s in families["slorouter_decisions"].samples if s.name.endswith("_total")]
     assert decisions == [(routed.model, 1.0)]
+
+
+def test_the_age_of_each_eval_result_backing_a_floor_is_exported() -> None:
+    """`slorouter.evals.result_age`: seconds since each backing result's report was created,
+    read at scrape time (so it grows while the router runs); results set aside are not shown."""
+    telemetry, _ = in_memory_telemetry(TelemetrySettings())
+    created = datetime(2026, 11, 1, tzinfo=UTC)
+    backing = EvalResult(model="fast-model", task="chat", mean=0.8, n=100, lower=0.7, upper=0.9)
+    quality = QualityTable({("fast-model", "chat", "accuracy"): backing}, "v1",
+                           created={("fast-model", "chat", "accuracy"): created,
+                                    ("old-model", "chat", "accuracy"): created},
+                           refused={("old-model", "chat", "accuracy"): "too old"})
+    now = [created + timedelta(days=3)]
+    register_evals(telemetry.metrics, quality, lambda: now[0])
+
+    def ages() -> dict[tuple[str, str], float]:
+        text = telemetry.prometheus_text().decode()
+        family = {f.name: f for f in text_string_to_metric_families(text)}[
+            "slorouter_evals_result_age_seconds"]
+        return {(s.labels["model"], s.labels["task"]): s.value for s in family.samples}
+
+    assert ages() == {("fast-model", "chat"): 3 * 86_400.0}
+    now[0] += timedelta(hours=1)
+    assert ages() == {("fast-model", "chat"): 3 * 86_400.0 + 3_600.0}

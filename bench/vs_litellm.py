@@ -131,7 +131,8 @@ def telemetry_env(target: Target, env: dict[str, str]) -> dict[str, str]:
     settings = json.loads(substitute((CONFIGS / target.telemetry).read_text(), env))
     return {**env, "SLOROUTER_TELEMETRY_EXPORTER": settings["exporter"],
             "SLOROUTER_OTLP_ENDPOINT": settings["otlp_endpoint"],
-            "SLOROUTER_TELEMETRY_SAMPLE_RATIO": str(settings["sample_ratio"])}
+            "SLOROUTER_TELEMETRY_SAMPLE_RATIO": str(settings["sample_ratio"]),
+            "OTEL_METRIC_EXPORT_INTERVAL": str(round(settings["metrics_export_interval_s"] * 1000))}
 
 
 def start_target(target: Target, work: Path, sim_base: str, env: dict[str, str],

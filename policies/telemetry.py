@@ -2,7 +2,8 @@
 
 A pydantic model (`extra="forbid"`) so it can sit in the router's YAML under `telemetry:` or be
 read from the environment with `TelemetrySettings.from_env` (`SLOROUTER_TELEMETRY_*` and the
-standard `OTEL_EXPORTER_OTLP_ENDPOINT`). Defaults: no trace exporter, Prometheus `/metrics` on.
+standard `OTEL_EXPORTER_OTLP_ENDPOINT` and `OTEL_METRIC_EXPORT_INTERVAL`). Defaults: no trace
+exporter, Prometheus `/metrics` on.
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ class TelemetrySettings(BaseModel):
         ratio = environ.get("SLOROUTER_TELEMETRY_SAMPLE_RATIO")
         if ratio is not None:
             values["sample_ratio"] = ratio  # validated (and converted) with the rest
+        interval_ms = environ.get("OTEL_METRIC_EXPORT_INTERVAL")  # the SDK's variable, in ms
+        if interval_ms is not None:
+            values["metrics_export_interval_s"] = _milliseconds_as_s(interval_ms)
         service = environ.get("OTEL_SERVICE_NAME")
         if service is not None:
             values["service_name"] = service
@@ -61,3 +65,12 @@ class TelemetrySettings(BaseModel):
             values["capture_content_tenants"] = frozenset(t.strip() for t in tenants.split(",")
                                                           if t.strip())
         return cls.model_validate(values)
+
+
+def _milliseconds_as_s(text: str) -> object:
+    """`OTEL_METRIC_EXPORT_INTERVAL` (milliseconds) in seconds; text that is not a number is
+    passed on as it is, for the model's validation to report."""
+    try:
+        return float(text) / 1000
+    except ValueError:
+        return text

@@ -271,7 +271,7 @@ def telemetry_from_env(environ: Mapping[str, str]) -> TelemetrySettings:
         return TelemetrySettings.from_env(environ)
     except ValidationError as err:
         raise ConfigError([f"telemetry setting {'.'.join(map(str, e['loc']))} from the "
-                           f"environment (SLOROUTER_TELEMETRY_*): {e['msg']}"
+                           f"environment (SLOROUTER_TELEMETRY_*, OTEL_*): {e['msg']}"
                            for e in err.errors()]) from err
 
 

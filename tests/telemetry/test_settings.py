@@ -28,8 +28,15 @@ def test_environment_selects_exporter_endpoint_ratio_and_opted_in_tenants() -> N
     """SLOROUTER_* and the standard OTEL_* variables configure telemetry."""
     settings = TelemetrySettings.from_env({
         "SLOROUTER_TELEMETRY_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318",
-        "SLOROUTER_TELEMETRY_SAMPLE_RATIO": "0.25",
+        "SLOROUTER_TELEMETRY_SAMPLE_RATIO": "0.25", "OTEL_METRIC_EXPORT_INTERVAL": "5000",
         "SLOROUTER_CAPTURE_CONTENT_TENANTS": "acme, beta"})
     assert (settings.exporter, settings.otlp_endpoint, settings.sample_ratio) == (
         "otlp", "http://c:4318", 0.25)
+    assert settings.metrics_export_interval_s == 5.0  # OTEL_METRIC_EXPORT_INTERVAL is in ms
     assert settings.captures_content("acme") and not settings.captures_content("gamma")
+
+
+def test_a_metric_export_interval_that_is_not_a_positive_number_is_rejected() -> None:
+    for bad in ("soon", "0", "-5000"):
+        with pytest.raises(ValidationError, match="metrics_export_interval_s"):
+            TelemetrySettings.from_env({"OTEL_METRIC_EXPORT_INTERVAL": bad})

@@ -210,8 +210,9 @@ def render(targets: list[Running], rates: list[float], modes: list[bool], meta: 
            "(`bench/configs/slorouter-minimal.yaml`: one pinned model, no auth, no cache), "
            "`slorouter-full` (`bench/configs/slorouter-full.yaml`: API-key auth, `auto` → "
            "classification → policy decision, disk cache lookup, plus telemetry from "
-           "`bench/configs/telemetry.json`: metrics, `/metrics`, OTLP export of metrics and of "
-           "10% of traces to a local receiver), `slorouter-full-no-telemetry` (the same without "
+           "`bench/configs/telemetry.json`: metrics, `/metrics`, OTLP export of metrics every "
+           "15 s (the default) and of 10% of traces to a local receiver), "
+           "`slorouter-full-no-telemetry` (the same without "
            "telemetry), `litellm` (LiteLLM proxy 1.110.2, `bench/configs/litellm-proxy.yaml`, "
            "master key auth, default settings, uvicorn access log off like slorouter's).", ""]
     for stream in modes:

@@ -1,4 +1,5 @@
-"""The floor of slorouter's stack: an ASGI app that only relays a POST to one upstream.
+"""The floor of slorouter's stack: an ASGI app that only relays a POST to one upstream (a
+streamed answer chunk by chunk, as it arrives).
 
 uvicorn (uvloop, httptools) and the pass-through adapter's HTTP client (`router.providers.http1`),
 nothing else: no parsing, routing, statistics or telemetry. `bench/stack_floor.py` runs it beside
@@ -17,6 +18,7 @@ _upstream = Target.of(os.environ.get("FLOOR_UPSTREAM", "http://127.0.0.1:8001")
                       + "/v1/chat/completions")
 _client = Http1Client()
 _JSON = [(b"content-type", b"application/json")]
+_SSE = [(b"content-type", b"text/event-stream")]
 
 
 async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -38,6 +40,12 @@ async def app(scope: Any, receive: Any, send: Any) -> None:
         return
     head = request_head(_upstream, {"content-type": "application/json"}, len(body))
     response = await _client.post(_upstream, head, body, connect_timeout_s=5.0)
-    answer = await response.read()
-    await send({"type": "http.response.start", "status": 200, "headers": _JSON})
-    await send({"type": "http.response.body", "body": answer})
+    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+        answer = await response.read()
+        await send({"type": "http.response.start", "status": 200, "headers": _JSON})
+        await send({"type": "http.response.body", "body": answer})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+    async for chunk in response.chunks():  # each chunk relayed as it arrives
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})

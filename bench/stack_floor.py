@@ -1,6 +1,6 @@
 """What a request costs the machine, apart from what slorouter adds: the stack's floor beside it.
 
-    python -m bench.stack_floor [--rates 5,200] [--duration 20] [--idle 10]
+    python -m bench.stack_floor [--rates 5,200] [--duration 20] [--idle 10] [--stream]
 
 Starts the provider simulator (the `bench.overhead` profile: 20 ms to the first token), slorouter
 pinned to it through the pass-through adapter (`bench.overhead`'s config),
@@ -10,7 +10,8 @@ is installed (`apt-get install nginx-light`), nginx as a bare reverse proxy
 yardstick issue 8 names. Measures each gateway's CPU per second with no requests (`--idle` s:
 timers, housekeeping), then runs the same open-loop Poisson load against direct and each gateway
 at each rate, printing added E2E latency against direct, CPU per request, and busy CPU per
-request (less the idle CPU).
+request (less the idle CPU). `--stream` asks for streamed answers (each gateway relays the
+simulator's chunks as they arrive).
 
 Why: on a 2-core VM a request costs several times more CPU at 5 req/s than at 200 req/s, for any
 gateway (an idle vCPU is woken, caches are cold). Read slorouter's figures against the floor's
@@ -88,7 +89,8 @@ async def run(args: argparse.Namespace) -> None:
             print(place_apart([os.getpid(), sim.pid], [g.proc.pid for g in gateways]), flush=True)
             # warm each before the idle reading, as they will be when measured
             for g in gateways:
-                await measure(g.name, f"{g.base}/v1/chat/completions", g.model, 20, 2, False, None)
+                await measure(g.name, f"{g.base}/v1/chat/completions", g.model, 20, 2,
+                              args.stream, None)
             idle = dict(zip((g.name for g in gateways),
                             await idle_cpu_per_s([g.proc.pid for g in gateways], args.idle),
                             strict=True))
@@ -97,11 +99,11 @@ async def run(args: argparse.Namespace) -> None:
                   f"{'cpu ms/req':>12}{'busy ms/req':>13}")
             for rate in args.rates:
                 base, _ = await measure("direct", f"{sim_base}/v1/chat/completions", "bench",
-                                        rate, max(args.duration, 200 / rate), False, None)
+                                        rate, max(args.duration, 200 / rate), args.stream, None)
                 for g in gateways:
                     result, cpu = await measure(g.name, f"{g.base}/v1/chat/completions", g.model,
-                                                rate, max(args.duration, 200 / rate), False,
-                                                g.proc.pid)
+                                                rate, max(args.duration, 200 / rate),
+                                                args.stream, g.proc.pid)
                     print_row(rate, result, base, cpu, idle[g.name])
         finally:
             for g in gateways:
@@ -124,6 +126,8 @@ def main() -> None:
                         default=[5.0, 200.0], help="comma-separated req/s (default: 5,200)")
     parser.add_argument("--duration", type=float, default=20.0,
                         help="seconds per point, at least 200 requests (default: 20)")
+    parser.add_argument("--stream", action="store_true",
+                        help="streamed answers instead of whole ones")
     parser.add_argument("--idle", type=float, default=10.0,
                         help="seconds of idle CPU measurement (default: 10)")
     asyncio.run(run(parser.parse_args()))

@@ -14,7 +14,13 @@ from cache.metrics import CacheMetrics
 from policies.eval_report import QualityTable
 from router.execution.breaker import BreakerRegistry
 from router.slo import SloTracker
-from router.telemetry.metrics import BREAKER_STATE, SLO_ATTAINMENT, SLO_BURN_RATE, RouterMetrics
+from router.telemetry.metrics import (
+    BREAKER_STATE,
+    EVAL_RESULT_AGE,
+    SLO_ATTAINMENT,
+    SLO_BURN_RATE,
+    RouterMetrics,
+)
 
 _STATE_VALUE = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
 Labels = dict[str, str]
@@ -85,9 +91,6 @@ def register(metrics: RouterMetrics, breakers: BreakerRegistry, slo: SloTracker)
     metrics.register_gauge(BREAKER_STATE, breaker_states, "0 closed, 1 half-open, 2 open")
     metrics.register_gauge(SLO_ATTAINMENT, attainment, "share of good events per SLI")
     metrics.register_gauge(SLO_BURN_RATE, burn, "error-budget burn rate per SLI and window")
-
-
-EVAL_RESULT_AGE = "slorouter.evals.result_age"
 
 
 def register_evals(metrics: RouterMetrics, quality: QualityTable,

@@ -96,12 +96,8 @@ class QuietServer(uvicorn.Server):
     @should_exit.setter
     def should_exit(self, value: bool) -> None:
         self._should_exit = value
-        if value:
-            self._wake()
-
-    def _wake(self) -> None:
-        if self._loop is not None and self._exit_requested is not None:
-            self._loop.call_soon_threadsafe(self._exit_requested.set)
+        if value and self._loop is not None and self._exit_requested is not None:
+            self._loop.call_soon_threadsafe(self._exit_requested.set)  # from a signal handler too
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:

@@ -20,13 +20,15 @@ log = logging.getLogger("slorouter.http")
 INTERNAL = SlorouterError("internal error in the router", code="internal_error")
 
 
-def shutting_down() -> OverloadedError:
+class ShuttingDown(OverloadedError):
     """Ends a request still in flight when the server's shutdown grace is over (`InFlight`)."""
-    return OverloadedError("the server is shutting down and its grace for requests in flight "
-                           "is over; retry the request", code="server_shutting_down")
+
+    def __init__(self) -> None:
+        super().__init__("the server is shutting down and its grace for requests in flight is "
+                         "over; retry the request", code="server_shutting_down")
 
 
-SHUTTING_DOWN = shutting_down()  # a stream's last event (sent, never raised)
+SHUTTING_DOWN = ShuttingDown()  # what a stream ended so reports (`WatchedStreamingResponse`)
 
 
 def as_project_error(exc: BaseException) -> SlorouterError:

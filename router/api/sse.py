@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from starlette.responses import Response
 
-from router.api.errors import INTERNAL, SHUTTING_DOWN, error_event, shutting_down
+from router.api.errors import INTERNAL, SHUTTING_DOWN, ShuttingDown, error_event
 from router.errors import SlorouterError
 from router.logs import event
 
@@ -87,12 +87,12 @@ async def until_grace_over(in_flight: InFlight | None, work: Awaitable[T]) -> T:
             return await work
     except asyncio.CancelledError:
         if not stopper.stopped or stopper.task.uncancel() > 0:
-            raise
-        raise shutting_down() from None
+            raise  # cancelled from elsewhere (the server's own cut): that one wins
+        raise ShuttingDown() from None
 
 
 class _Stopper:
-    """Cancels the task that produces a stream, remembering that it did."""
+    """Cancels the task a request runs in, remembering that it did."""
 
     __slots__ = ("stopped", "task")
 
@@ -127,15 +127,11 @@ class WatchedStreamingResponse(Response):
         # The chunks are produced in this task (a task of their own would cost the first chunk
         # one more pass of the event loop); the watcher cancels it when the client leaves.
         client_gone, ended_by = True, None
-        stopper = _Stopper()
         try:
-            with (self._in_flight.tracked(stopper.stop) if self._in_flight is not None
-                  else contextlib.nullcontext()):
-                await run_unless_disconnected(receive, self._produce(send))
+            await until_grace_over(self._in_flight,
+                                   run_unless_disconnected(receive, self._produce(send)))
             client_gone = False
-        except asyncio.CancelledError:
-            if not stopper.stopped or stopper.task.uncancel() > 0:
-                raise  # cancelled from elsewhere (the server's own cut): that one wins
+        except ShuttingDown:
             ended_by = SHUTTING_DOWN
             client_gone = not await self._end_with(send, SHUTTING_DOWN)
         except (ClientGone, OSError):  # the client left, or a write to it failed

@@ -32,6 +32,7 @@ TOKEN_BUCKETS: Final = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 104
 BREAKER_STATE: Final = "slorouter.breaker.state"  # 0 closed, 1 half-open, 2 open; {deployment}
 SLO_ATTAINMENT: Final = "slorouter.slo.attainment"  # share of good events; {task, objective}
 SLO_BURN_RATE: Final = "slorouter.slo.burn_rate"  # error-budget burn; {task, objective, window}
+EVAL_RESULT_AGE: Final = "slorouter.evals.result_age"  # s since created; {model, task, metric}
 # The codes of the admission controller's refusals (router/admission): a 503 for another reason
 # (an idempotency or experiments store that is down) is not one.
 ADMISSION_CODES: Final = frozenset({"overloaded", "queue_timeout", "tenant_over_share"})

@@ -46,6 +46,10 @@ class Gateway:
     base: str
     model: str
 
+    @property
+    def url(self) -> str:
+        return f"{self.base}/v1/chat/completions"
+
 
 def start_floor(sim_base: str, workdir: Path) -> tuple[ManagedProcess, str]:
     port = free_port()
@@ -89,8 +93,7 @@ async def run(args: argparse.Namespace) -> None:
             print(place_apart([os.getpid(), sim.pid], [g.proc.pid for g in gateways]), flush=True)
             # warm each before the idle reading, as they will be when measured
             for g in gateways:
-                await measure(g.name, f"{g.base}/v1/chat/completions", g.model, 20, 2,
-                              args.stream, None)
+                await measure(g.name, g.url, g.model, 20, 2, args.stream, None)
             idle = dict(zip((g.name for g in gateways),
                             await idle_cpu_per_s([g.proc.pid for g in gateways], args.idle),
                             strict=True))
@@ -101,9 +104,9 @@ async def run(args: argparse.Namespace) -> None:
                 base, _ = await measure("direct", f"{sim_base}/v1/chat/completions", "bench",
                                         rate, max(args.duration, 200 / rate), args.stream, None)
                 for g in gateways:
-                    result, cpu = await measure(g.name, f"{g.base}/v1/chat/completions", g.model,
-                                                rate, max(args.duration, 200 / rate),
-                                                args.stream, g.proc.pid)
+                    result, cpu = await measure(g.name, g.url, g.model, rate,
+                                                max(args.duration, 200 / rate), args.stream,
+                                                g.proc.pid)
                     print_row(rate, result, base, cpu, idle[g.name])
         finally:
             for g in gateways:

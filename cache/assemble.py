@@ -1,9 +1,12 @@
 """Fold a streamed answer's chunks back into one chat.completion body, so it can be cached.
 
 `StreamAssembler.add(chunk)` takes each parsed `chat.completion.chunk` as it passes through the
-router; `completion_body()` returns the equivalent non-streaming chat.completion JSON. A stream
-that was cut (a choice without a `finish_reason`, or no chunk at all) does not assemble: it
-raises `NotCacheable("unfinished")`, so a partial answer can never reach the cache.
+router; `completion_body()` returns the equivalent non-streaming chat.completion JSON, whatever
+arrived: a choice without a `finish_reason` keeps `null` there, and no chunk at all gives no
+choices. Whether that is a finished answer is `cache.entry.check_completion`'s to judge (it
+refuses both), so a partial answer never reaches the cache, while an idempotency record still
+keeps what its client was sent (some upstreams end a stream with `[DONE]` and no finish reason).
+Parts of a chunk that are not what OpenAI sends (a number where a name should be) are skipped.
 
 Pure and incremental (no I/O); the caller feeds it from its `finally`-bound streaming loop.
 """
@@ -14,8 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import orjson
-
-from cache.entry import NotCacheable
 
 _HEADER = ("id", "created", "model", "system_fingerprint", "service_tier")
 
@@ -90,8 +91,9 @@ def _merge_tool(tool: _Tool, delta: Mapping[str, object]) -> None:
         tool.type = str(delta["type"])
     function = delta.get("function", delta)
     if isinstance(function, Mapping):
-        tool.name += function.get("name") or ""
-        tool.arguments += function.get("arguments") or ""
+        name, arguments = function.get("name"), function.get("arguments")
+        tool.name += name if isinstance(name, str) else ""
+        tool.arguments += arguments if isinstance(arguments, str) else ""
 
 
 @dataclass
@@ -122,9 +124,7 @@ class StreamAssembler:
                 state.finish_reason = finish
 
     def completion_body(self) -> bytes:
-        """The chat.completion JSON; raises `NotCacheable("unfinished")` for a cut stream."""
-        if not self._choices or any(c.finish_reason is None for c in self._choices.values()):
-            raise NotCacheable("unfinished")
+        """The chat.completion JSON of the chunks added so far (see the module's docstring)."""
         body: dict[str, object] = {**self._header, "object": "chat.completion"}
         body["choices"] = [self._choices[i].as_json(i) for i in sorted(self._choices)]
         if self._usage is not None:

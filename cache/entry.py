@@ -95,7 +95,7 @@ def check_completion(body: bytes) -> None:
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         if finish == "content_filter":
             raise NotCacheable("content_filter")
-        if finish not in FINISHED:
+        if not isinstance(finish, str) or finish not in FINISHED:
             raise NotCacheable("unfinished")
 
 

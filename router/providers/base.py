@@ -72,16 +72,35 @@ class Usage:
     cached_tokens: int = 0
 
     @staticmethod
-    def from_openai(raw: Mapping[str, Any] | None) -> Usage | None:
-        if not raw:
+    def from_openai(raw: object) -> Usage | None:
+        """An upstream's `usage` object; None when it sent none, or something that is not one.
+        A count that is not a token count (see `_token_count`) reads as 0."""
+        if not isinstance(raw, Mapping) or not raw:
             return None
-        details = raw.get("prompt_tokens_details") or {}
+        details = raw.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
         return Usage(
-            prompt_tokens=int(raw.get("prompt_tokens") or 0),
-            completion_tokens=int(raw.get("completion_tokens") or 0),
-            cached_tokens=int(details.get("cached_tokens")
-                              or raw.get("cache_read_input_tokens") or 0),
+            prompt_tokens=_token_count(raw.get("prompt_tokens")),
+            completion_tokens=_token_count(raw.get("completion_tokens")),
+            cached_tokens=(_token_count(cached)
+                           or _token_count(raw.get("cache_read_input_tokens"))),
         )
+
+
+# Above this a "count" is not one (no context window comes near), and it would not fit the
+# 64-bit integers that telemetry exports.
+MAX_TOKEN_COUNT = 2**40
+
+
+def _token_count(value: object) -> int:
+    """A token count as upstreams send it: an integer (a float for some) in [0, MAX_TOKEN_COUNT];
+    anything else (strings, negatives, booleans, nested values) is 0, not an error: the answer
+    itself is still good, only its accounting is unknown."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT:
+        return value
+    return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +143,14 @@ class Provider(Protocol):
 def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
     """Classify a parsed chunk: content (text or tool calls) or not, usage or not."""
     usage = Usage.from_openai(chunk.get("usage"))
-    choices = chunk.get("choices") or []
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        choices = []  # absent, or not what OpenAI sends: no content can be read from it
     has_content = False
     for choice in choices:
-        delta = choice.get("delta") or {}
-        if delta.get("content") or delta.get("tool_calls") or delta.get("function_call"):
+        delta = choice.get("delta") if isinstance(choice, Mapping) else None
+        if isinstance(delta, Mapping) and (delta.get("content") or delta.get("tool_calls")
+                                           or delta.get("function_call")):
             has_content = True
             break
     return StreamEvent(data=data, has_content=has_content, usage=usage,

@@ -134,7 +134,9 @@ def _event_of(line: bytes) -> StreamEvent | None:
         chunk = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
         raise ResponseBroken("malformed chunk from upstream") from exc
-    if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+    if not isinstance(chunk, dict):
+        raise ResponseBroken("upstream chunk is not a JSON object")
+    if "error" in chunk and "choices" not in chunk:
         raise from_status(502, str(chunk["error"])[:300])
     return chunk_event(payload, chunk)
 

@@ -1,4 +1,4 @@
-"""Folding streamed chunks into a cacheable completion; cut streams never assemble."""
+"""Folding streamed chunks back into a completion; cut streams assemble, and are never cacheable."""
 
 from __future__ import annotations
 
@@ -52,17 +52,36 @@ def test_a_tool_call_answer_streamed_with_empty_content_deltas_has_null_content(
     assert orjson.loads(plain.completion_body())["choices"][0]["message"]["content"] == ""
 
 
-def test_cut_stream_does_not_assemble() -> None:
-    """A stream that stops before its finish_reason raises NotCacheable('unfinished')."""
+def test_a_stream_without_its_finish_reason_assembles_but_is_never_cacheable() -> None:
+    """What arrived before the finish_reason (a cut stream, or an upstream that never sends
+    one) assembles with `finish_reason: null`, which the cache refuses as unfinished."""
     assembler = StreamAssembler()
     for chunk in _chunks(completion_body("Hello there, world"))[:-1]:
         assembler.add(chunk)
+    body = orjson.loads(assembler.completion_body())
+    assert body["choices"][0]["finish_reason"] is None
+    assert body["choices"][0]["message"]["content"] == "Hello there, world"
     with pytest.raises(NotCacheable) as caught:
-        assembler.completion_body()
+        check_completion(assembler.completion_body())
     assert caught.value.reason == "unfinished"
 
 
-def test_empty_stream_does_not_assemble() -> None:
-    """No chunk at all is not an answer."""
-    with pytest.raises(NotCacheable):
-        StreamAssembler().completion_body()
+def test_an_empty_stream_assembles_to_no_choices_which_is_never_cacheable() -> None:
+    with pytest.raises(NotCacheable) as caught:
+        check_completion(StreamAssembler().completion_body())
+    assert caught.value.reason == "no_choices"
+
+
+@pytest.mark.parametrize("function", [{"name": 5, "arguments": ["x"]}, {"name": None},
+                                      {"name": {"a": 1}, "arguments": 2.5}])
+def test_tool_call_parts_that_are_not_strings_are_skipped(function: dict[str, object]) -> None:
+    assembler = StreamAssembler()
+    header = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    for call, finish in (({"index": 0, "id": "call_1", "type": "function",
+                           "function": {"name": "look", "arguments": "{"}}, None),
+                         ({"index": 0, "function": function}, None),
+                         ({"index": 0, "function": {"name": "up", "arguments": "}"}}, "stop")):
+        assembler.add({**header, "choices": [{"index": 0, "delta": {"tool_calls": [call]},
+                                              "finish_reason": finish}]})
+    tool = orjson.loads(assembler.completion_body())["choices"][0]["message"]["tool_calls"][0]
+    assert tool["function"] == {"name": "lookup", "arguments": "{}"}

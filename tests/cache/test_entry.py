@@ -34,6 +34,10 @@ def test_corrupt_backend_bytes_decode_to_none(raw: bytes) -> None:
         (orjson.dumps({"object": "chat.completion", "choices": []}), "no_choices"),
         (completion_body("Par", finish_reason=None), "unfinished"),
         (completion_body("", finish_reason="content_filter"), "content_filter"),
+        (orjson.dumps({"object": "chat.completion",  # a finish_reason that is not one
+                       "choices": [{"message": {"content": "Par"}, "finish_reason": []}]}),
+         "unfinished"),
+        (orjson.dumps({"object": "chat.completion", "choices": ["x"]}), "unfinished"),
     ],
 )
 def test_errors_and_unfinished_answers_cannot_become_entries(body: bytes, reason: str) -> None:

@@ -1,0 +1,61 @@
+"""Reading an upstream's `usage` and chunks: whatever it sends, the router reads what it can and
+never fails on it (a malformed answer was a 500 `internal_error` before; found by
+`tests/integration/test_upstream_fuzz.py`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from router.providers.base import MAX_TOKEN_COUNT, Usage, chunk_event
+
+
+def test_openai_and_anthropic_style_usage_are_read() -> None:
+    assert Usage.from_openai({"prompt_tokens": 12, "completion_tokens": 3,
+                              "prompt_tokens_details": {"cached_tokens": 8}}) == Usage(12, 3, 8)
+    assert Usage.from_openai({"prompt_tokens": 12, "completion_tokens": 3,
+                              "cache_read_input_tokens": 5}) == Usage(12, 3, 5)
+    assert Usage.from_openai({"prompt_tokens": 12.0, "completion_tokens": 3}) == Usage(12, 3, 0)
+
+
+@pytest.mark.parametrize("raw", [None, {}, [None], [], "12", 12, True])
+def test_usage_that_is_not_an_object_is_no_usage(raw: object) -> None:
+    assert Usage.from_openai(raw) is None
+
+
+@pytest.mark.parametrize("count", ["12", -1, True, 2.5, None, [3], {"n": 3}, MAX_TOKEN_COUNT + 1,
+                                   2**70])
+def test_a_count_that_is_not_a_token_count_reads_as_zero(count: object) -> None:
+    usage = Usage.from_openai({"prompt_tokens": count, "completion_tokens": 4,
+                               "prompt_tokens_details": {"cached_tokens": count}})
+    assert usage == Usage(0, 4, 0)
+
+
+@pytest.mark.parametrize("details", [[1], "x", 7])
+def test_prompt_details_that_are_not_an_object_are_ignored(details: object) -> None:
+    usage = Usage.from_openai({"prompt_tokens": 9, "completion_tokens": 1,
+                               "prompt_tokens_details": details, "cache_read_input_tokens": 2})
+    assert usage == Usage(9, 1, 2)
+
+
+@pytest.mark.parametrize(("chunk", "has_content"), [
+    ({"choices": [{"delta": {"content": "hi"}}]}, True),
+    ({"choices": [{"delta": {"tool_calls": [{"index": 0}]}}]}, True),
+    ({"choices": {"0": {"delta": {"content": "hi"}}}}, False),
+    ({"choices": ["hi", None, 3]}, False),
+    ({"choices": [{"delta": "hi"}]}, False),
+    ({"choices": [{"delta": None}]}, False),
+    ({"choices": None}, False),
+])
+def test_chunks_of_any_shape_are_classified_without_failing(chunk: dict[str, Any],
+                                                           has_content: bool) -> None:
+    assert chunk_event(b"{}", chunk).has_content is has_content
+
+
+def test_a_usage_chunk_is_usage_only_and_a_malformed_one_is_not_usage() -> None:
+    good = chunk_event(b"{}", {"choices": [], "usage": {"prompt_tokens": 2,
+                                                        "completion_tokens": 1}})
+    assert good.usage_only and good.usage == Usage(2, 1, 0)
+    odd = chunk_event(b"{}", {"choices": [], "usage": [2, 1]})
+    assert not odd.usage_only and odd.usage is None

@@ -248,3 +248,34 @@ def test_any_upstream_answer_reaches_the_client_as_a_completion_or_an_upstream_e
     finally:
         http.close()
     assert len(seen) >= 3, seen  # completions, upstream errors and broken streams were all met
+
+
+def _contents(sse: bytes) -> str:
+    events = [line[6:] for line in sse.split(b"\n") if line.startswith(b"data: ")]
+    assert events[-1] == b"[DONE]", sse[-300:]
+    return "".join(choice["delta"].get("content") or "" for event in events[:-1]
+                   for choice in json.loads(event)["choices"])
+
+
+@pytest.mark.parametrize("model", ["pt-stub"])
+def test_a_stream_ended_without_a_finish_reason_is_whole_and_its_key_replays_it(
+        gateway: Running, stub: StubUpstream, model: str) -> None:
+    """Some upstreams end a stream with `[DONE]` and never send a finish reason: the client gets
+    the whole stream (this was an `internal_error` event once), and a duplicate sent with the
+    same Idempotency-Key is answered from the record without reaching the upstream. (Through
+    litellm such a stream is litellm's error, "ended before a finish_reason was received",
+    which reaches the client as an `upstream_unavailable` event.)"""
+    events = [json.dumps(CHUNK), json.dumps(CHUNK), json.dumps(USAGE_CHUNK), "[DONE]"]
+    stub.answer = Answer(200, "text/event-stream",
+                         "".join(f"data: {event}\n\n" for event in events).encode())
+    body = {"model": model, "stream": True, "temperature": 0,
+            "messages": [{"role": "user", "content": f"no finish reason via {model}"}]}
+    headers = {"idempotency-key": f"no-finish-{model}"}
+    with httpx.Client(base_url=gateway.base_url, timeout=20) as http:
+        first = http.post("/v1/chat/completions", json=body, headers=headers)
+        stub.answer = Answer(500, "application/json", b'{"error": {"message": "down"}}')
+        second = http.post("/v1/chat/completions", json=body, headers=headers)
+    assert first.status_code == 200 and _contents(first.content) == "stubstub"
+    assert second.status_code == 200, second.text
+    assert second.headers.get("x-slorouter-idempotent-replay") == "true"
+    assert _contents(second.content) == "stubstub"

@@ -179,7 +179,12 @@ def load_config_text(text: str, source: str = "<config>",
 
 
 def load_config_file(path: Path, environ: Mapping[str, str] | None = None) -> RouterConfig:
-    return load_config_text(path.read_text(encoding="utf-8"), str(path), environ)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyValidationError(str(path), [
+            f"not UTF-8 text (byte {exc.start} cannot start or continue a character)"]) from exc
+    return load_config_text(text, str(path), environ)
 
 
 # Settings that change who may call and how the process runs, never which model answers what or

@@ -107,10 +107,13 @@ def explain_command(args: argparse.Namespace) -> int:
         print(f"{args.config}: {err}", file=sys.stderr)
         return 2
     try:
-        text = args.request.read_text() if args.request else sys.stdin.read()
+        text = args.request.read_text(encoding="utf-8") if args.request else sys.stdin.read()
     except OSError as err:
         print(f"slorouter explain: cannot read {args.request}: {err.strerror or err}",
               file=sys.stderr)
+        return 2
+    except UnicodeDecodeError:
+        print(f"slorouter explain: {args.request or 'stdin'}: not UTF-8 text", file=sys.stderr)
         return 2
     try:
         raw = json.loads(text)

@@ -141,8 +141,9 @@ def _load(path: Path | None, environ: dict[str, str]) -> tuple[Any, subprocess.P
         loaders = lambda: embedded.simulator_config(environ)  # noqa: E731
     try:
         config = loaders()
-    except PolicyValidationError as err:
-        raise ConfigError(err.problems) from err
+    except PolicyValidationError as err:  # a file's problems name it, as `policy check` does
+        raise ConfigError(err.problems if path is None
+                          else [f"{path}: {problem}" for problem in err.problems]) from err
     except OSError as err:
         raise ConfigError([f"cannot read {source}: {err.strerror or err}"]) from err
     event(log, "config_loaded", source=source)

@@ -85,10 +85,11 @@ def run_classify(args: argparse.Namespace) -> int:
     from router.classify.jsonl import classify_stream
 
     classifier = _classifier(args.model)
+    # Lines are read as bytes: one that is not UTF-8 is a malformed line like any other.
     if args.file is None:
-        return classify_stream(sys.stdin, sys.stdout, sys.stderr, classifier)
+        return classify_stream(sys.stdin.buffer, sys.stdout, sys.stderr, classifier)
     try:
-        with args.file.open(encoding="utf-8") as fh:
+        with args.file.open("rb") as fh:
             return classify_stream(fh, sys.stdout, sys.stderr, classifier)
     except OSError as exc:
         print(f"slorouter classify: cannot read {args.file}: {exc}", file=sys.stderr)

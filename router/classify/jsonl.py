@@ -87,9 +87,11 @@ def _error(exc: ValidationError) -> str:
 
 
 def classify_stream(
-    lines: Iterable[str], out: TextIO, err: TextIO, classifier: LinearClassifier
+    lines: Iterable[str | bytes], out: TextIO, err: TextIO,
+    classifier: LinearClassifier,
 ) -> int:
-    """Classify every line; 0 when all lines were valid, 1 when any was malformed."""
+    """Classify every line; 0 when all lines were valid, 1 when any was malformed (bytes that
+    are not UTF-8 included)."""
     bad = 0
     for number, line in enumerate(lines, start=1):
         if not line.strip():

@@ -60,6 +60,18 @@ def test_malformed_lines_are_reported_with_line_numbers(
     assert "exactly one of 'text' and 'messages'" in captured.err
 
 
+def test_a_line_that_is_not_utf8_is_a_malformed_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Invalid bytes spoil their own line only (they used to end the command with a traceback)."""
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b'{"text": "hello"}\n{"text": "caf\xe9"}\n{"text": "caf\xc3\xa9 au lait"}\n')
+    assert main(["classify", str(src)]) == 1
+    captured = capsys.readouterr()
+    assert [json.loads(line)["line"] for line in captured.out.splitlines()] == [1, 3]
+    assert "line 2: Invalid JSON" in captured.err and "1 malformed line(s)" in captured.err
+
+
 def test_classify_reads_stdin() -> None:
     """Without a file argument the command reads standard input."""
     proc = subprocess.run(

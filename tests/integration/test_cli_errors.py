@@ -44,6 +44,22 @@ def test_a_missing_config_file_is_reported_not_raised(tmp_path: Path,
     _refused(_run(tmp_path, *command, str(tmp_path / "nope.yaml")), "nope.yaml", "cannot read")
 
 
+@pytest.mark.parametrize("command", [["serve", "--config"], ["policy", "check", "--config"],
+                                     ["explain", "--config"]])
+def test_a_config_file_that_is_not_utf8_is_reported_not_raised(tmp_path: Path,
+                                                               command: list[str]) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(CONFIG.encode() + "# caf\u00e9\n".encode("latin-1"))
+    _refused(_run(tmp_path, *command, str(path)), "latin1.yaml", "not UTF-8 text")
+
+
+def test_an_explained_request_that_is_not_utf8_is_reported_not_raised(tmp_path: Path) -> None:
+    request = tmp_path / "request.json"
+    request.write_bytes(b'{"model": "m", "messages": [{"role": "user", "content": "caf\xe9"}]}')
+    _refused(_run(tmp_path, "explain", "--config", _config(tmp_path, CONFIG), str(request)),
+             "request.json", "not UTF-8 text")
+
+
 def test_bad_flags_are_refused_by_the_parser(tmp_path: Path) -> None:
     _refused(_run(tmp_path, "serve", "--log-level", "verbose"), "--log-level")
     config = _config(tmp_path, CONFIG)

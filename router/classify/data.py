@@ -60,6 +60,12 @@ def _open_lines(path: Path) -> Iterator[str]:
             yield from fh
 
 
+def _open_raw_lines(path: Path) -> Iterator[bytes]:
+    """The file's lines undecoded: a line that is not UTF-8 fails its own validation, by number."""
+    with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as fh:
+        yield from fh
+
+
 def example_of(row: PromptRow) -> Example:
     """The single-message request a labelled row stands for."""
     tools = tuple(row.tools) if row.tools is not None else ()
@@ -77,7 +83,7 @@ def example_of(row: PromptRow) -> Example:
 def read_examples(path: Path) -> list[Example]:
     """Every row of one data file as an `Example` (raises `DataError` naming a bad line)."""
     out: list[Example] = []
-    for number, line in enumerate(_open_lines(path), start=1):
+    for number, line in enumerate(_open_raw_lines(path), start=1):
         if not line.strip():
             continue
         try:

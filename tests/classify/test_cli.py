@@ -127,3 +127,24 @@ def test_training_data_errors_name_the_line(
     bad.write_text('{"id": "1", "text": "x", "task": "chat", "risk": "low"}\n{"id": "2"}\n')
     assert main(["train-classifier", "--data", str(bad), "--out", str(tmp_path / "o")]) == 2
     assert "bad.jsonl:2" in capsys.readouterr().err
+
+
+def _first_training_row() -> bytes:
+    with gzip.open(DATA / "train.jsonl.gz", "rb") as fh:
+        return bytes(fh.readline()).rstrip(b"\n")
+
+
+@pytest.mark.parametrize("command", ["train-classifier", "eval-classifier"])
+def test_a_data_line_that_is_not_utf8_names_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """Bytes that are not UTF-8 are a bad row like any other (they were a traceback)."""
+    row = _first_training_row()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(row + b"\n" + row.replace(b'"text": "', b'"text": "caf\xe9 ', 1) + b"\n")
+    args = [command, "--data", str(bad)]
+    if command == "train-classifier":
+        args += ["--out", str(tmp_path / "o")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "bad.jsonl:2" in err and "Traceback" not in err

@@ -86,6 +86,10 @@ class PayloadTooLargeError(RequestError):
     status_code = 413
 
 
+class UnsupportedMediaTypeError(RequestError):
+    status_code = 415
+
+
 class ConflictError(RequestError):
     status_code = 422
 

@@ -1,7 +1,8 @@
 """Reading a chat request: its headers as a dict, its body under the size limit, JSON, schema.
 
-Each problem is a `RequestError` (400) or `PayloadTooLargeError` (413), which the handler turns
-into OpenAI's error JSON; nothing of the body is echoed but a field's path, written as OpenAI
+Each problem is a `RequestError` (400), `PayloadTooLargeError` (413) or
+`UnsupportedMediaTypeError` (415: a compressed body), which the handler turns into OpenAI's error
+JSON; nothing of the body is echoed but a field's path, written as OpenAI
 writes it (`messages[0].content`), in `param`.
 
 A body nested deeper than `MAX_JSON_DEPTH` is refused as soon as it is parsed: orjson reads up
@@ -21,7 +22,7 @@ from pydantic_core import ErrorDetails
 from starlette.requests import Request
 
 from router.api.schemas import ChatCompletionRequest
-from router.errors import PayloadTooLargeError, RequestError
+from router.errors import PayloadTooLargeError, RequestError, UnsupportedMediaTypeError
 
 # Levels of objects and arrays (the body itself is level 1). Real requests, JSON-schema tool
 # parameters included, stay far below; orjson cannot serialize beyond 255.
@@ -31,6 +32,13 @@ _INSTANCE = re.compile(r" or instance of \w+")  # pydantic's wording names our c
 
 
 async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
+    encoding = request.headers.get("content-encoding")
+    if encoding is not None and encoding.strip().lower() not in ("", "identity"):
+        # Not decompressed: read as JSON it would be a puzzling parse error (and a decompressed
+        # size limit would be one more thing to get right). OpenAI's SDKs send bodies plain.
+        raise UnsupportedMediaTypeError(
+            f"request bodies must not be compressed (content-encoding: {encoding.strip()[:40]})",
+            code="unsupported_content_encoding")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
@@ -44,7 +52,10 @@ async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise RequestError(f"could not parse the JSON body: {exc.msg} at position {exc.pos}",
+        # orjson calls bytes that are not UTF-8 "str is not valid UTF-8: surrogates not allowed"
+        problem = ("the body is not UTF-8 text" if exc.msg.startswith("str is not valid UTF-8")
+                   else exc.msg)
+        raise RequestError(f"could not parse the JSON body: {problem} at position {exc.pos}",
                            code="invalid_json") from None
     if not isinstance(parsed, dict):
         raise RequestError("the JSON body must be an object", code="invalid_json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from pathlib import Path
@@ -57,6 +58,22 @@ def test_malformed_json_is_400(gateway: Running) -> None:
     """A body that is not JSON → 400 invalid_request_error naming the problem."""
     error = _assert_openai_error(_post(gateway, b'{"model": "pt-fast", "messages": ['), 400)
     assert error["code"] == "invalid_json"
+
+
+def test_a_body_that_is_not_utf8_is_400_saying_so(gateway: Running) -> None:
+    body = '{"model": "pt-fast", "messages": [{"role": "user", "content": "café"}]}'
+    error = _assert_openai_error(_post(gateway, body.encode("latin-1")), 400)
+    assert error["code"] == "invalid_json" and "not UTF-8" in str(error["message"])
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "GZip"])
+def test_a_compressed_body_is_415_not_a_parse_error(gateway: Running, encoding: str) -> None:
+    body = gzip.compress(b'{"model": "pt-fast", "messages": [{"role": "user", "content": "x"}]}')
+    error = _assert_openai_error(_post(gateway, body, headers={"content-encoding": encoding}),
+                                 415)
+    assert error["code"] == "unsupported_content_encoding"
+    plain = _post(gateway, gzip.decompress(body), headers={"content-encoding": "identity"})
+    assert plain.status_code == 200, plain.text
 
 
 @pytest.mark.parametrize(("body", "param"), [

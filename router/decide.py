@@ -112,8 +112,10 @@ def require_route(decision: Decision) -> Decision:
                                retry_after=1.0 if circuits_open else None)
 
 
-def _unknown(requested: str) -> NotFoundError:
-    return NotFoundError(f"The model '{requested}' does not exist; GET /v1/models lists the "
+def unknown_model(requested: str) -> NotFoundError:
+    """The 404 for a model name this router does not serve (a long name is cut in the message)."""
+    shown = requested if len(requested) <= 100 else requested[:100] + "…"
+    return NotFoundError(f"The model '{shown}' does not exist; GET /v1/models lists the "
                          "names this router serves", param="model", code="model_not_found")
 
 
@@ -131,7 +133,7 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     if requested in config.models:
         return _pinned(requested, facts, config)
     if requested not in config.aliases:
-        raise _unknown(requested)
+        raise unknown_model(requested)
     policies = config.source.policies
     if policies is None:
         model = config.model_by_task.get(labels.task, config.default_model)

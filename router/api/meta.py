@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from router.api.errors import error_response
-from router.errors import NotFoundError
+from router.decide import unknown_model
 from router.execution.breaker import BreakerRegistry
 from router.runtime_config import RuntimeConfig
 
@@ -43,9 +43,7 @@ def model_endpoint(config: RuntimeConfig) -> Callable[[Request], Awaitable[Respo
         name = str(request.path_params["model"])
         body = bodies.get(name)
         if body is None:
-            return error_response(NotFoundError(
-                f"The model '{name}' does not exist; GET /v1/models lists the names this "
-                "router serves", param="model", code="model_not_found"))
+            return error_response(unknown_model(name))
         return Response(body, media_type="application/json")
 
     return retrieve_model

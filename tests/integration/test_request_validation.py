@@ -190,3 +190,15 @@ def test_models_retrieve_of_an_unknown_name_is_model_not_found(client: openai.Op
         client.models.retrieve("no-such-model")
     assert caught.value.code == "model_not_found"
     assert caught.value.param == "model"
+
+
+def test_a_long_unknown_model_name_is_cut_in_the_message(client: openai.OpenAI) -> None:
+    """Both the chat route and `models.retrieve` name the model, up to 100 characters of it (the
+    chat route refuses names over 256 characters as invalid before looking them up)."""
+    with pytest.raises(openai.NotFoundError) as retrieved:
+        client.models.retrieve("m" * 5000)
+    with pytest.raises(openai.NotFoundError) as chatted:
+        client.chat.completions.create(model="m" * 200, messages=MESSAGES)
+    for caught in (retrieved, chatted):
+        assert caught.value.code == "model_not_found"
+        assert "m" * 100 + "…" in caught.value.message and len(caught.value.message) < 300

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 Length = Literal["short", "median", "long"]
 Lang = Literal["en", "fa", "mixed"]
@@ -72,15 +72,33 @@ class PlannedRequest:
 
 
 def load_workload(path: Path) -> Workload:
-    """Read a mix file and its prompt pool; every class must find at least one prompt."""
-    mix = WorkloadMix.model_validate_json(path.read_bytes())
+    """Read a mix file and its prompt pool; every class must find at least one prompt. A file
+    that does not validate is a `ValueError` of one line: the file (and line), field, problem."""
+    try:
+        mix = WorkloadMix.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        raise ValueError(f"{path}: {_first_problem(exc)}") from None
     pool_path = (path.parent / mix.prompts).resolve()
-    pool = tuple(Prompt.model_validate_json(line)
-                 for line in pool_path.read_text(encoding="utf-8").splitlines() if line.strip())
+    prompts: list[Prompt] = []
+    for number, line in enumerate(pool_path.read_bytes().splitlines(), start=1):
+        if line.strip():
+            try:
+                prompts.append(Prompt.model_validate_json(line))
+            except ValidationError as exc:
+                raise ValueError(f"{pool_path}:{number}: {_first_problem(exc)}") from None
+    pool = tuple(prompts)
     missing = [c.name for c in mix.classes if not _candidates(pool, c)]
     if missing:
         raise ValueError(f"{path}: no prompt in {pool_path} fits class(es) {', '.join(missing)}")
     return Workload(mix, pool)
+
+
+def _first_problem(exc: ValidationError) -> str:
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"])
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where + ': ' if where else ''}{first['msg']}{more}"
 
 
 def _candidates(pool: tuple[Prompt, ...], cls: RequestClass) -> list[Prompt]:

@@ -69,3 +69,20 @@ def test_a_class_without_matching_prompts_is_rejected(tmp_path: Path) -> None:
         "classes": [{"name": "needs-fa", "weight": 1, "lang": ["fa"]}]}).decode())
     with pytest.raises(ValueError, match="needs-fa"):
         load_workload(tmp_path / "mix.json")
+
+
+@pytest.mark.parametrize(("mix", "pool", "says"), [
+    (b'{"name": "x", "prompts": "pool.jsonl", "classes": [], "extra": 1}', b"", "mix.json: "),
+    (b"\xff", b"", "mix.json: Invalid JSON"),
+    (None, b'{"text": "hi", "lang": "en", "length": "short"}\n{"text": 5}\n', "pool.jsonl:2: "),
+    (None, b'{"text": "caf\xe9", "lang": "en", "length": "short"}\n', "pool.jsonl:1: "),
+])
+def test_a_file_that_does_not_validate_is_one_line_naming_it(
+        tmp_path: Path, mix: bytes | None, pool: bytes, says: str) -> None:
+    (tmp_path / "pool.jsonl").write_bytes(pool)
+    (tmp_path / "mix.json").write_bytes(mix if mix is not None else orjson.dumps({
+        "name": "x", "prompts": "pool.jsonl",
+        "classes": [{"name": "any", "weight": 1}]}))
+    with pytest.raises(ValueError) as caught:
+        load_workload(tmp_path / "mix.json")
+    assert says in str(caught.value) and "\n" not in str(caught.value), str(caught.value)

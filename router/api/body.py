@@ -13,7 +13,7 @@ forwarded (a 5xx charged to the deployment's circuit breaker).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -31,15 +31,19 @@ MAX_JSON_DEPTH = 128
 _INSTANCE = re.compile(r" or instance of \w+")  # pydantic's wording names our classes
 
 
-async def read_json(request: Request, max_bytes: int) -> dict[str, Any]:
-    encoding = request.headers.get("content-encoding")
+async def read_json(request: Request, max_bytes: int,
+                    headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The body as a JSON object. `headers`: the request's, when the caller has read them
+    already (`received_headers`), else Starlette's."""
+    headers = headers if headers is not None else request.headers
+    encoding = headers.get("content-encoding")
     if encoding is not None and encoding.strip().lower() not in ("", "identity"):
         # Not decompressed: read as JSON it would be a puzzling parse error (and a decompressed
         # size limit would be one more thing to get right). OpenAI's SDKs send bodies plain.
         raise UnsupportedMediaTypeError(
             f"request bodies must not be compressed (content-encoding: {encoding.strip()[:40]})",
             code="unsupported_content_encoding")
-    declared = request.headers.get("content-length")
+    declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
                                    code="payload_too_large")

@@ -130,7 +130,7 @@ class ChatHandler:
         principal = authenticate(received.get("authorization"), config.principals)
         outcome.tenant = principal.tenant
         outcome.steps.append(("auth", outcome.arrived_at, self._clock()))
-        raw = await read_json(request, config.max_body_bytes)
+        raw = await read_json(request, config.max_body_bytes, received)
         chat = parse_chat(raw)
         outcome.requested_model, outcome.stream = chat.model, chat.stream
         capture = self._captures(principal.tenant)  # the tenant's explicit opt-in only

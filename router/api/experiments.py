@@ -15,6 +15,7 @@ from router.auth import authenticate
 from router.errors import RequestError
 from router.experimentation import Experiments
 from router.runtime_config import RuntimeConfig
+from router.validation import first_problem
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -35,9 +36,8 @@ def feedback_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoi
             try:
                 body = FeedbackBody.model_validate(raw)
             except ValidationError as exc:
-                first = exc.errors()[0]
-                param = ".".join(str(p) for p in first["loc"])
-                raise RequestError(f"invalid feedback: {param}: {first['msg']}", param=param,
+                param, problem = first_problem(exc)
+                raise RequestError(f"invalid feedback: {param}: {problem}", param=param,
                                    code="invalid_value") from None
             result = await experiments.feedback(principal.tenant, body.request_id, body.metric,
                                                 body.value)

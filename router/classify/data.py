@@ -51,17 +51,9 @@ class DataError(ValueError):
     """A data file could not be read; the message names the file and line."""
 
 
-def _open_lines(path: Path) -> Iterator[str]:
-    if path.suffix == ".gz":
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            yield from fh
-    else:
-        with path.open(encoding="utf-8") as fh:
-            yield from fh
-
-
-def _open_raw_lines(path: Path) -> Iterator[bytes]:
-    """The file's lines undecoded: a line that is not UTF-8 fails its own validation, by number."""
+def _open_lines(path: Path) -> Iterator[bytes]:
+    """The file's lines (decompressed, undecoded): a line that is not UTF-8 fails its own
+    validation, by number."""
     with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as fh:
         yield from fh
 
@@ -83,7 +75,7 @@ def example_of(row: PromptRow) -> Example:
 def read_examples(path: Path) -> list[Example]:
     """Every row of one data file as an `Example` (raises `DataError` naming a bad line)."""
     out: list[Example] = []
-    for number, line in enumerate(_open_raw_lines(path), start=1):
+    for number, line in enumerate(_open_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -98,5 +90,5 @@ def files_hash(paths: Sequence[Path]) -> str:
     digest = hashlib.sha256()
     for path in paths:
         for line in _open_lines(path):
-            digest.update(line.encode("utf-8"))
+            digest.update(line)
     return digest.hexdigest()

@@ -19,6 +19,7 @@ from router.classify.classifier import Explanation, LinearClassifier
 from router.classify.types import Hints, RequestView
 from router.classify.view import view_from_openai
 from router.errors import RequestError
+from router.validation import one_line
 
 
 class HintsIn(BaseModel):
@@ -80,12 +81,6 @@ def output_record(line: int, item_id: str | int | None, ex: Explanation) -> dict
     return record
 
 
-def _error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"])
-    return f"{where}: {first['msg']}" if where else str(first["msg"])
-
-
 def classify_stream(
     lines: Iterable[str | bytes], out: TextIO, err: TextIO,
     classifier: LinearClassifier,
@@ -101,7 +96,7 @@ def classify_stream(
             ex = classifier.explain(item.view(), item.request_hints())
         except ValidationError as exc:
             bad += 1
-            print(f"line {number}: {_error(exc)}", file=err)
+            print(f"line {number}: {one_line(exc)}", file=err)
             continue
         except RequestError as exc:
             bad += 1

@@ -17,6 +17,8 @@ from typing import Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from router.validation import one_line
+
 Length = Literal["short", "median", "long"]
 Lang = Literal["en", "fa", "mixed"]
 
@@ -77,7 +79,7 @@ def load_workload(path: Path) -> Workload:
     try:
         mix = WorkloadMix.model_validate_json(path.read_bytes())
     except ValidationError as exc:
-        raise ValueError(f"{path}: {_first_problem(exc)}") from None
+        raise ValueError(f"{path}: {one_line(exc)}") from None
     pool_path = (path.parent / mix.prompts).resolve()
     prompts: list[Prompt] = []
     for number, line in enumerate(pool_path.read_bytes().splitlines(), start=1):
@@ -85,20 +87,12 @@ def load_workload(path: Path) -> Workload:
             try:
                 prompts.append(Prompt.model_validate_json(line))
             except ValidationError as exc:
-                raise ValueError(f"{pool_path}:{number}: {_first_problem(exc)}") from None
+                raise ValueError(f"{pool_path}:{number}: {one_line(exc)}") from None
     pool = tuple(prompts)
     missing = [c.name for c in mix.classes if not _candidates(pool, c)]
     if missing:
         raise ValueError(f"{path}: no prompt in {pool_path} fits class(es) {', '.join(missing)}")
     return Workload(mix, pool)
-
-
-def _first_problem(exc: ValidationError) -> str:
-    errors = exc.errors()
-    first = errors[0]
-    where = ".".join(str(part) for part in first["loc"])
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where + ': ' if where else ''}{first['msg']}{more}"
 
 
 def _candidates(pool: tuple[Prompt, ...], cls: RequestClass) -> list[Prompt]:

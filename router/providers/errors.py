@@ -192,6 +192,23 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
     return e.ProviderError(f"upstream failed: {type(exc).__name__}", code="upstream_error")
 
 
+def broken_after_head(exc: BaseException) -> e.SlorouterError:
+    """`exc`, raised while an answer whose head had come (status 200) was being read, in the
+    project's hierarchy. The upstream had the request, so no error may say that it was refused
+    before it acted (`ProviderUnavailableError`, `ProviderRateLimitedError`: those are retried
+    and failed over even for a side-effecting request). litellm reports a stream that broke or
+    ended early (before its finish reason, before any content too) in such classes
+    (`MidStreamFallbackError` is a `ServiceUnavailableError`); it is a cut stream, as the
+    pass-through adapter reports one. A failure to connect stays what it is: some of litellm's
+    providers open the connection at the first read."""
+    err = map_exception(exc)
+    if isinstance(err, e.ProviderUnavailableError | e.ProviderRateLimitedError) and not (
+            _class_names(exc) & _WHILE_CONNECTING):
+        return e.ProviderError(f"upstream stream broke: {err.message}",
+                               code="upstream_stream_cut")
+    return err
+
+
 # Transport failures while opening a connection: the request never left.
 _WHILE_CONNECTING = frozenset({
     "ConnectError", "ConnectTimeout", "ClientConnectorError", "ClientConnectorDNSError",
@@ -205,10 +222,15 @@ def maybe_received(exc: BaseException) -> bool:
     did not happen while connecting: the provider may have received the request, so it is a
     `ProviderError` (a side-effecting request is then not retried), not the explicit refusal
     that `ProviderUnavailableError` means."""
-    names = {klass.__name__ for link in (exc, *_causes(exc)) for klass in type(link).__mro__}
+    names = _class_names(exc)
     if "APIConnectionError" not in names or names & {"APITimeoutError", "Timeout"}:
         return False
     return not names & _WHILE_CONNECTING
+
+
+def _class_names(exc: BaseException) -> set[str]:
+    """The class names of `exc` and of every exception in its cause chain."""
+    return {klass.__name__ for link in (exc, *_causes(exc)) for klass in type(link).__mro__}
 
 
 def _from_named(target: type[e.SlorouterError], exc: BaseException) -> e.SlorouterError:

@@ -28,7 +28,7 @@ from router.providers.base import (
     Usage,
     chunk_event,
 )
-from router.providers.errors import map_exception
+from router.providers.errors import broken_after_head, map_exception
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
@@ -103,6 +103,8 @@ class LitellmProvider:
                         chunk = await anext(chunks)
                 except StopAsyncIteration:
                     return
+                except Exception as exc:  # the upstream had the request: see broken_after_head
+                    raise broken_after_head(exc) from exc
                 body = _dump(chunk)
                 yield chunk_event(orjson.dumps(body), body)
         except Exception as exc:

@@ -356,6 +356,8 @@ FAULT_MODELS: dict[str, dict[str, object]] = {
     "cut-backup": steady(20, 30),
     "act": steady(300),
     "act-drop": steady(20, cut_rate=1.0, cut_mode="abort"),  # takes the request, drops it
+    # answers 200, then ends its stream cleanly before any content or finish reason
+    "act-eof": steady(20, cut_rate=1.0, cut_after_chunks=0, cut_mode="eof"),
     "capacity": steady(400),
     "tail": heavy_tail(100),
     "calm": steady(100),

@@ -59,6 +59,7 @@ DEPS = [
     Dep("cut-backup", "cut-backup"),
     Dep("act", "act"),
     Dep("pt-act-drop", "act-drop"), Dep("ll-act-drop", "act-drop", "litellm"),
+    Dep("pt-act-eof", "act-eof"), Dep("ll-act-eof", "act-eof", "litellm"),
 ]
 CUT_MODELS = ["pt-cut-abort", "ll-cut-abort", "pt-cut-eof", "ll-cut-eof"]
 MODELS: dict[str, list[str]] = {
@@ -70,6 +71,9 @@ MODELS: dict[str, list[str]] = {
     "act": ["act"],
     "pt-act-drop": ["pt-act-drop"],
     "ll-act-drop": ["ll-act-drop"],
+    # a healthy deployment behind each: an action must not fail over to it once sent
+    "pt-act-eof": ["pt-act-eof", "act"],
+    "ll-act-eof": ["ll-act-eof", "act"],
 }
 RELIABILITY = f"""    breaker:
       cool_down_s: {COOL_DOWN_S}"""
@@ -330,3 +334,25 @@ def test_an_action_whose_upstream_drops_the_connection_unanswered_runs_once(
                                  "idempotency-key": f"faults-{uuid.uuid4()}"})
     assert (shot.status, shot.error_code) == (504, "unknown_commit")
     assert counters.value("act-drop") - before == 1
+
+
+@pytest.mark.parametrize("model", ["pt-act-eof", "ll-act-eof"])
+def test_an_action_whose_stream_ends_before_any_content_is_not_sent_elsewhere(
+        gateway: Running, counters: SimCounters, model: str) -> None:
+    """The upstream answers 200 and ends the stream cleanly before any content or finish
+    reason: it had the request, so a side-effecting one may have run. The client gets 504
+    `unknown_commit` after that one upstream call, never a failover to the healthy deployment
+    behind it, with both adapters (litellm reports such a stream as a provider that is
+    unavailable, which means "never received" and is failed over)."""
+    for _ in range(MAX_TRIES):
+        eof_before, act_before = counters.value("act-eof"), counters.value("act")
+        shot = post(gateway, model, {"x-slorouter-task": "action",
+                                     "idempotency-key": f"faults-{uuid.uuid4()}"}, stream=True)
+        if counters.value("act-eof") == eof_before:  # this prompt went to `act` first
+            assert shot.ok and shot.deployment == "act"
+            continue
+        assert (shot.status, shot.error_code) == (504, "unknown_commit"), describe([shot])
+        assert counters.value("act-eof") - eof_before == 1
+        assert counters.value("act") == act_before
+        return
+    pytest.fail(f"no request of {MAX_TRIES} went to {model} first")

@@ -300,6 +300,30 @@ def test_a_connection_refused_is_unavailable_and_safe_to_retry_even_for_a_side_e
     assert classify(mapped, AttemptContext(True, True, False)).action == "retry"
 
 
+def test_a_stream_litellm_calls_unavailable_after_its_head_is_a_cut_stream() -> None:
+    """litellm wraps a stream that ended before its finish reason in `MidStreamFallbackError`
+    (a `ServiceUnavailableError`): read after the upstream's 200, it is a cut stream, as the
+    pass-through reports it, and never "not received" (which a side effect would fail over);
+    a rate limit raised then is no refusal either. Failing to connect stays a refusal."""
+    litellm = _litellm()
+    eof = httpx.RemoteProtocolError("Stream ended before a finish_reason was received")
+    from litellm.exceptions import MidStreamFallbackError
+
+    ended = _chained(MidStreamFallbackError(
+        "Stream ended before a finish_reason was received", model="m", llm_provider="openai",
+        original_exception=eof), eof)
+    assert isinstance(mapping.map_exception(ended), errors.ProviderUnavailableError)
+    for raised in (ended, litellm.RateLimitError("slow down", llm_provider="openai", model="m")):
+        mapped = mapping.broken_after_head(raised)
+        assert (type(mapped), mapped.code) == (errors.ProviderError, "upstream_stream_cut")
+        assert classify(mapped, AttemptContext(True, True, False)).action == "unknown_commit"
+    refused = _chained(litellm.APIConnectionError("Connection error.", llm_provider="openai",
+                                                  model="m"), httpx.ConnectError("refused"))
+    assert isinstance(mapping.broken_after_head(refused), errors.ProviderUnavailableError)
+    timed_out = mapping.broken_after_head(TimeoutError())
+    assert isinstance(timed_out, errors.ProviderTimeoutError)
+
+
 def test_the_pass_through_clients_drop_after_sending_is_not_a_refusal() -> None:
     """`UpstreamDropped` (sent, closed unanswered) against `UpstreamUnreachable` (no
     connection): only the second is safe to retry for a side effect."""

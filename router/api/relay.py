@@ -64,8 +64,8 @@ class StreamRelay:
                 outcome.captured_output = answer_messages(body)
             await asyncio.shield(self._settle.succeeded(body, outcome))
             yield b"data: [DONE]\n\n"
-        except SlorouterError as exc:
-            self._error = exc
+        except SlorouterError as raised:
+            exc = self._error = self._committed.ended_by(raised)
             outcome.status, outcome.error_type = exc.status_code, type(exc).__name__
             outcome.error_code = exc.code
             yield error_event(exc)

@@ -83,6 +83,16 @@ class CommittedStream:
     # (`Release`): a stream is judged when it ends, not at its first token, so a deployment
     # whose answers break after they start is seen failing.
     release: Release = lambda error=None, abandoned=False: None
+    # The client's own deadline, not the deployment's timeout, bounds the rest of the answer:
+    # a timeout that ends it is the request's deadline (`deadline_exceeded`).
+    client_deadline: bool = False
+
+    def ended_by(self, error: SlorouterError) -> SlorouterError:
+        """The error a broken answer ends with: a timeout within the client's own deadline is
+        that deadline passing, as it is before the first token (`Runner._attempt`)."""
+        if self.client_deadline and isinstance(error, ProviderTimeoutError):
+            return deadline_exceeded("while the answer streamed")
+        return error
 
 
 class AttemptWatch(Protocol):
@@ -240,10 +250,9 @@ class Runner:
             # Cut by the request's own deadline (shorter than the deployment's timeout), the
             # attempt says nothing about the deployment's health: a client asking for 1 ms
             # must not open the breakers of healthy deployments for everyone.
-            by_deadline = plan.deadline_from_client and call.timeout_s < deployment.timeout_s
+            by_deadline = _client_bounded(plan, call)
             err: SlorouterError = (
-                ProviderTimeoutError("request deadline exceeded during the upstream attempt",
-                                     code="deadline_exceeded") if by_deadline
+                deadline_exceeded("during the upstream attempt") if by_deadline
                 else ProviderTimeoutError("no first token before the attempt's timeout",
                                           code="first_token_timeout"))
             self._fail_pending(attempts, err, health=not by_deadline)
@@ -259,20 +268,23 @@ class Runner:
                     self._state.breakers.get(pending.deployment).on_abandon()
             raise
         self._won(record)
+        bounded = _client_bounded(plan, call)
         return CommittedStream(deployment, head, events, attempts,
-                               self._releaser(record, plan.deadline_from_client))
+                               self._releaser(record, bounded), bounded)
 
     async def _race(self, plan: Plan, attempts: list[AttemptRecord],
                     open_: Callable[[UpstreamCall], EventStream], call: UpstreamCall,
                     record: AttemptRecord, alternate: Deployment) -> CommittedStream:
         alt_breaker = self._state.breakers.get(alternate.name)
         hedge_record = AttemptRecord(alternate.name, 0, 0.0, "hedge")
+        calls = [call]
 
         def start_hedge() -> EventStream:
             hedge_record.number, hedge_record.started_at = len(attempts) + 1, self._clock()
             attempts.append(hedge_record)
             self._started(hedge_record, plan)
-            return open_(self._call(plan, alternate, hedge_record.number))
+            calls.append(self._call(plan, alternate, hedge_record.number))
+            return open_(calls[-1])
 
         def may_hedge() -> bool:
             return alt_breaker.allow() and self._state.hedges.try_spend()
@@ -293,9 +305,9 @@ class Runner:
             loser.outcome, loser.ended_at = "cancelled", self._clock()
             self._state.breakers.get(loser.deployment).on_abandon()
             self._ended(loser)
-        deployment = call.deployment if result.winner == 0 else alternate
-        return CommittedStream(deployment, list(result.prefix), result.rest, attempts,
-                               self._releaser(winner, plan.deadline_from_client))
+        bounded = _client_bounded(plan, calls[result.winner])
+        return CommittedStream(calls[result.winner].deployment, list(result.prefix),
+                               result.rest, attempts, self._releaser(winner, bounded), bounded)
 
     def _fail_pending(self, attempts: list[AttemptRecord], err: SlorouterError,
                       health: bool = True) -> None:
@@ -313,8 +325,8 @@ class Runner:
         self._state.watch.end(record.ticket)
 
     def _releaser(self, record: AttemptRecord, client_deadline: bool) -> Release:
-        """`client_deadline`: the client's own timeout bounds the answer, so a timeout after it
-        started says nothing about the deployment (as for a first token, `_attempt`)."""
+        """`client_deadline`: the client's own timeout bounds the answer (`_client_bounded`), so
+        a timeout after it started says nothing about the deployment (as for a first token)."""
         released = False
 
         def release(error: SlorouterError | None = None, abandoned: bool = False) -> None:
@@ -391,6 +403,17 @@ class _CompletionEvents:
 
     async def aclose(self) -> None:
         self._done = True
+
+
+def _client_bounded(plan: Plan, call: UpstreamCall) -> bool:
+    """Whether the client's own deadline, shorter than the deployment's timeout, is what
+    bounds `call`: a timeout then says nothing about the deployment's health."""
+    return plan.deadline_from_client and call.timeout_s < call.deployment.timeout_s
+
+
+def deadline_exceeded(when: str) -> ProviderTimeoutError:
+    """The request's deadline passed `when` (a 504, or a stream's last event)."""
+    return ProviderTimeoutError(f"request deadline exceeded {when}", code="deadline_exceeded")
 
 
 def _has_content(event: StreamEvent) -> bool:

@@ -85,13 +85,15 @@ class StaticRanker:
 _REQUEST_CHECKS = frozenset({CheckName.FITS, CheckName.BUDGET})
 
 
-def require_route(decision: Decision) -> Decision:
+def require_route(decision: Decision,
+                  soonest_probe_s: Callable[[Iterable[str]], float] | None = None) -> Decision:
     """A decision with nothing to try is an error that says why, per deployment: a 400 when the
     request itself fits no candidate (too long, needs tools or JSON mode none offers, over the
     cost ceiling everywhere: retrying cannot help) or when it names a model whose deployments
     the risk rule all refuse for it (the caller's choice: `auto` or another model may serve
     it), else a 503 (the policy says reject), with a Retry-After when open circuits are among
-    the reasons."""
+    the reasons: `soonest_probe_s` of the deployments they hold (the breakers' own time, as a
+    pinned request's `circuit_open` says it), else 1 s."""
     if decision.deployments:
         return decision
     failed = [(v.deployment, [c for c in v.checks if not c.passed]) for v in decision.verdicts
@@ -107,9 +109,10 @@ def require_route(decision: Decision) -> Decision:
                           for _, checks in failed)
         raise RequestError(message, param="max_tokens" if only_budget else "messages",
                            code="over_cost_ceiling" if only_budget else "no_model_fits")
-    circuits_open = any(c.name == CheckName.HEALTHY for _, checks in failed for c in checks)
-    raise NoEligibleModelError(message, code="no_eligible_model",
-                               retry_after=1.0 if circuits_open else None)
+    held = [name for name, checks in failed if any(c.name == CheckName.HEALTHY for c in checks)]
+    retry_after = None if not held else (
+        soonest_probe_s(held) if soonest_probe_s is not None else 1.0)
+    raise NoEligibleModelError(message, code="no_eligible_model", retry_after=retry_after)
 
 
 def unknown_model(requested: str) -> NotFoundError:

@@ -304,9 +304,9 @@ class ChatPipeline:
 
     async def complete(self, prepared: Prepared,
                        outcome: Outcome) -> tuple[Deployment, Completion]:
-        require_route(prepared.decision)
+        require_route(prepared.decision, self._runner.soonest_probe_s)
         return await self._runner.complete(prepared.plan, outcome.attempts)
 
     async def open_stream(self, prepared: Prepared, outcome: Outcome) -> CommittedStream:
-        require_route(prepared.decision)
+        require_route(prepared.decision, self._runner.soonest_probe_s)
         return await self._runner.open_stream(prepared.plan, outcome.attempts)

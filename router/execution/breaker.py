@@ -17,7 +17,7 @@ fault. State is local to one process, read with an injected monotonic clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -145,12 +145,19 @@ class CircuitBreaker:
         if self.state() == "half_open":
             self._release_probe()
 
+    def probe_in_s(self) -> float | None:
+        """Seconds until an open breaker admits a probe (0 once it would; None when no time
+        is known: closed, or half-open with its probe in flight)."""
+        if self._open_until is None:
+            return None
+        return max(0.0, self._open_until - self._clock())
+
     def snapshot(self, name: str) -> DeploymentHealth:
         """A serialisable view of this breaker."""
         now = self._clock()
         state = self.state()
         requests, failures = self._window.counts(now)
-        retry_in = max(0.0, self._open_until - now) if self._open_until is not None else None
+        retry_in = self.probe_in_s()
         return DeploymentHealth(
             deployment=name,
             state=state,
@@ -246,8 +253,20 @@ class BreakerRegistry:
         """The state of `deployment` without admitting anything."""
         return self.get(deployment).state()
 
+    def soonest_probe_s(self, deployments: Iterable[str]) -> float:
+        """The `Retry-After` for a request whose candidates are all held by open circuits:
+        when the first of `deployments` admits a probe again (`soonest_whole_seconds`)."""
+        return soonest_whole_seconds(self.get(name).probe_in_s() for name in deployments)
+
     def snapshot(self) -> DeploymentsHealth:
         """All known deployments, sorted by name."""
         return DeploymentsHealth(
             deployments=[self._breakers[name].snapshot(name) for name in sorted(self._breakers)]
         )
+
+
+def soonest_whole_seconds(waits: Iterable[float | None]) -> float:
+    """The shortest of `waits` in whole seconds, rounded up, at least 1 (as `Retry-After` is
+    sent); a wait that is not known (None) counts as 1, as does no wait at all."""
+    known = [1.0 if wait is None else wait for wait in waits]
+    return float(max(1, math.ceil(min(known, default=1.0))))

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,7 +27,7 @@ from router.errors import (
 )
 from router.execution.attempt import AttemptKind, AttemptRecord
 from router.execution.backoff import BackoffPolicy, retry_delay
-from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.breaker import BreakerPolicy, BreakerRegistry, soonest_whole_seconds
 from router.execution.classify_error import AttemptContext, classify
 from router.execution.hedging import ChunkStream, RaceFailed, RaceResult, race_first
 from router.execution.retry_budget import Budget, hedge_budget, retry_budget
@@ -159,6 +158,10 @@ class Runner:
         committed.release()
         event = committed.head[-1]
         return committed.deployment, Completion(body=event.data, usage=event.usage)
+
+    def soonest_probe_s(self, deployments: Iterable[str]) -> float:
+        """`Retry-After` for a request whose candidates' circuits are all open."""
+        return self._state.breakers.soonest_probe_s(deployments)
 
     async def open_stream(self, plan: Plan, attempts: list[AttemptRecord]) -> CommittedStream:
         return await self._execute(plan, attempts, self._provider_stream)
@@ -475,8 +478,7 @@ def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
 def _soonest_reopening(skipped: Sequence[SlorouterError]) -> float:
     """Whole seconds until the first skipped deployment admits a probe again (at least 1; a
     half-open breaker whose probe is in flight has no known time and counts as 1)."""
-    waits = [err.retry_after if err.retry_after is not None else 1.0 for err in skipped]
-    return float(max(1, math.ceil(min(waits))))
+    return soonest_whole_seconds(err.retry_after for err in skipped)
 
 
 async def close_quietly(events: ChunkStream[StreamEvent] | None) -> None:

@@ -117,6 +117,12 @@ api_keys:
   - key: env:TENANT_KEY
     tenant: tenant-one
     scopes: [read]
+policies:
+  default:
+    candidates: [pt-fast]
+  tasks:
+    summarization:  # `auto` for a summary can only go to the throttled deployment
+      candidates: [pt-limited]
 server:
   request_timeout_s: 20
   cache:
@@ -260,6 +266,23 @@ def test_circuit_open_during_a_429_hold_says_how_long_the_hold_lasts(
     with pytest.raises(openai.InternalServerError) as caught:
         client.chat.completions.create(model="pt-limited", messages=MESSAGES)
     assert caught.value.status_code == 503 and _error_body(caught)["code"] == "circuit_open"
+    assert 20 <= int(caught.value.response.headers["retry-after"]) <= 30
+
+
+def test_auto_with_every_candidate_held_open_says_how_long_the_hold_lasts(
+        client: openai.OpenAI) -> None:
+    """`auto` whose only candidate's breaker a 429 with Retry-After 30 holds open: the 503
+    `no_eligible_model` says when the hold ends, as a pinned request's `circuit_open` does, not
+    1 s (an SDK honouring Retry-After would give up before the deployment could answer)."""
+    try:  # opens the breaker for 30 s (or finds it open still)
+        client.chat.completions.create(model="pt-limited", messages=MESSAGES)
+    except (openai.RateLimitError, openai.InternalServerError):
+        pass
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model="auto", messages=MESSAGES,
+                                       extra_headers={"x-slorouter-task": "summarization"})
+    assert caught.value.status_code == 503
+    assert _error_body(caught)["code"] == "no_eligible_model"
     assert 20 <= int(caught.value.response.headers["retry-after"]) <= 30
 
 

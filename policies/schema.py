@@ -188,6 +188,10 @@ class BreakerSpec(Frozen):
     window_s: float = Field(default=10.0, gt=0)
     cool_down_s: float = Field(default=5.0, ge=0)
     half_open_probes: int = Field(default=1, gt=0)
+    # A Retry-After (429) holds the deployment open once this many failures come in a row ...
+    holds_after: int = Field(default=2, gt=0)
+    # ... for at most this long (a provider asking for a day is asked again by a probe)
+    max_hold_s: float = Field(default=60.0, gt=0)
 
 
 class ReliabilitySpec(Frozen):

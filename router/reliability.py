@@ -38,7 +38,8 @@ def execution_state(spec: ReliabilitySpec, rng: random.Random | None = None) -> 
     breakers = BreakerRegistry(BreakerPolicy(
         consecutive_failures=breaker.consecutive_failures, error_rate=breaker.error_rate,
         min_volume=breaker.min_volume, window_s=breaker.window_s,
-        cool_down_s=breaker.cool_down_s, half_open_probes=breaker.half_open_probes),
+        cool_down_s=breaker.cool_down_s, half_open_probes=breaker.half_open_probes,
+        holds_after=breaker.holds_after, max_hold_s=breaker.max_hold_s),
         time.monotonic)
     return ExecutionState(
         breakers=breakers, retries=_budget(spec.retry_budget), hedges=_budget(spec.hedge_budget),

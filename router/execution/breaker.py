@@ -6,8 +6,11 @@
 
 `allow()` admits a request (in half-open, at most `half_open_probes` at a time); every admitted
 attempt must end in exactly one of `on_success()`, `on_failure()` or `on_abandon()` (cancelled,
-or a hedge that lost: frees the probe slot without a verdict). A 429 with `Retry-After` holds the
-deployment open at least that long (`on_failure(retry_after_s=...)`), so load moves elsewhere.
+or a hedge that lost: frees the probe slot without a verdict). A failure with `Retry-After` (a
+429) holds the deployment open at least that long (`on_failure(retry_after_s=...)`, at most
+`max_hold_s`), so load moves elsewhere, once throttling is the rule rather than the exception:
+when it comes on `holds_after` consecutive failures, or the breaker is open (or opens) anyway.
+One throttled answer among many served ones moves that request elsewhere, not every request.
 
 Only failures that say something about the deployment's health should be recorded (see
 `classify_error.ErrorVerdict.breaker_failure`): a client's bad request is not the provider's
@@ -39,6 +42,8 @@ class BreakerPolicy:
     cool_down_s: float = 5.0
     half_open_probes: int = 1
     successes_to_close: int = 1
+    holds_after: int = 2  # consecutive failures before a Retry-After holds the breaker open
+    max_hold_s: float = 60.0  # the longest one Retry-After holds it (then a probe asks again)
 
     def __post_init__(self) -> None:
         if self.consecutive_failures < 1 or self.min_volume < 1:
@@ -47,8 +52,10 @@ class BreakerPolicy:
             raise ValueError("error_rate must be in (0, 1]")
         if self.window_s <= 0 or self.window_slots < 1 or self.cool_down_s < 0:
             raise ValueError("window_s > 0, window_slots >= 1, cool_down_s >= 0 required")
-        if self.half_open_probes < 1 or self.successes_to_close < 1:
-            raise ValueError("half_open_probes and successes_to_close must be >= 1")
+        if self.half_open_probes < 1 or self.successes_to_close < 1 or self.holds_after < 1:
+            raise ValueError("half_open_probes, successes_to_close and holds_after must be >= 1")
+        if self.max_hold_s <= 0:
+            raise ValueError("max_hold_s must be > 0")
 
 
 class _Window:
@@ -127,7 +134,8 @@ class CircuitBreaker:
                 self._close(now)
 
     def on_failure(self, retry_after_s: float | None = None) -> None:
-        """An admitted attempt failed in a way that counts against the deployment."""
+        """An admitted attempt failed in a way that counts against the deployment; with
+        `retry_after_s`, the wait its provider asked for (see the module's docstring)."""
         now = self._clock()
         self._window.add(now, failed=True)
         self._consecutive += 1
@@ -137,8 +145,9 @@ class CircuitBreaker:
             self._open(now, self._policy.cool_down_s)
         elif state == "closed" and self._should_trip(now):
             self._open(now, self._policy.cool_down_s)
-        if retry_after_s is not None and retry_after_s > 0:
-            self._open(now, retry_after_s)
+        if retry_after_s is not None and retry_after_s > 0 and (
+                self._open_until is not None or self._consecutive >= self._policy.holds_after):
+            self._open(now, min(retry_after_s, self._policy.max_hold_s))
 
     def on_abandon(self) -> None:
         """An admitted attempt ended without a verdict (cancelled, lost a hedge race)."""

@@ -97,14 +97,54 @@ def test_abandoned_probe_frees_its_slot() -> None:
     assert breaker.allow()
 
 
-def test_retry_after_holds_the_deployment_open() -> None:
-    """A 429 with Retry-After keeps the breaker open at least that long."""
+def test_retry_after_holds_the_deployment_open_once_throttling_repeats() -> None:
+    """A 429 with Retry-After right after another failure keeps the breaker open that long."""
     clock = FakeClock()
     breaker = CircuitBreaker(POLICY, clock)
+    breaker.on_failure(retry_after_s=30.0)
+    assert breaker.state() == "closed"  # one throttled answer: that request goes elsewhere
     breaker.on_failure(retry_after_s=30.0)
     clock.advance(29.0)
     assert breaker.state() == "open"
     clock.advance(1.0)
+    assert breaker.state() == "half_open"
+
+
+def test_sporadic_429s_among_successes_never_hold_the_deployment() -> None:
+    """One 429 in twenty (each followed by successes) never opens the breaker: partial
+    throttling must not turn into every request being refused."""
+    breaker = CircuitBreaker(POLICY, FakeClock())
+    for i in range(200):
+        assert breaker.allow()
+        if i % 20 == 0:
+            breaker.on_failure(retry_after_s=10.0)
+        else:
+            breaker.on_success()
+    assert breaker.state() == "closed"
+
+
+def test_a_half_open_probe_throttled_holds_for_its_retry_after() -> None:
+    """The probe's 429 holds the breaker for the Retry-After, not only the cool-down."""
+    clock = FakeClock()
+    breaker = CircuitBreaker(POLICY, clock)
+    fail(breaker, POLICY.consecutive_failures)
+    clock.advance(POLICY.cool_down_s)
+    assert breaker.allow() and breaker.state() == "half_open"
+    breaker.on_failure(retry_after_s=20.0)
+    clock.advance(19.0)
+    assert breaker.state() == "open"
+    clock.advance(1.0)
+    assert breaker.state() == "half_open"
+
+
+def test_a_retry_after_holds_no_longer_than_max_hold() -> None:
+    """A provider asking for a day is asked again by a probe after `max_hold_s`."""
+    clock = FakeClock()
+    breaker = CircuitBreaker(POLICY, clock)
+    breaker.on_failure(retry_after_s=100_000.0)
+    breaker.on_failure(retry_after_s=100_000.0)
+    assert breaker.probe_in_s() == POLICY.max_hold_s
+    clock.advance(POLICY.max_hold_s)
     assert breaker.state() == "half_open"
 
 

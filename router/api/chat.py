@@ -159,10 +159,14 @@ class ChatHandler:
         outcome.steps += [("classify", started, classified),
                           ("decide", classified, classified + prepared.phases.decide)]
         _note_decision(outcome, prepared, headers)
-        claimed = await idempotent.claim(
+        claiming = idempotent.claim(
             self._idempotency, received, principal.tenant, raw,
             prepared.policy_requires_key, wait_s=max(0.0, deadline - self._clock()),
             lease_s=budget)
+        # A duplicate waits here for the request in flight with its key: a client that leaves
+        # meanwhile frees its admission slot at once, not when the wait ends.
+        claimed = await (claiming if idempotent.HEADER not in received else
+                         run_unless_disconnected(request.receive, claiming, idempotent.unclaim))
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers,

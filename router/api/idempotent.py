@@ -90,3 +90,9 @@ def replayed(stored: StoredResponse, stream: bool, include_usage: bool,
 
 def as_error(exc: BaseException) -> BaseException | None:
     return exc if isinstance(exc, SlorouterError) else None
+
+
+async def unclaim(claimed: Claimed | Replay | None) -> None:
+    """Give back a claim no one will use (its client left as it was won)."""
+    if isinstance(claimed, Claimed):
+        await claimed.failed(None)

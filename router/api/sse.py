@@ -172,11 +172,15 @@ class WatchedStreamingResponse(Response):
         return True
 
 
-async def run_unless_disconnected(receive: Receive, work: Awaitable[Any]) -> Any:
+async def run_unless_disconnected(
+        receive: Receive, work: Awaitable[T],
+        dropped: Callable[[T], Awaitable[object]] | None = None) -> T:
     """Await `work`; if the client disconnects first, cancel it and raise `ClientGone`.
 
     `work` runs in the calling task (no task of its own): a watcher task cancels the caller
     when `http.disconnect` arrives, and the cancellation is turned into `ClientGone` here.
+    `dropped(result)` undoes a result that `work` produced anyway as the client left (a
+    cancellation it absorbed), since no one will use it.
     """
     caller = asyncio.current_task()
     assert caller is not None
@@ -201,6 +205,8 @@ async def run_unless_disconnected(receive: Receive, work: Awaitable[Any]) -> Any
         watcher.cancel()
     if gone:  # the work swallowed the cancellation and finished anyway
         caller.uncancel()
+        if dropped is not None:
+            await dropped(result)
         raise ClientGone()
     return result
 

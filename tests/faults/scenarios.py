@@ -359,6 +359,7 @@ FAULT_MODELS: dict[str, dict[str, object]] = {
     # answers 200, then ends its stream cleanly before any content or finish reason
     "act-eof": steady(20, cut_rate=1.0, cut_after_chunks=0, cut_mode="eof"),
     "capacity": steady(400),
+    "long": steady(2500),  # an answer duplicates wait for
     "tail": heavy_tail(100),
     "calm": steady(100),
 }

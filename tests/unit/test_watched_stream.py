@@ -6,6 +6,7 @@ error event that says so) or answers it still awaits (a 503 that says so)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,7 +15,13 @@ import orjson
 import pytest
 
 from router.api.errors import SHUTTING_DOWN
-from router.api.sse import InFlight, WatchedStreamingResponse, until_grace_over
+from router.api.sse import (
+    ClientGone,
+    InFlight,
+    WatchedStreamingResponse,
+    run_unless_disconnected,
+    until_grace_over,
+)
 from router.errors import SlorouterError
 
 
@@ -190,3 +197,30 @@ def test_an_answer_awaited_when_the_requests_are_ended_becomes_server_shutting_d
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(cancelled_elsewhere())
+
+
+async def test_a_result_produced_as_the_client_left_is_handed_back_to_be_undone() -> None:
+    """Work that absorbs the cancellation and finishes anyway (a claim won just as the client
+    left): `ClientGone` is raised and the result goes to `dropped`, so a lease is not kept."""
+    client = _Client()
+    dropped: list[str] = []
+    started = asyncio.Event()
+
+    async def stubborn() -> str:
+        started.set()
+        with contextlib.suppress(asyncio.CancelledError):  # absorbed: it finishes anyway
+            await asyncio.sleep(10)
+        return "lease"
+
+    async def undo(result: str) -> None:
+        dropped.append(result)
+
+    async def leave_once_started() -> None:
+        await started.wait()
+        client.leave()
+
+    leaving = asyncio.create_task(leave_once_started())
+    with pytest.raises(ClientGone):
+        await run_unless_disconnected(client.receive, stubborn(), undo)
+    await leaving
+    assert dropped == ["lease"]

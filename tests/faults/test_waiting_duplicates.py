@@ -1,0 +1,70 @@
+"""A duplicate waiting on an `Idempotency-Key` holds an admission slot only while its client
+is there (real router and simulator, a pool of two with no queue)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.faults.scenarios import (
+    TENANT_ENV,
+    Call,
+    Dep,
+    Shot,
+    SimCounters,
+    chat_body,
+    router_yaml,
+    run,
+    send,
+)
+from tests.support.services import Running, start_router
+
+pytestmark = pytest.mark.integration
+
+RELIABILITY = """    interactive:
+      max_concurrency: 2
+      max_queue: 0
+      max_queue_wait_s: 0.5"""
+
+
+@pytest.fixture(scope="module")
+def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    deps = [Dep("long", "long"), Dep("capacity", "capacity")]
+    config = router_yaml(sim.base_url, deps, {"long": ["long"], "capacity": ["capacity"]},
+                         RELIABILITY)
+    running = start_router(tmp_path_factory.mktemp("duplicates-router"), config,
+                           env=TENANT_ENV)
+    yield running
+    running.stop()
+
+
+async def _scenario(base: str) -> tuple[Shot, bool, Shot]:
+    """The original (a 2.5 s answer) with key K; at 0.2 s a duplicate whose client gives up
+    at 0.5 s; at 1.0 s an unrelated request, which needs the duplicate's slot."""
+    key = {"idempotency-key": f"waiting-{uuid.uuid4()}"}
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http, \
+            httpx.AsyncClient(base_url=base, timeout=0.3) as impatient:
+        original = asyncio.create_task(send(http, Call(chat_body("long"), key)))
+        await asyncio.sleep(0.2)
+        duplicate = await send(impatient, Call(chat_body("long"), key))
+        gave_up = duplicate.status == 0  # a transport error: the client timed out and left
+        await asyncio.sleep(0.5)
+        unrelated = await send(http, Call(chat_body("capacity")))
+        return await original, gave_up, unrelated
+
+
+def test_a_duplicate_whose_client_left_frees_its_admission_slot(
+        gateway: Running, counters: SimCounters) -> None:
+    """The duplicate's client leaves while it waits for the original: its slot is free again
+    at once, so an unrelated request is admitted (it was refused `overloaded` for as long as
+    the original ran), and the original's answer still completes and is kept for the key."""
+    before = counters.value("long")
+    original, gave_up, unrelated = run(_scenario(gateway.base_url))
+    assert gave_up
+    assert unrelated.ok, (unrelated.status, unrelated.error_code)
+    assert original.ok
+    assert counters.value("long") - before == 1  # the duplicate never ran

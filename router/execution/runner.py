@@ -470,8 +470,10 @@ def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
     prefix = f"{why}: " if why else ""
     message = f"{prefix}all {len(errors)} attempts failed: {summary}"
     if all(type(err) is type(last) for err in errors):
+        # come back when the first of them may answer (429s holding for 30 s and 7 s: 7)
+        waits = [err.retry_after for err in errors if err.retry_after is not None]
         return type(last)(message, param=last.param, code=last.code,
-                          retry_after=last.retry_after)
+                          retry_after=min(waits, default=None))
     return AllCandidatesFailedError(message, code="all_candidates_failed")
 
 

@@ -139,8 +139,9 @@ async def test_circuit_open_retry_after_is_the_soonest_remaining_hold() -> None:
     remaining hold, rounded up to whole seconds (not a fixed 1 s)."""
     clock = FakeClock()
     runner, _, state = _runner({}, clock)
-    state.breakers.get("a").on_failure(retry_after_s=30.0)
-    state.breakers.get("b").on_failure(retry_after_s=7.0)
+    for _ in range(2):  # throttled twice in a row: held (`BreakerPolicy.holds_after`)
+        state.breakers.get("a").on_failure(retry_after_s=30.0)
+        state.breakers.get("b").on_failure(retry_after_s=7.0)
     clock.advance(2.5)  # b: 4.5 s left, a: 27.5 s left
     with pytest.raises(ProviderUnavailableError) as caught:
         await runner.complete(_plan(clock, "a", "b"), [])
@@ -152,7 +153,8 @@ async def test_circuit_open_retry_after_is_at_least_one_second() -> None:
     """A hold about to end still says `retry-after: 1`, never 0."""
     clock = FakeClock()
     runner, _, state = _runner({}, clock)
-    state.breakers.get("a").on_failure(retry_after_s=2.0)
+    for _ in range(2):
+        state.breakers.get("a").on_failure(retry_after_s=2.0)
     clock.advance(1.9)
     with pytest.raises(ProviderUnavailableError) as caught:
         await runner.complete(_plan(clock, "a"), [])
@@ -164,7 +166,8 @@ async def test_deadline_passed_before_the_first_attempt_is_a_504() -> None:
     sent upstream, and no half-open probe slot is taken and leaked."""
     clock = FakeClock()
     runner, provider, state = _runner({}, clock)
-    state.breakers.get("a").on_failure(retry_after_s=1.0)
+    for _ in range(2):
+        state.breakers.get("a").on_failure(retry_after_s=1.0)
     clock.advance(1.5)  # a is half-open: one probe allowed
     plan = _plan(clock, "a", "b", deadline_s=0.001)
     clock.advance(0.01)
@@ -299,3 +302,18 @@ async def test_a_stream_is_judged_when_it_ends_not_at_its_first_token() -> None:
     _, stream = await committed(_plan(clock, "a"))
     stream.release()
     assert breaker.state() == "closed"
+
+
+async def test_every_deployment_throttled_says_when_the_first_may_answer() -> None:
+    """Both candidates answer 429, asking for 30 s and 7 s: the client's 429 says 7 s, the
+    soonest either may answer, whichever was tried last."""
+    clock = FakeClock()
+    for order in (("slow-30", "soon-7"), ("soon-7", "slow-30")):
+        runner, _, _ = _runner({
+            "slow-30": ProviderRateLimitedError("throttled", code="rate_limited",
+                                                retry_after=30.0),
+            "soon-7": ProviderRateLimitedError("throttled", code="rate_limited",
+                                               retry_after=7.0)}, clock)
+        with pytest.raises(ProviderRateLimitedError) as caught:
+            await runner.complete(_plan(clock, *order), [])
+        assert caught.value.code == "rate_limited" and caught.value.retry_after == 7.0

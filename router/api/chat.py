@@ -136,7 +136,7 @@ class ChatHandler:
         capture = self._captures(principal.tenant)  # the tenant's explicit opt-in only
         if capture:
             outcome.captured_input = orjson.dumps(raw.get("messages")).decode()
-        client_s = requested_timeout_s(received)
+        client_s = requested_timeout_s(received, stream=chat.stream)
         budget = min(config.request_timeout_s, client_s) if client_s else config.request_timeout_s
         deadline = outcome.arrived_at + budget
         queued_at = self._clock()

@@ -1,9 +1,10 @@
 """One deadline per request, and the per-attempt timeouts carved out of it.
 
 A `Deadline` is fixed when the request arrives: the policy's total, shortened (never lengthened)
-by the client's `x-slorouter-timeout-ms` header or the OpenAI SDK's `x-stainless-timeout` header
-(seconds). Every retry, hedge and fallback draws on the same deadline; `attempt_timeouts` caps
-each attempt's connect / first-token / total timeouts by what remains.
+by the client's `x-slorouter-timeout-ms` header or, for an answer that is not streamed, by the
+OpenAI SDKs' own timeout headers (seconds; see `requested_timeout_s`). Every retry, hedge and
+fallback draws on the same deadline; `attempt_timeouts` caps each attempt's connect /
+first-token / total timeouts by what remains.
 
 Time comes from an injected monotonic clock (`time.monotonic` in production), so everything here
 is pure and testable. Awaiting with these numbers (`asyncio.timeout(...)`) is the caller's job.
@@ -21,7 +22,8 @@ Clock = Callable[[], float]
 """A monotonic clock in seconds (`time.monotonic`, or a fake in tests)."""
 
 TIMEOUT_MS_HEADER = "x-slorouter-timeout-ms"
-SDK_TIMEOUT_HEADER = "x-stainless-timeout"
+SDK_TIMEOUT_HEADER = "x-stainless-timeout"  # openai-node: its timeout, in seconds
+SDK_READ_TIMEOUT_HEADER = "x-stainless-read-timeout"  # openai-python: its read timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,21 +44,30 @@ class AttemptTimeouts:
     total_s: float
 
 
-def requested_timeout_s(headers: Mapping[str, str]) -> float | None:
-    """The client's requested total timeout in seconds, the shorter of the two headers.
+def requested_timeout_s(headers: Mapping[str, str], *, stream: bool = False) -> float | None:
+    """The client's requested total timeout in seconds, the shortest its headers ask for.
+
+    `x-slorouter-timeout-ms` bounds the whole answer. The OpenAI SDKs' headers say how long the
+    SDK waits for the response (openai-node's `x-stainless-timeout` until its head,
+    openai-python's `x-stainless-read-timeout` for each read): a whole answer's head and body
+    come together, so for a request that is not streamed they bound all of it; a stream's head
+    comes with its first token and the SDK then waits read by read, so they bound no stream
+    (cutting it at that time would end answers the SDK still reads; a client that gives up
+    disconnects, which cancels the upstream call).
 
     `headers` must have lower-case names. Our own header is validated strictly (a bad value is a
-    400); the SDK's header is advisory, so an unparsable value is ignored.
+    400); the SDKs' headers are advisory, so an unparsable value is ignored.
     """
     candidates: list[float] = []
     raw_ms = headers.get(TIMEOUT_MS_HEADER)
     if raw_ms is not None:
         candidates.append(_parse_ours(raw_ms))
-    raw_sdk = headers.get(SDK_TIMEOUT_HEADER)
-    if raw_sdk is not None:
-        sdk = _parse_positive(raw_sdk)
-        if sdk is not None:
-            candidates.append(sdk)
+    if not stream:
+        for name in (SDK_TIMEOUT_HEADER, SDK_READ_TIMEOUT_HEADER):
+            raw_sdk = headers.get(name)
+            sdk = _parse_positive(raw_sdk) if raw_sdk is not None else None
+            if sdk is not None:
+                candidates.append(sdk)
     return min(candidates) if candidates else None
 
 

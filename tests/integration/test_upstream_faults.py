@@ -337,3 +337,22 @@ def test_the_request_deadline_bounds_a_whole_stream_through_either_adapter(
     error = json.loads(lines[-1][6:])["error"]
     assert (error["code"], error["type"]) == ("deadline_exceeded", "timeout")
     assert _health(gateway)[model]["consecutive_failures"] == 0
+
+
+def test_the_python_sdks_timeout_bounds_a_whole_answer_but_never_cuts_a_stream(
+        gateway: Running) -> None:
+    """openai-python sends its timeout as `x-stainless-read-timeout`. A whole 4 s answer under
+    1 s of it is a 504 `deadline_exceeded` at about 1 s (the SDK would have given up then); a
+    4 s stream under it runs to its end, as the SDK reads a stream chunk by chunk."""
+    headers = {"authorization": f"Bearer {API_KEY}", **CHAT, "x-stainless-read-timeout": "1"}
+    url = f"{gateway.base_url}/v1/chat/completions"
+    started = time.monotonic()
+    whole = httpx.post(url, headers=headers, timeout=30,
+                       json={"model": "pt-slow", "messages": MESSAGES})
+    assert 0.9 < time.monotonic() - started < 2.5
+    assert whole.status_code == 504 and whole.json()["error"]["code"] == "deadline_exceeded"
+    with httpx.stream("POST", url, headers=headers, timeout=30,
+                      json={"model": "pt-slow", "messages": MESSAGES, "stream": True}) as streamed:
+        assert streamed.status_code == 200
+        lines = [line for line in streamed.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]" and len(lines) > 20

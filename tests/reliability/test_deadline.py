@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from router.errors import RequestError
 from router.execution.deadline import (
+    SDK_READ_TIMEOUT_HEADER,
     SDK_TIMEOUT_HEADER,
     TIMEOUT_MS_HEADER,
     AttemptTimeoutPolicy,
@@ -47,6 +48,17 @@ def test_shorter_of_our_header_and_sdk_header_wins() -> None:
     assert requested_timeout_s(headers) == pytest.approx(4.0)
     headers = {TIMEOUT_MS_HEADER: "3000", SDK_TIMEOUT_HEADER: "4"}
     assert requested_timeout_s(headers) == pytest.approx(3.0)
+
+
+def test_the_python_sdks_read_timeout_bounds_a_whole_answer_but_no_stream() -> None:
+    """openai-python sends its timeout as `x-stainless-read-timeout`: a non-streamed answer
+    (whose head comes with it) is bounded by it; a stream, which the SDK reads chunk by chunk
+    after its head, is bounded by neither SDK header, only by ours."""
+    headers = {SDK_READ_TIMEOUT_HEADER: "7", SDK_TIMEOUT_HEADER: "9"}
+    assert requested_timeout_s(headers) == pytest.approx(7.0)
+    assert requested_timeout_s(headers, stream=True) is None
+    assert requested_timeout_s({**headers, TIMEOUT_MS_HEADER: "12000"},
+                               stream=True) == pytest.approx(12.0)
 
 
 @pytest.mark.parametrize("bad", ["abc", "0", "-5", "nan", "inf"])

@@ -148,6 +148,22 @@ def from_body(status: int, raw: bytes, retry_after: float | None = None) -> e.Pr
                        code=code, param=param)
 
 
+def stream_error_event(payload: bytes) -> e.ProviderError:
+    """An `{"error": ...}` event in a stream the upstream had begun (status 200): it had the
+    request, so this is a broken stream with the upstream's message, never the refusal an
+    error status before the answer is (that one is failed over even for a side effect)."""
+    message, _, _ = _error_fields(payload[:_SCAN_CHARS].decode("utf-8", "replace"))
+    return e.ProviderError("upstream ended its stream with an error: "
+                           f"{clean_message(message or '') or 'no message'}",
+                           code="upstream_stream_cut")
+
+
+def not_a_completion() -> e.ProviderError:
+    """A 200 whose body is not a chat.completion: the upstream had the request (not a refusal)."""
+    return e.ProviderError("upstream answered 200 with a body that is not a chat.completion",
+                           code="upstream_bad_response")
+
+
 def retry_after_of(headers: Mapping[str, str] | None) -> float | None:
     """The wait an upstream asked for in its response headers (any case): `retry-after-ms`
     before `retry-after`, which may be delta-seconds or an HTTP-date."""

@@ -8,6 +8,7 @@ upstream's own JSON payloads, parsed once only to see whether they carry content
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -15,7 +16,13 @@ from typing import Any
 import orjson
 
 from router.providers.base import Completion, StreamEvent, UpstreamCall, Usage, chunk_event
-from router.providers.errors import from_body, from_status, map_exception, retry_after_of
+from router.providers.errors import (
+    from_body,
+    map_exception,
+    not_a_completion,
+    retry_after_of,
+    stream_error_event,
+)
 from router.providers.http1 import (
     Http1Client,
     Response,
@@ -98,13 +105,15 @@ class PassthroughProvider:
 
 
 async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent]:
-    """Upstream SSE body chunks → events; a stream that ends before `[DONE]` is an error.
+    """Upstream SSE body chunks → events; a stream whose body ends before `[DONE]` is an error
+    unless a finish reason came (some OpenAI-compatible servers never send `[DONE]`: their
+    answers are whole, and counting each as a broken stream would take the deployment out).
 
     Splits the lines itself instead of reading them from `http1.lines`: every event passes one
     generator fewer between the socket and the client, and the blank line that ends each
     event is dropped here instead of yielded."""
     pending = b""
-    ended = False
+    ended = finished = False
     while not ended:
         chunk = await anext(chunks, None)
         if chunk is None:  # the body ended: a last line without its line feed counts too
@@ -116,8 +125,15 @@ async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent
             if event is _DONE:
                 return
             if event is not None:
+                finished = finished or _FINISH_REASON.search(line) is not None
                 yield event
-    raise ResponseBroken("upstream stream ended before [DONE]")
+    if not finished:
+        raise ResponseBroken("upstream stream ended before [DONE]")
+
+
+# A finish reason that is a string (not null), outside any JSON string (a quote in content is
+# escaped, `\"`): the answer came to its end.
+_FINISH_REASON = re.compile(rb'(?<!\\)"finish_reason"\s*:\s*"')
 
 
 _DONE = StreamEvent(data=b"[DONE]", has_content=False)  # the end marker, never relayed
@@ -137,7 +153,7 @@ def _event_of(line: bytes) -> StreamEvent | None:
     if not isinstance(chunk, dict):
         raise ResponseBroken("upstream chunk is not a JSON object")
     if "error" in chunk and "choices" not in chunk:
-        raise from_status(502, str(chunk["error"])[:300])
+        raise stream_error_event(payload)
     return chunk_event(payload, chunk)
 
 
@@ -152,5 +168,5 @@ def _usage_of(raw: bytes) -> Usage | None:
     except orjson.JSONDecodeError:
         parsed = None
     if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
-        raise from_status(502, "upstream sent a body that is not a chat.completion")
+        raise not_a_completion()
     return Usage.from_openai(parsed.get("usage"))

@@ -102,14 +102,27 @@ def test_deployment_fault_body_is_a_502_whatever_it_says() -> None:
     assert mapped.code == "upstream_not_found"
 
 
-def test_mid_stream_error_repr_is_reduced_to_its_message() -> None:
-    """The pass-through adapter passes a streamed error object as text: only its message stays,
-    even when that text was cut short."""
+def test_an_error_repr_is_reduced_to_its_message() -> None:
+    """An error object passed as its Python repr: only its message stays, even when that text
+    was cut short."""
     whole = mapping.from_status(502, str({"message": "overloaded", "type": "server_error"}))
     assert whole.message == "upstream returned 502: overloaded"
     text = str({"message": "overloaded, try again", "type": "x"})
     cut = mapping.from_status(502, text[:text.index("again")])
     assert cut.message == "upstream returned 502: overloaded, try"
+
+
+def test_an_error_event_in_a_begun_stream_is_a_cut_stream_not_a_refusal() -> None:
+    """An upstream that answered 200 and then streams `{"error": ...}` had the request: a cut
+    stream with its message (no invented status), never retried blindly for a side effect;
+    the same for a 200 whose body is not a chat completion."""
+    event = mapping.stream_error_event(
+        b'{"error": {"message": "model overloaded", "type": "server_error", "code": null}}')
+    assert (type(event), event.code) == (errors.ProviderError, "upstream_stream_cut")
+    assert event.message == "upstream ended its stream with an error: model overloaded"
+    junk = mapping.not_a_completion()
+    for mapped in (event, junk):
+        assert classify(mapped, AttemptContext(True, True, False)).action == "unknown_commit"
 
 
 # ----------------------------------------------------------------------------- messages

@@ -1,6 +1,7 @@
 """The pass-through adapter reads an upstream SSE body into the same events however the body
 is cut into chunks (inside a line, between the two line feeds of an event, a last line with
-no line feed), and a body that ends before `data: [DONE]` is an error."""
+no line feed), and a body that ends before `data: [DONE]` is an error unless its answer had
+come to its finish reason (some OpenAI-compatible servers send no `[DONE]`)."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ EVENTS = [
 ]
 
 
-def body(done: bool, final_feed: bool = True) -> bytes:
-    lines = [b": keep-alive"] + [b"data: " + orjson.dumps(e) for e in EVENTS]
+def body(done: bool, final_feed: bool = True, events: list[dict[str, object]] = EVENTS) -> bytes:
+    lines = [b": keep-alive"] + [b"data: " + orjson.dumps(e) for e in events]
     if done:
         lines.append(b"data: [DONE]")
     text = b"\n\n".join(lines)
@@ -63,3 +64,20 @@ def test_any_chunking_gives_the_same_events(cuts: list[int], final_feed: bool) -
 def test_a_body_without_done_is_broken(cuts: list[int]) -> None:
     with pytest.raises(ResponseBroken):
         read(body(done=False), cuts)
+
+
+FINISHED = [*EVENTS[:3], {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            EVENTS[3]]
+
+
+@settings(max_examples=50, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=6))
+def test_a_body_without_done_after_its_finish_reason_is_whole(cuts: list[int]) -> None:
+    assert len(read(body(done=False, events=FINISHED), cuts)) == len(FINISHED)
+
+
+def test_a_finish_reason_inside_the_content_does_not_count() -> None:
+    """Text that looks like a finish reason inside the answer (escaped in JSON) is content."""
+    quoting = [{"choices": [{"index": 0, "delta": {"content": '"finish_reason": "stop"'}}]}]
+    with pytest.raises(ResponseBroken):
+        read(body(done=False, events=quoting), [])

@@ -94,6 +94,13 @@ class ConflictError(RequestError):
     status_code = 422
 
 
+class StillRunningError(ConflictError):
+    """A request with the same Idempotency-Key is still running: 409, as the IETF
+    Idempotency-Key draft asks (the OpenAI SDKs retry a 409 by themselves)."""
+
+    status_code = 409
+
+
 class TenantRateLimitedError(RequestError):
     status_code = 429
     error_type = "rate_limit_error"

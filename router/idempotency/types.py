@@ -18,7 +18,7 @@ from typing import Final, Protocol
 
 import orjson
 
-from router.errors import ConflictError, RequestError
+from router.errors import ConflictError, RequestError, StillRunningError
 
 IDEMPOTENCY_HEADER: Final = "idempotency-key"
 MAX_KEY_LENGTH: Final = 255
@@ -116,10 +116,15 @@ def key_reused() -> ConflictError:
     )
 
 
-def still_in_flight(retry_after_s: float) -> ConflictError:
-    return ConflictError(
+# How soon a duplicate may ask again: the first request may end any moment (its lease's end
+# is only a bound, the whole request timeout, which told clients to wait two minutes).
+IN_FLIGHT_RETRY_AFTER_S = 1.0
+
+
+def still_in_flight(lease_left_s: float) -> StillRunningError:
+    return StillRunningError(
         "a request with this Idempotency-Key is still in progress",
         param="Idempotency-Key",
         code="idempotency_key_in_flight",
-        retry_after=retry_after_s,
+        retry_after=min(lease_left_s, IN_FLIGHT_RETRY_AFTER_S),
     )

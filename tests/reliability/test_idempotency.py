@@ -135,12 +135,14 @@ async def test_keys_are_scoped_per_tenant(store: IdempotencyStore) -> None:
 
 
 async def test_duplicate_gives_up_waiting_with_a_conflict(store: IdempotencyStore) -> None:
-    """A duplicate that cannot wait for the in-flight request gets `idempotency_key_in_flight`."""
+    """A duplicate that cannot wait for the in-flight request gets a 409
+    `idempotency_key_in_flight` asking it to come back in a second, not when the lease ends."""
     lease = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
     assert isinstance(lease, Lease)
     with pytest.raises(ConflictError) as caught:
         await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
     assert caught.value.code == "idempotency_key_in_flight"
+    assert caught.value.status_code == 409 and caught.value.retry_after == 1.0
     assert await store.release(lease)
 
 

@@ -33,13 +33,15 @@ Health = Callable[[str], bool]
 
 
 class Ranked(NamedTuple):
-    """One deployment's place in a ranker's order: its score, why, and whether the ranker put
-    it there to explore (keep its estimates fresh) rather than because it ranked best."""
+    """One deployment's place in a ranker's order: its score, why, whether the ranker put it
+    there to explore (keep its estimates fresh) rather than because it ranked best, and whether
+    it is expected to meet the task's SLO targets (rankers without statistics cannot tell)."""
 
     deployment: str
     score: float
     why: str
     explored: bool = False
+    meets_slo: bool = True
 
 
 @dataclass(frozen=True, slots=True)

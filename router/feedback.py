@@ -97,7 +97,7 @@ class StatsRanker:
         ranking = self.ranking(policy, facts, [v.deployment for v in eligible])
         return tuple(Ranked(c.deployment, c.score,
                             "; ".join((EXPLORED, *c.reasons) if c.explored else c.reasons)
-                            or "ranked", c.explored)
+                            or "ranked", c.explored, c.meets_slo)
                      for c in ranking.candidates)
 
     def ranking(self, policy: TaskPolicy, facts: RequestFacts,

@@ -281,10 +281,15 @@ class ChatPipeline:
         return Prepared(request, labels, decision, plan, facts, phases, policy, assignment)
 
     def _with_affinity(self, decision: Decision, raw: Mapping[str, Any]) -> Decision:
-        """Requests sharing a prompt prefix go to the same replica of the chosen model."""
+        """Requests sharing a prompt prefix go to the same replica of the chosen model, among
+        the replicas expected to meet the SLO when any is: a warm KV cache is no reason to send
+        a request to a replica the ranker predicts will miss it."""
         replicas = self.config.models.get(decision.model, ())
         if len(replicas) < 2 or not self.config.source.server.cache.prefix_affinity:
             return decision
+        meeting = {r.deployment for r in decision.ranking_detail if r.meets_slo}
+        if meeting:
+            replicas = tuple(r for r in replicas if r in meeting)
         order = affinity_order(decision.deployments, replicas, raw, self._load)
         return replace(decision, deployments=order)
 

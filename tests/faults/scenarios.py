@@ -360,6 +360,8 @@ FAULT_MODELS: dict[str, dict[str, object]] = {
     "act-eof": steady(20, cut_rate=1.0, cut_after_chunks=0, cut_mode="eof"),
     "capacity": steady(400),
     "long": steady(2500),  # an answer duplicates wait for
+    "replica-slow": steady(1500),  # two replicas of one model, one far over a 500 ms TTFT SLO
+    "replica-fast": steady(50),
     "tail": heavy_tail(100),
     "calm": steady(100),
 }

@@ -151,6 +151,11 @@ def _experiment_problems(config: RouterConfig, models: set[str]) -> list[str]:
         for arm in experiment.arms:
             kind, _, target = arm.route.partition(":")
             if kind == "model" and target in models:
+                if config.policies is None:  # an arm narrows a policy's candidates: none here
+                    problems.append(f"experiments.{experiment.name}.arms.{arm.name}.route: "
+                                    f"{arm.route!r} needs a `policies` section (an arm narrows "
+                                    "a task policy's candidates to its model; without "
+                                    "policies every request takes the routes' default)")
                 continue
             if arm.route == "policy:default":
                 continue

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from policies.experiments.schema import ExperimentSpec
 from policies.labels import Risk, Task
@@ -22,7 +30,32 @@ SecretRef = Annotated[str, Field(pattern=r"^env:[A-Za-z_][A-Za-z0-9_]*$")]
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Infinity is no price, timeout or share (NaN was already refused by every bound).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _redis_url(url: str | None) -> str | None:
+    """`redis://[[user]:password@]host[:port][/db]`, `rediss://...` or `unix://...`, checked as
+    redis-py will read it at start-up. The message never repeats the URL: it may hold a
+    password (one with `/`, `?`, `#` or `@` unencoded is the usual way to break it)."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ValueError("is not a Redis URL: it must start with redis://, rediss:// or unix://")
+    if parts.scheme != "unix":
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if not parts.hostname or port == -1:
+            raise ValueError("is not a Redis URL of the form redis://[[user]:password@]host"
+                             "[:port][/db] (characters such as / ? # @ in a password must be "
+                             "percent-encoded)")
+    return url
+
+
+RedisUrl = Annotated[str | None, AfterValidator(_redis_url)]
 
 
 class DeploymentSpec(Frozen):
@@ -210,13 +243,28 @@ class ReliabilitySpec(Frozen):
     # from a window where the slow tail happens to be heavier lands inside the tail itself.
     hedge_max_median_ratio: float = Field(default=3.0, gt=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _partial_sections_keep_their_defaults(cls, data: object) -> object:
+        """`interactive: {max_concurrency: 8}` changes that one field: the others keep this
+        section's defaults (they differ between the pools and budgets, so the sections'
+        own classes cannot hold them)."""
+        if not isinstance(data, dict):
+            return data
+        merged = dict(data)
+        for name in ("interactive", "background", "retry_budget", "hedge_budget"):
+            given, default = merged.get(name), cls.model_fields[name].default
+            if isinstance(given, dict) and isinstance(default, BaseModel):
+                merged[name] = {**default.model_dump(), **given}
+        return merged
+
 
 class CacheSpec(Frozen):
     """The result cache's backend, and the rule for requests no task policy covers."""
 
     backend: Literal["disk", "redis", "none"] = "disk"
     directory: str | None = None  # default: ./.slorouter/cache
-    redis_url: str | None = None
+    redis_url: RedisUrl = None
     default: CacheRule = CacheRule()
     prefix_affinity: bool = True  # requests sharing a prefix stay on one replica of a model
 
@@ -232,7 +280,7 @@ class StatsSpec(Frozen):
 
     half_life_s: float = Field(default=5.0, gt=0)
     explore_share: float = Field(default=0.03, ge=0, le=0.2)
-    redis_url: str | None = None  # share statistics between replicas
+    redis_url: RedisUrl = None  # share statistics between replicas
 
 
 class ServerSpec(Frozen):
@@ -244,9 +292,9 @@ class ServerSpec(Frozen):
     cache: CacheSpec = CacheSpec()
     reliability: ReliabilitySpec = ReliabilitySpec()
     stats: StatsSpec = StatsSpec()
-    experiments_redis_url: str | None = None  # share experiment outcomes between replicas
+    experiments_redis_url: RedisUrl = None  # share experiment outcomes between replicas
     # Share Idempotency-Key records between replicas (without it: one execution per process).
-    idempotency_redis_url: str | None = None
+    idempotency_redis_url: RedisUrl = None
 
 
 class RouterConfig(Frozen):

@@ -68,6 +68,11 @@ def _secret(ref: str | None, environ: Mapping[str, str], where: str, problems: l
     if not value:
         problems.append(f"{where}: environment variable {name} is not set")
         return ""
+    if not value.isprintable() or value.strip() != value or " " in value:
+        # An HTTP header cannot carry it, and every request would fail before it left.
+        problems.append(f"{where}: environment variable {name} holds whitespace or control "
+                        "characters (a trailing newline from a secret file?); a key has none")
+        return ""
     return value
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,7 +34,7 @@ from router.experimentation import Experiments, memory_store
 from router.idempotency import IdempotencyStore, MemoryIdempotencyStore, RedisIdempotencyStore
 from router.logs import event
 from router.outcomes import LogSink
-from router.providers.base import AdapterName, Provider
+from router.providers.base import AdapterName, Deployment, Provider
 from router.providers.price_table import PriceTable
 from router.runtime_config import RuntimeConfig, resolve
 from router.stats import LocalStatsStore, StatsConfig, StatsStore
@@ -283,6 +283,22 @@ def secret_values(config: RouterConfig, environ: Mapping[str, str]) -> list[str]
             if (name := ref.removeprefix("env:")) in environ and environ[name]]
 
 
+def litellm_in_use(deployments: Iterable[Deployment]) -> bool:
+    """Whether any deployment uses the litellm adapter; raises `ConfigError` when litellm
+    cannot serve one of them (an unknown provider prefix or model string). `serve` and
+    `policy check` both ask, so a config the check passes also starts."""
+    mine = [d for d in deployments if d.adapter == "litellm"]
+    if not mine:
+        return False
+    # Imported only when used: litellm costs seconds of start-up and about 100 MB.
+    from router.providers.litellm_adapter import provider_problems
+
+    problems = provider_problems(mine)
+    if problems:
+        raise ConfigError(problems)
+    return True
+
+
 def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir: Path,
                       in_flight: InFlight | None = None) -> tuple[FrontDoor, RuntimeConfig]:
     from router.providers.passthrough import PassthroughProvider
@@ -291,13 +307,9 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
     warn_unbacked_floors(config, runtime.quality)
     warn_ended_experiments(config, datetime.now(UTC))
     providers: dict[AdapterName, Provider] = {"openai_passthrough": PassthroughProvider()}
-    if any(d.adapter == "litellm" for d in runtime.deployments.values()):
-        # Imported only when used: litellm costs seconds of start-up and about 100 MB.
-        from router.providers.litellm_adapter import LitellmProvider, provider_problems
+    if litellm_in_use(runtime.deployments.values()):
+        from router.providers.litellm_adapter import LitellmProvider
 
-        problems = provider_problems(runtime.deployments.values())
-        if problems:
-            raise ConfigError(problems)
         providers["litellm"] = LitellmProvider()
     caching = result_caching(config)
     settings = config.telemetry if config.telemetry is not None else telemetry_from_env(environ)

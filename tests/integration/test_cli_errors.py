@@ -105,6 +105,10 @@ def test_a_bad_telemetry_variable_is_a_config_error(tmp_path: Path) -> None:
     (("routes: {default_model: m}",
       "routes: {default_model: m}\npolicies:\n  default: {candidates: [m], "
       "learned_router: missing-router}"), "learned_router missing-router"),
+    (("model: openai/m, adapter: openai_passthrough", "model: acme-m, adapter: litellm"),
+     "litellm cannot tell the provider"),
+    (("routes:", "server:\n  stats: {redis_url: 'redis://:p/w@host:6379'}\nroutes:"),
+     "server.stats.redis_url"),
 ])
 def test_policy_check_rejects_what_serve_would(tmp_path: Path, edit: tuple[str, str],
                                                needle: str) -> None:
@@ -148,3 +152,11 @@ def test_a_floor_no_eval_backs_is_said_at_start_up(tmp_path: Path) -> None:
         proc.wait(timeout=30)
     found = "".join(lines)
     assert "policy_check_failed" in found and "model m" in found, found
+
+
+def test_policy_check_passes_two_tenants_keys_it_cannot_read(tmp_path: Path) -> None:
+    """Secrets are not read by the check: each gets a placeholder of its own (one shared
+    placeholder made any two `env:` keys look like one key given to two tenants)."""
+    keys = "api_keys:\n  - {key: env:TEAM_A, tenant: a}\n  - {key: env:TEAM_B, tenant: b}\n"
+    result = _run(tmp_path, "policy", "check", "--config", _config(tmp_path, CONFIG + keys))
+    assert result.returncode == 0, result.stderr

@@ -269,3 +269,76 @@ def test_merge_keys_still_override_as_yaml_intends() -> None:
     config = load_config_text(text, environ=ENV)
     assert config.policies is not None
     assert config.policies.tasks["code"].objective == "min_latency"
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:6379", "not a url",
+                                 "redis://:s3cr3tPW/xyz@127.0.0.1:6379/0",
+                                 "redis://:hunter2?x@127.0.0.1:6379/0"])
+def test_a_redis_url_redis_cannot_read_is_a_config_problem_that_hides_it(url: str) -> None:
+    """Checked at load, so `policy check` refuses it as `serve` would (redis-py raised at
+    start-up, printing the part of an unencoded password before its `/` or `?`); the message
+    never repeats the URL."""
+    config = VALID + f"server:\n  stats: {{redis_url: '{url}'}}\n"
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(config, environ=ENV)
+    (problem,) = caught.value.problems
+    assert problem.startswith("server.stats.redis_url: ") and "Redis URL" in problem
+    assert "s3cr3t" not in problem and "hunter2" not in problem
+    fine = VALID + "server:\n  stats: {redis_url: 'redis://:p%2Fw@127.0.0.1:6379/0'}\n"
+    assert load_config_text(fine, environ=ENV).server.stats.redis_url is not None
+
+
+def test_infinite_prices_and_timeouts_are_refused() -> None:
+    """`.inf` is no price or timeout (it summed to +Inf in the cost metrics)."""
+    config = VALID.replace("output_price_per_mtok: 2", "output_price_per_mtok: .inf") + \
+        "server:\n  request_timeout_s: .inf\n"
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(config, environ=ENV)
+    assert len(caught.value.problems) == 2
+    assert all("finite" in problem for problem in caught.value.problems)
+
+
+@pytest.mark.parametrize("value", ["sk-a\n", " sk-a", "sk a", " ", "sk-\x00a"])
+def test_a_key_with_whitespace_or_control_characters_is_refused_at_start_up(
+        value: str) -> None:
+    """A secret file's trailing newline made every request fail before it left (and an action
+    was reported as an unknown commit); a client key with one locked its tenant out. Refused,
+    naming the variable, never the value."""
+    for env in ({**ENV, "KEY_A": value}, {**ENV, "CLIENT_KEY": value}):
+        with pytest.raises(ConfigError) as caught:
+            resolve(load_config_text(VALID, environ=env), env, _prices)
+        (problem,) = caught.value.problems
+        assert "whitespace or control characters" in problem
+        assert value.strip() not in problem or not value.strip()
+
+
+def test_a_model_arm_needs_policies_to_narrow() -> None:
+    """Without `policies` every request takes the routes' default, so a `model:` arm could
+    never serve (it was reported degraded on every request)."""
+    config = VALID + """experiments:
+  - name: e1
+    tasks: [chat]
+    salt: s1
+    arms:
+      - {name: control, route: "policy:default", control: true, share: 0.5}
+      - {name: b, route: "model:small", share: 0.5}
+"""
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(config, environ=ENV)
+    (problem,) = caught.value.problems
+    assert problem.startswith("experiments.e1.arms.b.route:") and "policies" in problem
+
+
+def test_one_field_of_a_pool_or_budget_can_be_changed_alone() -> None:
+    """The reference shows the pools' and budgets' defaults: overriding one field keeps the
+    section's other defaults (it was "Field required" for each of them)."""
+    config = VALID + """server:
+  reliability:
+    interactive: {max_concurrency: 8}
+    retry_budget: {share: 0.3}
+"""
+    reliability = load_config_text(config, environ=ENV).server.reliability
+    assert (reliability.interactive.max_concurrency, reliability.interactive.max_queue,
+            reliability.interactive.max_queue_wait_s) == (8, 128, 2.0)
+    assert (reliability.retry_budget.share, reliability.retry_budget.floor_per_s) == (0.3, 1.0)
+    assert reliability.background.max_concurrency == 16

@@ -17,6 +17,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from router.cli_types import http_url
+
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("experiments", help="A/B experiments on routes")
@@ -27,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
                     "/v1/experiments) and print it. Exit 0; 1 when the server does not know "
                     "the experiment; 2 when the server cannot be reached.")
     report.add_argument("name", help="the experiment's name, as under `experiments:`")
-    report.add_argument("--url", default="http://127.0.0.1:8080",
+    report.add_argument("--url", type=http_url, default="http://127.0.0.1:8080",
                         help="the slorouter to ask (default: %(default)s)")
     report.add_argument("--api-key", default=os.environ.get("SLOROUTER_API_KEY"),
                         help="bearer key, when the server has api_keys (default: the "

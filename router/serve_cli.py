@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from router.cli_types import port_number
 from router.logs import event
 
 log = logging.getLogger("slorouter.serve")
@@ -40,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on; anything but loopback needs api_keys in the "
                              "config (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8080,
+    parser.add_argument("--port", type=port_number, default=8080,
                         help="port to listen on (default: %(default)s)")
     parser.add_argument("--log-level", default="info",
                         choices=("debug", "info", "warning", "error", "critical"),
@@ -67,8 +68,8 @@ def _free_port() -> int:
 def start_simulator(environ: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start `slorouter sim` on a free loopback port and point the default config at it."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "router.cli", "sim", "--port", str(port)],
-                            start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "router.cli", "sim", "--port", str(port),
+                             "--exit-with-parent"], start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -13,7 +13,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import joblib
 
@@ -97,14 +96,22 @@ def load_artifact(directory: Path) -> LoadedRouter:
     path, meta_path = directory / MODEL_FILE, directory / METADATA_FILE
     if not path.exists() or not meta_path.exists():
         raise ArtifactError(f"{directory} needs {MODEL_FILE} and {METADATA_FILE}")
-    text = meta_path.read_text()
-    metadata = json.loads(text)
+    try:
+        text = meta_path.read_text(encoding="utf-8")
+        metadata = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ArtifactError(f"{meta_path} is not JSON: {exc}") from None
+    if not isinstance(metadata, dict):
+        raise ArtifactError(f"{meta_path} is not a JSON object")
     expected = str(metadata.get("artifact_sha256", ""))
     if hashlib.sha256(path.read_bytes()).hexdigest() != expected:
         raise ArtifactError(f"{path} does not match artifact_sha256 in {meta_path}")
-    bundle = cast(dict[str, object], joblib.load(path))
-    predictor = bundle["predictor"]
-    rule = bundle["rule"]
+    try:
+        bundle = joblib.load(path)
+    except Exception as exc:  # a file joblib cannot read raises whatever its unpickler hits
+        raise ArtifactError(f"{path} cannot be loaded: {type(exc).__name__}") from None
+    predictor = bundle.get("predictor") if isinstance(bundle, dict) else None
+    rule = bundle.get("rule") if isinstance(bundle, dict) else None
     if not isinstance(predictor, SuccessPredictor) or not isinstance(rule, ThresholdRule):
         raise ArtifactError(f"{path} does not hold a SuccessPredictor and a ThresholdRule")
     return LoadedRouter(predictor, rule, expected[:12], text, calibrated_floor(metadata))

@@ -8,6 +8,7 @@ process. Feature extraction, rules, risk combination and training live in their 
 from __future__ import annotations
 
 import functools
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -128,7 +129,7 @@ def load_classifier(path: Path) -> LinearClassifier:
     """The classifier stored at `path` (a `model.zip`); raises ConfigError when unreadable."""
     try:
         model, digest = load_model(path)
-    except (OSError, KeyError, ValueError) as exc:
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ConfigError([f"classifier artifact {path}: {exc}"]) from exc
     return LinearClassifier(model, digest)
 

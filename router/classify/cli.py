@@ -97,9 +97,15 @@ def run_classify(args: argparse.Namespace) -> int:
 
 
 def _classifier(model: Path | None) -> Any:
+    """The shipped classifier, or the one at `model`; one line and exit 2 when unreadable."""
     from router.classify.classifier import load_classifier, load_default_classifier
+    from router.errors import ConfigError
 
-    return load_default_classifier() if model is None else load_classifier(model)
+    try:
+        return load_default_classifier() if model is None else load_classifier(model)
+    except ConfigError as exc:
+        print(f"slorouter: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def run_train(args: argparse.Namespace) -> int:

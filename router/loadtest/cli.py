@@ -16,23 +16,25 @@ import os
 from pathlib import Path
 from typing import Any
 
+from router.cli_types import http_url, positive_int, positive_number
+
 DEFAULT_WORKLOAD = Path("bench/workloads/default.json")
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser("bench", help="open-loop load test with a workload mix",
                                    description=__doc__.split("\n")[0] if __doc__ else None)
-    parser.add_argument("--url", required=True,
+    parser.add_argument("--url", required=True, type=http_url,
                         help="base URL of slorouter or any OpenAI-compatible server "
                              "(…/v1/chat/completions is added)")
     parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD,
                         help="the workload mix (JSON); the default is relative to the working "
                              "directory, so run from the checkout (default: %(default)s)")
-    parser.add_argument("--rate", type=float, default=10.0,
+    parser.add_argument("--rate", type=positive_number, default=10.0,
                         help="mean arrivals per second, Poisson (default: %(default)s)")
-    parser.add_argument("--duration", type=float, default=60.0,
+    parser.add_argument("--duration", type=positive_number, default=60.0,
                         help="seconds of arrivals (default: %(default)s)")
-    parser.add_argument("--max-requests", type=int, default=None,
+    parser.add_argument("--max-requests", type=positive_int, default=None,
                         help="stop sending after this many requests (default: no cap)")
     parser.add_argument("--seed", type=int, default=7,
                         help="seed of the arrival times and the mix's draws (default: "
@@ -42,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--api-key", default=os.environ.get("SLOROUTER_BENCH_API_KEY"),
                         help="bearer key (default: the SLOROUTER_BENCH_API_KEY environment "
                              "variable, else none)")
-    parser.add_argument("--timeout", type=float, default=60.0,
+    parser.add_argument("--timeout", type=positive_number, default=60.0,
                         help="per-request timeout, s (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("bench/out/bench"),
                         help="directory for summary.json and the two plots (default: "

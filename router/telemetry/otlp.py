@@ -18,6 +18,7 @@ from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
     Metric,
     MetricExporter,
+    MetricExportResult,
     MetricsData,
     NumberDataPoint,
     ResourceMetrics,
@@ -65,6 +66,7 @@ class PeriodicExport:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="slorouter-metrics-export",
                                         daemon=True)
+        self._failing = False  # the last export failed: the collector is down, say
 
     def start(self) -> PeriodicExport:
         self._thread.start()
@@ -74,21 +76,25 @@ class PeriodicExport:
         snapshots = [s for s in self._registry.collect() if s.points]
         if not snapshots:  # nothing recorded yet: no empty requests to the collector
             return
-        self._exporter.export(to_metrics_data(snapshots, self._resource,
-                                              self._registry.start_ns, self._wall_ns()))
+        result = self._exporter.export(to_metrics_data(
+            snapshots, self._resource, self._registry.start_ns, self._wall_ns()))
+        self._failing = result == MetricExportResult.FAILURE
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
                 self.export_once()
             except Exception:  # an unreachable collector must not kill the thread
-                continue
+                self._failing = True
 
     def shutdown(self) -> None:
+        """A last export, unless the last one failed (a collector that is down would hold
+        the process's exit for the exporter's whole timeout)."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=1)
         try:
-            self.export_once()
+            if not self._failing and not self._thread.is_alive():
+                self.export_once()
         finally:
             self._exporter.shutdown()

@@ -60,6 +60,12 @@ class Telemetry:
             self.metric_export.shutdown()
 
 
+# How long one OTLP export may take, its retries included (the exporters' default is 10 s).
+# Telemetry is best effort: a batch a collector cannot take in this long is dropped, and a
+# collector that is down delays shutdown by at most this much per signal, not ~20 s.
+OTLP_TIMEOUT_S = 3.0
+
+
 def _endpoint(settings: TelemetrySettings, signal: str) -> str:
     return settings.otlp_endpoint.rstrip("/") + f"/v1/{signal}"
 
@@ -69,7 +75,7 @@ def _span_exporter(settings: TelemetrySettings) -> SpanExporter | None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter(endpoint=_endpoint(settings, "traces"),
-                                headers=settings.otlp_headers)
+                                headers=settings.otlp_headers, timeout=OTLP_TIMEOUT_S)
     if settings.exporter == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -82,7 +88,7 @@ def _metric_exporter(settings: TelemetrySettings) -> MetricExporter | None:
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
         return OTLPMetricExporter(endpoint=_endpoint(settings, "metrics"),
-                                  headers=settings.otlp_headers)
+                                  headers=settings.otlp_headers, timeout=OTLP_TIMEOUT_S)
     if settings.exporter == "console":
         from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
 

@@ -109,11 +109,12 @@ def test_every_answer_has_one_current_date_header_after_idling(tmp_path: Path) -
 
 
 def _alive(pid: int) -> bool:
+    """Running: not gone, and not a zombie (an orphan waits for whoever reaps it)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
         return False
-    return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
@@ -137,6 +138,29 @@ def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
         while _alive(simulator) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _alive(simulator), router.log_text()
+    finally:
+        router.stop()
+        if _alive(simulator):
+            os.kill(simulator, signal.SIGKILL)
+
+
+def test_the_embedded_simulator_does_not_outlive_a_killed_router(tmp_path: Path) -> None:
+    """SIGKILL (or a signal during start-up, or SIGHUP) ends `serve` with no chance to stop its
+    child: the simulator notices it has lost its parent and stops by itself."""
+    port = free_port()
+    router = ManagedProcess([PYTHON, "-m", "router.cli", "serve", "--port", str(port)], port,
+                            ready_url=f"http://127.0.0.1:{port}/healthz",
+                            env={"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""},
+                            log_path=tmp_path / "serve.log", startup_timeout_s=60,
+                            cwd=tmp_path).start()
+    (child,) = Path(f"/proc/{router.pid}/task/{router.pid}/children").read_text().split()
+    simulator = int(child)
+    try:
+        router.kill()
+        deadline = time.monotonic() + 10.0
+        while _alive(simulator) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(simulator)
     finally:
         router.stop()
         if _alive(simulator):
@@ -247,3 +271,29 @@ def test_a_whole_answer_still_awaited_when_the_grace_ends_gets_a_503_in_openais_
     finished = [json.loads(line) for line in (tmp_path / "whole" / "router.log").read_text(
         errors="replace").splitlines() if '"request_finished"' in line]
     assert [(f["status"], f["error_code"]) for f in finished] == [(503, "server_shutting_down")]
+
+
+def test_a_collector_that_is_down_does_not_hold_the_exit(tmp_path: Path) -> None:
+    """OTLP export to a port nothing listens on, exports failing every second: SIGTERM with
+    nothing in flight exits within a few seconds (each export's timeout is 3 s and the last
+    metrics export is skipped once exports fail; it took ~20 s with the exporters' defaults)."""
+    closed = free_port()
+    config = CONFIG + (f"telemetry: {{exporter: otlp, otlp_endpoint: 'http://127.0.0.1:{closed}',"
+                       " sample_ratio: 1.0, metrics_export_interval_s: 1}\n")
+    router = start_router(tmp_path, config)
+    try:
+        chat = urllib.request.Request(  # its upstream is closed too: a 5xx, a span, metrics
+            f"{router.base_url}/v1/chat/completions", method="POST",
+            data=b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}',
+            headers={"content-type": "application/json"})
+        try:
+            urllib.request.urlopen(chat, timeout=10).read()
+        except urllib.error.HTTPError as answered:
+            assert answered.code >= 500
+        time.sleep(2.5)  # two metrics exports have failed
+        started = time.monotonic()
+        os.kill(router.proc.pid, signal.SIGTERM)
+        assert router.proc.wait(timeout_s=30.0) == -signal.SIGTERM
+        assert time.monotonic() - started < 8.0
+    finally:
+        router.stop()

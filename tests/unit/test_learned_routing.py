@@ -164,3 +164,28 @@ def test_artifact_calibrated_below_the_policys_floor_lists_every_problem(artifac
     assert f"below the policy's floor of min {too_high}" in problems[0]
     assert f"below the policy's floor of 0.97 x {STRONG}" in problems[1]
     assert "(another reference model)" in problems[2]
+
+
+@pytest.mark.parametrize("broken", ["metadata-not-json", "metadata-a-list", "junk-model"])
+def test_a_malformed_artifact_is_an_artifact_error_not_a_traceback(
+        tmp_path: Path, artifact: Path, broken: str) -> None:
+    """Metadata that is not a JSON object, or a model file joblib cannot read (its sha256
+    matching), is one `ArtifactError` naming the file (`serve` and `policy check` print it)."""
+    import hashlib
+    import shutil
+
+    from policies.learned.artifact import METADATA_FILE, MODEL_FILE, ArtifactError
+
+    copy = tmp_path / "copy"
+    shutil.copytree(artifact, copy)
+    if broken == "metadata-not-json":
+        (copy / METADATA_FILE).write_text("not json")
+    elif broken == "metadata-a-list":
+        (copy / METADATA_FILE).write_text("[]")
+    else:
+        (copy / MODEL_FILE).write_bytes(b"junk, not a joblib file")
+        meta = json.loads((copy / METADATA_FILE).read_text())
+        meta["artifact_sha256"] = hashlib.sha256(b"junk, not a joblib file").hexdigest()
+        (copy / METADATA_FILE).write_text(json.dumps(meta))
+    with pytest.raises(ArtifactError):
+        load_artifact(copy)

@@ -14,6 +14,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from router.cli_types import port_number
+
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Register the `sim` sub-command."""
@@ -23,7 +25,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="A simulated LLM provider with measured latency profiles, faults and a "
         "control API (see docs/simulator.md).",
     )
-    parser.add_argument("--port", type=int, required=True, help="TCP port (0: any free port)")
+    parser.add_argument("--port", type=port_number, required=True,
+                        help="TCP port (0: any free port)")
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="profile file, JSON or YAML (default: the built-in profiles)")
@@ -31,12 +34,16 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="seed of the latency and fault draws (default: random)")
     parser.add_argument("--default-model", default=None,
                         help="answer unknown model names with this model's profile, not 404")
+    parser.add_argument("--exit-with-parent", action="store_true",
+                        help="stop when the process that started it is gone, however it ended "
+                             "(`serve` starts its embedded simulator so)")
     parser.set_defaults(func=handler)
 
 
 def handler(args: argparse.Namespace) -> int:
     """Load the profiles and serve until SIGINT/SIGTERM; 2 on a bad profile file."""
     import asyncio
+    import os
     import signal
     import sys
 
@@ -57,7 +64,11 @@ def handler(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        watch = (asyncio.create_task(_stop_when_orphaned(os.getppid(), stop))
+                 if args.exit_with_parent else None)
         await serve_until_stopped(profiles, args.host, args.port, args.seed, stop)
+        if watch is not None:
+            watch.cancel()
 
     try:
         import uvloop
@@ -66,3 +77,14 @@ def handler(args: argparse.Namespace) -> int:
     else:
         uvloop.run(main())
     return 0
+
+
+async def _stop_when_orphaned(parent: int, stop: Any, every_s: float = 0.5) -> None:
+    """Set `stop` once this process's parent is no longer `parent` (it ended: SIGKILL, a
+    signal during its start-up, SIGHUP, and the process was handed to another parent)."""
+    import asyncio
+    import os
+
+    while os.getppid() == parent:
+        await asyncio.sleep(every_s)
+    stop.set()

@@ -19,9 +19,10 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from router.api.schemas import ChatCompletionRequest
+from router.api.sse import ClientGone
 from router.errors import PayloadTooLargeError, RequestError, UnsupportedMediaTypeError
 
 # Levels of objects and arrays (the body itself is level 1). Real requests, JSON-schema tool
@@ -48,14 +49,19 @@ async def read_json(request: Request, max_bytes: int,
         raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
                                    code="payload_too_large")
     body = bytearray()
-    async for part in request.stream():
-        body += part
-        if len(body) > max_bytes:
-            raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
-                                       code="payload_too_large")
+    try:
+        async for part in request.stream():
+            body += part
+            if len(body) > max_bytes:
+                raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
+                                           code="payload_too_large")
+    except ClientDisconnect:  # the client left while sending it: not a failure of ours
+        raise ClientGone() from None
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        if exc.msg == "depth limit exceeded":  # orjson stops reading at 1024 levels
+            raise _too_deep() from None
         # orjson calls bytes that are not UTF-8 "str is not valid UTF-8: surrogates not allowed"
         problem = ("the body is not UTF-8 text" if exc.msg.startswith("str is not valid UTF-8")
                    else exc.msg)
@@ -64,9 +70,13 @@ async def read_json(request: Request, max_bytes: int,
     if not isinstance(parsed, dict):
         raise RequestError("the JSON body must be an object", code="invalid_json")
     if too_deep(parsed, MAX_JSON_DEPTH):
-        raise RequestError(f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels",
-                           code="too_deeply_nested")
+        raise _too_deep()
     return parsed
+
+
+def _too_deep() -> RequestError:
+    return RequestError(f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels",
+                        code="too_deeply_nested")
 
 
 def too_deep(value: object, limit: int) -> bool:

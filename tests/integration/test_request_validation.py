@@ -9,7 +9,9 @@ as sent, which the recording upstream shows.
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -176,6 +178,32 @@ def test_a_body_nested_300_deep_is_400_before_any_upstream_call(
     assert caught.value.code == "too_deeply_nested"
     assert _upstream_requests(sim, "fast") == before
     assert _breaker(gateway, "ll-fast") == breaker
+
+
+def test_a_body_nested_deeper_than_the_parser_reads_is_too_deeply_nested(
+        gateway: Running) -> None:
+    """2,000 levels (beyond the 1,024 orjson reads at all) is the same 400 as 300 levels."""
+    body = b'{"model": "fast", "messages": [], "x": ' + b"[" * 2000 + b"]" * 2000 + b"}"
+    answer = httpx.post(f"{gateway.base_url}/v1/chat/completions", content=body, timeout=10,
+                        headers={"authorization": f"Bearer {API_KEY}",
+                                 "content-type": "application/json"})
+    assert answer.status_code == 400
+    assert answer.json()["error"]["code"] == "too_deeply_nested"
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/route/explain"])
+def test_a_client_that_leaves_while_sending_its_body_is_no_error_of_the_router(
+        gateway: Running, path: str) -> None:
+    """A body cut short by the client (it promised 100 bytes, sent 20, closed): recorded as a
+    client that left, not logged as an unhandled error (a 500 `internal_error` before)."""
+    port = int(gateway.base_url.rsplit(":", 1)[1])
+    head = (f"POST {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {API_KEY}\r\n"
+            "content-type: application/json\r\ncontent-length: 100\r\n\r\n")
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(head.encode() + b'{"model": "fast", "m')
+    time.sleep(0.5)
+    assert "\"unhandled_error\"" not in gateway.proc.log_text()
+    assert httpx.get(f"{gateway.base_url}/healthz", timeout=5).status_code == 200
 
 
 def test_models_retrieve_returns_a_routable_name(client: openai.OpenAI) -> None:

@@ -5,49 +5,47 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+from typing import TypeVar
 from urllib.parse import urlsplit
+
+N = TypeVar("N", int, float)
 
 
 def port_number(text: str) -> int:
     """A TCP port, 0-65535 (a larger number would wrap around to another port)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {port}")
-    return port
+    return _checked(text, int, "a port number", lambda port: 0 <= port <= 65535, "0-65535")
 
 
 def positive_number(text: str) -> float:
     """A finite number above zero (a rate, a duration, a timeout)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number above 0, not {text!r}")
-    return value
+    return _checked(text, float, "a number", lambda value: math.isfinite(value) and value > 0,
+                    "a finite number above 0")
 
 
 def positive_int(text: str) -> int:
     """A whole number above zero (a count)."""
+    return _checked(text, int, "a whole number", lambda value: value > 0, "above 0")
+
+
+def _checked(text: str, parse: Callable[[str], N], kind: str, fits: Callable[[N], bool],
+             bounds: str) -> N:
     try:
-        value = int(text)
+        value = parse(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, not {value}")
+        raise argparse.ArgumentTypeError(f"not {kind}: {text[:100]!r}") from None
+    if not fits(value):
+        raise argparse.ArgumentTypeError(f"must be {bounds}, not {text[:100]!r}")
     return value
 
 
 def http_url(text: str) -> str:
     """An http:// or https:// URL with a host."""
     parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text[:100]!r}")
     try:
         parts.port  # noqa: B018 (urllib checks the port only when it is read)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text[:100]!r}") from None
+        parts = urlsplit("")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text[:100]!r}")
     return text

@@ -117,10 +117,9 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
-    """With no config and no provider keys, `serve` starts the simulator as a child; SIGTERM
-    must stop it too (uvicorn re-raises the signal after its shutdown, which ends the process
-    before any code after the server's run could stop the child)."""
+def _embedded(tmp_path: Path) -> tuple[ManagedProcess, int]:
+    """`serve` on the embedded default (no provider keys: the simulator as its one child),
+    started; with the simulator's pid."""
     port = free_port()
     router = ManagedProcess([PYTHON, "-m", "router.cli", "serve", "--port", str(port)], port,
                             ready_url=f"http://127.0.0.1:{port}/healthz",
@@ -129,7 +128,14 @@ def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
                             cwd=tmp_path).start()
     children = Path(f"/proc/{router.pid}/task/{router.pid}/children").read_text().split()
     assert len(children) == 1, children
-    simulator = int(children[0])
+    return router, int(children[0])
+
+
+def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
+    """With no config and no provider keys, `serve` starts the simulator as a child; SIGTERM
+    must stop it too (uvicorn re-raises the signal after its shutdown, which ends the process
+    before any code after the server's run could stop the child)."""
+    router, simulator = _embedded(tmp_path)
     try:
         assert _alive(simulator)
         os.kill(router.pid, signal.SIGTERM)
@@ -147,14 +153,7 @@ def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
 def test_the_embedded_simulator_does_not_outlive_a_killed_router(tmp_path: Path) -> None:
     """SIGKILL (or a signal during start-up, or SIGHUP) ends `serve` with no chance to stop its
     child: the simulator notices it has lost its parent and stops by itself."""
-    port = free_port()
-    router = ManagedProcess([PYTHON, "-m", "router.cli", "serve", "--port", str(port)], port,
-                            ready_url=f"http://127.0.0.1:{port}/healthz",
-                            env={"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": ""},
-                            log_path=tmp_path / "serve.log", startup_timeout_s=60,
-                            cwd=tmp_path).start()
-    (child,) = Path(f"/proc/{router.pid}/task/{router.pid}/children").read_text().split()
-    simulator = int(child)
+    router, simulator = _embedded(tmp_path)
     try:
         router.kill()
         deadline = time.monotonic() + 10.0

@@ -17,6 +17,7 @@ import base64
 import logging
 import random
 import secrets
+from typing import Any
 
 import orjson
 import redis.asyncio as redis
@@ -70,6 +71,7 @@ class RedisIdempotencyStore:
         self._poll_max_s = poll_max_s
         self._rng = rng if rng is not None else random.Random()
         self._unavailable = ThrottledEvent(log, "idempotency_store_unavailable")
+        self._releasing: set[asyncio.Task[bool]] = set()  # leases won by cancelled claims
         self._cas = client.register_script(_COMPARE_AND_SET)
         self._cad = client.register_script(_COMPARE_AND_DELETE)
 
@@ -94,10 +96,9 @@ class RedisIdempotencyStore:
         give_up_at = loop.time() + wait_s
         poll_s = self._poll_min_s
         while True:
-            token = secrets.token_hex(16)
-            marker = _marker(token, fingerprint)
-            if await self._client.set(self._key(scope), marker, nx=True, px=_ms(lease_s)):
-                return Lease(scope, token, fingerprint)
+            lease = Lease(scope, secrets.token_hex(16), fingerprint)
+            if await self._try_lease(lease, lease_s):
+                return lease
             found = await self._read(scope, fingerprint)
             if found is not None:
                 return found
@@ -107,6 +108,26 @@ class RedisIdempotencyStore:
                 raise still_in_flight(max(0.0, ttl_ms / 1000.0))
             await asyncio.sleep(min(left, self._rng.uniform(0.5, 1.0) * poll_s))
             poll_s = min(self._poll_max_s, poll_s * 2)
+
+    async def _try_lease(self, lease: Lease, lease_s: float) -> bool:
+        """`SET NX` the lease. Cancelled while the command is on its way (the client left, the
+        deadline, shutdown), the SET may still land: then the lease is given back as soon as it
+        does, so duplicates do not wait the lease out for a request that never ran."""
+        setting = asyncio.ensure_future(self._client.set(
+            self._key(lease.scope), _marker(lease.token, lease.fingerprint), nx=True,
+            px=_ms(lease_s)))
+        try:
+            return bool(await asyncio.shield(setting))
+        except asyncio.CancelledError:
+            setting.add_done_callback(lambda done: self._give_back_if_set(done, lease))
+            raise
+
+    def _give_back_if_set(self, done: asyncio.Future[Any], lease: Lease) -> None:
+        if done.cancelled() or done.exception() is not None or not done.result():
+            return
+        releasing = asyncio.ensure_future(self.release(lease))
+        self._releasing.add(releasing)  # held until done: the loop keeps only weak references
+        releasing.add_done_callback(self._releasing.discard)
 
     async def complete(self, lease: Lease, response: StoredResponse) -> bool:
         """Store the answer; False if the lease is no longer ours or Redis is unreachable (a

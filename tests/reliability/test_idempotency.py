@@ -6,6 +6,7 @@ Every behaviour runs against both stores; the Redis one against a real redis-ser
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 
@@ -203,3 +204,67 @@ def test_unusable_keys_are_rejected(bad: str) -> None:
     with pytest.raises(RequestError) as caught:
         validate_key(bad)
     assert caught.value.param == "Idempotency-Key"
+
+
+
+class SlowReplies:
+    """A TCP relay to Redis that holds Redis's replies back while `slow` is set: a command
+    reaches Redis and runs, and its client waits for the answer."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.slow = asyncio.Event()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"redis://127.0.0.1:{port}"
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter,
+                       held: bool) -> None:
+            with contextlib.suppress(ConnectionError):
+                while data := await source.read(65536):
+                    while held and self.slow.is_set():
+                        await asyncio.sleep(0.01)
+                    sink.write(data)
+                    await sink.drain()
+            sink.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer, False),
+                             pipe(upstream_reader, writer, True), return_exceptions=True)
+
+
+async def test_a_redis_claim_cancelled_while_its_set_is_in_flight_gives_the_lease_back(
+        redis_url: str) -> None:
+    """The claim is cancelled (its client left) after its `SET NX` ran in Redis but before the
+    reply came: the lease is released once the reply comes, so a duplicate claims the key at
+    once instead of waiting the whole lease out for a request that never ran (before, the
+    cancelled client dropped the reply and the lease stayed for `lease_s`)."""
+    target = redis.from_url(redis_url).connection_pool.connection_kwargs
+    relay = SlowReplies((target["host"], target["port"]))
+    client = redis.from_url(await relay.start())
+    prefix = f"test:{uuid.uuid4().hex}"
+    store = RedisIdempotencyStore(client, prefix=prefix, ttl_s=TTL_S)
+    await client.ping()  # connected before replies are held
+    relay.slow.set()
+    claiming = asyncio.create_task(
+        store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S))
+    await asyncio.sleep(0.2)  # the SET has run in Redis; its reply is held
+    claiming.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await claiming
+    relay.slow.clear()
+    direct = redis.from_url(redis_url)
+    key = f"{prefix}:{scope_of('t1', 'k1')}"
+    deadline = asyncio.get_running_loop().time() + 3.0
+    while await direct.exists(key) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.02)
+    assert not await direct.exists(key)
+    await client.aclose()
+    await direct.aclose()
+    assert relay.server is not None
+    relay.server.close()

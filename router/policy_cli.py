@@ -93,9 +93,9 @@ def policy_check(args: argparse.Namespace) -> int:
 
 
 def explain_command(args: argparse.Namespace) -> int:
-    from router.api.body import MAX_JSON_DEPTH, parse_chat, too_deep
+    from router.api.body import parse_chat, parse_json_object
     from router.api.explain import explain_decision
-    from router.errors import ConfigError, RequestError, SlorouterError
+    from router.errors import ConfigError, SlorouterError
     from router.execution.runner import ExecutionState, Runner
     from router.pipeline import ChatPipeline
     from router.wiring import build_runtime
@@ -117,21 +117,12 @@ def explain_command(args: argparse.Namespace) -> int:
         print(f"slorouter explain: {args.request or 'stdin'}: not UTF-8 text", file=sys.stderr)
         return 2
     try:
-        raw = json.loads(text)
-        if not isinstance(raw, dict):
-            raise RequestError("the request must be a JSON object", code="invalid_json")
-        if too_deep(raw, MAX_JSON_DEPTH):  # as the HTTP endpoint refuses it
-            raise RequestError(f"the request is nested deeper than {MAX_JSON_DEPTH} levels",
-                               code="too_deeply_nested")
+        raw = parse_json_object(text.encode())  # as the HTTP endpoint reads it
         prepared = ChatPipeline(runtime, classifier, Runner({}, ExecutionState.create())).prepare(
             parse_chat(raw), raw, dict(args.header),
             time.perf_counter() + runtime.request_timeout_s)
-    except (SlorouterError, json.JSONDecodeError) as err:
+    except SlorouterError as err:
         print(f"slorouter explain: {err}", file=sys.stderr)
-        return 2
-    except RecursionError:  # deeper than Python's own parser goes
-        print(f"slorouter explain: the request is nested deeper than {MAX_JSON_DEPTH} levels",
-              file=sys.stderr)
         return 2
     print(json.dumps(explain_decision(prepared), indent=2))
     return 0
@@ -141,8 +132,9 @@ def _with_placeholder_secrets(config: Any) -> dict[str, str]:
     """The environment, with a placeholder for every secret the config references (one of its
     own per variable: two keys must not look like one key given to two tenants)."""
     environ = dict(os.environ)
-    environ.update({name: f"placeholder-{name}" for ref in _secret_refs(config)
-                    for name in (ref.removeprefix("env:"),)})
+    for ref in _secret_refs(config):
+        name = ref.removeprefix("env:")
+        environ[name] = f"placeholder-{name}"
     return environ
 
 

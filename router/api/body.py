@@ -21,8 +21,8 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 from starlette.requests import ClientDisconnect, Request
 
+from router.api.errors import ClientGone
 from router.api.schemas import ChatCompletionRequest
-from router.api.sse import ClientGone
 from router.errors import PayloadTooLargeError, RequestError, UnsupportedMediaTypeError
 
 # Levels of objects and arrays (the body itself is level 1). Real requests, JSON-schema tool
@@ -57,6 +57,12 @@ async def read_json(request: Request, max_bytes: int,
                                            code="payload_too_large")
     except ClientDisconnect:  # the client left while sending it: not a failure of ours
         raise ClientGone() from None
+    return parse_json_object(body)
+
+
+def parse_json_object(body: bytes | bytearray) -> dict[str, Any]:
+    """`body` as a JSON object, or the `RequestError` that says why not (the HTTP endpoints'
+    and `slorouter explain`'s one reading)."""
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -25,14 +25,13 @@ from cache.entry import CachedEntry
 from router.admission import AdmissionController, parse_priority
 from router.api import idempotent
 from router.api.body import parse_chat, read_json, received_headers
-from router.api.errors import as_project_error, error_response
+from router.api.errors import ClientGone, as_project_error, error_response
 from router.api.relay import StreamRelay
 from router.api.replay import body_response
 from router.api.request_ids import RequestIds
 from router.api.schemas import ChatCompletionRequest
 from router.api.settle import Settle
 from router.api.sse import (
-    ClientGone,
     InFlight,
     OnFinish,
     WatchedStreamingResponse,
@@ -159,14 +158,10 @@ class ChatHandler:
         outcome.steps += [("classify", started, classified),
                           ("decide", classified, classified + prepared.phases.decide)]
         _note_decision(outcome, prepared, headers)
-        claiming = idempotent.claim(
+        claimed = await idempotent.claim(
             self._idempotency, received, principal.tenant, raw,
             prepared.policy_requires_key, wait_s=max(0.0, deadline - self._clock()),
-            lease_s=budget)
-        # A duplicate waits here for the request in flight with its key: a client that leaves
-        # meanwhile frees its admission slot at once, not when the wait ends.
-        claimed = await (claiming if idempotent.HEADER not in received else
-                         run_unless_disconnected(request.receive, claiming, idempotent.unclaim))
+            lease_s=budget, receive=request.receive)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers,

@@ -14,6 +14,7 @@ import orjson
 from starlette.responses import Response
 
 from router.errors import OverloadedError, SlorouterError
+from router.outcomes import CLIENT_CLOSED
 
 log = logging.getLogger("slorouter.http")
 
@@ -38,7 +39,13 @@ def as_project_error(exc: BaseException) -> SlorouterError:
     return INTERNAL
 
 
+class ClientGone(Exception):
+    """The client disconnected before the response was ready."""
+
+
 def error_response(exc: BaseException, headers: dict[str, str] | None = None) -> Response:
+    if isinstance(exc, ClientGone):  # no one reads an answer
+        return Response(status_code=CLIENT_CLOSED)
     err = as_project_error(exc)
     all_headers = dict(headers) if headers else {}
     if err.retry_after is not None:

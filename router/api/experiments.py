@@ -11,11 +11,9 @@ from starlette.responses import Response
 
 from router.api.body import read_json
 from router.api.errors import error_response
-from router.api.sse import ClientGone
 from router.auth import authenticate
 from router.errors import RequestError
 from router.experimentation import Experiments
-from router.outcomes import CLIENT_CLOSED
 from router.runtime_config import RuntimeConfig
 from router.validation import first_problem
 
@@ -43,8 +41,6 @@ def feedback_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoi
                                    code="invalid_value") from None
             result = await experiments.feedback(principal.tenant, body.request_id, body.metric,
                                                 body.value)
-        except ClientGone:  # it left while sending the body: no one reads an answer
-            return Response(status_code=CLIENT_CLOSED)
         except Exception as exc:
             return error_response(exc)
         return Response(orjson.dumps(result), media_type="application/json")

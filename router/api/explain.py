@@ -16,9 +16,7 @@ from starlette.responses import Response
 
 from router.api.body import parse_chat, read_json
 from router.api.errors import error_response
-from router.api.sse import ClientGone
 from router.auth import authenticate
-from router.outcomes import CLIENT_CLOSED
 from router.pipeline import Caller, ChatPipeline, Prepared
 
 
@@ -58,8 +56,6 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
             prepared = pipeline.prepare(chat, raw, request.headers,
                                         time.perf_counter() + config.request_timeout_s,
                                         Caller(principal.tenant, "explain", chat.user))
-        except ClientGone:  # it left while sending the body: no one reads an answer
-            return Response(status_code=CLIENT_CLOSED)
         except Exception as exc:
             return error_response(exc)
         return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")

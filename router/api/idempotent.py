@@ -18,10 +18,11 @@ from typing import Any
 from starlette.responses import Response
 
 from router.api.replay import body_response
-from router.api.sse import OnFinish
+from router.api.sse import OnFinish, Receive, run_unless_disconnected
 from router.caching import DATA_VERSION_HEADER
 from router.errors import RequestError, SlorouterError, UnknownCommitError
 from router.idempotency import (
+    Claim,
     IdempotencyStore,
     Lease,
     Replay,
@@ -60,8 +61,12 @@ class Claimed:
 
 async def claim(store: IdempotencyStore, headers: Mapping[str, str], tenant: str,
                 raw: Mapping[str, Any], required: bool, wait_s: float,
-                lease_s: float) -> Claimed | Replay | None:
-    """Claim the request's key; None when it has none (a 400 if the policy requires one)."""
+                lease_s: float, receive: Receive) -> Claimed | Replay | None:
+    """Claim the request's key; None when it has none (a 400 if the policy requires one).
+
+    A duplicate waits here for the request in flight with its key: a client that leaves
+    meanwhile ends the wait at once (`ClientGone`), freeing its admission slot, and a lease won
+    just as it left is given back."""
     key = headers.get(HEADER)
     if key is None:
         if required:
@@ -73,8 +78,13 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], tenant: str
     hinted = {name: headers[name] for name in ASKED_HEADERS if name in headers}
     # Without such headers the fingerprint is the body's alone (as before they counted).
     fingerprint = json_fingerprint({"body": asked, "headers": hinted} if hinted else asked)
-    result = await store.claim(tenant, validate_key(key), fingerprint, wait_s=wait_s,
-                               lease_s=lease_s)
+    async def unused(won: Claim) -> None:
+        if not isinstance(won, Replay):
+            await store.release(won)
+
+    result = await run_unless_disconnected(
+        receive, store.claim(tenant, validate_key(key), fingerprint, wait_s=wait_s,
+                             lease_s=lease_s), unused)
     return result if isinstance(result, Replay) else Claimed(store, result)
 
 
@@ -90,9 +100,3 @@ def replayed(stored: StoredResponse, stream: bool, include_usage: bool,
 
 def as_error(exc: BaseException) -> BaseException | None:
     return exc if isinstance(exc, SlorouterError) else None
-
-
-async def unclaim(claimed: Claimed | Replay | None) -> None:
-    """Give back a claim no one will use (its client left as it was won)."""
-    if isinstance(claimed, Claimed):
-        await claimed.failed(None)

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from starlette.responses import Response
 
-from router.api.errors import INTERNAL, SHUTTING_DOWN, ShuttingDown, error_event
+from router.api.errors import INTERNAL, SHUTTING_DOWN, ClientGone, ShuttingDown, error_event
 from router.errors import SlorouterError
 from router.logs import event
 
@@ -210,6 +210,3 @@ async def run_unless_disconnected(
         raise ClientGone()
     return result
 
-
-class ClientGone(Exception):
-    """The client disconnected before the response was ready."""

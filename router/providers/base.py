@@ -130,6 +130,7 @@ class StreamEvent:
     has_content: bool
     usage: Usage | None = None
     usage_only: bool = False  # the final `choices: []` usage chunk
+    finished: bool = False  # a choice has its finish reason: the answer came to its end
 
 
 class Provider(Protocol):
@@ -146,12 +147,14 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         choices = []  # absent, or not what OpenAI sends: no content can be read from it
-    has_content = False
+    has_content = finished = False
     for choice in choices:
-        delta = choice.get("delta") if isinstance(choice, Mapping) else None
+        if not isinstance(choice, Mapping):
+            continue
+        delta = choice.get("delta")
         if isinstance(delta, Mapping) and (delta.get("content") or delta.get("tool_calls")
                                            or delta.get("function_call")):
             has_content = True
-            break
+        finished = finished or isinstance(choice.get("finish_reason"), str)
     return StreamEvent(data=data, has_content=has_content, usage=usage,
-                       usage_only=not choices and usage is not None)
+                       usage_only=not choices and usage is not None, finished=finished)

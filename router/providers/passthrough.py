@@ -8,7 +8,6 @@ upstream's own JSON payloads, parsed once only to see whether they carry content
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from functools import lru_cache
 from typing import Any
@@ -125,15 +124,10 @@ async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent
             if event is _DONE:
                 return
             if event is not None:
-                finished = finished or _FINISH_REASON.search(line) is not None
+                finished = finished or event.finished
                 yield event
     if not finished:
         raise ResponseBroken("upstream stream ended before [DONE]")
-
-
-# A finish reason that is a string (not null), outside any JSON string (a quote in content is
-# escaped, `\"`): the answer came to its end.
-_FINISH_REASON = re.compile(rb'(?<!\\)"finish_reason"\s*:\s*"')
 
 
 _DONE = StreamEvent(data=b"[DONE]", has_content=False)  # the end marker, never relayed

@@ -202,6 +202,8 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
         return e.ProviderError(
             f"upstream call failed: {_message_of(exc) or 'connection error'}",
             code="upstream_connection_error")
+    if answered_unreadable(exc):
+        return not_a_completion()
     target = _first_in_mro(exc, _BY_CLASS_NAME)
     if target is not None:
         return _from_named(target, exc)
@@ -242,6 +244,25 @@ def maybe_received(exc: BaseException) -> bool:
     if "APIConnectionError" not in names or names & {"APITimeoutError", "Timeout"}:
         return False
     return not names & _WHILE_CONNECTING
+
+
+def answered_unreadable(exc: BaseException) -> bool:
+    """Whether litellm's error is its own made-up 500 over a 200 it could not read as a chat
+    completion (an HTML page, JSON without `choices`): an `InternalServerError` over litellm's
+    own exceptions, with no HTTP error status and no transport error anywhere in its chain (a
+    real 5xx always carries the HTTP client's status error). The upstream had the request, so
+    this is not the refusal a 5xx is; were a real 5xx ever taken for it, a read would still be
+    failed over, and only a side effect would not."""
+    chain = _causes(exc)
+    names = _class_names(exc)
+    return bool(chain) and "InternalServerError" in names and not names & _ANSWER_NOT_READ
+
+
+# In a cause chain: the upstream's answer was an error status, or never came.
+_ANSWER_NOT_READ = frozenset({
+    "HTTPStatusError", "ClientResponseError", "APIConnectionError", "APITimeoutError", "Timeout",
+    "TransportError", "ClientError", "OSError", "TimeoutError",
+})
 
 
 def _class_names(exc: BaseException) -> set[str]:

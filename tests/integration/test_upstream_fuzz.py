@@ -270,3 +270,22 @@ def test_a_stream_ended_without_a_finish_reason_is_whole_and_its_key_replays_it(
     assert second.status_code == 200, second.text
     assert second.headers.get("x-slorouter-idempotent-replay") == "true"
     assert _contents(second.content) == "stubstub"
+
+
+@pytest.mark.parametrize("model", ["pt-stub", "ll-stub"])
+@pytest.mark.parametrize("answer", [
+    Answer(200, "text/html", b"<html><body>Sign in to continue</body></html>"),
+    Answer(200, "application/json", b'{"status": "ok"}'),
+], ids=["html", "json-without-choices"])
+def test_a_200_that_is_not_a_completion_is_a_bad_response_through_either_adapter(
+        gateway: Running, stub: StubUpstream, model: str, answer: Answer) -> None:
+    """A 200 the router cannot read as a completion (a proxy's sign-in page, JSON of another API)
+    came from an upstream that had the request: `upstream_bad_response`, the same through both
+    adapters, never `upstream_unavailable`, which says the request was refused before it acted
+    (litellm raises its made-up 500 for it)."""
+    stub.answer = answer
+    body = {"model": model, "messages": [{"role": "user", "content": "is this a completion?"}]}
+    with httpx.Client(base_url=gateway.base_url, timeout=20) as http:
+        response = http.post("/v1/chat/completions", json=body)
+    assert response.status_code == 502, response.text
+    assert response.json()["error"]["code"] == "upstream_bad_response", response.text

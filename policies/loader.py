@@ -103,10 +103,20 @@ def cross_reference_problems(config: RouterConfig) -> list[str]:
 
 
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_OPENING = re.compile(r"\$\{")
 
 
 def interpolate(text: str, environ: Mapping[str, str], source: str) -> str:
-    """Replace `${NAME}` with the environment's value (for addresses, not secrets)."""
+    """Replace `${NAME}` with the environment's value (for addresses, not secrets). Any other
+    `${...}` (a shell default `${NAME:-x}`, a typo) is refused, not left in place: it would
+    otherwise reach an address or a name as literal text. Only the line is named, as what
+    follows may be a credential."""
+    unsupported = [text.count("\n", 0, match.start()) + 1 for match in _OPENING.finditer(text)
+                   if not _PLACEHOLDER.match(text, match.start())]
+    if unsupported:
+        raise PolicyValidationError(source, [
+            f"line {line}: only ${{NAME}} is substituted (a name of letters, digits and "
+            "underscores; no default, no other shell form)" for line in unsupported])
     used = {match.group(1) for match in _PLACEHOLDER.finditer(text)}
     missing = sorted(name for name in used if name not in environ)
     if missing:

@@ -342,3 +342,19 @@ def test_one_field_of_a_pool_or_budget_can_be_changed_alone() -> None:
             reliability.interactive.max_queue_wait_s) == (8, 128, 2.0)
     assert (reliability.retry_budget.share, reliability.retry_budget.floor_per_s) == (0.3, 1.0)
     assert reliability.background.max_concurrency == 16
+
+
+@pytest.mark.parametrize("form", ["${BASE:-http://10.0.0.7:8000}", "${BASE", "${ BASE }",
+                                  "${base-url}"])
+def test_a_placeholder_form_that_is_not_substituted_is_refused_by_its_line(form: str) -> None:
+    """Only `${NAME}` is substituted; any other `${...}` (a shell default, a typo) used to stay
+    in the config as literal text, an address no upstream answers. It is refused, naming the
+    line, never the text (which may hold a credential)."""
+    text = VALID.replace("${BASE}", form, 1)
+    line = text.splitlines().index(next(row for row in text.splitlines() if form in row)) + 1
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ=ENV)
+    assert caught.value.problems == [
+        f"line {line}: only ${{NAME}} is substituted (a name of letters, digits and "
+        "underscores; no default, no other shell form)"]
+    assert not any("10.0.0.7" in problem for problem in caught.value.problems)

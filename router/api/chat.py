@@ -44,7 +44,13 @@ from router.errors import SlorouterError
 from router.execution.deadline import requested_timeout_s
 from router.idempotency import IdempotencyStore, Replay
 from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages
-from router.pipeline import Caller, ChatPipeline, Prepared, header_or_metadata
+from router.pipeline import (
+    Caller,
+    ChatPipeline,
+    Prepared,
+    header_or_metadata,
+    is_side_effecting,
+)
 from router.providers.base import Usage
 from router.telemetry.context import TraceContext, current_trace
 
@@ -185,14 +191,15 @@ class ChatHandler:
             if claimed is not None:  # duplicates replay this answer, as after an upstream one
                 await claimed.succeeded(found.entry.body, headers)
             return response
-        settle = Settle(claimed, self._caching, cache_plan, headers)
+        settle = Settle(claimed, self._caching, cache_plan, headers,
+                        side_effecting=is_side_effecting(prepared.labels))
         if chat.stream:
             return await self._stream(request, prepared, outcome, headers, held, settle,
                                       include_usage, capture)
         try:
             response = await self._complete(request, prepared, outcome, headers)
         except BaseException as exc:
-            await settle.failed(exc)
+            await settle.failed(exc, outcome)
             raise
         await settle.succeeded(bytes(response.body), outcome)
         if capture:
@@ -259,7 +266,7 @@ class ChatHandler:
             committed = await run_unless_disconnected(
                 request.receive, self._pipeline.open_stream(prepared, outcome))
         except BaseException as exc:
-            await settle.failed(exc)
+            await settle.failed(exc, outcome)
             raise
         outcome.deployment = committed.deployment.name
         outcome.first_content_at = self._clock()

@@ -5,8 +5,8 @@ duplicate in flight waits for it, a duplicate after completion gets the stored a
 as SSE when it streams, whether or not the first one did), and the same key with another body
 (`stream` and `stream_options` aside) or other routing hints, data version or locale headers is
 a 422. An answer from the result cache completes the claim as an upstream one does. An unknown
-commit is stored as its 504 so nothing runs twice; any other failure releases the key for a
-retry.
+commit is stored as its 504 so nothing runs twice (`router.api.settle` makes one of any failure
+of a side effect the upstream may have had); any other failure releases the key for a retry.
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ class StreamRelay:
             outcome.error_code = ended_by.code
         self._record(outcome)
         if not self._clean_end:
-            await self._settle.failed(self._error)
+            await self._settle.failed(self._error, outcome, answer_begun=True)
 
 
 async def _iterate(items: list[Any]) -> AsyncIterator[Any]:

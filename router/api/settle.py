@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from router.api import idempotent
+from router.api.errors import ClientGone
 from router.caching import CachePlan, ResultCaching
+from router.errors import SlorouterError, UnknownCommitError
 from router.outcomes import Outcome
+
+# Attempts that had (or may have had) the request when the request stopped: one in flight,
+# one abandoned when the request was interrupted, one whose answer had begun.
+_REACHED = frozenset({"pending", "cancelled", "won"})
 
 
 class Settle:
     """After an upstream answer: keep it for idempotent duplicates and in the result cache; after
-    a failure: release the idempotency claim."""
+    a failure: release the idempotency claim, or, for a side effect the upstream may have acted
+    on, keep its 504 `unknown_commit` so that a duplicate never runs it a second time."""
 
     def __init__(self, claimed: idempotent.Claimed | None, caching: ResultCaching,
-                 plan: CachePlan, headers: dict[str, str]) -> None:
+                 plan: CachePlan, headers: dict[str, str], *, side_effecting: bool) -> None:
         self._claimed = claimed
         self._caching = caching
         self._plan = plan
         self._headers = headers
+        self._side_effecting = side_effecting
 
     @property
     def wants_body(self) -> bool:
@@ -35,6 +44,34 @@ class Settle:
                       else time.perf_counter()) - outcome.arrived_at
         await self._caching.store(self._plan, body, generation, outcome.deployment or "")
 
-    async def failed(self, error: BaseException | None) -> None:
-        if self._claimed is not None:
-            await self._claimed.failed(error)
+    async def failed(self, error: BaseException | None, outcome: Outcome, *,
+                     answer_begun: bool = False) -> None:
+        """`error`: what ended the request (None: its client left a stream). `answer_begun`:
+        the upstream had answered 200, so it had the request. Otherwise the runner has judged
+        every attempt it finished (a side effect that may have run is its `UnknownCommitError`),
+        and only one interrupted in flight (the client left, the server stopped) is unjudged."""
+        if self._claimed is None:
+            return
+        if self._side_effecting and not isinstance(error, UnknownCommitError) and (
+                answer_begun or (_interrupted(error)
+                                 and any(a.outcome in _REACHED for a in outcome.attempts))):
+            error = unfinished(error)
+        await self._claimed.failed(error)
+
+
+def _interrupted(error: BaseException | None) -> bool:
+    return error is None or isinstance(error, ClientGone | asyncio.CancelledError)
+
+
+def unfinished(error: BaseException | None) -> UnknownCommitError:
+    """The record a side effect keeps when it reached the upstream and did not finish."""
+    if isinstance(error, SlorouterError):
+        why = error.code
+    elif isinstance(error, asyncio.CancelledError):
+        why = "the router stopped it"
+    else:
+        why = "its client left"
+    return UnknownCommitError(
+        f"the request reached the upstream and did not finish ({why}); it may have taken "
+        "effect, so this Idempotency-Key does not run it again: use a new key to run it "
+        "knowingly", code="unknown_commit")

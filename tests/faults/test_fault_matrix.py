@@ -359,3 +359,55 @@ def test_an_action_whose_stream_ends_before_any_content_is_not_sent_elsewhere(
         assert counters.value("act") == act_before
         return
     pytest.fail(f"no request of {MAX_TRIES} went to {model} first")
+
+
+async def _leave_after(base: str, call: Call, seconds: float) -> Shot:
+    """Send `call` and leave (close the connection) after `seconds`, before any answer."""
+    async with httpx.AsyncClient(base_url=base, timeout=seconds) as impatient:
+        return await send(impatient, call)
+
+
+@pytest.mark.parametrize("task,runs_again", [("action", False), ("chat", True)])
+def test_a_side_effect_whose_client_left_mid_call_is_never_run_again_under_its_key(
+        gateway: Running, counters: SimCounters, task: str, runs_again: bool) -> None:
+    """The client leaves while its request is upstream (`act` answers after 300 ms). A side
+    effect may have run, so its key keeps a 504 `unknown_commit` that a duplicate gets without
+    a second upstream call (it used to be released, and the duplicate ran the action again);
+    a read's key is released, and its duplicate runs."""
+    call = Call(chat_body("act", messages=ACTION_MESSAGES),
+                {"x-slorouter-task": task, "idempotency-key": f"faults-left-{uuid.uuid4()}"})
+    before = counters.value("act")
+    left = run(_leave_after(gateway.base_url, call, 0.1))
+    time.sleep(0.5)  # the abandoned call has reached the simulator and been settled
+    duplicate = run(_one(gateway.base_url, call))
+    assert left.status == 0  # the client timed out and left
+    if runs_again:
+        assert duplicate.ok and counters.value("act") - before == 2
+    else:
+        assert (duplicate.status, duplicate.error_code) == (504, "unknown_commit")
+        assert counters.value("act") - before == 1
+
+
+@pytest.mark.parametrize("model", ["pt-cut-abort", "ll-cut-abort"])
+def test_a_side_effect_whose_stream_broke_after_content_is_never_run_again_under_its_key(
+        gateway: Running, counters: SimCounters, model: str) -> None:
+    """The upstream streams three chunks of an action and drops the connection: the client gets
+    an error event, and the key keeps a 504 `unknown_commit` for its duplicates, never a second
+    run on the same or the healthy deployment (the key used to be released)."""
+    for _ in range(MAX_TRIES):
+        deployments = ["cut-abort", "cut-backup"]
+        before = counters.snapshot(deployments)
+        call = Call(varied_body(model, True),
+                    {"x-slorouter-task": "action", "idempotency-key": f"faults-{uuid.uuid4()}"})
+        first = run(_one(gateway.base_url, call))
+        if counters.value("cut-abort") == before["cut-abort"]:  # went to the backup first
+            assert first.ok
+            continue
+        assert first.status == 200 and first.stream_error and first.content_chunks > 0
+        duplicate = run(_one(gateway.base_url, Call(call.body | {"stream": False},
+                                                    call.headers)))
+        assert (duplicate.status, duplicate.error_code) == (504, "unknown_commit")
+        after = counters.snapshot(deployments)
+        assert {d: after[d] - before[d] for d in deployments} == {"cut-abort": 1, "cut-backup": 0}
+        return
+    pytest.fail(f"no request of {MAX_TRIES} went to {model} first")

@@ -42,6 +42,8 @@ from router.telemetry.settings import TelemetrySettings
 from router.telemetry.setup import build_telemetry
 
 if TYPE_CHECKING:
+    from redis import asyncio as aioredis
+
     from policies.learned.artifact import LoadedRouter
 
 
@@ -180,11 +182,9 @@ def stats_store(config: RouterConfig) -> StatsStore:
     local = LocalStatsStore(StatsConfig(half_life_s=spec.half_life_s))
     if spec.redis_url is None:
         return local
-    import redis.asyncio as aioredis
-
     from router.stats import RedisStatsStore
 
-    return RedisStatsStore(local, aioredis.from_url(spec.redis_url))
+    return RedisStatsStore(local, shared_redis(spec.redis_url, timeout_s=None))
 
 
 def idempotency_store(config: RouterConfig) -> IdempotencyStore:
@@ -192,10 +192,22 @@ def idempotency_store(config: RouterConfig) -> IdempotencyStore:
     url = config.server.idempotency_redis_url
     if url is None:
         return MemoryIdempotencyStore(time.monotonic)
-    import redis.asyncio as aioredis
+    return RedisIdempotencyStore(shared_redis(url, timeout_s=1.0))
 
-    return RedisIdempotencyStore(aioredis.from_url(url, socket_timeout=1.0,
-                                                   socket_connect_timeout=1.0))
+
+def shared_redis(url: str, *, timeout_s: float | None) -> aioredis.Redis:
+    """A client of a Redis the replicas share, which sends a command once more on a fresh
+    connection when its pooled one is found closed: Redis restarted, or dropped an idle
+    connection (its `timeout`, a proxy's). Without that, each stale connection failed one
+    request (a keyed one with 503) while Redis was healthy. Never after a timeout: a command
+    that may have run is not sent twice by the client (the stores settle that themselves)."""
+    import redis.asyncio as aioredis
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    return aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                             retry=aioredis.retry.Retry(NoBackoff(), 1),
+                             retry_on_error=[RedisConnectionError])
 
 
 def experiments(config: RouterConfig) -> Experiments:
@@ -205,11 +217,9 @@ def experiments(config: RouterConfig) -> Experiments:
         return Experiments(config.experiments, memory_store())
     import random
 
-    import redis.asyncio as aioredis
-
     from router.experiments.outcomes_redis import RedisOutcomeStore
 
-    client = aioredis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
+    client = shared_redis(url, timeout_s=1.0)
     return Experiments(config.experiments, RedisOutcomeStore(client, random.Random()))
 
 

@@ -17,6 +17,7 @@ import base64
 import logging
 import random
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -35,6 +36,9 @@ from router.idempotency.types import (
 from router.logs import ThrottledEvent, event
 
 log = logging.getLogger("slorouter.idempotency")
+
+# When a command whose reply never came is tried again in the background (about 16 s in all).
+RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 _COMPARE_AND_SET = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -71,7 +75,7 @@ class RedisIdempotencyStore:
         self._poll_max_s = poll_max_s
         self._rng = rng if rng is not None else random.Random()
         self._unavailable = ThrottledEvent(log, "idempotency_store_unavailable")
-        self._releasing: set[asyncio.Task[bool]] = set()  # leases won by cancelled claims
+        self._background: set[asyncio.Task[None]] = set()  # give-backs and completions
         self._cas = client.register_script(_COMPARE_AND_SET)
         self._cad = client.register_script(_COMPARE_AND_DELETE)
 
@@ -99,7 +103,7 @@ class RedisIdempotencyStore:
             lease = Lease(scope, secrets.token_hex(16), fingerprint)
             if await self._try_lease(lease, lease_s):
                 return lease
-            found = await self._read(scope, fingerprint)
+            found = await self._read(scope, fingerprint, lease)
             if found is not None:
                 return found
             left = give_up_at - loop.time()
@@ -110,36 +114,67 @@ class RedisIdempotencyStore:
             poll_s = min(self._poll_max_s, poll_s * 2)
 
     async def _try_lease(self, lease: Lease, lease_s: float) -> bool:
-        """`SET NX` the lease. Cancelled while the command is on its way (the client left, the
-        deadline, shutdown), the SET may still land: then the lease is given back as soon as it
-        does, so duplicates do not wait the lease out for a request that never ran."""
+        """`SET NX` the lease. Without its reply (cancelled while the command is on its way: the
+        client left, the deadline, shutdown; or Redis too slow to answer in time) the SET may
+        still land: the lease is then given back as soon as it does, so duplicates do not wait
+        the lease out for a request that never ran."""
         setting = asyncio.ensure_future(self._client.set(
             self._key(lease.scope), _marker(lease.token, lease.fingerprint), nx=True,
             px=_ms(lease_s)))
         try:
             return bool(await asyncio.shield(setting))
         except asyncio.CancelledError:
-            setting.add_done_callback(lambda done: self._give_back_if_set(done, lease))
+            setting.add_done_callback(lambda done: self._give_back_unless_refused(done, lease))
+            raise
+        except (redis.RedisError, OSError):
+            self._give_back(lease)
             raise
 
-    def _give_back_if_set(self, done: asyncio.Future[Any], lease: Lease) -> None:
-        if done.cancelled() or done.exception() is not None or not done.result():
-            return
-        releasing = asyncio.ensure_future(self.release(lease))
-        self._releasing.add(releasing)  # held until done: the loop keeps only weak references
-        releasing.add_done_callback(self._releasing.discard)
+    def _give_back_unless_refused(self, done: asyncio.Future[Any], lease: Lease) -> None:
+        if done.cancelled() or done.exception() is not None or done.result():
+            self._give_back(lease)
+
+    def _give_back(self, lease: Lease) -> None:
+        """Release `lease` in the background, which may not be set yet (a SET without its reply
+        lands late) or may never be: tried a few times, until it is found and dropped."""
+        marker = _marker(lease.token, lease.fingerprint)
+        self._keep_trying(lambda: self._cad(keys=[self._key(lease.scope)], args=[marker]),
+                          done=bool)
+
+    def _keep_trying(self, command: Callable[[], Awaitable[Any]],
+                     done: Callable[[Any], bool]) -> None:
+        """Run `command` in the background after each of `RETRY_DELAYS_S` until `done(reply)`;
+        Redis errors meanwhile are retried. The task is held until it ends."""
+        async def run() -> None:
+            for delay in RETRY_DELAYS_S:
+                await asyncio.sleep(delay)
+                try:
+                    if done(await command()):
+                        return
+                except (redis.RedisError, OSError):
+                    continue
+            event(log, "idempotency_store_gave_up", logging.WARNING)
+
+        task = asyncio.ensure_future(run())
+        self._background.add(task)  # held until done: the loop keeps only weak references
+        task.add_done_callback(self._background.discard)
 
     async def complete(self, lease: Lease, response: StoredResponse) -> bool:
         """Store the answer; False if the lease is no longer ours or Redis is unreachable (a
         duplicate may then run once the lease expires: the answer itself is still sent)."""
         stored = _encode_done(lease.fingerprint, response)
         marker = _marker(lease.token, lease.fingerprint)
+        keys = [self._key(lease.scope)]
+        args: list[str | bytes | int] = [marker, stored, self._ttl_ms]
         try:
-            done = await self._cas(keys=[self._key(lease.scope)],
-                                   args=[marker, stored, self._ttl_ms])
+            done = await self._cas(keys=keys, args=args)
         except (redis.RedisError, OSError) as exc:
             event(log, "idempotency_store_failed", logging.WARNING, step="complete",
                   error=type(exc).__name__)
+            # Kept trying in the background: otherwise the finished request's in-flight marker
+            # stays, its duplicates get 409, and once the lease ends one runs it again. Any
+            # reply settles it (0: the lease was lost, or an earlier try had landed after all).
+            self._keep_trying(lambda: self._cas(keys=keys, args=args), done=lambda _: True)
             return False
         return bool(done)
 
@@ -156,15 +191,19 @@ class RedisIdempotencyStore:
     def _key(self, scope: str) -> str:
         return f"{self._prefix}:{scope}"
 
-    async def _read(self, scope: str, fingerprint: str) -> Claim | None:
-        """Replay, raise on a different body, or None (in flight, or gone: try again)."""
+    async def _read(self, scope: str, fingerprint: str, lease: Lease) -> Claim | None:
+        """Replay, raise on a different body, or None (in flight, or gone: try again). The
+        marker may be `lease`'s own: a SET NX that redis-py sent again after a lost connection
+        finds the key its first send had set."""
         raw = await self._client.get(self._key(scope))
         if raw is None:
             return None
         data = raw.encode() if isinstance(raw, str) else raw
         kind, _, rest = data.partition(b"|")
         if kind == b"i":
-            _, _, their_fingerprint = rest.decode().partition("|")
+            their_token, _, their_fingerprint = rest.decode().partition("|")
+            if their_token == lease.token:
+                return lease
             if their_fingerprint != fingerprint:
                 raise key_reused()
             return None

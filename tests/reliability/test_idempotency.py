@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import redis.asyncio as redis
 
 from router.errors import (
     ConflictError,
+    OverloadedError,
     ProviderUnavailableError,
     RequestError,
     UnknownCommitError,
@@ -25,12 +26,14 @@ from router.idempotency import (
     MemoryIdempotencyStore,
     OnceResult,
     RedisIdempotencyStore,
+    Replay,
     StoredResponse,
     body_fingerprint,
     run_once,
     scope_of,
     validate_key,
 )
+from router.wiring import shared_redis
 from tests.reliability.fakes import FakeClock
 
 WAIT_S = 10.0
@@ -268,3 +271,79 @@ async def test_a_redis_claim_cancelled_while_its_set_is_in_flight_gives_the_leas
     await direct.aclose()
     assert relay.server is not None
     relay.server.close()
+
+
+async def test_a_redis_claim_whose_reply_times_out_gives_the_lease_back(redis_url: str) -> None:
+    """Redis runs the claim's `SET NX` but answers after the client's socket timeout: the
+    request is refused (503, it never runs), and the lease that landed all the same is given
+    back, so a retry with the key is not blocked for the whole lease (it was, ~2 minutes)."""
+    target = redis.from_url(redis_url).connection_pool.connection_kwargs
+    relay = SlowReplies((target["host"], target["port"]))
+    client = shared_redis(await relay.start(), timeout_s=0.3)
+    prefix = f"test:{uuid.uuid4().hex}"
+    store = RedisIdempotencyStore(client, prefix=prefix, ttl_s=TTL_S)
+    await client.ping()
+    relay.slow.set()
+    with pytest.raises(OverloadedError) as refused:
+        await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert refused.value.code == "idempotency_store_unavailable"
+    direct = redis.from_url(redis_url)
+    key = f"{prefix}:{scope_of('t1', 'k1')}"
+    assert await direct.exists(key)  # the SET ran; only its reply is late
+    relay.slow.clear()
+    assert await _until(lambda: _absent(direct, key), 3.0)
+    retry = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(retry, Lease)
+    await client.aclose()
+    await direct.aclose()
+    assert relay.server is not None
+    relay.server.close()
+
+
+async def test_a_redis_completion_that_fails_is_kept_trying_until_it_is_stored(
+        redis_url: str) -> None:
+    """Redis holds writes (`CLIENT PAUSE ... WRITE`) past the client's timeout when the answer
+    is stored: the store keeps trying in the background, and the answer replaces the in-flight
+    marker once Redis takes writes again, so duplicates replay it (before, the marker stayed:
+    duplicates got 409, and once the lease ended one ran the request again)."""
+    client = shared_redis(redis_url, timeout_s=0.3)
+    store = RedisIdempotencyStore(client, prefix=f"test:{uuid.uuid4().hex}", ttl_s=TTL_S)
+    lease = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(lease, Lease)
+    admin = redis.from_url(redis_url)
+    await admin.execute_command("CLIENT", "PAUSE", "800", "WRITE")
+    assert not await store.complete(lease, response("paid"))
+    replay = await store.claim("t1", "k1", FINGERPRINT, wait_s=5.0, lease_s=LEASE_S)
+    assert isinstance(replay, Replay) and replay.response.body == b"paid"
+    await client.aclose()
+    await admin.aclose()
+
+
+async def test_a_pooled_redis_connection_redis_closed_costs_no_request(redis_url: str) -> None:
+    """Redis drops the store's idle pooled connection (a restart, its idle `timeout`, a proxy):
+    the next claim is sent again on a new connection instead of failing with 503 while Redis
+    is healthy."""
+    client = shared_redis(redis_url, timeout_s=1.0)
+    store = RedisIdempotencyStore(client, prefix=f"test:{uuid.uuid4().hex}", ttl_s=TTL_S)
+    assert isinstance(await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0,
+                                        lease_s=LEASE_S), Lease)
+    admin = redis.from_url(redis_url)
+    killed = await admin.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    assert killed >= 1
+    lease = await store.claim("t1", "k2", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(lease, Lease)
+    await client.aclose()
+    await admin.aclose()
+
+
+async def _absent(client: redis.Redis, key: str) -> bool:
+    return not await client.exists(key)
+
+
+async def _until(check: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True

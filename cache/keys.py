@@ -105,8 +105,12 @@ class CacheScope:
 
     @property
     def normalized_locale(self) -> str:
-        """BCP 47 tags compare case-insensitively; `en_US` is read as `en-US`."""
-        return self.locale.strip().replace("_", "-").lower()
+        return normalize_locale(self.locale)
+
+
+def normalize_locale(locale: str) -> str:
+    """BCP 47 tags compare case-insensitively; `en_US` is read as `en-US`."""
+    return locale.strip().replace("_", "-").lower()
 
 
 def unknown_fields(request_fields: Iterable[str]) -> frozenset[str]:

@@ -165,7 +165,7 @@ class ChatHandler:
                           ("decide", classified, classified + prepared.phases.decide)]
         _note_decision(outcome, prepared, headers)
         claimed = await idempotent.claim(
-            self._idempotency, received, principal.tenant, raw,
+            self._idempotency, received, principal, raw,
             prepared.policy_requires_key, wait_s=max(0.0, deadline - self._clock()),
             lease_s=budget, receive=request.receive)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)

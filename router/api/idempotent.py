@@ -17,6 +17,7 @@ from typing import Any
 
 from starlette.responses import Response
 
+from cache.keys import normalize_locale
 from router.api.replay import body_response
 from router.api.sse import OnFinish, Receive, run_unless_disconnected
 from router.caching import DATA_VERSION_HEADER
@@ -31,6 +32,7 @@ from router.idempotency import (
     json_fingerprint,
     validate_key,
 )
+from router.runtime_config import Principal
 
 HEADER = "idempotency-key"
 # How an answer is delivered is not part of what was asked: a duplicate may stream or not, and
@@ -59,7 +61,7 @@ class Claimed:
             await self.store.release(self.lease)
 
 
-async def claim(store: IdempotencyStore, headers: Mapping[str, str], tenant: str,
+async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: Principal,
                 raw: Mapping[str, Any], required: bool, wait_s: float,
                 lease_s: float, receive: Receive) -> Claimed | Replay | None:
     """Claim the request's key; None when it has none (a 400 if the policy requires one).
@@ -76,6 +78,8 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], tenant: str
         return None
     asked: dict[str, Any] = {k: v for k, v in raw.items() if k not in DELIVERY_FIELDS}
     hinted = {name: headers[name] for name in ASKED_HEADERS if name in headers}
+    if "accept-language" in hinted:  # as the result cache reads it: `en_US` is `en-us`
+        hinted["accept-language"] = normalize_locale(hinted["accept-language"])
     # Without such headers the fingerprint is the body's alone (as before they counted).
     fingerprint = json_fingerprint({"body": asked, "headers": hinted} if hinted else asked)
     async def unused(won: Claim) -> None:
@@ -83,9 +87,18 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], tenant: str
             await store.release(won)
 
     result = await run_unless_disconnected(
-        receive, store.claim(tenant, validate_key(key), fingerprint, wait_s=wait_s,
+        receive, store.claim(_owner(principal), validate_key(key), fingerprint, wait_s=wait_s,
                              lease_s=lease_s), unused)
     return result if isinstance(result, Replay) else Claimed(store, result)
+
+
+def _owner(principal: Principal) -> str:
+    """Whose keys these are: the tenant, and the permission scopes that decide who may read an
+    answer (as in the result cache's key), so a caller with fewer scopes never gets a stored
+    answer through another's key. A principal without scopes keeps the tenant's own space."""
+    if not principal.scopes:
+        return principal.tenant
+    return "\x1f".join((principal.tenant, *sorted(set(principal.scopes))))
 
 
 def replayed(stored: StoredResponse, stream: bool, include_usage: bool,

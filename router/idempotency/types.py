@@ -110,7 +110,9 @@ def replayable_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, s
 
 def key_reused() -> ConflictError:
     return ConflictError(
-        "Idempotency-Key was already used with a different request body",
+        "Idempotency-Key was already used with a different request (its body, or a header "
+        "that changes what is asked: x-slorouter-task, x-slorouter-risk, "
+        "x-slorouter-data-version, accept-language)",
         param="Idempotency-Key",
         code="idempotency_key_reuse",
     )

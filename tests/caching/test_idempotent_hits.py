@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from tests.caching.service import Caller, unique_messages
+from tests.caching.service import KEY_A, KEY_A_ADMIN, Caller, unique_messages
 
 pytestmark = pytest.mark.integration
 
@@ -58,3 +58,32 @@ def test_a_key_reused_with_other_routing_headers_is_a_422(caller: Caller,
     assert first.status == 200
     assert same.status == 200 and same.headers.get("x-slorouter-idempotent-replay") == "true"
     assert other.status == 422, other.headers
+
+
+def test_a_key_is_its_callers_alone_within_a_tenant_too(caller: Caller) -> None:
+    """Permission scopes decide who may read an answer, as in the result cache's key: a caller
+    of the same tenant with other scopes who sends the same key and body gets an answer of its
+    own, never a replay of the other caller's (it used to get the admin caller's answer)."""
+    messages = unique_messages("idem-scopes")
+    key = _key()
+    admin = caller.chat(messages, key=KEY_A_ADMIN, headers=key)
+    reader = caller.chat(messages, key=KEY_A, headers=key)
+    assert admin.status == 200 and reader.status == 200, (admin.error, reader.error)
+    assert reader.headers.get("x-slorouter-idempotent-replay") is None
+    assert reader.headers.get("x-slorouter-cache") == "miss"  # the cache keeps them apart too
+    again = caller.chat(messages, key=KEY_A, headers={**key, **SHORT_DEADLINE})
+    assert again.headers.get("x-slorouter-idempotent-replay") == "true"
+    assert again.content == reader.content
+
+
+def test_a_locale_spelt_otherwise_is_the_same_request_under_a_key(caller: Caller) -> None:
+    """`en_US` and `en-us` are one locale, for the key's request as for the cache: the second
+    replays the first (it was a 422)."""
+    messages = unique_messages("idem-locale")
+    key = _key()
+    first = caller.chat(messages, headers={**key, "accept-language": "en_US"})
+    second = caller.chat(messages, headers={**key, **SHORT_DEADLINE,
+                                            "accept-language": "en-us"})
+    assert first.status == 200
+    assert second.status == 200, second.error
+    assert second.headers.get("x-slorouter-idempotent-replay") == "true"

@@ -33,7 +33,8 @@ class TelemetrySettings(BaseModel):
 
     @property
     def traces_enabled(self) -> bool:
-        return self.exporter != "none" and self.sample_ratio > 0
+        """Spans are exported (with `sample_ratio` 0 too: a client's sampled trace is kept)."""
+        return self.exporter != "none"
 
     def captures_content(self, tenant: str) -> bool:
         """Content capture is an explicit per-tenant opt-in; nobody is opted in by default."""

@@ -35,6 +35,9 @@ class TraceContext:
     parent_span_id: int | None
     sampled: bool
     tracestate: str | None = None
+    # Whether this process exports spans: if not, no attempt span will exist to be a parent,
+    # so the upstream's `traceparent` names the client's span (or the server span of the logs).
+    exported: bool = True
 
     @property
     def trace_id_hex(self) -> str:
@@ -49,7 +52,7 @@ def parse_traceparent(header: str | None) -> tuple[int, int, bool] | None:
     """(trace id, parent span id, sampled) from a valid W3C `traceparent`, else None."""
     if header is None:
         return None
-    match = _TRACEPARENT.match(header.strip().lower())
+    match = _TRACEPARENT.match(header.strip())  # lowercase hex only, as W3C requires
     if match is None:
         return None
     version, trace_hex, span_hex, flags_hex, rest = match.groups()
@@ -74,15 +77,16 @@ def ratio_sampled(trace_id: int, ratio: float) -> bool:
 
 
 def start_trace(traceparent: str | None, tracestate: str | None = None, ratio: float = 1.0,
-                draw: RandomBits = random.getrandbits) -> TraceContext:
+                draw: RandomBits = random.getrandbits, *, exported: bool = True) -> TraceContext:
     """Continue the client's trace (keeping its sampling decision) or start a new one."""
     span_id = _nonzero(64, draw)
     parent = parse_traceparent(traceparent)
     if parent is not None:
         trace_id, parent_id, sampled = parent
-        return TraceContext(trace_id, span_id, parent_id, sampled, tracestate)
+        return TraceContext(trace_id, span_id, parent_id, sampled, tracestate, exported)
     trace_id = _nonzero(128, draw)
-    return TraceContext(trace_id, span_id, None, ratio_sampled(trace_id, ratio))
+    return TraceContext(trace_id, span_id, None, ratio_sampled(trace_id, ratio),
+                        exported=exported)
 
 
 def attempt_span_id(trace: TraceContext, number: int) -> int:
@@ -103,7 +107,11 @@ def format_traceparent(trace_id: int, span_id: int, sampled: bool) -> str:
 
 
 def attempt_traceparent(trace: TraceContext, number: int) -> str:
-    """The `traceparent` header for upstream attempt `number`, naming that attempt's span."""
+    """The `traceparent` header for upstream attempt `number`, naming that attempt's span; with
+    no span exported, the client's span (its header passed on) or else the server span's id."""
+    if not trace.exported:
+        parent = trace.parent_span_id if trace.parent_span_id is not None else trace.span_id
+        return format_traceparent(trace.trace_id, parent, trace.sampled)
     return format_traceparent(trace.trace_id, attempt_span_id(trace, number), trace.sampled)
 
 

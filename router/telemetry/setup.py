@@ -39,7 +39,8 @@ class Telemetry:
 
     def start_trace(self, traceparent: str | None, tracestate: str | None = None) -> TraceContext:
         """Call at arrival: continue the client's trace or start one (sampled per settings)."""
-        return start_trace(traceparent, tracestate, self.settings.sample_ratio)
+        return start_trace(traceparent, tracestate, self.settings.sample_ratio,
+                           exported=self.span_processor is not None)
 
     @property
     def metrics_endpoint(self) -> Callable[[Request], Awaitable[Response]] | None:

@@ -74,3 +74,19 @@ def test_attempt_span_ids_are_distinct_nonzero_64_bit_and_not_the_server_span(
     ids = [attempt_span_id(trace, n) for n in range(1, attempts + 1)]
     assert all(0 < i < 1 << 64 for i in ids)
     assert len(set(ids) | {span_id}) == attempts + 1
+
+
+def test_an_uppercase_traceparent_is_ignored() -> None:
+    """W3C allows lowercase hex only: an uppercase header starts a new root (it was continued)."""
+    assert parse_traceparent(CLIENT_TRACEPARENT.upper()) is None
+    assert start_trace(CLIENT_TRACEPARENT.upper()).parent_span_id is None
+
+
+def test_without_span_export_the_upstream_is_given_a_span_that_exists() -> None:
+    """No attempt span is exported to be the provider's parent, so the upstream's
+    `traceparent` names the client's span (the client's header, passed on), or with no client
+    header the server span id the logs carry; it used to name attempt spans that never exist."""
+    continued = start_trace(CLIENT_TRACEPARENT, exported=False)
+    assert attempt_traceparent(continued, 2) == CLIENT_TRACEPARENT
+    root = start_trace(None, ratio=1.0, exported=False)
+    assert attempt_traceparent(root, 1) == f"00-{root.trace_id_hex}-{root.span_id_hex}-01"

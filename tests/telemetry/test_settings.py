@@ -6,6 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from router.telemetry.settings import TelemetrySettings
+from router.telemetry.setup import build_telemetry
+from tests.telemetry.helpers import CLIENT_TRACEPARENT
 
 
 def test_defaults_export_nothing_and_capture_no_content() -> None:
@@ -40,3 +42,21 @@ def test_a_metric_export_interval_that_is_not_a_positive_number_is_rejected() ->
     for bad in ("soon", "0", "-5000"):
         with pytest.raises(ValidationError, match="metrics_export_interval_s"):
             TelemetrySettings.from_env({"OTEL_METRIC_EXPORT_INTERVAL": bad})
+
+
+def test_a_sample_ratio_of_zero_still_exports_the_traces_clients_sample() -> None:
+    """`sample_ratio` is the share of new traces kept; a client's sampled `traceparent` is
+    always followed, so 0 must not switch span export off (it did: no processor was built,
+    and the upstream was sent the ids of spans that were never exported)."""
+    settings = TelemetrySettings.model_validate({"exporter": "console", "sample_ratio": 0.0})
+    telemetry = build_telemetry(settings, {})
+    try:
+        assert telemetry.span_processor is not None
+        trace = telemetry.start_trace(CLIENT_TRACEPARENT)
+        assert trace.sampled and trace.exported
+        assert not telemetry.start_trace(None).sampled
+    finally:
+        telemetry.shutdown()
+    off = build_telemetry(TelemetrySettings(), {})
+    assert off.span_processor is None and not off.start_trace(CLIENT_TRACEPARENT).exported
+    off.shutdown()

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from router.execution.attempt import AttemptRecord
-from router.outcomes import Outcome
+from router.outcomes import CLIENT_CLOSED, Outcome
 from router.telemetry.context import TraceContext
 
 AttrValue = str | bool | int | float
@@ -38,6 +38,7 @@ REQUEST_ID, TENANT = "slorouter.request_id", "slorouter.tenant"
 DEPLOYMENT, MODEL = "slorouter.deployment", "slorouter.model"
 ATTEMPTS, ATTEMPT_NUMBER = "slorouter.attempts", "slorouter.attempt.number"
 ATTEMPT_KIND = "slorouter.attempt.kind"
+SKIPPED = "slorouter.skipped_deployments"  # candidates passed over: their circuit was open
 ATTEMPT_OUTCOME = "slorouter.attempt.outcome"
 CLIENT_GONE = "slorouter.client_disconnected"
 EXPLORED = "slorouter.route.explored"
@@ -96,6 +97,21 @@ def arm_of(outcome: Outcome) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def sent_status(outcome: Outcome) -> int:
+    """The HTTP status the client got: 200 for a stream that broke after its head was sent
+    (its outcome's status is the error it ended with, in an error event), else the outcome's."""
+    begun_stream = outcome.stream and outcome.first_content_at is not None
+    if begun_stream and outcome.status not in (200, CLIENT_CLOSED):
+        return 200
+    return outcome.status
+
+
+def made(attempt: AttemptRecord) -> bool:
+    """Whether the attempt was made: not passed over because its deployment's circuit was open
+    (such a record has no upstream call to be a span or an operation's duration)."""
+    return attempt.outcome != "skipped"
+
+
 def attempt_kind(attempts: Sequence[AttemptRecord], index: int) -> str:
     """first | retry (same deployment again) | fallback (another one) | hedge."""
     attempt = attempts[index]
@@ -122,9 +138,13 @@ def _provider_of(name: str | None, deployments: Mapping[str, DeploymentInfo]) ->
 def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -> Attributes:
     """Attributes of the request's server span (and, in part, of its metrics)."""
     attrs: Attributes = {OPERATION: "chat", REQUEST_MODEL: outcome.requested_model,
-                         REQUEST_STREAM: outcome.stream, HTTP_STATUS: outcome.status,
+                         REQUEST_STREAM: outcome.stream, HTTP_STATUS: sent_status(outcome),
                          REQUEST_ID: outcome.request_id, TENANT: outcome.tenant,
-                         CACHE: outcome.cache, ATTEMPTS: len(outcome.attempts)}
+                         CACHE: outcome.cache,
+                         ATTEMPTS: sum(1 for a in outcome.attempts if made(a))}
+    skipped = [a.deployment for a in outcome.attempts if not made(a)]
+    if skipped:
+        attrs[SKIPPED] = ",".join(skipped)
     info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
     if info is not None:
         attrs[PROVIDER] = provider_name(info.provider)

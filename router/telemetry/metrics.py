@@ -105,6 +105,8 @@ class RouterMetrics:
     def _record_attempts(self, outcome: Outcome) -> None:
         attempts = outcome.attempts
         for index, attempt in enumerate(attempts):
+            if not A.made(attempt):
+                continue
             ended = attempt.ended_at if attempt.ended_at is not None else outcome.ended_at
             info = self._deployments.get(attempt.deployment)
             labels: dict[str, AttrValue] = {

@@ -97,6 +97,8 @@ class SpanBuilder:
         attempts = outcome.attempts
         assert outcome.ended_at is not None
         for index, attempt in enumerate(attempts):
+            if not A.made(attempt):
+                continue
             ctx = SpanContext(trace.trace_id, attempt_span_id(trace, attempt.number), False,
                               _SAMPLED, server_ctx.trace_state)
             info = self._deployments.get(attempt.deployment)

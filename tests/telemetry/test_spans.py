@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
+from prometheus_client.parser import text_string_to_metric_families
 
+from router.errors import ProviderUnavailableError
+from router.execution.attempt import AttemptRecord
 from router.telemetry.spans import span_tree
 from tests.telemetry.helpers import CLIENT_TRACEPARENT, in_memory_telemetry, streamed_with_retry
 
@@ -117,3 +120,47 @@ def test_unsampled_trace_exports_no_spans_but_still_metrics() -> None:
     text = telemetry.prometheus_text().decode()
     assert exporter.get_finished_spans() == ()
     assert "gen_ai_server_request_duration_seconds_count" in text
+
+
+def test_a_deployment_skipped_for_its_open_circuit_is_no_upstream_call() -> None:
+    """The runner passes over a deployment whose circuit is open before it tries the next one:
+    that record is no upstream call, so it has no client span and no operation duration (it was
+    a 0 ms "call" with the error type of a real 5xx, filling error rates during an outage); the
+    server span names it instead."""
+    telemetry, exporter = in_memory_telemetry()
+    outcome, _ = streamed_with_retry()
+    skipped = AttemptRecord("claude", 1, outcome.arrived_at + 0.0008, outcome="skipped",
+                            ended_at=outcome.arrived_at + 0.0008)
+    skipped.error = ProviderUnavailableError("circuit open", code="circuit_open")
+    for attempt in outcome.attempts:
+        attempt.number += 1
+    outcome.attempts.insert(0, skipped)
+    telemetry.sink.record(outcome)
+    text = telemetry.prometheus_text().decode()
+    spans = list(exporter.get_finished_spans())
+    attempts = [s for s in spans if s.kind == SpanKind.CLIENT]
+    server = _by_name(spans)["chat auto"][0]
+    assert sorted(_number(s) for s in attempts) == [2, 3]
+    assert (server.attributes or {})["slorouter.attempts"] == 2
+    assert (server.attributes or {})["slorouter.skipped_deployments"] == "claude"
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    durations = getattr(families["gen_ai_client_operation_duration_seconds"], "samples", [])
+    assert sum(s.value for s in durations if s.name.endswith("_count")) == 2
+    assert not any(s.labels.get("gen_ai_request_model") == "claude-x" for s in durations)
+
+
+def test_a_stream_broken_after_its_head_reports_the_200_its_client_got() -> None:
+    """A stream cut after it began was sent 200 and ended with an error event: the server span's
+    `http.response.status_code` is the 200 the client (and any load balancer) saw, its error in
+    `error.type` and an ERROR status (it said 502, which no one was sent)."""
+    telemetry, exporter = in_memory_telemetry()
+    outcome, _ = streamed_with_retry()
+    outcome.status, outcome.error_type = 502, "ProviderError"
+    outcome.error_code = "upstream_stream_cut"
+    telemetry.sink.record(outcome)
+    telemetry.sink.flush()
+    server = _by_name(list(exporter.get_finished_spans()))["chat auto"][0]
+    attributes = server.attributes or {}
+    assert attributes["http.response.status_code"] == 200
+    assert attributes["error.type"] == "ProviderError"
+    assert server.status.status_code == StatusCode.ERROR

@@ -15,6 +15,7 @@ from typing import Protocol
 import orjson
 
 from router.execution.attempt import AttemptRecord
+from router.stats.observation import tpot_s
 from router.telemetry.context import TraceContext
 
 log = logging.getLogger("slorouter.outcome")
@@ -80,13 +81,12 @@ class Outcome:
 
     @property
     def tpot_s(self) -> float | None:
-        """(t_last - t_first) / (output_tokens - 1); undefined for one output token or less."""
+        """(t_last - t_first) / (output_tokens - 1) (`router.stats.tpot_s`, undefined for one
+        output token or less, or all of them in one chunk)."""
         tokens = self.completion_tokens
-        if tokens is None or tokens <= 1 or self.first_token_at is None:
+        if tokens is None or self.first_token_at is None or self.last_token_at is None:
             return None
-        if self.last_token_at is None:
-            return None
-        return (self.last_token_at - self.first_token_at) / (tokens - 1)
+        return tpot_s(self.first_token_at, self.last_token_at, tokens)
 
     def summary(self) -> dict[str, object]:
         """A flat, text-free record for logs."""

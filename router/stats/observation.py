@@ -34,10 +34,11 @@ def prompt_bucket_label(bucket: int) -> str:
 
 
 def tpot_s(t_first_token: float, t_last_token: float, output_tokens: int) -> float | None:
-    """Time per output token, or None when it is undefined (one output token or fewer)."""
-    if output_tokens <= 1:
+    """Time per output token, or None when it is undefined: one output token or fewer, or
+    every token in one chunk (no time between first and last: not a TPOT of 0)."""
+    if output_tokens <= 1 or t_last_token <= t_first_token:
         return None
-    return max(t_last_token - t_first_token, 0.0) / (output_tokens - 1)
+    return (t_last_token - t_first_token) / (output_tokens - 1)
 
 
 @dataclass(frozen=True, slots=True)

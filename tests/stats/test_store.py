@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from dataclasses import replace
 
 import pytest
 
 from policies.labels import Task
+from router.outcomes import Outcome
 from router.stats import (
     ANY,
     ANY_BUCKET,
@@ -33,6 +35,18 @@ def test_tpot_is_undefined_for_one_output_token() -> None:
     """TPOT is None at <= 1 output token and (last - first) / (n - 1) otherwise."""
     assert tpot_s(1.0, 1.0, 1) is None
     assert tpot_s(1.0, 2.0, 11) == pytest.approx(0.1)
+
+
+def test_tpot_is_undefined_when_every_token_came_in_one_chunk() -> None:
+    """Seven tokens in one chunk: no time passed between the first token and the last, which
+    says nothing of the time per token (it was recorded as 0 s, pulling the deployment's TPOT
+    estimate and the TPOT histogram toward 0), for the statistics and the outcome alike."""
+    assert tpot_s(1.0, 1.0, 7) is None
+    outcome = Outcome(request_id="r", tenant="t", requested_model="m", stream=True,
+                      arrived_at=0.5, first_token_at=1.0, last_token_at=1.0,
+                      completion_tokens=7)
+    assert outcome.tpot_s is None
+    assert replace(outcome, last_token_at=1.6).tpot_s == pytest.approx(0.1)
 
 
 def test_from_timings_measures_ttft_tpot_and_e2e() -> None:

@@ -196,8 +196,10 @@ class StatsSink:
 
     def _record_request(self, outcome: Outcome, task: Task, prompt: int, output: int,
                         offset: float) -> None:
-        client_error = 400 <= outcome.status < 500 and not (
-            outcome.error_type or "").startswith("Provider")
+        # A 4xx is the caller's to fix (ours, or the provider's refusal of the request:
+        # `ProviderRejectedError`), except the provider's throttling, which is its capacity.
+        client_error = (400 <= outcome.status < 500
+                        and outcome.error_type != "ProviderRateLimitedError")
         if outcome.client_disconnected or outcome.ended_at is None or client_error:
             return
         obs = Observation.from_timings(

@@ -11,7 +11,7 @@ from router.execution.attempt import AttemptRecord
 from router.feedback import StatsSink
 from router.outcomes import Outcome
 from router.slo import SloTracker
-from router.stats import LocalStatsStore, StatsConfig
+from router.stats import LocalStatsStore, Observation, StatsConfig
 
 
 def _hedged_outcome(primary_ran_s: float) -> Outcome:
@@ -98,3 +98,31 @@ def test_hedge_delay_reads_both_levels_in_one_pass_with_the_same_answer(
     expected = min(value, ratio * median) if weight >= 1.0 else None
     assert delays("d", "chat", 10) == expected
     assert HedgeDelays(store, percentile=percentile)("none", "chat", 10) is None
+
+
+class _Requests(SloTracker):
+    """The real tracker, keeping each request observation it is given."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.seen: list[str | None] = []
+
+    def record_request(self, obs: Observation) -> None:
+        self.seen.append(obs.error)
+        super().record_request(obs)
+
+
+def test_availability_counts_the_providers_faults_not_the_callers() -> None:
+    """A request the provider refused as malformed (400 `ProviderRejectedError`, e.g. context
+    length exceeded) is the caller's to fix, as the router's own 400s are: it does not count
+    against availability (it did). Throttling (429) and 5xx do."""
+    slo = _Requests()
+    sink = StatsSink(LocalStatsStore(StatsConfig()), slo)
+    start = time.perf_counter()
+    for status, error in ((400, "ProviderRejectedError"), (400, "RequestError"),
+                          (429, "ProviderRateLimitedError"), (503, "ProviderUnavailableError"),
+                          (200, None)):
+        sink.record(Outcome(request_id="r", tenant="t", requested_model="auto", stream=False,
+                            arrived_at=start, task="chat", deployment="d", status=status,
+                            error_type=error, ended_at=start + 0.1))
+    assert slo.seen == ["ProviderRateLimitedError", "ProviderUnavailableError", None]

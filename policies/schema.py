@@ -52,7 +52,38 @@ def _redis_url(url: str | None) -> str | None:
             raise ValueError("is not a Redis URL of the form redis://[[user]:password@]host"
                              "[:port][/db] (characters such as / ? # @ in a password must be "
                              "percent-encoded)")
+    problem = _redis_options_problem(url)
+    if problem is not None:
+        raise ValueError(problem)
     return url
+
+
+# Query options redis-py's connection pool takes besides those of its connection class.
+_POOL_OPTIONS = frozenset({"connection_class", "max_connections", "timeout"})
+
+
+def _redis_options_problem(url: str) -> str | None:
+    """What redis-py would fail on in the URL's query options (a value it cannot read, at
+    start-up; an option no connection takes, at the first connection), else None. Only option
+    names are repeated, never values."""
+    import inspect
+
+    from redis.asyncio import connection
+
+    try:
+        options = connection.parse_url(url)
+    except ValueError as exc:
+        message = str(exc)
+        return (f"has an option redis-py cannot read ({message.rstrip('.')})"
+                if url not in message else "has an option redis-py cannot read")
+    taken = set(_POOL_OPTIONS)
+    for klass in options.get("connection_class", connection.Connection).__mro__:
+        if "__init__" in vars(klass):
+            taken.update(inspect.signature(klass.__init__).parameters)
+    unknown = sorted(set(options) - taken)
+    if unknown:
+        return f"has query options redis-py does not take: {', '.join(unknown)}"
+    return None
 
 
 RedisUrl = Annotated[str | None, AfterValidator(_redis_url)]

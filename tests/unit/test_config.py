@@ -358,3 +358,24 @@ def test_a_placeholder_form_that_is_not_substituted_is_refused_by_its_line(form:
         f"line {line}: only ${{NAME}} is substituted (a name of letters, digits and "
         "underscores; no default, no other shell form)"]
     assert not any("10.0.0.7" in problem for problem in caught.value.problems)
+
+
+@pytest.mark.parametrize("query,named", [
+    ("socket_timeout=abc", "has an option redis-py cannot read (Invalid value for "
+                           "'socket_timeout' in connection URL)"),
+    ("sockettimeout=1", "has query options redis-py does not take: sockettimeout"),
+])
+def test_a_redis_url_option_redis_cannot_take_is_a_config_problem(query: str,
+                                                                 named: str) -> None:
+    """An option value redis-py cannot read made `serve` exit with a traceback after `policy
+    check` had passed it; an option no connection takes failed at the first connection. Both are
+    refused at load, naming the option, never the password."""
+    config = VALID + f"server:\n  stats: {{redis_url: 'redis://:s3cr3t@127.0.0.1:6379/0?{query}'}}\n"
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(config, environ=ENV)
+    assert caught.value.problems == [f"server.stats.redis_url: Value error, {named}"]
+    for fine in ("socket_timeout=0.5&health_check_interval=10", "client_name=router"):
+        text = VALID + f"server:\n  stats: {{redis_url: 'redis://127.0.0.1:6379/0?{fine}'}}\n"
+        assert load_config_text(text, environ=ENV).server.stats.redis_url is not None
+    secure = VALID + "server:\n  stats: {redis_url: 'rediss://h:6380/0?ssl_cert_reqs=none'}\n"
+    assert load_config_text(secure, environ=ENV).server.stats.redis_url is not None

@@ -78,8 +78,9 @@ def _redis_options_problem(url: str) -> str | None:
                 if url not in message else "has an option redis-py cannot read")
     taken = set(_POOL_OPTIONS)
     for klass in options.get("connection_class", connection.Connection).__mro__:
-        if "__init__" in vars(klass):
-            taken.update(inspect.signature(klass.__init__).parameters)
+        init = vars(klass).get("__init__")
+        if init is not None:
+            taken.update(inspect.signature(init).parameters)
     unknown = sorted(set(options) - taken)
     if unknown:
         return f"has query options redis-py does not take: {', '.join(unknown)}"

@@ -296,6 +296,8 @@ class CacheSpec(Frozen):
 
     backend: Literal["disk", "redis", "none"] = "disk"
     directory: str | None = None  # default: ./.slorouter/cache
+    # The disk cache's size: past it, diskcache evicts the least recently stored entries.
+    disk_size_limit_mb: float = Field(default=1024.0, gt=0)
     redis_url: RedisUrl = None
     default: CacheRule = CacheRule()
     prefix_affinity: bool = True  # requests sharing a prefix stay on one replica of a model

@@ -169,7 +169,8 @@ def result_caching(config: RouterConfig) -> ResultCaching:
         # writes; the embedded default's config lives inside the installed package.
         directory = Path(spec.directory) if spec.directory else Path(".slorouter") / "cache"
         try:
-            backend = DiskResultCache(directory.resolve(), metrics)
+            backend = DiskResultCache(directory.resolve(), metrics, size_limit_bytes=int(
+                spec.disk_size_limit_mb * 1024 * 1024))
         except (OSError, sqlite3.Error) as err:  # sqlite: a directory it cannot write in
             raise ConfigError([f"server.cache.directory: cannot use {directory.resolve()}: "
                                f"{getattr(err, 'strerror', None) or err}"]) from err

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import diskcache
 import pytest
 
 from policies.loader import PolicyValidationError, content_hash, load_config_text
 from router import embedded
 from router.errors import ConfigError
 from router.runtime_config import key_digest, resolve
+from router.wiring import result_caching
 
 VALID = """
 version: 1
@@ -379,3 +383,15 @@ def test_a_redis_url_option_redis_cannot_take_is_a_config_problem(query: str,
         assert load_config_text(text, environ=ENV).server.stats.redis_url is not None
     secure = VALID + "server:\n  stats: {redis_url: 'rediss://h:6380/0?ssl_cert_reqs=none'}\n"
     assert load_config_text(secure, environ=ENV).server.stats.redis_url is not None
+
+
+def test_the_disk_caches_size_limit_is_the_configured_one(tmp_path: Path) -> None:
+    """`server.cache.disk_size_limit_mb` bounds the disk cache (it was a fixed 1 GiB, neither
+    documented nor configurable); diskcache keeps the setting in its directory."""
+    directory = tmp_path / "cache"
+    text = VALID + f"server:\n  cache: {{directory: '{directory}', disk_size_limit_mb: 64}}\n"
+    result_caching(load_config_text(text, environ=ENV))
+    with diskcache.Cache(str(directory)) as stored:
+        assert stored.size_limit == 64 * 1024 * 1024
+    with pytest.raises(PolicyValidationError):
+        load_config_text(VALID + "server:\n  cache: {disk_size_limit_mb: 0}\n", environ=ENV)

@@ -97,6 +97,16 @@ def arm_of(outcome: Outcome) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def server_span_name(outcome: Outcome) -> str:
+    """`chat {model}` (GenAI's `{operation} {request model}`) once a decision has taken the
+    requested name as a configured model or alias, else `chat`: a name the client chose (an
+    unknown model, answered 404) or none (a request refused before its body was read) would
+    make span names as many as clients care to send."""
+    if outcome.model is not None and outcome.requested_model:
+        return f"chat {outcome.requested_model}"
+    return "chat"
+
+
 def sent_status(outcome: Outcome) -> int:
     """The HTTP status the client got: 200 for a stream that broke after its head was sent
     (its outcome's status is the error it ended with, in an error event), else the outcome's."""
@@ -137,11 +147,12 @@ def _provider_of(name: str | None, deployments: Mapping[str, DeploymentInfo]) ->
 
 def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -> Attributes:
     """Attributes of the request's server span (and, in part, of its metrics)."""
-    attrs: Attributes = {OPERATION: "chat", REQUEST_MODEL: outcome.requested_model,
-                         REQUEST_STREAM: outcome.stream, HTTP_STATUS: sent_status(outcome),
+    attrs: Attributes = {OPERATION: "chat", REQUEST_STREAM: outcome.stream,
+                         HTTP_STATUS: sent_status(outcome),
                          REQUEST_ID: outcome.request_id, TENANT: outcome.tenant,
                          CACHE: outcome.cache,
                          ATTEMPTS: sum(1 for a in outcome.attempts if made(a))}
+    put_if(attrs, REQUEST_MODEL, outcome.requested_model or None)  # none before the body
     skipped = [a.deployment for a in outcome.attempts if not made(a)]
     if skipped:
         attrs[SKIPPED] = ",".join(skipped)

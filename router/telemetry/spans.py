@@ -71,7 +71,7 @@ class SpanBuilder:
         attrs = A.server_attributes(outcome, self._deployments)
         if self._captures(outcome.tenant):
             attrs.update(A.content_attributes(outcome))
-        spans = [self._span(f"chat {outcome.requested_model}", server_ctx, parent,
+        spans = [self._span(A.server_span_name(outcome), server_ctx, parent,
                             SpanKind.SERVER, outcome.arrived_at, outcome.ended_at, attrs,
                             outcome.error_type if error else None)]
         for name, started, ended in A.steps_of(outcome):

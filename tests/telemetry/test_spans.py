@@ -8,8 +8,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from router.errors import ProviderUnavailableError
 from router.execution.attempt import AttemptRecord
+from router.telemetry import attributes as A
+from router.telemetry.context import start_trace
 from router.telemetry.spans import span_tree
-from tests.telemetry.helpers import CLIENT_TRACEPARENT, in_memory_telemetry, streamed_with_retry
+from tests.telemetry.helpers import (
+    CLIENT_TRACEPARENT,
+    TracedOutcome,
+    in_memory_telemetry,
+    streamed_with_retry,
+)
 
 
 def _spans() -> tuple[list[ReadableSpan], list[str]]:
@@ -164,3 +171,22 @@ def test_a_stream_broken_after_its_head_reports_the_200_its_client_got() -> None
     assert attributes["http.response.status_code"] == 200
     assert attributes["error.type"] == "ProviderError"
     assert server.status.status_code == StatusCode.ERROR
+
+
+def test_a_model_name_no_decision_took_does_not_name_the_server_span() -> None:
+    """An unknown model (a 404) or a request refused before its body was read names no span:
+    span names stay as few as the configured models and aliases (a client's string made one
+    name per string; a refused request was `chat ` with an empty model attribute)."""
+    telemetry, exporter = in_memory_telemetry()
+    for requested in ("made-up-model-7f3a", ""):
+        outcome = TracedOutcome(request_id="r", tenant="t", requested_model=requested,
+                                stream=False, arrived_at=100.0, trace=start_trace(None),
+                                status=404 if requested else 401, ended_at=100.001)
+        telemetry.sink.record(outcome)
+    telemetry.sink.flush()
+    spans = list(exporter.get_finished_spans())
+    assert [s.name for s in spans] == ["chat", "chat"]
+    assert (spans[0].attributes or {})["gen_ai.request.model"] == "made-up-model-7f3a"
+    assert "gen_ai.request.model" not in (spans[1].attributes or {})
+    named, _ = streamed_with_retry()
+    assert A.server_span_name(named) == "chat auto"

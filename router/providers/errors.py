@@ -253,9 +253,13 @@ def answered_unreadable(exc: BaseException) -> bool:
     real 5xx always carries the HTTP client's status error). The upstream had the request, so
     this is not the refusal a 5xx is; were a real 5xx ever taken for it, a read would still be
     failed over, and only a side effect would not."""
-    chain = _causes(exc)
-    names = _class_names(exc)
-    return bool(chain) and "InternalServerError" in names and not names & _ANSWER_NOT_READ
+    linked: list[BaseException] = []
+    link = exc.__cause__ or exc.__context__
+    while link is not None and len(linked) < 16:  # suppressed contexts too: litellm hides some
+        linked.append(link)
+        link = link.__cause__ or link.__context__
+    names = {klass.__name__ for one in (exc, *linked) for klass in type(one).__mro__}
+    return bool(linked) and "InternalServerError" in names and not names & _ANSWER_NOT_READ
 
 
 # In a cause chain: the upstream's answer was an error status, or never came.

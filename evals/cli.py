@@ -306,9 +306,10 @@ def _multi_report(
     if args.json:
         _emit(multi_json(results, meta))
     else:
+        reference = spec.reference if spec.reference is not None else "best single model"
         header = (
             f"replay {args.dataset} folds={args.folds} seed={args.seed} "
-            f"floor={spec.fraction} x best single model"
+            f"floor={spec.fraction} x {reference}"
         )
         print(multi_text(results, header) + notes)
 

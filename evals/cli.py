@@ -319,7 +319,7 @@ def transfer_handler(args: argparse.Namespace) -> int:
     """`slorouter eval transfer`."""
     from evals.outcomes import load_table
     from evals.replay import transfer
-    from evals.report import curve_json
+    from evals.report import curve_json, curve_line
     from evals.routers import FitConfig
     from evals.task_map import UnmappedBenchmark, with_labels
 
@@ -339,10 +339,7 @@ def transfer_handler(args: argparse.Namespace) -> int:
     if args.json:
         _emit(out)
     else:
-        print(
-            f"train {args.train} -> test {args.test}: APGR {summary.apgr:.4f} "
-            f"CPT(50%) {summary.cpt50:.2%} CPT(80%) {summary.cpt80:.2%}"
-        )
+        print(f"train {args.train} -> test {args.test}: {curve_line(summary)}")
     return 0
 
 

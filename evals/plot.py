@@ -21,7 +21,8 @@ from evals.replay import PairReplay
 def _draw(ax: object, name: str, summary: CurveSummary, style: str) -> None:
     xs = [p.strong_share * 100 for p in summary.points]
     ys = [p.quality for p in summary.points]
-    ax.plot(xs, ys, style, label=f"{name} (APGR {summary.apgr:.3f})")  # type: ignore[attr-defined]
+    apgr = "n/a" if summary.apgr is None else f"{summary.apgr:.3f}"
+    ax.plot(xs, ys, style, label=f"{name} (APGR {apgr})")  # type: ignore[attr-defined]
 
 
 def plot_pair(replay: PairReplay, title: str, out: Path) -> Path:

@@ -95,10 +95,23 @@ def multi_json(results: list[BenchmarkReplay], meta: dict[str, Json]) -> dict[st
     return out
 
 
+def fmt(value: float | None, spec: str) -> str:
+    """`value` formatted with `spec`, or `n/a` for an undefined metric (None)."""
+    return "n/a" if value is None else format(value, spec)
+
+
+def curve_line(s: CurveSummary) -> str:
+    """`APGR 0.6548  CPT(50%) 31.29%  CPT(80%) 61.08%` (n/a when undefined)."""
+    return (f"APGR {fmt(s.apgr, '.4f')}  CPT(50%) {fmt(s.cpt50, '.2%')}  "
+            f"CPT(80%) {fmt(s.cpt80, '.2%')}")
+
+
 def _curve_lines(name: str, s: CurveSummary) -> list[str]:
     pts = "  ".join(f"{p.strong_share:.0%}:{p.quality:.4f}" for p in s.points)
+    undefined = s.apgr is None
     return [
-        f"{name:<8} APGR {s.apgr:.4f}  CPT(50%) {s.cpt50:.2%}  CPT(80%) {s.cpt80:.2%}",
+        f"{name:<8} {curve_line(s)}"
+        + ("  (both models have the same quality: no gap to recover)" if undefined else ""),
         f"         curve (strong share:quality) {pts}",
     ]
 

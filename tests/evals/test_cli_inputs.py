@@ -12,6 +12,9 @@ import pytest
 
 from evals.outcomes import load_rows, load_table_coverage
 from router.cli import main
+from tests.evals.conftest import write_synthetic
+
+TWO_PRICES = {"big": (10.0, 30.0), "small": (0.1, 0.1)}
 
 
 def rewrite(source: Path, dest_dir: Path, edit: Any = None, name: str = "data.jsonl") -> Path:
@@ -171,3 +174,25 @@ def test_a_row_without_answer_tokens_costs_each_model_its_own_average(
         expected = (tokens_in * entry["price_usd_per_1m_input_tokens"]
                     + tokens_out * entry["price_usd_per_1m_output_tokens"]) / 1e6
         assert row.cost[entry["name"]] == pytest.approx(expected, rel=1e-12), entry["name"]
+
+
+def test_models_of_equal_quality_report_undefined_metrics(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both models right everywhere: APGR and CPT divided by zero in replay, train-router and
+    transfer. They are null (n/a in text) and floor mode still routes everything cheap."""
+    path = write_synthetic(tmp_path, [{"big": 1.0, "small": 1.0}] * 200, TWO_PRICES)
+    base = ["eval", "replay", "--dataset", str(path), "--router", "category", "--folds", "2"]
+    assert main([*base, "--floor", "0.95", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["apgr"], out["cpt50"], out["cpt80"]) == (None, None, None)
+    assert out["oracle"]["apgr"] is None and out["random"]["cpt50"] is None
+    assert out["shares"] == {"small": 1.0} and out["strong_share"] == 0.0
+    assert main(base) == 0
+    assert "router   APGR n/a  CPT(50%) n/a  CPT(80%) n/a" in capsys.readouterr().out
+    assert main(["train-router", "--outcomes", str(path), "--out", str(tmp_path / "a"),
+                 "--folds", "2"]) == 0
+    capsys.readouterr()
+    meta = json.loads((tmp_path / "a" / "metadata.json").read_text())
+    assert meta["metrics"]["apgr"] is None and meta["rule"]["candidates"][0] == "small"
+    assert main(["eval", "transfer", "--train", str(path), "--test", str(path)]) == 0
+    assert capsys.readouterr().out.endswith("APGR n/a  CPT(50%) n/a  CPT(80%) n/a\n")

@@ -103,6 +103,14 @@ def cpt(
     return 1.0
 
 
+def cost_saving(cost: float, reference_cost: float) -> float | None:
+    """1 - cost / reference cost: the share of the reference's cost saved; None when the
+    reference costs nothing (no saving can be measured against a free model)."""
+    if reference_cost <= 0.0:
+        return None
+    return 1.0 - cost / reference_cost
+
+
 def summarize(points: tuple[CurvePoint, ...], weak_q: float, strong_q: float) -> CurveSummary:
     """APGR, CPT(50%) and CPT(80%) of a curve."""
     return CurveSummary(

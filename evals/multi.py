@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evals.floor import FloorReport, FloorSpec, floor_replay
-from evals.metrics import floor_hold_rate, wilson_interval
+from evals.metrics import cost_saving, floor_hold_rate, wilson_interval
 from evals.outcomes import OutcomeTable
 from evals.routers import FitConfig
 
@@ -33,7 +33,7 @@ class StrategyResult:
     name: str
     quality: float
     cost_per_1k: float
-    cost_saving: float
+    cost_saving: float | None  # None: the reference is free
     floor_hold_rate: float
     models: tuple[str, ...]
 
@@ -94,7 +94,7 @@ def _result(
         name=name,
         quality=float(achieved.mean()),
         cost_per_1k=float(cost) / len(test) * 1000,
-        cost_saving=1.0 - float(cost / ref_cost),
+        cost_saving=cost_saving(float(cost), float(ref_cost)),
         floor_hold_rate=floor_hold_rate(achieved, ref_scores, fraction, rng, 1000),
         models=tuple(sorted({table.models[int(j)] for j in np.unique(chosen)})),
     )

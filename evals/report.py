@@ -126,7 +126,7 @@ def floor_text(report: FloorReport) -> list[str]:
         f"held-out quality {report.quality:.4f} (reference {report.reference_quality:.4f})",
         f"floor held in {report.floor_hold_rate:.1%} of bootstrap resamples; "
         f"reference share {report.reference_share:.1%}; cost ${report.cost_per_1k:.4f}/1k vs "
-        f"${report.reference_cost_per_1k:.4f}/1k (saving {report.cost_saving:.1%})",
+        f"${report.reference_cost_per_1k:.4f}/1k (saving {fmt(report.cost_saving, '.1%')})",
         f"shares: {shares}",
     ]
 
@@ -161,7 +161,7 @@ def multi_text(results: list[BenchmarkReplay], header: str) -> str:
         for s in r.strategies:
             lines.append(
                 f"  {s.name:<18}{s.quality:>9.4f}{s.cost_per_1k:>10.4f}"
-                f"{s.cost_saving:>9.1%}{s.floor_hold_rate:>12.1%}"
+                f"{fmt(s.cost_saving, '.1%'):>9}{s.floor_hold_rate:>12.1%}"
             )
         lines.extend("  " + line for line in floor_text(r.router))
     return "\n".join(lines)

@@ -196,3 +196,22 @@ def test_models_of_equal_quality_report_undefined_metrics(
     assert meta["metrics"]["apgr"] is None and meta["rule"]["candidates"][0] == "small"
     assert main(["eval", "transfer", "--train", str(path), "--test", str(path)]) == 0
     assert capsys.readouterr().out.endswith("APGR n/a  CPT(50%) n/a  CPT(80%) n/a\n")
+
+
+def test_a_free_reference_leaves_the_saving_undefined(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Floor mode divided by the reference's cost: a free reference was a ZeroDivisionError
+    (two models) or an inf/nan saving (N models). The saving is null / n/a."""
+    scores = [{"big": float(i % 10 != 0), "small": float(i % 3 != 0)} for i in range(200)]
+    path = write_synthetic(tmp_path, scores, {"big": (0.0, 0.0), "small": (0.0, 0.0)})
+    base = ["eval", "replay", "--dataset", str(path), "--router", "category", "--folds", "2",
+            "--floor", "0.95"]
+    assert main([*base, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cost_saving"] is None and out["reference_cost_per_1k"] == 0.0
+    assert main(base) == 0
+    assert "(saving n/a)" in capsys.readouterr().out
+    from evals.metrics import cost_saving
+
+    assert cost_saving(0.0, 0.0) is None and cost_saving(1.0, 0.0) is None
+    assert cost_saving(1.0, 4.0) == pytest.approx(0.75)

@@ -188,3 +188,20 @@ def test_multi_replay_relative_to_labels_the_reference(
     text = capsys.readouterr().out
     assert text.splitlines()[0].endswith("floor=0.95 x mid")
     assert "best" not in text
+
+
+def test_train_router_twice_writes_the_same_artifact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two trainings on the same data gave different artifact versions and thresholds."""
+    scores = [{"big": float(i % 10 != 0), "small": float(i % 3 != 0)} for i in range(240)]
+    path = write_synthetic(tmp_path / "data", scores, {"big": (10.0, 30.0), "small": (0.1, 0.1)})
+    metas = []
+    for name in ("a", "b"):
+        assert main(["train-router", "--outcomes", str(path), "--out", str(tmp_path / name),
+                     "--folds", "2"]) == 0
+        metas.append((tmp_path / name / "metadata.json").read_text())
+    capsys.readouterr()
+    assert metas[0] == metas[1]
+    assert (tmp_path / "a" / "router.joblib").read_bytes() == (
+        tmp_path / "b" / "router.joblib").read_bytes()

@@ -114,7 +114,10 @@ def _add_train(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    """Print one JSON object; non-finite numbers are null (JSON has no Infinity or NaN)."""
+    from evals.report import json_safe
+
+    sys.stdout.write(json.dumps(json_safe(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 class InputError(ValueError):
@@ -376,6 +379,7 @@ def _check_train_inputs(args: argparse.Namespace) -> None:
 def train_handler(args: argparse.Namespace) -> int:
     """`slorouter train-router`."""
     from evals.floor import FloorSpec
+    from evals.report import json_safe
     from evals.task_map import UnmappedBenchmark
     from evals.train_router import TrainRequest, train
 
@@ -395,5 +399,5 @@ def train_handler(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: {err}; train-router fits on the labels the router passes\n")
         return 2
     print(f"wrote {args.out} version {version}")
-    print(json.dumps(meta["metrics"], indent=2, sort_keys=True))
+    print(json.dumps(json_safe(meta["metrics"]), indent=2, sort_keys=True, allow_nan=False))
     return 0

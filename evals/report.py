@@ -6,6 +6,7 @@ shares in [0, 1]); `pair_text`/`multi_text` the human-readable report.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 from evals.floor import FloorReport
@@ -14,6 +15,26 @@ from evals.multi import BenchmarkReplay
 from evals.replay import PairReplay
 
 Json = float | int | str | bool | None | list["Json"] | dict[str, "Json"]
+
+
+def finite_or_none(value: float) -> float | None:
+    """`value`, or None when it is not finite: JSON has no Infinity or NaN (a calibrated
+    threshold of +inf, "nothing clears the bar: the reference only", is written null)."""
+    return value if math.isfinite(value) else None
+
+
+def json_safe(obj: object) -> Json:
+    """`obj` (JSON-ready dicts, lists, numbers, strings) with every non-finite float as None,
+    so that `json.dumps(..., allow_nan=False)` writes valid JSON."""
+    if isinstance(obj, float):
+        return finite_or_none(obj)
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    if obj is None or isinstance(obj, str | int | bool):
+        return obj
+    raise TypeError(f"not JSON-ready: {type(obj).__name__}")
 
 
 def curve_json(summary: CurveSummary) -> dict[str, Json]:
@@ -54,7 +75,8 @@ def floor_json(report: FloorReport | None) -> dict[str, Json]:
         "shares": dict(report.shares),
         "references": list(report.references),
         "thresholds": [
-            {"kind": f.calibration.kind, "threshold": f.calibration.threshold} for f in report.folds
+            {"kind": f.calibration.kind, "threshold": finite_or_none(f.calibration.threshold)}
+            for f in report.folds
         ],
     }
 

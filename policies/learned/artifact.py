@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,11 +84,14 @@ def save_artifact(
         rule={
             "candidates": list(rule.candidates),
             "kind": rule.kind,
-            "threshold": rule.threshold,
+            # null: no bar can be cleared (calibrated to the reference only, threshold +inf);
+            # JSON has no Infinity. The rule itself is loaded from the joblib file.
+            "threshold": rule.threshold if math.isfinite(rule.threshold) else None,
             "fallback": rule.fallback,
         },
     )
-    (directory / METADATA_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False)
+    (directory / METADATA_FILE).write_text(text + "\n")
     return digest[:12]
 
 

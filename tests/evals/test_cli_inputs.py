@@ -215,3 +215,18 @@ def test_a_free_reference_leaves_the_saving_undefined(
 
     assert cost_saving(0.0, 0.0) is None and cost_saving(1.0, 0.0) is None
     assert cost_saving(1.0, 4.0) == pytest.approx(0.75)
+
+
+def test_reference_only_calibration_prints_valid_json(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Too few rows to calibrate: each fold keeps the reference only (threshold +inf), and
+    --json printed `"threshold": Infinity`, which is not JSON. It prints null."""
+    scores = [{"big": float(i % 10 != 0), "small": float(i % 3 != 0)} for i in range(40)]
+    path = write_synthetic(tmp_path, scores, TWO_PRICES)
+    assert main(["eval", "replay", "--dataset", str(path), "--router", "category",
+                 "--folds", "2", "--floor", "0.95", "--json"]) == 0
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not JSON: {constant}")
+    out = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert [t["threshold"] for t in out["thresholds"]] == [None, None]
+    assert out["shares"] == {"big": 1.0}

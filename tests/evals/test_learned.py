@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -112,3 +113,24 @@ def test_two_fits_on_the_same_rows_are_identical(gsm8k_slice: Path) -> None:
     assert np.any(first.coef != 0.0)
     assert np.array_equal(first.coef, second.coef)
     assert np.array_equal(first.intercept, second.intercept)
+
+
+def _strict_json(text: str) -> object:
+    """Parse as strict JSON: Infinity and NaN are not JSON (Python's json accepts them)."""
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not JSON: {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_reference_only_rule_writes_valid_json_and_loads(fitted: Fitted, tmp_path: Path) -> None:
+    """Calibration's "reference only" rule has threshold +inf, written as `Infinity` (not
+    JSON) into metadata.json. It is null there now, and the artifact loads the same rule."""
+    predictor, texts, tasks = fitted
+    rule = ThresholdRule(predictor.models, "absolute", math.inf, predictor.models[-1])
+    save_artifact(tmp_path, predictor, rule, json.dumps({"data": {"sha256": "x"}}))
+    meta = _strict_json((tmp_path / "metadata.json").read_text())
+    assert isinstance(meta, dict) and meta["rule"]["threshold"] is None
+    loaded = load_artifact(tmp_path)
+    assert loaded.rule == rule
+    probs = loaded.predictor.predict(texts[0], tasks[0])
+    assert choose(loaded.rule, probs) == predictor.models[-1]

@@ -60,6 +60,7 @@ def floor_json(report: FloorReport | None) -> dict[str, Json]:
         "reference_cost_per_1k",
         "shares",
         "references",
+        "thresholds",
     )
     if report is None:
         return dict.fromkeys(keys)

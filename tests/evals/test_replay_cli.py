@@ -205,3 +205,20 @@ def test_train_router_twice_writes_the_same_artifact(
     assert metas[0] == metas[1]
     assert (tmp_path / "a" / "router.joblib").read_bytes() == (
         tmp_path / "b" / "router.joblib").read_bytes()
+
+
+def test_json_has_the_same_floor_keys_with_and_without_floor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/evals.md lists `thresholds` as null without --floor, but the key was missing."""
+    scores = [{"big": float(i % 10 != 0), "small": float(i % 3 != 0)} for i in range(80)]
+    path = write_synthetic(tmp_path, scores, {"big": (10.0, 30.0), "small": (0.1, 0.1)})
+    argv = ["eval", "replay", "--dataset", str(path), "--router", "category", "--folds", "2",
+            "--json"]
+    plain, floored = _run(argv, capsys), _run([*argv, "--floor", "0.95"], capsys)
+    assert set(plain) == set(floored)
+    floor_keys = ("quality", "strong_share", "floor_hold_rate", "cost_saving", "floor",
+                  "reference_quality", "cost_per_1k", "reference_cost_per_1k", "shares",
+                  "references", "thresholds")
+    assert all(plain[k] is None for k in floor_keys)
+    assert floored["references"] == ["big"] and len(floored["thresholds"]) == 2  # type: ignore[arg-type]

@@ -230,3 +230,53 @@ def test_reference_only_calibration_prints_valid_json(
     out = json.loads(capsys.readouterr().out, parse_constant=refuse)
     assert [t["threshold"] for t in out["thresholds"]] == [None, None]
     assert out["shares"] == {"big": 1.0}
+
+
+def _set(edit: Any) -> Any:
+    """An edit of the fourth row only (line 4 of the rewritten file)."""
+    def apply(index: int, row: dict[str, Any]) -> dict[str, Any]:
+        if index == 3:
+            edit(row)
+        return row
+    return apply
+
+
+def _score(model_index: int, value: object) -> Any:
+    def edit(row: dict[str, Any]) -> None:
+        row["scores"][sorted(row["scores"])[model_index]] = value
+    return edit
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (_score(1, 5.0), "score of 'mistralai/Mixtral-8x7B-Instruct-v0.1' is 5.0, not in [0, 1]"),
+    (_score(0, -3.0), "score of 'gpt-4-1106-preview' is -3.0, not in [0, 1]"),
+    (_score(0, float("nan")), "score of 'gpt-4-1106-preview' is nan, not a finite number"),
+    (_score(0, float("inf")), "score of 'gpt-4-1106-preview' is inf, not a finite number"),
+    (_score(0, "1"), "score of 'gpt-4-1106-preview' is \"1\", not a number"),
+    (_score(0, True), "score of 'gpt-4-1106-preview' is true, not a number"),
+    (lambda row: row.update(prompt_tokens=-100000),
+     "prompt_tokens is -100000, not a whole number >= 0"),
+    (lambda row: row["response_tokens"].update({"gpt-4-1106-preview": -5}),
+     "response_tokens of 'gpt-4-1106-preview' is -5, not a whole number >= 0"),
+    (lambda row: row.update(contaminated="false"), "contaminated is \"false\", not true or false"),
+    (lambda row: row.update(scores=[1, 0]), "scores is list, not an object"),
+])
+def test_a_row_with_a_value_out_of_range_names_file_line_and_value(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        edit: Any, message: str) -> None:
+    """Scores of 5 or -3, negative token counts and contaminated: "false" (read as true) were
+    accepted silently; NaN or inf scores ended in a scikit-learn traceback."""
+    path = rewrite(gsm8k_slice, tmp_path, _set(edit))
+    assert _refused(["eval", "replay", "--dataset", str(path)], capsys) == (
+        f"error: {path} line 4: {message}\n")
+    assert _refused(["train-router", "--outcomes", str(path), "--out", str(tmp_path / "a")],
+                    capsys) == f"error: {path} line 4: {message}\n"
+
+
+def test_a_line_that_is_not_an_object_is_named(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = rewrite(gsm8k_slice, tmp_path)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join([*lines[:2], "[1, 2]\n", *lines[2:]]))
+    assert _refused(["eval", "replay", "--dataset", str(path)], capsys) == (
+        f"error: {path} line 3: a JSON list, not an object\n")

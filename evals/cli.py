@@ -172,6 +172,23 @@ def _priced(table: Any, where: str) -> None:
                          f"prices beside the file); no price for {'; '.join(missing)}")
 
 
+def _enough_rows(table: Any, folds: int, where: str, *, floor: bool) -> None:
+    """Refuse data too small to split into the folds (one prompt gave a scikit-learn
+    traceback); warn on stderr when it is small enough that the numbers are noise."""
+    from evals.floor import FloorSpec
+    from evals.folds import SMALL_SAMPLE, too_few_groups
+
+    groups = len(set(table.groups))
+    why = too_few_groups(groups, folds, FloorSpec().inner_folds if floor else None)
+    if why is not None:
+        raise InputError(f"{where}: {why}; prompts with the same text or reading passage "
+                         "count once")
+    if len(table) < SMALL_SAMPLE:
+        sys.stderr.write(f"warning: {where}: only {len(table)} prompts, about "
+                         f"{len(table) // folds} per held-out fold: the numbers are mostly "
+                         "noise\n")
+
+
 def _output_dir(path: Path | None, option: str) -> None:
     if path is not None and not path.resolve().parent.is_dir():
         raise InputError(f"{option} {path}: directory {path.resolve().parent} does not exist")
@@ -248,6 +265,7 @@ def _pair_report(
         _known("--relative-to", [args.relative_to], table.models, f"{args.dataset} ({bench})")
     if args.floor is not None:
         _priced(table, f"{args.dataset} ({bench})")
+    _enough_rows(table, args.folds, f"{args.dataset} ({bench})", floor=args.floor is not None)
     notes = _left_out(meta, found.notes(bench))
     pair = pair_replay(table, config, args.folds, args.relative_to, args.jobs)
     floor = (floor_replay(table, spec, config, args.folds, args.seed)
@@ -296,6 +314,7 @@ def _multi_report(
                              f"scored on every row, found {len(table.models)}")
         if args.relative_to is not None:
             _known("--relative-to", [args.relative_to], table.models, where)
+        _enough_rows(table, args.folds, where, floor=True)
         tables.append((b, with_labels(table, args.labels)))
         left_out += found.notes(b)
     notes = _left_out(meta, left_out)
@@ -337,6 +356,12 @@ def transfer_handler(args: argparse.Namespace) -> int:
     if set(train_table.models) != set(test_table.models) or len(test_table.models) != 2:
         sys.stderr.write("error: transfer needs the same two models in both files\n")
         return 2
+    from evals.folds import SMALL_SAMPLE
+
+    for name, table in ((args.train, train_table), (args.test, test_table)):
+        if len(table) < SMALL_SAMPLE:
+            sys.stderr.write(f"warning: {name}: only {len(table)} prompts: the numbers are "
+                             "mostly noise\n")
     summary = transfer(train_table, test_table, FitConfig())
     out = {"train": str(args.train), "test": str(args.test)} | curve_json(summary)
     if args.json:
@@ -373,6 +398,7 @@ def _check_train_inputs(args: argparse.Namespace) -> None:
     if args.relative_to is not None:
         _known("--relative-to", [args.relative_to], table.models, str(args.outcomes))
     _priced(table, str(args.outcomes))
+    _enough_rows(table, args.folds, str(args.outcomes), floor=True)
 
 
 @_guarded

@@ -280,3 +280,42 @@ def test_a_line_that_is_not_an_object_is_named(
     path.write_text("".join([*lines[:2], "[1, 2]\n", *lines[2:]]))
     assert _refused(["eval", "replay", "--dataset", str(path)], capsys) == (
         f"error: {path} line 3: a JSON list, not an object\n")
+
+
+def _rows_of(n: int) -> list[dict[str, float]]:
+    return [{"big": float(i % 10 != 0), "small": float(i % 3 != 0)} for i in range(n)]
+
+
+@pytest.mark.parametrize(("rows", "argv", "why"), [
+    (1, [], "1 distinct prompt(s) for 5 folds: each fold needs at least one held-out prompt "
+            "(use more data)"),
+    (3, [], "3 distinct prompt(s) for 5 folds: each fold needs at least one held-out prompt "
+            "(use --folds 3 or fewer, or more data)"),
+    (3, ["--folds", "2", "--floor", "0.95"],
+     "3 distinct prompt(s) leave 1 in a training fold, fewer than the 3 inner folds "
+     "floor-mode calibration needs (use more data)"),
+])
+def test_too_few_prompts_for_the_folds_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        rows: int, argv: list[str], why: str) -> None:
+    """One row ended in a scikit-learn traceback (a fold trained on nothing); 3 rows in 5
+    folds printed numbers over empty folds without a word."""
+    path = write_synthetic(tmp_path, _rows_of(rows), TWO_PRICES)
+    err = _refused(["eval", "replay", "--dataset", str(path), *argv], capsys)
+    assert err == (f"error: {path} (gsm8k): {why}; prompts with the same text or reading "
+                   "passage count once\n")
+    train = ["train-router", "--outcomes", str(path), "--out", str(tmp_path / "a"), *argv]
+    assert _refused(train, capsys).startswith(f"error: {path}: ")
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_small_sample_runs_with_a_warning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ten prompts in two folds can be replayed, but the numbers are noise: say so."""
+    path = write_synthetic(tmp_path, _rows_of(10), TWO_PRICES)
+    assert main(["eval", "replay", "--dataset", str(path), "--router", "category",
+                 "--folds", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "APGR" in captured.out
+    assert captured.err == (f"warning: {path} (gsm8k): only 10 prompts, about 5 per held-out "
+                            "fold: the numbers are mostly noise\n")

@@ -20,14 +20,17 @@ import scipy
 import sklearn
 from sklearn.metrics import f1_score
 
+from policies.files import write_files
 from policies.labels import RISKS, SIGNALS, TASKS
 from router.classify.classifier import LinearClassifier
 from router.classify.data import Example, files_hash, read_examples
 from router.classify.evaluation import evaluate
 from router.classify.features import FeatureConfig
-from router.classify.linear import load_model, save_model
+from router.classify.linear import MODEL_FILE, model_bytes, model_from_bytes
 from router.classify.report import summary
 from router.classify.training import Estimator, TrainOptions, TrainResult, train
+
+METADATA_FILE = "metadata.json"
 
 
 def read_all(paths: Sequence[Path]) -> list[Example]:
@@ -96,7 +99,8 @@ def train_and_write(
     head_chars: int | None = None,
     tail_chars: int | None = None,
 ) -> Path:
-    """Train on `data`, write `out/model.zip` and `out/metadata.json`, return the model path
+    """Train on `data`, write `out/model.zip` and `out/metadata.json` (atomically, metadata
+    last), return the model path
     (`head_chars`/`tail_chars`: the model's window when not `FeatureConfig`'s)."""
     examples = read_all(data)
     config = FeatureConfig(char_ngrams=(2, 4) if char_ngrams else None)
@@ -108,11 +112,14 @@ def train_and_write(
         estimator=estimator, features=config, seed=seed, augment=augment, c=c, min_df=min_df
     )
     result = train(examples, options)
-    path = save_model(result.model, out)
-    model, version = load_model(path)
+    model_zip = model_bytes(result.model)
+    model, version = model_from_bytes(model_zip)
     held_out = None
     if evals:
         held_out = summary(evaluate(LinearClassifier(model, version), read_all(evals)))
     meta = metadata(result, data, examples, options, held_out, version)
-    (out / "metadata.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
-    return path
+    text = json.dumps(meta, indent=1, ensure_ascii=False) + "\n"
+    # Nothing is written until everything is computed; then model, metadata last, each
+    # renamed into place whole: an interrupted run leaves the previous artifact as it was.
+    write_files(out, [(MODEL_FILE, model_zip), (METADATA_FILE, text.encode("utf-8"))])
+    return out / MODEL_FILE

@@ -94,6 +94,7 @@ def test_missing_input_file_is_a_clear_error(capsys: pytest.CaptureFixture[str])
 def _subset(tmp_path: Path, n: int) -> Path:
     with gzip.open(DATA / "train.jsonl.gz", "rt", encoding="utf-8") as fh:
         lines = [line for _, line in zip(range(n), fh, strict=False)]
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "small.jsonl"
     path.write_text("".join(lines))
     return path
@@ -148,3 +149,26 @@ def test_a_data_line_that_is_not_utf8_names_its_line(
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl:2" in err and "Traceback" not in err
+
+
+def test_an_interrupted_training_leaves_the_previous_artifact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """model.zip was replaced before the held-out evaluation and the metadata were done: an
+    interruption there left a new model beside the old metadata. Nothing is written now until
+    everything is computed."""
+    out = tmp_path / "artifact"
+    first = _subset(tmp_path / "one", 300)
+    assert main(["train-classifier", "--data", str(first), "--out", str(out),
+                 "--min-df", "2"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("router.classify.artifact.evaluate", interrupted)
+    second = _subset(tmp_path / "two", 400)
+    with pytest.raises(KeyboardInterrupt):
+        main(["train-classifier", "--data", str(second), "--out", str(out), "--min-df", "2",
+              "--eval", str(first)])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -23,7 +23,7 @@ from sklearn.metrics import f1_score
 from policies.files import write_files
 from policies.labels import RISKS, SIGNALS, TASKS
 from router.classify.classifier import LinearClassifier
-from router.classify.data import Example, files_hash, read_examples
+from router.classify.data import DataError, Example, files_hash, read_examples
 from router.classify.evaluation import evaluate
 from router.classify.features import FeatureConfig
 from router.classify.linear import MODEL_FILE, model_bytes, model_from_bytes
@@ -36,6 +36,14 @@ METADATA_FILE = "metadata.json"
 def read_all(paths: Sequence[Path]) -> list[Example]:
     """The examples of every file, in order."""
     return [example for path in paths for example in read_examples(path)]
+
+
+def read_some(paths: Sequence[Path]) -> list[Example]:
+    """`read_all`, refusing (DataError) when the files hold no row at all."""
+    examples = read_all(paths)
+    if not examples:
+        raise DataError(f"no rows in {', '.join(str(p) for p in paths)}")
+    return examples
 
 
 def _cv_metrics(result: TrainResult) -> dict[str, float]:
@@ -102,7 +110,7 @@ def train_and_write(
     """Train on `data`, write `out/model.zip` and `out/metadata.json` (atomically, metadata
     last), return the model path
     (`head_chars`/`tail_chars`: the model's window when not `FeatureConfig`'s)."""
-    examples = read_all(data)
+    examples = read_some(data)
     config = FeatureConfig(char_ngrams=(2, 4) if char_ngrams else None)
     if head_chars is not None:
         config = dataclasses.replace(config, head_chars=head_chars)
@@ -116,7 +124,7 @@ def train_and_write(
     model, version = model_from_bytes(model_zip)
     held_out = None
     if evals:
-        held_out = summary(evaluate(LinearClassifier(model, version), read_all(evals)))
+        held_out = summary(evaluate(LinearClassifier(model, version), read_some(evals)))
     meta = metadata(result, data, examples, options, held_out, version)
     text = json.dumps(meta, indent=1, ensure_ascii=False) + "\n"
     # Nothing is written until everything is computed; then model, metadata last, each

@@ -194,6 +194,24 @@ def _output_dir(path: Path | None, option: str) -> None:
         raise InputError(f"{option} {path}: directory {path.resolve().parent} does not exist")
 
 
+def _plot_file(path: Path | None) -> None:
+    """A `--plot` matplotlib can write, checked before the replay: a file (not a directory,
+    which was written as DIR.png beside it) whose extension names a format it knows."""
+    if path is None:
+        return
+    _output_dir(path, "--plot")
+    if path.is_dir():
+        raise InputError(f"--plot {path} is a directory: give a file name such as "
+                         f"{path / 'replay.png'}")
+    from evals.plot import image_formats
+
+    formats = image_formats()
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in formats:
+        what = f"unknown image format '{suffix}'" if suffix else "no file extension"
+        raise InputError(f"--plot {path}: {what} (one of {', '.join(formats)})")
+
+
 @_guarded
 def replay_handler(args: argparse.Namespace) -> int:
     """`slorouter eval replay`."""
@@ -201,7 +219,7 @@ def replay_handler(args: argparse.Namespace) -> int:
     from evals.outcomes import load_table
     from evals.routers import FitConfig
 
-    _output_dir(args.plot, "--plot")
+    _plot_file(args.plot)
     rows = _rows(args.dataset, "dataset")
     start = time.perf_counter()
     config = FitConfig(router=args.router, seed=args.seed)

@@ -12,10 +12,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from evals.metrics import CurveSummary
 from evals.multi import BenchmarkReplay
 from evals.replay import PairReplay
+
+
+def image_formats() -> tuple[str, ...]:
+    """The file extensions `savefig` can write with this backend (png, pdf, svg, ...)."""
+    return tuple(sorted(FigureCanvasAgg.get_supported_filetypes()))
 
 
 def _draw(ax: object, name: str, summary: CurveSummary, style: str) -> None:

@@ -319,3 +319,27 @@ def test_a_small_sample_runs_with_a_warning(
     assert "APGR" in captured.out
     assert captured.err == (f"warning: {path} (gsm8k): only 10 prompts, about 5 per held-out "
                             "fold: the numbers are mostly noise\n")
+
+
+@pytest.mark.parametrize(("name", "what"), [
+    ("curve.xyz", "unknown image format 'xyz'"), ("curve", "no file extension")])
+def test_a_plot_format_matplotlib_cannot_write_fails_before_the_replay(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        name: str, what: str) -> None:
+    """matplotlib refused x.xyz only after the whole replay, before the report was printed;
+    a name without extension was written as name.png."""
+    plot = tmp_path / name
+    err = _refused(["eval", "replay", "--dataset", str(gsm8k_slice), "--plot", str(plot)],
+                   capsys)
+    assert err.startswith(f"error: --plot {plot}: {what} (one of ") and "png, " in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plot_into_a_directory_is_refused(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--plot DIR wrote DIR.png beside the directory without a word."""
+    err = _refused(["eval", "replay", "--dataset", str(gsm8k_slice), "--plot", str(tmp_path)],
+                   capsys)
+    assert err == (f"error: --plot {tmp_path} is a directory: give a file name such as "
+                   f"{tmp_path / 'replay.png'}\n")
+    assert not tmp_path.with_suffix(".png").exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,17 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> float:
+    """A finite number above 0 (the calibration margin in standard errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number above 0, e.g. 2.5")
+    return value
+
+
 def _at_least(low: int) -> Any:
     def parse(text: str) -> int:
         try:
@@ -59,7 +71,8 @@ def _add_floor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--floor", type=_fraction, default=None,
                    help="relative floor in (0, 1], e.g. 0.95")
     p.add_argument("--relative-to", default=None, help="reference model (default: best single)")
-    p.add_argument("--z", type=float, default=2.5, help="calibration margin in standard errors")
+    p.add_argument("--z", type=_positive, default=2.5,
+                   help="calibration margin in standard errors (> 0)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--folds", type=_at_least(2), default=5, help="cross-validation folds (>= 2)")
 

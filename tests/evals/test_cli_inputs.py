@@ -126,10 +126,12 @@ def test_unknown_models_and_missing_files_are_named(
 
 
 @pytest.mark.parametrize("argv", [["--floor", "0"], ["--floor", "95"], ["--floor", "-1"],
-                                  ["--floor", "nan"], ["--folds", "1"], ["--jobs", "0"]])
+                                  ["--floor", "nan"], ["--folds", "1"], ["--jobs", "0"],
+                                  ["--z", "nan"], ["--z", "-5"], ["--z", "0"], ["--z", "inf"]])
 def test_out_of_range_options_are_usage_errors(
         gsm8k_slice: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
-    """--floor 0 silently skipped floor mode, 95 printed "floor 9500%", --folds 1 crashed."""
+    """--floor 0 silently skipped floor mode, 95 printed "floor 9500%", --folds 1 crashed,
+    --z nan or -5 calibrated to a meaningless bound."""
     with pytest.raises(SystemExit) as caught:
         main(["eval", "replay", "--dataset", str(gsm8k_slice), *argv])
     assert caught.value.code == 2

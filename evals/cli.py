@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,17 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> float:
+    """A finite number above 0 (the calibration margin in standard errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number above 0, e.g. 2.5")
+    return value
+
+
 def _at_least(low: int) -> Any:
     def parse(text: str) -> int:
         try:
@@ -59,7 +71,8 @@ def _add_floor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--floor", type=_fraction, default=None,
                    help="relative floor in (0, 1], e.g. 0.95")
     p.add_argument("--relative-to", default=None, help="reference model (default: best single)")
-    p.add_argument("--z", type=float, default=2.5, help="calibration margin in standard errors")
+    p.add_argument("--z", type=_positive, default=2.5,
+                   help="calibration margin in standard errors (> 0)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--folds", type=_at_least(2), default=5, help="cross-validation folds (>= 2)")
 
@@ -114,7 +127,10 @@ def _add_train(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def _emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    """Print one JSON object; non-finite numbers are null (JSON has no Infinity or NaN)."""
+    from evals.report import json_safe
+
+    sys.stdout.write(json.dumps(json_safe(obj), indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 class InputError(ValueError):
@@ -169,9 +185,44 @@ def _priced(table: Any, where: str) -> None:
                          f"prices beside the file); no price for {'; '.join(missing)}")
 
 
+def _enough_rows(table: Any, folds: int, where: str, *, floor: bool) -> None:
+    """Refuse data too small to split into the folds (one prompt gave a scikit-learn
+    traceback); warn on stderr when it is small enough that the numbers are noise."""
+    from evals.floor import FloorSpec
+    from evals.folds import SMALL_SAMPLE, too_few_groups
+
+    groups = len(set(table.groups))
+    why = too_few_groups(groups, folds, FloorSpec().inner_folds if floor else None)
+    if why is not None:
+        raise InputError(f"{where}: {why}; prompts with the same text or reading passage "
+                         "count once")
+    if len(table) < SMALL_SAMPLE:
+        sys.stderr.write(f"warning: {where}: only {len(table)} prompts, about "
+                         f"{len(table) // folds} per held-out fold: the numbers are mostly "
+                         "noise\n")
+
+
 def _output_dir(path: Path | None, option: str) -> None:
     if path is not None and not path.resolve().parent.is_dir():
         raise InputError(f"{option} {path}: directory {path.resolve().parent} does not exist")
+
+
+def _plot_file(path: Path | None) -> None:
+    """A `--plot` matplotlib can write, checked before the replay: a file (not a directory,
+    which was written as DIR.png beside it) whose extension names a format it knows."""
+    if path is None:
+        return
+    _output_dir(path, "--plot")
+    if path.is_dir():
+        raise InputError(f"--plot {path} is a directory: give a file name such as "
+                         f"{path / 'replay.png'}")
+    from evals.plot import image_formats
+
+    formats = image_formats()
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in formats:
+        what = f"unknown image format '{suffix}'" if suffix else "no file extension"
+        raise InputError(f"--plot {path}: {what} (one of {', '.join(formats)})")
 
 
 @_guarded
@@ -181,7 +232,7 @@ def replay_handler(args: argparse.Namespace) -> int:
     from evals.outcomes import load_table
     from evals.routers import FitConfig
 
-    _output_dir(args.plot, "--plot")
+    _plot_file(args.plot)
     rows = _rows(args.dataset, "dataset")
     start = time.perf_counter()
     config = FitConfig(router=args.router, seed=args.seed)
@@ -245,6 +296,7 @@ def _pair_report(
         _known("--relative-to", [args.relative_to], table.models, f"{args.dataset} ({bench})")
     if args.floor is not None:
         _priced(table, f"{args.dataset} ({bench})")
+    _enough_rows(table, args.folds, f"{args.dataset} ({bench})", floor=args.floor is not None)
     notes = _left_out(meta, found.notes(bench))
     pair = pair_replay(table, config, args.folds, args.relative_to, args.jobs)
     floor = (floor_replay(table, spec, config, args.folds, args.seed)
@@ -293,6 +345,7 @@ def _multi_report(
                              f"scored on every row, found {len(table.models)}")
         if args.relative_to is not None:
             _known("--relative-to", [args.relative_to], table.models, where)
+        _enough_rows(table, args.folds, where, floor=True)
         tables.append((b, with_labels(table, args.labels)))
         left_out += found.notes(b)
     notes = _left_out(meta, left_out)
@@ -306,9 +359,10 @@ def _multi_report(
     if args.json:
         _emit(multi_json(results, meta))
     else:
+        reference = spec.reference if spec.reference is not None else "best single model"
         header = (
             f"replay {args.dataset} folds={args.folds} seed={args.seed} "
-            f"floor={spec.fraction} x best single model"
+            f"floor={spec.fraction} x {reference}"
         )
         print(multi_text(results, header) + notes)
 
@@ -318,7 +372,7 @@ def transfer_handler(args: argparse.Namespace) -> int:
     """`slorouter eval transfer`."""
     from evals.outcomes import load_table
     from evals.replay import transfer
-    from evals.report import curve_json
+    from evals.report import curve_json, curve_line
     from evals.routers import FitConfig
     from evals.task_map import UnmappedBenchmark, with_labels
 
@@ -333,15 +387,18 @@ def transfer_handler(args: argparse.Namespace) -> int:
     if set(train_table.models) != set(test_table.models) or len(test_table.models) != 2:
         sys.stderr.write("error: transfer needs the same two models in both files\n")
         return 2
+    from evals.folds import SMALL_SAMPLE
+
+    for name, table in ((args.train, train_table), (args.test, test_table)):
+        if len(table) < SMALL_SAMPLE:
+            sys.stderr.write(f"warning: {name}: only {len(table)} prompts: the numbers are "
+                             "mostly noise\n")
     summary = transfer(train_table, test_table, FitConfig())
     out = {"train": str(args.train), "test": str(args.test)} | curve_json(summary)
     if args.json:
         _emit(out)
     else:
-        print(
-            f"train {args.train} -> test {args.test}: APGR {summary.apgr:.4f} "
-            f"CPT(50%) {summary.cpt50:.2%} CPT(80%) {summary.cpt80:.2%}"
-        )
+        print(f"train {args.train} -> test {args.test}: {curve_line(summary)}")
     return 0
 
 
@@ -372,12 +429,14 @@ def _check_train_inputs(args: argparse.Namespace) -> None:
     if args.relative_to is not None:
         _known("--relative-to", [args.relative_to], table.models, str(args.outcomes))
     _priced(table, str(args.outcomes))
+    _enough_rows(table, args.folds, str(args.outcomes), floor=True)
 
 
 @_guarded
 def train_handler(args: argparse.Namespace) -> int:
     """`slorouter train-router`."""
     from evals.floor import FloorSpec
+    from evals.report import json_safe
     from evals.task_map import UnmappedBenchmark
     from evals.train_router import TrainRequest, train
 
@@ -397,5 +456,5 @@ def train_handler(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: {err}; train-router fits on the labels the router passes\n")
         return 2
     print(f"wrote {args.out} version {version}")
-    print(json.dumps(meta["metrics"], indent=2, sort_keys=True))
+    print(json.dumps(json_safe(meta["metrics"]), indent=2, sort_keys=True, allow_nan=False))
     return 0

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from evals.calibrate import Calibration, CalibrationData, calibrate
 from evals.folds import fold_ids, splits
-from evals.metrics import floor_hold_rate
+from evals.metrics import cost_saving, floor_hold_rate
 from evals.outcomes import OutcomeTable
 from evals.routers import FitConfig, Workspace, fit_router, oof_probs, predict_rows, workspace
 from policies.learned.decide import choose_matrix
@@ -62,7 +62,7 @@ class FloorReport:
     reference_share: float
     cost_per_1k: float
     reference_cost_per_1k: float
-    cost_saving: float
+    cost_saving: float | None  # None: the reference is free
     references: tuple[str, ...]
     folds: tuple[FoldRouting, ...]
 
@@ -154,7 +154,7 @@ def summarize_floor(
         reference_share=float(np.mean(chosen == ref)),
         cost_per_1k=float(cost) / n * 1000,
         reference_cost_per_1k=float(ref_cost) / n * 1000,
-        cost_saving=1.0 - float(cost) / float(ref_cost),
+        cost_saving=cost_saving(float(cost), float(ref_cost)),
         references=tuple(sorted({table.models[f.reference] for f in folds})),
         folds=tuple(folds),
     )

@@ -41,3 +41,23 @@ def inner_split(
     held = {unique[j] for j in chosen}
     mask = np.array([g in held for g in sub])
     return index[~mask], index[mask]
+
+
+SMALL_SAMPLE = 100  # fewer prompts than this: results are printed with a warning
+
+
+def too_few_groups(groups: int, k: int, inner: int | None = None) -> str | None:
+    """Why `groups` distinct prompt groups cannot be split into `k` folds (each fold needs a
+    held-out group and a training set), and, with `inner` (floor mode's inner calibration
+    folds), why the smallest training set cannot be split into `inner` folds; None if they can."""
+    if groups < k:
+        fewer = f"use --folds {groups} or fewer, or " if groups >= 2 else "use "
+        return (f"{groups} distinct prompt(s) for {k} folds: each fold needs at least one "
+                f"held-out prompt ({fewer}more data)")
+    if inner is not None:
+        smallest_train = groups - -(-groups // k)  # groups minus the largest test fold
+        if smallest_train < inner:
+            return (f"{groups} distinct prompt(s) leave {smallest_train} in a training fold, "
+                    f"fewer than the {inner} inner folds floor-mode calibration needs "
+                    "(use more data)")
+    return None

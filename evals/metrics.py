@@ -4,12 +4,14 @@ Definitions follow `evals/datasets/routing/README.md` ("Scoring a router the Rou
 thresholds at the 11 linear quantile edges of the router's scores (`score >= edge`, `>` at the top
 edge); quality = mean outcome of the chosen model; cost = share of strong calls; APGR = trapezoid
 area of quality over strong share, normalised by the two models' own qualities; CPT(x) = strong
-share at which PGR first reaches x, interpolated linearly on the curve sorted by share. Also the
+share at which PGR first reaches x, interpolated linearly on the curve sorted by share. When the
+two models have the same quality there is no gap: PGR, APGR and CPT are None (undefined). Also the
 Wilson score interval and a seeded bootstrap of a paired statistic. Nothing here trains or loads.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,9 +37,9 @@ class CurveSummary:
     """A quality-vs-strong-share curve with its RouteLLM metrics (CPT as a share in [0, 1])."""
 
     points: tuple[CurvePoint, ...]
-    apgr: float
-    cpt50: float
-    cpt80: float
+    apgr: float | None  # None: both models have the same quality (no gap to recover)
+    cpt50: float | None
+    cpt80: float | None
     weak_quality: float
     strong_quality: float
 
@@ -53,35 +55,60 @@ def curve(score: FloatArray, strong: FloatArray, weak: FloatArray) -> tuple[Curv
     return tuple(sorted(points, key=lambda p: (p.strong_share, p.quality)))
 
 
-def pgr(quality: float, weak_quality: float, strong_quality: float) -> float:
-    """Performance gap recovered: (quality - weak) / (strong - weak)."""
+def gap_defined(weak_quality: float, strong_quality: float) -> bool:
+    """Whether the two models' qualities differ, so that a gap can be recovered: with equal
+    qualities PGR, APGR and CPT divide by zero and are undefined (None)."""
+    return not math.isclose(strong_quality, weak_quality, rel_tol=0.0, abs_tol=1e-12)
+
+
+def pgr(quality: float, weak_quality: float, strong_quality: float) -> float | None:
+    """Performance gap recovered: (quality - weak) / (strong - weak); None with no gap."""
+    if not gap_defined(weak_quality, strong_quality):
+        return None
     return (quality - weak_quality) / (strong_quality - weak_quality)
 
 
-def apgr(points: tuple[CurvePoint, ...], weak_quality: float, strong_quality: float) -> float:
-    """Trapezoid area under quality over strong share, normalised to the weak-strong gap."""
+def apgr(
+    points: tuple[CurvePoint, ...], weak_quality: float, strong_quality: float
+) -> float | None:
+    """Trapezoid area under quality over strong share, normalised to the weak-strong gap (None
+    when the two qualities are equal or the curve has no width)."""
     xs = np.array([p.strong_share for p in points])
     ys = np.array([p.quality for p in points])
     span = float(xs[-1] - xs[0])
+    if not gap_defined(weak_quality, strong_quality) or span <= 0.0:
+        return None
     area = float(np.trapezoid(ys, xs))
     return (area - weak_quality * span) / ((strong_quality - weak_quality) * span)
 
 
 def cpt(
     points: tuple[CurvePoint, ...], target_pgr: float, weak_quality: float, strong_quality: float
-) -> float:
-    """Strong share at which the curve's PGR first reaches `target_pgr` (1.0 if it never does)."""
+) -> float | None:
+    """Strong share at which the curve's PGR first reaches `target_pgr` (1.0 if it never does;
+    None when the two qualities are equal: there is no gap to recover)."""
+    if not gap_defined(weak_quality, strong_quality):
+        return None
+    gap = strong_quality - weak_quality
     prev: CurvePoint | None = None
     for point in points:
-        now = pgr(point.quality, weak_quality, strong_quality)
+        now = (point.quality - weak_quality) / gap
         if now >= target_pgr:
             if prev is None:
                 return point.strong_share
-            before = pgr(prev.quality, weak_quality, strong_quality)
+            before = (prev.quality - weak_quality) / gap
             frac = (target_pgr - before) / (now - before)
             return prev.strong_share + frac * (point.strong_share - prev.strong_share)
         prev = point
     return 1.0
+
+
+def cost_saving(cost: float, reference_cost: float) -> float | None:
+    """1 - cost / reference cost: the share of the reference's cost saved; None when the
+    reference costs nothing (no saving can be measured against a free model)."""
+    if reference_cost <= 0.0:
+        return None
+    return 1.0 - cost / reference_cost
 
 
 def summarize(points: tuple[CurvePoint, ...], weak_q: float, strong_q: float) -> CurveSummary:

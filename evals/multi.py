@@ -2,10 +2,12 @@
 
 Follows `evals/datasets/routing_multi/README.md` ("Testing cheapest model above a quality
 floor"): candidates are the priced models present on every row; per fold the floor is `fraction`
-x the best candidate's training quality; the per-task baseline is the cheapest candidate whose
-Wilson 95% lower bound clears it (else the best); the router is `evals.floor`; the oracle sends each
-prompt to the cheapest candidate with the top score on it. Floors are checked on held-out folds
-against the reference (best) model's held-out quality.
+x the reference's training quality (the `--relative-to` model, else the best candidate on the
+training folds); the per-task baseline is the cheapest candidate whose Wilson 95% lower bound
+clears it (else the reference); the router is `evals.floor`; the oracle sends each prompt to the
+cheapest candidate with the top score on it. Floors are checked on held-out folds against the
+reference model's held-out quality; the always-reference strategy is named `always-best` when
+the reference is the best model, `always-reference` when it was given.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evals.floor import FloorReport, FloorSpec, floor_replay
-from evals.metrics import floor_hold_rate, wilson_interval
+from evals.metrics import cost_saving, floor_hold_rate, wilson_interval
 from evals.outcomes import OutcomeTable
 from evals.routers import FitConfig
 
@@ -31,7 +33,7 @@ class StrategyResult:
     name: str
     quality: float
     cost_per_1k: float
-    cost_saving: float
+    cost_saving: float | None  # None: the reference is free
     floor_hold_rate: float
     models: tuple[str, ...]
 
@@ -49,15 +51,23 @@ class BenchmarkReplay:
     router: FloorReport
 
 
-def per_task_choice(table: OutcomeTable, train: IntArray, cols: list[int], fraction: float) -> int:
-    """Cheapest candidate whose training Wilson lower bound clears the floor (else the best)."""
+def per_task_choice(
+    table: OutcomeTable, train: IntArray, cols: list[int], fraction: float, reference: int
+) -> int:
+    """Cheapest candidate whose training Wilson lower bound clears `fraction` x the reference
+    column's training quality (else the reference)."""
     quality = table.scores[train].mean(axis=0)
     cost = table.costs[train].mean(axis=0)
-    best = max(cols, key=lambda j: quality[j])
-    floor = fraction * quality[best]
+    floor = fraction * quality[reference]
     n = len(train)
     ok = [j for j in cols if wilson_interval(float(table.scores[train, j].sum()), n)[0] >= floor]
-    return min(ok, key=lambda j: cost[j]) if ok else best
+    return min(ok, key=lambda j: cost[j]) if ok else reference
+
+
+def reference_strategy(spec: FloorSpec) -> str:
+    """The name of the always-reference strategy: `always-best` when the reference is the best
+    candidate on each training fold, `always-reference` when one was named."""
+    return "always-best" if spec.reference is None else "always-reference"
 
 
 def oracle_choice(table: OutcomeTable, cols: list[int]) -> IntArray:
@@ -84,7 +94,7 @@ def _result(
         name=name,
         quality=float(achieved.mean()),
         cost_per_1k=float(cost) / len(test) * 1000,
-        cost_saving=1.0 - float(cost / ref_cost),
+        cost_saving=cost_saving(float(cost), float(ref_cost)),
         floor_hold_rate=floor_hold_rate(achieved, ref_scores, fraction, rng, 1000),
         models=tuple(sorted({table.models[int(j)] for j in np.unique(chosen)})),
     )
@@ -103,7 +113,9 @@ def benchmark_replay(
         [
             np.full(
                 len(f.test),
-                per_task_choice(table, np.setdiff1d(all_rows, f.test), cols, spec.fraction),
+                per_task_choice(
+                    table, np.setdiff1d(all_rows, f.test), cols, spec.fraction, f.reference
+                ),
             )
             for f in report.folds
         ]
@@ -111,7 +123,7 @@ def benchmark_replay(
     cheapest = min(cols, key=lambda j: float(np.mean(table.costs[:, j])))
     rng = np.random.default_rng(seed + 7)
     choices = {
-        "always-best": ref,
+        reference_strategy(spec): ref,
         "always-cheapest": np.full(len(test), cheapest),
         "random": np.array(cols, dtype=np.int64)[rng.integers(0, len(cols), len(test))],
         "per-task-floor": per_task,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -162,20 +163,81 @@ def _routing_cost(
     return cost
 
 
+class RowError(ValueError):
+    """A field of one row has a value the loader refuses (the message names the field)."""
+
+
+def _number(value: object, what: str) -> float:
+    """A JSON number (not a string, not true/false) that is finite."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RowError(f"{what} is {json.dumps(value)}, not a number")
+    if not math.isfinite(value):
+        raise RowError(f"{what} is {value}, not a finite number")
+    return float(value)
+
+
+def _score(value: object, model: str) -> float:
+    """A score in [0, 1] (1 = right)."""
+    score = _number(value, f"score of {model!r}")
+    if not 0.0 <= score <= 1.0:
+        raise RowError(f"score of {model!r} is {value}, not in [0, 1]")
+    return score
+
+
+def _count(value: object, what: str) -> int:
+    """A token count: a whole number >= 0."""
+    number = _number(value, what)
+    if number < 0 or number != int(number):
+        raise RowError(f"{what} is {value}, not a whole number >= 0")
+    return int(number)
+
+
+def _cost(value: object, model: str) -> float:
+    """A cost in USD >= 0."""
+    cost = _number(value, f"cost of {model!r}")
+    if cost < 0:
+        raise RowError(f"cost of {model!r} is {value}, below 0")
+    return cost
+
+
+def _flag(value: object, what: str) -> bool:
+    """A JSON true/false (a string "false" would read as true)."""
+    if not isinstance(value, bool):
+        raise RowError(f"{what} is {json.dumps(value)}, not true or false")
+    return value
+
+
+def _mapping(raw: Mapping[str, object], key: str) -> Mapping[str, object]:
+    value = raw[key]
+    if not isinstance(value, dict):
+        raise RowError(f"{key} is {type(value).__name__}, not an object")
+    return value
+
+
+def _check_answer_tokens(raw: Mapping[str, object]) -> None:
+    outs = raw.get("response_tokens")
+    if isinstance(outs, dict):
+        for model, value in outs.items():
+            _count(value, f"response_tokens of {model!r}")
+
+
 def parse_row(
     raw: Mapping[str, object], prices: Mapping[str, Price], extra: TokenExtras
 ) -> OutcomeRow:
-    """One JSON object of either format as an `OutcomeRow`."""
-    scores = {str(k): float(v) for k, v in dict(raw["scores"]).items()}  # type: ignore[call-overload]
+    """One JSON object of either format as an `OutcomeRow`; RowError names a refused value
+    (a score outside [0, 1] or not finite, a negative token count or cost, a `contaminated`
+    that is not true/false), KeyError a missing field."""
+    scores = {str(k): _score(v, str(k)) for k, v in _mapping(raw, "scores").items()}
     cost_raw = raw.get("cost_est", raw.get("cost"))
     if isinstance(cost_raw, dict):
-        cost = {str(k): float(v) for k, v in cost_raw.items()}
+        cost = {str(k): _cost(v, str(k)) for k, v in cost_raw.items()}
         tokens_raw = raw.get("tokens_est", raw.get("tokens", {}))
         first = next(iter(dict(tokens_raw).values()), {"in": 0})  # type: ignore[call-overload]
-        prompt_tokens = int(first["in"])
+        prompt_tokens = _count(first["in"], "tokens_est in")
     else:
+        prompt_tokens = _count(raw["prompt_tokens"], "prompt_tokens")
+        _check_answer_tokens(raw)
         cost = _routing_cost(raw, prices, extra)
-        prompt_tokens = int(raw["prompt_tokens"])  # type: ignore[call-overload]
     text = str(raw["prompt"])
     return OutcomeRow(
         id=str(raw["id"]),
@@ -185,7 +247,7 @@ def parse_row(
         scores=MappingProxyType(scores),
         prompt_tokens=prompt_tokens,
         cost=MappingProxyType(cost),
-        contaminated=bool(raw.get("contaminated", False)),
+        contaminated=_flag(raw.get("contaminated", False), "contaminated"),
         group=group_key(text),
     )
 
@@ -218,11 +280,15 @@ def load_rows(path: Path | str, *, decontaminate: bool = True) -> list[OutcomeRo
             continue
         try:
             raw = json.loads(line)
+            if not isinstance(raw, dict):
+                raise RowError(f"a JSON {type(raw).__name__}, not an object")
             bench = str(raw["benchmark"])
             if bench not in extras:
                 extras[bench] = (_token_extras(models_json, bench) if models_json.exists()
                                  else TokenExtras())
             row = parse_row(raw, prices, extras[bench])
+        except RowError as exc:
+            raise OutcomeFileError(f"{path} line {number}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise OutcomeFileError(f"{path} line {number}: not JSON ({exc.msg})") from None
         except KeyError as exc:

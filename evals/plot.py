@@ -12,16 +12,23 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from evals.metrics import CurveSummary
 from evals.multi import BenchmarkReplay
 from evals.replay import PairReplay
 
 
+def image_formats() -> tuple[str, ...]:
+    """The file extensions `savefig` can write with this backend (png, pdf, svg, ...)."""
+    return tuple(sorted(FigureCanvasAgg.get_supported_filetypes()))
+
+
 def _draw(ax: object, name: str, summary: CurveSummary, style: str) -> None:
     xs = [p.strong_share * 100 for p in summary.points]
     ys = [p.quality for p in summary.points]
-    ax.plot(xs, ys, style, label=f"{name} (APGR {summary.apgr:.3f})")  # type: ignore[attr-defined]
+    apgr = "n/a" if summary.apgr is None else f"{summary.apgr:.3f}"
+    ax.plot(xs, ys, style, label=f"{name} (APGR {apgr})")  # type: ignore[attr-defined]
 
 
 def plot_pair(replay: PairReplay, title: str, out: Path) -> Path:

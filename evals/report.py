@@ -6,6 +6,7 @@ shares in [0, 1]); `pair_text`/`multi_text` the human-readable report.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 from evals.floor import FloorReport
@@ -14,6 +15,26 @@ from evals.multi import BenchmarkReplay
 from evals.replay import PairReplay
 
 Json = float | int | str | bool | None | list["Json"] | dict[str, "Json"]
+
+
+def finite_or_none(value: float) -> float | None:
+    """`value`, or None when it is not finite: JSON has no Infinity or NaN (a calibrated
+    threshold of +inf, "nothing clears the bar: the reference only", is written null)."""
+    return value if math.isfinite(value) else None
+
+
+def json_safe(obj: object) -> Json:
+    """`obj` (JSON-ready dicts, lists, numbers, strings) with every non-finite float as None,
+    so that `json.dumps(..., allow_nan=False)` writes valid JSON."""
+    if isinstance(obj, float):
+        return finite_or_none(obj)
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    if obj is None or isinstance(obj, str | int | bool):
+        return obj
+    raise TypeError(f"not JSON-ready: {type(obj).__name__}")
 
 
 def curve_json(summary: CurveSummary) -> dict[str, Json]:
@@ -39,6 +60,7 @@ def floor_json(report: FloorReport | None) -> dict[str, Json]:
         "reference_cost_per_1k",
         "shares",
         "references",
+        "thresholds",
     )
     if report is None:
         return dict.fromkeys(keys)
@@ -54,7 +76,8 @@ def floor_json(report: FloorReport | None) -> dict[str, Json]:
         "shares": dict(report.shares),
         "references": list(report.references),
         "thresholds": [
-            {"kind": f.calibration.kind, "threshold": f.calibration.threshold} for f in report.folds
+            {"kind": f.calibration.kind, "threshold": finite_or_none(f.calibration.threshold)}
+            for f in report.folds
         ],
     }
 
@@ -95,10 +118,23 @@ def multi_json(results: list[BenchmarkReplay], meta: dict[str, Json]) -> dict[st
     return out
 
 
+def fmt(value: float | None, spec: str) -> str:
+    """`value` formatted with `spec`, or `n/a` for an undefined metric (None)."""
+    return "n/a" if value is None else format(value, spec)
+
+
+def curve_line(s: CurveSummary) -> str:
+    """`APGR 0.6548  CPT(50%) 31.29%  CPT(80%) 61.08%` (n/a when undefined)."""
+    return (f"APGR {fmt(s.apgr, '.4f')}  CPT(50%) {fmt(s.cpt50, '.2%')}  "
+            f"CPT(80%) {fmt(s.cpt80, '.2%')}")
+
+
 def _curve_lines(name: str, s: CurveSummary) -> list[str]:
     pts = "  ".join(f"{p.strong_share:.0%}:{p.quality:.4f}" for p in s.points)
+    undefined = s.apgr is None
     return [
-        f"{name:<8} APGR {s.apgr:.4f}  CPT(50%) {s.cpt50:.2%}  CPT(80%) {s.cpt80:.2%}",
+        f"{name:<8} {curve_line(s)}"
+        + ("  (both models have the same quality: no gap to recover)" if undefined else ""),
         f"         curve (strong share:quality) {pts}",
     ]
 
@@ -113,7 +149,7 @@ def floor_text(report: FloorReport) -> list[str]:
         f"held-out quality {report.quality:.4f} (reference {report.reference_quality:.4f})",
         f"floor held in {report.floor_hold_rate:.1%} of bootstrap resamples; "
         f"reference share {report.reference_share:.1%}; cost ${report.cost_per_1k:.4f}/1k vs "
-        f"${report.reference_cost_per_1k:.4f}/1k (saving {report.cost_saving:.1%})",
+        f"${report.reference_cost_per_1k:.4f}/1k (saving {fmt(report.cost_saving, '.1%')})",
         f"shares: {shares}",
     ]
 
@@ -144,11 +180,11 @@ def multi_text(results: list[BenchmarkReplay], header: str) -> str:
             f"\n{r.benchmark}: {r.n} prompts, {r.candidates} priced candidates, "
             f"floor {r.floor:.4f} (reference held-out quality {r.reference_quality:.4f})"
         )
-        lines.append(f"  {'strategy':<16}{'quality':>9}{'$/1k':>10}{'saving':>9}{'floor held':>12}")
+        lines.append(f"  {'strategy':<18}{'quality':>9}{'$/1k':>10}{'saving':>9}{'floor held':>12}")
         for s in r.strategies:
             lines.append(
-                f"  {s.name:<16}{s.quality:>9.4f}{s.cost_per_1k:>10.4f}"
-                f"{s.cost_saving:>9.1%}{s.floor_hold_rate:>12.1%}"
+                f"  {s.name:<18}{s.quality:>9.4f}{s.cost_per_1k:>10.4f}"
+                f"{fmt(s.cost_saving, '.1%'):>9}{s.floor_hold_rate:>12.1%}"
             )
         lines.extend("  " + line for line in floor_text(r.router))
     return "\n".join(lines)

@@ -23,7 +23,7 @@ from evals.calibrate import MIN_ROWS, Calibration
 from evals.floor import FloorSpec, floor_replay, plan
 from evals.outcomes import OutcomeTable, file_sha256, load_table
 from evals.replay import pair_replay
-from evals.report import Json, floor_json
+from evals.report import Json, floor_json, json_safe
 from evals.routers import FitConfig, fit_router, workspace
 from evals.task_map import router_task, with_labels
 from policies.learned.artifact import save_artifact
@@ -128,5 +128,5 @@ def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
             "scipy": scipy.__version__,
         },
     }
-    version = save_artifact(req.out, predictor, rule, json.dumps(meta))
+    version = save_artifact(req.out, predictor, rule, json.dumps(json_safe(meta), allow_nan=False))
     return version, meta

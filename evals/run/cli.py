@@ -39,13 +39,38 @@ def add_run(inner: argparse._SubParsersAction[Any]) -> None:
                                                        "the suite's judge.model)")
     p.add_argument("--out", type=Path, default=None, help="report JSON (default: stdout)")
     p.add_argument("--details", type=Path, default=None, help="per-item results (JSONL)")
-    p.add_argument("--max-error-rate", type=float, default=1.0,
+    p.add_argument("--max-error-rate", type=_share, default=1.0,
                    help="exit 1 when the share of failed calls exceeds this (default 1.0)")
     p.set_defaults(func=run_handler)
 
 
 class InputError(ValueError):
     """Bad command-line input: the message says what and where."""
+
+
+def _share(text: str) -> float:
+    """A share of calls in [0, 1] (nan and 1.5 refused: above 1 no run could ever fail)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]: a share of the calls")
+    return value
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """`--out` and `--details` can be written: checked before any call, not after all of them."""
+    for option, path in (("--out", args.out), ("--details", args.details)):
+        if path is None:
+            continue
+        parent = path.resolve().parent
+        if not parent.is_dir():
+            raise InputError(f"{option} {path}: directory {parent} does not exist")
+        if path.is_dir():
+            raise InputError(f"{option} {path} is a directory")
+        if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise InputError(f"{option} {path}: not writable")
 
 
 def _judges(suites: list[Suite], override: str | None, models: set[str]) -> dict[str, str]:
@@ -113,6 +138,7 @@ def run_handler(args: argparse.Namespace) -> int:
     from evals.run.aggregate import build_report, cells, details_jsonl, summary_text
 
     try:
+        check_outputs(args)
         plan = build_plan(args, dict(os.environ))
     except InputError as exc:
         sys.stderr.write(f"slorouter eval run: {exc}\n")

@@ -9,13 +9,16 @@ Loading checks the hash before unpickling: only load artifacts you trained or tr
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import joblib
 
+from policies.files import write_files
 from policies.learned.decide import ThresholdRule
 from policies.learned.predictor import SuccessPredictor
 
@@ -71,11 +74,13 @@ def calibrated_floor(metadata: Mapping[str, object]) -> CalibratedFloor | None:
 def save_artifact(
     directory: Path, predictor: SuccessPredictor, rule: ThresholdRule, metadata: str
 ) -> str:
-    """Write the artifact; `metadata` is a JSON object (text) completed with hash and rule."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / MODEL_FILE
-    joblib.dump({"predictor": predictor, "rule": rule}, path, compress=3)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    """Write the artifact; `metadata` is a JSON object (text) completed with hash and rule.
+    Both files are built in memory and renamed into place, model then metadata
+    (`policies.files`): an interrupted write leaves the previous artifact intact."""
+    buffer = io.BytesIO()
+    joblib.dump({"predictor": predictor, "rule": rule}, buffer, compress=3)
+    model = buffer.getvalue()
+    digest = hashlib.sha256(model).hexdigest()
     doc = json.loads(metadata)
     doc.update(
         artifact_sha256=digest,
@@ -83,11 +88,14 @@ def save_artifact(
         rule={
             "candidates": list(rule.candidates),
             "kind": rule.kind,
-            "threshold": rule.threshold,
+            # null: no bar can be cleared (calibrated to the reference only, threshold +inf);
+            # JSON has no Infinity. The rule itself is loaded from the joblib file.
+            "threshold": rule.threshold if math.isfinite(rule.threshold) else None,
             "fallback": rule.fallback,
         },
     )
-    (directory / METADATA_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    write_files(directory, [(MODEL_FILE, model), (METADATA_FILE, text.encode("utf-8"))])
     return digest[:12]
 
 

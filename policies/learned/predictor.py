@@ -87,7 +87,9 @@ def _fit_one(x: sp.csr_matrix, y: FloatArray, c: float) -> tuple[FloatArray, flo
         p = (y.sum() + 0.5) / (len(y) + 1.0)
         return np.zeros(x.shape[1]), float(np.log(p / (1.0 - p)))
     rows, labels, weights = _design(x, y)
-    reg = LogisticRegression(C=c, solver="liblinear", dual=True, max_iter=1000)
+    # liblinear's dual coordinate descent visits rows in a random order: without a fixed seed
+    # two fits of the same rows differed in the 6th decimal (and so did calibrated thresholds).
+    reg = LogisticRegression(C=c, solver="liblinear", dual=True, max_iter=1000, random_state=0)
     reg.fit(rows, labels, sample_weight=weights)
     return reg.coef_[0].astype(np.float64), float(reg.intercept_[0])
 

@@ -20,19 +20,30 @@ import scipy
 import sklearn
 from sklearn.metrics import f1_score
 
+from policies.files import write_files
 from policies.labels import RISKS, SIGNALS, TASKS
 from router.classify.classifier import LinearClassifier
-from router.classify.data import Example, files_hash, read_examples
+from router.classify.data import DataError, Example, files_hash, read_examples
 from router.classify.evaluation import evaluate
 from router.classify.features import FeatureConfig
-from router.classify.linear import load_model, save_model
+from router.classify.linear import MODEL_FILE, model_bytes, model_from_bytes
 from router.classify.report import summary
 from router.classify.training import Estimator, TrainOptions, TrainResult, train
+
+METADATA_FILE = "metadata.json"
 
 
 def read_all(paths: Sequence[Path]) -> list[Example]:
     """The examples of every file, in order."""
     return [example for path in paths for example in read_examples(path)]
+
+
+def read_some(paths: Sequence[Path]) -> list[Example]:
+    """`read_all`, refusing (DataError) when the files hold no row at all."""
+    examples = read_all(paths)
+    if not examples:
+        raise DataError(f"no rows in {', '.join(str(p) for p in paths)}")
+    return examples
 
 
 def _cv_metrics(result: TrainResult) -> dict[str, float]:
@@ -96,9 +107,10 @@ def train_and_write(
     head_chars: int | None = None,
     tail_chars: int | None = None,
 ) -> Path:
-    """Train on `data`, write `out/model.zip` and `out/metadata.json`, return the model path
+    """Train on `data`, write `out/model.zip` and `out/metadata.json` (atomically, metadata
+    last), return the model path
     (`head_chars`/`tail_chars`: the model's window when not `FeatureConfig`'s)."""
-    examples = read_all(data)
+    examples = read_some(data)
     config = FeatureConfig(char_ngrams=(2, 4) if char_ngrams else None)
     if head_chars is not None:
         config = dataclasses.replace(config, head_chars=head_chars)
@@ -108,11 +120,14 @@ def train_and_write(
         estimator=estimator, features=config, seed=seed, augment=augment, c=c, min_df=min_df
     )
     result = train(examples, options)
-    path = save_model(result.model, out)
-    model, version = load_model(path)
+    model_zip = model_bytes(result.model)
+    model, version = model_from_bytes(model_zip)
     held_out = None
     if evals:
-        held_out = summary(evaluate(LinearClassifier(model, version), read_all(evals)))
+        held_out = summary(evaluate(LinearClassifier(model, version), read_some(evals)))
     meta = metadata(result, data, examples, options, held_out, version)
-    (out / "metadata.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
-    return path
+    text = json.dumps(meta, indent=1, ensure_ascii=False) + "\n"
+    # Nothing is written until everything is computed; then model, metadata last, each
+    # renamed into place whole: an interrupted run leaves the previous artifact as it was.
+    write_files(out, [(MODEL_FILE, model_zip), (METADATA_FILE, text.encode("utf-8"))])
+    return out / MODEL_FILE

@@ -111,6 +111,7 @@ def _classifier(model: Path | None) -> Any:
 def run_train(args: argparse.Namespace) -> int:
     from router.classify.artifact import train_and_write
     from router.classify.data import DataError
+    from router.classify.training import TrainingDataError
 
     try:
         path = train_and_write(
@@ -126,7 +127,7 @@ def run_train(args: argparse.Namespace) -> int:
             head_chars=args.head_chars,
             tail_chars=args.tail_chars,
         )
-    except (DataError, OSError) as exc:
+    except (DataError, TrainingDataError, OSError) as exc:
         print(f"slorouter train-classifier: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {path} and {path.parent / 'metadata.json'}")
@@ -134,14 +135,14 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from router.classify.artifact import read_all
+    from router.classify.artifact import read_some
     from router.classify.augment import augment_for_eval
     from router.classify.data import DataError
     from router.classify.evaluation import evaluate
     from router.classify.report import markdown
 
     try:
-        examples = read_all(args.data)
+        examples = read_some(args.data)
     except (DataError, OSError) as exc:
         print(f"slorouter eval-classifier: {exc}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from policies.files import write_files
 from router.classify.features import FeatureConfig
 
 Floats = npt.NDArray[np.float32]
@@ -241,9 +242,8 @@ def _array_bytes(array: npt.NDArray[np.generic]) -> bytes:
     return buf.getvalue()
 
 
-def save_model(model: LinearModel, directory: Path) -> Path:
-    """Write the model as `model.zip` (deterministic bytes) and return its path."""
-    directory.mkdir(parents=True, exist_ok=True)
+def model_bytes(model: LinearModel) -> bytes:
+    """The model as the bytes of `model.zip` (deterministic)."""
     tokens = sorted(model.vocab, key=model.vocab.__getitem__)
     spec = {
         "heads": [asdict(h) for h in model.heads],
@@ -257,13 +257,20 @@ def save_model(model: LinearModel, directory: Path) -> Path:
         "weights.npy": _array_bytes(model.weights.astype(np.float32)),
         "bias.npy": _array_bytes(model.bias.astype(np.float32)),
     }
-    path = directory / MODEL_FILE
-    with zipfile.ZipFile(path, "w") as zf:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
         for name, data in entries.items():
             info = zipfile.ZipInfo(name, date_time=_EPOCH)
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, data, compresslevel=9)
-    return path
+    return buffer.getvalue()
+
+
+def save_model(model: LinearModel, directory: Path) -> Path:
+    """Write the model as `model.zip` (deterministic bytes, renamed into place whole) and
+    return its path."""
+    write_files(directory, [(MODEL_FILE, model_bytes(model))])
+    return directory / MODEL_FILE
 
 
 def _config(raw: Mapping[str, object]) -> FeatureConfig:
@@ -276,7 +283,11 @@ def _config(raw: Mapping[str, object]) -> FeatureConfig:
 
 def load_model(path: Path) -> tuple[LinearModel, str]:
     """The model stored at `path` and its content hash (sha256 of the file)."""
-    data = path.read_bytes()
+    return model_from_bytes(path.read_bytes())
+
+
+def model_from_bytes(data: bytes) -> tuple[LinearModel, str]:
+    """The model in the bytes of a `model.zip` and their content hash (sha256)."""
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         spec = json.loads(zf.read("spec.json"))
         tokens = zf.read("vocab.txt").decode("utf-8").split("\n")

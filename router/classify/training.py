@@ -133,6 +133,8 @@ def _fit_head(
     options: TrainOptions, x: csr_matrix, y: npt.NDArray[np.intp], k: int
 ) -> tuple[Matrix, Matrix]:
     classes = np.unique(y)
+    if len(classes) == 1:  # a fold can miss a rare label entirely: predict the one it has
+        return _complete(np.zeros((x.shape[1], 1)), np.zeros(1), classes, k)
     w, b = _fit(options, x, y)
     return _complete(w, b, classes, k) if len(classes) < k else (w, b)
 
@@ -184,14 +186,47 @@ def _calibrate(
     return temps, thresholds, OutOfFold(probs, targets)
 
 
+class TrainingDataError(ValueError):
+    """The examples cannot train a classifier (too few, one label only): the message says why."""
+
+
+def check_examples(examples: Sequence[Example], options: TrainOptions) -> None:
+    """What the fit would trip over, said in one line: no rows, a head with a single label
+    (every row the same task, no jailbreak at all, ...), too few rows for the folds."""
+    if not examples:
+        raise TrainingDataError("no training rows")
+    targets = _targets(examples)
+    for name, labels in HEAD_LABELS.items():
+        present = sorted({labels[int(i)] for i in targets[name]})
+        if len(present) < 2:
+            raise TrainingDataError(
+                f"every one of the {len(examples)} rows has {name} {present[0]!r}: the {name} "
+                f"head needs at least two of {', '.join(labels)}"
+            )
+    largest = int(np.bincount(targets["task"]).max())
+    if largest < options.folds:
+        raise TrainingDataError(
+            f"{len(examples)} rows, at most {largest} of any one task: {options.folds}-fold "
+            f"cross-validation needs at least {options.folds} rows of some task"
+        )
+
+
 def train(examples: Sequence[Example], options: TrainOptions) -> TrainResult:
-    """Fit, calibrate and compile the three heads on `examples` (deterministic for a seed)."""
+    """Fit, calibrate and compile the three heads on `examples` (deterministic for a seed);
+    TrainingDataError when they cannot train one."""
+    check_examples(examples, options)
     rows = augment(examples, options.seed) if options.augment else list(examples)
     tokens = [features(e.view, options.features) for e in rows]
     vectorizer = TfidfVectorizer(
         analyzer=_identity, min_df=options.min_df, sublinear_tf=True, dtype=np.float64
     )
-    x_all = vectorizer.fit_transform(tokens).tocsr()
+    try:
+        x_all = vectorizer.fit_transform(tokens).tocsr()
+    except ValueError:  # empty vocabulary, or min_df above the number of rows
+        raise TrainingDataError(
+            f"no feature occurs in --min-df {options.min_df} or more of the {len(rows)} "
+            "training rows (after augmentation): use more data or a lower --min-df"
+        ) from None
     x_orig = x_all[: len(examples)]
     temps, thresholds, oof = _calibrate(
         options, out_of_fold_logits(options, x_orig, _targets(examples)), examples

@@ -94,6 +94,7 @@ def test_missing_input_file_is_a_clear_error(capsys: pytest.CaptureFixture[str])
 def _subset(tmp_path: Path, n: int) -> Path:
     with gzip.open(DATA / "train.jsonl.gz", "rt", encoding="utf-8") as fh:
         lines = [line for _, line in zip(range(n), fh, strict=False)]
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "small.jsonl"
     path.write_text("".join(lines))
     return path
@@ -148,3 +149,86 @@ def test_a_data_line_that_is_not_utf8_names_its_line(
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl:2" in err and "Traceback" not in err
+
+
+def test_an_interrupted_training_leaves_the_previous_artifact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """model.zip was replaced before the held-out evaluation and the metadata were done: an
+    interruption there left a new model beside the old metadata. Nothing is written now until
+    everything is computed."""
+    out = tmp_path / "artifact"
+    first = _subset(tmp_path / "one", 300)
+    assert main(["train-classifier", "--data", str(first), "--out", str(out),
+                 "--min-df", "2"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("router.classify.artifact.evaluate", interrupted)
+    second = _subset(tmp_path / "two", 400)
+    with pytest.raises(KeyboardInterrupt):
+        main(["train-classifier", "--data", str(second), "--out", str(out), "--min-df", "2",
+              "--eval", str(first)])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def _rows(tmp_path: Path, labels: list[tuple[str, str, bool]]) -> Path:
+    """Real training texts relabelled (task, risk, jailbreak), one per row."""
+    with gzip.open(DATA / "train.jsonl.gz", "rt", encoding="utf-8") as fh:
+        texts = [json.loads(line)["text"] for _, line in zip(range(len(labels)), fh,
+                                                             strict=False)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(
+        json.dumps({"id": str(i), "text": text, "task": task, "risk": risk, "jailbreak": jb})
+        + "\n" for i, (text, (task, risk, jb)) in enumerate(zip(texts, labels, strict=True))))
+    return path
+
+
+@pytest.mark.parametrize(("labels", "argv", "why"), [
+    ([], [], "no rows in {path}"),
+    ([("chat", "low", False), ("chat", "high", True)] * 20, [],
+     "every one of the 40 rows has task 'chat': the task head needs at least two of chat, "),
+    ([("chat", "low", False), ("math", "high", False)] * 20, [],
+     "every one of the 40 rows has jailbreak 'no': the jailbreak head needs at least two of "
+     "no, yes"),
+    ([("chat", "low", False), ("math", "high", True)] * 2 + [("code", "low", False)], [],
+     "5 rows, at most 2 of any one task: 3-fold cross-validation needs at least 3 rows of "
+     "some task"),
+    ([("chat", "low", False), ("math", "high", True)] * 20, ["--min-df", "1000"],
+     "no feature occurs in --min-df 1000 or more of the "),
+])
+def test_training_data_that_cannot_train_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    labels: list[tuple[str, str, bool]], argv: list[str], why: str,
+) -> None:
+    """An empty file, 5 rows or one task only ended in scikit-learn tracebacks."""
+    path = _rows(tmp_path, labels)
+    out = tmp_path / "out"
+    assert main(["train-classifier", "--data", str(path), "--out", str(out), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("slorouter train-classifier: " + why.format(path=path))
+    assert err.count("\n") == 1 and not out.exists()
+
+
+def test_evaluating_an_empty_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["eval-classifier", "--data", str(empty)]) == 2
+    assert capsys.readouterr().err == f"slorouter eval-classifier: no rows in {empty}\n"
+
+
+def test_a_label_missing_from_one_fold_still_trains(tmp_path: Path) -> None:
+    """Two jailbreak rows can both fall in one held-out fold, leaving a training fold with
+    none: that fold's jailbreak head was a scikit-learn error. It predicts the one label."""
+    labels = [(task, "low", False) for task in ("chat", "math", "code")] * 10
+    labels[0], labels[3] = ("chat", "high", True), ("chat", "high", True)
+    path = _rows(tmp_path, labels)
+    out = tmp_path / "out"
+    for seed in range(6):  # some seed puts both jailbreak rows in the same fold
+        assert main(["train-classifier", "--data", str(path), "--out", str(out),
+                     "--min-df", "1", "--no-augment", "--seed", str(seed)]) == 0
+    assert (out / "model.zip").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 from pathlib import Path
 
@@ -43,3 +44,33 @@ def crux_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
         3,
         keep='"benchmark": "cruxeval"',
     )
+
+
+def write_synthetic(
+    dest_dir: Path,
+    scores: list[dict[str, float]],
+    prices: dict[str, tuple[float, float]],
+    extra: dict[str, object] | None = None,
+) -> Path:
+    """`data.jsonl` + `models.json` in the RouteLLM format: row i has the i-th real GSM8K
+    prompt (in-repo data) and the given `scores`; `prices` are USD per 1M (input, output)
+    tokens; every model answers in 10 tokens. `extra` fields are added to every row."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    models = sorted(prices)
+    doc = {"models": [
+        {"name": m, "price_usd_per_1m_input_tokens": prices[m][0],
+         "price_usd_per_1m_output_tokens": prices[m][1],
+         "avg_tokens": {"gsm8k": {"few_shot_prefix_tokens": 0, "avg_response_tokens": 10}}}
+        for m in models]}
+    (dest_dir / "models.json").write_text(json.dumps(doc))
+    with gzip.open(ROUTING_DIR / "gsm8k.jsonl.gz", "rt", encoding="utf-8") as src:
+        prompts = [json.loads(line) for _, line in zip(range(len(scores)), src, strict=False)]
+    lines = []
+    for i, (source, row_scores) in enumerate(zip(prompts, scores, strict=True)):
+        row = {"id": f"gsm8k/{i}", "benchmark": "gsm8k", "category": "gsm8k",
+               "prompt": source["prompt"], "prompt_tokens": source["prompt_tokens"],
+               "scores": row_scores, "response_tokens": dict.fromkeys(models, 10)}
+        lines.append(json.dumps(row | (extra or {})) + "\n")
+    dest = dest_dir / "data.jsonl"
+    dest.write_text("".join(lines))
+    return dest

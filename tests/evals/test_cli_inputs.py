@@ -12,6 +12,9 @@ import pytest
 
 from evals.outcomes import load_rows, load_table_coverage
 from router.cli import main
+from tests.evals.conftest import write_synthetic
+
+TWO_PRICES = {"big": (10.0, 30.0), "small": (0.1, 0.1)}
 
 
 def rewrite(source: Path, dest_dir: Path, edit: Any = None, name: str = "data.jsonl") -> Path:
@@ -123,10 +126,12 @@ def test_unknown_models_and_missing_files_are_named(
 
 
 @pytest.mark.parametrize("argv", [["--floor", "0"], ["--floor", "95"], ["--floor", "-1"],
-                                  ["--floor", "nan"], ["--folds", "1"], ["--jobs", "0"]])
+                                  ["--floor", "nan"], ["--folds", "1"], ["--jobs", "0"],
+                                  ["--z", "nan"], ["--z", "-5"], ["--z", "0"], ["--z", "inf"]])
 def test_out_of_range_options_are_usage_errors(
         gsm8k_slice: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
-    """--floor 0 silently skipped floor mode, 95 printed "floor 9500%", --folds 1 crashed."""
+    """--floor 0 silently skipped floor mode, 95 printed "floor 9500%", --folds 1 crashed,
+    --z nan or -5 calibrated to a meaningless bound."""
     with pytest.raises(SystemExit) as caught:
         main(["eval", "replay", "--dataset", str(gsm8k_slice), *argv])
     assert caught.value.code == 2
@@ -171,3 +176,172 @@ def test_a_row_without_answer_tokens_costs_each_model_its_own_average(
         expected = (tokens_in * entry["price_usd_per_1m_input_tokens"]
                     + tokens_out * entry["price_usd_per_1m_output_tokens"]) / 1e6
         assert row.cost[entry["name"]] == pytest.approx(expected, rel=1e-12), entry["name"]
+
+
+def test_models_of_equal_quality_report_undefined_metrics(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both models right everywhere: APGR and CPT divided by zero in replay, train-router and
+    transfer. They are null (n/a in text) and floor mode still routes everything cheap."""
+    path = write_synthetic(tmp_path, [{"big": 1.0, "small": 1.0}] * 200, TWO_PRICES)
+    base = ["eval", "replay", "--dataset", str(path), "--router", "category", "--folds", "2"]
+    assert main([*base, "--floor", "0.95", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["apgr"], out["cpt50"], out["cpt80"]) == (None, None, None)
+    assert out["oracle"]["apgr"] is None and out["random"]["cpt50"] is None
+    assert out["shares"] == {"small": 1.0} and out["strong_share"] == 0.0
+    assert main(base) == 0
+    assert "router   APGR n/a  CPT(50%) n/a  CPT(80%) n/a" in capsys.readouterr().out
+    assert main(["train-router", "--outcomes", str(path), "--out", str(tmp_path / "a"),
+                 "--folds", "2"]) == 0
+    capsys.readouterr()
+    meta = json.loads((tmp_path / "a" / "metadata.json").read_text())
+    assert meta["metrics"]["apgr"] is None and meta["rule"]["candidates"][0] == "small"
+    assert main(["eval", "transfer", "--train", str(path), "--test", str(path)]) == 0
+    assert capsys.readouterr().out.endswith("APGR n/a  CPT(50%) n/a  CPT(80%) n/a\n")
+
+
+def test_a_free_reference_leaves_the_saving_undefined(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Floor mode divided by the reference's cost: a free reference was a ZeroDivisionError
+    (two models) or an inf/nan saving (N models). The saving is null / n/a."""
+    scores = [{"big": float(i % 10 != 0), "small": float(i % 3 != 0)} for i in range(200)]
+    path = write_synthetic(tmp_path, scores, {"big": (0.0, 0.0), "small": (0.0, 0.0)})
+    base = ["eval", "replay", "--dataset", str(path), "--router", "category", "--folds", "2",
+            "--floor", "0.95"]
+    assert main([*base, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cost_saving"] is None and out["reference_cost_per_1k"] == 0.0
+    assert main(base) == 0
+    assert "(saving n/a)" in capsys.readouterr().out
+    from evals.metrics import cost_saving
+
+    assert cost_saving(0.0, 0.0) is None and cost_saving(1.0, 0.0) is None
+    assert cost_saving(1.0, 4.0) == pytest.approx(0.75)
+
+
+def test_reference_only_calibration_prints_valid_json(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Too few rows to calibrate: each fold keeps the reference only (threshold +inf), and
+    --json printed `"threshold": Infinity`, which is not JSON. It prints null."""
+    scores = [{"big": float(i % 10 != 0), "small": float(i % 3 != 0)} for i in range(40)]
+    path = write_synthetic(tmp_path, scores, TWO_PRICES)
+    assert main(["eval", "replay", "--dataset", str(path), "--router", "category",
+                 "--folds", "2", "--floor", "0.95", "--json"]) == 0
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not JSON: {constant}")
+    out = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert [t["threshold"] for t in out["thresholds"]] == [None, None]
+    assert out["shares"] == {"big": 1.0}
+
+
+def _set(edit: Any) -> Any:
+    """An edit of the fourth row only (line 4 of the rewritten file)."""
+    def apply(index: int, row: dict[str, Any]) -> dict[str, Any]:
+        if index == 3:
+            edit(row)
+        return row
+    return apply
+
+
+def _score(model_index: int, value: object) -> Any:
+    def edit(row: dict[str, Any]) -> None:
+        row["scores"][sorted(row["scores"])[model_index]] = value
+    return edit
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (_score(1, 5.0), "score of 'mistralai/Mixtral-8x7B-Instruct-v0.1' is 5.0, not in [0, 1]"),
+    (_score(0, -3.0), "score of 'gpt-4-1106-preview' is -3.0, not in [0, 1]"),
+    (_score(0, float("nan")), "score of 'gpt-4-1106-preview' is nan, not a finite number"),
+    (_score(0, float("inf")), "score of 'gpt-4-1106-preview' is inf, not a finite number"),
+    (_score(0, "1"), "score of 'gpt-4-1106-preview' is \"1\", not a number"),
+    (_score(0, True), "score of 'gpt-4-1106-preview' is true, not a number"),
+    (lambda row: row.update(prompt_tokens=-100000),
+     "prompt_tokens is -100000, not a whole number >= 0"),
+    (lambda row: row["response_tokens"].update({"gpt-4-1106-preview": -5}),
+     "response_tokens of 'gpt-4-1106-preview' is -5, not a whole number >= 0"),
+    (lambda row: row.update(contaminated="false"), "contaminated is \"false\", not true or false"),
+    (lambda row: row.update(scores=[1, 0]), "scores is list, not an object"),
+])
+def test_a_row_with_a_value_out_of_range_names_file_line_and_value(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        edit: Any, message: str) -> None:
+    """Scores of 5 or -3, negative token counts and contaminated: "false" (read as true) were
+    accepted silently; NaN or inf scores ended in a scikit-learn traceback."""
+    path = rewrite(gsm8k_slice, tmp_path, _set(edit))
+    assert _refused(["eval", "replay", "--dataset", str(path)], capsys) == (
+        f"error: {path} line 4: {message}\n")
+    assert _refused(["train-router", "--outcomes", str(path), "--out", str(tmp_path / "a")],
+                    capsys) == f"error: {path} line 4: {message}\n"
+
+
+def test_a_line_that_is_not_an_object_is_named(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = rewrite(gsm8k_slice, tmp_path)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join([*lines[:2], "[1, 2]\n", *lines[2:]]))
+    assert _refused(["eval", "replay", "--dataset", str(path)], capsys) == (
+        f"error: {path} line 3: a JSON list, not an object\n")
+
+
+def _rows_of(n: int) -> list[dict[str, float]]:
+    return [{"big": float(i % 10 != 0), "small": float(i % 3 != 0)} for i in range(n)]
+
+
+@pytest.mark.parametrize(("rows", "argv", "why"), [
+    (1, [], "1 distinct prompt(s) for 5 folds: each fold needs at least one held-out prompt "
+            "(use more data)"),
+    (3, [], "3 distinct prompt(s) for 5 folds: each fold needs at least one held-out prompt "
+            "(use --folds 3 or fewer, or more data)"),
+    (3, ["--folds", "2", "--floor", "0.95"],
+     "3 distinct prompt(s) leave 1 in a training fold, fewer than the 3 inner folds "
+     "floor-mode calibration needs (use more data)"),
+])
+def test_too_few_prompts_for_the_folds_are_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        rows: int, argv: list[str], why: str) -> None:
+    """One row ended in a scikit-learn traceback (a fold trained on nothing); 3 rows in 5
+    folds printed numbers over empty folds without a word."""
+    path = write_synthetic(tmp_path, _rows_of(rows), TWO_PRICES)
+    err = _refused(["eval", "replay", "--dataset", str(path), *argv], capsys)
+    assert err == (f"error: {path} (gsm8k): {why}; prompts with the same text or reading "
+                   "passage count once\n")
+    train = ["train-router", "--outcomes", str(path), "--out", str(tmp_path / "a"), *argv]
+    assert _refused(train, capsys).startswith(f"error: {path}: ")
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_small_sample_runs_with_a_warning(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ten prompts in two folds can be replayed, but the numbers are noise: say so."""
+    path = write_synthetic(tmp_path, _rows_of(10), TWO_PRICES)
+    assert main(["eval", "replay", "--dataset", str(path), "--router", "category",
+                 "--folds", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "APGR" in captured.out
+    assert captured.err == (f"warning: {path} (gsm8k): only 10 prompts, about 5 per held-out "
+                            "fold: the numbers are mostly noise\n")
+
+
+@pytest.mark.parametrize(("name", "what"), [
+    ("curve.xyz", "unknown image format 'xyz'"), ("curve", "no file extension")])
+def test_a_plot_format_matplotlib_cannot_write_fails_before_the_replay(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        name: str, what: str) -> None:
+    """matplotlib refused x.xyz only after the whole replay, before the report was printed;
+    a name without extension was written as name.png."""
+    plot = tmp_path / name
+    err = _refused(["eval", "replay", "--dataset", str(gsm8k_slice), "--plot", str(plot)],
+                   capsys)
+    assert err.startswith(f"error: --plot {plot}: {what} (one of ") and "png, " in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plot_into_a_directory_is_refused(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--plot DIR wrote DIR.png beside the directory without a word."""
+    err = _refused(["eval", "replay", "--dataset", str(gsm8k_slice), "--plot", str(tmp_path)],
+                   capsys)
+    assert err == (f"error: --plot {tmp_path} is a directory: give a file name such as "
+                   f"{tmp_path / 'replay.png'}\n")
+    assert not tmp_path.with_suffix(".png").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -101,3 +102,86 @@ def test_artifact_round_trip_and_tamper_check(fitted: Fitted, tmp_path: Path) ->
         fh.write(b"tampered")
     with pytest.raises(ArtifactError):
         load_artifact(tmp_path)
+
+
+def test_two_fits_on_the_same_rows_are_identical(gsm8k_slice: Path) -> None:
+    """liblinear's dual solver shuffles rows with an unseeded generator: two fits differed in
+    the 6th decimal. Every coefficient is now bit-identical."""
+    table = load_table(gsm8k_slice).take(np.arange(200, dtype=np.int64))
+    first, second = (fit_predictor(table.texts, table.categories, table.scores, table.models)
+                     for _ in range(2))
+    assert np.any(first.coef != 0.0)
+    assert np.array_equal(first.coef, second.coef)
+    assert np.array_equal(first.intercept, second.intercept)
+
+
+def _strict_json(text: str) -> object:
+    """Parse as strict JSON: Infinity and NaN are not JSON (Python's json accepts them)."""
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not JSON: {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_reference_only_rule_writes_valid_json_and_loads(fitted: Fitted, tmp_path: Path) -> None:
+    """Calibration's "reference only" rule has threshold +inf, written as `Infinity` (not
+    JSON) into metadata.json. It is null there now, and the artifact loads the same rule."""
+    predictor, texts, tasks = fitted
+    rule = ThresholdRule(predictor.models, "absolute", math.inf, predictor.models[-1])
+    save_artifact(tmp_path, predictor, rule, json.dumps({"data": {"sha256": "x"}}))
+    meta = _strict_json((tmp_path / "metadata.json").read_text())
+    assert isinstance(meta, dict) and meta["rule"]["threshold"] is None
+    loaded = load_artifact(tmp_path)
+    assert loaded.rule == rule
+    probs = loaded.predictor.predict(texts[0], tasks[0])
+    assert choose(loaded.rule, probs) == predictor.models[-1]
+
+
+def test_an_interrupted_save_leaves_the_previous_artifact(
+    fitted: Fitted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """save_artifact dumped the model straight over router.joblib: an interruption left a
+    truncated file in place of the previous model. It is built in memory and renamed in."""
+    predictor, _, _ = fitted
+    rule = ThresholdRule(predictor.models, "margin", 0.1, predictor.models[0])
+    version = save_artifact(tmp_path, predictor, rule, json.dumps({"n": 1}))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def interrupted(value: object, target: object, **kwargs: object) -> None:
+        if isinstance(target, str | Path):
+            Path(target).write_bytes(b"partial")
+        else:
+            target.write(b"partial")  # type: ignore[attr-defined]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("policies.learned.artifact.joblib.dump", interrupted)
+    other = ThresholdRule(predictor.models, "margin", 0.2, predictor.models[0])
+    with pytest.raises(KeyboardInterrupt):
+        save_artifact(tmp_path, predictor, other, json.dumps({"n": 2}))
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert load_artifact(tmp_path).version == version
+
+
+def test_write_files_interrupted_on_a_later_file_renames_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All files are written to temporary names first: an interruption while writing the
+    metadata leaves the old model too, and no temporary file behind."""
+    from policies import files
+
+    files.write_files(tmp_path, [("model", b"old model"), ("meta", b"old meta")])
+    synced = []
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        if len(synced) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.os, "fsync", fsync)
+    with pytest.raises(KeyboardInterrupt):
+        files.write_files(tmp_path, [("model", b"new model"), ("meta", b"new meta")])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == {
+        "model": b"old model", "meta": b"old meta"}
+    monkeypatch.undo()
+    files.write_files(tmp_path, [("model", b"new model"), ("meta", b"new meta")])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == {
+        "model": b"new model", "meta": b"new meta"}

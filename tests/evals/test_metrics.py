@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ from evals.metrics import (
     evaluate_router,
     floor_hold_rate,
     oracle_curve,
+    pgr,
     wilson_interval,
 )
 
@@ -108,3 +110,16 @@ def test_floor_hold_rate_extremes() -> None:
     ref = (np.random.default_rng(2).random(300) < 0.7).astype(float)
     assert floor_hold_rate(ref, ref, 0.95, np.random.default_rng(0), 200) == 1.0
     assert floor_hold_rate(np.zeros(300), ref, 0.95, np.random.default_rng(0), 200) == 0.0
+
+
+def test_equal_qualities_leave_pgr_apgr_and_cpt_undefined() -> None:
+    """With no gap between the two models every normalised metric divided by zero (a
+    ZeroDivisionError in eval replay, train-router and transfer); now they are None."""
+    strong = np.array([1.0, 0.0, 1.0, 0.0])
+    weak = np.array([0.0, 1.0, 0.0, 1.0])  # same mean, different prompts
+    score = np.array([0.9, 0.1, 0.8, 0.2])
+    for summary in (evaluate_router(score, strong, weak), evaluate_oracle(strong, weak)):
+        assert (summary.apgr, summary.cpt50, summary.cpt80) == (None, None, None)
+        assert summary.weak_quality == summary.strong_quality
+    assert pgr(0.5, 0.5, 0.5) is None
+    assert pgr(0.7, 0.5, 0.9) == pytest.approx(0.5)

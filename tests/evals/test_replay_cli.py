@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 
 from evals.calibrate import CalibrationData, calibrate
+from evals.metrics import wilson_interval
+from evals.multi import per_task_choice
 from evals.outcomes import load_table
 from evals.routers import FitConfig, oof_probs, workspace
 from router.cli import main
+from tests.evals.conftest import write_synthetic
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
@@ -139,3 +142,83 @@ def test_transfer_between_benchmarks_runs(
 def test_missing_dataset_is_exit_code_two(tmp_path: Path) -> None:
     """A missing dataset file is a clear error with exit code 2."""
     assert main(["eval", "replay", "--dataset", str(tmp_path / "none.jsonl")]) == 2
+
+
+THREE_PRICES = {"big": (10.0, 30.0), "mid": (1.0, 2.0), "cheap": (0.1, 0.1)}
+
+
+def _three_models(n: int) -> list[dict[str, float]]:
+    """big always right, mid right on 9 rows in 10, cheap on 4 in 5."""
+    return [{"big": 1.0, "mid": float(i % 10 != 0), "cheap": float(i % 5 != 0)}
+            for i in range(n)]
+
+
+def test_per_task_floor_follows_the_named_reference(tmp_path: Path) -> None:
+    """With --relative-to mid the floor is 0.95 x mid's quality, which mid itself clears:
+    the per-task choice took 0.95 x the best model's (big) and fell back to big."""
+    path = write_synthetic(tmp_path, _three_models(400), THREE_PRICES)
+    table = load_table(path, priced_only=True)
+    train = np.arange(len(table), dtype=np.int64)
+    cols = list(range(len(table.models)))
+    mid = table.column("mid")
+    floor = 0.95 * float(table.scores[:, mid].mean())
+    low = {m: wilson_interval(float(table.scores[:, table.column(m)].sum()), len(table))[0]
+           for m in table.models}
+    assert low["mid"] >= floor > low["cheap"]  # the data make mid the answer
+    assert per_task_choice(table, train, cols, 0.95, mid) == mid
+    # with the best model as reference the same data rightly need big
+    assert low["mid"] < 0.95 * 1.0
+    assert per_task_choice(table, train, cols, 0.95, table.column("big")) == table.column("big")
+
+
+def test_multi_replay_relative_to_labels_the_reference(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The header said "x best single model" and the always-mid row "always-best"."""
+    path = write_synthetic(tmp_path, _three_models(500), THREE_PRICES)
+    argv = ["eval", "replay", "--dataset", str(path), "--router", "category", "--folds", "5",
+            "--relative-to", "mid", "--floor", "0.95"]
+    out = _run([*argv, "--json"], capsys)
+    bench = out["benchmarks"][0]  # type: ignore[index]
+    by_name = {s["name"]: s for s in bench["strategies"]}
+    assert "always-best" not in by_name
+    assert by_name["always-reference"]["models"] == ["mid"]
+    assert by_name["per-task-floor"]["models"] == ["mid"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[0].endswith("floor=0.95 x mid")
+    assert "best" not in text
+
+
+def test_train_router_twice_writes_the_same_artifact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two trainings on the same data gave different artifact versions and thresholds."""
+    scores = [{"big": float(i % 10 != 0), "small": float(i % 3 != 0)} for i in range(240)]
+    path = write_synthetic(tmp_path / "data", scores, {"big": (10.0, 30.0), "small": (0.1, 0.1)})
+    metas = []
+    for name in ("a", "b"):
+        assert main(["train-router", "--outcomes", str(path), "--out", str(tmp_path / name),
+                     "--folds", "2"]) == 0
+        metas.append((tmp_path / name / "metadata.json").read_text())
+    capsys.readouterr()
+    assert metas[0] == metas[1]
+    assert (tmp_path / "a" / "router.joblib").read_bytes() == (
+        tmp_path / "b" / "router.joblib").read_bytes()
+
+
+def test_json_has_the_same_floor_keys_with_and_without_floor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/evals.md lists `thresholds` as null without --floor, but the key was missing."""
+    scores = [{"big": float(i % 10 != 0), "small": float(i % 3 != 0)} for i in range(80)]
+    path = write_synthetic(tmp_path, scores, {"big": (10.0, 30.0), "small": (0.1, 0.1)})
+    argv = ["eval", "replay", "--dataset", str(path), "--router", "category", "--folds", "2",
+            "--json"]
+    plain, floored = _run(argv, capsys), _run([*argv, "--floor", "0.95"], capsys)
+    assert set(plain) == set(floored)
+    floor_keys = ("quality", "strong_share", "floor_hold_rate", "cost_saving", "floor",
+                  "reference_quality", "cost_per_1k", "reference_cost_per_1k", "shares",
+                  "references", "thresholds")
+    assert all(plain[k] is None for k in floor_keys)
+    assert floored["references"] == ["big"] and len(floored["thresholds"]) == 2  # type: ignore[arg-type]

@@ -1,0 +1,47 @@
+"""Writing an artifact's files so that an interrupted write never damages the previous one.
+
+A leaf module (no project imports): the learned router's `save_artifact` and the classifier's
+`train_and_write` both use it. Each file is first written in full to a temporary file in the
+target directory (same file system), flushed to disk, and only then renamed over its final
+name with `os.replace`, in the order given: the metadata goes last, so the new metadata never
+describes an old model. An interruption before the renames leaves the previous artifact as it
+was and removes the temporary files.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _write_temp(directory: Path, name: str, data: bytes) -> Path:
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept open only to write and sync
+        dir=directory, prefix=f".{name}.", suffix=".tmp", delete=False
+    )
+    path = Path(handle.name)
+    try:
+        with handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_files(directory: Path, files: Sequence[tuple[str, bytes]]) -> None:
+    """Write `files` ((name, content), metadata last) into `directory` (created if missing):
+    all of them to temporary files first, then each renamed into place in order."""
+    directory.mkdir(parents=True, exist_ok=True)
+    temps: list[Path] = []
+    try:
+        for name, data in files:
+            temps.append(_write_temp(directory, name, data))
+        for (name, _), temp in zip(files, temps, strict=True):
+            os.replace(temp, directory / name)
+    finally:
+        for temp in temps:
+            temp.unlink(missing_ok=True)

@@ -91,7 +91,7 @@ def require_route(decision: Decision,
                   soonest_probe_s: Callable[[Iterable[str]], float] | None = None) -> Decision:
     """A decision with nothing to try is an error that says why, per deployment: a 400 when the
     request itself fits no candidate (too long, needs tools or JSON mode none offers, over the
-    cost ceiling everywhere: retrying cannot help) or when it names a model whose deployments
+    cost ceiling everywhere a model above the floor is: retrying cannot help) or when it names a model whose deployments
     the risk rule all refuse for it (the caller's choice: `auto` or another model may serve
     it), else a 503 (the policy says reject), with a Retry-After when open circuits are among
     the reasons: `soonest_probe_s` of the deployments they hold (the breakers' own time, as a
@@ -105,10 +105,15 @@ def require_route(decision: Decision,
     message = decision.reason + (f" [{why}]" if why else "") + "; POST /v1/route/explain shows why"
     if decision.risk_rule_applied:  # pinned: the risk rule is the only check it was held to
         raise RequestError(message, param="model", code="model_not_allowed_for_risk")
-    if failed and all(any(c.name in _REQUEST_CHECKS for c in checks) for _, checks in failed):
+    # A model under the task's floor serves none of its requests: it says nothing of whether
+    # this request is why the others cannot (it turned an over-ceiling request into a 503).
+    servable = [(name, checks) for name, checks in failed
+                if not any(c.name == CheckName.FLOOR for c in checks)]
+    if servable and all(any(c.name in _REQUEST_CHECKS for c in checks)
+                        for _, checks in servable):
         only_budget = all(all(c.name == CheckName.BUDGET
                               for c in checks if c.name in _REQUEST_CHECKS)
-                          for _, checks in failed)
+                          for _, checks in servable)
         raise RequestError(message, param="max_tokens" if only_budget else "messages",
                            code="over_cost_ceiling" if only_budget else "no_model_fits")
     held = [name for name, checks in failed if any(c.name == CheckName.HEALTHY for c in checks)]

@@ -356,3 +356,22 @@ def test_an_enforced_risk_rule_keeps_the_deployments_it_allows_and_nothing_else(
                                         "high: {candidates: [big]}")
     assert _pinned("big", "high", allowed_only_big).deployments == ("big-1",)
     assert _pinned("mixed", "high", allowed_only_big).deployments == ()  # names models
+
+
+def test_a_model_under_the_floor_does_not_make_an_over_ceiling_request_a_503() -> None:
+    """summarization: cheap is under the floor (it never serves the task), mid under it and over
+    the ceiling, big over the ceiling: only a smaller `max_tokens` can help, so the answer is 400
+    `over_cost_ceiling`, not a 503 the SDKs retry (cheap's floor-only failure made it one)."""
+    from router.errors import RequestError
+
+    quality = quality_table([_report([
+        ("cheap", "summarization", 0.80, 0.78), ("big", "summarization", 0.92, 0.90),
+        ("mid", "summarization", 0.85, 0.83)])], "q-under")
+    capped = CONFIG.replace("relative_to: big, ratio: 0.95}",
+                            "relative_to: big, ratio: 0.95}\n    max_cost_per_request_usd: 0.01")
+    decision = _decide("summarization", out=10_000, runtime=_runtime(capped, quality))
+    with pytest.raises(RequestError) as over:
+        require_route(decision)  # type: ignore[arg-type]
+    assert (over.value.code, over.value.param) == ("over_cost_ceiling", "max_tokens")
+    served = _decide("summarization", out=100, runtime=_runtime(capped, quality))
+    assert served.deployments == ("big-1",)  # type: ignore[attr-defined]

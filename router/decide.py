@@ -91,11 +91,11 @@ def require_route(decision: Decision,
                   soonest_probe_s: Callable[[Iterable[str]], float] | None = None) -> Decision:
     """A decision with nothing to try is an error that says why, per deployment: a 400 when the
     request itself fits no candidate (too long, needs tools or JSON mode none offers, over the
-    cost ceiling everywhere a model above the floor is: retrying cannot help) or when it names a model whose deployments
-    the risk rule all refuse for it (the caller's choice: `auto` or another model may serve
-    it), else a 503 (the policy says reject), with a Retry-After when open circuits are among
-    the reasons: `soonest_probe_s` of the deployments they hold (the breakers' own time, as a
-    pinned request's `circuit_open` says it), else 1 s."""
+    cost ceiling everywhere a model above the floor is: retrying cannot help) or when it names
+    a model whose deployments the risk rule all refuse for it (the caller's choice: `auto` or
+    another model may serve it), else a 503 (the policy says reject), with a Retry-After when
+    open circuits are among the reasons: `soonest_probe_s` of the deployments they hold (the
+    breakers' own time, as a pinned request's `circuit_open` says it), else 1 s."""
     if decision.deployments:
         return decision
     failed = [(v.deployment, [c for c in v.checks if not c.passed]) for v in decision.verdicts

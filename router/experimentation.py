@@ -50,12 +50,13 @@ class Experiments:
     def active(self) -> bool:
         return bool(self._specs)
 
-    def assign(self, task: Task, units: UnitIds) -> Assignment | None:
-        """The unit's arm; its exposure is stored at once, so feedback may arrive any time."""
+    def assign(self, task: Task, units: UnitIds, expose: bool = True) -> Assignment | None:
+        """The unit's arm; its exposure is stored at once (unless `expose` is False: an
+        explanation), so feedback may arrive any time."""
         if not self._specs:
             return None
         found = self._assigner.assign(task, units, self._clock(), self._halted)
-        if found is not None:
+        if found is not None and expose:
             self._spawn(self._store.expose(exposure_key(units.tenant, units.request),
                                            Exposure(found.experiment, found.arm)))
         return found

@@ -31,7 +31,8 @@ from router.providers.base import Completion, Deployment
 from router.runtime_config import RuntimeConfig
 
 HedgeDelay = Callable[[str, Task, int], float | None]
-AssignArm = Callable[[Task, UnitIds], Assignment | None]
+# (task, units, expose): the unit's arm; `expose` records the exposure (not for an explanation).
+AssignArm = Callable[[Task, UnitIds, bool], Assignment | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class Caller:
     request_id: str = "-"
     user: str | None = None
     session: str | None = None
+    explaining: bool = False  # an explanation: decided as the request would be, nothing recorded
 
     def units(self) -> UnitIds:
         return UnitIds(request=self.request_id, tenant=self.tenant, user=self.user,
@@ -139,6 +141,13 @@ def header_or_metadata(headers: Mapping[str, str], header: str, metadata: object
             f"conflicting {what}: header {header} is {given!r} but metadata.{key} is {field!r}; "
             "send one of them, or the same value in both", param=f"metadata.{key}", code=code)
     return given if given is not None else field
+
+
+def session_of(headers: Mapping[str, str], metadata: object) -> str | None:
+    """The experiment unit `session`: its header or `metadata.session_id`, not two of them."""
+    value = header_or_metadata(headers, "x-slorouter-session", metadata, "session_id",
+                               "sessions", "conflicting_session")
+    return None if value is None else str(value)
 
 
 def _one_hint(name: str, headers: Mapping[str, str], metadata: Mapping[str, str]) -> str | None:
@@ -258,7 +267,7 @@ class ChatPipeline:
         facts = request_facts(request, view, labels)
         assignment = None
         if self._assign_arm is not None and request.model in self.config.aliases:
-            assignment = self._assign_arm(labels.task, caller.units())
+            assignment = self._assign_arm(labels.task, caller.units(), not caller.explaining)
         decision = self._with_affinity(
             decide(request.model, labels, facts, self.config, self._ranker, self._health,
                    restrict_to=arm_model(assignment)), raw)

@@ -48,8 +48,8 @@ from router.pipeline import (
     Caller,
     ChatPipeline,
     Prepared,
-    header_or_metadata,
     is_side_effecting,
+    session_of,
 )
 from router.providers.base import Usage
 from router.telemetry.context import TraceContext, current_trace
@@ -152,7 +152,7 @@ class ChatHandler:
         outcome.steps.append(("admission", queued_at, self._clock()))
         metadata = chat.metadata if chat.metadata is not None else {}
         caller = Caller(principal.tenant, outcome.request_id, chat.user,
-                        _session(received, metadata))
+                        session_of(received, metadata))
         started = self._clock()
         prepared = await self._prepare(chat, raw, received, deadline, caller, outcome.arrived_at)
         deadline = prepared.plan.deadline  # the task policy's timeout may be shorter
@@ -288,13 +288,6 @@ def _winner_usage(outcome: Outcome, usage: Usage) -> None:
     winner = outcome.winner
     if winner is not None:
         winner.usage = usage
-
-
-def _session(headers: Mapping[str, str], metadata: Mapping[str, str]) -> str | None:
-    """The experiment unit `session`: its header or `metadata.session_id`, not two of them."""
-    value = header_or_metadata(headers, "x-slorouter-session", metadata, "session_id",
-                               "sessions", "conflicting_session")
-    return None if value is None else str(value)
 
 
 def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]) -> None:

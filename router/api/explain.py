@@ -7,6 +7,7 @@ policy version. `explain_decision` is shared with the `slorouter explain` comman
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Any
 
@@ -17,7 +18,7 @@ from starlette.responses import Response
 from router.api.body import parse_chat, read_json
 from router.api.errors import error_response
 from router.auth import authenticate
-from router.pipeline import Caller, ChatPipeline, Prepared
+from router.pipeline import Caller, ChatPipeline, Prepared, session_of
 
 
 def explain_decision(prepared: Prepared) -> dict[str, Any]:
@@ -43,6 +44,9 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
         } for v in decision.verdicts],
         "choice": {"model": decision.model, "deployments": list(decision.deployments),
                    "reason": decision.reason},
+        "experiment": None if prepared.assignment is None else {
+            "name": prepared.assignment.experiment, "arm": prepared.assignment.arm,
+            "route": prepared.assignment.route},
     }
 
 
@@ -53,9 +57,14 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
             principal = authenticate(request.headers.get("authorization"), config.principals)
             raw = await read_json(request, config.max_body_bytes)
             chat = parse_chat(raw)
+            metadata = chat.metadata if chat.metadata is not None else {}
+            # As the request would be routed (its user, session, request id as experiment
+            # units), but no exposure is recorded: an explanation is not a request served.
+            caller = Caller(principal.tenant, request.headers.get("x-request-id") or
+                            secrets.token_hex(16), chat.user,
+                            session_of(request.headers, metadata), explaining=True)
             prepared = pipeline.prepare(chat, raw, request.headers,
-                                        time.perf_counter() + config.request_timeout_s,
-                                        Caller(principal.tenant, "explain", chat.user))
+                                        time.perf_counter() + config.request_timeout_s, caller)
         except Exception as exc:
             return error_response(exc)
         return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")

@@ -8,6 +8,7 @@ in [1, 5]) of the package's router. Every rejection must be a 4xx whose body is 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import pytest
 from tests.experiments_service.support import (
     AUTH,
     Seen,
+    chat_body,
     client,
     feedback,
     feedback_when_exposed,
@@ -207,3 +209,31 @@ def test_feedback_sent_right_after_a_streamed_answer_is_accepted(gateway: Runnin
     print(f"\nimmediate feedback after {IMMEDIATE_REQUESTS} streamed answers: {dict(statuses)}")
     assert statuses == Counter({200: IMMEDIATE_REQUESTS})
 
+
+
+def test_an_explanation_shows_the_arm_and_records_no_exposure(gateway: Running) -> None:
+    """`POST /v1/route/explain` decides as the request would be routed, arm included (the arm
+    its request id hashes to, as a served request's), but it serves nothing: feedback on its id
+    is a 404 (an explanation used to record an exposure, under the fixed id `explain`)."""
+    request_id = "explained-request-1"
+    body = chat_body("chat request explained: name three rivers.")
+    headers = {**AUTH, "x-slorouter-task": "chat", "x-request-id": request_id}
+    explained = httpx.post(f"{gateway.base_url}/v1/route/explain", json=body, headers=headers,
+                           timeout=10)
+    assert explained.status_code == 200, explained.text
+    experiment = explained.json()["experiment"]
+    time.sleep(0.2)  # an exposure write, had there been one, has landed
+    _openai_error(_post(gateway.base_url, {"request_id": request_id, "metric": "rating",
+                                           "value": 3}),
+                  404, "not_found_error", "unknown_request", "request_id")
+    _openai_error(_post(gateway.base_url, {"request_id": "explain", "metric": "rating",
+                                           "value": 3}),
+                  404, "not_found_error", "unknown_request", "request_id")
+    served = asyncio.run(_send_one(gateway.base_url, request_id))
+    assert experiment == {"name": served.experiment, "arm": served.arm,
+                          "route": experiment["route"]}
+
+
+async def _send_one(base_url: str, request_id: str) -> Seen:
+    async with client(base_url) as http:
+        return await send(http, "chat", request_id)

@@ -62,6 +62,10 @@ class AdmissionController:
         finally:
             pool.release(tenant, self._clock() - admitted)
 
+    def has_room(self, priority: Priority) -> bool:
+        """Whether `admit` would take a slot at once, without queueing."""
+        return self._pools[priority].has_room()
+
     def snapshot(self) -> dict[Priority, PoolSnapshot]:
         """Occupancy of every class."""
         return {priority: pool.snapshot() for priority, pool in self._pools.items()}

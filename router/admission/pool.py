@@ -81,6 +81,10 @@ class Pool:
         self._drop(tenant)
         self._hand_off()
 
+    def has_room(self) -> bool:
+        """Whether a request arriving now is admitted at once (no queue)."""
+        return self._active < self._limits.max_concurrency and not self._queue
+
     def retry_after_s(self) -> float:
         """Seconds until a slot is likely free for a newcomer, clamped to the limits."""
         drain = self._mean_hold_s * (len(self._queue) + 1) / self._limits.max_concurrency
@@ -91,7 +95,7 @@ class Pool:
 
     def _enter(self, tenant: str) -> _Waiter | None:
         """Admit now (None), queue (a waiter), or raise a rejection."""
-        if self._active < self._limits.max_concurrency and not self._queue:
+        if self.has_room():
             self._active += 1
             self._held[tenant] = self._held.get(tenant, 0) + 1
             return None

@@ -145,9 +145,14 @@ class ChatHandler:
         budget = min(config.request_timeout_s, client_s) if client_s else config.request_timeout_s
         deadline = outcome.arrived_at + budget
         queued_at = self._clock()
-        ticket = await held.enter_async_context(self._admission.admit(
-            principal.tenant, parse_priority(received.get("x-slorouter-priority")),
-            _Remaining(deadline)))
+        priority = parse_priority(received.get("x-slorouter-priority"))
+        admitting = held.enter_async_context(self._admission.admit(
+            principal.tenant, priority, _Remaining(deadline)))
+        if self._admission.has_room(priority):
+            ticket = await admitting
+        else:  # it queues: a client that leaves meanwhile gives its place up at once (it kept
+            # it, and was sent upstream once admitted); a slot won as it left goes with `held`
+            ticket = await run_unless_disconnected(request.receive, admitting)
         outcome.queue_s = ticket.queue_time_s
         outcome.steps.append(("admission", queued_at, self._clock()))
         metadata = chat.metadata if chat.metadata is not None else {}

@@ -68,3 +68,45 @@ def test_a_duplicate_whose_client_left_frees_its_admission_slot(
     assert unrelated.ok, (unrelated.status, unrelated.error_code)
     assert original.ok
     assert counters.value("long") - before == 1  # the duplicate never ran
+
+
+QUEUEING = """    interactive:
+      max_concurrency: 2
+      max_queue: 1
+      max_queue_wait_s: 5"""
+
+
+@pytest.fixture(scope="module")
+def queueing_gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    deps = [Dep("long", "long"), Dep("capacity", "capacity")]
+    config = router_yaml(sim.base_url, deps, {"long": ["long"], "capacity": ["capacity"]},
+                         QUEUEING)
+    running = start_router(tmp_path_factory.mktemp("queueing-router"), config, env=TENANT_ENV)
+    yield running
+    running.stop()
+
+
+async def _queue_scenario(base: str) -> tuple[list[Shot], bool, Shot]:
+    """Two 2.5 s answers fill both slots; at 0.2 s a request queues and its client leaves at
+    0.5 s; at 0.8 s another request needs the one queue place."""
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http, \
+            httpx.AsyncClient(base_url=base, timeout=0.3) as impatient:
+        running = [asyncio.create_task(send(http, Call(chat_body("long")))) for _ in range(2)]
+        await asyncio.sleep(0.2)
+        left = await send(impatient, Call(chat_body("capacity")))
+        await asyncio.sleep(0.3)
+        patient = await send(http, Call(chat_body("capacity")))
+        return list(await asyncio.gather(*running)), left.status == 0, patient
+
+
+def test_a_queued_request_whose_client_left_gives_up_its_place_and_is_never_sent(
+        queueing_gateway: Running, counters: SimCounters) -> None:
+    """A client that leaves while its request waits in the admission queue frees its place at
+    once (the next request queued behind it was refused `overloaded`), and its request never
+    reaches the upstream once a slot frees (it was sent, then cancelled)."""
+    before = counters.value("capacity")
+    originals, left, patient = run(_queue_scenario(queueing_gateway.base_url))
+    assert left
+    assert all(shot.ok for shot in originals)
+    assert patient.ok, (patient.status, patient.error_code)
+    assert counters.value("capacity") - before == 1  # the patient request's call alone

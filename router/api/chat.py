@@ -286,7 +286,8 @@ class ChatHandler:
             await held.aclose()
 
         return WatchedStreamingResponse(relay.chunks(include_usage), headers, on_finish=finish,
-                                        in_flight=self._in_flight)
+                                        in_flight=self._in_flight,
+                                        time_limit_s=prepared.plan.deadline - self._clock())
 
 def _winner_usage(outcome: Outcome, usage: Usage) -> None:
     """The answering attempt's usage, for its span (`gen_ai.usage.*` on the attempt)."""

@@ -13,7 +13,7 @@ import math
 import orjson
 from starlette.responses import Response
 
-from router.errors import OverloadedError, SlorouterError
+from router.errors import OverloadedError, ProviderTimeoutError, SlorouterError
 from router.outcomes import CLIENT_CLOSED
 
 log = logging.getLogger("slorouter.http")
@@ -30,6 +30,9 @@ class ShuttingDown(OverloadedError):
 
 
 SHUTTING_DOWN = ShuttingDown()  # what a stream ended so reports (`WatchedStreamingResponse`)
+# A stream whose client stopped reading until past the request's deadline: cut, its slot freed.
+STALLED = ProviderTimeoutError("request deadline exceeded: the client stopped reading the stream",
+                               code="deadline_exceeded")
 
 
 def as_project_error(exc: BaseException) -> SlorouterError:

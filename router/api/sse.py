@@ -22,7 +22,14 @@ from typing import Any, TypeVar
 
 from starlette.responses import Response
 
-from router.api.errors import INTERNAL, SHUTTING_DOWN, ClientGone, ShuttingDown, error_event
+from router.api.errors import (
+    INTERNAL,
+    SHUTTING_DOWN,
+    STALLED,
+    ClientGone,
+    ShuttingDown,
+    error_event,
+)
 from router.errors import SlorouterError
 from router.logs import event
 
@@ -34,6 +41,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 # (client_gone, the error the router itself ended the stream with, if it did)
 OnFinish = Callable[[bool, SlorouterError | None], Awaitable[None]]
 T = TypeVar("T")
+# How long past the request's deadline a stream may still be writing before it is cut.
+STALL_GRACE_S = 1.0
 
 
 async def wait_for_disconnect(receive: Receive) -> None:
@@ -112,7 +121,8 @@ class WatchedStreamingResponse(Response):
     `on_finish(client_gone, ended_by)`; `ended_by` is `SHUTTING_DOWN` when `in_flight` ended it."""
 
     def __init__(self, chunks: AsyncIterator[bytes], headers: Mapping[str, str],
-                 on_finish: OnFinish, in_flight: InFlight | None = None) -> None:
+                 on_finish: OnFinish, in_flight: InFlight | None = None,
+                 time_limit_s: float | None = None) -> None:
         # Like Starlette's StreamingResponse: no `body`, so no content-length header.
         self.status_code = 200
         self.media_type = "text/event-stream"
@@ -121,16 +131,24 @@ class WatchedStreamingResponse(Response):
         self._chunks = chunks
         self._on_finish = on_finish
         self._in_flight = in_flight
+        # The request's time left, plus a grace: the chunks end a stream at the deadline
+        # themselves (with an event), so this cuts only one whose client stopped reading, its
+        # writes blocked, which held its admission slot and upstream call without limit.
+        self._time_limit_s = None if time_limit_s is None else time_limit_s + STALL_GRACE_S
         self._started = False
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         # The chunks are produced in this task (a task of their own would cost the first chunk
         # one more pass of the event loop); the watcher cancels it when the client leaves.
-        client_gone, ended_by = True, None
+        client_gone = True
+        ended_by: SlorouterError | None = None
         try:
-            await until_grace_over(self._in_flight,
-                                   run_unless_disconnected(receive, self._produce(send)))
+            async with asyncio.timeout(self._time_limit_s):
+                await until_grace_over(self._in_flight,
+                                       run_unless_disconnected(receive, self._produce(send)))
             client_gone = False
+        except TimeoutError:  # its writes blocked past the deadline: the client stopped reading
+            client_gone, ended_by = False, STALLED
         except ShuttingDown:
             ended_by = SHUTTING_DOWN
             client_gone = not await self._end_with(send, SHUTTING_DOWN)

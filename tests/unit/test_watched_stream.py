@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-from router.api.errors import SHUTTING_DOWN
+from router.api.errors import SHUTTING_DOWN, STALLED
 from router.api.sse import (
+    STALL_GRACE_S,
     ClientGone,
     InFlight,
     WatchedStreamingResponse,
@@ -224,3 +225,36 @@ async def test_a_result_produced_as_the_client_left_is_handed_back_to_be_undone(
         await run_unless_disconnected(client.receive, stubborn(), undo)
     await leaving
     assert dropped == ["lease"]
+
+
+class _NotReading(_Client):
+    """A client that reads the response head and then nothing: every body write blocks, as
+    uvicorn's does once the socket's buffers are full."""
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+        if message["type"] == "http.response.body":
+            await asyncio.Event().wait()
+
+
+async def test_a_stream_whose_client_stopped_reading_is_cut_after_its_time_limit() -> None:
+    """The writes block (the client stays connected, reads nothing): once the request's time
+    left and the grace have passed the stream is cut and finished as stalled, freeing what it
+    held (it stayed blocked for as long as the client kept the connection open)."""
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield b"data: {}\n\n"
+
+    finished: list[tuple[bool, SlorouterError | None]] = []
+
+    async def on_finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
+        finished.append((client_gone, ended_by))
+
+    client = _NotReading()
+    response = WatchedStreamingResponse(endless(), {}, on_finish, time_limit_s=0.1)
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(response({"type": "http"}, client.receive, client.send), 5)
+    assert asyncio.get_running_loop().time() - started == pytest.approx(0.1 + STALL_GRACE_S,
+                                                                         abs=0.5)
+    assert finished == [(False, STALLED)] and STALLED.code == "deadline_exceeded"
+    assert len(client.bodies) == 1  # the first write, blocked ever since

@@ -217,11 +217,13 @@ def broken_after_head(exc: BaseException) -> e.SlorouterError:
     and failed over even for a side-effecting request). litellm reports a stream that broke or
     ended early (before its finish reason, before any content too) in such classes
     (`MidStreamFallbackError` is a `ServiceUnavailableError`); it is a cut stream, as the
-    pass-through adapter reports one. A failure to connect stays what it is: some of litellm's
-    providers open the connection at the first read."""
+    pass-through adapter reports one, and so is litellm's connection error mid-stream (a
+    connection the upstream dropped after content). A failure to connect stays what it is:
+    some of litellm's providers open the connection at the first read."""
     err = map_exception(exc)
-    if isinstance(err, e.ProviderUnavailableError | e.ProviderRateLimitedError) and not (
-            _class_names(exc) & _WHILE_CONNECTING):
+    refused = isinstance(err, e.ProviderUnavailableError | e.ProviderRateLimitedError)
+    dropped = err.code == "upstream_connection_error"  # litellm's connection error mid-stream
+    if (refused or dropped) and not _class_names(exc) & _WHILE_CONNECTING:
         return e.ProviderError(f"upstream stream broke: {err.message}",
                                code="upstream_stream_cut")
     return err

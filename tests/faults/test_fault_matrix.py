@@ -246,9 +246,10 @@ def test_stream_cut_mid_answer_is_an_error_in_the_client_not_a_truncated_success
             received = list(raw.parse())  # this prompt's replica is the healthy one: clean
             assert received and counters.value(cut_model, "cut_streams") == cuts_before
             continue
-        with pytest.raises(openai.APIError):
+        with pytest.raises(openai.APIError) as broken:
             for chunk in raw.parse():
                 received.append(chunk)
+        assert broken.value.code == "upstream_stream_cut"  # either adapter, abort or EOF
         assert any(c.choices and c.choices[0].delta.content for c in received)
         assert counters.value(cut_model, "cut_streams") == cuts_before + 1
         assert counters.value("cut-backup") == backup_before  # no failover after content

@@ -13,6 +13,7 @@ is pure and testable. Awaiting with these numbers (`asyncio.timeout(...)`) is th
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -82,11 +83,16 @@ def _parse_ours(raw: str) -> float:
     return value / 1000.0
 
 
+_DECIMAL = re.compile(r"[+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
 def _parse_positive(raw: str) -> float | None:
-    try:
-        value = float(raw.strip())
-    except ValueError:
+    """A plain decimal number (`1500`, `2.5`, `1e3`) above 0; `float`'s other spellings
+    (`1_000`, `infinity`) are not numbers a header should carry."""
+    text = raw.strip()
+    if not _DECIMAL.fullmatch(text):
         return None
+    value = float(text)
     if not math.isfinite(value) or value <= 0:
         return None
     return value

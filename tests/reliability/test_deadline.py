@@ -61,7 +61,7 @@ def test_the_python_sdks_read_timeout_bounds_a_whole_answer_but_no_stream() -> N
                                stream=True) == pytest.approx(12.0)
 
 
-@pytest.mark.parametrize("bad", ["abc", "0", "-5", "nan", "inf"])
+@pytest.mark.parametrize("bad", ["abc", "0", "-5", "nan", "inf", "1_000", "0x10", "1e309", "١٠٠٠"])
 def test_invalid_own_header_is_a_400(bad: str) -> None:
     """A malformed `x-slorouter-timeout-ms` is rejected as a request error naming the header."""
     with pytest.raises(RequestError) as caught:

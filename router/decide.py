@@ -57,6 +57,9 @@ class Decision:
     restricted: bool = False  # an experiment arm's model restriction was applied
     explored: bool = False  # the first deployment is an exploration probe, not the best ranked
     risk_rule_applied: bool = False  # pinned, and held to the task's risk rule all the same
+    # The arm's model was passed over because the policy does not let it serve this request
+    # (its floor, the risk rule, fit, the cost ceiling), not because it is down: no arm failure.
+    arm_ineligible: bool = False
 
 
 # The reason a ranker gives first, for people reading it, to a deployment it explores.
@@ -150,12 +153,14 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
         return Decision(requested, model, config.models[model], False, config.version,
                         f"per-task default for {labels.task}")
     policy = policies.for_task(labels.task)
-    restricted = False
+    restricted = arm_ineligible = False
     if restrict_to is not None:
         narrowed = policy.model_copy(update={"candidates": (restrict_to,), "fallbacks": ()})
         arm = evaluate(narrowed, facts, facts_by_model(config, health), config.quality)
         if any(v.eligible for v in arm):
             policy, restricted = narrowed, True
+        else:
+            arm_ineligible = not any(_only_unhealthy(v) for v in arm)
     verdicts = evaluate(policy, facts, facts_by_model(config, health), config.quality)
     eligible = [v for v in verdicts if v.eligible]
     if not eligible:
@@ -173,7 +178,12 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     explored = bool(ranked) and ranked[0].explored
     return Decision(requested, first, tuple(order), False, config.version,
                     f"policy for {labels.task}: {policy.objective}", verdicts, ranked, restricted,
-                    explored)
+                    explored, arm_ineligible=arm_ineligible)
+
+
+def _only_unhealthy(verdict: Verdict) -> bool:
+    """The deployment fails its open circuit alone: the policy would let it serve the request."""
+    return all(c.name == CheckName.HEALTHY for c in verdict.checks if not c.passed)
 
 
 def _pinned(requested: str, facts: RequestFacts, config: RuntimeConfig) -> Decision:

@@ -81,11 +81,14 @@ class Experiments:
         if outcome.arm_degraded:  # control's route answered: only the arm's failure counts
             ttft = e2e = None
         # An arm whose route could not serve (its model unavailable) was answered by control's
-        # route; for the experiment that is the arm failing, so its guardrails can stop it.
+        # route; for the experiment that is the arm failing, so its guardrails can stop it. A
+        # request the policy bars the arm's model from (its risk rule, fit, the cost ceiling)
+        # is outside what the arm can be asked: answered by control, no failure of the arm.
+        arm_failed = outcome.arm_degraded and not outcome.arm_ineligible
         arm_outcome = ArmOutcome(
             experiment=outcome.experiment, arm=outcome.arm,
             request_id=exposure_key(outcome.tenant, outcome.request_id),
-            error=outcome.status >= 500 or outcome.status == 429 or outcome.arm_degraded,
+            error=outcome.status >= 500 or outcome.status == 429 or arm_failed,
             ttft_ms=ttft * 1e3 if ttft is not None else None,
             tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None and e2e is not None
             else None,

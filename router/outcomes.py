@@ -44,6 +44,7 @@ class Outcome:
     experiment: str | None = None
     arm: str | None = None
     arm_degraded: bool = False  # the arm's route could not serve; control's route did
+    arm_ineligible: bool = False  # degraded as the policy bars the arm's model, not as it is down
     explored: bool = False  # routed as an exploration probe (see `router/scoring/rank.py`)
     trace: TraceContext | None = None
     steps: list[tuple[str, float, float]] = field(default_factory=list)  # (name, start, end)

@@ -305,6 +305,7 @@ def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]
         outcome.experiment, outcome.arm = prepared.assignment.experiment, prepared.assignment.arm
         outcome.arm_degraded = (prepared.assignment.route.startswith("model:")
                                 and not prepared.decision.restricted)
+        outcome.arm_ineligible = outcome.arm_degraded and prepared.decision.arm_ineligible
         # A degraded arm (its route could not serve; control's did) is named apart, so no
         # answer labelled with an arm comes from another arm's route.
         label = f"{outcome.experiment}/{outcome.arm}"

@@ -7,6 +7,7 @@ the service's timer would.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -136,3 +137,26 @@ async def test_store_and_analysis_detect_a_faster_arm_end_to_end() -> None:
     assert primary.estimate < 0 and primary.high < 0
     assert p50.difference < 0
     assert analysis.decided == {"cheap"}
+
+
+async def test_a_request_the_policy_bars_from_the_arms_model_is_no_failure_of_the_arm() -> None:
+    """Answered by control's route because the policy bars the arm's model from the request
+    (a risk rule): not the arm failing, so no error counts against it and its guardrail cannot
+    halt a healthy arm (it did: every high-risk request hashed to the arm counted as an error).
+    An arm whose model is down still fails."""
+    from router.experimentation import Experiments, memory_store
+    from router.outcomes import Outcome as RequestOutcome
+
+    store = memory_store()
+    trials = Experiments((), store)
+    for request_id, ineligible in (("barred", True), ("down", False)):
+        trials.record(RequestOutcome(request_id=request_id, tenant="t", requested_model="auto",
+                                     stream=False, arrived_at=0.0, ended_at=0.2, experiment="e",
+                                     arm="b", arm_degraded=True, arm_ineligible=ineligible))
+    errors = (await store.snapshot("e")).arm("b").samples("error")
+    for _ in range(100):  # the records are written in the background
+        if errors.count == 2:
+            break
+        await asyncio.sleep(0.01)
+        errors = (await store.snapshot("e")).arm("b").samples("error")
+    assert errors.count == 2 and errors.total == 1.0

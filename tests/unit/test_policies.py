@@ -375,3 +375,24 @@ def test_a_model_under_the_floor_does_not_make_an_over_ceiling_request_a_503() -
     assert (over.value.code, over.value.param) == ("over_cost_ceiling", "max_tokens")
     served = _decide("summarization", out=100, runtime=_runtime(capped, quality))
     assert served.deployments == ("big-1",)  # type: ignore[attr-defined]
+
+
+def test_an_arm_model_the_policy_bars_is_ineligible_one_that_is_down_is_not() -> None:
+    """math, high risk: the risk rule wants zero data retention, which only big has, so an arm
+    restricted to cheap is passed over as the policy bars it (no failure of the arm); at low
+    risk with cheap's circuit open it is passed over as it is down (a failure of the arm)."""
+    def decided(risk: str, restrict_to: str, health: Callable[[str], bool]) -> Decision:
+        labels = Labels(task="math", risk=risk)  # type: ignore[arg-type]
+        facts = RequestFacts(task="math", risk=labels.risk, prompt_tokens=100,
+                             max_output_tokens=100)
+        return decide("auto", labels, facts, _runtime(), StaticRanker(), health,
+                      restrict_to=restrict_to)
+
+    barred = decided("high", "cheap", lambda _name: True)
+    down = decided("low", "cheap", lambda name: name != "cheap-1")
+    served = decided("low", "cheap", lambda _name: True)
+    assert (barred.restricted, barred.arm_ineligible, barred.deployments) == (
+        False, True, ("big-1",))
+    assert (down.restricted, down.arm_ineligible) == (False, False)
+    assert (served.restricted, served.arm_ineligible, served.deployments) == (
+        True, False, ("cheap-1",))

@@ -226,6 +226,20 @@ class PoliciesSpec(Frozen):
     # so a data-governance rule cannot be bypassed by naming a model; no other check applies.
     enforce_risk_rule_on_pinned_requests: bool = False
 
+    @model_validator(mode="after")
+    def _tasks_inherit_defaults_risk_rules(self) -> PoliciesSpec:
+        """A risk rule under `default` holds for every task whose policy sets none for that
+        level, so a data-governance rule written once cannot be escaped by a task hint (or a
+        classification) naming a task without one. A task opts out of a level with an empty
+        rule (`high: {}`)."""
+        inherited = {task: policy.model_copy(update={"risk": {**self.default.risk,
+                                                              **policy.risk}})
+                     for task, policy in self.tasks.items()
+                     if set(self.default.risk) - set(policy.risk)}
+        if inherited:
+            object.__setattr__(self, "tasks", {**self.tasks, **inherited})
+        return self
+
     def for_task(self, task: Task) -> TaskPolicy:
         return self.tasks.get(task, self.default)
 

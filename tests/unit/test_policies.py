@@ -396,3 +396,26 @@ def test_an_arm_model_the_policy_bars_is_ineligible_one_that_is_down_is_not() ->
     assert (down.restricted, down.arm_ineligible) == (False, False)
     assert (served.restricted, served.arm_ineligible, served.deployments) == (
         True, False, ("cheap-1",))
+
+
+def test_a_task_without_its_own_risk_rule_is_held_to_the_defaults() -> None:
+    """`default`'s high-risk rule (zero data retention: big only) holds for summarization, which
+    has no policy of its own, and for chat, whose policy sets no risk rule: a task hint naming
+    chat no longer escapes it. A task opts out with an empty rule."""
+    ruled = CONFIG.replace("    quality_floor: {metric: accuracy, relative_to: big, ratio: 0.95}\n",
+                           "    quality_floor: {metric: accuracy, relative_to: big, ratio: 0.95}\n"
+                           "    risk:\n      high: {candidates: [big]}\n", 1)
+    chat = "    chat:\n      candidates: [cheap, mid]\n      quality_floor: {min: 0.99}\n"
+    chat_all = chat.replace("[cheap, mid]", "[cheap, mid, big]").replace(
+        "      quality_floor: {min: 0.99}\n", "")
+    runtime = _runtime(ruled.replace(chat, chat_all))
+    policies = runtime.source.policies
+    assert policies is not None
+    assert policies.for_task("chat").risk["high"].candidates == ("big",)
+    assert policies.for_task("math").risk["high"].require_zero_data_retention  # its own
+    assert policies.for_task("math").risk["high"].candidates is None
+    high = _decide("chat", risk="high", runtime=runtime)
+    assert high.deployments == ("big-1",)  # type: ignore[attr-defined]
+    opted_out = _runtime(ruled.replace(chat, chat_all + "      risk: {high: {}}\n"))
+    assert "cheap-1" in _decide("chat", risk="high",  # type: ignore[attr-defined]
+                                runtime=opted_out).deployments

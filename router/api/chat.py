@@ -176,7 +176,8 @@ class ChatHandler:
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers,
-                                       self._stored_stream_end(outcome, held))
+                                       self._stored_stream_end(outcome, held),
+                                       deadline - self._clock())
         outcome.routed = True
         looked_up = self._clock()
         try:
@@ -219,7 +220,8 @@ class ChatHandler:
         outcome.first_content_at = now
         headers["server-timing"] = prepared.phases.header(None, now - outcome.arrived_at)
         return body_response(entry.body, stream=prepared.request.stream,
-                             include_usage=include_usage, headers=headers, on_finish=on_finish)
+                             include_usage=include_usage, headers=headers, on_finish=on_finish,
+                             time_limit_s=prepared.plan.deadline - now)
 
     def _stored_stream_end(self, outcome: Outcome, held: contextlib.AsyncExitStack) -> OnFinish:
         """How a stored answer replayed as a stream (a cache hit, an idempotent replay) ends:

@@ -102,13 +102,14 @@ def _owner(principal: Principal) -> str:
 
 
 def replayed(stored: StoredResponse, stream: bool, include_usage: bool,
-             headers: dict[str, str], on_finish: OnFinish) -> Response:
+             headers: dict[str, str], on_finish: OnFinish, time_limit_s: float) -> Response:
     """The stored answer for a duplicate: as stored, or as an SSE stream when it streams
-    (ended with `on_finish`)."""
+    (ended with `on_finish`; `time_limit_s`: the request's time left)."""
     headers.update({k: v for k, v in stored.headers if k != "content-type"})
     headers["x-slorouter-idempotent-replay"] = "true"
     return body_response(stored.body, stream=stream, include_usage=include_usage,
-                         headers=headers, on_finish=on_finish, status=stored.status)
+                         headers=headers, on_finish=on_finish, status=stored.status,
+                         time_limit_s=time_limit_s)
 
 
 def as_error(exc: BaseException) -> BaseException | None:

@@ -16,10 +16,13 @@ async def _events(events: tuple[bytes, ...]) -> AsyncIterator[bytes]:
 
 
 def body_response(body: bytes, *, stream: bool, include_usage: bool, headers: dict[str, str],
-                  on_finish: OnFinish, status: int = 200) -> Response:
+                  on_finish: OnFinish, status: int = 200,
+                  time_limit_s: float | None = None) -> Response:
     """The stored body as JSON, or replayed as a proper SSE stream when the client streams
-    (which then ends, as every stream does, with `on_finish`)."""
+    (which then ends, as every stream does, with `on_finish`; cut if its client stops reading
+    past `time_limit_s`, the request's time left)."""
     if stream and status == 200:
         events = replay_sse(body, include_usage=include_usage)
-        return WatchedStreamingResponse(_events(events), headers, on_finish=on_finish)
+        return WatchedStreamingResponse(_events(events), headers, on_finish=on_finish,
+                                        time_limit_s=time_limit_s)
     return Response(body, status_code=status, headers=headers, media_type="application/json")

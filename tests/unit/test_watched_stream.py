@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from router.api.errors import SHUTTING_DOWN, STALLED
+from router.api.replay import body_response
 from router.api.sse import (
     STALL_GRACE_S,
     ClientGone,
@@ -258,3 +259,22 @@ async def test_a_stream_whose_client_stopped_reading_is_cut_after_its_time_limit
                                                                          abs=0.5)
     assert finished == [(False, STALLED)] and STALLED.code == "deadline_exceeded"
     assert len(client.bodies) == 1  # the first write, blocked ever since
+
+
+async def test_a_replayed_stream_whose_client_stopped_reading_is_cut_too() -> None:
+    """A stored answer replayed as a stream (a cache hit, an idempotent replay) holds its
+    admission slot until it ends, like any stream: past the request's time left it is cut."""
+    finished: list[tuple[bool, SlorouterError | None]] = []
+
+    async def on_finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
+        finished.append((client_gone, ended_by))
+
+    stored = orjson.dumps({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "stored answer"}}]})
+    response = body_response(stored, stream=True, include_usage=False, headers={},
+                             on_finish=on_finish, time_limit_s=0.1)
+    client = _NotReading()
+    await asyncio.wait_for(response({"type": "http"}, client.receive, client.send), 5)
+    assert finished == [(False, STALLED)]

@@ -217,6 +217,9 @@ class ChatHandler:
                     on_finish: OnFinish) -> Response:
         now = self._clock()
         headers["x-slorouter-model"] = entry.deployment or entry.versions.model
+        # Who answered, for the trace and the log (its model, provider); no upstream call was
+        # made, so no attempt, usage or cost is recorded.
+        outcome.deployment = entry.deployment or None
         outcome.first_content_at = now
         headers["server-timing"] = prepared.phases.header(None, now - outcome.arrived_at)
         return body_response(entry.body, stream=prepared.request.stream,

@@ -22,6 +22,7 @@ from router.outcomes import LogSink
 from router.providers.passthrough import PassthroughProvider
 from router.runtime_config import resolve
 from router.telemetry.setup import Telemetry
+from router.wiring import result_caching
 from tests.support.procs import free_port
 
 API_KEY = "sk-tenant-key-0123456789abcdef"
@@ -63,12 +64,15 @@ class FixedClassifier:
 
 
 @contextlib.asynccontextmanager
-async def serve(sim_base: str, telemetry: Telemetry) -> AsyncIterator[str]:
-    """Serve the router on a free port until the block ends; yields its base URL."""
-    config = load_config_text(CONFIG.format(base=sim_base))
+async def serve(sim_base: str, telemetry: Telemetry, extra: str = "") -> AsyncIterator[str]:
+    """Serve the router on a free port until the block ends; yields its base URL. `extra`:
+    more top-level YAML (a `server:` section); given, the result cache it configures is used
+    (without it there is none, so no test writes a cache into the working directory)."""
+    config = load_config_text(CONFIG.format(base=sim_base) + extra)
     runtime = resolve(config, {"TENANT_KEY": API_KEY}, lambda _: None, "fixed-1")
     app = build_app(runtime, FixedClassifier(), {"openai_passthrough": PassthroughProvider()},
-                    sinks=[LogSink()], telemetry=telemetry)
+                    sinks=[LogSink()], telemetry=telemetry,
+                    caching=result_caching(config) if extra else None)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
                                            lifespan="on", loop="asyncio", access_log=False))

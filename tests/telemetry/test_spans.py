@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import openai
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
@@ -11,12 +14,14 @@ from router.execution.attempt import AttemptRecord
 from router.telemetry import attributes as A
 from router.telemetry.context import start_trace
 from router.telemetry.spans import span_tree
+from tests.support.services import Running
 from tests.telemetry.helpers import (
     CLIENT_TRACEPARENT,
     TracedOutcome,
     in_memory_telemetry,
     streamed_with_retry,
 )
+from tests.telemetry.served import API_KEY, serve
 
 
 def _spans() -> tuple[list[ReadableSpan], list[str]]:
@@ -190,3 +195,29 @@ def test_a_model_name_no_decision_took_does_not_name_the_server_span() -> None:
     assert "gen_ai.request.model" not in (spans[1].attributes or {})
     named, _ = streamed_with_retry()
     assert A.server_span_name(named) == "chat auto"
+
+
+async def test_a_cache_hits_server_span_names_the_deployment_that_answered(
+        sim: Running, tmp_path: Path) -> None:
+    """Served end to end with the result cache on: the hit's server span carries the deployment
+    whose stored answer it is, with its provider and model (it had none), and no attempt."""
+    telemetry, exporter = in_memory_telemetry()
+    extra = (f"server:\n  cache:\n    directory: {tmp_path}\n"
+             "    default: {enabled: true, ttl_s: 600}\n")
+    async with serve(sim.base_url, telemetry, extra) as base:
+        client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=API_KEY, max_retries=0)
+        caches = []
+        for _ in range(2):
+            raw = await client.chat.completions.with_raw_response.create(
+                model="fast", temperature=0, messages=[{"role": "user", "content": "cached?"}])
+            caches.append(raw.headers["x-slorouter-cache"])
+        await client.close()
+    telemetry.sink.flush()
+    assert caches == ["miss", "hit"]
+    servers = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
+    hit = next(s for s in servers if (s.attributes or {}).get("slorouter.cache") == "hit")
+    attributes = hit.attributes or {}
+    assert attributes["slorouter.deployment"] == "pt-fast"
+    assert attributes["gen_ai.response.model"] == "fast"
+    assert attributes["gen_ai.provider.name"] == "openai"
+    assert attributes["slorouter.attempts"] == 0

@@ -97,6 +97,18 @@ def arm_of(outcome: Outcome) -> str | None:
     return value if isinstance(value, str) else None
 
 
+# `error.type` of a request whose client left before its answer ended (status 499).
+CLIENT_DISCONNECTED = "client_disconnected"
+
+
+def error_type(outcome: Outcome) -> str | None:
+    """The request's error class; `client_disconnected` for a client that left before the end
+    (without it, such requests were counted among the successes of the duration histogram)."""
+    if outcome.error_type is not None:
+        return outcome.error_type
+    return CLIENT_DISCONNECTED if outcome.status == CLIENT_CLOSED else None
+
+
 def server_span_name(outcome: Outcome) -> str:
     """`chat {model}` (GenAI's `{operation} {request model}`) once a decision has taken the
     requested name as a configured model or alias, else `chat`: a name the client chose (an
@@ -162,7 +174,7 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
         attrs[RESPONSE_MODEL] = info.upstream_model
     for key, value in ((TASK, outcome.task), (RISK, outcome.risk), (MODEL, outcome.model),
                        (DEPLOYMENT, outcome.deployment), (POLICY_VERSION, outcome.policy_version),
-                       (ARM, arm_of(outcome)), (ERROR_TYPE, outcome.error_type),
+                       (ARM, arm_of(outcome)), (ERROR_TYPE, error_type(outcome)),
                        (INPUT_TOKENS, outcome.prompt_tokens),
                        (OUTPUT_TOKENS, outcome.completion_tokens), (COST, outcome.cost_usd)):
         put_if(attrs, key, value)
@@ -205,5 +217,5 @@ def metric_labels(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -
     if info is not None:
         labels[RESPONSE_MODEL] = info.upstream_model
     put_if(labels, TASK, outcome.task)
-    put_if(labels, ERROR_TYPE, outcome.error_type)
+    put_if(labels, ERROR_TYPE, error_type(outcome))
     return labels

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
+from opentelemetry.trace import StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
 from policies.eval_report import EvalResult, QualityTable
@@ -253,3 +254,21 @@ def test_the_age_of_each_eval_result_backing_a_floor_is_exported() -> None:
     assert ages() == {("fast-model", "chat"): 3 * 86_400.0}
     now[0] += timedelta(hours=1)
     assert ages() == {("fast-model", "chat"): 3 * 86_400.0 + 3_600.0}
+
+
+def test_a_request_whose_client_left_is_not_counted_as_a_success() -> None:
+    """A client that left before its answer ended (499) is `error.type=client_disconnected` in
+    the request-duration histogram and on its server span (it had no error type, so it counted
+    among the successes); the span's status stays unset: it is not the server's error."""
+    telemetry, exporter = in_memory_telemetry(TelemetrySettings(sample_ratio=1.0))
+    outcome, _ = streamed_with_retry()
+    outcome.status, outcome.client_disconnected = 499, True
+    telemetry.sink.record(outcome)
+    text = telemetry.prometheus_text().decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    durations = getattr(families["gen_ai_server_request_duration_seconds"], "samples", [])
+    assert {s.labels.get("error_type") for s in durations if s.name.endswith("_count")} == {
+        "client_disconnected"}
+    server = next(s for s in exporter.get_finished_spans() if s.name == "chat auto")
+    assert (server.attributes or {})["error.type"] == "client_disconnected"
+    assert server.status.status_code == StatusCode.UNSET

@@ -50,3 +50,36 @@ def check_policies(config: RouterConfig, quality: QualityTable) -> list[Violatio
         label = task if explicit else f"{task} (default policy)"
         found += _policy_violations(task, label, config.policies.for_task(task), quality)
     return found
+
+
+def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
+    """What the config allows but can never work as written (reported, not failed on):
+    a risk rule that leaves a task none of its models, so its requests of that risk level have
+    no route; an experiment arm whose model is under a task's floor, so its requests are all
+    answered by control's route (`x-slorouter-arm-degraded`)."""
+    if config.policies is None:
+        return []
+    found = []
+    for task in TASKS:
+        policy = config.policies.for_task(task)
+        models = {*policy.candidates, *policy.fallbacks}
+        if policy.no_candidate_fallback is not None:
+            models.add(policy.no_candidate_fallback)
+        for risk, rule in sorted(policy.risk.items()):
+            if rule.candidates is not None and not models & set(rule.candidates):
+                found.append(f"task {task}: its {risk}-risk rule allows only "
+                             f"{', '.join(rule.candidates)}, none of the task's models: its "
+                             f"{risk}-risk requests have no route")
+    for experiment in config.experiments:
+        for arm in experiment.arms:
+            if not arm.route.startswith("model:"):
+                continue
+            model = arm.route.removeprefix("model:")
+            for task in experiment.tasks:
+                check = floor_check(config.policies.for_task(task).quality_floor, model, task,
+                                    quality)
+                if not check.passed:
+                    found.append(f"experiment {experiment.name}: arm {arm.name}: model {model} "
+                                 f"is under task {task}'s floor ({check.detail}): control's "
+                                 "route answers all its requests")
+    return found

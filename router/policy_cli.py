@@ -64,7 +64,7 @@ class _PermissiveEnviron(dict[str, str]):
 
 
 def policy_check(args: argparse.Namespace) -> int:
-    from policies.check import check_policies
+    from policies.check import check_policies, policy_warnings
     from router.errors import ConfigError
     from router.wiring import build_runtime, litellm_in_use, load_quality
 
@@ -79,7 +79,7 @@ def policy_check(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"{args.config}: {err}", file=sys.stderr)
         return 2
-    for warning in quality.warnings:
+    for warning in (*quality.warnings, *policy_warnings(config, quality)):
         print(f"{args.config}: warning: {warning}", file=sys.stderr)
     violations = check_policies(config, quality)
     for violation in violations:

@@ -419,3 +419,29 @@ def test_a_task_without_its_own_risk_rule_is_held_to_the_defaults() -> None:
     opted_out = _runtime(ruled.replace(chat, chat_all + "      risk: {high: {}}\n"))
     assert "cheap-1" in _decide("chat", risk="high",  # type: ignore[attr-defined]
                                 runtime=opted_out).deployments
+
+
+def test_policy_check_warns_of_rules_and_arms_that_can_never_serve() -> None:
+    """Valid, but never working as written: chat inherits the default's high-risk rule (big
+    only), which none of chat's models is; the experiment's arm pins chat to cheap, under chat's
+    floor, so control answers all its requests. `policy check` says both (it said nothing)."""
+    from policies.check import policy_warnings
+
+    text = CONFIG.replace("    quality_floor: {metric: accuracy, relative_to: big, ratio: 0.95}\n",
+                          "    quality_floor: {metric: accuracy, relative_to: big, ratio: 0.95}\n"
+                          "    risk:\n      high: {candidates: [big]}\n", 1) + """experiments:
+  - name: cheaper-chat
+    tasks: [chat]
+    unit: user
+    salt: s1
+    arms:
+      - {name: control, route: "policy:default", control: true, share: 0.5}
+      - {name: mini, route: "model:cheap", share: 0.5}
+"""
+    warnings = policy_warnings(load_config_text(text), QUALITY)
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("task chat: its high-risk rule allows only big, none of the "
+                                  "task's models")
+    assert warnings[1].startswith("experiment cheaper-chat: arm mini: model cheap is under "
+                                  "task chat's floor")
+    assert policy_warnings(load_config_text(CONFIG), QUALITY) == []

@@ -31,15 +31,21 @@ RELIABILITY = """    interactive:
       max_queue_wait_s: 0.5"""
 
 
-@pytest.fixture(scope="module")
-def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+def _router(sim: Running, tmp_path_factory: pytest.TempPathFactory,
+            reliability: str) -> Iterator[Running]:
+    """A router with `long` and `capacity` and the interactive pool `reliability` sets."""
     deps = [Dep("long", "long"), Dep("capacity", "capacity")]
     config = router_yaml(sim.base_url, deps, {"long": ["long"], "capacity": ["capacity"]},
-                         RELIABILITY)
+                         reliability)
     running = start_router(tmp_path_factory.mktemp("duplicates-router"), config,
                            env=TENANT_ENV)
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    yield from _router(sim, tmp_path_factory, RELIABILITY)
 
 
 async def _scenario(base: str) -> tuple[Shot, bool, Shot]:
@@ -78,12 +84,7 @@ QUEUEING = """    interactive:
 
 @pytest.fixture(scope="module")
 def queueing_gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    deps = [Dep("long", "long"), Dep("capacity", "capacity")]
-    config = router_yaml(sim.base_url, deps, {"long": ["long"], "capacity": ["capacity"]},
-                         QUEUEING)
-    running = start_router(tmp_path_factory.mktemp("queueing-router"), config, env=TENANT_ENV)
-    yield running
-    running.stop()
+    yield from _router(sim, tmp_path_factory, QUEUEING)
 
 
 async def _queue_scenario(base: str) -> tuple[list[Shot], bool, Shot]:

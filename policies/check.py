@@ -26,14 +26,19 @@ class Violation:
         return f"task {self.task}: {self.role} model {self.model}: {self.reason}"
 
 
-def _policy_violations(task: Task, label: str, policy: TaskPolicy,
-                       quality: QualityTable) -> list[Violation]:
+def _models(policy: TaskPolicy) -> list[tuple[str, Role]]:
+    """Every model the policy may route to, with the part of it that names the model."""
     models = [(m, Role.CANDIDATE) for m in policy.candidates]
     models += [(m, Role.FALLBACK) for m in policy.fallbacks]
     if policy.no_candidate_fallback is not None:
         models.append((policy.no_candidate_fallback, Role.NO_CANDIDATE_FALLBACK))
+    return models
+
+
+def _policy_violations(task: Task, label: str, policy: TaskPolicy,
+                       quality: QualityTable) -> list[Violation]:
     found = []
-    for model, role in models:
+    for model, role in _models(policy):
         check = floor_check(policy.quality_floor, model, task, quality)
         if not check.passed:
             found.append(Violation(label, model, role, check.detail))
@@ -62,9 +67,7 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     found = []
     for task in TASKS:
         policy = config.policies.for_task(task)
-        models = {*policy.candidates, *policy.fallbacks}
-        if policy.no_candidate_fallback is not None:
-            models.add(policy.no_candidate_fallback)
+        models = {model for model, _ in _models(policy)}
         for risk, rule in sorted(policy.risk.items()):
             if rule.candidates is not None and not models & set(rule.candidates):
                 found.append(f"task {task}: its {risk}-risk rule allows only "

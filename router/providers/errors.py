@@ -255,13 +255,10 @@ def answered_unreadable(exc: BaseException) -> bool:
     real 5xx always carries the HTTP client's status error). The upstream had the request, so
     this is not the refusal a 5xx is; were a real 5xx ever taken for it, a read would still be
     failed over, and only a side effect would not."""
-    linked: list[BaseException] = []
-    link = exc.__cause__ or exc.__context__
-    while link is not None and len(linked) < 16:  # suppressed contexts too: litellm hides some
-        linked.append(link)
-        link = link.__cause__ or link.__context__
-    names = {klass.__name__ for one in (exc, *linked) for klass in type(one).__mro__}
-    return bool(linked) and "InternalServerError" in names and not names & _ANSWER_NOT_READ
+    # Through suppressed contexts too: litellm hides a real 5xx's status error behind one.
+    names = _class_names(exc, suppressed=True)
+    return (bool(_causes(exc, suppressed=True)) and "InternalServerError" in names
+            and not names & _ANSWER_NOT_READ)
 
 
 # In a cause chain: the upstream's answer was an error status, or never came.
@@ -271,9 +268,10 @@ _ANSWER_NOT_READ = frozenset({
 })
 
 
-def _class_names(exc: BaseException) -> set[str]:
+def _class_names(exc: BaseException, *, suppressed: bool = False) -> set[str]:
     """The class names of `exc` and of every exception in its cause chain."""
-    return {klass.__name__ for link in (exc, *_causes(exc)) for klass in type(link).__mro__}
+    return {klass.__name__ for link in (exc, *_causes(exc, suppressed=suppressed))
+            for klass in type(link).__mro__}
 
 
 def _from_named(target: type[e.SlorouterError], exc: BaseException) -> e.SlorouterError:
@@ -357,14 +355,19 @@ def raised_before_sending(exc: BaseException) -> bool:
     return in_set_up and not did_io
 
 
-def _causes(exc: BaseException) -> list[BaseException]:
+def _causes(exc: BaseException, *, suppressed: bool = False) -> list[BaseException]:
+    """The exceptions behind `exc`, nearest first (at most 16); `suppressed`: through the
+    contexts a `raise ... from None` hid as well."""
+    def behind(link: BaseException) -> BaseException | None:
+        if link.__suppress_context__ and not suppressed:
+            return link.__cause__
+        return link.__cause__ or link.__context__
+
     chain: list[BaseException] = []
-    cause = exc.__cause__ if exc.__suppress_context__ else exc.__cause__ or exc.__context__
+    cause = behind(exc)
     while cause is not None and len(chain) < 16:
         chain.append(cause)
-        following = cause.__cause__ if cause.__suppress_context__ else (
-            cause.__cause__ or cause.__context__)
-        cause = following
+        cause = behind(cause)
     return chain
 
 

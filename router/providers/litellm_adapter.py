@@ -33,7 +33,20 @@ from router.providers.errors import broken_after_head, map_exception
 litellm.telemetry = False
 litellm.suppress_debug_info = True
 
-# Body fields that litellm must not forward as provider parameters.
+# The OpenAI Chat Completions request fields that litellm takes as keyword arguments of the same
+# name and meaning (it translates them for other providers). Every other field of the client's
+# body reaches the provider as a request field (`extra_body`), never as a keyword: litellm's
+# other keywords say where the call goes and with which key (`base_url`, `api_base`, `api_key`),
+# answer without calling (`mock_response`), call other models (`fallbacks`, `model_list`) or
+# change what the call costs, and none of that is the client's to choose. `model`, `stream` and
+# `stream_options` are the router's; `metadata` is litellm's own (its logging), not OpenAI's.
+_ARGUMENTS = frozenset({
+    "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "messages", "modalities", "n", "parallel_tool_calls",
+    "prediction", "presence_penalty", "prompt_cache_key", "prompt_cache_retention",
+    "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier", "stop",
+    "store", "temperature", "thinking", "tool_choice", "tools", "top_logprobs", "top_p", "user",
+    "verbosity", "web_search_options"})
 _NOT_FORWARDED = frozenset({"metadata", "stream", "stream_options", "model"})
 
 
@@ -68,7 +81,15 @@ class LitellmProvider:
 
     def _kwargs(self, call: UpstreamCall) -> dict[str, Any]:
         deployment = call.deployment
-        kwargs = {k: v for k, v in call.body.items() if k not in _NOT_FORWARDED}
+        kwargs: dict[str, Any] = {}
+        extra_body: dict[str, Any] = {}
+        for key, value in call.body.items():
+            if key in _ARGUMENTS:
+                kwargs[key] = value
+            elif key not in _NOT_FORWARDED:
+                extra_body[key] = value
+        if extra_body:
+            kwargs["extra_body"] = extra_body
         kwargs.update(model=deployment.model, timeout=_timeout(call), drop_params=True,
                       num_retries=0)
         if deployment.api_base:

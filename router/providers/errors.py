@@ -22,7 +22,9 @@ provider prefix or model string, its budget) is the deployment's fault too: 502,
 `deployment_provider_unknown`, `deployment_model_unknown`, `deployment_budget_exceeded`.
 
 Messages reach clients, so each is cut to one clean line (`clean_message`): no traceback, no
-file path, no library class prefix such as `litellm.BadRequestError: OpenAIException - `. The
+file path, no library class prefix such as `litellm.BadRequestError: OpenAIException - `, no
+secret (an upstream may quote the key it was sent: secret-shaped strings are scrubbed here, and
+the adapters take out their deployment's own key, whatever its shape, with `without_key`). The
 original exception stays chained (`raise ... from exc`) and the outcome records our class name.
 """
 
@@ -42,6 +44,7 @@ import orjson
 from router import errors as e
 from router.execution.backoff import retry_after_from_headers
 from router.providers.http1 import ResponseBroken, UpstreamDropped, UpstreamUnreachable
+from router.telemetry.redact import scrub
 
 # Most specific names first: the first name found in an exception's MRO wins.
 _BY_CLASS_NAME: dict[str, type[e.SlorouterError]] = {
@@ -414,7 +417,7 @@ def clean_message(text: str) -> str:
     line = line[:4 * MAX_MESSAGE_CHARS]  # what is left of it: at most a message's length
     line = _LITELLM_NOTES.sub("", _ERROR_REPR.sub(r"\1", _OBJECT_REPR.sub("", line)))
     line = _FILE_PATH.sub("<path>", line)
-    line = _SPACES.sub(" ", line).strip(" ,")
+    line = _SPACES.sub(" ", scrub(line)).strip(" ,")
     if len(line) > MAX_MESSAGE_CHARS:
         line = line[:MAX_MESSAGE_CHARS - 1].rstrip() + "…"
     return line
@@ -485,14 +488,27 @@ def _response_text(exc: BaseException) -> str:
 
 
 def _clean_code(code: str | None) -> str | None:
-    return code if code is not None and _CODE.match(code) else None
+    return code if code is not None and _CODE.match(code) and scrub(code) == code else None
 
 
 def _clean_param(param: str | None) -> str | None:
     if param is None:
         return None
-    param = _SPACES.sub(" ", param).strip()
+    param = _SPACES.sub(" ", scrub(param)).strip()
     return param[:200] if param else None
+
+
+def without_key(err: e.SlorouterError, key: str | None) -> e.SlorouterError:
+    """`err` with the deployment's own API key taken out of what reaches the client (an
+    upstream may quote the key it was sent, in any shape); secret-shaped strings already are
+    (`clean_message`). The adapters pass every error through it."""
+    if key:
+        err.message = scrub(err.message, (key,))
+        err.args = (err.message,)
+        err.param = err.param and scrub(err.param, (key,))
+        if err.code and scrub(err.code, (key,)) != err.code:
+            err.code = None
+    return err
 
 
 def _retry_after_of(exc: BaseException) -> float | None:

@@ -28,7 +28,7 @@ from router.providers.base import (
     Usage,
     chunk_event,
 )
-from router.providers.errors import broken_after_head, map_exception
+from router.providers.errors import broken_after_head, map_exception, without_key
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
@@ -104,7 +104,7 @@ class LitellmProvider:
         try:
             response = await litellm.acompletion(**self._kwargs(call))
         except Exception as exc:
-            raise map_exception(exc) from exc
+            raise without_key(map_exception(exc), call.deployment.api_key) from exc
         body = _dump(response)
         return Completion(body=orjson.dumps(body), usage=Usage.from_openai(body.get("usage")))
 
@@ -129,7 +129,7 @@ class LitellmProvider:
                 body = _dump(chunk)
                 yield chunk_event(orjson.dumps(body), body)
         except Exception as exc:
-            raise map_exception(exc) from exc
+            raise without_key(map_exception(exc), call.deployment.api_key) from exc
 
     async def aclose(self) -> None:
         return None

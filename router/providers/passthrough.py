@@ -21,6 +21,7 @@ from router.providers.errors import (
     not_a_completion,
     retry_after_of,
     stream_error_event,
+    without_key,
 )
 from router.providers.http1 import (
     Http1Client,
@@ -78,7 +79,7 @@ class PassthroughProvider:
             async with asyncio.timeout(call.timeout_s):
                 raw = await (await self._post(call, stream=False)).read()
         except Exception as exc:
-            raise map_exception(exc) from exc
+            raise without_key(map_exception(exc), call.deployment.api_key) from exc
         return Completion(body=raw, usage=_usage_of(raw))
 
     async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:
@@ -100,7 +101,7 @@ class PassthroughProvider:
                 await chunks.aclose()
                 response.close()
         except Exception as exc:
-            raise map_exception(exc) from exc
+            raise without_key(map_exception(exc), call.deployment.api_key) from exc
 
 
 async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent]:

@@ -29,18 +29,25 @@ _PATTERNS: Final = (
 )
 
 
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """`text` with the known `secrets` (longest first; shorter than 6 characters they are not
+    looked for) and secret-shaped strings replaced by `[REDACTED]`. Log lines and the upstream
+    messages that reach clients both go through it."""
+    for secret in secrets:
+        if len(secret) >= 6 and secret in text:
+            text = text.replace(secret, REDACTED)
+    text = _PATTERNS[0].sub(REDACTED, text)
+    text = _PATTERNS[1].sub(REDACTED, text)
+    return _PATTERNS[2].sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+
+
 class RedactingFilter(logging.Filter):
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         super().__init__()
         self._secrets = tuple(sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True))
 
     def scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
-        text = _PATTERNS[0].sub(REDACTED, text)
-        text = _PATTERNS[1].sub(REDACTED, text)
-        return _PATTERNS[2].sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+        return scrub(text, self._secrets)
 
     def _clean(self, value: object, key: str | None = None) -> object:
         if key is not None and key.lower() in CONTENT_KEYS:

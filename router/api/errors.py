@@ -1,8 +1,8 @@
 """Rendering errors as OpenAI's error JSON, for whole responses and for streams.
 
-One place decides how a `SlorouterError` looks on the wire: status, `Retry-After`, and the
-body `{"error": {"message", "type", "param", "code"}}`. Unexpected exceptions become a generic
-500 whose message names no internals.
+One place decides how a `SlorouterError` looks on the wire: status, `Retry-After`,
+`x-should-retry` and the body `{"error": {"message", "type", "param", "code"}}`. Unexpected
+exceptions become a generic 500 whose message names no internals.
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ import math
 import orjson
 from starlette.responses import Response
 
-from router.errors import OverloadedError, ProviderTimeoutError, SlorouterError
+from router.errors import (
+    NoEligibleModelError,
+    OverloadedError,
+    ProviderMisconfiguredError,
+    ProviderTimeoutError,
+    SlorouterError,
+    UnknownCommitError,
+)
 from router.outcomes import CLIENT_CLOSED
 
 log = logging.getLogger("slorouter.http")
@@ -53,8 +60,22 @@ def error_response(exc: BaseException, headers: dict[str, str] | None = None) ->
     all_headers = dict(headers) if headers else {}
     if err.retry_after is not None:
         all_headers["retry-after"] = str(max(1, math.ceil(err.retry_after)))
+    if not client_may_retry(err):
+        all_headers["x-should-retry"] = "false"
     return Response(orjson.dumps(err.to_openai()), status_code=err.status_code,
                     headers=all_headers, media_type="application/json")
+
+
+def client_may_retry(err: SlorouterError) -> bool:
+    """False for the errors that docs/errors.md says not to retry (the configuration must
+    change) or not blindly (a side effect may have run), among the statuses the OpenAI SDKs
+    retry by themselves (408, 409, 429, 5xx): sent as `x-should-retry: false`, which they obey.
+    Without it an SDK's default two retries would run an `unknown_commit` action up to twice
+    more, with no `Idempotency-Key` to stop them."""
+    if isinstance(err, UnknownCommitError | ProviderMisconfiguredError):
+        return False
+    return not (err.code == "no_candidates"
+                or (isinstance(err, NoEligibleModelError) and err.retry_after is None))
 
 
 def error_event(exc: BaseException) -> bytes:

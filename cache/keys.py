@@ -118,13 +118,17 @@ def unknown_fields(request_fields: Iterable[str]) -> frozenset[str]:
     return frozenset(request_fields) - KEY_FIELDS - NON_KEY_FIELDS
 
 
+_INT64 = 2.0 ** 63
+
+
 def canonical(value: object) -> object:
-    """A JSON value with integral floats as ints, so `0.0` and `0` hash the same."""
+    """A JSON value with integral floats as ints, so `0.0` and `0` hash the same (those within
+    64 bits, as JSON's integers are: `1e20` stays a float, which serialises)."""
     if isinstance(value, Mapping):
         return {str(k): canonical(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [canonical(v) for v in value]
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and -_INT64 <= value < _INT64:
         return int(value)
     return value
 

@@ -17,6 +17,7 @@ from cache.keys import (
     KEY_FIELDS,
     NON_KEY_FIELDS,
     UnknownFieldError,
+    canonical_request,
     derive_key,
     unknown_fields,
 )
@@ -161,3 +162,13 @@ def test_key_does_not_contain_scopes_or_tenant_in_clear() -> None:
     key = derive_key(scope(tenant="acme-secret", scopes=frozenset({"hr:salaries"})), request())
     assert "acme-secret" not in key
     assert "salaries" not in key
+
+
+def test_a_huge_whole_float_keys_like_any_float() -> None:
+    """`1e20` is a whole number beyond 64 bits: kept a float (orjson refuses such an int), so a
+    deterministic request carrying it gets a key, not a 500."""
+    small = canonical_request({"temperature": 0, "logit_bias": {"50256": 1.0}})
+    huge = canonical_request({"temperature": 0, "logit_bias": {"50256": 1e20}})
+    maximal = canonical_request({"temperature": 0, "logit_bias": 1e308})
+    assert small == canonical_request({"temperature": 0.0, "logit_bias": {"50256": 1}})
+    assert len({small, huge, maximal}) == 3

@@ -17,6 +17,13 @@ from dataclasses import dataclass
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
 _SAMPLED = 0x01
+# A `tracestate` list member (W3C Trace Context, section 3.3.1): a key (optionally
+# `tenant@system`), `=`, and a value of printable ASCII but `,` and `=`, not ending in a space.
+_TRACESTATE_MEMBER = re.compile(
+    r"[a-z0-9][_0-9a-z\-*/]{0,255}(?:@[a-z][_0-9a-z\-*/]{0,13})?"
+    r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
+_TRACESTATE_MAX_CHARS = 512
+_TRACESTATE_MAX_MEMBERS = 32
 _MAX64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / golden ratio, odd: n x it differs for every 64-bit n
 
@@ -64,6 +71,21 @@ def parse_traceparent(header: str | None) -> tuple[int, int, bool] | None:
     return trace_id, span_id, bool(int(flags_hex, 16) & _SAMPLED)
 
 
+def valid_tracestate(header: str | None) -> str | None:
+    """The client's W3C `tracestate` when it is one (at most 32 `key=value` members of printable
+    ASCII, 512 characters in all, the length W3C has every hop keep), else None: it travels to
+    the providers, so it must not carry anything else the client chose."""
+    if header is None or len(header) > _TRACESTATE_MAX_CHARS:
+        return None
+    members = [m.strip(" \t") for m in header.split(",")]
+    members = [m for m in members if m]
+    if not members or len(members) > _TRACESTATE_MAX_MEMBERS:
+        return None
+    if not all(_TRACESTATE_MEMBER.fullmatch(m) for m in members):
+        return None
+    return ",".join(members)
+
+
 def _nonzero(bits: int, draw: RandomBits) -> int:
     value = draw(bits)
     while value == 0:
@@ -83,7 +105,8 @@ def start_trace(traceparent: str | None, tracestate: str | None = None, ratio: f
     parent = parse_traceparent(traceparent)
     if parent is not None:
         trace_id, parent_id, sampled = parent
-        return TraceContext(trace_id, span_id, parent_id, sampled, tracestate, exported)
+        return TraceContext(trace_id, span_id, parent_id, sampled, valid_tracestate(tracestate),
+                            exported)
     trace_id = _nonzero(128, draw)
     return TraceContext(trace_id, span_id, None, ratio_sampled(trace_id, ratio),
                         exported=exported)

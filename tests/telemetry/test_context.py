@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -90,3 +91,23 @@ def test_without_span_export_the_upstream_is_given_a_span_that_exists() -> None:
     assert attempt_traceparent(continued, 2) == CLIENT_TRACEPARENT
     root = start_trace(None, ratio=1.0, exported=False)
     assert attempt_traceparent(root, 1) == f"00-{root.trace_id_hex}-{root.span_id_hex}-01"
+
+
+@pytest.mark.parametrize("tracestate", [
+    "evil=1, \xff\xfe zzzz",  # not ASCII
+    "vendor=abc\r\nx-injected: 1",  # a header of its own
+    "Vendor=abc",  # keys are lowercase
+    "vendor",  # no value
+    "vendor=abc, " + ",".join(f"k{i}=v" for i in range(32)),  # 33 members
+    "vendor=" + "a" * 600,  # over 512 characters
+])
+def test_a_tracestate_that_is_not_one_is_not_forwarded(tracestate: str) -> None:
+    trace = start_trace(CLIENT_TRACEPARENT, tracestate=tracestate)
+    assert "tracestate" not in propagation_headers(trace, 1)
+
+
+def test_a_valid_tracestate_is_forwarded_with_its_members_in_order() -> None:
+    trace = start_trace(CLIENT_TRACEPARENT, tracestate="congo=t61rcWkgMzE,  rojo=00f067aa0ba902b7,"
+                                                       " acme@sys=a b")
+    assert propagation_headers(trace, 1)["tracestate"] == (
+        "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7,acme@sys=a b")

@@ -185,7 +185,7 @@ class ChatCompletionRequest(_Open):
     max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
     stop: StrictStr | list[StrictStr] | None = None
     seed: StrictInt | None = None
-    n: StrictInt | None = Field(default=None, ge=1, le=16)
+    n: StrictInt | None = Field(default=None, ge=1, le=128)  # OpenAI's own bounds
     logprobs: StrictBool | None = None
     top_logprobs: StrictInt | None = None
     user: StrictStr | None = Field(default=None, max_length=256)

@@ -87,6 +87,14 @@ def test_json_numbers_and_booleans_of_the_right_type_pass() -> None:
     assert chat.output_token_limit() == 9
 
 
+def test_n_takes_openai_range() -> None:
+    """1..128 as OpenAI takes it (it was capped at 16)."""
+    assert parse_chat(_body(n=128)).n == 128
+    for n in (0, 129):
+        error = _rejected(_body(n=n))
+        assert (error.param, error.code) == ("n", "invalid_value")
+
+
 def test_a_null_stream_is_not_streaming() -> None:
     """OpenAI takes `"stream": null` as not streaming; so does the router."""
     assert parse_chat(_body(stream=None)).stream is False

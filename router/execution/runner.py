@@ -290,7 +290,12 @@ class Runner:
             return open_(calls[-1])
 
         def may_hedge() -> bool:
-            return alt_breaker.allow() and self._state.hedges.try_spend()
+            if not alt_breaker.allow():
+                return False
+            if self._state.hedges.try_spend():
+                return True
+            alt_breaker.on_abandon()  # no hedge after all: a half-open probe slot goes back
+            return False
 
         self._state.hedges.record_request()
         try:

@@ -23,7 +23,7 @@ from router.errors import (
 )
 from router.execution.attempt import AttemptRecord
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
-from router.execution.retry_budget import hedge_budget, retry_budget
+from router.execution.retry_budget import BudgetPolicy, hedge_budget, retry_budget
 from router.execution.runner import CommittedStream, ExecutionState, Plan, Runner
 from router.providers.base import Completion, Deployment, StreamEvent, UpstreamCall
 from tests.reliability.fakes import FakeClock
@@ -317,3 +317,38 @@ async def test_every_deployment_throttled_says_when_the_first_may_answer() -> No
         with pytest.raises(ProviderRateLimitedError) as caught:
             await runner.complete(_plan(clock, *order), [])
         assert caught.value.code == "rate_limited" and caught.value.retry_after == 7.0
+
+
+class SlowFirst(ScriptedProvider):
+    """Answers after `delay_s` on the real clock (long enough for a hedge to be due)."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__({})
+        self.delay_s = delay_s
+
+    async def complete(self, call: UpstreamCall) -> Completion:
+        await asyncio.sleep(self.delay_s)
+        return await super().complete(call)
+
+
+async def test_a_hedge_the_budget_refuses_gives_back_the_alternates_probe_slot() -> None:
+    """The alternate is half-open: asking its breaker takes the one probe slot. When the hedge
+    budget then refuses the hedge, the slot must go back; kept, the breaker would stay half-open
+    with a probe "in flight" that never ends, refusing the deployment until a restart."""
+    breakers_clock = FakeClock()
+    breakers = BreakerRegistry(BreakerPolicy(), breakers_clock)
+    for _ in range(BreakerPolicy().consecutive_failures):
+        breakers.get("b").on_failure()
+    breakers_clock.advance(BreakerPolicy().cool_down_s + 1)
+    assert breakers.get("b").state() == "half_open"
+    empty = hedge_budget(breakers_clock, BudgetPolicy(share=0.0, floor_per_s=0.0))
+    state = ExecutionState(breakers, retry_budget(breakers_clock), empty)
+    runner = Runner({"openai_passthrough": SlowFirst(0.05)}, state, clock=time.perf_counter)
+    plan = Plan(deployments=[_deployment("a"), _deployment("b")], body={"messages": []},
+                deadline=time.perf_counter() + 10, hedge_delay_s=0.005)
+    attempts: list[AttemptRecord] = []
+    await runner.complete(plan, attempts)
+    assert [a.deployment for a in attempts] == ["a"]  # no hedge was sent
+    b = next(d for d in breakers.snapshot().deployments if d.deployment == "b")
+    assert (b.state, b.probes_in_flight) == ("half_open", 0)
+    assert breakers.get("b").allow()  # the next request may probe it

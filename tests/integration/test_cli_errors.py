@@ -160,3 +160,27 @@ def test_policy_check_passes_two_tenants_keys_it_cannot_read(tmp_path: Path) -> 
     keys = "api_keys:\n  - {key: env:TEAM_A, tenant: a}\n  - {key: env:TEAM_B, tenant: b}\n"
     result = _run(tmp_path, "policy", "check", "--config", _config(tmp_path, CONFIG + keys))
     assert result.returncode == 0, result.stderr
+
+
+def test_policy_check_passes_unset_placeholders_wherever_the_docs_put_them(
+        tmp_path: Path) -> None:
+    """`${NAME}` need not be set for the check: a whole Redis URL, a password inside one, a
+    base URL with a path after it and a number each get a stand-in of their kind (one http URL
+    for all of them made the Redis URLs and the number fail, blaming text no one wrote)."""
+    config = CONFIG.replace(
+        "api_base: http://127.0.0.1:9/v1", "api_base: '${UP_BASE}/v1'") + (
+        "server:\n"
+        "  request_timeout_s: ${REQ_TIMEOUT}\n"
+        "  idempotency_redis_url: \"redis://:${REDIS_PASSWORD}@127.0.0.1:6390/0\"\n"
+        "  cache: {backend: redis, redis_url: \"${CACHE_REDIS_URL}\"}\n")
+    unset = {name: "" for name in ("UP_BASE", "REQ_TIMEOUT", "REDIS_PASSWORD",
+                                   "CACHE_REDIS_URL")}
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    result = subprocess.run([PYTHON, "-m", "router.cli", "policy", "check", "--config",
+                             _config(tmp_path, config)], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    served = _run(tmp_path, "policy", "check", "--config", _config(tmp_path, config), env={
+        "UP_BASE": "http://127.0.0.1:9", "REQ_TIMEOUT": "abc", "REDIS_PASSWORD": "pw",
+        "CACHE_REDIS_URL": "redis://127.0.0.1:6391/0"})
+    _refused(served, "request_timeout_s")  # a set value is still judged

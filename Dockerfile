@@ -17,7 +17,8 @@ COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     LITELLM_LOCAL_MODEL_COST_MAP=True
-USER slorouter
+# Numeric, so that Kubernetes' runAsNonRoot can verify it without a runAsUser of its own.
+USER 10001
 WORKDIR /var/lib/slorouter
 VOLUME ["/etc/slorouter", "/var/lib/slorouter"]
 EXPOSE 8080

@@ -250,6 +250,7 @@ class PoolSpec(Frozen):
     max_concurrency: int = Field(gt=0)
     max_queue: int = Field(ge=0)
     max_queue_wait_s: float = Field(ge=0)
+    max_concurrency_per_tenant: int | None = Field(default=None, gt=0)  # running + queued
 
 
 class BudgetSpec(Frozen):

@@ -19,7 +19,8 @@ from router.execution.runner import ExecutionState
 
 def _pool(spec: PoolSpec) -> PoolLimits:
     return PoolLimits(max_concurrency=spec.max_concurrency, max_queue=spec.max_queue,
-                      max_queue_wait_s=spec.max_queue_wait_s)
+                      max_queue_wait_s=spec.max_queue_wait_s,
+                      max_concurrency_per_tenant=spec.max_concurrency_per_tenant)
 
 
 def _budget(spec: BudgetSpec) -> Budget:

@@ -18,7 +18,8 @@ PRIORITY_HEADER: Final = "x-slorouter-priority"
 
 @dataclass(frozen=True, slots=True)
 class PoolLimits:
-    """One priority class: concurrent requests, queue length, and the longest wait in queue.
+    """One priority class: concurrent requests, queue length, the longest wait in queue, and
+    (optionally) how many of them one tenant may have.
 
     `retry_after_*` clamp the `Retry-After` given on rejection; `initial_hold_s` seeds the
     moving average of how long a request holds its slot (used to estimate that wait).
@@ -27,6 +28,9 @@ class PoolLimits:
     max_concurrency: int
     max_queue: int
     max_queue_wait_s: float
+    # The most requests one tenant may have running or queued in the class (None: no cap, only
+    # the fair share among queued requests): long streams of one tenant cannot hold every slot.
+    max_concurrency_per_tenant: int | None = None
     retry_after_min_s: float = 1.0
     retry_after_max_s: float = 30.0
     initial_hold_s: float = 1.0
@@ -34,6 +38,8 @@ class PoolLimits:
     def __post_init__(self) -> None:
         if self.max_concurrency < 1 or self.max_queue < 0:
             raise ValueError("max_concurrency must be >= 1 and max_queue >= 0")
+        if self.max_concurrency_per_tenant is not None and self.max_concurrency_per_tenant < 1:
+            raise ValueError("max_concurrency_per_tenant must be >= 1")
         if self.max_queue_wait_s < 0 or self.retry_after_min_s < 0:
             raise ValueError("max_queue_wait_s and retry_after_min_s must be >= 0")
         if self.retry_after_max_s < self.retry_after_min_s:

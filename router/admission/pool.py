@@ -1,6 +1,8 @@
 """One priority class: a concurrency limit, a bounded FIFO queue and per-tenant fair share.
 
-A request enters at once when a slot is free and nobody waits. Otherwise it may queue, unless:
+A tenant that has `max_concurrency_per_tenant` requests running or queued in the class (when
+set) is refused at once (429), even with slots free. Otherwise a request enters at once when a
+slot is free and nobody waits, or it may queue, unless:
 - its tenant already holds (running + queued) its fair share of the class, `ceil((concurrency +
   queue) / tenants present)` → `TenantRateLimitedError` (429);
 - the queue is full → the newest queued request of the tenant most over its share is rejected
@@ -95,6 +97,10 @@ class Pool:
 
     def _enter(self, tenant: str) -> _Waiter | None:
         """Admit now (None), queue (a waiter), or raise a rejection."""
+        cap = self._limits.max_concurrency_per_tenant
+        if cap is not None and self._held.get(tenant, 0) >= cap:
+            raise self._tenant_rejection(tenant, f"holds {cap} requests of {self._name} "
+                                                 "capacity, its max_concurrency_per_tenant")
         if self.has_room():
             self._active += 1
             self._held[tenant] = self._held.get(tenant, 0) + 1
@@ -131,9 +137,9 @@ class Pool:
                 return True
         return False
 
-    def _tenant_rejection(self, tenant: str) -> TenantRateLimitedError:
+    def _tenant_rejection(self, tenant: str, why: str = "") -> TenantRateLimitedError:
         return TenantRateLimitedError(
-            f"tenant {tenant!r} is over its share of {self._name} capacity",
+            f"tenant {tenant!r} {why or f'is over its share of {self._name} capacity'}",
             code="tenant_over_share", retry_after=self.retry_after_s(),
         )
 

@@ -112,6 +112,35 @@ async def test_tenant_over_its_share_gets_429_and_yields_room_to_others() -> Non
     assert "modest" in [t.tenant for t in holder.tickets]
 
 
+async def test_a_tenant_at_its_cap_is_refused_while_others_still_get_slots() -> None:
+    """With `max_concurrency_per_tenant`, one tenant's long requests cannot hold every slot:
+    at the cap (running and queued alike) its next request is a 429 at once, and another
+    tenant's request is admitted at once (without the cap it would wait for a slot)."""
+    capped = PoolLimits(max_concurrency=4, max_queue=4, max_queue_wait_s=5.0,
+                        max_concurrency_per_tenant=3)
+    holder = Holder(controller(limits=capped))
+    for _ in range(3):
+        await holder.start("greedy")
+    with pytest.raises(TenantRateLimitedError) as caught:
+        async with holder.admission.admit("greedy", "interactive"):
+            pass
+    assert caught.value.code == "tenant_over_share" and caught.value.retry_after is not None
+    assert "max_concurrency_per_tenant" in caught.value.message
+    await holder.start("modest")
+    assert [t.tenant for t in holder.tickets] == ["greedy"] * 3 + ["modest"]
+    assert not any(t.queued for t in holder.tickets)
+    holder.release.set()
+    await asyncio.gather(*holder.tasks)
+    async with holder.admission.admit("greedy", "interactive") as ticket:  # slots given back
+        assert not ticket.queued
+
+
+def test_the_per_tenant_cap_is_a_positive_count() -> None:
+    with pytest.raises(ValueError, match="max_concurrency_per_tenant"):
+        PoolLimits(max_concurrency=4, max_queue=0, max_queue_wait_s=1.0,
+                   max_concurrency_per_tenant=0)
+
+
 async def test_queue_wait_is_bounded_by_the_request_deadline() -> None:
     """A queued request whose deadline runs out is refused with code queue_timeout."""
 

@@ -116,11 +116,13 @@ def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hi
     """Explicit labels from the `x-slorouter-task`/`-risk` header or `metadata.task`/`.risk`.
 
     Either place may carry a hint, or both with the same value; both with different values is
-    a 400 (`conflicting_hint`): neither silently wins. Unknown values are a 400 (`invalid_hint`).
+    a 400 (`conflicting_hint`): neither silently wins. An unknown value in a header is a 400
+    (`invalid_hint`); in `metadata`, which is the client's own set of tags in OpenAI's API
+    (`{"task": "ticket-triage"}`), a value that names no task or risk is no hint at all.
     """
     metadata = request.metadata if request.metadata is not None else {}
-    task = _one_hint("task", headers, metadata)
-    risk = _one_hint("risk", headers, metadata)
+    task = _one_hint("task", headers, _known_only(metadata, "task", TASKS))
+    risk = _one_hint("risk", headers, _known_only(metadata, "risk", RISKS))
     if task is not None and task not in TASKS:
         raise RequestError(f"unknown task hint {task!r}; one of {', '.join(TASKS)}",
                            param=_hint_param(headers, "task"), code="invalid_hint")
@@ -154,6 +156,15 @@ def _one_hint(name: str, headers: Mapping[str, str], metadata: Mapping[str, str]
     value = header_or_metadata(headers, f"x-slorouter-{name}", metadata, name,
                                f"{name} hints", "conflicting_hint")
     return None if value is None else str(value)
+
+
+def _known_only(metadata: Mapping[str, str], key: str,
+                known: tuple[str, ...]) -> Mapping[str, str]:
+    """`metadata` without `key` when its value names none of `known`."""
+    value = metadata.get(key)
+    if value is None or str(value) in known:
+        return metadata
+    return {k: v for k, v in metadata.items() if k != key}
 
 
 def _hint_param(headers: Mapping[str, str], name: str) -> str:

@@ -48,8 +48,7 @@ def test_legacy_functions_need_a_deployment_with_tools() -> None:
 
 @pytest.mark.parametrize(("headers", "metadata", "param"), [
     ({"x-slorouter-task": "coding"}, {}, "x-slorouter-task"),
-    ({}, {"task": "coding"}, "metadata.task"),
-    ({}, {"risk": "extreme"}, "metadata.risk"),
+    ({"x-slorouter-risk": "extreme"}, {}, "x-slorouter-risk"),
 ])
 def test_a_bad_hint_names_where_it_came_from(headers: dict[str, str], metadata: dict[str, str],
                                              param: str) -> None:
@@ -58,6 +57,16 @@ def test_a_bad_hint_names_where_it_came_from(headers: dict[str, str], metadata: 
     with pytest.raises(RequestError) as caught:
         hints_from(request, headers)
     assert caught.value.param == param and caught.value.code == "invalid_hint"
+
+
+@pytest.mark.parametrize("metadata", [{"task": "ticket-triage"}, {"risk": "none"},
+                                      {"task": "coding", "risk": "extreme", "team": "a"}])
+def test_metadata_that_names_no_task_or_risk_is_the_clients_own_tags(
+        metadata: dict[str, str]) -> None:
+    """OpenAI's `metadata` is free-form: an app tagging requests `{"task": "ticket-triage"}`
+    must not get a 400, nor a hint; the header, slorouter's own, stays strict."""
+    assert _hints({}, metadata) == (None, None)
+    assert _hints({"x-slorouter-task": "code"}, metadata)[0] == "code"  # no conflict either
 
 
 def _hints(headers: dict[str, str], metadata: dict[str, str]) -> tuple[str | None, str | None]:

@@ -52,8 +52,9 @@ class Caller:
 # Output tokens assumed for fit and cost checks when the request sets no limit.
 DEFAULT_MAX_OUTPUT_TOKENS = 512
 
-# Fields of the client body that are the router's, not the provider's.
-_ROUTER_FIELDS = frozenset({"model", "stream", "stream_options"})
+# Fields of the client body that are the router's, not the provider's. (`stream_options` goes
+# on: the adapters add `include_usage` to a stream's and drop it from a whole answer's call.)
+_ROUTER_FIELDS = frozenset({"model", "stream"})
 
 
 @dataclass(slots=True)

@@ -158,3 +158,11 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
         finished = finished or isinstance(choice.get("finish_reason"), str)
     return StreamEvent(data=data, has_content=has_content, usage=usage,
                        usage_only=not choices and usage is not None, finished=finished)
+
+
+def with_usage(options: object) -> dict[str, Any]:
+    """The client's `stream_options` (`include_obfuscation`, …) with `include_usage` on: the
+    router reads every stream's usage, and shows the usage chunk only to clients that asked."""
+    kept = dict(options) if isinstance(options, dict) else {}
+    kept["include_usage"] = True
+    return kept

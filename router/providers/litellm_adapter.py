@@ -27,6 +27,7 @@ from router.providers.base import (
     UpstreamCall,
     Usage,
     chunk_event,
+    with_usage,
 )
 from router.providers.errors import broken_after_head, map_exception, without_key
 
@@ -110,7 +111,7 @@ class LitellmProvider:
 
     async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:
         kwargs = self._kwargs(call)
-        kwargs.update(stream=True, stream_options={"include_usage": True})
+        kwargs.update(stream=True, stream_options=with_usage(call.body.get("stream_options")))
         # One deadline over the whole answer, as the pass-through adapter has (litellm's own
         # `timeout` bounds each read only); it bounds each wait, never a span holding a `yield`.
         deadline = asyncio.get_running_loop().time() + call.timeout_s

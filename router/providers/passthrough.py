@@ -14,7 +14,14 @@ from typing import Any
 
 import orjson
 
-from router.providers.base import Completion, StreamEvent, UpstreamCall, Usage, chunk_event
+from router.providers.base import (
+    Completion,
+    StreamEvent,
+    UpstreamCall,
+    Usage,
+    chunk_event,
+    with_usage,
+)
 from router.providers.errors import (
     from_body,
     map_exception,
@@ -57,7 +64,9 @@ class PassthroughProvider:
         body["model"] = deployment.upstream_model
         if stream:
             body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
+            body["stream_options"] = with_usage(body.get("stream_options"))
+        else:
+            body.pop("stream_options", None)  # OpenAI refuses it without `stream`
         headers = {"content-type": "application/json", **call.headers}
         if deployment.api_key:
             headers["authorization"] = f"Bearer {deployment.api_key}"

@@ -44,10 +44,27 @@ class Recorder:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
-                recorder.bodies.append(json.loads(self.rfile.read(length)))
+                body = json.loads(self.rfile.read(length))
+                recorder.bodies.append(body)
+                if body.get("stream"):
+                    self._stream()
+                    return
                 answer = json.dumps(COMPLETION).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def _stream(self) -> None:
+                chunk = {"id": "chatcmpl-rec", "object": "chat.completion.chunk", "created": 0,
+                         "model": "rec", "choices": [{"index": 0, "finish_reason": "stop",
+                                                      "delta": {"content": "recorded"}}]}
+                usage = {**chunk, "choices": [], "usage": COMPLETION["usage"]}
+                answer = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in (chunk, usage))
+                answer += b"data: [DONE]\n\n"
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
                 self.send_header("content-length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)
@@ -230,3 +247,18 @@ def test_a_long_unknown_model_name_is_cut_in_the_message(client: openai.OpenAI) 
     for caught in (retrieved, chatted):
         assert caught.value.code == "model_not_found"
         assert "m" * 100 + "…" in caught.value.message and len(caught.value.message) < 300
+
+
+@pytest.mark.parametrize("model", ["pt-rec", "ll-rec"])
+def test_the_clients_stream_options_reach_the_provider_with_usage_added(
+        client: openai.OpenAI, recorder: Recorder, model: str) -> None:
+    """The router asks every stream for its usage, keeping the client's other stream options
+    (`include_obfuscation`); the client, which did not ask for usage, gets no usage chunk."""
+    recorder.bodies.clear()
+    chunks = list(client.chat.completions.create(
+        model=model, messages=MESSAGES, stream=True,
+        stream_options={"include_obfuscation": False}))  # type: ignore[typeddict-unknown-key]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "recorded"
+    assert all(c.usage is None for c in chunks)
+    (sent,) = recorder.bodies
+    assert sent["stream_options"] == {"include_obfuscation": False, "include_usage": True}

@@ -128,6 +128,7 @@ def test_version_ignores_comments_and_key_order_but_not_content() -> None:
     ("routes:\n", "telemetry: {exporter: console, sample_ratio: 0.5}\nroutes:\n"),
     ("${BASE}/v1", "http://10.0.0.7:8000/v1"),
     ("env:KEY_A", "env:OTHER_KEY"),
+    ("routes:\n", "server:\n  cache: {disk_size_limit_mb: 64}\nroutes:\n"),
     ("routes:\n", "server:\n  cache: {backend: redis, redis_url: 'redis://h:1/0'}\n"
                    "  stats: {explore_share: 0.1}\n  reliability: {max_retries_per_deployment: 3}"
                    "\nroutes:\n"),

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Exporter = Literal["none", "console", "otlp"]
 
@@ -21,7 +22,7 @@ class TelemetrySettings(BaseModel):
 
     enabled: bool = True  # false: no telemetry at all (for measuring what it costs)
     exporter: Exporter = "none"
-    otlp_endpoint: str = "http://127.0.0.1:4318"
+    otlp_endpoint: str = "http://127.0.0.1:4318"  # OTLP/HTTP: an http(s) URL with a host
     otlp_headers: dict[str, str] = Field(default_factory=dict)
     service_name: str = "slorouter"
     sample_ratio: float = Field(default=0.1, ge=0.0, le=1.0)  # for new roots; see docs
@@ -30,6 +31,17 @@ class TelemetrySettings(BaseModel):
     flush_delay_s: float = Field(default=0.05, ge=0)  # least time between two queue flushes
     queue_max: int = Field(default=20_000, ge=1)
     capture_content_tenants: frozenset[str] = frozenset()
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        """Refused at load, not logged at every export: `127.0.0.1:4318` (no scheme) or any
+        other text the OTLP/HTTP exporters cannot post to."""
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("otlp_endpoint must be an http:// or https:// URL with a host "
+                             "(OTLP over HTTP, e.g. http://127.0.0.1:4318)")
+        return value
 
     @property
     def traces_enabled(self) -> bool:

@@ -26,6 +26,15 @@ def test_unknown_fields_and_exporters_are_rejected() -> None:
         TelemetrySettings.model_validate({"exproter": "otlp"})
 
 
+@pytest.mark.parametrize("endpoint", ["127.0.0.1:4318", "not a url", "grpc://c:4317",
+                                      "http://", ""])
+def test_an_otlp_endpoint_the_exporter_cannot_post_to_is_refused(endpoint: str) -> None:
+    """Refused at load, naming the field: it used to start and log a failed export forever."""
+    with pytest.raises(ValidationError, match="otlp_endpoint"):
+        TelemetrySettings.model_validate({"exporter": "otlp", "otlp_endpoint": endpoint})
+    assert TelemetrySettings(otlp_endpoint="https://collector.example:4318").otlp_endpoint
+
+
 def test_environment_selects_exporter_endpoint_ratio_and_opted_in_tenants() -> None:
     """SLOROUTER_* and the standard OTEL_* variables configure telemetry."""
     settings = TelemetrySettings.from_env({

@@ -3,6 +3,7 @@ refusal of a bad profile file."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from pathlib import Path
 
@@ -53,3 +54,16 @@ def test_bad_profile_file_exits_with_code_2_and_names_the_problem(tmp_path: Path
         capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2
     assert "ttft_ms" in result.stderr
+
+
+def test_a_taken_port_exits_with_code_3_and_one_line() -> None:
+    """As `serve` does: a message naming the address, no traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [str(VENV_BIN / "slorouter"), "sim", "--port", str(port)],
+            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 3, result.stderr
+    assert f"127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr

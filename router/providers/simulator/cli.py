@@ -41,7 +41,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
 
 
 def handler(args: argparse.Namespace) -> int:
-    """Load the profiles and serve until SIGINT/SIGTERM; 2 on a bad profile file."""
+    """Load the profiles and serve until SIGINT/SIGTERM; 2 on a bad profile file, 3 when it
+    cannot listen (as `serve`)."""
     import asyncio
     import os
     import signal
@@ -73,9 +74,15 @@ def handler(args: argparse.Namespace) -> int:
     try:
         import uvloop
     except ImportError:
-        asyncio.run(main())
+        run = asyncio.run
     else:
-        uvloop.run(main())
+        run = uvloop.run
+    try:
+        run(main())
+    except OSError as exc:  # the port is taken, the host is not this machine's: no traceback
+        print(f"slorouter sim: cannot listen on {args.host}:{args.port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
+        return 3
     return 0
 
 

@@ -221,7 +221,9 @@ def experiments(config: RouterConfig) -> Experiments:
     from router.experiments.outcomes_redis import RedisOutcomeStore
 
     client = shared_redis(url, timeout_s=1.0)
-    return Experiments(config.experiments, RedisOutcomeStore(client, random.Random()))
+    versions = {spec.name: spec.treatment_version for spec in config.experiments}
+    return Experiments(config.experiments,
+                       RedisOutcomeStore(client, random.Random(), versions=versions))
 
 
 def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,

@@ -9,6 +9,8 @@ are listed at once. An arm's `route` (`policy:default`, the task's own policy, o
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter
 from datetime import datetime
@@ -150,6 +152,16 @@ class ExperimentSpec(_Model):
     def treatments(self) -> tuple[ArmSpec, ...]:
         """Every arm but control, in declaration order."""
         return tuple(arm for arm in self.arms if not arm.control)
+
+    @property
+    def treatment_version(self) -> str:
+        """A hash of what decides which unit gets which answer: tasks, arms (their routes and
+        weights), unit and salt. Shared outcomes and halts are kept under it, so a changed arm
+        starts afresh instead of inheriting the old route's numbers and halts; guardrails,
+        metrics and dates may change without losing the data."""
+        served = self.model_dump(mode="json", include={"tasks", "arms", "unit", "salt"})
+        text = json.dumps(served, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def metric(self, name: str) -> FeedbackMetric | None:
         """The declared feedback metric called `name`, if any."""

@@ -11,6 +11,7 @@ atomically, so concurrent replicas never over-fill a reservoir. The client is in
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Final
 
@@ -75,16 +76,22 @@ class RedisOutcomeStore:
         reservoir_size: int = RESERVOIR_SIZE,
         window_size: int = WINDOW_SIZE,
         exposure_ttl_s: int = EXPOSURE_TTL_S,
+        versions: Mapping[str, str] | None = None,
     ) -> None:
         self._client = client
         self._rng = rng
         self._prefix = prefix
+        # experiment → its treatment version (`ExperimentSpec.treatment_version`): an
+        # experiment whose arms changed keeps its data under new keys, not the old route's.
+        self._versions = dict(versions or {})
         self._sizes = (reservoir_size, window_size)
         self._ttl = exposure_ttl_s
         self._script = client.register_script(_RECORD_LUA)
 
     def _key(self, experiment: str, *parts: str) -> str:
-        return ":".join((self._prefix, experiment, *parts))
+        version = self._versions.get(experiment)
+        scoped = experiment if version is None else f"{experiment}@{version}"
+        return ":".join((self._prefix, scoped, *parts))
 
     async def _add(self, experiment: str, arm: str, values: tuple[tuple[str, float], ...]) -> None:
         keys = [self._key(experiment, "arms"), self._key(experiment, "stats", arm)]

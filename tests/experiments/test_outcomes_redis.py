@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 import pytest
 import redis.asyncio as aioredis
 
+from policies.experiments.schema import ExperimentSpec
 from router.experiments.outcomes import Feedback, Halt, MemoryOutcomeStore, Outcome
 from router.experiments.outcomes_redis import RedisOutcomeStore
+from tests.experiments.support import make_spec
 
 pytestmark = pytest.mark.integration
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
@@ -75,3 +77,31 @@ async def test_feedback_and_halts_are_seen_by_the_other_instance(
     snapshot = await two.snapshot("exp")
     assert snapshot.halts == (halt,)
     assert snapshot.arm("cheap").samples("thumbs_up").mean == 1.0
+
+
+async def test_an_arm_whose_route_changed_starts_afresh_and_keeps_data_otherwise(
+    clients: tuple[aioredis.Redis, aioredis.Redis],
+) -> None:
+    """Shared outcomes and halts belong to the experiment's treatment: after a restart with an
+    arm's route changed, the arm is neither halted nor credited with the old route's outcomes;
+    a changed guardrail (or metric, or date) keeps them."""
+    prefix = f"t-{uuid.uuid4().hex}"
+    arms = [{"name": "control", "route": "policy:chat", "control": True, "share": 0.5},
+            {"name": "cheap", "route": "model:dead", "share": 0.5}]
+    before = make_spec(arms=arms)
+    moved = make_spec(arms=[arms[0], {**arms[1], "route": "model:small"}])
+    guarded = make_spec(arms=arms, guardrails=[{"kind": "error_rate", "max_rate": 0.2}])
+    assert before.treatment_version == guarded.treatment_version != moved.treatment_version
+
+    def store(spec: ExperimentSpec) -> RedisOutcomeStore:
+        return RedisOutcomeStore(clients[0], random.Random(0), prefix=prefix,
+                                 versions={spec.name: spec.treatment_version})
+
+    first = store(before)
+    for i in range(5):
+        await first.record(Outcome(before.name, "cheap", f"r{i}", error=True, ttft_ms=10.0))
+    assert await first.halt(before.name, Halt("cheap", "error_rate", "errors", 5, 1.0, 0.2, NOW))
+    fresh = await store(moved).snapshot(moved.name)
+    assert fresh.halts == () and "cheap" not in fresh.arms
+    kept = await store(guarded).snapshot(guarded.name)
+    assert len(kept.halts) == 1 and kept.arm("cheap").samples("error").count == 5

@@ -6,7 +6,9 @@ sustainable pace, 14.4 spends 2% of a 30-day budget in one hour. As in the Googl
 ("Alerting on SLOs", multiwindow, multi-burn-rate alerts), a rule fires when *both* its long and
 its short window burn above its threshold: the long window proves the burn is significant, the
 short one that it is still going on (so the demotion lifts soon after recovery). Defaults are the
-workbook's 1 h / 5 min at 14.4 and 6 h / 30 min at 6.
+workbook's 1 h / 5 min at 14.4 and 6 h / 30 min at 6. Alerts read the burn rates as they are;
+demotion reads `sure_burn_rate`, the burn beyond chance, so a handful of errors does not take a
+deployment's traffic for as long as its thinned traffic takes to dilute them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from policies.intervals import wilson_interval
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,8 @@ class BurnRule:
     short_s: float
     threshold: float
 
+
+SURE_Z: Final = 1.6448536269514722  # one-sided 95 %
 
 DEFAULT_RULES: Final[tuple[BurnRule, ...]] = (
     BurnRule(3600.0, 300.0, 14.4),
@@ -36,6 +42,16 @@ def burn_rate(bad: int, total: int, objective: float) -> float | None:
     if total <= 0:
         return None
     return (bad / total) / (1.0 - objective)
+
+
+def sure_burn_rate(bad: int, total: int, objective: float,
+                   z: float = SURE_Z) -> float | None:
+    """The burn rate of the bad share's one-sided Wilson lower bound: the burn the window's
+    events show beyond chance. Three errors in 52 requests (a half-second blip) are a burn of
+    11.5 on a 99.5% objective but a sure burn of 4; a steady 10% of errors over 200 is sure."""
+    if total <= 0:
+        return None
+    return wilson_interval(bad, total, z)[0] / (1.0 - objective)
 
 
 def attainment(bad: int, total: int) -> float | None:

@@ -27,6 +27,7 @@ from router.slo.burn import (
     burn_rate,
     demotion_penalty,
     rule_fires,
+    sure_burn_rate,
 )
 from router.slo.snapshot import (
     DeploymentSlo,
@@ -129,8 +130,11 @@ class SloTracker:
         series = self._series.get(key)
         return series.sums(now, self._windows_s) if series is not None else None
 
-    def _burns(self, task: Task, sums: Sums) -> list[tuple[Sli, Burns, list[int]]]:
-        """Per tracked SLI: name, burn per window, and totals per window."""
+    def _burns(self, task: Task, sums: Sums,
+               sure: bool = False) -> list[tuple[Sli, Burns, list[int]]]:
+        """Per tracked SLI: name, burn per window (`sure`: beyond chance, `sure_burn_rate`),
+        and totals per window."""
+        rate = sure_burn_rate if sure else burn_rate
         targets = self.targets[task]
         windows = self._windows_s
         out: list[tuple[Sli, Burns, list[int]]] = []
@@ -140,7 +144,7 @@ class SloTracker:
                 continue
             i = column(sli)
             totals = [s[i] for s in sums]
-            burns: Burns = {w: burn_rate(s[i + 1], s[i], objective)
+            burns: Burns = {w: rate(s[i + 1], s[i], objective)
                             for w, s in zip(windows, sums, strict=True)}
             out.append((sli, burns, totals))
         return out
@@ -157,7 +161,7 @@ class SloTracker:
         for sums, latency in ((sized, True), (whole, False)):
             if sums is None:
                 continue
-            for sli, burns, totals in self._burns(task, sums):
+            for sli, burns, totals in self._burns(task, sums, sure=True):
                 if ((sli != "availability") == latency and sli in self.config.demote_on
                         and totals[short] >= self.config.min_events):
                     gated.append(burns)

@@ -278,3 +278,24 @@ async def test_refresher_sleeps_until_an_event_and_spaces_its_passes() -> None:
         assert min(gaps) >= 0.019  # spaced by refresh_s / 2
     finally:
         task.cancel()
+
+
+def test_a_blip_of_a_few_errors_does_not_demote_but_a_steady_error_rate_does() -> None:
+    """Three errors in 52 requests (a half-second outage at 100 req/s) burn a 99.5% budget at
+    11.5 by the point estimate: demoted on that, the deployment kept ~3% of its traffic for
+    minutes, too little to dilute them. Demotion reads the burn beyond chance (a Wilson lower
+    bound: 4 here); a steady 10% of errors is still demoted."""
+    targets = SloTargets(ttft_p95_s=1.0, availability=0.995)
+    clock = FakeClock()
+    tracker = SloTracker({"chat": targets}, clock=clock)
+    for i in range(52):
+        obs = _obs("A", 0.3, clock.now + i * 0.01, error="ProviderUnavailableError"
+                   if i in (20, 21, 22) else None)
+        tracker.record_attempt(obs)
+    assert tracker.penalty("A", "chat", 500, clock.now + 1) == 0.0
+    steady = SloTracker({"chat": targets}, clock=clock)
+    for i in range(400):
+        obs = _obs("B", 0.3, clock.now + i * 0.5, error="ProviderUnavailableError"
+                   if i % 10 == 0 else None)
+        steady.record_attempt(obs)
+    assert steady.penalty("B", "chat", 500, clock.now + 200) > 0.0

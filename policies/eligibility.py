@@ -9,6 +9,7 @@ its model is judged by the risk rule alone, and only when the configuration asks
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -168,6 +169,19 @@ def worst_case_cost(facts: RequestFacts, deployment: DeploymentFacts) -> float:
     """USD for the prompt plus every completion at the output limit."""
     return (facts.prompt_tokens * deployment.price_in_per_m
             + facts.completions * facts.max_output_tokens * deployment.price_out_per_m) / 1e6
+
+
+def output_cap(ceiling_usd: float, facts: RequestFacts,
+               prices_per_m: Sequence[tuple[float, float]]) -> int | None:
+    """The most output tokens per completion that keeps the request within `ceiling_usd` on
+    every deployment of `prices_per_m` ((input, output) USD per million tokens), for a request
+    that set no limit of its own: sent upstream, it makes the ceiling a cap on what the request
+    can cost, not only on what it was guessed to (`DEFAULT_MAX_OUTPUT_TOKENS` priced it). None
+    when no deployment charges for output."""
+    caps = [math.floor((ceiling_usd * 1e6 - facts.prompt_tokens * price_in)
+                       / (facts.completions * price_out))
+            for price_in, price_out in prices_per_m if price_out > 0]
+    return max(1, min(caps)) if caps else None
 
 
 def pinned_verdicts(policy: TaskPolicy, facts: RequestFacts,

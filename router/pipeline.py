@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from cache.prefix import prompt_cache_key
-from policies.eligibility import RequestFacts
+from policies.eligibility import RequestFacts, output_cap
 from policies.experiments import Assignment, UnitIds
 from policies.labels import RISKS, TASKS, Risk, Task
 from policies.schema import TaskPolicy
@@ -291,6 +291,13 @@ class ChatPipeline:
             deadline = min(deadline, since + policy.timeout_s)
         side_effecting = is_side_effecting(labels)
         body = upstream_body(raw, caller.tenant)
+        if (policy is not None and policy.max_cost_per_request_usd is not None
+                and request.model in self.config.aliases and request.output_token_limit() is None):
+            cap = output_cap(policy.max_cost_per_request_usd, facts,
+                             [(d.input_price_per_mtok, d.output_price_per_mtok)
+                              for d in deployments])
+            if cap is not None:
+                body["max_completion_tokens"] = cap
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
                     side_effecting=side_effecting,
                     bodies=marked_bodies(body, caller.tenant,

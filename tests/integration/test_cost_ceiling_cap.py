@@ -1,0 +1,78 @@
+"""A task policy's cost ceiling caps what a request can cost, not only what it was guessed to.
+
+A request with no `max_tokens` is priced at 512 output tokens by the ceiling check; the
+provider, told nothing, may write thousands (the simulator's `long` model writes about 3,000).
+The router sends the largest output limit that keeps every deployment of the plan within the
+ceiling, so the answer stops there (`finish_reason: length`) and the cost stays under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from policies.eligibility import RequestFacts, output_cap
+from tests.support.services import Running, start_router, start_simulator
+
+pytestmark = pytest.mark.integration
+
+API_KEY = "sk-test-cost-ceiling"
+CEILING_USD = 0.01
+PRICE_IN, PRICE_OUT = 3.0, 15.0  # USD per million tokens
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    directory = tmp_path_factory.mktemp("cost-ceiling")
+    sim = start_simulator(directory, {"long": {
+        "output_tokens_p50": 3000, "output_tokens_p99": 3200, "tokens_per_chunk": 200}})
+    config = f"""version: 1
+deployments:
+  - {{name: long-1, model: openai/long, adapter: openai_passthrough,
+     api_base: '{sim.base_url}/v1', input_price_per_mtok: {PRICE_IN},
+     output_price_per_mtok: {PRICE_OUT}}}
+models: [{{name: long, deployments: [long-1]}}]
+routes: {{default_model: long}}
+api_keys: [{{key: env:TENANT_KEY, tenant: t, scopes: [read]}}]
+policies:
+  default: {{candidates: [long], max_cost_per_request_usd: {CEILING_USD}}}
+server: {{cache: {{backend: none}}}}
+"""
+    running = start_router(directory, config, env={"TENANT_KEY": API_KEY})
+    yield running
+    running.stop()
+    sim.stop()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_without_max_tokens_stops_within_the_ceiling(gateway: Running,
+                                                              stream: bool) -> None:
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0,
+                           timeout=60)
+    messages = [{"role": "user", "content": "write a python function that parses dates"}]
+    if stream:
+        chunks = list(client.chat.completions.create(
+            model="auto", messages=messages, stream=True,  # type: ignore[arg-type]
+            stream_options={"include_usage": True}, extra_headers={"x-slorouter-task": "code"}))
+        usage = next(c.usage for c in chunks if c.usage is not None)
+        finish = next(c.choices[0].finish_reason for c in chunks
+                      if c.choices and c.choices[0].finish_reason)
+    else:
+        reply = client.chat.completions.create(
+            model="auto", messages=messages,  # type: ignore[arg-type]
+            extra_headers={"x-slorouter-task": "code"})
+        assert reply.usage is not None
+        usage, finish = reply.usage, reply.choices[0].finish_reason
+    cost = (usage.prompt_tokens * PRICE_IN + usage.completion_tokens * PRICE_OUT) / 1e6
+    assert finish == "length" and cost <= CEILING_USD, (usage, cost)
+    assert usage.completion_tokens > 512  # the cap is the ceiling's, not the check's guess
+
+
+def test_the_output_cap_keeps_every_deployment_within_the_ceiling() -> None:
+    facts = RequestFacts(task="code", risk="low", prompt_tokens=1000, max_output_tokens=512,
+                         completions=2)
+    cap = output_cap(0.01, facts, [(3.0, 15.0), (1.0, 30.0), (0.0, 0.0)])
+    assert cap == (10_000 - 1000 * 1.0) // (2 * 30.0)  # the dearer output price binds
+    assert output_cap(0.01, facts, [(1.0, 0.0)]) is None  # free output: nothing to cap

@@ -406,6 +406,7 @@ def _check_train_inputs(args: argparse.Namespace) -> None:
     """What `train` would trip over, said up front: an empty or malformed file, an unknown
     benchmark, model or reference, a model not scored on every row, missing prices."""
     from evals.outcomes import load_table_coverage
+    from policies.files import prepare_directory
 
     rows = _rows(args.outcomes, "outcomes")
     present = sorted({r.benchmark for r in rows})
@@ -430,6 +431,9 @@ def _check_train_inputs(args: argparse.Namespace) -> None:
         _known("--relative-to", [args.relative_to], table.models, str(args.outcomes))
     _priced(table, str(args.outcomes))
     _enough_rows(table, args.folds, str(args.outcomes), floor=True)
+    problem = prepare_directory(args.out)  # last: a refused input leaves no directory behind
+    if problem is not None:
+        raise InputError(f"--out: {problem}")
 
 
 @_guarded

@@ -32,6 +32,20 @@ def _write_temp(directory: Path, name: str, data: bytes) -> Path:
     return path
 
 
+def prepare_directory(directory: Path) -> str | None:
+    """Create `directory` for `write_files` before any work is done (so a long training does
+    not end in an error), or say why it cannot be written into."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"{directory} is not a directory"
+    except OSError as exc:
+        return f"cannot create {directory}: {exc.strerror or exc}"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"{directory} is not writable"
+    return None
+
+
 def write_files(directory: Path, files: Sequence[tuple[str, bytes]]) -> None:
     """Write `files` ((name, content), metadata last) into `directory` (created if missing):
     all of them to temporary files first, then each renamed into place in order."""

@@ -345,3 +345,17 @@ def test_a_plot_into_a_directory_is_refused(
     assert err == (f"error: --plot {tmp_path} is a directory: give a file name such as "
                    f"{tmp_path / 'replay.png'}\n")
     assert not tmp_path.with_suffix(".png").exists()
+
+
+def test_train_router_refuses_an_out_it_cannot_write_before_training(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It trained in full, then crashed with a traceback creating the directory."""
+    a_file = tmp_path / "taken"
+    a_file.write_text("")
+    err = _refused(["train-router", "--outcomes", str(gsm8k_slice), "--out", str(a_file)],
+                   capsys)
+    assert err == f"error: --out: {a_file} is not a directory\n"
+    under_a_file = a_file / "artifact"
+    err = _refused(["train-router", "--outcomes", str(gsm8k_slice), "--out", str(under_a_file)],
+                   capsys)
+    assert err.startswith(f"error: --out: cannot create {under_a_file}: ")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,10 @@ def _open_lines(path: Path) -> Iterator[bytes]:
     """The file's lines (decompressed, undecoded): a line that is not UTF-8 fails its own
     validation, by number."""
     with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as fh:
-        yield from fh
+        try:
+            yield from fh
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:  # a cut or corrupt download
+            raise DataError(f"{path}: not a complete gzip file ({exc})") from None
 
 
 def example_of(row: PromptRow) -> Example:

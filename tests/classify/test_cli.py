@@ -232,3 +232,20 @@ def test_a_label_missing_from_one_fold_still_trains(tmp_path: Path) -> None:
         assert main(["train-classifier", "--data", str(path), "--out", str(out),
                      "--min-df", "1", "--no-augment", "--seed", str(seed)]) == 0
     assert (out / "model.zip").exists()
+
+
+@pytest.mark.parametrize("command", ["train-classifier", "eval-classifier"])
+def test_a_truncated_gzip_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """A cut download (`EOFError` from gzip, which is no `OSError`) was a traceback."""
+    whole = (DATA / "test.jsonl.gz").read_bytes()
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    args = [command, "--data", str(cut)]
+    if command == "train-classifier":
+        args += ["--out", str(tmp_path / "o")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err == f"slorouter {command}: {cut}: not a complete gzip file (" + err.split("(", 1)[1]
+    assert err.count("\n") == 1

@@ -73,25 +73,29 @@ def stand_ins(text: str, environ: Mapping[str, str]) -> dict[str, str]:
     stands, so that the check judges the rest of the config and not the stand-in: a Redis URL
     as a whole `*redis_url`, an http URL at the start of any other URL, base or endpoint
     (`${BASE}/v1` too), the number 1 as any other whole value (a timeout, a size), and a plain
-    word anywhere else (the password of `redis://:${PASSWORD}@host`)."""
-    values: dict[str, str] = {}
+    word anywhere else (the password of `redis://:${PASSWORD}@host`, a comment). A name used in
+    several places takes the first of these shapes that any of its places asks for."""
+    shapes: dict[str, set[int]] = {}
     for line in text.splitlines():
         for match in _PLACEHOLDER.finditer(line):
             name = match.group(1)
-            if name in environ or name in values:
+            if name in environ:
                 continue
-            word = f"unset-{name.lower().replace('_', '-')}"
             start = re.search(_VALUE_START.format(name=re.escape(name)), line)
             key = start.group(1).lower() if start else ""
             whole = start is not None and start.group(3) is not None
             if whole and key.endswith("redis_url"):
-                values[name] = f"redis://{word}.invalid:6379/0"
+                shape = 0
             elif start and any(part in key for part in _URL_KEYS):
-                values[name] = f"http://{word}.invalid"
-            elif whole:
-                values[name] = "1"
+                shape = 1
             else:
-                values[name] = word
+                shape = 2 if whole else 3
+            shapes.setdefault(name, set()).add(shape)
+    values = {}
+    for name, found in shapes.items():
+        word = f"unset-{name.lower().replace('_', '-')}"
+        values[name] = (f"redis://{word}.invalid:6379/0", f"http://{word}.invalid", "1",
+                        word)[min(found)]
     return values
 
 

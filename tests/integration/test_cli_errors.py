@@ -167,7 +167,7 @@ def test_policy_check_passes_unset_placeholders_wherever_the_docs_put_them(
     """`${NAME}` need not be set for the check: a whole Redis URL, a password inside one, a
     base URL with a path after it and a number each get a stand-in of their kind (one http URL
     for all of them made the Redis URLs and the number fail, blaming text no one wrote)."""
-    config = CONFIG.replace(
+    config = "# ${UP_BASE} is the upstream's address (a comment names it first)\n" + CONFIG.replace(
         "api_base: http://127.0.0.1:9/v1", "api_base: '${UP_BASE}/v1'") + (
         "server:\n"
         "  request_timeout_s: ${REQ_TIMEOUT}\n"
@@ -184,3 +184,14 @@ def test_policy_check_passes_unset_placeholders_wherever_the_docs_put_them(
         "UP_BASE": "http://127.0.0.1:9", "REQ_TIMEOUT": "abc", "REDIS_PASSWORD": "pw",
         "CACHE_REDIS_URL": "redis://127.0.0.1:6391/0"})
     _refused(served, "request_timeout_s")  # a set value is still judged
+
+
+def test_the_embedded_default_passes_the_check_without_its_simulator_address(
+        tmp_path: Path) -> None:
+    """Its `${SLOROUTER_SIM_BASE}` is named in a comment before its `api_base` uses it."""
+    default = Path(__file__).resolve().parents[2] / "policies" / "defaults" / "simulator.yaml"
+    env = {k: v for k, v in os.environ.items() if k != "SLOROUTER_SIM_BASE"}
+    result = subprocess.run([PYTHON, "-m", "router.cli", "policy", "check", "--config",
+                             str(default)], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr

@@ -95,8 +95,22 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
         cached_input_price_per_mtok=(spec.cached_input_price_per_mtok
                                      if spec.cached_input_price_per_mtok is not None
-                                     else cached_prices(spec.model)),
+                                     else _cached_price(price_in, known,
+                                                        cached_prices(spec.model))),
     )
+
+
+def _cached_price(configured_in: float | None, listed: tuple[float, float] | None,
+                  listed_cached: float | None) -> float | None:
+    """The cached-input price a deployment has no setting for: litellm's listed one, scaled to
+    the configured input price when there is one (a contract price of $0.10 with a list price
+    of $2.50 and a cached list price of $1.25 makes $0.05, not $1.25: 12.5 times the input
+    price it replaces); None (cached tokens at the input price) when litellm lists none."""
+    if listed_cached is None or configured_in is None:
+        return listed_cached
+    if listed is None or listed[0] <= 0:
+        return None
+    return configured_in * listed_cached / listed[0]
 
 
 def _principals(keys: tuple[ApiKeySpec, ...], environ: Mapping[str, str],

@@ -179,6 +179,22 @@ def test_cached_prompt_tokens_are_billed_at_the_cached_price() -> None:
     assert cached.cost_usd(100, 0, 10_000) == pytest.approx(100 * 0.1e-6)
 
 
+def test_an_unset_cached_price_follows_the_configured_input_price() -> None:
+    """litellm's cached list price is scaled to a configured (contract) input price; with the
+    listed input price, or none configured, it is used as listed."""
+    contract = load_config_text(VALID.replace("    model: openai/gpt-4o-mini\n",
+                                              "    model: openai/gpt-4o-mini\n"
+                                              "    input_price_per_mtok: 0.03\n"
+                                              "    output_price_per_mtok: 0.12\n"), environ=ENV)
+    listed = resolve(contract, ENV, _prices, cached_prices=lambda m: 0.075
+                     if m == "openai/gpt-4o-mini" else None).deployments["a"]
+    assert listed.cached_input_price_per_mtok == pytest.approx(0.03 * 0.075 / 0.15)
+    plain = resolve(load_config_text(VALID, environ=ENV), ENV, _prices,
+                    cached_prices=lambda _m: 0.075).deployments
+    assert plain["a"].cached_input_price_per_mtok == 0.075  # the listed prices throughout
+    assert plain["b"].cached_input_price_per_mtok is None  # no list price to scale by
+
+
 POLICIES = """policies:
   default: {candidates: [small], fallbacks: [small]}
 """

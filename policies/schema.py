@@ -101,6 +101,7 @@ class DeploymentSpec(Frozen):
     input_price_per_mtok: float | None = Field(default=None, ge=0)
     output_price_per_mtok: float | None = Field(default=None, ge=0)
     cached_input_price_per_mtok: float | None = Field(default=None, ge=0)
+    cache_write_price_per_mtok: float | None = Field(default=None, ge=0)
     context_window: int | None = Field(default=None, gt=0)
     supports_tools: bool = True
     supports_json: bool = True

@@ -77,7 +77,8 @@ def _secret(ref: str | None, environ: Mapping[str, str], where: str, problems: l
 
 
 def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceTable,
-                problems: list[str], cached_prices: CachedPriceTable) -> Deployment:
+                problems: list[str], cached_prices: CachedPriceTable,
+                write_prices: CachedPriceTable) -> Deployment:
     key = _secret(spec.api_key, environ, f"deployments.{spec.name}.api_key", problems)
     known = prices(spec.model)
     price_in = spec.input_price_per_mtok
@@ -97,15 +98,20 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
                                      if spec.cached_input_price_per_mtok is not None
                                      else _cached_price(price_in, known,
                                                         cached_prices(spec.model))),
+        cache_write_price_per_mtok=(spec.cache_write_price_per_mtok
+                                    if spec.cache_write_price_per_mtok is not None
+                                    else _cached_price(price_in, known,
+                                                       write_prices(spec.model))),
     )
 
 
 def _cached_price(configured_in: float | None, listed: tuple[float, float] | None,
                   listed_cached: float | None) -> float | None:
-    """The cached-input price a deployment has no setting for: litellm's listed one, scaled to
-    the configured input price when there is one (a contract price of $0.10 with a list price
-    of $2.50 and a cached list price of $1.25 makes $0.05, not $1.25: 12.5 times the input
-    price it replaces); None (cached tokens at the input price) when litellm lists none."""
+    """A prompt-cache price (read or write) a deployment has no setting for: litellm's listed
+    one, scaled to the configured input price when there is one (a contract price of $0.10
+    with a list price of $2.50 and a cached list price of $1.25 makes $0.05, not $1.25: 12.5
+    times the input price it replaces); None (such tokens at the input price) when litellm
+    lists none."""
     if listed_cached is None or configured_in is None:
         return listed_cached
     if listed is None or listed[0] <= 0:
@@ -152,11 +158,12 @@ def _facts(config: RouterConfig,
 def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable,
             *artifact_versions: str, quality: QualityTable | None = None,
             learned: Mapping[str, LoadedRouter] | None = None,
-            cached_prices: CachedPriceTable = lambda _model: None) -> RuntimeConfig:
+            cached_prices: CachedPriceTable = lambda _model: None,
+            write_prices: CachedPriceTable = lambda _model: None) -> RuntimeConfig:
     """Resolve secrets and prices. Artifact versions (the classifier's, the eval reports')
     join the config's content hash in the policy version."""
     problems: list[str] = []
-    deployments = {d.name: _deployment(d, environ, prices, problems, cached_prices)
+    deployments = {d.name: _deployment(d, environ, prices, problems, cached_prices, write_prices)
                    for d in config.deployments}
     principals = _principals(config.api_keys, environ, problems)
     if problems:

@@ -115,7 +115,8 @@ def build_runtime(config: RouterConfig, environ: Mapping[str, str],
         problems += err.problems
     try:
         runtime = resolve(config, environ, table.prices, classifier.version, quality=quality,
-                          learned=learned, cached_prices=table.cached_input_price)
+                          learned=learned, cached_prices=table.cached_input_price,
+                          write_prices=table.cache_write_price)
     except ConfigError as err:
         raise ConfigError(problems + err.problems) from None
     if problems:

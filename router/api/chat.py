@@ -263,7 +263,8 @@ class ChatHandler:
             outcome.cached_tokens = completion.usage.cached_tokens
             outcome.cost_usd = deployment.cost_usd(completion.usage.prompt_tokens,
                                                    completion.usage.completion_tokens,
-                                                   completion.usage.cached_tokens)
+                                                   completion.usage.cached_tokens,
+                                                   completion.usage.cache_write_tokens)
         headers["x-slorouter-model"] = deployment.name
         headers["server-timing"] = prepared.phases.header(
             outcome.attempts[-1].ttft_s if outcome.attempts else None, now - outcome.arrived_at)

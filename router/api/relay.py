@@ -29,7 +29,7 @@ class StreamRelay:
     """The SSE side of one streamed answer (one instance per request)."""
 
     __slots__ = ("_assembler", "_capture", "_clean_end", "_clock", "_committed", "_content_events",
-                 "_error", "_outcome", "_record", "_settle")
+                 "_error", "_outcome", "_record", "_settle", "_written_tokens")
 
     def __init__(self, committed: CommittedStream, outcome: Outcome, settle: Settle,
                  record: Callable[[Outcome], None], clock: Callable[[], float],
@@ -42,6 +42,7 @@ class StreamRelay:
         self._capture = capture  # the tenant opted in to content capture
         self._assembler = StreamAssembler() if settle.wants_body or capture else None
         self._content_events = 0
+        self._written_tokens = 0  # prompt tokens the provider wrote into its prompt cache
         self._clean_end = False
         self._error: BaseException | None = None
 
@@ -89,6 +90,7 @@ class StreamRelay:
             outcome.prompt_tokens = event.usage.prompt_tokens
             outcome.completion_tokens = event.usage.completion_tokens
             outcome.cached_tokens = event.usage.cached_tokens
+            self._written_tokens = event.usage.cache_write_tokens
         if self._assembler is not None:
             self._assembler.add(orjson.loads(event.data))
 
@@ -108,7 +110,8 @@ class StreamRelay:
             outcome.completion_tokens = self._content_events
         if outcome.prompt_tokens is not None:
             outcome.cost_usd = committed.deployment.cost_usd(
-                outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_tokens or 0)
+                outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_tokens or 0,
+                self._written_tokens)
         if client_gone:
             outcome.status = CLIENT_CLOSED
         elif ended_by is not None and not self._clean_end:

@@ -33,6 +33,7 @@ class Deployment:
     connect_timeout_s: float = 5.0
     timeout_s: float = 120.0
     cached_input_price_per_mtok: float | None = None  # prompt-cache reads; None: full price
+    cache_write_price_per_mtok: float | None = None  # prompt-cache writes; None: full price
 
     @property
     def upstream_model(self) -> str:
@@ -54,15 +55,20 @@ class Deployment:
         return "other"
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int,
-                 cached_tokens: int = 0) -> float:
+                 cached_tokens: int = 0, written_tokens: int = 0) -> float:
         """Price of one answer; prompt tokens read from the provider's prompt cache are billed
-        at the cached price when the deployment has one."""
+        at the cached price, and those written into it (Anthropic's cache creation, 1.25 times
+        the input price) at the write price, when the deployment has them. Both are part of
+        `prompt_tokens`, as upstreams in OpenAI's format count them."""
         cached = min(max(cached_tokens, 0), prompt_tokens)
+        written = min(max(written_tokens, 0), prompt_tokens - cached)
+        price_in = self.input_price_per_mtok
         cached_price = (self.cached_input_price_per_mtok
-                        if self.cached_input_price_per_mtok is not None
-                        else self.input_price_per_mtok)
-        return ((prompt_tokens - cached) * self.input_price_per_mtok + cached * cached_price
-                + completion_tokens * self.output_price_per_mtok) / 1e6
+                        if self.cached_input_price_per_mtok is not None else price_in)
+        write_price = (self.cache_write_price_per_mtok
+                       if self.cache_write_price_per_mtok is not None else price_in)
+        return ((prompt_tokens - cached - written) * price_in + cached * cached_price
+                + written * write_price + completion_tokens * self.output_price_per_mtok) / 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,20 +76,26 @@ class Usage:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int = 0
+    cache_write_tokens: int = 0  # prompt tokens written into the provider's prompt cache
 
     @staticmethod
     def from_openai(raw: object) -> Usage | None:
         """An upstream's `usage` object; None when it sent none, or something that is not one.
-        A count that is not a token count (see `_token_count`) reads as 0."""
+        A count that is not a token count (see `_token_count`) reads as 0. Prompt-cache reads
+        and writes come as OpenAI's `prompt_tokens_details` or as litellm passes Anthropic's
+        (`cache_read_input_tokens`, `cache_creation_input_tokens`)."""
         if not isinstance(raw, Mapping) or not raw:
             return None
         details = raw.get("prompt_tokens_details")
-        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+        if not isinstance(details, Mapping):
+            details = {}
         return Usage(
             prompt_tokens=_token_count(raw.get("prompt_tokens")),
             completion_tokens=_token_count(raw.get("completion_tokens")),
-            cached_tokens=(_token_count(cached)
+            cached_tokens=(_token_count(details.get("cached_tokens"))
                            or _token_count(raw.get("cache_read_input_tokens"))),
+            cache_write_tokens=(_token_count(details.get("cache_write_tokens"))
+                                or _token_count(raw.get("cache_creation_input_tokens"))),
         )
 
 

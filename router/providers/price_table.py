@@ -49,6 +49,11 @@ class PriceTable:
         row = self._row_with(model, "cache_read_input_token_cost")
         return None if row is None else float(row["cache_read_input_token_cost"]) * 1e6
 
+    def cache_write_price(self, model: str) -> float | None:
+        """USD per 1M prompt tokens written into the provider's prompt cache, if known."""
+        row = self._row_with(model, "cache_creation_input_token_cost")
+        return None if row is None else float(row["cache_creation_input_token_cost"]) * 1e6
+
     def _row_with(self, model: str, field: str) -> Mapping[str, Any] | None:
         """The row of `model` (as written, else without its provider prefix) that has `field`."""
         for key in (model, model.split("/", 1)[-1]):

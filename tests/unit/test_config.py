@@ -193,6 +193,8 @@ def test_an_unset_cached_price_follows_the_configured_input_price() -> None:
                     cached_prices=lambda _m: 0.075).deployments
     assert plain["a"].cached_input_price_per_mtok == 0.075  # the listed prices throughout
     assert plain["b"].cached_input_price_per_mtok is None  # no list price to scale by
+    writes = resolve(contract, ENV, _prices, write_prices=lambda _m: 0.1875).deployments["a"]
+    assert writes.cache_write_price_per_mtok == pytest.approx(0.03 * 1.25)  # 1.25x, scaled
 
 
 POLICIES = """policies:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from router.providers.base import MAX_TOKEN_COUNT, Usage, chunk_event
+from router.providers.base import MAX_TOKEN_COUNT, Deployment, Usage, chunk_event
 
 
 def test_openai_and_anthropic_style_usage_are_read() -> None:
@@ -59,3 +59,26 @@ def test_a_usage_chunk_is_usage_only_and_a_malformed_one_is_not_usage() -> None:
     assert good.usage_only and good.usage == Usage(2, 1, 0)
     odd = chunk_event(b"{}", {"choices": [], "usage": [2, 1]})
     assert not odd.usage_only and odd.usage is None
+
+
+def test_prompt_cache_writes_are_read_in_either_format() -> None:
+    """litellm passes Anthropic's cache creation as `cache_creation_input_tokens`; OpenAI's
+    format has `prompt_tokens_details.cache_write_tokens`."""
+    anthropic = Usage.from_openai({"prompt_tokens": 5050, "completion_tokens": 100,
+                                   "cache_creation_input_tokens": 5000})
+    openai_style = Usage.from_openai({"prompt_tokens": 5050, "completion_tokens": 100,
+                                      "prompt_tokens_details": {"cached_tokens": 0,
+                                                                "cache_write_tokens": 5000}})
+    assert anthropic == openai_style == Usage(5050, 100, 0, 5000)
+
+
+def test_prompt_cache_writes_are_billed_at_the_write_price() -> None:
+    """Anthropic bills cache writes at 1.25 times the input price: 50 plain input tokens,
+    5,000 written, 100 output at $1/$1.25/$5 per million are $0.0068, not $0.00555."""
+    deployment = Deployment(name="h", model="anthropic/claude-haiku-4-5", adapter="litellm",
+                            api_base=None, api_key=None, input_price_per_mtok=1.0,
+                            output_price_per_mtok=5.0, context_window=None,
+                            cached_input_price_per_mtok=0.1, cache_write_price_per_mtok=1.25)
+    assert deployment.cost_usd(5050, 100, 0, 5000) == pytest.approx(0.0068)
+    assert deployment.cost_usd(5050, 100, 3000, 5000) == pytest.approx(  # writes clamped
+        (3000 * 0.1 + 2050 * 1.25 + 100 * 5.0) / 1e6)

@@ -52,9 +52,12 @@ class StreamRelay:
             for stream in (_iterate(self._committed.head), self._committed.tail):
                 async for event in stream:
                     self._observe(event)
-                    if event.usage_only and not include_usage:
-                        continue
-                    yield b"data: " + event.data + b"\n\n"
+                    data = event.data
+                    if event.usage is not None and not include_usage:
+                        if event.usage_only:
+                            continue
+                        data = _without_usage(data)  # usage on a content or finish chunk
+                    yield b"data: " + data + b"\n\n"
             self._clean_end = True
             # Settled before [DONE], as a whole answer is stored before it is sent: a client
             # that repeats the request once it has read the stream's end finds the entry. The
@@ -125,3 +128,11 @@ class StreamRelay:
 async def _iterate(items: list[Any]) -> AsyncIterator[Any]:
     for item in items:
         yield item
+
+
+def _without_usage(data: bytes) -> bytes:
+    """A chunk without its `usage`: some upstreams put it on the finish chunk instead of a
+    `choices: []` chunk of its own, and a client that did not ask for usage gets none."""
+    chunk = orjson.loads(data)
+    chunk.pop("usage", None)
+    return orjson.dumps(chunk)

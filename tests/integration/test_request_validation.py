@@ -61,7 +61,11 @@ class Recorder:
                          "model": "rec", "choices": [{"index": 0, "finish_reason": "stop",
                                                       "delta": {"content": "recorded"}}]}
                 usage = {**chunk, "choices": [], "usage": COMPLETION["usage"]}
-                answer = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in (chunk, usage))
+                if "/last/" in self.path:  # usage on the finish chunk, none of its own
+                    chunks = [{**chunk, "usage": COMPLETION["usage"]}]
+                else:
+                    chunks = [chunk, usage]
+                answer = b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks)
                 answer += b"data: [DONE]\n\n"
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
@@ -94,9 +98,10 @@ def gateway(sim: Running, recorder: Recorder,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     """The integration router, plus `pt-rec` / `ll-rec` reaching the recording upstream."""
     config = yaml.safe_load(router_config(sim.base_url))
-    for prefix, adapter in (("pt", "openai_passthrough"), ("ll", "litellm")):
+    for prefix, adapter, path in (("pt", "openai_passthrough", "/v1"), ("ll", "litellm", "/v1"),
+                                  ("pt-last", "openai_passthrough", "/last/v1")):
         deployment = {"name": f"{prefix}-rec", "model": "openai/rec", "adapter": adapter,
-                      "api_base": f"{recorder.base_url}/v1", "input_price_per_mtok": 1.0,
+                      "api_base": f"{recorder.base_url}{path}", "input_price_per_mtok": 1.0,
                       "output_price_per_mtok": 2.0, "timeout_s": 3}
         if adapter == "litellm":
             deployment["api_key"] = "env:SIM_KEY"
@@ -262,3 +267,16 @@ def test_the_clients_stream_options_reach_the_provider_with_usage_added(
     assert all(c.usage is None for c in chunks)
     (sent,) = recorder.bodies
     assert sent["stream_options"] == {"include_obfuscation": False, "include_usage": True}
+
+
+@pytest.mark.parametrize("include_usage", [False, True])
+def test_usage_on_the_finish_chunk_reaches_only_clients_that_asked(
+        client: openai.OpenAI, include_usage: bool) -> None:
+    """An upstream that puts usage on its finish chunk (no `choices: []` chunk): a client that
+    did not ask for usage gets that chunk without it; one that asked gets it."""
+    extra: Any = {"stream_options": {"include_usage": True}} if include_usage else {}
+    chunks = list(client.chat.completions.create(model="pt-last-rec", messages=MESSAGES,
+                                                 stream=True, **extra))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "recorded"
+    usages = [c.usage for c in chunks if c.usage is not None]
+    assert len(usages) == (1 if include_usage else 0)

@@ -58,6 +58,9 @@ class Outcome:
     last_token_at: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # The provider reported no usage (a stream cut, or left by its client): `completion_tokens`
+    # holds the content chunks the relay counted, good enough for TPOT, not a token count.
+    chunks_counted: bool = False
     cached_tokens: int | None = None  # prompt tokens the provider read from its prompt cache
     cost_usd: float | None = None
     client_disconnected: bool = False
@@ -66,6 +69,12 @@ class Outcome:
     # (`capture_content_tenants`): read by the server span, never by logs (`summary`).
     captured_input: str | None = field(default=None, repr=False)
     captured_output: str | None = field(default=None, repr=False)
+
+    @property
+    def reported_completion_tokens(self) -> int | None:
+        """Output tokens as the provider reported them (None when only chunks were counted):
+        what telemetry's token counts show."""
+        return None if self.chunks_counted else self.completion_tokens
 
     @property
     def winner(self) -> AttemptRecord | None:

@@ -111,6 +111,7 @@ class StreamRelay:
         outcome.ended_at = self._clock()
         if outcome.completion_tokens is None:
             outcome.completion_tokens = self._content_events
+            outcome.chunks_counted = True
         if outcome.prompt_tokens is not None:
             outcome.cost_usd = committed.deployment.cost_usd(
                 outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_tokens or 0,

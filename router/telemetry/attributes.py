@@ -176,7 +176,8 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
                        (DEPLOYMENT, outcome.deployment), (POLICY_VERSION, outcome.policy_version),
                        (ARM, arm_of(outcome)), (ERROR_TYPE, error_type(outcome)),
                        (INPUT_TOKENS, outcome.prompt_tokens),
-                       (OUTPUT_TOKENS, outcome.completion_tokens), (COST, outcome.cost_usd)):
+                       (OUTPUT_TOKENS, outcome.reported_completion_tokens),
+                       (COST, outcome.cost_usd)):
         put_if(attrs, key, value)
     if outcome.client_disconnected:
         attrs[CLIENT_GONE] = True

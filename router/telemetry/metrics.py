@@ -97,7 +97,8 @@ class RouterMetrics:
         self._count(outcome)
 
     def _record_tokens(self, outcome: Outcome, labels: Labels) -> None:
-        counts = (("input", outcome.prompt_tokens), ("output", outcome.completion_tokens))
+        counts = (("input", outcome.prompt_tokens),
+                  ("output", outcome.reported_completion_tokens))
         for kind, count in counts:
             if count is not None:
                 self.token_usage.record(count, {**labels, A.TOKEN_TYPE: kind})

@@ -79,7 +79,7 @@ class SpanBuilder:
         spans.extend(self._attempts(outcome, server_ctx, trace))
         if outcome.stream and outcome.first_content_at is not None:
             stream_attrs: Attributes = {}
-            A.put_if(stream_attrs, A.OUTPUT_TOKENS, outcome.completion_tokens)
+            A.put_if(stream_attrs, A.OUTPUT_TOKENS, outcome.reported_completion_tokens)
             spans.append(self._child("stream", server_ctx, SpanKind.INTERNAL,
                                      outcome.first_content_at, outcome.ended_at, stream_attrs,
                                      outcome.error_type if outcome.status >= 500 else None))

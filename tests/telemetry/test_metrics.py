@@ -272,3 +272,23 @@ def test_a_request_whose_client_left_is_not_counted_as_a_success() -> None:
     server = next(s for s in exporter.get_finished_spans() if s.name == "chat auto")
     assert (server.attributes or {})["error.type"] == "client_disconnected"
     assert server.status.status_code == StatusCode.UNSET
+
+
+def test_counted_chunks_are_not_reported_as_output_tokens() -> None:
+    """A stream that ended with no usage from the provider (cut, or left by its client) has its
+    content chunks counted for TPOT; `gen_ai.client.token.usage` and the spans' output tokens,
+    whose unit is the token, leave them out instead of reporting chunks as tokens."""
+    telemetry, exporter = in_memory_telemetry(TelemetrySettings(sample_ratio=1.0))
+    outcome, _ = streamed_with_retry()
+    outcome.prompt_tokens, outcome.completion_tokens, outcome.chunks_counted = None, 4, True
+    for attempt in outcome.attempts:
+        attempt.usage = None  # no usage event came
+    outcome.status, outcome.client_disconnected = 499, True
+    telemetry.sink.record(outcome)
+    text = telemetry.prometheus_text().decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    usage = getattr(families.get("gen_ai_client_token_usage"), "samples", [])
+    assert not [s for s in usage if s.labels.get("gen_ai_token_type") == "output"]
+    spans = exporter.get_finished_spans()
+    assert spans and all("gen_ai.usage.output_tokens" not in (s.attributes or {}) for s in spans)
+    assert outcome.tpot_s is not None or outcome.first_token_at is None  # TPOT still reads them

@@ -23,10 +23,12 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     policy = subparsers.add_parser("policy", help="validate policy files")
     actions = policy.add_subparsers(dest="policy_command", required=True)
     check = actions.add_parser("check", help="fail if a route can break its quality floor")
-    check.add_argument("--config", type=Path, required=True)
+    check.add_argument("--config", type=Path, required=True,
+                       help="the router's YAML config (as `serve --config` takes it)")
     check.set_defaults(func=policy_check)
     explain = subparsers.add_parser("explain", help="show the routing decision for a request")
-    explain.add_argument("--config", type=Path, required=True)
+    explain.add_argument("--config", type=Path, required=True,
+                         help="the router's YAML config (as `serve --config` takes it)")
     explain.add_argument("request", nargs="?", type=Path,
                          help="chat completions JSON body (default: stdin)")
     explain.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import openai
 import pytest
 
+from tests.support.fake_upstream import send_body
 from tests.support.services import Running, start_router, start_simulator
 
 pytestmark = pytest.mark.integration
@@ -47,11 +48,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": "attacker"}}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_body(self, 200, body)
 
     def log_message(self, format: str, *args: Any) -> None:
         return

@@ -19,6 +19,7 @@ from typing import Any
 import openai
 import pytest
 
+from tests.support.fake_upstream import send_body
 from tests.support.services import Running, start_router
 
 pytestmark = pytest.mark.integration
@@ -38,16 +39,10 @@ class _Echo(http.server.BaseHTTPRequestHandler):
                  "code": key, "param": f"key={key}"}
         status = int(self.path.split("/")[1].removeprefix("s"))
         if status == 200:  # a stream that began, then an error event
-            body = (f"data: {json.dumps({'error': error})}\n\n").encode()
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
+            send_body(self, 200, f"data: {json.dumps({'error': error})}\n\n".encode(),
+                      "text/event-stream")
         else:
-            body = json.dumps({"error": error}).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+            send_body(self, status, json.dumps({"error": error}).encode())
 
     def log_message(self, format: str, *args: Any) -> None:
         return

@@ -4,9 +4,12 @@
                     [--rate 10] [--duration 60] [--max-requests N] [--seed 7] [--model NAME]
                     [--api-key KEY | env SLOROUTER_BENCH_API_KEY] [--out DIR] [--json]
 
-Prints achieved rate, E2E/TTFT/TPOT percentiles and errors by class, per request class and for
+Prints achieved rate, E2E/TTFT/TPOT percentiles (from each request's scheduled arrival, the
+generator's dispatch lag included and shown) and errors by class, per request class and for
 stream/non-stream; writes `summary.json`, `latency_hist.png` and `percentiles_over_time.png`
-to `--out`. Heavy imports stay inside the handler so `slorouter --help` stays fast.
+to `--out`. Exit code: 0 when every request succeeded, 1 when any failed, 2 on bad arguments
+(checked before any load), 130 when interrupted (Ctrl-C: the answers so far are summarised).
+Heavy imports stay inside the handler so `slorouter --help` stays fast.
 """
 
 from __future__ import annotations
@@ -78,6 +81,8 @@ def handler(args: argparse.Namespace) -> int:
 
     try:
         workload = load_workload(args.workload)
+        _check_api_key(args.api_key)
+        args.out.mkdir(parents=True, exist_ok=True)  # before the load: a bad --out wastes none
     except (OSError, ValueError) as exc:
         print(f"slorouter bench: {exc}", file=sys.stderr)
         return 2
@@ -90,7 +95,6 @@ def handler(args: argparse.Namespace) -> int:
     if bar is not None:
         bar.close()
     summary = summarize(result)
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_bytes(
         orjson.dumps(dataclasses.asdict(summary), option=orjson.OPT_INDENT_2))
     latency_histogram([result], args.out / "latency_hist.png")
@@ -99,4 +103,20 @@ def handler(args: argparse.Namespace) -> int:
           else format_summary(summary))
     print(f"wrote {args.out}/summary.json, latency_hist.png, percentiles_over_time.png",
           file=sys.stderr)
-    return 0 if summary.ok else 1
+    if result.interrupted:
+        print(f"slorouter bench: interrupted after {summary.sent} answered requests",
+              file=sys.stderr)
+        return 130
+    return 0 if summary.ok == summary.sent else 1
+
+
+def _check_api_key(key: str | None) -> None:
+    """A key no HTTP header can carry (a line break, non-Latin-1 text) refused up front: every
+    request of the run would fail on it, and the run said so only at its end."""
+    from router.providers.http1 import Target, request_head
+
+    if key is not None:
+        try:
+            request_head(Target.of("http://localhost/"), {"authorization": f"Bearer {key}"}, 0)
+        except (ValueError, UnicodeEncodeError) as exc:
+            raise ValueError(f"--api-key cannot be sent in a header: {exc}") from None

@@ -52,6 +52,7 @@ class Sample:
     tpot_s: float | None = None
     output_tokens: int | None = None
     cache: str | None = None  # the router's `x-slorouter-cache` answer header, when present
+    lag_s: float = 0.0  # how late the generator sent it after its scheduled time
 
 
 @dataclass
@@ -61,6 +62,7 @@ class RunResult:
     duration_s: float
     samples: list[Sample] = field(default_factory=list)
     wall_s: float = 0.0  # from the first send to the last answer
+    interrupted: bool = False  # stopped early (Ctrl-C): `samples` are the answers it had
 
     def ok(self) -> list[Sample]:
         return [s for s in self.samples if s.status == 200 and s.error is None]
@@ -73,10 +75,21 @@ class RunResult:
 
     @property
     def achieved_rate(self) -> float:
-        return len(self.samples) / self.duration_s if self.duration_s else 0.0
+        return sent_rate(self.samples)
 
     def errors(self) -> int:
         return len(self.samples) - len(self.ok())
+
+
+def sent_rate(samples: Sequence[Sample]) -> float:
+    """Requests per second as they were sent: the gaps between the first and last sends (a
+    run cut short by `--max-requests` sends at the target rate, not at count / duration); NaN
+    with fewer than two sends."""
+    if len(samples) < 2:
+        return float("nan")
+    sent = sorted(s.started + s.lag_s for s in samples)
+    span = sent[-1] - sent[0]
+    return (len(sent) - 1) / span if span > 0 else float("nan")
 
 
 def poisson_schedule(rate: float, duration_s: float, seed: int,
@@ -84,6 +97,8 @@ def poisson_schedule(rate: float, duration_s: float, seed: int,
     """Arrival offsets (s) of a Poisson process at `rate`, within `duration_s`, at most N."""
     rng = np.random.default_rng(seed)
     count = int(rate * duration_s * 1.5) + 10
+    if max_requests is not None:
+        count = min(count, max_requests)  # no more draws than requests: a cap bounds memory
     times = np.cumsum(rng.exponential(1.0 / rate, size=count))
     times = times[times < duration_s]
     return times[:max_requests] if max_requests is not None else times
@@ -93,6 +108,7 @@ async def _read_stream(response: Response, started: float
                        ) -> tuple[float | None, float | None, int | None, str | None]:
     first = last = None
     tokens: int | None = None
+    chunks = 0
     error, done = None, False
     async for line in lines(response.chunks()):
         if not line.startswith(b"data: "):
@@ -103,6 +119,7 @@ async def _read_stream(response: Response, started: float
         if _CONTENT.search(line):
             last = time.perf_counter()
             first = first if first is not None else last
+            chunks += 1
         elif b'"error"' in line:
             error = "stream_error"
         usage = _USAGE.search(line) if b'"usage"' in line else None
@@ -111,36 +128,55 @@ async def _read_stream(response: Response, started: float
     if error is None and not done:
         error = "truncated"
     ttft = first - started if first is not None else None
-    tpot = (last - first) / (tokens - 1) if (first is not None and last is not None
-                                             and tokens is not None and tokens > 1) else None
-    return ttft, tpot, tokens, error
+    return ttft, stream_tpot(first, last, tokens, chunks), tokens, error
+
+
+def stream_tpot(first: float | None, last: float | None, tokens: int | None,
+                chunks: int) -> float | None:
+    """Seconds per output token after the first chunk: the time from the first content chunk
+    to the last over the tokens that came after the first chunk. A chunk may carry several
+    tokens (the simulator's `tokens_per_chunk`, some providers' deltas), so those are the tokens
+    less the first chunk's share, `tokens / chunks`, not less one: with 4 tokens a chunk,
+    `tokens - 1` read 20% low. None with a single chunk or token."""
+    if first is None or last is None or tokens is None or tokens < 2 or chunks < 2:
+        return None
+    return (last - first) / (tokens - tokens / chunks)
 
 
 async def send_one(client: Http1Client, target: Target, request: PlannedRequest,
-                   headers: Mapping[str, str], origin: float, timeout_s: float) -> Sample:
-    started = time.perf_counter()
+                   headers: Mapping[str, str], origin: float, timeout_s: float,
+                   scheduled: float | None = None) -> Sample:
+    """One request. Its latencies run from its `scheduled` arrival (default: now), not from
+    when the generator got to send it: a generator that falls behind (a busy machine) must not
+    hide the wait from the numbers (coordinated omission); the lag is kept beside them. Never
+    re-sent: every request the target sees is one the run counts."""
+    sent = time.perf_counter()
+    started = scheduled if scheduled is not None else sent
     offset = started - origin
+    lag = max(0.0, sent - started)
     try:
         async with asyncio.timeout(timeout_s):
             response = await client.post(target, request_head(target, headers,
                                                                len(request.body)),
-                                         request.body, connect_timeout_s=timeout_s)
+                                         request.body, connect_timeout_s=timeout_s,
+                                         resendable=False)
             if response.status != 200:
                 await response.read()
                 return Sample(offset, None, time.perf_counter() - started, response.status,
-                              f"http_{response.status}", request.cls, request.stream)
+                              f"http_{response.status}", request.cls, request.stream, lag_s=lag)
             cache = response.headers.get("x-slorouter-cache")
             if not request.stream:
                 raw = await response.read()
                 elapsed = time.perf_counter() - started
                 usage = _USAGE.search(raw)
                 return Sample(offset, elapsed, elapsed, 200, None, request.cls, False, None,
-                              int(usage.group(1)) if usage else None, cache)
+                              int(usage.group(1)) if usage else None, cache, lag)
             ttft, tpot, tokens, error = await _read_stream(response, started)
             return Sample(offset, ttft, time.perf_counter() - started, 200, error, request.cls,
-                          True, tpot, tokens, cache)
+                          True, tpot, tokens, cache, lag)
     except (TimeoutError, HttpClientError, OSError) as exc:
-        return Sample(offset, None, None, 0, type(exc).__name__, request.cls, request.stream)
+        return Sample(offset, None, None, 0, type(exc).__name__, request.cls, request.stream,
+                      lag_s=lag)
 
 
 async def run_plan(target: str, url: str, plan: Sequence[PlannedRequest], rate: float,
@@ -152,8 +188,9 @@ async def run_plan(target: str, url: str, plan: Sequence[PlannedRequest], rate: 
         headers["authorization"] = f"Bearer {api_key}"
     schedule = poisson_schedule(rate, duration_s, seed, max_requests=len(plan))
     with _collector_paused():
-        samples, wall_s = await _send_all(url, plan, schedule, headers, timeout_s, progress)
-    return RunResult(target, rate, duration_s, samples, wall_s)
+        samples, wall_s, interrupted = await _send_all(url, plan, schedule, headers, timeout_s,
+                                                       progress)
+    return RunResult(target, rate, duration_s, samples, wall_s, interrupted)
 
 
 @contextlib.contextmanager
@@ -176,25 +213,35 @@ def _collector_paused() -> Iterator[None]:
 
 async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarray,
                     headers: Mapping[str, str], timeout_s: float,
-                    progress: ProgressFn | None) -> tuple[list[Sample], float]:
+                    progress: ProgressFn | None) -> tuple[list[Sample], float, bool]:
+    """Every request at its time, then every answer; cancelled (Ctrl-C under `asyncio.run`),
+    the requests still running are abandoned and the answers so far are returned, with True."""
     client, target = Http1Client(max_connections_per_origin=100_000), Target.of(url)
+    origin = time.perf_counter()
+    tasks: list[asyncio.Task[Sample]] = []
+    ticker = _ticker(tasks, len(schedule), origin, progress) if progress else None
+    interrupted = False
     try:
-        origin = time.perf_counter()
-        tasks: list[asyncio.Task[Sample]] = []
-        ticker = _ticker(tasks, len(schedule), origin, progress) if progress else None
         for at, request in zip(schedule, plan, strict=False):
             delay = origin + float(at) - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(
-                send_one(client, target, request, headers, origin, timeout_s)))
-        samples = list(await asyncio.gather(*tasks))
+                send_one(client, target, request, headers, origin, timeout_s,
+                         origin + float(at))))
+        await asyncio.gather(*tasks)
+    except asyncio.CancelledError:
+        interrupted = True
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
         if ticker is not None:
             ticker.cancel()
             _report(tasks, len(schedule), origin, progress)
-    finally:
         await client.aclose()
-    return samples, time.perf_counter() - origin
+    samples = [t.result() for t in tasks if not t.cancelled()]
+    return samples, time.perf_counter() - origin, interrupted
 
 
 def _report(tasks: Sequence[asyncio.Task[Sample]], total: int, origin: float,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -54,3 +55,25 @@ async def test_http_errors_and_refused_connections_are_classified(slow_sim: Runn
                              20.0, 0.3, seed=4)
     assert {s.error for s in answered.samples} <= {"http_404", "http_400", "http_422"}
     assert all(s.error is not None and s.status == 0 for s in refused.samples)
+
+
+async def test_latency_runs_from_the_scheduled_arrival_and_the_lag_is_kept(
+        slow_sim: Running) -> None:
+    """A request the generator sends 0.3 s after its scheduled time (a busy machine) counts
+    those 0.3 s in its latency, as its client would have waited them (no coordinated
+    omission), and reports them as its dispatch lag."""
+    from router.loadtest.loadgen import send_one
+    from router.providers.http1 import Http1Client, Target
+
+    client = Http1Client()
+    url = f"{slow_sim.base_url}/v1/chat/completions"
+    try:
+        now = time.perf_counter()
+        late = await send_one(client, Target.of(url), _plan(False, 1)[0],
+                              {"content-type": "application/json"}, now - 1.0, 30.0,
+                              scheduled=now - 0.3)
+    finally:
+        await client.aclose()
+    assert late.error is None and late.lag_s >= 0.3
+    assert late.e2e_s is not None and late.e2e_s >= 1.5 + 0.3  # the slow model's TTFT, plus
+    assert abs(late.started - 0.7) < 1e-9  # the scheduled offset from the run's start

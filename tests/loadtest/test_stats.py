@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from router.loadtest.loadgen import RunResult, Sample
+from router.loadtest.loadgen import RunResult, Sample, stream_tpot
 from router.loadtest.stats import format_summary, summarize
 
 
@@ -30,7 +30,8 @@ def test_errors_are_grouped_by_class_and_rates_reported() -> None:
     summary = summarize(_result())
     assert summary.errors == {"ClientConnectorError": 1, "http_429": 1, "stream_error": 1}
     assert (summary.sent, summary.ok) == (103, 100)
-    assert abs(summary.achieved_rate - 10.3) < 1e-9
+    # as sent: 103 sends from 0.0 s to 9.9 s (the first and last), 102 gaps
+    assert abs(summary.achieved_rate - 102 / 9.9) < 1e-9
     assert abs(summary.completed_rate - 100 / 12) < 1e-9
 
 
@@ -44,3 +45,25 @@ def test_segments_split_by_class_and_streaming() -> None:
     assert summary.segments["non-stream"]["tpot_s"].count == 0
     text = format_summary(summary)
     assert "http_429=1" in text and "stream TPOT" in text
+
+
+def test_the_achieved_rate_is_measured_not_the_plan_over_the_duration() -> None:
+    """Ten requests sent at 10/s by a run capped by `--max-requests` in a 60 s window: 10/s,
+    not 10 / 60 (what was printed); a single send has no rate."""
+    ten = [Sample(i * 0.1, 0.01, 0.01, 200) for i in range(10)]
+    assert abs(summarize(RunResult("t", 10.0, 60.0, ten, 1.0)).achieved_rate - 10.0) < 1e-9
+    late = [Sample(s.started, 0.01, 0.01, 200, lag_s=0.05 * i) for i, s in enumerate(ten)]
+    summary = summarize(RunResult("t", 10.0, 60.0, late, 1.0))
+    assert abs(summary.achieved_rate - 9 / 1.35) < 1e-9  # as they left the generator
+    assert abs(summary.dispatch_lag_ms.p50 - 225.0) < 1e-9
+    single = summarize(RunResult("t", 10.0, 60.0, ten[:1], 1.0)).achieved_rate
+    assert single != single  # NaN
+    assert "dispatch lag" in format_summary(summary)
+
+
+def test_tpot_counts_the_tokens_after_the_first_chunk() -> None:
+    """16 tokens in 4-token chunks 20 ms apart: 12 tokens came after the first chunk, over 60 ms:
+    5 ms a token (`tokens - 1` gave 4 ms); one chunk or one token has none."""
+    assert abs(stream_tpot(0.0, 0.060, 16, 4) - 0.005) < 1e-12
+    assert abs(stream_tpot(0.0, 0.075, 16, 16) - 0.005) < 1e-12
+    assert stream_tpot(0.0, 0.0, 16, 1) is None and stream_tpot(0.0, 0.1, 1, 2) is None

@@ -1,0 +1,71 @@
+"""`slorouter bench` as a user runs it: its exit codes, what it checks before any load, and
+what Ctrl-C leaves (a real process, the real simulator)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import PYTHON
+from tests.support.services import Running, start_simulator
+
+MIX = Path(__file__).resolve().parents[2] / "bench" / "workloads" / "default.json"
+FAST = {"ttft_p50_ms": 5, "ttft_p99_ms": 6, "tpot_p50_ms": 1, "tpot_p99_ms": 1,
+        "output_tokens_p50": 4, "output_tokens_p99": 4, "tokens_per_chunk": 2}
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    running = start_simulator(tmp_path_factory.mktemp("sim"),
+                              {"fast": FAST, "broken": {**FAST, "error_rate_500": 1.0}})
+    yield running
+    running.stop()
+
+
+def _bench(sim: Running, out: Path, *extra: str) -> list[str]:
+    return [PYTHON, "-m", "router.cli", "bench", "--url", sim.base_url, "--workload", str(MIX),
+            "--out", str(out), "--no-progress", "--rate", "20", *extra]
+
+
+def test_bad_arguments_are_refused_before_any_load(sim: Running, tmp_path: Path) -> None:
+    """A --out that is a file and a key no header can carry: exit 2 at once (both used to be
+    found after the whole run, with a traceback)."""
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    for extra in (("--out", str(taken)), ("--api-key", "a\nb")):
+        started = time.monotonic()
+        result = subprocess.run([*_bench(sim, tmp_path / "out", "--duration", "30"), *extra],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr and time.monotonic() - started < 20
+
+
+def test_the_exit_code_says_whether_every_request_succeeded(sim: Running,
+                                                            tmp_path: Path) -> None:
+    good = subprocess.run(_bench(sim, tmp_path / "good", "--duration", "1", "--model", "fast"),
+                          capture_output=True, text=True, timeout=60)
+    bad = subprocess.run(_bench(sim, tmp_path / "bad", "--duration", "1", "--model", "broken"),
+                         capture_output=True, text=True, timeout=60)
+    assert good.returncode == 0, good.stderr
+    assert bad.returncode == 1 and "http_500" in bad.stdout
+
+
+def test_ctrl_c_keeps_the_answers_so_far(sim: Running, tmp_path: Path) -> None:
+    """SIGINT mid-run: the answered requests are summarised and written, exit 130 (it was a
+    traceback that threw the whole run away)."""
+    out = tmp_path / "interrupted"
+    proc = subprocess.Popen(_bench(sim, out, "--duration", "60", "--model", "fast"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted after" in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["sent"] > 0 and summary["ok"] > 0 and "target" in stdout

@@ -13,17 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.procs import PYTHON
-from tests.support.services import Running, start_simulator
+from tests.support.services import Running, start_fast_and_broken
 
 MIX = Path(__file__).resolve().parents[2] / "bench" / "workloads" / "default.json"
-FAST = {"ttft_p50_ms": 5, "ttft_p99_ms": 6, "tpot_p50_ms": 1, "tpot_p99_ms": 1,
-        "output_tokens_p50": 4, "output_tokens_p99": 4, "tokens_per_chunk": 2}
-
-
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    running = start_simulator(tmp_path_factory.mktemp("sim"),
-                              {"fast": FAST, "broken": {**FAST, "error_rate_500": 1.0}})
+    running = start_fast_and_broken(tmp_path_factory.mktemp("sim"))
     yield running
     running.stop()
 

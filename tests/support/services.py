@@ -40,6 +40,17 @@ def start_simulator(directory: Path, models: dict[str, dict[str, Any]],
     return Running(proc, f"http://127.0.0.1:{port}")
 
 
+# A quick model and the same one failing every request, for tests of what the router reports.
+FAST_PROFILE = {"ttft_p50_ms": 5, "ttft_p99_ms": 10, "tpot_p50_ms": 1, "tpot_p99_ms": 2,
+                "output_tokens_p50": 12, "output_tokens_p99": 20, "tokens_per_chunk": 2}
+
+
+def start_fast_and_broken(directory: Path) -> Running:
+    """The simulator with models `fast` and `broken` (HTTP 500 every time)."""
+    return start_simulator(directory, {"fast": FAST_PROFILE,
+                                       "broken": {**FAST_PROFILE, "error_rate_500": 1.0}})
+
+
 def start_router(directory: Path, config_yaml: str, env: dict[str, str] | None = None,
                  name: str = "router", extra_args: tuple[str, ...] = ()) -> Running:
     """`slorouter serve --config` on a free loopback port."""

@@ -55,8 +55,11 @@ def test_ctrl_c_keeps_the_answers_so_far(sim: Running, tmp_path: Path) -> None:
     """SIGINT mid-run: the answered requests are summarised and written, exit 130 (it was a
     traceback that threw the whole run away)."""
     out = tmp_path / "interrupted"
+    # A shell without job control starts background jobs with SIGINT ignored, and the child
+    # would inherit that (CI's runner does): give the bench the default, as a terminal does.
     proc = subprocess.Popen(_bench(sim, out, "--duration", "60", "--model", "fast"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(4)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)

@@ -193,13 +193,56 @@ def load_config_text(text: str, source: str = "<config>",
     return config
 
 
-def load_config_file(path: Path, environ: Mapping[str, str] | None = None) -> RouterConfig:
+def load_config_file(path: Path, environ: Mapping[str, str] | None = None, *,
+                     unset_stand_in: bool = False) -> RouterConfig:
+    """`unset_stand_in`: a `${NAME}` the environment does not set takes a stand-in of its
+    place's kind (`stand_ins`) instead of being an error (`policy check`, `explain`)."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise PolicyValidationError(str(path), [
             f"not UTF-8 text (byte {exc.start} cannot start or continue a character)"]) from exc
+    environ = environ if environ is not None else {}
+    if unset_stand_in:
+        environ = {**stand_ins(text, environ), **environ}
     return load_config_text(text, str(path), environ)
+
+
+# A placeholder that starts a key's value (`key: ${NAME}...`, quoted or not, block or flow
+# style); group 3 is empty when it is the whole value.
+_VALUE_START = r"([A-Za-z_]\w*)\s*:\s*([\"']?)\$\{{{name}\}}(\2\s*(?:$|[,}}\]#]))?"
+_URL_KEYS = ("url", "base", "endpoint")
+
+
+def stand_ins(text: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """A value for each `${NAME}` of `text` that `environ` does not set, shaped for where it
+    stands, so that the check judges the rest of the config and not the stand-in: a Redis URL
+    as a whole `*redis_url`, an http URL at the start of any other URL, base or endpoint
+    (`${BASE}/v1` too), the number 1 as any other whole value (a timeout, a size), and a plain
+    word anywhere else (the password of `redis://:${PASSWORD}@host`, a comment). A name used in
+    several places takes the first of these shapes that any of its places asks for."""
+    shapes: dict[str, set[int]] = {}
+    for line in text.splitlines():
+        for match in _PLACEHOLDER.finditer(line):
+            name = match.group(1)
+            if name in environ:
+                continue
+            start = re.search(_VALUE_START.format(name=re.escape(name)), line)
+            key = start.group(1).lower() if start else ""
+            whole = start is not None and start.group(3) is not None
+            if whole and key.endswith("redis_url"):
+                shape = 0
+            elif start and any(part in key for part in _URL_KEYS):
+                shape = 1
+            else:
+                shape = 2 if whole else 3
+            shapes.setdefault(name, set()).add(shape)
+    values = {}
+    for name, found in shapes.items():
+        word = f"unset-{name.lower().replace('_', '-')}"
+        values[name] = (f"redis://{word}.invalid:6379/0", f"http://{word}.invalid", "1",
+                        word)[min(found)]
+    return values
 
 
 # Settings that change who may call and how the process runs, never which model answers what or

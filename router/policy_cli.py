@@ -11,10 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +46,7 @@ def _load(path: Path) -> Any:
 
     # Addresses may use ${VAR}; checking a policy needs none of them to be real.
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        text = ""  # the loader says what is wrong with the file
-    environ = {**stand_ins(text, os.environ), **os.environ}
-    try:
-        return load_config_file(path, environ)
+        return load_config_file(path, os.environ, unset_stand_in=True)
     except OSError as err:
         print(f"{path}: cannot read the config: {err.strerror or err}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -61,44 +54,6 @@ def _load(path: Path) -> Any:
         for problem in err.problems:
             print(f"{path}: {problem}", file=sys.stderr)
         raise SystemExit(2) from None
-
-
-_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# A placeholder that starts a key's value (`key: ${NAME}...`, quoted or not, block or flow
-# style); group 3 is empty when it is the whole value.
-_VALUE_START = r"([A-Za-z_]\w*)\s*:\s*([\"']?)\$\{{{name}\}}(\2\s*(?:$|[,}}\]#]))?"
-_URL_KEYS = ("url", "base", "endpoint")
-
-
-def stand_ins(text: str, environ: Mapping[str, str]) -> dict[str, str]:
-    """A value for each `${NAME}` of `text` that `environ` does not set, shaped for where it
-    stands, so that the check judges the rest of the config and not the stand-in: a Redis URL
-    as a whole `*redis_url`, an http URL at the start of any other URL, base or endpoint
-    (`${BASE}/v1` too), the number 1 as any other whole value (a timeout, a size), and a plain
-    word anywhere else (the password of `redis://:${PASSWORD}@host`, a comment). A name used in
-    several places takes the first of these shapes that any of its places asks for."""
-    shapes: dict[str, set[int]] = {}
-    for line in text.splitlines():
-        for match in _PLACEHOLDER.finditer(line):
-            name = match.group(1)
-            if name in environ:
-                continue
-            start = re.search(_VALUE_START.format(name=re.escape(name)), line)
-            key = start.group(1).lower() if start else ""
-            whole = start is not None and start.group(3) is not None
-            if whole and key.endswith("redis_url"):
-                shape = 0
-            elif start and any(part in key for part in _URL_KEYS):
-                shape = 1
-            else:
-                shape = 2 if whole else 3
-            shapes.setdefault(name, set()).add(shape)
-    values = {}
-    for name, found in shapes.items():
-        word = f"unset-{name.lower().replace('_', '-')}"
-        values[name] = (f"redis://{word}.invalid:6379/0", f"http://{word}.invalid", "1",
-                        word)[min(found)]
-    return values
 
 
 def policy_check(args: argparse.Namespace) -> int:

@@ -96,16 +96,16 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
         cached_input_price_per_mtok=(spec.cached_input_price_per_mtok
                                      if spec.cached_input_price_per_mtok is not None
-                                     else _cached_price(price_in, known,
+                                     else _prompt_cache_price(price_in, known,
                                                         cached_prices(spec.model))),
         cache_write_price_per_mtok=(spec.cache_write_price_per_mtok
                                     if spec.cache_write_price_per_mtok is not None
-                                    else _cached_price(price_in, known,
+                                    else _prompt_cache_price(price_in, known,
                                                        write_prices(spec.model))),
     )
 
 
-def _cached_price(configured_in: float | None, listed: tuple[float, float] | None,
+def _prompt_cache_price(configured_in: float | None, listed: tuple[float, float] | None,
                   listed_cached: float | None) -> float | None:
     """A prompt-cache price (read or write) a deployment has no setting for: litellm's listed
     one, scaled to the configured input price when there is one (a contract price of $0.10

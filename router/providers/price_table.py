@@ -46,13 +46,15 @@ class PriceTable:
 
     def cached_input_price(self, model: str) -> float | None:
         """USD per 1M prompt tokens read from the provider's prompt cache, if known."""
-        row = self._row_with(model, "cache_read_input_token_cost")
-        return None if row is None else float(row["cache_read_input_token_cost"]) * 1e6
+        return self._per_million(model, "cache_read_input_token_cost")
 
     def cache_write_price(self, model: str) -> float | None:
         """USD per 1M prompt tokens written into the provider's prompt cache, if known."""
-        row = self._row_with(model, "cache_creation_input_token_cost")
-        return None if row is None else float(row["cache_creation_input_token_cost"]) * 1e6
+        return self._per_million(model, "cache_creation_input_token_cost")
+
+    def _per_million(self, model: str, field: str) -> float | None:
+        row = self._row_with(model, field)
+        return None if row is None else float(row[field]) * 1e6
 
     def _row_with(self, model: str, field: str) -> Mapping[str, Any] | None:
         """The row of `model` (as written, else without its provider prefix) that has `field`."""

@@ -95,6 +95,26 @@ def test_wrong_types_and_empty_messages_are_400_with_the_param(
     assert error["param"] == param
 
 
+@pytest.mark.parametrize(("body", "param", "why"), [
+    ({"model": "pt-fast"}, "messages", ""),
+    ({"model": "pt-fast", "messages": [{"content": "x"}]}, "messages[0].role", ""),
+    ({"model": "pt-fast", "messages": MESSAGES,
+      "tools": [{"type": "function", "function": {"parameters": {}}}]},
+     "tools[0].function.name", ""),
+    ({"model": "pt-fast", "messages": [{"role": "user", "content": [{"type": "text"}]}]},
+     "messages[0].content[0].text", " (required by the `text` content part)"),
+])
+def test_a_missing_field_is_named_as_openai_names_it(gateway: Running, body: dict[str, object],
+                                                     param: str, why: str) -> None:
+    """OpenAI's wording, `Missing required parameter: 'messages[0].role'`, with the path in
+    `param` too (not pydantic's `Field required`); the SDK raises it as a BadRequestError."""
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.post("/chat/completions", cast_to=object, body=body)
+    assert caught.value.code == "missing_required_parameter" and caught.value.param == param
+    assert caught.value.message.endswith(f"Missing required parameter: '{param}'{why}")
+
+
 def test_unknown_model_is_404_for_the_sdk(client: openai.OpenAI) -> None:
     """An unknown model name → NotFoundError with code model_not_found."""
     with pytest.raises(openai.NotFoundError) as caught:

@@ -171,4 +171,3 @@ async def _run_refresher(store: StatsStore) -> None:
     run = getattr(store, "run_refresher", None)
     if run is not None:
         await run()
-

@@ -28,7 +28,6 @@ from cache.policy import CacheRule
 from router import gauges
 from router.admission import AdmissionController
 from router.api.chat import ChatHandler
-from router.api.errors import error_response
 from router.api.experiments import experiments_endpoint, feedback_endpoint
 from router.api.explain import explain_endpoint
 from router.api.front import FrontDoor
@@ -41,9 +40,9 @@ from router.api.meta import (
     readyz_endpoint,
 )
 from router.api.sse import InFlight
+from router.api.unrouted import http_error
 from router.caching import ResultCaching
 from router.classify.types import Classifier
-from router.errors import NotFoundError, RequestError
 from router.execution.runner import Runner
 from router.experimentation import Experiments, memory_store
 from router.feedback import HedgeDelays, StatsRanker, StatsSink, targets_by_task
@@ -145,9 +144,11 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         status = store.status()
         return "stats", True, status.model_dump_json()
 
+    # No redirect to the path without a trailing slash: a client would send its POST again
+    # (`router.api.unrouted` answers such a path 404, as OpenAI does).
     app = FastAPI(title="slorouter", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)
-    # Served by the front door; registered so that other methods get 405, not 404.
+                  openapi_url=None, redirect_slashes=False)
+    # Served by the front door; registered so that other methods get 405 (OPTIONS 204), not 404.
     app.add_route("/v1/chat/completions", chat.handle, methods=["POST"])
     app.add_route("/v1/route/explain", explain_endpoint(pipeline), methods=["POST"])
     app.add_route("/v1/models", models_endpoint(config), methods=["GET"])
@@ -162,7 +163,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     endpoint = telemetry.metrics_endpoint if telemetry is not None else None
     if endpoint is not None:
         app.add_route("/metrics", endpoint, methods=["GET"])
-    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(HTTPException, http_error)
     return FrontDoor(app, chat.handle)
 
 
@@ -170,12 +171,3 @@ async def _run_refresher(store: StatsStore) -> None:
     run = getattr(store, "run_refresher", None)
     if run is not None:
         await run()
-
-
-async def _http_error(_: Request, exc: Exception) -> Response:
-    status = exc.status_code if isinstance(exc, HTTPException) else 500
-    if status == 404:
-        return error_response(NotFoundError("no such endpoint", code="unknown_url"))
-    err = RequestError(f"{status}: {getattr(exc, 'detail', '')}", code="http_error")
-    err.status_code = status
-    return error_response(err)

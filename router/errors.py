@@ -11,7 +11,7 @@
     ├── ProviderError                   502 upstream_error        retryable by default
     │   ├── ProviderTimeoutError        504 timeout               retryable
     │   ├── ProviderRateLimitedError    429 rate_limit_error      retryable, carries retry_after
-    │   ├── ProviderUnavailableError    503 service_unavailable   retryable
+    │   ├── ProviderUnavailableError    503 service_unavailable   retryable (5xx, 409 upstream)
     │   ├── ProviderRejectedError       400 invalid_request_error not retryable (the request's
     │   │                                                          fault: 400/413/422 upstream)
     │   ├── ProviderMisconfiguredError  502 upstream_error        not retryable on this deployment

@@ -34,6 +34,7 @@ MAX_JSON_DEPTH = 128
 MAX_JSON_CONTAINERS = 20_000
 
 _INSTANCE = re.compile(r" or instance of \w+")  # pydantic's wording names our classes
+_PYDANTIC_MISSING = "Field required"  # its message for a missing field (ours say why it is)
 
 
 async def read_json(request: Request, max_bytes: int,
@@ -156,8 +157,12 @@ def validation_error(exc: ValidationError, raw: object) -> RequestError:
         " or " + m.removeprefix("Input should be ") for m in messages[1:])
     others = len({p for p in params if p != param and not _within(param, p)})
     more = f" (and {others} more)" if others else ""
-    return RequestError(f"invalid request: {param}: {message}{more}", param=param,
-                        code=_code(errors[chosen]["type"]))
+    code = _code(errors[chosen]["type"])
+    if code == "missing_required_parameter":  # worded as OpenAI words it
+        why = "" if message == _PYDANTIC_MISSING else f" ({message})"
+        return RequestError(f"Missing required parameter: '{param}'{why}{more}", param=param,
+                            code=code)
+    return RequestError(f"invalid request: {param}: {message}{more}", param=param, code=code)
 
 
 def openai_param(error: ErrorDetails, raw: object) -> str | None:

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from router.api.errors import error_response
+from router.api.unrouted import unknown_url
 from router.decide import unknown_model
 from router.execution.breaker import BreakerRegistry
 from router.runtime_config import RuntimeConfig
@@ -36,14 +37,16 @@ def models_endpoint(config: RuntimeConfig) -> Callable[[Request], Awaitable[Resp
 
 def model_endpoint(config: RuntimeConfig) -> Callable[[Request], Awaitable[Response]]:
     """`GET /v1/models/{model}`: the model object of a name this router serves (an alias or a
-    configured model, as listed by `/v1/models`), else 404 `model_not_found`."""
+    configured model, as listed by `/v1/models`), else 404 `model_not_found` (`unknown_url` for
+    `/v1/models/`, which names none)."""
     bodies = {name: orjson.dumps(_model(name)) for name in [*config.aliases, *config.models]}
 
     async def retrieve_model(request: Request) -> Response:
         name = str(request.path_params["model"])
         body = bodies.get(name)
         if body is None:
-            return error_response(unknown_model(name))
+            return error_response(unknown_model(name) if name else
+                                  unknown_url(request.method, request.url.path))
         return Response(body, media_type="application/json")
 
     return retrieve_model

@@ -40,7 +40,7 @@ class _Open(BaseModel):
 def _required_for(tag: str, value: object, info: ValidationInfo, what: str) -> None:
     """Fails when the object's `type` is `tag` and the field that type requires is missing."""
     if value is None and info.data.get("type") == tag:
-        raise PydanticCustomError("missing", "Field required by the {what}", {"what": what})
+        raise PydanticCustomError("missing", "required by the {what}", {"what": what})
 
 
 ContentType = Literal["text", "image_url", "input_audio", "file", "refusal"]

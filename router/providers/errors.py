@@ -15,6 +15,9 @@ Whose fault, by upstream status:
                                           `upstream_payment_required`, `upstream_permission`,
                                           `upstream_not_found`; counted by the breaker
     408, 504             → ProviderTimeoutError;  429 → ProviderRateLimitedError;
+    409                  → ProviderUnavailableError, code `upstream_conflict`: a conflict on the
+                           provider's side (the OpenAI SDKs retry it), refused before acting,
+                           so retried and failed over like a 503, never the caller's 400
     other 5xx            → ProviderUnavailableError
 
 litellm refusing the deployment's own settings before any upstream answered (an unknown
@@ -132,6 +135,8 @@ def from_status(status: int, message: str, retry_after: float | None = None, *,
         return e.ProviderRateLimitedError(text, code="rate_limited", retry_after=retry_after)
     if status in (408, 504):
         return e.ProviderTimeoutError(text, code="upstream_timeout")
+    if status == 409:  # a conflict upstream, not the request's fault: "try again" (as 503)
+        return e.ProviderUnavailableError(text, code="upstream_conflict", retry_after=retry_after)
     if status >= 500:
         return e.ProviderUnavailableError(text, code="upstream_unavailable",
                                           retry_after=retry_after)

@@ -95,6 +95,26 @@ def test_wrong_types_and_empty_messages_are_400_with_the_param(
     assert error["param"] == param
 
 
+@pytest.mark.parametrize(("body", "param", "why"), [
+    ({"model": "pt-fast"}, "messages", ""),
+    ({"model": "pt-fast", "messages": [{"content": "x"}]}, "messages[0].role", ""),
+    ({"model": "pt-fast", "messages": MESSAGES,
+      "tools": [{"type": "function", "function": {"parameters": {}}}]},
+     "tools[0].function.name", ""),
+    ({"model": "pt-fast", "messages": [{"role": "user", "content": [{"type": "text"}]}]},
+     "messages[0].content[0].text", " (required by the `text` content part)"),
+])
+def test_a_missing_field_is_named_as_openai_names_it(gateway: Running, body: dict[str, object],
+                                                     param: str, why: str) -> None:
+    """OpenAI's wording, `Missing required parameter: 'messages[0].role'`, with the path in
+    `param` too (not pydantic's `Field required`); the SDK raises it as a BadRequestError."""
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.post("/chat/completions", cast_to=object, body=body)
+    assert caught.value.code == "missing_required_parameter" and caught.value.param == param
+    assert caught.value.message.endswith(f"Missing required parameter: '{param}'{why}")
+
+
 def test_unknown_model_is_404_for_the_sdk(client: openai.OpenAI) -> None:
     """An unknown model name → NotFoundError with code model_not_found."""
     with pytest.raises(openai.NotFoundError) as caught:
@@ -252,6 +272,76 @@ def test_unknown_path_is_an_openai_404(gateway: Running) -> None:
 def test_wrong_method_on_chat_completions_is_an_openai_405(gateway: Running) -> None:
     """Only POST reaches the chat handler's fast path; other methods get 405 in OpenAI's shape."""
     _assert_openai_error(httpx.get(f"{gateway.base_url}/v1/chat/completions"), 405)
+
+
+@pytest.mark.parametrize(("method", "path", "allow"), [
+    ("GET", "/v1/chat/completions", "OPTIONS, POST"),
+    ("DELETE", "/v1/models", "GET, HEAD, OPTIONS"),
+    ("POST", "/v1/models/pt-fast", "GET, HEAD, OPTIONS"),
+])
+def test_a_405_says_which_methods_the_path_allows(gateway: Running, method: str, path: str,
+                                                  allow: str) -> None:
+    """RFC 9110: a 405 carries `Allow`; the message names the method, the path and the
+    methods to use."""
+    response = httpx.request(method, f"{gateway.base_url}{path}", timeout=10)
+    error = _assert_openai_error(response, 405)
+    assert response.headers["allow"] == allow
+    assert error["code"] == "http_error"
+    assert error["message"] == f"{method} is not allowed on {path}: use {allow}"
+
+
+@pytest.mark.parametrize(("path", "allow"), [
+    ("/v1/chat/completions", "OPTIONS, POST"),
+    ("/v1/models", "GET, HEAD, OPTIONS"),
+    ("/v1/models/pt-fast", "GET, HEAD, OPTIONS"),
+    ("/healthz", "GET, HEAD, OPTIONS"),
+])
+def test_options_answers_204_with_allow_and_no_cors(gateway: Running, path: str,
+                                                    allow: str) -> None:
+    """OPTIONS needs no key and runs no handler: 204, `Allow`, no body; no CORS headers, since
+    the service configures none (a browser's preflight gets no permission from it)."""
+    response = httpx.options(f"{gateway.base_url}{path}", timeout=10,
+                             headers={"origin": "https://example.com",
+                                      "access-control-request-method": "POST"})
+    assert response.status_code == 204 and response.content == b""
+    assert response.headers["allow"] == allow
+    assert not [name for name in response.headers if name.startswith("access-control-")]
+    assert response.headers.get("x-request-id")
+
+
+def test_options_on_an_unknown_path_is_an_openai_404(gateway: Running) -> None:
+    error = _assert_openai_error(httpx.options(f"{gateway.base_url}/v1/nothing"), 404)
+    assert error["code"] == "unknown_url"
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "/v1/chat/completions/"),
+    ("POST", "/v1/route/explain/"),
+    ("GET", "/v1/models/"),
+    ("GET", "/healthz/"),
+])
+@pytest.mark.parametrize("key", ["sk-test-tenant-one", None])
+def test_a_trailing_slash_is_an_openai_404_never_a_redirect(gateway: Running, method: str,
+                                                            path: str, key: str | None) -> None:
+    """A path with a trailing slash is not served, with or without a key: OpenAI's 404
+    `Invalid URL (...)`, not a 307 whose POST (key and body) a client would send again."""
+    headers = {"authorization": f"Bearer {key}"} if key is not None else {}
+    body = {"model": "pt-fast", "messages": MESSAGES} if method == "POST" else None
+    response = httpx.request(method, f"{gateway.base_url}{path}", json=body, headers=headers,
+                             timeout=10, follow_redirects=False)
+    error = _assert_openai_error(response, 404)
+    assert "location" not in response.headers
+    assert error["code"] == "unknown_url" and error["message"] == f"Invalid URL ({method} {path})"
+
+
+def test_the_sdk_posting_to_a_trailing_slash_gets_not_found(gateway: Running) -> None:
+    """The openai client follows redirects: a 307 would have had it POST the request again to
+    the route without the slash and get an answer from a URL that does not exist."""
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0)
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.post("/chat/completions/", cast_to=object,
+                    body={"model": "pt-fast", "messages": MESSAGES})
+    assert caught.value.code == "unknown_url"
 
 
 @pytest.mark.parametrize(("method", "path", "status"), [

@@ -2,8 +2,9 @@
 
 One simulator (its unknown models answer 404, `small` has a 4096-token context window,
 `limited` always answers 429 with a 30 s Retry-After), one stub upstream that refuses every key
-(401), and one router in front of them, through both adapters (`pt-*` pass-through, `ll-*`
-litellm). Prefix affinity is off, so a model's deployments are tried in their configured order.
+(401), one that answers every request 409, and one router in front of them, through both
+adapters (`pt-*` pass-through, `ll-*` litellm). Prefix affinity is off, so a model's
+deployments are tried in their configured order.
 Breaker counts come from the router's `GET /v1/health/deployments`.
 """
 
@@ -42,9 +43,11 @@ LEAKED_KEY = "sk-proj-gateway-secret-1234"
 
 
 class RefusingUpstream:
-    """An OpenAI-compatible upstream that answers every request 401 and counts them."""
+    """An OpenAI-compatible upstream that answers every request `status` (by default 401, a
+    refused key whose message quotes it) and counts them."""
 
-    def __init__(self) -> None:
+    def __init__(self, status: int = 401, code: str = "invalid_api_key",
+                 message: str = f"Incorrect API key provided: {LEAKED_KEY}.") -> None:
         self.calls = 0
         outer = self
 
@@ -53,10 +56,9 @@ class RefusingUpstream:
                 self.rfile.read(int(self.headers.get("content-length", "0")))
                 outer.calls += 1
                 body = json.dumps({"error": {
-                    "message": f"Incorrect API key provided: {LEAKED_KEY}.",
-                    "type": "invalid_request_error", "param": None,
-                    "code": "invalid_api_key"}}).encode()
-                self.send_response(401)
+                    "message": message, "type": "invalid_request_error", "param": None,
+                    "code": code}}).encode()
+                self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
                 self.end_headers()
@@ -82,8 +84,10 @@ def _deployment(name: str, model: str, adapter: str, api_base: str) -> str:
             f"    output_price_per_mtok: 2.0\n    timeout_s: 5")
 
 
-def router_config(sim: str, refusing: str) -> str:
+def router_config(sim: str, refusing: str, conflicting: str) -> str:
     deps = [
+        ("pt-conflict", "fast", "openai_passthrough", conflicting),
+        ("ll-conflict", "fast", "litellm", conflicting),
         ("pt-missing", "no-such-model", "openai_passthrough", sim),
         ("ll-missing", "no-such-model", "litellm", sim),
         ("pt-badkey", "fast", "openai_passthrough", refusing),
@@ -138,6 +142,13 @@ def refusing() -> Iterator[RefusingUpstream]:
 
 
 @pytest.fixture(scope="module")
+def conflicting() -> Iterator[RefusingUpstream]:
+    upstream = RefusingUpstream(409, "conflict", "Another request is in progress; try again.")
+    yield upstream
+    upstream.stop()
+
+
+@pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     running = start_simulator(tmp_path_factory.mktemp("faults-sim"), SIM_MODELS)
     yield running
@@ -145,10 +156,10 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 
 @pytest.fixture(scope="module")
-def gateway(sim: Running, refusing: RefusingUpstream,
+def gateway(sim: Running, refusing: RefusingUpstream, conflicting: RefusingUpstream,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     running = start_router(tmp_path_factory.mktemp("faults-router"),
-                           router_config(sim.base_url, refusing.base_url),
+                           router_config(sim.base_url, refusing.base_url, conflicting.base_url),
                            env={"TENANT_KEY": API_KEY, "SIM_KEY": "sim-key"})
     yield running
     running.stop()
@@ -231,6 +242,27 @@ def test_second_deployment_serves_when_the_first_is_misconfigured(
         assert raw.parse().choices[0].message.content
     assert served_by == healthy
     assert _health(gateway)[broken]["window_failures"] == before + 1
+
+
+# ------------------------------------------------------------- 409: a conflict upstream
+
+
+@pytest.mark.parametrize("model", ["pt-conflict", "ll-conflict"])
+def test_upstream_409_is_retried_and_ends_as_a_retryable_upstream_error(
+        client: openai.OpenAI, conflicting: RefusingUpstream, model: str) -> None:
+    """An upstream 409 is a conflict on the provider's side, not the caller's fault: the
+    router retries the same deployment (the upstream sees a second call), and when no attempt
+    succeeds the SDK gets a 503 `upstream_conflict` that it may retry (no x-should-retry:
+    false), never a 400 BadRequestError carrying the upstream's code."""
+    calls_before = conflicting.calls
+    with pytest.raises(openai.InternalServerError) as caught:
+        client.chat.completions.create(model=model, messages=MESSAGES, extra_headers=CHAT)
+    assert caught.value.status_code == 503
+    error = _error_body(caught)
+    assert error["type"] == "service_unavailable" and error["code"] == "upstream_conflict"
+    assert "upstream returned 409" in error["message"]
+    assert caught.value.response.headers.get("x-should-retry") != "false"
+    assert conflicting.calls >= calls_before + 2
 
 
 # ------------------------------------------------------------- request faults keep their code

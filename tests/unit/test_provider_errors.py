@@ -223,6 +223,22 @@ def test_litellm_deployment_faults_are_502(name: str, status: int, code: str) ->
     assert "sk-" not in mapped.message
 
 
+def test_a_409_is_a_conflict_upstream_retried_even_for_a_side_effect() -> None:
+    """A 409 through either adapter (the pass-through's status and body, litellm's `APIError`
+    with its status) is the provider's transient conflict, refused before acting: a 503
+    `upstream_conflict` retried like a 5xx, even for a side effect, not the caller's 400."""
+    litellm = _litellm()
+    request: Any = httpx.Request("POST", "http://upstream/v1/chat/completions")
+    body = b'{"error": {"message": "try again", "type": "conflict", "code": "conflict"}}'
+    through_litellm = litellm.APIError(409, "try again", llm_provider="openai", model="m",
+                                       request=request)
+    for mapped in (mapping.from_body(409, body), mapping.map_exception(through_litellm)):
+        assert isinstance(mapped, errors.ProviderUnavailableError)
+        assert (mapped.status_code, mapped.code) == (503, "upstream_conflict")
+        verdict = classify(mapped, AttemptContext(True, True, False))
+        assert verdict.action == "retry" and verdict.breaker_failure
+
+
 @pytest.mark.parametrize(("name", "kwargs", "code"), [
     ("LiteLLMUnknownProvider", {"model": "acme/m", "custom_llm_provider": "acme"},
      "deployment_provider_unknown"),

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import aiohttp
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
@@ -26,25 +27,30 @@ from tests.support.services import FAST_PROFILE, Running, start_simulator
 from tests.telemetry.helpers import in_memory_telemetry
 from tests.telemetry.served import API_KEY, serve
 
-MESSAGES = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
+MESSAGES: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "Tell me a long story about a lighthouse keeper."}]
+
+
+def _simulating_fast(factory: pytest.TempPathFactory, name: str, **profile: float) -> Running:
+    """The simulator with one model, `fast`, streaming one token a chunk as `profile` says."""
+    return start_simulator(factory.mktemp(f"sim-{name}"), {
+        "fast": {**FAST_PROFILE, "tokens_per_chunk": 1, **profile}}, name=name)
 
 
 @pytest.fixture(scope="module")
 def cutting_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     """`fast` cuts every stream (connection aborted) after three chunks of thirty."""
-    running = start_simulator(tmp_path_factory.mktemp("sim-cut"), {"fast": {
-        **FAST_PROFILE, "output_tokens_p50": 30, "output_tokens_p99": 40, "tokens_per_chunk": 1,
-        "cut_rate": 1.0, "cut_after_chunks": 3}}, name="cut")
+    running = _simulating_fast(tmp_path_factory, "cut", output_tokens_p50=30,
+                               output_tokens_p99=40, cut_rate=1.0, cut_after_chunks=3)
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
 def slow_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    """`fast` streams 200 one-token chunks 20 ms apart: a client has time to leave."""
-    running = start_simulator(tmp_path_factory.mktemp("sim-slow"), {"fast": {
-        **FAST_PROFILE, "tpot_p50_ms": 20, "tpot_p99_ms": 21, "output_tokens_p50": 200,
-        "output_tokens_p99": 201, "tokens_per_chunk": 1}}, name="slow")
+    """`fast` streams 200 chunks 20 ms apart: a client has time to leave."""
+    running = _simulating_fast(tmp_path_factory, "slow", tpot_p50_ms=20, tpot_p99_ms=21,
+                               output_tokens_p50=200, output_tokens_p99=201)
     yield running
     running.stop()
 
@@ -73,13 +79,15 @@ async def _cost_samples(base: str) -> dict[str, float]:
             if s.name.endswith("_total")}
 
 
-def _assert_estimated_cost(span: ReadableSpan) -> None:
+def _estimated_cost(span: ReadableSpan) -> float:
+    """The span's cost, checked to be estimated and positive, with no token counts reported."""
     attributes = span.attributes or {}
     cost = attributes.get("slorouter.cost_usd")
     assert isinstance(cost, float) and cost > 0.0, attributes
     assert attributes.get("slorouter.cost.estimated") is True
     assert "gen_ai.usage.input_tokens" not in attributes  # no usage came: none is reported
     assert "gen_ai.usage.output_tokens" not in attributes
+    return cost
 
 
 async def test_a_stream_cut_by_the_upstream_records_an_estimated_cost(
@@ -92,13 +100,13 @@ async def test_a_stream_cut_by_the_upstream_records_an_estimated_cost(
         received = 0
         with pytest.raises(openai.APIError):
             async for chunk in await client.chat.completions.create(
-                    model="fast", messages=MESSAGES, stream=True):  # type: ignore[arg-type]
+                    model="fast", messages=MESSAGES, stream=True):
                 received += bool(chunk.choices and chunk.choices[0].delta.content)
         await client.close()
         span = await _server_span(telemetry, exporter)
         costs = await _cost_samples(base)
     assert received >= 1  # content had begun: the cut came mid-answer
-    _assert_estimated_cost(span)
+    _estimated_cost(span)
     assert (span.attributes or {}).get("error.type") == "ProviderError"
     assert costs.get("true", 0.0) > 0.0 and "false" not in costs
 
@@ -110,7 +118,7 @@ async def test_a_stream_its_client_abandons_records_an_estimated_cost(slow_sim: 
     async with serve(slow_sim.base_url, telemetry) as base:
         client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=API_KEY, max_retries=0)
         stream = await client.chat.completions.create(
-            model="fast", messages=MESSAGES, stream=True)  # type: ignore[arg-type]
+            model="fast", messages=MESSAGES, stream=True)
         content = 0
         async for chunk in stream:
             content += bool(chunk.choices and chunk.choices[0].delta.content)
@@ -120,11 +128,10 @@ async def test_a_stream_its_client_abandons_records_an_estimated_cost(slow_sim: 
         span = await _server_span(telemetry, exporter)
         costs = await _cost_samples(base)
         await client.close()
-    _assert_estimated_cost(span)
-    attributes = span.attributes or {}
-    assert attributes.get("slorouter.client_disconnected") is True
+    cost = _estimated_cost(span)
+    assert (span.attributes or {}).get("slorouter.client_disconnected") is True
     # The prompt (~13 tokens estimated) at $1/M and a few chunks at $2/M: far below a whole
     # answer's 200 tokens, which would cost at least $0.0004.
-    assert float(attributes["slorouter.cost_usd"]) < 200 * 2.0 / 1e6
+    assert cost < 200 * 2.0 / 1e6
     assert costs.get("true", 0.0) > 0.0
 

@@ -8,9 +8,10 @@ Telling two-byte scripts (Persian, Arabic, Cyrillic) from three-byte ones (CJK, 
 took a second encode, about doubling the cost, to price Persian nearer its 0.9: not done.
 `python -m bench.prompt_estimate` times it on 4,000-token prompts.
 
-Calibrated offline (`tests/unit/test_token_estimate.py`) against the tokenizers litellm ships
-(cl100k_base and o200k_base through tiktoken, the legacy Claude tokenizer) on the project's
-English and Persian prompts and on a few CJK, Hindi and Arabic sentences written for it. Per
+Calibrated offline against the tokenizer files litellm ships (cl100k_base, held to in
+`tests/unit/test_token_estimate.py`; o200k_base and the legacy Claude tokenizer measured once
+with the same files) on the project's English and Persian prompts and on a few CJK, Hindi and
+Arabic sentences written for it (the project's data has none). Per
 non-ASCII character cl100k_base, the most expensive of the current OpenAI tokenizers, takes
 0.90 tokens for Persian (one prompt in a hundred 1.16), 1.05-1.07 for Chinese, Japanese and
 Korean, 1.15 for Hindi, 0.83 for Arabic; English is 4.47 characters a token. o200k_base takes

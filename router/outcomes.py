@@ -63,6 +63,10 @@ class Outcome:
     chunks_counted: bool = False
     cached_tokens: int | None = None  # prompt tokens the provider read from its prompt cache
     cost_usd: float | None = None
+    # True when `cost_usd` is the router's estimate, not the provider's usage priced: a stream
+    # that ended without usage (cut, or left by its client) is billed all the same, so it is
+    # priced from the usage's prompt tokens, else the router's prompt estimate, and the chunks.
+    cost_estimated: bool = False
     client_disconnected: bool = False
     attempts: list[AttemptRecord] = field(default_factory=list)
     # Request and answer messages as JSON, set only for a tenant opted in to content capture

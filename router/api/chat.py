@@ -285,7 +285,8 @@ class ChatHandler:
         winner = outcome.winner
         headers["server-timing"] = prepared.phases.header(winner.ttft_s if winner else None, None)
         headers["cache-control"] = "no-cache"
-        relay = StreamRelay(committed, outcome, settle, self._sink.record, self._clock, capture)
+        relay = StreamRelay(committed, outcome, settle, self._sink.record, self._clock,
+                            prepared.facts.prompt_tokens, capture)
 
         async def finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
             await relay.finish(client_gone, ended_by)

@@ -29,12 +29,16 @@ class StreamRelay:
     """The SSE side of one streamed answer (one instance per request)."""
 
     __slots__ = ("_assembler", "_capture", "_clean_end", "_clock", "_committed", "_content_events",
-                 "_error", "_outcome", "_record", "_settle", "_written_tokens")
+                 "_error", "_outcome", "_prompt_estimate", "_record", "_settle",
+                 "_written_tokens")
 
     def __init__(self, committed: CommittedStream, outcome: Outcome, settle: Settle,
                  record: Callable[[Outcome], None], clock: Callable[[], float],
-                 capture: bool = False) -> None:
+                 prompt_estimate: int, capture: bool = False) -> None:
+        """`prompt_estimate`: the router's count of the prompt's tokens, which prices a stream
+        that ended before the provider reported its usage."""
         self._committed = committed
+        self._prompt_estimate = prompt_estimate
         self._outcome = outcome
         self._settle = settle
         self._record = record
@@ -112,10 +116,13 @@ class StreamRelay:
         if outcome.completion_tokens is None:
             outcome.completion_tokens = self._content_events
             outcome.chunks_counted = True
-        if outcome.prompt_tokens is not None:
-            outcome.cost_usd = committed.deployment.cost_usd(
-                outcome.prompt_tokens, outcome.completion_tokens, outcome.cached_tokens or 0,
-                self._written_tokens)
+        # Billed whether or not the usage came: without it, priced from the estimates (the
+        # token counts reported stay the provider's: `prompt_tokens` is left unset).
+        prompt = outcome.prompt_tokens
+        outcome.cost_estimated = prompt is None or outcome.chunks_counted
+        outcome.cost_usd = committed.deployment.cost_usd(
+            prompt if prompt is not None else self._prompt_estimate, outcome.completion_tokens,
+            outcome.cached_tokens or 0, self._written_tokens)
         if client_gone:
             outcome.status = CLIENT_CLOSED
         elif ended_by is not None and not self._clean_end:

@@ -34,6 +34,7 @@ HTTP_STATUS = "http.response.status_code"
 TASK, RISK = "slorouter.task", "slorouter.risk"
 POLICY_VERSION = "slorouter.policy_version"
 CACHE, ARM, COST = "slorouter.cache", "slorouter.arm", "slorouter.cost_usd"
+COST_ESTIMATED = "slorouter.cost.estimated"  # the cost is the router's estimate, not usage priced
 REQUEST_ID, TENANT = "slorouter.request_id", "slorouter.tenant"
 DEPLOYMENT, MODEL = "slorouter.deployment", "slorouter.model"
 ATTEMPTS, ATTEMPT_NUMBER = "slorouter.attempts", "slorouter.attempt.number"
@@ -179,6 +180,8 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
                        (OUTPUT_TOKENS, outcome.reported_completion_tokens),
                        (COST, outcome.cost_usd)):
         put_if(attrs, key, value)
+    if outcome.cost_estimated:
+        attrs[COST_ESTIMATED] = True
     if outcome.client_disconnected:
         attrs[CLIENT_GONE] = True
     if outcome.explored:

@@ -78,7 +78,8 @@ class RouterMetrics:
         self.rejections = counter("slorouter.admission.rejections", unit="{request}",
                                   description="Requests refused by admission control.")
         self.cost = counter("slorouter.cost", unit="USD",
-                            description="Provider cost of answered requests.")
+                            description="Provider cost of answered requests (estimated: priced "
+                                        "from the router's counts, the provider reported none).")
         self.dropped = counter("slorouter.telemetry.dropped", unit="{outcome}",
                                description="Outcomes dropped because the telemetry queue was full.")
 
@@ -141,7 +142,9 @@ class RouterMetrics:
         if outcome.error_code in ADMISSION_CODES:
             self.count_rejection(outcome.error_code)
         if outcome.cost_usd is not None and outcome.deployment is not None:
-            self.cost.add(outcome.cost_usd, {A.DEPLOYMENT: outcome.deployment})
+            self.cost.add(outcome.cost_usd, {
+                A.DEPLOYMENT: outcome.deployment,
+                A.COST_ESTIMATED: "true" if outcome.cost_estimated else "false"})
 
     def count_rejection(self, reason: str) -> None:
         """For the admission controller, when it refuses before an outcome exists."""

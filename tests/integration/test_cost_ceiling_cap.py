@@ -15,6 +15,7 @@ import pytest
 
 from policies.eligibility import RequestFacts, output_cap
 from tests.support.services import Running, start_router, start_simulator
+from tests.support.tokenizer import cl100k_counter
 
 pytestmark = pytest.mark.integration
 
@@ -76,3 +77,28 @@ def test_the_output_cap_keeps_every_deployment_within_the_ceiling() -> None:
     cap = output_cap(0.01, facts, [(3.0, 15.0), (1.0, 30.0), (0.0, 0.0)])
     assert cap == (10_000 - 1000 * 1.0) // (2 * 30.0)  # the dearer output price binds
     assert output_cap(0.01, facts, [(1.0, 0.0)]) is None  # free output: nothing to cap
+
+
+CHINESE = "请总结季度报告并列出三个主要风险，然后给出改进建议。"
+
+
+def test_a_cjk_prompt_that_costs_more_than_the_ceiling_is_refused(
+        gateway: Running) -> None:
+    """A Chinese prompt of 3,500 characters is about 3,700 cl100k tokens, $0.011 at $3/M: over
+    the $0.01 ceiling before any output. Counted at four characters a token (875) it passed the
+    ceiling check; counted by script it is refused (`over_cost_ceiling`). An English prompt of
+    as many characters (about 800 tokens) still passes."""
+    chinese = (CHINESE * (3500 // len(CHINESE) + 1))[:3500]
+    billed = cl100k_counter()(chinese)
+    assert billed * PRICE_IN / 1e6 > CEILING_USD  # what the provider would charge for it
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0,
+                           timeout=60)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="auto", max_tokens=1,
+                                       messages=[{"role": "user", "content": chinese}])
+    error = refused.value.body
+    assert isinstance(error, dict) and error.get("code") == "over_cost_ceiling", error
+    english = ("Summarise the quarterly report and list three main risks. " * 60)[:3500]
+    reply = client.chat.completions.create(model="auto", max_tokens=1,
+                                           messages=[{"role": "user", "content": english}])
+    assert reply.choices

@@ -200,7 +200,7 @@ def test_a_model_name_no_decision_took_does_not_name_the_server_span() -> None:
 async def test_a_cache_hits_server_span_names_the_deployment_that_answered(
         sim: Running, tmp_path: Path) -> None:
     """Served end to end with the result cache on: the hit's server span carries the deployment
-    whose stored answer it is, with its provider and model (it had none), and no attempt."""
+    whose stored answer it is, with its provider and model (it had none), no attempt, no cost."""
     telemetry, exporter = in_memory_telemetry()
     extra = (f"server:\n  cache:\n    directory: {tmp_path}\n"
              "    default: {enabled: true, ttl_s: 600}\n")
@@ -221,3 +221,4 @@ async def test_a_cache_hits_server_span_names_the_deployment_that_answered(
     assert attributes["gen_ai.response.model"] == "fast"
     assert attributes["gen_ai.provider.name"] == "openai"
     assert attributes["slorouter.attempts"] == 0
+    assert "slorouter.cost_usd" not in attributes  # no upstream call: nothing was billed

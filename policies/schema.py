@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from policies.config_model import ConfigModel
 from policies.experiments.schema import ExperimentSpec
 from policies.labels import Risk, Task
 from policies.telemetry import TelemetrySettings
@@ -29,7 +30,7 @@ Name = Annotated[str, Field(pattern=_NAME)]
 SecretRef = Annotated[str, Field(pattern=r"^env:[A-Za-z_][A-Za-z0-9_]*$")]
 
 
-class Frozen(BaseModel):
+class Frozen(ConfigModel):
     # Infinity is no price, timeout or share (NaN was already refused by every bound).
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 

@@ -12,12 +12,14 @@ from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from policies.config_model import ConfigModel
 
 Exporter = Literal["none", "console", "otlp"]
 
 
-class TelemetrySettings(BaseModel):
+class TelemetrySettings(ConfigModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True  # false: no telemetry at all (for measuring what it costs)

@@ -16,8 +16,9 @@ from collections import Counter
 from datetime import datetime
 from typing import Annotated, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from policies.config_model import ConfigModel
 from policies.labels import Task
 
 AssignmentUnit = Literal["tenant", "user", "session", "request"]
@@ -30,7 +31,7 @@ SHARE_TOLERANCE: Final[float] = 1e-6
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")]
 
 
-class _Model(BaseModel):
+class _Model(ConfigModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

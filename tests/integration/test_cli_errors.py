@@ -109,6 +109,8 @@ def test_a_bad_telemetry_variable_is_a_config_error(tmp_path: Path) -> None:
      "litellm cannot tell the provider"),
     (("routes:", "server:\n  stats: {redis_url: 'redis://:p/w@host:6379'}\nroutes:"),
      "server.stats.redis_url"),
+    (("routes:", "server: {request_timeout_s: true}\nroutes:"),
+     "server.request_timeout_s: expected a number, not the boolean true"),
 ])
 def test_policy_check_rejects_what_serve_would(tmp_path: Path, edit: tuple[str, str],
                                                needle: str) -> None:

@@ -414,3 +414,44 @@ def test_the_disk_caches_size_limit_is_the_configured_one(tmp_path: Path) -> Non
         assert stored.size_limit == 64 * 1024 * 1024
     with pytest.raises(PolicyValidationError):
         load_config_text(VALID + "server:\n  cache: {disk_size_limit_mb: 0}\n", environ=ENV)
+
+
+@pytest.mark.parametrize(("setting", "where", "expected"), [
+    ("server: {request_timeout_s: true}", "server.request_timeout_s",
+     "expected a number, not the boolean true"),
+    ("server: {reliability: {interactive: {max_concurrency: false}}}",
+     "server.reliability.interactive.max_concurrency", "expected a number, not the boolean false"),
+    ("policies: {default: {candidates: [small], max_cost_per_request_usd: yes}}",
+     "policies.default.max_cost_per_request_usd", "expected a number, not the boolean true"),
+    ("server: {cache: {default: {enabled: 1}}}", "server.cache.default.enabled",
+     "expected true or false, not a number"),
+    ("server: {cache: {default: {enabled: 'yes'}}}", "server.cache.default.enabled",
+     "expected true or false, not other text"),
+    ("telemetry: {prometheus: 0}", "telemetry.prometheus", "expected true or false, not a number"),
+    ("experiments: [{name: e, salt: s, tasks: [chat], arms: [{name: a, route: 'policy:default', "
+     "share: 0.5, control: true}, {name: b, route: 'model:small', share: 0.5}], "
+     "metrics: [{name: x, range: [true, 1]}]}]\npolicies: {default: {candidates: [small]}}",
+     "experiments.0.metrics.0.range", "expected a number, not the boolean true"),
+])
+def test_numbers_and_booleans_are_not_read_as_one_another(setting: str, where: str,
+                                                          expected: str) -> None:
+    """pydantic's lax mode read `true` as 1 (a one-second timeout) and 1 or "yes" as true."""
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(VALID + setting + "\n", environ=ENV)
+    assert caught.value.problems == [f"{where}: {expected}"]
+
+
+def test_numbers_and_booleans_from_the_environment_still_load() -> None:
+    """`${NAME}` is replaced before YAML reads the text: unquoted it is a YAML number or
+    boolean, quoted it is text, and numbers and true/false written as text still load."""
+    text = VALID + ("server:\n  request_timeout_s: ${TIMEOUT}\n  max_body_bytes: '${BODY}'\n"
+                    "  shutdown_grace_s: 10\n  cache:\n    disk_size_limit_mb: 64\n"
+                    "    default: {enabled: '${CACHE_ON}', ttl_s: ${TTL}}\n"
+                    "    prefix_affinity: ${AFFINITY}\n")
+    config = load_config_text(text, environ={**ENV, "TIMEOUT": "2.5", "BODY": "1024",
+                                             "CACHE_ON": "true", "TTL": "60",
+                                             "AFFINITY": "false"})
+    server = config.server
+    assert (server.request_timeout_s, server.max_body_bytes, server.cache.default.enabled,
+            server.cache.default.ttl_s, server.cache.prefix_affinity,
+            server.cache.disk_size_limit_mb) == (2.5, 1024, True, 60.0, False, 64.0)

@@ -1,0 +1,85 @@
+"""`ConfigModel`: the base of every configuration model, which never crosses numbers and booleans.
+
+pydantic's lax mode reads `true` as 1 where a number is expected (`request_timeout_s: true` was
+a one-second timeout) and 1, 0, "yes" or "off" as booleans. A field of such a model refuses
+both, naming the field, before pydantic converts anything. What operators legitimately write
+still passes: an int for a float, and text holding a number (a quoted `"${TIMEOUT}"`: `${NAME}`
+is replaced in the text before YAML reads it, so an unquoted one is already a YAML number or
+boolean, and a quoted one is a string), or `"true"`/`"false"` for a boolean. Checked only when
+a model is validated (loading a config, reading telemetry settings from the environment),
+never per request.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Iterable
+from functools import cache
+from itertools import repeat
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+_BOOLEAN_TEXT = frozenset({"true", "false"})
+
+
+@cache
+def _kind(annotation: Any) -> str | None:
+    """"number" or "boolean" when a field of this type holds one of them (or None), else
+    None; containers are looked into by `_crossed`."""
+    if annotation is bool:
+        return "boolean"
+    if annotation in (int, float):
+        return "number"
+    if typing.get_origin(annotation) is Literal:
+        values = typing.get_args(annotation)
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return "number"
+    return None
+
+
+def _crossed(annotation: Any, value: Any) -> str | None:
+    """Why `value` is refused for a field of type `annotation`, or None."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):  # `float | None`: as `float`
+        present = [arg for arg in args if arg is not type(None)]
+        return _crossed(present[0], value) if len(present) == 1 else None
+    if origin in (tuple, list, frozenset, set) and args and isinstance(value, list | tuple):
+        fixed = origin is tuple and Ellipsis not in args  # `tuple[float, float]`
+        return _first(zip(args if fixed else repeat(args[0]), value, strict=False))
+    if origin is dict and len(args) == 2 and isinstance(value, dict):
+        return _first((args[1], item) for item in value.values())
+    kind = _kind(annotation)
+    if kind == "number" and isinstance(value, bool):
+        return f"expected a number, not the boolean {str(value).lower()}"
+    if kind == "boolean" and not (isinstance(value, bool) or (
+            isinstance(value, str) and value.lower() in _BOOLEAN_TEXT)):
+        shown = ("a number" if isinstance(value, int | float)
+                 else "other text" if isinstance(value, str) else type(value).__name__)
+        return f"expected true or false, not {shown}"
+    return None
+
+
+def _first(pairs: Iterable[tuple[Any, Any]]) -> str | None:
+    return next((why for arg, item in pairs if (why := _crossed(arg, item)) is not None), None)
+
+
+class ConfigModel(BaseModel):
+    """A configuration model: numbers and booleans are not read as one another."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_and_booleans_stay_apart(cls, data: Any) -> Any:
+        """Every crossed field of the mapping, each at its own location. (A model validator,
+        not a field validator for "*": pydantic allows none before a discriminator field.)"""
+        if not isinstance(data, dict):
+            return data
+        crossed = [InitErrorDetails(type=PydanticCustomError("number_boolean_crossed", why),
+                                    loc=(name,), input=value)
+                   for name, value in data.items() if name in cls.model_fields
+                   and (why := _crossed(cls.model_fields[name].annotation, value)) is not None]
+        if crossed:
+            raise ValidationError.from_exception_data(cls.__name__, crossed)
+        return data

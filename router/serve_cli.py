@@ -89,6 +89,7 @@ def serve(args: argparse.Namespace) -> int:
     from router import logs
     from router.api.sse import InFlight
     from router.errors import ConfigError
+    from router.redis_auth import credential_problems
     from router.telemetry import redact
     from router.wiring import build_from_config, secret_values
 
@@ -100,6 +101,9 @@ def serve(args: argparse.Namespace) -> int:
         config, simulator = _load(args.config, environ)
         base_dir = args.config.resolve().parent if args.config else _defaults_dir()
         app, runtime = build_from_config(config, environ, base_dir, in_flight)
+        refused = credential_problems(config)  # a wrong password is no outage to wait out
+        if refused:
+            raise ConfigError(refused)
         redact.install(secret_values(config, environ))
     except ConfigError as err:
         print(f"slorouter: {err}", file=sys.stderr)

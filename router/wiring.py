@@ -245,7 +245,8 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
         if spec.backend != "redis" or spec.redis_url is None:
             return "cache", True, spec.backend
         # The service still answers without its cache (never fails a request for it).
-        return "cache", True, await _redis_state(spec.redis_url, "serving uncached")
+        return "cache", True, await _redis_state(spec.redis_url, "server.cache.redis_url",
+                                                 "serving uncached")
 
     async def idempotency() -> tuple[str, bool, str]:
         url = config.server.idempotency_redis_url
@@ -253,30 +254,32 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
             return "idempotency", True, "memory (this process)"
         # Requests without a key are served; keyed ones are refused (503) while it is down.
         return "idempotency", True, await _redis_state(
-            url, "requests with an Idempotency-Key are refused (503)")
+            url, "server.idempotency_redis_url",
+            "requests with an Idempotency-Key are refused (503)")
 
     async def experiments() -> tuple[str, bool, str]:
         url = config.server.experiments_redis_url
         if url is None or not config.experiments:
             return "experiments", True, "memory (this process)" if config.experiments else "none"
         return "experiments", True, await _redis_state(
-            url, "outcomes are lost and guardrails keep their last halts")
+            url, "server.experiments_redis_url",
+            "outcomes are lost and guardrails keep their last halts")
 
     return [loaded, model, providers, cache, idempotency, experiments]
 
 
-async def _redis_state(url: str, while_down: str) -> str:
-    """"redis" when it answers a PING within 0.2 s, else why not and what that means."""
-    import redis.asyncio as aioredis
+async def _redis_state(url: str, setting: str, while_down: str) -> str:
+    """"redis" when it answers a PING within 0.2 s, else why not and what that means: a
+    refusal of its credentials is named as the setting's fault (no wait will mend it)."""
+    from router.redis_auth import ping, refusal
 
-    client = aioredis.from_url(url, socket_timeout=0.2, socket_connect_timeout=0.2)
-    try:
-        await client.ping()
+    error = await ping(url, 0.2)
+    if error is None:
         return "redis"
-    except (OSError, aioredis.RedisError) as exc:
-        return f"redis unavailable ({type(exc).__name__}): {while_down}"
-    finally:
-        await client.aclose()
+    why = refusal(error)
+    if why is not None:
+        return f"{setting}: {why}: {while_down}"
+    return f"redis unavailable ({type(error).__name__}): {while_down}"
 
 
 def telemetry_from_env(environ: Mapping[str, str]) -> TelemetrySettings:

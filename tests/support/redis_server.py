@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,14 +15,15 @@ import pytest
 from tests.support.procs import ManagedProcess, free_port
 
 
-def start_redis(directory: Path) -> ManagedProcess:
-    """Start redis-server with no persistence on a free loopback port."""
+def start_redis(directory: Path, options: Sequence[str] = ()) -> ManagedProcess:
+    """Start redis-server with no persistence on a free loopback port, with extra `options`
+    (e.g. `("--requirepass", "pw")`)."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server not found: run `apt-get install -y redis-server`")
     port = free_port()
     argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(directory)]
+            "--appendonly", "no", "--dir", str(directory), *options]
     return ManagedProcess(argv, port, log_path=directory / "redis.log").start()
 
 

@@ -1,0 +1,74 @@
+"""Redis refusing the credentials a URL gives (wrong or missing password, unknown ACL user) is
+a configuration error, not an outage: `serve` exits 2 naming the setting, and `/readyz` names
+it when the refusal comes later (a password rotated under a running service). Against a real
+redis-server started with `requirepass`; no message repeats a password."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.support.procs import PYTHON, ManagedProcess, free_port
+from tests.support.redis_server import start_redis
+from tests.support.services import MINIMAL_CONFIG, start_router
+
+pytestmark = pytest.mark.integration
+
+PASSWORD = "right-horse-battery"
+WRONG = "wrong-staple-guess"
+
+
+@pytest.fixture
+def guarded_redis(tmp_path: Path) -> Iterator[ManagedProcess]:
+    proc = start_redis(tmp_path, ("--requirepass", PASSWORD))
+    yield proc
+    proc.stop()
+
+
+@pytest.mark.parametrize(("yaml", "setting"), [
+    ("server:\n  idempotency_redis_url: 'redis://:{wrong}@127.0.0.1:{port}/0'\n",
+     "server.idempotency_redis_url"),
+    ("server:\n  cache: {{backend: redis, redis_url: 'redis://127.0.0.1:{port}/0'}}\n",
+     "server.cache.redis_url"),
+    ("server:\n  stats: {{redis_url: 'redis://nobody:{wrong}@127.0.0.1:{port}/0'}}\n",
+     "server.stats.redis_url"),
+])
+def test_serve_refuses_to_start_on_credentials_redis_refuses(
+        tmp_path: Path, guarded_redis: ManagedProcess, yaml: str, setting: str) -> None:
+    """A wrong password (WRONGPASS), none (NOAUTH) and an unknown ACL user (WRONGPASS)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(MINIMAL_CONFIG + yaml.format(wrong=WRONG, port=guarded_redis.port))
+    result = subprocess.run([PYTHON, "-m", "router.cli", "serve", "--config", str(config),
+                             "--port", str(free_port())], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert f"{setting}: Redis refused to authenticate" in result.stderr, result.stderr
+    assert WRONG not in result.stderr and "redis://" not in result.stderr, result.stderr
+
+
+def test_readyz_names_a_password_rotated_under_the_service(
+        tmp_path: Path, guarded_redis: ManagedProcess) -> None:
+    """The right password starts the service; once Redis takes another one, `/readyz` says
+    which setting's credentials it refuses (it stays ready: keyless requests are served)."""
+    url = f"redis://:{PASSWORD}@127.0.0.1:{guarded_redis.port}/0"
+    router = start_router(tmp_path, MINIMAL_CONFIG + f"server:\n  idempotency_redis_url: '{url}'\n")
+    try:
+        def idempotency_detail() -> str:
+            with urllib.request.urlopen(f"{router.base_url}/readyz", timeout=10) as response:
+                return str(json.loads(response.read())["checks"]["idempotency"]["detail"])
+
+        assert idempotency_detail() == "redis"
+        with redis.Redis.from_url(url) as client:
+            client.config_set("requirepass", "rotated-" + PASSWORD)
+        detail = idempotency_detail()
+    finally:
+        router.stop()
+    assert detail.startswith("server.idempotency_redis_url: Redis refused to authenticate"), detail
+    assert PASSWORD not in detail, detail

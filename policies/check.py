@@ -2,14 +2,22 @@
 
 Pure: walks every task policy (and the default), every candidate, fallback and no-candidate
 fallback model, and reports each model whose eval lower bound is under the floor, and each
-floor that has no eval behind it.
+floor that has no eval behind it; and warns of what can never work as written (a risk rule
+leaving a task no model, an arm under a floor, a cost ceiling no deployment can meet).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from policies.eligibility import Role, floor_check
+from policies.eligibility import (
+    DeploymentFacts,
+    RequestFacts,
+    Role,
+    floor_check,
+    worst_case_cost,
+)
 from policies.eval_report import QualityTable
 from policies.labels import TASKS, Task
 from policies.schema import RouterConfig, TaskPolicy
@@ -85,4 +93,39 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
                     found.append(f"experiment {experiment.name}: arm {arm.name}: model {model} "
                                  f"is under task {task}'s floor ({check.detail}): control's "
                                  "route answers all its requests")
+    return found
+
+
+def ceiling_warnings(config: RouterConfig, model_facts: Mapping[str, Sequence[DeploymentFacts]],
+                     minimal_prompt_tokens: int, default_output_tokens: int) -> list[str]:
+    """Cost ceilings that refuse every request (400 `over_cost_ceiling`): under the cheapest
+    deployment of the policy's models for a minimal request (`minimal_prompt_tokens`, one
+    output token), or, short of that, for one that sets no output limit (priced at
+    `default_output_tokens`, as eligibility prices it). The default policy is judged once,
+    when some task falls to it."""
+    if config.policies is None:
+        return []
+    named = [(f"task {task}", policy) for task, policy in config.policies.tasks.items()]
+    if set(TASKS) - set(config.policies.tasks):
+        named.append(("default policy", config.policies.default))
+    found = []
+    for label, policy in named:
+        ceiling = policy.max_cost_per_request_usd
+        deployments = [d for model, _ in _models(policy) for d in model_facts.get(model, ())]
+        if ceiling is None or not deployments:
+            continue
+        cases = ((1, f"the smallest request ({minimal_prompt_tokens} prompt tokens, 1 output "
+                     "token)", "every request is refused"),
+                 (default_output_tokens, f"a request that sets no output limit (priced at "
+                  f"{default_output_tokens} output tokens)", "every request without max_tokens "
+                  "or max_completion_tokens is refused"))
+        for output_tokens, request, refused in cases:
+            facts = RequestFacts(task=TASKS[0], risk="low", prompt_tokens=minimal_prompt_tokens,
+                                 max_output_tokens=output_tokens)
+            cost, cheapest = min((worst_case_cost(facts, d), d.name) for d in deployments)
+            if cost > ceiling:
+                found.append(f"{label}: max_cost_per_request_usd ${ceiling:g} is under the "
+                             f"cheapest deployment's cost for {request}: ${cost:.6f} "
+                             f"({cheapest}): {refused} (400 over_cost_ceiling)")
+                break
     return found

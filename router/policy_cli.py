@@ -2,7 +2,9 @@
 
 `policy check --config FILE` is the CI gate: it exits 1, one line per violation, when a task
 can be routed to a model whose eval lower bound is under its quality floor or whose floor has
-no eval behind it. `explain --config FILE [REQUEST]` prints the routing decision for a chat
+no eval behind it, and warns (exit unaffected) of rules that can never work as written, such
+as a cost ceiling under every deployment's cost for a minimal request.
+`explain --config FILE [REQUEST]` prints the routing decision for a chat
 completions body (a file or stdin) as JSON, exactly as `POST /v1/route/explain` would.
 """
 
@@ -57,8 +59,9 @@ def _load(path: Path) -> Any:
 
 
 def policy_check(args: argparse.Namespace) -> int:
-    from policies.check import check_policies, policy_warnings
+    from policies.check import ceiling_warnings, check_policies, policy_warnings
     from router.errors import ConfigError
+    from router.pipeline import DEFAULT_MAX_OUTPUT_TOKENS
     from router.wiring import build_runtime, litellm_in_use, load_quality
 
     config = _load(args.config)
@@ -72,7 +75,9 @@ def policy_check(args: argparse.Namespace) -> int:
     except ConfigError as err:
         print(f"{args.config}: {err}", file=sys.stderr)
         return 2
-    for warning in (*quality.warnings, *policy_warnings(config, quality)):
+    unmeetable = ceiling_warnings(config, runtime.model_facts, _minimal_prompt_tokens(),
+                                  DEFAULT_MAX_OUTPUT_TOKENS)
+    for warning in (*quality.warnings, *policy_warnings(config, quality), *unmeetable):
         print(f"{args.config}: warning: {warning}", file=sys.stderr)
     violations = check_policies(config, quality)
     for violation in violations:
@@ -83,6 +88,15 @@ def policy_check(args: argparse.Namespace) -> int:
     print(f"policy check passed ({len(quality.results)} eval results, "
           f"reports version {quality.version})")
     return 0
+
+
+def _minimal_prompt_tokens() -> int:
+    """The prompt tokens the router counts for the smallest request: one empty message."""
+    from router.api.body import parse_chat
+    from router.pipeline import estimate_prompt_tokens, request_view
+
+    request = parse_chat({"model": "auto", "messages": [{"role": "user", "content": ""}]})
+    return estimate_prompt_tokens(request_view(request), request)
 
 
 def explain_command(args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Iterable
-from functools import cache
 from itertools import repeat
 from typing import Any, Literal
 
@@ -25,7 +24,6 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 _BOOLEAN_TEXT = frozenset({"true", "false"})
 
 
-@cache
 def _kind(annotation: Any) -> str | None:
     """"number" or "boolean" when a field of this type holds one of them (or None), else
     None; containers are looked into by `_crossed`."""
@@ -54,12 +52,12 @@ def _crossed(annotation: Any, value: Any) -> str | None:
     kind = _kind(annotation)
     if kind == "number" and isinstance(value, bool):
         return f"expected a number, not the boolean {str(value).lower()}"
-    if kind == "boolean" and not (isinstance(value, bool) or (
-            isinstance(value, str) and value.lower() in _BOOLEAN_TEXT)):
-        shown = ("a number" if isinstance(value, int | float)
-                 else "other text" if isinstance(value, str) else type(value).__name__)
-        return f"expected true or false, not {shown}"
-    return None
+    if kind == "boolean" and not isinstance(value, bool):
+        if isinstance(value, int | float):
+            return "expected true or false, not a number"
+        if isinstance(value, str) and value.lower() not in _BOOLEAN_TEXT:
+            return "expected true or false, not other text"
+    return None  # anything else is pydantic's to judge
 
 
 def _first(pairs: Iterable[tuple[Any, Any]]) -> str | None:

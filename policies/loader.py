@@ -176,17 +176,25 @@ def _experiment_problems(config: RouterConfig, models: set[str]) -> list[str]:
 
 def load_config_text(text: str, source: str = "<config>",
                      environ: Mapping[str, str] | None = None) -> RouterConfig:
-    text = interpolate(text, environ if environ is not None else {}, source)
+    try:
+        config = RouterConfig.model_validate(_read_yaml(text, source, environ or {}))
+    except ValidationError as exc:
+        raise PolicyValidationError(source, _pydantic_problems(exc)) from exc
+    return _cross_referenced(config, source)
+
+
+def _read_yaml(text: str, source: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    text = interpolate(text, environ, source)
     try:
         raw = yaml_strict.safe_load(text)
     except yaml.YAMLError as exc:
         raise PolicyValidationError(source, [f"not valid YAML: {exc}"]) from exc
     if not isinstance(raw, dict):
         raise PolicyValidationError(source, ["the file must hold a mapping at the top level"])
-    try:
-        config = RouterConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise PolicyValidationError(source, _pydantic_problems(exc)) from exc
+    return raw
+
+
+def _cross_referenced(config: RouterConfig, source: str) -> RouterConfig:
     problems = cross_reference_problems(config)
     if problems:
         raise PolicyValidationError(source, problems)
@@ -204,8 +212,37 @@ def load_config_file(path: Path, environ: Mapping[str, str] | None = None, *,
             f"not UTF-8 text (byte {exc.start} cannot start or continue a character)"]) from exc
     environ = environ if environ is not None else {}
     if unset_stand_in:
-        environ = {**stand_ins(text, environ), **environ}
+        return _load_with_stand_ins(text, str(path), environ)
     return load_config_text(text, str(path), environ)
+
+
+# What a whole-value stand-in becomes when the field refuses a word: pydantic's error types
+# for a field that wants a number, and for one that wants a boolean (`ConfigModel`'s own).
+_WANTS_NUMBER = frozenset({"int_parsing", "float_parsing", "decimal_parsing"})
+_WANTS_BOOLEAN = frozenset({"bool_parsing", "number_boolean_crossed"})
+
+
+def _load_with_stand_ins(text: str, source: str, environ: Mapping[str, str]) -> RouterConfig:
+    """The config with `stand_ins` for unset names. A whole value stands in as a word first
+    (any text field takes it); where the field refuses the word for wanting a number or a
+    boolean, that name is given 1 or false and the config read again."""
+    values = stand_ins(text, environ)
+    names_of = {value: name for name, value in values.items()}
+    for _ in range(len(values) + 1):
+        try:
+            config = RouterConfig.model_validate(
+                _read_yaml(text, source, {**values, **environ}))
+        except ValidationError as exc:
+            retyped = {names_of[err["input"]]: "1" if err["type"] in _WANTS_NUMBER else "false"
+                       for err in exc.errors()
+                       if isinstance(err["input"], str) and err["input"] in names_of
+                       and err["type"] in _WANTS_NUMBER | _WANTS_BOOLEAN}
+            if not retyped:
+                raise PolicyValidationError(source, _pydantic_problems(exc)) from exc
+            values.update(retyped)
+            continue
+        return _cross_referenced(config, source)
+    raise AssertionError("each round retypes at least one stand-in")  # pragma: no cover
 
 
 # A placeholder that starts a key's value (`key: ${NAME}...`, quoted or not, block or flow
@@ -218,9 +255,10 @@ def stand_ins(text: str, environ: Mapping[str, str]) -> dict[str, str]:
     """A value for each `${NAME}` of `text` that `environ` does not set, shaped for where it
     stands, so that the check judges the rest of the config and not the stand-in: a Redis URL
     as a whole `*redis_url`, an http URL at the start of any other URL, base or endpoint
-    (`${BASE}/v1` too), the number 1 as any other whole value (a timeout, a size), and a plain
-    word anywhere else (the password of `redis://:${PASSWORD}@host`, a comment). A name used in
-    several places takes the first of these shapes that any of its places asks for."""
+    (`${BASE}/v1` too), and a plain word anywhere else (a directory, the password of
+    `redis://:${PASSWORD}@host`, a comment; `_load_with_stand_ins` turns a whole value into a
+    number or a boolean where its field wants one). A name used in several places takes the
+    first of these shapes that any of its places asks for."""
     shapes: dict[str, set[int]] = {}
     for line in text.splitlines():
         for match in _PLACEHOLDER.finditer(line):
@@ -235,12 +273,12 @@ def stand_ins(text: str, environ: Mapping[str, str]) -> dict[str, str]:
             elif start and any(part in key for part in _URL_KEYS):
                 shape = 1
             else:
-                shape = 2 if whole else 3
+                shape = 2
             shapes.setdefault(name, set()).add(shape)
     values = {}
     for name, found in shapes.items():
         word = f"unset-{name.lower().replace('_', '-')}"
-        values[name] = (f"redis://{word}.invalid:6379/0", f"http://{word}.invalid", "1",
+        values[name] = (f"redis://{word}.invalid:6379/0", f"http://{word}.invalid",
                         word)[min(found)]
     return values
 

@@ -188,6 +188,27 @@ def test_policy_check_passes_unset_placeholders_wherever_the_docs_put_them(
     _refused(served, "request_timeout_s")  # a set value is still judged
 
 
+def test_policy_check_gives_an_unset_whole_value_the_type_its_field_wants(
+        tmp_path: Path) -> None:
+    """A whole `${NAME}` value stands in as text, a number or a boolean, as its field wants: a
+    cache directory, a timeout and a flag, each unset (the number 1 for every whole value made
+    `directory: ${CACHE_DIR}` fail, `server.cache.directory: Input should be a valid string`)."""
+    config = CONFIG.replace("input_price_per_mtok: 1,", "input_price_per_mtok: 1,\n"
+                            "     supports_tools: ${TOOLS_ON},") + (
+        "server:\n"
+        "  request_timeout_s: ${REQ_TIMEOUT}\n"
+        "  cache: {backend: disk, directory: ${CACHE_DIR}}\n")
+    names = ("TOOLS_ON", "REQ_TIMEOUT", "CACHE_DIR")
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    result = subprocess.run([PYTHON, "-m", "router.cli", "policy", "check", "--config",
+                             _config(tmp_path, config)], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    set_wrong = _run(tmp_path, "policy", "check", "--config", _config(tmp_path, config), env={
+        "TOOLS_ON": "maybe", "REQ_TIMEOUT": "5", "CACHE_DIR": "/tmp/c"})
+    _refused(set_wrong, "supports_tools")  # a set value is still judged
+
+
 def test_the_embedded_default_passes_the_check_without_its_simulator_address(
         tmp_path: Path) -> None:
     """Its `${SLOROUTER_SIM_BASE}` is named in a comment before its `api_base` uses it."""

@@ -67,20 +67,27 @@ def check_policies(config: RouterConfig, quality: QualityTable) -> list[Violatio
 
 def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     """What the config allows but can never work as written (reported, not failed on):
-    a risk rule that leaves a task none of its models, so its requests of that risk level have
-    no route; an experiment arm whose model is under a task's floor, so its requests are all
+    a risk rule that leaves a task none of its models, or requires zero data retention of
+    models none of whose deployments has it, so its requests of that risk level have no
+    route; an experiment arm whose model is under a task's floor, so its requests are all
     answered by control's route (`x-slorouter-arm-degraded`)."""
     if config.policies is None:
         return []
+    retaining_nothing = _models_with_zero_retention(config)
     found = []
     for task in TASKS:
         policy = config.policies.for_task(task)
         models = {model for model, _ in _models(policy)}
         for risk, rule in sorted(policy.risk.items()):
-            if rule.candidates is not None and not models & set(rule.candidates):
+            allowed = models if rule.candidates is None else models & set(rule.candidates)
+            if not allowed:
                 found.append(f"task {task}: its {risk}-risk rule allows only "
-                             f"{', '.join(rule.candidates)}, none of the task's models: its "
-                             f"{risk}-risk requests have no route")
+                             f"{', '.join(rule.candidates or ())}, none of the task's models: "
+                             f"its {risk}-risk requests have no route")
+            elif rule.require_zero_data_retention and not allowed & retaining_nothing:
+                found.append(f"task {task}: its {risk}-risk rule requires zero data retention, "
+                             f"which no deployment of {', '.join(sorted(allowed))} has: its "
+                             f"{risk}-risk requests have no route (503 no_eligible_model)")
     for experiment in config.experiments:
         for arm in experiment.arms:
             if not arm.route.startswith("model:"):
@@ -94,6 +101,12 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
                                  f"is under task {task}'s floor ({check.detail}): control's "
                                  "route answers all its requests")
     return found
+
+
+def _models_with_zero_retention(config: RouterConfig) -> set[str]:
+    """Models with at least one deployment marked `zero_data_retention`."""
+    retaining_nothing = {d.name for d in config.deployments if d.zero_data_retention}
+    return {m.name for m in config.models if retaining_nothing & set(m.deployments)}
 
 
 def ceiling_warnings(config: RouterConfig, model_facts: Mapping[str, Sequence[DeploymentFacts]],

@@ -445,3 +445,18 @@ def test_policy_check_warns_of_rules_and_arms_that_can_never_serve() -> None:
     assert warnings[1].startswith("experiment cheaper-chat: arm mini: model cheap is under "
                                   "task chat's floor")
     assert policy_warnings(load_config_text(CONFIG), QUALITY) == []
+
+
+def test_policy_check_warns_of_a_zero_retention_rule_no_deployment_meets() -> None:
+    """Chat's high-risk rule requires zero data retention of cheap and mid, whose deployments
+    have none: every high-risk chat request is a 503 `no_eligible_model`, and the check said
+    nothing. Math's rule is met by big's deployment (no warning: the base config has none)."""
+    from policies.check import policy_warnings
+
+    text = CONFIG.replace("      quality_floor: {min: 0.99}\n",
+                          "      quality_floor: {min: 0.99}\n"
+                          "      risk:\n        high: {require_zero_data_retention: true}\n", 1)
+    warnings = policy_warnings(load_config_text(text), QUALITY)
+    assert warnings == ["task chat: its high-risk rule requires zero data retention, which no "
+                        "deployment of cheap, mid has: its high-risk requests have no route "
+                        "(503 no_eligible_model)"]

@@ -109,6 +109,8 @@ class DeploymentSpec(Frozen):
     zero_data_retention: bool = False
     connect_timeout_s: float = Field(default=5.0, gt=0)
     timeout_s: float = Field(default=120.0, gt=0)
+    # The bulkhead: at most this many upstream attempts in flight at once (None: no cap).
+    max_in_flight: int | None = Field(default=None, gt=0)
 
     @field_validator("api_base")
     @classmethod

@@ -157,7 +157,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     app.add_route("/v1/feedback", feedback_endpoint(trials, config), methods=["POST"])
     app.add_route("/v1/experiments", experiments_endpoint(trials, config), methods=["GET"])
     app.add_route("/healthz", healthz, methods=["GET"])
-    app.add_route("/v1/health/deployments", deployments_health(breakers), methods=["GET"])
+    app.add_route("/v1/health/deployments",
+                  deployments_health(breakers, store.load, config.deployments), methods=["GET"])
     app.add_route("/readyz", readyz_endpoint([*checks, stats_ready], config.version),
                   methods=["GET"])
     endpoint = telemetry.metrics_endpoint if telemetry is not None else None

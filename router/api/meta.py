@@ -1,10 +1,10 @@
 """Small endpoints: `GET /v1/models` and `/v1/models/{model}`, `/healthz` (process up),
-`/readyz` (can serve), and `/v1/health/deployments` (circuit breakers)."""
+`/readyz` (can serve), and `/v1/health/deployments` (circuit breakers, attempts in flight)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 import orjson
 from starlette.requests import Request
@@ -69,10 +69,16 @@ def readyz_endpoint(checks: Sequence[ReadinessCheck],
     return readyz
 
 
-def deployments_health(breakers: BreakerRegistry) -> Callable[[Request], Awaitable[Response]]:
-    """`GET /v1/health/deployments`: every deployment's circuit breaker state."""
+def deployments_health(breakers: BreakerRegistry, in_flight: Mapping[str, int],
+                       deployments: Iterable[str]) -> Callable[[Request], Awaitable[Response]]:
+    """`GET /v1/health/deployments`: every deployment's circuit breaker state, and under
+    `in_flight` each configured deployment's upstream attempts in flight (the count its
+    `max_in_flight` bulkhead caps)."""
+    names = sorted(deployments)
 
     async def health(_: Request) -> Response:
-        return Response(breakers.snapshot().model_dump_json(), media_type="application/json")
+        body = breakers.snapshot().model_dump(mode="json")
+        body["in_flight"] = {name: in_flight.get(name, 0) for name in names}
+        return Response(orjson.dumps(body), media_type="application/json")
 
     return health

@@ -104,13 +104,15 @@ class StreamRelay:
     async def finish(self, client_gone: bool, ended_by: SlorouterError | None = None) -> None:
         """`ended_by`: the error the router ended the stream with itself (e.g. shutting down)."""
         committed, outcome = self._committed, self._outcome
-        await close_quietly(committed.tail)
-        if self._clean_end:
-            committed.release()
-        elif isinstance(self._error, SlorouterError) and not client_gone:
-            committed.release(self._error)  # the upstream broke after the answer had started
-        else:
-            committed.release(abandoned=True)
+        try:
+            await close_quietly(committed.tail)
+        finally:  # also when cancelled while closing: an unreleased attempt stays in flight
+            if self._clean_end:
+                committed.release()
+            elif isinstance(self._error, SlorouterError) and not client_gone:
+                committed.release(self._error)  # the upstream broke after it had started
+            else:
+                committed.release(abandoned=True)
         outcome.client_disconnected = client_gone
         outcome.ended_at = self._clock()
         if outcome.completion_tokens is None:

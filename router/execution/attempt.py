@@ -10,11 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from router.errors import SlorouterError
+from router.errors import ProviderUnavailableError, SlorouterError
 from router.providers.base import Usage
 
 AttemptKind = Literal["first", "retry", "fallback", "hedge"]
 AttemptOutcome = Literal["pending", "won", "failed", "cancelled", "skipped"]
+
+
+def saturated(message: str) -> ProviderUnavailableError:
+    """The error of an attempt skipped because its deployment had its `max_in_flight` attempts
+    in flight (the bulkhead), and of a request every deployment turned away so: a 503 with
+    `Retry-After` 1 s (a slot frees whenever one of the attempts ends, a time no one knows)."""
+    return ProviderUnavailableError(message, code="deployment_saturated", retry_after=1.0)
+
+
+SATURATED = saturated("").code  # the code such skips are counted by
 
 
 @dataclass(slots=True)

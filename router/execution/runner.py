@@ -25,7 +25,7 @@ from router.errors import (
     SlorouterError,
     UnknownCommitError,
 )
-from router.execution.attempt import AttemptKind, AttemptRecord
+from router.execution.attempt import SATURATED, AttemptKind, AttemptRecord, saturated
 from router.execution.backoff import BackoffPolicy, retry_delay
 from router.execution.breaker import BreakerPolicy, BreakerRegistry, soonest_whole_seconds
 from router.execution.classify_error import AttemptContext, classify
@@ -39,6 +39,7 @@ from router.providers.base import (
     StreamEvent,
     UpstreamCall,
 )
+from router.stats.inflight import InFlight
 from router.telemetry.context import TraceContext, propagation_headers
 
 Clock = Callable[[], float]
@@ -97,24 +98,14 @@ class CommittedStream:
 class AttemptWatch(Protocol):
     """Told when each upstream attempt starts, gets its first content and ends: the latency
     statistics read the age of attempts still waiting, so a provider that stalls is noticed
-    before any of its slow answers completes (`router/stats/inflight.py`)."""
+    before any of its slow answers completes (`router/stats/inflight.py`). `load` (attempts
+    begun and not yet ended, per deployment) is what the bulkhead reads (`max_in_flight`)."""
 
     def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int: ...
     def first_token(self, ticket: int) -> None: ...
     def end(self, ticket: int) -> None: ...
-
-
-class Unwatched:
-    """No one watches attempts."""
-
-    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int:
-        return 0
-
-    def first_token(self, ticket: int) -> None:
-        return None
-
-    def end(self, ticket: int) -> None:
-        return None
+    @property
+    def load(self) -> Mapping[str, int]: ...
 
 
 @dataclass
@@ -128,7 +119,9 @@ class ExecutionState:
     max_retries_per_deployment: int = 1
     max_retry_wait_s: float = 1.0  # a longer Retry-After goes back to the client instead
     rng: random.Random = field(default_factory=random.Random)
-    watch: AttemptWatch = field(default_factory=Unwatched)  # wall-clock times (`Runner.wall`)
+    # Wall-clock times (`Runner.wall`). The app hands the statistics store (which keeps its
+    # own `InFlight`); without one the runner still counts, since the bulkhead reads the count.
+    watch: AttemptWatch = field(default_factory=InFlight)
 
     @staticmethod
     def create(clock: Clock = time.monotonic) -> ExecutionState:
@@ -137,7 +130,8 @@ class ExecutionState:
 
 
 class _Skip(Exception):
-    """This deployment cannot take an attempt now (breaker open); try the next."""
+    """This deployment cannot take an attempt now (at its `max_in_flight`, or breaker open);
+    try the next."""
 
 
 class _OutOfTime(Exception):
@@ -234,6 +228,10 @@ class Runner:
             raise _OutOfTime() from None
         record = AttemptRecord(deployment.name, len(attempts) + 1, self._clock(), kind)
         attempts.append(record)
+        if self._at_cap(deployment):  # before the breaker, whose probe slot it would hold
+            record.outcome, record.ended_at = "skipped", record.started_at
+            record.error = saturated(f"{deployment.name} has its max_in_flight attempts in flight")
+            raise _Skip()
         if not breaker.allow():
             record.outcome, record.ended_at = "skipped", record.started_at
             record.error = ProviderUnavailableError(
@@ -263,7 +261,7 @@ class Runner:
         except SlorouterError as err:
             self._fail_pending(attempts, err)
             raise
-        except asyncio.CancelledError:  # the client left: the attempts are abandoned
+        except BaseException:  # the client left (or a bug): the attempts are abandoned
             for pending in attempts:
                 if pending.outcome == "pending" and pending.started_at:
                     pending.outcome, pending.ended_at = "cancelled", self._clock()
@@ -290,7 +288,7 @@ class Runner:
             return open_(calls[-1])
 
         def may_hedge() -> bool:
-            if not alt_breaker.allow():
+            if self._at_cap(alternate) or not alt_breaker.allow():
                 return False
             if self._state.hedges.try_spend():
                 return True
@@ -324,6 +322,12 @@ class Runner:
         for record in attempts:
             if record.outcome == "pending" and record.started_at:
                 self._failed(record, err, health)
+
+    def _at_cap(self, deployment: Deployment) -> bool:
+        """The bulkhead: `deployment` has `max_in_flight` attempts begun and not ended. Read
+        and then begun with no await between, so the cap holds exactly."""
+        cap = deployment.max_in_flight
+        return cap is not None and self._state.watch.load.get(deployment.name, 0) >= cap
 
     def _started(self, record: AttemptRecord, plan: Plan) -> None:
         record.ticket = self._state.watch.begin(record.deployment, self._wall(),
@@ -464,6 +468,11 @@ def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
     errors = [a.error for a in attempts if a.error is not None and a.outcome == "failed"]
     if not errors:
         skipped = [a.error for a in attempts if a.error is not None]
+        full = [err.code == SATURATED for err in skipped]
+        if any(full):
+            also = "" if all(full) else " or its circuit breaker open"
+            return saturated("every deployment that could serve has its max_in_flight "
+                             f"attempts in flight{also}")
         if skipped:
             return ProviderUnavailableError("every deployment's circuit breaker is open",
                                             code="circuit_open",

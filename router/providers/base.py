@@ -34,6 +34,7 @@ class Deployment:
     timeout_s: float = 120.0
     cached_input_price_per_mtok: float | None = None  # prompt-cache reads; None: full price
     cache_write_price_per_mtok: float | None = None  # prompt-cache writes; None: full price
+    max_in_flight: int | None = None  # the bulkhead: attempts in flight at once; None: no cap
 
     @property
     def upstream_model(self) -> str:

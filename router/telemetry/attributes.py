@@ -39,7 +39,8 @@ REQUEST_ID, TENANT = "slorouter.request_id", "slorouter.tenant"
 DEPLOYMENT, MODEL = "slorouter.deployment", "slorouter.model"
 ATTEMPTS, ATTEMPT_NUMBER = "slorouter.attempts", "slorouter.attempt.number"
 ATTEMPT_KIND = "slorouter.attempt.kind"
-SKIPPED = "slorouter.skipped_deployments"  # candidates passed over: their circuit was open
+# candidates passed over: their circuit was open, or they were at their max_in_flight
+SKIPPED = "slorouter.skipped_deployments"
 ATTEMPT_OUTCOME = "slorouter.attempt.outcome"
 CLIENT_GONE = "slorouter.client_disconnected"
 EXPLORED = "slorouter.route.explored"
@@ -131,7 +132,8 @@ def sent_status(outcome: Outcome) -> int:
 
 def made(attempt: AttemptRecord) -> bool:
     """Whether the attempt was made: not passed over because its deployment's circuit was open
-    (such a record has no upstream call to be a span or an operation's duration)."""
+    or it was at its `max_in_flight` (such a record has no upstream call to be a span or an
+    operation's duration)."""
     return attempt.outcome != "skipped"
 
 

@@ -3,10 +3,11 @@
 `RouterMetrics.record(outcome)` records the GenAI histograms (server request duration, TTFT,
 TPOT; client operation duration per upstream attempt; token usage) and slorouter's counters
 (decisions by route, cache lookups by status, retries, fallbacks, hedges, admission rejections,
-cost). State that lives elsewhere (breaker state, SLO attainment and burn) is exported through
-`register_gauge`, whose callbacks run at collection time (a scrape or an OTLP export, possibly on
-the exporter's thread): they must be cheap and only read. Instruments live in a
-`MetricRegistry` (see `aggregate` for why not the SDK's instruments).
+attempts a full bulkhead turned away, cost). State that lives elsewhere (breaker state, SLO
+attainment and burn) is exported through `register_gauge`, whose callbacks run at collection
+time (a scrape or an OTLP export, possibly on the exporter's thread): they must be cheap and
+only read. Instruments live in a `MetricRegistry` (see `aggregate` for why not the SDK's
+instruments).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from router.execution.attempt import SATURATED
 from router.outcomes import Outcome
 from router.telemetry import attributes as A
 from router.telemetry.aggregate import GaugeCallback, MetricRegistry
@@ -77,6 +79,9 @@ class RouterMetrics:
                               description="Hedged upstream attempts.")
         self.rejections = counter("slorouter.admission.rejections", unit="{request}",
                                   description="Requests refused by admission control.")
+        self.saturated = counter(
+            "slorouter.bulkhead.skips", unit="{attempt}",
+            description="Attempts not made: the deployment had its max_in_flight in flight.")
         self.cost = counter("slorouter.cost", unit="USD",
                             description="Provider cost of answered requests (estimated: priced "
                                         "from the router's counts, the provider reported none).")
@@ -108,6 +113,8 @@ class RouterMetrics:
         attempts = outcome.attempts
         for index, attempt in enumerate(attempts):
             if not A.made(attempt):
+                if attempt.error is not None and attempt.error.code == SATURATED:
+                    self.saturated.add(1, {A.DEPLOYMENT: attempt.deployment})
                 continue
             ended = attempt.ended_at if attempt.ended_at is not None else outcome.ended_at
             info = self._deployments.get(attempt.deployment)

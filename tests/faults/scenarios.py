@@ -64,14 +64,16 @@ class Dep:
     timeout_s: float = 10.0
     price_in: float = 1.0
     price_out: float = 2.0
+    max_in_flight: int | None = None
 
     def yaml(self, sim_base: str) -> str:
         key = "\n    api_key: env:SIM_KEY" if self.adapter == "litellm" else ""
+        cap = f"\n    max_in_flight: {self.max_in_flight}" if self.max_in_flight else ""
         return (f"\n  - name: {self.name}\n    model: openai/{self.sim_model}\n"
                 f"    adapter: {self.adapter}\n    api_base: {sim_base}/v1{key}\n"
                 f"    input_price_per_mtok: {self.price_in}\n"
                 f"    output_price_per_mtok: {self.price_out}\n"
-                f"    connect_timeout_s: 2\n    timeout_s: {self.timeout_s}")
+                f"    connect_timeout_s: 2\n    timeout_s: {self.timeout_s}{cap}")
 
 
 def router_yaml(sim_base: str, deps: Sequence[Dep], models: Mapping[str, Sequence[str]],
@@ -125,6 +127,13 @@ def breaker_states(router_base: str) -> dict[str, str]:
     """Deployment → breaker state, from `GET /v1/health/deployments`."""
     body = httpx.get(f"{router_base}/v1/health/deployments", timeout=10).json()
     return {d["deployment"]: d["state"] for d in body["deployments"]}
+
+
+def attempts_in_flight(router_base: str) -> dict[str, int]:
+    """Deployment → upstream attempts in flight (the bulkhead's count), from
+    `GET /v1/health/deployments`."""
+    body = httpx.get(f"{router_base}/v1/health/deployments", timeout=10).json()
+    return {name: int(count) for name, count in body["in_flight"].items()}
 
 
 class BreakerWatch:
@@ -364,6 +373,12 @@ FAULT_MODELS: dict[str, dict[str, object]] = {
     "replica-fast": steady(50),
     "tail": heavy_tail(100),
     "calm": steady(100),
+    # the bulkhead: a deployment that takes requests and never answers, beside healthy ones
+    "bulk-hang": steady(20, hang_rate=1.0),
+    "bulk-ok": steady(20),
+    "bulk-tail": heavy_tail(60, share=0.3),
+    "bulk-cut": steady(20, 30, cut_rate=0.5, cut_after_chunks=3, cut_mode="abort"),
+    "bulk-flaky": steady(20, error_rate_500=0.5),
 }
 
 # Policies of the hedging scenario (test and bench): `tail` first with `calm` as the hedge

@@ -1,0 +1,308 @@
+"""The per-deployment bulkhead (`max_in_flight`) on the real service, with the real `openai` client.
+
+A simulator model that takes requests and never answers (`bulk-hang`) is the first choice of
+every request; a healthy one (`bulk-ok`) is its fallback; the admission pool is small (4 slots,
+no queue) and the deadline 2 s. Without a cap every admitted request waits on the hanging
+deployment until its deadline, holding its admission slot, so the healthy deployment answers
+nothing and the rest are refused `overloaded`. With `max_in_flight: 2` at most two requests wait
+there; the others skip it at once and are answered by the healthy deployment. A request whose
+only deployment is at its cap is refused at once with a 503 `deployment_saturated` and a
+`Retry-After`, and never reaches the upstream.
+
+Then the count must be exact: after a burst of hedged, retried, cut, deadline-bound, abandoned
+and client-cancelled requests, every deployment's attempts in flight (from
+`GET /v1/health/deployments`) return to zero, and no deployment ever had more than its cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+
+import httpx
+import openai
+import pytest
+
+from tests.faults.scenarios import (
+    API_KEY,
+    CHAT_HEADERS,
+    MESSAGES,
+    TENANT_ENV,
+    Dep,
+    SimCounters,
+    attempts_in_flight,
+    router_yaml,
+    run,
+)
+from tests.support.services import Running, start_router
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+DEADLINE_S = 2.0
+CAP = 2
+OFFERED = 30  # requests, one every 50 ms: all sent well within one deadline
+GAP_S = 0.05
+RELIABILITY = """    interactive:
+      max_concurrency: 4
+      max_queue: 0
+      max_queue_wait_s: 0.5"""
+HANG_FIRST = """policies:
+  default:
+    candidates: [hangm]
+    fallbacks: [okm]
+    hedging: false
+"""
+
+
+def _hang_first_config(sim_base: str, capped: bool) -> str:
+    deps = [Dep("hang", "bulk-hang", max_in_flight=CAP if capped else None),
+            Dep("ok", "bulk-ok"),
+            Dep("solo", "bulk-hang", max_in_flight=1 if capped else None)]
+    return router_yaml(sim_base, deps, {"hangm": ["hang"], "okm": ["ok"], "solom": ["solo"]},
+                       RELIABILITY, HANG_FIRST, request_timeout_s=DEADLINE_S)
+
+
+@pytest.fixture(scope="module")
+def capped(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    running = start_router(tmp_path_factory.mktemp("bulkhead-capped"),
+                           _hang_first_config(sim.base_url, capped=True), env=TENANT_ENV)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def uncapped(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    running = start_router(tmp_path_factory.mktemp("bulkhead-uncapped"),
+                           _hang_first_config(sim.base_url, capped=False), env=TENANT_ENV)
+    yield running
+    running.stop()
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    deployment: str | None = None
+    code: str | None = None
+    retry_after: str | None = None
+
+
+def _client(router: Running, timeout_s: float = 30.0) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY, max_retries=0,
+                              timeout=timeout_s)
+
+
+async def _ask(client: openai.AsyncOpenAI, model: str = "auto") -> Answer:
+    try:
+        raw = await client.chat.completions.with_raw_response.create(
+            model=model, messages=MESSAGES, extra_headers=CHAT_HEADERS)  # type: ignore[arg-type]
+    except openai.APIStatusError as exc:
+        return Answer(exc.status_code, None, exc.code, exc.response.headers.get("retry-after"))
+    return Answer(200, raw.headers.get("x-slorouter-model"))
+
+
+async def _offer(router: Running) -> list[Answer]:
+    """`OFFERED` requests, one every `GAP_S`, each on its own task (open loop)."""
+    async with _client(router) as client:
+        async def later(i: int) -> Answer:
+            await asyncio.sleep(i * GAP_S)
+            return await _ask(client)
+        return list(await asyncio.gather(*(later(i) for i in range(OFFERED))))
+
+
+def test_without_a_cap_a_hanging_deployment_starves_the_healthy_one(uncapped: Running) -> None:
+    """The failure the bulkhead fixes: every admitted request waits on the hanging deployment
+    until its deadline, so none is answered, and the rest find admission full."""
+    answers = run(_offer(uncapped))
+    assert [a for a in answers if a.status == 200] == []
+    refused = [a for a in answers if a.code == "overloaded"]
+    assert len(refused) >= OFFERED - 4, answers  # 4 admission slots, all held by the hang
+
+
+def test_with_a_cap_the_healthy_deployment_keeps_answering(capped: Running) -> None:
+    """With `max_in_flight: 2` on the hanging deployment, requests beyond two skip it at once:
+    the healthy deployment answers them, and admission never fills."""
+    answers = run(_offer(capped))
+    answered = [a for a in answers if a.status == 200]
+    assert {a.deployment for a in answered} == {"ok"}
+    # Two wait on the hang until the deadline; the 50 ms gaps put a few more behind them once
+    # those two end, so at most a handful are not answered.
+    assert len(answered) >= OFFERED - 2 * CAP, answers
+    assert not [a for a in answers if a.code == "overloaded"], answers
+
+
+def test_a_request_whose_only_deployment_is_full_is_refused_at_once(
+        capped: Running, counters: SimCounters) -> None:
+    """The only deployment of a pinned model at its cap: a 503 `deployment_saturated` with
+    `Retry-After`, counted as a skip in the metrics, and no upstream call at all."""
+    async def scenario() -> tuple[Answer, int]:
+        async with _client(capped) as client:
+            hanging = asyncio.ensure_future(_ask(client, "solom"))
+            await _until(lambda: attempts_in_flight(capped.base_url)["solo"] == 1)
+            before = await asyncio.to_thread(counters.value, "bulk-hang")
+            refused = await _ask(client, "solom")
+            reached = await asyncio.to_thread(counters.value, "bulk-hang") - before
+            await hanging
+            return refused, reached
+
+    refused, reached = run(scenario())
+    assert refused == Answer(503, None, "deployment_saturated", "1")
+    assert reached == 0
+    metrics = httpx.get(f"{capped.base_url}/metrics", timeout=10).text
+    skips = [line for line in metrics.splitlines()
+             if line.startswith("slorouter_bulkhead_skips") and 'deployment="solo"' in line]
+    assert skips and float(skips[0].rsplit(" ", 1)[1]) >= 1, skips
+
+
+async def _until(condition: Callable[[], bool], within_s: float = 10.0) -> None:
+    """Poll `condition` (a blocking read) until it holds; fail after `within_s`."""
+    give_up = time.monotonic() + within_s
+    while not await asyncio.to_thread(condition):
+        assert time.monotonic() < give_up, "condition never held"
+        await asyncio.sleep(0.02)
+
+
+# ----------------------------------------------------------------------- exactness of the count
+
+BURST_CAPS = {"hang": 2, "tail": 4, "calm": 8, "cut": 2, "flaky": 2}
+BURST_POLICIES = """policies:
+  default:
+    candidates: [tailm]
+    fallbacks: [calmm]
+    hedging: true
+  tasks:
+    summarization:
+      candidates: [hangm]
+      fallbacks: [cutm, calmm]
+      hedging: false
+    extraction:
+      candidates: [cutm]
+      fallbacks: [flakym]
+      hedging: false
+"""
+BURST_RELIABILITY = """    retry_budget: {share: 1.0, floor_per_s: 100}
+    hedge_budget: {share: 1.0, floor_per_s: 100}"""
+BURST_ROUNDS = 20
+WARM_UP_ROUNDS = 6
+
+
+@pytest.fixture(scope="module")
+def burst_router(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    sims = {"hang": "bulk-hang", "tail": "bulk-tail", "calm": "bulk-ok", "cut": "bulk-cut",
+            "flaky": "bulk-flaky"}
+    deps = [Dep(name, sims[name], max_in_flight=cap) for name, cap in BURST_CAPS.items()]
+    config = router_yaml(sim.base_url, deps, {f"{name}m": [name] for name in BURST_CAPS},
+                         BURST_RELIABILITY, BURST_POLICIES, request_timeout_s=3.0)
+    running = start_router(tmp_path_factory.mktemp("bulkhead-burst"), config, env=TENANT_ENV)
+    yield running
+    running.stop()
+
+
+async def _stream(client: openai.AsyncOpenAI, task: str, leave_after: int | None = None,
+                  timeout_ms: int | None = None) -> str:
+    """A streamed request read to its end (or left after `leave_after` chunks): how it ended."""
+    headers = {**CHAT_HEADERS, "x-slorouter-task": task}
+    if timeout_ms is not None:
+        headers["x-slorouter-timeout-ms"] = str(timeout_ms)
+    try:
+        stream = await client.chat.completions.create(
+            model="auto", messages=MESSAGES, stream=True,  # type: ignore[arg-type]
+            extra_headers=headers)
+        async with stream:
+            seen = 0
+            async for _ in stream:
+                seen += 1
+                if leave_after is not None and seen >= leave_after:
+                    return "left"
+        return "done"
+    except openai.APIError as exc:
+        return type(exc).__name__
+
+
+async def _complete(client: openai.AsyncOpenAI, task: str,
+                    timeout_ms: int | None = None) -> str:
+    headers = {**CHAT_HEADERS, "x-slorouter-task": task}
+    if timeout_ms is not None:
+        headers["x-slorouter-timeout-ms"] = str(timeout_ms)
+    try:
+        await client.chat.completions.create(model="auto", messages=MESSAGES,  # type: ignore
+                                             extra_headers=headers)
+    except openai.APIError as exc:
+        return type(exc).__name__
+    return "done"
+
+
+class PeakInFlight:
+    """Polls the router's in-flight counts in a thread and keeps each deployment's peak."""
+
+    def __init__(self, router_base: str) -> None:
+        self._base = router_base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.peak: dict[str, int] = {}
+
+    def __enter__(self) -> PeakInFlight:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for name, count in attempts_in_flight(self._base).items():
+                self.peak[name] = max(self.peak.get(name, 0), count)
+            self._stop.wait(0.01)
+
+
+def _burst_round(chat: openai.AsyncOpenAI,
+                 impatient: openai.AsyncOpenAI) -> list[Awaitable[str]]:
+    """One of each way an attempt can end (`impatient` gives up after 0.3 s)."""
+    return [
+        _complete(chat, "chat"),  # hedged when the tail is slow; the loser is cancelled
+        _stream(chat, "chat"),
+        _stream(chat, "chat", leave_after=1),  # the client leaves mid-stream
+        _stream(chat, "summarization"),  # hang (or skip it) → cut stream or calm
+        _complete(impatient, "summarization"),  # the client leaves during the call
+        _stream(chat, "summarization", timeout_ms=150),  # the deadline passes in an attempt
+        _stream(chat, "extraction"),  # cut mid-stream, or 5xx retried on `flaky`
+        _complete(chat, "extraction", timeout_ms=200),
+    ]
+
+
+def test_in_flight_counts_return_to_zero_after_a_burst(burst_router: Running) -> None:
+    """Hedges (winner and loser), retries, fallbacks, streams cut by the upstream, clients
+    leaving during the call and mid-stream, deadlines: afterwards no deployment has an attempt
+    in flight, and none ever had more than its `max_in_flight`."""
+    async def burst() -> list[str]:
+        async with _client(burst_router) as chat, _client(burst_router, 0.3) as impatient:
+            for _ in range(WARM_UP_ROUNDS):  # the hedge delay needs answers on `tail` first
+                await asyncio.gather(*(_complete(chat, "chat") for _ in range(10)))
+            async def round_(i: int) -> list[str]:  # rounds overlap, a new one every 150 ms
+                await asyncio.sleep(i * 0.15)
+                return list(await asyncio.gather(*_burst_round(chat, impatient)))
+            rounds = await asyncio.gather(*(round_(i) for i in range(BURST_ROUNDS)))
+            return [ending for r in rounds for ending in r]
+
+    with PeakInFlight(burst_router.base_url) as watch:
+        endings = run(burst())
+    assert "done" in endings and "left" in endings, endings
+    assert any(e not in ("done", "left") for e in endings), endings  # some failed
+    assert watch.peak.get("hang") == BURST_CAPS["hang"], watch.peak  # it filled up
+    over = {name: peak for name, peak in watch.peak.items() if peak > BURST_CAPS[name]}
+    assert not over, watch.peak
+    run(_until(lambda: not any(attempts_in_flight(burst_router.base_url).values())))
+    assert attempts_in_flight(burst_router.base_url) == dict.fromkeys(sorted(BURST_CAPS), 0)
+    metrics = httpx.get(f"{burst_router.base_url}/metrics", timeout=10).text
+    counted = {name: _counter(metrics, name) for name in
+               ("slorouter_hedges", "slorouter_retries", "slorouter_fallbacks")}
+    assert all(counted.values()), counted  # the race ran (a loser cancelled), retries, fallbacks
+
+
+def _counter(text: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and not line.startswith("#"))
+

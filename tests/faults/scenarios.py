@@ -137,7 +137,8 @@ def attempts_in_flight(router_base: str) -> dict[str, int]:
 
 
 class BreakerWatch:
-    """Polls `/v1/health/deployments` in a thread and keeps every state change it saw."""
+    """Polls `/v1/health/deployments` in a thread and keeps every state change it saw, and each
+    deployment's peak of upstream attempts in flight."""
 
     def __init__(self, router_base: str, period_s: float = 0.05) -> None:
         self._base = router_base
@@ -146,6 +147,7 @@ class BreakerWatch:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.changes: list[tuple[float, str, str]] = []  # (monotonic, deployment, new state)
         self._last: dict[str, str] = {}
+        self.peak_in_flight: dict[str, int] = {}
 
     def __enter__(self) -> BreakerWatch:
         self._thread.start()
@@ -168,6 +170,8 @@ class BreakerWatch:
                     if self._last.get(name, "closed") != state:
                         self.changes.append((now, name, state))
                     self._last[name] = state
+                for name, count in body.get("in_flight", {}).items():
+                    self.peak_in_flight[name] = max(self.peak_in_flight.get(name, 0), count)
                 self._stop.wait(self._period)
 
     def transitions(self, deployment: str | None = None) -> list[str]:

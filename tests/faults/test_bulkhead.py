@@ -17,7 +17,6 @@ and client-cancelled requests, every deployment's attempts in flight (from
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from tests.faults.scenarios import (
     CHAT_HEADERS,
     MESSAGES,
     TENANT_ENV,
+    BreakerWatch,
     Dep,
     SimCounters,
     attempts_in_flight,
@@ -65,20 +65,23 @@ def _hang_first_config(sim_base: str, capped: bool) -> str:
                        RELIABILITY, HANG_FIRST, request_timeout_s=DEADLINE_S)
 
 
-@pytest.fixture(scope="module")
-def capped(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    running = start_router(tmp_path_factory.mktemp("bulkhead-capped"),
-                           _hang_first_config(sim.base_url, capped=True), env=TENANT_ENV)
+def _hang_first_router(sim: Running, factory: pytest.TempPathFactory,
+                       capped: bool) -> Iterator[Running]:
+    name = "bulkhead-capped" if capped else "bulkhead-uncapped"
+    running = start_router(factory.mktemp(name), _hang_first_config(sim.base_url, capped),
+                           env=TENANT_ENV)
     yield running
     running.stop()
+
+
+@pytest.fixture(scope="module")
+def capped(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    yield from _hang_first_router(sim, tmp_path_factory, capped=True)
 
 
 @pytest.fixture(scope="module")
 def uncapped(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    running = start_router(tmp_path_factory.mktemp("bulkhead-uncapped"),
-                           _hang_first_config(sim.base_url, capped=False), env=TENANT_ENV)
-    yield running
-    running.stop()
+    yield from _hang_first_router(sim, tmp_path_factory, capped=False)
 
 
 @dataclass(frozen=True)
@@ -234,30 +237,6 @@ async def _complete(client: openai.AsyncOpenAI, task: str,
     return "done"
 
 
-class PeakInFlight:
-    """Polls the router's in-flight counts in a thread and keeps each deployment's peak."""
-
-    def __init__(self, router_base: str) -> None:
-        self._base = router_base
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.peak: dict[str, int] = {}
-
-    def __enter__(self) -> PeakInFlight:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            for name, count in attempts_in_flight(self._base).items():
-                self.peak[name] = max(self.peak.get(name, 0), count)
-            self._stop.wait(0.01)
-
-
 def _burst_round(chat: openai.AsyncOpenAI,
                  impatient: openai.AsyncOpenAI) -> list[Awaitable[str]]:
     """One of each way an attempt can end (`impatient` gives up after 0.3 s)."""
@@ -287,13 +266,13 @@ def test_in_flight_counts_return_to_zero_after_a_burst(burst_router: Running) ->
             rounds = await asyncio.gather(*(round_(i) for i in range(BURST_ROUNDS)))
             return [ending for r in rounds for ending in r]
 
-    with PeakInFlight(burst_router.base_url) as watch:
+    with BreakerWatch(burst_router.base_url, period_s=0.01) as watch:
         endings = run(burst())
     assert "done" in endings and "left" in endings, endings
     assert any(e not in ("done", "left") for e in endings), endings  # some failed
-    assert watch.peak.get("hang") == BURST_CAPS["hang"], watch.peak  # it filled up
-    over = {name: peak for name, peak in watch.peak.items() if peak > BURST_CAPS[name]}
-    assert not over, watch.peak
+    peak = watch.peak_in_flight
+    assert peak.get("hang") == BURST_CAPS["hang"], peak  # it filled up
+    assert not {name: n for name, n in peak.items() if n > BURST_CAPS[name]}, peak
     run(_until(lambda: not any(attempts_in_flight(burst_router.base_url).values())))
     assert attempts_in_flight(burst_router.base_url) == dict.fromkeys(sorted(BURST_CAPS), 0)
     metrics = httpx.get(f"{burst_router.base_url}/metrics", timeout=10).text

@@ -158,7 +158,7 @@ async def test_a_relay_cancelled_while_closing_the_upstream_still_frees_the_atte
                          CacheScope("t", frozenset(), "en", "v", frozenset()))
         settle = Settle(None, ResultCaching(None, CacheRule(False)), plan, {},
                         side_effecting=False)
-        relay = StreamRelay(committed, outcome, settle, lambda _: None, lambda: 0.0)
+        relay = StreamRelay(committed, outcome, settle, lambda _: None, lambda: 0.0, 0)
         finishing = asyncio.ensure_future(relay.finish(client_gone=True))
         await asyncio.sleep(0.01)  # it now waits on the upstream's close
         finishing.cancel()

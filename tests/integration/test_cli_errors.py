@@ -24,6 +24,15 @@ def _run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
                           env={**os.environ, **(env or {})})
 
 
+def _check_unset(tmp_path: Path, config: str,
+                 names: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """`policy check` of `config` with `names` unset in its environment."""
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    return subprocess.run([PYTHON, "-m", "router.cli", "policy", "check", "--config",
+                           _config(tmp_path, config)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=env)
+
+
 def _config(tmp_path: Path, text: str) -> str:
     path = tmp_path / "config.yaml"
     path.write_text(text)
@@ -175,12 +184,8 @@ def test_policy_check_passes_unset_placeholders_wherever_the_docs_put_them(
         "  request_timeout_s: ${REQ_TIMEOUT}\n"
         "  idempotency_redis_url: \"redis://:${REDIS_PASSWORD}@127.0.0.1:6390/0\"\n"
         "  cache: {backend: redis, redis_url: \"${CACHE_REDIS_URL}\"}\n")
-    unset = {name: "" for name in ("UP_BASE", "REQ_TIMEOUT", "REDIS_PASSWORD",
-                                   "CACHE_REDIS_URL")}
-    env = {k: v for k, v in os.environ.items() if k not in unset}
-    result = subprocess.run([PYTHON, "-m", "router.cli", "policy", "check", "--config",
-                             _config(tmp_path, config)], capture_output=True, text=True,
-                            timeout=120, cwd=tmp_path, env=env)
+    result = _check_unset(tmp_path, config,
+                          ("UP_BASE", "REQ_TIMEOUT", "REDIS_PASSWORD", "CACHE_REDIS_URL"))
     assert result.returncode == 0, result.stderr
     served = _run(tmp_path, "policy", "check", "--config", _config(tmp_path, config), env={
         "UP_BASE": "http://127.0.0.1:9", "REQ_TIMEOUT": "abc", "REDIS_PASSWORD": "pw",
@@ -198,11 +203,7 @@ def test_policy_check_gives_an_unset_whole_value_the_type_its_field_wants(
         "server:\n"
         "  request_timeout_s: ${REQ_TIMEOUT}\n"
         "  cache: {backend: disk, directory: ${CACHE_DIR}}\n")
-    names = ("TOOLS_ON", "REQ_TIMEOUT", "CACHE_DIR")
-    env = {k: v for k, v in os.environ.items() if k not in names}
-    result = subprocess.run([PYTHON, "-m", "router.cli", "policy", "check", "--config",
-                             _config(tmp_path, config)], capture_output=True, text=True,
-                            timeout=120, cwd=tmp_path, env=env)
+    result = _check_unset(tmp_path, config, ("TOOLS_ON", "REQ_TIMEOUT", "CACHE_DIR"))
     assert result.returncode == 0, result.stderr
     set_wrong = _run(tmp_path, "policy", "check", "--config", _config(tmp_path, config), env={
         "TOOLS_ON": "maybe", "REQ_TIMEOUT": "5", "CACHE_DIR": "/tmp/c"})

@@ -1,0 +1,86 @@
+"""The router writes each response's head in one write with its first body bytes
+(router/head_with_body.py), so a client's first read holds both: one wake-up, not two, on its
+way to the first token. Read over a raw socket: a client library would hide the segments."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+from urllib.parse import urlsplit
+
+from tests.integration.conftest import API_KEY
+from tests.support.services import Running
+
+
+def _connect(gateway: Running) -> socket.socket:
+    url = urlsplit(gateway.base_url)
+    sock = socket.create_connection((url.hostname, url.port), timeout=10)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _request(body: dict[str, object] | None, *, key: str | None = API_KEY,
+             extra: str = "") -> bytes:
+    raw = json.dumps(body).encode() if body is not None else b""
+    auth = f"authorization: Bearer {key}\r\n" if key is not None else ""
+    return (f"POST /v1/chat/completions HTTP/1.1\r\nhost: test\r\n{auth}"
+            f"content-type: application/json\r\ncontent-length: {len(raw)}\r\n{extra}\r\n"
+            ).encode() + raw
+
+
+def _first_read(sock: socket.socket) -> bytes:
+    """What one read gets as soon as anything has arrived (a second write, microseconds
+    later, would not be in it)."""
+    readable, _, _ = select.select([sock], [], [], 10)
+    assert readable, "no answer within 10 s"
+    return sock.recv(1 << 20)
+
+
+def _chat(stream: bool) -> dict[str, object]:
+    return {"model": "pt-fast", "stream": stream, "max_tokens": 8,
+            "messages": [{"role": "user", "content": "Say hello."}]}
+
+
+def test_a_streamed_answer_comes_with_its_head_in_one_read(gateway: Running) -> None:
+    with _connect(gateway) as sock:
+        sock.sendall(_request(_chat(stream=True)))
+        first = _first_read(sock)
+    head, _, body = first.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert b"text/event-stream" in head
+    assert b"data: {" in body, f"the first read held the head alone: {first!r}"
+
+
+def test_a_whole_answer_comes_with_its_head_in_one_read(gateway: Running) -> None:
+    with _connect(gateway) as sock:
+        sock.sendall(_request(_chat(stream=False)))
+        first = _first_read(sock)
+    head, _, body = first.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    assert len(body) == length and json.loads(body)["object"] == "chat.completion"
+
+
+def test_an_error_answer_comes_with_its_head_in_one_read(gateway: Running) -> None:
+    with _connect(gateway) as sock:
+        sock.sendall(_request(_chat(stream=False), key=None))
+        first = _first_read(sock)
+    head, _, body = first.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 401"), head
+    assert json.loads(body)["error"]["code"] == "missing_api_key"
+
+
+def test_100_continue_is_not_held_back(gateway: Running) -> None:
+    """A client that waits for `100 Continue` before its body gets it at once; the answer
+    follows the body as usual."""
+    request = _request(_chat(stream=False), extra="expect: 100-continue\r\n")
+    head, _, body = request.partition(b"\r\n\r\n")
+    with _connect(gateway) as sock:
+        sock.sendall(head + b"\r\n\r\n")
+        assert _first_read(sock).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(body)
+        answer = _first_read(sock)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert b'"chat.completion"' in answer

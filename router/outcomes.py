@@ -65,7 +65,8 @@ class Outcome:
     cost_usd: float | None = None
     # True when `cost_usd` is the router's estimate, not the provider's usage priced: a stream
     # that ended without usage (cut, or left by its client) is billed all the same, so it is
-    # priced from the usage's prompt tokens, else the router's prompt estimate, and the chunks.
+    # priced from the usage's prompt tokens, else the router's prompt estimate, and the chunks;
+    # a non-streamed request left by its client mid-call, from the prompt estimate alone.
     cost_estimated: bool = False
     client_disconnected: bool = False
     attempts: list[AttemptRecord] = field(default_factory=list)

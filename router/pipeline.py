@@ -29,7 +29,7 @@ from router.outcomes import Outcome
 from router.prefix import affinity_order, marked_bodies
 from router.providers.base import Completion, Deployment
 from router.runtime_config import RuntimeConfig
-from router.token_estimate import text_tokens
+from router.token_estimate import text_tokens, utf8_tokens
 
 HedgeDelay = Callable[[str, Task, int], float | None]
 # (task, units, expose): the unit's arm; `expose` records the exposure (not for an explanation).
@@ -198,21 +198,24 @@ def estimate_prompt_tokens(view: RequestView, request: ChatCompletionRequest | N
     in_text = sum(text_tokens(text) for _, text in view.messages)
     in_text += sum(text_tokens(name) + text_tokens(desc)
                    for name, desc in zip(view.tool_names, view.tool_descriptions, strict=True))
+    if request is not None:
+        in_text += _structured_tokens(request)
     tokens = int(in_text) + 4 * len(view.messages)
     if request is not None:
-        tokens += _structured_chars(request) // 4 + TOKENS_PER_MEDIA_PART * sum(
+        tokens += TOKENS_PER_MEDIA_PART * sum(
             1 for m in request.messages if isinstance(m.content, list)
             for part in m.content if part.type in ("image_url", "input_audio", "file"))
     return tokens
 
 
-def _structured_chars(request: ChatCompletionRequest) -> int:
-    """Characters of the JSON a text view does not hold (serialised only when present)."""
+def _structured_tokens(request: ChatCompletionRequest) -> float:
+    """Tokens of the JSON a text view does not hold (serialised only when present), by script
+    like the text: a Chinese property description or argument is not four bytes a token."""
     parts: list[object] = [t.function.parameters for t in request.tools or ()
                            if isinstance(t, FunctionTool) and t.function.parameters]
     parts += [m.tool_calls for m in request.messages if m.tool_calls]
     parts += [f["parameters"] for f in _legacy_functions(request) if f.get("parameters")]
-    return sum(len(orjson.dumps(part)) for part in parts)
+    return sum(utf8_tokens(orjson.dumps(part)) for part in parts)
 
 
 def request_facts(request: ChatCompletionRequest, view: RequestView,

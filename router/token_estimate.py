@@ -33,3 +33,11 @@ def text_tokens(text: str) -> float:
     ascii_chars = len(text.encode("ascii", "ignore"))
     return (ascii_chars / CHARS_PER_ASCII_TOKEN
             + (len(text) - ascii_chars) * TOKENS_PER_OTHER_CHAR)
+
+
+def utf8_tokens(data: bytes) -> float:
+    """`text_tokens` of UTF-8 bytes (serialised JSON: tool schemas, tool call arguments), decoded
+    only when not ASCII (`bytes.isascii` is one C-speed scan)."""
+    if data.isascii():
+        return len(data) / CHARS_PER_ASCII_TOKEN
+    return text_tokens(data.decode())

@@ -252,8 +252,12 @@ class ChatHandler:
 
     async def _complete(self, request: Request, prepared: Prepared, outcome: Outcome,
                         headers: dict[str, str]) -> Response:
-        deployment, completion = await run_unless_disconnected(
-            request.receive, self._pipeline.complete(prepared, outcome))
+        try:
+            deployment, completion = await run_unless_disconnected(
+                request.receive, self._pipeline.complete(prepared, outcome))
+        except ClientGone:
+            _price_abandoned(prepared, outcome)
+            raise
         now = self._clock()
         outcome.deployment, outcome.first_content_at = deployment.name, now
         if completion.usage is not None:
@@ -295,6 +299,19 @@ class ChatHandler:
         return WatchedStreamingResponse(relay.chunks(include_usage), headers, on_finish=finish,
                                         in_flight=self._in_flight,
                                         time_limit_s=prepared.plan.deadline - self._clock())
+
+def _price_abandoned(prepared: Prepared, outcome: Outcome) -> None:
+    """A completion its client left before the answer: the upstream call was cancelled, but the
+    provider may bill the prompt it was sent. Priced, marked estimated, from the router's prompt
+    estimate (no output: none is known) at the deployment of the first attempt cancelled in
+    flight (a cancelled hedge's cost is not recorded, as for a stream). None: no cost."""
+    abandoned = next((a.deployment for a in outcome.attempts if a.outcome == "cancelled"), None)
+    deployment = next((d for d in prepared.plan.deployments if d.name == abandoned), None)
+    if deployment is None:  # left before any attempt was sent
+        return
+    outcome.deployment, outcome.cost_estimated = deployment.name, True
+    outcome.cost_usd = deployment.cost_usd(prepared.facts.prompt_tokens, 0)
+
 
 def _winner_usage(outcome: Outcome, usage: Usage) -> None:
     """The answering attempt's usage, for its span (`gen_ai.usage.*` on the attempt)."""

@@ -9,13 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from router.api.body import read_json
+from router.api.body import read_json, validation_error
 from router.api.errors import error_response
 from router.auth import authenticate
-from router.errors import RequestError
 from router.experimentation import Experiments
 from router.runtime_config import RuntimeConfig
-from router.validation import first_problem
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
@@ -35,10 +33,8 @@ def feedback_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoi
             raw = await read_json(request, 64 * 1024)
             try:
                 body = FeedbackBody.model_validate(raw)
-            except ValidationError as exc:
-                param, problem = first_problem(exc)
-                raise RequestError(f"invalid feedback: {param}: {problem}", param=param,
-                                   code="invalid_value") from None
+            except ValidationError as exc:  # worded and coded as a chat request's would be
+                raise validation_error(exc, raw) from None
             result = await experiments.feedback(principal.tenant, body.request_id, body.metric,
                                                 body.value)
         except Exception as exc:

@@ -160,21 +160,25 @@ def test_unknown_or_unexposed_request_id_is_a_404(served: Served, gateway: Runni
     assert request_id in message
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"request_id": "x", "metric": "rating"}, "value"),
-    ({"request_id": "x", "metric": "rating", "value": "high"}, "value"),
-    ({"request_id": "x", "metric": "rating", "value": "5"}, "value"),
-    ({"request_id": "x", "metric": "thumbs_up", "value": True}, "value"),
-    ({"request_id": "", "metric": "rating", "value": 3}, "request_id"),
-    ({"request_id": "x", "metric": "rating", "value": 3, "comment": "nice"}, "comment"),
-    ({"metric": "rating", "value": 3}, "request_id"),
+@pytest.mark.parametrize(("body", "code", "param"), [
+    ({"request_id": "x", "metric": "rating"}, "missing_required_parameter", "value"),
+    ({"request_id": "x", "metric": "rating", "value": "high"}, "invalid_type", "value"),
+    ({"request_id": "x", "metric": "rating", "value": "5"}, "invalid_type", "value"),
+    ({"request_id": "x", "metric": "thumbs_up", "value": True}, "invalid_type", "value"),
+    ({"request_id": "", "metric": "rating", "value": 3}, "invalid_value", "request_id"),
+    ({"request_id": "x", "metric": "rating", "value": 3, "comment": "nice"}, "invalid_value",
+     "comment"),
+    ({"metric": "rating", "value": 3}, "missing_required_parameter", "request_id"),
 ])
 def test_malformed_body_is_a_400_naming_the_field(gateway: Running, body: dict[str, Any],
-                                                  param: str) -> None:
-    """Missing, mistyped, empty or unknown fields: 400 whose `param` names the field."""
+                                                  code: str, param: str) -> None:
+    """Missing, mistyped, empty or unknown fields: 400 whose `param` names the field, coded and
+    worded as in a chat request (`Missing required parameter: 'value'`, `invalid_type`)."""
     message = _openai_error(_post(gateway.base_url, body), 400, "invalid_request_error",
-                            "invalid_value", param)
+                            code, param)
     assert param in message
+    if code == "missing_required_parameter":
+        assert message.startswith(f"Missing required parameter: '{param}'"), message
 
 
 @pytest.mark.parametrize("raw", [b"{not json", b"[1, 2]", b'{"value": 1e400}'])

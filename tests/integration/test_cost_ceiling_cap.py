@@ -8,7 +8,9 @@ ceiling, so the answer stops there (`finish_reason: length`) and the cost stays 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import openai
 import pytest
@@ -102,3 +104,43 @@ def test_a_cjk_prompt_that_costs_more_than_the_ceiling_is_refused(
     reply = client.chat.completions.create(model="auto", max_tokens=1,
                                            messages=[{"role": "user", "content": english}])
     assert reply.choices
+
+
+def _tool_schema(description: str) -> dict[str, object]:
+    return {"type": "function", "function": {"name": "file_report", "parameters": {
+        "type": "object", "properties": {"summary": {"type": "string",
+                                                     "description": description}}}}}
+
+
+def _tool_call(arguments: str) -> list[dict[str, object]]:
+    return [{"role": "assistant", "content": None, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "file_report", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"}]
+
+
+@pytest.mark.parametrize("where", ["schema", "arguments"])
+def test_cjk_tool_json_that_costs_more_than_the_ceiling_is_refused(
+        gateway: Running, where: str) -> None:
+    """3,500 Chinese characters in a tool's parameter schema (a property's description), or in
+    an earlier tool call's arguments, are about 3,700 cl100k tokens, over the $0.01 ceiling at
+    $3/M. Counted at four UTF-8 bytes a token (2,625) they passed the ceiling check; counted by
+    script like message text they are refused. As many English characters still pass."""
+    chinese = (CHINESE * (3500 // len(CHINESE) + 1))[:3500]
+    assert cl100k_counter()(chinese) * PRICE_IN / 1e6 > CEILING_USD
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0,
+                           timeout=60)
+
+    def ask(text: str) -> object:
+        tools: list[Any] = [_tool_schema(text if where == "schema" else "what was found")]
+        messages: list[Any] = [{"role": "user", "content": "file the report"}, *_tool_call(
+            json.dumps({"summary": text}, ensure_ascii=False) if where == "arguments" else "{}")]
+        return client.chat.completions.create(model="auto", max_tokens=1, tools=tools,
+                                              messages=messages)
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        ask(chinese)
+    error = refused.value.body
+    assert isinstance(error, dict) and error.get("code") == "over_cost_ceiling", error
+    english = ("Summarise the quarterly report and list three main risks. " * 60)[:3500]
+    assert ask(english)

@@ -4,7 +4,8 @@ Served end to end (the real app over uvicorn, the provider simulator as a proces
 `openai` client): a stream the upstream cuts after a few chunks, and one its client closes
 after two, reach the server span and `/metrics` with a cost estimated from the router's prompt
 estimate and the content chunks counted, marked `slorouter.cost.estimated`, while their token
-counts (`gen_ai.usage.*`) stay absent: the provider reported none.
+counts (`gen_ai.usage.*`) stay absent: the provider reported none. A non-streamed request its
+client leaves before the answer is priced the same way: its prompt, from the router's estimate.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
+from router.classify.types import RequestView
+from router.pipeline import estimate_prompt_tokens
 from router.telemetry.setup import Telemetry
 from tests.support.services import FAST_PROFILE, Running, start_simulator
 from tests.telemetry.helpers import in_memory_telemetry
@@ -135,3 +138,31 @@ async def test_a_stream_its_client_abandons_records_an_estimated_cost(slow_sim: 
     assert cost < 200 * 2.0 / 1e6
     assert costs.get("true", 0.0) > 0.0
 
+
+
+async def test_a_completion_its_client_abandons_records_the_prompt_as_an_estimated_cost(
+        slow_sim: Running) -> None:
+    """A non-streamed request to a model answering in about 4 s, whose client gives up after
+    0.5 s and closes its connection: the router cancels the upstream call, which the provider
+    may bill for the prompt it was sent. The cost is the router's prompt estimate at the input
+    price (no output is known), marked estimated, on the span and in /metrics (no cost at all
+    was recorded before)."""
+    telemetry, exporter = in_memory_telemetry()
+    async with serve(slow_sim.base_url, telemetry) as base:
+        # Not the client's `timeout` (sent as `x-stainless-timeout`, it becomes the router's
+        # deadline): the call is cancelled, which closes its connection without a word.
+        client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=API_KEY, max_retries=0)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(client.chat.completions.create(
+                model="fast", messages=MESSAGES), 0.5)
+        await client.close()
+        span = await _server_span(telemetry, exporter)
+        costs = await _cost_samples(base)
+    cost = _estimated_cost(span)
+    attributes = span.attributes or {}
+    assert attributes.get("slorouter.client_disconnected") is True
+    assert attributes.get("slorouter.deployment") == "pt-fast"
+    text = str(MESSAGES[0].get("content"))
+    prompt = estimate_prompt_tokens(RequestView(messages=(("user", text),)))
+    assert cost == pytest.approx(prompt * 1.0 / 1e6)  # pt-fast's input price, $1/M
+    assert costs == {"true": pytest.approx(cost)}

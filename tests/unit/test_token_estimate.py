@@ -15,7 +15,7 @@ import pytest
 
 from router.classify.types import RequestView
 from router.pipeline import estimate_prompt_tokens
-from router.token_estimate import text_tokens
+from router.token_estimate import text_tokens, utf8_tokens
 from tests.support.tokenizer import cl100k_counter
 
 SHARED_PROMPTS = Path("/work/shared/data/prompts")
@@ -48,6 +48,13 @@ def test_other_scripts_count_each_non_ascii_character_as_more_than_a_token() -> 
     assert text_tokens("سلام دنیا") == pytest.approx(8 * 1.2 + 1 / 4)
     assert text_tokens("你好") == pytest.approx(2 * 1.2)
     assert text_tokens("\ud800") == pytest.approx(1.2)  # a lone surrogate neither fails
+
+
+def test_utf8_json_counts_as_its_text_does() -> None:
+    """Serialised tool schemas and arguments: ASCII bytes four a token, and a non-ASCII text
+    as many tokens as the text itself (not its three UTF-8 bytes per CJK character / 4)."""
+    assert utf8_tokens(b'{"a": 1}') == 2
+    assert utf8_tokens('"你好"'.encode()) == pytest.approx(text_tokens('"你好"'))
 
 
 def test_the_estimate_covers_cl100k_on_cjk_hindi_and_arabic() -> None:

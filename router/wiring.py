@@ -255,7 +255,7 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
         # Requests without a key are served; keyed ones are refused (503) while it is down.
         return "idempotency", True, await _redis_state(
             url, "server.idempotency_redis_url",
-            "requests with an Idempotency-Key are refused (503)")
+            "requests with an Idempotency-Key are refused (503)", records=True)
 
     async def experiments() -> tuple[str, bool, str]:
         url = config.server.experiments_redis_url
@@ -263,18 +263,22 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
             return "experiments", True, "memory (this process)" if config.experiments else "none"
         return "experiments", True, await _redis_state(
             url, "server.experiments_redis_url",
-            "outcomes are lost and guardrails keep their last halts")
+            "outcomes are lost and guardrails keep their last halts", records=True)
 
     return [loaded, model, providers, cache, idempotency, experiments]
 
 
-async def _redis_state(url: str, setting: str, while_down: str) -> str:
+async def _redis_state(url: str, setting: str, while_down: str, records: bool = False) -> str:
     """"redis" when it answers a PING within 0.2 s, else why not and what that means: a
-    refusal of its credentials is named as the setting's fault (no wait will mend it)."""
-    from router.redis_auth import ping, refusal
+    refusal of its credentials is named as the setting's fault (no wait will mend it). For a
+    store of `records` (idempotency, experiments), also when that Redis may evict them."""
+    from router.redis_auth import EVICTION_LOSES, eviction_policy, ping, refusal
 
     error = await ping(url, 0.2)
     if error is None:
+        policy = await eviction_policy(url, 0.2) if records else None
+        if policy is not None:
+            return f"redis (maxmemory-policy {policy}: {EVICTION_LOSES[setting]})"
         return "redis"
     why = refusal(error)
     if why is not None:

@@ -202,14 +202,17 @@ def shared_redis(url: str, *, timeout_s: float | None) -> aioredis.Redis:
     connection when its pooled one is found closed: Redis restarted, or dropped an idle
     connection (its `timeout`, a proxy's). Without that, each stale connection failed one
     request (a keyed one with 503) while Redis was healthy. Never after a timeout: a command
-    that may have run is not sent twice by the client (the stores settle that themselves)."""
+    that may have run is not sent twice by the client (the stores settle that themselves).
+    redis-py's `Retry` retries its `TimeoutError` too unless told otherwise: a Redis stalled
+    past the timeout then ran an experiment's outcome twice (counted twice) and a keyed
+    request waited two timeouts for its 503."""
     import redis.asyncio as aioredis
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
+    once_more = aioredis.retry.Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
     return aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-                             retry=aioredis.retry.Retry(NoBackoff(), 1),
-                             retry_on_error=[RedisConnectionError])
+                             retry=once_more, retry_on_error=[RedisConnectionError])
 
 
 def experiments(config: RouterConfig) -> Experiments:

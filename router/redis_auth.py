@@ -10,7 +10,7 @@ the same of a refusal met later (a rotated password). No message repeats a URL o
 A Redis that may evict keys under memory pressure (a `maxmemory` and a `maxmemory-policy` other
 than `noeviction`) costs the result cache and the statistics only speed, but loses records the
 idempotency and experiment stores rely on: an evicted Idempotency-Key record lets a duplicate
-run again, an evicted outcome lowers an experiment's counts. `serve` warns at start-up
+run again, an evicted outcome lowers an experiment's counts, an evicted halt lifts it. `serve` warns at start-up
 (`eviction_risks`, event `redis_may_evict_records`) and `/readyz` says so under the store.
 """
 
@@ -68,7 +68,8 @@ EVICTION_LOSES = {
     "server.idempotency_redis_url":
         "Idempotency-Key records may be evicted, and a duplicate then runs again",
     "server.experiments_redis_url":
-        "experiment outcomes may be evicted, and the counts then drop",
+        "experiment outcomes and halts may be evicted: the counts drop, a halted arm gets "
+        "traffic again",
 }
 
 

@@ -10,8 +10,9 @@ the same of a refusal met later (a rotated password). No message repeats a URL o
 A Redis that may evict keys under memory pressure (a `maxmemory` and a `maxmemory-policy` other
 than `noeviction`) costs the result cache and the statistics only speed, but loses records the
 idempotency and experiment stores rely on: an evicted Idempotency-Key record lets a duplicate
-run again, an evicted outcome lowers an experiment's counts, an evicted halt lifts it. `serve` warns at start-up
-(`eviction_risks`, event `redis_may_evict_records`) and `/readyz` says so under the store.
+run again, an evicted outcome lowers an experiment's counts, an evicted halt lifts it. `serve`
+warns at start-up (`eviction_risks`, event `redis_may_evict_records`) and `/readyz` says so
+under the store.
 """
 
 from __future__ import annotations

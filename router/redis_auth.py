@@ -72,6 +72,17 @@ EVICTION_LOSES = {
         "experiment outcomes and halts may be evicted: the counts drop, a halted arm gets "
         "traffic again",
 }
+# Under a `volatile-*` policy only keys with a TTL go: the experiments' counts and halts have
+# none, their exposures (7 days) do.
+_VOLATILE_EXPERIMENTS = ("experiment exposures may be evicted: feedback on those requests is "
+                         "then a 404")
+
+
+def eviction_loss(setting: str, policy: str) -> str:
+    """What `setting`'s store may lose on a Redis evicting under `policy`."""
+    if setting == "server.experiments_redis_url" and policy.startswith("volatile-"):
+        return _VOLATILE_EXPERIMENTS
+    return EVICTION_LOSES[setting]
 
 
 async def eviction_policy(url: str, timeout_s: float) -> str | None:

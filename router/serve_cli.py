@@ -89,7 +89,7 @@ def serve(args: argparse.Namespace) -> int:
     from router import logs
     from router.api.sse import InFlight
     from router.errors import ConfigError
-    from router.redis_auth import EVICTION_LOSES, credential_problems, eviction_risks
+    from router.redis_auth import credential_problems, eviction_loss, eviction_risks
     from router.telemetry import redact
     from router.wiring import build_from_config, secret_values
 
@@ -106,7 +106,7 @@ def serve(args: argparse.Namespace) -> int:
             raise ConfigError(refused)
         for setting, policy in eviction_risks(config):  # a warning: it may never fill up
             event(log, "redis_may_evict_records", logging.WARNING, setting=setting,
-                  maxmemory_policy=policy, risk=EVICTION_LOSES[setting],
+                  maxmemory_policy=policy, risk=eviction_loss(setting, policy),
                   fix="give it a Redis with maxmemory-policy noeviction (the result cache may "
                       "keep its own, evicting one)")
         redact.install(secret_values(config, environ))

@@ -275,13 +275,13 @@ async def _redis_state(url: str, setting: str, while_down: str, records: bool = 
     """"redis" when it answers a PING within 0.2 s, else why not and what that means: a
     refusal of its credentials is named as the setting's fault (no wait will mend it). For a
     store of `records` (idempotency, experiments), also when that Redis may evict them."""
-    from router.redis_auth import EVICTION_LOSES, eviction_policy, ping, refusal
+    from router.redis_auth import eviction_loss, eviction_policy, ping, refusal
 
     error = await ping(url, 0.2)
     if error is None:
         policy = await eviction_policy(url, 0.2) if records else None
         if policy is not None:
-            return f"redis (maxmemory-policy {policy}: {EVICTION_LOSES[setting]})"
+            return f"redis (maxmemory-policy {policy}: {eviction_loss(setting, policy)})"
         return "redis"
     why = refusal(error)
     if why is not None:

@@ -75,7 +75,11 @@ class Experiments:
 
     def record(self, outcome: Outcome) -> None:
         """`OutcomeSink`: hand the request's arm outcome to the (async) store."""
-        if outcome.experiment is None or outcome.arm is None:
+        # Only a request the arm's route acted on (`routed`) is one of its outcomes: an
+        # Idempotency-Key duplicate replayed (the arm ran once, not once per retry), refused
+        # in flight or for another body, or refused as the idempotency store is down (a 503
+        # that was an arm error, so a Redis blip could halt a healthy arm) is none.
+        if outcome.experiment is None or outcome.arm is None or not outcome.routed:
             return
         ttft, e2e = outcome.ttft_s, outcome.e2e_s
         if outcome.arm_degraded:  # control's route answered: only the arm's failure counts

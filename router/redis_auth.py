@@ -6,6 +6,13 @@ for NOPERM) will not pass by waiting. `serve` PINGs every configured Redis once 
 (`credential_problems`) and refuses to start on such a refusal, naming the setting; a Redis
 that does not answer is still an outage the service runs through (as before). `/readyz` says
 the same of a refusal met later (a rotated password). No message repeats a URL or a password.
+
+A Redis that may evict keys under memory pressure (a `maxmemory` and a `maxmemory-policy` other
+than `noeviction`) costs the result cache and the statistics only speed, but loses records the
+idempotency and experiment stores rely on: an evicted Idempotency-Key record lets a duplicate
+run again, an evicted outcome lowers an experiment's counts, an evicted halt lifts it. `serve`
+warns at start-up (`eviction_risks`, event `redis_may_evict_records`) and `/readyz` says so
+under the store.
 """
 
 from __future__ import annotations
@@ -55,6 +62,61 @@ async def ping(url: str, timeout_s: float) -> BaseException | None:
         return exc
     finally:
         await client.aclose()
+
+
+# What eviction costs the stores that keep records (not copies) in Redis.
+EVICTION_LOSES = {
+    "server.idempotency_redis_url":
+        "Idempotency-Key records may be evicted, and a duplicate then runs again",
+    "server.experiments_redis_url":
+        "experiment outcomes and halts may be evicted: the counts drop, a halted arm gets "
+        "traffic again",
+}
+# Under a `volatile-*` policy only keys with a TTL go: the experiments' counts and halts have
+# none, their exposures (7 days) do.
+_VOLATILE_EXPERIMENTS = ("experiment exposures may be evicted: feedback on those requests is "
+                         "then a 404")
+
+
+def eviction_loss(setting: str, policy: str) -> str:
+    """What `setting`'s store may lose on a Redis evicting under `policy`."""
+    if setting == "server.experiments_redis_url" and policy.startswith("volatile-"):
+        return _VOLATILE_EXPERIMENTS
+    return EVICTION_LOSES[setting]
+
+
+async def eviction_policy(url: str, timeout_s: float) -> str | None:
+    """The `maxmemory-policy` of the Redis at `url` when it may evict keys (a memory limit and
+    a policy other than `noeviction`), else None; None too when `INFO memory` cannot be read
+    (a managed Redis that hides it): this is a warning, never a reason to refuse."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+    try:
+        info = await client.info("memory")
+    except (OSError, aioredis.RedisError):
+        return None
+    finally:
+        await client.aclose()
+    policy = str(info.get("maxmemory_policy", "noeviction"))
+    if policy == "noeviction" or not int(info.get("maxmemory", 0) or 0):
+        return None
+    return policy
+
+
+async def _eviction_risks(settings: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    policies = await asyncio.gather(*(eviction_policy(url, _START_UP_TIMEOUT_S)
+                                      for _, url in settings))
+    return [(setting, policy) for (setting, _), policy in zip(settings, policies, strict=True)
+            if policy is not None]
+
+
+def eviction_risks(config: RouterConfig) -> list[tuple[str, str]]:
+    """(setting, maxmemory-policy) of each Redis keeping records (idempotency, experiments)
+    that may evict them under memory pressure (start-up, outside any event loop)."""
+    settings = [(setting, url) for setting, url in redis_settings(config)
+                if setting in EVICTION_LOSES]
+    return asyncio.run(_eviction_risks(settings)) if settings else []
 
 
 async def _credential_problems(settings: list[tuple[str, str]]) -> list[str]:

@@ -89,7 +89,7 @@ def serve(args: argparse.Namespace) -> int:
     from router import logs
     from router.api.sse import InFlight
     from router.errors import ConfigError
-    from router.redis_auth import credential_problems
+    from router.redis_auth import credential_problems, eviction_loss, eviction_risks
     from router.telemetry import redact
     from router.wiring import build_from_config, secret_values
 
@@ -104,6 +104,11 @@ def serve(args: argparse.Namespace) -> int:
         refused = credential_problems(config)  # a wrong password is no outage to wait out
         if refused:
             raise ConfigError(refused)
+        for setting, policy in eviction_risks(config):  # a warning: it may never fill up
+            event(log, "redis_may_evict_records", logging.WARNING, setting=setting,
+                  maxmemory_policy=policy, risk=eviction_loss(setting, policy),
+                  fix="give it a Redis with maxmemory-policy noeviction (the result cache may "
+                      "keep its own, evicting one)")
         redact.install(secret_values(config, environ))
     except ConfigError as err:
         print(f"slorouter: {err}", file=sys.stderr)

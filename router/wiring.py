@@ -202,14 +202,17 @@ def shared_redis(url: str, *, timeout_s: float | None) -> aioredis.Redis:
     connection when its pooled one is found closed: Redis restarted, or dropped an idle
     connection (its `timeout`, a proxy's). Without that, each stale connection failed one
     request (a keyed one with 503) while Redis was healthy. Never after a timeout: a command
-    that may have run is not sent twice by the client (the stores settle that themselves)."""
+    that may have run is not sent twice by the client (the stores settle that themselves).
+    redis-py's `Retry` retries its `TimeoutError` too unless told otherwise: a Redis stalled
+    past the timeout then ran an experiment's outcome twice (counted twice) and a keyed
+    request waited two timeouts for its 503."""
     import redis.asyncio as aioredis
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
+    once_more = aioredis.retry.Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
     return aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-                             retry=aioredis.retry.Retry(NoBackoff(), 1),
-                             retry_on_error=[RedisConnectionError])
+                             retry=once_more, retry_on_error=[RedisConnectionError])
 
 
 def experiments(config: RouterConfig) -> Experiments:
@@ -255,7 +258,7 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
         # Requests without a key are served; keyed ones are refused (503) while it is down.
         return "idempotency", True, await _redis_state(
             url, "server.idempotency_redis_url",
-            "requests with an Idempotency-Key are refused (503)")
+            "requests with an Idempotency-Key are refused (503)", records=True)
 
     async def experiments() -> tuple[str, bool, str]:
         url = config.server.experiments_redis_url
@@ -263,18 +266,22 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
             return "experiments", True, "memory (this process)" if config.experiments else "none"
         return "experiments", True, await _redis_state(
             url, "server.experiments_redis_url",
-            "outcomes are lost and guardrails keep their last halts")
+            "outcomes are lost and guardrails keep their last halts", records=True)
 
     return [loaded, model, providers, cache, idempotency, experiments]
 
 
-async def _redis_state(url: str, setting: str, while_down: str) -> str:
+async def _redis_state(url: str, setting: str, while_down: str, records: bool = False) -> str:
     """"redis" when it answers a PING within 0.2 s, else why not and what that means: a
-    refusal of its credentials is named as the setting's fault (no wait will mend it)."""
-    from router.redis_auth import ping, refusal
+    refusal of its credentials is named as the setting's fault (no wait will mend it). For a
+    store of `records` (idempotency, experiments), also when that Redis may evict them."""
+    from router.redis_auth import eviction_loss, eviction_policy, ping, refusal
 
     error = await ping(url, 0.2)
     if error is None:
+        policy = await eviction_policy(url, 0.2) if records else None
+        if policy is not None:
+            return f"redis (maxmemory-policy {policy}: {eviction_loss(setting, policy)})"
         return "redis"
     why = refusal(error)
     if why is not None:

@@ -152,7 +152,8 @@ async def test_a_request_the_policy_bars_from_the_arms_model_is_no_failure_of_th
     for request_id, ineligible in (("barred", True), ("down", False)):
         trials.record(RequestOutcome(request_id=request_id, tenant="t", requested_model="auto",
                                      stream=False, arrived_at=0.0, ended_at=0.2, experiment="e",
-                                     arm="b", arm_degraded=True, arm_ineligible=ineligible))
+                                     arm="b", routed=True, arm_degraded=True,
+                                     arm_ineligible=ineligible))
     errors = (await store.snapshot("e")).arm("b").samples("error")
     for _ in range(100):  # the records are written in the background
         if errors.count == 2:

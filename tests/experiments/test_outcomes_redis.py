@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import random
+import signal
+import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from policies.experiments.schema import ExperimentSpec
 from router.experiments.outcomes import Feedback, Halt, MemoryOutcomeStore, Outcome
 from router.experiments.outcomes_redis import RedisOutcomeStore
+from router.wiring import shared_redis
 from tests.experiments.support import make_spec
+from tests.support.redis_server import start_redis
 
 pytestmark = pytest.mark.integration
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
@@ -105,3 +114,36 @@ async def test_an_arm_whose_route_changed_starts_afresh_and_keeps_data_otherwise
     assert fresh.halts == () and "cheap" not in fresh.arms
     kept = await store(guarded).snapshot(guarded.name)
     assert len(kept.halts) == 1 and kept.arm("cheap").samples("error").count == 5
+
+
+async def test_an_outcome_whose_reply_times_out_is_counted_once(tmp_path: Path) -> None:
+    """Redis stalls (SIGSTOP) past the client's 1 s timeout while an outcome is recorded: the
+    record fails after one timeout (the service logs it lost), and once Redis runs again the
+    outcome counts once. The shared client (`shared_redis`) used to send the script again
+    after the timeout, so the stalled Redis ran it twice and the arm's count went up by 2."""
+    server = start_redis(tmp_path)
+    url = f"redis://127.0.0.1:{server.port}/0"
+    client = shared_redis(url, timeout_s=1.0)
+    direct = aioredis.from_url(url)
+    store = RedisOutcomeStore(client, random.Random(1), prefix="stall")
+    try:
+        await store.record(_outcomes(1)[0])
+        os.kill(server.pid, signal.SIGSTOP)
+        threading.Timer(1.6, os.kill, (server.pid, signal.SIGCONT)).start()
+        started = time.monotonic()
+        with pytest.raises(RedisTimeoutError):
+            await store.record(Outcome("exp", "control", "stalled", error=False, ttft_ms=100.0,
+                                       e2e_ms=200.0, cost_usd=0.001))
+        waited = time.monotonic() - started
+        await asyncio.sleep(1.0)  # past the stall: what was sent has run
+        reader = RedisOutcomeStore(direct, random.Random(2), prefix="stall")
+        counts = {arm: data.samples("ttft_ms").count
+                  for arm, data in (await reader.snapshot("exp")).arms.items()}
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+        await client.aclose()
+        await direct.aclose()
+        server.stop()
+    first = _outcomes(1)[0].arm
+    assert counts.get("control", 0) == (2 if first == "control" else 1), counts
+    assert waited < 1.5, waited

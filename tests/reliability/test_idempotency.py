@@ -284,9 +284,12 @@ async def test_a_redis_claim_whose_reply_times_out_gives_the_lease_back(redis_ur
     store = RedisIdempotencyStore(client, prefix=prefix, ttl_s=TTL_S)
     await client.ping()
     relay.slow.set()
+    started = asyncio.get_running_loop().time()
     with pytest.raises(OverloadedError) as refused:
         await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
     assert refused.value.code == "idempotency_store_unavailable"
+    # One timeout, not two: the client does not send the SET again after its timeout.
+    assert asyncio.get_running_loop().time() - started < 0.55
     direct = redis.from_url(redis_url)
     key = f"{prefix}:{scope_of('t1', 'k1')}"
     assert await direct.exists(key)  # the SET ran; only its reply is late
@@ -313,6 +316,7 @@ async def test_a_redis_completion_that_fails_is_kept_trying_until_it_is_stored(
     admin = redis.from_url(redis_url)
     await admin.execute_command("CLIENT", "PAUSE", "800", "WRITE")
     assert not await store.complete(lease, response("paid"))
+    await asyncio.sleep(0.6)  # past the pause: a claim's SET during it is refused (503)
     replay = await store.claim("t1", "k1", FINGERPRINT, wait_s=5.0, lease_s=LEASE_S)
     assert isinstance(replay, Replay) and replay.response.body == b"paid"
     await client.aclose()

@@ -23,12 +23,17 @@ _HEADER = ("id", "created", "model", "system_fingerprint", "service_tier")
 
 @dataclass
 class _Tool:
+    """One tool call: a function's `arguments`, or a custom tool's free-form `input`."""
+
     id: str | None = None
     type: str = "function"
     name: str = ""
-    arguments: str = ""
+    arguments: str = ""  # `function.arguments`, or `custom.input` for a custom tool
 
     def as_json(self) -> dict[str, object]:
+        if self.type == "custom":
+            custom = {"name": self.name, "input": self.arguments}
+            return {"id": self.id, "type": self.type, "custom": custom}
         function = {"name": self.name, "arguments": self.arguments}
         return {"id": self.id, "type": self.type, "function": function}
 
@@ -85,13 +90,23 @@ class _Choice:
 
 
 def _merge_tool(tool: _Tool, delta: Mapping[str, object]) -> None:
+    """Fold one tool-call delta (or a legacy `function_call` delta, which is the function part
+    itself) into `tool`. A custom tool's delta carries `custom: {name, input}` where a
+    function's carries `function: {name, arguments}`."""
     if isinstance(delta.get("id"), str):
         tool.id = str(delta["id"])
     if isinstance(delta.get("type"), str):
         tool.type = str(delta["type"])
-    function = delta.get("function", delta)
-    if isinstance(function, Mapping):
-        name, arguments = function.get("name"), function.get("arguments")
+    if "function" in delta:
+        part, text = delta["function"], "arguments"
+    elif "custom" in delta:
+        part, text = delta["custom"], "input"
+        if not isinstance(delta.get("type"), str):
+            tool.type = "custom"
+    else:
+        part, text = delta, "arguments"
+    if isinstance(part, Mapping):
+        name, arguments = part.get("name"), part.get(text)
         tool.name += name if isinstance(name, str) else ""
         tool.arguments += arguments if isinstance(arguments, str) else ""
 

@@ -42,7 +42,9 @@ class _Tool:
 class _Choice:
     role: str = "assistant"
     texts: dict[str, str] = field(default_factory=dict)
-    tools: dict[int, _Tool] = field(default_factory=dict)
+    tools: list[_Tool] = field(default_factory=list)  # in the order the calls began
+    _slots: dict[int, int] = field(default_factory=dict)  # a delta's `index` → its call
+    _last: int | None = None  # the call the latest tool-call delta went to
     function_call: _Tool | None = None
     logprobs: dict[str, list[object]] = field(default_factory=dict)
     finish_reason: str | None = None
@@ -66,9 +68,24 @@ class _Choice:
     def _add_tools(self, deltas: list[object]) -> None:
         for delta in deltas:
             if isinstance(delta, Mapping):
-                index = delta.get("index", 0)
-                tool = self.tools.setdefault(index if isinstance(index, int) else 0, _Tool())
-                _merge_tool(tool, delta)
+                _merge_tool(self.tools[self._slot(delta)], delta)
+
+    def _slot(self, delta: Mapping[str, object]) -> int:
+        """The call a tool-call delta belongs to. OpenAI gives each call its `index`; some
+        OpenAI-compatible servers (Gemini's, SGLang, mistral.rs) send none, and some (Ollama
+        through litellm) give parallel calls the same one. So a delta whose `id` differs from
+        its call's begins a new call, and one with no index continues the latest call."""
+        given, call_id = delta.get("index"), delta.get("id")
+        index = given if isinstance(given, int) and not isinstance(given, bool) else None
+        slot = self._slots.get(index) if index is not None else self._last
+        if slot is None or (isinstance(call_id, str) and call_id
+                            and self.tools[slot].id not in (None, call_id)):
+            slot = len(self.tools)
+            self.tools.append(_Tool())
+            if index is not None:
+                self._slots[index] = slot
+        self._last = slot
+        return slot
 
     def as_json(self, index: int) -> dict[str, object]:
         content = self.texts.get("content")
@@ -77,7 +94,7 @@ class _Choice:
         message: dict[str, object] = {"role": self.role, "content": content}
         message.update({k: v for k, v in self.texts.items() if k != "content"})
         if self.tools:
-            message["tool_calls"] = [self.tools[i].as_json() for i in sorted(self.tools)]
+            message["tool_calls"] = [tool.as_json() for tool in self.tools]
         if self.function_call is not None:
             message["function_call"] = self.function_call.as_json()["function"]
         logprobs = dict(self.logprobs) if self.logprobs else None

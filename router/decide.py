@@ -150,8 +150,8 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     policies = config.source.policies
     if policies is None:
         model = config.model_by_task.get(labels.task, config.default_model)
-        return Decision(requested, model, config.models[model], False, config.version,
-                        f"per-task default for {labels.task}")
+        return Decision(requested, model, _able(model, facts, config, config.models[model]),
+                        False, config.version, f"per-task default for {labels.task}")
     policy = policies.for_task(labels.task)
     restricted = arm_ineligible = False
     if restrict_to is not None:
@@ -208,10 +208,10 @@ def _pinned(requested: str, facts: RequestFacts, config: RuntimeConfig) -> Decis
 
 def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
           deployments: tuple[str, ...]) -> tuple[str, ...]:
-    """Of a pinned model's `deployments`, those that take the request's tools and JSON mode,
-    when any does: a replica configured without them is not chosen (prefix affinity would pick
-    it as readily as the others) while one with them can serve. When none does, all of them,
-    in order: a pinned request is served by its model as asked."""
+    """Of a pinned (or per-task default) model's `deployments`, those that take the request's
+    tools and JSON mode, when any does: a replica configured without them is not chosen (prefix
+    affinity would pick it as readily as the others) while one with them can serve. When none
+    does, all of them, in order: such a request is served by its model as asked."""
     if not (facts.needs_tools or facts.needs_json) or len(deployments) < 2:
         return deployments
     unable = {d.name for d in config.model_facts[model]

@@ -1,5 +1,6 @@
-"""A request that names a model whose replicas differ in `supports_tools` / `supports_json` is
-served by a replica that has what it asks for; a replica without them serves it only when none
+"""A request that names a model whose replicas differ in `supports_tools` / `supports_json` (or
+reaches it as `auto`'s per-task default, in a configuration without policies) is served by a
+replica that has what it asks for; a replica without them serves it only when none
 has them (a pinned request is served by its model as asked).
 
 Prefix affinity spreads a pinned model's requests over its replicas by prompt prefix, so
@@ -49,7 +50,7 @@ deployments:
 models:
   - {{name: mixed, deployments: [bare, full]}}
   - {{name: only-bare, deployments: [bare]}}
-routes: {{default_model: mixed}}
+routes: {{default_model: mixed, aliases: [auto]}}
 server: {{cache: {{backend: none}}}}
 """
     try:
@@ -70,10 +71,11 @@ def _served_by(router: Running, model: str, prompt: str, **fields: Any) -> str:
     return response.headers["x-slorouter-model"]
 
 
+@pytest.mark.parametrize("model", ["mixed", "auto"])  # auto: the per-task default, no policies
 @pytest.mark.parametrize("ask", sorted(ASKS))
 def test_a_pinned_model_serves_tools_and_json_from_a_replica_that_has_them(
-        router: Running, ask: str) -> None:
-    served = {_served_by(router, "mixed", prompt, **ASKS[ask]) for prompt in PROMPTS}
+        router: Running, ask: str, model: str) -> None:
+    served = {_served_by(router, model, prompt, **ASKS[ask]) for prompt in PROMPTS}
     assert served == {"full"}
 
 

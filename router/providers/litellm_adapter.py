@@ -127,7 +127,7 @@ class LitellmProvider:
                     return
                 except Exception as exc:  # the upstream had the request: see broken_after_head
                     raise broken_after_head(exc) from exc
-                body = _dump(chunk)
+                body = _dump_chunk(chunk)
                 yield chunk_event(orjson.dumps(body), body)
         except Exception as exc:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
@@ -149,3 +149,28 @@ def _timeout(call: UpstreamCall) -> httpx.Timeout:
 def _dump(obj: Any) -> dict[str, Any]:
     dumped = obj.model_dump() if hasattr(obj, "model_dump") else dict(obj)
     return {k: v for k, v in dumped.items() if v is not None or k in ("content",)}
+
+
+def _dump_chunk(chunk: Any) -> dict[str, Any]:
+    """A streamed chunk as OpenAI sends it. litellm's delta model spells every field it knows,
+    null where the chunk had none (`role` after the first chunk, `function_call`, `audio`,
+    `provider_specific_fields`, `tool_calls` on the finish chunk, and a tool call's `id` and
+    `name` in its argument fragments); OpenAI sends only what a chunk carries, and a client
+    that merges deltas field by field would copy the nulls into its message."""
+    body = _dump(chunk)
+    choices = body.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict):
+            choice["delta"] = _present(delta)
+            calls = choice["delta"].get("tool_calls")
+            if isinstance(calls, list):
+                choice["delta"]["tool_calls"] = [
+                    {k: _present(v) if isinstance(v, dict) else v
+                     for k, v in _present(call).items()} if isinstance(call, dict) else call
+                    for call in calls]
+    return body
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}

@@ -200,3 +200,40 @@ def test_a_streamed_tool_call_answer_is_replayed_from_the_cache_as_sent(
     replayed, finish, usage = _streamed(again)
     assert (replayed, finish, _usage_of(usage)) == (calls, "tool_calls", USAGE)
     assert _ToolUpstream.requests == before + 1
+
+
+def _nulls(fields: dict[str, Any], path: str) -> list[str]:
+    found = []
+    for name, value in fields.items():
+        if value is None:
+            found.append(f"{path}.{name}")
+        elif isinstance(value, dict):
+            found += _nulls(value, f"{path}.{name}")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    found += _nulls(item, f"{path}.{name}[{i}]")
+    return found
+
+
+@pytest.mark.parametrize("model", ["pt", "ll"])
+def test_streamed_tool_call_deltas_carry_only_what_the_upstream_sent(
+        gateway: Running, model: str) -> None:
+    """OpenAI's deltas carry only the fields a chunk has (a first delta's `content: null`
+    aside). Through litellm every delta used to spell `role`, `function_call`, `audio`,
+    `provider_specific_fields` as null, the finish chunk `tool_calls: null`, and each argument
+    fragment its call's `id` and `name` as null."""
+    nonce = uuid.uuid4().hex.translate(str.maketrans("0123456789", "ghijklmnop"))
+    response = _post(gateway, {
+        "model": model, "stream": True, "temperature": 0,
+        "tools": [{"type": "function", "function": {"name": "parallel", "parameters": {}}}],
+        "messages": [{"role": "user", "content": f"weather and time {nonce}"}]})
+    deltas = [choice["delta"] for line in response.text.splitlines()
+              if line.startswith("data: {")
+              for choice in json.loads(line.removeprefix("data: "))["choices"]]
+    assert len(deltas) == len(PARALLEL) + 1
+    nulls = [n for i, d in enumerate(deltas) for n in _nulls(d, f"delta{i}")]
+    assert [n for n in nulls if n != "delta0.content"] == []
+    assert [i for i, d in enumerate(deltas) if "role" in d] == [0]
+    assert deltas[-1] == {}
+    assert _streamed(response)[:2] == (PARALLEL_CALLS, "tool_calls")

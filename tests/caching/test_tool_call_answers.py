@@ -90,8 +90,18 @@ class _ToolUpstream(http.server.BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
         type(self).requests += 1
         tool = body["tools"][0]
-        deltas, _ = ANSWERS[tool[tool["type"]]["name"]]
-        assert body.get("stream"), "the tests' first request streams"
+        name = tool[tool["type"]]["name"]
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": "It is sunny.",
+                                       "refusal": None, "annotations": []}
+            if name != "text":
+                message.update(content=None, tool_calls=ANSWERS[name][1])
+            finish = "stop" if name == "text" else "tool_calls"
+            whole = {**HEAD, "object": "chat.completion", "usage": USAGE, "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}]}
+            send_body(self, 200, json.dumps(whole).encode())
+            return
+        deltas, _ = ANSWERS[name]
         chunks: list[dict[str, Any]] = [
             {"index": 0, "delta": d, "logprobs": None, "finish_reason": None} for d in deltas]
         chunks.append({"index": 0, "delta": {}, "logprobs": None, "finish_reason": "tool_calls"})
@@ -237,3 +247,27 @@ def test_streamed_tool_call_deltas_carry_only_what_the_upstream_sent(
     assert [i for i, d in enumerate(deltas) if "role" in d] == [0]
     assert deltas[-1] == {}
     assert _streamed(response)[:2] == (PARALLEL_CALLS, "tool_calls")
+
+
+@pytest.mark.parametrize("model", ["pt", "ll"])
+def test_whole_answers_carry_their_tool_calls_as_openai_sends_them(
+        gateway: Running, model: str) -> None:
+    """Through litellm a text answer used to carry `tool_calls: null` and `function_call: null`
+    (a client reading `message.get("tool_calls", [])` got None), each tool call a streamed
+    delta's `index`, and `provider_specific_fields` of nulls."""
+    nonce = uuid.uuid4().hex.translate(str.maketrans("0123456789", "ghijklmnop"))
+    messages = [{"role": "user", "content": f"weather {nonce}"}]
+    calls = _post(gateway, {"model": model, "messages": messages, "tools": [
+        {"type": "function", "function": {"name": "parallel", "parameters": {}}}]}).json()
+    text = _post(gateway, {"model": model, "messages": messages, "tools": [
+        {"type": "function", "function": {"name": "text", "parameters": {}}}]}).json()
+    message = calls["choices"][0]["message"]
+    assert message["tool_calls"] == PARALLEL_CALLS and message["content"] is None
+    assert calls["choices"][0]["finish_reason"] == "tool_calls"
+    message = text["choices"][0]["message"]
+    assert message["content"] == "It is sunny." and text["choices"][0]["finish_reason"] == "stop"
+    for body in (calls, text):
+        message = body["choices"][0]["message"]
+        assert not {"tool_calls", "function_call"} & {k for k, v in message.items() if v is None}
+        assert message.get("provider_specific_fields", {"kept": 1}) != {}
+        assert not _nulls(message.get("provider_specific_fields") or {}, "")

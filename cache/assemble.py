@@ -23,12 +23,17 @@ _HEADER = ("id", "created", "model", "system_fingerprint", "service_tier")
 
 @dataclass
 class _Tool:
+    """One tool call: a function's `arguments`, or a custom tool's free-form `input`."""
+
     id: str | None = None
     type: str = "function"
     name: str = ""
-    arguments: str = ""
+    arguments: str = ""  # `function.arguments`, or `custom.input` for a custom tool
 
     def as_json(self) -> dict[str, object]:
+        if self.type == "custom":
+            custom = {"name": self.name, "input": self.arguments}
+            return {"id": self.id, "type": self.type, "custom": custom}
         function = {"name": self.name, "arguments": self.arguments}
         return {"id": self.id, "type": self.type, "function": function}
 
@@ -37,7 +42,9 @@ class _Tool:
 class _Choice:
     role: str = "assistant"
     texts: dict[str, str] = field(default_factory=dict)
-    tools: dict[int, _Tool] = field(default_factory=dict)
+    tools: list[_Tool] = field(default_factory=list)  # in the order the calls began
+    _slots: dict[int, int] = field(default_factory=dict)  # a delta's `index` → its call
+    _last: int | None = None  # the call the latest tool-call delta went to
     function_call: _Tool | None = None
     logprobs: dict[str, list[object]] = field(default_factory=dict)
     finish_reason: str | None = None
@@ -61,9 +68,24 @@ class _Choice:
     def _add_tools(self, deltas: list[object]) -> None:
         for delta in deltas:
             if isinstance(delta, Mapping):
-                index = delta.get("index", 0)
-                tool = self.tools.setdefault(index if isinstance(index, int) else 0, _Tool())
-                _merge_tool(tool, delta)
+                _merge_tool(self.tools[self._slot(delta)], delta)
+
+    def _slot(self, delta: Mapping[str, object]) -> int:
+        """The call a tool-call delta belongs to. OpenAI gives each call its `index`; some
+        OpenAI-compatible servers (Gemini's, SGLang, mistral.rs) send none, and some (Ollama
+        through litellm) give parallel calls the same one. So a delta whose `id` differs from
+        its call's begins a new call, and one with no index continues the latest call."""
+        given, call_id = delta.get("index"), delta.get("id")
+        index = given if isinstance(given, int) and not isinstance(given, bool) else None
+        slot = self._slots.get(index) if index is not None else self._last
+        if slot is None or (isinstance(call_id, str) and call_id
+                            and self.tools[slot].id not in (None, call_id)):
+            slot = len(self.tools)
+            self.tools.append(_Tool())
+            if index is not None:
+                self._slots[index] = slot
+        self._last = slot
+        return slot
 
     def as_json(self, index: int) -> dict[str, object]:
         content = self.texts.get("content")
@@ -72,7 +94,7 @@ class _Choice:
         message: dict[str, object] = {"role": self.role, "content": content}
         message.update({k: v for k, v in self.texts.items() if k != "content"})
         if self.tools:
-            message["tool_calls"] = [self.tools[i].as_json() for i in sorted(self.tools)]
+            message["tool_calls"] = [tool.as_json() for tool in self.tools]
         if self.function_call is not None:
             message["function_call"] = self.function_call.as_json()["function"]
         logprobs = dict(self.logprobs) if self.logprobs else None
@@ -85,13 +107,23 @@ class _Choice:
 
 
 def _merge_tool(tool: _Tool, delta: Mapping[str, object]) -> None:
+    """Fold one tool-call delta (or a legacy `function_call` delta, which is the function part
+    itself) into `tool`. A custom tool's delta carries `custom: {name, input}` where a
+    function's carries `function: {name, arguments}`."""
     if isinstance(delta.get("id"), str):
         tool.id = str(delta["id"])
     if isinstance(delta.get("type"), str):
         tool.type = str(delta["type"])
-    function = delta.get("function", delta)
-    if isinstance(function, Mapping):
-        name, arguments = function.get("name"), function.get("arguments")
+    if "function" in delta:
+        part, text = delta["function"], "arguments"
+    elif "custom" in delta:
+        part, text = delta["custom"], "input"
+        if not isinstance(delta.get("type"), str):
+            tool.type = "custom"
+    else:
+        part, text = delta, "arguments"
+    if isinstance(part, Mapping):
+        name, arguments = part.get("name"), part.get(text)
         tool.name += name if isinstance(name, str) else ""
         tool.arguments += arguments if isinstance(arguments, str) else ""
 

@@ -150,8 +150,8 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     policies = config.source.policies
     if policies is None:
         model = config.model_by_task.get(labels.task, config.default_model)
-        return Decision(requested, model, config.models[model], False, config.version,
-                        f"per-task default for {labels.task}")
+        return Decision(requested, model, _able(model, facts, config, config.models[model]),
+                        False, config.version, f"per-task default for {labels.task}")
     policy = policies.for_task(labels.task)
     restricted = arm_ineligible = False
     if restrict_to is not None:
@@ -191,17 +191,34 @@ def _pinned(requested: str, facts: RequestFacts, config: RuntimeConfig) -> Decis
     `enforce_risk_rule_on_pinned_requests` those the task's risk rule allows (possibly none)."""
     policies = config.source.policies
     if policies is None or not policies.enforce_risk_rule_on_pinned_requests:
-        return Decision(requested, requested, config.models[requested], True, config.version,
-                        "pinned by the request")
+        return Decision(requested, requested, _able(requested, facts, config,
+                                                    config.models[requested]),
+                        True, config.version, "pinned by the request")
     verdicts = pinned_verdicts(policies.for_task(facts.task), facts,
                                config.model_facts[requested])
-    allowed = tuple(v.deployment for v in verdicts if v.eligible)
+    allowed = _able(requested, facts, config,
+                    tuple(v.deployment for v in verdicts if v.eligible))
     reason = ("pinned by the request; risk rule met" if allowed else
               f"the risk rule of task {facts.task} allows no deployment of model {requested!r} "
               f"for risk {facts.risk} (pinned requests are held to it); use 'auto' or a model "
               "it allows")
     return Decision(requested, requested, allowed, True, config.version, reason, verdicts,
                     risk_rule_applied=True)
+
+
+def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
+          deployments: tuple[str, ...]) -> tuple[str, ...]:
+    """Of a pinned (or per-task default) model's `deployments`, those that take the request's
+    tools and JSON mode, when any does: a replica configured without them is not chosen (prefix
+    affinity would pick it as readily as the others) while one with them can serve. When none
+    does, all of them, in order: such a request is served by its model as asked."""
+    if not (facts.needs_tools or facts.needs_json) or len(deployments) < 2:
+        return deployments
+    unable = {d.name for d in config.model_facts[model]
+              if (facts.needs_tools and not d.supports_tools)
+              or (facts.needs_json and not d.supports_json)}
+    able = tuple(d for d in deployments if d not in unable)
+    return able if able else deployments
 
 
 def _first_per_deployment(verdicts: Iterable[Verdict]) -> list[Verdict]:

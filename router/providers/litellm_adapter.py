@@ -106,7 +106,7 @@ class LitellmProvider:
             response = await litellm.acompletion(**self._kwargs(call))
         except Exception as exc:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
-        body = _dump(response)
+        body = _dump_completion(response)
         return Completion(body=orjson.dumps(body), usage=Usage.from_openai(body.get("usage")))
 
     async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:
@@ -127,7 +127,7 @@ class LitellmProvider:
                     return
                 except Exception as exc:  # the upstream had the request: see broken_after_head
                     raise broken_after_head(exc) from exc
-                body = _dump(chunk)
+                body = _dump_chunk(chunk)
                 yield chunk_event(orjson.dumps(body), body)
         except Exception as exc:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
@@ -149,3 +149,54 @@ def _timeout(call: UpstreamCall) -> httpx.Timeout:
 def _dump(obj: Any) -> dict[str, Any]:
     dumped = obj.model_dump() if hasattr(obj, "model_dump") else dict(obj)
     return {k: v for k, v in dumped.items() if v is not None or k in ("content",)}
+
+
+def _dump_chunk(chunk: Any) -> dict[str, Any]:
+    """A streamed chunk as OpenAI sends it. litellm's delta model spells every field it knows,
+    null where the chunk had none (`role` after the first chunk, `function_call`, `audio`,
+    `provider_specific_fields`, `tool_calls` on the finish chunk, and a tool call's `id` and
+    `name` in its argument fragments); OpenAI sends only what a chunk carries, and a client
+    that merges deltas field by field would copy the nulls into its message."""
+    body = _dump(chunk)
+    choices = body.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict):
+            choice["delta"] = _present(delta)
+            calls = choice["delta"].get("tool_calls")
+            if isinstance(calls, list):
+                choice["delta"]["tool_calls"] = [
+                    {k: _present(v) if isinstance(v, dict) else v
+                     for k, v in _present(call).items()} if isinstance(call, dict) else call
+                    for call in calls]
+    return body
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+_MESSAGE_NULLS = frozenset({"content", "refusal"})  # null in OpenAI's messages too
+
+
+def _dump_completion(response: Any) -> dict[str, Any]:
+    """A whole answer as OpenAI sends it. litellm's message model spells `tool_calls` and
+    `function_call` as null on a text answer (OpenAI leaves them out: a client reading
+    `message.get("tool_calls", [])` would get None), gives each tool call the `index` of a
+    streamed delta, and adds `provider_specific_fields` whose values are all null."""
+    body = _dump(response)
+    choices = body.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            continue
+        kept = {k: v for k, v in message.items() if v is not None or k in _MESSAGE_NULLS}
+        extra = kept.get("provider_specific_fields")
+        if isinstance(extra, dict) and not _present(extra):
+            del kept["provider_specific_fields"]
+        calls = kept.get("tool_calls")
+        if isinstance(calls, list):
+            kept["tool_calls"] = [{k: v for k, v in call.items() if k != "index"}
+                                  if isinstance(call, dict) else call for call in calls]
+        choice["message"] = kept
+    return body

@@ -85,3 +85,59 @@ def test_tool_call_parts_that_are_not_strings_are_skipped(function: dict[str, ob
                                               "finish_reason": finish}]})
     tool = orjson.loads(assembler.completion_body())["choices"][0]["message"]["tool_calls"][0]
     assert tool["function"] == {"name": "lookup", "arguments": "{}"}
+
+
+def test_a_streamed_custom_tool_call_assembles_with_its_name_and_input() -> None:
+    """OpenAI's custom tools stream `custom: {name, input}` fragments, not `function`; they
+    used to be stored as an empty function call."""
+    call = {"id": "call_1", "type": "custom", "custom": {"name": "shell", "input": "echo hi"}}
+    body = completion_body(None, tool_calls=[call])
+    assembler = StreamAssembler()
+    header = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    for delta, finish in (({"role": "assistant", "content": None, "tool_calls": [
+                              {"index": 0, "id": "call_1", "type": "custom",
+                               "custom": {"name": "shell", "input": ""}}]}, None),
+                          ({"tool_calls": [{"index": 0, "custom": {"input": "echo"}}]}, None),
+                          ({"tool_calls": [{"index": 0, "custom": {"input": " hi"}}]}, None),
+                          ({}, "tool_calls")):
+        assembler.add({**header, "choices": [{"index": 0, "delta": delta,
+                                              "finish_reason": finish}]})
+    message = orjson.loads(assembler.completion_body())["choices"][0]["message"]
+    assert message["tool_calls"] == [call]
+    replayed = StreamAssembler()
+    for chunk in _chunks(body):
+        replayed.add(chunk)
+    assert orjson.loads(replayed.completion_body())["choices"][0]["message"]["tool_calls"] == [
+        call]
+
+
+@pytest.mark.parametrize("deltas", [
+    # no `index` at all (Gemini's OpenAI-compatible API, SGLang, mistral.rs)
+    [{"id": "call_1", "type": "function", "function": {"name": "a", "arguments": '{"x"'}},
+     {"function": {"arguments": ": 1}"}},
+     {"id": "call_2", "type": "function", "function": {"name": "b", "arguments": "{}"}}],
+    # one index for parallel calls (Ollama through litellm)
+    [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "a",
+                                                                  "arguments": '{"x": 1}'}},
+     {"index": 0, "id": "call_2", "type": "function", "function": {"name": "b",
+                                                                  "arguments": "{}"}}],
+    # the id repeated on every fragment of its call
+    [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "a",
+                                                                  "arguments": '{"x"'}},
+     {"index": 0, "id": "call_1", "function": {"arguments": ": 1}"}},
+     {"index": 1, "id": "call_2", "type": "function", "function": {"name": "b",
+                                                                  "arguments": "{}"}}],
+])
+def test_parallel_calls_without_their_own_index_stay_apart(deltas: list[dict[str, object]],
+                                                           ) -> None:
+    assembler = StreamAssembler()
+    header = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+    for delta in deltas:
+        assembler.add({**header, "choices": [{"index": 0, "delta": {"tool_calls": [delta]},
+                                              "finish_reason": None}]})
+    assembler.add({**header, "choices": [{"index": 0, "delta": {},
+                                          "finish_reason": "tool_calls"}]})
+    calls = orjson.loads(assembler.completion_body())["choices"][0]["message"]["tool_calls"]
+    assert calls == [
+        {"id": "call_1", "type": "function", "function": {"name": "a", "arguments": '{"x": 1}'}},
+        {"id": "call_2", "type": "function", "function": {"name": "b", "arguments": "{}"}}]

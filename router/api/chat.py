@@ -171,8 +171,8 @@ class ChatHandler:
         _note_decision(outcome, prepared, headers)
         claimed = await idempotent.claim(
             self._idempotency, received, principal, raw,
-            prepared.policy_requires_key, wait_s=max(0.0, deadline - self._clock()),
-            lease_s=budget, receive=request.receive)
+            prepared.policy_requires_key, time_left_s=max(0.0, deadline - self._clock()),
+            receive=request.receive)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers,

@@ -11,6 +11,7 @@ of a side effect the upstream may have had); any other failure releases the key 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from router.api.sse import OnFinish, Receive, run_unless_disconnected
 from router.caching import DATA_VERSION_HEADER
 from router.errors import RequestError, SlorouterError, UnknownCommitError
 from router.idempotency import (
+    LEASE_S,
     Claim,
     IdempotencyStore,
     Lease,
@@ -30,7 +32,9 @@ from router.idempotency import (
     StoredResponse,
     error_response,
     json_fingerprint,
+    keep_renewed,
     validate_key,
+    won_too_late,
 )
 from router.runtime_config import Principal
 
@@ -46,15 +50,20 @@ ASKED_HEADERS = ("x-slorouter-task", "x-slorouter-risk", DATA_VERSION_HEADER, "a
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
+    """A won lease, renewed (`renewing`) until the request settles with one of the methods."""
+
     store: IdempotencyStore
     lease: Lease
+    renewing: asyncio.Task[None]
 
     async def succeeded(self, body: bytes, headers: Mapping[str, str]) -> None:
+        self.renewing.cancel()
         kept = tuple((k, v) for k, v in headers.items() if k.startswith("x-slorouter-"))
         await self.store.complete(self.lease, StoredResponse(
             200, (("content-type", "application/json"), *kept), body))
 
     async def failed(self, error: BaseException | None) -> None:
+        self.renewing.cancel()
         if isinstance(error, UnknownCommitError):
             await self.store.complete(self.lease, error_response(error))
         else:
@@ -62,13 +71,16 @@ class Claimed:
 
 
 async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: Principal,
-                raw: Mapping[str, Any], required: bool, wait_s: float,
-                lease_s: float, receive: Receive) -> Claimed | Replay | None:
+                raw: Mapping[str, Any], required: bool, time_left_s: float,
+                receive: Receive) -> Claimed | Replay | None:
     """Claim the request's key; None when it has none (a 400 if the policy requires one).
 
-    A duplicate waits here for the request in flight with its key: a client that leaves
-    meanwhile ends the wait at once (`ClientGone`), freeing its admission slot, and a lease won
-    just as it left is given back."""
+    A duplicate waits here (up to `time_left_s`, the request's) for the request in flight with
+    its key: a client that leaves meanwhile ends the wait at once (`ClientGone`), freeing its
+    admission slot, and a lease won just as it left is given back. A duplicate that wins the key
+    after waiting, with less time left than it waited, gives it back with a 409
+    `idempotency_key_won_late` rather than start an upstream call its deadline would cut. The
+    lease is short (`LEASE_S`) and renewed until the request settles or its time is up."""
     key = headers.get(HEADER)
     if key is None:
         if required:
@@ -86,10 +98,19 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
         if not isinstance(won, Replay):
             await store.release(won)
 
+    loop = asyncio.get_running_loop()
+    asked_at = loop.time()
     result = await run_unless_disconnected(
-        receive, store.claim(_owner(principal), validate_key(key), fingerprint, wait_s=wait_s,
-                             lease_s=lease_s), unused)
-    return result if isinstance(result, Replay) else Claimed(store, result)
+        receive, store.claim(_owner(principal), validate_key(key), fingerprint,
+                             wait_s=time_left_s, lease_s=LEASE_S), unused)
+    if isinstance(result, Replay):
+        return result
+    ends_at = asked_at + time_left_s
+    now = loop.time()
+    if result.contended and ends_at - now < now - asked_at:
+        await store.release(result)
+        raise won_too_late(max(0.0, ends_at - now))
+    return Claimed(store, result, keep_renewed(store, result, until=ends_at))
 
 
 def _owner(principal: Principal) -> str:

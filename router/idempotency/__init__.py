@@ -8,6 +8,7 @@ store/release for a whole response; `body_fingerprint` and `validate_key` prepar
 from router.idempotency.guard import OnceResult, error_response, run_once
 from router.idempotency.memory import MemoryIdempotencyStore
 from router.idempotency.redis_store import RedisIdempotencyStore
+from router.idempotency.renewal import LEASE_S, keep_renewed
 from router.idempotency.types import (
     IDEMPOTENCY_HEADER,
     Claim,
@@ -20,10 +21,12 @@ from router.idempotency.types import (
     replayable_headers,
     scope_of,
     validate_key,
+    won_too_late,
 )
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
+    "LEASE_S",
     "Claim",
     "IdempotencyStore",
     "Lease",
@@ -35,8 +38,10 @@ __all__ = [
     "body_fingerprint",
     "error_response",
     "json_fingerprint",
+    "keep_renewed",
     "replayable_headers",
     "run_once",
     "scope_of",
     "validate_key",
+    "won_too_late",
 ]

@@ -8,7 +8,9 @@
   client must use a new key, knowingly;
 - after any other failure, or cancellation (client gone: it never saw a result, so it cannot
   have acted on one), the in-flight marker is released and a retry with the same key proceeds.
-A streamed response can use the store's `claim` / `complete` / `release` directly.
+The lease (`lease_s`) is renewed while `execute` runs (`keep_renewed`), so it may be short: a
+holder that dies frees the key within `lease_s`. A streamed response can use the store's
+`claim` / `renew` / `complete` / `release` directly.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 import orjson
 
 from router.errors import UnknownCommitError
+from router.idempotency.renewal import keep_renewed
 from router.idempotency.types import IdempotencyStore, Replay, StoredResponse
 
 
@@ -54,13 +57,17 @@ async def run_once(
     claim = await store.claim(tenant, key, fingerprint, wait_s=wait_s, lease_s=lease_s)
     if isinstance(claim, Replay):
         return OnceResult(claim.response, replayed=True)
+    renewing = keep_renewed(store, claim, lease_s=lease_s)
     try:
         response = await execute()
     except UnknownCommitError as error:
+        renewing.cancel()
         await store.complete(claim, error_response(error))
         raise
     except BaseException:
+        renewing.cancel()
         await store.release(claim)
         raise
+    renewing.cancel()
     await store.complete(claim, response)
     return OnceResult(response, replayed=False)

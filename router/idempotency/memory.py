@@ -1,9 +1,10 @@
 """The in-memory idempotency store: one process, bounded, with expiry from an injected clock.
 
 Duplicates waiting for an in-flight request sleep on an `asyncio.Event`, so exactly one
-execution happens however many arrive. Completed entries live `ttl_s`; in-flight markers live
-`lease_s` (a leaked lease cannot block a key forever). At `max_entries` the oldest completed
-entries are evicted; if every entry is in flight, new keys are refused with `OverloadedError`.
+execution happens however many arrive (and wake when a lease runs out). Completed entries live
+`ttl_s`; in-flight markers live `lease_s` unless their holder `renew`s them (a leaked lease
+cannot block a key forever). At `max_entries` the oldest completed entries are evicted; if
+every entry is in flight, new keys are refused with `OverloadedError`.
 """
 
 from __future__ import annotations
@@ -51,10 +52,11 @@ class MemoryIdempotencyStore:
         scope = scope_of(tenant, key)
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + wait_s  # waiting is real time; expiry is the injected clock
+        contended = False
         while True:
             entry = self._live(scope)
             if entry is None:
-                return self._lease(scope, fingerprint, lease_s)
+                return self._lease(scope, fingerprint, lease_s, contended)
             if entry.fingerprint != fingerprint:
                 raise key_reused()
             if entry.response is not None:
@@ -62,8 +64,12 @@ class MemoryIdempotencyStore:
             left = give_up_at - loop.time()
             if left <= 0:
                 raise still_in_flight(max(0.0, entry.expires_at - self._clock()))
+            contended = True
+            # Until it settles, or its lease may have run out (a holder that stopped renewing:
+            # the key is free then, as the Redis store's polling finds).
+            expires_in = entry.expires_at - self._clock()
             try:
-                await asyncio.wait_for(entry.settled.wait(), timeout=left)
+                await asyncio.wait_for(entry.settled.wait(), timeout=min(left, expires_in))
             except TimeoutError:
                 continue
 
@@ -84,6 +90,13 @@ class MemoryIdempotencyStore:
         entry.settled.set()
         return True
 
+    async def renew(self, lease: Lease, lease_s: float) -> bool:
+        entry = self._owned(lease)
+        if entry is None:
+            return False
+        entry.expires_at = self._clock() + lease_s
+        return True
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -101,11 +114,11 @@ class MemoryIdempotencyStore:
             return None
         return entry
 
-    def _lease(self, scope: str, fingerprint: str, lease_s: float) -> Lease:
+    def _lease(self, scope: str, fingerprint: str, lease_s: float, contended: bool) -> Lease:
         self._make_room()
         token = secrets.token_hex(16)
         self._entries[scope] = _Entry(fingerprint, token, self._clock() + lease_s)
-        return Lease(scope, token, fingerprint)
+        return Lease(scope, token, fingerprint, contended)
 
     def _make_room(self) -> None:
         if len(self._entries) < self._max_entries:

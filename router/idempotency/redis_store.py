@@ -4,7 +4,9 @@ One string key per (tenant, key) scope, `{prefix}:{sha256(tenant, key)}`:
 - claim: `SET key "i|<token>|<fingerprint>" NX PX lease` — exactly one replica wins the lease;
 - complete: a Lua compare-and-set replaces the in-flight marker (only if it is still ours) with
   `"d|" + JSON{fingerprint, status, headers, body(base64)}` and the result TTL;
-- release: a Lua compare-and-delete drops the marker (only if it is still ours).
+- release: a Lua compare-and-delete drops the marker (only if it is still ours);
+- renew: a Lua compare-and-extend (`PEXPIRE`, only if it is still ours: a holder whose lease
+  ran out never takes it back from the replica that won it since).
 Duplicates that find an in-flight marker poll it with capped exponential backoff and jitter
 until it turns into a result, disappears (released/expired: they then try to claim), or their
 `wait_s` runs out. The client must be created with `decode_responses=False`.
@@ -47,6 +49,12 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+_COMPARE_AND_EXTEND = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
 _COMPARE_AND_DELETE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
@@ -78,6 +86,7 @@ class RedisIdempotencyStore:
         self._background: set[asyncio.Task[None]] = set()  # give-backs and completions
         self._cas = client.register_script(_COMPARE_AND_SET)
         self._cad = client.register_script(_COMPARE_AND_DELETE)
+        self._cae = client.register_script(_COMPARE_AND_EXTEND)
 
     async def claim(
         self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
@@ -87,10 +96,21 @@ class RedisIdempotencyStore:
         try:
             return await self._claim(tenant, key, fingerprint, wait_s=wait_s, lease_s=lease_s)
         except (redis.RedisError, OSError) as exc:
-            self._unavailable.report(error=type(exc).__name__)
-            raise OverloadedError("the idempotency store is unavailable; retry shortly",
-                                  code="idempotency_store_unavailable",
-                                  retry_after=1.0) from None
+            raise self._down(exc) from None
+
+    async def renew(self, lease: Lease, lease_s: float) -> bool:
+        """As `IdempotencyStore.renew`; with Redis unreachable, the 503 `claim` raises."""
+        marker = _marker(lease.token, lease.fingerprint)
+        try:
+            return bool(await self._cae(keys=[self._key(lease.scope)],
+                                        args=[marker, _ms(lease_s)]))
+        except (redis.RedisError, OSError) as exc:
+            raise self._down(exc) from None
+
+    def _down(self, exc: BaseException) -> OverloadedError:
+        self._unavailable.report(error=type(exc).__name__)
+        return OverloadedError("the idempotency store is unavailable; retry shortly",
+                               code="idempotency_store_unavailable", retry_after=1.0)
 
     async def _claim(
         self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
@@ -99,8 +119,9 @@ class RedisIdempotencyStore:
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + wait_s
         poll_s = self._poll_min_s
+        contended = False
         while True:
-            lease = Lease(scope, secrets.token_hex(16), fingerprint)
+            lease = Lease(scope, secrets.token_hex(16), fingerprint, contended)
             if await self._try_lease(lease, lease_s):
                 return lease
             found = await self._read(scope, fingerprint, lease)
@@ -112,6 +133,7 @@ class RedisIdempotencyStore:
                 raise still_in_flight(max(0.0, ttl_ms / 1000.0))
             await asyncio.sleep(min(left, self._rng.uniform(0.5, 1.0) * poll_s))
             poll_s = min(self._poll_max_s, poll_s * 2)
+            contended = True
 
     async def _try_lease(self, lease: Lease, lease_s: float) -> bool:
         """`SET NX` the lease. Without its reply (cancelled while the command is on its way: the

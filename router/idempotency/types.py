@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 import orjson
@@ -39,11 +39,13 @@ class StoredResponse:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """The right to execute the request once. `token` proves ownership to the store."""
+    """The right to execute the request once. `token` proves ownership to the store.
+    `contended`: won after waiting for another holder of the key (it failed, or stopped)."""
 
     scope: str
     token: str
     fingerprint: str
+    contended: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,12 @@ class IdempotencyStore(Protocol):
 
     async def release(self, lease: Lease) -> bool:
         """Drop the in-flight marker so a retry may run; False if the lease was lost."""
+        ...
+
+    async def renew(self, lease: Lease, lease_s: float) -> bool:
+        """Extend the in-flight marker to `lease_s` from now, only while it is still ours;
+        False if the lease was lost (expired, taken, completed or released): never taken back.
+        May raise `OverloadedError` (503) when the store cannot be reached."""
         ...
 
 
@@ -119,8 +127,23 @@ def key_reused() -> ConflictError:
 
 
 # How soon a duplicate may ask again: the first request may end any moment (its lease's end
-# is only a bound, the whole request timeout, which told clients to wait two minutes).
+# is only a bound, renewed while it runs, which once was the whole request timeout and told
+# clients to wait two minutes).
 IN_FLIGHT_RETRY_AFTER_S = 1.0
+
+
+def won_too_late(left_s: float) -> StillRunningError:
+    """For a duplicate that won the key after waiting, with less of its own time left than it
+    waited (the holder ran at least that long): an upstream call now would most likely be cut
+    by its deadline, and for a side effect be settled as an unknown commit. The key is given
+    back; the same key retried at once runs with a whole deadline."""
+    return StillRunningError(
+        f"the request holding this Idempotency-Key ended with only {left_s:.1f}s of this "
+        "request's time left, too little to run it; retry with the same key",
+        param="Idempotency-Key",
+        code="idempotency_key_won_late",
+        retry_after=IN_FLIGHT_RETRY_AFTER_S,
+    )
 
 
 def still_in_flight(lease_left_s: float) -> StillRunningError:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -29,6 +30,7 @@ from router.idempotency import (
     Replay,
     StoredResponse,
     body_fingerprint,
+    keep_renewed,
     run_once,
     scope_of,
     validate_key,
@@ -351,3 +353,78 @@ async def _until(check: Callable[[], Awaitable[bool]], timeout_s: float) -> bool
             return False
         await asyncio.sleep(0.02)
     return True
+
+
+async def test_renew_extends_only_a_lease_still_held(store: IdempotencyStore) -> None:
+    """`renew` (compare-and-extend) keeps a held lease; a completed or released one is never
+    taken back."""
+    held = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    done = await store.claim("t1", "k2", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(held, Lease) and isinstance(done, Lease)
+    assert not held.contended
+    assert await store.renew(held, LEASE_S)
+    assert await store.complete(done, response("done"))
+    assert not await store.renew(done, LEASE_S)
+    assert await store.release(held)
+    assert not await store.renew(held, LEASE_S)
+    assert isinstance(await store.claim("t1", "k2", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S),
+                      Replay)
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def real_time_store(request: pytest.FixtureRequest) -> AsyncIterator[IdempotencyStore]:
+    """As `store`, with leases expiring in real time (the memory store on the monotonic
+    clock)."""
+    if request.param == "memory":
+        yield MemoryIdempotencyStore(time.monotonic, ttl_s=TTL_S)
+        return
+    client = redis.from_url(request.getfixturevalue("redis_url"))
+    yield RedisIdempotencyStore(client, prefix=f"test:{uuid.uuid4().hex}", ttl_s=TTL_S)
+    await client.aclose()
+
+
+async def test_an_expired_lease_is_not_taken_back_by_renewing(
+        real_time_store: IdempotencyStore) -> None:
+    """A holder whose lease ran out (it stalled) and was won by a duplicate cannot renew it:
+    the duplicate keeps the key, and it knows it waited for another holder."""
+    stalled = await real_time_store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=0.1)
+    winner = await real_time_store.claim("t1", "k1", FINGERPRINT, wait_s=2.0, lease_s=LEASE_S)
+    assert isinstance(stalled, Lease) and isinstance(winner, Lease)
+    assert winner.contended
+    assert not await real_time_store.renew(stalled, LEASE_S)
+    assert not await real_time_store.complete(stalled, response("stale"))
+    assert await real_time_store.complete(winner, response("winner"))
+
+
+async def test_run_once_renews_a_short_lease_while_it_executes(
+        real_time_store: IdempotencyStore) -> None:
+    """A lease of 0.3 s is held through a 1.2 s execution (renewed every 0.1 s): a duplicate
+    meanwhile waits for it and replays; the lease is not renewed after it completes."""
+    upstream = Upstream()
+
+    async def slow() -> StoredResponse:
+        await asyncio.sleep(1.2)
+        return await upstream()
+
+    first = asyncio.ensure_future(run_once(real_time_store, "t1", "k1", FINGERPRINT, slow,
+                                           wait_s=WAIT_S, lease_s=0.3))
+    await asyncio.sleep(0.6)
+    duplicate = await run_once(real_time_store, "t1", "k1", FINGERPRINT, slow,
+                               wait_s=WAIT_S, lease_s=0.3)
+    assert duplicate.replayed and not (await first).replayed
+    assert upstream.calls == 1
+
+
+async def test_a_holder_that_stops_renewing_frees_its_key_within_a_lease(
+        real_time_store: IdempotencyStore) -> None:
+    """A renewal task that ends (its replica died) lets a duplicate win within a lease, not
+    after the request's whole deadline."""
+    lease = await real_time_store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=0.3)
+    assert isinstance(lease, Lease)
+    renewing = keep_renewed(real_time_store, lease, lease_s=0.3)
+    await asyncio.sleep(0.5)
+    renewing.cancel()  # as if the holder's process stopped
+    started = time.monotonic()
+    won = await real_time_store.claim("t1", "k1", FINGERPRINT, wait_s=WAIT_S, lease_s=LEASE_S)
+    assert isinstance(won, Lease) and won.contended
+    assert time.monotonic() - started < 0.5

@@ -23,7 +23,9 @@ Whose fault, by upstream status:
 litellm refusing the deployment's own settings before any upstream answered (an unknown
 provider prefix or model string, its budget, no key at all) is the deployment's fault too: 502,
 codes `deployment_provider_unknown`, `deployment_model_unknown`, `deployment_budget_exceeded`,
-`deployment_missing_credentials` (`missing_credentials`).
+`deployment_missing_credentials` (`missing_credentials`). A request field refused by litellm's
+own validation before any call is the adapter's limit, not the upstream's refusal: 400
+`adapter_rejected` naming the field (`refused_by_litellm`).
 
 Messages reach clients, so each is cut to one clean line (`clean_message`): no traceback, no
 file path, no library class prefix such as `litellm.BadRequestError: OpenAIException - `, no
@@ -208,6 +210,9 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
         return e.ProviderMisconfiguredError(
             f"missing credentials: set this deployment's api_key ({missing})",
             code="deployment_missing_credentials")
+    refused = refused_by_litellm(exc)
+    if refused is not None:
+        return e.ProviderRejectedError(refused[1], param=refused[0], code="adapter_rejected")
     if raised_before_sending(exc):
         return e.ProviderRejectedError(
             "the request could not be prepared for the provider: "
@@ -242,6 +247,32 @@ def missing_credentials(exc: BaseException) -> str | None:
             message = _message_of(link)
             if _MISSING_KEY.match(message):
                 return message
+    return None
+
+
+# litellm's own checks of a request field, run before any call (`completion` in its main.py),
+# by function name: the field, and what a client is told (litellm's words blame the client's
+# field as not OpenAI's, also for OpenAI's own forms it does not know).
+_LITELLM_VALIDATORS: dict[str, tuple[str, str]] = {
+    "validate_chat_completion_tool_choice": (
+        "tool_choice", "the litellm adapter does not support this tool_choice (it takes a "
+        "string, or an object of type function, allowed_tools or a hosted tool); the upstream "
+        "was not called"),
+}
+
+
+def refused_by_litellm(exc: BaseException) -> tuple[str, str] | None:
+    """(param, message) when litellm's own validation of a request field raised `exc`, before
+    any upstream saw the request: the adapter's limit, not the upstream's refusal."""
+    if "BadRequestError" not in _class_names(exc):
+        return None
+    for link in (exc, *_causes(exc)):
+        frames = list(traceback.walk_tb(link.__traceback__))
+        if frames:
+            code = frames[-1][0].f_code
+            found = _LITELLM_VALIDATORS.get(code.co_name)
+            if found is not None and "/litellm/" in code.co_filename.replace("\\", "/"):
+                return found
     return None
 
 

@@ -1,11 +1,14 @@
-"""Errors that name their real cause: the deployment's configuration, never a bad or refusing
-upstream.
+"""Errors that name their real cause: the deployment's configuration or the litellm adapter's own
+limits, never a bad or refusing upstream.
 
 - A litellm deployment with no `api_key` (and no `OPENAI_API_KEY` in the router's environment)
   never reaches its upstream: the openai SDK refuses to build a client without credentials and
   litellm reports that as a made-up 500, which read as "upstream answered 200 with a body that
   is not a chat.completion". It is `deployment_missing_credentials`, and `policy check` and
   `serve` say so at start-up.
+- litellm refuses a `tool_choice` form it does not know (OpenAI's `custom` tools) in its own
+  checks, before any call: the adapter's limit (`adapter_rejected`, `param: tool_choice`), not
+  "upstream returned 400".
 
 The simulator counts the requests it had (`/control/stats`), so the tests show that none reached it.
 """
@@ -104,6 +107,22 @@ def test_a_litellm_deployment_without_a_key_says_so(gateway: Running, sim: Runni
     assert "keyless" in body["message"] and "api_key" in body["message"], body
     assert "not a chat.completion" not in body["message"], body
     assert _sim_requests(sim) == before  # nothing was sent
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_tool_choice_litellm_cannot_take_is_the_adapters_limit(gateway: Running, sim: Running,
+                                                                 stream: bool) -> None:
+    before = _sim_requests(sim)
+    with pytest.raises(openai.BadRequestError) as caught:
+        _client(gateway).chat.completions.create(
+            model="ll", messages=MESSAGES, stream=stream,
+            tools=[{"type": "custom", "custom": {"name": "shell"}}],
+            tool_choice={"type": "custom", "custom": {"name": "shell"}})
+    body: Any = caught.value.body
+    assert (body["code"], body["param"]) == ("adapter_rejected", "tool_choice"), body
+    assert "litellm adapter does not support" in body["message"], body
+    assert "upstream returned" not in body["message"], body
+    assert _sim_requests(sim) == before
 
 
 def test_policy_check_warns_of_a_litellm_deployment_without_a_key(

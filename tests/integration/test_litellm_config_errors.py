@@ -1,5 +1,5 @@
-"""Errors that name their real cause: the deployment's configuration or the litellm adapter's own
-limits, never a bad or refusing upstream.
+"""Errors that name their real cause: the deployment's configuration, the litellm adapter's own
+limits, or the request field no model could take, never a bad or refusing upstream.
 
 - A litellm deployment with no `api_key` (and no `OPENAI_API_KEY` in the router's environment)
   never reaches its upstream: the openai SDK refuses to build a client without credentials and
@@ -9,6 +9,8 @@ limits, never a bad or refusing upstream.
 - litellm refuses a `tool_choice` form it does not know (OpenAI's `custom` tools) in its own
   checks, before any call: the adapter's limit (`adapter_rejected`, `param: tool_choice`), not
   "upstream returned 400".
+- `no_model_fits` names the field no candidate can take: `tools` (or `functions`),
+  `response_format`, `messages` (too long).
 
 The simulator counts the requests it had (`/control/stats`), so the tests show that none reached it.
 """
@@ -123,6 +125,26 @@ def test_a_tool_choice_litellm_cannot_take_is_the_adapters_limit(gateway: Runnin
     assert "litellm adapter does not support" in body["message"], body
     assert "upstream returned" not in body["message"], body
     assert _sim_requests(sim) == before
+
+
+TOOLS: Any = [{"type": "function", "function": {"name": "get_weather",
+                                               "parameters": {"type": "object"}}}]
+
+
+@pytest.mark.parametrize(("fields", "param"), [
+    ({"tools": TOOLS}, "tools"),
+    ({"extra_body": {"functions": [{"name": "get_weather", "parameters": {"type": "object"}}]}},
+     "functions"),
+    ({"response_format": {"type": "json_object"}}, "response_format"),
+    ({"messages": [{"role": "user", "content": "word " * 5000}]}, "messages"),
+])
+def test_no_model_fits_names_the_field_none_could_take(gateway: Running, fields: dict[str, Any],
+                                                      param: str) -> None:
+    request = {"model": "auto", "messages": MESSAGES, **fields}
+    with pytest.raises(openai.BadRequestError) as caught:
+        _client(gateway).chat.completions.create(**request)
+    body: Any = caught.value.body
+    assert (body["code"], body["param"]) == ("no_model_fits", param), body
 
 
 def test_policy_check_warns_of_a_litellm_deployment_without_a_key(

@@ -131,16 +131,22 @@ def floor_check(floor: QualityFloor | None, model: str, task: Task,
                  (result.lower, result.mean, result.n, ">=" if passed else "<", *rule_values))
 
 
+# The failed `fits` checks' templates, and the request field each blames (`no_model_fits`'s
+# `param`; "tools" stands for the legacy `functions` too, `router.decide.require_route`).
+_TOO_LONG = "needs {} tokens > window {}"
+_NO_TOOLS = "request declares tools; deployment has no tool support"
+_NO_JSON = "request asks for JSON; deployment has no JSON mode"
+UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_format"}
+
+
 def _fits(facts: RequestFacts, deployment: DeploymentFacts) -> Check:
     needed = facts.prompt_tokens + facts.max_output_tokens
     if deployment.context_window is not None and needed > deployment.context_window:
-        return Check(CheckName.FITS, False, "needs {} tokens > window {}",
-                     (needed, deployment.context_window))
+        return Check(CheckName.FITS, False, _TOO_LONG, (needed, deployment.context_window))
     if facts.needs_tools and not deployment.supports_tools:
-        return Check(CheckName.FITS, False,
-                     "request declares tools; deployment has no tool support")
+        return Check(CheckName.FITS, False, _NO_TOOLS)
     if facts.needs_json and not deployment.supports_json:
-        return Check(CheckName.FITS, False, "request asks for JSON; deployment has no JSON mode")
+        return Check(CheckName.FITS, False, _NO_JSON)
     return Check(CheckName.FITS, True, "{} tokens fit", (needed,))
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
 from policies.eligibility import (
+    UNFIT_FIELD,
+    Check,
     CheckName,
     DeploymentFacts,
     RequestFacts,
@@ -91,14 +93,17 @@ _REQUEST_CHECKS = frozenset({CheckName.FITS, CheckName.BUDGET})
 
 
 def require_route(decision: Decision,
-                  soonest_probe_s: Callable[[Iterable[str]], float] | None = None) -> Decision:
+                  soonest_probe_s: Callable[[Iterable[str]], float] | None = None, *,
+                  tools_field: str = "tools") -> Decision:
     """A decision with nothing to try is an error that says why, per deployment: a 400 when the
     request itself fits no candidate (too long, needs tools or JSON mode none offers, over the
     cost ceiling everywhere a model above the floor is: retrying cannot help) or when it names
     a model whose deployments the risk rule all refuse for it (the caller's choice: `auto` or
     another model may serve it), else a 503 (the policy says reject), with a Retry-After when
     open circuits are among the reasons: `soonest_probe_s` of the deployments they hold (the
-    breakers' own time, as a pinned request's `circuit_open` says it), else 1 s."""
+    breakers' own time, as a pinned request's `circuit_open` says it), else 1 s.
+    `no_model_fits` names the field no candidate could take (`messages` for the length,
+    `tools_field` for tools, `response_format`) when they all failed on the same one."""
     if decision.deployments:
         return decision
     failed = [(v.deployment, [c for c in v.checks if not c.passed]) for v in decision.verdicts
@@ -117,12 +122,23 @@ def require_route(decision: Decision,
         only_budget = all(all(c.name == CheckName.BUDGET
                               for c in checks if c.name in _REQUEST_CHECKS)
                           for _, checks in servable)
-        raise RequestError(message, param="max_tokens" if only_budget else "messages",
-                           code="over_cost_ceiling" if only_budget else "no_model_fits")
+        if only_budget:
+            raise RequestError(message, param="max_tokens", code="over_cost_ceiling")
+        raise RequestError(message, param=_unfit_field(servable, tools_field),
+                           code="no_model_fits")
     held = [name for name, checks in failed if any(c.name == CheckName.HEALTHY for c in checks)]
     retry_after = None if not held else (
         soonest_probe_s(held) if soonest_probe_s is not None else 1.0)
     raise NoEligibleModelError(message, code="no_eligible_model", retry_after=retry_after)
+
+
+def _unfit_field(failed: Sequence[tuple[str, Sequence[Check]]], tools_field: str) -> str:
+    """The request field every candidate's failed `fits` check blames; `messages` when they
+    differ (or a candidate failed only its cost ceiling)."""
+    fields = {UNFIT_FIELD.get(c.template, "messages") if c.name == CheckName.FITS else "messages"
+              for _, checks in failed for c in checks if c.name in _REQUEST_CHECKS}
+    field = fields.pop() if len(fields) == 1 else "messages"
+    return tools_field if field == "tools" else field
 
 
 def unknown_model(requested: str) -> NotFoundError:

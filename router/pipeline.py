@@ -340,11 +340,17 @@ class ChatPipeline:
         plan = plan_hedge(replace(inputs, predicted_ttft_s=predicted))
         return plan.delay_s
 
+    def _require_route(self, prepared: Prepared) -> None:
+        if not prepared.decision.deployments:  # the tools' field is named only in the error
+            tools_field = "functions" if prepared.request.tools is None else "tools"
+            require_route(prepared.decision, self._runner.soonest_probe_s,
+                          tools_field=tools_field)
+
     async def complete(self, prepared: Prepared,
                        outcome: Outcome) -> tuple[Deployment, Completion]:
-        require_route(prepared.decision, self._runner.soonest_probe_s)
+        self._require_route(prepared)
         return await self._runner.complete(prepared.plan, outcome.attempts)
 
     async def open_stream(self, prepared: Prepared, outcome: Outcome) -> CommittedStream:
-        require_route(prepared.decision, self._runner.soonest_probe_s)
+        self._require_route(prepared)
         return await self._runner.open_stream(prepared.plan, outcome.attempts)

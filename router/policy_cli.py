@@ -62,7 +62,7 @@ def policy_check(args: argparse.Namespace) -> int:
     from policies.check import ceiling_warnings, check_policies, policy_warnings
     from router.errors import ConfigError
     from router.pipeline import DEFAULT_MAX_OUTPUT_TOKENS
-    from router.wiring import build_runtime, litellm_in_use, load_quality
+    from router.wiring import build_runtime, credential_warnings, litellm_in_use, load_quality
 
     config = _load(args.config)
     base_dir = args.config.resolve().parent
@@ -77,7 +77,8 @@ def policy_check(args: argparse.Namespace) -> int:
         return 2
     unmeetable = ceiling_warnings(config, runtime.model_facts, _minimal_prompt_tokens(),
                                   DEFAULT_MAX_OUTPUT_TOKENS)
-    for warning in (*quality.warnings, *policy_warnings(config, quality), *unmeetable):
+    keyless = credential_warnings(runtime.deployments.values())
+    for warning in (*quality.warnings, *policy_warnings(config, quality), *unmeetable, *keyless):
         print(f"{args.config}: warning: {warning}", file=sys.stderr)
     violations = check_policies(config, quality)
     for violation in violations:

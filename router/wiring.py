@@ -323,6 +323,17 @@ def litellm_in_use(deployments: Iterable[Deployment]) -> bool:
     return True
 
 
+def credential_warnings(deployments: Iterable[Deployment]) -> list[str]:
+    """The litellm deployments with no key at all (none configured, none in the provider's
+    variable): `serve` logs them, `policy check` prints them."""
+    keyless = [d for d in deployments if d.adapter == "litellm" and not d.api_key]
+    if not keyless:
+        return []
+    from router.providers.litellm_adapter import credential_problems
+
+    return credential_problems(keyless)
+
+
 def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir: Path,
                       in_flight: InFlight | None = None) -> tuple[FrontDoor, RuntimeConfig]:
     from router.providers.passthrough import PassthroughProvider
@@ -335,6 +346,9 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
         from router.providers.litellm_adapter import LitellmProvider
 
         providers["litellm"] = LitellmProvider()
+        keyless = credential_warnings(runtime.deployments.values())
+        if keyless:
+            event(log, "deployment_missing_credentials", logging.WARNING, problems=keyless)
     caching = result_caching(config)
     settings = config.telemetry if config.telemetry is not None else telemetry_from_env(environ)
     telemetry = build_telemetry(settings, runtime.deployments) if settings.enabled else None

@@ -21,8 +21,11 @@ Whose fault, by upstream status:
     other 5xx            → ProviderUnavailableError
 
 litellm refusing the deployment's own settings before any upstream answered (an unknown
-provider prefix or model string, its budget) is the deployment's fault too: 502, codes
-`deployment_provider_unknown`, `deployment_model_unknown`, `deployment_budget_exceeded`.
+provider prefix or model string, its budget, no key at all) is the deployment's fault too: 502,
+codes `deployment_provider_unknown`, `deployment_model_unknown`, `deployment_budget_exceeded`,
+`deployment_missing_credentials` (`missing_credentials`). A request field refused by litellm's
+own validation before any call is the adapter's limit, not the upstream's refusal: 400
+`adapter_rejected` naming the field (`refused_by_litellm`).
 
 Messages reach clients, so each is cut to one clean line (`clean_message`): no traceback, no
 file path, no library class prefix such as `litellm.BadRequestError: OpenAIException - `, no
@@ -202,6 +205,14 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
     if isinstance(exc, aiohttp.ClientError):
         return e.ProviderUnavailableError(f"upstream unreachable: {type(exc).__name__}",
                                           code="upstream_unavailable")
+    missing = missing_credentials(exc)
+    if missing is not None:
+        return e.ProviderMisconfiguredError(
+            f"missing credentials: set this deployment's api_key ({missing})",
+            code="deployment_missing_credentials")
+    refused = refused_by_litellm(exc)
+    if refused is not None:
+        return e.ProviderRejectedError(refused[1], param=refused[0], code="adapter_rejected")
     if raised_before_sending(exc):
         return e.ProviderRejectedError(
             "the request could not be prepared for the provider: "
@@ -216,6 +227,53 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
     if target is not None:
         return _from_named(target, exc)
     return e.ProviderError(f"upstream failed: {type(exc).__name__}", code="upstream_error")
+
+
+# The first words of a client refusing to start without a key: the openai SDK's (its bare
+# `OpenAIError`, litellm wraps it in a made-up 500) and litellm's own for its other providers
+# (its `AuthenticationError`, "Missing Anthropic API Key - ...").
+_MISSING_KEY = re.compile(r"Missing (?:credentials|[\w .-]{0,40}API Key)\b", re.IGNORECASE)
+
+
+def missing_credentials(exc: BaseException) -> str | None:
+    """The client library's own words when `exc` says the deployment has no key (none in its
+    config, none in the provider's variable): raised before any request was sent, the same for
+    every request, so the deployment's configuration, never the upstream's answer."""
+    for link in (exc, *_causes(exc, suppressed=True)):
+        kind = type(link)
+        library = kind.__module__.partition(".")[0]
+        if ((kind.__name__, library) in (("OpenAIError", "openai"),
+                                         ("AuthenticationError", "litellm"))):
+            message = _message_of(link)
+            if _MISSING_KEY.match(message):
+                return message
+    return None
+
+
+# litellm's own checks of a request field, run before any call (`completion` in its main.py),
+# by function name: the field, and what a client is told (litellm's words blame the client's
+# field as not OpenAI's, also for OpenAI's own forms it does not know).
+_LITELLM_VALIDATORS: dict[str, tuple[str, str]] = {
+    "validate_chat_completion_tool_choice": (
+        "tool_choice", "the litellm adapter does not support this tool_choice (it takes a "
+        "string, or an object of type function, allowed_tools or a hosted tool); the upstream "
+        "was not called"),
+}
+
+
+def refused_by_litellm(exc: BaseException) -> tuple[str, str] | None:
+    """(param, message) when litellm's own validation of a request field raised `exc`, before
+    any upstream saw the request: the adapter's limit, not the upstream's refusal."""
+    if "BadRequestError" not in _class_names(exc):
+        return None
+    for link in (exc, *_causes(exc)):
+        frames = list(traceback.walk_tb(link.__traceback__))
+        if frames:
+            code = frames[-1][0].f_code
+            found = _LITELLM_VALIDATORS.get(code.co_name)
+            if found is not None and "/litellm/" in code.co_filename.replace("\\", "/"):
+                return found
+    return None
 
 
 def broken_after_head(exc: BaseException) -> e.SlorouterError:

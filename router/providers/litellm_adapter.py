@@ -67,6 +67,27 @@ def provider_problems(deployments: Iterable[Deployment]) -> list[str]:
     return problems
 
 
+def credential_problems(deployments: Iterable[Deployment]) -> list[str]:
+    """One line per litellm-adapter deployment with no `api_key` whose provider needs one that
+    the environment does not hold either (litellm's `validate_environment`): every call to it
+    would fail with `deployment_missing_credentials`. A warning, not an error: a provider that
+    takes its key another way (a local server) would be refused wrongly."""
+    problems = []
+    for deployment in deployments:
+        if deployment.adapter != "litellm" or deployment.api_key:
+            continue
+        try:
+            missing = litellm.validate_environment(deployment.model).get("missing_keys") or []
+        except Exception:  # a provider litellm cannot check: say nothing
+            continue
+        keys = [name for name in missing if "KEY" in name or "TOKEN" in name]
+        if keys:
+            problems.append(f"deployments.{deployment.name}: no api_key, and {' or '.join(keys)} "
+                            f"is not set: every call to {deployment.model!r} will fail for "
+                            "missing credentials; set the deployment's api_key")
+    return problems
+
+
 def exception_classes() -> list[type[BaseException]]:
     """Every exception class litellm exports (for the mapping meta-test)."""
     found = []

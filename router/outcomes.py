@@ -66,7 +66,8 @@ class Outcome:
     # True when `cost_usd` is the router's estimate, not the provider's usage priced: a stream
     # that ended without usage (cut, or left by its client) is billed all the same, so it is
     # priced from the usage's prompt tokens, else the router's prompt estimate, and the chunks;
-    # a non-streamed request left by its client mid-call, from the prompt estimate alone.
+    # a non-streamed request left by its client mid-call, from the prompt estimate alone. The
+    # cost also sums the attempts sent and left unanswered (`add_unanswered_costs`), estimated.
     cost_estimated: bool = False
     client_disconnected: bool = False
     attempts: list[AttemptRecord] = field(default_factory=list)
@@ -80,6 +81,16 @@ class Outcome:
         """Output tokens as the provider reported them (None when only chunks were counted):
         what telemetry's token counts show."""
         return None if self.chunks_counted else self.completion_tokens
+
+    def add_unanswered_costs(self) -> None:
+        """Add to `cost_usd` what the attempts sent and left unanswered (a hedge's loser, an
+        attempt cut by a timeout, one its client left) may be billed: each priced by the runner
+        from the router's prompt estimate, so the total is marked estimated. Called once, as
+        the outcome is recorded; the answering attempt's own cost is already in `cost_usd`."""
+        for attempt in self.attempts:
+            if attempt.cost_usd is not None and attempt.outcome != "won":
+                self.cost_usd = (self.cost_usd or 0.0) + attempt.cost_usd
+                self.cost_estimated = True
 
     @property
     def winner(self) -> AttemptRecord | None:

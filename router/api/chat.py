@@ -121,12 +121,18 @@ class ChatHandler:
                 await held.aclose()
                 outcome.ended_at = self._clock()
                 if response is None:  # cancelled: nothing will be sent
-                    self._sink.record(outcome)
+                    self._record_now(outcome)
                 else:  # recorded once the answer is on its way, not before
                     after_sending(response, self._record, outcome)
         return response
 
     async def _record(self, outcome: Outcome) -> None:
+        self._record_now(outcome)
+
+    def _record_now(self, outcome: Outcome) -> None:
+        """Every outcome of a request that went upstream is recorded here, once: its cost adds
+        the attempts sent and left unanswered (`Outcome.add_unanswered_costs`)."""
+        outcome.add_unanswered_costs()
         self._sink.record(outcome)
 
     async def _respond(self, request: Request, received: Mapping[str, str], outcome: Outcome,
@@ -256,12 +262,11 @@ class ChatHandler:
             deployment, completion = await run_unless_disconnected(
                 request.receive, self._pipeline.complete(prepared, outcome))
         except ClientGone:
-            _price_abandoned(prepared, outcome)
+            _name_abandoned(outcome)
             raise
         now = self._clock()
         outcome.deployment, outcome.first_content_at = deployment.name, now
         if completion.usage is not None:
-            _winner_usage(outcome, completion.usage)
             outcome.prompt_tokens = completion.usage.prompt_tokens
             outcome.completion_tokens = completion.usage.completion_tokens
             outcome.cached_tokens = completion.usage.cached_tokens
@@ -269,6 +274,7 @@ class ChatHandler:
                                                    completion.usage.completion_tokens,
                                                    completion.usage.cached_tokens,
                                                    completion.usage.cache_write_tokens)
+            _winner_usage(outcome, completion.usage, outcome.cost_usd)
         headers["x-slorouter-model"] = deployment.name
         headers["server-timing"] = prepared.phases.header(
             outcome.attempts[-1].ttft_s if outcome.attempts else None, now - outcome.arrived_at)
@@ -289,7 +295,7 @@ class ChatHandler:
         winner = outcome.winner
         headers["server-timing"] = prepared.phases.header(winner.ttft_s if winner else None, None)
         headers["cache-control"] = "no-cache"
-        relay = StreamRelay(committed, outcome, settle, self._sink.record, self._clock,
+        relay = StreamRelay(committed, outcome, settle, self._record_now, self._clock,
                             prepared.facts.prompt_tokens, capture)
 
         async def finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
@@ -300,24 +306,20 @@ class ChatHandler:
                                         in_flight=self._in_flight,
                                         time_limit_s=prepared.plan.deadline - self._clock())
 
-def _price_abandoned(prepared: Prepared, outcome: Outcome) -> None:
-    """A completion its client left before the answer: the upstream call was cancelled, but the
-    provider may bill the prompt it was sent. Priced, marked estimated, from the router's prompt
-    estimate (no output: none is known) at the deployment of the first attempt cancelled in
-    flight (a cancelled hedge's cost is not recorded, as for a stream). None: no cost."""
-    abandoned = next((a.deployment for a in outcome.attempts if a.outcome == "cancelled"), None)
-    deployment = next((d for d in prepared.plan.deployments if d.name == abandoned), None)
-    if deployment is None:  # left before any attempt was sent
-        return
-    outcome.deployment, outcome.cost_estimated = deployment.name, True
-    outcome.cost_usd = deployment.cost_usd(prepared.facts.prompt_tokens, 0)
+def _name_abandoned(outcome: Outcome) -> None:
+    """A completion its client left before the answer: the deployment of the first attempt
+    cancelled in flight, for the span (the runner priced each cancelled attempt's prompt,
+    `runner._price_sent`, which the outcome's cost sums as it is recorded)."""
+    outcome.deployment = next(
+        (a.deployment for a in outcome.attempts if a.outcome == "cancelled"), None)
 
 
-def _winner_usage(outcome: Outcome, usage: Usage) -> None:
-    """The answering attempt's usage, for its span (`gen_ai.usage.*` on the attempt)."""
+def _winner_usage(outcome: Outcome, usage: Usage, cost_usd: float) -> None:
+    """The answering attempt's usage and its price, for its span (`gen_ai.usage.*`,
+    `slorouter.cost_usd` on the attempt) and the cost counter."""
     winner = outcome.winner
     if winner is not None:
-        winner.usage = usage
+        winner.usage, winner.cost_usd = usage, cost_usd
 
 
 def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]) -> None:

@@ -125,6 +125,9 @@ class StreamRelay:
         outcome.cost_usd = committed.deployment.cost_usd(
             prompt if prompt is not None else self._prompt_estimate, outcome.completion_tokens,
             outcome.cached_tokens or 0, self._written_tokens)
+        winner = outcome.winner
+        if winner is not None:  # the answering attempt's share, for its span and the counter
+            winner.cost_usd, winner.cost_estimated = outcome.cost_usd, outcome.cost_estimated
         if client_gone:
             outcome.status = CLIENT_CLOSED
         elif ended_by is not None and not self._clean_end:

@@ -256,12 +256,14 @@ class Runner:
                 deadline_exceeded("during the upstream attempt") if by_deadline
                 else ProviderTimeoutError("no first token before the attempt's timeout",
                                           code="first_token_timeout"))
+            _price_pending(plan, attempts, deployment, alternate)  # sent, and cut unanswered
             self._fail_pending(attempts, err, health=not by_deadline)
             raise err from exc
         except SlorouterError as err:
             self._fail_pending(attempts, err)
             raise
         except BaseException:  # the client left (or a bug): the attempts are abandoned
+            _price_pending(plan, attempts, deployment, alternate)
             for pending in attempts:
                 if pending.outcome == "pending" and pending.started_at:
                     pending.outcome, pending.ended_at = "cancelled", self._clock()
@@ -307,10 +309,15 @@ class Runner:
             raise _as_error(failed.error) from failed
         winner, loser = (record, hedge_record) if result.winner == 0 else (hedge_record, record)
         self._won(winner)
-        if result.hedge_started and loser.outcome == "pending":
+        lost = result.attempts[1 - result.winner]
+        if result.hedge_started and loser.outcome == "pending" and lost.outcome == "failed":
+            assert lost.error is not None  # it answered an error before the other won
+            self._failed(loser, _as_error(lost.error))
+        elif result.hedge_started and loser.outcome == "pending":
             loser.outcome, loser.ended_at = "cancelled", self._clock()
             self._state.breakers.get(loser.deployment).on_abandon()
             self._ended(loser)
+            _price_sent(loser, calls[1 - result.winner].deployment, plan)
         bounded = _client_bounded(plan, calls[result.winner])
         return CommittedStream(calls[result.winner].deployment, list(result.prefix),
                                result.rest, attempts, self._releaser(winner, bounded), bounded)
@@ -415,6 +422,24 @@ class _CompletionEvents:
 
     async def aclose(self) -> None:
         self._done = True
+
+
+def _price_sent(record: AttemptRecord, deployment: Deployment, plan: Plan) -> None:
+    """An attempt sent and left unanswered (cancelled, or cut by a timeout): the provider may
+    bill the prompt it was sent, so it is priced from the router's prompt estimate at the input
+    price (no output: none is known), marked estimated."""
+    record.cost_usd, record.cost_estimated = deployment.cost_usd(plan.prompt_tokens, 0), True
+
+
+def _price_pending(plan: Plan, attempts: list[AttemptRecord], deployment: Deployment,
+                   alternate: Deployment | None) -> None:
+    """Price this step's attempts still pending (the attempt on `deployment`, its hedge on
+    `alternate`) as they end unanswered: called on that path only, so an answered request
+    pays nothing for it."""
+    for record in attempts:
+        if record.outcome == "pending" and record.started_at:
+            on = alternate if alternate is not None and record.kind == "hedge" else deployment
+            _price_sent(record, on, plan)
 
 
 def _client_bounded(plan: Plan, call: UpstreamCall) -> bool:

@@ -210,6 +210,10 @@ def attempt_attributes(attempts: Sequence[AttemptRecord], index: int,
     if attempt.usage is not None:
         attrs[INPUT_TOKENS] = attempt.usage.prompt_tokens
         attrs[OUTPUT_TOKENS] = attempt.usage.completion_tokens
+    if attempt.cost_usd is not None:  # what the provider may bill for this attempt
+        attrs[COST] = attempt.cost_usd
+        if attempt.cost_estimated:
+            attrs[COST_ESTIMATED] = True
     return attrs
 
 

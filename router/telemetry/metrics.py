@@ -83,8 +83,10 @@ class RouterMetrics:
             "slorouter.bulkhead.skips", unit="{attempt}",
             description="Attempts not made: the deployment had its max_in_flight in flight.")
         self.cost = counter("slorouter.cost", unit="USD",
-                            description="Provider cost of answered requests (estimated: priced "
-                                        "from the router's counts, the provider reported none).")
+                            description="Provider cost of upstream attempts, by deployment: "
+                                        "answers priced from usage; estimated: priced from the "
+                                        "router's counts (no usage came, or the attempt was sent "
+                                        "and cancelled or timed out).")
         self.dropped = counter("slorouter.telemetry.dropped", unit="{outcome}",
                                description="Outcomes dropped because the telemetry queue was full.")
 
@@ -123,6 +125,10 @@ class RouterMetrics:
                 A.PROVIDER: A.provider_name(info.provider) if info is not None else "unknown",
                 A.REQUEST_MODEL: info.upstream_model if info is not None else "unknown"}
             A.put_if(labels, A.ERROR_TYPE, attempt.error_class)
+            if attempt.cost_usd is not None:  # by the deployment that may bill it
+                self.cost.add(attempt.cost_usd, {
+                    A.DEPLOYMENT: attempt.deployment,
+                    A.COST_ESTIMATED: "true" if attempt.cost_estimated else "false"})
             if ended is not None:
                 self.operation_duration.record(max(0.0, ended - attempt.started_at), labels)
             kind = A.attempt_kind(attempts, index)
@@ -148,10 +154,6 @@ class RouterMetrics:
             self.cache.add(1, {A.CACHE: outcome.cache})
         if outcome.error_code in ADMISSION_CODES:
             self.count_rejection(outcome.error_code)
-        if outcome.cost_usd is not None and outcome.deployment is not None:
-            self.cost.add(outcome.cost_usd, {
-                A.DEPLOYMENT: outcome.deployment,
-                A.COST_ESTIMATED: "true" if outcome.cost_estimated else "false"})
 
     def count_rejection(self, reason: str) -> None:
         """For the admission controller, when it refuses before an outcome exists."""

@@ -67,7 +67,7 @@ def streamed_with_retry(t0: float = 100.0) -> tuple[TracedOutcome, list[str]]:
     outcome.deployment, outcome.first_content_at = "pt-fast", t0 + 0.061
     outcome.first_token_at, outcome.last_token_at = t0 + 0.061, t0 + 0.091
     outcome.prompt_tokens, outcome.completion_tokens = 12, 31
-    outcome.cost_usd = DEPLOYMENTS["pt-fast"].cost_usd(12, 31)
+    outcome.cost_usd = second.cost_usd = DEPLOYMENTS["pt-fast"].cost_usd(12, 31)
     second.usage = Usage(12, 31)
     outcome.ended_at = t0 + 0.095
     return outcome, sent

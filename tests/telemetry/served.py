@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 import uvicorn
@@ -64,12 +64,16 @@ class FixedClassifier:
 
 
 @contextlib.asynccontextmanager
-async def serve(sim_base: str, telemetry: Telemetry, extra: str = "") -> AsyncIterator[str]:
+async def serve(sim_base: str, telemetry: Telemetry, extra: str = "",
+                whole_config: str | None = None,
+                env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
     """Serve the router on a free port until the block ends; yields its base URL. `extra`:
     more top-level YAML (a `server:` section); given, the result cache it configures is used
-    (without it there is none, so no test writes a cache into the working directory)."""
-    config = load_config_text(CONFIG.format(base=sim_base) + extra)
-    runtime = resolve(config, {"TENANT_KEY": API_KEY}, lambda _: None, "fixed-1")
+    (without it there is none, so no test writes a cache into the working directory).
+    `whole_config`: a config of the test's own instead (no result cache), its keys in `env`."""
+    text = whole_config if whole_config is not None else CONFIG.format(base=sim_base) + extra
+    config = load_config_text(text)
+    runtime = resolve(config, {"TENANT_KEY": API_KEY, **(env or {})}, lambda _: None, "fixed-1")
     app = build_app(runtime, FixedClassifier(), {"openai_passthrough": PassthroughProvider()},
                     sinks=[LogSink()], telemetry=telemetry,
                     caching=result_caching(config) if extra else None)

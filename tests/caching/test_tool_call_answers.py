@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -20,7 +19,7 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from tests.support.fake_upstream import send_body
+from tests.support.fake_upstream import send_body, serve_in_thread
 from tests.support.services import Running, start_router
 
 pytestmark = pytest.mark.integration
@@ -117,9 +116,8 @@ class _ToolUpstream(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ToolUpstream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server, origin = serve_in_thread(_ToolUpstream)
+    base = f"{origin}/v1"
     directory = tmp_path_factory.mktemp("tool-call-answers")
     config = f"""version: 1
 deployments:

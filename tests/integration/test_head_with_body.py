@@ -42,21 +42,24 @@ def _chat(stream: bool) -> dict[str, object]:
             "messages": [{"role": "user", "content": "Say hello."}]}
 
 
-def test_a_streamed_answer_comes_with_its_head_in_one_read(gateway: Running) -> None:
+def _first_head_and_body(gateway: Running, request: bytes) -> tuple[bytes, bytes]:
+    """The head and body bytes of the first read after sending `request` on a new connection."""
     with _connect(gateway) as sock:
-        sock.sendall(_request(_chat(stream=True)))
+        sock.sendall(request)
         first = _first_read(sock)
     head, _, body = first.partition(b"\r\n\r\n")
+    return head, body
+
+
+def test_a_streamed_answer_comes_with_its_head_in_one_read(gateway: Running) -> None:
+    head, body = _first_head_and_body(gateway, _request(_chat(stream=True)))
     assert head.startswith(b"HTTP/1.1 200"), head
     assert b"text/event-stream" in head
-    assert b"data: {" in body, f"the first read held the head alone: {first!r}"
+    assert b"data: {" in body, f"the first read held the head alone: {head!r}"
 
 
 def test_a_whole_answer_comes_with_its_head_in_one_read(gateway: Running) -> None:
-    with _connect(gateway) as sock:
-        sock.sendall(_request(_chat(stream=False)))
-        first = _first_read(sock)
-    head, _, body = first.partition(b"\r\n\r\n")
+    head, body = _first_head_and_body(gateway, _request(_chat(stream=False)))
     assert head.startswith(b"HTTP/1.1 200"), head
     length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
                   if line.lower().startswith(b"content-length:"))
@@ -64,10 +67,7 @@ def test_a_whole_answer_comes_with_its_head_in_one_read(gateway: Running) -> Non
 
 
 def test_an_error_answer_comes_with_its_head_in_one_read(gateway: Running) -> None:
-    with _connect(gateway) as sock:
-        sock.sendall(_request(_chat(stream=False), key=None))
-        first = _first_read(sock)
-    head, _, body = first.partition(b"\r\n\r\n")
+    head, body = _first_head_and_body(gateway, _request(_chat(stream=False), key=None))
     assert head.startswith(b"HTTP/1.1 401"), head
     assert json.loads(body)["error"]["code"] == "missing_api_key"
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import openai
 import pytest
 
-from tests.support.fake_upstream import send_body
+from tests.support.fake_upstream import send_body, serve_in_thread
 from tests.support.services import Running, start_router, start_simulator
 
 pytestmark = pytest.mark.integration
@@ -56,9 +55,8 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def attacker() -> Iterator[tuple[str, list[dict[str, str]]]]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", _Recorder.seen
+    server, base = serve_in_thread(_Recorder)
+    yield base, _Recorder.seen
     server.shutdown()
     server.server_close()
 

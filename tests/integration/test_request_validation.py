@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import API_KEY, router_config
+from tests.support.fake_upstream import serve_in_thread
 from tests.support.services import Running, start_router
 
 MESSAGES: list[Any] = [{"role": "user", "content": "hello there"}]
@@ -76,10 +76,7 @@ class Recorder:
             def log_message(self, *_: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
+        self.server, self.base_url = serve_in_thread(Handler)
 
     def stop(self) -> None:
         self.server.shutdown()

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -28,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.answers import answer_kind, any_json
+from tests.support.fake_upstream import serve_in_thread
 from tests.support.services import Running, start_router
 
 CASES = settings(max_examples=100, deadline=None, derandomize=True,
@@ -64,9 +64,7 @@ class StubUpstream:
             def log_message(self, *_: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.base_url = serve_in_thread(Handler)
 
     def stop(self) -> None:
         self.server.shutdown()

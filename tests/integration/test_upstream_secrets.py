@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
 
-from tests.support.fake_upstream import send_body
+from tests.support.fake_upstream import send_body, serve_in_thread
 from tests.support.services import Running, start_router
 
 pytestmark = pytest.mark.integration
@@ -50,9 +49,7 @@ class _Echo(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+    server, base = serve_in_thread(_Echo)
     deployments, models = [], []
     for adapter in ("openai_passthrough", "litellm"):
         for key_env in ("SHAPED", "PLAIN"):

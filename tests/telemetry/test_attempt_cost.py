@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import http.server
-import threading
 import time
 from collections.abc import Iterator
 
@@ -31,7 +30,7 @@ from router.classify.types import RequestView
 from router.pipeline import estimate_prompt_tokens
 from router.telemetry.setup import Telemetry
 from tests.faults.scenarios import API_KEY, TENANT_ENV, Dep, router_yaml
-from tests.support.fake_upstream import send_body
+from tests.support.fake_upstream import send_body, serve_in_thread
 from tests.telemetry.helpers import in_memory_telemetry
 from tests.telemetry.served import serve
 
@@ -73,10 +72,7 @@ class Upstream:
             def log_message(self, *_: object) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server, self.base_url = serve_in_thread(Handler)
 
     def stop(self) -> None:
         self.server.shutdown()

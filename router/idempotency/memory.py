@@ -3,14 +3,17 @@
 Duplicates waiting for an in-flight request sleep on an `asyncio.Event`, so exactly one
 execution happens however many arrive (and wake when a lease runs out). Completed entries live
 `ttl_s`; in-flight markers live `lease_s` unless their holder `renew`s them (a leaked lease
-cannot block a key forever). At `max_entries` the oldest completed entries are evicted; if
-every entry is in flight, new keys are refused with `OverloadedError`.
+cannot block a key forever). At `max_entries` completed entries are evicted, the oldest of the
+tenant holding the most entries first: a tenant sending keys by the thousand evicts its own
+records, never another's (whose retry would then run a second time); if every entry is in
+flight, new keys are refused with `OverloadedError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -30,6 +33,7 @@ Clock = Callable[[], float]
 
 @dataclass(slots=True)
 class _Entry:
+    owner: str  # the tenant (and scopes) whose key it is: eviction takes from the largest
     fingerprint: str
     token: str
     expires_at: float
@@ -56,7 +60,7 @@ class MemoryIdempotencyStore:
         while True:
             entry = self._live(scope)
             if entry is None:
-                return self._lease(scope, fingerprint, lease_s, contended)
+                return self._lease(tenant, scope, fingerprint, lease_s, contended)
             if entry.fingerprint != fingerprint:
                 raise key_reused()
             if entry.response is not None:
@@ -114,10 +118,11 @@ class MemoryIdempotencyStore:
             return None
         return entry
 
-    def _lease(self, scope: str, fingerprint: str, lease_s: float, contended: bool) -> Lease:
+    def _lease(self, owner: str, scope: str, fingerprint: str, lease_s: float,
+               contended: bool) -> Lease:
         self._make_room()
         token = secrets.token_hex(16)
-        self._entries[scope] = _Entry(fingerprint, token, self._clock() + lease_s)
+        self._entries[scope] = _Entry(owner, fingerprint, token, self._clock() + lease_s)
         return Lease(scope, token, fingerprint, contended)
 
     def _make_room(self) -> None:
@@ -125,10 +130,17 @@ class MemoryIdempotencyStore:
             return
         for scope in list(self._entries):
             self._live(scope)  # drops it if expired
-        for scope in [s for s, e in self._entries.items() if e.response is not None]:
-            if len(self._entries) < self._max_entries:
-                return
-            del self._entries[scope]
+        held = Counter(entry.owner for entry in self._entries.values())
+        completed: dict[str, deque[str]] = {}  # per owner, oldest first
+        for scope, entry in self._entries.items():
+            if entry.response is not None:
+                completed.setdefault(entry.owner, deque()).append(scope)
+        while len(self._entries) >= self._max_entries and completed:
+            owner = max(completed, key=held.__getitem__)
+            del self._entries[completed[owner].popleft()]
+            held[owner] -= 1
+            if not completed[owner]:
+                del completed[owner]
         if len(self._entries) >= self._max_entries:
             raise OverloadedError("too many requests in flight with idempotency keys",
                                   code="idempotency_store_full", retry_after=1.0)

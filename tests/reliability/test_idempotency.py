@@ -172,6 +172,25 @@ async def test_memory_entries_expire_after_ttl() -> None:
     assert upstream.calls == 2
 
 
+async def test_memory_store_full_evicts_the_flooding_tenants_records_not_anothers() -> None:
+    """A tenant sending thousands of keys (cheap: result-cache hits complete claims too) fills
+    the bounded store; the records evicted to make room are its own, so another tenant's
+    completed request still replays instead of running a second time on its retry."""
+    store = MemoryIdempotencyStore(FakeClock(), ttl_s=TTL_S, max_entries=8)
+    victim = Upstream()
+    await once(store, victim, tenant="alpha")
+    flood = Upstream()
+    for number in range(50):
+        await run_once(store, "beta", f"flood-{number}", FINGERPRINT, flood,
+                       wait_s=WAIT_S, lease_s=LEASE_S)
+    assert len(store) == 8
+    retry = await once(store, victim, tenant="alpha")
+    assert retry.replayed and victim.calls == 1
+    newest = await run_once(store, "beta", "flood-49", FINGERPRINT, flood,
+                            wait_s=WAIT_S, lease_s=LEASE_S)
+    assert newest.replayed and flood.calls == 50  # the flood loses its oldest, not its newest
+
+
 async def test_memory_expired_lease_lets_a_new_claim_proceed() -> None:
     """A leaked in-flight marker stops blocking the key once its lease runs out."""
     clock = FakeClock()

@@ -221,6 +221,12 @@ def exposure_key(tenant: str | None, request_id: str) -> str:
     return f"{len(owner)}:{owner}:{request_id}"
 
 
+def owner_of(key: str) -> str:
+    """The tenant part of an `exposure_key` ("" for a key not made by it)."""
+    length, sep, rest = key.partition(":")
+    return rest[:int(length)] if sep and length.isdigit() else ""
+
+
 async def submit_feedback(
     store: OutcomeStore,
     specs: Mapping[str, ExperimentSpec],
@@ -294,8 +300,11 @@ class MemoryOutcomeStore:
         self._sizes = (reservoir_size, window_size)
         self._capacity = exposure_capacity
         self._metrics: dict[tuple[str, str], dict[str, _Accumulator]] = {}
-        self._exposures: OrderedDict[str, Exposure] = OrderedDict()
-        self._feedback_seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Per tenant (the owner part of an `exposure_key`), each bounded by the capacity: a
+        # tenant sending requests by the hundred thousand evicts its own records, never another
+        # tenant's (whose feedback would then be refused, or counted twice).
+        self._exposures: dict[str, OrderedDict[str, Exposure]] = {}
+        self._feedback_seen: dict[str, OrderedDict[tuple[str, str], None]] = {}
         self._halts: dict[str, dict[str, Halt]] = {}
 
     def _add(self, experiment: str, arm: str, metric: str, value: float) -> None:
@@ -310,21 +319,24 @@ class MemoryOutcomeStore:
         await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
 
     async def expose(self, request_id: str, exposure: Exposure) -> None:
-        self._exposures[request_id] = exposure
-        self._exposures.move_to_end(request_id)
-        while len(self._exposures) > self._capacity:
-            self._exposures.popitem(last=False)
+        exposures = self._exposures.setdefault(owner_of(request_id), OrderedDict())
+        exposures[request_id] = exposure
+        exposures.move_to_end(request_id)
+        if len(exposures) > self._capacity:
+            exposures.popitem(last=False)
 
     async def exposure(self, request_id: str) -> Exposure | None:
-        return self._exposures.get(request_id)
+        exposures = self._exposures.get(owner_of(request_id))
+        return None if exposures is None else exposures.get(request_id)
 
     async def record_feedback(self, exposure: Exposure, feedback: Feedback) -> bool:
         key = (feedback.request_id, feedback.metric)
-        if key in self._feedback_seen:
+        seen = self._feedback_seen.setdefault(owner_of(feedback.request_id), OrderedDict())
+        if key in seen:
             return False
-        self._feedback_seen[key] = None
-        if len(self._feedback_seen) > self._capacity:
-            self._feedback_seen.popitem(last=False)
+        seen[key] = None
+        if len(seen) > self._capacity:
+            seen.popitem(last=False)
         self._add(exposure.experiment, exposure.arm, feedback.metric, feedback.value)
         return True
 

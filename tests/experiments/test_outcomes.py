@@ -88,6 +88,23 @@ async def test_feedback_is_taken_only_from_the_tenant_that_made_the_request() ->
     assert snapshot.arm("control").samples("rating").mean == 2.0
 
 
+async def test_a_flooding_tenant_evicts_its_own_exposures_not_anothers() -> None:
+    """At capacity the oldest records of the tenant that filled it go: another tenant's
+    request keeps its arm (its feedback is found) and its feedback stays counted once."""
+    store = MemoryOutcomeStore(random.Random(0), exposure_capacity=3)
+    specs = {SPEC.name: SPEC}
+    await store.record(Outcome(SPEC.name, "cheap", exposure_key("acme", "req-1"), error=False))
+    _, first = await submit_feedback(store, specs, "acme", "req-1", "rating", 4.0)
+    for n in range(10):  # more requests, and feedback on each, than the store holds
+        await store.record(Outcome(SPEC.name, "control", exposure_key("globex", f"g-{n}"),
+                                   error=False))
+        await submit_feedback(store, specs, "globex", f"g-{n}", "rating", 1.0)
+    exposure, again = await submit_feedback(store, specs, "acme", "req-1", "rating", 5.0)
+    assert (exposure.arm, first, again) == ("cheap", True, False)
+    assert await store.exposure(exposure_key("globex", "g-9")) is not None
+    assert await store.exposure(exposure_key("globex", "g-0")) is None  # its own oldest went
+
+
 def test_exposure_keys_of_different_tenants_never_collide() -> None:
     """Length-prefixed: no tenant and id pair spells another pair's key."""
     assert exposure_key("a:b", "c") != exposure_key("a", "b:c")

@@ -100,7 +100,7 @@ class PassthroughProvider:
                 response = await self._post(call, stream=True)
             chunks = response.chunks(deadline)
             try:
-                async for event in _sse_events(chunks):
+                async for event in _sse_events(chunks, _choices(call.body.get("n"))):
                     yield event
                 response.finish()  # `[DONE]` came: the connection is reused once the body ends
             finally:
@@ -113,16 +113,24 @@ class PassthroughProvider:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
 
 
-async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent]:
+def _choices(n: object) -> int:
+    """How many choices the request asked for (`n`, 1 when absent)."""
+    return n if isinstance(n, int) and n > 1 else 1
+
+
+async def _sse_events(chunks: AsyncIterator[bytes], choices: int = 1
+                      ) -> AsyncIterator[StreamEvent]:
     """Upstream SSE body chunks → events; a stream whose body ends before `[DONE]` is an error
-    unless a finish reason came (some OpenAI-compatible servers never send `[DONE]`: their
-    answers are whole, and counting each as a broken stream would take the deployment out).
+    unless each of its `choices` got its finish reason (some OpenAI-compatible servers never send
+    `[DONE]`: their answers are whole, and counting each as a broken stream would take the
+    deployment out; but with `n > 1` one choice's finish reason says nothing of the others').
 
     Splits the lines itself instead of reading them from `http1.lines`: every event passes one
     generator fewer between the socket and the client, and the blank line that ends each
     event is dropped here instead of yielded."""
     pending = b""
-    ended = finished = False
+    ended = False
+    finished = 0
     while not ended:
         chunk = await anext(chunks, None)
         if chunk is None:  # the body ended: a last line without its line feed counts too
@@ -134,9 +142,9 @@ async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent
             if event is _DONE:
                 return
             if event is not None:
-                finished = finished or event.finished
+                finished += event.finished
                 yield event
-    if not finished:
+    if finished < choices:
         raise ResponseBroken("upstream stream ended before [DONE]")
 
 

@@ -1,6 +1,6 @@
 """Streams at their edges, through both adapters, on real processes: `n > 1` answers, the SSE
-framings upstreams use (CRLF, comments, `event:` lines, a line split across writes), and upstreams
-that cut a stream.
+framings upstreams use (CRLF, comments, `event:` lines, a line split across writes), upstreams
+that cut a stream, and long answers whose chunks repeat.
 
 One scripted upstream on a loopback port answers each request with the script its last message
 names: SSE bytes sent as separate chunked writes (so a line can be split between two), ending
@@ -67,6 +67,9 @@ SCRIPTS: dict[str, list[bytes]] = {
                             b": keep-alive\n\n", b"id: 3\nretry: 1000\n" + TWO_CHOICES[1],
                             *TWO_CHOICES[2:]],
     "split-writes": _split(TWO_CHOICES),
+    # 300 chunks of the same text: a dashed rule, a run of zeros, a repeated table row
+    "repeated": [*(chunk([delta(0, "----")]) for _ in range(300)),
+                 chunk([delta(0, finish="stop")]), USAGE, DONE],
 }
 
 
@@ -197,3 +200,13 @@ def test_a_stream_that_ends_before_every_choice_finished_is_an_upstream_error(
     assert isinstance(caught.value.body, dict), caught.value
     assert caught.value.body.get("code") == "upstream_stream_cut", caught.value.body
 
+
+@pytest.mark.parametrize("model", ["pt", "ll"])
+def test_a_long_run_of_identical_chunks_is_relayed_whole_through_either_adapter(
+        client: openai.OpenAI, model: str) -> None:
+    """A model may write the same piece of text many times in a row (a long dashed rule): the
+    answer is relayed whole, as pass-through does; litellm's own loop guard cut it after 100
+    such chunks as an `upstream_bad_response` (the router's deadline bounds a runaway stream)."""
+    texts, reasons = _read(client, model, "repeated")
+    assert texts == {0: "----" * 300}
+    assert reasons == {0: "stop"}

@@ -40,6 +40,7 @@ from router.providers.http1 import (
 )
 
 _DATA = b"data:"
+_EVENT = b"event:"
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 
 
@@ -124,12 +125,13 @@ async def _sse_events(chunks: AsyncIterator[bytes], choices: int = 1
     unless each of its `choices` got its finish reason (some OpenAI-compatible servers never send
     `[DONE]`: their answers are whole, and counting each as a broken stream would take the
     deployment out; but with `n > 1` one choice's finish reason says nothing of the others').
+    The data of an `event: error` is the upstream's error, whatever its shape.
 
     Splits the lines itself instead of reading them from `http1.lines`: every event passes one
     generator fewer between the socket and the client, and the blank line that ends each
     event is dropped here instead of yielded."""
     pending = b""
-    ended = False
+    ended = error_next = False
     finished = 0
     while not ended:
         chunk = await anext(chunks, None)
@@ -138,12 +140,19 @@ async def _sse_events(chunks: AsyncIterator[bytes], choices: int = 1
         else:
             done, pending = split_lines(pending, chunk)
         for line in done:
+            if error_next and line.startswith(_DATA):
+                raise stream_error_event(line[len(_DATA):].strip())
             event = _event_of(line)
             if event is _DONE:
                 return
             if event is not None:
                 finished += event.finished
                 yield event
+            elif line.startswith(_EVENT):
+                # `event: error`: its data is the upstream's error in whatever shape (OpenAI's
+                # Responses API sends `{"type": "error", "message": …}`, no `error` field), never
+                # a chunk to relay
+                error_next = line[len(_EVENT):].strip() == b"error"
     if finished < choices:
         raise ResponseBroken("upstream stream ended before [DONE]")
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -67,6 +68,11 @@ SCRIPTS: dict[str, list[bytes]] = {
                             b": keep-alive\n\n", b"id: 3\nretry: 1000\n" + TWO_CHOICES[1],
                             *TWO_CHOICES[2:]],
     "split-writes": _split(TWO_CHOICES),
+    # an error event in the shape of OpenAI's Responses API (no `error` field), then the
+    # connection held open a while
+    "error-event": [chunk([delta(0, "A")]),
+                    b'event: error\ndata: {"type": "error", "code": "server_error", '
+                    b'"message": "the model is overloaded"}\n\n', b": ping\n\n", b"HOLD"],
     # 300 chunks of the same text: a dashed rule, a run of zeros, a repeated table row
     "repeated": [*(chunk([delta(0, "----")]) for _ in range(300)),
                  chunk([delta(0, finish="stop")]), USAGE, DONE],
@@ -88,6 +94,9 @@ class ScriptedUpstream:
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 for piece in pieces:
+                    if piece == b"HOLD":
+                        time.sleep(3)
+                        continue
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                     self.wfile.flush()
                     time.sleep(0.001)  # its own TCP segment: a split line arrives in parts
@@ -199,6 +208,26 @@ def test_a_stream_that_ends_before_every_choice_finished_is_an_upstream_error(
         _read(client, "pt", "two-choices-cut", n=2)
     assert isinstance(caught.value.body, dict), caught.value
     assert caught.value.body.get("code") == "upstream_stream_cut", caught.value.body
+
+
+def test_an_error_event_of_any_shape_ends_the_stream_at_once_with_its_message(
+        gateway: Running) -> None:
+    """An `event: error` whose data has no `error` field (OpenAI's Responses API shape) is the
+    upstream's error: the client gets the stream-cut error event with the upstream's message as
+    soon as it comes, not the error object relayed as if it were a chunk and then a wait for the
+    upstream to close. (litellm relays it as an empty chunk and waits: pass-through only.)"""
+    started = time.monotonic()
+    with httpx.Client(base_url=gateway.base_url, timeout=20) as http:
+        response = http.post("/v1/chat/completions", json={
+            "model": "pt", "stream": True,
+            "messages": [{"role": "user", "content": "error-event"}]})
+    elapsed = time.monotonic() - started
+    events = [json.loads(line[len("data: "):]) for line in response.text.split("\n")
+              if line.startswith("data: ")]
+    assert [event.get("object") for event in events[:-1]] == ["chat.completion.chunk"]
+    error = events[-1]["error"]
+    assert error["code"] == "upstream_stream_cut" and "overloaded" in error["message"], error
+    assert elapsed < 2.5, elapsed  # not held until the upstream let go
 
 
 @pytest.mark.parametrize("model", ["pt", "ll"])

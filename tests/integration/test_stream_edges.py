@@ -4,8 +4,9 @@ that cut a stream, and long answers whose chunks repeat.
 
 One scripted upstream on a loopback port answers each request with the script its last message
 names: SSE bytes sent as separate chunked writes (so a line can be split between two), ending
-with or without `[DONE]`. The router reaches it through both adapters (`pt` pass-through, `ll`
-litellm); its breakers never open and nothing is retried, so each case meets the upstream once.
+with or without `[DONE]`. The router reaches it through both adapters (`pt-stub`
+pass-through, `ll-stub` litellm: `stub_router_config`); its breakers never open and nothing is
+retried, so each case meets the upstream once.
 The client is the real `openai` SDK.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -21,12 +22,10 @@ import httpx
 import openai
 import pytest
 
-from tests.support.fake_upstream import serve_in_thread
+from tests.support.fake_upstream import serve_in_thread, stub_router_config
 from tests.support.services import Running, start_router
 
 pytestmark = pytest.mark.integration
-
-Script = Callable[[], Iterator[bytes]]
 
 
 def chunk(choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> bytes:
@@ -79,82 +78,40 @@ SCRIPTS: dict[str, list[bytes]] = {
 }
 
 
-class ScriptedUpstream:
+class ScriptedUpstream(BaseHTTPRequestHandler):
     """Answers each POST with `SCRIPTS[<its last message>]`, each piece a chunked write."""
 
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-                pieces = SCRIPTS[body["messages"][-1]["content"]]
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                for piece in pieces:
-                    if piece == b"HOLD":
-                        time.sleep(3)
-                        continue
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-                    self.wfile.flush()
-                    time.sleep(0.001)  # its own TCP segment: a split line arrives in parts
-                self.wfile.write(b"0\r\n\r\n")
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        pieces = SCRIPTS[body["messages"][-1]["content"]]
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for piece in pieces:
+            if piece == b"HOLD":
+                time.sleep(3)
+                continue
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.flush()
+            time.sleep(0.001)  # its own TCP segment: a split line arrives in parts
+        self.wfile.write(b"0\r\n\r\n")
 
-            def log_message(self, *_: object) -> None:
-                pass
-
-        self.server, self.base_url = serve_in_thread(Handler)
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def router_config(base_url: str) -> str:
-    deployments = "".join(f"""
-  - name: {name}
-    model: openai/stub
-    adapter: {adapter}
-    api_base: {base_url}/v1
-    api_key: env:STUB_KEY
-    input_price_per_mtok: 1.0
-    output_price_per_mtok: 2.0
-    timeout_s: 10""" for name, adapter in (("pt", "openai_passthrough"), ("ll", "litellm")))
-    return f"""version: 1
-deployments:{deployments}
-models:
-  - name: pt
-    deployments: [pt]
-  - name: ll
-    deployments: [ll]
-routes:
-  default_model: pt
-server:
-  request_timeout_s: 20
-  reliability:
-    max_retries_per_deployment: 0
-    breaker:
-      consecutive_failures: 1000000
-      min_volume: 1000000
-"""
+    def log_message(self, *_: object) -> None:
+        pass
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[ScriptedUpstream]:
-    running = ScriptedUpstream()
-    yield running
-    running.stop()
-
-
-@pytest.fixture(scope="module")
-def gateway(upstream: ScriptedUpstream, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[Running]:
-    running = start_router(tmp_path_factory.mktemp("router"), router_config(upstream.base_url),
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    server, base_url = serve_in_thread(ScriptedUpstream)
+    running = start_router(tmp_path_factory.mktemp("router"), stub_router_config(base_url),
                            env={"STUB_KEY": "stub-key"})
     yield running
     running.stop()
+    server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +144,7 @@ def test_two_interleaved_choices_reach_the_client_whole_in_any_sse_framing(
     upstream used. (Through litellm, `n > 1` streams lose choice 1's finish reason and give
     choice 0 the last one received: litellm's stream wrapper keeps one finish reason per
     stream, so the litellm adapter is not tested with them here.)"""
-    texts, reasons = _read(client, "pt", script, n=2)
+    texts, reasons = _read(client, "pt-stub", script, n=2)
     assert texts == {0: "A0A1", 1: "B0B1"}
     assert reasons == {0: "stop", 1: "length"}
 
@@ -195,7 +152,7 @@ def test_two_interleaved_choices_reach_the_client_whole_in_any_sse_framing(
 @pytest.mark.parametrize("script", ["crlf", "comments-and-fields", "split-writes"])
 def test_sse_framings_reach_the_client_through_litellm(client: openai.OpenAI,
                                                        script: str) -> None:
-    texts, _ = _read(client, "ll", script, n=2)
+    texts, _ = _read(client, "ll-stub", script, n=2)
     assert texts == {0: "A0A1", 1: "B0B1"}
 
 
@@ -205,7 +162,7 @@ def test_a_stream_that_ends_before_every_choice_finished_is_an_upstream_error(
     choice 0 was still being written: the client gets the stream-cut error event, not a clean
     end that passes choice 0's half answer off as whole."""
     with pytest.raises(openai.APIError) as caught:
-        _read(client, "pt", "two-choices-cut", n=2)
+        _read(client, "pt-stub", "two-choices-cut", n=2)
     assert isinstance(caught.value.body, dict), caught.value
     assert caught.value.body.get("code") == "upstream_stream_cut", caught.value.body
 
@@ -219,7 +176,7 @@ def test_an_error_event_of_any_shape_ends_the_stream_at_once_with_its_message(
     started = time.monotonic()
     with httpx.Client(base_url=gateway.base_url, timeout=20) as http:
         response = http.post("/v1/chat/completions", json={
-            "model": "pt", "stream": True,
+            "model": "pt-stub", "stream": True,
             "messages": [{"role": "user", "content": "error-event"}]})
     elapsed = time.monotonic() - started
     events = [json.loads(line[len("data: "):]) for line in response.text.split("\n")
@@ -230,7 +187,7 @@ def test_an_error_event_of_any_shape_ends_the_stream_at_once_with_its_message(
     assert elapsed < 2.5, elapsed  # not held until the upstream let go
 
 
-@pytest.mark.parametrize("model", ["pt", "ll"])
+@pytest.mark.parametrize("model", ["pt-stub", "ll-stub"])
 def test_a_long_run_of_identical_chunks_is_relayed_whole_through_either_adapter(
         client: openai.OpenAI, model: str) -> None:
     """A model may write the same piece of text many times in a row (a long dashed rule): the

@@ -63,6 +63,7 @@ SCRIPTS: dict[str, list[bytes]] = {
     # the connection ends (a clean chunked end) after choice 1's finish, before choice 0's
     "two-choices-cut": TWO_CHOICES[:7],
     "crlf": [piece.replace(b"\n", b"\r\n") for piece in TWO_CHOICES],
+    "cr": [piece.replace(b"\n", b"\r") for piece in TWO_CHOICES],  # SSE allows a lone CR too
     "comments-and-fields": [b": ping\n\n", b"event: message\n" + TWO_CHOICES[0],
                             b": keep-alive\n\n", b"id: 3\nretry: 1000\n" + TWO_CHOICES[1],
                             *TWO_CHOICES[2:]],
@@ -136,7 +137,7 @@ def _read(client: openai.OpenAI, model: str, script: str, **extra: Any
     return texts, reasons
 
 
-@pytest.mark.parametrize("script", ["two-choices", "crlf", "comments-and-fields",
+@pytest.mark.parametrize("script", ["two-choices", "crlf", "cr", "comments-and-fields",
                                     "split-writes"])
 def test_two_interleaved_choices_reach_the_client_whole_in_any_sse_framing(
         client: openai.OpenAI, script: str) -> None:
@@ -149,7 +150,7 @@ def test_two_interleaved_choices_reach_the_client_whole_in_any_sse_framing(
     assert reasons == {0: "stop", 1: "length"}
 
 
-@pytest.mark.parametrize("script", ["crlf", "comments-and-fields", "split-writes"])
+@pytest.mark.parametrize("script", ["crlf", "cr", "comments-and-fields", "split-writes"])
 def test_sse_framings_reach_the_client_through_litellm(client: openai.OpenAI,
                                                        script: str) -> None:
     texts, _ = _read(client, "ll-stub", script, n=2)

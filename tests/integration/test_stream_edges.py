@@ -1,5 +1,6 @@
 """Streams at their edges, through both adapters, on real processes: `n > 1` answers, the SSE
-framings upstreams use (CRLF, comments, `event:` lines, a line split across writes), upstreams
+framings upstreams use (CRLF, a lone CR, comments, `event:` lines, a line split across writes,
+data over several lines), upstreams
 that cut a stream, and long answers whose chunks repeat.
 
 One scripted upstream on a loopback port answers each request with the script its last message
@@ -68,6 +69,8 @@ SCRIPTS: dict[str, list[bytes]] = {
                             b": keep-alive\n\n", b"id: 3\nretry: 1000\n" + TWO_CHOICES[1],
                             *TWO_CHOICES[2:]],
     "split-writes": _split(TWO_CHOICES),
+    # each event's JSON over several `data:` lines, which SSE joins
+    "multi-line-data": [piece.replace(b", ", b",\ndata: ") for piece in TWO_CHOICES],
     # an error event in the shape of OpenAI's Responses API (no `error` field), then the
     # connection held open a while
     "error-event": [chunk([delta(0, "A")]),
@@ -138,7 +141,7 @@ def _read(client: openai.OpenAI, model: str, script: str, **extra: Any
 
 
 @pytest.mark.parametrize("script", ["two-choices", "crlf", "cr", "comments-and-fields",
-                                    "split-writes"])
+                                    "split-writes", "multi-line-data"])
 def test_two_interleaved_choices_reach_the_client_whole_in_any_sse_framing(
         client: openai.OpenAI, script: str) -> None:
     """Pass-through relays each choice's text and its own finish reason, whatever framing the
@@ -150,7 +153,8 @@ def test_two_interleaved_choices_reach_the_client_whole_in_any_sse_framing(
     assert reasons == {0: "stop", 1: "length"}
 
 
-@pytest.mark.parametrize("script", ["crlf", "cr", "comments-and-fields", "split-writes"])
+@pytest.mark.parametrize("script", ["crlf", "cr", "comments-and-fields", "split-writes",
+                                    "multi-line-data"])
 def test_sse_framings_reach_the_client_through_litellm(client: openai.OpenAI,
                                                        script: str) -> None:
     texts, _ = _read(client, "ll-stub", script, n=2)

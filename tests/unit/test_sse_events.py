@@ -85,3 +85,9 @@ def test_a_finish_reason_inside_the_content_does_not_count() -> None:
     quoting = [{"choices": [{"index": 0, "delta": {"content": '"finish_reason": "stop"'}}]}]
     with pytest.raises(ResponseBroken):
         read(body(done=False, events=quoting), [])
+
+
+def test_a_half_written_last_line_after_the_finish_reason_is_broken() -> None:
+    """A body cut inside its last event's data is broken, even after the finish reason came."""
+    with pytest.raises(ResponseBroken, match="malformed"):
+        read(body(done=False, events=FINISHED)[:-9], [])

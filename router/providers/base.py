@@ -143,7 +143,7 @@ class StreamEvent:
     has_content: bool
     usage: Usage | None = None
     usage_only: bool = False  # the final `choices: []` usage chunk
-    finished: bool = False  # a choice has its finish reason: the answer came to its end
+    finished: int = 0  # how many choices got their finish reason in this chunk
 
 
 class Provider(Protocol):
@@ -160,7 +160,8 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         choices = []  # absent, or not what OpenAI sends: no content can be read from it
-    has_content = finished = False
+    has_content = False
+    finished = 0
     for choice in choices:
         if not isinstance(choice, Mapping):
             continue
@@ -168,7 +169,8 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
         if isinstance(delta, Mapping) and (delta.get("content") or delta.get("tool_calls")
                                            or delta.get("function_call")):
             has_content = True
-        finished = finished or isinstance(choice.get("finish_reason"), str)
+        if isinstance(choice.get("finish_reason"), str):
+            finished += 1
     return StreamEvent(data=data, has_content=has_content, usage=usage,
                        usage_only=not choices and usage is not None, finished=finished)
 

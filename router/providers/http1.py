@@ -395,8 +395,13 @@ class Response:
 
 def split_lines(pending: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
     """The line left unfinished so far and a new body chunk → the lines finished now (without
-    their line feed) and the one left unfinished: SSE framing."""
-    split = (pending + chunk if pending else chunk).split(b"\n")
+    their end) and the one left unfinished: SSE framing, whose lines end with LF, CRLF or a lone
+    CR. (A CRLF split between two chunks leaves an empty line, which carries nothing; a CR can
+    only be a line's end, as JSON escapes it inside a string.)"""
+    text = pending + chunk if pending else chunk
+    if b"\r" in text:
+        text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    split = text.split(b"\n")
     rest = split.pop()
     return split, rest
 

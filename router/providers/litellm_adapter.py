@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
@@ -33,6 +34,11 @@ from router.providers.errors import broken_after_head, map_exception, without_ke
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
+# litellm ends a stream whose last 100 chunks carry the same text (over 2 characters) with an
+# error, taking it for a model caught in a loop. Models write such runs in whole answers (a long
+# dashed rule, a column of zeros), which pass-through relays as they are; a runaway stream is
+# bounded by the request's deadline and the deployment's `timeout_s` instead.
+litellm.REPEATED_STREAMING_CHUNK_LIMIT = sys.maxsize  # type: ignore[attr-defined]
 
 # The OpenAI Chat Completions request fields that litellm takes as keyword arguments of the same
 # name and meaning (it translates them for other providers). Every other field of the client's

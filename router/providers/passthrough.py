@@ -40,6 +40,7 @@ from router.providers.http1 import (
 )
 
 _DATA = b"data:"
+_EVENT = b"event:"
 DEFAULT_API_BASE = "https://api.openai.com/v1"
 
 
@@ -100,7 +101,7 @@ class PassthroughProvider:
                 response = await self._post(call, stream=True)
             chunks = response.chunks(deadline)
             try:
-                async for event in _sse_events(chunks):
+                async for event in _sse_events(chunks, _choices(call.body.get("n"))):
                     yield event
                 response.finish()  # `[DONE]` came: the connection is reused once the body ends
             finally:
@@ -113,16 +114,27 @@ class PassthroughProvider:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
 
 
-async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent]:
+def _choices(n: object) -> int:
+    """How many choices the request asked for (`n`, 1 when absent)."""
+    return n if isinstance(n, int) and n > 1 else 1
+
+
+async def _sse_events(chunks: AsyncIterator[bytes], choices: int = 1
+                      ) -> AsyncIterator[StreamEvent]:
     """Upstream SSE body chunks → events; a stream whose body ends before `[DONE]` is an error
-    unless a finish reason came (some OpenAI-compatible servers never send `[DONE]`: their
-    answers are whole, and counting each as a broken stream would take the deployment out).
+    unless each of its `choices` got its finish reason (some OpenAI-compatible servers never send
+    `[DONE]`: their answers are whole, and counting each as a broken stream would take the
+    deployment out; but with `n > 1` one choice's finish reason says nothing of the others').
+    The data of an `event: error` is the upstream's error, whatever its shape. An event's data
+    may span several `data:` lines (SSE joins them): a line that is not whole JSON is joined with
+    the next one, with a space (JSON's whitespace, so the chunk stays one line to relay).
 
     Splits the lines itself instead of reading them from `http1.lines`: every event passes one
     generator fewer between the socket and the client, and the blank line that ends each
     event is dropped here instead of yielded."""
-    pending = b""
-    ended = finished = False
+    pending = partial = b""
+    ended = error_next = False
+    finished = 0
     while not ended:
         chunk = await anext(chunks, None)
         if chunk is None:  # the body ended: a last line without its line feed counts too
@@ -130,17 +142,48 @@ async def _sse_events(chunks: AsyncIterator[bytes]) -> AsyncIterator[StreamEvent
         else:
             done, pending = split_lines(pending, chunk)
         for line in done:
-            event = _event_of(line)
+            if partial:
+                line, partial = _continued(partial, line), b""
+            if error_next and line.startswith(_DATA):
+                raise stream_error_event(line[len(_DATA):].strip())
+            try:
+                event = _event_of(line)
+            except _NotWhole as exc:  # its JSON may go on in the event's next `data:` line
+                partial = exc.payload
+                continue
             if event is _DONE:
                 return
             if event is not None:
-                finished = finished or event.finished
+                finished += event.finished
                 yield event
-    if not finished:
+            elif line.startswith(_EVENT):
+                # `event: error`: its data is the upstream's error in whatever shape (OpenAI's
+                # Responses API sends `{"type": "error", "message": …}`, no `error` field), never
+                # a chunk to relay
+                error_next = line[len(_EVENT):].strip() == b"error"
+    if partial:  # the body ended inside an event's data
+        raise ResponseBroken("malformed chunk from upstream")
+    if finished < choices:
         raise ResponseBroken("upstream stream ended before [DONE]")
 
 
 _DONE = StreamEvent(data=b"[DONE]", has_content=False)  # the end marker, never relayed
+
+
+class _NotWhole(ResponseBroken):
+    """A `data:` line whose payload is not JSON (yet: the event's next data line may end it)."""
+
+    def __init__(self, payload: bytes) -> None:
+        super().__init__("malformed chunk from upstream")
+        self.payload = payload
+
+
+def _continued(partial: bytes, line: bytes) -> bytes:
+    """The data line that continues `partial` (the payload of the data line before it) joined to
+    it; any other line (the event's end) leaves `partial` malformed."""
+    if not line.startswith(_DATA):
+        raise ResponseBroken("malformed chunk from upstream")
+    return _DATA + partial + b" " + line[len(_DATA):]
 
 
 def _event_of(line: bytes) -> StreamEvent | None:
@@ -153,7 +196,7 @@ def _event_of(line: bytes) -> StreamEvent | None:
     try:
         chunk = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
-        raise ResponseBroken("malformed chunk from upstream") from exc
+        raise _NotWhole(payload) from exc
     if not isinstance(chunk, dict):
         raise ResponseBroken("upstream chunk is not a JSON object")
     if "error" in chunk and "choices" not in chunk:

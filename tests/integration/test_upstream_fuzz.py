@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.answers import answer_kind, any_json
-from tests.support.fake_upstream import serve_in_thread
+from tests.support.fake_upstream import serve_in_thread, stub_router_config
 from tests.support.services import Running, start_router
 
 CASES = settings(max_examples=100, deadline=None, derandomize=True,
@@ -69,38 +69,6 @@ class StubUpstream:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def router_config(base_url: str) -> str:
-    deployments = "".join(f"""
-  - name: {prefix}-stub
-    model: openai/stub
-    adapter: {adapter}
-    api_base: {base_url}/v1
-    api_key: env:STUB_KEY
-    input_price_per_mtok: 1.0
-    output_price_per_mtok: 2.0
-    timeout_s: 5""" for prefix, adapter in (("pt", "openai_passthrough"), ("ll", "litellm")))
-    return f"""version: 1
-deployments:{deployments}
-models:
-  - name: pt-stub
-    deployments: [pt-stub]
-  - name: ll-stub
-    deployments: [ll-stub]
-routes:
-  default_model: pt-stub
-server:
-  request_timeout_s: 10
-  cache:
-    default:
-      enabled: true  # the answers of temperature-0 requests are assembled and stored
-  reliability:
-    max_retries_per_deployment: 0
-    breaker:
-      consecutive_failures: 1000000
-      min_volume: 1000000
-"""
 
 
 COMPLETION: dict[str, Any] = {
@@ -194,7 +162,7 @@ def stub() -> Iterator[StubUpstream]:
 
 @pytest.fixture(scope="module")
 def gateway(stub: StubUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    running = start_router(tmp_path_factory.mktemp("router"), router_config(stub.base_url),
+    running = start_router(tmp_path_factory.mktemp("router"), stub_router_config(stub.base_url),
                            env={"STUB_KEY": "stub-key"})
     yield running
     running.stop()

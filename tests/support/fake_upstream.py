@@ -24,3 +24,38 @@ def serve_in_thread(
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def stub_router_config(base_url: str) -> str:
+    """A router config with one deployment per adapter on the upstream at `base_url`: models
+    `pt-stub` (pass-through) and `ll-stub` (litellm), nothing retried, breakers that never open,
+    the result cache on (it stores the answers of temperature-0 requests)."""
+    deployments = "".join(f"""
+  - name: {prefix}-stub
+    model: openai/stub
+    adapter: {adapter}
+    api_base: {base_url}/v1
+    api_key: env:STUB_KEY
+    input_price_per_mtok: 1.0
+    output_price_per_mtok: 2.0
+    timeout_s: 5""" for prefix, adapter in (("pt", "openai_passthrough"), ("ll", "litellm")))
+    return f"""version: 1
+deployments:{deployments}
+models:
+  - name: pt-stub
+    deployments: [pt-stub]
+  - name: ll-stub
+    deployments: [ll-stub]
+routes:
+  default_model: pt-stub
+server:
+  request_timeout_s: 10
+  cache:
+    default:
+      enabled: true
+  reliability:
+    max_retries_per_deployment: 0
+    breaker:
+      consecutive_failures: 1000000
+      min_volume: 1000000
+"""

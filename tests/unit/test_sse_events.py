@@ -1,7 +1,8 @@
 """The pass-through adapter reads an upstream SSE body into the same events however the body
 is cut into chunks (inside a line, between the two line feeds of an event, a last line with
-no line feed), and a body that ends before `data: [DONE]` is an error unless its answer had
-come to its finish reason (some OpenAI-compatible servers send no `[DONE]`)."""
+no line feed) and whichever line ends it uses, and a body that ends before `data: [DONE]` is
+an error unless its answer had come to its finish reason (some OpenAI-compatible servers send
+no `[DONE]`)."""
 
 from __future__ import annotations
 
@@ -54,9 +55,12 @@ EXPECTED = [(orjson.dumps(event), flags[0], flags[1]) for event, flags in zip(
 
 @settings(max_examples=200, deadline=None)
 @given(cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=12),
-       final_feed=st.booleans())
-def test_any_chunking_gives_the_same_events(cuts: list[int], final_feed: bool) -> None:
-    assert read(body(done=True, final_feed=final_feed), cuts) == EXPECTED
+       final_feed=st.booleans(), line_end=st.sampled_from([b"\n", b"\r\n", b"\r"]))
+def test_any_chunking_gives_the_same_events(cuts: list[int], final_feed: bool,
+                                            line_end: bytes) -> None:
+    """With any of SSE's line ends (LF, CRLF, a lone CR), a CRLF cut between two chunks too."""
+    data = body(done=True, final_feed=final_feed).replace(b"\n", line_end)
+    assert read(data, cuts) == EXPECTED
 
 
 @settings(max_examples=50, deadline=None)
@@ -81,3 +85,9 @@ def test_a_finish_reason_inside_the_content_does_not_count() -> None:
     quoting = [{"choices": [{"index": 0, "delta": {"content": '"finish_reason": "stop"'}}]}]
     with pytest.raises(ResponseBroken):
         read(body(done=False, events=quoting), [])
+
+
+def test_a_half_written_last_line_after_the_finish_reason_is_broken() -> None:
+    """A body cut inside its last event's data is broken, even after the finish reason came."""
+    with pytest.raises(ResponseBroken, match="malformed"):
+        read(body(done=False, events=FINISHED)[:-9], [])

@@ -8,7 +8,9 @@ slot is free and nobody waits, or it may queue, unless:
 - the queue is full → the newest queued request of the tenant most over its share is rejected
   (429) to make room for a tenant under its share; if no tenant is over → `OverloadedError` (503).
 Both rejections happen synchronously (no await) and carry `retry_after`, estimated from a moving
-average of how long requests hold a slot. Memory is bounded by concurrency + queue length.
+average of how long requests hold a slot (for a tenant's refusal, at least that average over the
+requests the tenant holds: it enters when one of its own ends). Memory is bounded by
+concurrency + queue length.
 """
 
 from __future__ import annotations
@@ -87,10 +89,12 @@ class Pool:
         """Whether a request arriving now is admitted at once (no queue)."""
         return self._active < self._limits.max_concurrency and not self._queue
 
-    def retry_after_s(self) -> float:
-        """Seconds until a slot is likely free for a newcomer, clamped to the limits."""
+    def retry_after_s(self, at_least_s: float = 0.0) -> float:
+        """Seconds until a slot is likely free for a newcomer (and at least `at_least_s`),
+        clamped to the limits."""
         drain = self._mean_hold_s * (len(self._queue) + 1) / self._limits.max_concurrency
-        return min(self._limits.retry_after_max_s, max(self._limits.retry_after_min_s, drain))
+        wait = max(self._limits.retry_after_min_s, drain, at_least_s)
+        return min(self._limits.retry_after_max_s, wait)
 
     def snapshot(self) -> PoolSnapshot:
         return PoolSnapshot(self._active, len(self._queue), len(self._held), self._mean_hold_s)
@@ -138,9 +142,13 @@ class Pool:
         return False
 
     def _tenant_rejection(self, tenant: str, why: str = "") -> TenantRateLimitedError:
+        # The tenant gets room when one of its own requests ends, not when any slot frees:
+        # with n of them held, about mean hold / n (the pool's drain divides by the whole
+        # concurrency, which told a tenant at its cap to retry long before it could enter).
+        own_s = self._mean_hold_s / max(1, self._held.get(tenant, 0))
         return TenantRateLimitedError(
             f"tenant {tenant!r} {why or f'is over its share of {self._name} capacity'}",
-            code="tenant_over_share", retry_after=self.retry_after_s(),
+            code="tenant_over_share", retry_after=self.retry_after_s(own_s),
         )
 
     def _abandon(self, waiter: _Waiter) -> None:

@@ -135,6 +135,30 @@ async def test_a_tenant_at_its_cap_is_refused_while_others_still_get_slots() -> 
         assert not ticket.queued
 
 
+async def test_a_tenant_at_its_cap_is_told_to_retry_when_one_of_its_own_requests_ends() -> None:
+    """The Retry-After of a tenant at its cap is about the mean hold over the requests it holds
+    (one of them must end), not the pool's drain over every slot: with 10 s holds, 16 slots and
+    a cap of 2, 5 s, not the 1 s (10 / 16, clamped) after which an SDK's retries are refused
+    again. Other rejections keep the pool's estimate."""
+    limits = PoolLimits(max_concurrency=16, max_queue=0, max_queue_wait_s=5.0,
+                        max_concurrency_per_tenant=2, initial_hold_s=10.0)
+    holder = Holder(controller(limits=limits))
+    for _ in range(2):
+        await holder.start("greedy")
+    with pytest.raises(TenantRateLimitedError) as caught:
+        async with holder.admission.admit("greedy", "interactive"):
+            pass
+    assert caught.value.retry_after == pytest.approx(5.0)
+    for n in range(14):
+        await holder.start(f"other-{n}")
+    with pytest.raises(OverloadedError) as full:
+        async with holder.admission.admit("late", "interactive"):
+            pass
+    assert full.value.retry_after == pytest.approx(1.0)  # 10 s / 16 slots, raised to the min
+    holder.release.set()
+    await asyncio.gather(*holder.tasks)
+
+
 def test_the_per_tenant_cap_is_a_positive_count() -> None:
     with pytest.raises(ValueError, match="max_concurrency_per_tenant"):
         PoolLimits(max_concurrency=4, max_queue=0, max_queue_wait_s=1.0,

@@ -1,10 +1,10 @@
 """The admission controller: `async with controller.admit(tenant, priority, deadline): ...`.
 
 One `Pool` per priority class (interactive, background), each with its own concurrency limit,
-bounded FIFO queue and tenant fair share. The wait in queue is bounded by the class's
-`max_queue_wait_s` and by the request's remaining deadline; the time spent queued is measured
-and returned. The slot is held for the whole `async with` block, so a streamed response should
-stay inside it until its last byte.
+bounded queue (FIFO per tenant; a freed slot goes to the tenant running least) and tenant fair
+share. The wait in queue is bounded by the class's `max_queue_wait_s` and by the request's remaining
+deadline; the time spent queued is measured and returned. The slot is held for the whole `async
+with` block, so a streamed response should stay inside it until its last byte.
 """
 
 from __future__ import annotations

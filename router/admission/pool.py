@@ -1,4 +1,4 @@
-"""One priority class: a concurrency limit, a bounded FIFO queue and per-tenant fair share.
+"""One priority class: a concurrency limit, a bounded queue and per-tenant fair share.
 
 A tenant that has `max_concurrency_per_tenant` requests running or queued in the class (when
 set) is refused at once (429), even with slots free. Otherwise a request enters at once when a
@@ -7,6 +7,7 @@ slot is free and nobody waits, or it may queue, unless:
   queue) / tenants present)` → `TenantRateLimitedError` (429);
 - the queue is full → the newest queued request of the tenant most over its share is rejected
   (429) to make room for a tenant under its share; if no tenant is over → `OverloadedError` (503).
+A freed slot goes to the oldest waiter of the tenants running the fewest requests.
 Both rejections happen synchronously (no await) and carry `retry_after`, estimated from a moving
 average of how long requests hold a slot (for a tenant's refusal, at least that average over the
 requests the tenant holds: it enters when one of its own ends). Memory is bounded by
@@ -52,7 +53,8 @@ class Pool:
         self._limits = limits
         self._active = 0
         self._queue: deque[_Waiter] = deque()
-        self._held: dict[str, int] = {}
+        self._held: dict[str, int] = {}  # running + queued, per tenant
+        self._running: dict[str, int] = {}
         self._mean_hold_s = limits.initial_hold_s
 
     async def acquire(self, tenant: str, wait_s: float) -> bool:
@@ -82,6 +84,7 @@ class Pool:
         """Give back a slot held for `held_s` seconds; hand it to the next waiter."""
         self._mean_hold_s += _EWMA_WEIGHT * (held_s - self._mean_hold_s)
         self._active -= 1
+        self._count_running(tenant, -1)
         self._drop(tenant)
         self._hand_off()
 
@@ -107,6 +110,7 @@ class Pool:
                                                  "capacity, its max_concurrency_per_tenant")
         if self.has_room():
             self._active += 1
+            self._count_running(tenant, 1)
             self._held[tenant] = self._held.get(tenant, 0) + 1
             return None
         share = self._fair_share(tenant)
@@ -161,16 +165,43 @@ class Pool:
 
     def _hand_off(self) -> None:
         while self._queue and self._active < self._limits.max_concurrency:
-            waiter = self._queue.popleft()
+            waiter = self._next_waiter()
             if waiter.future.done():
                 self._drop(waiter.tenant)
                 continue
             self._active += 1
+            self._count_running(waiter.tenant, 1)
             waiter.future.set_result(None)
 
+    def _next_waiter(self) -> _Waiter:
+        """The oldest waiter of the tenants running the fewest requests: a freed slot goes to
+        the tenant that has least of the class, first in, first out among equals. (Plain FIFO
+        handed every slot to a flooding tenant's earlier queued requests while another
+        tenant's only request, queued behind them, waited them all out or timed out.)"""
+        fewest = self._running.get(self._queue[0].tenant, 0)
+        if fewest:  # does a tenant with waiters run less than the head's? (tenants, not waiters)
+            lower = [running for tenant, held in self._held.items()
+                     if held > (running := self._running.get(tenant, 0))]  # it has waiters
+            fewest = min(lower, default=fewest)
+        for waiter in self._queue:  # the head, unless a tenant running less waits
+            if self._running.get(waiter.tenant, 0) == fewest:
+                break
+        if waiter is self._queue[0]:
+            return self._queue.popleft()
+        self._queue.remove(waiter)
+        return waiter
+
+    def _count_running(self, tenant: str, change: int) -> None:
+        _count(self._running, tenant, change)
+
     def _drop(self, tenant: str) -> None:
-        left = self._held.get(tenant, 0) - 1
-        if left > 0:
-            self._held[tenant] = left
-        else:
-            self._held.pop(tenant, None)
+        _count(self._held, tenant, -1)
+
+
+def _count(counts: dict[str, int], tenant: str, change: int) -> None:
+    """Add `change` to the tenant's count; a tenant at zero leaves (memory stays bounded)."""
+    left = counts.get(tenant, 0) + change
+    if left > 0:
+        counts[tenant] = left
+    else:
+        counts.pop(tenant, None)

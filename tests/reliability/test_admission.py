@@ -1,4 +1,4 @@
-"""Admission control: bounded FIFO queues per priority, tenant fair share, fast rejections."""
+"""Admission control: bounded queues per priority, tenant fair share, fast rejections."""
 
 from __future__ import annotations
 
@@ -65,6 +65,17 @@ async def test_queued_requests_enter_in_fifo_order_with_measured_queue_time() ->
     await asyncio.gather(*holder.tasks)
     assert [t.tenant for t in holder.tickets] == ["t0", "t1", "t2", "t3"]
     assert holder.tickets[1].queued and holder.tickets[1].queue_time_s == pytest.approx(2.0)
+
+
+async def test_a_freed_slot_goes_to_the_oldest_waiter_of_the_tenant_running_least() -> None:
+    """FIFO among equals, but a tenant running nothing is not kept behind another's queue."""
+    holder = Holder(controller(limits=PoolLimits(2, 4, 60.0)))
+    for _ in range(5):
+        await holder.start("flood")  # two run, three queue
+    await holder.start("other")
+    holder.release.set()
+    await asyncio.gather(*holder.tasks)
+    assert [t.tenant for t in holder.tickets] == ["flood"] * 2 + ["other"] + ["flood"] * 3
 
 
 async def test_full_queue_rejects_at_once_with_503_and_retry_after() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TypeVar
 
 import pytest
 
@@ -14,9 +15,10 @@ from router.admission import (
     Priority,
     parse_priority,
 )
-from router.errors import OverloadedError, RequestError, TenantRateLimitedError
+from router.errors import OverloadedError, RequestError, SlorouterError, TenantRateLimitedError
 from tests.reliability.fakes import FakeClock
 
+E = TypeVar("E", bound=SlorouterError)
 SMALL = PoolLimits(max_concurrency=2, max_queue=2, max_queue_wait_s=5.0)
 
 
@@ -44,6 +46,15 @@ class Holder:
         self.tasks.append(task)
         await asyncio.sleep(0)  # let it reach its slot or its queue position
         return task
+
+
+async def refusal(admission: AdmissionController, tenant: str,
+                  error: type[E]) -> E:
+    """The rejection that `tenant`'s next interactive request gets."""
+    with pytest.raises(error) as caught:
+        async with admission.admit(tenant, "interactive"):
+            pass
+    return caught.value
 
 
 async def test_free_slot_admits_at_once_without_queue_time() -> None:
@@ -132,11 +143,9 @@ async def test_a_tenant_at_its_cap_is_refused_while_others_still_get_slots() -> 
     holder = Holder(controller(limits=capped))
     for _ in range(3):
         await holder.start("greedy")
-    with pytest.raises(TenantRateLimitedError) as caught:
-        async with holder.admission.admit("greedy", "interactive"):
-            pass
-    assert caught.value.code == "tenant_over_share" and caught.value.retry_after is not None
-    assert "max_concurrency_per_tenant" in caught.value.message
+    refused = await refusal(holder.admission, "greedy", TenantRateLimitedError)
+    assert refused.code == "tenant_over_share" and refused.retry_after is not None
+    assert "max_concurrency_per_tenant" in refused.message
     await holder.start("modest")
     assert [t.tenant for t in holder.tickets] == ["greedy"] * 3 + ["modest"]
     assert not any(t.queued for t in holder.tickets)
@@ -156,16 +165,12 @@ async def test_a_tenant_at_its_cap_is_told_to_retry_when_one_of_its_own_requests
     holder = Holder(controller(limits=limits))
     for _ in range(2):
         await holder.start("greedy")
-    with pytest.raises(TenantRateLimitedError) as caught:
-        async with holder.admission.admit("greedy", "interactive"):
-            pass
-    assert caught.value.retry_after == pytest.approx(5.0)
+    refused = await refusal(holder.admission, "greedy", TenantRateLimitedError)
+    assert refused.retry_after == pytest.approx(5.0)
     for n in range(14):
         await holder.start(f"other-{n}")
-    with pytest.raises(OverloadedError) as full:
-        async with holder.admission.admit("late", "interactive"):
-            pass
-    assert full.value.retry_after == pytest.approx(1.0)  # 10 s / 16 slots, raised to the min
+    full = await refusal(holder.admission, "late", OverloadedError)
+    assert full.retry_after == pytest.approx(1.0)  # 10 s / 16 slots, raised to the min
     holder.release.set()
     await asyncio.gather(*holder.tasks)
 

@@ -7,6 +7,7 @@ Rejections are `TenantRateLimitedError` (429) and `OverloadedError` (503), with 
 from router.admission.config import (
     PRIORITIES,
     PRIORITY_HEADER,
+    REFUSAL_CODES,
     AdmissionPolicy,
     PoolLimits,
     Priority,
@@ -18,6 +19,7 @@ from router.admission.pool import PoolSnapshot
 __all__ = [
     "PRIORITIES",
     "PRIORITY_HEADER",
+    "REFUSAL_CODES",
     "Admission",
     "AdmissionController",
     "AdmissionPolicy",

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 
 import orjson
 from starlette.responses import Response
 
+from router.admission import REFUSAL_CODES
 from router.errors import (
     NoEligibleModelError,
     OverloadedError,
@@ -59,7 +61,11 @@ def error_response(exc: BaseException, headers: dict[str, str] | None = None) ->
     err = as_project_error(exc)
     all_headers = dict(headers) if headers else {}
     if err.retry_after is not None:
-        all_headers["retry-after"] = str(max(1, math.ceil(err.retry_after)))
+        wait_s = err.retry_after
+        if err.code in REFUSAL_CODES:  # refused together, clients must not all come back at once
+            wait_s *= 1.0 + random.random()
+            all_headers["retry-after-ms"] = str(round(wait_s * 1000))  # the SDKs read it first
+        all_headers["retry-after"] = str(max(1, math.ceil(wait_s)))
     if not client_may_retry(err):
         all_headers["x-should-retry"] = "false"
     return Response(orjson.dumps(err.to_openai()), status_code=err.status_code,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from router.admission import REFUSAL_CODES
 from router.execution.attempt import SATURATED
 from router.outcomes import Outcome
 from router.telemetry import attributes as A
@@ -35,9 +36,6 @@ BREAKER_STATE: Final = "slorouter.breaker.state"  # 0 closed, 1 half-open, 2 ope
 SLO_ATTAINMENT: Final = "slorouter.slo.attainment"  # share of good events; {task, objective}
 SLO_BURN_RATE: Final = "slorouter.slo.burn_rate"  # error-budget burn; {task, objective, window}
 EVAL_RESULT_AGE: Final = "slorouter.evals.result_age"  # s since created; {model, task, metric}
-# The codes of the admission controller's refusals (router/admission): a 503 for another reason
-# (an idempotency or experiments store that is down) is not one.
-ADMISSION_CODES: Final = frozenset({"overloaded", "queue_timeout", "tenant_over_share"})
 
 Labels = Mapping[str, AttrValue]
 
@@ -152,7 +150,7 @@ class RouterMetrics:
             if outcome.explored:
                 self.explorations.add(1, route)
             self.cache.add(1, {A.CACHE: outcome.cache})
-        if outcome.error_code in ADMISSION_CODES:
+        if outcome.error_code in REFUSAL_CODES:
             self.count_rejection(outcome.error_code)
 
     def count_rejection(self, reason: str) -> None:

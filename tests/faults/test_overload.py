@@ -10,12 +10,17 @@ the router's resident memory must not grow from one identical round to the next.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 
+import httpx
+import openai
 import pytest
 
 from tests.faults.scenarios import (
+    API_KEY,
+    MESSAGES,
     TENANT_ENV,
     Call,
     Dep,
@@ -153,3 +158,47 @@ def test_router_memory_stays_bounded_across_overload_rounds(
     rss = overload["rss"]
     assert isinstance(rss, list)
     assert rss[2] - rss[1] <= RSS_GROWTH_LIMIT_KIB, rss
+
+
+SDK_CALLS = 40
+
+
+async def _refusal_waits(base_url: str) -> list[str | None]:
+    """`retry-after-ms` of the refusals among SDK_CALLS requests sent at once."""
+    async with httpx.AsyncClient(base_url=base_url, timeout=30) as client:
+        responses = await asyncio.gather(*[client.post(
+            "/v1/chat/completions", json=chat_body("capacity"),
+            headers={"authorization": f"Bearer {API_KEY}"}) for _ in range(SDK_CALLS)])
+    return [r.headers.get("retry-after-ms") for r in responses if r.status_code != 200]
+
+
+async def _sdk_burst(base_url: str) -> list[bool]:
+    """SDK_CALLS calls of the OpenAI SDK at once, with its own two retries: which succeeded."""
+    client = openai.AsyncOpenAI(base_url=f"{base_url}/v1", api_key=API_KEY, max_retries=2)
+
+    async def call() -> bool:
+        try:
+            await client.chat.completions.create(
+                model="capacity", messages=[{"role": "user", "content": MESSAGES[0]["content"]}])
+        except openai.APIStatusError:
+            return False
+        return True
+
+    async with client:
+        return await asyncio.gather(*[call() for _ in range(SDK_CALLS)])
+
+
+def test_refused_clients_are_told_to_come_back_at_spread_out_times(
+        gateway: Running, counters: SimCounters) -> None:
+    """Refusals carry a jittered `retry-after-ms` (which the SDKs read before `retry-after`):
+    with the same whole seconds for everyone refused at once, the SDKs' retries all came back
+    together, 4 of them got the 4 slots, the rest were refused again and the pool idled between
+    the waves (40 calls, 4 slots, 400 ms answers: 12 served). Spread out, more are served, and
+    the SDK's retries stay bounded: upstream sees only the calls that were served."""
+    waits = run(_refusal_waits(gateway.base_url))
+    assert len(waits) >= SDK_CALLS // 2 and None not in waits, waits
+    assert len(set(waits)) >= 5 and all(int(w or 0) >= 1000 for w in waits), waits
+    before = counters.value("capacity")
+    served = run(_sdk_burst(gateway.base_url))
+    assert counters.value("capacity") - before == sum(served)
+    assert sum(served) > 3 * MAX_CONCURRENCY, served  # more than one slot-full per wave

@@ -170,11 +170,16 @@ def result_caching(config: RouterConfig) -> ResultCaching:
         # writes; the embedded default's config lives inside the installed package.
         directory = Path(spec.directory) if spec.directory else Path(".slorouter") / "cache"
         try:
-            backend = DiskResultCache(directory.resolve(), metrics, size_limit_bytes=int(
+            disk = DiskResultCache(directory.resolve(), metrics, size_limit_bytes=int(
                 spec.disk_size_limit_mb * 1024 * 1024))
         except (OSError, sqlite3.Error) as err:  # sqlite: a directory it cannot write in
             raise ConfigError([f"server.cache.directory: cannot use {directory.resolve()}: "
                                f"{getattr(err, 'strerror', None) or err}"]) from err
+        if disk.set_aside is not None:
+            event(log, "cache_database_set_aside", logging.WARNING, directory=str(
+                directory.resolve()), error=disk.set_aside, hint="it was corrupt: renamed to "
+                "cache.db.corrupt; the cache starts empty")
+        backend = disk
     return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics)
 
 

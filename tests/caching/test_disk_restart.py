@@ -1,14 +1,18 @@
 """The disk result cache across restarts of a real `slorouter serve`: its answers are still
-hits after a restart, and a database that was corrupted while the router was down is set
-aside at start-up (the cache starts empty) instead of stopping the router from starting."""
+hits after a restart; a database that was corrupted while the router was down is set aside at
+start-up (the cache starts empty), and a full disk at start-up leaves the router uncached,
+instead of either stopping the router from starting."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
+
+import pytest
 
 from tests.support.services import FAST_PROFILE, start_router, start_simulator
 
@@ -78,3 +82,30 @@ def test_a_corrupt_cache_database_is_set_aside_and_the_router_starts_empty(
     assert "Traceback" not in log
     assert (directory / "cache.db.corrupt").stat().st_size == 65536
     assert (directory / "cache.db-wal.corrupt").exists()
+
+
+def test_a_full_disk_at_start_up_serves_uncached_instead_of_refusing_to_start(
+        tmp_path: Path) -> None:
+    """The cache directory on a 64 KiB filesystem that is already full (a tmpfs: needs root):
+    the router starts, says so once and in `/readyz`, and answers (uncached); it used to exit 2
+    with `server.cache.directory: cannot use ...: database or disk is full`."""
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        (full / "filler").write_bytes(b"\0" * 60000)
+        with ExitStack() as started:
+            sim = start_simulator(tmp_path, {"fast": FAST_PROFILE})
+            started.callback(sim.stop)
+            router = start_router(tmp_path, _config(sim.base_url, full / "cache"))
+            started.callback(router.stop)
+            assert _cache_statuses(router.base_url, 2) == ["bypass", "bypass"]
+            with urllib.request.urlopen(f"{router.base_url}/readyz", timeout=10) as response:
+                cache = json.loads(response.read())["checks"]["cache"]
+            log = router.proc.log_text()
+        assert cache["ok"] and "disk full" in cache["detail"], cache
+        assert sum('"cache_unavailable"' in line for line in log.splitlines()) == 1, log
+    finally:
+        subprocess.run(["umount", str(full)], check=False)

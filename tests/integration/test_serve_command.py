@@ -316,3 +316,24 @@ def test_sigint_drains_like_sigterm_and_exits_130_without_a_traceback(tmp_path: 
     assert rest.endswith(b"data: [DONE]\n\n")
     assert code == 130, log
     assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
+
+
+def test_deployment_health_lists_every_configured_deployment_before_any_traffic(
+        tmp_path: Path) -> None:
+    """`/v1/health/deployments` of a router that has served nothing yet lists each configured
+    deployment's breaker (closed), as it lists each one's `in_flight`; it used to answer
+    `"deployments": []` until traffic reached them, which a dashboard reads as none."""
+    config = CONFIG.replace("models: [{name: m, deployments: [d]}]",
+                            "  - {name: e, model: openai/m, adapter: openai_passthrough, "
+                            "api_base: http://127.0.0.1:9/v1, input_price_per_mtok: 1, "
+                            "output_price_per_mtok: 1}\nmodels: [{name: m, deployments: [d, e]}]")
+    router = start_router(tmp_path, config)
+    try:
+        with urllib.request.urlopen(f"{router.base_url}/v1/health/deployments",
+                                    timeout=10) as response:
+            body = json.loads(response.read())
+    finally:
+        router.stop()
+    assert [(d["deployment"], d["state"]) for d in body["deployments"]] == [
+        ("d", "closed"), ("e", "closed")]
+    assert body["in_flight"] == {"d": 0, "e": 0}

@@ -77,8 +77,9 @@ def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str
 
 class ResultCaching:
     def __init__(self, front: ResultCacheFront | None, default_rule: CacheRule,
-                 metrics: CacheMetrics | None = None) -> None:
+                 metrics: CacheMetrics | None = None, *, unavailable: str | None = None) -> None:
         self._front = front
+        self.unavailable = unavailable  # why a configured cache is not used (for /readyz)
         self._default = default_rule
         self.metrics = metrics
 

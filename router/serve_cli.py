@@ -11,6 +11,7 @@ import ipaddress
 import logging
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -125,6 +126,8 @@ def serve(args: argparse.Namespace) -> int:
     try:
         _run(app, args.host, args.port, args.log_level, config.server.shutdown_grace_s,
              in_flight.end_all, lambda: _stop(simulator))
+    except KeyboardInterrupt:  # SIGINT (Ctrl+C), re-raised by uvicorn once the drain is over
+        return 128 + signal.SIGINT
     finally:
         _stop(simulator)
     return 0

@@ -6,6 +6,7 @@ from their own parts, and apart from `serve_cli` (process concerns: ports, child
 
 from __future__ import annotations
 
+import errno
 import logging
 import sqlite3
 import time
@@ -170,12 +171,28 @@ def result_caching(config: RouterConfig) -> ResultCaching:
         # writes; the embedded default's config lives inside the installed package.
         directory = Path(spec.directory) if spec.directory else Path(".slorouter") / "cache"
         try:
-            backend = DiskResultCache(directory.resolve(), metrics, size_limit_bytes=int(
+            disk = DiskResultCache(directory.resolve(), metrics, size_limit_bytes=int(
                 spec.disk_size_limit_mb * 1024 * 1024))
         except (OSError, sqlite3.Error) as err:  # sqlite: a directory it cannot write in
+            if _disk_full(err):  # no mistake in the config: run uncached, as when it fills later
+                event(log, "cache_unavailable", logging.WARNING, directory=str(
+                    directory.resolve()), error=str(err), hint="its disk is full: serving "
+                    "uncached until a restart after space is freed")
+                return ResultCaching(None, rule, metrics, unavailable=f"disk full: {err}")
             raise ConfigError([f"server.cache.directory: cannot use {directory.resolve()}: "
                                f"{getattr(err, 'strerror', None) or err}"]) from err
+        if disk.set_aside is not None:
+            event(log, "cache_database_set_aside", logging.WARNING, directory=str(
+                directory.resolve()), error=disk.set_aside, hint="it was corrupt: renamed to "
+                "cache.db.corrupt; the cache starts empty")
+        backend = disk
     return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics)
+
+
+def _disk_full(err: OSError | sqlite3.Error) -> bool:
+    if isinstance(err, OSError):
+        return err.errno in (errno.ENOSPC, errno.EDQUOT)
+    return getattr(err, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
 
 
 def stats_store(config: RouterConfig) -> StatsStore:
@@ -230,8 +247,8 @@ def experiments(config: RouterConfig) -> Experiments:
                        RedisOutcomeStore(client, random.Random(), versions=versions))
 
 
-def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
-                     classifier: Classifier) -> list[ReadinessCheck]:
+def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: Classifier,
+                     caching: ResultCaching | None = None) -> list[ReadinessCheck]:
     """What `/readyz` reports: config and classifier versions, providers, cache backend."""
 
     async def loaded() -> tuple[str, bool, str]:
@@ -245,6 +262,9 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig,
 
     async def cache() -> tuple[str, bool, str]:
         spec = config.server.cache
+        if caching is not None and caching.unavailable is not None:
+            return "cache", True, f"{spec.backend} unavailable ({caching.unavailable}): " \
+                                  "serving uncached"
         if spec.backend != "redis" or spec.redis_url is None:
             return "cache", True, spec.backend
         # The service still answers without its cache (never fails a request for it).
@@ -353,7 +373,7 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
     settings = config.telemetry if config.telemetry is not None else telemetry_from_env(environ)
     telemetry = build_telemetry(settings, runtime.deployments) if settings.enabled else None
     app = build_app(runtime, classifier, providers, sinks=[LogSink()], telemetry=telemetry,
-                    checks=readiness_checks(config, runtime, classifier),
+                    checks=readiness_checks(config, runtime, classifier, caching),
                     caching=caching, stats=stats_store(config),
                     idempotency=idempotency_store(config),
                     experiments=experiments(config), in_flight=in_flight)

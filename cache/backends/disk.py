@@ -40,9 +40,21 @@ class DiskResultCache:
         offload_set: bool = True,
         log_interval_s: float = 10.0,
     ) -> None:
-        self._cache = diskcache.Cache(
-            str(directory), timeout=timeout_s, size_limit=size_limit_bytes
-        )
+        self.set_aside: str | None = None  # why a corrupt database was set aside, if it was
+        try:
+            self._cache = diskcache.Cache(
+                str(directory), timeout=timeout_s, size_limit=size_limit_bytes
+            )
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError):  # cannot open or write: not ours to fix
+                raise
+            # A corrupt database (a crash, a disk fault, a stray write): a cache is disposable,
+            # so start empty rather than refuse to start until someone deletes it.
+            self.set_aside = str(exc)
+            _set_aside(Path(directory))
+            self._cache = diskcache.Cache(
+                str(directory), timeout=timeout_s, size_limit=size_limit_bytes
+            )
         self._failures = FailureLog("disk", metrics, log_interval_s)
         self._offload_get = offload_get
         self._offload_set = offload_set
@@ -75,3 +87,15 @@ class DiskResultCache:
     def close(self) -> None:
         """Close the SQLite connections of this process."""
         self._cache.close()
+
+
+def _set_aside(directory: Path) -> None:
+    """Rename the database and its WAL files to `*.corrupt` (replacing an earlier set), so that
+    a fresh database starts and the old one stays for a post-mortem. A WAL must not outlive its
+    database: SQLite would replay it into the new one. Another process may have done it first."""
+    for name in (diskcache.core.DBNAME, f"{diskcache.core.DBNAME}-wal",
+                 f"{diskcache.core.DBNAME}-shm"):
+        try:
+            (directory / name).replace(directory / f"{name}.corrupt")
+        except FileNotFoundError:
+            continue

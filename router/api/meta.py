@@ -75,6 +75,8 @@ def deployments_health(breakers: BreakerRegistry, in_flight: Mapping[str, int],
     `in_flight` each configured deployment's upstream attempts in flight (the count its
     `max_in_flight` bulkhead caps)."""
     names = sorted(deployments)
+    for name in names:  # listed from the start (closed), not once traffic first reaches them
+        breakers.get(name)
 
     async def health(_: Request) -> Response:
         body = breakers.snapshot().model_dump(mode="json")

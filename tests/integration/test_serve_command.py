@@ -296,3 +296,44 @@ def test_a_collector_that_is_down_does_not_hold_the_exit(tmp_path: Path) -> None
         assert time.monotonic() - started < 8.0
     finally:
         router.stop()
+
+
+def test_sigint_drains_like_sigterm_and_exits_130_without_a_traceback(tmp_path: Path) -> None:
+    """Ctrl+C (SIGINT) drains as SIGTERM does: a stream in flight finishes. uvicorn re-raises
+    the signal once it has stopped, which the asyncio runner turned into a KeyboardInterrupt
+    traceback in the log; the process ends with 130 (128 + SIGINT) and no traceback."""
+    with ExitStack() as started:
+        router = _slow_stream_setup(tmp_path / "int", 10, started)
+        body = b'{"model": "slow", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+        request = urllib.request.Request(f"{router.base_url}/v1/chat/completions", data=body,
+                                         headers={"content-type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.readline()
+            os.kill(router.proc.pid, signal.SIGINT)
+            rest = response.read()
+        code = router.proc.wait(timeout_s=15.0)
+        log = router.proc.log_text()
+    assert rest.endswith(b"data: [DONE]\n\n")
+    assert code == 130, log
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
+
+
+def test_deployment_health_lists_every_configured_deployment_before_any_traffic(
+        tmp_path: Path) -> None:
+    """`/v1/health/deployments` of a router that has served nothing yet lists each configured
+    deployment's breaker (closed), as it lists each one's `in_flight`; it used to answer
+    `"deployments": []` until traffic reached them, which a dashboard reads as none."""
+    config = CONFIG.replace("models: [{name: m, deployments: [d]}]",
+                            "  - {name: e, model: openai/m, adapter: openai_passthrough, "
+                            "api_base: http://127.0.0.1:9/v1, input_price_per_mtok: 1, "
+                            "output_price_per_mtok: 1}\nmodels: [{name: m, deployments: [d, e]}]")
+    router = start_router(tmp_path, config)
+    try:
+        with urllib.request.urlopen(f"{router.base_url}/v1/health/deployments",
+                                    timeout=10) as response:
+            body = json.loads(response.read())
+    finally:
+        router.stop()
+    assert [(d["deployment"], d["state"]) for d in body["deployments"]] == [
+        ("d", "closed"), ("e", "closed")]
+    assert body["in_flight"] == {"d": 0, "e": 0}

@@ -12,7 +12,6 @@ import json
 import socket
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -21,7 +20,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import API_KEY, router_config
-from tests.support.fake_upstream import serve_in_thread
+from tests.support.fake_upstream import QuietHandler, ThreadedUpstream
 from tests.support.services import Running, start_router
 
 MESSAGES: list[Any] = [{"role": "user", "content": "hello there"}]
@@ -34,14 +33,14 @@ COMPLETION = {"id": "chatcmpl-rec", "object": "chat.completion", "created": 0, "
               "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
 
 
-class Recorder:
+class Recorder(ThreadedUpstream):
     """An OpenAI-compatible upstream on a loopback port that keeps every body it receives."""
 
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
         recorder = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length))
@@ -73,14 +72,7 @@ class Recorder:
                 self.end_headers()
                 self.wfile.write(answer)
 
-            def log_message(self, *_: object) -> None:
-                pass
-
-        self.server, self.base_url = serve_in_thread(Handler)
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture(scope="module")

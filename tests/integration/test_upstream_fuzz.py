@@ -18,7 +18,6 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -27,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.answers import answer_kind, any_json
-from tests.support.fake_upstream import serve_in_thread, stub_router_config
+from tests.support.fake_upstream import QuietHandler, ThreadedUpstream, stub_router_config
 from tests.support.services import Running, start_router
 
 CASES = settings(max_examples=100, deadline=None, derandomize=True,
@@ -41,14 +40,14 @@ class Answer:
     body: bytes
 
 
-class StubUpstream:
+class StubUpstream(ThreadedUpstream):
     """An upstream that answers every POST with `self.answer` (whole, with a content-length)."""
 
     def __init__(self) -> None:
         self.answer = Answer(200, "application/json", b"{}")
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
@@ -61,14 +60,7 @@ class StubUpstream:
                 self.end_headers()
                 self.wfile.write(answer.body)
 
-            def log_message(self, *_: object) -> None:
-                pass
-
-        self.server, self.base_url = serve_in_thread(Handler)
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 COMPLETION: dict[str, Any] = {

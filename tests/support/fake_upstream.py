@@ -59,3 +59,22 @@ server:
       consecutive_failures: 1000000
       min_volume: 1000000
 """
+
+
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A request handler that logs nothing to stderr (the tests' output stays readable)."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+class ThreadedUpstream:
+    """A hand-written upstream served from a thread (`serve_in_thread`): `server`, `base_url`,
+    and `stop()`."""
+
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler]) -> None:
+        self.server, self.base_url = serve_in_thread(handler)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

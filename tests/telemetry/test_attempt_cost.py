@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import http.server
 import time
 from collections.abc import Iterator
 
@@ -30,7 +29,7 @@ from router.classify.types import RequestView
 from router.pipeline import estimate_prompt_tokens
 from router.telemetry.setup import Telemetry
 from tests.faults.scenarios import API_KEY, TENANT_ENV, Dep, router_yaml
-from tests.support.fake_upstream import send_body, serve_in_thread
+from tests.support.fake_upstream import QuietHandler, ThreadedUpstream, send_body
 from tests.telemetry.helpers import in_memory_telemetry
 from tests.telemetry.served import serve
 
@@ -49,14 +48,14 @@ RELIABILITY = "    hedge_budget: {share: 1.0, floor_per_s: 100}"
 WARM_UP = 30  # the hedge delay needs 20 first tokens on `primary` before it exists
 
 
-class Upstream:
+class Upstream(ThreadedUpstream):
     """An OpenAI-compatible upstream: per model, the status it answers and after how long."""
 
     def __init__(self) -> None:
         self.answers: dict[str, tuple[int, float]] = {}
         upstream = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = orjson.loads(self.rfile.read(int(self.headers["content-length"])))
                 status, delay_s = upstream.answers.get(body["model"], (200, 0.0))
@@ -69,14 +68,7 @@ class Upstream:
                 with contextlib.suppress(OSError):  # the router hung up (cancelled, timed out)
                     send_body(self, status, orjson.dumps(answer))
 
-            def log_message(self, *_: object) -> None:
-                pass
-
-        self.server, self.base_url = serve_in_thread(Handler)
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture

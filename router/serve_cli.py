@@ -123,6 +123,10 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     event(log, "starting", host=args.host, port=args.port, policy_version=runtime.version,
           deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
+    # uvicorn drains on SIGINT even when the process was started with it ignored (a background
+    # job of a non-interactive shell), then re-raises it with the handler it found: with Python's
+    # own handler in place that ends as 130 however the process was started, not 0.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         _run(app, args.host, args.port, args.log_level, config.server.shutdown_grace_s,
              in_flight.end_all, lambda: _stop(simulator))

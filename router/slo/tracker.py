@@ -100,6 +100,9 @@ class SloTracker:
         self._wakeup = SpacedWakeup(self.config.refresh_s / 2, clock)
         self._windows_s = self.config.windows_s
         self._short = self._windows_s.index(min(r.short_s for r in self.config.rules))
+        demoting = [sli for sli in SLIS if sli in self.config.demote_on]
+        self._demoting_latency = tuple(sli for sli in demoting if sli != "availability")
+        self._demoting_availability = tuple(sli for sli in demoting if sli == "availability")
 
     def _add(self, keys: tuple[SeriesKey, ...], obs: Observation, targets: SloTargets) -> None:
         deltas = event_deltas(obs, targets)
@@ -130,11 +133,8 @@ class SloTracker:
         series = self._series.get(key)
         return series.sums(now, self._windows_s) if series is not None else None
 
-    def _burns(self, task: Task, sums: Sums,
-               sure: bool = False) -> list[tuple[Sli, Burns, list[int]]]:
-        """Per tracked SLI: name, burn per window (`sure`: beyond chance, `sure_burn_rate`),
-        and totals per window."""
-        rate = sure_burn_rate if sure else burn_rate
+    def _burns(self, task: Task, sums: Sums) -> list[tuple[Sli, Burns, list[int]]]:
+        """Per tracked SLI: name, burn per window, and totals per window."""
         targets = self.targets[task]
         windows = self._windows_s
         out: list[tuple[Sli, Burns, list[int]]] = []
@@ -144,27 +144,32 @@ class SloTracker:
                 continue
             i = column(sli)
             totals = [s[i] for s in sums]
-            burns: Burns = {w: rate(s[i + 1], s[i], objective)
+            burns: Burns = {w: burn_rate(s[i + 1], s[i], objective)
                             for w, s in zip(windows, sums, strict=True)}
             out.append((sli, burns, totals))
         return out
 
     def _penalty_of(self, key: SeriesKey, now: float) -> float:
-        """Latency SLIs from the request's prompt size, availability from every size."""
+        """Latency SLIs from the request's prompt size, availability from every size; a sure
+        burn is computed only for an SLI that may demote (`demote_on`, `min_events`)."""
         task, deployment, _ = key
         whole = self._sums((task, deployment, ALL_SIZES), now)
         if whole is None:
             return 0.0
         sized = self._sums(key, now)
-        short = self._short
-        gated = []
-        for sums, latency in ((sized, True), (whole, False)):
+        targets, windows = self.targets[task], self._windows_s
+        short, min_events = self._short, self.config.min_events
+        gated: list[Burns] = []
+        for sums, slis in ((sized, self._demoting_latency), (whole, self._demoting_availability)):
             if sums is None:
                 continue
-            for sli, burns, totals in self._burns(task, sums, sure=True):
-                if ((sli != "availability") == latency and sli in self.config.demote_on
-                        and totals[short] >= self.config.min_events):
-                    gated.append(burns)
+            for sli in slis:
+                objective = targets.objective(sli)
+                i = column(sli)
+                if objective is None or sums[short][i] < min_events:
+                    continue
+                gated.append({w: sure_burn_rate(s[i + 1], s[i], objective)
+                              for w, s in zip(windows, sums, strict=True)})
         return demotion_penalty(gated, self.config.rules)
 
     def penalty(self, deployment: str, task: Task, prompt_tokens: int, now: float) -> float:

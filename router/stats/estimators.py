@@ -6,6 +6,11 @@ deployment (which also holds the TTFT-in-prompt-tokens model), `("", "chat", ANY
 task across deployments (output tokens, cached answers). `KeyState` is mutable and mergeable;
 `KeySummary` is its frozen read-only summary. Latency sketches hold successful, uncached
 upstream attempts only; failures and cached answers are counted apart.
+
+A summary freezes only the quantiles that decisions read at its key's level (`read_at`): the
+TTFT of a prompt bucket, the TPOT of a deployment and of deployment x task, the output tokens of
+a task. At low request rates every request triggers a refresh, and summarising every sketch of
+every key it touched was most of that refresh's cost.
 """
 
 from __future__ import annotations
@@ -23,6 +28,17 @@ StatKey = tuple[str, str, int]
 ANY: Final = ""
 ANY_BUCKET: Final = -1
 SKETCHES: Final[tuple[str, ...]] = ("ttft", "tpot", "e2e", "queue", "output_tokens", "cached_e2e")
+SUMMARISED: Final[tuple[str, ...]] = ("ttft", "tpot", "output_tokens")
+
+
+def read_at(key: StatKey) -> tuple[str, ...]:
+    """The sketches whose quantiles decisions read at `key`'s level (`router/scoring/predict.py`:
+    the bucket's TTFT, the deployment's and deployment x task's TPOT, the task's output tokens;
+    a deployment's TTFT comes from its model)."""
+    deployment, _, bucket = key
+    if deployment == ANY:
+        return ("output_tokens",)
+    return ("ttft",) if bucket != ANY_BUCKET else ("tpot",)
 
 
 def keys_for(obs: Observation) -> tuple[StatKey, ...]:
@@ -37,7 +53,8 @@ def keys_for(obs: Observation) -> tuple[StatKey, ...]:
 
 @dataclass(frozen=True, slots=True)
 class KeySummary:
-    """What one key knows, frozen at time `at`; decayed weights shrink by `2**(-dt/half_life)`."""
+    """What one key knows, frozen at time `at`; decayed weights shrink by `2**(-dt/half_life)`.
+    Quantiles not read at the key's level (`read_at`) are None."""
 
     at: float
     half_life_s: float
@@ -46,8 +63,6 @@ class KeySummary:
     n_cached: float
     ttft: Quantiles | None
     tpot: Quantiles | None
-    e2e: Quantiles | None
-    queue: Quantiles | None
     output_tokens: Quantiles | None
     errors_by_class: tuple[tuple[str, float], ...]
     ttft_fit: TtftFit | None
@@ -118,22 +133,19 @@ class KeyState:
             out.model = TtftModel.from_parts(self.model.sums.copy(), self.model.ratio.copy())
         return out
 
-    def summarize(self, now: float) -> KeySummary:
-        """Freeze the current estimates (costs tens of microseconds: keep it off the hot path)."""
+    def summarize(self, now: float, quantiles_of: tuple[str, ...] = SUMMARISED) -> KeySummary:
+        """Freeze the current estimates, with the quantiles of the sketches named in
+        `quantiles_of` (a few of `SUMMARISED`; the others None). Costs tens of microseconds:
+        keep it off the hot path."""
         o = self.outcomes
         classes = tuple(sorted((name[4:], o.value(name, now)) for name in o.names()
                                if name.startswith("err:")))
+        sk = self.sketches
+        found = {name: Quantiles.of_sketch(sk[name].quantiles(LEVELS)) for name in quantiles_of}
         return KeySummary(
             at=now, half_life_s=self.decay.half_life_s, n_ok=o.value("ok", now),
             n_err=o.value("err", now), n_cached=o.value("cached", now),
-            ttft=_quantiles(self.sketches["ttft"]), tpot=_quantiles(self.sketches["tpot"]),
-            e2e=_quantiles(self.sketches["e2e"]), queue=_quantiles(self.sketches["queue"]),
-            output_tokens=_quantiles(self.sketches["output_tokens"]),
-            errors_by_class=classes,
+            ttft=found.get("ttft"), tpot=found.get("tpot"),
+            output_tokens=found.get("output_tokens"), errors_by_class=classes,
             ttft_fit=self.model.fit(now) if self.model is not None else None,
         )
-
-
-def _quantiles(sketch: DecayedSketch) -> Quantiles | None:
-    found = sketch.quantiles(LEVELS)
-    return Quantiles.of(found) if found is not None else None

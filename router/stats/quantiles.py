@@ -36,6 +36,23 @@ class Quantiles:
                                           _log(self.p99)))
 
     @classmethod
+    def of_sketch(cls, values: tuple[float, ...] | None) -> Quantiles | None:
+        """From a sketch's values at `LEVELS` (ascending already), or None without data: one
+        call where `of` makes six (a statistics refresh builds a few per key)."""
+        if values is None:
+            return None
+        out = cls.__new__(cls)
+        p50, p90, p95, p99 = values
+        lo, log, put = LOG_FLOOR, math.log, object.__setattr__
+        put(out, "p50", p50)
+        put(out, "p90", p90)
+        put(out, "p95", p95)
+        put(out, "p99", p99)
+        put(out, "logs", (log(p50 if p50 > lo else lo), log(p90 if p90 > lo else lo),
+                          log(p95 if p95 > lo else lo), log(p99 if p99 > lo else lo)))
+        return out
+
+    @classmethod
     def of(cls, values: tuple[float, ...]) -> Quantiles:
         """Build from values at `LEVELS`, forcing them non-decreasing."""
         v = list(values)

@@ -21,7 +21,15 @@ from pydantic import BaseModel, ConfigDict
 
 from policies.labels import Task
 from router.stats.decay import Decay
-from router.stats.estimators import ANY, ANY_BUCKET, KeyState, KeySummary, StatKey, keys_for
+from router.stats.estimators import (
+    ANY,
+    ANY_BUCKET,
+    KeyState,
+    KeySummary,
+    StatKey,
+    keys_for,
+    read_at,
+)
 from router.stats.inflight import InFlight
 from router.stats.observation import PROMPT_BUCKET_EDGES, Observation
 from router.stats.sketch import DEFAULT_ALPHA
@@ -320,7 +328,7 @@ class LocalStatsStore:
             if own is not None:
                 state.merge(own)
         assert state is not None
-        summary = state.summarize(now)
+        summary = state.summarize(now, read_at(key))
         self._summaries[key] = summary
         return summary
 

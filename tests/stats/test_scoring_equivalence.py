@@ -19,6 +19,8 @@ from router.scoring.predict import log_targets
 from router.scoring.reference import reference_predict, reference_rank
 from router.slo import SloTargets
 from router.stats import LocalStatsStore, Observation, Quantiles
+from router.stats.estimators import ANY, ANY_BUCKET, SUMMARISED, KeySummary, StatKey
+from router.stats.store import StatsView
 from tests.stats.sim import FakeClock
 
 DEPLOYMENTS = [f"d{i}" for i in range(8)]
@@ -100,3 +102,50 @@ def test_flat_ranking_equals_the_reference(seed: int) -> None:
             for out in (1, 2, 300):
                 assert predict(c, request, out, targets, config, now) == reference_predict(
                     c, request, out, targets, config, now, log_targets(targets))
+
+
+
+def _in_full(store: LocalStatsStore, view: StatsView, task: Task) -> StatsView:
+    """`view` with each level's summary holding the quantiles of every summarised sketch."""
+    states = store.own_states()
+    bucket = next(k for k in states if k[:2] == (view.deployment, task) and k[2] != ANY_BUCKET)
+
+    def full(level: KeySummary | None, key: StatKey) -> KeySummary | None:
+        return None if level is None else states[key].summarize(level.at, SUMMARISED)
+
+    return view._replace(bucket=full(view.bucket, bucket),
+                         task=full(view.task, (view.deployment, task, ANY_BUCKET)),
+                         deployment_all=full(view.deployment_all,
+                                             (view.deployment, ANY, ANY_BUCKET)))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_summaries_hold_every_quantile_a_decision_reads(seed: int) -> None:
+    """A summary freezes only the quantiles `read_at` names for its level; ranking on summaries
+    that hold every quantile gives the very same result (a decision reading a quantile that
+    its level's summary leaves out would differ: it would fall back to the prior)."""
+    rng = random.Random(seed)
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    task: Task = "chat"
+    for dep_i, dep in enumerate(DEPLOYMENTS):
+        for _ in range(rng.choice((3, 40))):
+            ttft = (0.1 + 0.2 * dep_i) * rng.lognormvariate(0, 0.4)
+            store.record(Observation(dep, task, 700, rng.choice((2, 50, 400)), ttft,
+                                     rng.uniform(0.005, 0.1), ttft + 2.0, 0.0, None, False,
+                                     clock.now))
+            clock.now += 0.01
+    clock.now += 0.5
+    views = [store.view(d, task, 700) for d in DEPLOYMENTS]
+    full_views = [_in_full(store, v, task) for v in views]
+    assert all(v.bucket is not None and v.bucket.tpot is None for v in views)
+    assert all(v.bucket is not None and v.bucket.tpot is not None for v in full_views)
+    history = store.task_summary(task)
+    assert history is not None and history.output_tokens is not None
+    request = ScoreRequest(task, "medium", 700, None, True)
+    targets, config, draw = _targets(rng), _config(rng), rng.random()
+    limited, widened = (
+        rank(request, targets, [Candidate(v.deployment, 1.0, 2.0, v) for v in vs], config,
+             now=clock.now, rng=random.Random(draw), output_history=history.output_tokens)
+        for vs in (views, full_views))
+    assert limited == widened

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.stats import Decay, DecayedSketch
+from router.stats import Decay, DecayedSketch, Quantiles
+from router.stats.quantiles import LEVELS
 
 T0 = 1_700_000_000.0
 latencies = st.lists(st.floats(min_value=1e-3, max_value=100.0), min_size=1, max_size=300)
@@ -138,3 +142,23 @@ def test_quantiles_equal_the_linear_scan(values: list[float], weights: list[floa
         sketch.add(v, T0, w)
     qs = (0.0, 0.1, 0.5, 0.9, 0.95, 0.99, 1.0)
     assert sketch.quantiles(qs) == _linear_scan_quantiles(sketch, qs)
+
+
+@pytest.mark.parametrize("values", [(0.0, 0.0, 0.01, 2.0), (1e-12, 0.3, 0.3, 0.9),
+                                    (0.02, 0.05, 0.07, 0.4), (5.0, 5.0, 5.0, 5.0)])
+def test_quantiles_from_a_sketch_equal_the_general_constructor(values: tuple[float, ...]) -> None:
+    """`Quantiles.of_sketch` (one call, for refreshes) builds what `Quantiles.of` builds from the
+    ascending values a sketch answers, logs included (clamped at the floor for zeros)."""
+    fast, general = Quantiles.of_sketch(values), Quantiles.of(values)
+    assert fast == general and fast is not None and fast.logs == general.logs
+    assert Quantiles.of_sketch(None) is None
+
+
+def test_a_sketch_answers_ascending_values_at_the_summary_levels() -> None:
+    """What `of_sketch` relies on: a sketch's values at ascending levels never decrease."""
+    rng = random.Random(3)
+    sketch = DecayedSketch(Decay(30.0))
+    for i in range(500):
+        sketch.add(0.0 if rng.random() < 0.6 else rng.lognormvariate(-2, 1.5), float(i) * 0.01)
+    found = sketch.quantiles(LEVELS)
+    assert found is not None and list(found) == sorted(found) and found[0] == 0.0 < found[-1]

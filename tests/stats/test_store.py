@@ -80,9 +80,10 @@ def test_cached_and_failed_attempts_stay_out_of_latency_estimates() -> None:
         store.record(slow_failed)
     clock.now += 2
     view = store.view("A", "chat", 300)
-    assert view.task is not None and view.task.ttft is not None
-    assert view.task.ttft.p50 == pytest.approx(0.3, rel=0.02)
-    assert view.task.n_cached > 0 and view.task.error_rate == pytest.approx(0.5, rel=0.05)
+    assert view.bucket is not None and view.bucket.ttft is not None
+    assert view.bucket.ttft.p50 == pytest.approx(0.3, rel=0.02)
+    assert view.task is not None and view.task.n_cached > 0
+    assert view.task.error_rate == pytest.approx(0.5, rel=0.05)
     assert dict(view.task.errors_by_class)["ProviderTimeout"] > 0
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from router.admission import REFUSAL_CODES
 from router.execution.attempt import SATURATED
 from router.outcomes import Outcome
 from router.telemetry import attributes as A
@@ -150,7 +149,8 @@ class RouterMetrics:
             if outcome.explored:
                 self.explorations.add(1, route)
             self.cache.add(1, {A.CACHE: outcome.cache})
-        if outcome.error_code in REFUSAL_CODES:
+        # By what refused it, not by its code: an upstream's error may carry the same code.
+        if outcome.refused_by_admission and outcome.error_code is not None:
             self.count_rejection(outcome.error_code)
 
     def count_rejection(self, reason: str) -> None:

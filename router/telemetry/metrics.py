@@ -35,6 +35,11 @@ BREAKER_STATE: Final = "slorouter.breaker.state"  # 0 closed, 1 half-open, 2 ope
 SLO_ATTAINMENT: Final = "slorouter.slo.attainment"  # share of good events; {task, objective}
 SLO_BURN_RATE: Final = "slorouter.slo.burn_rate"  # error-budget burn; {task, objective, window}
 EVAL_RESULT_AGE: Final = "slorouter.evals.result_age"  # s since created; {model, task, metric}
+# Admission pools' occupancy and limits; {slorouter.priority, state: running | queued}.
+ADMISSION_REQUESTS: Final = "slorouter.admission.requests"
+ADMISSION_LIMIT: Final = "slorouter.admission.limit"
+ADMISSION_TENANTS: Final = "slorouter.admission.tenants"  # with requests held; {slorouter.priority}
+ADMISSION_MEAN_HOLD: Final = "slorouter.admission.mean_hold"  # s, Retry-After's basis; {…priority}
 
 Labels = Mapping[str, AttrValue]
 

@@ -87,15 +87,16 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
                             load=store.load,
                             assign_arm=trials.assign if trials.active else None)
     observers = [*sinks, StatsSink(store, slo), trials]
+    controller = admission if admission is not None else admission_controller(server.reliability)
     if telemetry is not None:
         observers.append(telemetry.sink)
         gauges.register(telemetry.metrics, breakers, slo)
+        gauges.register_admission(telemetry.metrics, controller)
         gauges.register_evals(telemetry.metrics, config.quality)
         if caching is not None and caching.metrics is not None:
             gauges.register_cache(telemetry.metrics, caching.metrics)
     chat = ChatHandler(
-        pipeline, FanOut(observers),
-        admission if admission is not None else admission_controller(server.reliability),
+        pipeline, FanOut(observers), controller,
         idempotency if idempotency is not None else MemoryIdempotencyStore(time.monotonic),
         caching if caching is not None else ResultCaching(None, CacheRule(False)),
         tracer=telemetry.start_trace if telemetry is not None else None,

@@ -24,6 +24,11 @@
 
 Third-party errors (litellm, httpx, aiohttp) are translated to these in exactly one module,
 `router.providers.errors`. The HTTP layer renders any of them as OpenAI's error JSON.
+
+`refused_by_admission` marks the admission controller's own refusals (`router.admission.pool`):
+what counts them in `slorouter.admission.rejections` and jitters their `Retry-After`. Their codes
+(`overloaded`, `queue_timeout`, `tenant_over_share`) say why, not who: an upstream's error may carry
+the same code, and is never such a refusal.
 """
 
 from __future__ import annotations
@@ -43,12 +48,14 @@ class SlorouterError(Exception):
         param: str | None = None,
         code: str | None = None,
         retry_after: float | None = None,
+        refused_by_admission: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
         self.retry_after = retry_after
+        self.refused_by_admission = refused_by_admission
 
     def to_openai(self) -> dict[str, dict[str, str | None]]:
         """The OpenAI error body: `{"error": {"message", "type", "param", "code"}}`."""

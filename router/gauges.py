@@ -1,5 +1,6 @@
 """State kept elsewhere, exported as telemetry gauges: breaker states, SLO attainment/burn, the
-result cache's and the providers' prompt caches' counters, and the age of the eval evidence.
+result cache's and the providers' prompt caches' counters, the age of the eval evidence, and the
+admission pools' occupancy.
 
 Callbacks run only when metrics are collected (`GET /metrics` or an OTLP export), never on the
 request path.
@@ -12,9 +13,14 @@ from datetime import UTC, datetime
 
 from cache.metrics import CacheMetrics
 from policies.eval_report import QualityTable
+from router.admission import AdmissionController
 from router.execution.breaker import BreakerRegistry
 from router.slo import SloTracker
 from router.telemetry.metrics import (
+    ADMISSION_LIMIT,
+    ADMISSION_MEAN_HOLD,
+    ADMISSION_REQUESTS,
+    ADMISSION_TENANTS,
     BREAKER_STATE,
     EVAL_RESULT_AGE,
     SLO_ATTAINMENT,
@@ -24,6 +30,7 @@ from router.telemetry.metrics import (
 
 _STATE_VALUE = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
 Labels = dict[str, str]
+PRIORITY = "slorouter.priority"
 
 
 def register_cache(metrics: RouterMetrics, cache: CacheMetrics) -> None:
@@ -110,3 +117,42 @@ def register_evals(metrics: RouterMetrics, quality: QualityTable,
 
     metrics.register_gauge(EVAL_RESULT_AGE, ages, "age of each eval result backing a quality "
                            "floor (now less its report's created time)", unit="s")
+
+
+def register_admission(metrics: RouterMetrics, admission: AdmissionController) -> None:
+    """Each priority class's requests running and queued, beside its limits (so that a pool
+    filling up, or a queue growing, can be seen and alerted on before it refuses), the tenants
+    holding requests in it (its fair share is capacity over them) and the moving average of how
+    long a request holds a slot (what `Retry-After` is estimated from). Read from the pools'
+    snapshots when collected: nothing is added to a request's path."""
+
+    def requests() -> Iterable[tuple[float, Labels]]:
+        for priority, pool in admission.snapshot().items():
+            yield float(pool.active), {PRIORITY: priority, "state": "running"}
+            yield float(pool.queued), {PRIORITY: priority, "state": "queued"}
+
+    def limits() -> Iterable[tuple[float, Labels]]:
+        for priority, limit in admission.policy.pools.items():
+            yield float(limit.max_concurrency), {PRIORITY: priority, "state": "running"}
+            yield float(limit.max_queue), {PRIORITY: priority, "state": "queued"}
+
+    def tenants() -> Iterable[tuple[float, Labels]]:
+        for priority, pool in admission.snapshot().items():
+            yield float(pool.tenants), {PRIORITY: priority}
+
+    def mean_hold() -> Iterable[tuple[float, Labels]]:
+        for priority, pool in admission.snapshot().items():
+            yield pool.mean_hold_s, {PRIORITY: priority}
+
+    metrics.register_gauge(ADMISSION_REQUESTS, requests, "Requests holding an admission slot "
+                           "(running) or waiting for one (queued), by priority class.",
+                           unit="{request}")
+    metrics.register_gauge(ADMISSION_LIMIT, limits, "The class's max_concurrency (running) and "
+                           "max_queue (queued): what slorouter.admission.requests fills.",
+                           unit="{request}")
+    metrics.register_gauge(ADMISSION_TENANTS, tenants, "Tenants with requests running or queued "
+                           "in the class (its fair share is its capacity over them).",
+                           unit="{tenant}")
+    metrics.register_gauge(ADMISSION_MEAN_HOLD, mean_hold, "Moving average of how long a "
+                           "request holds a slot of the class (what Retry-After is estimated "
+                           "from); not a latency percentile.", unit="s")

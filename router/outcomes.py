@@ -52,6 +52,9 @@ class Outcome:
     status: int = 200
     error_type: str | None = None
     error_code: str | None = None  # the error's `code` (e.g. `queue_timeout`), as the client got it
+    # Refused by the router's own admission control (`SlorouterError.refused_by_admission`), not
+    # by an upstream whose error has the same code: what `slorouter.admission.rejections` counts.
+    refused_by_admission: bool = False
     first_content_at: float | None = None
     ended_at: float | None = None
     first_token_at: float | None = None

@@ -1,13 +1,13 @@
 """Admission control: per-priority concurrency limits, bounded queues, tenant fair share.
 
 `AdmissionController.admit` is the entry point; `parse_priority` reads `x-slorouter-priority`.
-Rejections are `TenantRateLimitedError` (429) and `OverloadedError` (503), with `retry_after`.
+Rejections are `TenantRateLimitedError` (429) and `OverloadedError` (503), with `retry_after`,
+marked `refused_by_admission` (their codes alone do not say who refused: an upstream may use them).
 """
 
 from router.admission.config import (
     PRIORITIES,
     PRIORITY_HEADER,
-    REFUSAL_CODES,
     AdmissionPolicy,
     PoolLimits,
     Priority,
@@ -19,7 +19,6 @@ from router.admission.pool import PoolSnapshot
 __all__ = [
     "PRIORITIES",
     "PRIORITY_HEADER",
-    "REFUSAL_CODES",
     "Admission",
     "AdmissionController",
     "AdmissionPolicy",

@@ -14,9 +14,6 @@ from router.errors import RequestError
 Priority = Literal["interactive", "background"]
 PRIORITIES: Final[tuple[Priority, ...]] = get_args(Priority)
 PRIORITY_HEADER: Final = "x-slorouter-priority"
-# The codes of the admission controller's refusals: a 503 for another reason (an idempotency or
-# experiments store that is down) is not one.
-REFUSAL_CODES: Final = frozenset({"overloaded", "queue_timeout", "tenant_over_share"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,11 @@ class AdmissionController:
         """Whether `admit` would take a slot at once, without queueing."""
         return self._pools[priority].has_room()
 
+    @property
+    def policy(self) -> AdmissionPolicy:
+        """The limits of every class (what `snapshot` is measured against)."""
+        return self._policy
+
     def snapshot(self) -> dict[Priority, PoolSnapshot]:
         """Occupancy of every class."""
         return {priority: pool.snapshot() for priority, pool in self._pools.items()}

@@ -8,10 +8,11 @@ slot is free and nobody waits, or it may queue, unless:
 - the queue is full → the newest queued request of the tenant most over its share is rejected
   (429) to make room for a tenant under its share; if no tenant is over → `OverloadedError` (503).
 A freed slot goes to the oldest waiter of the tenants running the fewest requests.
-Both rejections happen synchronously (no await) and carry `retry_after`, estimated from a moving
-average of how long requests hold a slot (for a tenant's refusal, at least that average over the
-requests the tenant holds: it enters when one of its own ends). Memory is bounded by
-concurrency + queue length.
+Both rejections happen synchronously (no await), are marked `refused_by_admission` (what
+telemetry counts and the HTTP layer jitters, never an upstream's error of the same code) and
+carry `retry_after`, estimated from a moving average of how long requests hold a slot (for a
+tenant's refusal, at least that average over the requests the tenant holds: it enters when one
+of its own ends). Memory is bounded by concurrency + queue length.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class Pool:
         self._abandon(waiter)
         raise OverloadedError(
             f"{self._name} queue wait exceeded", code="queue_timeout",
-            retry_after=self.retry_after_s(),
+            retry_after=self.retry_after_s(), refused_by_admission=True,
         )
 
     def release(self, tenant: str, held_s: float) -> None:
@@ -118,9 +119,8 @@ class Pool:
         if others and self._held.get(tenant, 0) >= share:  # alone, a tenant is not over a share
             raise self._tenant_rejection(tenant)
         if len(self._queue) >= self._limits.max_queue and not self._evict_over_share(share):
-            raise OverloadedError(
-                f"{self._name} queue is full", code="overloaded", retry_after=self.retry_after_s()
-            )
+            raise OverloadedError(f"{self._name} queue is full", code="overloaded",
+                                  retry_after=self.retry_after_s(), refused_by_admission=True)
         waiter = _Waiter(tenant, asyncio.get_running_loop().create_future())
         self._queue.append(waiter)
         self._held[tenant] = self._held.get(tenant, 0) + 1
@@ -153,6 +153,7 @@ class Pool:
         return TenantRateLimitedError(
             f"tenant {tenant!r} {why or f'is over its share of {self._name} capacity'}",
             code="tenant_over_share", retry_after=self.retry_after_s(own_s),
+            refused_by_admission=True,
         )
 
     def _abandon(self, waiter: _Waiter) -> None:

@@ -115,6 +115,7 @@ class ChatHandler:
             err = as_project_error(exc)
             outcome.status, outcome.error_type = err.status_code, type(err).__name__
             outcome.error_code = err.code
+            outcome.refused_by_admission = err.refused_by_admission
             response = error_response(err, headers)
         finally:
             if not isinstance(response, WatchedStreamingResponse):  # streams record at their end

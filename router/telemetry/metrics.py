@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from router.admission import REFUSAL_CODES
 from router.execution.attempt import SATURATED
 from router.outcomes import Outcome
 from router.telemetry import attributes as A
@@ -36,6 +35,11 @@ BREAKER_STATE: Final = "slorouter.breaker.state"  # 0 closed, 1 half-open, 2 ope
 SLO_ATTAINMENT: Final = "slorouter.slo.attainment"  # share of good events; {task, objective}
 SLO_BURN_RATE: Final = "slorouter.slo.burn_rate"  # error-budget burn; {task, objective, window}
 EVAL_RESULT_AGE: Final = "slorouter.evals.result_age"  # s since created; {model, task, metric}
+# Admission pools' occupancy and limits; {slorouter.priority, state: running | queued}.
+ADMISSION_REQUESTS: Final = "slorouter.admission.requests"
+ADMISSION_LIMIT: Final = "slorouter.admission.limit"
+ADMISSION_TENANTS: Final = "slorouter.admission.tenants"  # with requests held; {slorouter.priority}
+ADMISSION_MEAN_HOLD: Final = "slorouter.admission.mean_hold"  # s, Retry-After's basis; {…priority}
 
 Labels = Mapping[str, AttrValue]
 
@@ -150,7 +154,8 @@ class RouterMetrics:
             if outcome.explored:
                 self.explorations.add(1, route)
             self.cache.add(1, {A.CACHE: outcome.cache})
-        if outcome.error_code in REFUSAL_CODES:
+        # By what refused it, not by its code: an upstream's error may carry the same code.
+        if outcome.refused_by_admission and outcome.error_code is not None:
             self.count_rejection(outcome.error_code)
 
     def count_rejection(self, reason: str) -> None:

@@ -147,16 +147,21 @@ def test_exploration_probes_are_counted_and_marked_on_the_server_span() -> None:
 
 def test_admission_rejections_are_counted_by_reason_and_other_503s_are_not() -> None:
     """The admission controller's refusals count by their code; a 503 because a store is down
-    (the same error class) is not an admission rejection."""
+    (the same error class) is not an admission rejection, nor is an upstream's error that
+    carries one of admission's codes (the code says why, not who refused)."""
     from router.outcomes import Outcome
 
     telemetry, _ = in_memory_telemetry(TelemetrySettings())
-    for code, error in (("queue_timeout", "OverloadedError"), ("overloaded", "OverloadedError"),
-                        ("tenant_over_share", "TenantRateLimitedError"),
-                        ("idempotency_store_unavailable", "OverloadedError")):
+    for code, error, by_admission in (
+            ("queue_timeout", "OverloadedError", True), ("overloaded", "OverloadedError", True),
+            ("tenant_over_share", "TenantRateLimitedError", True),
+            ("idempotency_store_unavailable", "OverloadedError", False),
+            ("overloaded", "ProviderRejectedError", False),
+            ("queue_timeout", "ProviderRejectedError", False)):
         outcome = Outcome(request_id=code, tenant="t", requested_model="auto", stream=False,
                           arrived_at=1.0)
         outcome.status, outcome.error_type, outcome.error_code = 503, error, code
+        outcome.refused_by_admission = by_admission
         outcome.ended_at = 1.001
         telemetry.sink.record(outcome)
     text = telemetry.prometheus_text().decode()

@@ -1,0 +1,67 @@
+"""The jittered `retry-after-ms` belongs to admission's own refusals, whatever their code.
+
+Clients refused together by admission control must not all come back at once, so their wait is
+spread (`router.api.errors.error_response`). An error with the same code from anywhere else (an
+upstream's, mapped or relayed) keeps the plain `Retry-After` it was given: whether an error is a
+refusal is read from the error (`refused_by_admission`, set where admission raises), never from
+its code.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from router.admission.config import PoolLimits
+from router.admission.pool import Pool
+from router.api.errors import error_response
+from router.errors import (
+    OverloadedError,
+    ProviderRejectedError,
+    ProviderUnavailableError,
+    SlorouterError,
+    TenantRateLimitedError,
+)
+
+RETRY_AFTER_S = 2.0
+
+
+async def _admission_refusals() -> list[SlorouterError]:
+    """A full pool's refusals, raised by the pool itself: queue full, tenant at its cap."""
+    limits = PoolLimits(max_concurrency=1, max_queue=0, max_queue_wait_s=0.0,
+                        max_concurrency_per_tenant=1, retry_after_min_s=RETRY_AFTER_S,
+                        retry_after_max_s=RETRY_AFTER_S)
+    pool = Pool("interactive", limits)
+    await pool.acquire("holder", 0.0)
+    refusals: list[SlorouterError] = []
+    for tenant in ("newcomer", "holder"):
+        with pytest.raises((OverloadedError, TenantRateLimitedError)) as caught:
+            await pool.acquire(tenant, 0.0)
+        refusals.append(caught.value)
+    return refusals
+
+
+async def test_admissions_own_refusals_get_a_spread_out_retry_after_ms() -> None:
+    """Both refusals are marked as admission's, and answered with `retry-after-ms` between the
+    estimated wait and twice it."""
+    refusals = await _admission_refusals()
+    assert [(e.code, e.refused_by_admission) for e in refusals] == [
+        ("overloaded", True), ("tenant_over_share", True)]
+    for refusal in refusals:
+        waited_ms = int(error_response(refusal).headers["retry-after-ms"])
+        assert RETRY_AFTER_S * 1000 <= waited_ms <= 2 * RETRY_AFTER_S * 1000
+
+
+@pytest.mark.parametrize("error", [
+    ProviderUnavailableError("upstream returned 529: overloaded", code="overloaded",
+                             retry_after=RETRY_AFTER_S),
+    ProviderRejectedError("upstream returned 400: busy", code="queue_timeout",
+                          retry_after=RETRY_AFTER_S),
+    OverloadedError("the idempotency store is unavailable", code="idempotency_store_unavailable",
+                    retry_after=RETRY_AFTER_S),
+], ids=lambda e: f"{type(e).__name__}-{e.code}")
+def test_an_error_with_an_admission_code_from_elsewhere_keeps_its_plain_retry_after(
+        error: SlorouterError) -> None:
+    """No `retry-after-ms` and no jitter: `Retry-After` is the wait the error was given."""
+    headers = error_response(error).headers
+    assert "retry-after-ms" not in headers
+    assert headers["retry-after"] == "2"

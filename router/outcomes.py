@@ -87,7 +87,8 @@ class Outcome:
 
     def add_unanswered_costs(self) -> None:
         """Add to `cost_usd` what the attempts sent and left unanswered (a hedge's loser, an
-        attempt cut by a timeout, one its client left) may be billed: each priced by the runner
+        attempt cut by a timeout, one its client left, one its upstream dropped or its adapter
+        timed out waiting for) may be billed: each priced by the runner
         from the router's prompt estimate, so the total is marked estimated. Called once, as
         the outcome is recorded; the answering attempt's own cost is already in `cost_usd`."""
         for attempt in self.attempts:

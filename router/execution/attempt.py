@@ -39,9 +39,9 @@ class AttemptRecord:
     error: SlorouterError | None = None
     usage: Usage | None = None
     # What the provider may bill for this attempt: the answer's usage priced (the winner), or,
-    # for an attempt sent and then cancelled or cut by a timeout, its prompt at the input price
-    # from the router's estimate (`cost_estimated`). None: nothing billed (an error answer, an
-    # attempt never sent).
+    # for an attempt sent and then cancelled, cut by a timeout or left unanswered by its
+    # upstream (`sent_unanswered`), its prompt at the input price from the router's estimate
+    # (`cost_estimated`). None: nothing billed (an error answer, an attempt never sent).
     cost_usd: float | None = None
     cost_estimated: bool = False
     ticket: int = 0  # the attempt watch's ticket (`ExecutionState.watch`)

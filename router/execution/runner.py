@@ -38,6 +38,7 @@ from router.providers.base import (
     Provider,
     StreamEvent,
     UpstreamCall,
+    sent_unanswered,
 )
 from router.stats.inflight import InFlight
 from router.telemetry.context import TraceContext, propagation_headers
@@ -260,6 +261,7 @@ class Runner:
             self._fail_pending(attempts, err, health=not by_deadline)
             raise err from exc
         except SlorouterError as err:
+            self._failed_on(record, deployment, err, plan)  # a hedged one is already ended
             self._fail_pending(attempts, err)
             raise
         except BaseException:  # the client left (or a bug): the attempts are abandoned
@@ -303,16 +305,19 @@ class Runner:
                 lambda: open_(call), start_hedge, delay_s=plan.hedge_delay_s,
                 may_hedge=may_hedge, is_content=_has_content, clock=self._clock)
         except RaceFailed as failed:
-            for side in (record, hedge_record):
+            for side, raced, on in zip((record, hedge_record), failed.attempts,
+                                       (call.deployment, alternate), strict=False):
                 if side.outcome == "pending" and side.started_at:
-                    self._failed(side, _as_error(failed.error))
+                    own = raced.error if raced.error is not None else failed.error
+                    self._failed_on(side, on, _as_error(own), plan)
             raise _as_error(failed.error) from failed
         winner, loser = (record, hedge_record) if result.winner == 0 else (hedge_record, record)
         self._won(winner)
         lost = result.attempts[1 - result.winner]
         if result.hedge_started and loser.outcome == "pending" and lost.outcome == "failed":
-            assert lost.error is not None  # it answered an error before the other won
-            self._failed(loser, _as_error(lost.error))
+            assert lost.error is not None  # it failed before the other won
+            self._failed_on(loser, calls[1 - result.winner].deployment, _as_error(lost.error),
+                            plan)
         elif result.hedge_started and loser.outcome == "pending":
             loser.outcome, loser.ended_at = "cancelled", self._clock()
             self._state.breakers.get(loser.deployment).on_abandon()
@@ -376,6 +381,16 @@ class Runner:
         record.outcome, record.first_content_at = "won", self._clock()
         self._state.watch.first_token(record.ticket)
 
+    def _failed_on(self, record: AttemptRecord, deployment: Deployment, err: SlorouterError,
+                   plan: Plan) -> None:
+        """`record`, an attempt on `deployment`, failed with `err` (if still pending): priced
+        first when `err` says it was sent and never answered (`sent_unanswered`: the upstream
+        dropped the connection, or the adapter's own timeout ran out), as an attempt cut by
+        the runner's timeout is; an error the upstream answered is not billed."""
+        if record.outcome == "pending" and record.started_at and sent_unanswered(err):
+            _price_sent(record, deployment, plan)
+        self._failed(record, err)
+
     def _failed(self, record: AttemptRecord, err: SlorouterError, health: bool = True) -> None:
         if record.outcome != "pending":
             return
@@ -425,7 +440,8 @@ class _CompletionEvents:
 
 
 def _price_sent(record: AttemptRecord, deployment: Deployment, plan: Plan) -> None:
-    """An attempt sent and left unanswered (cancelled, or cut by a timeout): the provider may
+    """An attempt sent and left unanswered (cancelled, cut by a timeout, dropped by its
+    upstream, or timed out in its adapter waiting for the answer): the provider may
     bill the prompt it was sent, so it is priced from the router's prompt estimate at the input
     price (no output: none is known), marked estimated."""
     record.cost_usd, record.cost_estimated = deployment.cost_usd(plan.prompt_tokens, 0), True

@@ -12,6 +12,8 @@ from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from router.errors import SlorouterError
+
 AdapterName = Literal["litellm", "openai_passthrough"]
 
 
@@ -70,6 +72,20 @@ class Deployment:
                        if self.cache_write_price_per_mtok is not None else price_in)
         return ((prompt_tokens - cached - written) * price_in + cached * cached_price
                 + written * write_price + completion_tokens * self.output_price_per_mtok) / 1e6
+
+
+# The codes of an adapter's error for a request sent and never answered: the upstream dropped
+# the connection before its answer (`upstream_dropped`), or the adapter's own timeout (or its
+# HTTP client's read timeout) ran out waiting for it (`upstream_read_timeout`); both are given in
+# `router.providers.errors`. The provider may have processed, and may bill, the prompt. An
+# error the upstream answered (a 408 or 504 is `upstream_timeout`, a 5xx ...) is not billed,
+# nor is a request that never left (a refused connection).
+_SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout"})
+
+
+def sent_unanswered(err: SlorouterError) -> bool:
+    """Whether `err` says the attempt was sent and no answer came (`_SENT_UNANSWERED`)."""
+    return err.code in _SENT_UNANSWERED
 
 
 @dataclass(frozen=True, slots=True)

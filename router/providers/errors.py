@@ -14,7 +14,10 @@ Whose fault, by upstream status:
                                         → ProviderMisconfiguredError (502), codes `upstream_auth`,
                                           `upstream_payment_required`, `upstream_permission`,
                                           `upstream_not_found`; counted by the breaker
-    408, 504             → ProviderTimeoutError;  429 → ProviderRateLimitedError;
+    408, 504             → ProviderTimeoutError, code `upstream_timeout` (no answer at all
+                           within the timeout is `upstream_read_timeout`: sent, and may be
+                           billed; a connection dropped unanswered is `upstream_dropped`);
+                           429 → ProviderRateLimitedError;
     409                  → ProviderUnavailableError, code `upstream_conflict`: a conflict on the
                            provider's side (the OpenAI SDKs retry it), refused before acting,
                            so retried and failed over like a 503, never the caller's 400
@@ -188,12 +191,17 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
     """Translate any exception raised by an upstream attempt into the project's hierarchy."""
     if isinstance(exc, e.SlorouterError):
         return exc
-    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+    if isinstance(exc, asyncio.TimeoutError) or timed_out_reading(exc):
+        # The adapter's own timeout (or its HTTP client's read timeout) ran out waiting for an
+        # answer to a request it had sent: unlike an answered 408/504, it may be billed.
+        return e.ProviderTimeoutError("no answer from the upstream within the timeout",
+                                      code="upstream_read_timeout")
+    if isinstance(exc, aiohttp.ServerTimeoutError):
         return e.ProviderTimeoutError("upstream timed out", code="upstream_timeout")
     if isinstance(exc, ResponseBroken):
         return e.ProviderError(f"upstream stream broke: {clean_message(str(exc))}",
                                code="upstream_stream_cut")
-    if isinstance(exc, UpstreamDropped):
+    if isinstance(exc, UpstreamDropped) or dropped_unanswered(exc):
         # Sent, then dropped unanswered: unlike a refused connection, it may have been acted on.
         return e.ProviderError("upstream closed the connection before answering",
                                code="upstream_dropped")
@@ -288,7 +296,8 @@ def broken_after_head(exc: BaseException) -> e.SlorouterError:
     some of litellm's providers open the connection at the first read."""
     err = map_exception(exc)
     refused = isinstance(err, e.ProviderUnavailableError | e.ProviderRateLimitedError)
-    dropped = err.code == "upstream_connection_error"  # litellm's connection error mid-stream
+    # litellm's connection error (or dropped connection) mid-stream
+    dropped = err.code in ("upstream_connection_error", "upstream_dropped")
     if (refused or dropped) and not _class_names(exc) & _WHILE_CONNECTING:
         return e.ProviderError(f"upstream stream broke: {err.message}",
                                code="upstream_stream_cut")
@@ -299,6 +308,7 @@ def broken_after_head(exc: BaseException) -> e.SlorouterError:
 _WHILE_CONNECTING = frozenset({
     "ConnectError", "ConnectTimeout", "ClientConnectorError", "ClientConnectorDNSError",
     "ClientConnectorCertificateError", "ConnectionRefusedError", "gaierror",
+    "ConnectionTimeoutError", "PoolTimeout",
 })
 
 
@@ -312,6 +322,28 @@ def maybe_received(exc: BaseException) -> bool:
     if "APIConnectionError" not in names or names & {"APITimeoutError", "Timeout"}:
         return False
     return not names & _WHILE_CONNECTING
+
+
+# Transport failures behind litellm's errors that say the request had left and its answer never
+# came: a read timeout (httpx's, or aiohttp's under litellm's aiohttp transport), and a connection
+# closed or reset while waiting for the answer. A litellm `Timeout` with no read timeout behind it
+# (over an answered 408/504, or raised by a provider SDK that hides its cause) is not one of them.
+_READ_TIMEOUTS = frozenset({"ReadTimeout", "SocketTimeoutError"})
+_DROPS = frozenset({"ReadError", "RemoteProtocolError", "ServerDisconnectedError",
+                    "ConnectionResetError"})
+
+
+def timed_out_reading(exc: BaseException) -> bool:
+    """Whether `exc` is (or wraps) an HTTP client's read timeout: the request was sent."""
+    names = _class_names(exc)
+    return bool(names & _READ_TIMEOUTS) and not names & _WHILE_CONNECTING
+
+
+def dropped_unanswered(exc: BaseException) -> bool:
+    """Whether `exc` is litellm's connection error (`maybe_received`) over a connection the
+    upstream closed or reset after the request was sent, before its answer: the pass-through's
+    `UpstreamDropped`, through litellm."""
+    return maybe_received(exc) and bool(_class_names(exc) & _DROPS)
 
 
 def answered_unreadable(exc: BaseException) -> bool:

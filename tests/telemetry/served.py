@@ -1,4 +1,5 @@
-"""An in-process slorouter (the real `build_app`, uvicorn, pass-through provider) with telemetry.
+"""An in-process slorouter (the real `build_app`, uvicorn, pass-through provider, and the litellm
+one when a deployment uses it) with telemetry.
 
 The app is composed the way `router.wiring` composes it, plus `TelemetrySink` among the sinks
 and `GET /metrics`; it serves on a loopback port inside the test's event loop. The classifier is
@@ -19,10 +20,11 @@ from policies.loader import load_config_text
 from router.app import build_app
 from router.classify.types import Hints, Labels, RequestView
 from router.outcomes import LogSink
+from router.providers.base import AdapterName, Provider
 from router.providers.passthrough import PassthroughProvider
 from router.runtime_config import resolve
 from router.telemetry.setup import Telemetry
-from router.wiring import result_caching
+from router.wiring import litellm_in_use, result_caching
 from tests.support.procs import free_port
 
 API_KEY = "sk-tenant-key-0123456789abcdef"
@@ -74,7 +76,12 @@ async def serve(sim_base: str, telemetry: Telemetry, extra: str = "",
     text = whole_config if whole_config is not None else CONFIG.format(base=sim_base) + extra
     config = load_config_text(text)
     runtime = resolve(config, {"TENANT_KEY": API_KEY, **(env or {})}, lambda _: None, "fixed-1")
-    app = build_app(runtime, FixedClassifier(), {"openai_passthrough": PassthroughProvider()},
+    providers: dict[AdapterName, Provider] = {"openai_passthrough": PassthroughProvider()}
+    if litellm_in_use(runtime.deployments.values()):
+        from router.providers.litellm_adapter import LitellmProvider
+
+        providers["litellm"] = LitellmProvider()
+    app = build_app(runtime, FixedClassifier(), providers,
                     sinks=[LogSink()], telemetry=telemetry,
                     caching=result_caching(config) if extra else None)
     port = free_port()

@@ -18,6 +18,7 @@ from aiohttp import web
 from router import errors
 from router.execution.classify_error import AttemptContext, classify
 from router.providers import errors as mapping
+from router.providers.base import sent_unanswered
 from router.providers.litellm_adapter import exception_classes
 
 CLOSED_PORT_BASE = "http://127.0.0.1:9/v1"  # discard port: nothing listens
@@ -475,3 +476,62 @@ def test_an_exception_repr_inside_a_message_keeps_its_words_only() -> None:
         "data to satisfy transfer length header.'>")
     assert "TransferEncodingError" not in cleaned and "<" not in cleaned
     assert "Not enough data" in cleaned
+
+
+def _request() -> Any:
+    """A request as the HTTP client's errors carry it (typed `Any`: the openai SDK's stubs name
+    another httpx's `Request`)."""
+    return httpx.Request("POST", "http://upstream.test/v1/chat/completions")
+
+
+def test_a_timeout_waiting_for_an_answer_is_told_from_an_answered_504() -> None:
+    """The adapter's own timeout, and litellm's over its HTTP client's read timeout: the request
+    was sent and no answer came (`upstream_read_timeout`, which may be billed). litellm's
+    `Timeout` over an answered 504, or over a connect timeout, stays `upstream_timeout`."""
+    import openai
+
+    litellm = _litellm()
+
+    def timeout_over(*causes: BaseException) -> BaseException:
+        return _chained(litellm.Timeout("timed out", model="m", llm_provider="openai"), *causes)
+
+    answered = httpx.Response(504, request=_request())
+    read = timeout_over(openai.APITimeoutError(request=_request()), httpx.ReadTimeout("read"))
+    cases = {
+        "adapter": (TimeoutError(), "upstream_read_timeout"),
+        "read": (read, "upstream_read_timeout"),
+        "connect": (timeout_over(httpx.ConnectTimeout("connect")), "upstream_timeout"),
+        "answered 504": (timeout_over(httpx.HTTPStatusError(
+            "504", request=_request(), response=answered)), "upstream_timeout"),
+        "status": (mapping.from_status(504, "gateway timeout"), "upstream_timeout"),
+    }
+    for name, (raised, code) in cases.items():
+        mapped = mapping.map_exception(raised)
+        assert (type(mapped), mapped.code) == (errors.ProviderTimeoutError, code), name
+        assert sent_unanswered(mapped) is (code == "upstream_read_timeout"), name
+
+
+def test_litellms_connection_dropped_before_the_answer_is_upstream_dropped() -> None:
+    """litellm's error over a connection the upstream closed or reset after the request was
+    sent: `upstream_dropped`, as through the pass-through; mid-stream it is a cut stream. A
+    connection error with no such drop behind it stays `upstream_connection_error`, and one
+    while connecting a refusal (neither is priced)."""
+    import openai
+
+    litellm = _litellm()
+
+    def over(*causes: BaseException) -> BaseException:
+        return _chained(litellm.InternalServerError("Connection error.", llm_provider="openai",
+                                                    model="m"),
+                        openai.APIConnectionError(request=_request()), *causes)
+
+    dropped = mapping.map_exception(over(httpx.ReadError("closed"), ConnectionResetError()))
+    assert (type(dropped), dropped.code) == (errors.ProviderError, "upstream_dropped")
+    assert sent_unanswered(dropped)
+    assert classify(dropped, AttemptContext(True, True, False)).action == "unknown_commit"
+    cut = mapping.broken_after_head(over(httpx.ReadError("closed")))
+    assert (cut.code, sent_unanswered(cut)) == ("upstream_stream_cut", False)
+    unknown = mapping.map_exception(over())
+    assert (unknown.code, sent_unanswered(unknown)) == ("upstream_connection_error", False)
+    refused = mapping.map_exception(over(httpx.ConnectError("refused")))
+    assert isinstance(refused, errors.ProviderUnavailableError) and not sent_unanswered(refused)

@@ -28,7 +28,7 @@ from router.api.body import parse_chat, read_json, received_headers
 from router.api.errors import ClientGone, as_project_error, error_response
 from router.api.relay import StreamRelay
 from router.api.replay import body_response
-from router.api.request_ids import RequestIds
+from router.api.request_ids import new_request_id
 from router.api.schemas import ChatCompletionRequest
 from router.api.settle import Settle
 from router.api.sse import (
@@ -90,12 +90,11 @@ class ChatHandler:
         self._clock = clock
         self._captures = captures_content
         self._in_flight = in_flight
-        self._ids = RequestIds()
 
     async def handle(self, request: Request) -> Response:
         arrived = self._clock()
         received = received_headers(request)
-        request_id = received.get("x-request-id") or self._ids.next()
+        request_id = received.get("x-request-id") or new_request_id()
         outcome = Outcome(request_id=request_id, tenant="", requested_model="", stream=False,
                           arrived_at=arrived)
         headers = {"x-request-id": request_id}

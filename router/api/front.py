@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from router.api.errors import error_response
-from router.api.request_ids import RequestIds
+from router.api.request_ids import new_request_id
 from router.errors import SlorouterError
 from router.logs import event
 
@@ -38,7 +38,6 @@ class FrontDoor:
     def __init__(self, app: ASGIApp, chat: Handler) -> None:
         self.app = app
         self._chat = chat
-        self._ids = RequestIds()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -56,7 +55,7 @@ class FrontDoor:
 
     def _with_request_id(self, scope: Any, send: Any) -> Any:
         given = next((value for name, value in scope["headers"] if name == REQUEST_ID), None)
-        request_id = given if given else self._ids.next().encode()
+        request_id = given if given else new_request_id().encode()
 
         async def send_with_id(message: Any) -> None:
             if message["type"] == "http.response.start":

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 
 
-class RequestIds:
-    """Unique request ids without a system call per request: a random prefix per handler (so
-    per process) and a counter."""
-
-    def __init__(self) -> None:
-        self._prefix = os.urandom(8).hex()
-        self._count = itertools.count()
-
-    def next(self) -> str:
-        return f"{self._prefix}{next(self._count):016x}"
+def new_request_id() -> str:
+    """A random 128-bit id (32 hex digits), each drawn on its own: ids made from a counter
+    would let a tenant read, from two of its own ids, how many requests everyone else sent in
+    between. One `getrandom` call, about 0.5 µs."""
+    return os.urandom(16).hex()

@@ -360,3 +360,21 @@ def test_every_response_carries_a_request_id(gateway: Running, method: str, path
     assert made.status_code == given.status_code == status
     assert len(made.headers.get("x-request-id", "")) >= 16
     assert given.headers.get_list("x-request-id") == ["client-chosen-id"]
+
+
+def test_request_ids_made_here_tell_nothing_of_other_requests(gateway: Running) -> None:
+    """Ids the router makes are drawn at random, each on its own: ids built from a counter let
+    a tenant read, from two of its own requests' ids, how many requests others sent between
+    them. Two ids in a row share no prefix and do not differ by a small step."""
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0)
+    ids = []
+    for _ in range(2):
+        raw = client.chat.completions.with_raw_response.create(model="pt-fast",
+                                                               messages=MESSAGES)
+        ids.append(raw.headers["x-request-id"])
+    other = httpx.get(f"{gateway.base_url}/healthz", timeout=10).headers["x-request-id"]
+    first, second = ids
+    assert len({first, second, other}) == 3
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in (first, second, other))
+    assert first[:8] != second[:8] != other[:8]
+    assert abs(int(second, 16) - int(first, 16)) > 2**64

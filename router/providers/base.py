@@ -75,12 +75,14 @@ class Deployment:
 
 
 # The codes of an adapter's error for a request sent and never answered: the upstream dropped
-# the connection before its answer (`upstream_dropped`), or the adapter's own timeout (or its
-# HTTP client's read timeout) ran out waiting for it (`upstream_read_timeout`); both are given in
-# `router.providers.errors`. The provider may have processed, and may bill, the prompt. An
-# error the upstream answered (a 408 or 504 is `upstream_timeout`, a 5xx ...) is not billed,
-# nor is a request that never left (a refused connection).
-_SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout"})
+# the connection before its answer (`upstream_dropped`), the adapter's own timeout (or its
+# HTTP client's read timeout) ran out waiting for it (`upstream_read_timeout`), or a stream's
+# 200 head came and the line was cut before any content (`upstream_stream_cut` while the
+# attempt is still pending; a cut after content is priced by the relay, with its output); all
+# are given in `router.providers.errors`. The provider may have processed, and may bill, the
+# prompt. An error the upstream answered (a 408 or 504 is `upstream_timeout`, a 5xx ...) is not
+# billed, nor is a request that never left (a refused connection).
+_SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout", "upstream_stream_cut"})
 
 
 def sent_unanswered(err: SlorouterError) -> bool:

@@ -49,6 +49,7 @@ POLICIES = """policies:
 """
 RELIABILITY = "    hedge_budget: {share: 1.0, floor_per_s: 100}"
 WARM_UP = 30  # the hedge delay needs 20 first tokens on `primary` before it exists
+CUT_AFTER_HEAD = -2  # a streamed 200's head, then the connection closed
 DROP = 0  # an answer's status that says: close the connection without answering
 ADAPTERS = ["openai_passthrough", "litellm"]
 
@@ -82,6 +83,14 @@ class Upstream(ThreadedUpstream):
                 time.sleep(delay_s)
                 if status == DROP:
                     self.close_connection = True  # the request was read: hang up, no answer
+                    return
+                if status == CUT_AFTER_HEAD:  # a 200 stream's head, then the line is cut
+                    self.close_connection = True
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("transfer-encoding", "chunked")
+                    self.end_headers()
+                    self.wfile.flush()
                     return
                 if status == 200 and body.get("stream"):
                     with contextlib.suppress(OSError):
@@ -265,6 +274,34 @@ async def test_an_attempt_its_upstream_dropped_unanswered_is_priced(
     assert attributes["slorouter.cost.estimated"] is True
     assert costs == {("d-primary", "true"): pytest.approx(PRIMARY_PROMPT),
                      ("d-alternate", "false"): pytest.approx(ANSWERED_BY_ALTERNATE)}
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_a_stream_cut_after_its_head_before_any_content_is_priced(
+        upstream: Upstream, adapter: str) -> None:
+    """`primary` answers a streamed request with a 200 head and cuts the line before any
+    content; nothing reached the client, so the request falls back to `alternate`. The cut
+    attempt was accepted and its provider had started on it: it is priced at its prompt,
+    estimated, beside the answer."""
+    upstream.answers["primary"] = (CUT_AFTER_HEAD, 0.0)
+    telemetry, exporter = in_memory_telemetry()
+    async with serve(upstream.base_url, telemetry, env=TENANT_ENV,
+                     whole_config=_config(upstream.base_url, adapter)) as base:
+        client = _client(base)
+        stream = await client.chat.completions.create(model="auto", messages=MESSAGES,
+                                                      stream=True)
+        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+        await client.close()
+        server, attempts = await _spans(telemetry, exporter)
+    assert text == "Ar Men."
+    spans = _by_deployment(attempts)
+    cut, answered_by = spans["d-primary"], spans["d-alternate"]
+    assert cut["slorouter.attempt.outcome"] == "failed"
+    assert cut["slorouter.cost_usd"] == pytest.approx(PRIMARY_PROMPT)
+    assert cut["slorouter.cost.estimated"] is True
+    assert answered_by["slorouter.cost_usd"] == pytest.approx(ANSWERED_BY_ALTERNATE)
+    assert (server.attributes or {})["slorouter.cost_usd"] == pytest.approx(
+        ANSWERED_BY_ALTERNATE + PRIMARY_PROMPT)
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

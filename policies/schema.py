@@ -348,6 +348,10 @@ class ServerSpec(Frozen):
     experiments_redis_url: RedisUrl = None  # share experiment outcomes between replicas
     # Share Idempotency-Key records between replicas (without it: one execution per process).
     idempotency_redis_url: RedisUrl = None
+    # How long a keyed request's in-flight marker outlives its holder's last renewal (renewed
+    # every third of it): a crashed replica's duplicates run this long after the crash; a
+    # holder stalled (or cut from Redis) this long loses its key to a duplicate.
+    idempotency_lease_s: float = Field(default=5.0, ge=1.0, le=300.0)
 
 
 class RouterConfig(Frozen):

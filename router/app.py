@@ -102,7 +102,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         tracer=telemetry.start_trace if telemetry is not None else None,
         captures_content=(telemetry.settings.captures_content if telemetry is not None
                           else lambda _tenant: False),
-        in_flight=in_flight)
+        in_flight=in_flight, idempotency_lease_s=server.idempotency_lease_s)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -42,7 +42,7 @@ from router.auth import authenticate
 from router.caching import ResultCaching
 from router.errors import SlorouterError
 from router.execution.deadline import requested_timeout_s
-from router.idempotency import IdempotencyStore, Replay
+from router.idempotency import LEASE_S, IdempotencyStore, Replay
 from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages
 from router.pipeline import (
     Caller,
@@ -80,7 +80,8 @@ class ChatHandler:
                  caching: ResultCaching, tracer: Tracer | None = None,
                  clock: Callable[[], float] = time.perf_counter,
                  captures_content: Callable[[str], bool] = lambda _tenant: False,
-                 in_flight: InFlight | None = None) -> None:
+                 in_flight: InFlight | None = None,
+                 idempotency_lease_s: float = LEASE_S) -> None:
         self._pipeline = pipeline
         self._sink = sink
         self._admission = admission
@@ -90,6 +91,7 @@ class ChatHandler:
         self._clock = clock
         self._captures = captures_content
         self._in_flight = in_flight
+        self._lease_s = idempotency_lease_s
 
     async def handle(self, request: Request) -> Response:
         arrived = self._clock()
@@ -178,7 +180,7 @@ class ChatHandler:
         claimed = await idempotent.claim(
             self._idempotency, received, principal, raw,
             prepared.policy_requires_key, time_left_s=max(0.0, deadline - self._clock()),
-            receive=request.receive)
+            receive=request.receive, lease_s=self._lease_s)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers,

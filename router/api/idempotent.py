@@ -72,7 +72,7 @@ class Claimed:
 
 async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: Principal,
                 raw: Mapping[str, Any], required: bool, time_left_s: float,
-                receive: Receive) -> Claimed | Replay | None:
+                receive: Receive, lease_s: float = LEASE_S) -> Claimed | Replay | None:
     """Claim the request's key; None when it has none (a 400 if the policy requires one).
 
     A duplicate waits here (up to `time_left_s`, the request's) for the request in flight with
@@ -80,7 +80,8 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
     admission slot, and a lease won just as it left is given back. A duplicate that wins the key
     after waiting, with less time left than it waited, gives it back with a 409
     `idempotency_key_won_late` rather than start an upstream call its deadline would cut. The
-    lease is short (`LEASE_S`) and renewed until the request settles or its time is up."""
+    lease is short (`lease_s`: `server.idempotency_lease_s`) and renewed until the request
+    settles or its time is up."""
     key = headers.get(HEADER)
     if key is None:
         if required:
@@ -102,7 +103,7 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
     asked_at = loop.time()
     result = await run_unless_disconnected(
         receive, store.claim(_owner(principal), validate_key(key), fingerprint,
-                             wait_s=time_left_s, lease_s=LEASE_S), unused)
+                             wait_s=time_left_s, lease_s=lease_s), unused)
     if isinstance(result, Replay):
         return result
     ends_at = asked_at + time_left_s
@@ -110,7 +111,7 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
     if result.contended and ends_at - now < now - asked_at:
         await store.release(result)
         raise won_too_late(max(0.0, ends_at - now))
-    return Claimed(store, result, keep_renewed(store, result, until=ends_at))
+    return Claimed(store, result, keep_renewed(store, result, lease_s=lease_s, until=ends_at))
 
 
 def _owner(principal: Principal) -> str:

@@ -36,7 +36,7 @@ MODELS = {"ttft3": {**FAST, "ttft_p50_ms": 3000, "ttft_p99_ms": 3001},
 TIMEOUT_S = 20
 
 
-def _config(sim_base: str, redis_url: str) -> str:
+def _config(sim_base: str, redis_url: str, lease_s: float | None = None) -> str:
     deployments = "".join(f"""
   - {{name: {m}, model: openai/{m}, adapter: openai_passthrough, api_base: {sim_base}/v1,
      input_price_per_mtok: 1, output_price_per_mtok: 1, timeout_s: 18}}""" for m in MODELS)
@@ -48,7 +48,7 @@ routes: {{default_model: ttft3}}
 server:
   request_timeout_s: {TIMEOUT_S}
   idempotency_redis_url: {redis_url}
-"""
+""" + (f"  idempotency_lease_s: {lease_s}\n" if lease_s is not None else "")
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +63,16 @@ def backends(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running
 
 
 @pytest.fixture
-def replicas(backends: tuple[Running, str], tmp_path: Path) -> Iterator[tuple[Running, Running]]:
+def replicas(backends: tuple[Running, str], tmp_path: Path,
+             request: pytest.FixtureRequest) -> Iterator[tuple[Running, Running]]:
+    """Two replicas; a test marked `lease_s(x)` runs them with `idempotency_lease_s: x`."""
     sim, redis_url = backends
+    marker = request.node.get_closest_marker("lease_s")
+    lease_s = marker.args[0] if marker is not None else None
     with ExitStack() as started:
         routers = []
         for name in ("a", "b"):
-            router = start_router(tmp_path, _config(sim.base_url, redis_url), name=name)
+            router = start_router(tmp_path, _config(sim.base_url, redis_url, lease_s), name=name)
             started.callback(router.stop)
             routers.append(router)
         yield routers[0], routers[1]
@@ -142,6 +146,22 @@ def test_a_duplicate_that_wins_the_key_too_late_gives_it_back(
     assert refused.response.headers["retry-after"] == "1"
     assert took < 6.0
     assert _ask(b, "crash-2").status_code == 200
+
+
+@pytest.mark.lease_s(1.0)
+def test_a_shorter_lease_lets_the_duplicate_run_within_its_time(
+        replicas: tuple[Running, Running]) -> None:
+    """The same crash and the same 6 s as above, with `idempotency_lease_s: 1`: B wins the key
+    about a second after the crash, with time left for the 3 s upstream, and answers it (with
+    the default 5 s lease it gives the key back with a 409)."""
+    a, b = replicas
+    with ThreadPoolExecutor(1) as pool:
+        sent = _crash_while_holding(a, "crash-3", pool)
+        response = _ask(b, "crash-3", timeout_ms=6000)
+        with pytest.raises(openai.APIConnectionError):
+            sent.result(timeout=10)
+    assert response.status_code == 200
+    assert response.headers.get("x-slorouter-idempotent-replay") is None  # B ran it
 
 
 def test_a_live_holder_keeps_its_key_past_many_leases(replicas: tuple[Running, Running]) -> None:

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise, repeat
-from operator import add, itemgetter
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -199,19 +199,23 @@ class LinearModel:
             z = list(self._bias)
         else:
             rows, width = self._rows, self._width
-            sums, norm2 = [0.0] * width, 0.0
+            picked: list[Sequence[float]] = []
+            norm2 = 0.0
             for i, count in Counter(known).items():
                 start = i * width
                 row = rows[start : start + width]
                 if count == 1:  # most tokens: tf = 1, the row as it is
-                    sums = list(map(add, sums, row))
                     norm2 += row[-1]
+                    picked.append(row)
                 else:
                     tf = 1.0 + math.log(count)
-                    sums = [s + tf * x for s, x in zip(sums, row, strict=True)]
                     norm2 += tf * tf * row[-1]
+                    picked.append([tf * x for x in row])
+            # Column sums in C (`zip`, `sum`), in the tokens' order: the same floats as adding
+            # the rows one by one, at half the interpreter's work.
             inv_norm = 1.0 / math.sqrt(norm2)
-            z = [s * inv_norm + b for s, b in zip(sums, self._bias, strict=False)]
+            z = [sum(column) * inv_norm + b
+                 for column, b in zip(zip(*picked, strict=True), self._bias, strict=False)]
         if self._shift:
             for _name, start, stop in self._spans:
                 peak = max(z[start:stop])

@@ -1,5 +1,5 @@
-"""Rule-based signals beside the model: jailbreak/injection phrases, side-effecting tools,
-regulated-domain advice, and personal data (through `pii`).
+"""Rule-based signals beside the model: jailbreak/injection phrases, side-effecting tools
+(through `tools`), regulated-domain advice, and personal data (through `pii`).
 
 Each detector is a pure function of the request view. `detect(view)` runs them all and returns
 the `Findings`; the model, the risk combination and the output format live elsewhere.
@@ -8,7 +8,6 @@ the `Findings`; the model, the risk combination and the output format live elsew
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -25,6 +24,7 @@ from router.classify.scan import (
     trigram_payloads,
     trigram_table,
 )
+from router.classify.tools import side_effect_tools
 from router.classify.types import RequestView
 
 # Jailbreak and prompt-injection phrases (English and Persian): the common families are
@@ -117,84 +117,6 @@ _ANCHORS: Final[dict[str, str]] = {
 }
 _ANCHOR_AT: Final[dict[str, int]] = {key: key.index(gram) for key, gram in _ANCHORS.items()}
 _JAILBREAK_TABLE: Final = anchor_table((gram, key) for key, gram in _ANCHORS.items())
-
-# Tool-name words that commit something outside the conversation (money, messages, bookings,
-# deletions). Words that only change a setting (set, add, update) do not raise risk by
-# themselves; they still reach the model as features.
-CONSEQUENTIAL_VERBS: Final[frozenset[str]] = frozenset(
-    [
-        "send",
-        "pay",
-        "payment",
-        "transfer",
-        "wire",
-        "book",
-        "reserve",
-        "reservation",
-        "cancel",
-        "delete",
-        "remove",
-        "purchase",
-        "buy",
-        "order",
-        "trade",
-        "sell",
-        "post",
-        "publish",
-        "share",
-        "email",
-        "mail",
-        "sms",
-        "message",
-        "refund",
-        "charge",
-        "withdraw",
-        "deposit",
-        "submit",
-        "execute",
-        "exec",
-        "drop",
-        "destroy",
-        "revoke",
-        "terminate",
-        "transfer",
-        "checkout",
-        "tweet",
-        "invoice",
-    ]
-)
-MUTATING_VERBS: Final[frozenset[str]] = frozenset(
-    [
-        "create",
-        "update",
-        "add",
-        "set",
-        "schedule",
-        "edit",
-        "modify",
-        "move",
-        "write",
-        "insert",
-        "rename",
-        "enable",
-        "disable",
-        "register",
-        "assign",
-        "upload",
-        "save",
-        "put",
-        "patch",
-        "replace",
-        "change",
-        "start",
-        "stop",
-        "restart",
-        "open",
-        "close",
-    ]
-)
-_IDENT_WORD: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
-_DESC_WORD: Final = re.compile(r"[a-z]+")
 
 # Regulated advice: a domain word (medical, legal, financial) together with an advice marker.
 _DOMAIN: Final = re.compile(
@@ -318,32 +240,6 @@ class Findings:
         if self.regulated_advice and task in ADVICE_TASKS:
             out.add("regulated_domain")
         return frozenset(out)
-
-
-def identifier_words(name: str) -> tuple[str, ...]:
-    """Lower-case words of a snake_case, camelCase or PascalCase identifier."""
-    return tuple(w.lower() for w in _IDENT_WORD.findall(name))
-
-
-def tool_is_consequential(name: str, description: str = "") -> bool:
-    """True when a tool, by its name or its description's first words, commits a side effect."""
-    words = identifier_words(name)
-    if any(w in CONSEQUENTIAL_VERBS for w in words):
-        return True
-    if any(w in MUTATING_VERBS for w in words):
-        return False
-    lead = _DESC_WORD.findall(description[:80].lower())[:3]
-    return any(w in CONSEQUENTIAL_VERBS or w.rstrip("s") in CONSEQUENTIAL_VERBS for w in lead)
-
-
-def side_effect_tools(names: Iterable[str], descriptions: Iterable[str]) -> tuple[str, ...]:
-    """The declared tools that would commit side effects, in declaration order."""
-    descs = list(descriptions)
-    return tuple(
-        name
-        for i, name in enumerate(names)
-        if tool_is_consequential(name, descs[i] if i < len(descs) else "")
-    )
 
 
 def keyword_regex_search(

@@ -19,12 +19,8 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Final
 
-from router.classify.detectors import (
-    CONSEQUENTIAL_VERBS,
-    MUTATING_VERBS,
-    identifier_words,
-    last_user_text,
-)
+from router.classify.detectors import last_user_text
+from router.classify.tools import CONSEQUENTIAL_VERBS, MUTATING_VERBS, identifier_words
 from router.classify.types import RequestView
 
 _WORD: Final = re.compile(r"\w+|[^\w\s]")
@@ -228,6 +224,8 @@ def structure_tokens(view: RequestView, config: FeatureConfig) -> list[str]:
             out.append("s:system")
             out.extend(["sys:" + w for w in _WORD.findall(norm) if not w.isdigit()])
             break
+    # Any-word verb flags, as the shipped model was trained on them; the side-effect rule that
+    # sets the `side_effects` signal reads names verb-first (`tools.tool_is_consequential`).
     for name in view.tool_names[:16]:
         words = identifier_words(name)
         out.extend("tool:" + w for w in words)

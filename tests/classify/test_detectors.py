@@ -7,11 +7,9 @@ import pytest
 from router.classify.detectors import (
     detect,
     has_jailbreak_phrase,
-    identifier_words,
     is_regulated_advice,
-    side_effect_tools,
-    tool_is_consequential,
 )
+from router.classify.tools import identifier_words, side_effect_tools, tool_is_consequential
 from router.classify.types import RequestView
 
 

@@ -11,6 +11,9 @@ never mutated).
   left alone); OpenAI gets a `prompt_cache_key` that hashes the tenant with the prefix, so
   tenants never share a provider cache bucket; other providers (vLLM, ...) cache prefixes
   automatically and are left alone.
+- `cache_salt` is the per-tenant salt for self-hosted servers whose automatic prefix cache
+  takes one (vLLM's `cache_salt`: cached blocks are reused only between requests with the same
+  salt), hashed like `prompt_cache_key` so the tenant id itself never leaves the router.
 - `read_cached_tokens` reads cached prompt-token counts from a usage object (OpenAI
   `prompt_tokens_details.cached_tokens`; Anthropic `cache_read_input_tokens` and
   `cache_creation_input_tokens`, native or as litellm passes them) for cost accounting.
@@ -99,6 +102,13 @@ def _as_parts(name: str, value: object) -> object:
 def prompt_cache_key(tenant: str, fingerprint: str) -> str:
     """OpenAI's `prompt_cache_key`: per tenant and prefix, 43 characters (the limit is 64)."""
     return "sr-" + hashlib.sha256(f"{tenant}\x00{fingerprint}".encode()).hexdigest()[:40]
+
+
+def cache_salt(tenant: str, chosen: str | None = None) -> str:
+    """A self-hosted server's `cache_salt` for `tenant` (43 characters of `[a-z0-9-]`): the
+    tenant's own, or, when the client chose a salt, that salt kept within its tenant. The two
+    never equal each other or a `prompt_cache_key` (each hashes a different namespace)."""
+    return prompt_cache_key(tenant, "salt" if chosen is None else f"client-salt\x00{chosen}")
 
 
 def mark_prefix(

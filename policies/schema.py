@@ -111,6 +111,10 @@ class DeploymentSpec(Frozen):
     timeout_s: float = Field(default=120.0, gt=0)
     # The bulkhead: at most this many upstream attempts in flight at once (None: no cap).
     max_in_flight: int | None = Field(default=None, gt=0)
+    # A self-hosted OpenAI-compatible server (not OpenAI, not Anthropic) gets a per-tenant
+    # `cache_salt` (vLLM: prefix-cache reuse only within a tenant). Off for a single-tenant
+    # deployment, or a server that rejects unknown request fields.
+    tenant_cache_salt: bool = True
 
     @field_validator("api_base")
     @classmethod

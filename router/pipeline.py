@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from cache.prefix import prompt_cache_key
+from cache.prefix import cache_salt, prompt_cache_key
 from policies.eligibility import RequestFacts, output_cap
 from policies.experiments import Assignment, UnitIds
 from policies.labels import RISKS, TASKS, Risk, Task
@@ -244,12 +244,15 @@ def is_side_effecting(labels: Labels) -> bool:
 
 def upstream_body(raw: Mapping[str, Any], tenant: str) -> dict[str, Any]:
     """What the provider receives: the client's body as sent, minus the router's own fields,
-    with a client's own `prompt_cache_key` kept within its tenant (hashed with it), so that two
-    tenants choosing the same key never share a provider cache bucket."""
+    with a client's own `prompt_cache_key` and `cache_salt` kept within its tenant (hashed with
+    it), so that two tenants choosing the same key or salt never share a provider cache."""
     body = {key: value for key, value in raw.items() if key not in _ROUTER_FIELDS}
     chosen = body.get("prompt_cache_key")
     if isinstance(chosen, str):
         body["prompt_cache_key"] = prompt_cache_key(tenant, f"client\x00{chosen}")
+    salt = body.get("cache_salt")
+    if isinstance(salt, str):
+        body["cache_salt"] = cache_salt(tenant, salt)
     return body
 
 
@@ -287,7 +290,7 @@ class ChatPipeline:
             assignment = self._assign_arm(labels.task, caller.units(), not caller.explaining)
         decision = self._with_affinity(
             decide(request.model, labels, facts, self.config, self._ranker, self._health,
-                   restrict_to=arm_model(assignment)), raw)
+                   restrict_to=arm_model(assignment)), raw, caller.tenant)
         deployments = [self.config.deployments[name] for name in decision.deployments]
         policies = self.config.source.policies
         policy = policies.for_task(labels.task) if policies is not None else None
@@ -306,24 +309,26 @@ class ChatPipeline:
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
                     side_effecting=side_effecting,
                     bodies=marked_bodies(body, caller.tenant,
-                                         {d.prompt_cache_kind for d in deployments}),
+                                         {d.body_kind for d in deployments}),
                     prompt_tokens=facts.prompt_tokens,
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
                                                    deadline))
         phases.classify, phases.decide = classified - started, self._clock() - classified
         return Prepared(request, labels, decision, plan, facts, phases, policy, assignment)
 
-    def _with_affinity(self, decision: Decision, raw: Mapping[str, Any]) -> Decision:
-        """Requests sharing a prompt prefix go to the same replica of the chosen model, among
-        the replicas expected to meet the SLO when any is: a warm KV cache is no reason to send
-        a request to a replica the ranker predicts will miss it."""
+    def _with_affinity(self, decision: Decision, raw: Mapping[str, Any],
+                       tenant: str) -> Decision:
+        """One tenant's requests sharing a prompt prefix go to the same replica of the chosen
+        model (another tenant's are placed independently), among the replicas expected to meet
+        the SLO when any is: a warm KV cache is no reason to send a request to a replica the
+        ranker predicts will miss it."""
         replicas = self.config.models.get(decision.model, ())
         if len(replicas) < 2 or not self.config.source.server.cache.prefix_affinity:
             return decision
         meeting = {r.deployment for r in decision.ranking_detail if r.meets_slo}
         if meeting:
             replicas = tuple(r for r in replicas if r in meeting)
-        order = affinity_order(decision.deployments, replicas, raw, self._load)
+        order = affinity_order(decision.deployments, replicas, raw, tenant, self._load)
         return replace(decision, deployments=order)
 
     def _hedge_plan(self, policy: TaskPolicy | None, facts: RequestFacts, decision: Decision,

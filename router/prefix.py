@@ -2,9 +2,11 @@
 
 (a) Providers with prompt caching get the stable prefix (system prompt, tools) marked the way
 each expects: Anthropic `cache_control` breakpoints, OpenAI `prompt_cache_key` scoped per
-tenant. (b) Among replicas of one model (e.g. several vLLM servers), requests sharing a prefix
-go to the same replica (rendezvous hashing with bounded load) so its KV cache is reused.
-Pure functions; the marking itself lives in `cache.prefix`.
+tenant; self-hosted OpenAI-compatible servers (vLLM, ...) get a per-tenant `cache_salt`, so their
+automatic prefix cache is reused only within a tenant. (b) Among replicas of one model (e.g.
+several vLLM servers), one tenant's requests sharing a prefix go to the same replica (rendezvous
+hashing with bounded load) so its KV cache is reused; two tenants' identical prefixes are placed
+independently. Pure functions; the marking itself lives in `cache.prefix`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from cache.prefix import choose_replica, mark_prefix, prefix_fingerprint
+from cache.prefix import (
+    cache_salt,
+    choose_replica,
+    mark_prefix,
+    prefix_fingerprint,
+    prompt_cache_key,
+)
 
 # Below this many characters of stable prefix nothing is marked (providers' minimums are
 # about 1,024 tokens; marking short prefixes only costs cache writes).
@@ -22,13 +30,18 @@ MIN_PREFIX_CHARS = 4096
 def marked_bodies(body: Mapping[str, Any], tenant: str,
                   kinds: Collection[str] = ("anthropic", "openai"),
                   min_chars: int = MIN_PREFIX_CHARS) -> dict[str, dict[str, Any]]:
-    """The upstream body per prompt-cache kind among `kinds` (those of the deployments that may
-    serve it), when its prefix is worth caching."""
+    """The upstream body per body kind among `kinds` (those of the deployments that may serve
+    it, `Deployment.body_kind`): Anthropic's and OpenAI's when the prefix is worth caching, and
+    `salted` (a self-hosted server's: the tenant's `cache_salt`, unless the client sent its own,
+    which `upstream_body` has scoped) whatever the prefix, since such a server caches any."""
+    bodies: dict[str, dict[str, Any]] = {}
+    if "salted" in kinds:
+        chosen = isinstance(body.get("cache_salt"), str)
+        bodies["salted"] = dict(body) if chosen else {**body, "cache_salt": cache_salt(tenant)}
     messages = body.get("messages")
     tools = body.get("tools")
     if not isinstance(messages, list):
-        return {}
-    bodies: dict[str, dict[str, Any]] = {}
+        return bodies
     for kind in ("anthropic", "openai"):
         if kind not in kinds:
             continue
@@ -46,16 +59,18 @@ def marked_bodies(body: Mapping[str, Any], tenant: str,
 
 
 def affinity_order(deployments: Sequence[str], replicas: Sequence[str],
-                   body: Mapping[str, Any], load: Mapping[str, int],
+                   body: Mapping[str, Any], tenant: str, load: Mapping[str, int],
                    bound: float = 1.25) -> tuple[str, ...]:
-    """Put the prefix's favourite replica (under its load bound) first among `replicas`."""
+    """Put the tenant's prefix's favourite replica (under its load bound) first among
+    `replicas`. The tenant is part of the placement key: one tenant's prefix keeps its replica,
+    and another tenant's identical prefix is placed independently of it."""
     candidates = [d for d in deployments if d in replicas]
     messages = body.get("messages")
     if len(candidates) < 2 or not isinstance(messages, list) or not messages:
         return tuple(deployments)
     tools = body.get("tools")
     fingerprint = prefix_fingerprint(messages, tools if isinstance(tools, list) else None)
-    chosen = choose_replica(fingerprint, candidates, load, bound=bound)
+    chosen = choose_replica(prompt_cache_key(tenant, fingerprint), candidates, load, bound=bound)
     first = list(deployments).index(candidates[0])
     rest = [d for d in deployments if d != chosen]
     return (*rest[:first], chosen, *rest[first:])

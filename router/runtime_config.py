@@ -94,7 +94,7 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
         context_window=spec.context_window, supports_tools=spec.supports_tools,
         supports_json=spec.supports_json, zero_data_retention=spec.zero_data_retention,
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
-        max_in_flight=spec.max_in_flight,
+        max_in_flight=spec.max_in_flight, tenant_cache_salt=spec.tenant_cache_salt,
         cached_input_price_per_mtok=(spec.cached_input_price_per_mtok
                                      if spec.cached_input_price_per_mtok is not None
                                      else _prompt_cache_price(price_in, known,

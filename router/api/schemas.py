@@ -189,6 +189,8 @@ class ChatCompletionRequest(_Open):
     logprobs: StrictBool | None = None
     top_logprobs: StrictInt | None = None
     user: StrictStr | None = Field(default=None, max_length=256)
+    # vLLM's prefix-cache salt; the router scopes it within the tenant (`upstream_body`)
+    cache_salt: StrictStr | None = Field(default=None, min_length=1, max_length=256)
     metadata: dict[str, StrictStr] | None = None
 
     @field_validator("stream", mode="before")

@@ -58,7 +58,7 @@ class Plan:
     headers: Mapping[str, str] = field(default_factory=dict)
     side_effecting: bool = False
     hedge_delay_s: float | None = None
-    bodies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per prompt-cache kind
+    bodies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per body kind
     trace: TraceContext | None = None  # W3C trace continued to every upstream attempt
     prompt_tokens: int = 0  # told to the attempt watch (waiting is judged by prompt size)
     # The client's own timeout header set the deadline (shorter than the operator's): an
@@ -407,7 +407,7 @@ class Runner:
         remaining = plan.deadline - self._clock()
         if remaining <= 0:
             raise ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
-        body = plan.bodies.get(deployment.prompt_cache_kind, plan.body)
+        body = plan.bodies.get(deployment.body_kind, plan.body)
         headers = {**plan.headers, **propagation_headers(plan.trace, number)}
         return UpstreamCall(deployment=deployment, body=body,
                             timeout_s=min(remaining, deployment.timeout_s), headers=headers,

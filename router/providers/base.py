@@ -15,6 +15,11 @@ from typing import Any, Literal, Protocol
 from router.errors import SlorouterError
 
 AdapterName = Literal["litellm", "openai_passthrough"]
+PromptCacheKind = Literal["anthropic", "openai", "other"]
+# Which of a plan's upstream bodies a deployment gets: its prompt-cache kind's, or `salted`.
+BodyKind = Literal["anthropic", "openai", "other", "salted"]
+# litellm providers that speak OpenAI's wire format to a server of the operator's choosing.
+_OPENAI_WIRE_PROVIDERS = frozenset({"openai", "hosted_vllm"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +42,7 @@ class Deployment:
     cached_input_price_per_mtok: float | None = None  # prompt-cache reads; None: full price
     cache_write_price_per_mtok: float | None = None  # prompt-cache writes; None: full price
     max_in_flight: int | None = None  # the bulkhead: attempts in flight at once; None: no cap
+    tenant_cache_salt: bool = True  # a self-hosted server gets a per-tenant `cache_salt`
 
     @property
     def upstream_model(self) -> str:
@@ -48,7 +54,7 @@ class Deployment:
         return self.model.split("/", 1)[0] if "/" in self.model else "openai"
 
     @property
-    def prompt_cache_kind(self) -> Literal["anthropic", "openai", "other"]:
+    def prompt_cache_kind(self) -> PromptCacheKind:
         """How this deployment's prompt cache is addressed (markers, a cache key, or not)."""
         if self.provider == "anthropic":
             return "anthropic"
@@ -56,6 +62,17 @@ class Deployment:
                                           or "api.openai.com" in self.api_base):
             return "openai"
         return "other"
+
+    @property
+    def body_kind(self) -> BodyKind:
+        """`salted` for a self-hosted OpenAI-compatible server (kind `other`, on OpenAI's wire)
+        with `tenant_cache_salt` on: it gets the tenant's `cache_salt`, so its automatic prefix
+        cache (vLLM's) is shared only within a tenant. Else the prompt-cache kind."""
+        kind = self.prompt_cache_kind
+        if kind == "other" and self.tenant_cache_salt and (
+                self.adapter == "openai_passthrough" or self.provider in _OPENAI_WIRE_PROVIDERS):
+            return "salted"
+        return kind
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int,
                  cached_tokens: int = 0, written_tokens: int = 0) -> float:

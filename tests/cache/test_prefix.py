@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from cache.prefix import (
     EPHEMERAL,
     CachedTokens,
+    cache_salt,
     choose_replica,
     mark_prefix,
     prefix_fingerprint,
@@ -69,6 +70,19 @@ def test_openai_gets_a_prompt_cache_key_per_tenant_and_prefix() -> None:
     other_prefix = mark_prefix(_messages("a"), TOOLS[:1], "openai", tenant="acme").prompt_cache_key
     assert key is not None and key == same and len(key) <= 64
     assert len({key, other_tenant, other_prefix}) == 3
+
+
+def test_a_cache_salt_is_per_tenant_and_never_names_it() -> None:
+    """One salt per tenant, stable, 43 characters of `[a-z0-9-]` (safe for any server's salt
+    checks), never containing the tenant id; a client's chosen salt is kept within its tenant
+    and differs from the tenant's default and from every `prompt_cache_key`."""
+    acme, globex = cache_salt("acme"), cache_salt("globex")
+    chosen, elsewhere = cache_salt("acme", "blue"), cache_salt("globex", "blue")
+    assert acme == cache_salt("acme") and chosen == cache_salt("acme", "blue")
+    assert len({acme, globex, chosen, elsewhere, "blue"}) == 5
+    assert all(len(s) == 43 and s.startswith("sr-") and "acme" not in s
+               and set(s[3:]) <= set("0123456789abcdef") for s in (acme, chosen))
+    assert acme != prompt_cache_key("acme", "client\x00blue") != chosen
 
 
 def test_short_prefix_and_other_providers_are_left_alone() -> None:

@@ -149,6 +149,8 @@ def test_string_max_tokens_is_a_bad_request_that_never_reaches_the_provider(
     ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
     ({"stop": 5}, "stop"),
     ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"cache_salt": 5}, "cache_salt"),
+    ({"cache_salt": ""}, "cache_salt"),
 ])
 def test_malformed_fields_are_400_with_an_openai_param_and_no_upstream_call(
         client: openai.OpenAI, sim: Running, extra: dict[str, Any], param: str) -> None:
@@ -269,3 +271,18 @@ def test_usage_on_the_finish_chunk_reaches_only_clients_that_asked(
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "recorded"
     usages = [c.usage for c in chunks if c.usage is not None]
     assert len(usages) == (1 if include_usage else 0)
+
+
+@pytest.mark.parametrize("model", ["pt-rec", "ll-rec"])
+def test_a_self_hosted_upstream_gets_the_tenants_cache_salt_never_its_id(
+        client: openai.OpenAI, recorder: Recorder, model: str) -> None:
+    """A self-hosted OpenAI-compatible upstream (through litellm too, as a request field) gets
+    one `cache_salt` per tenant, a hash that does not name the tenant; a client's own salt
+    reaches it hashed within the tenant, unlike the one the client sent or the default."""
+    recorder.bodies.clear()
+    for extra in (None, None, {"cache_salt": "team-blue"}):
+        client.chat.completions.create(model=model, messages=MESSAGES, extra_body=extra)
+    default, again, chosen = (body["cache_salt"] for body in recorder.bodies)
+    assert default == again and default.startswith("sr-") and len(default) == 43
+    assert "tenant-one" not in default
+    assert chosen not in (default, "team-blue") and chosen.startswith("sr-")

@@ -100,6 +100,27 @@ def test_repeated_prefix_hits_the_prefix_cache_and_cuts_ttft(sim: Sim) -> None:
     assert sim.control.model_stats("prefix")["prefix_cache"]["recent_hits"] == 1
 
 
+def test_the_prefix_cache_is_shared_only_between_requests_with_the_same_cache_salt(
+        sim: Sim) -> None:
+    """As vLLM's: a prefix cached under one `cache_salt` is a miss under another and without
+    one, a hit under the same salt; an empty salt is refused with a 400."""
+    api = client(sim)
+    system = {"role": "system", "content": "You are the salted support bot. " * 20}
+
+    def cached(question: str, salt: str | None) -> int:
+        usage = api.chat.completions.create(
+            model="prefix", messages=[system, {"role": "user", "content": question}],
+            extra_body={"cache_salt": salt} if salt is not None else None).usage
+        assert usage is not None and usage.prompt_tokens_details is not None
+        return usage.prompt_tokens_details.cached_tokens or 0
+
+    assert cached("one", "salt-a") == 0
+    assert (cached("two", "salt-b"), cached("three", None)) == (0, 0)
+    assert cached("four", "salt-a") > 0 and cached("five", None) > 0
+    with pytest.raises(openai.BadRequestError):
+        cached("six", "")
+
+
 async def test_capacity_queues_requests_beyond_the_limit(sim: Sim) -> None:
     """With one slot and 300 ms TTFT, three concurrent requests queue: the last waits >= 0.5 s."""
     api = openai.AsyncOpenAI(base_url=sim.openai_url, api_key="k", max_retries=0)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
+from cache.prefix import cache_salt
 from router.pipeline import upstream_body
-from router.prefix import marked_bodies
+from router.prefix import affinity_order, marked_bodies
+from router.providers.base import Deployment
 
 
 def test_a_clients_own_prompt_cache_key_stays_within_its_tenant() -> None:
@@ -35,3 +39,59 @@ def test_bodies_are_marked_only_for_the_prompt_cache_kinds_asked_for() -> None:
     assert set(marked_bodies(body, "acme")) == {"anthropic", "openai"}
     assert set(marked_bodies(body, "acme", {"openai", "other"})) == {"openai"}
     assert marked_bodies(body, "acme", {"other"}) == {}
+
+
+def test_a_self_hosted_body_carries_the_tenants_cache_salt_whatever_its_prefix() -> None:
+    """The `salted` body (self-hosted servers) has the tenant's salt, for short prompts too (a
+    server caches any prefix); a client's own salt, scoped by `upstream_body`, is kept; a
+    `null` one is replaced. No other body gets a salt."""
+    raw = {"model": "auto", "messages": [{"role": "system", "content": "x" * 5000},
+                                         {"role": "user", "content": "hi"}]}
+    for messages in (raw["messages"], [{"role": "user", "content": "hi"}]):
+        bodies = marked_bodies(upstream_body({**raw, "messages": messages}, "acme"), "acme",
+                               {"openai", "salted"})
+        assert bodies["salted"]["cache_salt"] == cache_salt("acme")
+        assert all("cache_salt" not in body for kind, body in bodies.items() if kind != "salted")
+    chosen = upstream_body({**raw, "cache_salt": "blue"}, "acme")
+    assert marked_bodies(chosen, "acme", {"salted"})["salted"]["cache_salt"] == cache_salt(
+        "acme", "blue")
+    nulled = upstream_body({**raw, "cache_salt": None}, "acme")
+    assert marked_bodies(nulled, "acme", {"salted"})["salted"]["cache_salt"] == cache_salt("acme")
+
+
+def _deployment(model: str, api_base: str | None, adapter: str = "litellm",
+                salt: bool = True) -> Deployment:
+    return Deployment(name="d", model=model, adapter=adapter,  # type: ignore[arg-type]
+                      api_base=api_base, api_key=None, input_price_per_mtok=1.0,
+                      output_price_per_mtok=1.0, context_window=None, tenant_cache_salt=salt)
+
+
+@pytest.mark.parametrize(("deployment", "kind"), [
+    (_deployment("openai/llama", "http://vllm:8000/v1"), "salted"),
+    (_deployment("hosted_vllm/llama", "http://vllm:8000/v1"), "salted"),
+    (_deployment("openai/llama", "http://vllm:8000/v1", "openai_passthrough"), "salted"),
+    (_deployment("openai/llama", "http://vllm:8000/v1", salt=False), "other"),
+    (_deployment("gemini/gemini-2.5-flash", None), "other"),  # not OpenAI's wire
+    (_deployment("openai/gpt-4o", None), "openai"),
+    (_deployment("openai/gpt-4o", "https://api.openai.com/v1", "openai_passthrough"), "openai"),
+    (_deployment("anthropic/claude-haiku-4-5", None), "anthropic"),
+])
+def test_only_self_hosted_openai_compatible_servers_get_the_salted_body(
+        deployment: Deployment, kind: str) -> None:
+    """`tenant_cache_salt` (on by default) applies to OpenAI-wire servers of kind `other`."""
+    assert deployment.body_kind == kind
+
+
+def test_two_tenants_identical_prefixes_are_placed_independently() -> None:
+    """Affinity keys on tenant + prefix: one tenant's prefix always gets the same replica; over
+    many prefixes, the two tenants' replicas for the same prefix often differ (the placement
+    of one says nothing of the other's)."""
+    replicas = ("r0", "r1", "r2")
+    differ = 0
+    for n in range(60):
+        body = {"messages": [{"role": "system", "content": f"prompt {n}"},
+                             {"role": "user", "content": "hi"}]}
+        acme = affinity_order(replicas, replicas, body, "acme", {})
+        assert acme == affinity_order(replicas, replicas, body, "acme", {})
+        differ += acme[0] != affinity_order(replicas, replicas, body, "globex", {})[0]
+    assert 20 <= differ <= 60

@@ -92,6 +92,7 @@ class ChatCompletionRequest(_Lenient):
     seed: int | None = None
     response_format: dict[str, object] | None = None
     n: int | None = None
+    cache_salt: str | None = Field(default=None, min_length=1)  # vLLM's prefix-cache salt
 
 
 def _message_text(message: ChatMessage) -> str:
@@ -126,6 +127,7 @@ def to_sim_request(body: ChatCompletionRequest) -> SimRequest:
         stream=body.stream,
         include_usage=body.stream_options is not None and body.stream_options.include_usage,
         sampling_json=orjson.dumps(sampling, option=orjson.OPT_SORT_KEYS).decode(),
+        cache_salt=body.cache_salt,
     )
 
 

@@ -52,6 +52,7 @@ class SimRequest:
     stream: bool
     include_usage: bool
     sampling_json: str
+    cache_salt: str | None = None  # vLLM's: prefix-cache reuse only between equal salts
 
 
 def count_tokens(text: str) -> int:
@@ -101,10 +102,13 @@ def prefix_chain(request: SimRequest) -> tuple[tuple[bytes, int], ...]:
     """`(hash, tokens)` of each prompt prefix that ends at a message boundary, shortest first.
 
     A prefix is the tools plus the first k messages, for k from 1 to all but the last message
-    (the last message is the new turn, which a KV prefix cache would not hold yet).
+    (the last message is the new turn, which a KV prefix cache would not hold yet). The
+    request's `cache_salt` seeds every hash, as vLLM salts its first block: requests with
+    different salts share no prefix, and those without one share theirs with each other.
     """
     tools = [[t.name, t.parameters_json] for t in request.tools]
-    hasher = hashlib.blake2b(orjson.dumps([request.model, tools]), digest_size=16)
+    hasher = hashlib.blake2b(orjson.dumps([request.model, tools, request.cache_salt]),
+                             digest_size=16)
     tokens = _tools_tokens(request.tools)
     chain: list[tuple[bytes, int]] = []
     for message in request.messages[:-1]:

@@ -244,29 +244,38 @@ async def test_a_hedges_cancelled_loser_is_priced_beside_the_winner(
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
-async def test_an_attempt_its_upstream_dropped_unanswered_is_priced(
-        upstream: Upstream, adapter: str) -> None:
+@pytest.mark.parametrize(("unanswered", "stream"), [(DROP, False), (CUT_AFTER_HEAD, True)],
+                         ids=["dropped", "stream-cut-before-content"])
+async def test_an_attempt_its_upstream_left_unanswered_is_priced(
+        upstream: Upstream, adapter: str, unanswered: int, stream: bool) -> None:
     """`primary` reads the request and closes the connection without a word (502
-    `upstream_dropped`); the request falls back to `alternate`, which answers. The dropped
-    attempt was sent, and its provider may have processed it: it is priced at its prompt,
-    estimated, beside the answer."""
-    upstream.answers["primary"] = (DROP, 0.0)
+    `upstream_dropped`), or answers a stream's 200 head and cuts the line before any content
+    (`upstream_stream_cut`, nothing reached the client); the request falls back to
+    `alternate`, which answers. The first attempt was sent, and its provider may have
+    processed it: it is priced at its prompt, estimated, beside the answer."""
+    upstream.answers["primary"] = (unanswered, 0.0)
     telemetry, exporter = in_memory_telemetry()
     async with serve(upstream.base_url, telemetry, env=TENANT_ENV,
                      whole_config=_config(upstream.base_url, adapter)) as base:
         client = _client(base)
         response = await client.chat.completions.with_raw_response.create(
-            model="auto", messages=MESSAGES)
+            model="auto", messages=MESSAGES, stream=stream)
+        if stream:
+            chunks = response.parse()
+            assert isinstance(chunks, openai.AsyncStream)
+            text = "".join([c.choices[0].delta.content or "" async for c in chunks
+                            if c.choices])
+            assert text == "Ar Men."
         await client.close()
         server, attempts = await _spans(telemetry, exporter)
         costs = await _costs(base)
     assert response.headers["x-slorouter-model"] == "d-alternate"
     spans = _by_deployment(attempts)
-    dropped, answered_by = spans["d-primary"], spans["d-alternate"]
-    assert (dropped["slorouter.attempt.outcome"], dropped["error.type"]) == (
+    unpaid, answered_by = spans["d-primary"], spans["d-alternate"]
+    assert (unpaid["slorouter.attempt.outcome"], unpaid["error.type"]) == (
         "failed", "ProviderError")
-    assert dropped["slorouter.cost_usd"] == pytest.approx(PRIMARY_PROMPT)
-    assert dropped["slorouter.cost.estimated"] is True
+    assert unpaid["slorouter.cost_usd"] == pytest.approx(PRIMARY_PROMPT)
+    assert unpaid["slorouter.cost.estimated"] is True
     assert answered_by["slorouter.cost_usd"] == pytest.approx(ANSWERED_BY_ALTERNATE)
     attributes = server.attributes or {}
     assert attributes["slorouter.cost_usd"] == pytest.approx(
@@ -274,34 +283,6 @@ async def test_an_attempt_its_upstream_dropped_unanswered_is_priced(
     assert attributes["slorouter.cost.estimated"] is True
     assert costs == {("d-primary", "true"): pytest.approx(PRIMARY_PROMPT),
                      ("d-alternate", "false"): pytest.approx(ANSWERED_BY_ALTERNATE)}
-
-
-@pytest.mark.parametrize("adapter", ADAPTERS)
-async def test_a_stream_cut_after_its_head_before_any_content_is_priced(
-        upstream: Upstream, adapter: str) -> None:
-    """`primary` answers a streamed request with a 200 head and cuts the line before any
-    content; nothing reached the client, so the request falls back to `alternate`. The cut
-    attempt was accepted and its provider had started on it: it is priced at its prompt,
-    estimated, beside the answer."""
-    upstream.answers["primary"] = (CUT_AFTER_HEAD, 0.0)
-    telemetry, exporter = in_memory_telemetry()
-    async with serve(upstream.base_url, telemetry, env=TENANT_ENV,
-                     whole_config=_config(upstream.base_url, adapter)) as base:
-        client = _client(base)
-        stream = await client.chat.completions.create(model="auto", messages=MESSAGES,
-                                                      stream=True)
-        text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
-        await client.close()
-        server, attempts = await _spans(telemetry, exporter)
-    assert text == "Ar Men."
-    spans = _by_deployment(attempts)
-    cut, answered_by = spans["d-primary"], spans["d-alternate"]
-    assert cut["slorouter.attempt.outcome"] == "failed"
-    assert cut["slorouter.cost_usd"] == pytest.approx(PRIMARY_PROMPT)
-    assert cut["slorouter.cost.estimated"] is True
-    assert answered_by["slorouter.cost_usd"] == pytest.approx(ANSWERED_BY_ALTERNATE)
-    assert (server.attributes or {})["slorouter.cost_usd"] == pytest.approx(
-        ANSWERED_BY_ALTERNATE + PRIMARY_PROMPT)
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

@@ -191,13 +191,15 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
     """Translate any exception raised by an upstream attempt into the project's hierarchy."""
     if isinstance(exc, e.SlorouterError):
         return exc
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):  # an asyncio.TimeoutError too
+        # Never connected, so never sent: nothing to bill (unlike the read timeout below).
+        return e.ProviderTimeoutError("upstream timed out connecting", code="upstream_timeout")
     if isinstance(exc, asyncio.TimeoutError) or timed_out_reading(exc):
-        # The adapter's own timeout (or its HTTP client's read timeout) ran out waiting for an
-        # answer to a request it had sent: unlike an answered 408/504, it may be billed.
+        # The adapter's own timeout (or its HTTP client's read timeout, aiohttp's
+        # `SocketTimeoutError` among them) ran out waiting for an answer to a request it had
+        # sent: unlike an answered 408/504, it may be billed.
         return e.ProviderTimeoutError("no answer from the upstream within the timeout",
                                       code="upstream_read_timeout")
-    if isinstance(exc, aiohttp.ServerTimeoutError):
-        return e.ProviderTimeoutError("upstream timed out", code="upstream_timeout")
     if isinstance(exc, ResponseBroken):
         return e.ProviderError(f"upstream stream broke: {clean_message(str(exc))}",
                                code="upstream_stream_cut")

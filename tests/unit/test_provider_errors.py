@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import httpx
 import pytest
 from aiohttp import web
@@ -530,8 +531,23 @@ def test_litellms_connection_dropped_before_the_answer_is_upstream_dropped() -> 
     assert sent_unanswered(dropped)
     assert classify(dropped, AttemptContext(True, True, False)).action == "unknown_commit"
     cut = mapping.broken_after_head(over(httpx.ReadError("closed")))
-    assert (cut.code, sent_unanswered(cut)) == ("upstream_stream_cut", False)
+    # Priced as sent when nothing was relayed yet (the runner's attempt still pending); a cut
+    # after content is priced by the relay with its output instead.
+    assert (cut.code, sent_unanswered(cut)) == ("upstream_stream_cut", True)
     unknown = mapping.map_exception(over())
     assert (unknown.code, sent_unanswered(unknown)) == ("upstream_connection_error", False)
     refused = mapping.map_exception(over(httpx.ConnectError("refused")))
     assert isinstance(refused, errors.ProviderUnavailableError) and not sent_unanswered(refused)
+
+
+@pytest.mark.parametrize(("raised", "code", "sent"), [
+    (aiohttp.ConnectionTimeoutError(), "upstream_timeout", False),
+    (aiohttp.SocketTimeoutError(), "upstream_read_timeout", True),
+])
+def test_aiohttp_connect_and_read_timeouts_are_told_apart(raised: BaseException, code: str,
+                                                          sent: bool) -> None:
+    """aiohttp's connect timeout is an `asyncio.TimeoutError` too: never connected, never sent,
+    nothing to bill; its read timeout waited for an answer to a request sent (priced)."""
+    err = mapping.map_exception(raised)
+    assert isinstance(err, errors.ProviderTimeoutError)
+    assert (err.code, sent_unanswered(err)) == (code, sent)

@@ -76,6 +76,12 @@ class Dep:
                 f"    connect_timeout_s: 2\n    timeout_s: {self.timeout_s}{cap}")
 
 
+def interactive_pool(max_concurrency: int, max_queue: int, max_queue_wait_s: float) -> str:
+    """The `reliability` block (as `router_yaml` takes it) of one interactive admission pool."""
+    return (f"    interactive:\n      max_concurrency: {max_concurrency}\n"
+            f"      max_queue: {max_queue}\n      max_queue_wait_s: {max_queue_wait_s}")
+
+
 def router_yaml(sim_base: str, deps: Sequence[Dep], models: Mapping[str, Sequence[str]],
                 reliability: str = "", policies: str = "",
                 request_timeout_s: float = 20.0) -> str:

@@ -34,6 +34,7 @@ from tests.faults.scenarios import (
     Dep,
     SimCounters,
     attempts_in_flight,
+    interactive_pool,
     router_yaml,
     run,
 )
@@ -45,10 +46,7 @@ DEADLINE_S = 2.0
 CAP = 2
 OFFERED = 30  # requests, one every 50 ms: all sent well within one deadline
 GAP_S = 0.05
-RELIABILITY = """    interactive:
-      max_concurrency: 4
-      max_queue: 0
-      max_queue_wait_s: 0.5"""
+RELIABILITY = interactive_pool(4, 0, 0.5)
 HANG_FIRST = """policies:
   default:
     candidates: [hangm]

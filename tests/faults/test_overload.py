@@ -28,6 +28,7 @@ from tests.faults.scenarios import (
     SimCounters,
     chat_body,
     closed_loop,
+    interactive_pool,
     open_loop,
     percentile,
     router_yaml,
@@ -43,10 +44,7 @@ OVERLOAD = 3.0
 ROUND_S = 5.0
 REJECTION_BUDGET_S = 0.050  # the acceptance: rejections answered within 50 ms
 RSS_GROWTH_LIMIT_KIB = 16 * 1024  # between two identical rounds
-RELIABILITY = f"""    interactive:
-      max_concurrency: {MAX_CONCURRENCY}
-      max_queue: 0
-      max_queue_wait_s: 0.5"""
+RELIABILITY = interactive_pool(MAX_CONCURRENCY, 0, 0.5)
 
 
 @pytest.fixture(scope="module")

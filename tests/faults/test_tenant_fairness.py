@@ -17,16 +17,20 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.faults.scenarios import API_KEY, TENANT_ENV, Dep, router_yaml, varied_body
+from tests.faults.scenarios import (
+    API_KEY,
+    TENANT_ENV,
+    Dep,
+    interactive_pool,
+    router_yaml,
+    varied_body,
+)
 from tests.support.services import Running, start_router
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 OTHER_KEY = "sk-faults-other-tenant"
-RELIABILITY = """    interactive:
-      max_concurrency: 2
-      max_queue: 3
-      max_queue_wait_s: 20"""
+RELIABILITY = interactive_pool(2, 3, 20)
 
 
 @pytest.fixture(scope="module")

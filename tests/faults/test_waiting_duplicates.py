@@ -17,6 +17,7 @@ from tests.faults.scenarios import (
     Shot,
     SimCounters,
     chat_body,
+    interactive_pool,
     router_yaml,
     run,
     send,
@@ -25,10 +26,7 @@ from tests.support.services import Running, start_router
 
 pytestmark = pytest.mark.integration
 
-RELIABILITY = """    interactive:
-      max_concurrency: 2
-      max_queue: 0
-      max_queue_wait_s: 0.5"""
+RELIABILITY = interactive_pool(2, 0, 0.5)
 
 
 def _router(sim: Running, tmp_path_factory: pytest.TempPathFactory,
@@ -76,10 +74,7 @@ def test_a_duplicate_whose_client_left_frees_its_admission_slot(
     assert counters.value("long") - before == 1  # the duplicate never ran
 
 
-QUEUEING = """    interactive:
-      max_concurrency: 2
-      max_queue: 1
-      max_queue_wait_s: 5"""
+QUEUEING = interactive_pool(2, 1, 5)
 
 
 @pytest.fixture(scope="module")

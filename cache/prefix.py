@@ -24,6 +24,7 @@ never mutated).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
@@ -108,7 +109,15 @@ def cache_salt(tenant: str, chosen: str | None = None) -> str:
     """A self-hosted server's `cache_salt` for `tenant` (43 characters of `[a-z0-9-]`): the
     tenant's own, or, when the client chose a salt, that salt kept within its tenant. The two
     never equal each other or a `prompt_cache_key` (each hashes a different namespace)."""
-    return prompt_cache_key(tenant, "salt" if chosen is None else f"client-salt\x00{chosen}")
+    if chosen is None:
+        return _tenant_salt(tenant)
+    return prompt_cache_key(tenant, f"client-salt\x00{chosen}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _tenant_salt(tenant: str) -> str:
+    """A tenant's own salt, the same for each of its requests: hashed once, not per request."""
+    return prompt_cache_key(tenant, "salt")
 
 
 def mark_prefix(

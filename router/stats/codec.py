@@ -32,7 +32,7 @@ def decode_key(text: str) -> StatKey:
 def encode_state(state: KeyState) -> bytes:
     """Serialise one key's estimators."""
     doc = {
-        "s": {name: state.sketches[name].to_state() for name in SKETCHES},
+        "s": {name: sketch.to_state() for name, sketch in state.sketches.items()},
         "o": state.outcomes.to_state(),
         "m": None if state.model is None
         else [state.model.sums.to_state(), state.model.ratio.to_state()],
@@ -41,12 +41,13 @@ def encode_state(state: KeyState) -> bytes:
 
 
 def decode_state(blob: bytes, decay: Decay, alpha: float) -> KeyState:
-    """Rebuild a key's estimators (same half-life and accuracy on every replica)."""
+    """Rebuild a key's estimators (same half-life and accuracy on every replica). Sketches this
+    version does not keep (an older replica's `e2e`, `queue`, `cached_e2e`) are skipped."""
     doc = orjson.loads(blob)
-    state = KeyState(decay, alpha, with_model=False)
-    for name in SKETCHES:
-        raw = doc["s"][name]
-        state.sketches[name] = DecayedSketch.from_state(decay, _sketch(raw), alpha)
+    state = KeyState(decay, alpha, with_model=False, kept=())
+    for name, raw in doc["s"].items():
+        if name in SKETCHES:
+            state.sketches[name] = DecayedSketch.from_state(decay, _sketch(raw), alpha)
     state.outcomes = DecayedSums.from_state(decay, _sums(doc["o"]))
     if doc["m"] is not None:
         sums = DecayedSums.from_state(decay, _sums(doc["m"][0]))

@@ -10,12 +10,15 @@ upstream attempts only; failures and cached answers are counted apart.
 A summary freezes only the quantiles that decisions read at its key's level (`read_at`): the
 TTFT of a prompt bucket, the TPOT of a deployment and of deployment x task, the output tokens of
 a task. At low request rates every request triggers a refresh, and summarising every sketch of
-every key it touched was most of that refresh's cost.
+every key it touched was most of that refresh's cost. A key keeps only the sketches read at its
+level (`kept_at`): recording into sketches nobody read was a third of a request's statistics work.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Final
 
 from router.stats.decay import Decay, DecayedSums
@@ -27,8 +30,11 @@ from router.stats.ttft_model import TtftFit, TtftModel
 StatKey = tuple[str, str, int]
 ANY: Final = ""
 ANY_BUCKET: Final = -1
-SKETCHES: Final[tuple[str, ...]] = ("ttft", "tpot", "e2e", "queue", "output_tokens", "cached_e2e")
-SUMMARISED: Final[tuple[str, ...]] = ("ttft", "tpot", "output_tokens")
+SKETCHES: Final[tuple[str, ...]] = ("ttft", "tpot", "output_tokens")
+SUMMARISED: Final = SKETCHES
+OBSERVED: Final[dict[str, Callable[[Observation], float | None]]] = {
+    "ttft": attrgetter("ttft_s"), "tpot": attrgetter("tpot_s"),
+    "output_tokens": attrgetter("output_tokens")}  # each sketch's value in an observation
 
 
 def read_at(key: StatKey) -> tuple[str, ...]:
@@ -39,6 +45,15 @@ def read_at(key: StatKey) -> tuple[str, ...]:
     if deployment == ANY:
         return ("output_tokens",)
     return ("ttft",) if bucket != ANY_BUCKET else ("tpot",)
+
+
+def kept_at(key: StatKey) -> tuple[str, ...]:
+    """The sketches `key` keeps: those `read_at` its level, and deployment x task's TTFT, which
+    hedge triggers read whole (`LocalStatsStore.ttft_quantiles`)."""
+    deployment, task, bucket = key
+    if deployment != ANY and task != ANY and bucket == ANY_BUCKET:
+        return ("ttft", "tpot")
+    return read_at(key)
 
 
 def keys_for(obs: Observation) -> tuple[StatKey, ...]:
@@ -83,42 +98,43 @@ class KeySummary:
 
 
 class KeyState:
-    """Mutable, mergeable estimators for one key."""
+    """Mutable, mergeable estimators for one key: the sketches named in `kept` (of `SKETCHES`,
+    by default all), the decayed outcome counts and, for a deployment key, the TTFT model."""
 
-    __slots__ = ("decay", "model", "outcomes", "sketches")
+    __slots__ = ("alpha", "decay", "model", "outcomes", "sketches")
 
-    def __init__(self, decay: Decay, alpha: float, with_model: bool) -> None:
-        self.decay = decay
-        self.sketches = {name: DecayedSketch(decay, alpha) for name in SKETCHES}
+    def __init__(self, decay: Decay, alpha: float, with_model: bool,
+                 kept: tuple[str, ...] = SKETCHES) -> None:
+        self.decay, self.alpha = decay, alpha
+        self.sketches = {name: DecayedSketch(decay, alpha) for name in kept}
         self.outcomes = DecayedSums(decay)
         self.model = TtftModel(decay, alpha) if with_model else None
 
     def record(self, obs: Observation) -> None:
         """Fold one observation in: cached and failed attempts never touch latency sketches."""
         t = obs.t
-        sk = self.sketches
         if obs.cached:
             self.outcomes.add({"cached": 1.0}, t)
-            sk["cached_e2e"].add(obs.e2e_s, t)
             return
         if obs.error is not None:
             self.outcomes.add({"err": 1.0, "err:" + obs.error: 1.0}, t)
             return
         self.outcomes.add({"ok": 1.0}, t)
-        if obs.ttft_s is not None:
-            sk["ttft"].add(obs.ttft_s, t)
-            if self.model is not None:
-                self.model.add(obs.prompt_tokens, obs.ttft_s, t)
-        if obs.tpot_s is not None:
-            sk["tpot"].add(obs.tpot_s, t)
-        sk["e2e"].add(obs.e2e_s, t)
-        sk["queue"].add(obs.queue_s, t)
-        sk["output_tokens"].add(float(obs.output_tokens), t)
+        if obs.ttft_s is not None and self.model is not None:
+            self.model.add(obs.prompt_tokens, obs.ttft_s, t)
+        for name, sketch in self.sketches.items():
+            value = OBSERVED[name](obs)
+            if value is not None:
+                sketch.add(value, t)
 
     def merge(self, other: KeyState) -> None:
-        """Add `other` into this state."""
-        for name, sketch in self.sketches.items():
-            sketch.merge(other.sketches[name])
+        """Add `other` into this state (a sketch only one of them keeps is kept)."""
+        for name, sketch in other.sketches.items():
+            mine = self.sketches.get(name)
+            if mine is None:
+                self.sketches[name] = sketch.copy()
+            else:
+                mine.merge(sketch)
         self.outcomes.merge(other.outcomes)
         if other.model is not None:
             if self.model is None:
@@ -126,7 +142,7 @@ class KeyState:
             self.model.merge(other.model)
 
     def copy(self) -> KeyState:
-        out = KeyState(self.decay, self.sketches["ttft"].alpha, with_model=False)
+        out = KeyState(self.decay, self.alpha, with_model=False, kept=())
         out.sketches = {name: s.copy() for name, s in self.sketches.items()}
         out.outcomes = self.outcomes.copy()
         if self.model is not None:
@@ -135,13 +151,14 @@ class KeyState:
 
     def summarize(self, now: float, quantiles_of: tuple[str, ...] = SUMMARISED) -> KeySummary:
         """Freeze the current estimates, with the quantiles of the sketches named in
-        `quantiles_of` (a few of `SUMMARISED`; the others None). Costs tens of microseconds:
-        keep it off the hot path."""
+        `quantiles_of` (a few of `SUMMARISED`, kept by this key; the others None). Costs tens of
+        microseconds: keep it off the hot path."""
         o = self.outcomes
         classes = tuple(sorted((name[4:], o.value(name, now)) for name in o.names()
                                if name.startswith("err:")))
         sk = self.sketches
-        found = {name: Quantiles.of_sketch(sk[name].quantiles(LEVELS)) for name in quantiles_of}
+        found = {name: Quantiles.of_sketch(sk[name].quantiles(LEVELS)) for name in quantiles_of
+                 if name in sk}
         return KeySummary(
             at=now, half_life_s=self.decay.half_life_s, n_ok=o.value("ok", now),
             n_err=o.value("err", now), n_cached=o.value("cached", now),

@@ -27,6 +27,7 @@ from router.stats.estimators import (
     KeyState,
     KeySummary,
     StatKey,
+    kept_at,
     keys_for,
     read_at,
 )
@@ -193,7 +194,7 @@ class LocalStatsStore:
 
     def _new_state(self, key: StatKey) -> KeyState:
         with_model = key[0] != ANY and key[1] == ANY
-        return KeyState(self._decay, self.config.alpha, with_model)
+        return KeyState(self._decay, self.config.alpha, with_model, kept_at(key))
 
     # -- reads (decision step, hot path) -------------------------------------------------------
     def view(self, deployment: str, task: Task, prompt_tokens: int) -> StatsView:

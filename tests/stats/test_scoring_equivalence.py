@@ -19,7 +19,17 @@ from router.scoring.predict import log_targets
 from router.scoring.reference import reference_predict, reference_rank
 from router.slo import SloTargets
 from router.stats import LocalStatsStore, Observation, Quantiles
-from router.stats.estimators import ANY, ANY_BUCKET, SUMMARISED, KeySummary, StatKey
+from router.stats.decay import Decay
+from router.stats.estimators import (
+    ANY,
+    ANY_BUCKET,
+    SKETCHES,
+    SUMMARISED,
+    KeyState,
+    KeySummary,
+    StatKey,
+    keys_for,
+)
 from router.stats.store import StatsView
 from tests.stats.sim import FakeClock
 
@@ -105,9 +115,21 @@ def test_flat_ranking_equals_the_reference(seed: int) -> None:
 
 
 
-def _in_full(store: LocalStatsStore, view: StatsView, task: Task) -> StatsView:
+def _every_sketch(store: LocalStatsStore, observed: list[Observation]) -> dict[StatKey, KeyState]:
+    """The store's keys as they would be if each kept every sketch, from the same observations."""
+    config = store.config
+    states: dict[StatKey, KeyState] = {}
+    for obs in observed:
+        for key in keys_for(obs):
+            if key not in states:
+                states[key] = KeyState(Decay(config.half_life_s), config.alpha,
+                                       with_model=key[0] != ANY and key[1] == ANY, kept=SKETCHES)
+            states[key].record(obs)
+    return states
+
+
+def _in_full(states: dict[StatKey, KeyState], view: StatsView, task: Task) -> StatsView:
     """`view` with each level's summary holding the quantiles of every summarised sketch."""
-    states = store.own_states()
     bucket = next(k for k in states if k[:2] == (view.deployment, task) and k[2] != ANY_BUCKET)
 
     def full(level: KeySummary | None, key: StatKey) -> KeySummary | None:
@@ -121,23 +143,27 @@ def _in_full(store: LocalStatsStore, view: StatsView, task: Task) -> StatsView:
 
 @pytest.mark.parametrize("seed", range(20))
 def test_summaries_hold_every_quantile_a_decision_reads(seed: int) -> None:
-    """A summary freezes only the quantiles `read_at` names for its level; ranking on summaries
-    that hold every quantile gives the very same result (a decision reading a quantile that
-    its level's summary leaves out would differ: it would fall back to the prior)."""
+    """A key keeps, and its summary freezes, only the sketches its level is read for (`kept_at`,
+    `read_at`); ranking on summaries of keys that keep every sketch, summarised whole, gives the
+    very same result (a decision reading a quantile that its level leaves out would differ: it
+    would fall back to the prior)."""
     rng = random.Random(seed)
     clock = FakeClock()
     store = LocalStatsStore(clock=clock)
     task: Task = "chat"
+    observed: list[Observation] = []
     for dep_i, dep in enumerate(DEPLOYMENTS):
         for _ in range(rng.choice((3, 40))):
             ttft = (0.1 + 0.2 * dep_i) * rng.lognormvariate(0, 0.4)
-            store.record(Observation(dep, task, 700, rng.choice((2, 50, 400)), ttft,
-                                     rng.uniform(0.005, 0.1), ttft + 2.0, 0.0, None, False,
-                                     clock.now))
+            observed.append(Observation(dep, task, 700, rng.choice((2, 50, 400)), ttft,
+                                        rng.uniform(0.005, 0.1), ttft + 2.0, 0.0, None, False,
+                                        clock.now))
+            store.record(observed[-1])
             clock.now += 0.01
     clock.now += 0.5
     views = [store.view(d, task, 700) for d in DEPLOYMENTS]
-    full_views = [_in_full(store, v, task) for v in views]
+    every = _every_sketch(store, observed)
+    full_views = [_in_full(every, v, task) for v in views]
     assert all(v.bucket is not None and v.bucket.tpot is None for v in views)
     assert all(v.bucket is not None and v.bucket.tpot is not None for v in full_views)
     history = store.task_summary(task)

@@ -7,6 +7,7 @@ import random
 import time
 from dataclasses import replace
 
+import orjson
 import pytest
 
 from policies.labels import Task
@@ -22,6 +23,7 @@ from router.stats import (
     prompt_bucket,
     tpot_s,
 )
+from router.stats.codec import decode_state, encode_state
 from router.stats.decay import Decay
 from tests.stats.sim import FakeClock
 
@@ -366,3 +368,27 @@ async def test_refresher_sleeps_until_a_change_and_spaces_its_passes() -> None:
         assert store.refreshes == before + 1
     finally:
         refresher.cancel()
+
+
+def test_a_key_keeps_only_the_sketches_read_at_its_level() -> None:
+    """A recorded observation lands in each key's kept sketches only; a state shared by an older
+    replica, with the sketches no level reads (`e2e`, `queue`, `cached_e2e`), decodes to the kept
+    ones and merges into this replica's."""
+    clock = FakeClock()
+    store = LocalStatsStore(clock=clock)
+    obs = Observation("A", "chat", 700, 16, 0.2, 0.01, 0.4, 0.0, None, False, clock.now)
+    store.record(obs)
+    kept = {key: sorted(state.sketches) for key, state in store.own_states().items()}
+    assert kept == {
+        ("A", "chat", obs.bucket): ["ttft"],
+        ("A", "chat", ANY_BUCKET): ["tpot", "ttft"],
+        ("A", ANY, ANY_BUCKET): ["tpot"],
+        (ANY, "chat", ANY_BUCKET): ["output_tokens"],
+    }
+    mine = store.own_states()[("A", "chat", ANY_BUCKET)]
+    old = orjson.loads(encode_state(mine))
+    old["s"] |= {name: old["s"]["ttft"] for name in ("e2e", "queue", "cached_e2e")}
+    theirs = decode_state(orjson.dumps(old), mine.decay, mine.alpha)
+    assert sorted(theirs.sketches) == ["tpot", "ttft"]
+    mine.merge(theirs)
+    assert mine.sketches["ttft"].count(clock.now) == pytest.approx(2.0)

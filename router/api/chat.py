@@ -355,6 +355,17 @@ def after_sending(response: Response, work: Callable[..., Awaitable[None]], *arg
             await before()
         await work(*args)
 
-    response.background = BackgroundTask(run)
+    response.background = _Then(run)
+
+
+class _Then(BackgroundTask):
+    """Starlette's background task for one coroutine function, without the introspection of
+    `func` that its constructor does on every request."""
+
+    def __init__(self, run: Callable[[], Awaitable[None]]) -> None:  # no super()
+        self._run = run
+
+    async def __call__(self) -> None:
+        await self._run()
 
 

@@ -210,7 +210,7 @@ async def run_unless_disconnected(
         gone = True
         caller.cancel()
 
-    watcher = asyncio.ensure_future(watch())
+    watcher = asyncio.get_running_loop().create_task(watch())
     try:
         result = await work
     except asyncio.CancelledError:

@@ -43,36 +43,17 @@ class Deployment:
     cache_write_price_per_mtok: float | None = None  # prompt-cache writes; None: full price
     max_in_flight: int | None = None  # the bulkhead: attempts in flight at once; None: no cap
     tenant_cache_salt: bool = True  # a self-hosted server gets a per-tenant `cache_salt`
+    # Derived from the fields above once, at construction (a request reads them many times).
+    upstream_model: str = field(init=False, repr=False, compare=False)
+    provider: str = field(init=False, repr=False, compare=False)
+    prompt_cache_kind: PromptCacheKind = field(init=False, repr=False, compare=False)
+    body_kind: BodyKind = field(init=False, repr=False, compare=False)
 
-    @property
-    def upstream_model(self) -> str:
-        """The name the upstream API knows: the litellm string without its provider prefix."""
-        return self.model.split("/", 1)[1] if "/" in self.model else self.model
-
-    @property
-    def provider(self) -> str:
-        return self.model.split("/", 1)[0] if "/" in self.model else "openai"
-
-    @property
-    def prompt_cache_kind(self) -> PromptCacheKind:
-        """How this deployment's prompt cache is addressed (markers, a cache key, or not)."""
-        if self.provider == "anthropic":
-            return "anthropic"
-        if self.provider == "openai" and (self.api_base is None
-                                          or "api.openai.com" in self.api_base):
-            return "openai"
-        return "other"
-
-    @property
-    def body_kind(self) -> BodyKind:
-        """`salted` for a self-hosted OpenAI-compatible server (kind `other`, on OpenAI's wire)
-        with `tenant_cache_salt` on: it gets the tenant's `cache_salt`, so its automatic prefix
-        cache (vLLM's) is shared only within a tenant. Else the prompt-cache kind."""
-        kind = self.prompt_cache_kind
-        if kind == "other" and self.tenant_cache_salt and (
-                self.adapter == "openai_passthrough" or self.provider in _OPENAI_WIRE_PROVIDERS):
-            return "salted"
-        return kind
+    def __post_init__(self) -> None:
+        derived = derive_names(self.model, self.api_base, self.adapter, self.tenant_cache_salt)
+        for name, value in zip(("upstream_model", "provider", "prompt_cache_kind", "body_kind"),
+                               derived, strict=True):
+            object.__setattr__(self, name, value)
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int,
                  cached_tokens: int = 0, written_tokens: int = 0) -> float:
@@ -101,6 +82,27 @@ class Deployment:
 # billed, nor is a request that never left (a refused connection).
 _SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout", "upstream_stream_cut"})
 
+
+
+def derive_names(model: str, api_base: str | None, adapter: AdapterName,
+                 tenant_cache_salt: bool) -> tuple[str, str, PromptCacheKind, BodyKind]:
+    """A deployment's upstream model (the name the upstream API knows: the litellm string
+    without its provider prefix), provider, prompt-cache kind (how its prompt cache is
+    addressed: markers, a cache key, or not) and body kind: `salted` for a self-hosted
+    OpenAI-compatible server (kind `other`, on OpenAI's wire) with `tenant_cache_salt` on, which
+    gets the tenant's `cache_salt` so that its automatic prefix cache (vLLM's) is shared only
+    within a tenant; else the prompt-cache kind."""
+    provider, rest = model.split("/", 1) if "/" in model else ("openai", model)
+    kind: PromptCacheKind = "other"
+    if provider == "anthropic":
+        kind = "anthropic"
+    elif provider == "openai" and (api_base is None or "api.openai.com" in api_base):
+        kind = "openai"
+    body: BodyKind = kind
+    if kind == "other" and tenant_cache_salt and (
+            adapter == "openai_passthrough" or provider in _OPENAI_WIRE_PROVIDERS):
+        body = "salted"
+    return rest, provider, kind, body
 
 def sent_unanswered(err: SlorouterError) -> bool:
     """Whether `err` says the attempt was sent and no answer came (`_SENT_UNANSWERED`)."""

@@ -9,9 +9,9 @@ with` block, so a streamed response should stay inside it until its last byte.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Protocol
 
 from router.admission.config import AdmissionPolicy, Priority
@@ -46,21 +46,12 @@ class AdmissionController:
             priority: Pool(priority, limits) for priority, limits in policy.pools.items()
         }
 
-    @asynccontextmanager
-    async def admit(
-        self, tenant: str, priority: Priority, deadline: HasRemaining | None = None
-    ) -> AsyncIterator[Admission]:
-        """Hold a slot for the block; raises 429/503 errors at once when it may not queue."""
-        pool = self._pools[priority]
-        limit = self._policy.pools[priority].max_queue_wait_s
-        wait_s = min(limit, deadline.remaining()) if deadline is not None else limit
-        arrived = self._clock()
-        queued = await pool.acquire(tenant, wait_s)
-        admitted = self._clock()
-        try:
-            yield Admission(tenant, priority, queued, admitted - arrived)
-        finally:
-            pool.release(tenant, self._clock() - admitted)
+    def admit(self, tenant: str, priority: Priority,
+              deadline: HasRemaining | None = None) -> Admitting:
+        """Hold a slot for the `async with` block; raises 429/503 errors at once when it may
+        not queue."""
+        return Admitting(self._pools[priority], self._clock, tenant, priority,
+                         self._policy.pools[priority].max_queue_wait_s, deadline)
 
     def has_room(self, priority: Priority) -> bool:
         """Whether `admit` would take a slot at once, without queueing."""
@@ -74,3 +65,31 @@ class AdmissionController:
     def snapshot(self) -> dict[Priority, PoolSnapshot]:
         """Occupancy of every class."""
         return {priority: pool.snapshot() for priority, pool in self._pools.items()}
+
+
+class Admitting:
+    """`AdmissionController.admit`'s context: a slot of `pool`, taken on entry (after queueing
+    at most the class's wait, and never past `deadline`) and given back on exit. A class, not a
+    generator-based context manager: one enters on every request."""
+
+    __slots__ = ("_admitted", "_clock", "_deadline", "_max_wait_s", "_pool", "_priority",
+                 "_tenant")
+
+    def __init__(self, pool: Pool, clock: Clock, tenant: str, priority: Priority,
+                 max_wait_s: float, deadline: HasRemaining | None) -> None:
+        self._pool, self._clock = pool, clock
+        self._tenant, self._priority = tenant, priority
+        self._max_wait_s, self._deadline = max_wait_s, deadline
+        self._admitted = 0.0
+
+    async def __aenter__(self) -> Admission:
+        limit, deadline = self._max_wait_s, self._deadline
+        wait_s = min(limit, deadline.remaining()) if deadline is not None else limit
+        arrived = self._clock()
+        queued = await self._pool.acquire(self._tenant, wait_s)
+        self._admitted = self._clock()
+        return Admission(self._tenant, self._priority, queued, self._admitted - arrived)
+
+    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                        trace: TracebackType | None) -> None:
+        self._pool.release(self._tenant, self._clock() - self._admitted)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 
 from router.api.errors import ClientGone
 from router.api.schemas import ChatCompletionRequest
@@ -54,14 +54,17 @@ async def read_json(request: Request, max_bytes: int,
         raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
                                    code="payload_too_large")
     body = bytearray()
-    try:
-        async for part in request.stream():
-            body += part
-            if len(body) > max_bytes:
-                raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
-                                           code="payload_too_large")
-    except ClientDisconnect:  # the client left while sending it: not a failure of ours
-        raise ClientGone() from None
+    receive = request.receive  # read as ASGI messages: no async generator per request
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":  # the client left while sending it
+            raise ClientGone()
+        body += message.get("body", b"")
+        if len(body) > max_bytes:
+            raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
+                                       code="payload_too_large")
+        more = message.get("more_body", False)
     return parse_json_object(body)
 
 

@@ -181,10 +181,15 @@ def result_caching(config: RouterConfig) -> ResultCaching:
                 return ResultCaching(None, rule, metrics, unavailable=f"disk full: {err}")
             raise ConfigError([f"server.cache.directory: cannot use {directory.resolve()}: "
                                f"{getattr(err, 'strerror', None) or err}"]) from err
-        if disk.set_aside is not None:
-            event(log, "cache_database_set_aside", logging.WARNING, directory=str(
-                directory.resolve()), error=disk.set_aside, hint="it was corrupt: renamed to "
-                "cache.db.corrupt; the cache starts empty")
+        if disk.corrupt is not None:
+            event(log, "cache_corrupt_emptied", logging.WARNING, directory=str(
+                directory.resolve()), error=disk.corrupt, files_deleted=disk.files_deleted,
+                hint="its database was corrupt: deleted with every cached answer; the cache "
+                "starts empty")
+        elif disk.files_deleted:
+            event(log, "cache_set_aside_files_deleted", logging.INFO, directory=str(
+                directory.resolve()), files_deleted=disk.files_deleted, hint="cache.db.corrupt "
+                "files set aside by an earlier version, and the answers only they referenced")
         backend = disk
     return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics)
 

@@ -2,7 +2,8 @@
 
 Several processes on one host may share the directory (SQLite WAL). TTL is diskcache's `expire`.
 SQLite's busy timeout is kept short (`timeout_s`), so a locked database is a counted miss, not a
-stalled event loop.
+stalled event loop. A database found corrupt at start-up is deleted with every answer it held
+(`cache.backends.disk_purge`), and the cache starts empty.
 
 Blocking calls: a hit-path `get` costs a few tens of microseconds, far less than a hop to a
 worker thread, so `get` runs inline by default; `set` (an SQLite write, occasionally a file
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import diskcache
 
+from cache.backends.disk_purge import open_cache
 from cache.backends.failures import FailureLog
 from cache.entry import CachedEntry, decode_entry, encode_entry
 from cache.metrics import CacheMetrics
@@ -40,21 +42,13 @@ class DiskResultCache:
         offload_set: bool = True,
         log_interval_s: float = 10.0,
     ) -> None:
-        self.set_aside: str | None = None  # why a corrupt database was set aside, if it was
-        try:
-            self._cache = diskcache.Cache(
-                str(directory), timeout=timeout_s, size_limit=size_limit_bytes
-            )
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError):  # cannot open or write: not ours to fix
-                raise
-            # A corrupt database (a crash, a disk fault, a stray write): a cache is disposable,
-            # so start empty rather than refuse to start until someone deletes it.
-            self.set_aside = str(exc)
-            _set_aside(Path(directory))
-            self._cache = diskcache.Cache(
-                str(directory), timeout=timeout_s, size_limit=size_limit_bytes
-            )
+        opened = open_cache(Path(directory), lambda: diskcache.Cache(
+            str(directory), timeout=timeout_s, size_limit=size_limit_bytes))
+        self._cache = opened.cache
+        # A corrupt database (a crash, a disk fault, a stray write): a cache is disposable, so
+        # it starts empty rather than refuse to start until someone deletes it.
+        self.corrupt = opened.corrupt  # the error for which it was deleted here, if it was
+        self.files_deleted = opened.files_deleted  # by the above, or left by earlier versions
         self._failures = FailureLog("disk", metrics, log_interval_s)
         self._offload_get = offload_get
         self._offload_set = offload_set
@@ -88,14 +82,3 @@ class DiskResultCache:
         """Close the SQLite connections of this process."""
         self._cache.close()
 
-
-def _set_aside(directory: Path) -> None:
-    """Rename the database and its WAL files to `*.corrupt` (replacing an earlier set), so that
-    a fresh database starts and the old one stays for a post-mortem. A WAL must not outlive its
-    database: SQLite would replay it into the new one. Another process may have done it first."""
-    for name in (diskcache.core.DBNAME, f"{diskcache.core.DBNAME}-wal",
-                 f"{diskcache.core.DBNAME}-shm"):
-        try:
-            (directory / name).replace(directory / f"{name}.corrupt")
-        except FileNotFoundError:
-            continue

@@ -76,12 +76,12 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         StatsConfig(half_life_s=server.stats.half_life_s))
     execution.watch = store  # attempts still waiting for a first token weigh on the scoring
     slo = SloTracker(targets_by_task(config.source.policies))
-    ranker = StatsRanker(config, store, slo, lambda name: breakers.state(name) == "open",
+    ranker = StatsRanker(config, store, slo, breakers.is_open,
                          random.Random(), explore_share=server.stats.explore_share)
     trials = experiments if experiments is not None else Experiments(
         config.source.experiments, memory_store())
     pipeline = ChatPipeline(config, classifier, Runner(providers, execution, time.perf_counter),
-                            ranker=ranker, health=lambda name: breakers.state(name) != "open",
+                            ranker=ranker, health=lambda name: not breakers.is_open(name),
                             hedge_delay=HedgeDelays(store, server.reliability.hedge_percentile,
                                                    server.reliability.hedge_max_median_ratio),
                             load=store.load,

@@ -112,6 +112,10 @@ class CircuitBreaker:
             return "open"
         return "half_open" if self._half_open else "closed"
 
+    def is_open(self) -> bool:
+        """`state() == "open"`, without the clock read while closed."""
+        return self._open_until is not None and self.state() == "open"
+
     def allow(self) -> bool:
         """Whether an attempt may go to this deployment now; counts a half-open probe."""
         state = self.state()
@@ -261,6 +265,12 @@ class BreakerRegistry:
     def state(self, deployment: str) -> BreakerState:
         """The state of `deployment` without admitting anything."""
         return self.get(deployment).state()
+
+    def is_open(self, deployment: str) -> bool:
+        """Whether `deployment`'s circuit is open (read for every candidate of every request:
+        a closed circuit, or one never used, answers without a clock read)."""
+        breaker = self._breakers.get(deployment)
+        return breaker is not None and breaker.is_open()
 
     def soonest_probe_s(self, deployments: Iterable[str]) -> float:
         """The `Retry-After` for a request whose candidates are all held by open circuits:

@@ -200,6 +200,7 @@ def test_state_machine_only_takes_legal_transitions(
             end_one(breaker, op)
             probes_granted = 0
         after = breaker.state()
+        assert breaker.is_open() == (after == "open")
         if after != before:
             assert (before, after) in LEGAL
             probes_granted = 0
@@ -216,3 +217,16 @@ def test_registry_snapshot_serialises_every_deployment() -> None:
     states = {d["deployment"]: d["state"] for d in payload["deployments"]}
     assert states == {"a-deployment": "open", "b-deployment": "closed"}
     assert payload["deployments"][0]["half_open_in_s"] == POLICY.cool_down_s
+
+
+def test_registry_reads_open_circuits_by_name() -> None:
+    """`is_open` is `state() == "open"`: false for a deployment never used or closed, true while
+    its cool-down runs, false once it has elapsed (half-open)."""
+    clock = FakeClock()
+    registry = BreakerRegistry(POLICY, clock)
+    registry.get("closed").on_success()
+    fail(registry.get("tripped"), POLICY.consecutive_failures)
+    assert [registry.is_open(name) for name in ("unused", "closed", "tripped")] == [
+        False, False, True]
+    clock.advance(POLICY.cool_down_s)
+    assert registry.state("tripped") == "half_open" and not registry.is_open("tripped")

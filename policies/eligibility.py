@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from operator import attrgetter
 
 from policies.eval_report import QualityTable
 from policies.labels import Risk, Task
@@ -42,6 +43,8 @@ class DeploymentFacts:
     price_in_per_m: float
     price_out_per_m: float
     healthy: bool = True
+
+_PASSED = attrgetter("passed")
 
 
 class CheckName(StrEnum):
@@ -89,7 +92,7 @@ class Verdict:
 
     @property
     def eligible(self) -> bool:
-        return all(check.passed for check in self.checks)
+        return all(map(_PASSED, self.checks))  # no generator to resume per check
 
 
 def floor_threshold(floor: QualityFloor, task: Task,

@@ -119,10 +119,20 @@ class _Exchange:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def wait(self) -> None:
-        """Until the next change (head, chunk, end, error)."""
-        self._waiter = asyncio.get_running_loop().create_future()
-        await self._waiter
+    async def wait(self, deadline: float | None = None) -> None:
+        """Until the next change (head, chunk, end, error); `TimeoutError` at `deadline` (event
+        loop time) first. The timer fails the waiter itself: a stream waits once per chunk, and
+        `asyncio.timeout` (a task cancellation turned into the error) costs several times more."""
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        if deadline is None:
+            await waiter
+            return
+        timer = loop.call_at(deadline, _expire, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
 
     async def until(self, ready: Callable[[_Exchange], bool]) -> None:
         """Until `ready(self)`; an error that comes first is raised."""
@@ -130,6 +140,11 @@ class _Exchange:
             if self.error is not None:
                 raise self.error
             await self.wait()
+
+
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 def _complete(exchange: _Exchange) -> bool:
@@ -375,8 +390,7 @@ class Response:
                 elif exchange.error is not None:
                     raise exchange.error
                 else:
-                    async with asyncio.timeout_at(deadline):
-                        await exchange.wait()
+                    await exchange.wait(deadline)
         finally:
             self.close()
 

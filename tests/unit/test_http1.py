@@ -112,6 +112,40 @@ async def test_chunked_body_arrives_decoded_in_pieces() -> None:
     assert len(pieces) == 2
 
 
+async def test_a_stream_stalled_past_its_deadline_times_out_and_closes_its_connection(
+        ) -> None:
+    """`chunks(deadline)` bounds each wait for more: a chunk that comes in time is read, one
+    that does not comes as TimeoutError at the deadline, and the connection is closed."""
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     connection: int) -> None:
+        await server.read_request(reader)
+        if connection > 1:
+            writer.write(answer(b"{}"))
+            await writer.drain()
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        for delay in (0.05, 5.0):  # the second chunk far past the deadline
+            await asyncio.sleep(delay)
+            writer.write(b"6\r\npiece\n\r\n")
+            await writer.drain()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 0.3
+        pieces: list[bytes] = []
+        with pytest.raises(TimeoutError):
+            async for piece in response.chunks(deadline):
+                pieces.append(piece)
+        waited = loop.time() - deadline
+        assert await post(client, target) == b"{}"  # on a new connection: the stalled one closed
+        await client.aclose()
+    assert server.connections == 2
+    assert pieces == [b"piece\n"]
+    assert -0.01 < waited < 1.0  # at the deadline, not at the stalled chunk
+
+
 async def test_an_idle_connection_the_server_closed_is_retried_on_a_new_one() -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
         await server.read_request(reader)

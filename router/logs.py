@@ -10,8 +10,10 @@ import logging
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TextIO
 
 import orjson
 
@@ -43,6 +45,15 @@ def configure(level: str = "info") -> None:
     root.setLevel(level.upper())
     for noisy in ("LiteLLM", "litellm", "httpx", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    warnings.showwarning = warning_event
+
+
+def warning_event(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """A Python warning as a `python_warning` event: its class and where, never its text
+    (pydantic's serializer warnings quote the values they met: a provider's answer text)."""
+    event(logging.getLogger("py.warnings"), "python_warning", logging.WARNING,
+          category=category.__name__, filename=filename, lineno=lineno)
 
 
 def event(logger: logging.Logger, name: str, level: int = logging.INFO, **data: object) -> None:

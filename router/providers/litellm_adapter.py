@@ -9,6 +9,7 @@ map: nothing may be fetched from the network at run time.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import AsyncGenerator, Iterable
@@ -31,6 +32,7 @@ from router.providers.base import (
     with_usage,
 )
 from router.providers.errors import broken_after_head, map_exception, without_key
+from router.telemetry.redact import without_arguments
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
@@ -39,6 +41,14 @@ litellm.suppress_debug_info = True
 # dashed rule, a column of zeros), which pass-through relays as they are; a runaway stream is
 # bounded by the request's deadline and the deployment's `timeout_s` instead.
 litellm.REPEATED_STREAMING_CHUNK_LIMIT = sys.maxsize  # type: ignore[attr-defined]
+# litellm's loggers write through a handler of their own (plain text, past the service's
+# formatter and redaction) and log exceptions as arguments (`Exception occured - %s`: a
+# pydantic error quoting a provider's malformed chunk, that is, the answer's text). Their
+# records go to the service's handlers only, without their arguments (dropped first: litellm's
+# own logger filters write the arguments into the message).
+for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+    logging.getLogger(_name).handlers.clear()
+    logging.getLogger(_name).filters.insert(0, without_arguments)
 
 # The OpenAI Chat Completions request fields that litellm takes as keyword arguments of the same
 # name and meaning (it translates them for other providers). Every other field of the client's

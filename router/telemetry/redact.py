@@ -82,6 +82,17 @@ class TraceLogFilter(logging.Filter):
         return True
 
 
+def without_arguments(record: logging.LogRecord) -> bool:
+    """A logger filter for third-party loggers whose arguments may hold request or answer text
+    (an exception's message, a pydantic error quoting a value): the record keeps its template
+    and its exception's class and frames (`JsonFormatter`), and loses its arguments."""
+    if record.args:
+        record.args = None
+    if not isinstance(record.msg, str):
+        record.msg = type(record.msg).__name__
+    return True
+
+
 def install(secrets: Iterable[str] = (), logger: logging.Logger | None = None) -> RedactingFilter:
     """Attach trace ids and redaction to every handler of `logger` (default: root)."""
     target = logger if logger is not None else logging.getLogger()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -14,24 +13,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import API_KEY, SIM_MODELS, router_config
-from tests.support.services import Running, start_router, start_simulator
+from tests.support.services import Running, observed_gateway
 
 CANARY = "zebra-quokka-7f3a91 canary"
 
 
 @pytest.fixture(scope="module")
 def debug_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Path]]:
-    directory = tmp_path_factory.mktemp("observed")
-    with ExitStack() as started:  # the simulator stopped even when the router fails to start
-        sim = start_simulator(directory, SIM_MODELS)
-        started.callback(sim.stop)
-        router = start_router(directory, router_config(sim.base_url),
-                              env={"TENANT_ONE_KEY": API_KEY, "SIM_KEY": "sim-key-secret-123",
-                                   "SLOROUTER_TELEMETRY_EXPORTER": "console",
-                                   "SLOROUTER_TELEMETRY_SAMPLE_RATIO": "1.0"},
-                              extra_args=("--log-level", "debug"))
-        started.callback(router.stop)
-        yield router, directory / "router.log"
+    with observed_gateway(tmp_path_factory.mktemp("observed"), SIM_MODELS, router_config,
+                          {"TENANT_ONE_KEY": API_KEY, "SIM_KEY": "sim-key-secret-123"}) as both:
+        yield both
 
 
 def test_metrics_endpoint_is_valid_prometheus_with_genai_histograms(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,3 +66,21 @@ def start_router(directory: Path, config_yaml: str, env: dict[str, str] | None =
                           log_path=directory / f"{name}.log", startup_timeout_s=60,
                           cwd=directory).start()
     return Running(proc, f"http://127.0.0.1:{port}")
+
+
+@contextlib.contextmanager
+def observed_gateway(directory: Path, models: dict[str, dict[str, Any]],
+                     config: Callable[[str], str], env: dict[str, str]
+                     ) -> Iterator[tuple[Running, Path]]:
+    """The simulator serving `models` and a router on it (`config(simulator base URL)`) that
+    logs at DEBUG and prints every span to its log; yields the router and its log's path.
+    Both are stopped at the end, the simulator also when the router fails to start."""
+    with contextlib.ExitStack() as started:
+        sim = start_simulator(directory, models)
+        started.callback(sim.stop)
+        router = start_router(directory, config(sim.base_url),
+                              env={**env, "SLOROUTER_TELEMETRY_EXPORTER": "console",
+                                   "SLOROUTER_TELEMETRY_SAMPLE_RATIO": "1.0"},
+                              extra_args=("--log-level", "debug"))
+        started.callback(router.stop)
+        yield router, directory / "router.log"

@@ -1,8 +1,9 @@
 """Serving one chat request on the simulator: draw its fate, wait, and write it out.
 
 The order for each request: resolve the model (404 when unknown), check the context window,
-draw the outcome (429/500/503 with their delay, or a hang that never answers), take a capacity
-slot (queueing when the model is full), look up the prefix cache, draw the plan, then answer —
+answer the failure a `<<fail:KIND>>` marker asks for (`echo`), draw the outcome (429/500/503
+with their delay, or a hang that never answers), take a capacity slot (queueing when the model
+is full), look up the prefix cache, draw the plan, then answer —
 all at once after `ttft + (n-1)·tpot`, or as a stream timed chunk by chunk, possibly cut.
 Counting of requests, completions, errors, hangs, cuts and cancellations happens here.
 A client that goes away raises `CancelledError` (aiohttp handler cancellation) or a
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from router.providers.simulator import sampling
+from router.providers.simulator.echo import echo_failure
 from router.providers.simulator.plan import Plan, build_answer, build_plan
 from router.providers.simulator.request import SimRequest, prefix_chain, prompt_tokens
 from router.providers.simulator.state import ModelRuntime, SimulatorState, UnknownModelError
@@ -90,6 +92,10 @@ async def _serve_model(request: web.Request, state: SimulatorState, runtime: Mod
         message = f"This model's maximum context length is {window} tokens; the request has " \
                   f"{tokens} prompt tokens and max_tokens {sim.max_tokens}."
         return error_response(wire, ErrorKind(400, "context_length_exceeded", message))
+    echoed = echo_failure(wire, sim)
+    if echoed is not None:
+        runtime.stats.count_error(str(echoed.status))
+        return echoed
     outcome = sampling.draw_outcome(profile, state.rng)
     if outcome is sampling.Outcome.HANG:
         runtime.stats.hangs += 1

@@ -3,7 +3,8 @@
 Both wire formats (OpenAI chat completions, Anthropic messages) are parsed into a `SimRequest`;
 this module derives from it what the simulator needs: the content key (a hash that seeds the
 deterministic answer), the approximate prompt token count (about 4 characters per token), the
-chain of prompt prefixes (for the prefix-cache model) and the `<<expect:VALUE>>` marker.
+chain of prompt prefixes (for the prefix-cache model), the `<<expect:VALUE>>` marker and the
+`<<fail:KIND>>` one (a failure that quotes the request, `router.providers.simulator.echo`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import orjson
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
 EXPECT_MARKER = re.compile(r"<<expect:(.*?)>>", re.DOTALL)
+FAIL_MARKER = re.compile(r"<<fail:([a-z0-9]+)>>")
 
 ToolMode = Literal["auto", "none", "required"]
 
@@ -118,13 +120,21 @@ def prefix_chain(request: SimRequest) -> tuple[tuple[bytes, int], ...]:
     return tuple(chain)
 
 
+def last_user_text(request: SimRequest) -> str | None:
+    """The text of the last user message, if there is one."""
+    return next((m.text for m in reversed(request.messages) if m.role == "user"), None)
+
+
 def expected_answer(request: SimRequest) -> str | None:
     """The VALUE of a `<<expect:VALUE>>` marker in the last user message, if there is one."""
-    for message in reversed(request.messages):
-        if message.role == "user":
-            found = EXPECT_MARKER.search(message.text)
-            return found.group(1) if found else None
-    return None
+    found = EXPECT_MARKER.search(last_user_text(request) or "")
+    return found.group(1) if found else None
+
+
+def asked_failure(request: SimRequest) -> str | None:
+    """The KIND of a `<<fail:KIND>>` marker in the last user message, if there is one."""
+    found = FAIL_MARKER.search(last_user_text(request) or "")
+    return found.group(1) if found else None
 
 
 def unit_draw(key: bytes, salt: bytes) -> float:

@@ -83,7 +83,6 @@ class Deployment:
 _SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout", "upstream_stream_cut"})
 
 
-
 def derive_names(model: str, api_base: str | None, adapter: AdapterName,
                  tenant_cache_salt: bool) -> tuple[str, str, PromptCacheKind, BodyKind]:
     """A deployment's upstream model (the name the upstream API knows: the litellm string
@@ -103,6 +102,7 @@ def derive_names(model: str, api_base: str | None, adapter: AdapterName,
             adapter == "openai_passthrough" or provider in _OPENAI_WIRE_PROVIDERS):
         body = "salted"
     return rest, provider, kind, body
+
 
 def sent_unanswered(err: SlorouterError) -> bool:
     """Whether `err` says the attempt was sent and no answer came (`_SENT_UNANSWERED`)."""

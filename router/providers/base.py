@@ -72,17 +72,6 @@ class Deployment:
                 + written * write_price + completion_tokens * self.output_price_per_mtok) / 1e6
 
 
-# The codes of an adapter's error for a request sent and never answered: the upstream dropped
-# the connection before its answer (`upstream_dropped`), the adapter's own timeout (or its
-# HTTP client's read timeout) ran out waiting for it (`upstream_read_timeout`), or a stream's
-# 200 head came and the line was cut before any content (`upstream_stream_cut` while the
-# attempt is still pending; a cut after content is priced by the relay, with its output); all
-# are given in `router.providers.errors`. The provider may have processed, and may bill, the
-# prompt. An error the upstream answered (a 408 or 504 is `upstream_timeout`, a 5xx ...) is not
-# billed, nor is a request that never left (a refused connection).
-_SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout", "upstream_stream_cut"})
-
-
 def derive_names(model: str, api_base: str | None, adapter: AdapterName,
                  tenant_cache_salt: bool) -> tuple[str, str, PromptCacheKind, BodyKind]:
     """A deployment's upstream model (the name the upstream API knows: the litellm string
@@ -102,6 +91,17 @@ def derive_names(model: str, api_base: str | None, adapter: AdapterName,
             adapter == "openai_passthrough" or provider in _OPENAI_WIRE_PROVIDERS):
         body = "salted"
     return rest, provider, kind, body
+
+
+# The codes of an adapter's error for a request sent and never answered: the upstream dropped
+# the connection before its answer (`upstream_dropped`), the adapter's own timeout (or its
+# HTTP client's read timeout) ran out waiting for it (`upstream_read_timeout`), or a stream's
+# 200 head came and the line was cut before any content (`upstream_stream_cut` while the
+# attempt is still pending; a cut after content is priced by the relay, with its output); all
+# are given in `router.providers.errors`. The provider may have processed, and may bill, the
+# prompt. An error the upstream answered (a 408 or 504 is `upstream_timeout`, a 5xx ...) is not
+# billed, nor is a request that never left (a refused connection).
+_SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout", "upstream_stream_cut"})
 
 
 def sent_unanswered(err: SlorouterError) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from cache.prefix import cache_salt
@@ -95,3 +97,31 @@ def test_two_tenants_identical_prefixes_are_placed_independently() -> None:
         assert acme == affinity_order(replicas, replicas, body, "acme", {})
         differ += acme[0] != affinity_order(replicas, replicas, body, "globex", {})[0]
     assert 20 <= differ <= 60
+
+
+@pytest.mark.parametrize(("model", "api_base", "adapter", "salt", "names"), [
+    ("gpt-4o", None, "litellm", True, ("gpt-4o", "openai", "openai", "openai")),
+    ("openai/gpt-4o", "https://api.openai.com/v1", "litellm", True,
+     ("gpt-4o", "openai", "openai", "openai")),
+    ("anthropic/claude-x", None, "litellm", True,
+     ("claude-x", "anthropic", "anthropic", "anthropic")),
+    ("openai/llama", "http://vllm:8000/v1", "litellm", True,
+     ("llama", "openai", "other", "salted")),
+    ("openai/llama", "http://vllm:8000/v1", "litellm", False,
+     ("llama", "openai", "other", "other")),
+    ("hosted_vllm/meta/llama-3", "http://vllm:8000/v1", "litellm", True,
+     ("meta/llama-3", "hosted_vllm", "other", "salted")),
+    ("bench", "http://sim:8001/v1", "openai_passthrough", True,
+     ("bench", "openai", "other", "salted")),
+    ("groq/llama-3", None, "litellm", True, ("llama-3", "groq", "other", "other")),
+])
+def test_a_deployment_derives_its_names_once_and_again_when_replaced(
+        model: str, api_base: str | None, adapter: str, salt: bool,
+        names: tuple[str, str, str, str]) -> None:
+    """Upstream model, provider, prompt-cache kind and body kind, from the model string, the
+    base URL, the adapter and `tenant_cache_salt`; a copy with another model re-derives them."""
+    made = _deployment(model, api_base, adapter, salt)
+    assert (made.upstream_model, made.provider, made.prompt_cache_kind, made.body_kind) == names
+    other = dataclasses.replace(made, model="anthropic/claude-y")
+    assert (other.upstream_model, other.provider, other.body_kind) == (
+        "claude-y", "anthropic", "anthropic")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:
     from policies.schema import RouterConfig
@@ -26,16 +27,29 @@ if TYPE_CHECKING:
 _START_UP_TIMEOUT_S = 1.0
 
 
-def redis_settings(config: RouterConfig) -> list[tuple[str, str]]:
-    """(setting, URL) of every Redis the config has the service use."""
+def redis_settings(config: RouterConfig, *, unused: bool = False) -> list[tuple[str, str]]:
+    """(setting, URL) of every Redis the config has the service use; `unused`: also the URLs
+    set but not used (the cache's with another backend, the experiments' without any)."""
     server = config.server
     named = [("server.cache.redis_url",
-              server.cache.redis_url if server.cache.backend == "redis" else None),
+              server.cache.redis_url if server.cache.backend == "redis" or unused else None),
              ("server.stats.redis_url", server.stats.redis_url),
              ("server.experiments_redis_url",
-              server.experiments_redis_url if config.experiments else None),
+              server.experiments_redis_url if config.experiments or unused else None),
              ("server.idempotency_redis_url", server.idempotency_redis_url)]
     return [(setting, url) for setting, url in named if url is not None]
+
+
+def redis_passwords(config: RouterConfig) -> list[str]:
+    """The password of every Redis URL the config sets (`redis://:pw@host`,
+    `rediss://user:pw@host`), as written and percent-decoded, for log redaction. Users are
+    names, not secrets: they stay readable."""
+    found: list[str] = []
+    for _, url in redis_settings(config, unused=True):
+        password = urlsplit(url).password
+        if password:
+            found += sorted({password, unquote(password)})
+    return found
 
 
 def refusal(exc: BaseException) -> str | None:

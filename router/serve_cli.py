@@ -100,6 +100,8 @@ def serve(args: argparse.Namespace) -> int:
     in_flight = InFlight()
     try:
         config, simulator = _load(args.config, environ)
+        # Before anything connects, so that no start-up line shows a key or a Redis password.
+        redact.install(secret_values(config, environ))
         base_dir = args.config.resolve().parent if args.config else _defaults_dir()
         app, runtime = build_from_config(config, environ, base_dir, in_flight)
         refused = credential_problems(config)  # a wrong password is no outage to wait out
@@ -110,7 +112,6 @@ def serve(args: argparse.Namespace) -> int:
                   maxmemory_policy=policy, risk=eviction_loss(setting, policy),
                   fix="give it a Redis with maxmemory-policy noeviction (the result cache may "
                       "keep its own, evicting one)")
-        redact.install(secret_values(config, environ))
     except ConfigError as err:
         print(f"slorouter: {err}", file=sys.stderr)
         _stop(simulator)

@@ -37,6 +37,7 @@ from router.logs import event
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Deployment, Provider
 from router.providers.price_table import PriceTable
+from router.redis_auth import redis_passwords
 from router.runtime_config import RuntimeConfig, resolve
 from router.stats import LocalStatsStore, StatsConfig, StatsStore
 from router.telemetry.settings import TelemetrySettings
@@ -325,11 +326,13 @@ def telemetry_from_env(environ: Mapping[str, str]) -> TelemetrySettings:
 
 
 def secret_values(config: RouterConfig, environ: Mapping[str, str]) -> list[str]:
-    """Every secret the config references (provider and client keys), for log redaction."""
+    """Every secret the config references (provider and client keys) and the passwords in its
+    Redis URLs, for log redaction."""
     refs = [d.api_key for d in config.deployments if d.api_key]
     refs += [k.key for k in config.api_keys if k.key]
     return [environ[name] for ref in refs
-            if (name := ref.removeprefix("env:")) in environ and environ[name]]
+            if (name := ref.removeprefix("env:")) in environ and environ[name]
+            ] + redis_passwords(config)
 
 
 def litellm_in_use(deployments: Iterable[Deployment]) -> bool:

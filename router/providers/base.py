@@ -212,6 +212,23 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
                        usage_only=not choices and usage is not None, finished=finished)
 
 
+def not_an_event_stream(content_type: str | None) -> bool:
+    """Whether a 200's `content-type` says its body is no server-sent event stream (anything but
+    `text/event-stream`, parameters aside): an HTML page from a misconfigured proxy or a
+    captive portal, a whole JSON answer. A 200 without the header is read as a stream."""
+    if content_type is None:
+        return False
+    return content_type.partition(";")[0].strip().lower() != "text/event-stream"
+
+
+def speaks_openai_wire(deployment: Deployment) -> bool:
+    """Whether the deployment's upstream answers in OpenAI's wire format (its streams as
+    `text/event-stream`): every pass-through one, and litellm's `openai/` and `hosted_vllm/`
+    (litellm's other providers stream in formats of their own, Bedrock's among them)."""
+    return (deployment.adapter == "openai_passthrough"
+            or deployment.provider in _OPENAI_WIRE_PROVIDERS)
+
+
 def with_usage(options: object) -> dict[str, Any]:
     """The client's `stream_options` (`include_obfuscation`, …) with `include_usage` on: the
     router reads every stream's usage, and shows the usage chunk only to clients that asked."""

@@ -174,7 +174,18 @@ def stream_error_event(payload: bytes) -> e.ProviderError:
 
 def not_a_completion() -> e.ProviderError:
     """A 200 whose body is not a chat.completion: the upstream had the request (not a refusal)."""
-    return e.ProviderError("upstream answered 200 with a body that is not a chat.completion",
+    return _bad_response("a chat.completion")
+
+
+def not_a_stream() -> e.ProviderError:
+    """A 200 to a streamed request whose `content-type` is not `text/event-stream` (a proxy's or
+    a captive portal's HTML page, a whole JSON answer): the same failure as `not_a_completion`,
+    before anything of it was relayed."""
+    return _bad_response("an event stream")
+
+
+def _bad_response(expected: str) -> e.ProviderError:
+    return e.ProviderError(f"upstream answered 200 with a body that is not {expected}",
                            code="upstream_bad_response")
 
 

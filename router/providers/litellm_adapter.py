@@ -29,9 +29,11 @@ from router.providers.base import (
     UpstreamCall,
     Usage,
     chunk_event,
+    not_an_event_stream,
+    speaks_openai_wire,
     with_usage,
 )
-from router.providers.errors import broken_after_head, map_exception, without_key
+from router.providers.errors import broken_after_head, map_exception, not_a_stream, without_key
 from router.telemetry.redact import without_arguments
 
 litellm.telemetry = False
@@ -155,6 +157,12 @@ class LitellmProvider:
         try:
             async with asyncio.timeout_at(deadline):
                 response = await litellm.acompletion(**kwargs)
+            if speaks_openai_wire(call.deployment) and not_an_event_stream(
+                    _content_type(response)):
+                # litellm reads such a body (an HTML page) as a stream without events and
+                # makes up a finish chunk for it: an empty answer that would count as served
+                await response.aclose()
+                raise not_a_stream()
             chunks = aiter(response)
             while True:
                 try:
@@ -181,6 +189,19 @@ def _timeout(call: UpstreamCall) -> httpx.Timeout:
     `timeout_s`, as before."""
     connect = min(call.deployment.connect_timeout_s, call.timeout_s)
     return httpx.Timeout(call.timeout_s, connect=connect)
+
+
+def _content_type(response: Any) -> str | None:
+    """The upstream's `content-type` as litellm keeps its response headers (prefixed
+    `llm_provider-`, in `_hidden_params["additional_headers"]`); None when it kept none."""
+    hidden = getattr(response, "_hidden_params", None)
+    headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+    if not isinstance(headers, dict):
+        return None
+    for name, value in headers.items():
+        if str(name).lower() == "llm_provider-content-type":
+            return str(value)
+    return None
 
 
 def _dump(obj: Any) -> dict[str, Any]:

@@ -20,12 +20,14 @@ from router.providers.base import (
     UpstreamCall,
     Usage,
     chunk_event,
+    not_an_event_stream,
     with_usage,
 )
 from router.providers.errors import (
     from_body,
     map_exception,
     not_a_completion,
+    not_a_stream,
     retry_after_of,
     stream_error_event,
     without_key,
@@ -101,6 +103,8 @@ class PassthroughProvider:
                 response = await self._post(call, stream=True)
             chunks = response.chunks(deadline)
             try:
+                if not_an_event_stream(response.headers.get("content-type")):
+                    raise not_a_stream()  # an HTML page, say: never read as a stream that ended
                 async for event in _sse_events(chunks, _choices(call.body.get("n"))):
                     yield event
                 response.finish()  # `[DONE]` came: the connection is reused once the body ends

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,3 +73,47 @@ def test_readyz_names_a_password_rotated_under_the_service(
         router.stop()
     assert detail.startswith("server.idempotency_redis_url: Redis refused to authenticate"), detail
     assert PASSWORD not in detail, detail
+
+
+def test_no_start_up_or_readiness_line_shows_an_unreachable_redis_password(
+        tmp_path: Path) -> None:
+    """Every Redis setting on an address nothing listens on, its password in the URL (one
+    `${NAME}`-substituted): the service starts (an outage is no configuration error), `/readyz`
+    reports the stores down, a keyed request is refused, and no line of its log at DEBUG
+    (start-up, readiness, the refusal) holds a password or a URL with one."""
+    port = free_port()  # nothing listens there
+    urls = {"cache": f"redis://:cache-pw-unreached-1@127.0.0.1:{port}/0",
+            "stats": f"rediss://ops:stats-pw-unreached-2@127.0.0.1:{port}/1",
+            "idempotency": f"redis://:idem-pw-unreached-3@127.0.0.1:{port}/2"}
+    yaml = (f"server:\n  cache: {{backend: redis, redis_url: '{urls['cache']}'}}\n"
+            f"  stats: {{redis_url: '{urls['stats']}'}}\n"
+            "  idempotency_redis_url: '${IDEMPOTENCY_URL}'\n")
+    router = start_router(tmp_path, MINIMAL_CONFIG + yaml,
+                          env={"IDEMPOTENCY_URL": urls["idempotency"]},
+                          extra_args=("--log-level", "debug"))
+    try:
+        with urllib.request.urlopen(f"{router.base_url}/readyz", timeout=30) as response:
+            checks = json.loads(response.read())["checks"]
+        keyed = _keyed_request_status(router.base_url)
+    finally:
+        router.stop()
+    assert "redis unavailable" in str(checks["idempotency"]["detail"]), checks
+    log = (tmp_path / "router.log").read_text(errors="replace")
+    assert "starting" in log and keyed == 503, log[-2000:]
+    for url in urls.values():
+        password = url.split(":")[2].split("@")[0]
+        assert password not in log, log[-2000:]
+        assert url not in log
+
+
+def _keyed_request_status(base_url: str) -> int:
+    """The status of a chat request sent with an Idempotency-Key."""
+    request = urllib.request.Request(
+        f"{base_url}/v1/chat/completions", method="POST",
+        data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+        headers={"content-type": "application/json", "idempotency-key": "k-unreached"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as refused:
+        return refused.code

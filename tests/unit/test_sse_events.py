@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from router.providers.base import not_an_event_stream
 from router.providers.http1 import ResponseBroken
 from router.providers.passthrough import _sse_events
 
@@ -91,3 +92,15 @@ def test_a_half_written_last_line_after_the_finish_reason_is_broken() -> None:
     """A body cut inside its last event's data is broken, even after the finish reason came."""
     with pytest.raises(ResponseBroken, match="malformed"):
         read(body(done=False, events=FINISHED)[:-9], [])
+
+
+@pytest.mark.parametrize(("content_type", "not_a_stream"), [
+    ("text/event-stream", False), ("text/event-stream; charset=utf-8", False),
+    ("Text/Event-Stream", False), (None, False),
+    ("text/html; charset=utf-8", True), ("application/json", True), ("text/plain", True),
+    ("", True)])
+def test_only_an_event_stream_content_type_is_read_as_a_stream(
+        content_type: str | None, not_a_stream: bool) -> None:
+    """A 200 to a streamed request is read as a stream when it says `text/event-stream` (any
+    case, any parameters) or says nothing; anything else (an HTML page) is no stream."""
+    assert not_an_event_stream(content_type) is not_a_stream

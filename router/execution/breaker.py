@@ -268,9 +268,10 @@ class BreakerRegistry:
 
     def is_open(self, deployment: str) -> bool:
         """Whether `deployment`'s circuit is open (read for every candidate of every request:
-        a closed circuit, or one never used, answers without a clock read)."""
+        a closed circuit answers without a clock read). A deployment read here is known from
+        then on (`snapshot` lists it), as one ranked always was."""
         breaker = self._breakers.get(deployment)
-        return breaker is not None and breaker.is_open()
+        return (breaker if breaker is not None else self.get(deployment)).is_open()
 
     def soonest_probe_s(self, deployments: Iterable[str]) -> float:
         """The `Retry-After` for a request whose candidates are all held by open circuits:

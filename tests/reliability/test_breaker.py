@@ -228,5 +228,7 @@ def test_registry_reads_open_circuits_by_name() -> None:
     fail(registry.get("tripped"), POLICY.consecutive_failures)
     assert [registry.is_open(name) for name in ("unused", "closed", "tripped")] == [
         False, False, True]
+    assert [d.deployment for d in registry.snapshot().deployments] == [
+        "closed", "tripped", "unused"]  # a deployment read is known, as one ranked always was
     clock.advance(POLICY.cool_down_s)
     assert registry.state("tripped") == "half_open" and not registry.is_open("tripped")

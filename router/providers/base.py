@@ -72,6 +72,13 @@ class Deployment:
                 + written * write_price + completion_tokens * self.output_price_per_mtok) / 1e6
 
 
+def speaks_openai_wire(adapter: AdapterName, provider: str) -> bool:
+    """Whether a deployment's upstream speaks OpenAI's wire format (its streams as
+    `text/event-stream`): every pass-through one, and litellm's `openai/` and `hosted_vllm/`
+    (litellm's other providers stream in formats of their own, Bedrock's among them)."""
+    return adapter == "openai_passthrough" or provider in _OPENAI_WIRE_PROVIDERS
+
+
 def derive_names(model: str, api_base: str | None, adapter: AdapterName,
                  tenant_cache_salt: bool) -> tuple[str, str, PromptCacheKind, BodyKind]:
     """A deployment's upstream model (the name the upstream API knows: the litellm string
@@ -87,8 +94,7 @@ def derive_names(model: str, api_base: str | None, adapter: AdapterName,
     elif provider == "openai" and (api_base is None or "api.openai.com" in api_base):
         kind = "openai"
     body: BodyKind = kind
-    if kind == "other" and tenant_cache_salt and (
-            adapter == "openai_passthrough" or provider in _OPENAI_WIRE_PROVIDERS):
+    if kind == "other" and tenant_cache_salt and speaks_openai_wire(adapter, provider):
         body = "salted"
     return rest, provider, kind, body
 
@@ -221,12 +227,6 @@ def not_an_event_stream(content_type: str | None) -> bool:
     return content_type.partition(";")[0].strip().lower() != "text/event-stream"
 
 
-def speaks_openai_wire(deployment: Deployment) -> bool:
-    """Whether the deployment's upstream answers in OpenAI's wire format (its streams as
-    `text/event-stream`): every pass-through one, and litellm's `openai/` and `hosted_vllm/`
-    (litellm's other providers stream in formats of their own, Bedrock's among them)."""
-    return (deployment.adapter == "openai_passthrough"
-            or deployment.provider in _OPENAI_WIRE_PROVIDERS)
 
 
 def with_usage(options: object) -> dict[str, Any]:

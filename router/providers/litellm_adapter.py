@@ -157,7 +157,8 @@ class LitellmProvider:
         try:
             async with asyncio.timeout_at(deadline):
                 response = await litellm.acompletion(**kwargs)
-            if speaks_openai_wire(call.deployment) and not_an_event_stream(
+            deployment = call.deployment
+            if speaks_openai_wire(deployment.adapter, deployment.provider) and not_an_event_stream(
                     _content_type(response)):
                 # litellm reads such a body (an HTML page) as a stream without events and
                 # makes up a finish chunk for it: an empty answer that would count as served

@@ -7,9 +7,9 @@ stalled event loop. A database found corrupt at start-up is deleted with every a
 
 Blocking calls: a hit-path `get` costs a few tens of microseconds, far less than a hop to a
 worker thread, so `get` runs inline by default; `set` (an SQLite write, occasionally a file
-write and an eviction cull) runs in a worker thread by default, as it happens after the answer
-was sent and must not stall other requests. Both choices are switches, measured by
-`bench/cache_ops.py` (numbers in docs/caching.md).
+write and an eviction cull) runs in a worker thread by default: the answer being stored waits
+for it (answers are stored before their end is sent), the other requests on the event loop do
+not. Both choices are switches, measured by `bench/cache_ops.py` (numbers in docs/caching.md).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ baseline (warm); a gap of 200 ms is what each request sees at 5 req/s.
 
 A phase that awaits (the upstream call) also counts what other tasks ran on the loop while it
 waited: the statistics refresher, which runs on the wake-up that a recorded answer causes.
-The phases overlap (`prepare` holds `classify` and `decide`); `whole request` holds them all.
+The phases overlap (an indented phase is part of the one above it); `whole request` holds them
+all.
 
 Two more rows are the request's critical path, what its client waits for: the CPU time from the
 request's arrival to the upstream request's write, and from the upstream answer's head (parsed)
@@ -60,12 +61,19 @@ from bench.vs_litellm import (
 
 # (label, module, attribute path): functions whose CPU time is a phase of the request.
 PHASES: tuple[tuple[str, str, str], ...] = (
+    ("authenticate", "router.api.chat", "authenticate"),
+    ("read the body", "router.api.chat", "read_json"),
+    ("validate the body", "router.api.chat", "parse_chat"),
     ("prepare (classify + decide)", "router.pipeline", "ChatPipeline.prepare"),
     ("  classify", "router.classify.classifier", "LinearClassifier.classify"),
     ("  decide", "router.pipeline", "decide"),
+    ("cache plan (rule, scope, key)", "router.caching", "ResultCaching.plan"),
+    ("cache lookup", "router.caching", "ResultCaching.lookup"),
     ("upstream call (runner, client)", "router.execution.runner", "Runner.complete"),
+    ("  upstream write (system call)", "router.providers.http1", "_Connection.send"),
     ("stream opened (first token)", "router.execution.runner", "Runner.open_stream"),
-    ("record statistics and SLO", "router.feedback", "StatsSink.record"),
+    ("record the outcome (every sink)", "router.outcomes", "FanOut.record"),
+    ("  statistics and SLO", "router.feedback", "StatsSink.record"),
     ("statistics refresh", "router.stats.store", "LocalStatsStore.refresh"),
     ("SLO refresh", "router.slo.tracker", "SloTracker.refresh"),
     ("telemetry (metrics, spans)", "router.telemetry.sink", "TelemetrySink._process"),

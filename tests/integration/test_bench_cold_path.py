@@ -11,8 +11,11 @@ from bench.vs_litellm import ROOT
 from tests.support.procs import PYTHON
 
 # Phases every answered request runs (the refreshers run when due, not per request).
-PER_REQUEST = ("prepare (classify + decide)", "  classify", "  decide",
-               "upstream call (runner, client)", "record statistics and SLO",
+PER_REQUEST = ("authenticate", "read the body", "validate the body",
+               "prepare (classify + decide)", "  classify", "  decide",
+               "cache plan (rule, scope, key)", "cache lookup",
+               "upstream call (runner, client)", "  upstream write (system call)",
+               "record the outcome (every sink)", "  statistics and SLO",
                "telemetry (metrics, spans)")
 
 

@@ -22,8 +22,9 @@
     ├── OverloadedError                 503 overloaded_error (admission full), carries retry_after
     └── ConfigError                     (start-up only; never rendered to a client)
 
-Third-party errors (litellm, httpx, aiohttp) are translated to these in exactly one module,
-`router.providers.errors`. The HTTP layer renders any of them as OpenAI's error JSON.
+Third-party exceptions (litellm, httpx, aiohttp) are translated to these in exactly one module,
+`router.providers.exception_mapping`; an upstream's error status and body, in
+`router.providers.upstream_answers`. The HTTP layer renders any of them as OpenAI's error JSON.
 
 `refused_by_admission` marks the admission controller's own refusals (`router.admission.pool`):
 what counts them in `slorouter.admission.rejections` and jitters their `Retry-After`. Their codes

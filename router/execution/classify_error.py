@@ -14,8 +14,9 @@
                      already streamed (end the stream with an error event), or an unexpected bug
 
 Errors are our `router.errors` classes (third-party errors were mapped in
-`router.providers.errors`); `TimeoutError` from an `asyncio.timeout` around the attempt counts as
-a provider timeout. `asyncio.CancelledError` is never classified: it must propagate.
+`router.providers.exception_mapping` and `router.providers.upstream_answers`); `TimeoutError`
+from an `asyncio.timeout` around the attempt counts as a provider timeout.
+`asyncio.CancelledError` is never classified: it must propagate.
 """
 
 from __future__ import annotations

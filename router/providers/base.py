@@ -104,9 +104,10 @@ def derive_names(model: str, api_base: str | None, adapter: AdapterName,
 # HTTP client's read timeout) ran out waiting for it (`upstream_read_timeout`), or a stream's
 # 200 head came and the line was cut before any content (`upstream_stream_cut` while the
 # attempt is still pending; a cut after content is priced by the relay, with its output); all
-# are given in `router.providers.errors`. The provider may have processed, and may bill, the
-# prompt. An error the upstream answered (a 408 or 504 is `upstream_timeout`, a 5xx ...) is not
-# billed, nor is a request that never left (a refused connection).
+# are given in `router.providers.exception_mapping` and `router.providers.upstream_answers`.
+# The provider may have processed, and may bill, the prompt. An error the upstream answered (a
+# 408 or 504 is `upstream_timeout`, a 5xx ...) is not billed, nor is a request that never left
+# (a refused connection).
 _SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout", "upstream_stream_cut"})
 
 

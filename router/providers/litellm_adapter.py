@@ -33,7 +33,9 @@ from router.providers.base import (
     speaks_openai_wire,
     with_usage,
 )
-from router.providers.errors import broken_after_head, map_exception, not_a_stream, without_key
+from router.providers.error_text import without_key
+from router.providers.exception_mapping import broken_after_head, map_exception
+from router.providers.upstream_answers import not_a_stream
 from router.telemetry.redact import without_arguments
 
 litellm.telemetry = False

@@ -23,15 +23,8 @@ from router.providers.base import (
     not_an_event_stream,
     with_usage,
 )
-from router.providers.errors import (
-    from_body,
-    map_exception,
-    not_a_completion,
-    not_a_stream,
-    retry_after_of,
-    stream_error_event,
-    without_key,
-)
+from router.providers.error_text import without_key
+from router.providers.exception_mapping import map_exception
 from router.providers.http1 import (
     Http1Client,
     Response,
@@ -39,6 +32,13 @@ from router.providers.http1 import (
     Target,
     request_head,
     split_lines,
+)
+from router.providers.upstream_answers import (
+    from_body,
+    not_a_completion,
+    not_a_stream,
+    retry_after_of,
+    stream_error_event,
 )
 
 _DATA = b"data:"

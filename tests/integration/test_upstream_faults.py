@@ -11,17 +11,15 @@ Breaker counts come from the router's `GET /v1/health/deployments`.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from tests.support.procs import free_port
+from tests.support.fake_upstream import QuietHandler, ThreadedUpstream, send_body
 from tests.support.services import Running, start_router, start_simulator
 
 pytestmark = pytest.mark.integration
@@ -42,7 +40,7 @@ SIM_MODELS: dict[str, dict[str, Any]] = {
 LEAKED_KEY = "sk-proj-gateway-secret-1234"
 
 
-class RefusingUpstream:
+class RefusingUpstream(ThreadedUpstream):
     """An OpenAI-compatible upstream that answers every request `status` (by default 401, a
     refused key whose message quotes it) and counts them."""
 
@@ -50,31 +48,16 @@ class RefusingUpstream:
                  message: str = f"Incorrect API key provided: {LEAKED_KEY}.") -> None:
         self.calls = 0
         outer = self
+        body = json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                     "param": None, "code": code}}).encode()
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length", "0")))
                 outer.calls += 1
-                body = json.dumps({"error": {
-                    "message": message, "type": "invalid_request_error", "param": None,
-                    "code": code}}).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_body(self, status, body)
 
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler)
 
 
 def _deployment(name: str, model: str, adapter: str, api_base: str) -> str:

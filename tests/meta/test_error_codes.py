@@ -14,7 +14,7 @@ from pathlib import Path
 
 from router import errors
 from router.api.body import _code as validation_code
-from router.providers import errors as provider_errors
+from router.providers import exception_mapping, upstream_answers
 
 ROOT = Path(__file__).resolve().parents[2]
 SKIPPED = {ROOT / "router" / "providers" / "simulator"}
@@ -87,10 +87,10 @@ def _class_defaults() -> set[str]:
 
 def router_codes() -> set[str]:
     codes = set(_code_arguments())
-    codes |= set(provider_errors._CODE_BY_CLASS_NAME.values())
-    codes |= {code for code, _ in provider_errors._MISCONFIGURED_LOCALLY.values()}
-    codes |= {code for code, _ in provider_errors._MISCONFIGURED.values()}
-    codes |= set(provider_errors._GENERIC_CODES.values())
+    codes |= set(exception_mapping._CODE_BY_CLASS_NAME.values())
+    codes |= {code for code, _ in exception_mapping._MISCONFIGURED_LOCALLY.values()}
+    codes |= {code for code, _ in upstream_answers.MISCONFIGURED.values()}
+    codes |= set(exception_mapping._GENERIC_CODES.values())
     codes |= {validation_code(kind) for kind in ("missing", "int_type", "greater_than")}
     return codes | _class_defaults()
 

@@ -1,8 +1,9 @@
 """Upstream failures as the client sees them: whose fault, which code, and a clean message.
 
-`router.providers.errors` maps upstream statuses and bodies (pass-through adapter) and litellm's
-exceptions (litellm adapter). Real litellm exception objects are used, some raised by litellm
-itself against a closed port or a small local upstream that answers badly.
+`router.providers.upstream_answers` maps upstream statuses and bodies (pass-through adapter),
+`router.providers.exception_mapping` litellm's exceptions (litellm adapter). Real litellm
+exception objects are used, some raised by litellm itself against a closed port or a small local
+upstream that answers badly.
 """
 
 from __future__ import annotations
@@ -18,9 +19,18 @@ from aiohttp import web
 
 from router import errors
 from router.execution.classify_error import AttemptContext, classify
-from router.providers import errors as mapping
 from router.providers.base import sent_unanswered
+from router.providers.error_text import MAX_MESSAGE_CHARS, clean_message
+from router.providers.exception_causes import raised_before_sending
+from router.providers.exception_mapping import broken_after_head, map_exception
 from router.providers.litellm_adapter import exception_classes
+from router.providers.upstream_answers import (
+    from_body,
+    from_status,
+    not_a_completion,
+    retry_after_of,
+    stream_error_event,
+)
 
 CLOSED_PORT_BASE = "http://127.0.0.1:9/v1"  # discard port: nothing listens
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -49,7 +59,7 @@ def _assert_clean(message: str) -> None:
     (404, "upstream_not_found")])
 def test_deployment_faults_are_502_with_their_code(status: int, code: str) -> None:
     """401/402/403/404 upstream blame the deployment: a 502 gateway error, never a 400."""
-    mapped = mapping.from_status(status, "Incorrect API key provided: sk-proj-****abcd")
+    mapped = from_status(status, "Incorrect API key provided: sk-proj-****abcd")
     assert isinstance(mapped, errors.ProviderMisconfiguredError)
     assert mapped.status_code == 502 and mapped.error_type == "upstream_error"
     assert mapped.code == code
@@ -58,7 +68,7 @@ def test_deployment_faults_are_502_with_their_code(status: int, code: str) -> No
 
 def test_request_fault_keeps_the_upstream_code_and_param() -> None:
     """A 400 stays a 400 with the upstream's own code and param."""
-    mapped = mapping.from_status(400, "too long", code="context_length_exceeded",
+    mapped = from_status(400, "too long", code="context_length_exceeded",
                                  param="max_tokens")
     assert isinstance(mapped, errors.ProviderRejectedError)
     assert (mapped.status_code, mapped.code, mapped.param) == (
@@ -68,7 +78,7 @@ def test_request_fault_keeps_the_upstream_code_and_param() -> None:
 @pytest.mark.parametrize("code", [None, "", "not a code", "x" * 65, "a\nb"])
 def test_request_fault_without_a_usable_code_is_upstream_rejected(code: str | None) -> None:
     """A missing or odd-looking upstream code falls back to `upstream_rejected`."""
-    assert mapping.from_status(422, "bad", code=code).code == "upstream_rejected"
+    assert from_status(422, "bad", code=code).code == "upstream_rejected"
 
 
 def test_openai_error_body_is_parsed() -> None:
@@ -76,7 +86,7 @@ def test_openai_error_body_is_parsed() -> None:
     raw = (b'{"error": {"message": "This model\'s maximum context length is 4096 tokens.", '
            b'"type": "invalid_request_error", "param": "messages", '
            b'"code": "context_length_exceeded"}}')
-    mapped = mapping.from_body(400, raw)
+    mapped = from_body(400, raw)
     assert mapped.to_openai()["error"] == {
         "message": "upstream returned 400: This model's maximum context length is 4096 tokens.",
         "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}
@@ -85,21 +95,21 @@ def test_openai_error_body_is_parsed() -> None:
 def test_anthropic_error_body_is_parsed() -> None:
     """Anthropic's `{"type": "error", "error": {...}}` gives its message."""
     raw = b'{"type": "error", "error": {"type": "invalid_request_error", "message": "bad tool"}}'
-    mapped = mapping.from_body(400, raw)
+    mapped = from_body(400, raw)
     assert mapped.message == "upstream returned 400: bad tool"
     assert mapped.code == "upstream_rejected"
 
 
 def test_body_that_is_not_json_becomes_a_clean_message() -> None:
     """An HTML or text error page is kept as one line."""
-    mapped = mapping.from_body(400, b"<html>\n<body>Bad Request</body>\n</html>")
+    mapped = from_body(400, b"<html>\n<body>Bad Request</body>\n</html>")
     assert mapped.message == "upstream returned 400: <html>"
 
 
 def test_deployment_fault_body_is_a_502_whatever_it_says() -> None:
     """A 404 body naming `model_not_found` is still the deployment's fault."""
     raw = b'{"error": {"message": "The model `x` does not exist", "code": "model_not_found"}}'
-    mapped = mapping.from_body(404, raw)
+    mapped = from_body(404, raw)
     assert isinstance(mapped, errors.ProviderMisconfiguredError)
     assert mapped.code == "upstream_not_found"
 
@@ -107,10 +117,10 @@ def test_deployment_fault_body_is_a_502_whatever_it_says() -> None:
 def test_an_error_repr_is_reduced_to_its_message() -> None:
     """An error object passed as its Python repr: only its message stays, even when that text
     was cut short."""
-    whole = mapping.from_status(502, str({"message": "overloaded", "type": "server_error"}))
+    whole = from_status(502, str({"message": "overloaded", "type": "server_error"}))
     assert whole.message == "upstream returned 502: overloaded"
     text = str({"message": "overloaded, try again", "type": "x"})
-    cut = mapping.from_status(502, text[:text.index("again")])
+    cut = from_status(502, text[:text.index("again")])
     assert cut.message == "upstream returned 502: overloaded, try"
 
 
@@ -118,11 +128,11 @@ def test_an_error_event_in_a_begun_stream_is_a_cut_stream_not_a_refusal() -> Non
     """An upstream that answered 200 and then streams `{"error": ...}` had the request: a cut
     stream with its message (no invented status), never retried blindly for a side effect;
     the same for a 200 whose body is not a chat completion."""
-    event = mapping.stream_error_event(
+    event = stream_error_event(
         b'{"error": {"message": "model overloaded", "type": "server_error", "code": null}}')
     assert (type(event), event.code) == (errors.ProviderError, "upstream_stream_cut")
     assert event.message == "upstream ended its stream with an error: model overloaded"
-    junk = mapping.not_a_completion()
+    junk = not_a_completion()
     for mapped in (event, junk):
         assert classify(mapped, AttemptContext(True, True, False)).action == "unknown_commit"
 
@@ -152,13 +162,13 @@ def test_an_error_event_in_a_begun_stream_is_a_cut_stream_not_a_refusal() -> Non
 ])
 def test_clean_message(raw: str, clean: str) -> None:
     """Library prefixes, tracebacks, object reprs, paths and litellm's notes are removed."""
-    assert mapping.clean_message(raw) == clean
+    assert clean_message(raw) == clean
 
 
 def test_clean_message_is_bounded() -> None:
     """A huge upstream message is cut to a bounded single line."""
-    cleaned = mapping.clean_message("x" * 5000)
-    assert len(cleaned) == mapping.MAX_MESSAGE_CHARS
+    cleaned = clean_message("x" * 5000)
+    assert len(cleaned) == MAX_MESSAGE_CHARS
 
 
 # ----------------------------------------------------------------------------- litellm objects
@@ -169,7 +179,7 @@ def test_context_window_exceeded_keeps_its_code_and_a_clean_message() -> None:
     litellm = _litellm()
     exc = litellm.ContextWindowExceededError("This model's maximum context length is 10",
                                              model="m", llm_provider="openai")
-    mapped = mapping.map_exception(exc)
+    mapped = map_exception(exc)
     assert isinstance(mapped, errors.ProviderRejectedError)
     assert mapped.code == "context_length_exceeded"
     assert mapped.message == "upstream returned 400: This model's maximum context length is 10"
@@ -179,7 +189,7 @@ def test_content_policy_violation_has_its_code() -> None:
     """litellm.ContentPolicyViolationError → 400 `content_policy_violation`."""
     litellm = _litellm()
     exc = litellm.ContentPolicyViolationError("flagged", model="m", llm_provider="openai")
-    assert mapping.map_exception(exc).code == "content_policy_violation"
+    assert map_exception(exc).code == "content_policy_violation"
 
 
 def test_bad_request_keeps_the_upstream_code_and_param_from_its_body() -> None:
@@ -189,7 +199,7 @@ def test_bad_request_keeps_the_upstream_code_and_param_from_its_body() -> None:
             "code": "invalid_value"}
     exc = litellm.BadRequestError("litellm.BadRequestError: OpenAIException - bad n", model="m",
                                   llm_provider="openai", body=body)
-    mapped = mapping.map_exception(exc)
+    mapped = map_exception(exc)
     assert (mapped.status_code, mapped.code, mapped.param) == (400, "invalid_value", "n")
     assert mapped.message == "upstream returned 400: bad n"
 
@@ -202,7 +212,7 @@ def test_bad_request_reads_code_from_the_response_when_there_is_no_body() -> Non
         "message": "too long", "param": "max_tokens", "code": "context_length_exceeded"}})
     exc = litellm.BadRequestError("too long", model="m", llm_provider="openai",
                                   response=response)
-    mapped = mapping.map_exception(exc)
+    mapped = map_exception(exc)
     assert (mapped.code, mapped.param) == ("context_length_exceeded", "max_tokens")
 
 
@@ -219,7 +229,7 @@ def test_litellm_deployment_faults_are_502(name: str, status: int, code: str) ->
     exc = getattr(litellm, name)("Incorrect API key provided: sk-****abcd", model="m",
                                  llm_provider="openai",
                                  response=httpx.Response(status, request=request))
-    mapped = mapping.map_exception(exc)
+    mapped = map_exception(exc)
     assert isinstance(mapped, errors.ProviderMisconfiguredError)
     assert (mapped.status_code, mapped.code) == (502, code)
     assert "sk-" not in mapped.message
@@ -234,7 +244,7 @@ def test_a_409_is_a_conflict_upstream_retried_even_for_a_side_effect() -> None:
     body = b'{"error": {"message": "try again", "type": "conflict", "code": "conflict"}}'
     through_litellm = litellm.APIError(409, "try again", llm_provider="openai", model="m",
                                        request=request)
-    for mapped in (mapping.from_body(409, body), mapping.map_exception(through_litellm)):
+    for mapped in (from_body(409, body), map_exception(through_litellm)):
         assert isinstance(mapped, errors.ProviderUnavailableError)
         assert (mapped.status_code, mapped.code) == (503, "upstream_conflict")
         verdict = classify(mapped, AttemptContext(True, True, False))
@@ -255,7 +265,7 @@ def test_litellm_configuration_faults_are_the_deployments(name: str, kwargs: dic
     litellm = _litellm()
     cls = getattr(litellm, name, None) or getattr(litellm.exceptions, name)
     exc = cls(**kwargs) if kwargs else cls("model acme/m isn't mapped yet")
-    mapped = mapping.map_exception(exc)
+    mapped = map_exception(exc)
     assert isinstance(mapped, errors.ProviderMisconfiguredError)
     assert (mapped.status_code, mapped.code) == (502, code)
     assert classify(mapped, AttemptContext(False, True, False)).breaker_failure
@@ -275,7 +285,7 @@ def test_every_litellm_exception_maps_to_a_clean_message() -> None:
             exc = factory(message=noisy, model="m", llm_provider="openai")
         except TypeError:
             continue  # constructors with other signatures (router helpers, budget errors)
-        mapped = mapping.map_exception(exc)
+        mapped = map_exception(exc)
         _assert_clean(mapped.message)
         built += 1
     assert built >= 15
@@ -286,9 +296,9 @@ def test_a_connection_error_not_raised_while_connecting_may_have_been_received()
     reached the provider): a `ProviderError`, retried when harmless, never for a side effect."""
     litellm = _litellm()
     exc = litellm.APIConnectionError("no route", llm_provider="openai", model="m")
-    mapped = mapping.map_exception(exc)
+    mapped = map_exception(exc)
     assert type(mapped) is errors.ProviderError and mapped.code == "upstream_connection_error"
-    assert not mapping.raised_before_sending(exc)
+    assert not raised_before_sending(exc)
     assert classify(mapped, AttemptContext(False, True, False)).action == "retry"
     assert classify(mapped, AttemptContext(True, True, False)).action == "unknown_commit"
 
@@ -312,7 +322,7 @@ def test_a_dropped_connection_that_litellm_calls_a_server_error_may_have_been_re
         litellm.InternalServerError("Connection error.", llm_provider="openai", model="m"),
         openai.APIConnectionError(request=request),
         httpx.ReadError("Server disconnected"))
-    mapped = mapping.map_exception(dropped)
+    mapped = map_exception(dropped)
     assert type(mapped) is errors.ProviderError
     assert classify(mapped, AttemptContext(True, True, False)).action == "unknown_commit"
 
@@ -326,7 +336,7 @@ def test_a_connection_refused_is_unavailable_and_safe_to_retry_even_for_a_side_e
     refused = _chained(
         litellm.APIConnectionError("Connection error.", llm_provider="openai", model="m"),
         openai.APIConnectionError(request=request), httpx.ConnectError("refused"))
-    mapped = mapping.map_exception(refused)
+    mapped = map_exception(refused)
     assert isinstance(mapped, errors.ProviderUnavailableError)
     assert classify(mapped, AttemptContext(True, True, False)).action == "retry"
 
@@ -343,15 +353,15 @@ def test_a_stream_litellm_calls_unavailable_after_its_head_is_a_cut_stream() -> 
     ended = _chained(MidStreamFallbackError(
         "Stream ended before a finish_reason was received", model="m", llm_provider="openai",
         original_exception=eof), eof)
-    assert isinstance(mapping.map_exception(ended), errors.ProviderUnavailableError)
+    assert isinstance(map_exception(ended), errors.ProviderUnavailableError)
     for raised in (ended, litellm.RateLimitError("slow down", llm_provider="openai", model="m")):
-        mapped = mapping.broken_after_head(raised)
+        mapped = broken_after_head(raised)
         assert (type(mapped), mapped.code) == (errors.ProviderError, "upstream_stream_cut")
         assert classify(mapped, AttemptContext(True, True, False)).action == "unknown_commit"
     refused = _chained(litellm.APIConnectionError("Connection error.", llm_provider="openai",
                                                   model="m"), httpx.ConnectError("refused"))
-    assert isinstance(mapping.broken_after_head(refused), errors.ProviderUnavailableError)
-    timed_out = mapping.broken_after_head(TimeoutError())
+    assert isinstance(broken_after_head(refused), errors.ProviderUnavailableError)
+    timed_out = broken_after_head(TimeoutError())
     assert isinstance(timed_out, errors.ProviderTimeoutError)
 
 
@@ -360,8 +370,8 @@ def test_the_pass_through_clients_drop_after_sending_is_not_a_refusal() -> None:
     connection): only the second is safe to retry for a side effect."""
     from router.providers.http1 import UpstreamDropped, UpstreamUnreachable
 
-    dropped = mapping.map_exception(UpstreamDropped("closed before answering"))
-    refused = mapping.map_exception(UpstreamUnreachable("cannot connect"))
+    dropped = map_exception(UpstreamDropped("closed before answering"))
+    refused = map_exception(UpstreamUnreachable("cannot connect"))
     assert (dropped.code, type(dropped)) == ("upstream_dropped", errors.ProviderError)
     assert isinstance(refused, errors.ProviderUnavailableError)
     assert classify(dropped, AttemptContext(True, True, False)).action == "unknown_commit"
@@ -391,7 +401,7 @@ async def test_litellm_failure_before_sending_is_the_requests_fault(
     exc = await _raised_by_litellm(**kwargs)
     assert type(exc).__name__ == "APIConnectionError"
     assert "Traceback" in str(exc) or "Exception -" in str(exc)  # what used to reach clients
-    mapped = mapping.map_exception(exc)
+    mapped = map_exception(exc)
     assert isinstance(mapped, errors.ProviderRejectedError)
     assert mapped.code == "adapter_rejected"
     _assert_clean(mapped.message)
@@ -400,8 +410,8 @@ async def test_litellm_failure_before_sending_is_the_requests_fault(
 async def test_litellm_connection_refused_counts_against_the_deployment() -> None:
     """A refused connection is a transport failure: retryable, a breaker failure."""
     exc = await _raised_by_litellm()
-    assert not mapping.raised_before_sending(exc)
-    mapped = mapping.map_exception(exc)
+    assert not raised_before_sending(exc)
+    mapped = map_exception(exc)
     assert isinstance(mapped, errors.ProviderUnavailableError)
     assert classify(mapped, AttemptContext(False, True, False)).breaker_failure
     assert classify(mapped, AttemptContext(True, True, False)).action == "retry"  # never sent
@@ -433,8 +443,8 @@ async def test_litellm_failing_on_a_malformed_answer_still_counts(malformed_anth
     exc = await asyncio.wait_for(_raised_by_litellm(model="anthropic/fast",
                                                     api_base=malformed_anthropic), 30)
     assert type(exc).__name__ == "APIConnectionError"
-    assert not mapping.raised_before_sending(exc)
-    mapped = mapping.map_exception(exc)
+    assert not raised_before_sending(exc)
+    mapped = map_exception(exc)
     assert type(mapped) is errors.ProviderError
     assert classify(mapped, AttemptContext(False, True, False)).breaker_failure
     _assert_clean(mapped.message)
@@ -448,12 +458,12 @@ def test_retry_after_reads_the_finer_header_and_http_dates_in_any_case() -> None
     from email.utils import format_datetime
 
     later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
-    assert mapping.retry_after_of({"Retry-After": "2", "retry-after-ms": "1500"}) == 1.5
-    assert mapping.retry_after_of({"RETRY-AFTER": "3"}) == 3.0
-    dated = mapping.retry_after_of({"retry-after": later})
+    assert retry_after_of({"Retry-After": "2", "retry-after-ms": "1500"}) == 1.5
+    assert retry_after_of({"RETRY-AFTER": "3"}) == 3.0
+    dated = retry_after_of({"retry-after": later})
     assert dated is not None and 25.0 < dated <= 30.0
-    assert mapping.retry_after_of({"retry-after": "soon"}) is None
-    assert mapping.retry_after_of(None) is None
+    assert retry_after_of({"retry-after": "soon"}) is None
+    assert retry_after_of(None) is None
 
 
 def test_litellm_rate_limit_keeps_the_providers_retry_after_and_the_common_code() -> None:
@@ -464,15 +474,15 @@ def test_litellm_rate_limit_keeps_the_providers_retry_after_and_the_common_code(
     exc = litellm.RateLimitError("overloaded", llm_provider="anthropic", model="m",
                                  response=placeholder)
     exc.litellm_response_headers = httpx.Headers({"retry-after": "2", "retry-after-ms": "2000"})
-    mapped = mapping.map_exception(exc)
+    mapped = map_exception(exc)
     assert isinstance(mapped, errors.ProviderRateLimitedError)
     assert (mapped.retry_after, mapped.code) == (2.0, "rate_limited")
-    assert mapped.code == mapping.from_status(429, "slow down").code
+    assert mapped.code == from_status(429, "slow down").code
 
 
 def test_an_exception_repr_inside_a_message_keeps_its_words_only() -> None:
     """aiohttp puts `<TransferEncodingError: 400, message='...'>` in its messages."""
-    cleaned = mapping.clean_message(
+    cleaned = clean_message(
         "Response payload is not completed: <TransferEncodingError: 400, message='Not enough "
         "data to satisfy transfer length header.'>")
     assert "TransferEncodingError" not in cleaned and "<" not in cleaned
@@ -504,10 +514,10 @@ def test_a_timeout_waiting_for_an_answer_is_told_from_an_answered_504() -> None:
         "connect": (timeout_over(httpx.ConnectTimeout("connect")), "upstream_timeout"),
         "answered 504": (timeout_over(httpx.HTTPStatusError(
             "504", request=_request(), response=answered)), "upstream_timeout"),
-        "status": (mapping.from_status(504, "gateway timeout"), "upstream_timeout"),
+        "status": (from_status(504, "gateway timeout"), "upstream_timeout"),
     }
     for name, (raised, code) in cases.items():
-        mapped = mapping.map_exception(raised)
+        mapped = map_exception(raised)
         assert (type(mapped), mapped.code) == (errors.ProviderTimeoutError, code), name
         assert sent_unanswered(mapped) is (code == "upstream_read_timeout"), name
 
@@ -526,17 +536,17 @@ def test_litellms_connection_dropped_before_the_answer_is_upstream_dropped() -> 
                                                     model="m"),
                         openai.APIConnectionError(request=_request()), *causes)
 
-    dropped = mapping.map_exception(over(httpx.ReadError("closed"), ConnectionResetError()))
+    dropped = map_exception(over(httpx.ReadError("closed"), ConnectionResetError()))
     assert (type(dropped), dropped.code) == (errors.ProviderError, "upstream_dropped")
     assert sent_unanswered(dropped)
     assert classify(dropped, AttemptContext(True, True, False)).action == "unknown_commit"
-    cut = mapping.broken_after_head(over(httpx.ReadError("closed")))
+    cut = broken_after_head(over(httpx.ReadError("closed")))
     # Priced as sent when nothing was relayed yet (the runner's attempt still pending); a cut
     # after content is priced by the relay with its output instead.
     assert (cut.code, sent_unanswered(cut)) == ("upstream_stream_cut", True)
-    unknown = mapping.map_exception(over())
+    unknown = map_exception(over())
     assert (unknown.code, sent_unanswered(unknown)) == ("upstream_connection_error", False)
-    refused = mapping.map_exception(over(httpx.ConnectError("refused")))
+    refused = map_exception(over(httpx.ConnectError("refused")))
     assert isinstance(refused, errors.ProviderUnavailableError) and not sent_unanswered(refused)
 
 
@@ -548,6 +558,6 @@ def test_aiohttp_connect_and_read_timeouts_are_told_apart(raised: BaseException,
                                                           sent: bool) -> None:
     """aiohttp's connect timeout is an `asyncio.TimeoutError` too: never connected, never sent,
     nothing to bill; its read timeout waited for an answer to a request sent (priced)."""
-    err = mapping.map_exception(raised)
+    err = map_exception(raised)
     assert isinstance(err, errors.ProviderTimeoutError)
     assert (err.code, sent_unanswered(err)) == (code, sent)

@@ -1,0 +1,187 @@
+"""What a third-party exception's cause chain and traceback say about an upstream attempt: where
+it failed (while connecting, after sending, after an unreadable answer, before sending at all)
+and whether the client library refused it on its own (no key, a request field it validates).
+
+These are the tests `router.providers.exception_mapping` decides by; they read class names and
+frames only (this module imports neither litellm nor an HTTP client).
+"""
+
+from __future__ import annotations
+
+import re
+import traceback
+
+from router.providers.error_text import message_of
+
+# The first words of a client refusing to start without a key: the openai SDK's (its bare
+# `OpenAIError`, litellm wraps it in a made-up 500) and litellm's own for its other providers
+# (its `AuthenticationError`, "Missing Anthropic API Key - ...").
+_MISSING_KEY = re.compile(r"Missing (?:credentials|[\w .-]{0,40}API Key)\b", re.IGNORECASE)
+
+
+def missing_credentials(exc: BaseException) -> str | None:
+    """The client library's own words when `exc` says the deployment has no key (none in its
+    config, none in the provider's variable): raised before any request was sent, the same for
+    every request, so the deployment's configuration, never the upstream's answer."""
+    for link in (exc, *_causes(exc, suppressed=True)):
+        kind = type(link)
+        library = kind.__module__.partition(".")[0]
+        if ((kind.__name__, library) in (("OpenAIError", "openai"),
+                                         ("AuthenticationError", "litellm"))):
+            message = message_of(link)
+            if _MISSING_KEY.match(message):
+                return message
+    return None
+
+
+# litellm's own checks of a request field, run before any call (`completion` in its main.py),
+# by function name: the field, and what a client is told (litellm's words blame the client's
+# field as not OpenAI's, also for OpenAI's own forms it does not know).
+_LITELLM_VALIDATORS: dict[str, tuple[str, str]] = {
+    "validate_chat_completion_tool_choice": (
+        "tool_choice", "the litellm adapter does not support this tool_choice (it takes a "
+        "string, or an object of type function, allowed_tools or a hosted tool); the upstream "
+        "was not called"),
+}
+
+
+def refused_by_litellm(exc: BaseException) -> tuple[str, str] | None:
+    """(param, message) when litellm's own validation of a request field raised `exc`, before
+    any upstream saw the request: the adapter's limit, not the upstream's refusal."""
+    if "BadRequestError" not in _class_names(exc):
+        return None
+    for link in (exc, *_causes(exc)):
+        frames = list(traceback.walk_tb(link.__traceback__))
+        if frames:
+            code = frames[-1][0].f_code
+            found = _LITELLM_VALIDATORS.get(code.co_name)
+            if found is not None and "/litellm/" in code.co_filename.replace("\\", "/"):
+                return found
+    return None
+
+
+# Transport failures while opening a connection: the request never left.
+_WHILE_CONNECTING = frozenset({
+    "ConnectError", "ConnectTimeout", "ClientConnectorError", "ClientConnectorDNSError",
+    "ClientConnectorCertificateError", "ConnectionRefusedError", "gaierror",
+    "ConnectionTimeoutError", "PoolTimeout",
+})
+
+
+def raised_while_connecting(exc: BaseException) -> bool:
+    """Whether `exc` is (or wraps) a transport failure while opening a connection."""
+    return bool(_class_names(exc) & _WHILE_CONNECTING)
+
+
+def maybe_received(exc: BaseException) -> bool:
+    """A connection error (litellm's, or one litellm wraps as another class, such as its
+    `InternalServerError` over the SDK's `APIConnectionError` for a dropped connection) that
+    did not happen while connecting: the provider may have received the request, so it is a
+    `ProviderError` (a side-effecting request is then not retried), not the explicit refusal
+    that `ProviderUnavailableError` means."""
+    names = _class_names(exc)
+    if "APIConnectionError" not in names or names & {"APITimeoutError", "Timeout"}:
+        return False
+    return not names & _WHILE_CONNECTING
+
+
+# Transport failures behind litellm's errors that say the request had left and its answer never
+# came: a read timeout (httpx's, or aiohttp's under litellm's aiohttp transport), and a connection
+# closed or reset while waiting for the answer. A litellm `Timeout` with no read timeout behind it
+# (over an answered 408/504, or raised by a provider SDK that hides its cause) is not one of them.
+_READ_TIMEOUTS = frozenset({"ReadTimeout", "SocketTimeoutError"})
+_DROPS = frozenset({"ReadError", "RemoteProtocolError", "ServerDisconnectedError",
+                    "ConnectionResetError"})
+
+
+def timed_out_reading(exc: BaseException) -> bool:
+    """Whether `exc` is (or wraps) an HTTP client's read timeout: the request was sent."""
+    names = _class_names(exc)
+    return bool(names & _READ_TIMEOUTS) and not names & _WHILE_CONNECTING
+
+
+def dropped_unanswered(exc: BaseException) -> bool:
+    """Whether `exc` is litellm's connection error (`maybe_received`) over a connection the
+    upstream closed or reset after the request was sent, before its answer: the pass-through's
+    `UpstreamDropped`, through litellm."""
+    return maybe_received(exc) and bool(_class_names(exc) & _DROPS)
+
+
+def answered_unreadable(exc: BaseException) -> bool:
+    """Whether litellm's error is its own made-up 500 over a 200 it could not read as a chat
+    completion (an HTML page, JSON without `choices`): an `InternalServerError` over litellm's
+    own exceptions, with no HTTP error status and no transport error anywhere in its chain (a
+    real 5xx always carries the HTTP client's status error). The upstream had the request, so
+    this is not the refusal a 5xx is; were a real 5xx ever taken for it, a read would still be
+    failed over, and only a side effect would not."""
+    # Through suppressed contexts too: litellm hides a real 5xx's status error behind one.
+    names = _class_names(exc, suppressed=True)
+    return (bool(_causes(exc, suppressed=True)) and "InternalServerError" in names
+            and not names & _ANSWER_NOT_READ)
+
+
+# In a cause chain: the upstream's answer was an error status, or never came.
+_ANSWER_NOT_READ = frozenset({
+    "HTTPStatusError", "ClientResponseError", "APIConnectionError", "APITimeoutError", "Timeout",
+    "TransportError", "ClientError", "OSError", "TimeoutError",
+})
+
+
+def _class_names(exc: BaseException, *, suppressed: bool = False) -> set[str]:
+    """The class names of `exc` and of every exception in its cause chain."""
+    return {klass.__name__ for link in (exc, *_causes(exc, suppressed=suppressed))
+            for klass in type(link).__mro__}
+
+
+# --------------------------------------------------------------------- raised before sending
+
+# Frames that mean the failure happened while talking to the provider or reading its answer.
+_IO_PATH_PARTS = ("/httpx/", "/httpcore/", "/aiohttp/", "/openai/_base_client", "/anthropic/")
+_IO_FUNCTIONS = ("transform_response", "convert_to_model_response")
+
+
+def raised_before_sending(exc: BaseException) -> bool:
+    """Whether litellm raised `exc` (an `APIConnectionError`) in its own code while building the
+    request, before any network call: the request's content, not the deployment's health.
+
+    litellm wraps every exception it does not recognise as `APIConnectionError`, a bad
+    parameter type (`response_format="json"`, `messages="hi"`) included. Such a failure is
+    recognised by its cause chain, which holds only builtin exceptions (no transport, SSL,
+    socket or HTTP error), raised under litellm's synchronous set-up step (`completion` in
+    `litellm/main.py`) and in no frame that sends a request or reads an answer. Anything else,
+    a future litellm that raises from elsewhere included, stays a transport failure.
+    """
+    names = {klass.__name__ for klass in type(exc).__mro__}
+    if "APIConnectionError" not in names or names & {"APITimeoutError", "Timeout"}:
+        return False
+    chain = _causes(exc)
+    if not chain or not all(_plain_builtin(cause) for cause in chain):
+        return False
+    frames = [(frame.f_code.co_filename.replace("\\", "/"), frame.f_code.co_name)
+              for frame, _ in traceback.walk_tb(chain[-1].__traceback__)]
+    in_set_up = any(name == "completion" and path.endswith("litellm/main.py")
+                    for path, name in frames)
+    did_io = any(part in path for path, _ in frames for part in _IO_PATH_PARTS) or any(
+        name.startswith(_IO_FUNCTIONS) for _, name in frames)
+    return in_set_up and not did_io
+
+
+def _causes(exc: BaseException, *, suppressed: bool = False) -> list[BaseException]:
+    """The exceptions behind `exc`, nearest first (at most 16); `suppressed`: through the
+    contexts a `raise ... from None` hid as well."""
+    def behind(link: BaseException) -> BaseException | None:
+        if link.__suppress_context__ and not suppressed:
+            return link.__cause__
+        return link.__cause__ or link.__context__
+
+    chain: list[BaseException] = []
+    cause = behind(exc)
+    while cause is not None and len(chain) < 16:
+        chain.append(cause)
+        cause = behind(cause)
+    return chain
+
+
+def _plain_builtin(exc: BaseException) -> bool:
+    return type(exc).__module__ == "builtins" and not isinstance(exc, OSError | TimeoutError)
+

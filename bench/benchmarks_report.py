@@ -1,11 +1,16 @@
 """Results of `bench/vs_litellm.py` and their rendering as `docs/benchmarks.md`.
 
-`Point` is one (target, rate, streaming) measurement; `Running` a started target and its
-points. The rest are pure functions from points to Markdown tables and comparisons.
+`Point` is one (target, rate, streaming, round) measurement; `Running` a started target and its
+points. The rest are pure functions from points to Markdown tables and comparisons. A run of
+several rounds measures every target once per round at each rate; its tables show the median
+round's figures (`median_point`) and its comparisons the median and range of the per-round
+ratios, each taken between points measured minutes apart at most.
 """
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,13 +44,15 @@ class Point:
     cpu_ms: float | None
     rss_mb: float | None
     busy_cpu_ms: float | None = None  # cpu_ms less the gateway's idle CPU over the same window
+    round: int = 0  # which round of the run measured it (runs saved before rounds: 0)
 
     @classmethod
     def of(cls, result: RunResult, stream: bool, cpu_ms: float | None,
-           rss_mb: float | None, busy_cpu_ms: float | None = None) -> Point:
+           rss_mb: float | None, busy_cpu_ms: float | None = None,
+           round_no: int = 0) -> Point:
         e2e, ttft = result.percentiles_ms("e2e_s"), result.percentiles_ms("ttft_s")
         return cls(result.target, result.rate, stream, len(result.samples), result.errors(),
-                   (e2e[0], e2e[1]), (ttft[0], ttft[1]), cpu_ms, rss_mb, busy_cpu_ms)
+                   (e2e[0], e2e[1]), (ttft[0], ttft[1]), cpu_ms, rss_mb, busy_cpu_ms, round_no)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Point:
@@ -73,8 +80,56 @@ def _f(value: float | None, digits: int = 2) -> str:
     return "—" if value is None or value != value else f"{value:.{digits}f}"
 
 
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def median_point(points: Sequence[Point]) -> Point:
+    """The rounds of one (target, rate, streaming) point as one: each figure the median of the
+    rounds' (requests and errors summed, memory the largest), so one slow round moves none."""
+    if len(points) == 1:
+        return points[0]
+    first = points[0]
+
+    def pair(of: Callable[[Point], tuple[float, float]]) -> tuple[float, float]:
+        return (statistics.median(of(p)[0] for p in points),
+                statistics.median(of(p)[1] for p in points))
+
+    rss = [p.rss_mb for p in points if p.rss_mb is not None]
+    return Point(first.target, first.rate, first.stream, sum(p.sent for p in points),
+                 sum(p.errors for p in points), pair(lambda p: p.e2e),
+                 pair(lambda p: p.ttft), _median([p.cpu_ms for p in points]),
+                 max(rss) if rss else None, _median([p.busy_cpu_ms for p in points]), -1)
+
+
+def _rounds(running: Running, rate: float, stream: bool) -> list[Point]:
+    return sorted((p for p in running.points if p.rate == rate and p.stream == stream),
+                  key=lambda p: p.round)
+
+
 def _point(running: Running, rate: float, stream: bool) -> Point | None:
-    return next((p for p in running.points if p.rate == rate and p.stream == stream), None)
+    rounds = _rounds(running, rate, stream)
+    return median_point(rounds) if rounds else None
+
+
+def per_round(runs: Sequence[Running], rate: float, stream: bool) -> list[list[Point]]:
+    """The points of `runs` at one rate, grouped by the round that measured them: only rounds
+    in which every one of `runs` was measured."""
+    by_round = [{p.round: p for p in _rounds(r, rate, stream)} for r in runs]
+    common = sorted(set.intersection(*(set(d) for d in by_round))) if by_round else []
+    return [[d[n] for d in by_round] for n in common]
+
+
+def spread(values: Sequence[float]) -> str:
+    """One figure, or the median of several with their range: `0.09 [0.07–0.11]`."""
+    if len(values) == 1:
+        return _f(values[0])
+    return f"{_f(statistics.median(values))} [{_f(min(values))}–{_f(max(values))}]"
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else float("nan")
 
 
 def latency_table(targets: list[Running], rates: list[float], stream: bool) -> list[str]:
@@ -119,43 +174,57 @@ def overhead_table(targets: list[Running], rates: list[float], stream: bool) -> 
 
 
 def max_rate(running: Running, stream: bool) -> float | None:
-    ok = [p.rate for p in running.points if p.stream == stream and p.sustained]
+    """The highest rate at which every round was sustained."""
+    rates = {p.rate for p in running.points if p.stream == stream}
+    ok = [rate for rate in rates if all(p.sustained for p in _rounds(running, rate, stream))]
     return max(ok) if ok else None
 
 
 def comparisons(targets: list[Running], rates: list[float], stream: bool) -> list[str]:
-    """slorouter-full against LiteLLM at rates LiteLLM sustains, and telemetry on vs off."""
+    """slorouter-full against LiteLLM at rates LiteLLM sustains, and telemetry on vs off; with
+    several rounds, each ratio or difference is taken within a round (median [range])."""
     by = {r.target.name: r for r in targets}
     lines: list[str] = []
     direct, full, lite = by.get("direct"), by.get("slorouter-full"), by.get("litellm")
     if direct and full and lite:
         for rate in rates:
-            base, f, ll = (_point(direct, rate, stream), _point(full, rate, stream),
-                           _point(lite, rate, stream))
-            if base is None or f is None or ll is None:
+            rounds = per_round([direct, full, lite], rate, stream)
+            if not rounds:
                 continue
-            fo, lo = overhead(f, base), overhead(ll, base)
-            ratios = [(a / b if b > 0 else float("nan")) for a, b in zip(fo, lo, strict=True)]
-            held = "sustained" if ll.sustained else "NOT sustained"
-            lines.append(f"- {rate:g} req/s (LiteLLM {held}): slorouter-full/LiteLLM added "
-                         f"latency E2E p50 {_f(ratios[0])}, E2E p99 {_f(ratios[1])}, "
-                         f"TTFT p50 {_f(ratios[2])}, TTFT p99 {_f(ratios[3])} (target ≤ 0.10); "
+            ratios = [[_ratio(a, b) for a, b in zip(overhead(f, base), overhead(ll, base),
+                                                      strict=True)]
+                      for base, f, ll in rounds]
+            held = ("sustained" if all(ll.sustained for _, _, ll in rounds)
+                    else "NOT sustained")
+            f, ll = median_point([r[1] for r in rounds]), median_point([r[2] for r in rounds])
+            of = [spread([r[i] for r in ratios]) for i in range(4)]
+            lines.append(f"- {rate:g} req/s (LiteLLM {held}{_over(rounds)}): slorouter-full/"
+                         f"LiteLLM added latency E2E p50 {of[0]}, E2E p99 {of[1]}, "
+                         f"TTFT p50 {of[2]}, TTFT p99 {of[3]} (target ≤ 0.10); "
                          f"CPU/req {_f(f.cpu_ms)} vs {_f(ll.cpu_ms)} ms (busy "
                          f"{_f(f.busy_cpu_ms)} vs {_f(ll.busy_cpu_ms)})")
     on, off = by.get("slorouter-full"), by.get("slorouter-full-no-telemetry")
     if direct and on and off:
         for rate in rates:
-            base, a, b = (_point(direct, rate, stream), _point(on, rate, stream),
-                          _point(off, rate, stream))
-            if base is None or a is None or b is None or not (a.sustained and b.sustained):
+            rounds = [r for r in per_round([direct, on, off], rate, stream)
+                      if r[1].sustained and r[2].sustained]
+            if not rounds:
                 continue
-            diff = [x - y for x, y in zip(overhead(a, base), overhead(b, base), strict=True)]
-            cpu = (a.busy_cpu_ms - b.busy_cpu_ms
-                   if a.busy_cpu_ms is not None and b.busy_cpu_ms is not None else None)
-            lines.append(f"- {rate:g} req/s: telemetry on minus off: +E2E p50 {_f(diff[0])} ms, "
-                         f"+TTFT p50 {_f(diff[2])} ms, +E2E p99 {_f(diff[1])} ms, busy CPU/req "
-                         f"{_f(cpu)} ms (budget: 15% of 2 ms p50 = 0.30 ms)")
+            diffs = [[x - y for x, y in zip(overhead(a, base), overhead(b, base), strict=True)]
+                     for base, a, b in rounds]
+            cpu = [a.busy_cpu_ms - b.busy_cpu_ms for _, a, b in rounds
+                   if a.busy_cpu_ms is not None and b.busy_cpu_ms is not None]
+            lines.append(f"- {rate:g} req/s{_over(rounds)}: telemetry on minus off: +E2E p50 "
+                         f"{spread([d[0] for d in diffs])} ms, +TTFT p50 "
+                         f"{spread([d[2] for d in diffs])} ms, +E2E p99 "
+                         f"{spread([d[1] for d in diffs])} ms, busy CPU/req "
+                         f"{spread(cpu) if cpu else _f(None)} ms (budget: 15% of 2 ms p50 = "
+                         "0.30 ms)")
     return lines
+
+
+def _over(rounds: Sequence[object]) -> str:
+    return f", {len(rounds)} rounds" if len(rounds) > 1 else ""
 
 
 def caveat(meta: dict[str, str]) -> list[str]:
@@ -172,6 +241,16 @@ def caveat(meta: dict[str, str]) -> list[str]:
             "noise (telemetry on minus off changes sign from rate to rate); CPU ms/req at low "
             "rates is dominated by the process's fixed background work spread over few "
             "requests. Rerun on a quiet machine before quoting a number.", ""]
+
+
+def _rounds_note(rounds: int) -> list[str]:
+    if rounds <= 1:
+        return []
+    return [f"- Rounds: {rounds}. At each rate every target is measured once per round, in an "
+            "order rotated from round to round, so that a slow minute of the machine does not "
+            "fall on one target only. The tables show each figure's median over the rounds "
+            "(requests and errors summed); the comparisons show the median [lowest–highest] of "
+            "the ratios taken within each round; a rate is sustained when every round was."]
 
 
 def telemetry_section(rows: list[tuple[str, float]]) -> list[str]:
@@ -201,6 +280,7 @@ def render(targets: list[Running], rates: list[float], modes: list[bool], meta: 
            f"warm-up; a target is not run at higher rates once it misses p99 E2E < "
            f"{SLO_P99_MS:g} ms or has errors.",
            f"- Placement: {meta.get('placement') or 'all processes share every core'}.",
+           *_rounds_note(int(meta.get("rounds", "1"))),
            "- CPU ms/req: time on CPU of every thread of the gateway's process group (from "
            "/proc/PID/task/TID/schedstat, ns) over the measured window divided by requests sent. "
            "busy CPU ms/req: the same less the gateway's idle CPU (measured over 5 s with no "

@@ -1,7 +1,7 @@
 """slorouter side by side with LiteLLM proxy: the same open-loop load, the same upstream.
 
     python -m bench.vs_litellm [--rates 5,10,25,50,100,200,400] [--duration 10]
-                               [--min-requests 200] [--placement apart|shared]
+                               [--min-requests 200] [--rounds 1] [--placement apart|shared]
                                [--modes plain,stream] [--targets direct,slorouter-full,...]
                                [--out bench/out/benchmarks.md]
 
@@ -166,7 +166,8 @@ def start_target(target: Target, work: Path, sim_base: str, env: dict[str, str],
 
 # ---- measuring ---------------------------------------------------------------------------
 
-async def measure(running: Running, rate: float, stream: bool, duration: float) -> Point:
+async def measure(running: Running, rate: float, stream: bool, duration: float,
+                  round_no: int = 0) -> Point:
     payload: dict[str, object] = {"model": running.target.model, "max_tokens": 16,
                                   "messages": [{"role": "user", "content": PROMPT}],
                                   "temperature": 0.7}
@@ -186,7 +187,7 @@ async def measure(running: Running, rate: float, stream: bool, duration: float) 
         cpu_ms = (group_cpu_s(pgid) - before) * 1e3 / sent
         busy_ms = busy_cpu_ms(cpu_ms, running.idle_cpu_per_s, wall, sent)
         rss = group_rss_mb(pgid)
-    return Point.of(result, stream, cpu_ms, rss, busy_ms)
+    return Point.of(result, stream, cpu_ms, rss, busy_ms, round_no)
 
 
 async def warm_up(running: Running) -> None:
@@ -199,7 +200,7 @@ async def warm_up(running: Running) -> None:
 
 
 async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
-                duration: float, min_requests: int) -> None:
+                duration: float, min_requests: int, rounds: int = 1) -> None:
     for running in targets:
         await warm_up(running)
         if running.proc is not None:
@@ -207,20 +208,30 @@ async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
     for stream in modes:
         saturated: set[str] = set()
         for rate in rates:
-            for running in targets:
-                if running.target.name in saturated:
-                    continue
-                point = await measure(running, rate, stream,
-                                      max(duration, min_requests / rate))
-                running.points.append(point)
-                e2e, ttft = point.e2e, point.ttft
-                print(f"{'stream' if stream else 'plain':<7}{rate:>6g}/s {running.target.name:<28}"
-                      f"E2E p50 {e2e[0]:7.2f} p99 {e2e[1]:7.2f}  TTFT p50 {ttft[0]:7.2f} "
-                      f"p99 {ttft[1]:7.2f}  err {point.errors:>4}  cpu/req "
-                      f"{_num(point.cpu_ms):6.2f} ms (busy {_num(point.busy_cpu_ms):.2f})",
-                      flush=True)
-                if not point.sustained and running.target.kind != "direct":
-                    saturated.add(running.target.name)
+            missed: set[str] = set()
+            for round_no in range(rounds):
+                for running in rotated(targets, round_no):
+                    if running.target.name in saturated:
+                        continue
+                    point = await measure(running, rate, stream,
+                                          max(duration, min_requests / rate), round_no)
+                    running.points.append(point)
+                    e2e, ttft = point.e2e, point.ttft
+                    print(f"{'stream' if stream else 'plain':<7}{rate:>6g}/s "
+                          f"{f'#{round_no + 1} ' if rounds > 1 else ''}{running.target.name:<28}"
+                          f"E2E p50 {e2e[0]:7.2f} p99 {e2e[1]:7.2f}  TTFT p50 {ttft[0]:7.2f} "
+                          f"p99 {ttft[1]:7.2f}  err {point.errors:>4}  cpu/req "
+                          f"{_num(point.cpu_ms):6.2f} ms (busy {_num(point.busy_cpu_ms):.2f})",
+                          flush=True)
+                    if not point.sustained and running.target.kind != "direct":
+                        missed.add(running.target.name)
+            saturated |= missed  # its other rounds at this rate still run: the page shows them
+
+
+def rotated(targets: list[Running], round_no: int) -> list[Running]:
+    """The targets in the order of round `round_no`: each round starts one target later."""
+    shift = round_no % len(targets) if targets else 0
+    return targets[shift:] + targets[:shift]
 
 
 def _num(value: float | None) -> float:
@@ -251,7 +262,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                          place_apart([os.getpid(), sim.pid],
                                      [r.proc.pid for r in targets if r.proc is not None]))
             print(placement, flush=True)
-            await sweep(targets, args.rates, args.modes, args.duration, args.min_requests)
+            await sweep(targets, args.rates, args.modes, args.duration, args.min_requests,
+                        args.rounds)
         finally:
             for running in targets:
                 if running.proc is not None:
@@ -263,6 +275,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "load_before": load_before,
             "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
             "duration": f"{args.duration:g}", "min_requests": str(args.min_requests),
+            "rounds": str(args.rounds),
             "placement": placement}
     from bench.suite import telemetry_cost
 
@@ -330,6 +343,10 @@ def main() -> None:
                              "default: %(default)s)")
     parser.add_argument("--min-requests", type=int, default=200,
                         help="requests per point at least, so that p99 is not the maximum "
+                             "(default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure every target this many times at each rate, in an order "
+                             "rotated each round; the page shows medians and ranges "
                              "(default: %(default)s)")
     parser.add_argument("--placement", choices=["apart", "shared"], default="apart",
                         help="apart: gateways on their own core(s), load generator and "

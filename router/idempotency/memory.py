@@ -7,13 +7,18 @@ cannot block a key forever). At `max_entries` completed entries are evicted, the
 tenant holding the most entries first: a tenant sending keys by the thousand evicts its own
 records, never another's (whose retry would then run a second time); if every entry is in
 flight, new keys are refused with `OverloadedError`.
+
+A full store stays full under steady traffic (records live a day), so making room is done
+without a pass over the entries: completed ones are kept per owner in completion order, which
+is their expiry order (one TTL), and only the markers in flight (as many as requests running)
+are looked over. A pass over 100,000 entries took 60 ms per new key, on the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
-from collections import Counter, deque
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -49,6 +54,9 @@ class MemoryIdempotencyStore:
         self._ttl_s = ttl_s
         self._max_entries = max_entries
         self._entries: dict[str, _Entry] = {}
+        self._held: Counter[str] = Counter()  # entries per owner
+        self._completed: dict[str, OrderedDict[str, None]] = {}  # per owner, oldest first
+        self._in_flight: set[str] = set()
 
     async def claim(
         self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
@@ -83,6 +91,8 @@ class MemoryIdempotencyStore:
             return False
         entry.response = response
         entry.expires_at = self._clock() + self._ttl_s
+        self._in_flight.discard(lease.scope)
+        self._completed.setdefault(entry.owner, OrderedDict())[lease.scope] = None
         entry.settled.set()
         return True
 
@@ -90,7 +100,7 @@ class MemoryIdempotencyStore:
         entry = self._owned(lease)
         if entry is None:
             return False
-        del self._entries[lease.scope]
+        self._remove(lease.scope, entry)
         entry.settled.set()
         return True
 
@@ -107,7 +117,7 @@ class MemoryIdempotencyStore:
     def _live(self, scope: str) -> _Entry | None:
         entry = self._entries.get(scope)
         if entry is not None and self._clock() >= entry.expires_at:
-            del self._entries[scope]
+            self._remove(scope, entry)
             entry.settled.set()
             return None
         return entry
@@ -123,24 +133,35 @@ class MemoryIdempotencyStore:
         self._make_room()
         token = secrets.token_hex(16)
         self._entries[scope] = _Entry(owner, fingerprint, token, self._clock() + lease_s)
+        self._held[owner] += 1
+        self._in_flight.add(scope)
         return Lease(scope, token, fingerprint, contended)
+
+    def _remove(self, scope: str, entry: _Entry) -> None:
+        del self._entries[scope]
+        self._held[entry.owner] -= 1
+        if not self._held[entry.owner]:
+            del self._held[entry.owner]
+        if entry.response is None:
+            self._in_flight.discard(scope)
+            return
+        completed = self._completed[entry.owner]
+        del completed[scope]
+        if not completed:
+            del self._completed[entry.owner]
 
     def _make_room(self) -> None:
         if len(self._entries) < self._max_entries:
             return
-        for scope in list(self._entries):
-            self._live(scope)  # drops it if expired
-        held = Counter(entry.owner for entry in self._entries.values())
-        completed: dict[str, deque[str]] = {}  # per owner, oldest first
-        for scope, entry in self._entries.items():
-            if entry.response is not None:
-                completed.setdefault(entry.owner, deque()).append(scope)
-        while len(self._entries) >= self._max_entries and completed:
-            owner = max(completed, key=held.__getitem__)
-            del self._entries[completed[owner].popleft()]
-            held[owner] -= 1
-            if not completed[owner]:
-                del completed[owner]
+        for scope in list(self._in_flight):
+            self._live(scope)  # drops it if its lease ran out
+        for completed in list(self._completed.values()):
+            while completed and self._live(next(iter(completed))) is None:
+                pass  # expired: completed entries expire in the order they completed
+        while len(self._entries) >= self._max_entries and self._completed:
+            owner = max(self._completed, key=self._held.__getitem__)
+            scope = next(iter(self._completed[owner]))
+            self._remove(scope, self._entries[scope])
         if len(self._entries) >= self._max_entries:
             raise OverloadedError("too many requests in flight with idempotency keys",
                                   code="idempotency_store_full", retry_after=1.0)

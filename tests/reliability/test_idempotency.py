@@ -191,6 +191,45 @@ async def test_memory_store_full_evicts_the_flooding_tenants_records_not_another
     assert newest.replayed and flood.calls == 50  # the flood loses its oldest, not its newest
 
 
+class CountingClock(FakeClock):
+    """A `FakeClock` that counts its reads: the memory store reads it once per entry it looks at."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return super().__call__()
+
+
+@pytest.mark.parametrize("size", [1_000, 10_000])
+async def test_memory_store_full_makes_room_without_a_pass_over_its_entries(size: int) -> None:
+    """A full store stays full under steady traffic (records live a day): each new key then
+    evicts one record, looking at a few entries, not at all of them (at 100,000 entries such a
+    pass held the event loop for 60 ms per new key). Expired records still go first, and the
+    flooding tenant's oldest is the one evicted."""
+    clock = CountingClock()
+    store = MemoryIdempotencyStore(clock, ttl_s=TTL_S, max_entries=size)
+    for number in range(size):
+        lease = await store.claim("beta" if number else "alpha", f"k{number}", FINGERPRINT,
+                                  wait_s=WAIT_S, lease_s=LEASE_S)
+        assert isinstance(lease, Lease)
+        await store.complete(lease, response(str(number)))
+    clock.reads = 0
+    lease = await store.claim("gamma", "new", FINGERPRINT, wait_s=WAIT_S, lease_s=LEASE_S)
+    assert clock.reads < 20 and len(store) == size
+    assert isinstance(lease, Lease)
+    await store.complete(lease, response("new"))
+    stored = await store.claim("alpha", "k0", FINGERPRINT, wait_s=WAIT_S, lease_s=LEASE_S)
+    assert isinstance(stored, Replay)  # alpha's only record survives the flood's eviction
+    evicted = await store.claim("beta", "k1", FINGERPRINT, wait_s=WAIT_S, lease_s=LEASE_S)
+    assert isinstance(evicted, Lease)  # beta's oldest was evicted: it runs again
+    clock.advance(TTL_S)
+    await store.claim("gamma", "after", FINGERPRINT, wait_s=WAIT_S, lease_s=LEASE_S)
+    assert len(store) == 1  # the rest expired: completed records by TTL, k1's lease too
+
+
 async def test_memory_expired_lease_lets_a_new_claim_proceed() -> None:
     """A leaked in-flight marker stops blocking the key once its lease runs out."""
     clock = FakeClock()

@@ -3,10 +3,12 @@
 Duplicates waiting for an in-flight request sleep on an `asyncio.Event`, so exactly one
 execution happens however many arrive (and wake when a lease runs out). Completed entries live
 `ttl_s`; in-flight markers live `lease_s` unless their holder `renew`s them (a leaked lease
-cannot block a key forever). At `max_entries` completed entries are evicted, the oldest of the
+cannot block a key forever). At `max_entries` entries, or `max_bytes` of them (the stored
+answers plus `ENTRY_OVERHEAD_BYTES` each), completed entries are evicted, the oldest of the
 tenant holding the most entries first: a tenant sending keys by the thousand evicts its own
 records, never another's (whose retry would then run a second time); if every entry is in
-flight, new keys are refused with `OverloadedError`.
+flight, new keys are refused with `OverloadedError`. A duplicate's `asyncio.Event` exists only
+while someone waits on it.
 
 A full store stays full under steady traffic (records live a day), so making room is done
 without a pass over the entries: completed ones are kept per owner in completion order, which
@@ -20,7 +22,7 @@ import asyncio
 import secrets
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from router.errors import OverloadedError
 from router.idempotency.types import (
@@ -35,6 +37,11 @@ from router.idempotency.types import (
 
 Clock = Callable[[], float]
 
+# What an entry holds besides the bytes of its answer's body and headers: its key, owner,
+# fingerprint, token, record, header objects and the store's index slots (measured with
+# tracemalloc: about 0.9 KB with three headers), rounded up.
+ENTRY_OVERHEAD_BYTES = 1024
+
 
 @dataclass(slots=True)
 class _Entry:
@@ -43,16 +50,33 @@ class _Entry:
     token: str
     expires_at: float
     response: StoredResponse | None = None
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
+    settled: asyncio.Event | None = None  # made by the first duplicate that waits
+
+    def size(self) -> int:
+        """Bytes counted against the store's `max_bytes`."""
+        response = self.response
+        if response is None:
+            return ENTRY_OVERHEAD_BYTES
+        return (ENTRY_OVERHEAD_BYTES + len(response.body)
+                + sum(len(name) + len(value) for name, value in response.headers))
+
+    def settle(self) -> None:
+        """Wake the duplicates waiting on it, if any."""
+        if self.settled is not None:
+            self.settled.set()
+            self.settled = None
 
 
 class MemoryIdempotencyStore:
     """`IdempotencyStore` for a single replica (and for tests)."""
 
-    def __init__(self, clock: Clock, *, ttl_s: float = 86_400.0, max_entries: int = 100_000):
+    def __init__(self, clock: Clock, *, ttl_s: float = 86_400.0, max_entries: int = 100_000,
+                 max_bytes: int = 128 << 20):
         self._clock = clock
         self._ttl_s = ttl_s
         self._max_entries = max_entries
+        self._max_bytes = max_bytes
+        self._bytes = 0  # the entries' `size()`, summed
         self._entries: dict[str, _Entry] = {}
         self._held: Counter[str] = Counter()  # entries per owner
         self._completed: dict[str, OrderedDict[str, None]] = {}  # per owner, oldest first
@@ -80,6 +104,8 @@ class MemoryIdempotencyStore:
             # Until it settles, or its lease may have run out (a holder that stopped renewing:
             # the key is free then, as the Redis store's polling finds).
             expires_in = entry.expires_at - self._clock()
+            if entry.settled is None:
+                entry.settled = asyncio.Event()
             try:
                 await asyncio.wait_for(entry.settled.wait(), timeout=min(left, expires_in))
             except TimeoutError:
@@ -89,11 +115,16 @@ class MemoryIdempotencyStore:
         entry = self._owned(lease)
         if entry is None:
             return False
+        self._bytes -= entry.size()
         entry.response = response
+        self._bytes += entry.size()
         entry.expires_at = self._clock() + self._ttl_s
         self._in_flight.discard(lease.scope)
         self._completed.setdefault(entry.owner, OrderedDict())[lease.scope] = None
-        entry.settled.set()
+        entry.settle()
+        # Over the byte budget: older answers go (never this one, which may be alone over it
+        # until the next answer stored evicts it).
+        self._evict(lambda: self._bytes > self._max_bytes, keep=lease.scope)
         return True
 
     async def release(self, lease: Lease) -> bool:
@@ -101,7 +132,7 @@ class MemoryIdempotencyStore:
         if entry is None:
             return False
         self._remove(lease.scope, entry)
-        entry.settled.set()
+        entry.settle()
         return True
 
     async def renew(self, lease: Lease, lease_s: float) -> bool:
@@ -114,11 +145,16 @@ class MemoryIdempotencyStore:
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def bytes_held(self) -> int:
+        """What the entries count against `max_bytes`."""
+        return self._bytes
+
     def _live(self, scope: str) -> _Entry | None:
         entry = self._entries.get(scope)
         if entry is not None and self._clock() >= entry.expires_at:
             self._remove(scope, entry)
-            entry.settled.set()
+            entry.settle()
             return None
         return entry
 
@@ -133,12 +169,14 @@ class MemoryIdempotencyStore:
         self._make_room()
         token = secrets.token_hex(16)
         self._entries[scope] = _Entry(owner, fingerprint, token, self._clock() + lease_s)
+        self._bytes += ENTRY_OVERHEAD_BYTES
         self._held[owner] += 1
         self._in_flight.add(scope)
         return Lease(scope, token, fingerprint, contended)
 
     def _remove(self, scope: str, entry: _Entry) -> None:
         del self._entries[scope]
+        self._bytes -= entry.size()
         self._held[entry.owner] -= 1
         if not self._held[entry.owner]:
             del self._held[entry.owner]
@@ -151,17 +189,31 @@ class MemoryIdempotencyStore:
             del self._completed[entry.owner]
 
     def _make_room(self) -> None:
-        if len(self._entries) < self._max_entries:
+        if (len(self._entries) < self._max_entries
+                and self._bytes + ENTRY_OVERHEAD_BYTES <= self._max_bytes):
             return
         for scope in list(self._in_flight):
             self._live(scope)  # drops it if its lease ran out
         for completed in list(self._completed.values()):
             while completed and self._live(next(iter(completed))) is None:
                 pass  # expired: completed entries expire in the order they completed
-        while len(self._entries) >= self._max_entries and self._completed:
-            owner = max(self._completed, key=self._held.__getitem__)
-            scope = next(iter(self._completed[owner]))
-            self._remove(scope, self._entries[scope])
+        self._evict(lambda: (len(self._entries) >= self._max_entries
+                             or self._bytes + ENTRY_OVERHEAD_BYTES > self._max_bytes))
         if len(self._entries) >= self._max_entries:
             raise OverloadedError("too many requests in flight with idempotency keys",
                                   code="idempotency_store_full", retry_after=1.0)
+
+    def _evict(self, over: Callable[[], bool], keep: str | None = None) -> None:
+        """Completed entries, the oldest of the owner holding the most first, while `over()`
+        (`keep` stays)."""
+        while over():
+            candidates = [owner for owner, scopes in self._completed.items()
+                          if next(iter(scopes)) != keep or len(scopes) > 1]
+            if not candidates:
+                return
+            owner = max(candidates, key=self._held.__getitem__)
+            scopes = iter(self._completed[owner])
+            scope = next(scopes)
+            if scope == keep:
+                scope = next(scopes)
+            self._remove(scope, self._entries[scope])

@@ -171,7 +171,8 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     policy = policies.for_task(labels.task)
     restricted = arm_ineligible = False
     if restrict_to is not None:
-        narrowed = policy.model_copy(update={"candidates": (restrict_to,), "fallbacks": ()})
+        narrowed = config.arm_policies.get((labels.task, restrict_to)) or policy.model_copy(
+            update={"candidates": (restrict_to,), "fallbacks": ()})
         arm = evaluate(narrowed, facts, facts_by_model(config, health), config.quality)
         if any(v.eligible for v in arm):
             policy, restricted = narrowed, True

@@ -16,7 +16,7 @@ from policies.eligibility import DeploymentFacts
 from policies.eval_report import QualityTable
 from policies.labels import Task
 from policies.loader import content_hash
-from policies.schema import ApiKeySpec, DeploymentSpec, RouterConfig
+from policies.schema import ApiKeySpec, DeploymentSpec, RouterConfig, TaskPolicy
 from router.errors import ConfigError
 from router.providers.base import Deployment
 
@@ -50,10 +50,26 @@ class RuntimeConfig:
     request_timeout_s: float
     quality: QualityTable
     learned: Mapping[str, LoadedRouter]  # by the policy's `learned_router` path
+    # (task, model) → the task's policy narrowed to that model, for each experiment arm whose
+    # route is `model:<name>`: made once here, not per request (a new policy object per request
+    # also missed every cache keyed by the policy)
+    arm_policies: Mapping[tuple[Task, str], TaskPolicy]
 
     @property
     def auth_required(self) -> bool:
         return bool(self.principals)
+
+
+def arm_policies(config: RouterConfig) -> dict[tuple[Task, str], TaskPolicy]:
+    """Each experiment arm's `model:<name>` route applied to each of its experiment's tasks:
+    the task's policy with that model as its only candidate and no fallbacks."""
+    policies = config.policies
+    if policies is None:
+        return {}
+    return {(task, arm.route.removeprefix("model:")): policies.for_task(task).model_copy(
+                update={"candidates": (arm.route.removeprefix("model:"),), "fallbacks": ()})
+            for experiment in config.experiments for arm in experiment.arms
+            if arm.route.startswith("model:") for task in experiment.tasks}
 
 
 def key_digest(key: str) -> str:
@@ -186,4 +202,5 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
         request_timeout_s=config.server.request_timeout_s,
         quality=table,
         learned=MappingProxyType(routers),
+        arm_policies=MappingProxyType(arm_policies(config)),
     )

@@ -398,6 +398,45 @@ def test_an_arm_model_the_policy_bars_is_ineligible_one_that_is_down_is_not() ->
         True, False, ("cheap-1",))
 
 
+class RecordingRanker(StaticRanker):
+    """`StaticRanker` that keeps every policy it was asked to rank under."""
+
+    def __init__(self) -> None:
+        self.policies: list[TaskPolicy] = []
+
+    def rank(self, policy: TaskPolicy, facts: RequestFacts,
+             eligible: Sequence[Verdict]) -> tuple[Ranked, ...]:
+        self.policies.append(policy)
+        return super().rank(policy, facts, eligible)
+
+
+def test_an_arm_is_ranked_under_one_policy_made_at_load_not_a_new_one_per_request() -> None:
+    """An experiment arm routed to `model:cheap` narrows math's policy to cheap: that policy is
+    made once with the configuration, so the ranker's caches keyed by policy keep hitting (a
+    copy per request missed them every time, and evicted the other policies' entries)."""
+    runtime = _runtime(CONFIG + """experiments:
+  - name: cheaper-math
+    tasks: [math]
+    unit: request
+    salt: s1
+    arms:
+      - {name: control, route: "policy:default", control: true, share: 0.5}
+      - {name: cheap, route: "model:cheap", share: 0.5}
+""")
+    narrowed = runtime.arm_policies[("math", "cheap")]
+    assert (narrowed.candidates, narrowed.fallbacks) == (("cheap",), ())
+    assert narrowed.quality_floor == runtime.source.policies.for_task("math").quality_floor  # type: ignore[union-attr]
+    ranker = RecordingRanker()
+    labels = Labels(task="math", risk="low")
+    facts = RequestFacts(task="math", risk="low", prompt_tokens=100, max_output_tokens=100)
+    for _ in range(3):
+        decision = decide("auto", labels, facts, runtime, ranker, lambda _name: True,
+                          restrict_to="cheap")
+        assert decision.restricted and decision.deployments == ("cheap-1",)  # type: ignore[attr-defined]
+    assert ranker.policies == [narrowed] * 3
+    assert all(policy is narrowed for policy in ranker.policies)
+
+
 def test_a_task_without_its_own_risk_rule_is_held_to_the_defaults() -> None:
     """`default`'s high-risk rule (zero data retention: big only) holds for summarization, which
     has no policy of its own, and for chat, whose policy sets no risk rule: a task hint naming

@@ -215,15 +215,19 @@ def _dump(obj: Any) -> dict[str, Any]:
 def _dump_chunk(chunk: Any) -> dict[str, Any]:
     """A streamed chunk as OpenAI sends it. litellm's delta model spells every field it knows,
     null where the chunk had none (`role` after the first chunk, `function_call`, `audio`,
-    `provider_specific_fields`, `tool_calls` on the finish chunk, and a tool call's `id` and
-    `name` in its argument fragments); OpenAI sends only what a chunk carries, and a client
-    that merges deltas field by field would copy the nulls into its message."""
+    `provider_specific_fields`, `tool_calls` on the finish chunk, a tool call's `id` and
+    `name` in its argument fragments, and a legacy `function_call`'s `name` in its);
+    OpenAI sends only what a chunk carries, and a client that merges deltas field by field
+    would copy the nulls into its message."""
     body = _dump(chunk)
     choices = body.get("choices")
     for choice in choices if isinstance(choices, list) else ():
         delta = choice.get("delta") if isinstance(choice, dict) else None
         if isinstance(delta, dict):
             choice["delta"] = _present(delta)
+            function_call = choice["delta"].get("function_call")
+            if isinstance(function_call, dict):
+                choice["delta"]["function_call"] = _present(function_call)
             calls = choice["delta"].get("tool_calls")
             if isinstance(calls, list):
                 choice["delta"]["tool_calls"] = [

@@ -74,6 +74,13 @@ SAME_INDEX = [
     {"role": "assistant", "content": None, **_call(0, **PARALLEL_CALLS[0])},
     _call(0, **PARALLEL_CALLS[1]),
 ]
+# The legacy `functions` answer: one `function_call`, streamed as fragments of its own.
+LEGACY: list[dict[str, Any]] = [
+    {"role": "assistant", "content": None,
+     "function_call": {"name": "get_weather", "arguments": ""}},
+    {"function_call": {"arguments": '{"city": '}},
+    {"function_call": {"arguments": '"Paris"}'}},
+]
 ANSWERS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
     "parallel": (PARALLEL, PARALLEL_CALLS), "custom": (CUSTOM, CUSTOM_CALLS),
     "unindexed": (UNINDEXED, PARALLEL_CALLS), "same_index": (SAME_INDEX, PARALLEL_CALLS)}
@@ -88,6 +95,9 @@ class _ToolUpstream(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
         type(self).requests += 1
+        if "functions" in body:
+            self._stream(LEGACY, "function_call")
+            return
         tool = body["tools"][0]
         name = tool[tool["type"]]["name"]
         if not body.get("stream"):
@@ -100,10 +110,12 @@ class _ToolUpstream(http.server.BaseHTTPRequestHandler):
                 {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}]}
             send_body(self, 200, json.dumps(whole).encode())
             return
-        deltas, _ = ANSWERS[name]
+        self._stream(ANSWERS[name][0], "tool_calls")
+
+    def _stream(self, deltas: list[dict[str, Any]], finish: str) -> None:
         chunks: list[dict[str, Any]] = [
             {"index": 0, "delta": d, "logprobs": None, "finish_reason": None} for d in deltas]
-        chunks.append({"index": 0, "delta": {}, "logprobs": None, "finish_reason": "tool_calls"})
+        chunks.append({"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish})
         events = [{**HEAD, "object": "chat.completion.chunk", "choices": [c], "usage": None}
                   for c in chunks]
         events.append({**HEAD, "object": "chat.completion.chunk", "choices": [], "usage": USAGE})
@@ -269,3 +281,23 @@ def test_whole_answers_carry_their_tool_calls_as_openai_sends_them(
         assert not {"tool_calls", "function_call"} & {k for k, v in message.items() if v is None}
         assert message.get("provider_specific_fields", {"kept": 1}) != {}
         assert not _nulls(message.get("provider_specific_fields") or {}, "")
+
+
+@pytest.mark.parametrize("model", ["pt", "ll"])
+def test_streamed_function_call_deltas_carry_only_what_the_upstream_sent(
+        gateway: Running, model: str) -> None:
+    """A legacy `function_call` answer streams as the upstream sent it. Through litellm each
+    argument fragment used to carry the function's `name` as null."""
+    nonce = uuid.uuid4().hex.translate(str.maketrans("0123456789", "ghijklmnop"))
+    response = _post(gateway, {
+        "model": model, "stream": True, "temperature": 0,
+        "functions": [{"name": "get_weather", "parameters": {}}],
+        "messages": [{"role": "user", "content": f"weather {nonce}"}]})
+    choices = [choice for line in response.text.splitlines() if line.startswith("data: {")
+               for choice in json.loads(line.removeprefix("data: "))["choices"]]
+    deltas = [choice["delta"] for choice in choices]
+    assert len(deltas) == len(LEGACY) + 1
+    nulls = [n for i, d in enumerate(deltas) for n in _nulls(d, f"delta{i}")]
+    assert [n for n in nulls if n != "delta0.content"] == []
+    assert [d["function_call"] for d in deltas[1:-1]] == [d["function_call"] for d in LEGACY[1:]]
+    assert deltas[-1] == {} and choices[-1]["finish_reason"] == "function_call"

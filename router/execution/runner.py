@@ -261,7 +261,7 @@ class Runner:
             self._fail_pending(attempts, err, health=not by_deadline)
             raise err from exc
         except SlorouterError as err:
-            self._failed_on(record, deployment, err, plan)  # a hedged one is already ended
+            self._failed_on(record, deployment, err, plan, attempts)  # a hedged one: ended
             self._fail_pending(attempts, err)
             raise
         except BaseException:  # the client left (or a bug): the attempts are abandoned
@@ -309,7 +309,7 @@ class Runner:
                                        (call.deployment, alternate), strict=False):
                 if side.outcome == "pending" and side.started_at:
                     own = raced.error if raced.error is not None else failed.error
-                    self._failed_on(side, on, _as_error(own), plan)
+                    self._failed_on(side, on, _as_error(own), plan, attempts)
             raise _as_error(failed.error) from failed
         winner, loser = (record, hedge_record) if result.winner == 0 else (hedge_record, record)
         self._won(winner)
@@ -317,7 +317,7 @@ class Runner:
         if result.hedge_started and loser.outcome == "pending" and lost.outcome == "failed":
             assert lost.error is not None  # it failed before the other won
             self._failed_on(loser, calls[1 - result.winner].deployment, _as_error(lost.error),
-                            plan)
+                            plan, attempts)
         elif result.hedge_started and loser.outcome == "pending":
             loser.outcome, loser.ended_at = "cancelled", self._clock()
             self._state.breakers.get(loser.deployment).on_abandon()
@@ -333,7 +333,7 @@ class Runner:
         `health=False`: not for a reason that tells anything about the deployments."""
         for record in attempts:
             if record.outcome == "pending" and record.started_at:
-                self._failed(record, err, health)
+                self._failed(record, err, attempts, health)
 
     def _at_cap(self, deployment: Deployment) -> bool:
         """The bulkhead: `deployment` has `max_in_flight` attempts begun and not ended. Read
@@ -382,23 +382,28 @@ class Runner:
         self._state.watch.first_token(record.ticket)
 
     def _failed_on(self, record: AttemptRecord, deployment: Deployment, err: SlorouterError,
-                   plan: Plan) -> None:
+                   plan: Plan, attempts: list[AttemptRecord]) -> None:
         """`record`, an attempt on `deployment`, failed with `err` (if still pending): priced
         first when `err` says it was sent and never answered (`sent_unanswered`: the upstream
         dropped the connection, or the adapter's own timeout ran out), as an attempt cut by
         the runner's timeout is; an error the upstream answered is not billed."""
         if record.outcome == "pending" and record.started_at and sent_unanswered(err):
             _price_sent(record, deployment, plan)
-        self._failed(record, err)
+        self._failed(record, err, attempts)
 
-    def _failed(self, record: AttemptRecord, err: SlorouterError, health: bool = True) -> None:
+    def _failed(self, record: AttemptRecord, err: SlorouterError, attempts: list[AttemptRecord],
+                health: bool = True) -> None:
+        """`record`, one of the request's `attempts`, failed with `err`. Its deployment's breaker
+        counts it unless an earlier attempt of the same request failed the same way: a request
+        every upstream refuses alike (a prompt that makes providers fail) is one failure, on
+        the deployment that first refused it, not one on every deployment it fails over to."""
         if record.outcome != "pending":
             return
         record.outcome, record.error, record.ended_at = "failed", err, self._clock()
         self._ended(record)
         verdict = classify(err, AttemptContext(False, True, False))
         breaker = self._state.breakers.get(record.deployment)
-        if health and verdict.breaker_failure:
+        if health and verdict.breaker_failure and not _failed_alike_before(record, attempts):
             breaker.on_failure(verdict.retry_after_s)
         else:
             breaker.on_abandon()
@@ -467,6 +472,16 @@ def _client_bounded(plan: Plan, call: UpstreamCall) -> bool:
 def deadline_exceeded(when: str) -> ProviderTimeoutError:
     """The request's deadline passed `when` (a 504, or a stream's last event)."""
     return ProviderTimeoutError(f"request deadline exceeded {when}", code="deadline_exceeded")
+
+
+def _failed_alike_before(record: AttemptRecord, attempts: list[AttemptRecord]) -> bool:
+    """An attempt of the same request before `record` failed with an error of the same class
+    and code as `record`'s."""
+    err = record.error
+    return err is not None and any(
+        other is not record and other.outcome == "failed" and other.error is not None
+        and type(other.error) is type(err) and other.error.code == err.code
+        and other.number < record.number for other in attempts)
 
 
 def _has_content(event: StreamEvent) -> bool:

@@ -6,7 +6,9 @@ retries), and a failure or timeout makes `get` a miss and `set` a no-op, counted
 `CacheMetrics.backend_errors["redis"]` and logged at most once per interval. After a failure
 the backend stops calling Redis for `cooldown_s` (every call in that window is an immediate,
 counted miss), so a dead server costs one timeout per cool-down, not one per request; the next
-call after the cool-down probes it again and the pool reconnects by itself.
+call after the cool-down probes it again and the pool reconnects by itself. A command Redis
+refuses with an error reply (out of memory under `noeviction`, a READONLY replica) costs no
+time and starts no cool-down: the write is a counted no-op and reads still hit.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from cache.backends.failures import FailureLog
 from cache.entry import CachedEntry, decode_entry, encode_entry
@@ -99,4 +101,5 @@ class RedisResultCache:
 
     def _fail(self, operation: str, exc: BaseException) -> None:
         self._failures.report(operation, exc)
-        self._down_until = self._clock() + self._cooldown_s
+        if not isinstance(exc, ResponseError):  # a refusal is an answer: Redis is there
+            self._down_until = self._clock() + self._cooldown_s

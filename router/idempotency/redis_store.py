@@ -2,8 +2,10 @@
 
 One string key per (tenant, key) scope, `{prefix}:{sha256(tenant, key)}`:
 - claim: `SET key "i|<token>|<fingerprint>" NX PX lease` — exactly one replica wins the lease;
-- complete: a Lua compare-and-set replaces the in-flight marker (only if it is still ours) with
-  `"d|" + JSON{fingerprint, status, headers, body(base64)}` and the result TTL;
+- complete: a Lua compare-and-set replaces the in-flight marker (only if it is still ours, or
+  the key is gone: Redis lost it, restarted empty or flushed, and a retry must replay the answer,
+  not run again) with `"d|" + JSON{fingerprint, status, headers, body(base64)}` and the result
+  TTL;
 - release: a Lua compare-and-delete drops the marker (only if it is still ours);
 - renew: a Lua compare-and-extend (`PEXPIRE`, only if it is still ours: a holder whose lease
   ran out never takes it back from the replica that won it since).
@@ -43,7 +45,8 @@ log = logging.getLogger("slorouter.idempotency")
 RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 _COMPARE_AND_SET = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] or not current then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 end
@@ -83,6 +86,8 @@ class RedisIdempotencyStore:
         self._poll_max_s = poll_max_s
         self._rng = rng if rng is not None else random.Random()
         self._unavailable = ThrottledEvent(log, "idempotency_store_unavailable")
+        # Once per interval too: Redis down, every keyed request's give-back gives up.
+        self._gave_up = ThrottledEvent(log, "idempotency_store_gave_up")
         self._background: set[asyncio.Task[None]] = set()  # give-backs and completions
         self._cas = client.register_script(_COMPARE_AND_SET)
         self._cad = client.register_script(_COMPARE_AND_DELETE)
@@ -148,25 +153,29 @@ class RedisIdempotencyStore:
         except asyncio.CancelledError:
             setting.add_done_callback(lambda done: self._give_back_unless_refused(done, lease))
             raise
+        except redis.ResponseError:  # refused (out of memory, READONLY): it never ran
+            raise
         except (redis.RedisError, OSError):
             self._give_back(lease)
             raise
 
     def _give_back_unless_refused(self, done: asyncio.Future[Any], lease: Lease) -> None:
-        if done.cancelled() or done.exception() is not None or done.result():
+        if _may_have_set(done):
             self._give_back(lease)
 
     def _give_back(self, lease: Lease) -> None:
         """Release `lease` in the background, which may not be set yet (a SET without its reply
         lands late) or may never be: tried a few times, until it is found and dropped."""
         marker = _marker(lease.token, lease.fingerprint)
-        self._keep_trying(lambda: self._cad(keys=[self._key(lease.scope)], args=[marker]),
+        self._keep_trying("give_back",
+                          lambda: self._cad(keys=[self._key(lease.scope)], args=[marker]),
                           done=bool)
 
-    def _keep_trying(self, command: Callable[[], Awaitable[Any]],
+    def _keep_trying(self, step: str, command: Callable[[], Awaitable[Any]],
                      done: Callable[[Any], bool]) -> None:
         """Run `command` in the background after each of `RETRY_DELAYS_S` until `done(reply)`;
-        Redis errors meanwhile are retried. The task is held until it ends."""
+        Redis errors meanwhile are retried. The task is held until it ends; giving up is
+        logged (`step`), throttled."""
         async def run() -> None:
             for delay in RETRY_DELAYS_S:
                 await asyncio.sleep(delay)
@@ -175,15 +184,16 @@ class RedisIdempotencyStore:
                         return
                 except (redis.RedisError, OSError):
                     continue
-            event(log, "idempotency_store_gave_up", logging.WARNING)
+            self._gave_up.report(step=step)
 
         task = asyncio.ensure_future(run())
         self._background.add(task)  # held until done: the loop keeps only weak references
         task.add_done_callback(self._background.discard)
 
     async def complete(self, lease: Lease, response: StoredResponse) -> bool:
-        """Store the answer; False if the lease is no longer ours or Redis is unreachable (a
-        duplicate may then run once the lease expires: the answer itself is still sent)."""
+        """Store the answer; False if another request holds or settled the key, or Redis is
+        unreachable (a duplicate may then run once the lease expires: the answer itself is
+        still sent). A key found gone (Redis restarted empty, flushed) takes the answer."""
         stored = _encode_done(lease.fingerprint, response)
         marker = _marker(lease.token, lease.fingerprint)
         keys = [self._key(lease.scope)]
@@ -196,7 +206,8 @@ class RedisIdempotencyStore:
             # Kept trying in the background: otherwise the finished request's in-flight marker
             # stays, its duplicates get 409, and once the lease ends one runs it again. Any
             # reply settles it (0: the lease was lost, or an earlier try had landed after all).
-            self._keep_trying(lambda: self._cas(keys=keys, args=args), done=lambda _: True)
+            self._keep_trying("complete", lambda: self._cas(keys=keys, args=args),
+                              done=lambda _: True)
             return False
         return bool(done)
 
@@ -233,6 +244,17 @@ class RedisIdempotencyStore:
         if stored_fingerprint != fingerprint:
             raise key_reused()
         return Replay(response)
+
+
+def _may_have_set(setting: asyncio.Future[Any]) -> bool:
+    """Whether a finished `SET NX` may have left a lease: it did, or its reply never came. Not
+    when the key was taken (False) or Redis refused it (an error reply: it never ran)."""
+    if setting.cancelled():
+        return True
+    error = setting.exception()
+    if error is not None:
+        return not isinstance(error, redis.ResponseError)
+    return bool(setting.result())
 
 
 def _ms(seconds: float) -> int:

@@ -68,7 +68,8 @@ class IdempotencyStore(Protocol):
         ...
 
     async def complete(self, lease: Lease, response: StoredResponse) -> bool:
-        """Store the result for later duplicates; False if the lease was lost (expired)."""
+        """Store the result for later duplicates; False if the lease was lost (expired, or
+        taken). The Redis store also stores into a key found gone (Redis lost it)."""
         ...
 
     async def release(self, lease: Lease) -> bool:

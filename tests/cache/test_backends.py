@@ -125,3 +125,27 @@ async def test_paused_redis_times_out_into_a_miss(own_redis: ManagedProcess) -> 
         os.kill(own_redis.pid, signal.SIGCONT)
     assert metrics.snapshot().backend_errors["redis"] == 2
     await cache.aclose()
+
+
+@pytest.mark.parametrize("refusing", [("CONFIG", "SET", "maxmemory", "1"),  # OOM, noeviction
+                                      ("REPLICAOF", "127.0.0.1", "9")],      # a READONLY replica
+                         ids=["out-of-memory", "read-only"])
+async def test_writes_redis_refuses_leave_its_entries_readable(
+    own_redis: ManagedProcess, refusing: tuple[str, ...]
+) -> None:
+    """A Redis that answers but refuses writes (full under `noeviction`, a read-only replica) is
+    no outage: each write is a counted no-op, and the entries it holds still hit, with no
+    cool-down in between (each refused write used to skip Redis for a second, so a full cache
+    under steady misses served no hit at all)."""
+    metrics = CacheMetrics()  # the real clock: a cool-down, if any, would still be running
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    cache = RedisResultCache(connect(url), metrics)
+    assert await cache.set("k", ENTRY, 60.0)
+    admin = connect(url, timeout_s=1.0)
+    await admin.execute_command(*refusing)
+    await admin.aclose()
+    for round_ in range(5):
+        assert await cache.set(f"new-{round_}", ENTRY, 60.0) is False
+        assert await cache.get("k") == ENTRY
+    assert metrics.snapshot().backend_errors["redis"] == 5
+    await cache.aclose()

@@ -153,12 +153,19 @@ async def test_duplicate_gives_up_waiting_with_a_conflict(store: IdempotencyStor
 
 
 async def test_stale_lease_cannot_overwrite(store: IdempotencyStore) -> None:
-    """Completing with a lease that was released (or expired) changes nothing."""
+    """Completing or releasing with a lease that was released (or expired) changes nothing for
+    the request holding the key since. (A key left free takes a late answer in the Redis
+    store: `test_idempotency_redis_faults.py`.)"""
     lease = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
     assert isinstance(lease, Lease)
     assert await store.release(lease)
+    holder = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(holder, Lease)
     assert not await store.complete(lease, response("late"))
     assert not await store.release(lease)
+    assert await store.complete(holder, response("holder"))
+    replay = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(replay, Replay) and replay.response.body == b"holder"
 
 
 async def test_memory_entries_expire_after_ttl() -> None:

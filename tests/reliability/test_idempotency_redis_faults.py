@@ -1,0 +1,109 @@
+"""The Redis idempotency store when its Redis misbehaves: refuses writes, is down, or comes
+back empty. Against real redis-servers (one per test where the test breaks it)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as redis
+
+from router.errors import OverloadedError
+from router.idempotency import (
+    Lease,
+    RedisIdempotencyStore,
+    Replay,
+    StoredResponse,
+    body_fingerprint,
+)
+from router.idempotency import redis_store as redis_store_module
+from router.wiring import shared_redis
+from tests.support.procs import ManagedProcess, free_port
+from tests.support.redis_server import start_redis
+
+FINGERPRINT = body_fingerprint(b'{"model": "m", "messages": [{"role": "user", "content": "pay"}]}')
+LEASE_S = 30.0
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[ManagedProcess]:
+    proc = start_redis(tmp_path)
+    yield proc
+    proc.stop()
+
+
+async def _script_calls(admin: redis.Redis) -> int:
+    stats = await admin.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+               for name in ("eval", "evalsha"))
+
+
+async def test_a_claim_redis_refuses_leaves_nothing_to_give_back(
+        own_redis: ManagedProcess) -> None:
+    """Redis answers the claim's `SET NX` with an error (out of memory under `noeviction`): the
+    request is refused (503) and, as the SET never ran, no give-back follows it (one used to
+    run in the background for ~16 s per refused request, and log a warning at the end)."""
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    client = shared_redis(url, timeout_s=1.0)
+    store = RedisIdempotencyStore(client)
+    admin = redis.from_url(url)
+    await admin.config_set("maxmemory", 1)
+    with pytest.raises(OverloadedError) as refused:
+        await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert refused.value.code == "idempotency_store_unavailable"
+    await asyncio.sleep(redis_store_module.RETRY_DELAYS_S[0] * 2)
+    assert await _script_calls(admin) == 0
+    await client.aclose()
+    await admin.aclose()
+
+
+async def test_an_outage_logs_the_given_up_give_backs_once_per_interval(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """With Redis down, every keyed request is refused and its lease's give-back gives up in
+    the end: one `idempotency_store_gave_up` line per interval with a count of the others, as
+    for `idempotency_store_unavailable`, not one per request."""
+    monkeypatch.setattr(redis_store_module, "RETRY_DELAYS_S", (0.01, 0.01))
+    client = shared_redis(f"redis://127.0.0.1:{free_port()}/0", timeout_s=0.2)
+    store = RedisIdempotencyStore(client)
+    with caplog.at_level(logging.WARNING, logger="slorouter.idempotency"):
+        for n in range(20):
+            with pytest.raises(OverloadedError):
+                await store.claim("t1", f"k{n}", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+        await asyncio.sleep(0.5)
+    gave_up = [r for r in caplog.records if r.getMessage() == "idempotency_store_gave_up"]
+    assert len(gave_up) == 1
+    await client.aclose()
+
+
+@pytest.mark.parametrize("emptied", ["flushall", "restart"])
+async def test_an_answer_finished_after_redis_came_back_empty_is_replayed(
+        own_redis: ManagedProcess, tmp_path: Path, emptied: str) -> None:
+    """Redis loses the in-flight marker while its request runs (a restart without persistence,
+    a FLUSHALL): the answer, once finished, is stored all the same, so a retry with the key
+    replays it. It used to be dropped (the marker was not ours any more), and the retry ran
+    the request, a side effect too, a second time."""
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    client = shared_redis(url, timeout_s=1.0)
+    store = RedisIdempotencyStore(client)
+    lease = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(lease, Lease)
+    restarted = None
+    if emptied == "flushall":
+        admin = redis.from_url(url)
+        await admin.flushall()
+        await admin.aclose()
+    else:
+        own_redis.kill()
+        restarted = ManagedProcess(own_redis.argv, own_redis.port,
+                                   log_path=tmp_path / "again.log").start()
+    try:
+        assert await store.complete(lease, StoredResponse(200, (), b"paid"))
+        replay = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+        assert isinstance(replay, Replay) and replay.response.body == b"paid"
+    finally:
+        if restarted is not None:
+            restarted.stop()
+        await client.aclose()

@@ -352,3 +352,53 @@ async def test_a_hedge_the_budget_refuses_gives_back_the_alternates_probe_slot()
     b = next(d for d in breakers.snapshot().deployments if d.deployment == "b")
     assert (b.state, b.probes_in_flight) == ("half_open", 0)
     assert breakers.get("b").allow()  # the next request may probe it
+
+
+def _unavailable() -> ProviderUnavailableError:
+    return ProviderUnavailableError("upstream returned 500: it quoted the prompt",
+                                    code="upstream_unavailable")
+
+
+async def test_a_request_failing_alike_everywhere_counts_once_on_the_deployment_it_tried_first(
+        ) -> None:
+    """A prompt that makes every provider answer 500 fails on `first`, then on `backup`: one
+    failure, on `first`. Five such requests open `first` (its own consecutive failures) and
+    leave `backup` closed for the requests sent to it (each poisoned request used to count on
+    both, and `backup`, which saw little other traffic, opened for everyone)."""
+    clock = FakeClock()
+    runner, provider, state = _runner({"first": _unavailable(), "backup": _unavailable()},
+                                      clock)
+    for _ in range(5):
+        with pytest.raises(ProviderUnavailableError):
+            await runner.complete(_plan(clock, "first", "backup"), [])
+    health = {d.deployment: d for d in state.breakers.snapshot().deployments}
+    assert health["first"].window_failures == 5 and state.breakers.state("first") == "open"
+    assert health["backup"].window_failures == 0 and state.breakers.state("backup") == "closed"
+    assert provider.calls.count("backup") >= 5  # each was tried there, and failed there
+    del provider.failures["backup"]
+    deployment, _ = await runner.complete(_plan(clock, "backup"), [])
+    assert deployment.name == "backup"
+
+
+async def test_different_failures_on_two_deployments_count_on_both() -> None:
+    """A 500 on one deployment and a refused key on the next are two deployments' faults."""
+    clock = FakeClock()
+    refused = ProviderMisconfiguredError("refused", code="upstream_auth")
+    runner, _, state = _runner({"first": _unavailable(), "backup": refused}, clock)
+    with pytest.raises(SlorouterError):
+        await runner.complete(_plan(clock, "first", "backup"), [])
+    health = {d.deployment: d for d in state.breakers.snapshot().deployments}
+    assert health["first"].window_failures == 1 and health["backup"].window_failures == 1
+
+
+async def test_retries_of_one_request_on_one_deployment_count_one_failure() -> None:
+    """The only deployment answers 500 to the first try and to each retry: the request is one
+    failure of it, not one per attempt (three requests do not open it)."""
+    clock = FakeClock()
+    runner, provider, state = _runner({"only": _unavailable()}, clock)
+    for _ in range(3):
+        with pytest.raises(ProviderUnavailableError):
+            await runner.complete(_plan(clock, "only"), [])
+    assert len(provider.calls) > 3  # retried
+    health = state.breakers.snapshot().deployments[0]
+    assert health.window_failures == 3 and state.breakers.state("only") == "closed"

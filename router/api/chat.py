@@ -52,7 +52,7 @@ from router.pipeline import (
     session_of,
 )
 from router.providers.base import Usage
-from router.telemetry.context import TraceContext, current_trace
+from router.telemetry.context import TraceContext, current_trace, trace_headers
 
 Tracer = Callable[[str | None, str | None], TraceContext]
 
@@ -101,8 +101,7 @@ class ChatHandler:
                           arrived_at=arrived)
         headers = {"x-request-id": request_id}
         if self._tracer is not None:
-            outcome.trace = self._tracer(received.get("traceparent"),
-                                         received.get("tracestate"))
+            outcome.trace = self._tracer(*trace_headers(request.scope["headers"]))
             current_trace.set(outcome.trace)
         held = contextlib.AsyncExitStack()
         response: Response | None = None

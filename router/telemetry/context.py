@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -71,10 +71,25 @@ def parse_traceparent(header: str | None) -> tuple[int, int, bool] | None:
     return trace_id, span_id, bool(int(flags_hex, 16) & _SAMPLED)
 
 
+def trace_headers(lines: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
+    """The `traceparent` and `tracestate` of a request's header lines (ASGI's, names in lower
+    case), as W3C reads them: a `traceparent` sent more than once is none (it is not a list, so
+    no one of them is the parent: a new trace starts), and `tracestate` lines are one list,
+    their members joined in order (RFC 9110's combination of a repeated list field)."""
+    parents: list[str] = []
+    states: list[str] = []
+    for name, value in lines:
+        if name == b"traceparent":
+            parents.append(value.decode("latin-1"))
+        elif name == b"tracestate":
+            states.append(value.decode("latin-1"))
+    return (parents[0] if len(parents) == 1 else None), (",".join(states) if states else None)
+
+
 def valid_tracestate(header: str | None) -> str | None:
     """The client's W3C `tracestate` when it is one (at most 32 `key=value` members of printable
-    ASCII, 512 characters in all, the length W3C has every hop keep), else None: it travels to
-    the providers, so it must not carry anything else the client chose."""
+    ASCII, each key once, 512 characters in all, the length W3C has every hop keep), else None:
+    it travels to the providers, so it must not carry anything else the client chose."""
     if header is None or len(header) > _TRACESTATE_MAX_CHARS:
         return None
     members = [m.strip(" \t") for m in header.split(",")]
@@ -82,6 +97,8 @@ def valid_tracestate(header: str | None) -> str | None:
     if not members or len(members) > _TRACESTATE_MAX_MEMBERS:
         return None
     if not all(_TRACESTATE_MEMBER.fullmatch(m) for m in members):
+        return None
+    if len({m.split("=", 1)[0] for m in members}) != len(members):  # a key twice: not a list
         return None
     return ",".join(members)
 

@@ -16,6 +16,7 @@ from router.telemetry.context import (
     propagation_headers,
     ratio_sampled,
     start_trace,
+    trace_headers,
 )
 from tests.telemetry.helpers import CLIENT_TRACEPARENT
 
@@ -100,6 +101,7 @@ def test_without_span_export_the_upstream_is_given_a_span_that_exists() -> None:
     "vendor",  # no value
     "vendor=abc, " + ",".join(f"k{i}=v" for i in range(32)),  # 33 members
     "vendor=" + "a" * 600,  # over 512 characters
+    "foo=1,bar=2,foo=3",  # a key twice
 ])
 def test_a_tracestate_that_is_not_one_is_not_forwarded(tracestate: str) -> None:
     trace = start_trace(CLIENT_TRACEPARENT, tracestate=tracestate)
@@ -111,3 +113,14 @@ def test_a_valid_tracestate_is_forwarded_with_its_members_in_order() -> None:
                                                        " acme@sys=a b")
     assert propagation_headers(trace, 1)["tracestate"] == (
         "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7,acme@sys=a b")
+
+
+def test_header_lines_give_one_traceparent_or_none_and_one_tracestate_list() -> None:
+    """A `traceparent` line repeated is no parent (W3C: not a list); `tracestate` lines are one
+    list, in order; header names arrive in lower case (ASGI)."""
+    parent, other = CLIENT_TRACEPARENT.encode(), b"00-" + b"1" * 32 + b"-" + b"2" * 16 + b"-01"
+    assert trace_headers([(b"x-request-id", b"r"), (b"traceparent", parent)]) == (
+        CLIENT_TRACEPARENT, None)
+    assert trace_headers([(b"traceparent", parent), (b"traceparent", other)]) == (None, None)
+    assert trace_headers([(b"tracestate", b"a=1,b=2"), (b"traceparent", parent),
+                          (b"tracestate", b"c=3")]) == (CLIENT_TRACEPARENT, "a=1,b=2,c=3")

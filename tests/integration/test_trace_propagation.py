@@ -20,7 +20,12 @@ import openai
 import pytest
 
 from router.telemetry.context import TraceContext, attempt_span_id
-from tests.support.fake_upstream import QuietHandler, ThreadedUpstream, send_body
+from tests.support.fake_upstream import (
+    QuietHandler,
+    ThreadedUpstream,
+    send_body,
+    stub_deployments,
+)
 from tests.support.services import Running, start_router
 
 CLIENT_KEY = "sk-trace-propagation-client"
@@ -83,16 +88,7 @@ class RecordingUpstream(ThreadedUpstream):
 
 
 def _config(base_url: str) -> str:
-    deployments = "".join(f"""
-  - name: {prefix}-{model}
-    model: openai/{model}
-    adapter: {adapter}
-    api_base: {base_url}/v1
-    api_key: env:STUB_KEY
-    input_price_per_mtok: 1.0
-    output_price_per_mtok: 2.0
-    timeout_s: 5""" for prefix, adapter in (("pt", "openai_passthrough"), ("ll", "litellm"))
-        for model in ("ok", "broken", "flaky"))
+    deployments = stub_deployments(base_url, ["ok", "broken", "flaky"])
     models = "".join(f"""
   - name: {prefix}-{model}
     deployments: [{prefix}-{model}]""" for prefix in ADAPTERS for model in ("ok", "flaky"))

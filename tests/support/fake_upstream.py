@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+from collections.abc import Sequence
 
 
 def send_body(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes,
@@ -26,19 +27,27 @@ def serve_in_thread(
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def stub_router_config(base_url: str) -> str:
-    """A router config with one deployment per adapter on the upstream at `base_url`: models
-    `pt-stub` (pass-through) and `ll-stub` (litellm), nothing retried, breakers that never open,
-    the result cache on (it stores the answers of temperature-0 requests)."""
-    deployments = "".join(f"""
-  - name: {prefix}-stub
-    model: openai/stub
+def stub_deployments(base_url: str, models: Sequence[str]) -> str:
+    """The `deployments:` items of a router config on the upstream at `base_url`: for each
+    model and adapter, `pt-{model}` (pass-through) or `ll-{model}` (litellm) asking for
+    `openai/{model}` with the key `env:STUB_KEY`, a 5 s timeout and small prices."""
+    return "".join(f"""
+  - name: {prefix}-{model}
+    model: openai/{model}
     adapter: {adapter}
     api_base: {base_url}/v1
     api_key: env:STUB_KEY
     input_price_per_mtok: 1.0
     output_price_per_mtok: 2.0
-    timeout_s: 5""" for prefix, adapter in (("pt", "openai_passthrough"), ("ll", "litellm")))
+    timeout_s: 5""" for prefix, adapter in (("pt", "openai_passthrough"), ("ll", "litellm"))
+        for model in models)
+
+
+def stub_router_config(base_url: str) -> str:
+    """A router config with one deployment per adapter on the upstream at `base_url`: models
+    `pt-stub` (pass-through) and `ll-stub` (litellm), nothing retried, breakers that never open,
+    the result cache on (it stores the answers of temperature-0 requests)."""
+    deployments = stub_deployments(base_url, ["stub"])
     return f"""version: 1
 deployments:{deployments}
 models:

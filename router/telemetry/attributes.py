@@ -103,6 +103,19 @@ def arm_of(outcome: Outcome) -> str | None:
 CLIENT_DISCONNECTED = "client_disconnected"
 
 
+# `error.type` of an upstream attempt cut before it ended: a hedge loser, or the client left.
+ATTEMPT_CANCELLED = "cancelled"
+
+
+def attempt_error_type(attempt: AttemptRecord) -> str | None:
+    """The attempt's error class; `cancelled` for one cut before it ended (without it, hedge
+    losers and abandoned attempts were counted among the successes of the operation-duration
+    histogram, and shortened them)."""
+    if attempt.error_class is not None:
+        return attempt.error_class
+    return ATTEMPT_CANCELLED if attempt.outcome == "cancelled" else None
+
+
 def error_type(outcome: Outcome) -> str | None:
     """The request's error class; `client_disconnected` for a client that left before the end
     (without it, such requests were counted among the successes of the duration histogram)."""
@@ -202,7 +215,7 @@ def attempt_attributes(attempts: Sequence[AttemptRecord], index: int,
     if info is not None:
         attrs[PROVIDER] = provider_name(info.provider)
         attrs[REQUEST_MODEL] = info.upstream_model
-    put_if(attrs, ERROR_TYPE, attempt.error_class)
+    put_if(attrs, ERROR_TYPE, attempt_error_type(attempt))
     put_if(attrs, TIME_TO_FIRST_CHUNK, attempt.ttft_s)
     ended_as = getattr(attempt, "outcome", None)  # won | failed | cancelled | … when recorded
     if isinstance(ended_as, str):

@@ -126,7 +126,7 @@ class RouterMetrics:
                 A.OPERATION: "chat",
                 A.PROVIDER: A.provider_name(info.provider) if info is not None else "unknown",
                 A.REQUEST_MODEL: info.upstream_model if info is not None else "unknown"}
-            A.put_if(labels, A.ERROR_TYPE, attempt.error_class)
+            A.put_if(labels, A.ERROR_TYPE, A.attempt_error_type(attempt))
             if attempt.cost_usd is not None:  # by the deployment that may bill it
                 self.cost.add(attempt.cost_usd, {
                     A.DEPLOYMENT: attempt.deployment,

@@ -12,6 +12,7 @@ from opentelemetry.trace import StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
 from policies.eval_report import EvalResult, QualityTable
+from router.execution.attempt import AttemptRecord
 from router.gauges import register_evals
 from router.telemetry.metrics import (
     BREAKER_STATE,
@@ -297,3 +298,26 @@ def test_counted_chunks_are_not_reported_as_output_tokens() -> None:
     spans = exporter.get_finished_spans()
     assert spans and all("gen_ai.usage.output_tokens" not in (s.attributes or {}) for s in spans)
     assert outcome.tpot_s is not None or outcome.first_token_at is None  # TPOT still reads them
+
+
+def test_a_cancelled_attempt_is_not_counted_as_a_successful_operation() -> None:
+    """A hedge loser (or an attempt the client's departure cut) is `error.type=cancelled` in
+    `gen_ai.client.operation.duration` and on its client span: without it, its cut-short
+    duration was counted among the successes. The span's status stays unset (not a fault)."""
+    telemetry, exporter = in_memory_telemetry(TelemetrySettings(sample_ratio=1.0))
+    outcome, _ = streamed_with_retry()
+    loser = AttemptRecord("pt-fast", 3, outcome.arrived_at + 0.050, kind="hedge")
+    loser.outcome, loser.ended_at = "cancelled", outcome.arrived_at + 0.061
+    outcome.attempts[1].outcome = "won"
+    outcome.attempts.append(loser)
+    telemetry.sink.record(outcome)
+    text = telemetry.prometheus_text().decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    durations = getattr(families["gen_ai_client_operation_duration_seconds"], "samples", [])
+    counts = {s.labels.get("error_type") or None: s.value for s in durations
+              if s.name.endswith("_count")}
+    assert counts == {"ProviderUnavailableError": 1, None: 1, "cancelled": 1}  # None: the winner
+    hedge = next(s for s in exporter.get_finished_spans()
+                 if (s.attributes or {}).get("slorouter.attempt.number") == 3)
+    assert (hedge.attributes or {})["error.type"] == "cancelled"
+    assert hedge.status.status_code == StatusCode.UNSET

@@ -171,6 +171,14 @@ async def test_async_client_streams_and_completes(sim: Sim) -> None:
     assert text == whole.choices[0].message.content
 
 
+def test_stream_null_is_answered_whole(sim: Sim) -> None:
+    """`stream=None` sends `"stream": null`, which OpenAI reads as not streamed (it was a 400)."""
+    completion = client(sim).chat.completions.create(model="steady", messages=ask("x"),
+                                                     stream=None)
+    assert completion.choices[0].message.content
+    assert completion.choices[0].finish_reason == "stop"
+
+
 def test_models_endpoint_lists_configured_models(sim: Sim) -> None:
     """GET /v1/models lists every model of the profile file."""
     names = {m.id for m in client(sim).models.list()}

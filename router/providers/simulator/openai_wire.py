@@ -1,7 +1,10 @@
 """OpenAI chat-completions wire format of the simulator: request parsing and response rendering.
 
 Requests are validated leniently (unknown fields are ignored, as a provider would) into a
-`SimRequest`. Responses follow OpenAI's shapes: `chat.completion` with `usage` always set,
+`SimRequest`; every shape the `openai` SDK can send is accepted (function and custom tools,
+`tool_choice` as a mode, a named function or custom tool, or `allowed_tools`; content parts of
+every type), while what OpenAI refuses (no `messages`, wrong types, an unknown tool type) stays a
+400. Responses follow OpenAI's shapes: `chat.completion` with `usage` always set,
 `chat.completion.chunk` SSE events (a role-only first chunk, content or tool-call deltas, a
 finish chunk, a usage chunk when `stream_options.include_usage`, then `data: [DONE]`), and
 errors as `{"error": {"message", "type", "param", "code"}}`.
@@ -9,13 +12,13 @@ errors as `{"error": {"message", "type", "param", "code"}}`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
-from router.providers.simulator.plan import Plan
-from router.providers.simulator.request import Message, SimRequest, ToolSpec
+from router.providers.simulator.plan import Plan, ToolCall
+from router.providers.simulator.request import Message, SimRequest, ToolMode, ToolSpec
 from router.providers.simulator.wire import ErrorKind, ResponseMeta, WireError
 
 ERROR_TYPES = {
@@ -26,15 +29,35 @@ ERROR_TYPES = {
     503: "server_error",
 }
 DONE = b"data: [DONE]\n\n"
+CALL_PAYLOAD = {"function": "arguments", "custom": "input"}  # where a tool call's text goes
 
 
 class _Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+def _by_type(message: str) -> Discriminator:
+    return Discriminator(_type_tag, custom_error_type="invalid_value",
+                         custom_error_message=message)
+
+
+def _type_tag(value: object) -> str | None:
+    """The union member an object's `type` names (`function` when left out, as OpenAI reads
+    it; a plain string is a tool mode); an unknown type matches none: a 400."""
+    if isinstance(value, str):
+        return "mode"
+    kind = value.get("type", "function") if isinstance(value, dict) else getattr(
+        value, "type", None)
+    return kind if isinstance(kind, str) else None
+
+
 class ContentPart(_Lenient):
+    """Any content part (`text`, `image_url`, `input_audio`, `file`, `refusal`); only text and
+    refusals are read, the others count as their type's name."""
+
     type: str
     text: str | None = None
+    refusal: str | None = None
 
 
 class FunctionCall(_Lenient):
@@ -42,14 +65,29 @@ class FunctionCall(_Lenient):
     arguments: str = ""
 
 
+class CustomCall(_Lenient):
+    name: str = ""
+    input: str = ""
+
+
 class ToolCallIn(_Lenient):
+    """A tool call in the history: a function call, or a custom one (`custom: {name, input}`)."""
+
     function: FunctionCall = FunctionCall()
+    custom: CustomCall | None = None
+
+    def text(self) -> str:
+        if self.custom is not None:
+            return f"[tool_call {self.custom.name} {self.custom.input}]"
+        return f"[tool_call {self.function.name} {self.function.arguments}]"
 
 
 class ChatMessage(_Lenient):
     role: str
     content: str | list[ContentPart] | None = None
+    refusal: str | None = None  # an assistant's
     tool_calls: list[ToolCallIn] | None = None
+    function_call: FunctionCall | None = None  # an assistant's, before `tool_calls` (deprecated)
 
 
 class FunctionDef(_Lenient):
@@ -57,22 +95,88 @@ class FunctionDef(_Lenient):
     parameters: dict[str, object] | None = None
 
 
-class ToolDef(_Lenient):
-    type: str = "function"
+class FunctionTool(_Lenient):
+    type: Literal["function"] = "function"
     function: FunctionDef
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.function.name, orjson.dumps(self.function.parameters or {}).decode())
+
+
+class CustomDef(_Lenient):
+    name: str
+    format: dict[str, object] | None = None  # `{"type": "text"}` or a grammar; default text
+
+
+class CustomTool(_Lenient):
+    """OpenAI's custom tool: its input is free text (or text of a grammar), not JSON."""
+
+    type: Literal["custom"]
+    custom: CustomDef
+
+    def spec(self) -> ToolSpec:
+        described = orjson.dumps(self.custom.format or {"type": "text"}).decode()
+        return ToolSpec(self.custom.name, described, "custom")
+
+
+ToolDef = Annotated[
+    Annotated[FunctionTool, Tag("function")] | Annotated[CustomTool, Tag("custom")],
+    _by_type("a tool's type must be 'function' or 'custom'"),
+]
 
 
 class ToolName(_Lenient):
     name: str
 
 
-class NamedToolChoice(_Lenient):
-    type: str = "function"
+class NamedFunction(_Lenient):
+    type: Literal["function"] = "function"
     function: ToolName
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+
+class NamedCustom(_Lenient):
+    type: Literal["custom"]
+    custom: ToolName
+
+    @property
+    def name(self) -> str:
+        return self.custom.name
+
+
+NamedTool = Annotated[
+    Annotated[NamedFunction, Tag("function")] | Annotated[NamedCustom, Tag("custom")],
+    _by_type("an allowed tool's type must be 'function' or 'custom'"),
+]
+
+
+class AllowedTools(_Lenient):
+    mode: Literal["auto", "required"]
+    tools: list[NamedTool]
+
+
+class AllowedToolsChoice(_Lenient):
+    """`{"type": "allowed_tools", "allowed_tools": {"mode", "tools"}}`: `mode` over the tools
+    named, while the whole `tools` list stays in the prompt (and its cached prefix)."""
+
+    type: Literal["allowed_tools"]
+    allowed_tools: AllowedTools
+
+
+ToolChoice = Annotated[
+    Annotated[ToolMode, Tag("mode")] | Annotated[NamedFunction, Tag("function")]
+    | Annotated[NamedCustom, Tag("custom")]
+    | Annotated[AllowedToolsChoice, Tag("allowed_tools")],
+    _by_type("tool_choice must be 'auto', 'none', 'required' or an object of type 'function', "
+             "'custom' or 'allowed_tools'"),
+]
 
 
 class StreamOptions(_Lenient):
-    include_usage: bool = False
+    include_usage: bool | None = False
 
 
 class ChatCompletionRequest(_Lenient):
@@ -82,11 +186,11 @@ class ChatCompletionRequest(_Lenient):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
-    stream: bool = False
+    stream: bool | None = False  # `null` as OpenAI takes it: not streamed
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
     tools: list[ToolDef] | None = None
-    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice | None = None
+    tool_choice: ToolChoice | None = None
     temperature: float | None = None
     top_p: float | None = None
     seed: int | None = None
@@ -95,20 +199,36 @@ class ChatCompletionRequest(_Lenient):
     cache_salt: str | None = Field(default=None, min_length=1)  # vLLM's prefix-cache salt
 
 
+def _part_text(part: ContentPart) -> str:
+    if part.text is not None:
+        return part.text
+    return part.refusal if part.refusal is not None else f"[{part.type}]"
+
+
 def _message_text(message: ChatMessage) -> str:
     parts: list[str] = []
     if isinstance(message.content, str):
         parts.append(message.content)
     elif message.content is not None:
-        parts.extend(p.text if p.text is not None else f"[{p.type}]" for p in message.content)
-    for call in message.tool_calls or ():
-        parts.append(f"[tool_call {call.function.name} {call.function.arguments}]")
+        parts.extend(_part_text(p) for p in message.content)
+    if message.refusal is not None:
+        parts.append(message.refusal)
+    calls = [*(message.tool_calls or ()), *(
+        [ToolCallIn(function=message.function_call)] if message.function_call else [])]
+    parts.extend(call.text() for call in calls)
     return "\n".join(parts)
+
+
+def _tool_mode(choice: ToolChoice | None) -> ToolMode:
+    if isinstance(choice, str):
+        return choice
+    return choice.allowed_tools.mode if isinstance(choice, AllowedToolsChoice) else "auto"
 
 
 def to_sim_request(body: ChatCompletionRequest) -> SimRequest:
     """The wire-neutral view of a validated OpenAI request."""
     choice = body.tool_choice
+    allowed = choice.allowed_tools if isinstance(choice, AllowedToolsChoice) else None
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
     sampling = [body.temperature, body.top_p, body.seed, body.response_format, body.n]
     return SimRequest(
@@ -118,17 +238,22 @@ def to_sim_request(body: ChatCompletionRequest) -> SimRequest:
         if body.max_completion_tokens is not None
         else body.max_tokens,
         stop=stop,
-        tools=tuple(
-            ToolSpec(t.function.name, orjson.dumps(t.function.parameters or {}).decode())
-            for t in body.tools or ()
-        ),
-        tool_mode=choice if isinstance(choice, str) else "auto",
-        forced_tool=choice.function.name if isinstance(choice, NamedToolChoice) else None,
-        stream=body.stream,
-        include_usage=body.stream_options is not None and body.stream_options.include_usage,
+        tools=tuple(t.spec() for t in body.tools or ()),
+        tool_mode=_tool_mode(choice),
+        forced_tool=choice.name if isinstance(choice, NamedFunction | NamedCustom) else None,
+        stream=body.stream is True,
+        include_usage=body.stream_options is not None
+        and body.stream_options.include_usage is True,
         sampling_json=orjson.dumps(sampling, option=orjson.OPT_SORT_KEYS).decode(),
         cache_salt=body.cache_salt,
+        allowed_tools=tuple(t.name for t in allowed.tools) if allowed is not None else None,
     )
+
+
+def _tool_call(call: ToolCall, payload: str) -> dict[str, object]:
+    """A tool call in OpenAI's shape: `function: {name, arguments}` or `custom: {name, input}`."""
+    return {"id": f"call_{call.id_hex}", "type": call.kind,
+            call.kind: {"name": call.name, CALL_PAYLOAD[call.kind]: payload}}
 
 
 def _usage(plan: Plan) -> dict[str, object]:
@@ -159,11 +284,8 @@ class OpenAIWire:
         message: dict[str, object] = {"role": "assistant", "content": "".join(answer.pieces),
                                       "refusal": None}
         if answer.tool_call is not None:
-            call = answer.tool_call
-            function = {"name": call.name, "arguments": call.arguments}
             message["content"] = None
-            message["tool_calls"] = [{"id": f"call_{call.id_hex}", "type": "function",
-                                      "function": function}]
+            message["tool_calls"] = [_tool_call(answer.tool_call, answer.tool_call.arguments)]
         return orjson.dumps({
             "id": f"chatcmpl-{meta.id_hex}",
             "object": "chat.completion",
@@ -199,10 +321,9 @@ class OpenAIStream:
         call = self._plan.answer.tool_call
         if call is None:
             return self._event({"content": text})
-        delta: dict[str, object] = {"index": 0, "function": {"arguments": text}}
+        delta: dict[str, object] = {"index": 0, call.kind: {CALL_PAYLOAD[call.kind]: text}}
         if index == 0:
-            delta = {"index": 0, "id": f"call_{call.id_hex}", "type": "function",
-                     "function": {"name": call.name, "arguments": text}}
+            delta = {"index": 0, **_tool_call(call, text)}
         return self._event({"tool_calls": [delta]})
 
     def tail(self) -> bytes:

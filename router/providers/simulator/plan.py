@@ -1,8 +1,9 @@
 """What the simulator will send for one admitted request, and when: a pure `Plan`.
 
-`build_answer` is deterministic for a request (seeded by its content key): a tool call, the
-expect-marker answer (right with the profile's `accuracy`, by a hash of model and prompt), or
-filler text of a drawn length, cut by stop strings and `max_tokens`. `build_plan` adds the
+`build_answer` is deterministic for a request (seeded by its content key): a function-tool call
+(arguments from its schema), the expect-marker answer (right with the profile's `accuracy`, by a
+hash of model and prompt), or filler text of a drawn length, cut by stop strings and
+`max_tokens`; a custom-tool call carries that text as its input. `build_plan` adds the
 latency draws (server RNG) and the stream's timetable. Nothing here sleeps or does I/O.
 """
 
@@ -16,6 +17,7 @@ from router.providers.simulator.hashrng import HashRandom
 from router.providers.simulator.profile import CutMode, ModelProfile
 from router.providers.simulator.request import (
     SimRequest,
+    ToolKind,
     ToolSpec,
     content_key,
     expected_answer,
@@ -28,11 +30,13 @@ FinishReason = Literal["stop", "length", "tool_calls"]
 
 @dataclass(frozen=True)
 class ToolCall:
-    """The one tool call of an answer; `id_hex` gets a wire-specific prefix (`call_`, `toolu_`)."""
+    """The one tool call of an answer; `id_hex` gets a wire-specific prefix (`call_`, `toolu_`).
+    `arguments` is a function call's JSON arguments, or a custom call's free-form input."""
 
     id_hex: str
     name: str
     arguments: str
+    kind: ToolKind = "function"
 
 
 @dataclass(frozen=True)
@@ -75,21 +79,37 @@ class Plan:
         return self.ttft_s + max(0, self.completion_tokens - 1) * self.tpot_s
 
 
+def _callable_tools(request: SimRequest) -> tuple[ToolSpec, ...]:
+    """The tools the model may call: all of them, or those `allowed_tools` names."""
+    allowed = request.allowed_tools
+    if allowed is None:
+        return request.tools
+    return tuple(t for t in request.tools if t.name in allowed)
+
+
 def _chosen_tool(request: SimRequest) -> ToolSpec | None:
-    if not request.tools or request.tool_mode == "none":
+    tools = _callable_tools(request)
+    if not tools or request.tool_mode == "none":
         return None
     if request.forced_tool is not None:
-        return next((t for t in request.tools if t.name == request.forced_tool), request.tools[0])
+        return next((t for t in tools if t.name == request.forced_tool), tools[0])
     last_role = request.messages[-1].role if request.messages else "user"
     if request.tool_mode == "auto" and last_role == "tool":
         return None  # a tool result came back: answer in text, as a model would
-    return request.tools[0]
+    return tools[0]
 
 
 def _tool_answer(tool: ToolSpec, key: bytes, rng: HashRandom) -> Answer:
     arguments = content.tool_arguments(tool.parameters_json, rng)
     call = ToolCall(id_hex=key.hex()[:24], name=tool.name, arguments=arguments)
     return Answer(content.split_pieces(arguments), call, "tool_calls")
+
+
+def _custom_tool_answer(tool: ToolSpec, key: bytes, text: Answer) -> Answer:
+    """A custom tool called with the text answer as its input (cut alike, so `length` stays)."""
+    call = ToolCall(key.hex()[:24], tool.name, "".join(text.pieces), kind="custom")
+    finish: FinishReason = "length" if text.finish_reason == "length" else "tool_calls"
+    return Answer(text.pieces, call, finish)
 
 
 def _text_pieces(request: SimRequest, profile: ModelProfile, rng: HashRandom) -> tuple[str, ...]:
@@ -106,8 +126,13 @@ def build_answer(request: SimRequest, profile: ModelProfile) -> Answer:
     key = content_key(request)
     rng = HashRandom(key)
     tool = _chosen_tool(request)
-    if tool is not None:
+    if tool is not None and tool.kind == "function":
         return _tool_answer(tool, key, rng)
+    text = _text_answer(request, profile, rng)
+    return text if tool is None else _custom_tool_answer(tool, key, text)
+
+
+def _text_answer(request: SimRequest, profile: ModelProfile, rng: HashRandom) -> Answer:
     pieces = content.truncate_at_stop(_text_pieces(request, profile, rng), request.stop)
     limit = request.max_tokens
     if limit is not None and len(pieces) > limit:

@@ -22,6 +22,7 @@ EXPECT_MARKER = re.compile(r"<<expect:(.*?)>>", re.DOTALL)
 FAIL_MARKER = re.compile(r"<<fail:([a-z0-9]+)>>")
 
 ToolMode = Literal["auto", "none", "required"]
+ToolKind = Literal["function", "custom"]
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,12 @@ class Message:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A function tool the caller offers: its name and its JSON-schema parameters (as JSON)."""
+    """A tool the caller offers: its name and, as JSON, what the model is told of its input —
+    a function's JSON-schema parameters, or a custom tool's `format` (free text or a grammar)."""
 
     name: str
     parameters_json: str
+    kind: ToolKind = "function"
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class SimRequest:
     include_usage: bool
     sampling_json: str
     cache_salt: str | None = None  # vLLM's: prefix-cache reuse only between equal salts
+    allowed_tools: tuple[str, ...] | None = None  # OpenAI's `allowed_tools`: the callable names
 
 
 def count_tokens(text: str) -> int:
@@ -75,24 +79,31 @@ def prompt_tokens(request: SimRequest) -> int:
     return sum(_message_tokens(m) for m in request.messages) + _tools_tokens(request.tools)
 
 
+def _tools_key(tools: tuple[ToolSpec, ...]) -> list[list[str]]:
+    """The tools as hashed (a function tool as before custom tools existed, so answers stay)."""
+    return [[t.name, t.parameters_json] + ([t.kind] if t.kind != "function" else [])
+            for t in tools]
+
+
 def _digest(payload: object) -> bytes:
     return hashlib.blake2b(orjson.dumps(payload), digest_size=16).digest()
 
 
 def content_key(request: SimRequest) -> bytes:
     """Hash of everything that determines the answer: model, messages and relevant parameters."""
-    return _digest(
-        [
-            request.model,
-            [[m.role, m.text] for m in request.messages],
-            request.max_tokens,
-            list(request.stop),
-            [[t.name, t.parameters_json] for t in request.tools],
-            request.tool_mode,
-            request.forced_tool,
-            request.sampling_json,
-        ]
-    )
+    payload: list[object] = [
+        request.model,
+        [[m.role, m.text] for m in request.messages],
+        request.max_tokens,
+        list(request.stop),
+        _tools_key(request.tools),
+        request.tool_mode,
+        request.forced_tool,
+        request.sampling_json,
+    ]
+    if request.allowed_tools is not None:  # appended only when set: other answers stay as they were
+        payload.append(list(request.allowed_tools))
+    return _digest(payload)
 
 
 def prompt_key(request: SimRequest) -> bytes:
@@ -108,8 +119,8 @@ def prefix_chain(request: SimRequest) -> tuple[tuple[bytes, int], ...]:
     request's `cache_salt` seeds every hash, as vLLM salts its first block: requests with
     different salts share no prefix, and those without one share theirs with each other.
     """
-    tools = [[t.name, t.parameters_json] for t in request.tools]
-    hasher = hashlib.blake2b(orjson.dumps([request.model, tools, request.cache_salt]),
+    hasher = hashlib.blake2b(orjson.dumps([request.model, _tools_key(request.tools),
+                                           request.cache_salt]),
                              digest_size=16)
     tokens = _tools_tokens(request.tools)
     chain: list[tuple[bytes, int]] = []

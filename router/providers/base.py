@@ -199,7 +199,12 @@ class Provider(Protocol):
 
 
 def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
-    """Classify a parsed chunk: content (text or tool calls) or not, usage or not."""
+    """Classify a parsed chunk: content or not, usage or not. Content is any output of the
+    model: text, tool or function calls, a refusal, reasoning (`reasoning_content`, as vLLM
+    and DeepSeek stream it, or `reasoning`) and audio. A stream is committed, and its first
+    token timed, at its first content: reasoning held back until the answer's text began
+    reached the client in one burst after a silence as long as the reasoning (and a refusal,
+    after the whole stream)."""
     usage = Usage.from_openai(chunk.get("usage"))
     choices = chunk.get("choices")
     if not isinstance(choices, list):
@@ -210,8 +215,10 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
         if not isinstance(choice, Mapping):
             continue
         delta = choice.get("delta")
-        if isinstance(delta, Mapping) and (delta.get("content") or delta.get("tool_calls")
-                                           or delta.get("function_call")):
+        if isinstance(delta, Mapping) and (
+                delta.get("content") or delta.get("tool_calls") or delta.get("function_call")
+                or delta.get("refusal") or delta.get("reasoning_content")
+                or delta.get("reasoning") or delta.get("audio")):
             has_content = True
         if isinstance(choice.get("finish_reason"), str):
             finished += 1

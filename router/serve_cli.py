@@ -178,10 +178,10 @@ def _run(app: Any, host: str, port: int, log_level: str, grace_s: int,
          on_grace_over: Callable[[], None], on_stopped: Callable[[], None]) -> None:
     import uvicorn
 
-    from router.head_with_body import HeadWithBodyProtocol
     from router.quiet_server import QuietServer
+    from router.service_protocol import ServiceProtocol
 
-    config = uvicorn.Config(app, host=host, port=port, loop="uvloop", http=HeadWithBodyProtocol,
+    config = uvicorn.Config(app, host=host, port=port, loop="uvloop", http=ServiceProtocol,
                             access_log=False, log_config=None, log_level=log_level,
                             lifespan="on", timeout_graceful_shutdown=grace_s + FAREWELL_S)
     QuietServer(config, on_stopped, grace_s=grace_s, on_grace_over=on_grace_over).run()

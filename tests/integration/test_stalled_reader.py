@@ -1,0 +1,125 @@
+"""A client that stops reading a long stream, on real processes: the router cuts the stream
+after the request's deadline (`STALL_GRACE_S` later) and lets go of the client's connection
+too, instead of holding it (its socket, its unsent buffers) for as long as the client keeps it
+open. Read over a raw socket, since a client library reads on its own."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from router.api.sse import STALL_GRACE_S
+from tests.support.fake_upstream import ThreadedUpstream, stub_router_config
+from tests.support.services import Running, start_router
+
+pytestmark = pytest.mark.integration
+
+DEADLINE_MS = 500
+CHUNKS = 5000  # of about 4 KB each: far more than the sockets' buffers between the two ends
+
+
+class FloodingUpstream(BaseHTTPRequestHandler):
+    """Streams `CHUNKS` content chunks as fast as its reader takes them, then `[DONE]`."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        piece = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub",
+                 "choices": [{"index": 0, "delta": {"content": "x" * 4000},
+                              "finish_reason": None}]}
+        data = b"data: " + json.dumps(piece).encode() + b"\n\n"
+        try:
+            for _ in range(CHUNKS):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
+        except OSError:  # the router closed the connection: what it should do here
+            pass
+
+    def log_message(self, *_: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Path]]:
+    upstream = ThreadedUpstream(FloodingUpstream)
+    directory = tmp_path_factory.mktemp("router")
+    running = start_router(directory, stub_router_config(upstream.base_url),
+                           env={"STUB_KEY": "stub-key"}, extra_args=("--log-level", "debug"))
+    yield running, directory / "router.log"
+    running.stop()
+    upstream.stop()
+
+
+def _holds(pid: int, router_port: int, client_port: int) -> bool:
+    """Whether process `pid` still has the socket of its end of the connection from
+    `client_port` open (Linux's /proc: the socket's inode among its file descriptors; a socket
+    it closed whose bytes the kernel still sends has no inode)."""
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote, inode = fields[1], fields[2], fields[9]
+        if (int(local.split(":")[1], 16) == router_port
+                and int(remote.split(":")[1], 16) == client_port and inode != "0"):
+            inodes.add(f"socket:[{inode}]")
+    fds = Path(f"/proc/{pid}/fd")
+    return any(_link(fd) in inodes for fd in fds.iterdir())
+
+
+def _link(path: Path) -> str:
+    try:
+        return str(path.readlink())
+    except OSError:  # closed meanwhile
+        return ""
+
+
+@pytest.mark.parametrize("model", ["pt-stub", "ll-stub"])
+def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
+        gateway: tuple[Running, Path], model: str) -> None:
+    """The client reads the head and then nothing while the upstream floods: the stream ends at
+    the request's deadline (with an event, or cut once the grace has passed with its writes
+    blocked), recorded once as `deadline_exceeded`, and the router lets go of the connection (a
+    stream it cut: reset at once). It used to close a cut stream's connection gracefully, which
+    waits for the unsent bytes to drain, that is for ever: the connection stayed open (and a
+    SIGTERM's drain waited out its whole grace for it), with an error logged for a stream the
+    router had cut on purpose."""
+    router, log = gateway
+    url = urlsplit(router.base_url)
+    body = json.dumps({"model": model, "stream": True,
+                       "messages": [{"role": "user", "content": model}]}).encode()
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)  # before connecting
+        sock.settimeout(10)
+        sock.connect((url.hostname, url.port))
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: test\r\n"
+                     b"content-type: application/json\r\nx-slorouter-timeout-ms: %d\r\n"
+                     b"content-length: %d\r\n\r\n%s" % (DEADLINE_MS, len(body), body))
+        assert sock.recv(512).startswith(b"HTTP/1.1 200")
+        sent_at = time.monotonic()
+        port, pid = sock.getsockname()[1], router.proc.pid
+        # the stream's end (at its deadline, or cut the grace after it); one that ended with its
+        # unsent bytes all in the kernel's buffer is closed at uvicorn's keep-alive end (5 s)
+        limit = sent_at + DEADLINE_MS / 1000 + STALL_GRACE_S + 5 + 3
+        while _holds(pid, url.port, port) and time.monotonic() < limit:
+            time.sleep(0.05)
+        assert not _holds(pid, url.port, port), "the router still holds the connection"
+    deadline = time.monotonic() + 5
+    finished: list[dict[str, object]] = []
+    while not finished and time.monotonic() < deadline:
+        time.sleep(0.1)
+        finished = [entry for line in log.read_text().splitlines()
+                    if '"request_finished"' in line
+                    and (entry := json.loads(line))["requested_model"] == model]
+    assert [(f["status"], f["error_code"]) for f in finished] == [(504, "deadline_exceeded")]
+    assert "without completing response" not in log.read_text()

@@ -23,8 +23,8 @@ import httpx
 import openai
 import pytest
 
-from tests.support.fake_upstream import serve_in_thread, stub_router_config
-from tests.support.services import Running, start_router
+from tests.support.fake_upstream import stub_gateway
+from tests.support.services import Running
 
 pytestmark = pytest.mark.integration
 
@@ -109,13 +109,8 @@ class ScriptedUpstream(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    server, base_url = serve_in_thread(ScriptedUpstream)
-    running = start_router(tmp_path_factory.mktemp("router"), stub_router_config(base_url),
-                           env={"STUB_KEY": "stub-key"})
-    yield running
-    running.stop()
-    server.shutdown()
-    server.server_close()
+    with stub_gateway(tmp_path_factory.mktemp("router"), ScriptedUpstream) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")

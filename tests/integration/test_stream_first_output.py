@@ -21,8 +21,8 @@ import openai
 import pytest
 
 from tests.integration.test_stream_edges import DONE, USAGE, chunk
-from tests.support.fake_upstream import serve_in_thread, stub_router_config
-from tests.support.services import Running, start_router
+from tests.support.fake_upstream import stub_gateway
+from tests.support.services import Running
 
 pytestmark = pytest.mark.integration
 
@@ -73,13 +73,8 @@ class FirstOutputUpstream(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    server, base_url = serve_in_thread(FirstOutputUpstream)
-    running = start_router(tmp_path_factory.mktemp("router"), stub_router_config(base_url),
-                           env={"STUB_KEY": "stub-key"})
-    yield running
-    running.stop()
-    server.shutdown()
-    server.server_close()
+    with stub_gateway(tmp_path_factory.mktemp("router"), FirstOutputUpstream) as running:
+        yield running
 
 
 # litellm drops a chunk whose delta holds only a refusal (docs/configuration.md): pass-through

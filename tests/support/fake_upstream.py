@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from tests.support.services import Running, start_router
 
 
 def send_body(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes,
@@ -87,3 +91,18 @@ class ThreadedUpstream:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@contextlib.contextmanager
+def stub_gateway(directory: Path,
+                 handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[Running]:
+    """`handler` served as the upstream and a router on it (`stub_router_config`, models
+    `pt-stub` and `ll-stub`, key `stub-key`) running in `directory`; both stopped on exit."""
+    server, base_url = serve_in_thread(handler)
+    running = start_router(directory, stub_router_config(base_url), env={"STUB_KEY": "stub-key"})
+    try:
+        yield running
+    finally:
+        running.stop()
+        server.shutdown()
+        server.server_close()

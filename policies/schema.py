@@ -219,6 +219,11 @@ class TaskPolicy(Frozen):
     timeout_s: float | None = Field(default=None, gt=0)
     risk: dict[Risk, RiskRule] = Field(default_factory=dict)
 
+    def narrowed_to(self, model: Name) -> TaskPolicy:
+        """This policy with `model` as its only candidate and no fallbacks (an experiment arm's
+        model, a policy's `no_candidate_fallback`)."""
+        return self.model_copy(update={"candidates": (model,), "fallbacks": ()})
+
 
 class PoliciesSpec(Frozen):
     """Per-task policies (a `default` for unlisted tasks) and the eval reports behind floors."""

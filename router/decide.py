@@ -171,8 +171,8 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     policy = policies.for_task(labels.task)
     restricted = arm_ineligible = False
     if restrict_to is not None:
-        narrowed = config.arm_policies.get((labels.task, restrict_to)) or policy.model_copy(
-            update={"candidates": (restrict_to,), "fallbacks": ()})
+        narrowed = (config.arm_policies.get((labels.task, restrict_to))
+                    or policy.narrowed_to(restrict_to))
         arm = evaluate(narrowed, facts, facts_by_model(config, health), config.quality)
         if any(v.eligible for v in arm):
             policy, restricted = narrowed, True
@@ -272,7 +272,7 @@ def _no_candidate(requested: str, labels: Labels, facts: RequestFacts, policy: T
     fallback = policy.no_candidate_fallback
     allowed: tuple[str, ...] = ()
     if fallback is not None:
-        as_candidate = policy.model_copy(update={"candidates": (fallback,), "fallbacks": ()})
+        as_candidate = policy.narrowed_to(fallback)
         judged = tuple(replace(v, role=Role.NO_CANDIDATE_FALLBACK) for v in evaluate(
             as_candidate, facts, {fallback: config.model_facts.get(fallback, ())},
             config.quality))

@@ -66,10 +66,10 @@ def arm_policies(config: RouterConfig) -> dict[tuple[Task, str], TaskPolicy]:
     policies = config.policies
     if policies is None:
         return {}
-    return {(task, arm.route.removeprefix("model:")): policies.for_task(task).model_copy(
-                update={"candidates": (arm.route.removeprefix("model:"),), "fallbacks": ()})
+    return {(task, model): policies.for_task(task).narrowed_to(model)
             for experiment in config.experiments for arm in experiment.arms
-            if arm.route.startswith("model:") for task in experiment.tasks}
+            if (model := arm.route.removeprefix("model:")) != arm.route
+            for task in experiment.tasks}
 
 
 def key_digest(key: str) -> str:

@@ -1,20 +1,29 @@
 """uvicorn's HTTP protocol as `slorouter serve` runs it: the head written with the first body
-bytes (`HeadWithBodyProtocol`), and the connection of a response the app left unfinished with
-bytes unsent reset rather than closed.
+bytes (`HeadWithBodyProtocol`), and a connection whose client stopped reading let go of rather
+than held for as long as the client keeps it open.
 
-uvicorn closes the connection of a response its app left unfinished: a stream the router cut
-because its client stopped reading (its writes blocked past the deadline: `sse.py`,
-`WatchedStreamingResponse`). A graceful close waits until every unsent byte has been written,
-which for a client that reads nothing is never: the connection, its socket and its buffers
-stayed for as long as the client kept it open, a SIGTERM's drain waited out its whole grace
-for it, and uvicorn logged an error for a stream the router had cut on purpose. Such a
-connection is reset instead: `SO_LINGER` 0 and abort, so the kernel drops the unsent bytes
-too (the client's answer was broken either way). An unfinished response with nothing left to
-send is closed as before.
+uvicorn closes a connection gracefully: the close waits until every byte still in the event
+loop's write buffer has gone to the kernel, which for a client that reads nothing is never. The
+connection, its socket and its buffers stayed for as long as the client kept it open, and a
+SIGTERM's drain waited for it until its whole grace had passed. Two cases:
+
+- **A response the app left unfinished with bytes unsent**: a stream the router cut because its
+  client stopped reading (its writes blocked past the deadline: `sse.py`,
+  `WatchedStreamingResponse`). It is reset at once: `SO_LINGER` 0 and abort, so the kernel drops
+  the unsent bytes too (the client's answer was broken either way), and uvicorn logs no error
+  for a stream the router cut on purpose. An unfinished response with nothing left to send is
+  closed as before.
+- **A complete response whose last bytes the client has not taken** when uvicorn closes the
+  connection: at its keep-alive end, after a `Connection: close` response, or at shutdown. A
+  stream that ended at its deadline with its error event written, or a large answer to a client
+  that stopped reading, leaves its tail in the buffer. Such a close is watched, as nginx's
+  `send_timeout` does: while the buffer shrinks the client is reading and the close waits; once
+  it has not shrunk for `SEND_TIMEOUT_S` the connection is reset.
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 from typing import Any
@@ -24,10 +33,14 @@ from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 from router.head_with_body import HeadWithBodyProtocol
 
 _NO_LINGER = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: closing resets the connection
+# How long a closing connection's unsent bytes may sit without the client taking any of them.
+SEND_TIMEOUT_S = 10.0
 
 
 class ServiceProtocol(HeadWithBodyProtocol):
-    """`HeadWithBodyProtocol` that resets the connection of an unfinished, stuck response."""
+    """`HeadWithBodyProtocol` that lets go of connections whose client stopped reading."""
+
+    _send_watch: asyncio.TimerHandle | None = None
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         async def run(scope: Any, receive: Any, send: Any) -> None:
@@ -38,12 +51,51 @@ class ServiceProtocol(HeadWithBodyProtocol):
 
         super()._start_asgi_task(cycle, run)
 
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.transport.is_closing():  # a `Connection: close` response, just closed
+            self._watch_closing()
+
+    def timeout_keep_alive_handler(self) -> None:
+        super().timeout_keep_alive_handler()
+        self._watch_closing()
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self._watch_closing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._send_watch is not None:
+            self._send_watch.cancel()
+            self._send_watch = None
+        super().connection_lost(exc)
+
     def _reset_if_stuck(self, cycle: RequestResponseCycle) -> None:
-        transport = self.transport
         if (cycle.response_started and not cycle.response_complete and not cycle.disconnected
-                and transport.get_write_buffer_size() > 0):
-            sock = transport.get_extra_info("socket")
-            if sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _NO_LINGER)
-            transport.abort()
+                and self.transport.get_write_buffer_size() > 0):
+            self._reset()
             cycle.disconnected = True  # so uvicorn neither closes it again nor logs an error
+
+    def _watch_closing(self) -> None:
+        """Watch a connection closed with bytes unsent, once (see the module docstring)."""
+        transport = self.transport
+        if self._send_watch is None and transport.is_closing():
+            unsent = transport.get_write_buffer_size()
+            if unsent > 0:
+                self._send_watch = self.loop.call_later(SEND_TIMEOUT_S, self._check_send, unsent)
+
+    def _check_send(self, unsent_before: int) -> None:
+        unsent = self.transport.get_write_buffer_size()
+        if 0 < unsent < unsent_before:  # the client is reading: give it another period
+            self._send_watch = self.loop.call_later(SEND_TIMEOUT_S, self._check_send, unsent)
+        else:
+            self._send_watch = None
+            if unsent > 0:
+                self._reset()
+
+    def _reset(self) -> None:
+        transport = self.transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _NO_LINGER)
+        transport.abort()

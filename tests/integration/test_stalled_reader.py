@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from router.api.sse import STALL_GRACE_S
+from router.service_protocol import SEND_TIMEOUT_S
 from tests.support.fake_upstream import ThreadedUpstream, stub_router_config
 from tests.support.services import Running, start_router
 
@@ -84,24 +85,16 @@ def _link(path: Path) -> str:
         return ""
 
 
-# Through litellm the stream often ends on its own at the deadline (its error event written)
-# while its last bytes are still in the event loop's buffer: the response is complete, so the
-# connection is closed gracefully at the keep-alive end and waits for those bytes for ever.
-# Not fixed yet (a send timeout on stalled writes would; see the session-23 note).
-LITELLM_HELD = pytest.mark.xfail(reason="a complete stream's unsent bytes hold a non-reading "
-                                 "client's connection (no send timeout yet)", strict=False)
-
-
-@pytest.mark.parametrize("model", ["pt-stub", pytest.param("ll-stub", marks=LITELLM_HELD)])
+@pytest.mark.parametrize("model", ["pt-stub", "ll-stub"])
 def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
         gateway: tuple[Running, Path], model: str) -> None:
     """The client reads the head and then nothing while the upstream floods: the stream ends at
     the request's deadline (with an event, or cut once the grace has passed with its writes
     blocked), recorded once as `deadline_exceeded`, and the router lets go of the connection (a
-    stream it cut: reset at once). It used to close a cut stream's connection gracefully, which
-    waits for the unsent bytes to drain, that is for ever: the connection stayed open (and a
-    SIGTERM's drain waited out its whole grace for it), with an error logged for a stream the
-    router had cut on purpose."""
+    stream it cut: reset at once; one that ended with bytes unsent: reset at its send timeout).
+    It used to close such connections gracefully, which waits for the unsent bytes to drain,
+    that is for ever: the connection stayed open (and a SIGTERM's drain waited out its whole
+    grace for it), with an error logged for a stream the router had cut on purpose."""
     router, log = gateway
     url = urlsplit(router.base_url)
     body = json.dumps({"model": model, "stream": True,
@@ -116,9 +109,10 @@ def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
         assert sock.recv(512).startswith(b"HTTP/1.1 200")
         sent_at = time.monotonic()
         port, pid = sock.getsockname()[1], router.proc.pid
-        # the stream's end (at its deadline, or cut the grace after it); one that ended with its
-        # unsent bytes all in the kernel's buffer is closed at uvicorn's keep-alive end (5 s)
-        limit = sent_at + DEADLINE_MS / 1000 + STALL_GRACE_S + 5 + 3
+        # the stream's end (at its deadline, or cut the grace after it). One that ended on its
+        # own (through litellm it often does, its error event written) is closed at uvicorn's
+        # keep-alive end (5 s), and reset once its unsent bytes have sat SEND_TIMEOUT_S untaken.
+        limit = sent_at + DEADLINE_MS / 1000 + STALL_GRACE_S + 5 + SEND_TIMEOUT_S + 3
         while _holds(pid, url.port, port) and time.monotonic() < limit:
             time.sleep(0.05)
         assert not _holds(pid, url.port, port), "the router still holds the connection"

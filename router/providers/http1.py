@@ -407,28 +407,51 @@ class Response:
             self._connection.abort()
 
 
-def split_lines(pending: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
-    """The line left unfinished so far and a new body chunk → the lines finished now (without
-    their end) and the one left unfinished: SSE framing, whose lines end with LF, CRLF or a lone
-    CR. (A CRLF split between two chunks leaves an empty line, which carries nothing; a CR can
-    only be a line's end, as JSON escapes it inside a string.)"""
-    text = pending + chunk if pending else chunk
-    if b"\r" in text:
-        text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-    split = text.split(b"\n")
-    rest = split.pop()
-    return split, rest
+class LineSplitter:
+    """Body chunks → the lines they finish (without their end): SSE framing, whose lines end with
+    LF, CRLF or a lone CR. (A CRLF split between two chunks leaves an empty line, which carries
+    nothing; a CR can only be a line's end, as JSON escapes it inside a string.)
+
+    A line that spans many chunks is kept in pieces and joined once, when it ends: joined at each
+    chunk, one long line cost time quadratic in its length (0.19 s of event loop at 8 MB)."""
+
+    __slots__ = ("_pieces",)
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes] = []  # the unfinished line so far
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines finished by `chunk`."""
+        pieces = self._pieces
+        if pieces:
+            pieces.append(chunk)
+            if b"\n" not in chunk and b"\r" not in chunk:
+                return []
+            text = b"".join(pieces)
+            pieces.clear()
+        else:
+            text = chunk
+        if b"\r" in text:
+            text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        done = text.split(b"\n")
+        rest = done.pop()
+        if rest:
+            pieces.append(rest)
+        return done
+
+    def rest(self) -> bytes:
+        """The line left unfinished (at the body's end: a last line without its end)."""
+        return b"".join(self._pieces)
 
 
 async def lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """Body chunks → lines without their line feed (and a last unterminated one)."""
-    pending = b""
+    splitter = LineSplitter()
     async for chunk in chunks:
-        done, pending = split_lines(pending, chunk)
-        for line in done:
+        for line in splitter.feed(chunk):
             yield line
-    if pending:
-        yield pending
+    if last := splitter.rest():
+        yield last
 
 
 class Http1Client:

@@ -27,11 +27,11 @@ from router.providers.error_text import without_key
 from router.providers.exception_mapping import map_exception
 from router.providers.http1 import (
     Http1Client,
+    LineSplitter,
     Response,
     ResponseBroken,
     Target,
     request_head,
-    split_lines,
 )
 from router.providers.upstream_answers import (
     from_body,
@@ -136,15 +136,16 @@ async def _sse_events(chunks: AsyncIterator[bytes], choices: int = 1
     Splits the lines itself instead of reading them from `http1.lines`: every event passes one
     generator fewer between the socket and the client, and the blank line that ends each
     event is dropped here instead of yielded."""
-    pending = partial = b""
+    splitter = LineSplitter()
+    partial = b""
     ended = error_next = False
     finished = 0
     while not ended:
         chunk = await anext(chunks, None)
         if chunk is None:  # the body ended: a last line without its line feed counts too
-            ended, done = True, [pending]
+            ended, done = True, [splitter.rest()]
         else:
-            done, pending = split_lines(pending, chunk)
+            done = splitter.feed(chunk)
         for line in done:
             if partial:
                 line, partial = _continued(partial, line), b""

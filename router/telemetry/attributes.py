@@ -9,7 +9,9 @@ are read with defaults so telemetry works before and after they exist.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from router.execution.attempt import AttemptRecord
 from router.outcomes import CLIENT_CLOSED, Outcome
@@ -30,6 +32,7 @@ TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 ERROR_TYPE = "error.type"
 INPUT_MESSAGES, OUTPUT_MESSAGES = "gen_ai.input.messages", "gen_ai.output.messages"
 HTTP_STATUS = "http.response.status_code"
+SERVER_ADDRESS, SERVER_PORT = "server.address", "server.port"
 
 TASK, RISK = "slorouter.task", "slorouter.risk"
 POLICY_VERSION = "slorouter.policy_version"
@@ -64,9 +67,29 @@ class DeploymentInfo(Protocol):
     @property
     def upstream_model(self) -> str: ...
 
+    @property
+    def api_base(self) -> str | None: ...
+
 
 def provider_name(litellm_provider: str) -> str:
     return _PROVIDERS.get(litellm_provider, litellm_provider)
+
+
+@lru_cache(maxsize=256)
+def server_of(api_base: str | None) -> tuple[str, int] | None:
+    """The host and port an `api_base` URL names (its scheme's default port when it names
+    none); None without one (litellm's own endpoint for the provider) or for a URL without a
+    host. Never its path, query or credentials."""
+    if not api_base:
+        return None
+    try:
+        url = urlsplit(api_base)
+        host, port = url.hostname, url.port
+    except ValueError:  # a port out of range or not a number
+        return None
+    if not host:
+        return None
+    return host, port if port is not None else (443 if url.scheme == "https" else 80)
 
 
 def trace_of(outcome: Outcome) -> TraceContext | None:
@@ -211,13 +234,18 @@ def attempt_attributes(attempts: Sequence[AttemptRecord], index: int,
     attrs: Attributes = {OPERATION: "chat", DEPLOYMENT: attempt.deployment,
                          ATTEMPT_NUMBER: attempt.number,
                          ATTEMPT_KIND: attempt_kind(attempts, index)}
+    ended_as = getattr(attempt, "outcome", None)  # won | failed | cancelled | … when recorded
     info = deployments.get(attempt.deployment)
     if info is not None:
         attrs[PROVIDER] = provider_name(info.provider)
         attrs[REQUEST_MODEL] = info.upstream_model
+        if ended_as == "won":
+            attrs[RESPONSE_MODEL] = info.upstream_model
+        server = server_of(info.api_base)
+        if server is not None:
+            attrs[SERVER_ADDRESS], attrs[SERVER_PORT] = server
     put_if(attrs, ERROR_TYPE, attempt_error_type(attempt))
     put_if(attrs, TIME_TO_FIRST_CHUNK, attempt.ttft_s)
-    ended_as = getattr(attempt, "outcome", None)  # won | failed | cancelled | … when recorded
     if isinstance(ended_as, str):
         attrs[ATTEMPT_OUTCOME] = ended_as
     if attempt.usage is not None:

@@ -60,9 +60,10 @@ def streamed_with_retry(t0: float = 100.0) -> tuple[TracedOutcome, list[str]]:
     sent = [attempt_traceparent(trace, 1)]
     first = AttemptRecord("pt-fast", 1, t0 + 0.001)
     first.error = ProviderUnavailableError("upstream 503", code="upstream_unavailable")
-    first.ended_at = t0 + 0.030
+    first.ended_at, first.outcome = t0 + 0.030, "failed"
     sent.append(attempt_traceparent(trace, 2))
     second = AttemptRecord("pt-fast", 2, t0 + 0.040, first_content_at=t0 + 0.060)
+    second.outcome = "won"
     outcome.attempts += [first, second]
     outcome.deployment, outcome.first_content_at = "pt-fast", t0 + 0.061
     outcome.first_token_at, outcome.last_token_at = t0 + 0.061, t0 + 0.091

@@ -97,6 +97,12 @@ def test_attempt_spans_record_provider_number_kind_and_error() -> None:
     assert (second.attributes or {})["slorouter.attempt.kind"] == "retry"
     assert (second.attributes or {})["gen_ai.provider.name"] == "openai"
     assert "error.type" not in (second.attributes or {})
+    # where each call went (the deployment's api_base, never its path), and what answered
+    for span in (first, second):
+        assert ((span.attributes or {})["server.address"],
+                (span.attributes or {})["server.port"]) == ("127.0.0.1", 9)
+    assert "gen_ai.response.model" not in (first.attributes or {})
+    assert (second.attributes or {})["gen_ai.response.model"] == "fast"
 
 
 def test_attempt_span_ids_match_the_traceparent_sent_upstream() -> None:

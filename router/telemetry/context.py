@@ -22,7 +22,9 @@ _SAMPLED = 0x01
 _TRACESTATE_MEMBER = re.compile(
     r"[a-z0-9][_0-9a-z\-*/]{0,255}(?:@[a-z][_0-9a-z\-*/]{0,13})?"
     r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
-_TRACESTATE_MAX_CHARS = 512
+_TRACESTATE_MAX_CHARS = 512  # what a hop keeps of it
+_TRACESTATE_LARGE_MEMBER_CHARS = 128  # members over this are the first removed to keep to it
+_TRACESTATE_MAX_MEMBER_CHARS = 256 + 1 + 14 + 1 + 256  # the longest member the grammar allows
 _TRACESTATE_MAX_MEMBERS = 32
 _MAX64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / golden ratio, odd: n x it differs for every 64-bit n
@@ -88,9 +90,10 @@ def trace_headers(lines: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, str
 
 def valid_tracestate(header: str | None) -> str | None:
     """The client's W3C `tracestate` when it is one (at most 32 `key=value` members of printable
-    ASCII, each key once, 512 characters in all, the length W3C has every hop keep), else None:
-    it travels to the providers, so it must not carry anything else the client chose."""
-    if header is None or len(header) > _TRACESTATE_MAX_CHARS:
+    ASCII, each key once), else None: it travels to the providers, so it must not carry anything
+    else the client chose. One longer than the 512 characters W3C has every hop keep is cut to
+    them the way W3C says: members over 128 characters go first, then members from the end."""
+    if header is None or len(header) > _TRACESTATE_MAX_MEMBERS * _TRACESTATE_MAX_MEMBER_CHARS:
         return None
     members = [m.strip(" \t") for m in header.split(",")]
     members = [m for m in members if m]
@@ -100,7 +103,19 @@ def valid_tracestate(header: str | None) -> str | None:
         return None
     if len({m.split("=", 1)[0] for m in members}) != len(members):  # a key twice: not a list
         return None
-    return ",".join(members)
+    return ",".join(_trimmed(members)) or None
+
+
+def _trimmed(members: list[str]) -> list[str]:
+    """`members` cut to fit `_TRACESTATE_MAX_CHARS` once joined with commas (W3C Trace Context,
+    section 3.3.1.5: entries over 128 characters are removed first, then entries from the end)."""
+    kept = list(members)
+    length = sum(map(len, kept)) + len(kept) - 1
+    large = [i for i, m in enumerate(kept) if len(m) > _TRACESTATE_LARGE_MEMBER_CHARS]
+    while length > _TRACESTATE_MAX_CHARS and kept:
+        index = large.pop() if large else len(kept) - 1
+        length -= len(kept.pop(index)) + 1
+    return kept
 
 
 def _nonzero(bits: int, draw: RandomBits) -> int:

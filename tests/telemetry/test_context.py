@@ -100,12 +100,32 @@ def test_without_span_export_the_upstream_is_given_a_span_that_exists() -> None:
     "Vendor=abc",  # keys are lowercase
     "vendor",  # no value
     "vendor=abc, " + ",".join(f"k{i}=v" for i in range(32)),  # 33 members
-    "vendor=" + "a" * 600,  # over 512 characters
+    "vendor=" + "a" * 600,  # a value over 256 characters
     "foo=1,bar=2,foo=3",  # a key twice
 ])
 def test_a_tracestate_that_is_not_one_is_not_forwarded(tracestate: str) -> None:
     trace = start_trace(CLIENT_TRACEPARENT, tracestate=tracestate)
     assert "tracestate" not in propagation_headers(trace, 1)
+
+
+def test_a_tracestate_over_512_characters_is_cut_as_w3c_says() -> None:
+    """Members over 128 characters go first (the last of them first), then members from the
+    end, until the rest fits in 512; it used to be dropped whole."""
+    small = [f"k{i:02d}=" + "v" * 36 for i in range(8)]  # 40 characters each
+    large = ["big1=" + "b" * 130, "big2=" + "c" * 135]  # 135 and 140
+    header = ",".join([small[0], large[0], *small[1:4], large[1], *small[4:]])  # 604
+    assert _forwarded(header) == ",".join([small[0], large[0], *small[1:]])  # 463
+    huge = ",".join([small[0], "big1=" + "b" * 250, *small[1:4], "big2=" + "c" * 250, *small[4:]])
+    assert _forwarded(huge) == ",".join(small)  # both large members had to go
+    only_small = [f"k{i:02d}=" + "v" * 60 for i in range(12)]  # 64 each, 779 in all
+    kept = _forwarded(",".join(only_small)).split(",")
+    assert kept == only_small[:len(kept)]
+    assert len(",".join(kept)) <= 512 < len(",".join(only_small[:len(kept) + 1]))
+
+
+def _forwarded(tracestate: str) -> str:
+    return propagation_headers(start_trace(CLIENT_TRACEPARENT, tracestate=tracestate),
+                               1)["tracestate"]
 
 
 def test_a_valid_tracestate_is_forwarded_with_its_members_in_order() -> None:

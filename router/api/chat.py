@@ -52,7 +52,7 @@ from router.pipeline import (
     session_of,
 )
 from router.providers.base import Usage
-from router.telemetry.context import TraceContext, current_trace, trace_headers
+from router.telemetry.context import TraceContext, current_request, trace_headers
 
 Tracer = Callable[[str | None, str | None], TraceContext]
 
@@ -102,7 +102,7 @@ class ChatHandler:
         headers = {"x-request-id": request_id}
         if self._tracer is not None:
             outcome.trace = self._tracer(*trace_headers(request.scope["headers"]))
-            current_trace.set(outcome.trace)
+        current_request.set(outcome)
         held = contextlib.AsyncExitStack()
         response: Response | None = None
         try:

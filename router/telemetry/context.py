@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Protocol
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
 _SAMPLED = 0x01
@@ -31,8 +32,21 @@ _GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / golden ratio, odd: n x it differs for ev
 
 RandomBits = Callable[[int], int]
 
-# The trace of the request being served, for log correlation (see `redact.TraceLogFilter`).
-current_trace: ContextVar[TraceContext | None] = ContextVar("slorouter_trace", default=None)
+
+
+class ServedRequest(Protocol):
+    """What a log line tells of the request being served (a `router.outcomes.Outcome` fits)."""
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def trace(self) -> TraceContext | None: ...
+
+
+# The request being served, for log correlation (see `redact.TraceLogFilter`): every line logged
+# while serving it, the libraries' own included, carries its request id and trace ids.
+current_request: ContextVar[ServedRequest | None] = ContextVar("slorouter_request", default=None)
 
 
 @dataclass(frozen=True, slots=True)

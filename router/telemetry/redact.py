@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from router.telemetry.context import current_trace
+from router.telemetry.context import current_request
 
 REDACTED: Final = "[REDACTED]"
 WITHHELD: Final = "[content withheld]"
@@ -71,13 +71,17 @@ class RedactingFilter(logging.Filter):
 
 
 class TraceLogFilter(logging.Filter):
-    """Adds the current request's `trace_id` and `span_id` to structured events."""
+    """Adds the `request_id` of the request being served to every record logged while serving
+    it (the libraries' own too), and its `trace_id` and `span_id` when it has a trace."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        trace = current_trace.get()
-        if trace is not None:
+        request = current_request.get()
+        if request is not None:
             data = getattr(record, "event_data", None)
-            extra = {"trace_id": trace.trace_id_hex, "span_id": trace.span_id_hex}
+            extra = {"request_id": request.request_id}
+            trace = request.trace
+            if trace is not None:
+                extra["trace_id"], extra["span_id"] = trace.trace_id_hex, trace.span_id_hex
             record.event_data = {**data, **extra} if isinstance(data, Mapping) else extra
         return True
 

@@ -9,7 +9,8 @@ import logging
 from collections.abc import Iterator
 
 from router.logs import JsonFormatter, event
-from router.telemetry.context import current_trace, start_trace
+from router.outcomes import Outcome
+from router.telemetry.context import TraceContext, current_request, start_trace
 from router.telemetry.redact import install
 from tests.telemetry.helpers import CLIENT_TRACEPARENT
 
@@ -29,23 +30,46 @@ def _json_lines(name: str) -> Iterator[tuple[logging.Logger, io.StringIO]]:
         logger.removeHandler(handler)
 
 
-def test_events_logged_while_serving_carry_trace_and_span_ids() -> None:
-    """Inside a request (current_trace set) events get trace_id/span_id; outside they do not."""
+def test_events_logged_while_serving_carry_request_trace_and_span_ids() -> None:
+    """Inside a request (`current_request` set) events get its request id and, when it has a
+    trace, trace_id/span_id; outside they get none."""
     with _json_lines("tests.telemetry.logs") as (logger, stream):
         logger.setLevel(logging.INFO)
         install(["sk-a-provider-key-123"], logger=logger)
         trace = start_trace(CLIENT_TRACEPARENT)
-        token = current_trace.set(trace)
+        token = current_request.set(_served("req-traced", trace))
         try:
             event(logger, "upstream_retry", deployment="pt-fast",
                   detail="sk-a-provider-key-123")
         finally:
-            current_trace.reset(token)
+            current_request.reset(token)
             event(logger, "idle")
     inside, outside = (json.loads(line) for line in stream.getvalue().splitlines())
     assert (inside["trace_id"], inside["span_id"]) == (trace.trace_id_hex, trace.span_id_hex)
+    assert inside["request_id"] == "req-traced"
     assert inside["detail"] == "[REDACTED]" and inside["deployment"] == "pt-fast"
-    assert "trace_id" not in outside
+    assert "trace_id" not in outside and "request_id" not in outside
+
+
+def test_a_library_line_logged_while_serving_carries_the_request_id_without_tracing() -> None:
+    """Another library's plain log call (no event data of its own), telemetry off (no trace):
+    the line still names the request, so an operator finds it from the `x-request-id` the
+    client got. It used to carry nothing of the request."""
+    with _json_lines("tests.telemetry.library") as (logger, stream):
+        logger.setLevel(logging.INFO)
+        install([], logger=logger)
+        token = current_request.set(_served("req-untraced", None))
+        try:
+            logger.warning("connection pool is full, discarding connection: %s", "host")
+        finally:
+            current_request.reset(token)
+    line = json.loads(stream.getvalue())
+    assert line["request_id"] == "req-untraced" and "trace_id" not in line
+
+
+def _served(request_id: str, trace: TraceContext | None) -> Outcome:
+    return Outcome(request_id=request_id, tenant="t", requested_model="auto", stream=False,
+                   arrived_at=0.0, trace=trace)
 
 
 def test_a_recurring_failure_is_logged_once_per_interval_with_the_count_left_out() -> None:

@@ -299,6 +299,7 @@ NOT_ROUTING: dict[str, Any] = {
         "max_body_bytes": True, "request_timeout_s": True, "shutdown_grace_s": True,
         "reliability": True, "stats": True,
         "experiments_redis_url": True, "idempotency_redis_url": True,
+        "idempotency_memory_mb": True,
         "cache": {"backend": True, "directory": True, "disk_size_limit_mb": True,
                   "redis_url": True, "prefix_affinity": True},
     },

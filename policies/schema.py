@@ -361,6 +361,9 @@ class ServerSpec(Frozen):
     # every third of it): a crashed replica's duplicates run this long after the crash; a
     # holder stalled (or cut from Redis) this long loses its key to a duplicate.
     idempotency_lease_s: float = Field(default=5.0, ge=1.0, le=300.0)
+    # Without `idempotency_redis_url`: the memory this process's Idempotency-Key records may
+    # hold (stored answers plus about 1 KB each); past it, completed records are evicted.
+    idempotency_memory_mb: int = Field(default=128, ge=1)
 
 
 class RouterConfig(Frozen):

@@ -216,7 +216,8 @@ def idempotency_store(config: RouterConfig) -> IdempotencyStore:
     """Where Idempotency-Key records live: this process, or a Redis shared by the replicas."""
     url = config.server.idempotency_redis_url
     if url is None:
-        return MemoryIdempotencyStore(time.monotonic)
+        return MemoryIdempotencyStore(
+            time.monotonic, max_bytes=config.server.idempotency_memory_mb << 20)
     return RedisIdempotencyStore(shared_redis(url, timeout_s=1.0))
 
 

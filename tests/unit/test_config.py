@@ -10,8 +10,9 @@ import pytest
 from policies.loader import PolicyValidationError, content_hash, load_config_text
 from router import embedded
 from router.errors import ConfigError
+from router.idempotency import Lease, MemoryIdempotencyStore, StoredResponse
 from router.runtime_config import key_digest, resolve
-from router.wiring import result_caching
+from router.wiring import idempotency_store, result_caching
 
 VALID = """
 version: 1
@@ -129,6 +130,7 @@ def test_version_ignores_comments_and_key_order_but_not_content() -> None:
     ("${BASE}/v1", "http://10.0.0.7:8000/v1"),
     ("env:KEY_A", "env:OTHER_KEY"),
     ("routes:\n", "server:\n  cache: {disk_size_limit_mb: 64}\nroutes:\n"),
+    ("routes:\n", "server:\n  idempotency_memory_mb: 16\nroutes:\n"),
     ("routes:\n", "server:\n  cache: {backend: redis, redis_url: 'redis://h:1/0'}\n"
                    "  stats: {explore_share: 0.1}\n  reliability: {max_retries_per_deployment: 3}"
                    "\nroutes:\n"),
@@ -414,6 +416,22 @@ def test_the_disk_caches_size_limit_is_the_configured_one(tmp_path: Path) -> Non
         assert stored.size_limit == 64 * 1024 * 1024
     with pytest.raises(PolicyValidationError):
         load_config_text(VALID + "server:\n  cache: {disk_size_limit_mb: 0}\n", environ=ENV)
+
+
+async def test_the_idempotency_stores_memory_budget_is_the_configured_one() -> None:
+    """`server.idempotency_memory_mb` bounds the in-process Idempotency-Key records (it was a
+    constructor default of 128 MiB, not configurable): 40 answers of 100 KB fill 1 MB."""
+    store = idempotency_store(load_config_text(VALID + "server:\n  idempotency_memory_mb: 1\n",
+                                               environ=ENV))
+    assert isinstance(store, MemoryIdempotencyStore)
+    for number in range(40):
+        lease = await store.claim("tenant", f"key-{number}", "f" * 64, wait_s=0.0, lease_s=30.0)
+        assert isinstance(lease, Lease)
+        assert await store.complete(lease, StoredResponse(200, (), b"x" * 100_000))
+        assert store.bytes_held <= 1 << 20
+    assert 0 < len(store) < 40
+    with pytest.raises(PolicyValidationError):
+        load_config_text(VALID + "server:\n  idempotency_memory_mb: 0\n", environ=ENV)
 
 
 @pytest.mark.parametrize(("setting", "where", "expected"), [

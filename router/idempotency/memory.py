@@ -3,11 +3,12 @@
 Duplicates waiting for an in-flight request sleep on an `asyncio.Event`, so exactly one
 execution happens however many arrive (and wake when a lease runs out). Completed entries live
 `ttl_s`; in-flight markers live `lease_s` unless their holder `renew`s them (a leaked lease
-cannot block a key forever). At `max_entries` entries, or `max_bytes` of them (the stored
-answers plus `ENTRY_OVERHEAD_BYTES` each), completed entries are evicted, the oldest of the
-tenant holding the most entries first: a tenant sending keys by the thousand evicts its own
-records, never another's (whose retry would then run a second time); if every entry is in
-flight, new keys are refused with `OverloadedError`. A duplicate's `asyncio.Event` exists only
+cannot block a key forever). At `max_entries` entries, completed entries are evicted, the
+oldest of the tenant holding the most entries first; past `max_bytes` of them (the stored
+answers plus `ENTRY_OVERHEAD_BYTES` each), the oldest of the tenant holding the most bytes
+first: a tenant sending keys by the thousand, or a few large answers, evicts its own records,
+never another's (whose retry would then run a second time); if every entry is in flight, new
+keys are refused with `OverloadedError`. A duplicate's `asyncio.Event` exists only
 while someone waits on it.
 
 A full store stays full under steady traffic (records live a day), so making room is done
@@ -79,6 +80,7 @@ class MemoryIdempotencyStore:
         self._bytes = 0  # the entries' `size()`, summed
         self._entries: dict[str, _Entry] = {}
         self._held: Counter[str] = Counter()  # entries per owner
+        self._held_bytes: Counter[str] = Counter()  # their `size()` per owner
         self._completed: dict[str, OrderedDict[str, None]] = {}  # per owner, oldest first
         self._in_flight: set[str] = set()
 
@@ -115,16 +117,16 @@ class MemoryIdempotencyStore:
         entry = self._owned(lease)
         if entry is None:
             return False
-        self._bytes -= entry.size()
+        self._resize(entry, -entry.size())
         entry.response = response
-        self._bytes += entry.size()
+        self._resize(entry, entry.size())
         entry.expires_at = self._clock() + self._ttl_s
         self._in_flight.discard(lease.scope)
         self._completed.setdefault(entry.owner, OrderedDict())[lease.scope] = None
         entry.settle()
         # Over the byte budget: older answers go (never this one, which may be alone over it
         # until the next answer stored evicts it).
-        self._evict(lambda: self._bytes > self._max_bytes, keep=lease.scope)
+        self._evict(lambda: self._bytes > self._max_bytes, self._held_bytes, keep=lease.scope)
         return True
 
     async def release(self, lease: Lease) -> bool:
@@ -168,18 +170,19 @@ class MemoryIdempotencyStore:
                contended: bool) -> Lease:
         self._make_room()
         token = secrets.token_hex(16)
-        self._entries[scope] = _Entry(owner, fingerprint, token, self._clock() + lease_s)
-        self._bytes += ENTRY_OVERHEAD_BYTES
+        entry = self._entries[scope] = _Entry(owner, fingerprint, token,
+                                              self._clock() + lease_s)
+        self._resize(entry, ENTRY_OVERHEAD_BYTES)
         self._held[owner] += 1
         self._in_flight.add(scope)
         return Lease(scope, token, fingerprint, contended)
 
     def _remove(self, scope: str, entry: _Entry) -> None:
         del self._entries[scope]
-        self._bytes -= entry.size()
+        self._resize(entry, -entry.size())
         self._held[entry.owner] -= 1
         if not self._held[entry.owner]:
-            del self._held[entry.owner]
+            del self._held[entry.owner], self._held_bytes[entry.owner]
         if entry.response is None:
             self._in_flight.discard(scope)
             return
@@ -197,21 +200,27 @@ class MemoryIdempotencyStore:
         for completed in list(self._completed.values()):
             while completed and self._live(next(iter(completed))) is None:
                 pass  # expired: completed entries expire in the order they completed
-        self._evict(lambda: (len(self._entries) >= self._max_entries
-                             or self._bytes + ENTRY_OVERHEAD_BYTES > self._max_bytes))
+        self._evict(lambda: len(self._entries) >= self._max_entries, self._held)
+        self._evict(lambda: self._bytes + ENTRY_OVERHEAD_BYTES > self._max_bytes,
+                    self._held_bytes)
         if len(self._entries) >= self._max_entries:
             raise OverloadedError("too many requests in flight with idempotency keys",
                                   code="idempotency_store_full", retry_after=1.0)
 
-    def _evict(self, over: Callable[[], bool], keep: str | None = None) -> None:
-        """Completed entries, the oldest of the owner holding the most first, while `over()`
-        (`keep` stays)."""
+    def _resize(self, entry: _Entry, change: int) -> None:
+        self._bytes += change
+        self._held_bytes[entry.owner] += change
+
+    def _evict(self, over: Callable[[], bool], held: Counter[str],
+               keep: str | None = None) -> None:
+        """Completed entries, the oldest of the owner holding the most (`held`: entries or
+        bytes, whichever bound `over()` checks) first, while `over()` (`keep` stays)."""
         while over():
             candidates = [owner for owner, scopes in self._completed.items()
                           if next(iter(scopes)) != keep or len(scopes) > 1]
             if not candidates:
                 return
-            owner = max(candidates, key=self._held.__getitem__)
+            owner = max(candidates, key=held.__getitem__)
             scopes = iter(self._completed[owner])
             scope = next(scopes)
             if scope == keep:

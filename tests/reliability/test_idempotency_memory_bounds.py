@@ -54,6 +54,24 @@ async def test_answers_past_the_byte_budget_evict_the_largest_owners_oldest() ->
     assert not await is_kept(store, "beta", "b20")  # last: a new claim makes room in turn
 
 
+async def test_a_tenants_large_answers_past_the_byte_budget_evict_its_own_not_anothers_small(
+) -> None:
+    """Over the byte budget, the records evicted are those of the owner holding the most bytes:
+    a tenant whose few answers are large (long outputs, `n`, logprobs) evicts its own, never the
+    many small records of another tenant, whose retry would then run a second time upstream.
+    (Evicting by the owner with the most entries took the victim's records one by one.)"""
+    budget = 100 * entry_bytes(100)
+    store = MemoryIdempotencyStore(FakeClock(), ttl_s=TTL_S, max_bytes=budget)
+    for number in range(40):
+        await stored(store, "victim", f"v{number}", 100)
+    for number in range(12):
+        await stored(store, "flood", f"f{number}", budget // 8)
+        assert store.bytes_held <= budget + budget // 8
+    kept = [await is_kept(store, "victim", f"v{n}") for n in range(40)]
+    assert all(kept), f"{kept.count(False)} of the victim's 40 records evicted"
+    assert await is_kept(store, "flood", "f11")  # the newest answer stays
+
+
 async def test_one_answer_larger_than_the_budget_stays_until_the_next_is_stored() -> None:
     budget = 4 * entry_bytes(100)
     store = MemoryIdempotencyStore(FakeClock(), ttl_s=TTL_S, max_bytes=budget)
@@ -69,6 +87,10 @@ def check_indexes(store: MemoryIdempotencyStore) -> None:
     entries = store._entries
     assert store.bytes_held == sum(entry.size() for entry in entries.values())
     assert store._held == Counter(entry.owner for entry in entries.values())
+    sizes: Counter[str] = Counter()
+    for entry in entries.values():
+        sizes[entry.owner] += entry.size()
+    assert store._held_bytes == sizes
     assert store._in_flight == {s for s, e in entries.items() if e.response is None}
     completed = {s for scopes in store._completed.values() for s in scopes}
     assert completed == {s for s, e in entries.items() if e.response is not None}

@@ -5,6 +5,7 @@
     │   ├── AuthenticationError         401 authentication_error
     │   ├── PermissionDeniedError       403 permission_error
     │   ├── NotFoundError               404 not_found_error (unknown model)
+    │   ├── RequestTimeoutError         408 invalid_request_error (the body stopped arriving)
     │   ├── PayloadTooLargeError        413 invalid_request_error
     │   ├── ConflictError               422 invalid_request_error (idempotency key reuse)
     │   └── TenantRateLimitedError      429 rate_limit_error (tenant over its share)
@@ -88,6 +89,10 @@ class PermissionDeniedError(RequestError):
 class NotFoundError(RequestError):
     status_code = 404
     error_type = "not_found_error"
+
+
+class RequestTimeoutError(RequestError):
+    status_code = 408
 
 
 class PayloadTooLargeError(RequestError):

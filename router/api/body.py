@@ -1,9 +1,9 @@
 """Reading a chat request: its headers as a dict, its body under the size limit, JSON, schema.
 
-Each problem is a `RequestError` (400), `PayloadTooLargeError` (413) or
-`UnsupportedMediaTypeError` (415: a compressed body), which the handler turns into OpenAI's error
-JSON; nothing of the body is echoed but a field's path, written as OpenAI
-writes it (`messages[0].content`), in `param`.
+Each problem is a `RequestError` (400), `RequestTimeoutError` (408: the body stopped arriving),
+`PayloadTooLargeError` (413) or `UnsupportedMediaTypeError` (415: a compressed body), which the
+handler turns into OpenAI's error JSON; nothing of the body is echoed but a field's path,
+written as OpenAI writes it (`messages[0].content`), in `param`.
 
 A body nested deeper than `MAX_JSON_DEPTH` is refused as soon as it is parsed: orjson reads up
 to 1024 levels but writes at most 255, so a deeper body would fail only later, when it is
@@ -12,6 +12,7 @@ forwarded (a 5xx charged to the deployment's circuit breaker).
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -23,7 +24,12 @@ from starlette.requests import Request
 
 from router.api.errors import ClientGone
 from router.api.schemas import ChatCompletionRequest
-from router.errors import PayloadTooLargeError, RequestError, UnsupportedMediaTypeError
+from router.errors import (
+    PayloadTooLargeError,
+    RequestError,
+    RequestTimeoutError,
+    UnsupportedMediaTypeError,
+)
 
 # Levels of objects and arrays (the body itself is level 1). Real requests, JSON-schema tool
 # parameters included, stay far below; orjson cannot serialize beyond 255.
@@ -37,10 +43,13 @@ _INSTANCE = re.compile(r" or instance of \w+")  # pydantic's wording names our c
 _PYDANTIC_MISSING = "Field required"  # its message for a missing field (ours say why it is)
 
 
-async def read_json(request: Request, max_bytes: int,
+async def read_json(request: Request, max_bytes: int, time_limit_s: float,
                     headers: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The body as a JSON object. `headers`: the request's, when the caller has read them
-    already (`received_headers`), else Starlette's."""
+    """The body as a JSON object, if all of it arrives within `time_limit_s` (the request's
+    timeout: uvicorn bounds no body's arrival, so a client that declares a body and stops
+    sending it would hold its handler and connection for as long as it kept them open).
+    `headers`: the request's, when the caller has read them already (`received_headers`),
+    else Starlette's."""
     headers = headers if headers is not None else request.headers
     encoding = headers.get("content-encoding")
     if encoding is not None and encoding.strip().lower() not in ("", "identity"):
@@ -53,6 +62,17 @@ async def read_json(request: Request, max_bytes: int,
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
                                    code="payload_too_large")
+    try:
+        async with asyncio.timeout(time_limit_s):
+            body = await _read_body(request, max_bytes)
+    except TimeoutError:
+        raise RequestTimeoutError(
+            f"the request body did not arrive within {time_limit_s:.3g} s", code="body_timeout"
+        ) from None
+    return parse_json_object(body)
+
+
+async def _read_body(request: Request, max_bytes: int) -> bytearray:
     body = bytearray()
     receive = request.receive  # read as ASGI messages: no async generator per request
     more = True
@@ -65,7 +85,7 @@ async def read_json(request: Request, max_bytes: int,
             raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
                                        code="payload_too_large")
         more = message.get("more_body", False)
-    return parse_json_object(body)
+    return body
 
 
 def parse_json_object(body: bytes | bytearray) -> dict[str, Any]:

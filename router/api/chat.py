@@ -142,7 +142,9 @@ class ChatHandler:
         principal = authenticate(received.get("authorization"), config.principals)
         outcome.tenant = principal.tenant
         outcome.steps.append(("auth", outcome.arrived_at, self._clock()))
-        raw = await read_json(request, config.max_body_bytes, received)
+        raw = await read_json(
+            request, config.max_body_bytes,
+            config.request_timeout_s - (self._clock() - outcome.arrived_at), received)
         chat = parse_chat(raw)
         outcome.requested_model, outcome.stream = chat.model, chat.stream
         capture = self._captures(principal.tenant)  # the tenant's explicit opt-in only

@@ -19,6 +19,7 @@ from router.errors import (
     OverloadedError,
     ProviderMisconfiguredError,
     ProviderTimeoutError,
+    RequestTimeoutError,
     SlorouterError,
     UnknownCommitError,
 )
@@ -67,6 +68,8 @@ def error_response(exc: BaseException, headers: dict[str, str] | None = None) ->
         all_headers["retry-after"] = str(max(1, math.ceil(wait_s)))
     if not client_may_retry(err):
         all_headers["x-should-retry"] = "false"
+    if isinstance(err, RequestTimeoutError):  # its body never ended: the connection is unusable
+        all_headers["connection"] = "close"
     return Response(orjson.dumps(err.to_openai()), status_code=err.status_code,
                     headers=all_headers, media_type="application/json")
 

@@ -30,7 +30,7 @@ def feedback_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoi
     async def feedback(request: Request) -> Response:
         try:
             principal = authenticate(request.headers.get("authorization"), config.principals)
-            raw = await read_json(request, 64 * 1024)
+            raw = await read_json(request, 64 * 1024, config.request_timeout_s)
             try:
                 body = FeedbackBody.model_validate(raw)
             except ValidationError as exc:  # worded and coded as a chat request's would be

@@ -55,7 +55,7 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
         try:
             config = pipeline.config
             principal = authenticate(request.headers.get("authorization"), config.principals)
-            raw = await read_json(request, config.max_body_bytes)
+            raw = await read_json(request, config.max_body_bytes, config.request_timeout_s)
             chat = parse_chat(raw)
             metadata = chat.metadata if chat.metadata is not None else {}
             # As the request would be routed (its user, session, request id as experiment

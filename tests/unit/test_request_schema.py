@@ -268,7 +268,7 @@ async def test_read_json_refuses_a_body_nested_300_deep() -> None:
     """orjson reads 300 levels but cannot write them back: refused before any other use."""
     deep = b'{"model":"auto","messages":[],"x":' + b"[" * 299 + b"]" * 299 + b"}"
     with pytest.raises(RequestError) as caught:
-        await read_json(_request(deep), 1 << 20)
+        await read_json(_request(deep), 1 << 20, 10.0)
     assert caught.value.status_code == 400
     assert caught.value.code == "too_deeply_nested"
     assert str(MAX_JSON_DEPTH) in caught.value.message
@@ -276,7 +276,7 @@ async def test_read_json_refuses_a_body_nested_300_deep() -> None:
 
 async def test_read_json_keeps_a_body_at_the_limit() -> None:
     body = orjson.dumps(_nested(MAX_JSON_DEPTH))
-    assert await read_json(_request(body), 1 << 20) == _nested(MAX_JSON_DEPTH)
+    assert await read_json(_request(body), 1 << 20, 10.0) == _nested(MAX_JSON_DEPTH)
 
 
 def test_a_body_of_more_containers_than_the_limit_is_refused_before_validation() -> None:

@@ -11,7 +11,10 @@ one pass of its event loop, and on the router's one system call.
 `HeadWithBodyProtocol` holds the head back and writes it in one `write` with the first body
 bytes; later writes go straight to the connection. A response whose app fails before any body
 has its head written when uvicorn closes the connection, as it would have been. Nothing else
-changes: `100 Continue` (written before the response starts) passes at once.
+changes: `100 Continue` (written before the response starts) passes at once, and so does the
+head of a response to `HEAD`, which has no body bytes to wait for (held back, it was never
+written while the connection stayed open: the client hung, and a request pipelined after it
+got the answer after its own).
 """
 
 from __future__ import annotations
@@ -46,7 +49,10 @@ class _HeldHead:
         if self._head is not None:  # the first body bytes: out with the head, in one write
             self._release(self._head + data)
         elif self._cycle.response_started:  # uvicorn writes the head right after starting
-            self._head = data
+            if self._cycle.scope["method"] == "HEAD":  # uvicorn writes no body for it
+                self._release(data)
+            else:
+                self._head = data
         else:  # `100 Continue`, before the response starts
             self._transport.write(data)
 

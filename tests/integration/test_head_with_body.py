@@ -84,3 +84,43 @@ def test_100_continue_is_not_held_back(gateway: Running) -> None:
         answer = _first_read(sock)
     assert answer.startswith(b"HTTP/1.1 200"), answer
     assert b'"chat.completion"' in answer
+
+
+def _answers(sock: socket.socket, count: int) -> list[bytes]:
+    """The heads of the next `count` responses on `sock` (bodies by their content-length; a
+    response to HEAD has none), or as many as arrived within 5 s."""
+    sock.settimeout(5)
+    buffer, heads = b"", list[bytes]()
+    to_head = [number == 0 for number in range(count)]  # only the first request is a HEAD
+    try:
+        while len(heads) < count:
+            while b"\r\n\r\n" not in buffer:
+                data = sock.recv(1 << 16)
+                if not data:
+                    return heads
+                buffer += data
+            head, _, buffer = buffer.partition(b"\r\n\r\n")
+            length = 0 if to_head[len(heads)] else next(
+                (int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                 if line.lower().startswith(b"content-length:")), 0)
+            while len(buffer) < length:
+                buffer += sock.recv(1 << 16)
+            buffer = buffer[length:]
+            heads.append(head)
+    except TimeoutError:
+        pass
+    return heads
+
+
+def test_a_head_request_is_answered_and_the_connection_stays_in_step(gateway: Running) -> None:
+    """A response to HEAD has a head and no body, so uvicorn writes no body bytes, with which
+    the head was held back: it was never sent while the connection stayed open (a monitor's
+    `HEAD /healthz` hung until its own timeout), and the next request on the connection got
+    the answer after it. Now the head goes out at once, and each request gets its own answer."""
+    with _connect(gateway) as sock:
+        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nhost: test\r\n\r\n"
+                     b"GET /healthz HTTP/1.1\r\nhost: test\r\nx-request-id: second\r\n\r\n")
+        heads = _answers(sock, 2)
+    assert len(heads) == 2, f"answers received: {heads!r}"
+    assert all(head.startswith(b"HTTP/1.1 ") for head in heads), heads
+    assert b"x-request-id: second" not in heads[0] and b"x-request-id: second" in heads[1]

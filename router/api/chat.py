@@ -28,7 +28,7 @@ from router.api.body import parse_chat, read_json, received_headers
 from router.api.errors import ClientGone, as_project_error, error_response
 from router.api.relay import StreamRelay
 from router.api.replay import body_response
-from router.api.request_ids import new_request_id
+from router.api.request_ids import check_request_id, new_request_id, usable
 from router.api.schemas import ChatCompletionRequest
 from router.api.settle import Settle
 from router.api.sse import (
@@ -96,7 +96,8 @@ class ChatHandler:
     async def handle(self, request: Request) -> Response:
         arrived = self._clock()
         received = received_headers(request)
-        request_id = received.get("x-request-id") or new_request_id()
+        given = received.get("x-request-id")
+        request_id = given if given and usable(given) else new_request_id()
         outcome = Outcome(request_id=request_id, tenant="", requested_model="", stream=False,
                           arrived_at=arrived)
         headers = {"x-request-id": request_id}
@@ -142,6 +143,7 @@ class ChatHandler:
         principal = authenticate(received.get("authorization"), config.principals)
         outcome.tenant = principal.tenant
         outcome.steps.append(("auth", outcome.arrived_at, self._clock()))
+        check_request_id(received.get("x-request-id"))
         raw = await read_json(
             request, config.max_body_bytes,
             config.request_timeout_s - (self._clock() - outcome.arrived_at), received)

@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from router.api.body import parse_chat, read_json
 from router.api.errors import error_response
+from router.api.request_ids import check_request_id
 from router.auth import authenticate
 from router.pipeline import Caller, ChatPipeline, Prepared, session_of
 
@@ -55,6 +56,7 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
         try:
             config = pipeline.config
             principal = authenticate(request.headers.get("authorization"), config.principals)
+            check_request_id(request.headers.get("x-request-id"))
             raw = await read_json(request, config.max_body_bytes, config.request_timeout_s)
             chat = parse_chat(raw)
             metadata = chat.metadata if chat.metadata is not None else {}

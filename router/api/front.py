@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from router.api.errors import error_response
-from router.api.request_ids import new_request_id
+from router.api.request_ids import new_request_id, usable
 from router.errors import SlorouterError
 from router.logs import event
 
@@ -55,7 +55,9 @@ class FrontDoor:
 
     def _with_request_id(self, scope: Any, send: Any) -> Any:
         given = next((value for name, value in scope["headers"] if name == REQUEST_ID), None)
-        request_id = given if given else new_request_id().encode()
+        # The client's own id when the chat handler would adopt it too, else one made here.
+        request_id = (given if given and usable(given.decode("latin-1"))
+                      else new_request_id().encode())
 
         async def send_with_id(message: Any) -> None:
             if message["type"] == "http.response.start":

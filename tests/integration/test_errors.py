@@ -362,6 +362,30 @@ def test_every_response_carries_a_request_id(gateway: Running, method: str, path
     assert given.headers.get_list("x-request-id") == ["client-chosen-id"]
 
 
+def test_a_request_id_no_feedback_could_name_is_refused_not_kept(gateway: Running) -> None:
+    """A client's `x-request-id` is echoed and kept with the request's experiment exposure
+    (200,000 a tenant): one of megabytes (uvicorn bounds no header) let a tenant fill the
+    memory every tenant shares. An id `POST /v1/feedback` could not name (over 128
+    characters, or not printable ASCII) is a 400 `invalid_request_id` answered under an id made
+    here; one of 128 is kept. Other endpoints echo only such an id, and make one otherwise."""
+    url, key = f"{gateway.base_url}/v1/chat/completions", f"Bearer {API_KEY}".encode()
+    body = {"model": "pt-fast", "messages": MESSAGES}
+    for bad in [b"r" * 129, b"r" * 100_000, b"caf\xe9", b"a\tb"]:
+        refused = httpx.post(url, json=body, timeout=10,
+                             headers={b"authorization": key, b"x-request-id": bad})
+        assert refused.status_code == 400, refused.text[:200]
+        assert refused.json()["error"]["code"] == "invalid_request_id"
+        assert refused.json()["error"]["param"] == "x-request-id"
+        assert len(refused.headers["x-request-id"]) == 32
+        echoed = httpx.get(f"{gateway.base_url}/v1/models", timeout=10,
+                           headers={b"x-request-id": bad})
+        assert echoed.status_code == 200 and len(echoed.headers["x-request-id"]) == 32
+    longest = "r" * 128
+    kept = httpx.post(url, json=body, timeout=10,
+                      headers={b"authorization": key, b"x-request-id": longest.encode()})
+    assert kept.status_code == 200 and kept.headers["x-request-id"] == longest
+
+
 def test_request_ids_made_here_tell_nothing_of_other_requests(gateway: Running) -> None:
     """Ids the router makes are drawn at random, each on its own: ids built from a counter let
     a tenant read, from two of its own requests' ids, how many requests others sent between

@@ -166,6 +166,9 @@ class StatsSink:
             if attempt.outcome not in ("won", "failed"):
                 continue
             won = attempt.outcome == "won"
+            cut = attempt.cut_by_client_deadline  # the client's deadline: no verdict on it
+            if cut and not won:
+                continue
             end = outcome.ended_at if won and outcome.ended_at is not None else attempt.ended_at
             obs = Observation.from_timings(
                 deployment=attempt.deployment, task=task, prompt_tokens=prompt,
@@ -174,7 +177,7 @@ class StatsSink:
                 t_last_token=_shift(outcome.last_token_at if won else None, offset),
                 t_end=(end if end is not None else attempt.started_at) + offset,
                 # A won attempt has an error only when its answer broke after it had started.
-                error=attempt.error_class)
+                error=None if cut else attempt.error_class)
             self._store.record(obs)
             self._slo.record_attempt(obs)
         self._record_request(outcome, task, prompt, output, offset)

@@ -181,16 +181,30 @@ def worst_case_cost(facts: RequestFacts, deployment: DeploymentFacts) -> float:
 
 
 def output_cap(ceiling_usd: float, facts: RequestFacts,
-               prices_per_m: Sequence[tuple[float, float]]) -> int | None:
+               prices_per_m: Sequence[tuple[float, float]],
+               windows: Sequence[int | None] = ()) -> int | None:
     """The most output tokens per completion that keeps the request within `ceiling_usd` on
     every deployment of `prices_per_m` ((input, output) USD per million tokens), for a request
     that set no limit of its own: sent upstream, it makes the ceiling a cap on what the request
     can cost, not only on what it was guessed to (`DEFAULT_MAX_OUTPUT_TOKENS` priced it). None
-    when no deployment charges for output."""
+    when no deployment charges for output. It is never more than the room the prompt leaves in
+    any of the deployments' context `windows` (None: not configured): a limit past the window
+    is refused by the provider (`context_length_exceeded`), though the request fitted. The
+    room keeps a slack for what the prompt estimate may miss (`window_room`)."""
     caps = [math.floor((ceiling_usd * 1e6 - facts.prompt_tokens * price_in)
                        / (facts.completions * price_out))
             for price_in, price_out in prices_per_m if price_out > 0]
-    return max(1, min(caps)) if caps else None
+    if not caps:
+        return None
+    caps += [window_room(window, facts.prompt_tokens) for window in windows if window is not None]
+    return max(1, min(caps))
+
+
+def window_room(window: int, prompt_tokens: int) -> int:
+    """Output tokens a context `window` leaves after a prompt estimated at `prompt_tokens`,
+    less a slack of 16 tokens plus 3% of the prompt: the chat template's tokens the estimate
+    does not see (OpenAI adds 3 to prime the reply) and each message's rounding."""
+    return window - prompt_tokens - (16 + prompt_tokens // 32)
 
 
 def pinned_verdicts(policy: TaskPolicy, facts: RequestFacts,

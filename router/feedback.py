@@ -157,14 +157,18 @@ class StatsSink:
         offset = self._wall() - self._mono()
         prompt = outcome.prompt_tokens if outcome.prompt_tokens is not None else 0
         output = outcome.completion_tokens if outcome.completion_tokens is not None else 0
-        answered = outcome.winner is not None
+        winner = outcome.winner
         for attempt in outcome.attempts:
-            if attempt.outcome == "cancelled" and answered:
-                self._record_censored(attempt, task, prompt, offset)
+            if attempt.outcome == "cancelled" and winner is not None:
+                if attempt.started_at <= winner.started_at:
+                    self._record_censored(attempt, task, prompt, offset)
                 continue
             if attempt.outcome not in ("won", "failed"):
                 continue
             won = attempt.outcome == "won"
+            cut = attempt.cut_by_client_deadline  # the client's deadline: no verdict on it
+            if cut and not won:
+                continue
             end = outcome.ended_at if won and outcome.ended_at is not None else attempt.ended_at
             obs = Observation.from_timings(
                 deployment=attempt.deployment, task=task, prompt_tokens=prompt,
@@ -173,19 +177,23 @@ class StatsSink:
                 t_last_token=_shift(outcome.last_token_at if won else None, offset),
                 t_end=(end if end is not None else attempt.started_at) + offset,
                 # A won attempt has an error only when its answer broke after it had started.
-                error=attempt.error_class)
+                error=None if cut else attempt.error_class)
             self._store.record(obs)
             self._slo.record_attempt(obs)
         self._record_request(outcome, task, prompt, output, offset)
 
     def _record_censored(self, attempt: AttemptRecord, task: Task, prompt: int,
                          offset: float) -> None:
-        """An attempt that lost a hedge race: its TTFT is known only to exceed the time it ran.
+        """A primary that lost a hedge race: its TTFT is known only to exceed the time it ran.
 
         Recorded at that lower bound (a success with no output), so the deployment's sketch keeps
         the mass of its slow tail. Dropping it would drop exactly the slow answers: the sketch's
         percentiles would fall into the fast body, the hedge trigger (a percentile read from it)
         would fire on ever more requests, and the hedge budget would run out on the tail.
+        Only an attempt begun no later than the winner is recorded so (`record`): a hedge that
+        lost was cut when the primary answered, however little time it had had, so its age
+        bounds nothing of its deployment's. Recorded, it made a slow hedge target look as fast
+        as the hedge delay's remainder and ranked it first (`test_hedge_loser_stats.py`).
         """
         if attempt.ended_at is None or attempt.first_content_at is not None:
             return

@@ -303,7 +303,8 @@ class ChatPipeline:
                 and request.model in self.config.aliases and request.output_token_limit() is None):
             cap = output_cap(policy.max_cost_per_request_usd, facts,
                              [(d.input_price_per_mtok, d.output_price_per_mtok)
-                              for d in deployments])
+                              for d in deployments],
+                             windows=[d.context_window for d in deployments])
             if cap is not None:
                 body["max_completion_tokens"] = cap
         plan = Plan(deployments=deployments, body=body, deadline=deadline,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from router.errors import ProviderUnavailableError, SlorouterError
+from router.errors import ProviderTimeoutError, ProviderUnavailableError, SlorouterError
 from router.providers.base import Usage
 
 AttemptKind = Literal["first", "retry", "fallback", "hedge"]
@@ -55,3 +55,11 @@ class AttemptRecord:
     @property
     def error_class(self) -> str | None:
         return type(self.error).__name__ if self.error is not None else None
+
+    @property
+    def cut_by_client_deadline(self) -> bool:
+        """Ended by the client's own deadline, shorter than the deployment's timeout (the
+        runner's `deadline_exceeded`): it says nothing about the deployment, so neither its
+        breaker nor its statistics count it as a failure."""
+        error = self.error
+        return isinstance(error, ProviderTimeoutError) and error.code == "deadline_exceeded"

@@ -389,6 +389,10 @@ FAULT_MODELS: dict[str, dict[str, object]] = {
     "bulk-tail": heavy_tail(60, share=0.3),
     "bulk-cut": steady(20, 30, cut_rate=0.5, cut_after_chunks=3, cut_mode="abort"),
     "bulk-flaky": steady(20, error_rate_500=0.5),
+    # a hedge that always loses: `bimodal`'s slow fifth (~300 ms) answers before a hedge sent
+    # at 3x its median (150 ms) to `slowpoke` (400 ms) could
+    "bimodal": heavy_tail(50, share=0.2, factor=6),
+    "slowpoke": steady(400),
 }
 
 # Policies of the hedging scenario (test and bench): `tail` first with `calm` as the hedge

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from policies.eligibility import RequestFacts, output_cap
 from tests.support.services import Running, start_router, start_simulator
@@ -26,16 +28,17 @@ CEILING_USD = 0.01
 PRICE_IN, PRICE_OUT = 3.0, 15.0  # USD per million tokens
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    directory = tmp_path_factory.mktemp("cost-ceiling")
-    sim = start_simulator(directory, {"long": {
-        "output_tokens_p50": 3000, "output_tokens_p99": 3200, "tokens_per_chunk": 200}})
+def _ceiling_gateway(directory: Path, profile: dict[str, int], price_in: float,
+                     price_out: float, window: int | None = None) -> Iterator[Running]:
+    """A simulator model `long` with `profile` behind a router whose policy has the $0.01
+    ceiling, at these prices (and this context window, if any)."""
+    sim = start_simulator(directory, {"long": profile})
+    window_yaml = f", context_window: {window}" if window is not None else ""
     config = f"""version: 1
 deployments:
   - {{name: long-1, model: openai/long, adapter: openai_passthrough,
-     api_base: '{sim.base_url}/v1', input_price_per_mtok: {PRICE_IN},
-     output_price_per_mtok: {PRICE_OUT}}}
+     api_base: '{sim.base_url}/v1', input_price_per_mtok: {price_in},
+     output_price_per_mtok: {price_out}{window_yaml}}}
 models: [{{name: long, deployments: [long-1]}}]
 routes: {{default_model: long}}
 api_keys: [{{key: env:TENANT_KEY, tenant: t, scopes: [read]}}]
@@ -49,22 +52,30 @@ server: {{cache: {{backend: none}}}}
     sim.stop()
 
 
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    yield from _ceiling_gateway(tmp_path_factory.mktemp("cost-ceiling"), {
+        "output_tokens_p50": 3000, "output_tokens_p99": 3200, "tokens_per_chunk": 200},
+        PRICE_IN, PRICE_OUT)
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_an_answer_without_max_tokens_stops_within_the_ceiling(gateway: Running,
                                                               stream: bool) -> None:
     client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0,
                            timeout=60)
-    messages = [{"role": "user", "content": "write a python function that parses dates"}]
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "write a python function that parses dates"}]
     if stream:
         chunks = list(client.chat.completions.create(
-            model="auto", messages=messages, stream=True,  # type: ignore[arg-type]
+            model="auto", messages=messages, stream=True,
             stream_options={"include_usage": True}, extra_headers={"x-slorouter-task": "code"}))
         usage = next(c.usage for c in chunks if c.usage is not None)
         finish = next(c.choices[0].finish_reason for c in chunks
                       if c.choices and c.choices[0].finish_reason)
     else:
         reply = client.chat.completions.create(
-            model="auto", messages=messages,  # type: ignore[arg-type]
+            model="auto", messages=messages,
             extra_headers={"x-slorouter-task": "code"})
         assert reply.usage is not None
         usage, finish = reply.usage, reply.choices[0].finish_reason
@@ -144,3 +155,49 @@ def test_cjk_tool_json_that_costs_more_than_the_ceiling_is_refused(
     assert isinstance(error, dict) and error.get("code") == "over_cost_ceiling", error
     english = ("Summarise the quarterly report and list three main risks. " * 60)[:3500]
     assert ask(english)
+
+
+# The output limit a cost ceiling sends never asks for more than the context window holds.
+#
+# With cheap output ($0.60/M) the $0.01 ceiling allows ~16,600 tokens; a 4,096-token model (the
+# simulator refuses a prompt plus `max_tokens` over its window, as vLLM and OpenAI do) then
+# refused every request without `max_tokens`, however short its prompt, with
+# `context_length_exceeded`: the ceiling broke requests it had passed and that would have been
+# answered without it.
+WINDOW = 4096
+
+
+@pytest.fixture(scope="module")
+def small_window(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    yield from _ceiling_gateway(tmp_path_factory.mktemp("cost-ceiling-window"), {
+        "context_window": WINDOW, "output_tokens_p50": 20, "output_tokens_p99": 30},
+        0.15, 0.60, window=WINDOW)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("prompt_words", [5, 1500])
+def test_a_request_without_max_tokens_under_a_ceiling_fits_the_window(
+        small_window: Running, stream: bool, prompt_words: int) -> None:
+    """A short prompt and one of 1,500 words (estimated at 2,254 tokens: inside 4,096 with the
+    512-token allowance the fit check assumes) are answered, streamed or not."""
+    client = openai.OpenAI(base_url=f"{small_window.base_url}/v1", api_key=API_KEY, max_retries=0,
+                           timeout=60)
+    content = " ".join(["river"] * prompt_words)
+    messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": content}]
+    if stream:
+        chunks = list(client.chat.completions.create(model="auto", messages=messages,
+                                                     stream=True))
+        assert any(c.choices and c.choices[0].delta.content for c in chunks)
+    else:
+        reply = client.chat.completions.create(model="auto", messages=messages)
+        assert reply.choices[0].message.content
+
+
+def test_the_output_cap_leaves_room_for_the_prompt_in_every_window() -> None:
+    """The cap is the smallest of the ceiling's and each window's room after the prompt (less
+    a slack of 16 tokens and 3% of the prompt); a window not configured bounds nothing."""
+    facts = RequestFacts(task="chat", risk="low", prompt_tokens=1000, max_output_tokens=512)
+    assert output_cap(0.01, facts, [(0.15, 0.60)]) == 16_416
+    assert output_cap(0.01, facts, [(0.15, 0.60)], windows=[4096]) == 4096 - 1000 - 47
+    assert output_cap(0.01, facts, [(0.15, 0.60), (3.0, 15.0)], windows=[None, 128_000]) == 466
+    assert output_cap(0.01, facts, [(1.0, 0.0)], windows=[2048]) is None  # free output

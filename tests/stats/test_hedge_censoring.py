@@ -126,3 +126,22 @@ def test_availability_counts_the_providers_faults_not_the_callers() -> None:
                             arrived_at=start, task="chat", deployment="d", status=status,
                             error_type=error, ended_at=start + 0.1))
     assert slo.seen == ["ProviderRateLimitedError", "ProviderUnavailableError", None]
+
+
+def test_a_hedge_that_lost_the_race_adds_no_latency_sample() -> None:
+    """The primary answered while its hedge had run 50 ms: that age says nothing of the hedge's
+    deployment (cut by the primary's answer, not by its own slowness), so nothing is recorded
+    for it; the primary's own answer is."""
+    store = LocalStatsStore(StatsConfig())
+    sink = StatsSink(store, SloTracker({}))
+    start = time.perf_counter()
+    primary = AttemptRecord("body", 1, start, "first", "won", first_content_at=start + 0.3,
+                            ended_at=start + 0.32)
+    hedge = AttemptRecord("target", 2, start + 0.25, "hedge", "cancelled",
+                          ended_at=start + 0.3)
+    sink.record(Outcome(request_id="r", tenant="t", requested_model="auto", stream=False,
+                        arrived_at=start, task="chat", deployment="body",
+                        first_content_at=start + 0.3, ended_at=start + 0.32,
+                        attempts=[primary, hedge]))
+    assert store.ttft_quantile("target", "chat", 0.5) == (None, 0.0)
+    assert store.ttft_quantile("body", "chat", 0.5)[1] > 0.0

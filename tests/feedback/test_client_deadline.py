@@ -1,0 +1,78 @@
+"""A client's own short deadline says nothing about the deployment it cut: no error is learned.
+
+`cheap` and `dear` answer alike (TTFT 300 ms) and `min_cost` prefers `cheap`. A burst of
+requests naming `cheap` whose client allows 100 ms (`x-slorouter-timeout-ms`) is cut before
+the first token: a 504 `deadline_exceeded` for each, rightly. The breaker already took no verdict
+from such cuts ("a client asking for 1 ms must not open the breakers of healthy deployments
+for everyone"), but the statistics counted each as an error of `cheap`: its error rate put it
+out of tier 0 and the burn of its availability demoted it for minutes, so ordinary requests
+afterwards went to `dear`, at twice the price, though `cheap` had never failed anyone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.support.services import Running, start_router, start_simulator
+
+pytestmark = pytest.mark.integration
+
+API_KEY = "sk-test-client-deadline"
+PROFILE = {"ttft_p50_ms": 300, "ttft_p99_ms": 300, "output_tokens_p50": 4,
+           "output_tokens_p99": 4, "output_tokens_max": 4, "tpot_p50_ms": 1, "tpot_p99_ms": 1}
+CUT = 30  # requests cut by their client's 100 ms deadline
+AFTER = 20  # ordinary requests afterwards
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    directory = tmp_path_factory.mktemp("client-deadline")
+    sim = start_simulator(directory, {"cheap": PROFILE, "dear": PROFILE})
+    deployments = "".join(
+        f"""
+  - {{name: {name}, model: openai/{name}, adapter: openai_passthrough,
+     api_base: '{sim.base_url}/v1', input_price_per_mtok: {price},
+     output_price_per_mtok: {price}}}""" for name, price in (("cheap", 1.0), ("dear", 2.0)))
+    config = f"""version: 1
+deployments:{deployments}
+models: [{{name: cheap, deployments: [cheap]}}, {{name: dear, deployments: [dear]}}]
+routes: {{default_model: cheap}}
+api_keys: [{{key: env:TENANT_KEY, tenant: t, scopes: [read]}}]
+policies:
+  default:
+    candidates: [cheap, dear]
+    objective: min_cost
+    slo: {{ttft_p95_ms: 1000, availability: 0.99}}
+server: {{cache: {{backend: none}}}}
+"""
+    running = start_router(directory, config, env={"TENANT_KEY": API_KEY})
+    yield running
+    running.stop()
+    sim.stop()
+
+
+def _ask(client: httpx.Client, model: str = "auto",
+         timeout_ms: int | None = None) -> httpx.Response:
+    headers = {"authorization": f"Bearer {API_KEY}", "x-slorouter-task": "chat"}
+    if timeout_ms is not None:
+        headers["x-slorouter-timeout-ms"] = str(timeout_ms)
+    return client.post("/v1/chat/completions", headers=headers, json={
+        "model": model, "messages": [{"role": "user", "content": "Name a river."}]})
+
+
+def test_requests_cut_by_their_clients_deadline_do_not_move_traffic_off_a_healthy_deployment(
+        gateway: Running) -> None:
+    """After 30 requests to `cheap` cut at their client's 100 ms deadline, `auto` requests
+    still go to the cheaper deployment, which answers them all."""
+    with httpx.Client(base_url=gateway.base_url, timeout=30) as client:
+        cut = [_ask(client, "cheap", timeout_ms=100) for _ in range(CUT)]
+        other = [r.text for r in cut if r.status_code != 504]
+        assert not other, other[:2]
+        assert {r.json()["error"]["code"] for r in cut} == {"deadline_exceeded"}
+        after = [_ask(client) for _ in range(AFTER)]
+    assert all(r.status_code == 200 for r in after), [r.text for r in after if r.is_error][:2]
+    models = [r.headers["x-slorouter-model"] for r in after]
+    assert models.count("cheap") >= AFTER - 4, models  # exploration may send one or two away

@@ -25,12 +25,12 @@ from cache.entry import CachedEntry
 from router.admission import AdmissionController, parse_priority
 from router.api import idempotent
 from router.api.body import parse_chat, read_json, received_headers
-from router.api.errors import ClientGone, as_project_error, error_response
+from router.api.errors import ClientGone, ShuttingDown, as_project_error, error_response
 from router.api.relay import StreamRelay
 from router.api.replay import body_response
 from router.api.request_ids import new_request_id
 from router.api.schemas import ChatCompletionRequest
-from router.api.settle import Settle
+from router.api.settle import Settle, unfinished
 from router.api.sse import (
     InFlight,
     OnFinish,
@@ -113,6 +113,10 @@ class ChatHandler:
             response = Response(status_code=CLIENT_CLOSED)
         except Exception as exc:
             err = as_project_error(exc)
+            if isinstance(err, ShuttingDown) and outcome.may_have_taken_effect:
+                # Not the 503 the SDKs retry: the upstream had the side effect and may act on
+                # it, so it must not be sent again (at another replica) without a check.
+                err = unfinished(err)
             outcome.status, outcome.error_type = err.status_code, type(err).__name__
             outcome.error_code = err.code
             outcome.refused_by_admission = err.refused_by_admission

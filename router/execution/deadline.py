@@ -57,9 +57,9 @@ def requested_timeout_s(headers: Mapping[str, str], *, stream: bool = False) -> 
     SDK waits for the response (openai-node's `x-stainless-timeout` until its head,
     openai-python's `x-stainless-read-timeout` for each read): a whole answer's head and body
     come together, so for a request that is not streamed they bound all of it; a stream's head
-    comes with its first token and the SDK then waits read by read, so they bound no stream
-    (cutting it at that time would end answers the SDK still reads; a client that gives up
-    disconnects, which cancels the upstream call). An SDK's timeout is shortened by a headroom
+    comes with its first token and the SDK then waits read by read, so they bound no whole
+    stream (cutting it at that time would end answers the SDK still reads), only the wait for
+    its head (`head_timeout_s`). An SDK's timeout is shortened by a headroom
     (`sdk_deadline_s`) so that the router's answer arrives before the SDK gives up: the SDK
     retries its own timeouts, even of a side effect, which the router's 504 `unknown_commit`
     (with `x-should-retry: false`) would have stopped.
@@ -78,6 +78,16 @@ def requested_timeout_s(headers: Mapping[str, str], *, stream: bool = False) -> 
             if sdk is not None:
                 candidates.append(sdk_deadline_s(sdk))
     return min(candidates) if candidates else None
+
+
+def head_timeout_s(headers: Mapping[str, str]) -> float | None:
+    """How long a stream may take to its head (sent with its first content chunk), by the
+    OpenAI SDKs' timeout headers (less the headroom, `sdk_deadline_s`), or None: the SDK waits
+    that long for the head and then gives up and retries, a side effect too."""
+    bounds = [sdk_deadline_s(value) for name in (SDK_TIMEOUT_HEADER, SDK_READ_TIMEOUT_HEADER)
+              if (raw := headers.get(name)) is not None
+              and (value := _parse_positive(raw)) is not None]
+    return min(bounds) if bounds else None
 
 
 def sdk_deadline_s(sdk_timeout_s: float) -> float:

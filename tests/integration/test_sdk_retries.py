@@ -96,19 +96,22 @@ def test_a_misconfigured_deployment_is_not_retried_by_the_sdk(
     assert caught.value.response.headers["x-should-retry"] == "false"
 
 
+@pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(("task", "retries", "calls", "code"), [
     ("action", 2, 1, "unknown_commit"),  # the payment is sent once, not three times
     ("chat", 1, 2, "deadline_exceeded"),  # a read: the SDK retries the router's 504
 ])
 def test_the_router_answers_before_the_sdks_own_timeout(
         stack: tuple[Running, Running], task: str, retries: int, calls: int,
-        code: str) -> None:
+        code: str, stream: bool) -> None:
     """The SDK's own `timeout` (3 s, sent as `x-stainless-read-timeout`) is shorter than the
     deployment's, which hangs. The router answers a 504 before the SDK gives up, so the SDK
     reads it (and its `x-should-retry`) rather than timing out and retrying a side effect on its
     own. It answered at the SDK's timeout, counted from the request's arrival, after the SDK's
     timer (started as the request left) had run out: `APITimeoutError`, and the payment sent
-    three times."""
+    three times. A stream's head comes with its first token, so the SDK's timeout bounds the
+    wait for it (not the rest of the stream): the same holds for a stream whose first token
+    does not come."""
     router, sim = stack
     before = _upstream_requests(sim)
     client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY,
@@ -116,7 +119,7 @@ def test_the_router_answers_before_the_sdks_own_timeout(
     with pytest.raises(openai.APIStatusError) as caught:
         client.chat.completions.create(
             model="patient", tools=PAYMENT_TOOL if task == "action" else openai.omit,
-            extra_headers={"x-slorouter-task": task},
+            extra_headers={"x-slorouter-task": task}, stream=stream,
             messages=[{"role": "user", "content": "Send 100 dollars to account 42"}])
     assert caught.value.status_code == 504
     assert caught.value.body["code"] == code  # type: ignore[index]

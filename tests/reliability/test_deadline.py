@@ -13,6 +13,7 @@ from router.execution.deadline import (
     TIMEOUT_MS_HEADER,
     AttemptTimeoutPolicy,
     Deadline,
+    head_timeout_s,
     requested_timeout_s,
 )
 from tests.reliability.fakes import FakeClock
@@ -72,6 +73,16 @@ def test_the_router_answers_before_the_sdks_own_timeout(sdk: str, ours: float) -
     assert requested_timeout_s({SDK_TIMEOUT_HEADER: sdk}) == pytest.approx(ours)
     millis = str(float(sdk) * 1000)
     assert requested_timeout_s({TIMEOUT_MS_HEADER: millis}) == pytest.approx(float(sdk))
+
+
+def test_the_sdks_timeout_bounds_a_streams_head() -> None:
+    """A stream's head (with its first token) is what the SDK waits for within its timeout:
+    `head_timeout_s` is the SDKs' shortest, less the headroom; our own header is no part of
+    it (it bounds the whole stream), and without an SDK header there is no head bound."""
+    headers = {SDK_READ_TIMEOUT_HEADER: "3", SDK_TIMEOUT_HEADER: "9", TIMEOUT_MS_HEADER: "1000"}
+    assert head_timeout_s(headers) == pytest.approx(2.7)
+    assert head_timeout_s({TIMEOUT_MS_HEADER: "1000"}) is None
+    assert head_timeout_s({SDK_READ_TIMEOUT_HEADER: "soon"}) is None
 
 
 @pytest.mark.parametrize("bad", ["abc", "0", "-5", "nan", "inf", "1_000", "0x10", "1e309", "١٠٠٠"])

@@ -30,7 +30,10 @@ Third-party exceptions (litellm, httpx, aiohttp) are translated to these in exac
 `refused_by_admission` marks the admission controller's own refusals (`router.admission.pool`):
 what counts them in `slorouter.admission.rejections` and jitters their `Retry-After`. Their codes
 (`overloaded`, `queue_timeout`, `tenant_over_share`) say why, not who: an upstream's error may carry
-the same code, and is never such a refusal.
+the same code, and is never such a refusal. `spread_retry_after` jitters the `Retry-After` of
+another refusal of the router's own for want of room that frees at no known time (the bulkhead's
+`deployment_saturated`), so that clients refused together do not all come back together; every
+admission refusal has it too.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class SlorouterError(Exception):
         code: str | None = None,
         retry_after: float | None = None,
         refused_by_admission: bool = False,
+        spread_retry_after: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -58,6 +62,7 @@ class SlorouterError(Exception):
         self.code = code
         self.retry_after = retry_after
         self.refused_by_admission = refused_by_admission
+        self.spread_retry_after = spread_retry_after or refused_by_admission
 
     def to_openai(self) -> dict[str, dict[str, str | None]]:
         """The OpenAI error body: `{"error": {"message", "type", "param", "code"}}`."""

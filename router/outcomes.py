@@ -73,6 +73,9 @@ class Outcome:
     # cost also sums the attempts sent and left unanswered (`add_unanswered_costs`), estimated.
     cost_estimated: bool = False
     client_disconnected: bool = False
+    # A side effect that failed after its upstream had it, unjudged by the runner (interrupted
+    # in flight, or broken after the upstream's 200): it may have taken effect (`Settle.failed`).
+    may_have_taken_effect: bool = False
     attempts: list[AttemptRecord] = field(default_factory=list)
     # Request and answer messages as JSON, set only for a tenant opted in to content capture
     # (`capture_content_tenants`): read by the server span, never by logs (`summary`).

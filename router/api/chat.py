@@ -25,12 +25,12 @@ from cache.entry import CachedEntry
 from router.admission import AdmissionController, parse_priority
 from router.api import idempotent
 from router.api.body import parse_chat, read_json, received_headers
-from router.api.errors import ClientGone, as_project_error, error_response
+from router.api.errors import ClientGone, ShuttingDown, as_project_error, error_response
 from router.api.relay import StreamRelay
 from router.api.replay import body_response
 from router.api.request_ids import check_request_id, new_request_id, usable
 from router.api.schemas import ChatCompletionRequest
-from router.api.settle import Settle
+from router.api.settle import Settle, unfinished
 from router.api.sse import (
     InFlight,
     OnFinish,
@@ -41,7 +41,7 @@ from router.api.sse import (
 from router.auth import authenticate
 from router.caching import ResultCaching
 from router.errors import SlorouterError
-from router.execution.deadline import requested_timeout_s
+from router.execution.deadline import head_timeout_s, requested_timeout_s
 from router.idempotency import LEASE_S, IdempotencyStore, Replay
 from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages
 from router.pipeline import (
@@ -114,6 +114,10 @@ class ChatHandler:
             response = Response(status_code=CLIENT_CLOSED)
         except Exception as exc:
             err = as_project_error(exc)
+            if isinstance(err, ShuttingDown) and outcome.may_have_taken_effect:
+                # Not the 503 the SDKs retry: the upstream had the side effect and may act on
+                # it, so it must not be sent again (at another replica) without a check.
+                err = unfinished(err)
             outcome.status, outcome.error_type = err.status_code, type(err).__name__
             outcome.error_code = err.code
             outcome.refused_by_admission = err.refused_by_admission
@@ -172,10 +176,12 @@ class ChatHandler:
         started = self._clock()
         prepared = await self._prepare(chat, raw, received, deadline, caller, outcome.arrived_at)
         deadline = prepared.plan.deadline  # the task policy's timeout may be shorter
+        head_s = head_timeout_s(received) if chat.stream else None
         prepared.plan = replace(
             prepared.plan, trace=outcome.trace,
             deadline_from_client=client_s is not None
-            and outcome.arrived_at + client_s <= prepared.plan.deadline)
+            and outcome.arrived_at + client_s <= prepared.plan.deadline,
+            head_deadline=None if head_s is None else outcome.arrived_at + head_s)
         classified = started + prepared.phases.classify
         outcome.steps += [("classify", started, classified),
                           ("decide", classified, classified + prepared.phases.decide)]

@@ -62,7 +62,7 @@ def error_response(exc: BaseException, headers: dict[str, str] | None = None) ->
     all_headers = dict(headers) if headers else {}
     if err.retry_after is not None:
         wait_s = err.retry_after
-        if err.refused_by_admission:  # refused together, clients must not all come back at once
+        if err.spread_retry_after:  # refused together, clients must not all come back at once
             wait_s *= 1.0 + random.random()
             all_headers["retry-after-ms"] = str(round(wait_s * 1000))  # the SDKs read it first
         all_headers["retry-after"] = str(max(1, math.ceil(wait_s)))

@@ -49,14 +49,16 @@ class Settle:
         """`error`: what ended the request (None: its client left a stream). `answer_begun`:
         the upstream had answered 200, so it had the request. Otherwise the runner has judged
         every attempt it finished (a side effect that may have run is its `UnknownCommitError`),
-        and only one interrupted in flight (the client left, the server stopped) is unjudged."""
-        if self._claimed is None:
-            return
+        and only one interrupted in flight (the client left, the server stopped) is unjudged:
+        a side effect it may have run is marked on `outcome` (`may_have_taken_effect`), so that
+        a request the server's shutdown ends answers `unknown_commit`, as its key keeps."""
         if self._side_effecting and not isinstance(error, UnknownCommitError) and (
                 answer_begun or (_interrupted(error)
                                  and any(a.outcome in _REACHED for a in outcome.attempts))):
+            outcome.may_have_taken_effect = True
             error = unfinished(error)
-        await self._claimed.failed(error)
+        if self._claimed is not None:
+            await self._claimed.failed(error)
 
 
 def _interrupted(error: BaseException | None) -> bool:

@@ -20,8 +20,11 @@ AttemptOutcome = Literal["pending", "won", "failed", "cancelled", "skipped"]
 def saturated(message: str) -> ProviderUnavailableError:
     """The error of an attempt skipped because its deployment had its `max_in_flight` attempts
     in flight (the bulkhead), and of a request every deployment turned away so: a 503 with
-    `Retry-After` 1 s (a slot frees whenever one of the attempts ends, a time no one knows)."""
-    return ProviderUnavailableError(message, code="deployment_saturated", retry_after=1.0)
+    `Retry-After` 1 s (a slot frees whenever one of the attempts ends, a time no one knows),
+    spread like admission's (`spread_retry_after`): with the same second for every client
+    refused at once, the SDKs' retries came back together and were refused again."""
+    return ProviderUnavailableError(message, code="deployment_saturated", retry_after=1.0,
+                                    spread_retry_after=True)
 
 
 SATURATED = saturated("").code  # the code such skips are counted by

@@ -25,6 +25,11 @@ Clock = Callable[[], float]
 TIMEOUT_MS_HEADER = "x-slorouter-timeout-ms"
 SDK_TIMEOUT_HEADER = "x-stainless-timeout"  # openai-node: its timeout, in seconds
 SDK_READ_TIMEOUT_HEADER = "x-stainless-read-timeout"  # openai-python: its read timeout
+# The router answers this much before an SDK's own timeout (a share of it, at most the cap), so
+# that its answer reaches the SDK before the SDK gives up: an SDK timer started when the request
+# left, and a deadline at the same time on arrival lost the race (about 5 ms late on loopback).
+SDK_HEADROOM_SHARE = 0.1
+SDK_HEADROOM_MAX_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +57,12 @@ def requested_timeout_s(headers: Mapping[str, str], *, stream: bool = False) -> 
     SDK waits for the response (openai-node's `x-stainless-timeout` until its head,
     openai-python's `x-stainless-read-timeout` for each read): a whole answer's head and body
     come together, so for a request that is not streamed they bound all of it; a stream's head
-    comes with its first token and the SDK then waits read by read, so they bound no stream
-    (cutting it at that time would end answers the SDK still reads; a client that gives up
-    disconnects, which cancels the upstream call).
+    comes with its first token and the SDK then waits read by read, so they bound no whole
+    stream (cutting it at that time would end answers the SDK still reads), only the wait for
+    its head (`head_timeout_s`). An SDK's timeout is shortened by a headroom
+    (`sdk_deadline_s`) so that the router's answer arrives before the SDK gives up: the SDK
+    retries its own timeouts, even of a side effect, which the router's 504 `unknown_commit`
+    (with `x-should-retry: false`) would have stopped.
 
     `headers` must have lower-case names. Our own header is validated strictly (a bad value is a
     400); the SDKs' headers are advisory, so an unparsable value is ignored.
@@ -68,8 +76,25 @@ def requested_timeout_s(headers: Mapping[str, str], *, stream: bool = False) -> 
             raw_sdk = headers.get(name)
             sdk = _parse_positive(raw_sdk) if raw_sdk is not None else None
             if sdk is not None:
-                candidates.append(sdk)
+                candidates.append(sdk_deadline_s(sdk))
     return min(candidates) if candidates else None
+
+
+def head_timeout_s(headers: Mapping[str, str]) -> float | None:
+    """How long a stream may take to its head (sent with its first content chunk), by the
+    OpenAI SDKs' timeout headers (less the headroom, `sdk_deadline_s`), or None: the SDK waits
+    that long for the head and then gives up and retries, a side effect too."""
+    bounds = [sdk_deadline_s(value) for name in (SDK_TIMEOUT_HEADER, SDK_READ_TIMEOUT_HEADER)
+              if (raw := headers.get(name)) is not None
+              and (value := _parse_positive(raw)) is not None]
+    return min(bounds) if bounds else None
+
+
+def sdk_deadline_s(sdk_timeout_s: float) -> float:
+    """The router's deadline for an SDK that gives up after `sdk_timeout_s`: a tenth earlier,
+    at most half a second, so the answer (a 504 included) is read before the SDK's timer runs
+    out."""
+    return sdk_timeout_s - min(SDK_HEADROOM_MAX_S, SDK_HEADROOM_SHARE * sdk_timeout_s)
 
 
 def _parse_ours(raw: str) -> float:

@@ -64,6 +64,10 @@ class Plan:
     # The client's own timeout header set the deadline (shorter than the operator's): an
     # attempt it cuts short says nothing about the deployment.
     deadline_from_client: bool = False
+    # A stream's client waits this long (perf_counter seconds) for the response's head, sent
+    # with the first content chunk (the SDKs' timeout, `head_timeout_s`): no attempt waits for
+    # its first content past it, nor starts after it. None: the deadline alone.
+    head_deadline: float | None = None
 
 
 class Release(Protocol):
@@ -185,7 +189,7 @@ class Runner:
                              last: bool) -> CommittedStream | None:
         """Attempts on one deployment (first try and retries); None means move on."""
         for retry in range(self._state.max_retries_per_deployment + 1):
-            if plan.deadline - self._clock() <= 0:  # before spending any retry budget
+            if _first_content_by(plan) - self._clock() <= 0:  # before spending any budget
                 raise _deadline_passed(attempts)
             after_failure = any(a.outcome == "failed" for a in attempts)
             if after_failure and not self._state.retries.try_spend():
@@ -241,8 +245,9 @@ class Runner:
             raise _Skip()
         self._started(record, plan)
         hedged = plan.hedge_delay_s is not None and alternate is not None
+        head_s, by_head = _head_timeout(plan, call.timeout_s, self._clock())
         try:
-            async with asyncio.timeout(call.timeout_s):
+            async with asyncio.timeout(head_s):
                 if hedged:
                     assert alternate is not None and plan.hedge_delay_s is not None
                     return await self._race(plan, attempts, open_, call, record, alternate)
@@ -252,7 +257,7 @@ class Runner:
             # Cut by the request's own deadline (shorter than the deployment's timeout), the
             # attempt says nothing about the deployment's health: a client asking for 1 ms
             # must not open the breakers of healthy deployments for everyone.
-            by_deadline = _client_bounded(plan, call)
+            by_deadline = by_head or _client_bounded(plan, call)
             err: SlorouterError = (
                 deadline_exceeded("during the upstream attempt") if by_deadline
                 else ProviderTimeoutError("no first token before the attempt's timeout",
@@ -410,7 +415,7 @@ class Runner:
 
     def _call(self, plan: Plan, deployment: Deployment, number: int) -> UpstreamCall:
         remaining = plan.deadline - self._clock()
-        if remaining <= 0:
+        if remaining <= 0 or _first_content_by(plan) <= self._clock():
             raise ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
         body = plan.bodies.get(deployment.body_kind, plan.body)
         headers = {**plan.headers, **propagation_headers(plan.trace, number)}
@@ -461,6 +466,22 @@ def _price_pending(plan: Plan, attempts: list[AttemptRecord], deployment: Deploy
         if record.outcome == "pending" and record.started_at:
             on = alternate if alternate is not None and record.kind == "hedge" else deployment
             _price_sent(record, on, plan)
+
+
+def _first_content_by(plan: Plan) -> float:
+    """When the first content must have come: the head deadline of a stream, else the
+    deadline."""
+    return plan.deadline if plan.head_deadline is None else min(plan.deadline,
+                                                                plan.head_deadline)
+
+
+def _head_timeout(plan: Plan, timeout_s: float, now: float) -> tuple[float, bool]:
+    """How long an attempt may wait for its first content, and whether the client's head
+    deadline (not the attempt's timeout) is what bounds it: a cut then is the client's
+    deadline passing, as under `_client_bounded`."""
+    if plan.head_deadline is not None and plan.head_deadline - now < timeout_s:
+        return plan.head_deadline - now, True
+    return timeout_s, False
 
 
 def _client_bounded(plan: Plan, call: UpstreamCall) -> bool:

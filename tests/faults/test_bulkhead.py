@@ -137,7 +137,8 @@ def test_with_a_cap_the_healthy_deployment_keeps_answering(capped: Running) -> N
 def test_a_request_whose_only_deployment_is_full_is_refused_at_once(
         capped: Running, counters: SimCounters) -> None:
     """The only deployment of a pinned model at its cap: a 503 `deployment_saturated` with
-    `Retry-After`, counted as a skip in the metrics, and no upstream call at all."""
+    `Retry-After` (about a second, jittered), counted as a skip in the metrics, and no upstream
+    call at all."""
     async def scenario() -> tuple[Answer, int]:
         async with _client(capped) as client:
             hanging = asyncio.ensure_future(_ask(client, "solom"))
@@ -149,12 +150,66 @@ def test_a_request_whose_only_deployment_is_full_is_refused_at_once(
             return refused, reached
 
     refused, reached = run(scenario())
-    assert refused == Answer(503, None, "deployment_saturated", "1")
+    assert (refused.status, refused.code) == (503, "deployment_saturated")
+    assert refused.retry_after in {"1", "2"}  # a jittered second or so, rounded up
     assert reached == 0
     metrics = httpx.get(f"{capped.base_url}/metrics", timeout=10).text
     skips = [line for line in metrics.splitlines()
              if line.startswith("slorouter_bulkhead_skips") and 'deployment="solo"' in line]
     assert skips and float(skips[0].rsplit(" ", 1)[1]) >= 1, skips
+
+
+NARROW_CAP = 4
+SDK_CALLS = 40
+
+
+@pytest.fixture(scope="module")
+def narrow(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    """One deployment answering in 400 ms with `max_in_flight: 4`, behind an admission pool
+    far larger (64 slots): the bulkhead, not admission, is what refuses."""
+    config = router_yaml(sim.base_url, [Dep("narrow", "capacity", max_in_flight=NARROW_CAP)],
+                         {"narrowm": ["narrow"]}, interactive_pool(64, 0, 0.5))
+    running = start_router(tmp_path_factory.mktemp("bulkhead-narrow"), config, env=TENANT_ENV)
+    yield running
+    running.stop()
+
+
+async def _sdk_burst(router: Running) -> tuple[list[bool], list[str | None]]:
+    """SDK_CALLS calls of the OpenAI SDK at once, with its own two retries: which succeeded;
+    and the `retry-after-ms` of the refusals among SDK_CALLS plain requests sent at once."""
+    async with httpx.AsyncClient(base_url=router.base_url, timeout=30) as plain:
+        responses = await asyncio.gather(*[plain.post(
+            "/v1/chat/completions", headers={"authorization": f"Bearer {API_KEY}"},
+            json={"model": "narrowm", "messages": MESSAGES}) for _ in range(SDK_CALLS)])
+    waits = [r.headers.get("retry-after-ms") for r in responses if r.status_code != 200]
+    sdk = openai.AsyncOpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY, max_retries=2)
+
+    async def call() -> bool:
+        try:
+            await sdk.chat.completions.create(model="narrowm", messages=MESSAGES)  # type: ignore[arg-type]
+        except openai.APIStatusError:
+            return False
+        return True
+
+    async with sdk:
+        return list(await asyncio.gather(*[call() for _ in range(SDK_CALLS)])), waits
+
+
+def test_clients_refused_by_a_full_deployment_come_back_at_spread_out_times(
+        narrow: Running, counters: SimCounters) -> None:
+    """A `deployment_saturated` refusal tells each client a jittered wait (`retry-after-ms`,
+    which the OpenAI SDKs read first), as admission's refusals do. With `Retry-After: 1` for
+    everyone, the SDKs' retries of a burst all came back together a second later, four got
+    the four places, the rest were refused again: 40 calls, 400 ms answers, 12 served.
+    Spread out, retries find the places that free in between, and upstream still sees only
+    the calls that were served (a refusal never reaches it)."""
+    before = counters.value("capacity")
+    served, waits = run(_sdk_burst(narrow))
+    assert len(waits) >= SDK_CALLS // 2 and None not in waits, waits
+    assert len(set(waits)) >= 5 and all(int(w or 0) >= 1000 for w in waits), waits
+    assert sum(served) > 3 * NARROW_CAP, served  # more than one cap-full per wave
+    after = counters.value("capacity")
+    assert after - before == SDK_CALLS - len(waits) + sum(served)
 
 
 async def _until(condition: Callable[[], bool], within_s: float = 10.0) -> None:

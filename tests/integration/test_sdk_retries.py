@@ -33,9 +33,13 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, R
 deployments:
   - {{name: hang, model: openai/hang, adapter: openai_passthrough, api_base: '{sim.base_url}/v1',
      input_price_per_mtok: 1, output_price_per_mtok: 1, timeout_s: 0.5}}
+  - {{name: patient, model: openai/hang, adapter: openai_passthrough,
+     api_base: '{sim.base_url}/v1', input_price_per_mtok: 1, output_price_per_mtok: 1,
+     timeout_s: 60}}
   - {{name: badkey, model: openai/ok, adapter: openai_passthrough,
      api_base: '{sim.base_url}/nowhere/v1', input_price_per_mtok: 1, output_price_per_mtok: 1}}
-models: [{{name: hang, deployments: [hang]}}, {{name: badkey, deployments: [badkey]}}]
+models: [{{name: hang, deployments: [hang]}}, {{name: badkey, deployments: [badkey]}},
+         {{name: patient, deployments: [patient]}}]
 routes: {{default_model: hang}}
 api_keys: [{{key: env:TENANT_KEY, tenant: t, scopes: [read]}}]
 server:
@@ -70,7 +74,7 @@ def test_the_sdk_retries_a_hung_call_only_when_it_is_a_read(
     before = _upstream_requests(sim)
     with pytest.raises(openai.APIStatusError) as caught:
         _client(router, max_retries=retries).chat.completions.create(
-            model="hang", tools=PAYMENT_TOOL if task == "action" else openai.NOT_GIVEN,
+            model="hang", tools=PAYMENT_TOOL if task == "action" else openai.omit,
             extra_headers={"x-slorouter-task": task},
             messages=[{"role": "user", "content": "Send 100 dollars to account 42"}])
     assert caught.value.status_code == 504
@@ -90,3 +94,33 @@ def test_a_misconfigured_deployment_is_not_retried_by_the_sdk(
     assert caught.value.status_code == 502
     assert caught.value.body["code"] == "upstream_not_found"  # type: ignore[index]
     assert caught.value.response.headers["x-should-retry"] == "false"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(("task", "retries", "calls", "code"), [
+    ("action", 2, 1, "unknown_commit"),  # the payment is sent once, not three times
+    ("chat", 1, 2, "deadline_exceeded"),  # a read: the SDK retries the router's 504
+])
+def test_the_router_answers_before_the_sdks_own_timeout(
+        stack: tuple[Running, Running], task: str, retries: int, calls: int,
+        code: str, stream: bool) -> None:
+    """The SDK's own `timeout` (3 s, sent as `x-stainless-read-timeout`) is shorter than the
+    deployment's, which hangs. The router answers a 504 before the SDK gives up, so the SDK
+    reads it (and its `x-should-retry`) rather than timing out and retrying a side effect on its
+    own. It answered at the SDK's timeout, counted from the request's arrival, after the SDK's
+    timer (started as the request left) had run out: `APITimeoutError`, and the payment sent
+    three times. A stream's head comes with its first token, so the SDK's timeout bounds the
+    wait for it (not the rest of the stream): the same holds for a stream whose first token
+    does not come."""
+    router, sim = stack
+    before = _upstream_requests(sim)
+    client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY,
+                           max_retries=retries, timeout=3)
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(
+            model="patient", tools=PAYMENT_TOOL if task == "action" else openai.omit,
+            extra_headers={"x-slorouter-task": task}, stream=stream,
+            messages=[{"role": "user", "content": "Send 100 dollars to account 42"}])
+    assert caught.value.status_code == 504
+    assert caught.value.body["code"] == code  # type: ignore[index]
+    assert _upstream_requests(sim) - before == calls

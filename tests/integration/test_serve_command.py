@@ -16,6 +16,8 @@ import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
+import openai
+
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 from tests.support.services import MINIMAL_CONFIG as CONFIG
 from tests.support.services import Running, start_router, start_simulator
@@ -270,6 +272,50 @@ def test_a_whole_answer_still_awaited_when_the_grace_ends_gets_a_503_in_openais_
     finished = [json.loads(line) for line in (tmp_path / "whole" / "router.log").read_text(
         errors="replace").splitlines() if '"request_finished"' in line]
     assert [(f["status"], f["error_code"]) for f in finished] == [(503, "server_shutting_down")]
+
+
+def test_a_side_effect_still_awaited_when_the_grace_ends_is_an_unknown_commit(
+        tmp_path: Path) -> None:
+    """An `action` with tools, its upstream call under way (5 s) when a 1 s grace ends: the
+    upstream had it and may act on it, so the answer is the 504 `unknown_commit` with
+    `x-should-retry: false` that any other interrupted side effect gets, and the OpenAI SDK
+    (two retries by default) does not send it again. It was a 503 `server_shutting_down`,
+    which the SDK retries: behind a load balancer, at another replica, the action ran twice
+    (here, with no other replica, the SDK's retries find the port closed)."""
+    with ExitStack() as started:
+        directory = tmp_path / "action"
+        directory.mkdir()
+        sim = start_simulator(directory, {"slow": {"ttft_p50_ms": 5000, "ttft_p99_ms": 5000}})
+        started.callback(sim.stop)
+        config = (f"version: 1\ndeployments:\n  - {{name: d, model: openai/slow, adapter: "
+                  f"openai_passthrough, api_base: {sim.base_url}/v1, input_price_per_mtok: 1, "
+                  f"output_price_per_mtok: 1}}\nmodels: [{{name: slow, deployments: [d]}}]\n"
+                  f"routes: {{default_model: slow}}\nserver: {{shutdown_grace_s: 1}}\n")
+        router = start_router(directory, config)
+        started.callback(router.stop)
+        client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key="unused",
+                               max_retries=2, timeout=30)
+        raised: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                client.chat.completions.create(
+                    model="slow", extra_headers={"x-slorouter-task": "action"},
+                    tools=[{"type": "function", "function": {"name": "send_payment",
+                                                             "parameters": {"type": "object"}}}],
+                    messages=[{"role": "user", "content": "Send 100 dollars to account 42"}])
+            except Exception as error:  # what the SDK raises, once its retries are done
+                raised.append(error)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(0.5)  # the upstream call is under way (its answer is 5 s long)
+        os.kill(router.proc.pid, signal.SIGTERM)
+        caller.join(timeout=30)
+        router.proc.wait(timeout_s=15.0)
+    assert len(raised) == 1 and isinstance(raised[0], openai.APIStatusError), raised
+    assert raised[0].status_code == 504 and raised[0].code == "unknown_commit"
+    assert raised[0].response.headers.get("x-should-retry") == "false"
 
 
 def test_a_collector_that_is_down_does_not_hold_the_exit(tmp_path: Path) -> None:

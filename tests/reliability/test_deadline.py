@@ -13,6 +13,7 @@ from router.execution.deadline import (
     TIMEOUT_MS_HEADER,
     AttemptTimeoutPolicy,
     Deadline,
+    head_timeout_s,
     requested_timeout_s,
 )
 from tests.reliability.fakes import FakeClock
@@ -43,9 +44,10 @@ def test_client_header_never_lengthens_the_deadline() -> None:
 
 
 def test_shorter_of_our_header_and_sdk_header_wins() -> None:
-    """Between `x-slorouter-timeout-ms` and the SDK's `x-stainless-timeout` the shorter wins."""
+    """Between `x-slorouter-timeout-ms` and the SDK's `x-stainless-timeout` the shorter wins
+    (the SDK's less its headroom: 4 s is 3.6 s)."""
     headers = {TIMEOUT_MS_HEADER: "9000", SDK_TIMEOUT_HEADER: "4"}
-    assert requested_timeout_s(headers) == pytest.approx(4.0)
+    assert requested_timeout_s(headers) == pytest.approx(3.6)
     headers = {TIMEOUT_MS_HEADER: "3000", SDK_TIMEOUT_HEADER: "4"}
     assert requested_timeout_s(headers) == pytest.approx(3.0)
 
@@ -55,10 +57,32 @@ def test_the_python_sdks_read_timeout_bounds_a_whole_answer_but_no_stream() -> N
     (whose head comes with it) is bounded by it; a stream, which the SDK reads chunk by chunk
     after its head, is bounded by neither SDK header, only by ours."""
     headers = {SDK_READ_TIMEOUT_HEADER: "7", SDK_TIMEOUT_HEADER: "9"}
-    assert requested_timeout_s(headers) == pytest.approx(7.0)
+    assert requested_timeout_s(headers) == pytest.approx(6.5)
     assert requested_timeout_s(headers, stream=True) is None
     assert requested_timeout_s({**headers, TIMEOUT_MS_HEADER: "12000"},
                                stream=True) == pytest.approx(12.0)
+
+
+@pytest.mark.parametrize(("sdk", "ours"), [("1", 0.9), ("3", 2.7), ("5", 4.5), ("600", 599.5),
+                                           ("0.05", 0.045)])
+def test_the_router_answers_before_the_sdks_own_timeout(sdk: str, ours: float) -> None:
+    """An SDK's timer started before the request arrived, so a deadline at the SDK's timeout
+    answers after the SDK gave up (and retried, a side effect too): the router's deadline is
+    a tenth shorter, by half a second at most. Our own header is the deadline as asked."""
+    assert requested_timeout_s({SDK_READ_TIMEOUT_HEADER: sdk}) == pytest.approx(ours)
+    assert requested_timeout_s({SDK_TIMEOUT_HEADER: sdk}) == pytest.approx(ours)
+    millis = str(float(sdk) * 1000)
+    assert requested_timeout_s({TIMEOUT_MS_HEADER: millis}) == pytest.approx(float(sdk))
+
+
+def test_the_sdks_timeout_bounds_a_streams_head() -> None:
+    """A stream's head (with its first token) is what the SDK waits for within its timeout:
+    `head_timeout_s` is the SDKs' shortest, less the headroom; our own header is no part of
+    it (it bounds the whole stream), and without an SDK header there is no head bound."""
+    headers = {SDK_READ_TIMEOUT_HEADER: "3", SDK_TIMEOUT_HEADER: "9", TIMEOUT_MS_HEADER: "1000"}
+    assert head_timeout_s(headers) == pytest.approx(2.7)
+    assert head_timeout_s({TIMEOUT_MS_HEADER: "1000"}) is None
+    assert head_timeout_s({SDK_READ_TIMEOUT_HEADER: "soon"}) is None
 
 
 @pytest.mark.parametrize("bad", ["abc", "0", "-5", "nan", "inf", "1_000", "0x10", "1e309", "١٠٠٠"])

@@ -1,10 +1,11 @@
-"""The jittered `retry-after-ms` belongs to admission's own refusals, whatever their code.
+"""The jittered `retry-after-ms` belongs to the router's own refusals for want of room (admission,
+the bulkhead), whatever their code.
 
-Clients refused together by admission control must not all come back at once, so their wait is
-spread (`router.api.errors.error_response`). An error with the same code from anywhere else (an
-upstream's, mapped or relayed) keeps the plain `Retry-After` it was given: whether an error is a
-refusal is read from the error (`refused_by_admission`, set where admission raises), never from
-its code.
+Clients refused together by admission control, or by a deployment at its `max_in_flight`, must
+not all come back at once, so their wait is spread (`router.api.errors.error_response`). An error
+with the same code from anywhere else (an upstream's, mapped or relayed) keeps the plain
+`Retry-After` it was given: whether an error is such a refusal is read from the error
+(`refused_by_admission`, `spread_retry_after`, set where it is raised), never from its code.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from router.errors import (
     SlorouterError,
     TenantRateLimitedError,
 )
+from router.execution.attempt import saturated
 
 RETRY_AFTER_S = 2.0
 
@@ -51,6 +53,22 @@ async def test_admissions_own_refusals_get_a_spread_out_retry_after_ms() -> None
         assert RETRY_AFTER_S * 1000 <= waited_ms <= 2 * RETRY_AFTER_S * 1000
 
 
+def test_a_full_deployments_refusal_gets_a_spread_out_retry_after_ms() -> None:
+    """The bulkhead's `deployment_saturated` (a place frees at no known time) is spread like
+    admission's refusals: between its 1 s and 2 s (`Retry-After` that rounded up), and it is not
+    counted as admission's."""
+    refusal = saturated("every deployment that could serve has its max_in_flight attempts")
+    assert not refusal.refused_by_admission
+    waits = set()
+    for _ in range(20):
+        headers = error_response(refusal).headers
+        waited_ms = int(headers["retry-after-ms"])
+        assert 1000 <= waited_ms <= 2000
+        assert headers["retry-after"] in {"1", "2"}
+        waits.add(waited_ms)
+    assert len(waits) > 1
+
+
 @pytest.mark.parametrize("error", [
     ProviderUnavailableError("upstream returned 529: overloaded", code="overloaded",
                              retry_after=RETRY_AFTER_S),
@@ -58,6 +76,8 @@ async def test_admissions_own_refusals_get_a_spread_out_retry_after_ms() -> None
                           retry_after=RETRY_AFTER_S),
     OverloadedError("the idempotency store is unavailable", code="idempotency_store_unavailable",
                     retry_after=RETRY_AFTER_S),
+    ProviderUnavailableError("upstream returned 503: busy", code="deployment_saturated",
+                             retry_after=RETRY_AFTER_S),
 ], ids=lambda e: f"{type(e).__name__}-{e.code}")
 def test_an_error_with_an_admission_code_from_elsewhere_keeps_its_plain_retry_after(
         error: SlorouterError) -> None:

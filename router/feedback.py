@@ -166,8 +166,13 @@ class StatsSink:
             if attempt.outcome not in ("won", "failed"):
                 continue
             won = attempt.outcome == "won"
-            cut = attempt.cut_by_client_deadline  # the client's deadline: no verdict on it
+            # The client's own deadline cut it: no verdict on the deployment's health, but one
+            # that had not begun answering took longer than it ran (a censored TTFT, as a
+            # losing primary's): dropped, a deployment slower than every client's patience
+            # would learn nothing and keep its traffic.
+            cut = attempt.cut_by_client_deadline
             if cut and not won:
+                self._record_censored(attempt, task, prompt, offset)
                 continue
             end = outcome.ended_at if won and outcome.ended_at is not None else attempt.ended_at
             obs = Observation.from_timings(
@@ -184,7 +189,8 @@ class StatsSink:
 
     def _record_censored(self, attempt: AttemptRecord, task: Task, prompt: int,
                          offset: float) -> None:
-        """A primary that lost a hedge race: its TTFT is known only to exceed the time it ran.
+        """A primary that lost a hedge race, or an attempt its client's deadline cut before it
+        answered: its TTFT is known only to exceed the time it ran.
 
         Recorded at that lower bound (a success with no output), so the deployment's sketch keeps
         the mass of its slow tail. Dropping it would drop exactly the slow answers: the sketch's

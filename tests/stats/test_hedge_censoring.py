@@ -145,3 +145,27 @@ def test_a_hedge_that_lost_the_race_adds_no_latency_sample() -> None:
                         attempts=[primary, hedge]))
     assert store.ttft_quantile("target", "chat", 0.5) == (None, 0.0)
     assert store.ttft_quantile("body", "chat", 0.5)[1] > 0.0
+
+
+def test_an_attempt_its_clients_deadline_cut_is_a_censored_sample_not_an_error() -> None:
+    """Cut by the client's own deadline before its first token, an attempt is no error of its
+    deployment (its availability holds), but its TTFT took longer than it ran: recorded at that
+    lower bound, a deployment slower than its clients' patience still shows slow (dropped, it
+    would learn nothing and keep its traffic)."""
+    from router.errors import ProviderTimeoutError
+
+    store = LocalStatsStore(StatsConfig())
+    slo = _Requests()
+    sink = StatsSink(store, slo)
+    for _ in range(20):
+        start = time.perf_counter()
+        cut = AttemptRecord("slow", 1, start, "first", "failed", ended_at=start + 2.0)
+        cut.error = ProviderTimeoutError("during the upstream attempt", code="deadline_exceeded")
+        sink.record(Outcome(request_id="r", tenant="t", requested_model="auto", stream=False,
+                            arrived_at=start, task="chat", deployment="slow", status=504,
+                            error_type="ProviderTimeoutError", ended_at=start + 2.0,
+                            attempts=[cut]))
+    p50, weight = store.ttft_quantile("slow", "chat", 0.5)
+    assert weight >= 19 and p50 is not None and p50 >= 1.9
+    summary = store.view("slow", "chat", 10).task
+    assert summary is not None and summary.error_rate == 0.0

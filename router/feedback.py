@@ -184,7 +184,7 @@ class StatsSink:
                 # A won attempt has an error only when its answer broke after it had started.
                 error=None if cut else attempt.error_class)
             self._store.record(obs)
-            self._slo.record_attempt(obs)
+            self._slo.record_attempt(obs, outcome.stream)
         self._record_request(outcome, task, prompt, output, offset)
 
     def _record_censored(self, attempt: AttemptRecord, task: Task, prompt: int,
@@ -224,7 +224,7 @@ class StatsSink:
             t_end=outcome.ended_at + offset, queue_s=outcome.queue_s or 0.0,
             error=outcome.error_type if outcome.status >= 400 else None,
             cached=outcome.cache == "hit")
-        self._slo.record_request(obs)
+        self._slo.record_request(obs, outcome.stream)
 
 
 def _shift(value: float | None, offset: float) -> float | None:

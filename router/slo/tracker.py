@@ -67,13 +67,15 @@ class SloConfig:
         return tuple(sorted({w for r in self.rules for w in (r.short_s, r.long_s)}))
 
 
-def event_deltas(obs: Observation, targets: SloTargets) -> list[int]:
-    """(total, bad) per SLI for one observation; latency SLIs count successful answers only."""
+def event_deltas(obs: Observation, targets: SloTargets, streamed: bool = True) -> list[int]:
+    """(total, bad) per SLI for one observation; latency SLIs count successful answers only.
+    A non-streamed answer counts for E2E and availability only: its first content is the whole
+    answer, so its "TTFT" is its generation time, which a TTFT target does not speak of."""
     out = [0] * (2 * len(SLIS))
     ok = obs.error is None
     checks: tuple[tuple[Sli, float | None, float | None], ...] = (
-        ("ttft", targets.ttft_p95_s, obs.ttft_s),
-        ("tpot", targets.tpot_p95_s, obs.tpot_s),
+        ("ttft", targets.ttft_p95_s, obs.ttft_s if streamed else None),
+        ("tpot", targets.tpot_p95_s, obs.tpot_s if streamed else None),
         ("e2e", targets.e2e_p99_s, obs.e2e_s),
     )
     for sli, target, value in checks:
@@ -104,8 +106,9 @@ class SloTracker:
         self._demoting_latency = tuple(sli for sli in demoting if sli != "availability")
         self._demoting_availability = tuple(sli for sli in demoting if sli == "availability")
 
-    def _add(self, keys: tuple[SeriesKey, ...], obs: Observation, targets: SloTargets) -> None:
-        deltas = event_deltas(obs, targets)
+    def _add(self, keys: tuple[SeriesKey, ...], obs: Observation, targets: SloTargets,
+             streamed: bool) -> None:
+        deltas = event_deltas(obs, targets, streamed)
         for key in keys:
             series = self._series.get(key)
             if series is None:
@@ -114,19 +117,20 @@ class SloTracker:
             series.add(obs.t, deltas)
         self._wakeup.notify()
 
-    def record_request(self, obs: Observation) -> None:
-        """Count one answered (or failed) request against its task's SLO."""
+    def record_request(self, obs: Observation, streamed: bool = True) -> None:
+        """Count one answered (or failed) request against its task's SLO (`streamed`: whether
+        its answer was, see `event_deltas`)."""
         targets = self.targets.get(obs.task)
         if targets is not None:
-            self._add(((obs.task, "", ALL_SIZES),), obs, targets)
+            self._add(((obs.task, "", ALL_SIZES),), obs, targets, streamed)
 
-    def record_attempt(self, obs: Observation) -> None:
+    def record_attempt(self, obs: Observation, streamed: bool = True) -> None:
         """Count one upstream attempt against its deployment x task x prompt-size series."""
         targets = self.targets.get(obs.task)
         if targets is not None and not obs.cached:
             # Its prompt size's series (latency demotion) and all sizes (availability, snapshot).
             self._add(((obs.task, obs.deployment, obs.bucket),
-                       (obs.task, obs.deployment, ALL_SIZES)), obs, targets)
+                       (obs.task, obs.deployment, ALL_SIZES)), obs, targets, streamed)
 
     def _sums(self, key: SeriesKey, now: float) -> Sums | None:
         """Per window, the series' (total, bad) columns; None before any event."""

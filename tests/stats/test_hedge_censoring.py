@@ -106,10 +106,12 @@ class _Requests(SloTracker):
     def __init__(self) -> None:
         super().__init__({})
         self.seen: list[str | None] = []
+        self.streamed: list[bool] = []
 
-    def record_request(self, obs: Observation) -> None:
+    def record_request(self, obs: Observation, streamed: bool = True) -> None:
         self.seen.append(obs.error)
-        super().record_request(obs)
+        self.streamed.append(streamed)
+        super().record_request(obs, streamed)
 
 
 def test_availability_counts_the_providers_faults_not_the_callers() -> None:
@@ -126,6 +128,7 @@ def test_availability_counts_the_providers_faults_not_the_callers() -> None:
                             arrived_at=start, task="chat", deployment="d", status=status,
                             error_type=error, ended_at=start + 0.1))
     assert slo.seen == ["ProviderRateLimitedError", "ProviderUnavailableError", None]
+    assert slo.streamed == [False, False, False]  # judged on E2E (`event_deltas`)
 
 
 def test_a_hedge_that_lost_the_race_adds_no_latency_sample() -> None:

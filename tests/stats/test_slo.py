@@ -123,6 +123,31 @@ def test_demotion_fires_on_both_windows_and_lifts_after_recovery() -> None:
     assert tracker.penalty("A", "chat", 500, start + 2200) == 0.0
 
 
+def test_a_non_streamed_answer_is_judged_on_e2e_not_on_ttft() -> None:
+    """A non-streamed answer's first content is the whole answer: 3 s there is its generation
+    time, not a first token 3x over the 1 s TTFT target. Such answers count for E2E (5 s target,
+    met) and availability only, and demote no one; streamed alike, they do (it demoted
+    deployments that met the TTFT target for every stream)."""
+    from router.slo import event_deltas
+
+    slow_whole = _obs("A", 3.0, 0.0)
+    deltas = event_deltas(slow_whole, CHAT, streamed=False)
+    assert deltas[column("ttft")] == deltas[column("tpot")] == 0  # not counted at all
+    assert (deltas[column("e2e")], deltas[column("e2e") + 1]) == (1, 0)
+    assert (deltas[column("availability")], deltas[column("availability") + 1]) == (1, 0)
+    clock = FakeClock()
+    whole, streamed = (SloTracker({"chat": CHAT}, ALL_SLIS, clock=clock) for _ in range(2))
+    start = clock.now
+    for i in range(1200):
+        obs = _obs("A", 3.0, start + i / 2)
+        whole.record_request(obs, streamed=False)
+        whole.record_attempt(obs, streamed=False)
+        streamed.record_request(obs)
+        streamed.record_attempt(obs)
+    assert whole.penalty("A", "chat", 500, start + 600) == 0.0
+    assert streamed.penalty("A", "chat", 500, start + 600) > 0.0
+
+
 def test_rules_cannot_fire_on_too_few_events() -> None:
     """Below min_events in the short window, even a 100% bad series is not demoted."""
     clock = FakeClock()

@@ -1,6 +1,14 @@
 """uvicorn's HTTP protocol as `slorouter serve` runs it: the head written with the first body
-bytes (`HeadWithBodyProtocol`), and a connection whose client stopped reading let go of rather
-than held for as long as the client keeps it open.
+bytes (`HeadWithBodyProtocol`), and a connection whose client stopped reading, or never finished
+sending a request's head, let go of rather than held for as long as the client keeps it open.
+
+uvicorn bounds no request head's arrival: a connection that sends nothing, or part of a head and
+then nothing (a broken client, or a slow-loris one), was held for ever, and enough of them take
+every file descriptor the process has, for every tenant. A head must now be whole
+`HEAD_TIMEOUT_S` after the connection opened or after its first byte came (as nginx's
+`client_header_timeout`; an idle keep-alive connection between requests is uvicorn's keep-alive
+timeout's, and a body that stops arriving is the app's, `read_json`'s 408): else the connection
+is closed.
 
 uvicorn closes a connection gracefully: the close waits until every byte still in the event
 loop's write buffer has gone to the kernel, which for a client that reads nothing is never. The
@@ -35,12 +43,43 @@ from router.head_with_body import HeadWithBodyProtocol
 _NO_LINGER = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: closing resets the connection
 # How long a closing connection's unsent bytes may sit without the client taking any of them.
 SEND_TIMEOUT_S = 10.0
+# How long a request's head may take to arrive whole (from the connection's opening, or from the
+# first byte of a later request on it).
+HEAD_TIMEOUT_S = 10.0
 
 
 class ServiceProtocol(HeadWithBodyProtocol):
     """`HeadWithBodyProtocol` that lets go of connections whose client stopped reading."""
 
     _send_watch: asyncio.TimerHandle | None = None
+    _head_watch: asyncio.TimerHandle | None = None
+    _in_head = False  # a request's head has begun and is not whole yet
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_watch = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._in_head:
+            if self._head_watch is None:
+                self._head_watch = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
+        elif self._head_watch is not None:  # the head came whole
+            self._head_watch.cancel()
+            self._head_watch = None
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        super().on_headers_complete()
+
+    def _head_timed_out(self) -> None:
+        self._head_watch = None
+        if not self.transport.is_closing():
+            self.transport.close()
 
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
         async def run(scope: Any, receive: Any, send: Any) -> None:
@@ -65,9 +104,10 @@ class ServiceProtocol(HeadWithBodyProtocol):
         self._watch_closing()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._send_watch is not None:
-            self._send_watch.cancel()
-            self._send_watch = None
+        for watch in (self._send_watch, self._head_watch):
+            if watch is not None:
+                watch.cancel()
+        self._send_watch = self._head_watch = None
         super().connection_lost(exc)
 
     def _reset_if_stuck(self, cycle: RequestResponseCycle) -> None:

@@ -71,12 +71,8 @@ def requested_timeout_s(headers: Mapping[str, str], *, stream: bool = False) -> 
     raw_ms = headers.get(TIMEOUT_MS_HEADER)
     if raw_ms is not None:
         candidates.append(_parse_ours(raw_ms))
-    if not stream:
-        for name in (SDK_TIMEOUT_HEADER, SDK_READ_TIMEOUT_HEADER):
-            raw_sdk = headers.get(name)
-            sdk = _parse_positive(raw_sdk) if raw_sdk is not None else None
-            if sdk is not None:
-                candidates.append(sdk_deadline_s(sdk))
+    if not stream and (sdk := head_timeout_s(headers)) is not None:
+        candidates.append(sdk)  # a whole answer's head comes with all of it
     return min(candidates) if candidates else None
 
 

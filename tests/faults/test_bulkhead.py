@@ -20,10 +20,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionChunk, ChatCompletionMessageParam
 
 from tests.faults.scenarios import (
     API_KEY,
@@ -263,8 +265,8 @@ async def _stream(client: openai.AsyncOpenAI, task: str, leave_after: int | None
     if timeout_ms is not None:
         headers["x-slorouter-timeout-ms"] = str(timeout_ms)
     try:
-        stream = await client.chat.completions.create(
-            model="auto", messages=MESSAGES, stream=True,  # type: ignore[arg-type]
+        stream: openai.AsyncStream[ChatCompletionChunk] = await client.chat.completions.create(
+            model="auto", messages=cast(list[ChatCompletionMessageParam], MESSAGES), stream=True,
             extra_headers=headers)
         async with stream:
             seen = 0

@@ -9,6 +9,7 @@ through litellm (`ll-*`, and `ll-anthropic` via the simulator's Anthropic Messag
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import openai
 import pytest
@@ -18,7 +19,7 @@ from tests.support.services import Running, start_router, start_simulator
 API_KEY = "sk-test-tenant-one"
 FAST = {"ttft_p50_ms": 20, "ttft_p99_ms": 40, "tpot_p50_ms": 1, "tpot_p99_ms": 2,
         "output_tokens_p50": 12, "output_tokens_p99": 20}
-SIM_MODELS = {
+SIM_MODELS: dict[str, dict[str, Any]] = {
     "fast": FAST,
     "slow": {**FAST, "ttft_p50_ms": 4000, "ttft_p99_ms": 4001},
     "limited": {**FAST, "error_rate_429": 1.0, "retry_after_s": 7},

@@ -8,7 +8,9 @@ One string key per (tenant, key) scope, `{prefix}:{sha256(tenant, key)}`:
   TTL;
 - release: a Lua compare-and-delete drops the marker (only if it is still ours);
 - renew: a Lua compare-and-extend (`PEXPIRE`, only if it is still ours: a holder whose lease
-  ran out never takes it back from the replica that won it since).
+  ran out never takes it back from the replica that won it since). A key found gone is taken
+  back, as `complete` does: Redis lost it (a failover, a restart empty, a flush) while the
+  request still runs, and without its marker a client's retry would run the side effect again.
 Duplicates that find an in-flight marker poll it with capped exponential backoff and jitter
 until it turns into a result, disappears (released/expired: they then try to claim), or their
 `wait_s` runs out. The client must be created with `decode_responses=False`.
@@ -53,8 +55,13 @@ end
 return 0
 """
 _COMPARE_AND_EXTEND = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local current = redis.call('GET', KEYS[1])
+if current == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if not current then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
 end
 return 0
 """

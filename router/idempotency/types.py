@@ -78,8 +78,11 @@ class IdempotencyStore(Protocol):
 
     async def renew(self, lease: Lease, lease_s: float) -> bool:
         """Extend the in-flight marker to `lease_s` from now, only while it is still ours;
-        False if the lease was lost (expired, taken, completed or released): never taken back.
-        May raise `OverloadedError` (503) when the store cannot be reached."""
+        False if the lease was lost (expired, taken, completed or released): never taken back
+        from another holder. The Redis store takes back a key found gone (Redis lost it, or
+        it expired untaken), as its `complete` stores into one; so a lease is renewed only
+        until its request settles. May raise `OverloadedError` (503) when the store cannot be
+        reached."""
         ...
 
 

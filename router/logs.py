@@ -37,12 +37,16 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str).decode()
 
 
-def configure(level: str = "info") -> None:
+def configure(level: str = "info", *, access_log: bool = False) -> None:
+    """JSON lines on stderr at `level`; the access log (`request_finished`, one line per
+    request) when `access_log` is set or the level is debug."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    on = access_log or level.lower() == "debug"
+    logging.getLogger("slorouter.access").setLevel(logging.INFO if on else logging.WARNING)
     for noisy in ("LiteLLM", "litellm", "httpx", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     warnings.showwarning = warning_event

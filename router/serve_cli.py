@@ -47,6 +47,10 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--log-level", default="info",
                         choices=("debug", "info", "warning", "error", "critical"),
                         help="level of the JSON log lines on stderr (default: %(default)s)")
+    parser.add_argument("--access-log", action="store_true",
+                        help="one `request_finished` JSON line per request (ids, status, "
+                             "model, task, timings, tokens, cost; never text): on at debug "
+                             "level too")
     parser.set_defaults(func=serve)
 
 
@@ -94,7 +98,7 @@ def serve(args: argparse.Namespace) -> int:
     from router.telemetry import redact
     from router.wiring import build_from_config, secret_values
 
-    logs.configure(args.log_level)
+    logs.configure(args.log_level, access_log=args.access_log)
     environ = dict(os.environ)
     simulator: subprocess.Popen[bytes] | None = None
     in_flight = InFlight()

@@ -383,3 +383,35 @@ def test_deployment_health_lists_every_configured_deployment_before_any_traffic(
     assert [(d["deployment"], d["state"]) for d in body["deployments"]] == [
         ("d", "closed"), ("e", "closed")]
     assert body["in_flight"] == {"d": 0, "e": 0}
+
+
+def test_the_access_log_writes_one_text_free_line_per_request_only_when_asked(
+        tmp_path: Path) -> None:
+    """`--access-log` at the default level writes one INFO `request_finished` line per
+    request, whole or streamed, with its request id and no prompt text; without it, none."""
+    canary = "access-log-canary-7c1f"
+    lines: dict[bool, list[dict[str, object]]] = {}
+    for asked in (False, True):
+        with ExitStack() as started:
+            directory = tmp_path / ("on" if asked else "off")
+            router = _slow_stream_setup(directory, 1, started,
+                                        ("--access-log",) if asked else ())
+            client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key="unused")
+            messages = [{"role": "user", "content": f"say {canary}"}]
+            whole = client.chat.completions.with_raw_response.create(
+                model="slow", messages=messages, max_tokens=3)  # type: ignore[arg-type]
+            stream = client.chat.completions.create(
+                model="slow", messages=messages, max_tokens=3,  # type: ignore[arg-type]
+                stream=True)
+            assert sum(1 for _ in stream) > 0
+            request_id = whole.headers["x-request-id"]
+            router.stop()
+            log = (directory / "router.log").read_text(encoding="utf-8", errors="replace")
+            assert canary not in log
+            lines[asked] = [json.loads(line) for line in log.splitlines()
+                            if '"request_finished"' in line]
+    assert lines[False] == []
+    assert len(lines[True]) == 2, lines[True]
+    assert {line["level"] for line in lines[True]} == {"info"}
+    assert request_id in {line.get("request_id") for line in lines[True]}
+    assert {line["status"] for line in lines[True]} == {200}

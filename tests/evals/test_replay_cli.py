@@ -17,7 +17,7 @@ from evals.outcomes import load_table
 from evals.routers import FitConfig, oof_probs, workspace
 from router.cli import main
 from tests.evals.conftest import write_synthetic
-from tests.support.procs import PYTHON
+from tests.support.procs import PYTHON, file_size_limit
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
@@ -227,14 +227,6 @@ def test_json_has_the_same_floor_keys_with_and_without_floor(
     assert floored["references"] == ["big"] and len(floored["thresholds"]) == 2  # type: ignore[arg-type]
 
 
-def _file_size_limit(limit: int) -> None:
-    """In the child: no file may grow past `limit` bytes (EFBIG, as on a full disk)."""
-    import resource
-    import signal
-
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
 
 def test_a_plot_that_cannot_be_written_leaves_the_previous_one_and_the_report(
     gsm8k_slice: Path, tmp_path: Path
@@ -251,7 +243,7 @@ def test_a_plot_that_cannot_be_written_leaves_the_previous_one_and_the_report(
         [PYTHON, "-m", "router.cli", "eval", "replay", "--dataset", str(gsm8k_slice),
          "--folds", "2", "--jobs", "1", "--json", "--plot", str(plot)],
         capture_output=True, text=True, timeout=300, env=dict(os.environ),
-        preexec_fn=lambda: _file_size_limit(len(previous) // 4))
+        preexec_fn=lambda: file_size_limit(len(previous) // 4))
     assert plot.read_bytes() == previous
     assert done.returncode == 2, done.stderr
     assert f"error: --plot {plot}: cannot write" in done.stderr, done.stderr

@@ -12,7 +12,7 @@ import pytest
 
 from evals.metrics import wilson_interval
 from policies.eval_report import EvalReport
-from tests.support.procs import PYTHON
+from tests.support.procs import PYTHON, file_size_limit
 from tests.support.services import Running, start_simulator
 
 SUITES = Path(__file__).resolve().parents[2] / "evals" / "suites"
@@ -178,14 +178,6 @@ def test_policy_check_passes_on_backed_floors_and_fails_on_broken_ones(
     assert json.loads(report.read_text())["suite_version"] == "1+1+1"
 
 
-def _file_size_limit(limit: int) -> None:
-    """In the child: no file may grow past `limit` bytes (EFBIG, as on a full quota)."""
-    import resource
-    import signal
-
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
 
 def test_a_report_that_cannot_be_written_leaves_the_previous_one_whole(
         sim: Running, tmp_path: Path) -> None:
@@ -202,7 +194,7 @@ def test_a_report_that_cannot_be_written_leaves_the_previous_one_whole(
         [PYTHON, "-m", "router.cli", "eval", "run", "--config", str(config), "--suite",
          str(SIM_SUITES[0]), "--models", "mid", "--out", str(out), "--details", str(details)],
         capture_output=True, text=True, timeout=120, env={**os.environ, "EVAL_SIM_KEY": "test"},
-        preexec_fn=lambda: _file_size_limit(limit))
+        preexec_fn=lambda: file_size_limit(limit))
     assert out.read_bytes() == previous
     assert done.returncode == 2, done.stderr
     assert f"cannot write {out}" in done.stderr and "Traceback" not in done.stderr

@@ -137,12 +137,29 @@ class InputError(ValueError):
     """Bad input found before any work: the message names the file, line, field or option."""
 
 
+class PlotWriteError(OSError):
+    """`--plot` could not be written at the end (a full disk): the report is printed all the
+    same, and a previous file there is left whole."""
+
+
+def _write_plot(draw: Any, path: Path) -> None:
+    """Call `draw()` (which writes `path`), turning a failed write into `PlotWriteError`."""
+    try:
+        draw()
+    except OSError as exc:
+        raise PlotWriteError(f"--plot {path}: cannot write: {exc.strerror or exc}; a previous "
+                             "file there is unchanged") from exc
+
+
 def _guarded(handler: Any) -> Any:
     """`handler` with its input errors turned into `error: ...` on stderr and exit code 2."""
     def run(args: argparse.Namespace) -> int:
         try:
             code: int = handler(args)
         except (InputError, UnmappedBenchmark) as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            return 2
+        except PlotWriteError as exc:  # after the report was printed
             sys.stderr.write(f"error: {exc}\n")
             return 2
         return code
@@ -302,15 +319,16 @@ def _pair_report(
     floor = (floor_replay(table, spec, config, args.folds, args.seed)
              if args.floor is not None else None)
     meta["seconds"] = time.perf_counter() - start
-    if args.plot is not None:
-        from evals.plot import plot_pair
-
-        plot_pair(pair, f"{args.dataset.name} ({args.router})", args.plot)
     if args.json:
         _emit(pair_json(pair, floor, meta))
     else:
         header = f"replay {args.dataset} router={args.router} folds={args.folds} seed={args.seed}"
         print(pair_text(pair, floor, header) + notes)
+    if args.plot is not None:
+        from evals.plot import plot_pair
+
+        title = f"{args.dataset.name} ({args.router})"
+        _write_plot(lambda: plot_pair(pair, title, args.plot), args.plot)
 
 
 def _left_out(meta: dict[str, Any], notes: list[str]) -> str:
@@ -352,10 +370,6 @@ def _multi_report(
     results = [benchmark_replay(table, b, spec, config, args.folds, args.seed)
                for b, table in tables]
     meta["seconds"] = time.perf_counter() - start
-    if args.plot is not None:
-        from evals.plot import plot_multi
-
-        plot_multi(results, args.plot)
     if args.json:
         _emit(multi_json(results, meta))
     else:
@@ -365,6 +379,10 @@ def _multi_report(
             f"floor={spec.fraction} x {reference}"
         )
         print(multi_text(results, header) + notes)
+    if args.plot is not None:
+        from evals.plot import plot_multi
+
+        _write_plot(lambda: plot_multi(results, args.plot), args.plot)
 
 
 @_guarded

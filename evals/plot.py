@@ -6,6 +6,7 @@ Matplotlib with the Agg backend (no display); imported only by the `eval replay 
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -17,11 +18,21 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from evals.metrics import CurveSummary
 from evals.multi import BenchmarkReplay
 from evals.replay import PairReplay
+from policies.files import write_file
 
 
 def image_formats() -> tuple[str, ...]:
     """The file extensions `savefig` can write with this backend (png, pdf, svg, ...)."""
     return tuple(sorted(FigureCanvasAgg.get_supported_filetypes()))
+
+
+def _save(fig: object, out: Path) -> None:
+    """Render the figure in memory, then write it through a temporary file renamed into
+    place: a write cut short (a full disk) leaves the previous plot, not a broken image."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=out.suffix.lstrip(".").lower(), dpi=100)  # type: ignore[attr-defined]
+    plt.close(fig)  # type: ignore[arg-type]
+    write_file(out, buffer.getvalue())
 
 
 def _draw(ax: object, name: str, summary: CurveSummary, style: str) -> None:
@@ -44,8 +55,7 @@ def plot_pair(replay: PairReplay, title: str, out: Path) -> Path:
     ax.set_title(title)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    _save(fig, out)
     return out
 
 
@@ -62,6 +72,5 @@ def plot_multi(results: list[BenchmarkReplay], out: Path) -> Path:
         ax.set_title(res.benchmark)
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    _save(fig, out)
     return out

@@ -4,7 +4,8 @@
 hash joins the policy version) and the quality floor compares a model's *lower* bound with the
 floor. Nothing here runs an eval. A report is not trusted as written: loading refuses bounds out
 of order, a `wilson` bound tighter than Wilson allows for its mean and n, an unknown method, a
-`created` that is not ISO 8601 and a (model, task, metric) given twice, listing every problem.
+`created` that is not ISO 8601 and a (model, task, metric) given twice, listing every problem;
+as in configuration files, a boolean is no number (`"n": true` is not 1).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from policies.config_model import ConfigModel
 from policies.intervals import wilson_interval
 from policies.labels import Task
 
@@ -31,7 +33,7 @@ Method = Literal["wilson", "fixture"]
 WILSON_TOLERANCE = 2e-6
 
 
-class EvalResult(BaseModel):
+class EvalResult(ConfigModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     model: str = Field(min_length=1)
@@ -56,7 +58,7 @@ class EvalResult(BaseModel):
         return self
 
 
-class EvalReport(BaseModel):
+class EvalReport(ConfigModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     suite: str = Field(min_length=1)

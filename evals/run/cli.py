@@ -136,6 +136,7 @@ async def _execute(plan: Any) -> list[Any]:
 def run_handler(args: argparse.Namespace) -> int:
     """`slorouter eval run`."""
     from evals.run.aggregate import build_report, cells, details_jsonl, summary_text
+    from policies.files import write_file
 
     try:
         check_outputs(args)
@@ -149,12 +150,18 @@ def run_handler(args: argparse.Namespace) -> int:
     provider_models = {m: [d.model for d in plan.deployments[m]] for m in plan.models}
     report = build_report(plan.suites, found, created, provider_models)
     text = report.model_dump_json(indent=2) + "\n"
-    if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
-    else:
+    if args.out is None:
         sys.stdout.write(text)
-    if args.details is not None:
-        args.details.write_text(details_jsonl(outcomes), encoding="utf-8")
+    written = [(args.out, text), (args.details, details_jsonl(outcomes) if args.details else "")]
+    for path, content in written:
+        if path is None:
+            continue
+        try:  # all or nothing: start-up reads the report, maybe while this run writes it
+            write_file(path, content.encode("utf-8"))
+        except OSError as exc:
+            sys.stderr.write(f"slorouter eval run: cannot write {path}: "
+                             f"{exc.strerror or exc}; a previous file there is unchanged\n")
+            return 2
     sys.stderr.write(summary_text(found) + "\n")
     failed = sum(1 for o in outcomes if o.error is not None)
     if failed > args.max_error_rate * len(outcomes):

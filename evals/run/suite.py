@@ -22,7 +22,6 @@ from typing import Annotated, Any, Literal
 import yaml
 from jsonschema import Draft202012Validator, SchemaError
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     ValidationError,
@@ -31,10 +30,13 @@ from pydantic import (
 )
 
 from policies import yaml_strict
+from policies.config_model import ConfigModel
 from policies.labels import Task
 
 
-class _Frozen(BaseModel):
+class _Frozen(ConfigModel):
+    """Numbers and booleans are not read as one another (`abs_tol: true` is no tolerance of 1)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -32,7 +32,9 @@ Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")]
 
 
 class _Model(ConfigModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Infinity is no threshold (`max_ms: .inf` never fires) and NaN none either (a floor of
+    # NaN halted every arm: no bound is >= NaN), as in the rest of the config (`Frozen`).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ArmSpec(_Model):
@@ -201,8 +203,17 @@ def _metric_problems(spec: ExperimentSpec) -> list[str]:
     if clashes:
         problems.append(f"metric names {clashes} are built in; pick other names")
     for guardrail in spec.guardrails:
-        if isinstance(guardrail, QualityFloorGuardrail) and guardrail.metric not in declared:
+        if not isinstance(guardrail, QualityFloorGuardrail):
+            continue
+        metric = spec.metric(guardrail.metric)
+        if metric is None:
             problems.append(f"quality_floor guardrail names undeclared metric {guardrail.metric!r}")
+        elif not metric.range[0] <= guardrail.floor <= metric.range[1]:
+            # Above the range (`floor: 70` meant as 70%) every arm is surely below it and is
+            # halted at its first `min_sample` values; below it, the guardrail never fires.
+            problems.append(f"quality_floor guardrail on {metric.name!r}: floor "
+                            f"{guardrail.floor:g} is outside the metric's range "
+                            f"[{metric.range[0]:g}, {metric.range[1]:g}]")
     primary = spec.sequential.primary_metric
     if primary not in BUILTIN_METRICS and primary not in declared:
         problems.append(f"sequential.primary_metric {primary!r} is neither built in nor declared")

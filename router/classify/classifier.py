@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from policies.labels import RISKS, TASKS, Risk, Signal, Task
-from router.classify.detectors import Findings, detect, last_user_text
+from router.classify.detectors import Findings, detect, last_user_text, visible
 from router.classify.features import feature_parts
 from router.classify.linear import MODEL_FILE, LinearModel, Scores, load_model
 from router.classify.pii import PiiKind
@@ -100,7 +100,8 @@ class LinearClassifier:
         risk_probs = dict(zip(RISKS, risk_p, strict=True))
         best_task = TASKS[task_p.index(max(task_p))]  # the first likeliest, as `max` picks
         m_risk = model_risk(risk_p, self._model.thresholds["risk_high"])
-        user = last_user_text(request)
+        # Only whitespace or invisible characters (a zero-width space, a direction mark): empty.
+        user = visible(last_user_text(request))
         empty = not user or user.isspace()  # `not user.strip()` without copying the text
         task: Task = hints.task if hints.task is not None else ("chat" if empty else best_task)
         source: Literal["model", "hint", "default"] = (

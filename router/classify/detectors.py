@@ -362,6 +362,20 @@ def is_regulated_advice(text: str) -> bool:
     )
 
 
+# Format characters that draw nothing: zero-width space, non-joiner and joiner, the
+# direction marks, embeddings and isolates (RTL text pasted from a Persian page carries them),
+# word joiner, soft hyphen, BOM. Between two letters or digits they hide a phrase or a card
+# number from every rule, so the rules read the text without them.
+_INVISIBLE: Final = re.compile(
+    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]+"
+)
+
+
+def visible(text: str) -> str:
+    """`text` without the invisible format characters of `_INVISIBLE`."""
+    return text if text.isascii() else _INVISIBLE.sub("", text)
+
+
 def last_user_text(view: RequestView) -> str:
     """The text of the last user message ("" when there is none)."""
     for role, text in reversed(view.messages):
@@ -373,7 +387,7 @@ def last_user_text(view: RequestView) -> str:
 def detect(view: RequestView) -> Findings:
     """Run every rule on the request: PII and injection on all messages, advice on the last
     user message, side effects on the declared tools."""
-    everything = "\n".join(text for _, text in view.messages)
+    everything = visible("\n".join(text for _, text in view.messages))
     scanned = scan(everything) if len(everything) >= SCAN_MIN_CHARS else None
     return Findings(
         pii=pii_kinds(everything, scanned),
@@ -381,5 +395,5 @@ def detect(view: RequestView) -> Findings:
         side_effect_tools=(
             side_effect_tools(view.tool_names, view.tool_descriptions) if view.tool_names else ()
         ),
-        regulated_advice=is_regulated_advice(last_user_text(view)),
+        regulated_advice=is_regulated_advice(visible(last_user_text(view))),
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from evals.outcomes import load_table
 from evals.routers import FitConfig, oof_probs, workspace
 from router.cli import main
 from tests.evals.conftest import write_synthetic
+from tests.support.procs import PYTHON, file_size_limit
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
@@ -222,3 +225,28 @@ def test_json_has_the_same_floor_keys_with_and_without_floor(
                   "references", "thresholds")
     assert all(plain[k] is None for k in floor_keys)
     assert floored["references"] == ["big"] and len(floored["thresholds"]) == 2  # type: ignore[arg-type]
+
+
+
+def test_a_plot_that_cannot_be_written_leaves_the_previous_one_and_the_report(
+    gsm8k_slice: Path, tmp_path: Path
+) -> None:
+    """The plot's write fails part way: the previous image is still whole, the report is
+    printed all the same, and the command says so in one line and exits 2 (it wrote a
+    truncated image over the previous one and ended in a traceback, with no report)."""
+    plot = tmp_path / "curve.png"
+    assert main(["eval", "replay", "--dataset", str(gsm8k_slice), "--folds", "2", "--jobs",
+                 "1", "--plot", str(plot)]) == 0
+    previous = plot.read_bytes()
+    assert previous[:8] == b"\x89PNG\r\n\x1a\n"
+    done = subprocess.run(
+        [PYTHON, "-m", "router.cli", "eval", "replay", "--dataset", str(gsm8k_slice),
+         "--folds", "2", "--jobs", "1", "--json", "--plot", str(plot)],
+        capture_output=True, text=True, timeout=300, env=dict(os.environ),
+        preexec_fn=lambda: file_size_limit(len(previous) // 4))
+    assert plot.read_bytes() == previous
+    assert done.returncode == 2, done.stderr
+    assert f"error: --plot {plot}: cannot write" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "apgr" in json.loads(done.stdout)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curve.png"]

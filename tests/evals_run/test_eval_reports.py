@@ -93,3 +93,14 @@ def test_two_bad_files_are_both_named(tmp_path: Path) -> None:
     with pytest.raises(EvalReportError) as caught:
         load_reports([bad, worse])
     assert [p.split(": ")[0] for p in caught.value.problems] == [str(bad), str(worse)]
+
+
+def test_booleans_are_not_read_as_numbers(tmp_path: Path) -> None:
+    """`"mean": true` is not a perfect score and `"n": true` not one item: each is a problem
+    naming its row and field, as in configuration files."""
+    found = problems(write(tmp_path / "r.json", [row(mean=True, upper=True),
+                                                 {**row(model="large"), "n": True}]))
+    label = f"{tmp_path / 'r.json'}: results"
+    assert any(p.startswith(f"{label}[0] (fast, math, accuracy): mean:") for p in found), found
+    assert any(p.startswith(f"{label}[0] (fast, math, accuracy): upper:") for p in found), found
+    assert any(p.startswith(f"{label}[1] (large, math, accuracy): n:") for p in found), found

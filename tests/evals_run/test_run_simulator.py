@@ -12,7 +12,7 @@ import pytest
 
 from evals.metrics import wilson_interval
 from policies.eval_report import EvalReport
-from tests.support.procs import PYTHON
+from tests.support.procs import PYTHON, file_size_limit
 from tests.support.services import Running, start_simulator
 
 SUITES = Path(__file__).resolve().parents[2] / "evals" / "suites"
@@ -176,3 +176,39 @@ def test_policy_check_passes_on_backed_floors_and_fails_on_broken_ones(
         if code:
             assert "task math: candidate model mid" in done.stderr
     assert json.loads(report.read_text())["suite_version"] == "1+1+1"
+
+
+
+def test_a_report_that_cannot_be_written_leaves_the_previous_one_whole(
+        sim: Running, tmp_path: Path) -> None:
+    """The write fails part way (here: a file size limit): the report the router reads at
+    start-up is still the previous one, byte for byte, and the run says so and exits 2."""
+    out, details = tmp_path / "report.json", tmp_path / "items.jsonl"
+    previous = (Path(__file__).resolve().parents[2] / "policies" / "defaults"
+                / "simulator-evals.json").read_bytes()
+    out.write_bytes(previous)
+    config = tmp_path / "config.yaml"
+    config.write_text(config_text(sim.base_url))
+    limit = 256  # the new report is longer: its write stops here
+    done = subprocess.run(
+        [PYTHON, "-m", "router.cli", "eval", "run", "--config", str(config), "--suite",
+         str(SIM_SUITES[0]), "--models", "mid", "--out", str(out), "--details", str(details)],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "EVAL_SIM_KEY": "test"},
+        preexec_fn=lambda: file_size_limit(limit))
+    assert out.read_bytes() == previous
+    assert done.returncode == 2, done.stderr
+    assert f"cannot write {out}" in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml", "report.json"]
+
+
+def test_a_new_report_gets_the_permissions_of_a_plain_file(
+        sim: Running, tmp_path: Path) -> None:
+    """Written through a temporary file, the report is still readable by others as a plain
+    write under the umask makes it (a server may run as another user), not 0600."""
+    out, plain = tmp_path / "report.json", tmp_path / "plain"
+    plain.write_text("")
+    done = eval_run(tmp_path, config_text(sim.base_url), "--suite", str(SIM_SUITES[0]),
+                    "--models", "mid", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert EvalReport.model_validate_json(out.read_text()).results
+    assert out.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777

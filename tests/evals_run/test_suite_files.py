@@ -118,3 +118,21 @@ def test_items_shared_by_two_suites_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"prompts repeated \(1\): b item b1 asks what a item "
                                          r"a1 asks$"):
         _plan(first, second)
+
+
+@pytest.mark.parametrize("grader", ["{type: numeric, abs_tol: true}",
+                                    "{type: exact, case_sensitive: 1}",
+                                    "{type: regex, ignore_case: \"yes\"}"])
+def test_booleans_and_numbers_are_not_read_as_one_another(tmp_path: Path, grader: str) -> None:
+    """`abs_tol: true` is not a tolerance of 1 (every answer within 1 would pass), nor is
+    `case_sensitive: 1` true: the suite is refused naming the field."""
+    path = _write(tmp_path, f"""
+name: typed
+version: "1"
+task: math
+grader: {grader}
+items: [{{id: a, prompt: "2+2?", expected: "4"}}]
+""")
+    field = grader.split(", ")[1].split(":")[0]
+    with pytest.raises(SuiteError, match=f"grader.*{field}"):
+        load_suite(path)

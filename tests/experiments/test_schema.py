@@ -99,3 +99,31 @@ def test_repeated_arm_and_metric_names_are_named() -> None:
     message = str(caught.value)
     assert "arm name 'a' appears 2 times" in message
     assert "metric name 'ok' appears 2 times" in message
+
+
+@pytest.mark.parametrize("floor", [70, -0.1, 1.5])
+def test_a_quality_floor_outside_its_metrics_range_is_refused(floor: float) -> None:
+    """`floor: 70` (meant as 70%) on a binary metric would halt every arm at its first
+    `min_sample` values, whatever their quality; below the range it could never fire."""
+    with pytest.raises(ValidationError, match=f"floor {floor:g} is outside the metric's range"):
+        make_spec(metrics=[{"name": "ok", "kind": "binary"}],
+                  guardrails=[{"kind": "quality_floor", "metric": "ok", "floor": floor}])
+
+
+@pytest.mark.parametrize("guardrail", [
+    {"kind": "quality_floor", "metric": "ok", "floor": float("nan")},
+    {"kind": "p95_ttft_ms", "max_ms": float("inf")},
+    {"kind": "cost_per_request", "max_usd": float("inf")},
+])
+def test_guardrail_thresholds_must_be_finite(guardrail: dict[str, object]) -> None:
+    """A NaN floor halted every arm (no bound is >= NaN); an infinite ceiling never fires."""
+    with pytest.raises(ValidationError, match="finite number"):
+        make_spec(metrics=[{"name": "ok", "kind": "binary"}], guardrails=[guardrail])
+
+
+def test_a_floor_at_the_edge_of_the_range_is_allowed() -> None:
+    """A continuous metric's floor may sit anywhere in its declared range, ends included."""
+    spec = make_spec(metrics=[{"name": "rating", "kind": "continuous", "range": [1, 5]}],
+                     guardrails=[{"kind": "quality_floor", "metric": "rating", "floor": 5}])
+    assert isinstance(spec.guardrails[0], QualityFloorGuardrail)
+    assert spec.guardrails[0].floor == 5

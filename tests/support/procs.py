@@ -1,7 +1,8 @@
 """Start real processes on free loopback ports and wait until they answer.
 
 `free_port()` asks the kernel for an unused port; `ManagedProcess` starts a command, polls an
-HTTP readiness URL (or a TCP port) and terminates the whole process group on `stop()`.
+HTTP readiness URL (or a TCP port) and terminates the whole process group on `stop()`;
+`file_size_limit` makes a child's writes fail part way.
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ from pathlib import Path
 
 PYTHON = sys.executable
 VENV_BIN = Path(sys.executable).parent
+
+
+def file_size_limit(limit: int) -> None:
+    """For `preexec_fn`: the child may grow no file past `limit` bytes; a write past it fails
+    with EFBIG (as on a full disk or quota) instead of killing the child with SIGXFSZ."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
 
 def free_port() -> int:

@@ -13,6 +13,9 @@ still 1.0 ms per second, a fifth of a millisecond per request at 5 req/s). So he
 uvicorn's own answers to requests that never reach the app (a malformed request's 400) carry no
 `date` header. `limit_max_requests` is not supported (uvicorn checked it on its tick).
 
+SIGHUP drains too (uvicorn handles SIGINT and SIGTERM only, and a hangup's default ends the
+process at once), then ends the process as a hangup would; unless it was ignored (`nohup`).
+
 `on_stopped` runs once the server has stopped, before uvicorn re-raises a captured termination
 signal with its default handler (which ends the process at once, so code after `run()` would
 never run): `slorouter serve` stops its provider simulator there.
@@ -27,10 +30,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import socket
+import threading
 import time
 from collections.abc import Callable, Generator
 from email.utils import formatdate
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -101,11 +107,18 @@ class QuietServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
-        with super().capture_signals():
-            try:
-                yield
-            finally:
-                self._on_stopped()
+        hangup = _drain_on_hangup(self.handle_exit)
+        try:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self._on_stopped()
+        finally:
+            if hangup is not None:
+                signal.signal(signal.SIGHUP, hangup)
+        if hangup is not None and signal.SIGHUP in self._captured_signals:
+            signal.raise_signal(signal.SIGHUP)  # drained: now end as a hangup ends a process
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         if self._dated and not isinstance(self.config.loaded_app, DatedApp):
@@ -129,3 +142,17 @@ class QuietServer(uvicorn.Server):
             await super().shutdown(sockets)
         finally:
             grace_over.cancel()
+
+
+def _drain_on_hangup(handler: Callable[[int, FrameType | None], None]
+                     ) -> signal.Handlers | Callable[..., Any] | int | None:
+    """Handle SIGHUP with `handler` (a drain, as SIGTERM), returning the handler it replaces;
+    None, changing nothing, off the main thread or when SIGHUP is ignored (`nohup`). There is
+    no reload: a hangup used to end the process at once and cut every request in flight."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGHUP)
+    if previous is signal.SIG_IGN or previous is None:
+        return None
+    signal.signal(signal.SIGHUP, handler)
+    return previous

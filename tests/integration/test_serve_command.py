@@ -364,6 +364,26 @@ def test_sigint_drains_like_sigterm_and_exits_130_without_a_traceback(tmp_path: 
     assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
 
 
+def test_sighup_drains_like_sigterm_then_ends_as_a_hangup(tmp_path: Path) -> None:
+    """There is no reload: a hangup (a closed terminal, `kill -HUP` expecting nginx's reload)
+    used to end the process at once, cutting the stream in flight. It now drains as SIGTERM
+    does, then the process ends by SIGHUP, which a supervisor restarts like any exit."""
+    with ExitStack() as started:
+        router = _slow_stream_setup(tmp_path / "hup", 10, started)
+        body = b'{"model": "slow", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+        request = urllib.request.Request(f"{router.base_url}/v1/chat/completions", data=body,
+                                         headers={"content-type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.readline()
+            os.kill(router.proc.pid, signal.SIGHUP)
+            rest = response.read()
+        code = router.proc.wait(timeout_s=15.0)
+        log = router.proc.log_text()
+    assert rest.endswith(b"data: [DONE]\n\n")
+    assert code == -signal.SIGHUP, log
+    assert "Traceback" not in log, log
+
+
 def test_deployment_health_lists_every_configured_deployment_before_any_traffic(
         tmp_path: Path) -> None:
     """`/v1/health/deployments` of a router that has served nothing yet lists each configured

@@ -3,7 +3,7 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 # The runtime pins only (requirements.lock less the test and lint tools).
-COPY requirements-runtime.lock pyproject.toml README.md ./
+COPY requirements-runtime.lock pyproject.toml README.md LICENSE ./
 RUN python -m venv /opt/venv && /opt/venv/bin/pip install --no-cache-dir -r requirements-runtime.lock
 COPY router ./router
 COPY policies ./policies

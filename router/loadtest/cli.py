@@ -79,6 +79,12 @@ def handler(args: argparse.Namespace) -> int:
     from router.loadtest.stats import format_summary, summarize
     from router.loadtest.workload import load_workload, plan_requests
 
+    if args.workload == DEFAULT_WORKLOAD and not DEFAULT_WORKLOAD.is_file():
+        print(f"slorouter bench: no workload mix at {DEFAULT_WORKLOAD}, the default, read from "
+              "the working directory: the mix and its prompt pool come with the source "
+              "checkout, not the installed package; run from the checkout or pass "
+              "--workload FILE", file=sys.stderr)
+        return 2
     try:
         workload = load_workload(args.workload)
         _check_api_key(args.api_key)

@@ -41,6 +41,19 @@ def test_bad_arguments_are_refused_before_any_load(sim: Running, tmp_path: Path)
         assert "Traceback" not in result.stderr and time.monotonic() - started < 20
 
 
+def test_the_default_workload_missing_says_where_it_comes_from(tmp_path: Path) -> None:
+    """Run outside the checkout (an installed package, any other directory), the default mix
+    is not there: exit 2 before any load, naming the default and the way out (it was a bare
+    `[Errno 2] No such file or directory`)."""
+    result = subprocess.run([PYTHON, "-m", "router.cli", "bench", "--url", "http://127.0.0.1:9",
+                             "--out", str(tmp_path / "out"), "--no-progress"],
+                            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "bench/workloads/default.json" in result.stderr
+    assert "--workload FILE" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_exit_code_says_whether_every_request_succeeded(sim: Running,
                                                             tmp_path: Path) -> None:
     good = subprocess.run(_bench(sim, tmp_path / "good", "--duration", "1", "--model", "fast"),

@@ -29,8 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     explain = subparsers.add_parser("explain", help="show the routing decision for a request")
     explain.add_argument("--config", type=Path, required=True,
                          help="the router's YAML config (as `serve --config` takes it)")
-    explain.add_argument("request", nargs="?", type=Path,
-                         help="chat completions JSON body (default: stdin)")
+    explain.add_argument("request", nargs="?", type=Path, metavar="FILE",
+                         help="file holding a chat completions JSON body (default: stdin)")
     explain.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
                          type=_header, help="request header, e.g. x-slorouter-task:code")
     explain.set_defaults(func=explain_command)

@@ -12,11 +12,15 @@ from collections.abc import Mapping
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from policies.config_model import ConfigModel
 
 Exporter = Literal["none", "console", "otlp"]
+# SLOROUTER_TELEMETRY's words (any case); anything else is refused, not read as "on".
+_SWITCH: dict[str, bool] = {"off": False, "false": False, "0": False,
+                            "on": True, "true": True, "1": True}
 
 
 class TelemetrySettings(ConfigModel):
@@ -57,8 +61,15 @@ class TelemetrySettings(ConfigModel):
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> TelemetrySettings:
         values: dict[str, object] = {}
-        if environ.get("SLOROUTER_TELEMETRY", "").lower() in ("off", "false", "0"):
-            values["enabled"] = False
+        switch = environ.get("SLOROUTER_TELEMETRY", "").strip().lower()
+        if switch and switch not in _SWITCH:
+            raise ValidationError.from_exception_data(cls.__name__, [InitErrorDetails(
+                type=PydanticCustomError(
+                    "telemetry_switch", "SLOROUTER_TELEMETRY takes off, false or 0 (telemetry "
+                    "off) or on, true or 1 (the default), not other text"),
+                loc=("enabled",), input=switch)])
+        if switch:
+            values["enabled"] = _SWITCH[switch]
         exporter = environ.get("SLOROUTER_TELEMETRY_EXPORTER")
         if exporter is not None:
             values["exporter"] = exporter

@@ -47,6 +47,21 @@ def test_environment_selects_exporter_endpoint_ratio_and_opted_in_tenants() -> N
     assert settings.captures_content("acme") and not settings.captures_content("gamma")
 
 
+@pytest.mark.parametrize(("value", "enabled"), [("off", False), ("FALSE", False), ("0", False),
+                                               ("on", True), ("True", True), ("1", True),
+                                               ("", True)])
+def test_the_telemetry_switch_reads_its_documented_words(value: str, enabled: bool) -> None:
+    assert TelemetrySettings.from_env({"SLOROUTER_TELEMETRY": value}).enabled is enabled
+
+
+@pytest.mark.parametrize("value", ["no", "disabled", "of", "none"])
+def test_a_telemetry_switch_that_is_no_known_word_is_refused_not_read_as_on(value: str) -> None:
+    """`SLOROUTER_TELEMETRY=no` (or a typo) left telemetry on without a word; `serve` now stops
+    naming the variable, as for the other telemetry variables."""
+    with pytest.raises(ValidationError, match="SLOROUTER_TELEMETRY takes off"):
+        TelemetrySettings.from_env({"SLOROUTER_TELEMETRY": value})
+
+
 def test_a_metric_export_interval_that_is_not_a_positive_number_is_rejected() -> None:
     for bad in ("soon", "0", "-5000"):
         with pytest.raises(ValidationError, match="metrics_export_interval_s"):

@@ -3,12 +3,18 @@ notices of the data files that ship, and every file the Dockerfile's build copie
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 import tomllib
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import Requirement
+
 ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("router", "policies", "cache", "evals")
 
 
 def _project() -> dict[str, Any]:
@@ -62,3 +68,36 @@ def test_the_docker_build_copies_what_pip_install_of_the_checkout_reads() -> Non
     setuptools_find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     needed |= {p.rstrip("*") for p in setuptools_find["packages"]["find"]["include"]}
     assert needed <= set(sources), needed - set(sources)
+
+
+def _imported_top_level_names(package: str) -> set[str]:
+    names: set[str] = set()
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_third_party_import_of_the_package_is_a_declared_dependency() -> None:
+    """What the shipped packages import is pinned in `dependencies`, not left to come in
+    through another package's requirements (jsonschema came only through litellm's range: a
+    `pip install slorouter` got whichever version litellm allowed, or none if it dropped it).
+    A distribution's own compiled part (pydantic_core of pydantic) counts as its own."""
+    declared = {_norm(Requirement(d).name) for d in _project()["dependencies"]}
+    own_parts = {"pydantic-core": "pydantic"}
+    owners = metadata.packages_distributions()
+    imported = set().union(*map(_imported_top_level_names, PACKAGES))
+    third_party = imported - set(sys.stdlib_module_names) - set(PACKAGES) - {"__future__"}
+    undeclared = {}
+    for name in sorted(third_party):
+        dists = {_norm(d) for d in owners.get(name, [name])}
+        if not dists & declared and not {own_parts.get(d) for d in dists} & declared:
+            undeclared[name] = sorted(dists)
+    assert undeclared == {}

@@ -51,6 +51,22 @@ def _dockerignored() -> list[str]:
     return [s for line in lines if (s := line.strip()) and not s.startswith("#")]
 
 
+def test_what_git_ignores_stays_out_of_the_docker_build_context() -> None:
+    """Local state (the disk result cache's cached answers under .slorouter/, virtualenvs,
+    build output, logs) was sent to the Docker daemon with every `docker build`: each
+    .gitignore pattern has its .dockerignore counterpart (or a parent directory there)."""
+    ignored = set(_dockerignored())
+    missing = []
+    for line in (ROOT / ".gitignore").read_text().splitlines():
+        pattern = line.strip().strip("/")
+        if not pattern or line.startswith("#"):
+            continue
+        parents = {"/".join(pattern.split("/")[:i]) for i in range(1, pattern.count("/") + 1)}
+        if not ({pattern, "**/" + pattern} | parents) & ignored:
+            missing.append(pattern)
+    assert missing == []
+
+
 def test_the_docker_build_copies_what_pip_install_of_the_checkout_reads() -> None:
     """Every COPY source exists and is not excluded from the build context, and the build stage
     copies the files pyproject.toml names (readme, licence files, the listed packages), or

@@ -11,8 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DEFAULT_OUT = Path("router/classify/artifacts")
-
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Register `classify`, `train-classifier` and `eval-classifier`."""

@@ -12,7 +12,6 @@ A duplicate that arrives while the first is in flight waits (up to `wait_s`) for
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -22,10 +21,6 @@ from router.errors import ConflictError, RequestError, StillRunningError
 
 IDEMPOTENCY_HEADER: Final = "idempotency-key"
 MAX_KEY_LENGTH: Final = 255
-# Response headers worth replaying; everything else (dates, request ids, lengths) is recomputed.
-REPLAYED_HEADERS: Final = frozenset(
-    {"content-type", "x-slorouter-model", "x-slorouter-deployment", "x-slorouter-policy-version"}
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +108,6 @@ def body_fingerprint(body: bytes) -> str:
 def json_fingerprint(value: object) -> str:
     """`body_fingerprint` of an already parsed JSON value (no second parse)."""
     return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def replayable_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """The subset of response headers stored for replay (names lower-cased)."""
-    return tuple((k.lower(), v) for k, v in headers if k.lower() in REPLAYED_HEADERS)
 
 
 def key_reused() -> ConflictError:

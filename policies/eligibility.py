@@ -43,6 +43,7 @@ class DeploymentFacts:
     price_in_per_m: float
     price_out_per_m: float
     healthy: bool = True
+    max_output_tokens: int | None = None  # the model's most output per answer; None: unknown
 
 _PASSED = attrgetter("passed")
 
@@ -142,8 +143,15 @@ _NO_JSON = "request asks for JSON; deployment has no JSON mode"
 UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_format"}
 
 
+def output_tokens(facts: RequestFacts, deployment: DeploymentFacts) -> int:
+    """The output limit per completion the deployment is sent: the request's, lowered to the
+    deployment's `max_output_tokens` (`router.providers.base.output_limited`)."""
+    most = deployment.max_output_tokens
+    return facts.max_output_tokens if most is None else min(facts.max_output_tokens, most)
+
+
 def _fits(facts: RequestFacts, deployment: DeploymentFacts) -> Check:
-    needed = facts.prompt_tokens + facts.max_output_tokens
+    needed = facts.prompt_tokens + output_tokens(facts, deployment)
     if deployment.context_window is not None and needed > deployment.context_window:
         return Check(CheckName.FITS, False, _TOO_LONG, (needed, deployment.context_window))
     if facts.needs_tools and not deployment.supports_tools:
@@ -175,9 +183,10 @@ def _budget(policy: TaskPolicy, cost: float) -> Check:
 
 
 def worst_case_cost(facts: RequestFacts, deployment: DeploymentFacts) -> float:
-    """USD for the prompt plus every completion at the output limit."""
+    """USD for the prompt plus every completion at the output limit it is sent."""
     return (facts.prompt_tokens * deployment.price_in_per_m
-            + facts.completions * facts.max_output_tokens * deployment.price_out_per_m) / 1e6
+            + facts.completions * output_tokens(facts, deployment)
+            * deployment.price_out_per_m) / 1e6
 
 
 def output_cap(ceiling_usd: float, facts: RequestFacts,

@@ -38,6 +38,7 @@ from router.providers.base import (
     Provider,
     StreamEvent,
     UpstreamCall,
+    output_limited,
     sent_unanswered,
 )
 from router.stats.inflight import InFlight
@@ -418,6 +419,8 @@ class Runner:
         if remaining <= 0 or _first_content_by(plan) <= self._clock():
             raise ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
         body = plan.bodies.get(deployment.body_kind, plan.body)
+        if deployment.max_output_tokens is not None:
+            body = output_limited(body, deployment.max_output_tokens)
         headers = {**plan.headers, **propagation_headers(plan.trace, number)}
         return UpstreamCall(deployment=deployment, body=body,
                             timeout_s=min(remaining, deployment.timeout_s), headers=headers,

@@ -101,7 +101,8 @@ def require_route(decision: Decision,
     a model whose deployments the risk rule all refuse for it (the caller's choice: `auto` or
     another model may serve it), else a 503 (the policy says reject), with a Retry-After when
     open circuits are among the reasons: `soonest_probe_s` of the deployments they hold (the
-    breakers' own time, as a pinned request's `circuit_open` says it), else 1 s.
+    breakers' own time, as a pinned request's `circuit_open` says it), else 1 s, spread as
+    `circuit_open`'s is (`spread_retry_after`: never sooner than that).
     `no_model_fits` names the field no candidate could take (`messages` for the length,
     `tools_field` for tools, `response_format`) when they all failed on the same one."""
     if decision.deployments:
@@ -129,7 +130,8 @@ def require_route(decision: Decision,
     held = [name for name, checks in failed if any(c.name == CheckName.HEALTHY for c in checks)]
     retry_after = None if not held else (
         soonest_probe_s(held) if soonest_probe_s is not None else 1.0)
-    raise NoEligibleModelError(message, code="no_eligible_model", retry_after=retry_after)
+    raise NoEligibleModelError(message, code="no_eligible_model", retry_after=retry_after,
+                               spread_retry_after=True)
 
 
 def _unfit_field(failed: Sequence[tuple[str, Sequence[Check]]], tools_field: str) -> str:

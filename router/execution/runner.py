@@ -554,9 +554,12 @@ def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
             return saturated("every deployment that could serve has its max_in_flight "
                              f"attempts in flight{also}")
         if skipped:
+            # spread like admission's refusals: every client refused while the breakers are
+            # open would come back in the same second, for one probe slot
             return ProviderUnavailableError("every deployment's circuit breaker is open",
                                             code="circuit_open",
-                                            retry_after=_soonest_reopening(skipped))
+                                            retry_after=_soonest_reopening(skipped),
+                                            spread_retry_after=True)
         return AllCandidatesFailedError("no deployment to try", code="no_candidates")
     last = errors[-1]
     summary = "; ".join(f"{a.deployment}: {a.error.message}" for a in attempts

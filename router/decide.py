@@ -28,7 +28,7 @@ from policies.eligibility import (
 from policies.learned.decide import choose
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
-from router.errors import NoEligibleModelError, NotFoundError, RequestError
+from router.errors import NoEligibleModelError, NotFoundError, RequestError, shown
 from router.runtime_config import RuntimeConfig
 
 Health = Callable[[str], bool]
@@ -145,9 +145,9 @@ def _unfit_field(failed: Sequence[tuple[str, Sequence[Check]]], tools_field: str
 
 def unknown_model(requested: str) -> NotFoundError:
     """The 404 for a model name this router does not serve (a long name is cut in the message)."""
-    shown = requested if len(requested) <= 100 else requested[:100] + "…"
-    return NotFoundError(f"The model '{shown}' does not exist; GET /v1/models lists the "
-                         "names this router serves", param="model", code="model_not_found")
+    return NotFoundError(f"The model '{shown(requested, 100)}' does not exist; GET /v1/models "
+                         "lists the names this router serves", param="model",
+                         code="model_not_found")
 
 
 def facts_by_model(config: RuntimeConfig,

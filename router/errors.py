@@ -41,6 +41,14 @@ come back together; every admission refusal has it too. The spread only lengthen
 from __future__ import annotations
 
 
+def shown(value: object, limit: int) -> str:
+    """What an error message may echo of a client's `value`: its first `limit` characters, and
+    an ellipsis when there were more (a long value could hold anything, prompt text
+    included, and made every error that quoted it as long)."""
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 class SlorouterError(Exception):
     """Base of every error the service raises on purpose."""
 

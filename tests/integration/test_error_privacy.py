@@ -11,6 +11,7 @@ router's output never holds it, nor any key.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,11 +47,15 @@ server:
 """
 
 
+def _observed(directory: Path) -> contextlib.AbstractContextManager[tuple[Running, Path]]:
+    """The echoing simulator behind a router whose logs and spans are printed to its log."""
+    return observed_gateway(directory, {"fast": FAST}, lambda base: CONFIG.format(base=base),
+                            {"TENANT_ONE_KEY": API_KEY, "SIM_KEY": SIM_KEY})
+
+
 @pytest.fixture(scope="module")
 def echoing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Path]]:
-    with observed_gateway(tmp_path_factory.mktemp("echoing"), {"fast": FAST},
-                          lambda base: CONFIG.format(base=base),
-                          {"TENANT_ONE_KEY": API_KEY, "SIM_KEY": SIM_KEY}) as both:
+    with _observed(tmp_path_factory.mktemp("echoing")) as both:
         yield both
 
 
@@ -89,9 +94,7 @@ PROMPT_CANARY = "tapir-90b3f4"
 
 @pytest.fixture(scope="module")
 def conflicting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Path]]:
-    with observed_gateway(tmp_path_factory.mktemp("conflicting"), {"fast": FAST},
-                          lambda base: CONFIG.format(base=base),
-                          {"TENANT_ONE_KEY": API_KEY, "SIM_KEY": SIM_KEY}) as both:
+    with _observed(tmp_path_factory.mktemp("conflicting")) as both:
         yield both
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from tests.support.services import FAST_PROFILE, Running, start_router, start_simulator
+from tests.support.services import FAST_PROFILE, Running, simulated_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -50,17 +50,10 @@ server: {{cache: {{backend: none}}}}
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    directory = tmp_path_factory.mktemp("experiments-access")
-    sim = start_simulator(directory, {"fast": FAST_PROFILE})
-    try:
-        running = start_router(directory, _config(sim.base_url),
-                               env={"TENANT_KEY": TENANT_KEY, "OPERATOR_KEY": OPERATOR_KEY})
-    except Exception:
-        sim.stop()
-        raise
-    yield running
-    running.stop()
-    sim.stop()
+    with simulated_gateway(tmp_path_factory.mktemp("experiments-access"),
+                           {"fast": FAST_PROFILE}, _config,
+                           {"TENANT_KEY": TENANT_KEY, "OPERATOR_KEY": OPERATOR_KEY}) as running:
+        yield running
 
 
 def _client(gateway: Running, key: str) -> openai.OpenAI:

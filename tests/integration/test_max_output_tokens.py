@@ -20,7 +20,7 @@ from policies.eligibility import DeploymentFacts, RequestFacts, evaluate, output
 from policies.eval_report import QualityTable
 from policies.loader import content_hash
 from policies.schema import DeploymentSpec, RouterConfig, TaskPolicy
-from tests.support.services import Running, start_router, start_simulator
+from tests.support.services import Running, simulated_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -47,18 +47,11 @@ server: {{cache: {{backend: none}}}}
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    directory = tmp_path_factory.mktemp("max-output")
-    sim = start_simulator(directory, {"capped": {
-        "context_window": WINDOW, "max_output_tokens": MOST, "output_tokens_p50": 1000,
-        "output_tokens_p99": 1200, "tokens_per_chunk": 50}})
-    try:
-        running = start_router(directory, _config(sim.base_url), env={"TENANT_KEY": API_KEY})
-    except Exception:
-        sim.stop()
-        raise
-    yield running
-    running.stop()
-    sim.stop()
+    with simulated_gateway(tmp_path_factory.mktemp("max-output"), {"capped": {
+            "context_window": WINDOW, "max_output_tokens": MOST, "output_tokens_p50": 1000,
+            "output_tokens_p99": 1200, "tokens_per_chunk": 50}}, _config,
+            {"TENANT_KEY": API_KEY}) as running:
+        yield running
 
 
 MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "write a long story"}]

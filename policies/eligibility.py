@@ -150,8 +150,8 @@ def output_tokens(facts: RequestFacts, deployment: DeploymentFacts) -> int:
     return facts.max_output_tokens if most is None else min(facts.max_output_tokens, most)
 
 
-def _fits(facts: RequestFacts, deployment: DeploymentFacts) -> Check:
-    needed = facts.prompt_tokens + output_tokens(facts, deployment)
+def _fits(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> Check:
+    needed = facts.prompt_tokens + output
     if deployment.context_window is not None and needed > deployment.context_window:
         return Check(CheckName.FITS, False, _TOO_LONG, (needed, deployment.context_window))
     if facts.needs_tools and not deployment.supports_tools:
@@ -184,9 +184,12 @@ def _budget(policy: TaskPolicy, cost: float) -> Check:
 
 def worst_case_cost(facts: RequestFacts, deployment: DeploymentFacts) -> float:
     """USD for the prompt plus every completion at the output limit it is sent."""
+    return _cost(facts, deployment, output_tokens(facts, deployment))
+
+
+def _cost(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> float:
     return (facts.prompt_tokens * deployment.price_in_per_m
-            + facts.completions * output_tokens(facts, deployment)
-            * deployment.price_out_per_m) / 1e6
+            + facts.completions * output * deployment.price_out_per_m) / 1e6
 
 
 def output_cap(ceiling_usd: float, facts: RequestFacts,
@@ -234,8 +237,12 @@ def evaluate(policy: TaskPolicy, facts: RequestFacts,
     for model, role in roles:
         floor = floor_check(policy.quality_floor, model, facts.task, quality)
         for deployment in deployments.get(model, ()):
-            cost = worst_case_cost(facts, deployment)
-            checks = (floor, risk_check(policy, facts, deployment), _fits(facts, deployment),
+            output = facts.max_output_tokens  # `output_tokens`, without a call per check
+            if deployment.max_output_tokens is not None and deployment.max_output_tokens < output:
+                output = deployment.max_output_tokens
+            cost = _cost(facts, deployment, output)
+            checks = (floor, risk_check(policy, facts, deployment),
+                      _fits(facts, deployment, output),
                       Check(CheckName.HEALTHY, deployment.healthy,
                             "healthy" if deployment.healthy else "circuit open"),
                       _budget(policy, cost))

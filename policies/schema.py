@@ -104,6 +104,9 @@ class DeploymentSpec(Frozen):
     cached_input_price_per_mtok: float | None = Field(default=None, ge=0)
     cache_write_price_per_mtok: float | None = Field(default=None, ge=0)
     context_window: int | None = Field(default=None, gt=0)
+    # The most output tokens the model writes in one answer (OpenAI's "max output tokens"):
+    # a larger output limit, the client's or a cost ceiling's, is lowered to it when sent.
+    max_output_tokens: int | None = Field(default=None, gt=0)
     supports_tools: bool = True
     supports_json: bool = True
     zero_data_retention: bool = False
@@ -122,6 +125,12 @@ class DeploymentSpec(Frozen):
         if value is not None and not re.match(r"^https?://", value):
             raise ValueError("api_base must start with http:// or https://")
         return value.rstrip("/") if value is not None else None
+
+    def model_post_init(self, _context: object) -> None:
+        if (self.max_output_tokens is not None and self.context_window is not None
+                and self.max_output_tokens > self.context_window):
+            raise ValueError(f"max_output_tokens ({self.max_output_tokens}) is more than "
+                             f"context_window ({self.context_window})")
 
 
 class ModelSpec(Frozen):

@@ -22,7 +22,7 @@ from policies.schema import TaskPolicy
 from router.api.schemas import ChatCompletionRequest, FunctionTool
 from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
-from router.errors import RequestError
+from router.errors import RequestError, shown
 from router.execution.hedging import HedgeInputs, plan_hedge, refusal_before_prediction
 from router.execution.runner import CommittedStream, Plan, Runner
 from router.outcomes import Outcome
@@ -114,6 +114,11 @@ def _legacy_functions(request: ChatCompletionRequest) -> list[dict[str, Any]]:
     return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
 
 
+# The most characters of a client's header or `metadata` value a 400 quotes back (`shown`):
+# enough to tell which value it was, too few to carry much of whatever else it holds.
+ECHOED_CHARS = 32
+
+
 def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hints:
     """Explicit labels from the `x-slorouter-task`/`-risk` header or `metadata.task`/`.risk`.
 
@@ -126,10 +131,12 @@ def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hi
     task = _one_hint("task", headers, _known_only(metadata, "task", TASKS))
     risk = _one_hint("risk", headers, _known_only(metadata, "risk", RISKS))
     if task is not None and task not in TASKS:
-        raise RequestError(f"unknown task hint {task!r}; one of {', '.join(TASKS)}",
+        raise RequestError(f"unknown task hint {shown(task, ECHOED_CHARS)!r}; one of "
+                           f"{', '.join(TASKS)}",
                            param=_hint_param(headers, "task"), code="invalid_hint")
     if risk is not None and risk not in RISKS:
-        raise RequestError(f"unknown risk hint {risk!r}; one of {', '.join(RISKS)}",
+        raise RequestError(f"unknown risk hint {shown(risk, ECHOED_CHARS)!r}; one of "
+                           f"{', '.join(RISKS)}",
                            param=_hint_param(headers, "risk"), code="invalid_hint")
     return Hints(task=_as_task(task), risk=_as_risk(risk))
 
@@ -142,8 +149,9 @@ def header_or_metadata(headers: Mapping[str, str], header: str, metadata: object
     field = metadata.get(key) if isinstance(metadata, Mapping) else None
     if given is not None and field is not None and given != str(field):
         raise RequestError(
-            f"conflicting {what}: header {header} is {given!r} but metadata.{key} is {field!r}; "
-            "send one of them, or the same value in both", param=f"metadata.{key}", code=code)
+            f"conflicting {what}: header {header} is {shown(given, ECHOED_CHARS)!r} but "
+            f"metadata.{key} is {shown(field, ECHOED_CHARS)!r}; send one of them, or the same "
+            "value in both", param=f"metadata.{key}", code=code)
     return given if given is not None else field
 
 

@@ -38,6 +38,7 @@ from router.providers.base import (
     Provider,
     StreamEvent,
     UpstreamCall,
+    output_limited,
     sent_unanswered,
 )
 from router.stats.inflight import InFlight
@@ -418,6 +419,8 @@ class Runner:
         if remaining <= 0 or _first_content_by(plan) <= self._clock():
             raise ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
         body = plan.bodies.get(deployment.body_kind, plan.body)
+        if deployment.max_output_tokens is not None:
+            body = output_limited(body, deployment.max_output_tokens)
         headers = {**plan.headers, **propagation_headers(plan.trace, number)}
         return UpstreamCall(deployment=deployment, body=body,
                             timeout_s=min(remaining, deployment.timeout_s), headers=headers,
@@ -551,9 +554,12 @@ def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
             return saturated("every deployment that could serve has its max_in_flight "
                              f"attempts in flight{also}")
         if skipped:
+            # spread like admission's refusals: every client refused while the breakers are
+            # open would come back in the same second, for one probe slot
             return ProviderUnavailableError("every deployment's circuit breaker is open",
                                             code="circuit_open",
-                                            retry_after=_soonest_reopening(skipped))
+                                            retry_after=_soonest_reopening(skipped),
+                                            spread_retry_after=True)
         return AllCandidatesFailedError("no deployment to try", code="no_candidates")
     last = errors[-1]
     summary = "; ".join(f"{a.deployment}: {a.error.message}" for a in attempts

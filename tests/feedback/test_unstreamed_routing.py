@@ -17,60 +17,46 @@ from typing import Any
 
 import pytest
 
+from tests.feedback import scenarios as sc
 from tests.feedback.conftest import StartRouter, StartSim
-from tests.feedback.scenarios import (
-    Dep,
-    Run,
-    Slo,
-    StatsKnobs,
-    TaskRoute,
-    chat_body,
-    open_loop,
-    profile,
-    router_yaml,
-    run_async,
-    share,
-    timeline,
-    window,
-)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-A, B = Dep("dep-a", "model-a"), Dep("dep-b", "model-b")
+A, B = sc.Dep("dep-a", "model-a"), sc.Dep("dep-b", "model-b")
 RATE, DURATION_S, MEASURE_FROM_S = 10.0, 20.0, 6.0
 TOKENS = 100
 
 
 def _body(i: int) -> tuple[Mapping[str, Any], str]:
     stream = i % 2 == 0
-    body = {**chat_body(salt=i), "max_tokens": TOKENS, "stream": stream}
+    body = {**sc.chat_body(salt=i), "max_tokens": TOKENS, "stream": stream}
     return body, "stream" if stream else "whole"
 
 
 @pytest.fixture(scope="module")
-def mixed(start_sim: StartSim, start_gateway: StartRouter) -> tuple[Run, str]:
-    sim = start_sim({A.sim_model: profile(100, tokens=TOKENS, tpot_ms=20.0),
-                     B.sim_model: profile(400, tokens=TOKENS, tpot_ms=2.0)})
-    config = router_yaml(sim.base_url, [A, B],
-                         TaskRoute((A.name, B.name), Slo(ttft_p95_ms=1000, availability=0.99)),
-                         stats=StatsKnobs(half_life_s=5.0, explore_share=0.03))
+def mixed(start_sim: StartSim, start_gateway: StartRouter) -> tuple[sc.Run, str]:
+    sim = start_sim({A.sim_model: sc.profile(100, tokens=TOKENS, tpot_ms=20.0),
+                     B.sim_model: sc.profile(400, tokens=TOKENS, tpot_ms=2.0)})
+    route = sc.TaskRoute((A.name, B.name), sc.Slo(ttft_p95_ms=1000, availability=0.99))
+    config = sc.router_yaml(sim.base_url, [A, B], route,
+                            stats=sc.StatsKnobs(half_life_s=5.0, explore_share=0.03))
     gateway = start_gateway("unstreamed", config)
-    run = run_async(open_loop(gateway.base_url, RATE, DURATION_S, _body))
-    text = "\n".join(f"{label}:\n{timeline(run, [A.name, B.name], label)}"
+    run = sc.run_async(sc.open_loop(gateway.base_url, RATE, DURATION_S, _body))
+    text = "\n".join(f"{label}:\n{sc.timeline(run, [A.name, B.name], label)}"
                      for label in ("stream", "whole"))
     print(f"\nmixed streamed and non-streamed, open loop {RATE:g} req/s\n{text}")
     return run, text
 
 
 def test_streams_go_to_the_fast_first_token_and_whole_answers_to_the_fast_answer(
-        mixed: tuple[Run, str]) -> None:
+        mixed: tuple[sc.Run, str]) -> None:
     """From 6 s on, >= 80% of streamed requests go to A (first token 100 ms against 400 ms)
     and >= 80% of non-streamed ones to B (whole answer 0.6 s against 2.1 s); every request
     is answered."""
     run, text = mixed
-    streams = window(run.shots, MEASURE_FROM_S, run.duration_s, "stream")
-    wholes = window(run.shots, MEASURE_FROM_S, run.duration_s, "whole")
+    streams = sc.window(run.shots, MEASURE_FROM_S, run.duration_s, "stream")
+    wholes = sc.window(run.shots, MEASURE_FROM_S, run.duration_s, "whole")
     assert len(streams) >= 40 and len(wholes) >= 40, text
-    assert share(streams, A.name) >= 0.8, text
-    assert share(wholes, B.name) >= 0.8, text
+    assert sc.share(streams, A.name) >= 0.8, text
+    assert sc.share(wholes, B.name) >= 0.8, text
     assert all(s.ok for s in run.shots), [s for s in run.shots if not s.ok][:3]

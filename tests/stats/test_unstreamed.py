@@ -129,7 +129,7 @@ def test_streamed_requests_rank_on_ttft_and_non_streamed_ones_on_e2e() -> None:
     non-streamed answers: its p95 missed the target and both kinds went to B."""
     store, clock = _mixed_store()
     ranker = _ranker(store, clock)
-    policy = TaskPolicy(candidates=["A", "B"], objective="min_cost",
+    policy = TaskPolicy(candidates=("A", "B"), objective="min_cost",
                         slo=SloSpec(ttft_p95_ms=1000, availability=0.99))
     verdicts = [cast(Verdict, SimpleNamespace(deployment=d)) for d in "AB"]
     streamed = RequestFacts("chat", "low", 16, 100, stream=True)
@@ -220,3 +220,39 @@ def test_the_sink_records_non_streamed_answers_and_cut_waits_as_e2e() -> None:
     found, weight = store.e2e_quantiles("A", "chat", (0.25, 0.75))
     assert weight >= 19.9 and found is not None
     assert found[0] == pytest.approx(1.5, rel=0.02) and found[1] == pytest.approx(2.0, rel=0.02)
+
+
+async def test_the_runner_tells_the_store_which_attempts_are_not_streamed() -> None:
+    """`Plan.stream` reaches the attempt watch: while a non-streamed attempt waits for its
+    answer the store shows it apart, never as a first token waited for; once answered, it is
+    gone."""
+    import asyncio
+
+    from router.execution.runner import ExecutionState, Plan, Runner
+    from router.providers.base import Completion, Deployment, UpstreamCall
+
+    answered = asyncio.Event()
+
+    class Slow:
+        async def complete(self, call: UpstreamCall) -> Completion:
+            await answered.wait()
+            return Completion(body=b'{"choices": []}', usage=None)
+
+    store = LocalStatsStore()
+    state = ExecutionState.create()
+    state.watch = store
+    runner = Runner({"openai_passthrough": Slow()}, state)  # type: ignore[dict-item]
+    deployment = Deployment(name="A", model="openai/a", adapter="openai_passthrough",
+                            api_base="http://127.0.0.1:9/v1", api_key=None,
+                            input_price_per_mtok=1.0, output_price_per_mtok=1.0,
+                            context_window=None)
+    plan = Plan(deployments=[deployment], body={"messages": []},
+                deadline=time.perf_counter() + 30.0, prompt_tokens=16, stream=False)
+    task = asyncio.create_task(runner.complete(plan, []))
+    await asyncio.sleep(0.05)
+    view = store.view("A", "chat", 16)
+    assert view.in_flight == 1 and view.oldest_waiting_since is None
+    assert view.oldest_unstreamed_since is not None
+    answered.set()
+    await task
+    assert store.view("A", "chat", 16)[4:] == (0, None, None)

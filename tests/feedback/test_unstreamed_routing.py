@@ -1,5 +1,5 @@
 """Streamed requests go where first tokens come soonest, non-streamed ones where whole answers
-do, when the two are different deployments (docs/latency-feedback.md §3, §4).
+do, when the two are different deployments (docs/latency-feedback.md §3, §4, §7).
 
 A gives its first token in ~100 ms but writes slowly (100 tokens in ~2.1 s); B gives its first
 token in ~400 ms and writes fast (~0.6 s). Equal price, SLO TTFT p95 <= 1 s, `min_cost`; half
@@ -25,11 +25,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 A, B = sc.Dep("dep-a", "model-a"), sc.Dep("dep-b", "model-b")
 RATE, DURATION_S, MEASURE_FROM_S = 10.0, 20.0, 6.0
 TOKENS = 100
+WARM = 24  # the first requests name each deployment in turn: both are known for both kinds
 
 
 def _body(i: int) -> tuple[Mapping[str, Any], str]:
+    """Every other request streams. The first `WARM` name A, A, B, B, ... (both kinds seen
+    on both: an unknown deployment is predicted from the pessimistic prior, and exploration
+    alone may take many seconds to show what it does); the rest ask for `auto`."""
     stream = i % 2 == 0
     body = {**sc.chat_body(salt=i), "max_tokens": TOKENS, "stream": stream}
+    if i < WARM:
+        return {**body, "model": A.name if i % 4 < 2 else B.name}, "warm"
     return body, "stream" if stream else "whole"
 
 

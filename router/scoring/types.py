@@ -53,7 +53,7 @@ class Blend(NamedTuple):
     """The part of a candidate's prediction that no request changes, as of time `at`.
 
     Built by `predict.blend` from a `StatsView`'s summaries and the prior: each level's weight
-    (its observations decayed to `at`, against the prior's `n0`), the TTFT levels' log
+    (its observations decayed to `at`, against the prior's `n0`), the TTFT and E2E levels' log
     quantiles, and the TPOT and error-rate estimates already blended. What the request brings
     (prompt size, output tokens, the age of waiting attempts) is applied per request.
     """

@@ -30,6 +30,7 @@ class RequestFacts:
     needs_json: bool = False
     prompt_text: str = field(default="", repr=False)  # for learned routing; never logged
     completions: int = 1  # `n`: each completion may use `max_output_tokens`
+    stream: bool = True  # streamed answer (scored on TTFT), else whole (scored on E2E)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from router.providers.base import Completion, Deployment
 from router.runtime_config import RuntimeConfig
 from router.token_estimate import text_tokens, utf8_tokens
 
-HedgeDelay = Callable[[str, Task, int], float | None]
+HedgeDelay = Callable[[str, Task, int, bool], float | None]  # deployment, task, prompt, stream
 # (task, units, expose): the unit's arm; `expose` records the exposure (not for an explanation).
 AssignArm = Callable[[Task, UnitIds, bool], Assignment | None]
 
@@ -233,7 +233,7 @@ def request_facts(request: ChatCompletionRequest, view: RequestView,
         task=labels.task, risk=labels.risk,
         prompt_tokens=estimate_prompt_tokens(view, request),
         max_output_tokens=limit if limit is not None else DEFAULT_MAX_OUTPUT_TOKENS,
-        needs_tools=bool(view.tool_names), completions=request.n or 1,
+        needs_tools=bool(view.tool_names), completions=request.n or 1, stream=request.stream,
         needs_json=view.response_format in ("json_object", "json_schema"),
         prompt_text=next((text for role, text in reversed(view.messages) if role == "user"), ""))
 
@@ -319,7 +319,7 @@ class ChatPipeline:
                     side_effecting=side_effecting,
                     bodies=marked_bodies(body, caller.tenant,
                                          {d.body_kind for d in deployments}),
-                    prompt_tokens=facts.prompt_tokens,
+                    prompt_tokens=facts.prompt_tokens, stream=facts.stream,
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
                                                    deadline))
         phases.classify, phases.decide = classified - started, self._clock() - classified
@@ -350,7 +350,8 @@ class ChatPipeline:
             predicted_ttft_s=None, remaining_s=deadline - self._clock())
         if refusal_before_prediction(inputs) is not None:
             return None  # the TTFT sketch is read only for a request that may hedge
-        predicted = self._hedge_delay(decision.deployments[0], facts.task, facts.prompt_tokens)
+        predicted = self._hedge_delay(decision.deployments[0], facts.task, facts.prompt_tokens,
+                                      facts.stream)
         plan = plan_hedge(replace(inputs, predicted_ttft_s=predicted))
         return plan.delay_s
 

@@ -62,6 +62,7 @@ class Plan:
     bodies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per body kind
     trace: TraceContext | None = None  # W3C trace continued to every upstream attempt
     prompt_tokens: int = 0  # told to the attempt watch (waiting is judged by prompt size)
+    stream: bool = True  # told to the attempt watch: a non-streamed wait is for a whole answer
     # The client's own timeout header set the deadline (shorter than the operator's): an
     # attempt it cuts short says nothing about the deployment.
     deadline_from_client: bool = False
@@ -107,7 +108,8 @@ class AttemptWatch(Protocol):
     before any of its slow answers completes (`router/stats/inflight.py`). `load` (attempts
     begun and not yet ended, per deployment) is what the bulkhead reads (`max_in_flight`)."""
 
-    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int: ...
+    def begin(self, deployment: str, t: float, prompt_tokens: int = 0,
+              streamed: bool = True) -> int: ...
     def first_token(self, ticket: int) -> None: ...
     def end(self, ticket: int) -> None: ...
     @property
@@ -349,7 +351,7 @@ class Runner:
 
     def _started(self, record: AttemptRecord, plan: Plan) -> None:
         record.ticket = self._state.watch.begin(record.deployment, self._wall(),
-                                                plan.prompt_tokens)
+                                                plan.prompt_tokens, plan.stream)
 
     def _ended(self, record: AttemptRecord) -> None:
         self._state.watch.end(record.ticket)

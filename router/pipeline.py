@@ -24,7 +24,8 @@ from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
 from router.errors import RequestError, shown
 from router.execution.hedging import HedgeInputs, plan_hedge, refusal_before_prediction
-from router.execution.runner import CommittedStream, Plan, Runner
+from router.execution.plan import CommittedStream, Plan
+from router.execution.runner import Runner
 from router.outcomes import Outcome
 from router.prefix import affinity_order, marked_bodies
 from router.providers.base import Completion, Deployment

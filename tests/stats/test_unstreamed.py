@@ -228,7 +228,8 @@ async def test_the_runner_tells_the_store_which_attempts_are_not_streamed() -> N
     gone."""
     import asyncio
 
-    from router.execution.runner import ExecutionState, Plan, Runner
+    from router.execution.plan import ExecutionState, Plan
+    from router.execution.runner import Runner
     from router.providers.base import Completion, Deployment, UpstreamCall
 
     answered = asyncio.Event()

@@ -26,8 +26,16 @@ from policies.labels import Risk, Task
 from policies.telemetry import TelemetrySettings
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
+_SECRET_REF = r"^env:[A-Za-z_][A-Za-z0-9_]*$"
 Name = Annotated[str, Field(pattern=_NAME)]
-SecretRef = Annotated[str, Field(pattern=r"^env:[A-Za-z_][A-Za-z0-9_]*$")]
+SecretRef = Annotated[str, Field(pattern=_SECRET_REF)]
+# What each pattern means, for configuration errors (`policies.loader`).
+PATTERN_MEANINGS = {
+    _NAME: ("a name: 1-128 ASCII letters, digits and . _ : / -, starting with a letter or "
+            "a digit"),
+    _SECRET_REF: ("an environment variable reference, env:NAME (a key is never written in "
+                  "the file itself)"),
+}
 
 
 class Frozen(ConfigModel):

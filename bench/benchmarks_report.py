@@ -281,8 +281,9 @@ def render(targets: list[Running], rates: list[float], modes: list[bool], meta: 
            f"{SLO_P99_MS:g} ms or has errors.",
            f"- Placement: {meta.get('placement') or 'all processes share every core'}.",
            *_rounds_note(int(meta.get("rounds", "1"))),
-           "- CPU ms/req: time on CPU of every thread of the gateway's process group (from "
-           "/proc/PID/task/TID/schedstat, ns) over the measured window divided by requests sent. "
+           "- CPU ms/req: time on CPU of every thread of the gateway's process group, exited "
+           "threads included (each process's CPU-time clock, ns) over the measured window "
+           "divided by requests sent. "
            "busy CPU ms/req: the same less the gateway's idle CPU (measured over 5 s with no "
            "requests: timers, exporters) for the window's length, i.e. what requests cost. RSS: "
            "the group's resident memory at the end of the point.",

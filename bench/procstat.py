@@ -1,8 +1,12 @@
 """What benchmarks read about processes from /proc: CPU time, memory, and CPU placement.
 
-CPU time comes from `/proc/PID/task/TID/schedstat` (nanoseconds on the CPU, every thread), not
-from `/proc/PID/stat` (clock ticks of 10 ms: at a few requests per second that resolution is
-coarser than the figure measured). Linux only, like the benchmarks that use it.
+CPU time comes from the process's CPU-time clock (`clock_gettime` on the clock id Linux gives
+every process, `CPUCLOCK_SCHED`: nanoseconds on the CPU of the whole thread group, threads that
+have exited included), not from `/proc/PID/stat` (clock ticks of 10 ms: at a few requests per
+second that resolution is coarser than the figure measured), nor from summing the live threads'
+`/proc/PID/task/TID/schedstat` (a thread that exits between two readings takes its CPU time with
+it: a gateway that runs a short thread per request would read close to nothing). Linux only,
+like the benchmarks that use it.
 
 Placement: on a 2-core machine the load generator, the upstream simulator and the gateway all
 compete for the same cores, so a gateway run pays for the scheduler preempting it in favour of
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -41,8 +46,22 @@ def threads(pid: int) -> list[int]:
         return []
 
 
+def process_clock_id(pid: int) -> int:
+    """Linux's CPU-time clock of process `pid` (`MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)`,
+    what glibc's `clock_getcpuclockid` returns): every thread's time, exited threads' included."""
+    return ((~pid) << 3) | 2
+
+
 def process_cpu_s(pid: int) -> float:
-    """CPU time (s) of every thread of `pid`, at nanosecond resolution."""
+    """CPU time (s) of `pid`, every thread it ran (those that have exited too), at nanosecond
+    resolution; the live threads' sum when the clock cannot be read."""
+    try:
+        return time.clock_gettime(process_clock_id(pid))
+    except OSError:
+        return _live_threads_cpu_s(pid)
+
+
+def _live_threads_cpu_s(pid: int) -> float:
     total = 0
     for tid in threads(pid):
         try:

@@ -221,7 +221,9 @@ async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
                           f"{f'#{round_no + 1} ' if rounds > 1 else ''}{running.target.name:<28}"
                           f"E2E p50 {e2e[0]:7.2f} p99 {e2e[1]:7.2f}  TTFT p50 {ttft[0]:7.2f} "
                           f"p99 {ttft[1]:7.2f}  err {point.errors:>4}  cpu/req "
-                          f"{_num(point.cpu_ms):6.2f} ms (busy {_num(point.busy_cpu_ms):.2f})",
+                          f"{_num(point.cpu_ms):6.2f} ms (busy {_num(point.busy_cpu_ms):.2f})"
+                          f"  lag p99 {_num(point.lag_p99_ms):.1f} ms"
+                          f"{' (GENERATOR BEHIND)' if point.generator_behind else ''}",
                           flush=True)
                     if not point.sustained and running.target.kind != "direct":
                         missed.add(running.target.name)

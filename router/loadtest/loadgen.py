@@ -39,6 +39,11 @@ _USAGE = re.compile(rb'"completion_tokens":\s?(\d+)')
 
 ProgressFn = Callable[[int, int, int, float], None]
 
+# How late (p99, ms) the generator may send after the schedule before a run is flagged: past
+# it, the tail of every latency is the generator's own (its lag is inside each figure, from the
+# scheduled arrival) and the target saw the load later and bunched, not at the rate asked.
+LAG_BOUND_MS = 5.0
+
 
 @dataclass(frozen=True, slots=True)
 class Sample:
@@ -77,8 +82,23 @@ class RunResult:
     def achieved_rate(self) -> float:
         return sent_rate(self.samples)
 
+    def lag_p99_ms(self) -> float:
+        """p99 of how late the generator sent after the schedule (ms); NaN with no samples."""
+        lags = [s.lag_s for s in self.samples]
+        return float(np.percentile(lags, 99)) * 1e3 if lags else float("nan")
+
+    @property
+    def generator_behind(self) -> bool:
+        """The generator could not keep to the schedule (`LAG_BOUND_MS`): not a measurement
+        of the target at this rate, whatever its figures."""
+        return generator_behind(self.lag_p99_ms())
+
     def errors(self) -> int:
         return len(self.samples) - len(self.ok())
+
+
+def generator_behind(lag_p99_ms: float | None) -> bool:
+    return lag_p99_ms is not None and lag_p99_ms > LAG_BOUND_MS
 
 
 def sent_rate(samples: Sequence[Sample]) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from router.loadtest.loadgen import RunResult, Sample
+from router.loadtest.loadgen import LAG_BOUND_MS, RunResult, Sample
 
 QUANTILES = (50, 90, 95, 99)
 METRICS = ("e2e_s", "ttft_s", "tpot_s")
@@ -46,6 +46,7 @@ class Summary:
     completed_rate: float  # ok / wall time until the last answer
     latency_ms: dict[str, Percentiles]  # from each request's scheduled arrival
     dispatch_lag_ms: Percentiles  # how late the generator sent after the schedule (included)
+    generator_behind: bool  # lag p99 over `LAG_BOUND_MS`: the run did not hold its schedule
     errors: dict[str, int]
     segments: dict[str, dict[str, Percentiles]]
 
@@ -80,6 +81,7 @@ def summarize(result: RunResult) -> Summary:
         completed_rate=len(ok) / result.wall_s if result.wall_s else 0.0,
         latency_ms={m: Percentiles.of(_metric(ok, m)) for m in METRICS},
         dispatch_lag_ms=Percentiles.of([s.lag_s for s in result.samples]),
+        generator_behind=result.generator_behind,
         errors=dict(sorted(errors.items())), segments=segments)
 
 
@@ -96,6 +98,11 @@ def format_summary(summary: Summary) -> str:
              f"  {'metric (ms)':<26}{'n':>7}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}"]
     lines += [_row(m.removesuffix("_s").upper(), p) for m, p in summary.latency_ms.items()]
     lines.append(_row("dispatch lag (in the above)", summary.dispatch_lag_ms))
+    if summary.generator_behind:
+        lines.append(f"  WARNING: the load generator fell behind its schedule (dispatch lag p99 "
+                     f"{summary.dispatch_lag_ms.p99:.1f} ms > {LAG_BOUND_MS:g} ms): the target "
+                     "did not get this rate, and the latencies above include the generator's "
+                     "lag; rerun at a lower rate or on a less loaded machine")
     lines.append("  errors: " + (", ".join(f"{k}={v}" for k, v in summary.errors.items())
                                  if summary.errors else "none"))
     lines.append("  by segment (E2E / TTFT / TPOT p50 p90 p95 p99):")

@@ -67,3 +67,15 @@ def test_tpot_counts_the_tokens_after_the_first_chunk() -> None:
     assert abs(stream_tpot(0.0, 0.060, 16, 4) - 0.005) < 1e-12
     assert abs(stream_tpot(0.0, 0.075, 16, 16) - 0.005) < 1e-12
     assert stream_tpot(0.0, 0.0, 16, 1) is None and stream_tpot(0.0, 0.1, 1, 2) is None
+
+
+def test_a_run_whose_generator_fell_behind_is_flagged() -> None:
+    """Sends 20 ms late at p99 (over the 5 ms bound) flag the run and say so in the report: its
+    latencies carry the generator's lag and the target never saw the rate asked. A run on
+    schedule is not flagged."""
+    on_time = [Sample(i * 0.1, 0.01, 0.01, 200, lag_s=0.001) for i in range(100)]
+    late = [Sample(s.started, 0.01, 0.01, 200, lag_s=0.02) for s in on_time]
+    assert not summarize(RunResult("t", 10.0, 10.0, on_time, 10.0)).generator_behind
+    summary = summarize(RunResult("t", 10.0, 10.0, late, 10.0))
+    assert summary.generator_behind
+    assert "load generator fell behind" in format_summary(summary)

@@ -8,10 +8,12 @@ from bench.benchmarks_report import (
     comparisons,
     max_rate,
     median_point,
+    overhead_table,
     per_round,
     spread,
 )
 from bench.vs_litellm import TARGETS, rotated
+from router.loadtest.loadgen import RunResult, Sample
 
 
 def _point(target: str, e2e_p50: float, *, round_no: int = 0, rate: float = 5.0,
@@ -79,3 +81,23 @@ def test_each_round_starts_one_target_later() -> None:
     assert orders[0] == ["direct", "slorouter-full", "litellm"]
     assert orders[1] == ["slorouter-full", "litellm", "direct"]
     assert orders[3] == orders[0]
+
+
+def test_a_point_whose_load_generator_fell_behind_is_not_sustained() -> None:
+    """Fast answers at a rate the generator could not offer (dispatch lag p99 40 ms) prove
+    nothing about that rate: the point is not sustained, the max rate is the one below, and
+    the added-latency table says why."""
+    def point(rate: float, lag: float) -> Point:
+        return Point("slorouter-full", rate, False, 200, 0, (21.0, 30.0), (21.0, 30.0), 2.0,
+                     100.0, 2.0, 0, lag)
+
+    full = _running("slorouter-full", [point(50.0, 0.4), point(400.0, 40.0)])
+    direct = _running("direct", [Point("direct", r, False, 200, 0, (20.0, 25.0), (20.0, 25.0),
+                                       None, None) for r in (50.0, 400.0)])
+    assert point(50.0, 0.4).sustained and not point(400.0, 40.0).sustained
+    late = [Sample(i / 400, 0.02, 0.02, 200, lag_s=0.04) for i in range(200)]
+    assert Point.of(RunResult("slorouter-full", 400.0, 0.5, late), False, None, None
+                    ).generator_behind
+    assert max_rate(full, False) == 50.0
+    rows = overhead_table([direct, full], [50.0, 400.0], False)
+    assert rows[-1].endswith("| no (load generator behind) |") and rows[-2].endswith("| yes |")

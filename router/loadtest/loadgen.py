@@ -239,16 +239,20 @@ async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarr
     client, target = Http1Client(max_connections_per_origin=100_000), Target.of(url)
     origin = time.perf_counter()
     tasks: list[asyncio.Task[Sample]] = []
-    ticker = _ticker(tasks, len(schedule), origin, progress) if progress else None
+    tally = _Tally(origin)
+    ticker = _ticker(tally, progress) if progress else None
     interrupted = False
     try:
         for at, request in zip(schedule, plan, strict=False):
             delay = origin + float(at) - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(
+            task = asyncio.create_task(
                 send_one(client, target, request, headers, origin, timeout_s,
-                         origin + float(at))))
+                         origin + float(at)))
+            tally.sent += 1
+            task.add_done_callback(tally.finished)
+            tasks.append(task)
         await asyncio.gather(*tasks)
     except asyncio.CancelledError:
         interrupted = True
@@ -258,26 +262,38 @@ async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarr
     finally:
         if ticker is not None:
             ticker.cancel()
-            _report(tasks, len(schedule), origin, progress)
+            tally.report(progress)
         await client.aclose()
     samples = [t.result() for t in tasks if not t.cancelled()]
     return samples, time.perf_counter() - origin, interrupted
 
 
-def _report(tasks: Sequence[asyncio.Task[Sample]], total: int, origin: float,
-            progress: ProgressFn | None) -> None:
-    if progress is None:
-        return
-    done = [t for t in tasks if t.done()]
-    errors = sum(1 for t in done if not t.cancelled() and t.result().error is not None)
-    progress(len(tasks), len(done), errors, time.perf_counter() - origin)
+@dataclass
+class _Tally:
+    """Running counts for the progress display, kept as each request ends, so that a tick
+    reads three numbers: it runs on the loop that sends, and a tick that scanned every request
+    so far (1.7 ms at 24,000, growing with the run) would delay the sends it overlaps, lag
+    that the latencies, timed from the schedule, would then carry."""
+
+    origin: float
+    sent: int = 0
+    done: int = 0
+    errors: int = 0
+
+    def finished(self, task: asyncio.Task[Sample]) -> None:
+        self.done += 1
+        if not task.cancelled() and task.result().error is not None:
+            self.errors += 1
+
+    def report(self, progress: ProgressFn | None) -> None:
+        if progress is not None:
+            progress(self.sent, self.done, self.errors, time.perf_counter() - self.origin)
 
 
-def _ticker(tasks: Sequence[asyncio.Task[Sample]], total: int, origin: float,
-            progress: ProgressFn) -> asyncio.Task[None]:
+def _ticker(tally: _Tally, progress: ProgressFn) -> asyncio.Task[None]:
     async def tick() -> None:
         while True:
-            _report(tasks, total, origin, progress)
+            tally.report(progress)
             await asyncio.sleep(0.5)
 
     return asyncio.create_task(tick())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,3 +78,26 @@ async def test_latency_runs_from_the_scheduled_arrival_and_the_lag_is_kept(
     assert late.error is None and late.lag_s >= 0.3
     assert late.e2e_s is not None and late.e2e_s >= 1.5 + 0.3  # the slow model's TTFT, plus
     assert abs(late.started - 0.7) < 1e-9  # the scheduled offset from the run's start
+
+
+async def test_progress_counts_are_kept_as_requests_end_not_rescanned_per_tick() -> None:
+    """A progress tick runs on the loop that sends: it reads running counts (sent, done,
+    errors) kept as each request ends, so its cost does not grow with the run (a scan of every
+    request so far delayed the sends it overlapped). Cancelled requests are done, not errors."""
+    from router.loadtest.loadgen import Sample, _Tally
+
+    async def answer(error: str | None) -> Sample:
+        return Sample(0.0, 0.01, 0.01, 200 if error is None else 0, error)
+
+    tally = _Tally(origin=time.perf_counter())
+    tasks = [asyncio.create_task(answer(e)) for e in (None, "http_500", None, "OSError")]
+    stuck = asyncio.create_task(asyncio.sleep(60, Sample(0.0, None, None, 0)))
+    for task in [*tasks, stuck]:
+        tally.sent += 1
+        task.add_done_callback(tally.finished)
+    await asyncio.gather(*tasks)
+    stuck.cancel()
+    await asyncio.gather(stuck, return_exceptions=True)
+    seen: list[tuple[int, int, int]] = []
+    tally.report(lambda sent, done, errors, _elapsed: seen.append((sent, done, errors)))
+    assert seen == [(5, 5, 2)]

@@ -35,7 +35,7 @@ class RequestClass(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
-    weight: float = Field(gt=0)
+    weight: float = Field(gt=0, allow_inf_nan=False)  # an infinite weight has no share
     lang: tuple[Lang, ...] = ("en",)
     length: tuple[Length, ...] = ("short",)
     max_tokens: int = Field(default=64, ge=1)

@@ -86,3 +86,14 @@ def test_a_file_that_does_not_validate_is_one_line_naming_it(
     with pytest.raises(ValueError) as caught:
         load_workload(tmp_path / "mix.json")
     assert says in str(caught.value) and "\n" not in str(caught.value), str(caught.value)
+
+
+@pytest.mark.parametrize("weight", [b"Infinity", b"1e309"])
+def test_an_infinite_class_weight_is_refused_at_load(tmp_path: Path, weight: bytes) -> None:
+    """A weight of infinity (JSON's `Infinity`, or a number too large for a float) gives no
+    share: refused with the file and field named, not a traceback when the plan is drawn."""
+    (tmp_path / "pool.jsonl").write_text('{"text": "hi", "lang": "en", "length": "short"}\n')
+    (tmp_path / "mix.json").write_bytes(b'{"name": "x", "prompts": "pool.jsonl", "classes": '
+                                        b'[{"name": "a", "weight": ' + weight + b'}]}')
+    with pytest.raises(ValueError, match=r"mix\.json: .*weight"):
+        load_workload(tmp_path / "mix.json")

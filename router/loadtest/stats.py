@@ -59,6 +59,14 @@ def _ok(samples: Iterable[Sample]) -> list[Sample]:
     return [s for s in samples if s.status == 200 and s.error is None]
 
 
+def _class_key(cls: str) -> str:
+    """A request class's segment name; `class=NAME` when the name is one of the other
+    segments' (a class called `stream` would otherwise pool with every streamed request, and
+    count twice in it)."""
+    taken = cls in ("stream", "non-stream") or cls.startswith(("cache=", "class="))
+    return f"class={cls}" if taken else cls
+
+
 def summarize(result: RunResult) -> Summary:
     ok = _ok(result.samples)
     errors = Counter(s.error or f"http_{s.status}" for s in result.samples
@@ -66,7 +74,7 @@ def summarize(result: RunResult) -> Summary:
     segments: dict[str, dict[str, Percentiles]] = {}
     groups: dict[str, list[Sample]] = {}
     for sample in ok:
-        groups.setdefault(sample.cls, []).append(sample)
+        groups.setdefault(_class_key(sample.cls), []).append(sample)
     for sample in ok:
         groups.setdefault("stream" if sample.stream else "non-stream", []).append(sample)
         if sample.cache is not None:

@@ -79,3 +79,15 @@ def test_a_run_whose_generator_fell_behind_is_flagged() -> None:
     summary = summarize(RunResult("t", 10.0, 10.0, late, 10.0))
     assert summary.generator_behind
     assert "load generator fell behind" in format_summary(summary)
+
+
+def test_a_class_named_like_another_segment_keeps_its_own() -> None:
+    """A mix class called `stream` (non-streamed here) is its own segment, `class=stream`; the
+    stream segment holds the streamed requests, each once."""
+    samples = [Sample(i * 0.1, 0.01, 0.01 * (i + 1), 200, cls="stream", stream=False)
+               for i in range(3)]
+    samples += [Sample(1 + i * 0.1, 0.01, 0.5, 200, cls="chat", stream=True) for i in range(2)]
+    segments = summarize(RunResult("t", 10.0, 1.0, samples, 2.0)).segments
+    assert segments["stream"]["e2e_s"].count == 2 and segments["stream"]["e2e_s"].p50 == 500
+    assert segments["class=stream"]["e2e_s"].count == 3
+    assert segments["non-stream"]["e2e_s"].count == 3

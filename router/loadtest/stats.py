@@ -3,6 +3,11 @@
 Pure functions over `Sample`s. Percentiles are reported at p50/p90/p95/p99 (DESIGN.md §1: never
 an average alone), for all requests and per segment (request class; stream or not; the router's
 cache status when it answers with `x-slorouter-cache`).
+
+Percentiles interpolate linearly between the two nearest ranks (numpy's default, Hyndman and
+Fan's type 7): the q-th of n sorted values sits at rank q/100 * (n - 1), counted from 0. So the
+p50 of 1..10 is 5.5 and its p99 9.91; with fewer than 101 values p99 lies between the two
+largest, and with 200 (the side-by-side page's least) between the 3rd and 2nd largest.
 """
 
 from __future__ import annotations

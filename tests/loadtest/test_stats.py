@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from router.loadtest.loadgen import RunResult, Sample, stream_tpot
-from router.loadtest.stats import format_summary, summarize
+from router.loadtest.stats import Percentiles, format_summary, summarize
 
 
 def _result() -> RunResult:
@@ -91,3 +91,11 @@ def test_a_class_named_like_another_segment_keeps_its_own() -> None:
     assert segments["stream"]["e2e_s"].count == 2 and segments["stream"]["e2e_s"].p50 == 500
     assert segments["class=stream"]["e2e_s"].count == 3
     assert segments["non-stream"]["e2e_s"].count == 3
+
+
+def test_percentiles_interpolate_between_the_nearest_ranks() -> None:
+    """The documented definition on a hand-checked sample: 1..10 ms gives p50 5.5, p90 9.1,
+    p95 9.55, p99 9.91 (rank q/100 * (n - 1), interpolated), not nearest-rank's 5 and 10."""
+    p = Percentiles.of([v / 1e3 for v in range(1, 11)])
+    assert (p.count, p.p50, p.p90) == (10, 5.5, 9.1)
+    assert abs(p.p95 - 9.55) < 1e-9 and abs(p.p99 - 9.91) < 1e-9

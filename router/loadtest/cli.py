@@ -8,7 +8,8 @@ Prints achieved rate, E2E/TTFT/TPOT percentiles (from each request's scheduled a
 generator's dispatch lag included and shown) and errors by class, per request class and for
 stream/non-stream; writes `summary.json`, `latency_hist.png` and `percentiles_over_time.png`
 to `--out`. Exit code: 0 when every request succeeded, 1 when any failed, 2 on bad arguments
-(checked before any load), 130 when interrupted (Ctrl-C: the answers so far are summarised).
+(checked before any load), 130 when interrupted (Ctrl-C: the answers so far are summarised,
+the requests still in flight counted under `interrupted`).
 Heavy imports stay inside the handler so `slorouter --help` stays fast.
 """
 
@@ -110,8 +111,9 @@ def handler(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}/summary.json, latency_hist.png, percentiles_over_time.png",
           file=sys.stderr)
     if result.interrupted:
-        print(f"slorouter bench: interrupted after {summary.sent} answered requests",
-              file=sys.stderr)
+        cut = summary.errors.get("interrupted", 0)
+        print(f"slorouter bench: interrupted after {summary.sent - cut} answered requests "
+              f"({cut} in flight counted as interrupted)", file=sys.stderr)
         return 130
     return 0 if summary.ok == summary.sent else 1
 

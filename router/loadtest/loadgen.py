@@ -67,7 +67,7 @@ class RunResult:
     duration_s: float
     samples: list[Sample] = field(default_factory=list)
     wall_s: float = 0.0  # from the first send to the last answer
-    interrupted: bool = False  # stopped early (Ctrl-C): `samples` are the answers it had
+    interrupted: bool = False  # stopped early (Ctrl-C): the answers, and those in flight cut
 
     def ok(self) -> list[Sample]:
         return [s for s in self.samples if s.status == 200 and s.error is None]
@@ -235,7 +235,8 @@ async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarr
                     headers: Mapping[str, str], timeout_s: float,
                     progress: ProgressFn | None) -> tuple[list[Sample], float, bool]:
     """Every request at its time, then every answer; cancelled (Ctrl-C under `asyncio.run`),
-    the requests still running are abandoned and the answers so far are returned, with True."""
+    the requests still running are abandoned, counted as `interrupted`, and returned with the
+    answers so far and True."""
     client, target = Http1Client(max_connections_per_origin=100_000), Target.of(url)
     origin = time.perf_counter()
     tasks: list[asyncio.Task[Sample]] = []
@@ -264,8 +265,16 @@ async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarr
             ticker.cancel()
             tally.report(progress)
         await client.aclose()
-    samples = [t.result() for t in tasks if not t.cancelled()]
+    samples = [t.result() if not t.cancelled() else _cut(float(at), request)
+               for t, at, request in zip(tasks, schedule, plan, strict=False)]
     return samples, time.perf_counter() - origin, interrupted
+
+
+def _cut(at: float, request: PlannedRequest) -> Sample:
+    """A request sent but still unanswered when the run was interrupted: counted, under its
+    own error class, not dropped (the slowest requests are the ones in flight: dropping them
+    flattered the percentiles and the count of requests sent)."""
+    return Sample(at, None, None, 0, "interrupted", request.cls, request.stream)
 
 
 @dataclass

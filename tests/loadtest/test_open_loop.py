@@ -101,3 +101,18 @@ async def test_progress_counts_are_kept_as_requests_end_not_rescanned_per_tick()
     seen: list[tuple[int, int, int]] = []
     tally.report(lambda sent, done, errors, _elapsed: seen.append((sent, done, errors)))
     assert seen == [(5, 5, 2)]
+
+
+async def test_an_interrupted_run_counts_the_requests_still_in_flight(
+        slow_sim: Running) -> None:
+    """Cancelled (Ctrl-C) while every request sent waits on a 1.5 s first token, the run
+    returns each request it sent, as `interrupted`: dropped, they left a run that reported
+    none sent and percentiles over only the quicker answers."""
+    url = f"{slow_sim.base_url}/v1/chat/completions"
+    run = asyncio.create_task(run_plan("sim", url, _plan(True, 40), 40.0, 1.0, seed=2))
+    await asyncio.sleep(0.5)
+    run.cancel()
+    result = await run
+    assert result.interrupted and len(result.samples) > 0
+    assert {s.error for s in result.samples} == {"interrupted"}
+    assert all(s.stream and s.cls == "slow" for s in result.samples)

@@ -3,7 +3,8 @@
 Keys, under `{prefix}:{experiment}:`: `arms` (set of arm names), `stats:{arm}` (hash of
 `{metric}:n|s|q`: count, sum and sum of squares on the analysis scale), `res:{arm}:{metric}`
 (reservoir list), `win:{arm}:{metric}` (recent values, newest first), `halts` (hash arm → JSON).
-Per request id, `{prefix}:req:{id}` remembers the arm and `{prefix}:fb:{id}:{metric}` marks a
+Per request id, `{prefix}:req:{id}` remembers the arm (and the treatment version it was
+served under: feedback for an earlier version is not found) and `{prefix}:fb:{id}:{metric}` marks a
 received feedback value, both with a TTL. One Lua script updates all metrics of an outcome
 atomically, so concurrent replicas never over-fill a reservoir. The client is injected.
 """
@@ -109,7 +110,8 @@ class RedisOutcomeStore:
         await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
 
     async def expose(self, request_id: str, exposure: Exposure) -> None:
-        payload = orjson.dumps({"experiment": exposure.experiment, "arm": exposure.arm})
+        payload = orjson.dumps({"experiment": exposure.experiment, "arm": exposure.arm,
+                                "version": self._versions.get(exposure.experiment)})
         await self._client.set(f"{self._prefix}:req:{request_id}", payload, ex=self._ttl)
 
     async def exposure(self, request_id: str) -> Exposure | None:
@@ -117,7 +119,14 @@ class RedisOutcomeStore:
         if raw is None:
             return None
         data = orjson.loads(raw)
-        return Exposure(experiment=str(data["experiment"]), arm=str(data["arm"]))
+        experiment = str(data["experiment"])
+        # A request of an earlier treatment (an arm's route or share changed since): its
+        # feedback is not the current arm's, whose data started afresh under the new version.
+        # (An exposure written before versions were stored carries none: taken as current.)
+        version = data.get("version")
+        if version is not None and version != self._versions.get(experiment):
+            return None
+        return Exposure(experiment=experiment, arm=str(data["arm"]))
 
     async def record_feedback(self, exposure: Exposure, feedback: Feedback) -> bool:
         marker = f"{self._prefix}:fb:{feedback.request_id}:{feedback.metric}"

@@ -18,7 +18,16 @@ import redis.asyncio as aioredis
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from policies.experiments.schema import ExperimentSpec
-from router.experiments.outcomes import Feedback, Halt, MemoryOutcomeStore, Outcome
+from router.errors import NotFoundError
+from router.experiments.outcomes import (
+    Exposure,
+    Feedback,
+    Halt,
+    MemoryOutcomeStore,
+    Outcome,
+    exposure_key,
+    submit_feedback,
+)
 from router.experiments.outcomes_redis import RedisOutcomeStore
 from router.wiring import shared_redis
 from tests.experiments.support import make_spec
@@ -147,3 +156,38 @@ async def test_an_outcome_whose_reply_times_out_is_counted_once(tmp_path: Path) 
     first = _outcomes(1)[0].arm
     assert counts.get("control", 0) == (2 if first == "control" else 1), counts
     assert waited < 1.5, waited
+
+
+async def test_feedback_on_a_request_of_a_changed_arm_is_not_credited_to_the_new_route(
+    clients: tuple[aioredis.Redis, aioredis.Redis],
+) -> None:
+    """A request served before a restart that changed an arm's route (a new treatment
+    version) keeps its exposure for 7 days; feedback on it afterwards is a 404, not a value
+    of the new route's arm. It used to be added to the new version's arm, so the arm that
+    was meant to start afresh carried the old route's quality."""
+    prefix = f"t-{uuid.uuid4().hex}"
+    arms = [{"name": "control", "route": "policy:chat", "control": True, "share": 0.5},
+            {"name": "cheap", "route": "model:dead", "share": 0.5}]
+    before = make_spec(arms=arms)
+    moved = make_spec(arms=[arms[0], {**arms[1], "route": "model:small"}])
+    guarded = make_spec(arms=arms, guardrails=[{"kind": "error_rate", "max_rate": 0.2}])
+
+    def store(spec: ExperimentSpec) -> RedisOutcomeStore:
+        return RedisOutcomeStore(clients[0], random.Random(0), prefix=prefix,
+                                 versions={spec.name: spec.treatment_version})
+
+    old = store(before)
+    for tenant, request_id in (("acme", "r-old"), ("acme", "r-kept")):
+        key = exposure_key(tenant, request_id)
+        await old.expose(key, Exposure(before.name, "cheap"))
+        await old.record(Outcome(before.name, "cheap", key, error=False, ttft_ms=90.0))
+    new = store(moved)
+    with pytest.raises(NotFoundError):
+        await submit_feedback(new, {moved.name: moved}, "acme", "r-old", "thumbs_up", 0.0)
+    assert "cheap" not in (await new.snapshot(moved.name)).arms
+    # The same treatment with another guardrail keeps its exposures: feedback still counts.
+    same = store(guarded)
+    _, recorded = await submit_feedback(same, {guarded.name: guarded}, "acme", "r-kept",
+                                        "thumbs_up", 1.0)
+    assert recorded
+    assert (await same.snapshot(guarded.name)).arm("cheap").samples("thumbs_up").count == 1

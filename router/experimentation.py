@@ -50,16 +50,17 @@ class Experiments:
     def active(self) -> bool:
         return bool(self._specs)
 
-    def assign(self, task: Task, units: UnitIds, expose: bool = True) -> Assignment | None:
-        """The unit's arm; its exposure is stored at once (unless `expose` is False: an
-        explanation), so feedback may arrive any time."""
+    def assign(self, task: Task, units: UnitIds) -> Assignment | None:
+        """The unit's arm (nothing recorded: see `expose`)."""
         if not self._specs:
             return None
-        found = self._assigner.assign(task, units, self._clock(), self._halted)
-        if found is not None and expose:
-            self._spawn(self._store.expose(exposure_key(units.tenant, units.request),
-                                           Exposure(found.experiment, found.arm)))
-        return found
+        return self._assigner.assign(task, units, self._clock(), self._halted)
+
+    def expose(self, assignment: Assignment, units: UnitIds) -> None:
+        """Store at once that the arm's route serves this request, so feedback on it may
+        arrive any time (not for an answer control's route gives for the arm: not its own)."""
+        self._spawn(self._store.expose(exposure_key(units.tenant, units.request),
+                                       Exposure(assignment.experiment, assignment.arm)))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -97,7 +98,8 @@ class Experiments:
             tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None and e2e is not None
             else None,
             e2e_ms=e2e * 1e3 if e2e is not None else None,
-            cost_usd=None if outcome.arm_degraded else outcome.cost_usd)
+            cost_usd=None if outcome.arm_degraded else outcome.cost_usd,
+            answered=not outcome.arm_degraded)
         self._spawn(self._store.record(arm_outcome))
 
     async def feedback(self, tenant: str, request_id: str, metric: str,

@@ -39,6 +39,9 @@ class Outcome:
     tpot_ms: float | None = None
     e2e_ms: float | None = None
     cost_usd: float | None = None
+    # False when control's route answered for the arm (degraded): counted, but the answer is
+    # not the arm's, so no exposure is remembered and feedback on it is not the arm's either.
+    answered: bool = True
 
     def values(self) -> tuple[tuple[str, float], ...]:
         """The built-in metric values this outcome carries (`error` as 0/1, always present)."""
@@ -152,7 +155,8 @@ class OutcomeStore(Protocol):
     """Per-arm outcomes, feedback and halts of experiments; shared by replicas when remote."""
 
     async def record(self, outcome: Outcome) -> None:
-        """Add an outcome to its arm and remember which arm served its request id."""
+        """Add an outcome to its arm and remember which arm served its request id (when its
+        route `answered`)."""
         ...
 
     async def expose(self, request_id: str, exposure: Exposure) -> None:
@@ -316,7 +320,8 @@ class MemoryOutcomeStore:
     async def record(self, outcome: Outcome) -> None:
         for metric, value in outcome.values():
             self._add(outcome.experiment, outcome.arm, metric, value)
-        await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
+        if outcome.answered:
+            await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
 
     async def expose(self, request_id: str, exposure: Exposure) -> None:
         exposures = self._exposures.setdefault(owner_of(request_id), OrderedDict())

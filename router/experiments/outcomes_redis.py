@@ -107,7 +107,8 @@ class RedisOutcomeStore:
 
     async def record(self, outcome: Outcome) -> None:
         await self._add(outcome.experiment, outcome.arm, outcome.values())
-        await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
+        if outcome.answered:
+            await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
 
     async def expose(self, request_id: str, exposure: Exposure) -> None:
         payload = orjson.dumps({"experiment": exposure.experiment, "arm": exposure.arm,

@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from policies.experiments.schema import ExperimentSpec
+from policies.loader import load_config_text
 from router.errors import NotFoundError
 from router.experiments.outcomes import (
     Exposure,
@@ -29,7 +30,8 @@ from router.experiments.outcomes import (
     submit_feedback,
 )
 from router.experiments.outcomes_redis import RedisOutcomeStore
-from router.wiring import shared_redis
+from router.outcomes import Outcome as RouterOutcome
+from router.wiring import experiments, shared_redis
 from tests.experiments.support import make_spec
 from tests.support.redis_server import start_redis
 
@@ -191,3 +193,68 @@ async def test_feedback_on_a_request_of_a_changed_arm_is_not_credited_to_the_new
                                         "thumbs_up", 1.0)
     assert recorded
     assert (await same.snapshot(guarded.name)).arm("cheap").samples("thumbs_up").count == 1
+
+
+_SERVED_CONFIG = """version: 1
+deployments:
+  - name: pt-fast
+    model: openai/fast
+    adapter: openai_passthrough
+    api_base: http://127.0.0.1:9/v1
+    input_price_per_mtok: 1.0
+    output_price_per_mtok: 2.0
+models:
+  - name: fast
+    deployments: [pt-fast]
+routes:
+  aliases: [auto]
+  default_model: fast
+server:
+  experiments_redis_url: {url}
+policies:
+  default:
+    candidates: [fast]
+experiments:
+  - name: burst
+    tasks: [chat]
+    salt: burst-1
+    arms:
+      - {{name: control, route: "policy:default", control: true, share: 0.5}}
+      - {{name: fast, route: "model:fast", share: 0.5}}
+"""
+
+
+async def test_a_burst_of_outcomes_while_redis_pauses_is_counted_whole(tmp_path: Path) -> None:
+    """Redis pauses for 0.3 s (a fork for a snapshot, a busy moment), well inside the 1 s
+    timeout, while 300 requests of an experiment end: every outcome is counted once it
+    answers. The service's client used to fail each write past its pool's 100 connections at
+    once (`MaxConnectionsError`), so a short pause under load lost most outcomes (and the
+    exposures that feedback needs) while Redis was healthy."""
+    server = start_redis(tmp_path)
+    url = f"redis://127.0.0.1:{server.port}/0"
+    config = load_config_text(_SERVED_CONFIG.format(url=url))
+    trials = experiments(config)
+    direct = aioredis.from_url(url)
+    try:
+        os.kill(server.pid, signal.SIGSTOP)
+        threading.Timer(0.3, os.kill, (server.pid, signal.SIGCONT)).start()
+        for i in range(300):
+            trials.record(RouterOutcome(request_id=f"burst-{i}", tenant="t", requested_model="auto",
+                                        stream=False, arrived_at=0.0, routed=True,
+                                        experiment="burst", arm=("control", "fast")[i % 2],
+                                        first_content_at=0.05, ended_at=0.1, cost_usd=0.001))
+        spec = config.experiments[0]
+        reader = RedisOutcomeStore(direct, random.Random(0),
+                                   versions={spec.name: spec.treatment_version})
+        deadline = time.monotonic() + 5.0  # the writes run in the background, as in the service
+        while True:
+            counts = {arm: data.requests
+                      for arm, data in (await reader.snapshot(spec.name)).arms.items()}
+            if sum(counts.values()) >= 300 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+        await direct.aclose()
+        server.stop()
+    assert counts == {"control": 150, "fast": 150}

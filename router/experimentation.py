@@ -80,20 +80,22 @@ class Experiments:
         # Idempotency-Key duplicate replayed (the arm ran once, not once per retry), refused
         # in flight or for another body, or refused as the idempotency store is down (a 503
         # that was an arm error, so a Redis blip could halt a healthy arm) is none.
-        if outcome.experiment is None or outcome.arm is None or not outcome.routed:
+        # A request the policy bars the arm's model from (its risk rule, fit, the cost
+        # ceiling) is outside what the arm can be asked: none of its outcomes either (it used
+        # to count as a success, diluting a failing arm's error rate, or, when control's route
+        # then failed, as the arm's error).
+        if (outcome.experiment is None or outcome.arm is None or not outcome.routed
+                or outcome.arm_ineligible):
             return
         ttft, e2e = outcome.ttft_s, outcome.e2e_s
         if outcome.arm_degraded:  # control's route answered: only the arm's failure counts
             ttft = e2e = None
         # An arm whose route could not serve (its model unavailable) was answered by control's
-        # route; for the experiment that is the arm failing, so its guardrails can stop it. A
-        # request the policy bars the arm's model from (its risk rule, fit, the cost ceiling)
-        # is outside what the arm can be asked: answered by control, no failure of the arm.
-        arm_failed = outcome.arm_degraded and not outcome.arm_ineligible
+        # route; for the experiment that is the arm failing, so its guardrails can stop it.
         arm_outcome = ArmOutcome(
             experiment=outcome.experiment, arm=outcome.arm,
             request_id=exposure_key(outcome.tenant, outcome.request_id),
-            error=outcome.status >= 500 or outcome.status == 429 or arm_failed,
+            error=outcome.status >= 500 or outcome.status == 429 or outcome.arm_degraded,
             ttft_ms=ttft * 1e3 if ttft is not None else None,
             tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None and e2e is not None
             else None,

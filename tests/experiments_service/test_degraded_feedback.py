@@ -19,6 +19,7 @@ import pytest
 from tests.experiments_service.support import (
     TENANT_ENV,
     Seen,
+    arm_of,
     client,
     feedback,
     feedback_when_exposed,
@@ -52,6 +53,7 @@ class Answers:
     proper: Seen  # a low-risk request of the arm, answered by the arm's model
     responses: tuple[int, int]  # feedback status: on the degraded answer, on the proper one
     thumbs: int  # the arm's `thumbs_up` count in the report afterwards
+    requests: int  # the arm's request count in the report afterwards
 
 
 async def _exercise(base_url: str) -> Answers:
@@ -72,7 +74,7 @@ async def _exercise(base_url: str) -> Answers:
         on_proper = await feedback_when_exposed(http, proper.request_id, "thumbs_up", 0)
         rep = await report(http, "narrow")
     return Answers(degraded, proper, (on_degraded.status_code, on_proper.status_code),
-                   metric_count(rep, "narrow", "thumbs_up"))
+                   metric_count(rep, "narrow", "thumbs_up"), arm_of(rep, "narrow")["requests"])
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +103,11 @@ def test_feedback_on_a_degraded_answer_is_not_the_arms(answers: Answers) -> None
     assert answers.responses == (404, 200)
     assert answers.thumbs == 1
 
+
+
+def test_a_request_the_policy_bars_the_arms_model_from_is_not_the_arms(answers: Answers) -> None:
+    """The high-risk request is outside what the arm can be asked (the risk rule bars its
+    model): it is neither an error nor a success of the arm, so the arm's error rate and its
+    `error_rate` guardrail hold only requests its route served. It used to count as a
+    success (error 0, no latency), so barred requests diluted a failing arm's error rate."""
+    assert answers.requests == 1

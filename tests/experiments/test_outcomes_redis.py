@@ -99,6 +99,23 @@ async def test_feedback_and_halts_are_seen_by_the_other_instance(
     assert snapshot.arm("cheap").samples("thumbs_up").mean == 1.0
 
 
+def _treatments() -> tuple[ExperimentSpec, ExperimentSpec, ExperimentSpec]:
+    """One experiment as first written, with its `cheap` arm's route changed (a new treatment
+    version), and with a guardrail added (the same treatment)."""
+    arms = [{"name": "control", "route": "policy:chat", "control": True, "share": 0.5},
+            {"name": "cheap", "route": "model:dead", "share": 0.5}]
+    before = make_spec(arms=arms)
+    moved = make_spec(arms=[arms[0], {**arms[1], "route": "model:small"}])
+    guarded = make_spec(arms=arms, guardrails=[{"kind": "error_rate", "max_rate": 0.2}])
+    return before, moved, guarded
+
+
+def _versioned(client: aioredis.Redis, prefix: str, spec: ExperimentSpec) -> RedisOutcomeStore:
+    """A store keeping `spec`'s data under its treatment version, as the service does."""
+    return RedisOutcomeStore(client, random.Random(0), prefix=prefix,
+                             versions={spec.name: spec.treatment_version})
+
+
 async def test_an_arm_whose_route_changed_starts_afresh_and_keeps_data_otherwise(
     clients: tuple[aioredis.Redis, aioredis.Redis],
 ) -> None:
@@ -106,16 +123,11 @@ async def test_an_arm_whose_route_changed_starts_afresh_and_keeps_data_otherwise
     arm's route changed, the arm is neither halted nor credited with the old route's outcomes;
     a changed guardrail (or metric, or date) keeps them."""
     prefix = f"t-{uuid.uuid4().hex}"
-    arms = [{"name": "control", "route": "policy:chat", "control": True, "share": 0.5},
-            {"name": "cheap", "route": "model:dead", "share": 0.5}]
-    before = make_spec(arms=arms)
-    moved = make_spec(arms=[arms[0], {**arms[1], "route": "model:small"}])
-    guarded = make_spec(arms=arms, guardrails=[{"kind": "error_rate", "max_rate": 0.2}])
+    before, moved, guarded = _treatments()
     assert before.treatment_version == guarded.treatment_version != moved.treatment_version
 
     def store(spec: ExperimentSpec) -> RedisOutcomeStore:
-        return RedisOutcomeStore(clients[0], random.Random(0), prefix=prefix,
-                                 versions={spec.name: spec.treatment_version})
+        return _versioned(clients[0], prefix, spec)
 
     first = store(before)
     for i in range(5):
@@ -168,15 +180,10 @@ async def test_feedback_on_a_request_of_a_changed_arm_is_not_credited_to_the_new
     of the new route's arm. It used to be added to the new version's arm, so the arm that
     was meant to start afresh carried the old route's quality."""
     prefix = f"t-{uuid.uuid4().hex}"
-    arms = [{"name": "control", "route": "policy:chat", "control": True, "share": 0.5},
-            {"name": "cheap", "route": "model:dead", "share": 0.5}]
-    before = make_spec(arms=arms)
-    moved = make_spec(arms=[arms[0], {**arms[1], "route": "model:small"}])
-    guarded = make_spec(arms=arms, guardrails=[{"kind": "error_rate", "max_rate": 0.2}])
+    before, moved, guarded = _treatments()
 
     def store(spec: ExperimentSpec) -> RedisOutcomeStore:
-        return RedisOutcomeStore(clients[0], random.Random(0), prefix=prefix,
-                                 versions={spec.name: spec.treatment_version})
+        return _versioned(clients[0], prefix, spec)
 
     old = store(before)
     for tenant, request_id in (("acme", "r-old"), ("acme", "r-kept")):
@@ -244,8 +251,7 @@ async def test_a_burst_of_outcomes_while_redis_pauses_is_counted_whole(tmp_path:
                                         experiment="burst", arm=("control", "fast")[i % 2],
                                         first_content_at=0.05, ended_at=0.1, cost_usd=0.001))
         spec = config.experiments[0]
-        reader = RedisOutcomeStore(direct, random.Random(0),
-                                   versions={spec.name: spec.treatment_version})
+        reader = _versioned(direct, "slorouter:exp", spec)
         deadline = time.monotonic() + 5.0  # the writes run in the background, as in the service
         while True:
             counts = {arm: data.requests

@@ -88,6 +88,11 @@ class Experiments:
                 or outcome.arm_ineligible):
             return
         ttft, e2e = outcome.ttft_s, outcome.e2e_s
+        if ttft is None and outcome.client_disconnected:
+            # Left before the first token: it waited at least that long. Its TTFT is what it
+            # waited (censored, as its E2E is), so an arm its clients give up on shows slow,
+            # not without TTFT (nothing for its p95 guardrail or the test to see).
+            ttft = e2e
         if outcome.arm_degraded:  # control's route answered: only the arm's failure counts
             ttft = e2e = None
         # An arm whose route could not serve (its model unavailable) was answered by control's

@@ -2,11 +2,13 @@
 
 Each function reads one snapshot from an `OutcomeStore`, calls the pure analysis and, for
 halts only, writes back. The service calls `enforce_guardrails` on a timer and feeds
-`halted_arms` to the assigner; `GET /v1/experiments` and the CLI call `report_from_store`.
+`halted_arms` to the assigner; `GET /v1/experiments` and the CLI call `report_from_store`
+(whose analysis runs in a worker thread).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
@@ -44,7 +46,14 @@ async def report_from_store(
     resamples: int = 1000,
     previous_p: Mapping[tuple[str, str], float] | None = None,
 ) -> ExperimentReport:
-    """Snapshot, analyse and build the report of one experiment (no writes)."""
+    """Snapshot, analyse and build the report of one experiment (no writes). The analysis
+    (bootstraps over full reservoirs: a few hundred ms of numpy) runs in a worker thread on
+    the frozen snapshot: on the event loop it stalled every request in flight that long."""
     data = await store.snapshot(spec.name)
-    analysis = analyze(spec, data, now=now, rng=rng, resamples=resamples, previous_p=previous_p)
-    return build_report(spec, data, analysis, now=now)
+
+    def built() -> ExperimentReport:
+        analysis = analyze(spec, data, now=now, rng=rng, resamples=resamples,
+                           previous_p=previous_p)
+        return build_report(spec, data, analysis, now=now)
+
+    return await asyncio.to_thread(built)

@@ -16,7 +16,7 @@ import numpy as np
 
 from policies.experiments.schema import ExperimentSpec
 from router.experiments.analysis import analyze
-from router.experiments.guardrails import evaluate_guardrails
+from router.experiments.guardrails import evaluate_guardrails, guarded_windows
 from router.experiments.outcomes import Halt, OutcomeStore
 from router.experiments.report import ExperimentReport, build_report
 
@@ -24,8 +24,9 @@ from router.experiments.report import ExperimentReport, build_report
 async def enforce_guardrails(
     spec: ExperimentSpec, store: OutcomeStore, now: datetime
 ) -> tuple[Halt, ...]:
-    """Evaluate guardrails and persist new halts; returns those this call stored."""
-    data = await store.snapshot(spec.name)
+    """Evaluate guardrails and persist new halts; returns those this call stored. Reads only
+    the guarded metrics' windows (`guarded_windows`), not the whole experiment."""
+    data = await store.snapshot(spec.name, guarded_windows(spec))
     stored = [h for h in evaluate_guardrails(spec, data, now) if await store.halt(spec.name, h)]
     return tuple(stored)
 
@@ -33,8 +34,9 @@ async def enforce_guardrails(
 async def halted_arms(
     store: OutcomeStore, specs: Iterable[ExperimentSpec]
 ) -> dict[str, frozenset[str]]:
-    """Halted arm names by experiment, the `halted` argument of `Assigner.assign`."""
-    return {spec.name: (await store.snapshot(spec.name)).halted for spec in specs}
+    """Halted arm names by experiment, the `halted` argument of `Assigner.assign` (no metric
+    values are read)."""
+    return {spec.name: (await store.snapshot(spec.name, {})).halted for spec in specs}
 
 
 async def report_from_store(

@@ -175,8 +175,11 @@ class OutcomeStore(Protocol):
         """Persist a halt; False when the arm was already halted (the first halt wins)."""
         ...
 
-    async def snapshot(self, experiment: str) -> ExperimentData:
-        """Everything recorded for `experiment`."""
+    async def snapshot(self, experiment: str,
+                       windows: Mapping[str, int] | None = None) -> ExperimentData:
+        """Everything recorded for `experiment`; with `windows` (metric → n >= 1), only those
+        metrics, each with its count, sums and n most recent values (no reservoir): what the
+        guardrails read every pass, a small part of a full snapshot."""
         ...
 
 
@@ -282,11 +285,15 @@ class _Accumulator:
         if slot < self.reservoir_size:
             self.reservoir[slot] = value
 
-    def freeze(self) -> MetricSamples:
-        return MetricSamples(
-            count=self.count, total=self.total, total_sq=self.total_sq,
-            reservoir=tuple(self.reservoir), recent=tuple(self.recent),
-        )
+    def freeze(self, recent: int | None = None) -> MetricSamples:
+        """Everything; with `recent`, only that many of the newest values and no reservoir."""
+        if recent is None:
+            return MetricSamples(
+                count=self.count, total=self.total, total_sq=self.total_sq,
+                reservoir=tuple(self.reservoir), recent=tuple(self.recent),
+            )
+        return MetricSamples(count=self.count, total=self.total, total_sq=self.total_sq,
+                             recent=tuple(self.recent)[-recent:])
 
 
 class MemoryOutcomeStore:
@@ -352,9 +359,13 @@ class MemoryOutcomeStore:
         halts[halt.arm] = halt
         return True
 
-    async def snapshot(self, experiment: str) -> ExperimentData:
+    async def snapshot(self, experiment: str,
+                       windows: Mapping[str, int] | None = None) -> ExperimentData:
         arms = {
-            arm: ArmData(arm=arm, metrics={m: acc.freeze() for m, acc in per_arm.items()})
+            arm: ArmData(arm=arm, metrics={m: acc.freeze(None if windows is None
+                                                         else windows[m])
+                                           for m, acc in per_arm.items()
+                                           if windows is None or m in windows})
             for (name, arm), per_arm in self._metrics.items()
             if name == experiment
         }

@@ -146,35 +146,47 @@ class RedisOutcomeStore:
         added = await self._client.hsetnx(self._key(experiment, "halts"), halt.arm, payload)
         return bool(added)
 
-    async def snapshot(self, experiment: str) -> ExperimentData:
+    async def snapshot(self, experiment: str,
+                       windows: Mapping[str, int] | None = None) -> ExperimentData:
         members = await self._client.smembers(self._key(experiment, "arms"))
         arm_names = sorted(_text(a) for a in members)
-        arms = {arm: await self._arm(experiment, arm) for arm in arm_names}
+        arms = {arm: await self._arm(experiment, arm, windows) for arm in arm_names}
         raw_halts = await self._client.hgetall(self._key(experiment, "halts"))
         halts = tuple(sorted((_halt(v) for v in raw_halts.values()), key=lambda h: h.at))
         return ExperimentData(experiment=experiment, arms=arms, halts=halts)
 
-    async def _arm(self, experiment: str, arm: str) -> ArmData:
+    async def _arm(self, experiment: str, arm: str,
+                   windows: Mapping[str, int] | None = None) -> ArmData:
+        """One arm's metrics: all of them with reservoirs and windows, or (with `windows`)
+        only those metrics and their newest values, which is what a guardrail pass reads:
+        parsing every reservoir and window (90,000 values for two arms) held the event loop
+        for about 0.2 s per snapshot, two snapshots every 0.5 s."""
         stats = {_text(k): float(v) for k, v in
                  (await self._client.hgetall(self._key(experiment, "stats", arm))).items()}
-        metrics = sorted({field.rsplit(":", 1)[0] for field in stats})
+        names = {field.rsplit(":", 1)[0] for field in stats}
+        metrics = sorted(names if windows is None else names & set(windows))
         async with self._client.pipeline(transaction=False) as pipe:
             for metric in metrics:
-                pipe.lrange(self._key(experiment, "res", arm, metric), 0, -1)
-                pipe.lrange(self._key(experiment, "win", arm, metric), 0, -1)
+                recent = self._key(experiment, "win", arm, metric)
+                if windows is None:
+                    pipe.lrange(self._key(experiment, "res", arm, metric), 0, -1)
+                    pipe.lrange(recent, 0, -1)
+                else:  # newest first: the first n are the last n values
+                    pipe.lrange(recent, 0, windows[metric] - 1)
             lists = await pipe.execute()
+        per_metric = 1 if windows is not None else 2
         samples = {
             metric: MetricSamples(
                 count=int(stats[f"{metric}:n"]),
                 total=stats.get(f"{metric}:s", 0.0),
                 total_sq=stats.get(f"{metric}:q", 0.0),
-                reservoir=tuple(float(v) for v in lists[2 * i]),
-                recent=tuple(float(v) for v in reversed(lists[2 * i + 1])),
+                reservoir=() if windows is not None
+                else tuple(float(v) for v in lists[2 * i]),
+                recent=tuple(float(v) for v in reversed(lists[per_metric * i + per_metric - 1])),
             )
             for i, metric in enumerate(metrics)
         }
         return ArmData(arm=arm, metrics=samples)
-
 
 def _halt(raw: bytes | str) -> Halt:
     data = orjson.loads(raw)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,16 +20,15 @@ import pytest
 
 from tests.experiments_service.support import (
     AUTH,
-    TENANT_ENV,
     arm_of,
     chat_body,
     client,
+    own_router,
     profile,
     report,
     requests_by_arm,
     router_yaml,
 )
-from tests.support.services import start_router, start_simulator
 
 pytestmark = pytest.mark.integration
 
@@ -70,19 +68,12 @@ async def _abandon(base_url: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def abandoned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    directory: Path = tmp_path_factory.mktemp("client-gone")
-    sim = start_simulator(directory, {"steady": profile(10), "slow": profile(3000)},
-                          name="patience-sim")
-    try:
-        config = router_yaml(sim.base_url, ["steady", "slow"], ["steady"], {}, EXPERIMENT)
-        router = start_router(directory, config, env=TENANT_ENV, name="patience-router")
-        try:
-            yield asyncio.run(_abandon(router.base_url))
-        finally:
-            router.stop()
-    finally:
-        sim.stop()
+    def config(sim_base: str) -> str:
+        return router_yaml(sim_base, ["steady", "slow"], ["steady"], {}, EXPERIMENT)
 
+    with own_router(tmp_path_factory.mktemp("client-gone"),
+                    {"steady": profile(10), "slow": profile(3000)}, config, "patience") as url:
+        yield asyncio.run(_abandon(url))
 
 def test_an_abandoned_request_shows_what_its_client_waited_as_the_arms_ttft(
     abandoned: dict[str, Any],

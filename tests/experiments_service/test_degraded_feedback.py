@@ -12,24 +12,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from tests.experiments_service.support import (
-    TENANT_ENV,
     Seen,
     arm_of,
     client,
     feedback,
     feedback_when_exposed,
     metric_count,
+    own_router,
     profile,
     report,
     router_yaml,
     send,
 )
-from tests.support.services import start_router, start_simulator
 
 pytestmark = pytest.mark.integration
 
@@ -79,22 +77,15 @@ async def _exercise(base_url: str) -> Answers:
 
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Answers]:
-    directory: Path = tmp_path_factory.mktemp("degraded-feedback")
-    sim = start_simulator(directory, {"steady": profile(10), "narrow": profile(10)},
-                          name="degraded-sim")
-    try:
-        config = router_yaml(sim.base_url, ["steady", "narrow"], ["steady"],
-                             {"summarization": ["steady", "narrow"]}, EXPERIMENT)
-        assert TASK_POLICY in config
-        router = start_router(directory, config.replace(TASK_POLICY, RISK_RULE), env=TENANT_ENV,
-                              name="degraded-router")
-        try:
-            yield asyncio.run(_exercise(router.base_url))
-        finally:
-            router.stop()
-    finally:
-        sim.stop()
+    def config(sim_base: str) -> str:
+        written = router_yaml(sim_base, ["steady", "narrow"], ["steady"],
+                              {"summarization": ["steady", "narrow"]}, EXPERIMENT)
+        assert TASK_POLICY in written
+        return written.replace(TASK_POLICY, RISK_RULE)
 
+    with own_router(tmp_path_factory.mktemp("degraded-feedback"),
+                    {"steady": profile(10), "narrow": profile(10)}, config, "degraded") as url:
+        yield asyncio.run(_exercise(url))
 
 def test_feedback_on_a_degraded_answer_is_not_the_arms(answers: Answers) -> None:
     """Feedback on the answer control's route gave for the arm is a 404 (`unknown_request`),

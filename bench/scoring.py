@@ -90,7 +90,7 @@ def reference_view(store: LocalStatsStore, deployment: str, task: str,
     return StatsView(deployment, summary((deployment, task, prompt_bucket(prompt_tokens)), now),
                      summary((deployment, task, ANY_BUCKET), now),
                      summary((deployment, ANY, ANY_BUCKET), now), flight.attempts,
-                     flight.oldest_waiting_since)
+                     flight.oldest_waiting_since, flight.oldest_unstreamed_since)
 
 
 @dataclass(frozen=True)

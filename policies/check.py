@@ -70,13 +70,21 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     a risk rule that leaves a task none of its models, or requires zero data retention of
     models none of whose deployments has it, so its requests of that risk level have no
     route; an experiment arm whose model is under a task's floor, so its requests are all
-    answered by control's route (`x-slorouter-arm-degraded`)."""
+    answered by control's route (`x-slorouter-arm-degraded`); a `min_cost` task with latency
+    targets but no `e2e_p99_ms`, which holds its non-streamed requests to no latency target."""
     if config.policies is None:
         return []
     retaining_nothing = _models_with_zero_retention(config)
     found = []
     for task in TASKS:
         policy = config.policies.for_task(task)
+        slo = policy.slo
+        if (policy.objective == "min_cost" and slo.e2e_p99_ms is None
+                and (slo.ttft_p95_ms is not None or slo.tpot_p95_ms is not None)):
+            found.append(f"task {task}: min_cost with TTFT/TPOT targets but no e2e_p99_ms: its "
+                         "non-streamed requests are held to no latency target and go to the "
+                         "cheapest healthy model (a non-streamed answer's first token is the "
+                         "whole answer); set e2e_p99_ms")
         models = {model for model, _ in _models(policy)}
         for risk, rule in sorted(policy.risk.items()):
             allowed = models if rule.candidates is None else models & set(rule.candidates)

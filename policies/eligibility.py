@@ -30,6 +30,7 @@ class RequestFacts:
     needs_json: bool = False
     prompt_text: str = field(default="", repr=False)  # for learned routing; never logged
     completions: int = 1  # `n`: each completion may use `max_output_tokens`
+    stream: bool = True  # streamed answer (scored on TTFT), else whole (scored on E2E)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,7 @@ class DeploymentFacts:
     price_in_per_m: float
     price_out_per_m: float
     healthy: bool = True
+    max_output_tokens: int | None = None  # the model's most output per answer; None: unknown
 
 _PASSED = attrgetter("passed")
 
@@ -142,8 +144,15 @@ _NO_JSON = "request asks for JSON; deployment has no JSON mode"
 UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_format"}
 
 
-def _fits(facts: RequestFacts, deployment: DeploymentFacts) -> Check:
-    needed = facts.prompt_tokens + facts.max_output_tokens
+def output_tokens(facts: RequestFacts, deployment: DeploymentFacts) -> int:
+    """The output limit per completion the deployment is sent: the request's, lowered to the
+    deployment's `max_output_tokens` (`router.providers.base.output_limited`)."""
+    most = deployment.max_output_tokens
+    return facts.max_output_tokens if most is None else min(facts.max_output_tokens, most)
+
+
+def _fits(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> Check:
+    needed = facts.prompt_tokens + output
     if deployment.context_window is not None and needed > deployment.context_window:
         return Check(CheckName.FITS, False, _TOO_LONG, (needed, deployment.context_window))
     if facts.needs_tools and not deployment.supports_tools:
@@ -175,9 +184,13 @@ def _budget(policy: TaskPolicy, cost: float) -> Check:
 
 
 def worst_case_cost(facts: RequestFacts, deployment: DeploymentFacts) -> float:
-    """USD for the prompt plus every completion at the output limit."""
+    """USD for the prompt plus every completion at the output limit it is sent."""
+    return _cost(facts, deployment, output_tokens(facts, deployment))
+
+
+def _cost(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> float:
     return (facts.prompt_tokens * deployment.price_in_per_m
-            + facts.completions * facts.max_output_tokens * deployment.price_out_per_m) / 1e6
+            + facts.completions * output * deployment.price_out_per_m) / 1e6
 
 
 def output_cap(ceiling_usd: float, facts: RequestFacts,
@@ -225,8 +238,12 @@ def evaluate(policy: TaskPolicy, facts: RequestFacts,
     for model, role in roles:
         floor = floor_check(policy.quality_floor, model, facts.task, quality)
         for deployment in deployments.get(model, ()):
-            cost = worst_case_cost(facts, deployment)
-            checks = (floor, risk_check(policy, facts, deployment), _fits(facts, deployment),
+            output = facts.max_output_tokens  # `output_tokens`, without a call per check
+            if deployment.max_output_tokens is not None and deployment.max_output_tokens < output:
+                output = deployment.max_output_tokens
+            cost = _cost(facts, deployment, output)
+            checks = (floor, risk_check(policy, facts, deployment),
+                      _fits(facts, deployment, output),
                       Check(CheckName.HEALTHY, deployment.healthy,
                             "healthy" if deployment.healthy else "circuit open"),
                       _budget(policy, cost))

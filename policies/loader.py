@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from policies import yaml_strict
 from policies.experiments import ExperimentSpec
-from policies.schema import ApiKeySpec, RouterConfig, TaskPolicy
+from policies.schema import PATTERN_MEANINGS, ApiKeySpec, RouterConfig, TaskPolicy
 
 
 class PolicyValidationError(ValueError):
@@ -52,8 +52,18 @@ def _pydantic_problems(error: ValidationError) -> list[str]:
         if item["type"] == "too_short" and inside(item):
             continue
         where = ".".join(str(part) for part in item["loc"]) or "(root)"
-        problems.append(f"{where}: {item['msg']}")
+        problems.append(f"{where}: {_wording(item)}")
     return problems
+
+
+def _wording(item: Any) -> str:
+    """pydantic's message, but for a pattern the config uses: what the pattern means, not the
+    regular expression (a Persian deployment name read `String should match pattern '^[A-Z…'`)."""
+    if item["type"] == "string_pattern_mismatch":
+        meaning = PATTERN_MEANINGS.get(item.get("ctx", {}).get("pattern"))
+        if meaning is not None:
+            return f"not {meaning}"  # the value is not quoted: it may be a key written inline
+    return str(item["msg"])
 
 
 def _duplicates(where: str, kind: str, names: Iterable[str]) -> list[str]:

@@ -26,8 +26,16 @@ from policies.labels import Risk, Task
 from policies.telemetry import TelemetrySettings
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"
+_SECRET_REF = r"^env:[A-Za-z_][A-Za-z0-9_]*$"
 Name = Annotated[str, Field(pattern=_NAME)]
-SecretRef = Annotated[str, Field(pattern=r"^env:[A-Za-z_][A-Za-z0-9_]*$")]
+SecretRef = Annotated[str, Field(pattern=_SECRET_REF)]
+# What each pattern means, for configuration errors (`policies.loader`).
+PATTERN_MEANINGS = {
+    _NAME: ("a name: 1-128 ASCII letters, digits and . _ : / -, starting with a letter or "
+            "a digit"),
+    _SECRET_REF: ("an environment variable reference, env:NAME (a key is never written in "
+                  "the file itself)"),
+}
 
 
 class Frozen(ConfigModel):
@@ -104,6 +112,9 @@ class DeploymentSpec(Frozen):
     cached_input_price_per_mtok: float | None = Field(default=None, ge=0)
     cache_write_price_per_mtok: float | None = Field(default=None, ge=0)
     context_window: int | None = Field(default=None, gt=0)
+    # The most output tokens the model writes in one answer (OpenAI's "max output tokens"):
+    # a larger output limit, the client's or a cost ceiling's, is lowered to it when sent.
+    max_output_tokens: int | None = Field(default=None, gt=0)
     supports_tools: bool = True
     supports_json: bool = True
     zero_data_retention: bool = False
@@ -122,6 +133,12 @@ class DeploymentSpec(Frozen):
         if value is not None and not re.match(r"^https?://", value):
             raise ValueError("api_base must start with http:// or https://")
         return value.rstrip("/") if value is not None else None
+
+    def model_post_init(self, _context: object) -> None:
+        if (self.max_output_tokens is not None and self.context_window is not None
+                and self.max_output_tokens > self.context_window):
+            raise ValueError(f"max_output_tokens ({self.max_output_tokens}) is more than "
+                             f"context_window ({self.context_window})")
 
 
 class ModelSpec(Frozen):

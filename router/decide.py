@@ -28,7 +28,7 @@ from policies.eligibility import (
 from policies.learned.decide import choose
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
-from router.errors import NoEligibleModelError, NotFoundError, RequestError
+from router.errors import NoEligibleModelError, NotFoundError, RequestError, shown
 from router.runtime_config import RuntimeConfig
 
 Health = Callable[[str], bool]
@@ -101,7 +101,8 @@ def require_route(decision: Decision,
     a model whose deployments the risk rule all refuse for it (the caller's choice: `auto` or
     another model may serve it), else a 503 (the policy says reject), with a Retry-After when
     open circuits are among the reasons: `soonest_probe_s` of the deployments they hold (the
-    breakers' own time, as a pinned request's `circuit_open` says it), else 1 s.
+    breakers' own time, as a pinned request's `circuit_open` says it), else 1 s, spread as
+    `circuit_open`'s is (`spread_retry_after`: never sooner than that).
     `no_model_fits` names the field no candidate could take (`messages` for the length,
     `tools_field` for tools, `response_format`) when they all failed on the same one."""
     if decision.deployments:
@@ -129,7 +130,8 @@ def require_route(decision: Decision,
     held = [name for name, checks in failed if any(c.name == CheckName.HEALTHY for c in checks)]
     retry_after = None if not held else (
         soonest_probe_s(held) if soonest_probe_s is not None else 1.0)
-    raise NoEligibleModelError(message, code="no_eligible_model", retry_after=retry_after)
+    raise NoEligibleModelError(message, code="no_eligible_model", retry_after=retry_after,
+                               spread_retry_after=True)
 
 
 def _unfit_field(failed: Sequence[tuple[str, Sequence[Check]]], tools_field: str) -> str:
@@ -143,9 +145,9 @@ def _unfit_field(failed: Sequence[tuple[str, Sequence[Check]]], tools_field: str
 
 def unknown_model(requested: str) -> NotFoundError:
     """The 404 for a model name this router does not serve (a long name is cut in the message)."""
-    shown = requested if len(requested) <= 100 else requested[:100] + "…"
-    return NotFoundError(f"The model '{shown}' does not exist; GET /v1/models lists the "
-                         "names this router serves", param="model", code="model_not_found")
+    return NotFoundError(f"The model '{shown(requested, 100)}' does not exist; GET /v1/models "
+                         "lists the names this router serves", param="model",
+                         code="model_not_found")
 
 
 def facts_by_model(config: RuntimeConfig,

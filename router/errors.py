@@ -32,11 +32,21 @@ what counts them in `slorouter.admission.rejections` and jitters their `Retry-Af
 (`overloaded`, `queue_timeout`, `tenant_over_share`) say why, not who: an upstream's error may carry
 the same code, and is never such a refusal. `spread_retry_after` jitters the `Retry-After` of
 another refusal of the router's own for want of room that frees at no known time (the bulkhead's
-`deployment_saturated`), so that clients refused together do not all come back together; every
-admission refusal has it too.
+`deployment_saturated`), or until an open circuit breaker admits a probe again (`circuit_open`,
+and `no_eligible_model` when open circuits are why), so that clients refused together do not all
+come back together; every admission refusal has it too. The spread only lengthens the wait
+(between it and twice it), so no client is told to come back before it ends.
 """
 
 from __future__ import annotations
+
+
+def shown(value: object, limit: int) -> str:
+    """What an error message may echo of a client's `value`: its first `limit` characters, and
+    an ellipsis when there were more (a long value could hold anything, prompt text
+    included, and made every error that quoted it as long)."""
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class SlorouterError(Exception):

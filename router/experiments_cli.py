@@ -32,8 +32,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     report.add_argument("--url", type=http_url, default="http://127.0.0.1:8080",
                         help="the slorouter to ask (default: %(default)s)")
     report.add_argument("--api-key", default=os.environ.get("SLOROUTER_API_KEY"),
-                        help="bearer key, when the server has api_keys (default: the "
-                             "SLOROUTER_API_KEY environment variable, else none)")
+                        help="bearer key with the slorouter:operator scope, when the "
+                             "server has api_keys (default: the SLOROUTER_API_KEY "
+                             "environment variable, else none)")
     report.add_argument("--plot", type=Path,
                         help="also write a PNG of the arms' distributions to this file "
                              "(default: no plot)")

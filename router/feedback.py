@@ -55,6 +55,8 @@ class HedgeDelays:
     to weigh more than 1 - `percentile`, the percentile lands inside the tail and hedges start
     too late to help. So the delay is capped at `max_median_ratio` times the median: an attempt
     that has waited that many typical first tokens is in the tail whatever the percentile says.
+    A non-streamed request's first content is its whole answer: its delay is read alike from
+    the E2E of non-streamed answers.
     """
 
     store: StatsStore
@@ -62,11 +64,13 @@ class HedgeDelays:
     max_median_ratio: float = 3.0
     min_observations: float = 20.0
 
-    def __call__(self, deployment: str, task: Task, prompt_tokens: int) -> float | None:
+    def __call__(self, deployment: str, task: Task, prompt_tokens: int,
+                 stream: bool = True) -> float | None:
         # Both levels from one read of the sketch (one sort of its buckets), in ascending order.
         above = self.percentile >= 0.5
         levels = (0.5, self.percentile) if above else (self.percentile, 0.5)
-        found, weight = self.store.ttft_quantiles(deployment, task, levels)
+        read = self.store.ttft_quantiles if stream else self.store.e2e_quantiles
+        found, weight = read(deployment, task, levels)
         if found is None or weight < self.min_observations:
             return None
         median, value = found if above else (found[1], found[0])
@@ -119,7 +123,8 @@ class StatsRanker:
                 unhealthy(name), penalty(name, task, prompt, now), None,
                 blended((name, task, bucket), stats, prior, error_z, now))))
         history = self.store.task_summary(task)
-        request = new(ScoreRequest, (task, facts.risk, prompt, facts.max_output_tokens, True))
+        request = new(ScoreRequest, (task, facts.risk, prompt, facts.max_output_tokens,
+                                     facts.stream))
         return rank(request, targets, candidates, scoring, now=now,
                     rng=self.rng, output_history=history.output_tokens if history else None)
 
@@ -161,7 +166,7 @@ class StatsSink:
         for attempt in outcome.attempts:
             if attempt.outcome == "cancelled" and winner is not None:
                 if attempt.started_at <= winner.started_at:
-                    self._record_censored(attempt, task, prompt, offset)
+                    self._record_censored(attempt, task, prompt, offset, outcome.stream)
                 continue
             if attempt.outcome not in ("won", "failed"):
                 continue
@@ -172,7 +177,7 @@ class StatsSink:
             # would learn nothing and keep its traffic.
             cut = attempt.cut_by_client_deadline
             if cut and not won:
-                self._record_censored(attempt, task, prompt, offset)
+                self._record_censored(attempt, task, prompt, offset, outcome.stream)
                 continue
             end = outcome.ended_at if won and outcome.ended_at is not None else attempt.ended_at
             obs = Observation.from_timings(
@@ -182,15 +187,15 @@ class StatsSink:
                 t_last_token=_shift(outcome.last_token_at if won else None, offset),
                 t_end=(end if end is not None else attempt.started_at) + offset,
                 # A won attempt has an error only when its answer broke after it had started.
-                error=None if cut else attempt.error_class)
+                error=None if cut else attempt.error_class, streamed=outcome.stream)
             self._store.record(obs)
             self._slo.record_attempt(obs, outcome.stream)
         self._record_request(outcome, task, prompt, output, offset)
 
     def _record_censored(self, attempt: AttemptRecord, task: Task, prompt: int,
-                         offset: float) -> None:
+                         offset: float, streamed: bool) -> None:
         """A primary that lost a hedge race, or an attempt its client's deadline cut before it
-        answered: its TTFT is known only to exceed the time it ran.
+        answered: its TTFT (a non-streamed one's E2E) is known only to exceed the time it ran.
 
         Recorded at that lower bound (a success with no output), so the deployment's sketch keeps
         the mass of its slow tail. Dropping it would drop exactly the slow answers: the sketch's
@@ -206,7 +211,7 @@ class StatsSink:
         self._store.record(Observation.from_timings(
             deployment=attempt.deployment, task=task, prompt_tokens=prompt, output_tokens=0,
             t_start=attempt.started_at + offset, t_first_token=attempt.ended_at + offset,
-            t_last_token=None, t_end=attempt.ended_at + offset))
+            t_last_token=None, t_end=attempt.ended_at + offset, streamed=streamed))
 
     def _record_request(self, outcome: Outcome, task: Task, prompt: int, output: int,
                         offset: float) -> None:

@@ -22,16 +22,17 @@ from policies.schema import TaskPolicy
 from router.api.schemas import ChatCompletionRequest, FunctionTool
 from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
-from router.errors import RequestError
+from router.errors import RequestError, shown
 from router.execution.hedging import HedgeInputs, plan_hedge, refusal_before_prediction
-from router.execution.runner import CommittedStream, Plan, Runner
+from router.execution.plan import CommittedStream, Plan
+from router.execution.runner import Runner
 from router.outcomes import Outcome
 from router.prefix import affinity_order, marked_bodies
 from router.providers.base import Completion, Deployment
 from router.runtime_config import RuntimeConfig
 from router.token_estimate import text_tokens, utf8_tokens
 
-HedgeDelay = Callable[[str, Task, int], float | None]
+HedgeDelay = Callable[[str, Task, int, bool], float | None]  # deployment, task, prompt, stream
 # (task, units): the unit's arm, nothing recorded yet.
 AssignArm = Callable[[Task, UnitIds], Assignment | None]
 # (assignment, units): remember the request's arm for its feedback (its route answers it).
@@ -116,6 +117,11 @@ def _legacy_functions(request: ChatCompletionRequest) -> list[dict[str, Any]]:
     return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
 
 
+# The most characters of a client's header or `metadata` value a 400 quotes back (`shown`):
+# enough to tell which value it was, too few to carry much of whatever else it holds.
+ECHOED_CHARS = 32
+
+
 def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hints:
     """Explicit labels from the `x-slorouter-task`/`-risk` header or `metadata.task`/`.risk`.
 
@@ -128,10 +134,12 @@ def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hi
     task = _one_hint("task", headers, _known_only(metadata, "task", TASKS))
     risk = _one_hint("risk", headers, _known_only(metadata, "risk", RISKS))
     if task is not None and task not in TASKS:
-        raise RequestError(f"unknown task hint {task!r}; one of {', '.join(TASKS)}",
+        raise RequestError(f"unknown task hint {shown(task, ECHOED_CHARS)!r}; one of "
+                           f"{', '.join(TASKS)}",
                            param=_hint_param(headers, "task"), code="invalid_hint")
     if risk is not None and risk not in RISKS:
-        raise RequestError(f"unknown risk hint {risk!r}; one of {', '.join(RISKS)}",
+        raise RequestError(f"unknown risk hint {shown(risk, ECHOED_CHARS)!r}; one of "
+                           f"{', '.join(RISKS)}",
                            param=_hint_param(headers, "risk"), code="invalid_hint")
     return Hints(task=_as_task(task), risk=_as_risk(risk))
 
@@ -144,8 +152,9 @@ def header_or_metadata(headers: Mapping[str, str], header: str, metadata: object
     field = metadata.get(key) if isinstance(metadata, Mapping) else None
     if given is not None and field is not None and given != str(field):
         raise RequestError(
-            f"conflicting {what}: header {header} is {given!r} but metadata.{key} is {field!r}; "
-            "send one of them, or the same value in both", param=f"metadata.{key}", code=code)
+            f"conflicting {what}: header {header} is {shown(given, ECHOED_CHARS)!r} but "
+            f"metadata.{key} is {shown(field, ECHOED_CHARS)!r}; send one of them, or the same "
+            "value in both", param=f"metadata.{key}", code=code)
     return given if given is not None else field
 
 
@@ -227,7 +236,7 @@ def request_facts(request: ChatCompletionRequest, view: RequestView,
         task=labels.task, risk=labels.risk,
         prompt_tokens=estimate_prompt_tokens(view, request),
         max_output_tokens=limit if limit is not None else DEFAULT_MAX_OUTPUT_TOKENS,
-        needs_tools=bool(view.tool_names), completions=request.n or 1,
+        needs_tools=bool(view.tool_names), completions=request.n or 1, stream=request.stream,
         needs_json=view.response_format in ("json_object", "json_schema"),
         prompt_text=next((text for role, text in reversed(view.messages) if role == "user"), ""))
 
@@ -326,7 +335,7 @@ class ChatPipeline:
                     side_effecting=side_effecting,
                     bodies=marked_bodies(body, caller.tenant,
                                          {d.body_kind for d in deployments}),
-                    prompt_tokens=facts.prompt_tokens,
+                    prompt_tokens=facts.prompt_tokens, stream=facts.stream,
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
                                                    deadline))
         phases.classify, phases.decide = classified - started, self._clock() - classified
@@ -357,7 +366,8 @@ class ChatPipeline:
             predicted_ttft_s=None, remaining_s=deadline - self._clock())
         if refusal_before_prediction(inputs) is not None:
             return None  # the TTFT sketch is read only for a request that may hedge
-        predicted = self._hedge_delay(decision.deployments[0], facts.task, facts.prompt_tokens)
+        predicted = self._hedge_delay(decision.deployments[0], facts.task, facts.prompt_tokens,
+                                      facts.stream)
         plan = plan_hedge(replace(inputs, predicted_ttft_s=predicted))
         return plan.delay_s
 

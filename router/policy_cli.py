@@ -104,7 +104,8 @@ def explain_command(args: argparse.Namespace) -> int:
     from router.api.body import parse_chat, parse_json_object
     from router.api.explain import explain_decision
     from router.errors import ConfigError, SlorouterError
-    from router.execution.runner import ExecutionState, Runner
+    from router.execution.plan import ExecutionState
+    from router.execution.runner import Runner
     from router.pipeline import ChatPipeline
     from router.wiring import build_runtime
 

@@ -23,7 +23,11 @@ never run): `slorouter serve` stops its provider simulator there.
 `on_grace_over` runs `grace_s` after shutdown began, while uvicorn still waits for requests in
 flight (its `timeout_graceful_shutdown` should be a little longer): `slorouter serve` ends the
 streams still running there, each with an error event, before uvicorn would cancel them and cut
-them off with no reason.
+them off with no reason. A second Ctrl+C during the drain (uvicorn's force exit) runs it at
+once, and the shutdown then waits at most `FORCE_EXIT_FAREWELL_S` for those requests to be
+answered: uvicorn stopped waiting for them at once, and the event loop's close cancelled them,
+so a request awaiting its answer got uvicorn's plain-text 500 and a stream was cut with no
+reason.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from typing import Any
 import uvicorn
 
 ASGIApp = Callable[[Any, Any, Any], Any]
+# At a force exit, the most the requests ended then may take to send their answers.
+FORCE_EXIT_FAREWELL_S = 1.0
 
 
 class HttpDate:
@@ -133,15 +139,33 @@ class QuietServer(uvicorn.Server):
             await exit_requested.wait()
             exit_requested.clear()
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        forced = self.force_exit
+        super().handle_exit(sig, frame)
+        if self.force_exit and not forced and self._loop is not None:
+            # A second Ctrl+C: the requests in flight are ended now, as at the grace's end.
+            self._loop.call_soon_threadsafe(self._on_grace_over)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        if self._grace_s is None:
-            await super().shutdown(sockets)
-            return
-        grace_over = asyncio.get_running_loop().call_later(self._grace_s, self._on_grace_over)
+        loop = asyncio.get_running_loop()
+        grace_over = (loop.call_later(self._grace_s, self._on_grace_over)
+                      if self._grace_s is not None else None)
         try:
             await super().shutdown(sockets)
         finally:
-            grace_over.cancel()
+            if grace_over is not None:
+                grace_over.cancel()
+        if self.force_exit:
+            await self._farewell()
+
+    async def _farewell(self) -> None:
+        """At a force exit: the requests ended by `on_grace_over` send their answers, and the
+        app's shutdown runs (uvicorn skips it, and the loop's close then cancelled it with a
+        traceback in the log), each for at most `FORCE_EXIT_FAREWELL_S`."""
+        if self.server_state.tasks:
+            await asyncio.wait(set(self.server_state.tasks), timeout=FORCE_EXIT_FAREWELL_S)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.lifespan.shutdown(), FORCE_EXIT_FAREWELL_S)
 
 
 def _drain_on_hangup(handler: Callable[[int, FrameType | None], None]

@@ -13,8 +13,8 @@ from policies.schema import BudgetSpec, PoolSpec, ReliabilitySpec
 from router.admission import AdmissionController, AdmissionPolicy, PoolLimits
 from router.execution.backoff import BackoffPolicy
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.plan import ExecutionState
 from router.execution.retry_budget import Budget, BudgetPolicy
-from router.execution.runner import ExecutionState
 
 
 def _pool(spec: PoolSpec) -> PoolLimits:

@@ -107,7 +107,8 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
         api_key=key if key else None,
         input_price_per_mtok=price_in if price_in is not None else (known or (0.0, 0.0))[0],
         output_price_per_mtok=price_out if price_out is not None else (known or (0.0, 0.0))[1],
-        context_window=spec.context_window, supports_tools=spec.supports_tools,
+        context_window=spec.context_window, max_output_tokens=spec.max_output_tokens,
+        supports_tools=spec.supports_tools,
         supports_json=spec.supports_json, zero_data_retention=spec.zero_data_retention,
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
         max_in_flight=spec.max_in_flight, tenant_cache_salt=spec.tenant_cache_salt,
@@ -165,6 +166,7 @@ def _facts(config: RouterConfig,
     """Per logical model, what eligibility needs of each of its deployments."""
     return {model.name: tuple(DeploymentFacts(
         name=name, model=model.name, context_window=d.context_window,
+        max_output_tokens=d.max_output_tokens,
         supports_tools=d.supports_tools, supports_json=d.supports_json,
         zero_data_retention=d.zero_data_retention, price_in_per_m=d.input_price_per_mtok,
         price_out_per_m=d.output_price_per_mtok)

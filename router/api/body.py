@@ -195,6 +195,8 @@ def openai_param(error: ErrorDetails, raw: object) -> str | None:
     wrappers and tags; walking the client's JSON alongside keeps only the steps that exist in it
     (plus the last one of a missing field, and the field a schema's error context names)."""
     loc: Sequence[int | str] = error["loc"]
+    if loc and loc[-1] == "[key]":  # a bad key: the mapping is the param, not the key (any size)
+        loc = loc[:-2]
     node = raw
     path = ""
     for position, step in enumerate(loc):

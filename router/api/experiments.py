@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from router.api.body import read_json, validation_error
 from router.api.errors import error_response
-from router.auth import authenticate
+from router.auth import OPERATOR_SCOPE, authenticate, require_scope
 from router.experimentation import Experiments
 from router.runtime_config import RuntimeConfig
 
@@ -47,7 +47,9 @@ def feedback_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoi
 def experiments_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoint:
     async def report(request: Request) -> Response:
         try:
-            authenticate(request.headers.get("authorization"), config.principals)
+            principal = authenticate(request.headers.get("authorization"), config.principals)
+            # Reports aggregate every tenant's requests and feedback: an operator's reading.
+            require_scope(principal, OPERATOR_SCOPE, "GET /v1/experiments", config.principals)
             reports = await experiments.reports(request.query_params.get("name"))
         except Exception as exc:
             return error_response(exc)

@@ -191,7 +191,10 @@ class ChatCompletionRequest(_Open):
     user: StrictStr | None = Field(default=None, max_length=256)
     # vLLM's prefix-cache salt; the router scopes it within the tenant (`upstream_body`)
     cache_salt: StrictStr | None = Field(default=None, min_length=1, max_length=256)
-    metadata: dict[str, StrictStr] | None = None
+    # OpenAI's bounds: at most 16 pairs, keys up to 64 characters, values up to 512.
+    metadata: Annotated[dict[Annotated[StrictStr, Field(max_length=64)],
+                             Annotated[StrictStr, Field(max_length=512)]],
+                        Field(max_length=16)] | None = None
 
     @field_validator("stream", mode="before")
     @classmethod

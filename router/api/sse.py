@@ -61,6 +61,7 @@ class InFlight:
     still awaiting its answer gets a plain-text 500. `end_all()` stops each one first, so it
     ends with `server_shutting_down` (a stream's last event, or a 503 in OpenAI's shape) and
     its outcome is recorded as that error; a request that starts afterwards ends so at once.
+    A second Ctrl+C during the drain calls it too (`router.quiet_server`).
     Used on the event loop's thread only.
     """
 

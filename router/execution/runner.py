@@ -12,25 +12,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping
 
 from router.errors import (
-    AllCandidatesFailedError,
     ProviderTimeoutError,
     ProviderUnavailableError,
     SlorouterError,
     UnknownCommitError,
 )
-from router.execution.attempt import SATURATED, AttemptKind, AttemptRecord, saturated
-from router.execution.backoff import BackoffPolicy, retry_delay
-from router.execution.breaker import BreakerPolicy, BreakerRegistry, soonest_whole_seconds
+from router.execution.attempt import AttemptKind, AttemptRecord, saturated
+from router.execution.backoff import retry_delay
 from router.execution.classify_error import AttemptContext, classify
+from router.execution.failures import (
+    as_error,
+    deadline_exceeded,
+    deadline_passed,
+    exhausted,
+    failed_alike_before,
+)
 from router.execution.hedging import ChunkStream, RaceFailed, RaceResult, race_first
-from router.execution.retry_budget import Budget, hedge_budget, retry_budget
+from router.execution.plan import Clock, CommittedStream, ExecutionState, Plan, Release
 from router.providers.base import (
     AdapterName,
     Completion,
@@ -38,100 +40,12 @@ from router.providers.base import (
     Provider,
     StreamEvent,
     UpstreamCall,
+    output_limited,
     sent_unanswered,
 )
-from router.stats.inflight import InFlight
-from router.telemetry.context import TraceContext, propagation_headers
+from router.telemetry.context import propagation_headers
 
-Clock = Callable[[], float]
 EventStream = ChunkStream[StreamEvent]
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What to run: deployments in order, the body, the absolute deadline, and the hedge delay
-    (None: never hedge; set only for idempotent requests)."""
-
-    deployments: Sequence[Deployment]
-    body: Mapping[str, Any]
-    deadline: float  # perf_counter() seconds
-    headers: Mapping[str, str] = field(default_factory=dict)
-    side_effecting: bool = False
-    hedge_delay_s: float | None = None
-    bodies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # per body kind
-    trace: TraceContext | None = None  # W3C trace continued to every upstream attempt
-    prompt_tokens: int = 0  # told to the attempt watch (waiting is judged by prompt size)
-    # The client's own timeout header set the deadline (shorter than the operator's): an
-    # attempt it cuts short says nothing about the deployment.
-    deadline_from_client: bool = False
-    # A stream's client waits this long (perf_counter seconds) for the response's head, sent
-    # with the first content chunk (the SDKs' timeout, `head_timeout_s`): no attempt waits for
-    # its first content past it, nor starts after it. None: the deadline alone.
-    head_deadline: float | None = None
-
-
-class Release(Protocol):
-    """Ends a committed answer: clean by default; `error` when it broke after it had started
-    (a failure of the deployment when the error counts against it); `abandoned` when the
-    client left or the relay failed (no verdict on the deployment)."""
-
-    def __call__(self, error: SlorouterError | None = None, abandoned: bool = False) -> None: ...
-
-
-@dataclass(slots=True)
-class CommittedStream:
-    deployment: Deployment
-    head: list[StreamEvent]
-    tail: ChunkStream[StreamEvent]
-    attempts: list[AttemptRecord]
-    # Call once at the end: frees the winner's in-flight slot and gives its breaker the verdict
-    # (`Release`): a stream is judged when it ends, not at its first token, so a deployment
-    # whose answers break after they start is seen failing.
-    release: Release = lambda error=None, abandoned=False: None
-    # The client's own deadline, not the deployment's timeout, bounds the rest of the answer:
-    # a timeout that ends it is the request's deadline (`deadline_exceeded`).
-    client_deadline: bool = False
-
-    def ended_by(self, error: SlorouterError) -> SlorouterError:
-        """The error a broken answer ends with: a timeout within the client's own deadline is
-        that deadline passing, as it is before the first token (`Runner._attempt`)."""
-        if self.client_deadline and isinstance(error, ProviderTimeoutError):
-            return deadline_exceeded("while the answer streamed")
-        return error
-
-
-class AttemptWatch(Protocol):
-    """Told when each upstream attempt starts, gets its first content and ends: the latency
-    statistics read the age of attempts still waiting, so a provider that stalls is noticed
-    before any of its slow answers completes (`router/stats/inflight.py`). `load` (attempts
-    begun and not yet ended, per deployment) is what the bulkhead reads (`max_in_flight`)."""
-
-    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int: ...
-    def first_token(self, ticket: int) -> None: ...
-    def end(self, ticket: int) -> None: ...
-    @property
-    def load(self) -> Mapping[str, int]: ...
-
-
-@dataclass
-class ExecutionState:
-    """Process-wide reliability state: breakers per deployment, retry and hedge budgets."""
-
-    breakers: BreakerRegistry
-    retries: Budget
-    hedges: Budget
-    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
-    max_retries_per_deployment: int = 1
-    max_retry_wait_s: float = 1.0  # a longer Retry-After goes back to the client instead
-    rng: random.Random = field(default_factory=random.Random)
-    # Wall-clock times (`Runner.wall`). The app hands the statistics store (which keeps its
-    # own `InFlight`); without one the runner still counts, since the bulkhead reads the count.
-    watch: AttemptWatch = field(default_factory=InFlight)
-
-    @staticmethod
-    def create(clock: Clock = time.monotonic) -> ExecutionState:
-        return ExecutionState(BreakerRegistry(BreakerPolicy(), clock), retry_budget(clock),
-                              hedge_budget(clock))
 
 
 class _Skip(Exception):
@@ -181,7 +95,7 @@ class Runner:
                                                   last=alternate is None)
             if committed is not None:
                 return committed
-        raise _exhausted(attempts)
+        raise exhausted(attempts)
 
     async def _on_deployment(self, plan: Plan, attempts: list[AttemptRecord],
                              open_: Callable[[UpstreamCall], EventStream],
@@ -190,17 +104,17 @@ class Runner:
         """Attempts on one deployment (first try and retries); None means move on."""
         for retry in range(self._state.max_retries_per_deployment + 1):
             if _first_content_by(plan) - self._clock() <= 0:  # before spending any budget
-                raise _deadline_passed(attempts)
+                raise deadline_passed(attempts)
             after_failure = any(a.outcome == "failed" for a in attempts)
             if after_failure and not self._state.retries.try_spend():
-                raise _exhausted(attempts, "retry budget exhausted")
+                raise exhausted(attempts, "retry budget exhausted")
             kind: AttemptKind = "retry" if retry else ("fallback" if after_failure else "first")
             try:
                 return await self._attempt(plan, attempts, open_, deployment, alternate, kind)
             except _Skip:
                 return None
             except _OutOfTime:
-                raise _deadline_passed(attempts) from None
+                raise deadline_passed(attempts) from None
             except SlorouterError as err:
                 verdict = classify(err, AttemptContext(plan.side_effecting, True, False))
                 if verdict.action == "unknown_commit":
@@ -314,14 +228,14 @@ class Runner:
                                        (call.deployment, alternate), strict=False):
                 if side.outcome == "pending" and side.started_at:
                     own = raced.error if raced.error is not None else failed.error
-                    self._failed_on(side, on, _as_error(own), plan, attempts)
-            raise _as_error(failed.error) from failed
+                    self._failed_on(side, on, as_error(own), plan, attempts)
+            raise as_error(failed.error) from failed
         winner, loser = (record, hedge_record) if result.winner == 0 else (hedge_record, record)
         self._won(winner)
         lost = result.attempts[1 - result.winner]
         if result.hedge_started and loser.outcome == "pending" and lost.outcome == "failed":
             assert lost.error is not None  # it failed before the other won
-            self._failed_on(loser, calls[1 - result.winner].deployment, _as_error(lost.error),
+            self._failed_on(loser, calls[1 - result.winner].deployment, as_error(lost.error),
                             plan, attempts)
         elif result.hedge_started and loser.outcome == "pending":
             loser.outcome, loser.ended_at = "cancelled", self._clock()
@@ -348,7 +262,7 @@ class Runner:
 
     def _started(self, record: AttemptRecord, plan: Plan) -> None:
         record.ticket = self._state.watch.begin(record.deployment, self._wall(),
-                                                plan.prompt_tokens)
+                                                plan.prompt_tokens, plan.stream)
 
     def _ended(self, record: AttemptRecord) -> None:
         self._state.watch.end(record.ticket)
@@ -408,7 +322,7 @@ class Runner:
         self._ended(record)
         verdict = classify(err, AttemptContext(False, True, False))
         breaker = self._state.breakers.get(record.deployment)
-        if health and verdict.breaker_failure and not _failed_alike_before(record, attempts):
+        if health and verdict.breaker_failure and not failed_alike_before(record, attempts):
             breaker.on_failure(verdict.retry_after_s)
         else:
             breaker.on_abandon()
@@ -418,6 +332,8 @@ class Runner:
         if remaining <= 0 or _first_content_by(plan) <= self._clock():
             raise ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
         body = plan.bodies.get(deployment.body_kind, plan.body)
+        if deployment.max_output_tokens is not None:
+            body = output_limited(body, deployment.max_output_tokens)
         headers = {**plan.headers, **propagation_headers(plan.trace, number)}
         return UpstreamCall(deployment=deployment, body=body,
                             timeout_s=min(remaining, deployment.timeout_s), headers=headers,
@@ -490,21 +406,6 @@ def _client_bounded(plan: Plan, call: UpstreamCall) -> bool:
     return plan.deadline_from_client and call.timeout_s < call.deployment.timeout_s
 
 
-def deadline_exceeded(when: str) -> ProviderTimeoutError:
-    """The request's deadline passed `when` (a 504, or a stream's last event)."""
-    return ProviderTimeoutError(f"request deadline exceeded {when}", code="deadline_exceeded")
-
-
-def _failed_alike_before(record: AttemptRecord, attempts: list[AttemptRecord]) -> bool:
-    """An attempt of the same request before `record` failed with an error of the same class
-    and code as `record`'s."""
-    err = record.error
-    return err is not None and any(
-        other is not record and other.outcome == "failed" and other.error is not None
-        and type(other.error) is type(err) and other.error.code == err.code
-        and other.number < record.number for other in attempts)
-
-
 def _has_content(event: StreamEvent) -> bool:
     return event.has_content
 
@@ -521,57 +422,6 @@ async def _peek(events: EventStream) -> list[StreamEvent]:
         await close_quietly(events)
         raise
     return head
-
-
-def _as_error(exc: BaseException) -> SlorouterError:
-    if isinstance(exc, SlorouterError):
-        return exc
-    if isinstance(exc, TimeoutError):
-        return ProviderTimeoutError("upstream timed out", code="upstream_timeout")
-    return AllCandidatesFailedError(f"attempt failed: {type(exc).__name__}",
-                                    code="attempt_failed")
-
-
-def _deadline_passed(attempts: list[AttemptRecord]) -> SlorouterError:
-    """The deadline ran out before the next attempt: the failures so far if there were any,
-    else a 504 like a deadline that runs out during an attempt."""
-    if any(a.outcome == "failed" for a in attempts):
-        return _exhausted(attempts, "request deadline exceeded")
-    return ProviderTimeoutError("request deadline exceeded before an upstream attempt could "
-                                "start", code="deadline_exceeded")
-
-
-def _exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
-    errors = [a.error for a in attempts if a.error is not None and a.outcome == "failed"]
-    if not errors:
-        skipped = [a.error for a in attempts if a.error is not None]
-        full = [err.code == SATURATED for err in skipped]
-        if any(full):
-            also = "" if all(full) else " or its circuit breaker open"
-            return saturated("every deployment that could serve has its max_in_flight "
-                             f"attempts in flight{also}")
-        if skipped:
-            return ProviderUnavailableError("every deployment's circuit breaker is open",
-                                            code="circuit_open",
-                                            retry_after=_soonest_reopening(skipped))
-        return AllCandidatesFailedError("no deployment to try", code="no_candidates")
-    last = errors[-1]
-    summary = "; ".join(f"{a.deployment}: {a.error.message}" for a in attempts
-                        if a.error is not None and a.outcome == "failed")
-    prefix = f"{why}: " if why else ""
-    message = f"{prefix}all {len(errors)} attempts failed: {summary}"
-    if all(type(err) is type(last) for err in errors):
-        # come back when the first of them may answer (429s holding for 30 s and 7 s: 7)
-        waits = [err.retry_after for err in errors if err.retry_after is not None]
-        return type(last)(message, param=last.param, code=last.code,
-                          retry_after=min(waits, default=None))
-    return AllCandidatesFailedError(message, code="all_candidates_failed")
-
-
-def _soonest_reopening(skipped: Sequence[SlorouterError]) -> float:
-    """Whole seconds until the first skipped deployment admits a probe again (at least 1; a
-    half-open breaker whose probe is in flight has no known time and counts as 1)."""
-    return soonest_whole_seconds(err.retry_after for err in skipped)
 
 
 async def close_quietly(events: ChunkStream[StreamEvent] | None) -> None:

@@ -34,6 +34,7 @@ class Deployment:
     input_price_per_mtok: float
     output_price_per_mtok: float
     context_window: int | None
+    max_output_tokens: int | None = None  # the model's most output per answer; None: unknown
     supports_tools: bool = True
     supports_json: bool = True
     zero_data_retention: bool = False
@@ -109,6 +110,22 @@ def derive_names(model: str, api_base: str | None, adapter: AdapterName,
 # 408 or 504 is `upstream_timeout`, a 5xx ...) is not billed, nor is a request that never left
 # (a refused connection).
 _SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout", "upstream_stream_cut"})
+
+
+# The request fields that limit an answer's output tokens (`max_tokens` is the legacy name).
+OUTPUT_LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
+
+
+def output_limited(body: Mapping[str, Any], most: int) -> Mapping[str, Any]:
+    """`body` with its output limits lowered to `most` (a deployment's `max_output_tokens`),
+    itself when none is above it: a provider refuses a limit past what the model can write
+    (400), where the answer it would give is the same, cut at `most` (`finish_reason:
+    length`)."""
+    over = [name for name in OUTPUT_LIMIT_FIELDS
+            if isinstance(limit := body.get(name), int) and limit > most]
+    if not over:
+        return body
+    return {**body, **dict.fromkeys(over, most)}
 
 
 def sent_unanswered(err: SlorouterError) -> bool:

@@ -9,6 +9,11 @@ weight. E2E at a percentile is the comonotone bound `TTFT_q + TPOT_q * (output_t
 multiplies the three shares with the success rate. An attempt that has waited for its first token
 longer than the predicted TTFT p95 raises the TTFT to its age at every percentile (a censored
 observation: the deployment may be stalled).
+A non-streamed request (its first content is the whole answer) is predicted on E2E alone: that
+bound, shrunk towards the E2E of non-streamed answers (deployment x task, then prompt bucket),
+its share below the E2E target times the success rate; its TTFT and TPOT are shown, not judged.
+Any attempt waiting (for a first token, or a non-streamed one for its answer) longer than that
+E2E p95 raises its E2E to the age.
 No I/O, no clocks: `now` comes in.
 
 Hot path: `predict` runs once per candidate per request (ten candidates within the 0.2 ms
@@ -99,7 +104,8 @@ def _tpot_level(level: KeySummary, factor: float, n0: float, p50: float, p95: fl
     ok = level.n_ok * factor
     q = level.tpot
     if q is not None:
-        w = ok / (ok + n0) if ok > 0.0 else 0.0
+        n = (level.n_ok - level.n_unstreamed) * factor  # streamed answers: TPOT's samples
+        w = n / (n + n0) if n > 0.0 else 0.0
         u = 1.0 - w
         ql = q.logs
         p50 = w * ql[0] + u * p50
@@ -133,16 +139,27 @@ def blend(stats: StatsView, prior: Prior, error_z: float, now: float) -> Blend:
         fit = None
 
     bucket = stats.bucket
-    bucket_w = -1.0
-    bucket_ttft = prior_ttft
-    n = 0.0
-    if bucket is not None and bucket.ttft is not None:
+    bucket_w = e2e_bucket_w = e2e_task_w = -1.0
+    bucket_ttft = e2e_bucket = e2e_task = prior_ttft
+    n = n_e2e = 0.0
+    if bucket is not None:
         at = bucket.at
         f_b = 1.0 if now <= at else _pow(2.0, -(now - at) / bucket.half_life_s)
-        n = bucket.n_ok * f_b
-        bucket_w = n / (n + n0) if n > 0.0 else 0.0
-        bl = bucket.ttft.logs
-        bucket_ttft = (bl[0], bl[2], bl[3])
+        if bucket.ttft is not None:
+            n = (bucket.n_ok - bucket.n_unstreamed) * f_b  # streamed answers: TTFT's samples
+            bucket_w = n / (n + n0) if n > 0.0 else 0.0
+            bl = bucket.ttft.logs
+            bucket_ttft = (bl[0], bl[2], bl[3])
+        if bucket.e2e is not None:
+            n_e2e = bucket.n_unstreamed * f_b
+            e2e_bucket_w = n_e2e / (n_e2e + n0) if n_e2e > 0.0 else 0.0
+            el = bucket.e2e.logs
+            e2e_bucket = (el[0], el[2], el[3])
+    if task is not None and task.e2e is not None:
+        m = task.n_unstreamed * f_task
+        e2e_task_w = m / (m + n0) if m > 0.0 else 0.0
+        el = task.e2e.logs
+        e2e_task = (el[0], el[2], el[3])
 
     # TPOT (log p50, p95, p99) and the error rate: prior -> deployment -> deployment x task.
     pl = prior.tpot.logs
@@ -156,7 +173,30 @@ def blend(stats: StatsView, prior: Prior, error_z: float, now: float) -> Blend:
     if err_low < 0.0:
         err_low = 0.0
     return _new(Blend, (now, n0, prior_ttft, fit, fit_n, fit_w, fit_ratio, bucket_w, bucket_ttft,
-                        (p50, p95, p99), (_exp(p50), _exp(p95), _exp(p99)), rate, err_low, n))
+                        (p50, p95, p99), (_exp(p50), _exp(p95), _exp(p99)), rate, err_low, n,
+                        e2e_task_w, e2e_task, e2e_bucket_w, e2e_bucket, n_e2e))
+
+
+def unstreamed_e2e(b: Blend, e50: float, e95: float, e99: float,
+                   wait: float) -> tuple[float, float]:
+    """A non-streamed request's E2E p50 and p99: the bound from TTFT and TPOT (`e50`, `e95`,
+    `e99`, seconds) shrunk in log space towards the E2E of non-streamed answers at deployment x
+    task, then at the prompt bucket; then at least `wait` (the age of the oldest attempt
+    waiting) once that is past the p95, as for a TTFT."""
+    if b.e2e_task_w >= 0.0 or b.e2e_bucket_w >= 0.0:  # else the bound as it is
+        l50, l95, l99 = _log(e50), _log(e95), _log(e99)
+        for w, q in ((b.e2e_task_w, b.e2e_task), (b.e2e_bucket_w, b.e2e_bucket)):
+            if w >= 0.0:
+                u = 1.0 - w
+                l50 = w * q[0] + u * l50
+                l95 = w * q[1] + u * l95
+                l99 = w * q[2] + u * l99
+        e50, e95, e99 = _exp(l50), _exp(l95), _exp(l99)
+    if wait > e95:
+        e50 = wait
+        if wait > e99:
+            e99 = wait
+    return e50, e99
 
 
 def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
@@ -176,7 +216,7 @@ def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
         b = blend(candidate.stats, prior if prior is not None else config.prior,
                   config.error_z, now)
     (_, n0, (t50, t95, t99), fit, fit_n, fit_w, r, bucket_w, bl, (p50, p95, _),
-     (tpot_50, tpot_q, tpot_99), rate, err_low, n_eff) = b
+     (tpot_50, tpot_q, tpot_99), rate, err_low, n_eff, _, _, _, _, _) = b
 
     # TTFT (log p50, p95, p99): prior -> deployment model at this prompt size -> bucket.
     source: Source = "prior"
@@ -206,9 +246,15 @@ def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
 
     ttft_50, ttft_q, ttft_99 = _exp(t50), _exp(t95), _exp(t99)
     log_ttft_q = t95
-    since = candidate.stats.oldest_waiting_since
+    stats = candidate.stats
+    since = stats.oldest_waiting_since
+    stream = request.stream
+    if not stream:  # a non-streamed attempt waits for its whole answer: E2E only
+        whole = stats.oldest_unstreamed_since
+        if whole is not None and (since is None or whole < since):
+            since = whole
     wait = now - since if since is not None else 0.0
-    if wait > ttft_q:
+    if stream and wait > ttft_q:
         # An attempt has waited past the predicted p95: the TTFT is taken as at least its age
         # at every percentile for now (P(meet) 0 once that is past the target). A p99 raised
         # by a few slow answers must not hide a stall that the p95 does not show yet.
@@ -221,20 +267,25 @@ def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
     e2e_q = ttft_99 + tpot_99 * steps
 
     # P(meet): log-normal shares below each target, times the success rate.
-    target = lt[0]
-    if target is None:
-        s_ttft = 1.0
-    elif log_ttft_q <= t50 + 1e-9:
-        s_ttft = 1.0 if log_ttft_q <= target else 0.0
+    if not stream:
+        e2e_50, e2e_q = unstreamed_e2e(b, e2e_50, ttft_q + tpot_q * steps, e2e_q, wait)
+        n_eff = b.n_e2e
+        s_ttft = s_tpot = 1.0
     else:
-        s_ttft = 0.5 * (1.0 + _erf((target - t50) / ((log_ttft_q - t50) / Z95 * SQRT2)))
-    target = lt[1]
-    if not steps or target is None:
-        s_tpot = 1.0
-    elif p95 <= p50 + 1e-9:
-        s_tpot = 1.0 if p95 <= target else 0.0
-    else:
-        s_tpot = 0.5 * (1.0 + _erf((target - p50) / ((p95 - p50) / Z95 * SQRT2)))
+        target = lt[0]
+        if target is None:
+            s_ttft = 1.0
+        elif log_ttft_q <= t50 + 1e-9:
+            s_ttft = 1.0 if log_ttft_q <= target else 0.0
+        else:
+            s_ttft = 0.5 * (1.0 + _erf((target - t50) / ((log_ttft_q - t50) / Z95 * SQRT2)))
+        target = lt[1]
+        if not steps or target is None:
+            s_tpot = 1.0
+        elif p95 <= p50 + 1e-9:
+            s_tpot = 1.0 if p95 <= target else 0.0
+        else:
+            s_tpot = 0.5 * (1.0 + _erf((target - p50) / ((p95 - p50) / Z95 * SQRT2)))
     target = lt[2]
     if target is None:
         s_e2e = 1.0

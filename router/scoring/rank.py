@@ -3,7 +3,9 @@
 Tiers first: 0 = predicted to meet every SLO target (TTFT p95, TPOT p95, E2E p99, and an error
 rate not significantly above the availability budget), healthy and not demoted; 1 = healthy but
 not meeting (or demoted); 2 = unhealthy (circuit open), kept last so a request is still served
-when nothing else is left. Within tiers, by objective:
+when nothing else is left. A non-streamed request is held to the E2E and availability targets
+only (its first content is the whole answer; the SLO tracker counts it so). Within tiers, by
+objective:
 - `min_cost`: tier 0 by expected cost, ties by latency; other tiers by `P(meet) * (1 - penalty)`.
 - `min_latency`: by the latency at the SLO percentile (TTFT p95 when streaming, else E2E p99)
   divided by the success rate, times `1 + penalty`.
@@ -82,6 +84,8 @@ def rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candid
         tpot_target = None
     err_budget = 1.0 - targets.availability
     stream = request.stream
+    if not stream:  # the whole answer is its first content: judged on E2E, as the SLO is
+        ttft_target = tpot_target = None
     objective = config.objective
     weights = config.weights
     lat_target = ttft_target if stream else e2e_target

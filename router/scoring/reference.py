@@ -60,15 +60,42 @@ def predict_ttft(stats: StatsView, prompt_tokens: int, prior: Prior,
             est, source = blend_logs(fitted, est, _w(n, prior.weight)), "model"
     b = stats.bucket
     if b is not None and b.ttft is not None:
-        n = b.n_ok * _factor(b, now)
+        n = (b.n_ok - b.n_unstreamed) * _factor(b, now)
         est, source = blend_logs(b.ttft.logs, est, _w(n, prior.weight)), "bucket"
     return est, source
 
 
-def bucket_observations(stats: StatsView, now: float) -> float:
-    """Decayed TTFT observations at this prompt size (deployment x task x prompt bucket)."""
+def bucket_observations(stats: StatsView, now: float, stream: bool = True) -> float:
+    """Decayed observations at this prompt size (deployment x task x prompt bucket) of what
+    the request is scored on: TTFT (streamed answers), else E2E (non-streamed ones)."""
     b = stats.bucket
-    return b.n_ok * _factor(b, now) if b is not None and b.ttft is not None else 0.0
+    if b is None:
+        return 0.0
+    if not stream:
+        return b.n_unstreamed * _factor(b, now) if b.e2e is not None else 0.0
+    return (b.n_ok - b.n_unstreamed) * _factor(b, now) if b.ttft is not None else 0.0
+
+
+def predict_unstreamed_e2e(stats: StatsView, prior: Prior, now: float,
+                           bound: tuple[float, float, float], wait: float) -> tuple[float, float]:
+    """A non-streamed request's E2E p50 and p99: the TTFT + TPOT `bound` (p50, p95, p99)
+    shrunk towards the E2E of non-streamed answers, deployment x task then bucket; at least
+    `wait` once that is past the p95."""
+    e50, e95, e99 = bound
+    levels = [level for level in (stats.task, stats.bucket)
+              if level is not None and level.e2e is not None]
+    if levels:
+        l50, l95, l99 = (math.log(v) for v in bound)
+        for level in levels:
+            assert level.e2e is not None
+            w = _w(level.n_unstreamed * _factor(level, now), prior.weight)
+            q = level.e2e.logs
+            l50, l95, l99 = (w * q[0] + (1.0 - w) * l50, w * q[2] + (1.0 - w) * l95,
+                             w * q[3] + (1.0 - w) * l99)
+        e50, e95, e99 = math.exp(l50), math.exp(l95), math.exp(l99)
+    if wait > e95:
+        e50, e99 = wait, max(e99, wait)
+    return e50, e99
 
 
 def predict_tpot(stats: StatsView, prior: Prior, now: float,
@@ -77,7 +104,8 @@ def predict_tpot(stats: StatsView, prior: Prior, now: float,
     est = prior.tpot.logs
     for level, f in zip((stats.deployment_all, stats.task), factors, strict=True):
         if level is not None and level.tpot is not None:
-            est = blend_logs(level.tpot.logs, est, _w(level.n_ok * f, prior.weight))
+            n = (level.n_ok - level.n_unstreamed) * f
+            est = blend_logs(level.tpot.logs, est, _w(n, prior.weight))
     return est
 
 
@@ -120,8 +148,13 @@ def reference_predict(candidate: Candidate, request: ScoreRequest, output_tokens
     ttft_50, ttft_q, ttft_99 = exp(ttft_l[0]), exp(ttft_l[2]), exp(ttft_l[3])
     tpot_50, tpot_99 = exp(tpot_l[0]), exp(tpot_l[3])
     log_ttft_50, log_ttft_q = ttft_l[0], ttft_l[2]
-    wait = now - stats.oldest_waiting_since if stats.oldest_waiting_since is not None else 0.0
-    if wait > ttft_q:  # waiting past the p95: at least `wait` at every percentile
+    stream = request.stream
+    waiting = [stats.oldest_waiting_since]
+    if not stream:  # a non-streamed attempt waits for its whole answer
+        waiting.append(stats.oldest_unstreamed_since)
+    since = min((t for t in waiting if t is not None), default=None)
+    wait = now - since if since is not None else 0.0
+    if stream and wait > ttft_q:  # waiting past the p95: at least `wait` at every percentile
         ttft_50 = ttft_q = wait
         ttft_99 = max(ttft_99, wait)
         log_ttft_50 = log_ttft_q = math.log(wait)
@@ -129,15 +162,20 @@ def reference_predict(candidate: Candidate, request: ScoreRequest, output_tokens
     e2e_50 = ttft_50 + tpot_50 * steps
     e2e_q = ttft_99 + tpot_99 * steps
     err, err_low = predict_errors(stats, prior, config.error_z, factors)
-    p_meet = (_share(lt[0], log_ttft_50, log_ttft_q, Z95)
-              * (_share(lt[1], tpot_l[0], tpot_l[2], Z95) if steps else 1.0)
-              * _share(lt[2], math.log(e2e_50), math.log(e2e_q), Z99) * (1.0 - err))
+    if stream:
+        shares = (_share(lt[0], log_ttft_50, log_ttft_q, Z95)
+                  * (_share(lt[1], tpot_l[0], tpot_l[2], Z95) if steps else 1.0))
+    else:  # the whole answer is its first content: E2E only
+        bound = (e2e_50, ttft_q + exp(tpot_l[2]) * steps, e2e_q)
+        e2e_50, e2e_q = predict_unstreamed_e2e(stats, prior, now, bound, wait)
+        shares = 1.0
+    p_meet = shares * _share(lt[2], math.log(e2e_50), math.log(e2e_q), Z99) * (1.0 - err)
     cost = (request.prompt_tokens * candidate.price_in_per_m
             + output_tokens * candidate.price_out_per_m) / 1e6
     return Prediction(
         ttft_p50_s=ttft_50, ttft_q_s=ttft_q, tpot_q_s=exp(tpot_l[2]), e2e_p50_s=e2e_50,
         e2e_q_s=e2e_q, error_rate=err, error_rate_low=err_low, p_meet=p_meet, cost_usd=cost,
-        n_eff=bucket_observations(stats, now), source=source,
+        n_eff=bucket_observations(stats, now, stream), source=source,
         censored_wait_s=wait,
     )
 
@@ -145,12 +183,15 @@ def reference_predict(candidate: Candidate, request: ScoreRequest, output_tokens
 SortKey = tuple[int, float, float, str]
 
 
-def _failures(p: Prediction, c: Candidate, targets: SloTargets, output_tokens: int) -> list[str]:
-    """Why a candidate is not in tier 0, as short codes (numbers are in its prediction)."""
+def _failures(p: Prediction, c: Candidate, targets: SloTargets, output_tokens: int,
+              stream: bool) -> list[str]:
+    """Why a candidate is not in tier 0, as short codes (numbers are in its prediction); a
+    non-streamed request is held to E2E and availability only."""
     out: list[str] = []
-    if targets.ttft_p95_s is not None and p.ttft_q_s > targets.ttft_p95_s:
+    if stream and targets.ttft_p95_s is not None and p.ttft_q_s > targets.ttft_p95_s:
         out.append("ttft_p95_over_target")
-    if targets.tpot_p95_s is not None and output_tokens > 1 and p.tpot_q_s > targets.tpot_p95_s:
+    if (stream and targets.tpot_p95_s is not None and output_tokens > 1
+            and p.tpot_q_s > targets.tpot_p95_s):
         out.append("tpot_p95_over_target")
     if targets.e2e_p99_s is not None and p.e2e_q_s > targets.e2e_p99_s:
         out.append("e2e_p99_over_target")
@@ -209,7 +250,7 @@ def reference_rank(request: ScoreRequest, targets: SloTargets, candidates: Seque
     max_cost = max((p.cost_usd for p in preds), default=0.0)
     rows: list[tuple[SortKey, float, Candidate, Prediction, list[str], int]] = []
     for c, p in zip(candidates, preds, strict=True):
-        failures = _failures(p, c, targets, out_tokens)
+        failures = _failures(p, c, targets, out_tokens, request.stream)
         tier = _tier(c, failures)
         key, score = _key_and_score(c, p, tier, request, targets, config, max_cost)
         rows.append((key, score, c, p, failures, tier))

@@ -28,7 +28,9 @@ PRIOR_TPOT = Quantiles(0.03, 0.05, 0.06, 0.08)
 
 
 class ScoreRequest(NamedTuple):
-    """The routing-relevant facts of one request."""
+    """The routing-relevant facts of one request. A streamed one is scored on TTFT, TPOT and
+    E2E; a non-streamed one (its first content is the whole answer) on E2E alone, as the SLO
+    tracker counts it."""
 
     task: Task
     risk: Risk
@@ -51,7 +53,7 @@ class Blend(NamedTuple):
     """The part of a candidate's prediction that no request changes, as of time `at`.
 
     Built by `predict.blend` from a `StatsView`'s summaries and the prior: each level's weight
-    (its observations decayed to `at`, against the prior's `n0`), the TTFT levels' log
+    (its observations decayed to `at`, against the prior's `n0`), the TTFT and E2E levels' log
     quantiles, and the TPOT and error-rate estimates already blended. What the request brings
     (prompt size, output tokens, the age of waiting attempts) is applied per request.
     """
@@ -70,6 +72,13 @@ class Blend(NamedTuple):
     error_rate: float
     error_rate_low: float
     n_eff: float  # TTFT observations at this prompt size, decayed to `at`
+    # E2E of non-streamed answers (non-streamed requests only): deployment x task, then the
+    # prompt bucket; weights negative without an E2E sketch at that level.
+    e2e_task_w: float
+    e2e_task: tuple[float, float, float]  # log p50, p95, p99
+    e2e_bucket_w: float
+    e2e_bucket: tuple[float, float, float]  # log p50, p95, p99
+    n_e2e: float  # E2E observations at this prompt size, decayed to `at`
 
 
 class Candidate(NamedTuple):
@@ -124,10 +133,12 @@ class Prediction(NamedTuple):
     error_rate_low: float  # one-sided lower confidence bound
     p_meet: float  # P(one request meets every latency target and succeeds)
     cost_usd: float
-    n_eff: float  # effective TTFT observations at this prompt size (deployment x task x
-    # prompt bucket): what exploration judges staleness by
+    n_eff: float  # effective observations at this prompt size (deployment x task x prompt
+    # bucket) of what the request is scored on (TTFT; E2E when not streamed): what
+    # exploration judges staleness by
     source: Source  # finest level that informed the TTFT estimate
-    censored_wait_s: float  # age of the oldest attempt still waiting for a first token
+    censored_wait_s: float  # age of the oldest attempt still waiting for a first token (not
+    # streamed: for its first token or its whole answer)
 
 
 class ScoredCandidate(NamedTuple):

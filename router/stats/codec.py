@@ -42,7 +42,10 @@ def encode_state(state: KeyState) -> bytes:
 
 def decode_state(blob: bytes, decay: Decay, alpha: float) -> KeyState:
     """Rebuild a key's estimators (same half-life and accuracy on every replica). Sketches this
-    version does not keep (an older replica's `e2e`, `queue`, `cached_e2e`) are skipped."""
+    version does not keep (an older replica's `e2e` of every answer, `queue`, `cached_e2e`) are
+    skipped; a state from a replica without `unstreamed_e2e` (before non-streamed answers were
+    kept apart) decodes without it, and its success count without `ok_unstreamed` as all
+    streamed."""
     doc = orjson.loads(blob)
     state = KeyState(decay, alpha, with_model=False, kept=())
     for name, raw in doc["s"].items():

@@ -7,11 +7,17 @@ task across deployments (output tokens, cached answers). `KeyState` is mutable a
 `KeySummary` is its frozen read-only summary. Latency sketches hold successful, uncached
 upstream attempts only; failures and cached answers are counted apart.
 
+A non-streamed answer's first content is the whole answer: it feeds the E2E sketch (and the
+output tokens), never the TTFT and TPOT sketches nor the TTFT model, which streamed answers alone
+feed; `n_unstreamed` counts such answers apart so that each estimate is weighted by its own
+samples.
+
 A summary freezes only the quantiles that decisions read at its key's level (`read_at`): the
-TTFT of a prompt bucket, the TPOT of a deployment and of deployment x task, the output tokens of
-a task. At low request rates every request triggers a refresh, and summarising every sketch of
-every key it touched was most of that refresh's cost. A key keeps only the sketches read at its
-level (`kept_at`): recording into sketches nobody read was a third of a request's statistics work.
+TTFT and E2E of a prompt bucket, the TPOT and E2E of deployment x task, the TPOT of a
+deployment, the output tokens of a task. At low request rates every request triggers a
+refresh, and summarising every sketch of every key it touched was most of that refresh's cost.
+A key keeps only the sketches read at its level (`kept_at`): recording into sketches nobody read
+was a third of a request's statistics work.
 """
 
 from __future__ import annotations
@@ -30,29 +36,47 @@ from router.stats.ttft_model import TtftFit, TtftModel
 StatKey = tuple[str, str, int]
 ANY: Final = ""
 ANY_BUCKET: Final = -1
-SKETCHES: Final[tuple[str, ...]] = ("ttft", "tpot", "output_tokens")
+# The E2E sketch holds non-streamed answers only; named apart from the "e2e" sketch of every
+# answer that replicas before session 22 kept and may still publish (decoding skips that one).
+E2E: Final = "unstreamed_e2e"
+SKETCHES: Final[tuple[str, ...]] = ("ttft", "tpot", "output_tokens", E2E)
 SUMMARISED: Final = SKETCHES
+
+
+def _none(_: Observation) -> None:
+    return None
+
+
+# Each sketch's value in a streamed observation, and in a non-streamed one (whose "first
+# token" is the whole answer: it speaks of E2E only).
 OBSERVED: Final[dict[str, Callable[[Observation], float | None]]] = {
     "ttft": attrgetter("ttft_s"), "tpot": attrgetter("tpot_s"),
-    "output_tokens": attrgetter("output_tokens")}  # each sketch's value in an observation
+    "output_tokens": attrgetter("output_tokens"), E2E: _none}
+OBSERVED_UNSTREAMED: Final[dict[str, Callable[[Observation], float | None]]] = {
+    "ttft": _none, "tpot": _none, "output_tokens": attrgetter("output_tokens"),
+    E2E: attrgetter("e2e_s")}
+_OK: Final = {"ok": 1.0}
+_OK_UNSTREAMED: Final = {"ok": 1.0, "ok_unstreamed": 1.0}
 
 
 def read_at(key: StatKey) -> tuple[str, ...]:
     """The sketches whose quantiles decisions read at `key`'s level (`router/scoring/predict.py`:
-    the bucket's TTFT, the deployment's and deployment x task's TPOT, the task's output tokens;
-    a deployment's TTFT comes from its model)."""
-    deployment, _, bucket = key
+    the bucket's TTFT and E2E, deployment x task's TPOT and E2E, the deployment's TPOT, the
+    task's output tokens; a deployment's TTFT comes from its model)."""
+    deployment, task, bucket = key
     if deployment == ANY:
         return ("output_tokens",)
-    return ("ttft",) if bucket != ANY_BUCKET else ("tpot",)
+    if bucket != ANY_BUCKET:
+        return ("ttft", E2E)
+    return ("tpot", E2E) if task != ANY else ("tpot",)
 
 
 def kept_at(key: StatKey) -> tuple[str, ...]:
     """The sketches `key` keeps: those `read_at` its level, and deployment x task's TTFT, which
-    hedge triggers read whole (`LocalStatsStore.ttft_quantiles`)."""
+    hedge triggers read whole (`LocalStatsStore.latency_quantiles`)."""
     deployment, task, bucket = key
     if deployment != ANY and task != ANY and bucket == ANY_BUCKET:
-        return ("ttft", "tpot")
+        return ("ttft", "tpot", E2E)
     return read_at(key)
 
 
@@ -69,7 +93,9 @@ def keys_for(obs: Observation) -> tuple[StatKey, ...]:
 @dataclass(frozen=True, slots=True)
 class KeySummary:
     """What one key knows, frozen at time `at`; decayed weights shrink by `2**(-dt/half_life)`.
-    Quantiles not read at the key's level (`read_at`) are None."""
+    Quantiles not read at the key's level (`read_at`) are None. `n_ok` counts every success,
+    `n_unstreamed` the non-streamed ones among them (the E2E sketch's samples; the others are
+    the TTFT and TPOT sketches')."""
 
     at: float
     half_life_s: float
@@ -81,6 +107,8 @@ class KeySummary:
     output_tokens: Quantiles | None
     errors_by_class: tuple[tuple[str, float], ...]
     ttft_fit: TtftFit | None
+    e2e: Quantiles | None = None
+    n_unstreamed: float = 0.0
 
     def decayed(self, weight: float, now: float) -> float:
         """`weight` (as of `at`) decayed to `now`."""
@@ -111,7 +139,8 @@ class KeyState:
         self.model = TtftModel(decay, alpha) if with_model else None
 
     def record(self, obs: Observation) -> None:
-        """Fold one observation in: cached and failed attempts never touch latency sketches."""
+        """Fold one observation in: cached and failed attempts never touch latency sketches; a
+        non-streamed answer feeds E2E (and output tokens), not TTFT, TPOT or the TTFT model."""
         t = obs.t
         if obs.cached:
             self.outcomes.add({"cached": 1.0}, t)
@@ -119,11 +148,16 @@ class KeyState:
         if obs.error is not None:
             self.outcomes.add({"err": 1.0, "err:" + obs.error: 1.0}, t)
             return
-        self.outcomes.add({"ok": 1.0}, t)
-        if obs.ttft_s is not None and self.model is not None:
-            self.model.add(obs.prompt_tokens, obs.ttft_s, t)
+        if obs.streamed:
+            self.outcomes.add(_OK, t)
+            if obs.ttft_s is not None and self.model is not None:
+                self.model.add(obs.prompt_tokens, obs.ttft_s, t)
+            values = OBSERVED
+        else:
+            self.outcomes.add(_OK_UNSTREAMED, t)
+            values = OBSERVED_UNSTREAMED
         for name, sketch in self.sketches.items():
-            value = OBSERVED[name](obs)
+            value = values[name](obs)
             if value is not None:
                 sketch.add(value, t)
 
@@ -165,4 +199,5 @@ class KeyState:
             ttft=found.get("ttft"), tpot=found.get("tpot"),
             output_tokens=found.get("output_tokens"), errors_by_class=classes,
             ttft_fit=self.model.fit(now) if self.model is not None else None,
+            e2e=found.get(E2E), n_unstreamed=o.value("ok_unstreamed", now),
         )

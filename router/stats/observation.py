@@ -48,7 +48,9 @@ class Observation:
     `ttft_s` is None when no content chunk arrived (a failure before the first token);
     `tpot_s` is None when undefined; `error` names the error class of a failed attempt
     (e.g. "ProviderTimeout") and is None on success; `cached` marks an answer served from the
-    cache, which is recorded apart and never feeds the upstream latency estimates.
+    cache, which is recorded apart and never feeds the upstream latency estimates. `streamed`
+    is False for a non-streamed answer: its first content is the whole answer, so its `ttft_s`
+    is its generation time, and the estimators take its `e2e_s` instead (`estimators.py`).
     """
 
     deployment: str
@@ -62,6 +64,7 @@ class Observation:
     error: str | None
     cached: bool
     t: float
+    streamed: bool = True
 
     @property
     def ok(self) -> bool:
@@ -88,6 +91,7 @@ class Observation:
         queue_s: float = 0.0,
         error: str | None = None,
         cached: bool = False,
+        streamed: bool = True,
     ) -> Observation:
         """Build an observation from raw timestamps (all on the same wall clock)."""
         ttft = None if t_first_token is None else max(t_first_token - t_start, 0.0)
@@ -98,5 +102,5 @@ class Observation:
             deployment=deployment, task=task, prompt_tokens=prompt_tokens,
             output_tokens=output_tokens, ttft_s=ttft, tpot_s=tpot,
             e2e_s=max(t_end - t_start, 0.0), queue_s=queue_s, error=error, cached=cached,
-            t=t_end,
+            t=t_end, streamed=streamed,
         )

@@ -72,8 +72,9 @@ class RedisStatsStore:
         self._task: asyncio.Task[None] | None = None
 
     # -- StatsStore: delegated to the local store (no I/O) ------------------------------------
-    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int:
-        return self.local.begin(deployment, t, prompt_tokens)
+    def begin(self, deployment: str, t: float, prompt_tokens: int = 0,
+              streamed: bool = True) -> int:
+        return self.local.begin(deployment, t, prompt_tokens, streamed)
 
     def first_token(self, ticket: int) -> None:
         self.local.first_token(ticket)
@@ -96,6 +97,10 @@ class RedisStatsStore:
     def ttft_quantiles(self, deployment: str, task: Task,
                        qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]:
         return self.local.ttft_quantiles(deployment, task, qs)
+
+    def e2e_quantiles(self, deployment: str, task: Task,
+                      qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]:
+        return self.local.e2e_quantiles(deployment, task, qs)
 
     def refresh(self) -> int:
         return self.local.refresh()

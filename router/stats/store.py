@@ -24,6 +24,7 @@ from router.stats.decay import Decay
 from router.stats.estimators import (
     ANY,
     ANY_BUCKET,
+    E2E,
     KeyState,
     KeySummary,
     StatKey,
@@ -72,7 +73,8 @@ class StatsView(NamedTuple):
     task: KeySummary | None  # deployment x task
     deployment_all: KeySummary | None  # deployment, every task (holds the TTFT model)
     in_flight: int
-    oldest_waiting_since: float | None
+    oldest_waiting_since: float | None  # streamed attempts, waiting for their first token
+    oldest_unstreamed_since: float | None = None  # non-streamed ones, waiting for the answer
 
 
 class _Levels(NamedTuple):
@@ -127,7 +129,8 @@ class StoreStatus(BaseModel):
 class StatsStore(Protocol):
     """Online latency and error statistics, written after each attempt, read by the decision."""
 
-    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int: ...
+    def begin(self, deployment: str, t: float, prompt_tokens: int = 0,
+              streamed: bool = True) -> int: ...
     def first_token(self, ticket: int) -> None: ...
     def end(self, ticket: int) -> None: ...
     def record(self, obs: Observation) -> None: ...
@@ -139,6 +142,8 @@ class StatsStore(Protocol):
                       q: float) -> tuple[float | None, float]: ...
     def ttft_quantiles(self, deployment: str, task: Task,
                        qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]: ...
+    def e2e_quantiles(self, deployment: str, task: Task,
+                      qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]: ...
     @property
     def healthy(self) -> bool: ...
     def status(self) -> StoreStatus: ...
@@ -170,10 +175,11 @@ class LocalStatsStore:
         self._wakeup = SpacedWakeup(self.config.refresh_interval_s, clock)
 
     # -- writes (execution layer, in `finally`) ------------------------------------------------
-    def begin(self, deployment: str, t: float, prompt_tokens: int = 0) -> int:
-        """An attempt on `deployment` with a prompt of `prompt_tokens` starts at `t`; returns a
-        ticket for `first_token`/`end`."""
-        return self._in_flight.begin(deployment, t, prompt_tokens)
+    def begin(self, deployment: str, t: float, prompt_tokens: int = 0,
+              streamed: bool = True) -> int:
+        """An attempt on `deployment` with a prompt of `prompt_tokens` starts at `t` (a
+        non-streamed one with `streamed=False`); returns a ticket for `first_token`/`end`."""
+        return self._in_flight.begin(deployment, t, prompt_tokens, streamed)
 
     def first_token(self, ticket: int) -> None:
         self._in_flight.first_token(ticket)
@@ -216,7 +222,8 @@ class LocalStatsStore:
         count = flight[0]
         if self._remote_in_flight:
             count += sum(c.get(deployment, 0) for c in self._remote_in_flight.values())
-        return _new(StatsView, (deployment, levels[2], levels[3], levels[4], count, flight[1]))
+        return _new(StatsView, (deployment, levels[2], levels[3], levels[4], count, flight[1],
+                                flight[2]))
 
     def _read_levels(self, bucket_key: StatKey, now: float) -> _Levels:
         keys = _level_keys(bucket_key)
@@ -236,10 +243,20 @@ class LocalStatsStore:
                        qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]:
         """`ttft_quantile` at several ascending levels `qs` from one pass over the sketch (one
         sort of its buckets, however many levels): the values (None without data) and weight."""
+        return self._quantiles("ttft", deployment, task, qs)
+
+    def e2e_quantiles(self, deployment: str, task: Task,
+                      qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]:
+        """As `ttft_quantiles`, of the E2E of non-streamed answers (what a non-streamed
+        request waits for before its first content)."""
+        return self._quantiles(E2E, deployment, task, qs)
+
+    def _quantiles(self, name: str, deployment: str, task: Task,
+                   qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]:
         state = self._own.get((deployment, task, ANY_BUCKET))
-        if state is None:
+        sketch = state.sketches.get(name) if state is not None else None
+        if sketch is None:
             return None, 0.0
-        sketch = state.sketches["ttft"]
         return sketch.quantiles(qs), sketch.count(self._clock())
 
     def task_summary(self, task: Task) -> KeySummary | None:

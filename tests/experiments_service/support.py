@@ -80,7 +80,7 @@ routes:
 api_keys:
   - key: env:EXPERIMENTS_TENANT_KEY
     tenant: experiments
-    scopes: [read]
+    scopes: [read, slorouter:operator]  # GET /v1/experiments needs it
 server:
   request_timeout_s: 20
   cache:

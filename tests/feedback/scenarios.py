@@ -179,11 +179,14 @@ class Shot:
 
 async def send(client: httpx.AsyncClient, body: Mapping[str, Any], task: str, label: str,
                origin: float) -> Shot:
-    """POST one streamed chat request and read it to the end."""
+    """POST one chat request and read it to the end: a stream (TTFT at its first content
+    chunk), or a whole answer when `body` does not ask to stream (no TTFT: its E2E)."""
     started = time.monotonic()
     headers = {"authorization": f"Bearer {API_KEY}", "x-slorouter-task": task}
     ttft: float | None = None
     done = failed = False
+    if not body.get("stream"):
+        return await _send_whole(client, body, headers, label, started, origin)
     try:
         async with client.stream("POST", "/v1/chat/completions", content=orjson.dumps(body),
                                  headers=headers) as response:
@@ -208,6 +211,20 @@ async def send(client: httpx.AsyncClient, body: Mapping[str, Any], task: str, la
                         time.monotonic() - started, done and not failed)
     except httpx.HTTPError:
         return Shot(started - origin, label, 0, None, None, time.monotonic() - started, False)
+
+
+async def _send_whole(client: httpx.AsyncClient, body: Mapping[str, Any],
+                      headers: Mapping[str, str], label: str, started: float,
+                      origin: float) -> Shot:
+    try:
+        response = await client.post("/v1/chat/completions", content=orjson.dumps(body),
+                                     headers=headers)
+    except httpx.HTTPError:
+        return Shot(started - origin, label, 0, None, None, time.monotonic() - started, False)
+    clean = response.status_code == 200 and bool(response.json().get("choices"))
+    return Shot(started - origin, label, response.status_code,
+                response.headers.get("x-slorouter-model"), None, time.monotonic() - started,
+                clean)
 
 
 def async_client(router_base: str, timeout_s: float = 30.0) -> httpx.AsyncClient:

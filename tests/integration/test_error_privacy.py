@@ -11,6 +11,7 @@ router's output never holds it, nor any key.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,11 +47,15 @@ server:
 """
 
 
+def _observed(directory: Path) -> contextlib.AbstractContextManager[tuple[Running, Path]]:
+    """The echoing simulator behind a router whose logs and spans are printed to its log."""
+    return observed_gateway(directory, {"fast": FAST}, lambda base: CONFIG.format(base=base),
+                            {"TENANT_ONE_KEY": API_KEY, "SIM_KEY": SIM_KEY})
+
+
 @pytest.fixture(scope="module")
 def echoing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Path]]:
-    with observed_gateway(tmp_path_factory.mktemp("echoing"), {"fast": FAST},
-                          lambda base: CONFIG.format(base=base),
-                          {"TENANT_ONE_KEY": API_KEY, "SIM_KEY": SIM_KEY}) as both:
+    with _observed(tmp_path_factory.mktemp("echoing")) as both:
         yield both
 
 
@@ -80,3 +85,60 @@ def test_upstream_failures_quoting_the_prompt_leave_it_out_of_logs_and_spans(
     assert '"kind": "SpanKind.SERVER"' in output
     assert CANARY not in output
     assert API_KEY not in output and SIM_KEY not in output
+
+
+# A client's value a `conflicting_*` 400 quotes: long, with a canary past what may be echoed.
+LONG_VALUE = "v" * 200 + "-marmot-77c2a1" + "w" * 10_000
+PROMPT_CANARY = "tapir-90b3f4"
+
+
+@pytest.fixture(scope="module")
+def conflicting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Path]]:
+    with _observed(tmp_path_factory.mktemp("conflicting")) as both:
+        yield both
+
+
+@pytest.mark.parametrize("long_in", ["metadata", "header"])
+def test_a_conflicting_value_is_echoed_cut_short_and_never_logged(
+        conflicting: tuple[Running, Path], long_in: str) -> None:
+    """Header and `metadata` disagreeing (task hint, data version, session), or a hint header
+    naming no task or risk: the 400 quotes at most 32 characters of each value, cut with an
+    ellipsis, never the prompt. The message quoted the whole value, 10 kB of whatever the
+    client put there."""
+    router, log = conflicting
+    client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY, max_retries=0)
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": f"hello {PROMPT_CANARY}"}]
+    for header, key, code in (("x-slorouter-task", "task", "conflicting_hint"),
+                              ("x-slorouter-data-version", "data_version",
+                               "conflicting_data_version"),
+                              ("x-slorouter-session", "session_id", "conflicting_session")):
+        if key == "task":  # in metadata, a task hint that names no task is no hint at all
+            header_value, metadata_value = LONG_VALUE, "code"
+        else:
+            header_value, metadata_value = (("one", LONG_VALUE) if long_in == "metadata"
+                                            else (LONG_VALUE, "one"))
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(model="pt-echo", messages=messages,
+                                           metadata={key: metadata_value},
+                                           extra_headers={header: header_value})
+        error = caught.value.response.json()["error"]
+        assert error["code"] == code
+        message = error["message"]
+        assert len(message) < 250 and "v" * 32 + "…" in message, message
+        assert "marmot" not in message and PROMPT_CANARY not in message
+    with pytest.raises(openai.BadRequestError) as caught:  # an unknown hint is cut short too
+        client.chat.completions.create(model="pt-echo", messages=messages,
+                                       extra_headers={"x-slorouter-risk": LONG_VALUE})
+    error = caught.value.response.json()["error"]
+    assert error["code"] == "invalid_hint" and len(error["message"]) < 250, error
+    assert log.read_text(errors="replace").count('"request_finished"') >= 3
+
+
+def test_conflicting_values_left_nothing_in_the_logs(conflicting: tuple[Running, Path]) -> None:
+    """Runs after the requests above: stopped, the router has printed its spans."""
+    router, log = conflicting
+    router.stop()
+    output = log.read_text(errors="replace")
+    assert '"kind": "SpanKind.SERVER"' in output
+    assert "marmot" not in output and PROMPT_CANARY not in output

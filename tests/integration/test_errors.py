@@ -86,6 +86,13 @@ def test_a_compressed_body_is_415_not_a_parse_error(gateway: Running, encoding: 
     ('{"model": "pt-fast", "messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}',
      "max_tokens"),
     ('[1, 2, 3]', None),
+    # OpenAI's bounds on `metadata`: 16 pairs, keys of 64 characters, values of 512.
+    ('{"model": "pt-fast", "messages": [{"role": "user", "content": "x"}], "metadata": {'
+     + ", ".join(f'"k{i}": "v"' for i in range(17)) + "}}", "metadata"),
+    ('{"model": "pt-fast", "messages": [{"role": "user", "content": "x"}], "metadata": {"'
+     + "k" * 65 + '": "v"}}', "metadata"),
+    ('{"model": "pt-fast", "messages": [{"role": "user", "content": "x"}], "metadata": '
+     '{"k": "' + "v" * 513 + '"}}', "metadata.k"),
 ])
 def test_wrong_types_and_empty_messages_are_400_with_the_param(
         gateway: Running, body: str, param: str | None) -> None:

@@ -15,8 +15,10 @@ import urllib.error
 import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import openai
+import pytest
 
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 from tests.support.services import MINIMAL_CONFIG as CONFIG
@@ -435,3 +437,68 @@ def test_the_access_log_writes_one_text_free_line_per_request_only_when_asked(
     assert {line["level"] for line in lines[True]} == {"info"}
     assert request_id in {line.get("request_id") for line in lines[True]}
     assert {line["status"] for line in lines[True]} == {200}
+
+
+def test_a_second_ctrl_c_answers_requests_in_flight_in_openais_error_shape(
+        tmp_path: Path) -> None:
+    """Ctrl+C twice (uvicorn's force exit) under a 30 s grace, with a whole answer awaited (its
+    upstream takes 10 s) and a stream running: neither waits for the grace, and neither is cut
+    off with uvicorn's plain-text 500 or no reason. The whole answer is a 503 in OpenAI's
+    error JSON, code `server_shutting_down` (an SDK retries it elsewhere), the stream's last
+    event is that error, and the process exits at once with 130, with no traceback in its log
+    (the app's shutdown, which uvicorn skips at a force exit, was cancelled with one)."""
+    with ExitStack() as started:
+        directory = tmp_path / "force"
+        directory.mkdir()
+        sim = start_simulator(directory, {
+            "slow": {"ttft_p50_ms": 10_000, "ttft_p99_ms": 10_000},
+            "long": {"ttft_p50_ms": 20, "ttft_p99_ms": 20, "tpot_p50_ms": 100,
+                     "tpot_p99_ms": 100, "output_tokens_p50": 100, "output_tokens_p99": 100,
+                     "output_tokens_max": 100}})
+        started.callback(sim.stop)
+        deployments = "".join(
+            f"  - {{name: {name}, model: openai/{name}, adapter: openai_passthrough, "
+            f"api_base: {sim.base_url}/v1, input_price_per_mtok: 1, output_price_per_mtok: 1}}\n"
+            for name in ("slow", "long"))
+        config = (f"version: 1\ndeployments:\n{deployments}"
+                  "models: [{name: slow, deployments: [slow]}, {name: long, deployments: [long]}]\n"
+                  "routes: {default_model: slow}\nserver: {shutdown_grace_s: 30}\n")
+        router = start_router(directory, config)
+        started.callback(router.stop)
+        client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key="unused",
+                               max_retries=0, timeout=30)
+        messages: Any = [{"role": "user", "content": "hi"}]
+        raised: list[BaseException] = []
+
+        def whole() -> None:
+            try:
+                client.chat.completions.create(model="slow", messages=messages)
+            except Exception as error:
+                raised.append(error)
+
+        caller = threading.Thread(target=whole)
+        caller.start()
+        stream = client.chat.completions.create(model="long", messages=messages, stream=True)
+        chunks = iter(stream)
+        next(chunks)
+        time.sleep(0.5)  # the whole answer's upstream call is under way too
+        os.kill(router.proc.pid, signal.SIGINT)
+        time.sleep(0.5)  # draining: both still in flight
+        signalled = time.monotonic()
+        os.kill(router.proc.pid, signal.SIGINT)
+        with pytest.raises(openai.APIError) as stream_error:
+            for _ in chunks:
+                pass
+        caller.join(timeout=15)
+        code = router.proc.wait(timeout_s=15.0)
+        exited_after_s = time.monotonic() - signalled
+        log = router.proc.log_text()
+    assert len(raised) == 1 and isinstance(raised[0], openai.APIStatusError), raised
+    answer = raised[0]
+    assert answer.status_code == 503, (answer.status_code, answer.response.text)
+    body = answer.response.json()
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    assert body["error"]["code"] == "server_shutting_down"
+    assert stream_error.value.code == "server_shutting_down", stream_error.value
+    assert code == 130 and exited_after_s < 3.0, (code, exited_after_s)
+    assert "Traceback" not in log and "Exception in ASGI application" not in log, log

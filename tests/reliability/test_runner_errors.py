@@ -23,8 +23,9 @@ from router.errors import (
 )
 from router.execution.attempt import AttemptRecord
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.plan import CommittedStream, ExecutionState, Plan
 from router.execution.retry_budget import BudgetPolicy, hedge_budget, retry_budget
-from router.execution.runner import CommittedStream, ExecutionState, Plan, Runner
+from router.execution.runner import Runner
 from router.providers.base import Completion, Deployment, StreamEvent, UpstreamCall
 from tests.reliability.fakes import FakeClock
 

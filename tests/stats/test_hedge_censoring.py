@@ -21,7 +21,7 @@ def _hedged_outcome(primary_ran_s: float) -> Outcome:
                             ended_at=start + primary_ran_s)
     hedge = AttemptRecord("fast", 2, start + 0.2, "hedge", "won",
                           first_content_at=start + 0.25, ended_at=start + 0.3)
-    return Outcome(request_id="r", tenant="t", requested_model="auto", stream=False,
+    return Outcome(request_id="r", tenant="t", requested_model="auto", stream=True,
                    arrived_at=start, task="chat", deployment="fast", first_content_at=start + 0.25,
                    ended_at=start + 0.3, prompt_tokens=10, completion_tokens=5,
                    attempts=[primary, hedge])
@@ -34,7 +34,7 @@ def test_lost_race_is_recorded_at_its_lower_bound_and_keeps_the_tail_mass() -> N
         start = time.perf_counter()
         won = AttemptRecord("slow", 1, start, "first", "won", first_content_at=start + 0.1,
                             ended_at=start + 0.12)
-        sink.record(Outcome(request_id="b", tenant="t", requested_model="auto", stream=False,
+        sink.record(Outcome(request_id="b", tenant="t", requested_model="auto", stream=True,
                             arrived_at=start, task="chat", deployment="slow",
                             first_content_at=start + 0.1, ended_at=start + 0.12,
                             attempts=[won]))
@@ -142,7 +142,7 @@ def test_a_hedge_that_lost_the_race_adds_no_latency_sample() -> None:
                             ended_at=start + 0.32)
     hedge = AttemptRecord("target", 2, start + 0.25, "hedge", "cancelled",
                           ended_at=start + 0.3)
-    sink.record(Outcome(request_id="r", tenant="t", requested_model="auto", stream=False,
+    sink.record(Outcome(request_id="r", tenant="t", requested_model="auto", stream=True,
                         arrived_at=start, task="chat", deployment="body",
                         first_content_at=start + 0.3, ended_at=start + 0.32,
                         attempts=[primary, hedge]))
@@ -164,7 +164,7 @@ def test_an_attempt_its_clients_deadline_cut_is_a_censored_sample_not_an_error()
         start = time.perf_counter()
         cut = AttemptRecord("slow", 1, start, "first", "failed", ended_at=start + 2.0)
         cut.error = ProviderTimeoutError("during the upstream attempt", code="deadline_exceeded")
-        sink.record(Outcome(request_id="r", tenant="t", requested_model="auto", stream=False,
+        sink.record(Outcome(request_id="r", tenant="t", requested_model="auto", stream=True,
                             arrived_at=start, task="chat", deployment="slow", status=504,
                             error_type="ProviderTimeoutError", ended_at=start + 2.0,
                             attempts=[cut]))

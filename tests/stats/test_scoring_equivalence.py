@@ -3,8 +3,9 @@
 `router/scoring/reference.py` keeps the maths one helper per step; `rank.py`/`predict.py` are
 flattened for speed (`bench/scoring.py`). Over randomised stores (every level populated or
 missing, errors, stale summaries, attempts waiting), requests, targets, priors, penalties,
-circuit states and all three objectives, both must give equal `Ranking`s: same order, same
-floats to the last bit, same reasons, and the same exploration draws from the same seed.
+circuit states, streamed and non-streamed requests and answers and all three objectives, both
+must give equal `Ranking`s: same order, same floats to the last bit, same reasons, and the same
+exploration draws from the same seed.
 """
 
 from __future__ import annotations
@@ -51,17 +52,19 @@ def _store(rng: random.Random) -> tuple[LocalStatsStore, FakeClock]:
             err = "ProviderTimeout" if rng.random() < err_share else None
             out = rng.choice((0, 1, 2, 50, 400))
             tpot = rng.uniform(0.005, 0.12) if out > 1 else None
+            streamed = rng.random() < 0.7  # non-streamed answers feed E2E instead
             store.record(Observation(dep, rng.choice(TASKS), prompt, out,
                                      None if err else ttft, tpot, ttft + 2.0, 0.0, err,
-                                     rng.random() < 0.05, clock.now))
+                                     rng.random() < 0.05, clock.now, streamed))
             clock.now += rng.choice((0.001, 0.05, 0.5))
         if rng.random() < 0.5:
             store.refresh()
     if rng.random() < 0.7:
         store.refresh()
     clock.now += rng.choice((0.0, 0.3, 4.0, 30.0))
-    for dep in rng.sample(DEPLOYMENTS, 2):
-        store.begin(dep, clock.now - rng.choice((0.1, 2.0, 20.0)))
+    for dep in rng.sample(DEPLOYMENTS, 3):
+        store.begin(dep, clock.now - rng.choice((0.1, 2.0, 20.0)), rng.choice((16, 9000)),
+                    streamed=rng.random() < 0.5)
     return store, clock
 
 

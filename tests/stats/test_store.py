@@ -372,23 +372,30 @@ async def test_refresher_sleeps_until_a_change_and_spaces_its_passes() -> None:
 
 def test_a_key_keeps_only_the_sketches_read_at_its_level() -> None:
     """A recorded observation lands in each key's kept sketches only; a state shared by an older
-    replica, with the sketches no level reads (`e2e`, `queue`, `cached_e2e`), decodes to the kept
-    ones and merges into this replica's."""
+    replica, with the sketches no level reads (`e2e` of every answer, `queue`, `cached_e2e`)
+    and without the E2E of non-streamed answers, decodes to the kept ones it has and merges
+    into this replica's."""
     clock = FakeClock()
     store = LocalStatsStore(clock=clock)
     obs = Observation("A", "chat", 700, 16, 0.2, 0.01, 0.4, 0.0, None, False, clock.now)
     store.record(obs)
     kept = {key: sorted(state.sketches) for key, state in store.own_states().items()}
     assert kept == {
-        ("A", "chat", obs.bucket): ["ttft"],
-        ("A", "chat", ANY_BUCKET): ["tpot", "ttft"],
+        ("A", "chat", obs.bucket): ["ttft", "unstreamed_e2e"],
+        ("A", "chat", ANY_BUCKET): ["tpot", "ttft", "unstreamed_e2e"],
         ("A", ANY, ANY_BUCKET): ["tpot"],
         (ANY, "chat", ANY_BUCKET): ["output_tokens"],
     }
     mine = store.own_states()[("A", "chat", ANY_BUCKET)]
+    mine.record(replace(obs, streamed=False))
     old = orjson.loads(encode_state(mine))
+    del old["s"]["unstreamed_e2e"]
+    old["o"][1].pop("ok_unstreamed")
     old["s"] |= {name: old["s"]["ttft"] for name in ("e2e", "queue", "cached_e2e")}
     theirs = decode_state(orjson.dumps(old), mine.decay, mine.alpha)
     assert sorted(theirs.sketches) == ["tpot", "ttft"]
     mine.merge(theirs)
     assert mine.sketches["ttft"].count(clock.now) == pytest.approx(2.0)
+    assert mine.sketches["unstreamed_e2e"].count(clock.now) == pytest.approx(1.0)
+    summary = mine.summarize(clock.now)
+    assert summary.n_ok == pytest.approx(4.0) and summary.n_unstreamed == pytest.approx(1.0)

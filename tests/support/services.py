@@ -69,6 +69,19 @@ def start_router(directory: Path, config_yaml: str, env: dict[str, str] | None =
 
 
 @contextlib.contextmanager
+def simulated_gateway(directory: Path, models: dict[str, dict[str, Any]],
+                      config: Callable[[str], str], env: dict[str, str]) -> Iterator[Running]:
+    """The simulator serving `models` and a router on it (`config(simulator base URL)`); both
+    are stopped at the end, the simulator also when the router fails to start."""
+    with contextlib.ExitStack() as started:
+        sim = start_simulator(directory, models)
+        started.callback(sim.stop)
+        router = start_router(directory, config(sim.base_url), env=env)
+        started.callback(router.stop)
+        yield router
+
+
+@contextlib.contextmanager
 def observed_gateway(directory: Path, models: dict[str, dict[str, Any]],
                      config: Callable[[str], str], env: dict[str, str]
                      ) -> Iterator[tuple[Running, Path]]:

@@ -509,3 +509,21 @@ def test_numbers_and_booleans_from_the_environment_still_load() -> None:
     assert (server.request_timeout_s, server.max_body_bytes, server.cache.default.enabled,
             server.cache.default.ttl_s, server.cache.prefix_affinity,
             server.cache.disk_size_limit_mb) == (2.5, 1024, True, 60.0, False, 64.0)
+
+
+def test_a_name_or_key_reference_out_of_pattern_says_what_is_expected_not_the_regex() -> None:
+    """A Persian deployment name and a client key written inline were refused with pydantic's
+    regular expression (`String should match pattern '^[A-Za-z0-9]…'`); the problem now says
+    what a name or a key reference is, and never quotes the value (a key written inline is a
+    secret)."""
+    broken = VALID.replace("  - name: a\n", "  - name: مدل\n").replace(
+        "deployments: [a, b]", "deployments: [مدل, b]").replace("key: env:CLIENT_KEY",
+                                                                "key: sk-inline-secret-1")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(broken, environ=ENV)
+    problems = caught.value.problems
+    assert "deployments.0.name: not a name: 1-128 ASCII letters, digits and . _ : / -, " \
+           "starting with a letter or a digit" in problems
+    assert "api_keys.0.key: not an environment variable reference, env:NAME (a key is never " \
+           "written in the file itself)" in problems
+    assert not any("pattern" in p or "sk-inline-secret-1" in p for p in problems), problems

@@ -499,3 +499,22 @@ def test_policy_check_warns_of_a_zero_retention_rule_no_deployment_meets() -> No
     assert warnings == ["task chat: its high-risk rule requires zero data retention, which no "
                         "deployment of cheap, mid has: its high-risk requests have no route "
                         "(503 no_eligible_model)"]
+
+
+def test_policy_check_warns_of_a_min_cost_task_with_no_e2e_target() -> None:
+    """A non-streamed request is held to the E2E target only (its first token is the whole
+    answer): a `min_cost` task with a TTFT target and no `e2e_p99_ms` sends such requests to
+    the cheapest healthy model whatever their time. `policy check` says so, for that task only
+    (`min_latency` still ranks them by their E2E; an E2E target silences it)."""
+    from policies.check import policy_warnings
+
+    ttft_only = CONFIG.replace("      quality_floor: {min: 0.99}\n      no_candidate_fallback",
+                               "      quality_floor: {min: 0.99}\n      slo: {ttft_p95_ms: 800}\n"
+                               "      no_candidate_fallback", 1)
+    warnings = policy_warnings(load_config_text(ttft_only), QUALITY)
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("task code: min_cost with TTFT/TPOT targets but no e2e_p99_ms")
+    for fixed in ("slo: {ttft_p95_ms: 800, e2e_p99_ms: 20000}",
+                  "objective: min_latency\n      slo: {ttft_p95_ms: 800}"):
+        text = ttft_only.replace("slo: {ttft_p95_ms: 800}", fixed, 1)
+        assert policy_warnings(load_config_text(text), QUALITY) == []

@@ -92,6 +92,12 @@ async def _serve_model(request: web.Request, state: SimulatorState, runtime: Mod
         message = f"This model's maximum context length is {window} tokens; the request has " \
                   f"{tokens} prompt tokens and max_tokens {sim.max_tokens}."
         return error_response(wire, ErrorKind(400, "context_length_exceeded", message))
+    most = profile.max_output_tokens
+    if most is not None and sim.max_tokens is not None and sim.max_tokens > most:
+        runtime.stats.count_error("400")
+        message = f"max_tokens is too large: {sim.max_tokens}. This model supports at most " \
+                  f"{most} completion tokens, whereas you provided {sim.max_tokens}."
+        return error_response(wire, ErrorKind(400, "invalid_value", message))
     echoed = echo_failure(wire, sim)
     if echoed is not None:
         runtime.stats.count_error(str(echoed.status))

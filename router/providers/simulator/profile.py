@@ -57,6 +57,7 @@ class ModelProfile(BaseModel):
     prefix_cache_min_tokens: int = Field(default=0, ge=0)
     max_concurrency: int | None = Field(default=None, ge=1)
     context_window: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)  # a larger max_tokens is a 400
     price_input_per_mtok: float | None = Field(default=None, ge=0)
     price_output_per_mtok: float | None = Field(default=None, ge=0)
     sources: dict[str, str] = Field(default_factory=dict)

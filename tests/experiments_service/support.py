@@ -10,17 +10,13 @@ assertions and the numbers of a particular scenario (the tests hold them).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import orjson
-
-from tests.support.services import start_router, start_simulator
 
 API_KEY = "sk-experiments-tenant"
 TENANT_ENV = {"EXPERIMENTS_TENANT_KEY": API_KEY}
@@ -92,23 +88,6 @@ policies:
 experiments:
 {experiments_yaml}"""
 
-
-
-@contextlib.contextmanager
-def own_router(directory: Path, profiles: dict[str, dict[str, Any]],
-               config: Callable[[str], str], name: str) -> Iterator[str]:
-    """A simulator with `profiles` and a router of its own with `config(simulator URL)` (the
-    tenant key in its environment), both stopped at the end; yields the router's base URL."""
-    sim = start_simulator(directory, profiles, name=f"{name}-sim")
-    try:
-        router = start_router(directory, config(sim.base_url), env=TENANT_ENV,
-                              name=f"{name}-router")
-        try:
-            yield router.base_url
-        finally:
-            router.stop()
-    finally:
-        sim.stop()
 
 # --------------------------------------------------------------------------------- requests
 

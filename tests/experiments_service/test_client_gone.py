@@ -20,15 +20,16 @@ import pytest
 
 from tests.experiments_service.support import (
     AUTH,
+    TENANT_ENV,
     arm_of,
     chat_body,
     client,
-    own_router,
     profile,
     report,
     requests_by_arm,
     router_yaml,
 )
+from tests.support.services import simulated_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -71,9 +72,11 @@ def abandoned(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     def config(sim_base: str) -> str:
         return router_yaml(sim_base, ["steady", "slow"], ["steady"], {}, EXPERIMENT)
 
-    with own_router(tmp_path_factory.mktemp("client-gone"),
-                    {"steady": profile(10), "slow": profile(3000)}, config, "patience") as url:
-        yield asyncio.run(_abandon(url))
+    with simulated_gateway(tmp_path_factory.mktemp("client-gone"),
+                           {"steady": profile(10), "slow": profile(3000)}, config,
+                           TENANT_ENV) as router:
+        yield asyncio.run(_abandon(router.base_url))
+
 
 def test_an_abandoned_request_shows_what_its_client_waited_as_the_arms_ttft(
     abandoned: dict[str, Any],

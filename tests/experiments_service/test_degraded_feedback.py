@@ -16,18 +16,19 @@ from dataclasses import dataclass
 import pytest
 
 from tests.experiments_service.support import (
+    TENANT_ENV,
     Seen,
     arm_of,
     client,
     feedback,
     feedback_when_exposed,
     metric_count,
-    own_router,
     profile,
     report,
     router_yaml,
     send,
 )
+from tests.support.services import simulated_gateway
 
 pytestmark = pytest.mark.integration
 
@@ -83,9 +84,11 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Answers]:
         assert TASK_POLICY in written
         return written.replace(TASK_POLICY, RISK_RULE)
 
-    with own_router(tmp_path_factory.mktemp("degraded-feedback"),
-                    {"steady": profile(10), "narrow": profile(10)}, config, "degraded") as url:
-        yield asyncio.run(_exercise(url))
+    with simulated_gateway(tmp_path_factory.mktemp("degraded-feedback"),
+                           {"steady": profile(10), "narrow": profile(10)}, config,
+                           TENANT_ENV) as router:
+        yield asyncio.run(_exercise(router.base_url))
+
 
 def test_feedback_on_a_degraded_answer_is_not_the_arms(answers: Answers) -> None:
     """Feedback on the answer control's route gave for the arm is a 404 (`unknown_request`),
@@ -93,7 +96,6 @@ def test_feedback_on_a_degraded_answer_is_not_the_arms(answers: Answers) -> None
     about its own route's answers."""
     assert answers.responses == (404, 200)
     assert answers.thumbs == 1
-
 
 
 def test_a_request_the_policy_bars_the_arms_model_from_is_not_the_arms(answers: Answers) -> None:

@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import yaml
 from pydantic import ValidationError
 
 from policies import yaml_strict
+from policies.experiments import ExperimentSpec
 from policies.schema import PATTERN_MEANINGS, ApiKeySpec, RouterConfig, TaskPolicy
 
 
@@ -181,6 +182,38 @@ def _experiment_problems(config: RouterConfig, models: set[str]) -> list[str]:
                 continue
             problems.append(f"experiments.{experiment.name}.arms.{arm.name}.route: "
                             f"{arm.route!r} is neither 'policy:default' nor 'model:<model>'")
+    return problems + _shadowed_experiments(config.experiments)
+
+
+# Units every request carries: an experiment on one of them takes every request of its tasks.
+_ALWAYS_PRESENT_UNITS = frozenset({"request", "tenant"})
+
+
+def _overlap(first: ExperimentSpec, second: ExperimentSpec) -> bool:
+    """Whether the two experiments' [start, stop) intervals share a moment."""
+    starts_before = first.start is None or second.stop is None or first.start < second.stop
+    ends_after = first.stop is None or second.start is None or second.start < first.stop
+    return starts_before and ends_after
+
+
+def _shadowed_experiments(specs: Sequence[ExperimentSpec]) -> list[str]:
+    """A request joins the first running experiment for its task that has its unit id
+    (`policies.experiments.Assigner`): a later one on the same task, running at the same time,
+    whose unit the earlier one also uses (or whose earlier one's unit every request carries),
+    never gets a request of that task: it used to load and report zero requests without a
+    word. (With another unit, the later one gets the requests without the earlier one's unit
+    id, e.g. anonymous ones: allowed, docs/experiments.md.)"""
+    problems: list[str] = []
+    for i, later in enumerate(specs):
+        for earlier in specs[:i]:
+            shadows = earlier.unit == later.unit or earlier.unit in _ALWAYS_PRESENT_UNITS
+            shared = [task for task in later.tasks if task in earlier.tasks]
+            if shadows and shared and _overlap(earlier, later):
+                problems.append(
+                    f"experiments.{later.name}.tasks: {shared} are also in experiment "
+                    f"{earlier.name!r} (unit {earlier.unit}), listed first and running at the "
+                    "same time, which takes every such request: give them other tasks or "
+                    "non-overlapping start/stop")
     return problems
 
 

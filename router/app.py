@@ -85,7 +85,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
                             hedge_delay=HedgeDelays(store, server.reliability.hedge_percentile,
                                                    server.reliability.hedge_max_median_ratio),
                             load=store.load,
-                            assign_arm=trials.assign if trials.active else None)
+                            assign_arm=trials.assign if trials.active else None,
+                            expose_arm=trials.expose if trials.active else None)
     observers = [*sinks, StatsSink(store, slo), trials]
     controller = admission if admission is not None else admission_controller(server.reliability)
     if telemetry is not None:

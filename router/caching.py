@@ -19,7 +19,7 @@ from cache.keys import CacheScope, derive_key
 from cache.metrics import CacheMetrics
 from cache.policy import CacheDecision, CacheRule, decide, parse_cache_control
 from cache.result import Lookup, ResultCacheFront
-from router.pipeline import Prepared, header_or_metadata
+from router.pipeline import Prepared, arm_degraded, header_or_metadata
 from router.runtime_config import Principal
 
 DATA_VERSION_HEADER = "x-slorouter-data-version"
@@ -67,7 +67,7 @@ def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str
         # answer, and every arm gains from the cache alike (a shared entry would serve one arm
         # another's answers and record them as its own outcomes). A degraded arm (its model
         # could not serve; the policy's route did) is kept apart from the arm proper.
-        degraded = assignment.route.startswith("model:") and not decision.restricted
+        degraded = arm_degraded(assignment, decision)
         model += f"@{assignment.experiment}/{assignment.arm}{'~degraded' if degraded else ''}"
     return CacheScope(tenant=principal.tenant, scopes=frozenset(principal.scopes),
                       locale=headers.get("accept-language", ""),

@@ -50,16 +50,17 @@ class Experiments:
     def active(self) -> bool:
         return bool(self._specs)
 
-    def assign(self, task: Task, units: UnitIds, expose: bool = True) -> Assignment | None:
-        """The unit's arm; its exposure is stored at once (unless `expose` is False: an
-        explanation), so feedback may arrive any time."""
+    def assign(self, task: Task, units: UnitIds) -> Assignment | None:
+        """The unit's arm (nothing recorded: see `expose`)."""
         if not self._specs:
             return None
-        found = self._assigner.assign(task, units, self._clock(), self._halted)
-        if found is not None and expose:
-            self._spawn(self._store.expose(exposure_key(units.tenant, units.request),
-                                           Exposure(found.experiment, found.arm)))
-        return found
+        return self._assigner.assign(task, units, self._clock(), self._halted)
+
+    def expose(self, assignment: Assignment, units: UnitIds) -> None:
+        """Store at once that the arm's route serves this request, so feedback on it may
+        arrive any time (not for an answer control's route gives for the arm: not its own)."""
+        self._spawn(self._store.expose(exposure_key(units.tenant, units.request),
+                                       Exposure(assignment.experiment, assignment.arm)))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -79,25 +80,33 @@ class Experiments:
         # Idempotency-Key duplicate replayed (the arm ran once, not once per retry), refused
         # in flight or for another body, or refused as the idempotency store is down (a 503
         # that was an arm error, so a Redis blip could halt a healthy arm) is none.
-        if outcome.experiment is None or outcome.arm is None or not outcome.routed:
+        # A request the policy bars the arm's model from (its risk rule, fit, the cost
+        # ceiling) is outside what the arm can be asked: none of its outcomes either (it used
+        # to count as a success, diluting a failing arm's error rate, or, when control's route
+        # then failed, as the arm's error).
+        if (outcome.experiment is None or outcome.arm is None or not outcome.routed
+                or outcome.arm_ineligible):
             return
         ttft, e2e = outcome.ttft_s, outcome.e2e_s
+        if ttft is None and outcome.client_disconnected:
+            # Left before the first token: it waited at least that long. Its TTFT is what it
+            # waited (censored, as its E2E is), so an arm its clients give up on shows slow,
+            # not without TTFT (nothing for its p95 guardrail or the test to see).
+            ttft = e2e
         if outcome.arm_degraded:  # control's route answered: only the arm's failure counts
             ttft = e2e = None
         # An arm whose route could not serve (its model unavailable) was answered by control's
-        # route; for the experiment that is the arm failing, so its guardrails can stop it. A
-        # request the policy bars the arm's model from (its risk rule, fit, the cost ceiling)
-        # is outside what the arm can be asked: answered by control, no failure of the arm.
-        arm_failed = outcome.arm_degraded and not outcome.arm_ineligible
+        # route; for the experiment that is the arm failing, so its guardrails can stop it.
         arm_outcome = ArmOutcome(
             experiment=outcome.experiment, arm=outcome.arm,
             request_id=exposure_key(outcome.tenant, outcome.request_id),
-            error=outcome.status >= 500 or outcome.status == 429 or arm_failed,
+            error=outcome.status >= 500 or outcome.status == 429 or outcome.arm_degraded,
             ttft_ms=ttft * 1e3 if ttft is not None else None,
             tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None and e2e is not None
             else None,
             e2e_ms=e2e * 1e3 if e2e is not None else None,
-            cost_usd=None if outcome.arm_degraded else outcome.cost_usd)
+            cost_usd=None if outcome.arm_degraded else outcome.cost_usd,
+            answered=not outcome.arm_degraded)
         self._spawn(self._store.record(arm_outcome))
 
     async def feedback(self, tenant: str, request_id: str, metric: str,

@@ -33,8 +33,10 @@ from router.runtime_config import RuntimeConfig
 from router.token_estimate import text_tokens, utf8_tokens
 
 HedgeDelay = Callable[[str, Task, int, bool], float | None]  # deployment, task, prompt, stream
-# (task, units, expose): the unit's arm; `expose` records the exposure (not for an explanation).
-AssignArm = Callable[[Task, UnitIds, bool], Assignment | None]
+# (task, units): the unit's arm, nothing recorded yet.
+AssignArm = Callable[[Task, UnitIds], Assignment | None]
+# (assignment, units): remember the request's arm for its feedback (its route answers it).
+ExposeArm = Callable[[Assignment, UnitIds], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +241,12 @@ def request_facts(request: ChatCompletionRequest, view: RequestView,
         prompt_text=next((text for role, text in reversed(view.messages) if role == "user"), ""))
 
 
+def arm_degraded(assignment: Assignment, decision: Decision) -> bool:
+    """Whether the arm's route could not serve (its model did not qualify), so the policy as
+    written, control's route, answers for the arm."""
+    return assignment.route.startswith("model:") and not decision.restricted
+
+
 def arm_model(assignment: Assignment | None) -> str | None:
     """The model an experiment arm pins the policy to (`model:<name>`), if any."""
     if assignment is None or not assignment.route.startswith("model:"):
@@ -271,6 +279,7 @@ class ChatPipeline:
                  hedge_delay: HedgeDelay | None = None,
                  load: Mapping[str, int] | None = None,
                  assign_arm: AssignArm | None = None,
+                 expose_arm: ExposeArm | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.config = config
         self._classifier = classifier
@@ -280,6 +289,7 @@ class ChatPipeline:
         self._hedge_delay = hedge_delay
         self._load: Mapping[str, int] = load if load is not None else {}
         self._assign_arm = assign_arm
+        self._expose_arm = expose_arm
         self._clock = clock
 
     def prepare(self, request: ChatCompletionRequest, raw: Mapping[str, Any],
@@ -296,10 +306,15 @@ class ChatPipeline:
         facts = request_facts(request, view, labels)
         assignment = None
         if self._assign_arm is not None and request.model in self.config.aliases:
-            assignment = self._assign_arm(labels.task, caller.units(), not caller.explaining)
+            assignment = self._assign_arm(labels.task, caller.units())
         decision = self._with_affinity(
             decide(request.model, labels, facts, self.config, self._ranker, self._health,
                    restrict_to=arm_model(assignment)), raw, caller.tenant)
+        # Feedback is taken on the arm's own answers only: not on one control's route gives
+        # for it (degraded), nor on an explanation's.
+        if (assignment is not None and self._expose_arm is not None and not caller.explaining
+                and not arm_degraded(assignment, decision)):
+            self._expose_arm(assignment, caller.units())
         deployments = [self.config.deployments[name] for name in decision.deployments]
         policies = self.config.source.policies
         policy = policies.for_task(labels.task) if policies is not None else None

@@ -221,7 +221,12 @@ def idempotency_store(config: RouterConfig) -> IdempotencyStore:
     return RedisIdempotencyStore(shared_redis(url, timeout_s=1.0))
 
 
-def shared_redis(url: str, *, timeout_s: float | None) -> aioredis.Redis:
+# Connections a shared client opens at most (redis-py's default pool size).
+SHARED_REDIS_CONNECTIONS = 100
+
+
+def shared_redis(url: str, *, timeout_s: float | None,
+                 pool_wait_s: float | None = None) -> aioredis.Redis:
     """A client of a Redis the replicas share, which sends a command once more on a fresh
     connection when its pooled one is found closed: Redis restarted, or dropped an idle
     connection (its `timeout`, a proxy's). Without that, each stale connection failed one
@@ -229,14 +234,24 @@ def shared_redis(url: str, *, timeout_s: float | None) -> aioredis.Redis:
     that may have run is not sent twice by the client (the stores settle that themselves).
     redis-py's `Retry` retries its `TimeoutError` too unless told otherwise: a Redis stalled
     past the timeout then ran an experiment's outcome twice (counted twice) and a keyed
-    request waited two timeouts for its 503."""
+    request waited two timeouts for its 503.
+
+    With `pool_wait_s`, a command that finds all its connections busy waits up to that long
+    for one instead of failing at once (`MaxConnectionsError`): for writes made in the
+    background, which a short pause of Redis under load must delay, not lose."""
     import redis.asyncio as aioredis
     from redis.backoff import NoBackoff
     from redis.exceptions import ConnectionError as RedisConnectionError
 
     once_more = aioredis.retry.Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
-    return aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-                             retry=once_more, retry_on_error=[RedisConnectionError])
+    if pool_wait_s is None:
+        return aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                 retry=once_more, retry_on_error=[RedisConnectionError])
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=SHARED_REDIS_CONNECTIONS, timeout=pool_wait_s,
+        socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=once_more,
+        retry_on_error=[RedisConnectionError])
+    return aioredis.Redis.from_pool(pool)
 
 
 def experiments(config: RouterConfig) -> Experiments:
@@ -248,7 +263,9 @@ def experiments(config: RouterConfig) -> Experiments:
 
     from router.experiments.outcomes_redis import RedisOutcomeStore
 
-    client = shared_redis(url, timeout_s=1.0)
+    # Every request writes its exposure and outcome in the background: a burst of them while
+    # Redis pauses (well inside the timeout) used to fail past the pool's connections, lost.
+    client = shared_redis(url, timeout_s=1.0, pool_wait_s=1.0)
     versions = {spec.name: spec.treatment_version for spec in config.experiments}
     return Experiments(config.experiments,
                        RedisOutcomeStore(client, random.Random(), versions=versions))

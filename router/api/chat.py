@@ -48,6 +48,7 @@ from router.pipeline import (
     Caller,
     ChatPipeline,
     Prepared,
+    arm_degraded,
     is_side_effecting,
     session_of,
 )
@@ -340,8 +341,7 @@ def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]
     outcome.explored = prepared.decision.explored
     if prepared.assignment is not None:
         outcome.experiment, outcome.arm = prepared.assignment.experiment, prepared.assignment.arm
-        outcome.arm_degraded = (prepared.assignment.route.startswith("model:")
-                                and not prepared.decision.restricted)
+        outcome.arm_degraded = arm_degraded(prepared.assignment, prepared.decision)
         outcome.arm_ineligible = outcome.arm_degraded and prepared.decision.arm_ineligible
         # A degraded arm (its route could not serve; control's did) is named apart, so no
         # answer labelled with an arm comes from another arm's route.

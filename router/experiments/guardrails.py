@@ -69,6 +69,16 @@ def _metric_of(guardrail: Guardrail) -> str:
     return "ttft_ms" if guardrail.kind == "p95_ttft_ms" else "e2e_ms"
 
 
+def guarded_windows(spec: ExperimentSpec) -> dict[str, int]:
+    """What the guardrails read: each guarded metric with its largest window (the argument
+    of `OutcomeStore.snapshot` for a guardrail pass)."""
+    windows: dict[str, int] = {}
+    for guardrail in spec.guardrails:
+        metric = _metric_of(guardrail)
+        windows[metric] = max(windows.get(metric, 0), guardrail.window)
+    return windows
+
+
 @dataclass(frozen=True, slots=True)
 class _Breach:
     observed: float

@@ -2,11 +2,13 @@
 
 Each function reads one snapshot from an `OutcomeStore`, calls the pure analysis and, for
 halts only, writes back. The service calls `enforce_guardrails` on a timer and feeds
-`halted_arms` to the assigner; `GET /v1/experiments` and the CLI call `report_from_store`.
+`halted_arms` to the assigner; `GET /v1/experiments` and the CLI call `report_from_store`
+(whose analysis runs in a worker thread).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from policies.experiments.schema import ExperimentSpec
 from router.experiments.analysis import analyze
-from router.experiments.guardrails import evaluate_guardrails
+from router.experiments.guardrails import evaluate_guardrails, guarded_windows
 from router.experiments.outcomes import Halt, OutcomeStore
 from router.experiments.report import ExperimentReport, build_report
 
@@ -22,8 +24,9 @@ from router.experiments.report import ExperimentReport, build_report
 async def enforce_guardrails(
     spec: ExperimentSpec, store: OutcomeStore, now: datetime
 ) -> tuple[Halt, ...]:
-    """Evaluate guardrails and persist new halts; returns those this call stored."""
-    data = await store.snapshot(spec.name)
+    """Evaluate guardrails and persist new halts; returns those this call stored. Reads only
+    the guarded metrics' windows (`guarded_windows`), not the whole experiment."""
+    data = await store.snapshot(spec.name, guarded_windows(spec))
     stored = [h for h in evaluate_guardrails(spec, data, now) if await store.halt(spec.name, h)]
     return tuple(stored)
 
@@ -31,8 +34,9 @@ async def enforce_guardrails(
 async def halted_arms(
     store: OutcomeStore, specs: Iterable[ExperimentSpec]
 ) -> dict[str, frozenset[str]]:
-    """Halted arm names by experiment, the `halted` argument of `Assigner.assign`."""
-    return {spec.name: (await store.snapshot(spec.name)).halted for spec in specs}
+    """Halted arm names by experiment, the `halted` argument of `Assigner.assign` (no metric
+    values are read)."""
+    return {spec.name: (await store.snapshot(spec.name, {})).halted for spec in specs}
 
 
 async def report_from_store(
@@ -44,7 +48,14 @@ async def report_from_store(
     resamples: int = 1000,
     previous_p: Mapping[tuple[str, str], float] | None = None,
 ) -> ExperimentReport:
-    """Snapshot, analyse and build the report of one experiment (no writes)."""
+    """Snapshot, analyse and build the report of one experiment (no writes). The analysis
+    (bootstraps over full reservoirs: a few hundred ms of numpy) runs in a worker thread on
+    the frozen snapshot: on the event loop it stalled every request in flight that long."""
     data = await store.snapshot(spec.name)
-    analysis = analyze(spec, data, now=now, rng=rng, resamples=resamples, previous_p=previous_p)
-    return build_report(spec, data, analysis, now=now)
+
+    def built() -> ExperimentReport:
+        analysis = analyze(spec, data, now=now, rng=rng, resamples=resamples,
+                           previous_p=previous_p)
+        return build_report(spec, data, analysis, now=now)
+
+    return await asyncio.to_thread(built)

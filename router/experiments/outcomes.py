@@ -39,6 +39,9 @@ class Outcome:
     tpot_ms: float | None = None
     e2e_ms: float | None = None
     cost_usd: float | None = None
+    # False when control's route answered for the arm (degraded): counted, but the answer is
+    # not the arm's, so no exposure is remembered and feedback on it is not the arm's either.
+    answered: bool = True
 
     def values(self) -> tuple[tuple[str, float], ...]:
         """The built-in metric values this outcome carries (`error` as 0/1, always present)."""
@@ -152,7 +155,8 @@ class OutcomeStore(Protocol):
     """Per-arm outcomes, feedback and halts of experiments; shared by replicas when remote."""
 
     async def record(self, outcome: Outcome) -> None:
-        """Add an outcome to its arm and remember which arm served its request id."""
+        """Add an outcome to its arm and remember which arm served its request id (when its
+        route `answered`)."""
         ...
 
     async def expose(self, request_id: str, exposure: Exposure) -> None:
@@ -171,8 +175,11 @@ class OutcomeStore(Protocol):
         """Persist a halt; False when the arm was already halted (the first halt wins)."""
         ...
 
-    async def snapshot(self, experiment: str) -> ExperimentData:
-        """Everything recorded for `experiment`."""
+    async def snapshot(self, experiment: str,
+                       windows: Mapping[str, int] | None = None) -> ExperimentData:
+        """Everything recorded for `experiment`; with `windows` (metric → n >= 1), only those
+        metrics, each with its count, sums and n most recent values (no reservoir): what the
+        guardrails read every pass, a small part of a full snapshot."""
         ...
 
 
@@ -278,11 +285,15 @@ class _Accumulator:
         if slot < self.reservoir_size:
             self.reservoir[slot] = value
 
-    def freeze(self) -> MetricSamples:
-        return MetricSamples(
-            count=self.count, total=self.total, total_sq=self.total_sq,
-            reservoir=tuple(self.reservoir), recent=tuple(self.recent),
-        )
+    def freeze(self, recent: int | None = None) -> MetricSamples:
+        """Everything; with `recent`, only that many of the newest values and no reservoir."""
+        if recent is None:
+            return MetricSamples(
+                count=self.count, total=self.total, total_sq=self.total_sq,
+                reservoir=tuple(self.reservoir), recent=tuple(self.recent),
+            )
+        return MetricSamples(count=self.count, total=self.total, total_sq=self.total_sq,
+                             recent=tuple(self.recent)[-recent:])
 
 
 class MemoryOutcomeStore:
@@ -316,7 +327,8 @@ class MemoryOutcomeStore:
     async def record(self, outcome: Outcome) -> None:
         for metric, value in outcome.values():
             self._add(outcome.experiment, outcome.arm, metric, value)
-        await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
+        if outcome.answered:
+            await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
 
     async def expose(self, request_id: str, exposure: Exposure) -> None:
         exposures = self._exposures.setdefault(owner_of(request_id), OrderedDict())
@@ -347,9 +359,13 @@ class MemoryOutcomeStore:
         halts[halt.arm] = halt
         return True
 
-    async def snapshot(self, experiment: str) -> ExperimentData:
+    async def snapshot(self, experiment: str,
+                       windows: Mapping[str, int] | None = None) -> ExperimentData:
         arms = {
-            arm: ArmData(arm=arm, metrics={m: acc.freeze() for m, acc in per_arm.items()})
+            arm: ArmData(arm=arm, metrics={m: acc.freeze(None if windows is None
+                                                         else windows[m])
+                                           for m, acc in per_arm.items()
+                                           if windows is None or m in windows})
             for (name, arm), per_arm in self._metrics.items()
             if name == experiment
         }

@@ -354,6 +354,42 @@ def test_a_model_arm_needs_policies_to_narrow() -> None:
     assert problem.startswith("experiments.e1.arms.b.route:") and "policies" in problem
 
 
+
+def _experiment_yaml(name: str, unit: str, tasks: str, dates: str = "") -> str:
+    return f"""  - name: {name}
+    tasks: [{tasks}]
+    unit: {unit}
+    salt: s-{name}{dates}
+    arms:
+      - {{name: control, route: "policy:default", control: true, share: 0.5}}
+      - {{name: other, route: "policy:default", share: 0.5}}
+"""
+
+
+def test_an_experiment_no_request_could_join_is_refused() -> None:
+    """A request joins the first running experiment for its task that has its unit id, so a
+    second experiment on that task with the same unit (or after one on `request` or `tenant`,
+    which every request carries) at the same time never gets a request: refused, naming both
+    and the task. It used to load and report zero requests for the second one."""
+    cases = [("user", "user", "chat"), ("request", "session", "chat, code"),
+             ("tenant", "user", "chat")]
+    for first_unit, second_unit, tasks in cases:
+        config = VALID + "experiments:\n" + _experiment_yaml("first", first_unit, tasks) + \
+            _experiment_yaml("second", second_unit, "summarization, chat")
+        with pytest.raises(PolicyValidationError) as caught:
+            load_config_text(config, environ=ENV)
+        (problem,) = caught.value.problems
+        assert problem.startswith("experiments.second.tasks: ['chat']") and "'first'" in problem
+    # Another unit that not every request carries (anonymous requests go to the second), or
+    # dates that do not overlap, leave the second experiment its requests: both load.
+    for first, second in (
+        (_experiment_yaml("first", "user", "chat"), _experiment_yaml("second", "session", "chat")),
+        (_experiment_yaml("first", "user", "chat", "\n    stop: 2027-01-01T00:00:00Z"),
+         _experiment_yaml("second", "user", "chat", "\n    start: 2027-01-01T00:00:00Z")),
+    ):
+        loaded = load_config_text(VALID + "experiments:\n" + first + second, environ=ENV)
+        assert [e.name for e in loaded.experiments] == ["first", "second"]
+
 def test_one_field_of_a_pool_or_budget_can_be_changed_alone() -> None:
     """The reference shows the pools' and budgets' defaults: overriding one field keeps the
     section's other defaults (it was "Field required" for each of them)."""

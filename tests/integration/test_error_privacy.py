@@ -87,8 +87,9 @@ def test_upstream_failures_quoting_the_prompt_leave_it_out_of_logs_and_spans(
     assert API_KEY not in output and SIM_KEY not in output
 
 
-# A client's value a `conflicting_*` 400 quotes: long, with a canary past what may be echoed.
-LONG_VALUE = "v" * 200 + "-marmot-77c2a1" + "w" * 10_000
+# A client's value a `conflicting_*` 400 quotes: long (as long as `metadata` takes, OpenAI's
+# 512 characters), with a canary past what may be echoed.
+LONG_VALUE = "v" * 200 + "-marmot-77c2a1" + "w" * 298
 PROMPT_CANARY = "tapir-90b3f4"
 
 
@@ -103,8 +104,8 @@ def test_a_conflicting_value_is_echoed_cut_short_and_never_logged(
         conflicting: tuple[Running, Path], long_in: str) -> None:
     """Header and `metadata` disagreeing (task hint, data version, session), or a hint header
     naming no task or risk: the 400 quotes at most 32 characters of each value, cut with an
-    ellipsis, never the prompt. The message quoted the whole value, 10 kB of whatever the
-    client put there."""
+    ellipsis, never the prompt. The message quoted the whole value, as long as whatever the
+    client put there (a header of 10 kB)."""
     router, log = conflicting
     client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY, max_retries=0)
     messages: list[ChatCompletionMessageParam] = [

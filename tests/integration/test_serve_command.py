@@ -3,6 +3,7 @@ without being woken (a current `date` header all the same) and stopping promptly
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import http.client
 import json
@@ -13,6 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -371,7 +373,8 @@ def test_sighup_drains_like_sigterm_then_ends_as_a_hangup(tmp_path: Path) -> Non
     used to end the process at once, cutting the stream in flight. It now drains as SIGTERM
     does, then the process ends by SIGHUP, which a supervisor restarts like any exit."""
     with ExitStack() as started:
-        router = _slow_stream_setup(tmp_path / "hup", 10, started)
+        with _sighup_inherited(signal.SIG_DFL):  # not as ignored as a `nohup` test run has it
+            router = _slow_stream_setup(tmp_path / "hup", 10, started)
         body = b'{"model": "slow", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
         request = urllib.request.Request(f"{router.base_url}/v1/chat/completions", data=body,
                                          headers={"content-type": "application/json"})
@@ -384,6 +387,30 @@ def test_sighup_drains_like_sigterm_then_ends_as_a_hangup(tmp_path: Path) -> Non
     assert rest.endswith(b"data: [DONE]\n\n")
     assert code == -signal.SIGHUP, log
     assert "Traceback" not in log, log
+
+
+def test_under_nohup_a_hangup_changes_nothing(tmp_path: Path) -> None:
+    """Started with SIGHUP ignored (`nohup`, a detached job), the router keeps it ignored: a
+    hangup neither ends nor drains it."""
+    with ExitStack() as started:
+        with _sighup_inherited(signal.SIG_IGN):
+            router = _slow_stream_setup(tmp_path / "nohup", 10, started)
+        os.kill(router.proc.pid, signal.SIGHUP)
+        time.sleep(0.5)
+        with urllib.request.urlopen(f"{router.base_url}/healthz", timeout=5) as response:
+            assert response.status == 200
+        assert _alive(router.proc.pid)
+
+
+@contextlib.contextmanager
+def _sighup_inherited(disposition: signal.Handlers) -> Iterator[None]:
+    """Start children with SIGHUP `disposition` (an ignored signal stays ignored across exec;
+    a default one is default there)."""
+    previous = signal.signal(signal.SIGHUP, disposition)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def test_deployment_health_lists_every_configured_deployment_before_any_traffic(

@@ -154,12 +154,19 @@ async def _costs(base: str) -> dict[tuple[str, str], float]:
             for s in getattr(family, "samples", []) if s.name.endswith("_total")}
 
 
-async def _warmed_up(base: str, telemetry: Telemetry,
-                     exporter: InMemorySpanExporter) -> openai.AsyncOpenAI:
-    """A client, after enough fast answers from `primary` for the router to hedge it."""
+async def _warmed_up(base: str, telemetry: Telemetry, exporter: InMemorySpanExporter,
+                     stream: bool = False) -> openai.AsyncOpenAI:
+    """A client, after enough fast answers from `primary` for the router to hedge it: of the
+    kind to be hedged (a streamed request's hedge delay is read from streamed answers' TTFT,
+    a whole answer's from whole answers' E2E)."""
     client = _client(base)
     for _ in range(WARM_UP):
-        await client.chat.completions.create(model="auto", messages=MESSAGES)
+        if stream:
+            async for _chunk in await client.chat.completions.create(
+                    model="auto", messages=MESSAGES, stream=True):
+                pass
+        else:
+            await client.chat.completions.create(model="auto", messages=MESSAGES)
     await _spans(telemetry, exporter, WARM_UP)
     return client
 
@@ -189,7 +196,7 @@ async def _hedged(upstream: Upstream, answers: dict[str, tuple[int, float]],
     telemetry, exporter = in_memory_telemetry()
     whole = config if config is not None else _config(upstream.base_url)
     async with serve(upstream.base_url, telemetry, whole_config=whole, env=TENANT_ENV) as base:
-        client = await _warmed_up(base, telemetry, exporter)
+        client = await _warmed_up(base, telemetry, exporter, stream)
         before = await _costs(base)
         upstream.answers.update(answers)
         if stream:

@@ -348,21 +348,26 @@ def test_a_collector_that_is_down_does_not_hold_the_exit(tmp_path: Path) -> None
         router.stop()
 
 
+def _signalled_mid_stream(router: Running, sig: signal.Signals) -> tuple[bytes, int, str]:
+    """Start a stream, send `sig` once content flows, read the stream to its end: (the rest
+    of it, the exit code, the log)."""
+    body = b'{"model": "slow", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
+    request = urllib.request.Request(f"{router.base_url}/v1/chat/completions", data=body,
+                                     headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.readline()
+        os.kill(router.proc.pid, sig)
+        rest = response.read()
+    return rest, router.proc.wait(timeout_s=15.0), router.proc.log_text()
+
+
 def test_sigint_drains_like_sigterm_and_exits_130_without_a_traceback(tmp_path: Path) -> None:
     """Ctrl+C (SIGINT) drains as SIGTERM does: a stream in flight finishes. uvicorn re-raises
     the signal once it has stopped, which the asyncio runner turned into a KeyboardInterrupt
     traceback in the log; the process ends with 130 (128 + SIGINT) and no traceback."""
     with ExitStack() as started:
         router = _slow_stream_setup(tmp_path / "int", 10, started)
-        body = b'{"model": "slow", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
-        request = urllib.request.Request(f"{router.base_url}/v1/chat/completions", data=body,
-                                         headers={"content-type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            response.readline()
-            os.kill(router.proc.pid, signal.SIGINT)
-            rest = response.read()
-        code = router.proc.wait(timeout_s=15.0)
-        log = router.proc.log_text()
+        rest, code, log = _signalled_mid_stream(router, signal.SIGINT)
     assert rest.endswith(b"data: [DONE]\n\n")
     assert code == 130, log
     assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
@@ -375,15 +380,7 @@ def test_sighup_drains_like_sigterm_then_ends_as_a_hangup(tmp_path: Path) -> Non
     with ExitStack() as started:
         with _sighup_inherited(signal.SIG_DFL):  # not as ignored as a `nohup` test run has it
             router = _slow_stream_setup(tmp_path / "hup", 10, started)
-        body = b'{"model": "slow", "stream": true, "messages": [{"role": "user", "content": "hi"}]}'
-        request = urllib.request.Request(f"{router.base_url}/v1/chat/completions", data=body,
-                                         headers={"content-type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            response.readline()
-            os.kill(router.proc.pid, signal.SIGHUP)
-            rest = response.read()
-        code = router.proc.wait(timeout_s=15.0)
-        log = router.proc.log_text()
+        rest, code, log = _signalled_mid_stream(router, signal.SIGHUP)
     assert rest.endswith(b"data: [DONE]\n\n")
     assert code == -signal.SIGHUP, log
     assert "Traceback" not in log, log

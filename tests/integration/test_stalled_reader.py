@@ -120,8 +120,8 @@ def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
     finished: list[dict[str, object]] = []
     while not finished and time.monotonic() < deadline:
         time.sleep(0.1)
-        finished = [entry for line in log.read_text().splitlines()
-                    if '"request_finished"' in line
+        finished = [entry for line in log.read_text().splitlines(keepends=True)
+                    if '"request_finished"' in line and line.endswith("\n")  # written whole
                     and (entry := json.loads(line))["requested_model"] == model]
     assert [(f["status"], f["error_code"]) for f in finished] == [(504, "deadline_exceeded")]
     assert "without completing response" not in log.read_text()

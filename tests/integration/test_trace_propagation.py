@@ -141,8 +141,9 @@ def _server_span(log: Path, request_id: str) -> tuple[str, str]:
     """(trace id, server span id) from the request's `request_finished` log line."""
     deadline = time.monotonic() + 10.0
     while True:
-        for line in log.read_text(errors="replace").splitlines():
-            if line.startswith('{"ts"') and request_id in line:
+        # Whole lines only: the router may be writing the last one as it is read.
+        for line in log.read_text(errors="replace").splitlines(keepends=True):
+            if line.startswith('{"ts"') and request_id in line and line.endswith("\n"):
                 event = json.loads(line)
                 if event.get("event") == "request_finished":
                     return event["trace_id"], event["span_id"]

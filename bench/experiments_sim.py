@@ -26,7 +26,9 @@ the service's gating (`min_sample` per arm before the test may fire). Two tables
    looked at every `--guardrail-every` outcomes (the service looks every 0.5 s) up to
    `--guardrail-outcomes`, with the spec's defaults (`window` 500, `min_sample` 100,
    `confidence` 0.95): the share of A/A arms (healthy, at or below the limit) ever halted, and
-   the outcomes until a breaking arm is halted. `--guardrail-runs` runs per row, seeded.
+   the outcomes until a breaking arm is halted, and until an arm that breaks after 1,000 or
+   10,000 healthy outcomes is halted. `--guardrail-runs` runs per row (a tenth of them for the
+   late regressions), seeded.
 
 Latencies are lognormal (the simulator's shape), tested on the log scale as the service does.
 """
@@ -210,6 +212,7 @@ def _p95_case(share_of_limit: float) -> GuardrailCase:
 GUARD_AA = (*(_error_case(r) for r in (0.03, 0.04, 0.045, 0.05)),
             *(_p95_case(s) for s in (0.8, 0.9, 1.0)))
 GUARD_BREACH = (_error_case(0.08), _error_case(0.10), _p95_case(1.3))
+LATE_HEALTHY, LATE_RATES = (1000, 10_000), (0.10, 0.20, 0.40)
 
 
 def first_halt(case: GuardrailCase, values: FloatArray, every: int) -> int | None:
@@ -255,6 +258,23 @@ def guardrail_table(runs: int, outcomes: int, every: int, seed: int) -> list[str
                      f"{np.nanmedian(found):>7.0f} "
                      f"{np.nanpercentile(found, 95, method='higher'):>7.0f} "
                      f"{np.nanmax(found):>7.0f}")
+    lines.append(f"{'late regression (2% errors, then)':<42} {'healthy':>8} {'median':>7} "
+                 f"{'max':>7}  (outcomes from the change to the halt, looked every 10)")
+    for healthy in LATE_HEALTHY:
+        for rate in LATE_RATES:
+            rng = np.random.default_rng([seed, 9, healthy, int(rate * 100)])
+            case = _error_case(rate)
+            delays = []
+            for _ in range(max(1, runs // 10)):
+                values = np.concatenate([rng.random(healthy) < 0.02,
+                                         rng.random(3000) < rate]).astype(np.float64)
+                halt = first_halt(case, values, 10)
+                delays.append(math.nan if halt is None else float(halt - healthy))
+            found = np.asarray(delays)
+            lines.append(f"{f'{rate:.0%} errors':<42} {healthy:>8} "
+                         f"{np.nanmedian(found):>7.0f} {np.nanmax(found):>7.0f}"
+                         + (f"  ({int(np.isnan(found).sum())} not halted)"
+                            if np.isnan(found).any() else ""))
     return lines
 
 

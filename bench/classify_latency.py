@@ -7,9 +7,10 @@ timed in `--runs` separate rounds (interleaved with the other lengths, so a burs
 other processes hits one round, not one length); the table shows the median over rounds of each
 percentile, and `p99 worst` the worst round. At 100 and 4,000 tokens it also prints the stages:
 the rule detectors (`detect`: one `scan` of the text shared by PII and jailbreak search, then
-the regulated-advice check of the last user message) and the model (`features`: the words of
-the last user message and the other feature strings, then `predict`: look up, sum the table rows,
-softmax). `gc/call` is how many garbage collections ran per `classify`
+the regulated-advice check of the last user message), `visible` (the last user message without
+invisible characters: read once, by both the empty-message check and the model) and the model
+(`features`: the words of that visible text and the other feature strings, then `predict`: look
+up, sum the table rows, softmax). `gc/call` is how many garbage collections ran per `classify`
 call. Numbers depend on the machine's load: check `uptime` and compare runs on a quiet machine.
 """
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from router.classify import Hints, LinearClassifier, RequestView, load_classifier
 from router.classify.classifier import ARTIFACT_DIR
-from router.classify.detectors import detect, has_jailbreak_phrase, is_regulated_advice
+from router.classify.detectors import detect, has_jailbreak_phrase, is_regulated_advice, visible
 from router.classify.features import feature_parts
 from router.classify.linear import MODEL_FILE
 from router.classify.pii import pii_kinds
@@ -71,15 +72,17 @@ def _stages(clf: LinearClassifier, view: RequestView) -> dict[str, Callable[[], 
     everything = "\n".join(text for _, text in view.messages)
     user = view.messages[-1][1]
     scanned = scan(everything)
-    words, others = feature_parts(view, clf.model.config)
+    shown = visible(user)
+    words, others = feature_parts(view, clf.model.config, shown)
     return {
         "detect": lambda: detect(view),
         "  scan": lambda: scan(everything),
         "  pii": lambda: pii_kinds(everything, scanned),
         "  jailbreak": lambda: has_jailbreak_phrase(everything, scanned),
         "  advice": lambda: is_regulated_advice(user),
-        "model": lambda: clf.scores(view),
-        "  features": lambda: feature_parts(view, clf.model.config),
+        "visible": lambda: visible(user),
+        "model": lambda: clf.scores(view, shown),
+        "  features": lambda: feature_parts(view, clf.model.config, shown),
         "  predict": lambda: clf.model.predict_parts(words, others),
     }
 

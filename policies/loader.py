@@ -351,8 +351,11 @@ NOT_ROUTING: dict[str, Any] = {
 
 def content_hash(config: RouterConfig, *extra_parts: str) -> str:
     """The policy version: the config but `NOT_ROUTING`, plus artifact hashes such as the
-    classifier's, as 12 hex digits."""
-    routing = config.model_dump(mode="json", exclude=NOT_ROUTING)
+    classifier's, as 12 hex digits. Fields that are null are left out: an upgrade adding an
+    optional field (null by default, as `max_output_tokens`) leaves every existing config's
+    version as it was, where hashing the null changed them all and stranded every cached
+    answer. A field set, or a default that is not null, still counts."""
+    routing = config.model_dump(mode="json", exclude=NOT_ROUTING, exclude_none=True)
     canonical = json.dumps(routing, sort_keys=True, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode())
     for part in extra_parts:

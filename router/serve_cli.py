@@ -126,6 +126,13 @@ def serve(args: argparse.Namespace) -> int:
               f"{args.host}", file=sys.stderr)
         _stop(simulator)
         return 2
+    try:
+        listener = _listen(args.host, args.port)
+    except OSError as err:  # the port is taken, the host is not this machine's: one line
+        print(f"slorouter: cannot listen on {args.host}:{args.port}: {err.strerror or err}",
+              file=sys.stderr)
+        _stop(simulator)
+        return 3
     event(log, "starting", host=args.host, port=args.port, policy_version=runtime.version,
           deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
     # uvicorn drains on SIGINT even when the process was started with it ignored (a background
@@ -133,7 +140,7 @@ def serve(args: argparse.Namespace) -> int:
     # own handler in place that ends as 130 however the process was started, not 0.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        _run(app, args.host, args.port, args.log_level, config.server.shutdown_grace_s,
+        _run(app, listener, args.log_level, config.server.shutdown_grace_s,
              in_flight.end_all, lambda: _stop(simulator))
     except KeyboardInterrupt:  # SIGINT (Ctrl+C), re-raised by uvicorn once the drain is over
         return 128 + signal.SIGINT
@@ -178,17 +185,35 @@ def _defaults_dir() -> Path:
     return DEFAULTS
 
 
-def _run(app: Any, host: str, port: int, log_level: str, grace_s: int,
+def _listen(host: str, port: int) -> socket.socket:
+    """The service's socket, bound as uvicorn binds one, before the app starts: a port in use
+    used to surface only as uvicorn's log line (nothing at all at `--log-level critical`)
+    after the app had started up and shut down again."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _run(app: Any, listener: socket.socket, log_level: str, grace_s: int,
          on_grace_over: Callable[[], None], on_stopped: Callable[[], None]) -> None:
     import uvicorn
 
     from router.quiet_server import QuietServer
     from router.service_protocol import ServiceProtocol
 
+    host, port = listener.getsockname()[:2]
     config = uvicorn.Config(app, host=host, port=port, loop="uvloop", http=ServiceProtocol,
                             access_log=False, log_config=None, log_level=log_level,
                             lifespan="on", timeout_graceful_shutdown=grace_s + FAREWELL_S)
-    QuietServer(config, on_stopped, grace_s=grace_s, on_grace_over=on_grace_over).run()
+    QuietServer(config, on_stopped, grace_s=grace_s,
+                on_grace_over=on_grace_over).run(sockets=[listener])
 
 
 def _stop(proc: subprocess.Popen[bytes] | None) -> None:

@@ -218,7 +218,10 @@ def idempotency_store(config: RouterConfig) -> IdempotencyStore:
     if url is None:
         return MemoryIdempotencyStore(
             time.monotonic, max_bytes=config.server.idempotency_memory_mb << 20)
-    return RedisIdempotencyStore(shared_redis(url, timeout_s=1.0))
+    # A keyed request's claim waits for a pooled connection within the same 1 s its command
+    # gets: past the pool's connections (a burst, or Redis pausing inside its timeout) it
+    # failed at once with a 503 while Redis was healthy.
+    return RedisIdempotencyStore(shared_redis(url, timeout_s=1.0, pool_wait_s=1.0))
 
 
 # Connections a shared client opens at most (redis-py's default pool size).

@@ -77,9 +77,10 @@ class LinearClassifier:
     def model(self) -> LinearModel:
         return self._model
 
-    def scores(self, request: RequestView) -> Scores:
-        """The model's calibrated probabilities for the request."""
-        return self._model.predict_parts(*feature_parts(request, self._model.config))
+    def scores(self, request: RequestView, user_text: str | None = None) -> Scores:
+        """The model's calibrated probabilities for the request (`user_text`: the visible text
+        of its last user message, when the caller has it)."""
+        return self._model.predict_parts(*feature_parts(request, self._model.config, user_text))
 
     def explain(self, request: RequestView, hints: Hints) -> Explanation:
         """Classify and keep the evidence."""
@@ -93,15 +94,16 @@ class LinearClassifier:
     ) -> tuple[Labels, Task, Risk, float, Findings]:
         """The labels, the model's task and risk, P(jailbreak) and the rule findings."""
         findings = detect(request)
-        probs = self.scores(request).probs
+        # The visible text (`detectors.visible`) is what the rules and the model read; a
+        # message of only whitespace or invisible characters (a zero-width space) is empty.
+        user = visible(last_user_text(request))
+        probs = self.scores(request, user).probs
         task_p = probs["task"]
         risk_p = probs["risk"]
         task_probs = dict(zip(TASKS, task_p, strict=True))
         risk_probs = dict(zip(RISKS, risk_p, strict=True))
         best_task = TASKS[task_p.index(max(task_p))]  # the first likeliest, as `max` picks
         m_risk = model_risk(risk_p, self._model.thresholds["risk_high"])
-        # Only whitespace or invisible characters (a zero-width space, a direction mark): empty.
-        user = visible(last_user_text(request))
         empty = not user or user.isspace()  # `not user.strip()` without copying the text
         task: Task = hints.task if hints.task is not None else ("chat" if empty else best_task)
         source: Literal["model", "hint", "default"] = (

@@ -365,7 +365,8 @@ def is_regulated_advice(text: str) -> bool:
 # Format characters that draw nothing: zero-width space, non-joiner and joiner, the
 # direction marks, embeddings and isolates (RTL text pasted from a Persian page carries them),
 # word joiner, soft hyphen, BOM. Between two letters or digits they hide a phrase or a card
-# number from every rule, so the rules read the text without them.
+# number from every rule, and a word from the model, so the rules and the model's features
+# (`features.py`) read the text without them: this is the one list of them.
 _INVISIBLE: Final = re.compile(
     "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]+"
 )

@@ -5,9 +5,11 @@ analyzer) and serving (through `linear.LinearModel`), so the two cannot drift ap
 are namespaced strings: `w:` words and `b:` word bigrams of the last user message, `c:` character
 n-grams of its start, `sys:` words of the system prompt, `tool:` words of declared tool names,
 and `s:` structure (message count and roles, response_format, code fences, length, script,
-how the text starts and ends). Long messages are read through a window (their head and their
-tail), so the cost does not grow with the prompt; detectors that must see everything live in
-`detectors` and `pii`.
+how the text starts and ends). Text is read as the rules read it, without invisible format
+characters (`detectors.visible`: one definition for both), so a zero-width space sprinkled
+through a prompt changes no feature. Long messages are read through a window (their head and
+their tail), so the cost does not grow with the prompt; detectors that must see everything live
+in `detectors` and `pii`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Final
 
-from router.classify.detectors import last_user_text
+from router.classify.detectors import last_user_text, visible
 from router.classify.tools import CONSEQUENTIAL_VERBS, MUTATING_VERBS, identifier_words
 from router.classify.types import RequestView
 
@@ -53,11 +55,12 @@ _LAST_TOKENS: Final = {r: f"s:last={r}" for r in _ROLES}
 _RF_TOKENS: Final = {f: f"s:rf={f}" for f in ("text", "json_object", "json_schema", "none")}
 _START_TOKENS: Final = {k: f"s:start={k}" for k in _CLASS_NAMES}
 _END_TOKENS: Final = {k: f"s:end={k}" for k in _CLASS_NAMES}
-# Arabic letter forms folded into their Persian forms; ZWNJ and tatweel removed.
-_FOLD: Final = str.maketrans({"ي": "ی", "ك": "ک", "ى": "ی", "ة": "ه", "\u200c": "", "\u0640": ""})
+# Arabic letter forms folded into their Persian forms; tatweel removed. ZWNJ is not here: it
+# is one of `detectors.visible`'s invisible characters, gone before the text is normalised.
+_FOLD: Final = str.maketrans({"ي": "ی", "ك": "ک", "ى": "ی", "ة": "ه", "\u0640": ""})
 _DIGITS: Final = str.maketrans("۰۱۲۳۴۵۶۷۸۹٠١٢٣٤٥٦٧٨٩", "01234567890123456789")
 # Only the characters that `_FOLD` or `_DIGITS` change: a regex run of them is found fast.
-_FOLDABLE: Final = re.compile("[يكىة\u200c\u0640۰-۹٠-٩]+")
+_FOLDABLE: Final = re.compile("[يكىة\u0640۰-۹٠-٩]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +82,22 @@ def window(text: str, head: int, tail: int) -> str:
     return text[:head] + "\n" + text[len(text) - tail :]
 
 
+def visible_head(text: str, n: int) -> str:
+    """The first `n` characters of `visible(text)`, reading no more of `text` than it needs
+    (a long system prompt costs what its head costs)."""
+    if text.isascii():
+        return text[:n]
+    end = n
+    head = visible(text[:end])
+    while len(head) < n and end < len(text):
+        end *= 2
+        head = visible(text[:end])
+    return head[:n]
+
+
 def normalize(text: str) -> str:
-    """Lower case, Persian letter forms folded, Eastern digits made ASCII."""
+    """Lower case, Persian letter forms folded, Eastern digits made ASCII (of visible text:
+    `visible` runs first)."""
     lowered = text.lower()
     return lowered if lowered.isascii() else _FOLDABLE.sub(_fold, lowered)
 
@@ -115,7 +132,8 @@ def script_of(text: str) -> str:
 
 def text_words(text: str, config: FeatureConfig) -> tuple[str, list[str]]:
     """The normalised window of one message and its words (all-digit words bucketed by
-    length), from which `text_tokens` makes its `w:`, `b:` and `c:` features."""
+    length), from which `text_tokens` makes its `w:`, `b:` and `c:` features. `text` is
+    visible text (`detectors.visible`): `features` and `feature_parts` pass it so."""
     norm = normalize(window(text, config.head_chars, config.tail_chars))
     words = _WORD.findall(norm)
     if not norm.isascii() or _ASCII_DIGIT.search(norm) is not None:
@@ -220,7 +238,7 @@ def structure_tokens(view: RequestView, config: FeatureConfig) -> list[str]:
         out.append("s:history")
     for role, text in messages:
         if role in ("system", "developer"):
-            norm = normalize(text[: config.system_chars])
+            norm = normalize(visible_head(text, config.system_chars))
             out.append("s:system")
             out.extend(["sys:" + w for w in _WORD.findall(norm) if not w.isdigit()])
             break
@@ -238,16 +256,20 @@ def structure_tokens(view: RequestView, config: FeatureConfig) -> list[str]:
 
 def features(view: RequestView, config: FeatureConfig) -> list[str]:
     """Every feature string of the request (repeats count)."""
-    text = last_user_text(view)
+    text = visible(last_user_text(view))
     return text_tokens(text, config) + shape_tokens(text) + structure_tokens(view, config)
 
 
-def feature_parts(view: RequestView, config: FeatureConfig) -> tuple[list[str], list[str]]:
+def feature_parts(
+    view: RequestView, config: FeatureConfig, user_text: str | None = None
+) -> tuple[list[str], list[str]]:
     """`features` in two parts, for serving: the words of the last user message, and every
     other feature string (character n-grams, shape, structure). `features` is the `w:` token of
     each word, then the `b:` token of each pair of neighbouring words (when
     `config.word_bigrams`), then the other strings; `linear.LinearModel.predict_parts` looks
-    words and word pairs up without building those strings."""
-    text = last_user_text(view)
+    words and word pairs up without building those strings. `user_text`, when given, is
+    `visible(last_user_text(view))` computed by the caller (the classifier needs it anyway),
+    so a long non-ASCII prompt is not read twice for it."""
+    text = user_text if user_text is not None else visible(last_user_text(view))
     norm, words = text_words(text, config)
     return words, char_tokens(norm, config) + shape_tokens(text) + structure_tokens(view, config)

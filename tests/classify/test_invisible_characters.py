@@ -1,13 +1,25 @@
 """Invisible format characters (zero-width space, direction marks, word joiner, BOM) neither hide
-personal data or an injection phrase from the rules nor make an empty message look like text."""
+personal data or an injection phrase from the rules, nor change what the model reads (task, risk,
+P(jailbreak)), nor make an empty message look like text."""
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from router.classify import Hints, load_default_classifier
-from router.classify.detectors import detect
+from router.classify.classifier import Explanation
+from router.classify.data import read_examples
+from router.classify.detectors import detect, visible
+from router.classify.features import FeatureConfig, features, visible_head
 from router.classify.types import RequestView
+
+DATA = Path(__file__).resolve().parents[2] / "evals" / "datasets" / "prompts"
 
 # Zero-width space, zero-width non-joiner, right-to-left mark, word joiner, BOM, soft hyphen.
 INVISIBLE = ("\u200b", "\u200c", "\u200f", "\u2060", "\ufeff", "\u00ad")
@@ -49,3 +61,126 @@ def test_a_message_of_invisible_characters_only_is_empty(mark: str) -> None:
     assert blank.task_source == "default"
     assert (invisible.task, invisible.risk, invisible.task_source) == (
         blank.task, blank.risk, blank.task_source)
+
+
+# The model reads the same visible text as the rules: held-out and training rows (by id) that
+# the model must get right, among them jailbreak prompts whose `high` risk and `jailbreak`
+# signal come from the model's heads alone (no rule phrase in them), one longer than the
+# model's 400 + 150-character window, and Persian rows written with ZWNJ.
+MARKS = ("\u200b", "\u200c", "\u200d", "\u200f", "\u2060", "\ufeff", "\u00ad", "\u2067")
+ROW_IDS = (
+    "jailbreak_llms-cf9659702f35",  # "Kyle uses a Large Language Model called GPTchat ..."
+    "t0-dbpedia_14-3ec0869707ca",  # a topic question carrying an injected instruction
+    "jailbreak_llms-d605fc37a420",  # 4,561 characters: read through the window
+)
+
+
+def _rows_by_id(path: Path, ids: tuple[str, ...]) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        texts = {row["id"]: row["text"] for row in map(json.loads, fh) if row["id"] in ids}
+    assert set(texts) == set(ids)
+    return [texts[i] for i in ids]
+
+
+def _prompts() -> list[str]:
+    """The rows above, three held-out English rows (translation, code, math) and three
+    held-out Persian rows with ZWNJ."""
+    out = _rows_by_id(DATA / "train.jsonl.gz", ROW_IDS)
+    english = read_examples(DATA / "test.jsonl.gz")
+    for task in ("translation", "code", "math"):
+        out.append(next(e.view.messages[-1][1] for e in english if e.task == task))
+    persian = read_examples(DATA / "gpl-3.0" / "test.jsonl.gz")
+    out += [e.view.messages[-1][1] for e in persian if "\u200c" in e.view.messages[-1][1]][:3]
+    return out
+
+
+PROMPTS = _prompts()
+
+
+def _insert(text: str, marks: list[tuple[int, str]]) -> str:
+    """`text` with each mark inserted before the character at its position (in `text`)."""
+    out = list(text)
+    for position, mark in sorted(marks, key=lambda pm: -pm[0]):
+        out.insert(min(position, len(text)), mark)
+    return "".join(out)
+
+
+def _explain(text: str, system: str | None = None) -> Explanation:
+    messages = (("system", system),) if system is not None else ()
+    view = RequestView(messages=(*messages, ("user", text)))
+    return load_default_classifier().explain(view, Hints(task=None, risk=None))
+
+
+@pytest.mark.parametrize("index", range(len(PROMPTS)))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.data_too_large])
+@given(data=st.data())
+def test_invisible_characters_do_not_change_the_models_verdict(
+    index: int, data: st.DataObject
+) -> None:
+    """Task, risk, every probability, P(jailbreak) and the signals are exactly those of the
+    text without the invisible characters, wherever they are inserted."""
+    text = PROMPTS[index]
+    plain = _explain(text)
+    marks = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, len(text)), st.sampled_from(MARKS)), min_size=1, max_size=60
+        )
+    )
+    assert _explain(_insert(text, marks)) == plain
+
+
+def test_model_flags_the_jailbreak_rows_in_these_tests() -> None:
+    """The first two rows are jailbreaks that no rule phrase flags: their `high` risk and
+    `jailbreak` signal are the model's, so the property above guards the model's heads."""
+    for text in PROMPTS[:2]:
+        explanation = _explain(text)
+        assert not detect(_view(text)).jailbreak
+        assert explanation.p_jailbreak >= 0.5 and explanation.model_risk == "high"
+        assert "jailbreak" in explanation.labels.signals
+
+
+@pytest.mark.parametrize("mark", MARKS)
+def test_one_invisible_character_at_any_position_changes_nothing(mark: str) -> None:
+    """A zero-width character before each character of a short request in turn: the same
+    explanation every time (`Tr\u200banslate ...` is still a translation)."""
+    text = "Translate this to French: good morning, see you tomorrow"
+    plain = _explain(text)
+    assert plain.labels.task == "translation"
+    for position in range(len(text) + 1):
+        assert _explain(text[:position] + mark + text[position:]) == plain
+
+
+@pytest.mark.parametrize("mark", MARKS)
+def test_invisible_characters_in_the_system_prompt_change_nothing(mark: str) -> None:
+    """The `sys:` words are read from the visible system prompt too."""
+    system = "You are a support agent. Keep a friendly tone and do not make things up."
+    plain = _explain("Where is my order?", system)
+    assert _explain("Where is my order?", _sprinkle(system, mark)) == plain
+
+
+@given(
+    st.text(alphabet=st.sampled_from(["a", "ب", " ", "\n", *MARKS]), max_size=300),
+    st.integers(0, 120),
+)
+def test_visible_head_is_the_head_of_the_visible_text(text: str, n: int) -> None:
+    """`visible_head` reads only a prefix, yet gives what cutting the visible text gives."""
+    assert visible_head(text, n) == visible(text)[:n]
+
+
+def test_persian_words_with_zwnj_are_read_as_before() -> None:
+    """ZWNJ inside a Persian word is dropped and the word kept whole (as `_FOLD` did before it
+    became one of `visible`'s characters): `می‌خواهم` is the word `میخواهم`."""
+    tokens = features(_view("می‌خواهم این کتاب‌ها را بخوانم"), FeatureConfig())
+    words = [t for t in tokens if t.startswith("w:")]
+    assert words == ["w:میخواهم", "w:این", "w:کتابها", "w:را", "w:بخوانم"]
+
+
+def test_persian_held_out_rows_with_zwnj_keep_their_task() -> None:
+    """The 44 held-out Persian rows written with ZWNJ: 43 had the right task before the model
+    read visible text, and still do."""
+    held_out = read_examples(DATA / "test.jsonl.gz")
+    held_out += read_examples(DATA / "gpl-3.0" / "test.jsonl.gz")
+    examples = [e for e in held_out if "\u200c" in e.view.messages[-1][1]]
+    clf = load_default_classifier()
+    right = sum(clf.classify(e.view, Hints()).task == e.task for e in examples)
+    assert (len(examples), right) == (44, 43)

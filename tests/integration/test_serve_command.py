@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -39,6 +40,23 @@ def test_without_api_keys_it_refuses_to_listen_beyond_loopback(tmp_path: Path) -
     result = _serve(tmp_path, CONFIG, "--host", "0.0.0.0", "--port", "1")
     assert result.returncode == 2
     assert "only binds to loopback" in result.stderr
+
+
+@pytest.mark.parametrize("log_level", ["info", "critical"])
+def test_a_port_in_use_is_one_line_and_exit_3_at_any_log_level(tmp_path: Path,
+                                                               log_level: str) -> None:
+    """Another process listens on the port: one line naming the address and the reason, exit
+    3 (as `slorouter sim`), before the app starts. It used to be uvicorn's log line alone, after
+    the app's start-up and shut-down, and nothing at all at `--log-level critical`."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _serve(tmp_path, CONFIG, "--port", str(port), "--log-level", log_level)
+    assert result.returncode == 3
+    assert f"slorouter: cannot listen on 127.0.0.1:{port}: " in result.stderr
+    assert "in use" in result.stderr
+    assert "Application startup complete" not in result.stderr
 
 
 def test_an_invalid_config_lists_every_problem_and_exits_2(tmp_path: Path) -> None:

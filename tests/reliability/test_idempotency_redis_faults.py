@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis.asyncio as redis
 
+from policies.loader import load_config_text
 from router.errors import OverloadedError
 from router.idempotency import (
     Lease,
@@ -20,7 +24,7 @@ from router.idempotency import (
     body_fingerprint,
 )
 from router.idempotency import redis_store as redis_store_module
-from router.wiring import shared_redis
+from router.wiring import idempotency_store, shared_redis
 from tests.support.procs import ManagedProcess, free_port
 from tests.support.redis_server import start_redis
 
@@ -107,3 +111,45 @@ async def test_an_answer_finished_after_redis_came_back_empty_is_replayed(
         if restarted is not None:
             restarted.stop()
         await client.aclose()
+
+
+_KEYED_CONFIG = """version: 1
+deployments:
+  - name: pt-fast
+    model: openai/fast
+    adapter: openai_passthrough
+    api_base: http://127.0.0.1:9/v1
+models:
+  - name: fast
+    deployments: [pt-fast]
+routes:
+  aliases: [auto]
+  default_model: fast
+server:
+  idempotency_redis_url: {url}
+policies:
+  default:
+    candidates: [fast]
+"""
+
+
+async def test_a_burst_of_keyed_requests_while_redis_pauses_is_claimed_whole(
+        own_redis: ManagedProcess) -> None:
+    """Redis pauses for 0.3 s (a snapshot's fork, a busy moment), well inside the store's 1 s
+    timeout, while 150 keyed requests claim their keys: each claim waits for a connection and
+    wins its lease. The service's client used to refuse every claim past its pool's 100
+    connections at once (503 idempotency_store_unavailable) while Redis was healthy."""
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    store = idempotency_store(load_config_text(_KEYED_CONFIG.format(url=url)))
+    assert isinstance(store, RedisIdempotencyStore)
+    os.kill(own_redis.pid, signal.SIGSTOP)
+    threading.Timer(0.3, os.kill, (own_redis.pid, signal.SIGCONT)).start()
+    try:
+        claims = await asyncio.gather(
+            *(store.claim("t1", f"burst-{n}", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+              for n in range(150)),
+            return_exceptions=True)
+    finally:
+        os.kill(own_redis.pid, signal.SIGCONT)
+    refused = [claim for claim in claims if not isinstance(claim, Lease)]
+    assert refused == []

@@ -8,6 +8,7 @@ import diskcache
 import pytest
 
 from policies.loader import PolicyValidationError, content_hash, load_config_text
+from policies.schema import DeploymentSpec, RouterConfig
 from router import embedded
 from router.errors import ConfigError
 from router.idempotency import Lease, MemoryIdempotencyStore, StoredResponse
@@ -148,6 +149,27 @@ def test_version_ignores_sections_that_cannot_change_an_answer(edit: tuple[str, 
     shorter = VALID.replace("routes:\n", "server:\n  cache: {default: {enabled: true, ttl_s: 5}}"
                                           "\nroutes:\n")
     assert content_hash(load_config_text(shorter, environ=ENV)) != base  # a cache rule counts
+
+
+def test_an_optional_field_added_later_keeps_every_version() -> None:
+    """An upgrade that adds an optional field (null unless set) to the config, at the top or
+    inside a deployment, leaves the policy version of every config that does not set it, so
+    cached answers stay reachable; setting it changes the version. Hashing the nulls changed
+    every version (max_output_tokens did)."""
+    class LaterDeployment(DeploymentSpec):
+        added_later_limit: int | None = None
+
+    class LaterConfig(RouterConfig):
+        added_later: str | None = None
+        deployments: list[LaterDeployment]  # type: ignore[assignment]
+
+    data = load_config_text(VALID, environ=ENV).model_dump()
+    base = content_hash(RouterConfig.model_validate(data))
+    assert content_hash(LaterConfig.model_validate(data)) == base
+    assert content_hash(LaterConfig.model_validate({**data, "added_later": "x"})) != base
+    first = {**data["deployments"][0], "added_later_limit": 5}
+    limited = {**data, "deployments": [first, *data["deployments"][1:]]}
+    assert content_hash(LaterConfig.model_validate(limited)) != base
 
 
 def test_the_embedded_default_keeps_its_version_across_restarts() -> None:

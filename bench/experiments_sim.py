@@ -22,6 +22,14 @@ the service's gating (`min_sample` per arm before the test may fire). Two tables
    `GET /v1/experiments` rejects, with the ratio, and whether the bootstrap p50 interval
    excludes 0 at that moment. The router's own overhead is in both arms.
 
+4. With `--guardrails` (only this table): the production `check_guardrail` on simulated arms,
+   looked at every `--guardrail-every` outcomes (the service looks every 0.5 s) up to
+   `--guardrail-outcomes`, with the spec's defaults (`window` 500, `min_sample` 100,
+   `confidence` 0.95): the share of A/A arms (healthy, at or below the limit) ever halted, and
+   the outcomes until a breaking arm is halted, and until an arm that breaks after 1,000 or
+   10,000 healthy outcomes is halted. `--guardrail-runs` runs per row (a tenth of them for the
+   late regressions), seeded.
+
 Latencies are lognormal (the simulator's shape), tested on the log scale as the service does.
 """
 
@@ -34,11 +42,14 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 import numpy.typing as npt
 from scipy.stats import binomtest, norm
 
+from router.experiments.guardrails import check_guardrail
+from router.experiments.outcomes import ArmData, MetricSamples, analysis_value
 from router.experiments.sequential import msprt_arrays
 
 FloatArray = npt.NDArray[np.float64]
@@ -169,6 +180,104 @@ def detection_table(runs: int, batch: int, seed: int, alpha: float = 0.05) -> li
     return lines
 
 
+# ------------------------------------------------------------------------------- guardrails
+
+GUARD_MAX_RATE, GUARD_MAX_MS, GUARD_LOG_SD = 0.05, 1000.0, 0.6
+P95_Z = float(norm.ppf(0.95))
+
+
+@dataclass(frozen=True)
+class GuardrailCase:
+    """One row: a guardrail and how the arm's values are drawn (all runs, all outcomes)."""
+
+    label: str
+    guardrail: dict[str, object]
+    metric: str
+    draw: Callable[[np.random.Generator, int], FloatArray]
+
+
+def _error_case(rate: float) -> GuardrailCase:
+    return GuardrailCase(f"error_rate {GUARD_MAX_RATE:g}, true {rate:.1%}",
+                         {"kind": "error_rate", "max_rate": GUARD_MAX_RATE}, "error",
+                         lambda rng, n: (rng.random(n) < rate).astype(np.float64))
+
+
+def _p95_case(share_of_limit: float) -> GuardrailCase:
+    median = share_of_limit * GUARD_MAX_MS / math.exp(P95_Z * GUARD_LOG_SD)
+    return GuardrailCase(f"p95_ttft_ms, p95 at {share_of_limit:.0%} of max_ms",
+                         {"kind": "p95_ttft_ms", "max_ms": GUARD_MAX_MS}, "ttft_ms",
+                         lambda rng, n: rng.lognormal(math.log(median), GUARD_LOG_SD, n))
+
+
+GUARD_AA = (*(_error_case(r) for r in (0.03, 0.04, 0.045, 0.05)),
+            *(_p95_case(s) for s in (0.8, 0.9, 1.0)))
+GUARD_BREACH = (_error_case(0.08), _error_case(0.10), _p95_case(1.3))
+LATE_HEALTHY, LATE_RATES = (1000, 10_000), (0.10, 0.20, 0.40)
+
+
+def first_halt(case: GuardrailCase, values: FloatArray, every: int) -> int | None:
+    """The arm's outcome count at its first halt, looking every `every` outcomes (None: never)."""
+    from tests.experiments.support import make_spec
+
+    spec = make_spec(guardrails=[case.guardrail])
+    guardrail = spec.guardrails[0]
+    scaled = np.asarray([analysis_value(case.metric, float(v)) for v in values])
+    total, total_sq = np.cumsum(scaled), np.cumsum(scaled * scaled)
+    for t in range(every, values.size + 1, every):
+        samples = MetricSamples(count=t, total=float(total[t - 1]),
+                                total_sq=float(total_sq[t - 1]),
+                                recent=tuple(values[max(0, t - guardrail.window):t].tolist()))
+        arm = ArmData(arm="cheap", metrics={case.metric: samples})
+        if check_guardrail(spec, guardrail, arm, datetime.now(UTC)) is not None:
+            return t
+    return None
+
+
+def guardrail_table(runs: int, outcomes: int, every: int, seed: int) -> list[str]:
+    early = min(2000, outcomes)
+    lines = [f"Guardrails: {runs} seeded runs per row, production check_guardrail every "
+             f"{every} outcomes up to {outcomes}, spec defaults (window 500, min_sample 100, "
+             f"confidence 0.95); p95 rows lognormal log-sd {GUARD_LOG_SD}",
+             f"{'A/A (healthy arm)':<42} {f'halted by {early}':>16} {f'by {outcomes}':>9} "
+             f"{'95% CI':>13}"]
+    for i, case in enumerate(GUARD_AA):
+        rng = np.random.default_rng([seed, 7, i])
+        halts = [first_halt(case, case.draw(rng, outcomes), every) for _ in range(runs)]
+        by_end = sum(h is not None for h in halts)
+        ci = binomtest(by_end, runs).proportion_ci(0.95)
+        lines.append(f"{case.label:<42} "
+                     f"{sum(h is not None and h <= early for h in halts) / runs:>16.1%} "
+                     f"{by_end / runs:>9.1%} [{ci.low:>5.1%},{ci.high:>5.1%}]")
+    lines.append(f"{'breach (outcomes until halt)':<42} {'halted':>8} {'median':>7} "
+                 f"{'p95':>7} {'max':>7}")
+    for i, case in enumerate(GUARD_BREACH):
+        rng = np.random.default_rng([seed, 8, i])
+        halts = [first_halt(case, case.draw(rng, outcomes), every) for _ in range(runs)]
+        found = np.asarray([float(h) for h in halts if h is not None] or [math.nan])
+        lines.append(f"{case.label:<42} {sum(h is not None for h in halts) / runs:>8.1%} "
+                     f"{np.nanmedian(found):>7.0f} "
+                     f"{np.nanpercentile(found, 95, method='higher'):>7.0f} "
+                     f"{np.nanmax(found):>7.0f}")
+    lines.append(f"{'late regression (2% errors, then)':<42} {'healthy':>8} {'median':>7} "
+                 f"{'max':>7}  (outcomes from the change to the halt, looked every 10)")
+    for healthy in LATE_HEALTHY:
+        for rate in LATE_RATES:
+            rng = np.random.default_rng([seed, 9, healthy, int(rate * 100)])
+            case = _error_case(rate)
+            delays = []
+            for _ in range(max(1, runs // 10)):
+                values = np.concatenate([rng.random(healthy) < 0.02,
+                                         rng.random(3000) < rate]).astype(np.float64)
+                halt = first_halt(case, values, 10)
+                delays.append(math.nan if halt is None else float(halt - healthy))
+            found = np.asarray(delays)
+            lines.append(f"{f'{rate:.0%} errors':<42} {healthy:>8} "
+                         f"{np.nanmedian(found):>7.0f} {np.nanmax(found):>7.0f}"
+                         + (f"  ({int(np.isnan(found).sum())} not halted)"
+                            if np.isnan(found).any() else ""))
+    return lines
+
+
 # --------------------------------------------------------------------------------- service
 
 SERVICE_BASE_MS, SERVICE_SPREAD, SERVICE_BATCH, SERVICE_MAX = 120.0, 3.0, 40, 1200
@@ -256,9 +365,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--service-replications", type=int, default=0,
                         help="also run this many (<= 10) detections at a real router")
     parser.add_argument("--service-concurrency", type=int, default=8)
+    parser.add_argument("--guardrails", action="store_true",
+                        help="only the guardrail table (false halts and detection)")
+    parser.add_argument("--guardrail-runs", type=int, default=200)
+    parser.add_argument("--guardrail-outcomes", type=int, default=10_000)
+    parser.add_argument("--guardrail-every", type=int, default=20)
     args = parser.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
           f"{os.getloadavg()[2]:.2f}, {os.cpu_count()} cpus")
+    if args.guardrails:
+        started = time.perf_counter()
+        print("\n".join(guardrail_table(args.guardrail_runs, args.guardrail_outcomes,
+                                         args.guardrail_every, args.seed)))
+        print(f"({time.perf_counter() - started:.1f} s)")
+        return 0
     started = time.perf_counter()
     print("\n".join(aa_table(args.runs, args.per_arm, args.batch, args.seed)))
     print(f"({time.perf_counter() - started:.1f} s)\n")

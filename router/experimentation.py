@@ -10,6 +10,7 @@ units to control; halts come from the guardrail loop and are logged.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import random
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -40,6 +41,9 @@ class Experiments:
         self._clock = clock
         self._halted: dict[str, frozenset[str]] = {}
         self._pending: set[asyncio.Task[None]] = set()
+        # The service's event loop, for writes started in a worker thread (the pipeline
+        # prepares very long prompts off the loop, assignment and exposure included).
+        self._loop: asyncio.AbstractEventLoop | None = None
         # A shared store that is down fails every write and every guardrail pass: one line per
         # interval for each, and the loop and the requests carry on.
         self._lost = ThrottledEvent(log, "experiment_outcome_lost")
@@ -51,10 +55,18 @@ class Experiments:
         return bool(self._specs)
 
     def assign(self, task: Task, units: UnitIds) -> Assignment | None:
-        """The unit's arm (nothing recorded: see `expose`)."""
+        """The unit's arm. The unit is counted once on the arm it hashes to (for the SRM
+        check), before anything that depends on the arm: a halt sending it to control, the
+        policy barring the arm's model, a failure; the exposure is `expose`'s."""
         if not self._specs:
             return None
-        return self._assigner.assign(task, units, self._clock(), self._halted)
+        assignment = self._assigner.assign(task, units, self._clock(), self._halted)
+        if assignment is not None:
+            self._spawn(self._store.count_unit(
+                assignment.experiment, assignment.assigned_arm,
+                unit_key(assignment.unit, assignment.unit_id),
+                expires=assignment.unit == "request"))
+        return assignment
 
     def expose(self, assignment: Assignment, units: UnitIds) -> None:
         """Store at once that the arm's route serves this request, so feedback on it may
@@ -63,7 +75,18 @@ class Experiments:
                                        Exposure(assignment.experiment, assignment.arm)))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread (a long prompt prepared off the loop)
+            if self._loop is None or self._loop.is_closed():
+                work.close()
+                self._lost.report(error="NoEventLoop")
+                return
+            # It raised here, so every such request of an experiment failed.
+            self._loop.call_soon_threadsafe(self._spawn, work)
+            return
+        self._loop = loop
+        task = loop.create_task(work)
         self._pending.add(task)
         task.add_done_callback(self._settled)
 
@@ -142,6 +165,7 @@ class Experiments:
 
     async def guard(self, interval_s: float = 0.5) -> None:
         """Evaluate guardrails forever; halted arms stop receiving traffic at once."""
+        self._loop = asyncio.get_running_loop()
         while True:
             try:
                 await self.check_guardrails()
@@ -159,6 +183,11 @@ class Experiments:
 
     def specs(self) -> Mapping[str, ExperimentSpec]:
         return self._specs
+
+
+def unit_key(unit: str, unit_id: str) -> str:
+    """What the store keeps of a unit for the SRM count: a hash, not the user's id."""
+    return hashlib.sha256(f"{unit}\x1f{unit_id}".encode()).hexdigest()[:24]
 
 
 def memory_store() -> OutcomeStore:

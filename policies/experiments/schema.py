@@ -65,11 +65,15 @@ class FeedbackMetric(_Model):
 
 
 class _GuardrailBase(_Model):
-    """When a guardrail may fire: `min_sample` values in the arm's last `window` values."""
+    """How a guardrail tests (docs/experiments.md, "Guardrails → halts"): never before
+    `min_sample` values; recent tests reach back `window` values; an arm within the limit is
+    halted with probability at most `1 - confidence` over its whole life."""
 
-    min_sample: int = Field(default=100, ge=1)
-    window: int = Field(default=500, ge=1, le=MAX_WINDOW)
-    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    min_sample: int = Field(default=100, ge=1, description="values before any test may fire")
+    window: int = Field(default=500, ge=1, le=MAX_WINDOW,
+                        description="how far back a recent test may start (values)")
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0,
+                              description="1 - false-halt probability over the arm's life")
 
     @model_validator(mode="after")
     def _check_window(self) -> _GuardrailBase:

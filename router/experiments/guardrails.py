@@ -1,16 +1,36 @@
 """Guardrail evaluation: which treatment arms must be halted now, and why.
 
-Each guardrail looks at the arm's most recent `window` values of one metric and fires only
-once at least `min_sample` of them exist and the breach holds at the guardrail's one-sided
-`confidence` (so noise around the threshold does not halt a healthy arm):
+The service looks at every guardrail every 0.5 s for as long as the experiment runs, so each
+is an anytime-valid one-sided test (`anytime.py`: a mixture martingale and Ville's
+inequality), not a fixed-sample bound looked at thousands of times. An arm at or within its
+limit for its whole life is halted with probability at most `1 - confidence` (α) by each
+guardrail, however long it runs and however often it is looked at. The tests, per guardrail
+and arm (`segments_under_test`):
 
-- error rate: Wilson lower bound of the error share > `max_rate`;
-- p95 TTFT/E2E: the p95 exceeds `max_ms` exactly when more than 5% of values exceed it, so the
-  Wilson lower bound of the share of values above `max_ms` must be > 0.05;
-- cost per request: normal lower bound of the mean > `max_usd`;
-- quality floor: upper bound of the mean (Wilson for binary metrics, normal otherwise) < floor.
+- one over all the arm's values, at level α/2: sees a sustained breach, however small, as
+  evidence accumulates;
+- "recent" tests started after every `window // 5` values (the j-th start at level
+  α / (2 j (j+1)), so their levels sum to α/2), each read over the values since its start
+  while that start lies within the last `window` values, then retired: a breach that starts
+  late in an arm's life is judged on the values since it started, not diluted by a long
+  healthy history. Their thresholds grow like 2 log j, so late breaches need more evidence.
 
-Control is never halted (it is where halted traffic goes). Pure: the clock is an argument.
+By the union bound the false-halt probability is ≤ α/2 + Σ α/(2 j (j+1)) = α
+("sequential test restarted per window with alpha spending"; Ville's inequality per test).
+
+What each test is about:
+
+- error rate: share of errors ≤ `max_rate` (beta-binomial mixture, `bernoulli_log_e`);
+- p95 TTFT/E2E: the p95 exceeds `max_ms` exactly when more than 5% of values exceed it, so
+  the share of values above `max_ms` ≤ 0.05 (the same Bernoulli test). Raw latencies are kept
+  only for the last `window` values, so the all-values test runs while they hold every value;
+- cost per request: mean ≤ `max_usd` (normal mixture with plug-in variance, `mean_log_e`);
+- quality floor: mean ≥ floor (Bernoulli on the share of zeros for binary metrics, normal
+  mixture otherwise).
+
+No test may fire before the arm has `min_sample` values (the plug-in variance needs them; the
+Bernoulli test would be valid earlier). Control is never halted (it is where halted traffic
+goes). Pure: the clock is an argument.
 """
 
 from __future__ import annotations
@@ -18,7 +38,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
@@ -31,27 +50,58 @@ from policies.experiments.schema import (
     LatencyGuardrail,
     QualityFloorGuardrail,
 )
-from router.experiments.outcomes import ArmData, ExperimentData, Halt
+from router.experiments.anytime import bernoulli_log_e, mean_log_e
+from router.experiments.outcomes import ArmData, ExperimentData, Halt, MetricSamples
 
 _P95_TAIL = 0.05
+RESTARTS_PER_WINDOW = 5
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
-def wilson_bounds(successes: int, n: int, confidence: float) -> tuple[float, float]:
-    """One-sided Wilson score bounds (lower, upper) for a proportion at `confidence`."""
-    z = NormalDist().inv_cdf(confidence)
-    share = successes / n
-    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
-    spread = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - spread), min(1.0, centre + spread)
+@dataclass(frozen=True, slots=True)
+class Segments:
+    """The tests a guardrail runs now: each reads the arm's newest `sizes[i]` values and
+    fires when its log e-value reaches `log_thresholds[i]` (log 1/level). `whole[i]`: the test
+    over all the arm's values."""
+
+    sizes: IntArray
+    log_thresholds: FloatArray
+    whole: npt.NDArray[np.bool_]
 
 
-def mean_bounds(values: FloatArray, confidence: float) -> tuple[float, float]:
-    """One-sided normal bounds (lower, upper) for the mean of `values`."""
-    z = NormalDist().inv_cdf(confidence)
-    spread = z * float(values.std(ddof=1)) / math.sqrt(values.size) if values.size > 1 else 0.0
-    mean = float(values.mean())
-    return mean - spread, mean + spread
+def restart_every(window: int) -> int:
+    """Values between the starts of two "recent" tests."""
+    return max(1, window // RESTARTS_PER_WINDOW)
+
+
+def segments_under_test(count: int, available: int, window: int, alpha: float,
+                    whole_known: bool) -> Segments:
+    """The tests of an arm with `count` values, the newest `available` of them at hand.
+
+    The all-values test (level α/2) runs when `whole_known` (sufficient statistics of every
+    value exist) or every value is at hand; the j-th "recent" test starts after value
+    j·`restart_every(window)` (level α/(2 j (j+1))) and runs while its start lies within the
+    last min(`window`, `available`) values.
+    """
+    step = restart_every(window)
+    reach = min(window, available)
+    first = max(1, -(-(count - reach) // step))
+    starts = np.arange(first, (count - 1) // step + 1, dtype=np.int64)
+    sizes = count - starts * step
+    levels = np.log(2.0 / alpha) + np.log(starts * (starts + 1.0))
+    whole = whole_known or count <= available
+    return Segments(
+        sizes=np.concatenate([[count] if whole else [], sizes]).astype(np.int64),
+        log_thresholds=np.concatenate([[math.log(2.0 / alpha)] if whole else [], levels]),
+        whole=np.asarray([whole] * whole + [False] * sizes.size, dtype=np.bool_),
+    )
+
+
+def _suffix_sums(values: FloatArray, sizes: IntArray) -> FloatArray:
+    """Sum of the newest `sizes[i]` of `values` (oldest first), each size <= values.size."""
+    running = np.concatenate([[0.0], np.cumsum(values[::-1])])
+    return np.asarray(running[np.minimum(sizes, values.size)], dtype=np.float64)
 
 
 def _window(arm: ArmData, metric: str, size: int) -> FloatArray:
@@ -80,62 +130,125 @@ def guarded_windows(spec: ExperimentSpec) -> dict[str, int]:
 
 
 @dataclass(frozen=True, slots=True)
+class _Fired:
+    """The first test (oldest start) that reached its threshold."""
+
+    size: int
+    whole: bool
+    estimate: float  # the share or mean over the tested values
+    log_e: float
+    log_threshold: float
+
+    def scope(self) -> str:
+        return f"all {self.size} values" if self.whole else f"the last {self.size} values"
+
+    def evidence(self) -> str:
+        return (f"always-valid test: e-value {math.exp(min(self.log_e, 700.0)):.3g} >= "
+                f"{math.exp(self.log_threshold):.3g}")
+
+
+def _first_fired(segs: Segments, estimate: FloatArray, log_e: FloatArray) -> _Fired | None:
+    fired = np.flatnonzero(log_e >= segs.log_thresholds)
+    if fired.size == 0:
+        return None
+    i = int(fired[0])
+    return _Fired(int(segs.sizes[i]), bool(segs.whole[i]), float(estimate[i]),
+                  float(log_e[i]), float(segs.log_thresholds[i]))
+
+
+def _share_test(flags: FloatArray, whole_hits: float, segs: Segments, p0: float
+                ) -> _Fired | None:
+    """Share of ones above `p0`; `whole_hits`: the ones among all the arm's values."""
+    hits = _suffix_sums(flags, segs.sizes)
+    hits = np.where(segs.sizes > flags.size, whole_hits, hits)
+    n = segs.sizes.astype(np.float64)
+    return _first_fired(segs, hits / n, bernoulli_log_e(hits, n, p0))
+
+
+def _mean_test(values: FloatArray, whole: MetricSamples, segs: Segments, mu0: float
+               ) -> _Fired | None:
+    """Mean above `mu0`; `whole`: the sums over all the arm's values (linear scale)."""
+    n = segs.sizes.astype(np.float64)
+    past = segs.sizes > values.size
+    total = np.where(past, whole.total, _suffix_sums(values, segs.sizes))
+    total_sq = np.where(past, whole.total_sq, _suffix_sums(values * values, segs.sizes))
+    mean = total / n
+    variance = np.maximum(total_sq - total * mean, 0.0) / np.maximum(n - 1.0, 1.0)
+    variance = np.where(n > 1, variance, np.nan)
+    return _first_fired(segs, mean, mean_log_e(n, mean, variance, mu0))
+
+
+@dataclass(frozen=True, slots=True)
 class _Breach:
     observed: float
     threshold: float
     why: str
 
 
-def _error_breach(g: ErrorRateGuardrail, values: FloatArray) -> _Breach | None:
-    low, _ = wilson_bounds(int(values.sum()), values.size, g.confidence)
-    if low <= g.max_rate:
+def _error_breach(g: ErrorRateGuardrail, values: FloatArray, samples: MetricSamples,
+                  segs: Segments) -> _Breach | None:
+    fired = _share_test(values, samples.total, segs, g.max_rate)
+    if fired is None:
         return None
-    observed = float(values.mean())
-    return _Breach(observed, g.max_rate,
-                   f"error rate {observed:.3f} (lower bound {low:.3f}) > {g.max_rate:g}")
+    return _Breach(fired.estimate, g.max_rate, f"error rate {fired.estimate:.3f} over "
+                   f"{fired.scope()} > {g.max_rate:g} ({fired.evidence()})")
 
 
-def _latency_breach(g: LatencyGuardrail, values: FloatArray) -> _Breach | None:
-    low, _ = wilson_bounds(int((values > g.max_ms).sum()), values.size, g.confidence)
-    if low <= _P95_TAIL:
+def _latency_breach(g: LatencyGuardrail, values: FloatArray, segs: Segments) -> _Breach | None:
+    fired = _share_test((values > g.max_ms).astype(np.float64), math.nan, segs, _P95_TAIL)
+    if fired is None:
         return None
-    observed = float(np.quantile(values, 1 - _P95_TAIL))
-    return _Breach(observed, g.max_ms, f"{g.kind} {observed:.0f} > {g.max_ms:g} "
-                   f"(at least {low:.1%} of values above the limit)")
+    observed = float(np.quantile(values[-fired.size:], 1 - _P95_TAIL))
+    return _Breach(observed, g.max_ms, f"{g.kind} {observed:.0f} over {fired.scope()} > "
+                   f"{g.max_ms:g} ({fired.estimate:.1%} of values above the limit; "
+                   f"{fired.evidence()})")
 
 
-def _cost_breach(g: CostGuardrail, values: FloatArray) -> _Breach | None:
-    low, _ = mean_bounds(values, g.confidence)
-    if low <= g.max_usd:
+def _cost_breach(g: CostGuardrail, values: FloatArray, samples: MetricSamples,
+                 segs: Segments) -> _Breach | None:
+    fired = _mean_test(values, samples, segs, g.max_usd)
+    if fired is None:
         return None
-    observed = float(values.mean())
-    return _Breach(observed, g.max_usd,
-                   f"mean cost ${observed:.6f} (lower bound ${low:.6f}) > ${g.max_usd:g}")
+    return _Breach(fired.estimate, g.max_usd, f"mean cost ${fired.estimate:.6f} over "
+                   f"{fired.scope()} > ${g.max_usd:g} ({fired.evidence()})")
 
 
-def _quality_breach(
-    spec: ExperimentSpec, g: QualityFloorGuardrail, values: FloatArray
-) -> _Breach | None:
+def _quality_breach(spec: ExperimentSpec, g: QualityFloorGuardrail, values: FloatArray,
+                    samples: MetricSamples, segs: Segments) -> _Breach | None:
     declared = spec.metric(g.metric)
     if declared is not None and declared.kind == "binary":
-        upper = wilson_bounds(int(values.sum()), values.size, g.confidence)[1]
+        # "mean >= floor" is "share of zeros <= 1 - floor".
+        zeros = _share_test(1.0 - values, samples.count - samples.total, segs, 1.0 - g.floor)
+        fired = None if zeros is None else _Fired(zeros.size, zeros.whole, 1.0 - zeros.estimate,
+                                                  zeros.log_e, zeros.log_threshold)
     else:
-        upper = mean_bounds(values, g.confidence)[1]
-    if upper >= g.floor:
+        mirrored = MetricSamples(count=samples.count, total=-samples.total,
+                                 total_sq=samples.total_sq)
+        negated = _mean_test(-values, mirrored, segs, -g.floor)
+        fired = None if negated is None else _Fired(negated.size, negated.whole,
+                                                    -negated.estimate, negated.log_e,
+                                                    negated.log_threshold)
+    if fired is None:
         return None
-    observed = float(values.mean())
-    return _Breach(observed, g.floor,
-                   f"mean {g.metric} {observed:.3f} (upper bound {upper:.3f}) < floor {g.floor:g}")
+    return _Breach(fired.estimate, g.floor, f"mean {g.metric} {fired.estimate:.3f} over "
+                   f"{fired.scope()} < floor {g.floor:g} ({fired.evidence()})")
 
 
-def _breach(spec: ExperimentSpec, guardrail: Guardrail, values: FloatArray) -> _Breach | None:
-    if isinstance(guardrail, ErrorRateGuardrail):
-        return _error_breach(guardrail, values)
+def _breach(spec: ExperimentSpec, guardrail: Guardrail, values: FloatArray,
+            samples: MetricSamples) -> _Breach | None:
+    count = max(samples.count, values.size)
+    alpha = 1.0 - guardrail.confidence
     if isinstance(guardrail, LatencyGuardrail):
-        return _latency_breach(guardrail, values)
+        # Raw latencies exist only for the newest values (the sums are of their logs).
+        segs = segments_under_test(count, values.size, guardrail.window, alpha, whole_known=False)
+        return _latency_breach(guardrail, values, segs)
+    segs = segments_under_test(count, values.size, guardrail.window, alpha,
+                           whole_known=samples.count >= values.size)
+    if isinstance(guardrail, ErrorRateGuardrail):
+        return _error_breach(guardrail, values, samples, segs)
     if isinstance(guardrail, CostGuardrail):
-        return _cost_breach(guardrail, values)
-    return _quality_breach(spec, guardrail, values)
+        return _cost_breach(guardrail, values, samples, segs)
+    return _quality_breach(spec, guardrail, values, samples, segs)
 
 
 def check_guardrail(
@@ -143,17 +256,16 @@ def check_guardrail(
 ) -> Halt | None:
     """The halt this guardrail demands for `arm` now, if any."""
     metric = _metric_of(guardrail)
+    samples = arm.samples(metric)
     values = _window(arm, metric, guardrail.window)
     if values.size < guardrail.min_sample:
         return None
-    found = _breach(spec, guardrail, values)
+    found = _breach(spec, guardrail, values, samples)
     if found is None:
         return None
     return Halt(
         arm=arm.arm, guardrail=guardrail.kind, observed=found.observed,
-        threshold=found.threshold, reason=f"{found.why} over the last {values.size} values",
-        at=now,
-        at_sample=arm.samples(metric).count,
+        threshold=found.threshold, reason=found.why, at=now, at_sample=samples.count,
     )
 
 

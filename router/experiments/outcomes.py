@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +24,7 @@ from router.errors import NotFoundError, RequestError
 RESERVOIR_SIZE: Final[int] = 4000
 WINDOW_SIZE: Final[int] = 5000
 EXPOSURE_CAPACITY: Final[int] = 200_000
+UNIT_CAPACITY: Final[int] = 1_000_000
 _LOG_FLOOR_MS: Final[float] = 1e-3
 
 
@@ -140,6 +141,9 @@ class ExperimentData:
     experiment: str
     arms: Mapping[str, ArmData]
     halts: tuple[Halt, ...] = ()
+    # Units counted on the arm they hash to (`OutcomeStore.count_unit`), for the SRM check;
+    # only in a full snapshot.
+    assigned: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def halted(self) -> frozenset[str]:
@@ -173,6 +177,13 @@ class OutcomeStore(Protocol):
 
     async def halt(self, experiment: str, halt: Halt) -> bool:
         """Persist a halt; False when the arm was already halted (the first halt wins)."""
+        ...
+
+    async def count_unit(self, experiment: str, arm: str, unit_key: str,
+                         expires: bool) -> None:
+        """Count `unit_key` once for `arm`, the arm it hashes to (later calls for the same
+        unit add nothing). `expires`: the marker may be forgotten after the exposure TTL
+        (units that are single requests), else it is kept for the experiment's life."""
         ...
 
     async def snapshot(self, experiment: str,
@@ -306,6 +317,7 @@ class MemoryOutcomeStore:
         reservoir_size: int = RESERVOIR_SIZE,
         window_size: int = WINDOW_SIZE,
         exposure_capacity: int = EXPOSURE_CAPACITY,
+        unit_capacity: int = UNIT_CAPACITY,
     ) -> None:
         self._rng = rng
         self._sizes = (reservoir_size, window_size)
@@ -317,6 +329,11 @@ class MemoryOutcomeStore:
         self._exposures: dict[str, OrderedDict[str, Exposure]] = {}
         self._feedback_seen: dict[str, OrderedDict[tuple[str, str], None]] = {}
         self._halts: dict[str, dict[str, Halt]] = {}
+        # Per experiment, the units counted (oldest evicted past `unit_capacity`: an evicted
+        # unit seen again is counted again) and their count per arm.
+        self._units: dict[str, OrderedDict[str, None]] = {}
+        self._assigned: dict[str, Counter[str]] = {}
+        self._unit_capacity = unit_capacity
 
     def _add(self, experiment: str, arm: str, metric: str, value: float) -> None:
         per_arm = self._metrics.setdefault((experiment, arm), {})
@@ -359,6 +376,16 @@ class MemoryOutcomeStore:
         halts[halt.arm] = halt
         return True
 
+    async def count_unit(self, experiment: str, arm: str, unit_key: str,
+                         expires: bool) -> None:
+        seen = self._units.setdefault(experiment, OrderedDict())
+        if unit_key in seen:
+            return
+        seen[unit_key] = None
+        if len(seen) > self._unit_capacity:
+            seen.popitem(last=False)
+        self._assigned.setdefault(experiment, Counter())[arm] += 1
+
     async def snapshot(self, experiment: str,
                        windows: Mapping[str, int] | None = None) -> ExperimentData:
         arms = {
@@ -370,4 +397,5 @@ class MemoryOutcomeStore:
             if name == experiment
         }
         halts = tuple(self._halts.get(experiment, {}).values())
-        return ExperimentData(experiment=experiment, arms=arms, halts=halts)
+        assigned = {} if windows is not None else dict(self._assigned.get(experiment, {}))
+        return ExperimentData(experiment=experiment, arms=arms, halts=halts, assigned=assigned)

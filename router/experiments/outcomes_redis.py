@@ -2,7 +2,8 @@
 
 Keys, under `{prefix}:{experiment}:`: `arms` (set of arm names), `stats:{arm}` (hash of
 `{metric}:n|s|q`: count, sum and sum of squares on the analysis scale), `res:{arm}:{metric}`
-(reservoir list), `win:{arm}:{metric}` (recent values, newest first), `halts` (hash arm → JSON).
+(reservoir list), `win:{arm}:{metric}` (recent values, newest first), `halts` (hash arm → JSON),
+`assigned` (hash arm → units counted for the SRM check) and `unit:{hash}` (a unit's marker).
 Per request id, `{prefix}:req:{id}` remembers the arm (and the treatment version it was
 served under: feedback for an earlier version is not found) and `{prefix}:fb:{id}:{metric}` marks a
 received feedback value, both with a TTL. One Lua script updates all metrics of an outcome
@@ -60,6 +61,19 @@ end
 return k
 """
 
+# KEYS: the unit's marker, the assigned hash. ARGV: arm, TTL in s (0: none). Counted once.
+_COUNT_UNIT_LUA: Final[str] = """
+local ttl = tonumber(ARGV[2])
+local new
+if ttl > 0 then
+  new = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ttl)
+else
+  new = redis.call('SET', KEYS[1], ARGV[1], 'NX')
+end
+if new then redis.call('HINCRBY', KEYS[2], ARGV[1], 1) end
+return new and 1 or 0
+"""
+
 # KEYS: one list. ARGV: start, stop. Its values as one space-separated string: redis-py's
 # parser takes about 2 us a reply element, so a full snapshot's 90,000 values read one by one
 # held the event loop for 0.2 s; one string a list is parsed at once.
@@ -100,6 +114,7 @@ class RedisOutcomeStore:
         self._ttl = exposure_ttl_s
         self._script = client.register_script(_RECORD_LUA)
         self._joined = client.register_script(_JOINED_LUA)
+        self._count_unit = client.register_script(_COUNT_UNIT_LUA)
 
     def _key(self, experiment: str, *parts: str) -> str:
         version = self._versions.get(experiment)
@@ -158,6 +173,12 @@ class RedisOutcomeStore:
         added = await self._client.hsetnx(self._key(experiment, "halts"), halt.arm, payload)
         return bool(added)
 
+    async def count_unit(self, experiment: str, arm: str, unit_key: str,
+                         expires: bool) -> None:
+        await self._count_unit(keys=[self._key(experiment, "unit", unit_key),
+                                     self._key(experiment, "assigned")],
+                               args=[arm, self._ttl if expires else 0])
+
     async def snapshot(self, experiment: str,
                        windows: Mapping[str, int] | None = None) -> ExperimentData:
         members = await self._client.smembers(self._key(experiment, "arms"))
@@ -165,7 +186,11 @@ class RedisOutcomeStore:
         arms = {arm: await self._arm(experiment, arm, windows) for arm in arm_names}
         raw_halts = await self._client.hgetall(self._key(experiment, "halts"))
         halts = tuple(sorted((_halt(v) for v in raw_halts.values()), key=lambda h: h.at))
-        return ExperimentData(experiment=experiment, arms=arms, halts=halts)
+        assigned: dict[str, int] = {}
+        if windows is None:
+            raw = await self._client.hgetall(self._key(experiment, "assigned"))
+            assigned = {_text(arm): int(n) for arm, n in raw.items()}
+        return ExperimentData(experiment=experiment, arms=arms, halts=halts, assigned=assigned)
 
     async def _arm(self, experiment: str, arm: str,
                    windows: Mapping[str, int] | None = None) -> ArmData:

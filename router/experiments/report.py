@@ -21,6 +21,7 @@ from policies.experiments.schema import LATENCY_METRICS, ArmSpec, ExperimentSpec
 from router.experiments.analysis import Analysis, Comparison
 from router.experiments.outcomes import ArmData, ExperimentData, Halt
 from router.experiments.sequential import SequentialResult
+from router.experiments.srm import sample_ratio_check
 
 QUANTILE_GRID: Final[tuple[float, ...]] = tuple(round(0.01 * i, 2) for i in range(1, 100))
 
@@ -93,6 +94,20 @@ class HaltReport(_Out):
     persisted: bool
 
 
+class SrmReport(_Out):
+    """Sample-ratio-mismatch check: units per arm (counted on the arm they hash to) against
+    the configured shares; `mismatch` (p < `threshold`) means every result is suspect."""
+
+    units: dict[str, int]
+    expected: dict[str, float]
+    chi_square: float
+    degrees_of_freedom: int
+    p_value: float
+    threshold: float
+    ready: bool
+    mismatch: bool
+
+
 class ExperimentReport(_Out):
     name: str
     generated_at: datetime
@@ -105,6 +120,7 @@ class ExperimentReport(_Out):
     sequential: list[SequentialReport]
     halts: list[HaltReport]
     decided: list[str]
+    srm: SrmReport | None = None  # None: from a service without the check
 
 
 def _finite(value: float) -> float | None:
@@ -173,7 +189,29 @@ def build_report(
         comparisons=[_comparison_report(c) for c in analysis.comparisons],
         sequential=[_sequential_report(r) for r in analysis.sequential],
         halts=halts, decided=sorted(analysis.decided),
+        srm=_srm_report(spec, data),
     )
+
+
+def _srm_report(spec: ExperimentSpec, data: ExperimentData) -> SrmReport:
+    check = sample_ratio_check(data.assigned, {a.name: a.share for a in spec.arms})
+    return SrmReport(units=check.units, expected=check.expected, chi_square=check.chi_square,
+                     degrees_of_freedom=check.degrees_of_freedom, p_value=check.p_value,
+                     threshold=check.threshold, ready=check.ready, mismatch=check.mismatch)
+
+
+def _srm_line(report: ExperimentReport) -> str:
+    srm = report.srm
+    if srm is None:
+        return "sample ratio: not reported"
+    units = ", ".join(f"{arm} {n} (expected {srm.expected[arm]:.0f})"
+                      for arm, n in srm.units.items())
+    if not srm.ready:
+        return f"sample ratio: too few units to check yet ({units})"
+    verdict = (f"MISMATCH (p < {srm.threshold:g}): assignment does not follow the shares, "
+               "every result above is suspect" if srm.mismatch else "ok")
+    return (f"sample ratio: units {units}; chi-square {srm.chi_square:.2f} "
+            f"(df {srm.degrees_of_freedom}), p = {srm.p_value:.4g}: {verdict}")
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -237,6 +275,7 @@ def render_table(report: ExperimentReport) -> str:
     lines += ["", "always-valid tests (mSPRT; primary metric and significant ones)"]
     lines += _table(["arm", "metric", "estimate", "confidence seq.", "p", "decision"],
                     _sequential_rows(report))
+    lines += ["", _srm_line(report)]
     lines += ["", "halts:" if report.halts else "halts: none"]
     lines += [f"  {h.arm}: {h.guardrail} at sample {h.at_sample} ({h.at.isoformat()}): "
               f"{h.reason}{'' if h.persisted else ' [pending]'}" for h in report.halts]

@@ -80,6 +80,25 @@ async def test_two_instances_share_counts_and_agree_with_memory(
             assert got.recent == pytest.approx(want.recent)
 
 
+async def test_units_are_counted_once_across_instances(
+    clients: tuple[aioredis.Redis, aioredis.Redis],
+) -> None:
+    """A unit counted by one replica is not counted again by the other (the SRM check's
+    counts); a full snapshot carries them, a guardrail snapshot does not; a request unit's
+    marker expires with the exposures, a user's is kept."""
+    prefix = f"t-{uuid.uuid4().hex}"
+    one, two = (RedisOutcomeStore(c, random.Random(0), prefix=prefix) for c in clients)
+    for i in range(30):
+        await one.count_unit("exp", "control" if i % 3 else "cheap", f"u{i}", False)
+        await two.count_unit("exp", "control" if i % 3 else "cheap", f"u{i}", False)
+    await one.count_unit("exp", "cheap", "req-unit", True)
+    await two.count_unit("exp", "cheap", "req-unit", True)
+    assert (await two.snapshot("exp")).assigned == {"control": 20, "cheap": 11}
+    assert (await one.snapshot("exp", {"error": 10})).assigned == {}
+    assert await clients[0].ttl(f"{prefix}:exp:unit:req-unit") > 0
+    assert await clients[0].ttl(f"{prefix}:exp:unit:u1") == -1
+
+
 async def test_feedback_and_halts_are_seen_by_the_other_instance(
     clients: tuple[aioredis.Redis, aioredis.Redis],
 ) -> None:

@@ -8,9 +8,16 @@ from datetime import UTC, datetime
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy import integrate, stats
 
+from router.experiments.anytime import BETA_PRIOR_VALUES, bernoulli_log_e, mean_log_e
 from router.experiments.bootstrap import bootstrap_difference
-from router.experiments.guardrails import check_guardrail, evaluate_guardrails, wilson_bounds
+from router.experiments.guardrails import (
+    check_guardrail,
+    evaluate_guardrails,
+    restart_every,
+    segments_under_test,
+)
 from router.experiments.outcomes import ArmData, ExperimentData, MetricSamples
 from router.experiments.sequential import msprt
 from tests.experiments.support import make_spec
@@ -70,10 +77,130 @@ def test_bootstrap_is_reproducible_and_brackets_a_clear_shift() -> None:
     assert bootstrap_difference([], arm, "p95", rng) is None
 
 
-def test_wilson_bounds_bracket_the_observed_share() -> None:
-    """The lower bound sits below and the upper bound above the observed share."""
-    low, high = wilson_bounds(10, 100, 0.95)
-    assert 0.0 < low < 0.1 < high < 1.0
+def test_bernoulli_mixture_equals_its_integral() -> None:
+    """The closed form is the likelihood ratio mixed over the truncated Beta prior."""
+    p0 = 0.05
+    a, b = BETA_PRIOR_VALUES * p0, BETA_PRIOR_VALUES * (1 - p0)
+    for hits, n in [(0, 10), (5, 50), (30, 300), (200, 1000)]:
+        def ratio(p: float, hits: int = hits, n: int = n) -> float:
+            return float((p / p0) ** hits * ((1 - p) / (1 - p0)) ** (n - hits)
+                         * stats.beta.pdf(p, a, b))
+        mixed = integrate.quad(ratio, p0, 1, points=[hits / n], limit=200)[0]
+        expected = math.log(mixed / stats.beta.sf(p0, a, b))
+        assert math.isclose(float(bernoulli_log_e(hits, n, p0)), expected, rel_tol=1e-6,
+                            abs_tol=1e-9)
+
+
+def _ever_crossed(log_e: np.ndarray, alpha: float) -> float:
+    """Share of runs (rows) whose e-process ever reached 1/alpha."""
+    return float((log_e >= math.log(1 / alpha)).any(axis=1).mean())
+
+
+def test_bernoulli_e_process_rarely_crosses_under_the_null_however_long_it_is_watched() -> None:
+    """Looked at after every value for 4,000 values, at the null's edge (share = p0) and
+    inside it: the share of runs ever crossing 1/alpha stays below alpha (Ville)."""
+    rng = np.random.default_rng(11)
+    n = np.arange(1, 4001)
+    for share, p0 in [(0.05, 0.05), (0.04, 0.05), (0.3, 0.3)]:
+        hits = np.cumsum(rng.random((400, n.size)) < share, axis=1)
+        assert _ever_crossed(bernoulli_log_e(hits, n, p0), 0.05) <= 0.05 + 0.03
+    breach = np.cumsum(rng.random((400, n.size)) < 0.10, axis=1)
+    assert _ever_crossed(bernoulli_log_e(breach, n, 0.05), 0.05) > 0.9
+
+
+def test_mean_e_process_rarely_crosses_under_the_null_however_long_it_is_watched() -> None:
+    """The normal mixture with plug-in variance, from 100 values on, every value to 4,000:
+    skewed (lognormal) values with mean exactly mu0 cross 1/alpha in few runs."""
+    rng = np.random.default_rng(12)
+    values = rng.lognormal(-6.0, 1.0, (400, 4000))
+    mu0 = math.exp(-6.0 + 0.5)
+    n = np.arange(1, 4001, dtype=np.float64)
+    total, total_sq = np.cumsum(values, axis=1), np.cumsum(values * values, axis=1)
+    variance = (total_sq - total * total / n) / np.maximum(n - 1, 1)
+    log_e = mean_log_e(n, total / n, variance, mu0)[:, 99:]
+    assert _ever_crossed(log_e, 0.05) <= 0.05 + 0.03
+    assert _ever_crossed(mean_log_e(n, total / n * 1.5, variance, mu0)[:, 99:], 0.05) > 0.9
+
+
+def test_the_segments_under_test_spend_at_most_alpha_over_an_arms_life() -> None:
+    """Every test ever started (the all-values one and one per `restart_every` values) has
+    its own level, and the levels add up to at most alpha; a recent test reads only values
+    within the window."""
+    alpha, window = 0.05, 500
+    step = restart_every(window)
+    spent = {0: 0.0}
+    for count in range(1, 50_001, 7):
+        segs = segments_under_test(count, min(count, window), window, alpha, whole_known=True)
+        assert segs.whole[0] and segs.sizes[0] == count
+        assert (segs.sizes[1:] <= window).all() and (segs.sizes[1:] >= 1).all()
+        for size, log_threshold in zip(segs.sizes[1:], segs.log_thresholds[1:], strict=True):
+            spent[int(count - size) // step] = math.exp(-float(log_threshold))
+        spent[0] = math.exp(-float(segs.log_thresholds[0]))
+    assert sum(spent.values()) <= alpha
+    latency = segments_under_test(5000, 500, window, alpha, whole_known=False)
+    assert not latency.whole.any() and (latency.sizes <= 500).all()
+
+
+def _first_halt(spec_guardrail: dict[str, object], metric: str, values: np.ndarray,
+                every: int) -> int | None:
+    """The arm's count at its first halt, with the store's snapshot at every `every` values."""
+    spec = make_spec(guardrails=[spec_guardrail])
+    guardrail = spec.guardrails[0]
+    total, total_sq = np.cumsum(values), np.cumsum(values * values)
+    for t in range(every, values.size + 1, every):
+        samples = MetricSamples(count=t, total=float(total[t - 1]),
+                                total_sq=float(total_sq[t - 1]),
+                                recent=tuple(values[max(0, t - guardrail.window):t].tolist()))
+        arm = ArmData(arm="cheap", metrics={metric: samples})
+        if check_guardrail(spec, guardrail, arm, NOW) is not None:
+            return t
+    return None
+
+
+def test_an_arm_at_its_error_limit_is_rarely_halted_over_a_long_life() -> None:
+    """A/A at exactly `max_rate` (5% errors), the defaults (window 500, confidence 0.95),
+    looked at every 20 outcomes up to 3,000: at most a few runs in 100 are halted (with a
+    95% per-look bound over a sliding window about two thirds were)."""
+    rng = np.random.default_rng(13)
+    halts = [_first_halt({"kind": "error_rate", "max_rate": 0.05}, "error",
+                         (rng.random(3000) < 0.05).astype(np.float64), 20)
+             for _ in range(100)]
+    halted = sum(h is not None for h in halts)
+    assert halted <= 12, halts
+
+
+def test_a_late_sudden_regression_is_judged_on_its_own_values() -> None:
+    """After 5,000 healthy outcomes (2% errors) the error rate jumps to 40%: a recent test
+    started after the jump halts the arm within one window, although the arm's overall rate
+    is still far below the limit."""
+    rng = np.random.default_rng(14)
+    values = np.concatenate([rng.random(5000) < 0.02, rng.random(1000) < 0.4]).astype(float)
+    halt = _first_halt({"kind": "error_rate", "max_rate": 0.05, "window": 200,
+                        "min_sample": 50}, "error", values, 10)
+    assert halt is not None and 5000 < halt <= 5200
+
+
+def test_quality_floor_fires_on_a_sure_breach_binary_and_continuous() -> None:
+    """Thumbs-up at 40% against a floor of 0.7, ratings of 2 against a floor of 3: halted
+    with the observed mean; at the floor's level they are not."""
+    spec = make_spec(
+        metrics=[{"name": "thumbs_up", "kind": "binary"},
+                 {"name": "rating", "kind": "continuous", "range": [1, 5]}],
+        guardrails=[{"kind": "quality_floor", "metric": "thumbs_up", "floor": 0.7,
+                     "min_sample": 50, "window": 200},
+                    {"kind": "quality_floor", "metric": "rating", "floor": 3.0,
+                     "min_sample": 50, "window": 200}])
+    rng = np.random.default_rng(15)
+    bad = _arm(thumbs_up=(rng.random(200) < 0.4).astype(float),
+               rating=np.clip(rng.normal(2.0, 1.0, 200), 1, 5))
+    thumbs = check_guardrail(spec, spec.guardrails[0], bad, NOW)
+    rating = check_guardrail(spec, spec.guardrails[1], bad, NOW)
+    assert thumbs is not None and thumbs.observed < 0.7 and "always-valid" in thumbs.reason
+    assert rating is not None and rating.observed < 3.0
+    good = _arm(thumbs_up=(rng.random(200) < 0.9).astype(float),
+                rating=np.clip(rng.normal(4.0, 1.0, 200), 1, 5))
+    assert check_guardrail(spec, spec.guardrails[0], good, NOW) is None
+    assert check_guardrail(spec, spec.guardrails[1], good, NOW) is None
 
 
 def _arm(**metrics: np.ndarray) -> ArmData:

@@ -212,3 +212,15 @@ def test_halts_are_logged_by_the_service(error_scenario: Scenario, quality_scena
               if "experiment_arm_halted" in line]
     assert any("flaky" in line and "errors" in line for line in halted), halted
     assert any("meh" in line and "quality" in line for line in halted), halted
+
+
+def test_a_halt_is_no_sample_ratio_mismatch(error_scenario: Scenario) -> None:
+    """The report's SRM check counts each user once on the arm it hashes to: after `flaky`'s
+    halt its users are served by control, yet the units still split as hashed (the 200 users'
+    arms from the healthy phase) and no mismatch is flagged."""
+    srm = error_scenario.report_after["srm"]
+    hashed = {arm: sum(a == arm for a in error_scenario.first_arm.values())
+              for arm in ("control", "flaky")}
+    print(f"\nsrm after the halt: {srm['units']}, p = {srm['p_value']:.3g}")
+    assert srm["units"] == hashed and sum(hashed.values()) == len(USERS)
+    assert srm["ready"] and not srm["mismatch"]

@@ -24,7 +24,7 @@ from router.errors import NotFoundError, RequestError
 RESERVOIR_SIZE: Final[int] = 4000
 WINDOW_SIZE: Final[int] = 5000
 EXPOSURE_CAPACITY: Final[int] = 200_000
-UNIT_CAPACITY: Final[int] = 1_000_000
+UNIT_CAPACITY: Final[int] = 100_000  # ~17 MB of markers per experiment at most
 _LOG_FLOOR_MS: Final[float] = 1e-3
 
 
@@ -183,7 +183,7 @@ class OutcomeStore(Protocol):
                          expires: bool) -> None:
         """Count `unit_key` once for `arm`, the arm it hashes to (later calls for the same
         unit add nothing). `expires`: the marker may be forgotten after the exposure TTL
-        (units that are single requests), else it is kept for the experiment's life."""
+        (units that are single requests), else it is kept longer (30 days in Redis)."""
         ...
 
     async def snapshot(self, experiment: str,

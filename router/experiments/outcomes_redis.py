@@ -3,7 +3,8 @@
 Keys, under `{prefix}:{experiment}:`: `arms` (set of arm names), `stats:{arm}` (hash of
 `{metric}:n|s|q`: count, sum and sum of squares on the analysis scale), `res:{arm}:{metric}`
 (reservoir list), `win:{arm}:{metric}` (recent values, newest first), `halts` (hash arm → JSON),
-`assigned` (hash arm → units counted for the SRM check) and `unit:{hash}` (a unit's marker).
+`assigned` (hash arm → units counted for the SRM check) and `unit:{hash}` (a unit's marker,
+kept 30 days, or the exposures' TTL for `unit: request`).
 Per request id, `{prefix}:req:{id}` remembers the arm (and the treatment version it was
 served under: feedback for an earlier version is not found) and `{prefix}:fb:{id}:{metric}` marks a
 received feedback value, both with a TTL. One Lua script updates all metrics of an outcome
@@ -34,6 +35,10 @@ from router.experiments.outcomes import (
 )
 
 EXPOSURE_TTL_S: Final[int] = 7 * 24 * 3600
+# A user's or tenant's SRM marker: kept long enough to count a returning unit once over a
+# typical experiment, not for ever (a marker is ~100 bytes of Redis per unit). A unit seen
+# again after it is counted again, on the arm it hashes to, so the shares stay unbiased.
+UNIT_MARKER_TTL_S: Final[int] = 30 * 24 * 3600
 
 # KEYS: arms set, stats hash, then (reservoir, window) per metric.
 # ARGV: arm, reservoir size, window size, then (metric, raw, scaled, scaled², u) per metric.
@@ -177,7 +182,7 @@ class RedisOutcomeStore:
                          expires: bool) -> None:
         await self._count_unit(keys=[self._key(experiment, "unit", unit_key),
                                      self._key(experiment, "assigned")],
-                               args=[arm, self._ttl if expires else 0])
+                               args=[arm, self._ttl if expires else UNIT_MARKER_TTL_S])
 
     async def snapshot(self, experiment: str,
                        windows: Mapping[str, int] | None = None) -> ExperimentData:

@@ -29,7 +29,11 @@ from router.experiments.outcomes import (
     exposure_key,
     submit_feedback,
 )
-from router.experiments.outcomes_redis import RedisOutcomeStore
+from router.experiments.outcomes_redis import (
+    EXPOSURE_TTL_S,
+    UNIT_MARKER_TTL_S,
+    RedisOutcomeStore,
+)
 from router.outcomes import Outcome as RouterOutcome
 from router.wiring import experiments, shared_redis
 from tests.experiments.support import make_spec
@@ -85,7 +89,7 @@ async def test_units_are_counted_once_across_instances(
 ) -> None:
     """A unit counted by one replica is not counted again by the other (the SRM check's
     counts); a full snapshot carries them, a guardrail snapshot does not; a request unit's
-    marker expires with the exposures, a user's is kept."""
+    marker expires with the exposures, a user's after 30 days."""
     prefix = f"t-{uuid.uuid4().hex}"
     one, two = (RedisOutcomeStore(c, random.Random(0), prefix=prefix) for c in clients)
     for i in range(30):
@@ -95,8 +99,10 @@ async def test_units_are_counted_once_across_instances(
     await two.count_unit("exp", "cheap", "req-unit", True)
     assert (await two.snapshot("exp")).assigned == {"control": 20, "cheap": 11}
     assert (await one.snapshot("exp", {"error": 10})).assigned == {}
-    assert await clients[0].ttl(f"{prefix}:exp:unit:req-unit") > 0
-    assert await clients[0].ttl(f"{prefix}:exp:unit:u1") == -1
+    request_ttl = await clients[0].ttl(f"{prefix}:exp:unit:req-unit")
+    user_ttl = await clients[0].ttl(f"{prefix}:exp:unit:u1")
+    assert 0 < request_ttl <= EXPOSURE_TTL_S
+    assert EXPOSURE_TTL_S < user_ttl <= UNIT_MARKER_TTL_S
 
 
 async def test_feedback_and_halts_are_seen_by_the_other_instance(

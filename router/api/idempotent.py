@@ -86,8 +86,8 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
     still set is given back by the store. A duplicate waits here (up to `CLAIM_ANSWER_S`
     before that end, so that its 409 has time to be found and sent) for the request in flight
     with its key: a client that leaves meanwhile ends the wait at once (`ClientGone`), freeing
-    its admission slot, and a lease won just as it left is given back. A duplicate that wins the key
-    after waiting, with less time left than it waited, gives it back with a 409
+    its admission slot, and a lease won just as it left is given back. A duplicate that wins
+    the key after waiting, with less time left than it waited, gives it back with a 409
     `idempotency_key_won_late` rather than start an upstream call its deadline would cut. The
     lease is short (`lease_s`: `server.idempotency_lease_s`) and renewed until the request
     settles or its time is up."""
@@ -135,8 +135,8 @@ def claim_timed_out() -> ProviderTimeoutError:
     """The request's deadline passed while its key was being claimed: nothing ran upstream,
     so the same request with the same key may be sent again (a lease its claim may have set
     after all is given back by the store, or expires with its lease)."""
-    return deadline_exceeded("while claiming its Idempotency-Key (the idempotency store did "
-                             "not answer in time); nothing was run, so the request may be "
+    return deadline_exceeded("while its Idempotency-Key was being claimed (the idempotency "
+                             "store answered too late); nothing was run, so the request may be "
                              "retried with the same key")
 
 

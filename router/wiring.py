@@ -25,7 +25,6 @@ from policies.eval_report import EvalReportError, QualityTable, load_reports
 from policies.learned_checks import artifact_problems, learned_uses
 from policies.schema import RouterConfig
 from router.api.front import FrontDoor
-from router.api.meta import Readiness, ReadinessCheck
 from router.api.sse import InFlight
 from router.app import build_app
 from router.caching import ResultCaching
@@ -37,8 +36,8 @@ from router.logs import event
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Deployment, Provider
 from router.providers.price_table import PriceTable
+from router.readiness import readiness_checks, writes_of
 from router.redis_auth import redis_passwords
-from router.redis_writes import WriteHealth, probe_write
 from router.runtime_config import RuntimeConfig, resolve
 from router.stats import LocalStatsStore, StatsConfig, StatsStore
 from router.telemetry.settings import TelemetrySettings
@@ -275,96 +274,6 @@ def experiments(config: RouterConfig) -> Experiments:
                        RedisOutcomeStore(client, random.Random(), versions=versions))
 
 
-def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: Classifier,
-                     caching: ResultCaching | None = None,
-                     idempotency_writes: WriteHealth | None = None,
-                     experiments_writes: WriteHealth | None = None) -> list[ReadinessCheck]:
-    """What `/readyz` reports: config and classifier versions, providers, cache backend, and
-    the shared stores: a Redis down or refusing writes (`*_writes`, learned from the stores'
-    own writes) is `degraded`, never not ready (see `router.api.meta`)."""
-
-    async def loaded() -> Readiness:
-        return Readiness("config", True, f"policy version {runtime.version}")
-
-    async def model() -> Readiness:
-        return Readiness("classifier", True, classifier.version[:12])
-
-    async def providers() -> Readiness:
-        return Readiness("providers", bool(runtime.deployments),
-                         f"{len(runtime.deployments)} deployments")
-
-    async def cache() -> Readiness:
-        spec = config.server.cache
-        if caching is not None and caching.unavailable is not None:
-            return Readiness("cache", True, f"{spec.backend} unavailable "
-                             f"({caching.unavailable}): serving uncached", degraded=True)
-        if spec.backend != "redis" or spec.redis_url is None:
-            return Readiness("cache", True, spec.backend)
-        # The service still answers without its cache (never fails a request for it).
-        state, up = await _redis_state(spec.redis_url, "server.cache.redis_url",
-                                       "serving uncached")
-        return Readiness("cache", True, state, degraded=not up)
-
-    async def idempotency() -> Readiness:
-        url = config.server.idempotency_redis_url
-        if url is None:
-            return Readiness("idempotency", True, "memory (this process)")
-        # Requests without a key are served; keyed ones are refused (503) while it is down.
-        return await _shared_store(
-            "idempotency", url, "server.idempotency_redis_url",
-            "requests with an Idempotency-Key are refused (503)", idempotency_writes)
-
-    async def experiments() -> Readiness:
-        url = config.server.experiments_redis_url
-        if url is None or not config.experiments:
-            return Readiness("experiments", True,
-                             "memory (this process)" if config.experiments else "none")
-        return await _shared_store(
-            "experiments", url, "server.experiments_redis_url",
-            "outcomes are lost and guardrails keep their last halts", experiments_writes)
-
-    return [loaded, model, providers, cache, idempotency, experiments]
-
-
-async def _shared_store(name: str, url: str, setting: str, while_down: str,
-                        writes: WriteHealth | None) -> Readiness:
-    """A store keeping records in Redis: down, refusing writes (checked again with a write of
-    `/readyz`'s own while a refusal stands, so it clears without traffic), or fine."""
-    state, up = await _redis_state(url, setting, while_down, records=True)
-    if up and writes is not None:
-        await probe_write(url, writes, 0.2)
-        refused = writes.describe(while_down)
-        if refused is not None:
-            return Readiness(name, True, refused, degraded=True)
-    return Readiness(name, True, state, degraded=not up)
-
-
-async def _redis_state(url: str, setting: str, while_down: str,
-                       records: bool = False) -> tuple[str, bool]:
-    """("redis", True) when it answers a PING within 0.2 s, else why not and what that
-    means: a refusal of its credentials is named as the setting's fault (no wait will mend
-    it). For a store of `records` (idempotency, experiments), also when that Redis may evict
-    them."""
-    from router.redis_auth import eviction_loss, eviction_policy, ping, refusal
-
-    error = await ping(url, 0.2)
-    if error is None:
-        policy = await eviction_policy(url, 0.2) if records else None
-        if policy is not None:
-            return f"redis (maxmemory-policy {policy}: {eviction_loss(setting, policy)})", True
-        return "redis", True
-    why = refusal(error)
-    if why is not None:
-        return f"{setting}: {why}: {while_down}", False
-    return f"redis unavailable ({type(error).__name__}): {while_down}", False
-
-
-def _writes_of(store: object) -> WriteHealth | None:
-    """The `WriteHealth` of a store that writes to Redis, else None (one in memory)."""
-    writes = getattr(store, "writes", None)
-    return writes if isinstance(writes, WriteHealth) else None
-
-
 def telemetry_from_env(environ: Mapping[str, str]) -> TelemetrySettings:
     """Telemetry settings from the environment; a bad value is a configuration error."""
     try:
@@ -434,7 +343,7 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
     telemetry = build_telemetry(settings, runtime.deployments) if settings.enabled else None
     app = build_app(runtime, classifier, providers, sinks=[LogSink()], telemetry=telemetry,
                     checks=readiness_checks(config, runtime, classifier, caching,
-                                            _writes_of(idempotency), _writes_of(trials.store)),
+                                            writes_of(idempotency), writes_of(trials.store)),
                     caching=caching, stats=stats_store(config), idempotency=idempotency,
                     experiments=trials, in_flight=in_flight)
     return app, runtime

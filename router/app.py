@@ -32,6 +32,7 @@ from router.api.experiments import experiments_endpoint, feedback_endpoint
 from router.api.explain import explain_endpoint
 from router.api.front import FrontDoor
 from router.api.meta import (
+    Readiness,
     ReadinessCheck,
     deployments_health,
     healthz,
@@ -142,9 +143,9 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         return Response(orjson.dumps(slo.snapshot().model_dump(mode="json")),
                         media_type="application/json")
 
-    async def stats_ready() -> tuple[str, bool, str]:
-        status = store.status()
-        return "stats", True, status.model_dump_json()
+    async def stats_ready() -> Readiness:
+        status = store.status()  # a shared store failing leaves each replica its own view
+        return Readiness("stats", True, status.model_dump_json(), degraded=not status.healthy)
 
     # No redirect to the path without a trailing slash: a client would send its POST again
     # (`router.api.unrouted` answers such a path 404, as OpenAI does).

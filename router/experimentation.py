@@ -51,6 +51,10 @@ class Experiments:
         self._unavailable = ThrottledEvent(log, "experiments_store_unavailable")
 
     @property
+    def store(self) -> OutcomeStore:
+        return self._store
+
+    @property
     def active(self) -> bool:
         return bool(self._specs)
 

@@ -25,7 +25,6 @@ from policies.eval_report import EvalReportError, QualityTable, load_reports
 from policies.learned_checks import artifact_problems, learned_uses
 from policies.schema import RouterConfig
 from router.api.front import FrontDoor
-from router.api.meta import ReadinessCheck
 from router.api.sse import InFlight
 from router.app import build_app
 from router.caching import ResultCaching
@@ -37,6 +36,7 @@ from router.logs import event
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Deployment, Provider
 from router.providers.price_table import PriceTable
+from router.readiness import readiness_checks, writes_of
 from router.redis_auth import redis_passwords
 from router.runtime_config import RuntimeConfig, resolve
 from router.stats import LocalStatsStore, StatsConfig, StatsStore
@@ -274,68 +274,6 @@ def experiments(config: RouterConfig) -> Experiments:
                        RedisOutcomeStore(client, random.Random(), versions=versions))
 
 
-def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: Classifier,
-                     caching: ResultCaching | None = None) -> list[ReadinessCheck]:
-    """What `/readyz` reports: config and classifier versions, providers, cache backend."""
-
-    async def loaded() -> tuple[str, bool, str]:
-        return "config", True, f"policy version {runtime.version}"
-
-    async def model() -> tuple[str, bool, str]:
-        return "classifier", True, classifier.version[:12]
-
-    async def providers() -> tuple[str, bool, str]:
-        return "providers", bool(runtime.deployments), f"{len(runtime.deployments)} deployments"
-
-    async def cache() -> tuple[str, bool, str]:
-        spec = config.server.cache
-        if caching is not None and caching.unavailable is not None:
-            return "cache", True, f"{spec.backend} unavailable ({caching.unavailable}): " \
-                                  "serving uncached"
-        if spec.backend != "redis" or spec.redis_url is None:
-            return "cache", True, spec.backend
-        # The service still answers without its cache (never fails a request for it).
-        return "cache", True, await _redis_state(spec.redis_url, "server.cache.redis_url",
-                                                 "serving uncached")
-
-    async def idempotency() -> tuple[str, bool, str]:
-        url = config.server.idempotency_redis_url
-        if url is None:
-            return "idempotency", True, "memory (this process)"
-        # Requests without a key are served; keyed ones are refused (503) while it is down.
-        return "idempotency", True, await _redis_state(
-            url, "server.idempotency_redis_url",
-            "requests with an Idempotency-Key are refused (503)", records=True)
-
-    async def experiments() -> tuple[str, bool, str]:
-        url = config.server.experiments_redis_url
-        if url is None or not config.experiments:
-            return "experiments", True, "memory (this process)" if config.experiments else "none"
-        return "experiments", True, await _redis_state(
-            url, "server.experiments_redis_url",
-            "outcomes are lost and guardrails keep their last halts", records=True)
-
-    return [loaded, model, providers, cache, idempotency, experiments]
-
-
-async def _redis_state(url: str, setting: str, while_down: str, records: bool = False) -> str:
-    """"redis" when it answers a PING within 0.2 s, else why not and what that means: a
-    refusal of its credentials is named as the setting's fault (no wait will mend it). For a
-    store of `records` (idempotency, experiments), also when that Redis may evict them."""
-    from router.redis_auth import eviction_loss, eviction_policy, ping, refusal
-
-    error = await ping(url, 0.2)
-    if error is None:
-        policy = await eviction_policy(url, 0.2) if records else None
-        if policy is not None:
-            return f"redis (maxmemory-policy {policy}: {eviction_loss(setting, policy)})"
-        return "redis"
-    why = refusal(error)
-    if why is not None:
-        return f"{setting}: {why}: {while_down}"
-    return f"redis unavailable ({type(error).__name__}): {while_down}"
-
-
 def telemetry_from_env(environ: Mapping[str, str]) -> TelemetrySettings:
     """Telemetry settings from the environment; a bad value is a configuration error."""
     try:
@@ -399,11 +337,13 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
         if keyless:
             event(log, "deployment_missing_credentials", logging.WARNING, problems=keyless)
     caching = result_caching(config)
+    idempotency = idempotency_store(config)
+    trials = experiments(config)
     settings = config.telemetry if config.telemetry is not None else telemetry_from_env(environ)
     telemetry = build_telemetry(settings, runtime.deployments) if settings.enabled else None
     app = build_app(runtime, classifier, providers, sinks=[LogSink()], telemetry=telemetry,
-                    checks=readiness_checks(config, runtime, classifier, caching),
-                    caching=caching, stats=stats_store(config),
-                    idempotency=idempotency_store(config),
-                    experiments=experiments(config), in_flight=in_flight)
+                    checks=readiness_checks(config, runtime, classifier, caching,
+                                            writes_of(idempotency), writes_of(trials.store)),
+                    caching=caching, stats=stats_store(config), idempotency=idempotency,
+                    experiments=trials, in_flight=in_flight)
     return app, runtime

@@ -22,7 +22,8 @@ from cache.keys import normalize_locale
 from router.api.replay import body_response
 from router.api.sse import OnFinish, Receive, run_unless_disconnected
 from router.caching import DATA_VERSION_HEADER
-from router.errors import RequestError, SlorouterError, UnknownCommitError
+from router.errors import ProviderTimeoutError, RequestError, SlorouterError, UnknownCommitError
+from router.execution.failures import deadline_exceeded
 from router.idempotency import (
     LEASE_S,
     Claim,
@@ -46,6 +47,10 @@ DELIVERY_FIELDS = frozenset({"stream", "stream_options"})
 # answer, the locale that scopes who may read it) are part of the request as the body is; those
 # that change only how it is served (priority, timeout, session) are not.
 ASKED_HEADERS = ("x-slorouter-task", "x-slorouter-risk", DATA_VERSION_HEADER, "accept-language")
+# A duplicate stops waiting for the request in flight with its key this long before its own
+# deadline, leaving the time to read the lease's end and answer 409 `idempotency_key_in_flight`
+# (which the client retries for the replay) before the claim's bound answers 504.
+CLAIM_ANSWER_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +80,14 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
                 receive: Receive, lease_s: float = LEASE_S) -> Claimed | Replay | None:
     """Claim the request's key; None when it has none (a 400 if the policy requires one).
 
-    A duplicate waits here (up to `time_left_s`, the request's) for the request in flight with
-    its key: a client that leaves meanwhile ends the wait at once (`ClientGone`), freeing its
-    admission slot, and a lease won just as it left is given back. A duplicate that wins the key
-    after waiting, with less time left than it waited, gives it back with a 409
+    The whole claim is bounded by `time_left_s` (the request's): a claim still waiting for a
+    connection or a reply from the store when it runs out is given up with a 504
+    `deadline_exceeded` that says nothing ran (`claim_timed_out`); a lease its command may
+    still set is given back by the store. A duplicate waits here (up to `CLAIM_ANSWER_S`
+    before that end, so that its 409 has time to be found and sent) for the request in flight
+    with its key: a client that leaves meanwhile ends the wait at once (`ClientGone`), freeing
+    its admission slot, and a lease won just as it left is given back. A duplicate that wins
+    the key after waiting, with less time left than it waited, gives it back with a 409
     `idempotency_key_won_late` rather than start an upstream call its deadline would cut. The
     lease is short (`lease_s`: `server.idempotency_lease_s`) and renewed until the request
     settles or its time is up."""
@@ -101,9 +110,17 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
 
     loop = asyncio.get_running_loop()
     asked_at = loop.time()
-    result = await run_unless_disconnected(
-        receive, store.claim(_owner(principal), validate_key(key), fingerprint,
-                             wait_s=time_left_s, lease_s=lease_s), unused)
+    owner, checked = _owner(principal), validate_key(key)
+
+    async def bounded() -> Claim:
+        try:
+            async with asyncio.timeout(time_left_s):
+                return await store.claim(owner, checked, fingerprint, lease_s=lease_s,
+                                         wait_s=max(0.0, time_left_s - CLAIM_ANSWER_S))
+        except TimeoutError:
+            raise claim_timed_out() from None
+
+    result = await run_unless_disconnected(receive, bounded(), unused)
     if isinstance(result, Replay):
         return result
     ends_at = asked_at + time_left_s
@@ -112,6 +129,15 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
         await store.release(result)
         raise won_too_late(max(0.0, ends_at - now))
     return Claimed(store, result, keep_renewed(store, result, lease_s=lease_s, until=ends_at))
+
+
+def claim_timed_out() -> ProviderTimeoutError:
+    """The request's deadline passed while its key was being claimed: nothing ran upstream,
+    so the same request with the same key may be sent again (a lease its claim may have set
+    after all is given back by the store, or expires with its lease)."""
+    return deadline_exceeded("while its Idempotency-Key was being claimed (the idempotency "
+                             "store answered too late); nothing was run, so the request may be "
+                             "retried with the same key")
 
 
 def _owner(principal: Principal) -> str:

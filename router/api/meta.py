@@ -1,10 +1,16 @@
 """Small endpoints: `GET /v1/models` and `/v1/models/{model}`, `/healthz` (process up),
-`/readyz` (can serve), and `/v1/health/deployments` (circuit breakers, attempts in flight)."""
+`/readyz` (can serve), and `/v1/health/deployments` (circuit breakers, attempts in flight).
+
+`/readyz` is 503 only when this replica cannot serve; a part the replicas share that fails
+(a Redis down, or refusing writes) is `degraded`: still 200, since every replica would fail
+the same check and a load balancer would take them all out, but listed (`degraded`) for
+operators and alerts."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import orjson
 from starlette.requests import Request
@@ -16,7 +22,19 @@ from router.decide import unknown_model
 from router.execution.breaker import BreakerRegistry
 from router.runtime_config import RuntimeConfig
 
-ReadinessCheck = Callable[[], Awaitable[tuple[str, bool, str]]]
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """One check of `/readyz`: `ok` False makes the replica not ready (503); `degraded`: it
+    serves, with something missing that `detail` names (and what that costs)."""
+
+    name: str
+    ok: bool
+    detail: str
+    degraded: bool = False
+
+
+ReadinessCheck = Callable[[], Awaitable[Readiness]]
 
 _STARTED = int(time.time())
 
@@ -60,9 +78,11 @@ def readyz_endpoint(checks: Sequence[ReadinessCheck],
                     policy_version: str) -> Callable[[Request], Awaitable[Response]]:
     async def readyz(_: Request) -> Response:
         results = [await check() for check in checks]
-        ready = all(ok for _, ok, _ in results)
+        ready = all(result.ok for result in results)
         body = {"status": "ready" if ready else "not_ready", "policy_version": policy_version,
-                "checks": {name: {"ok": ok, "detail": detail} for name, ok, detail in results}}
+                "degraded": [result.name for result in results if result.degraded],
+                "checks": {result.name: {"ok": result.ok, "detail": result.detail,
+                                         "degraded": result.degraded} for result in results}}
         return Response(orjson.dumps(body), status_code=200 if ready else 503,
                         media_type="application/json")
 

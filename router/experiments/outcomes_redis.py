@@ -9,14 +9,16 @@ Per request id, `{prefix}:req:{id}` remembers the arm (and the treatment version
 served under: feedback for an earlier version is not found) and `{prefix}:fb:{id}:{metric}` marks a
 received feedback value, both with a TTL. One Lua script updates all metrics of an outcome
 atomically, so concurrent replicas never over-fill a reservoir. The client is injected.
+Every write's reply goes to `writes` (`router.redis_writes`), which `/readyz` reads: a Redis
+that answers reads but refuses writes loses every outcome.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import datetime
-from typing import Final
+from typing import Final, TypeVar
 
 import orjson
 import redis.asyncio as aioredis
@@ -33,6 +35,9 @@ from router.experiments.outcomes import (
     Outcome,
     analysis_value,
 )
+from router.redis_writes import WriteHealth
+
+T = TypeVar("T")
 
 EXPOSURE_TTL_S: Final[int] = 7 * 24 * 3600
 # A user's or tenant's SRM marker: kept long enough to count a returning unit once over a
@@ -120,6 +125,17 @@ class RedisOutcomeStore:
         self._script = client.register_script(_RECORD_LUA)
         self._joined = client.register_script(_JOINED_LUA)
         self._count_unit = client.register_script(_COUNT_UNIT_LUA)
+        self.writes = WriteHealth("experiments")
+
+    async def _written(self, command: Awaitable[T]) -> T:
+        """`command`'s reply, its outcome told to `writes`."""
+        try:
+            reply = await command
+        except (aioredis.RedisError, OSError) as exc:
+            self.writes.failed(exc)
+            raise
+        self.writes.accepted()
+        return reply
 
     def _key(self, experiment: str, *parts: str) -> str:
         version = self._versions.get(experiment)
@@ -135,7 +151,7 @@ class RedisOutcomeStore:
             scaled = analysis_value(metric, value)
             args += [metric, repr(value), repr(scaled), repr(scaled * scaled),
                      repr(self._rng.random())]
-        await self._script(keys=keys, args=args)
+        await self._written(self._script(keys=keys, args=args))
 
     async def record(self, outcome: Outcome) -> None:
         await self._add(outcome.experiment, outcome.arm, outcome.values())
@@ -145,7 +161,8 @@ class RedisOutcomeStore:
     async def expose(self, request_id: str, exposure: Exposure) -> None:
         payload = orjson.dumps({"experiment": exposure.experiment, "arm": exposure.arm,
                                 "version": self._versions.get(exposure.experiment)})
-        await self._client.set(f"{self._prefix}:req:{request_id}", payload, ex=self._ttl)
+        await self._written(self._client.set(f"{self._prefix}:req:{request_id}", payload,
+                                             ex=self._ttl))
 
     async def exposure(self, request_id: str) -> Exposure | None:
         raw = await self._client.get(f"{self._prefix}:req:{request_id}")
@@ -163,7 +180,7 @@ class RedisOutcomeStore:
 
     async def record_feedback(self, exposure: Exposure, feedback: Feedback) -> bool:
         marker = f"{self._prefix}:fb:{feedback.request_id}:{feedback.metric}"
-        first = await self._client.set(marker, "1", nx=True, ex=self._ttl)
+        first = await self._written(self._client.set(marker, "1", nx=True, ex=self._ttl))
         if not first:
             return False
         await self._add(exposure.experiment, exposure.arm, ((feedback.metric, feedback.value),))
@@ -175,14 +192,16 @@ class RedisOutcomeStore:
             "at_sample": halt.at_sample, "observed": halt.observed,
             "threshold": halt.threshold, "at": halt.at.isoformat(),
         })
-        added = await self._client.hsetnx(self._key(experiment, "halts"), halt.arm, payload)
+        added = await self._written(
+            self._client.hsetnx(self._key(experiment, "halts"), halt.arm, payload))
         return bool(added)
 
     async def count_unit(self, experiment: str, arm: str, unit_key: str,
                          expires: bool) -> None:
-        await self._count_unit(keys=[self._key(experiment, "unit", unit_key),
-                                     self._key(experiment, "assigned")],
-                               args=[arm, self._ttl if expires else UNIT_MARKER_TTL_S])
+        ttl = self._ttl if expires else UNIT_MARKER_TTL_S
+        await self._written(self._count_unit(keys=[self._key(experiment, "unit", unit_key),
+                                                   self._key(experiment, "assigned")],
+                                             args=[arm, ttl]))
 
     async def snapshot(self, experiment: str,
                        windows: Mapping[str, int] | None = None) -> ExperimentData:

@@ -14,6 +14,12 @@ One string key per (tenant, key) scope, `{prefix}:{sha256(tenant, key)}`:
 Duplicates that find an in-flight marker poll it with capped exponential backoff and jitter
 until it turns into a result, disappears (released/expired: they then try to claim), or their
 `wait_s` runs out. The client must be created with `decode_responses=False`.
+
+Every write's refusal goes to `writes` (`router.redis_writes.WriteHealth`): a Redis that
+answers but refuses writes (out of memory, a read-only replica) refuses every keyed request,
+and `/readyz` says so from there. Only a write that stores something (the claim's `SET`, a
+completion) tells it writes are taken again: out of memory, Redis still runs a release's or a
+renewal's script (`DEL`, `PEXPIRE` free memory or keep it), which would clear it too soon.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from router.idempotency.types import (
     still_in_flight,
 )
 from router.logs import ThrottledEvent, event
+from router.redis_writes import WriteHealth, refusal_reason
 
 log = logging.getLogger("slorouter.idempotency")
 
@@ -96,6 +103,7 @@ class RedisIdempotencyStore:
         # Once per interval too: Redis down, every keyed request's give-back gives up.
         self._gave_up = ThrottledEvent(log, "idempotency_store_gave_up")
         self._background: set[asyncio.Task[None]] = set()  # give-backs and completions
+        self.writes = WriteHealth("idempotency")
         self._cas = client.register_script(_COMPARE_AND_SET)
         self._cad = client.register_script(_COMPARE_AND_DELETE)
         self._cae = client.register_script(_COMPARE_AND_EXTEND)
@@ -121,7 +129,10 @@ class RedisIdempotencyStore:
 
     def _down(self, exc: BaseException) -> OverloadedError:
         self._unavailable.report(error=type(exc).__name__)
-        return OverloadedError("the idempotency store is unavailable; retry shortly",
+        self.writes.failed(exc)
+        refused = refusal_reason(exc)
+        why = "unavailable" if refused is None else f"refusing writes ({refused})"
+        return OverloadedError(f"the idempotency store is {why}; retry shortly",
                                code="idempotency_store_unavailable", retry_after=1.0)
 
     async def _claim(
@@ -156,7 +167,7 @@ class RedisIdempotencyStore:
             self._key(lease.scope), _marker(lease.token, lease.fingerprint), nx=True,
             px=_ms(lease_s)))
         try:
-            return bool(await asyncio.shield(setting))
+            leased = bool(await asyncio.shield(setting))
         except asyncio.CancelledError:
             setting.add_done_callback(lambda done: self._give_back_unless_refused(done, lease))
             raise
@@ -165,6 +176,8 @@ class RedisIdempotencyStore:
         except (redis.RedisError, OSError):
             self._give_back(lease)
             raise
+        self.writes.accepted()  # taken or not, the SET ran
+        return leased
 
     def _give_back_unless_refused(self, done: asyncio.Future[Any], lease: Lease) -> None:
         if _may_have_set(done):
@@ -176,21 +189,26 @@ class RedisIdempotencyStore:
         marker = _marker(lease.token, lease.fingerprint)
         self._keep_trying("give_back",
                           lambda: self._cad(keys=[self._key(lease.scope)], args=[marker]),
-                          done=bool)
+                          done=bool, stores=False)
 
     def _keep_trying(self, step: str, command: Callable[[], Awaitable[Any]],
-                     done: Callable[[Any], bool]) -> None:
+                     done: Callable[[Any], bool], stores: bool) -> None:
         """Run `command` in the background after each of `RETRY_DELAYS_S` until `done(reply)`;
         Redis errors meanwhile are retried. The task is held until it ends; giving up is
-        logged (`step`), throttled."""
+        logged (`step`), throttled. A true reply to a command that `stores` (it wrote) tells
+        `writes` they are taken."""
         async def run() -> None:
             for delay in RETRY_DELAYS_S:
                 await asyncio.sleep(delay)
                 try:
-                    if done(await command()):
-                        return
-                except (redis.RedisError, OSError):
+                    reply = await command()
+                except (redis.RedisError, OSError) as exc:
+                    self.writes.failed(exc)
                     continue
+                if stores and reply:
+                    self.writes.accepted()
+                if done(reply):
+                    return
             self._gave_up.report(step=step)
 
         task = asyncio.ensure_future(run())
@@ -208,14 +226,17 @@ class RedisIdempotencyStore:
         try:
             done = await self._cas(keys=keys, args=args)
         except (redis.RedisError, OSError) as exc:
+            self.writes.failed(exc)
             event(log, "idempotency_store_failed", logging.WARNING, step="complete",
                   error=type(exc).__name__)
             # Kept trying in the background: otherwise the finished request's in-flight marker
             # stays, its duplicates get 409, and once the lease ends one runs it again. Any
             # reply settles it (0: the lease was lost, or an earlier try had landed after all).
             self._keep_trying("complete", lambda: self._cas(keys=keys, args=args),
-                              done=lambda _: True)
+                              done=lambda _: True, stores=True)
             return False
+        if done:  # its SET ran (0: the key was another's, and nothing was written)
+            self.writes.accepted()
         return bool(done)
 
     async def release(self, lease: Lease) -> bool:
@@ -224,6 +245,7 @@ class RedisIdempotencyStore:
         try:
             return bool(await self._cad(keys=[self._key(lease.scope)], args=[marker]))
         except (redis.RedisError, OSError) as exc:
+            self.writes.failed(exc)
             event(log, "idempotency_store_failed", logging.WARNING, step="release",
                   error=type(exc).__name__)
             return False

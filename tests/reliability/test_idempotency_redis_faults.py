@@ -153,3 +153,34 @@ async def test_a_burst_of_keyed_requests_while_redis_pauses_is_claimed_whole(
         os.kill(own_redis.pid, signal.SIGCONT)
     refused = [claim for claim in claims if not isinstance(claim, Lease)]
     assert refused == []
+
+
+async def test_a_refusal_of_writes_stands_through_releases_until_a_claim_stores(
+        own_redis: ManagedProcess) -> None:
+    """Out of memory under `noeviction`: a refused claim marks the store's writes refused;
+    releasing and renewing a lease taken before (Redis still runs those: `DEL` and `PEXPIRE`
+    add no memory) leave that standing, and so does a refused completion; the first claim
+    whose `SET` runs once memory is back clears it."""
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    client = shared_redis(url, timeout_s=1.0)
+    store = RedisIdempotencyStore(client)
+    admin = redis.from_url(url)
+    before = await store.claim("t1", "held", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    other = await store.claim("t1", "other", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(before, Lease) and isinstance(other, Lease)
+    await admin.config_set("maxmemory-policy", "noeviction")
+    await admin.config_set("maxmemory", 1)
+    with pytest.raises(OverloadedError) as refused:
+        await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert "refusing writes (out of memory" in refused.value.message
+    assert await store.renew(other, LEASE_S)
+    assert await store.release(before)
+    assert not await store.complete(other, StoredResponse(200, (), b"{}"))
+    refusal = store.writes.refusal
+    assert refusal is not None and refusal.count == 2, refusal
+    await admin.config_set("maxmemory", 0)
+    assert isinstance(await store.claim("t1", "k2", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S),
+                      Lease)
+    assert store.writes.refusal is None
+    await client.aclose()
+    await admin.aclose()

@@ -1,0 +1,106 @@
+"""What `/readyz` checks, from a validated configuration and the parts built from it.
+
+Config and classifier versions, providers, the result cache, and the stores shared through
+Redis: a Redis down, or answering but refusing writes (`router.redis_writes`, learned from the
+stores' own writes), is `degraded`, never not ready (why: `router.api.meta`). The statistics
+store's check is added by `router.app`, which holds the store.
+"""
+
+from __future__ import annotations
+
+from policies.schema import RouterConfig
+from router.api.meta import Readiness, ReadinessCheck
+from router.caching import ResultCaching
+from router.classify.types import Classifier
+from router.redis_writes import WriteHealth, probe_write
+from router.runtime_config import RuntimeConfig
+
+
+def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: Classifier,
+                     caching: ResultCaching | None = None,
+                     idempotency_writes: WriteHealth | None = None,
+                     experiments_writes: WriteHealth | None = None) -> list[ReadinessCheck]:
+    """What `/readyz` reports: config and classifier versions, providers, cache backend, and
+    the shared stores: a Redis down or refusing writes (`*_writes`, learned from the stores'
+    own writes) is `degraded`, never not ready (see `router.api.meta`)."""
+
+    async def loaded() -> Readiness:
+        return Readiness("config", True, f"policy version {runtime.version}")
+
+    async def model() -> Readiness:
+        return Readiness("classifier", True, classifier.version[:12])
+
+    async def providers() -> Readiness:
+        return Readiness("providers", bool(runtime.deployments),
+                         f"{len(runtime.deployments)} deployments")
+
+    async def cache() -> Readiness:
+        spec = config.server.cache
+        if caching is not None and caching.unavailable is not None:
+            return Readiness("cache", True, f"{spec.backend} unavailable "
+                             f"({caching.unavailable}): serving uncached", degraded=True)
+        if spec.backend != "redis" or spec.redis_url is None:
+            return Readiness("cache", True, spec.backend)
+        # The service still answers without its cache (never fails a request for it).
+        state, up = await _redis_state(spec.redis_url, "server.cache.redis_url",
+                                       "serving uncached")
+        return Readiness("cache", True, state, degraded=not up)
+
+    async def idempotency() -> Readiness:
+        url = config.server.idempotency_redis_url
+        if url is None:
+            return Readiness("idempotency", True, "memory (this process)")
+        # Requests without a key are served; keyed ones are refused (503) while it is down.
+        return await _shared_store(
+            "idempotency", url, "server.idempotency_redis_url",
+            "requests with an Idempotency-Key are refused (503)", idempotency_writes)
+
+    async def experiments() -> Readiness:
+        url = config.server.experiments_redis_url
+        if url is None or not config.experiments:
+            return Readiness("experiments", True,
+                             "memory (this process)" if config.experiments else "none")
+        return await _shared_store(
+            "experiments", url, "server.experiments_redis_url",
+            "outcomes are lost and guardrails keep their last halts", experiments_writes)
+
+    return [loaded, model, providers, cache, idempotency, experiments]
+
+
+async def _shared_store(name: str, url: str, setting: str, while_down: str,
+                        writes: WriteHealth | None) -> Readiness:
+    """A store keeping records in Redis: down, refusing writes (checked again with a write of
+    `/readyz`'s own while a refusal stands, so it clears without traffic), or fine."""
+    state, up = await _redis_state(url, setting, while_down, records=True)
+    if up and writes is not None:
+        await probe_write(url, writes, 0.2)
+        refused = writes.describe(while_down)
+        if refused is not None:
+            return Readiness(name, True, refused, degraded=True)
+    return Readiness(name, True, state, degraded=not up)
+
+
+async def _redis_state(url: str, setting: str, while_down: str,
+                       records: bool = False) -> tuple[str, bool]:
+    """("redis", True) when it answers a PING within 0.2 s, else why not and what that
+    means: a refusal of its credentials is named as the setting's fault (no wait will mend
+    it). For a store of `records` (idempotency, experiments), also when that Redis may evict
+    them."""
+    from router.redis_auth import eviction_loss, eviction_policy, ping, refusal
+
+    error = await ping(url, 0.2)
+    if error is None:
+        policy = await eviction_policy(url, 0.2) if records else None
+        if policy is not None:
+            return f"redis (maxmemory-policy {policy}: {eviction_loss(setting, policy)})", True
+        return "redis", True
+    why = refusal(error)
+    if why is not None:
+        return f"{setting}: {why}: {while_down}", False
+    return f"redis unavailable ({type(error).__name__}): {while_down}", False
+
+
+def writes_of(store: object) -> WriteHealth | None:
+    """The `WriteHealth` of a store that writes to Redis, else None (one in memory)."""
+    writes = getattr(store, "writes", None)
+    return writes if isinstance(writes, WriteHealth) else None

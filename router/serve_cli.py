@@ -133,7 +133,8 @@ def serve(args: argparse.Namespace) -> int:
               file=sys.stderr)
         _stop(simulator)
         return 3
-    event(log, "starting", host=args.host, port=args.port, policy_version=runtime.version,
+    event(log, "starting", host=args.host, port=listener.getsockname()[1],
+          policy_version=runtime.version,
           deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
     # uvicorn drains on SIGINT even when the process was started with it ignored (a background
     # job of a non-interactive shell), then re-raises it with the handler it found: with Python's

@@ -42,6 +42,18 @@ def test_without_api_keys_it_refuses_to_listen_beyond_loopback(tmp_path: Path) -
     assert "only binds to loopback" in result.stderr
 
 
+def test_a_port_in_use_on_ipv6_names_the_address_in_brackets(tmp_path: Path) -> None:
+    """`--host ::1` on a taken port: the line writes `[::1]:PORT`, as a URL does (it wrote
+    `::1:PORT`, an address with no port to read)."""
+    with socket.socket(socket.AF_INET6) as taken:
+        taken.bind(("::1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _serve(tmp_path, CONFIG, "--host", "::1", "--port", str(port))
+    assert result.returncode == 3
+    assert f"slorouter: cannot listen on [::1]:{port}: " in result.stderr
+
+
 @pytest.mark.parametrize("log_level", ["info", "critical"])
 def test_a_port_in_use_is_one_line_and_exit_3_at_any_log_level(tmp_path: Path,
                                                                log_level: str) -> None:

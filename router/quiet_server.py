@@ -130,6 +130,11 @@ class QuietServer(uvicorn.Server):
         if self._dated and not isinstance(self.config.loaded_app, DatedApp):
             self.config.loaded_app = DatedApp(self.config.loaded_app)
         await super().startup(sockets)
+        if sockets is not None and self.started:
+            # uvicorn leaves the "running on" line to its multi-worker path, which logged it
+            # while binding: with sockets bound by the caller there was no line naming the
+            # address at all, and with `--port 0` no way to learn the port.
+            self._log_started_message(sockets)
 
     async def main_loop(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -129,11 +129,13 @@ def serve(args: argparse.Namespace) -> int:
     try:
         listener = _listen(args.host, args.port)
     except OSError as err:  # the port is taken, the host is not this machine's: one line
-        print(f"slorouter: cannot listen on {args.host}:{args.port}: {err.strerror or err}",
+        print(f"slorouter: cannot listen on {_address(args.host, args.port)}: "
+              f"{err.strerror or err}",
               file=sys.stderr)
         _stop(simulator)
         return 3
-    event(log, "starting", host=args.host, port=args.port, policy_version=runtime.version,
+    event(log, "starting", host=args.host, port=listener.getsockname()[1],
+          policy_version=runtime.version,
           deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
     # uvicorn drains on SIGINT even when the process was started with it ignored (a background
     # job of a non-interactive shell), then re-raises it with the handler it found: with Python's
@@ -183,6 +185,12 @@ def _defaults_dir() -> Path:
     from router.embedded import DEFAULTS
 
     return DEFAULTS
+
+
+def _address(host: str, port: int) -> str:
+    """`host:port` as a URL writes it: an IPv6 address in brackets (`[::1]:8080`, where
+    `::1:8080` reads as an address with no port)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -42,6 +42,18 @@ def test_without_api_keys_it_refuses_to_listen_beyond_loopback(tmp_path: Path) -
     assert "only binds to loopback" in result.stderr
 
 
+def test_a_port_in_use_on_ipv6_names_the_address_in_brackets(tmp_path: Path) -> None:
+    """`--host ::1` on a taken port: the line writes `[::1]:PORT`, as a URL does (it wrote
+    `::1:PORT`, an address with no port to read)."""
+    with socket.socket(socket.AF_INET6) as taken:
+        taken.bind(("::1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _serve(tmp_path, CONFIG, "--host", "::1", "--port", str(port))
+    assert result.returncode == 3
+    assert f"slorouter: cannot listen on [::1]:{port}: " in result.stderr
+
+
 @pytest.mark.parametrize("log_level", ["info", "critical"])
 def test_a_port_in_use_is_one_line_and_exit_3_at_any_log_level(tmp_path: Path,
                                                                log_level: str) -> None:
@@ -57,6 +69,44 @@ def test_a_port_in_use_is_one_line_and_exit_3_at_any_log_level(tmp_path: Path,
     assert f"slorouter: cannot listen on 127.0.0.1:{port}: " in result.stderr
     assert "in use" in result.stderr
     assert "Application startup complete" not in result.stderr
+
+
+def _bound_port(log: Path, proc: subprocess.Popen[bytes]) -> tuple[int, dict[str, Any]]:
+    """The port in the "running on" line `serve` writes once it listens, with its `starting`
+    event; waits for the line while the process runs (60 s at most: start-up, not timing)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        lines = log.read_text(errors="replace").splitlines()
+        running = [json.loads(line)["event"] for line in lines
+                   if "Uvicorn running on " in line]
+        if running:
+            starting = next(json.loads(line) for line in lines if '"starting"' in line)
+            return int(running[0].split(":")[-1].split()[0]), starting
+        time.sleep(0.1)
+    raise AssertionError(f"no 'running on' line:\n{log.read_text(errors='replace')}")
+
+
+def test_port_0_listens_on_a_free_port_that_the_log_names(tmp_path: Path) -> None:
+    """`--port 0`: the kernel picks a free port, and the log says which (uvicorn's
+    `running on http://127.0.0.1:PORT` line, and the `starting` event's port). Since `serve`
+    binds its socket itself, uvicorn wrote no such line and `starting` said port 0: a service
+    nobody could find."""
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG)
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([PYTHON, "-m", "router.cli", "serve", "--config", str(path),
+                                 "--port", "0"], stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        port, starting = _bound_port(log, proc)
+        assert port != 0
+        assert starting["port"] == port
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
+            assert resp.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_an_invalid_config_lists_every_problem_and_exits_2(tmp_path: Path) -> None:

@@ -127,14 +127,14 @@ def serve(args: argparse.Namespace) -> int:
         _stop(simulator)
         return 2
     try:
-        listener = _listen(args.host, args.port)
+        listeners = _listen(args.host, args.port)
     except OSError as err:  # the port is taken, the host is not this machine's: one line
         print(f"slorouter: cannot listen on {_address(args.host, args.port)}: "
               f"{err.strerror or err}",
               file=sys.stderr)
         _stop(simulator)
         return 3
-    event(log, "starting", host=args.host, port=listener.getsockname()[1],
+    event(log, "starting", host=args.host, port=listeners[0].getsockname()[1],
           policy_version=runtime.version,
           deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
     # uvicorn drains on SIGINT even when the process was started with it ignored (a background
@@ -142,7 +142,7 @@ def serve(args: argparse.Namespace) -> int:
     # own handler in place that ends as 130 however the process was started, not 0.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        _run(app, listener, args.log_level, config.server.shutdown_grace_s,
+        _run(app, listeners, args.log_level, config.server.shutdown_grace_s,
              in_flight.end_all, lambda: _stop(simulator))
     except KeyboardInterrupt:  # SIGINT (Ctrl+C), re-raised by uvicorn once the drain is over
         return 128 + signal.SIGINT
@@ -193,35 +193,46 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """The service's socket, bound as uvicorn binds one, before the app starts: a port in use
-    used to surface only as uvicorn's log line (nothing at all at `--log-level critical`)
-    after the app had started up and shut down again."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family=family)
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """The service's sockets, bound before the app starts (a port in use used to surface only
+    as uvicorn's log line, and nothing at `--log-level critical`, after the app had started
+    up and shut down again). One per address `host` resolves to, as asyncio's `create_server`
+    binds when uvicorn binds itself: `localhost` on both 127.0.0.1 and ::1 where both are
+    listed, an IPv6 socket IPv6 only. With port 0 every address gets the first one's port."""
+    infos = socket.getaddrinfo(host, port, socket.AF_UNSPEC, socket.SOCK_STREAM,
+                               flags=socket.AI_PASSIVE)
+    addresses = list(dict.fromkeys((family, address) for family, _, _, _, address in infos))
+    sockets: list[socket.socket] = []
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+        for family, address in addresses:
+            if sockets and port == 0:
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock = socket.socket(family=family, type=socket.SOCK_STREAM)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
     except OSError:
-        sock.close()
+        for sock in sockets:
+            sock.close()
         raise
-    sock.set_inheritable(True)
-    return sock
+    return sockets
 
 
-def _run(app: Any, listener: socket.socket, log_level: str, grace_s: int,
+def _run(app: Any, listeners: list[socket.socket], log_level: str, grace_s: int,
          on_grace_over: Callable[[], None], on_stopped: Callable[[], None]) -> None:
     import uvicorn
 
     from router.quiet_server import QuietServer
     from router.service_protocol import ServiceProtocol
 
-    host, port = listener.getsockname()[:2]
+    host, port = listeners[0].getsockname()[:2]
     config = uvicorn.Config(app, host=host, port=port, loop="uvloop", http=ServiceProtocol,
                             access_log=False, log_config=None, log_level=log_level,
                             lifespan="on", timeout_graceful_shutdown=grace_s + FAREWELL_S)
     QuietServer(config, on_stopped, grace_s=grace_s,
-                on_grace_over=on_grace_over).run(sockets=[listener])
+                on_grace_over=on_grace_over).run(sockets=listeners)
 
 
 def _stop(proc: subprocess.Popen[bytes] | None) -> None:

@@ -87,8 +87,22 @@ def policy_check(args: argparse.Namespace) -> int:
         print(f"policy check failed: {len(violations)} violation(s)", file=sys.stderr)
         return 1
     print(f"policy check passed ({len(quality.results)} eval results, "
-          f"reports version {quality.version})")
+          f"reports version {quality.version}); policy version {runtime.version}"
+          f"{_stand_in_caveat(args.config)}")
     return 0
+
+
+def _stand_in_caveat(path: Path) -> str:
+    """What the printed policy version is worth when `${NAME}`s were unset: they stood in,
+    and `serve` hashes their real values where they stand in a routing field."""
+    from policies.loader import stand_ins
+
+    unset = stand_ins(path.read_text(encoding="utf-8"), os.environ)
+    if not unset:
+        return ""
+    return (f" (with {', '.join(sorted(unset))} unset: serve's differs if one of them is in a "
+            "field the version hashes, anything but addresses, keys, Redis URLs and server "
+            "settings)")
 
 
 def _minimal_prompt_tokens() -> int:

@@ -4,14 +4,17 @@ must reject because `serve` would."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.support.procs import PYTHON
 from tests.support.services import MINIMAL_CONFIG as CONFIG
+from tests.support.services import start_router
 
 pytestmark = pytest.mark.integration
 
@@ -219,3 +222,21 @@ def test_the_embedded_default_passes_the_check_without_its_simulator_address(
                              str(default)], capture_output=True, text=True, timeout=120,
                             cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
+
+
+def test_policy_check_prints_the_policy_version_serve_stamps(tmp_path: Path) -> None:
+    """The version an operator sees before deploying is the one the started service stamps on
+    its decisions, cache keys and telemetry (`/readyz`); with a `${NAME}` unset it says so."""
+    result = _run(tmp_path, "policy", "check", "--config", _config(tmp_path, CONFIG))
+    assert result.returncode == 0, result.stderr
+    printed = result.stdout.rsplit("policy version ", 1)[1].split()[0]
+    router = start_router(tmp_path, CONFIG)
+    try:
+        with urllib.request.urlopen(f"{router.base_url}/readyz", timeout=10) as answer:
+            assert json.loads(answer.read())["policy_version"] == printed
+    finally:
+        router.stop()
+    unset = CONFIG.replace("api_base: http://127.0.0.1:9/v1", "api_base: '${UNSET_BASE}/v1'")
+    caveated = _check_unset(tmp_path, unset, ("UNSET_BASE",))
+    assert caveated.returncode == 0, caveated.stderr
+    assert f"policy version {printed} (with UNSET_BASE unset" in caveated.stdout

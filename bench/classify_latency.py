@@ -29,7 +29,12 @@ import numpy as np
 
 from router.classify import Hints, LinearClassifier, RequestView, load_classifier
 from router.classify.classifier import ARTIFACT_DIR
-from router.classify.detectors import detect, has_jailbreak_phrase, is_regulated_advice, visible
+from router.classify.detectors import (
+    detect,
+    has_jailbreak_phrase,
+    is_regulated_advice,
+    visible_text,
+)
 from router.classify.features import feature_parts
 from router.classify.linear import MODEL_FILE
 from router.classify.pii import pii_kinds
@@ -72,15 +77,16 @@ def _stages(clf: LinearClassifier, view: RequestView) -> dict[str, Callable[[], 
     everything = "\n".join(text for _, text in view.messages)
     user = view.messages[-1][1]
     scanned = scan(everything)
-    shown = visible(user)
+    text = visible_text(view)
+    shown = text.last_user
     words, others = feature_parts(view, clf.model.config, shown)
     return {
-        "detect": lambda: detect(view),
+        "detect": lambda: detect(view, text),
         "  scan": lambda: scan(everything),
         "  pii": lambda: pii_kinds(everything, scanned),
         "  jailbreak": lambda: has_jailbreak_phrase(everything, scanned),
         "  advice": lambda: is_regulated_advice(user),
-        "visible": lambda: visible(user),
+        "visible": lambda: visible_text(view),
         "model": lambda: clf.scores(view, shown),
         "  features": lambda: feature_parts(view, clf.model.config, shown),
         "  predict": lambda: clf.model.predict_parts(words, others),

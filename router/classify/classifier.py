@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from policies.labels import RISKS, TASKS, Risk, Signal, Task
-from router.classify.detectors import Findings, detect, last_user_text, visible
+from router.classify.detectors import Findings, detect, visible_text
 from router.classify.features import feature_parts
 from router.classify.linear import MODEL_FILE, LinearModel, Scores, load_model
 from router.classify.pii import PiiKind
@@ -93,10 +93,12 @@ class LinearClassifier:
         self, request: RequestView, hints: Hints
     ) -> tuple[Labels, Task, Risk, float, Findings]:
         """The labels, the model's task and risk, P(jailbreak) and the rule findings."""
-        findings = detect(request)
-        # The visible text (`detectors.visible`) is what the rules and the model read; a
-        # message of only whitespace or invisible characters (a zero-width space) is empty.
-        user = visible(last_user_text(request))
+        # The visible text (`detectors.visible`, each message made visible once) is what the
+        # rules and the model read; a message of only whitespace or invisible characters (a
+        # zero-width space) is empty.
+        text = visible_text(request)
+        findings = detect(request, text)
+        user = text.last_user
         probs = self.scores(request, user).probs
         task_p = probs["task"]
         risk_p = probs["risk"]

@@ -385,10 +385,33 @@ def last_user_text(view: RequestView) -> str:
     return ""
 
 
-def detect(view: RequestView) -> Findings:
+@dataclass(frozen=True, slots=True)
+class VisibleText:
+    """What the rules and the model read of a request, without invisible characters: all its
+    messages joined by newlines, and its last user message."""
+
+    everything: str
+    last_user: str
+
+
+def visible_text(view: RequestView) -> VisibleText:
+    """The request's `VisibleText`, each message made visible once (for a long non-ASCII
+    prompt `visible` is most of the rules' cost: about 7 ns a character)."""
+    parts = [visible(text) for _, text in view.messages]
+    last_user = ""
+    for (role, _), part in zip(reversed(view.messages), reversed(parts), strict=True):
+        if role == "user":
+            last_user = part
+            break
+    return VisibleText("\n".join(parts), last_user)
+
+
+def detect(view: RequestView, text: VisibleText | None = None) -> Findings:
     """Run every rule on the request: PII and injection on all messages, advice on the last
-    user message, side effects on the declared tools."""
-    everything = visible("\n".join(text for _, text in view.messages))
+    user message, side effects on the declared tools. `text`: `visible_text(view)`, when the
+    caller has it."""
+    text = text if text is not None else visible_text(view)
+    everything = text.everything
     scanned = scan(everything) if len(everything) >= SCAN_MIN_CHARS else None
     return Findings(
         pii=pii_kinds(everything, scanned),
@@ -396,5 +419,5 @@ def detect(view: RequestView) -> Findings:
         side_effect_tools=(
             side_effect_tools(view.tool_names, view.tool_descriptions) if view.tool_names else ()
         ),
-        regulated_advice=is_regulated_advice(visible(last_user_text(view))),
+        regulated_advice=is_regulated_advice(text.last_user),
     )

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from router.classify import Hints, load_default_classifier
 from router.classify.classifier import Explanation
 from router.classify.data import read_examples
-from router.classify.detectors import detect, visible
+from router.classify.detectors import detect, last_user_text, visible, visible_text
 from router.classify.features import FeatureConfig, features, visible_head
 from router.classify.types import RequestView
 
@@ -184,3 +184,20 @@ def test_persian_held_out_rows_with_zwnj_keep_their_task() -> None:
     clf = load_default_classifier()
     right = sum(clf.classify(e.view, Hints()).task == e.task for e in examples)
     assert (len(examples), right) == (44, 43)
+
+
+_ROLES = st.sampled_from(["system", "user", "assistant", "tool"])
+_TEXTS = st.text(alphabet=st.sampled_from(["a", " ", "\n", "س", "\u200c", "\u200b", "\u202e", "1"]),
+                 max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_ROLES, _TEXTS), max_size=5))
+def test_visible_text_makes_each_message_visible_once_as_the_whole(
+        messages: list[tuple[str, str]]) -> None:
+    """`visible_text` (each message made visible once, shared by the rules and the model) reads
+    what `visible` of the joined messages and of the last user message read."""
+    view = RequestView(messages=tuple(messages))
+    text = visible_text(view)
+    assert text.everything == visible("\n".join(t for _, t in messages))
+    assert text.last_user == visible(last_user_text(view))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from router.classify.detectors import visible
 from router.classify.types import RequestView
 from router.errors import RequestError
 
@@ -66,8 +67,10 @@ def _tools(tools: Sequence[object] | None) -> tuple[tuple[str, ...], tuple[str, 
         if not isinstance(name, str):
             raise RequestError(f"tools[{i}] has no function name", param="tools")
         description = spec.get("description")
-        names.append(name)
-        descriptions.append(description if isinstance(description, str) else "")
+        # Read as the messages are, without invisible characters: `del\u200bete_user` hid its
+        # verb from the side-effect rule and its words from the model.
+        names.append(visible(name))
+        descriptions.append(visible(description) if isinstance(description, str) else "")
     return tuple(names), tuple(descriptions)
 
 

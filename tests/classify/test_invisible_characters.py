@@ -18,6 +18,7 @@ from router.classify.data import read_examples
 from router.classify.detectors import detect, last_user_text, visible, visible_text
 from router.classify.features import FeatureConfig, features, visible_head
 from router.classify.types import RequestView
+from router.classify.view import view_from_openai
 
 DATA = Path(__file__).resolve().parents[2] / "evals" / "datasets" / "prompts"
 
@@ -201,3 +202,19 @@ def test_visible_text_makes_each_message_visible_once_as_the_whole(
     text = visible_text(view)
     assert text.everything == visible("\n".join(t for _, t in messages))
     assert text.last_user == visible(last_user_text(view))
+
+
+@pytest.mark.parametrize("mark", MARKS)
+def test_invisible_characters_in_a_tool_name_change_nothing(mark: str) -> None:
+    """A tool is read as the messages are: `del\u200bete_user` is still a side effect for the
+    rule, and the same words for the model."""
+    def explain(name: str, description: str) -> Explanation:
+        tool: dict[str, object] = {
+            "type": "function", "function": {"name": name, "description": description}}
+        view = view_from_openai([{"role": "user", "content": "Remove the account of Sam"}],
+                                tools=[tool])
+        return load_default_classifier().explain(view, Hints())
+
+    plain = explain("delete_user", "Deletes a user account")
+    assert plain.side_effect_tools == ("delete_user",)
+    assert explain("del" + mark + "ete_user", _sprinkle("Deletes a user account", mark)) == plain

@@ -149,12 +149,19 @@ class ModelSpec(Frozen):
 
 
 class ApiKeySpec(Frozen):
-    """A client key (by env reference or by its SHA-256), mapped to a tenant and scopes."""
+    """A client key (by env reference or by its SHA-256), mapped to a tenant and scopes.
+
+    `risk_hints`: what the key's risk hint (`x-slorouter-risk`, `metadata.risk`) may do to the
+    classifier's risk: `may_lower` (the default) replaces it, up or down; `raise_only` moves it
+    up only, for clients not trusted to say their request is safer than it looks. Neither goes
+    below the floor the detectors set.
+    """
 
     key: SecretRef | None = None
     key_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     tenant: Name
     scopes: tuple[str, ...] = ()
+    risk_hints: Literal["may_lower", "raise_only"] = "may_lower"
 
     def model_post_init(self, _context: object) -> None:
         if (self.key is None) == (self.key_sha256 is None):

@@ -48,6 +48,7 @@ class Caller:
     user: str | None = None
     session: str | None = None
     explaining: bool = False  # an explanation: decided as the request would be, nothing recorded
+    risk_hints_may_lower: bool = True  # the key's `risk_hints`: False for `raise_only`
 
     def units(self) -> UnitIds:
         return UnitIds(request=self.request_id, tenant=self.tenant, user=self.user,
@@ -122,8 +123,10 @@ def _legacy_functions(request: ChatCompletionRequest) -> list[dict[str, Any]]:
 ECHOED_CHARS = 32
 
 
-def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hints:
-    """Explicit labels from the `x-slorouter-task`/`-risk` header or `metadata.task`/`.risk`.
+def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str],
+               risk_may_lower: bool = True) -> Hints:
+    """Explicit labels from the `x-slorouter-task`/`-risk` header or `metadata.task`/`.risk`
+    (`risk_may_lower`: whether the caller's key lets its risk hint lower the risk).
 
     Either place may carry a hint, or both with the same value; both with different values is
     a 400 (`conflicting_hint`): neither silently wins. An unknown value in a header is a 400
@@ -141,7 +144,7 @@ def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str]) -> Hi
         raise RequestError(f"unknown risk hint {shown(risk, ECHOED_CHARS)!r}; one of "
                            f"{', '.join(RISKS)}",
                            param=_hint_param(headers, "risk"), code="invalid_hint")
-    return Hints(task=_as_task(task), risk=_as_risk(risk))
+    return Hints(task=_as_task(task), risk=_as_risk(risk), risk_may_lower=risk_may_lower)
 
 
 def header_or_metadata(headers: Mapping[str, str], header: str, metadata: object, key: str,
@@ -301,7 +304,8 @@ class ChatPipeline:
         phases = Phases()
         started = self._clock()
         view = request_view(request)
-        labels = self._classifier.classify(view, hints_from(request, headers))
+        labels = self._classifier.classify(
+            view, hints_from(request, headers, caller.risk_hints_may_lower))
         classified = self._clock()
         facts = request_facts(request, view, labels)
         assignment = None

@@ -29,10 +29,12 @@ CachedPriceTable = Callable[[str], float | None]
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: a tenant and its permission scopes."""
+    """Who is calling: a tenant, its permission scopes, and whether its risk hints may lower
+    the classifier's risk (its key's `risk_hints`)."""
 
     tenant: str
     scopes: tuple[str, ...] = ()
+    risk_hints_may_lower: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +159,8 @@ def _principals(keys: tuple[ApiKeySpec, ...], environ: Mapping[str, str],
                             "a key maps to one tenant")
             continue
         first_entry[digest] = entry
-        found[digest] = Principal(spec.tenant, tuple(sorted(spec.scopes)))
+        found[digest] = Principal(spec.tenant, tuple(sorted(spec.scopes)),
+                                  risk_hints_may_lower=spec.risk_hints == "may_lower")
     return found
 
 

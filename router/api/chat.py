@@ -173,7 +173,8 @@ class ChatHandler:
         outcome.steps.append(("admission", queued_at, self._clock()))
         metadata = chat.metadata if chat.metadata is not None else {}
         caller = Caller(principal.tenant, outcome.request_id, chat.user,
-                        session_of(received, metadata))
+                        session_of(received, metadata),
+                        risk_hints_may_lower=principal.risk_hints_may_lower)
         started = self._clock()
         prepared = await self._prepare(chat, raw, received, deadline, caller, outcome.arrived_at)
         deadline = prepared.plan.deadline  # the task policy's timeout may be shorter

@@ -116,7 +116,7 @@ class LinearClassifier:
         signals = _signals(findings, task, m_risk, p_jb, self._model.thresholds["jailbreak"])
         labels = Labels(
             task=task,
-            risk=combine_risk(m_risk, signals, hints.risk),
+            risk=combine_risk(m_risk, signals, hints.risk, hints.risk_may_lower),
             task_probs=task_probs,
             risk_probs=risk_probs,
             signals=signals,
@@ -126,7 +126,8 @@ class LinearClassifier:
 
     def classify(self, request: RequestView, hints: Hints) -> Labels:
         """Task and risk of the request; hints win for task, and may move risk only above the
-        floor that the detected signals set."""
+        floor that the detected signals set (and only up, when `hints.risk_may_lower` is
+        False)."""
         return self._decide(request, hints)[0]
 
 

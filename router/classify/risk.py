@@ -28,12 +28,16 @@ def risk_floor(signals: Iterable[Signal]) -> Risk:
     return floor
 
 
-def combine_risk(model: Risk, signals: Iterable[Signal], hint: Risk | None) -> Risk:
+def combine_risk(model: Risk, signals: Iterable[Signal], hint: Risk | None,
+                 hint_may_lower: bool = True) -> Risk:
     """The request's risk.
 
-    The caller's hint, when given, replaces the model's opinion (it may raise or lower it), but
-    nothing goes below the floor set by the signals: a hint never hides PII, a jailbreak
-    attempt, side-effecting tools or a regulated-domain question.
+    The caller's hint, when given, replaces the model's opinion: it may raise or lower it, or
+    only raise it when the caller is not trusted to lower it (`hint_may_lower=False`, an API
+    key's `risk_hints: raise_only`). Nothing goes below the floor set by the signals: a hint
+    never hides PII, a jailbreak attempt, side-effecting tools or a regulated-domain question.
     """
+    if hint is not None and not hint_may_lower:
+        hint = max_risk(hint, model)
     base = hint if hint is not None else model
     return max_risk(base, risk_floor(signals))

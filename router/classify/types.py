@@ -29,10 +29,14 @@ class RequestView:
 
 @dataclass(frozen=True, slots=True)
 class Hints:
-    """Explicit labels from the caller (header `x-slorouter-task` / `metadata.task`, ...)."""
+    """Explicit labels from the caller (header `x-slorouter-task` / `metadata.task`, ...).
+
+    `risk_may_lower`: whether the risk hint may go below the model's opinion (the caller's API
+    key says; `risk_hints: raise_only` makes it False)."""
 
     task: Task | None = None
     risk: Risk | None = None
+    risk_may_lower: bool = True
 
 
 @dataclass(frozen=True, slots=True)

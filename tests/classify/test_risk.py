@@ -51,3 +51,29 @@ def test_risk_never_below_signal_floor_and_hint_honoured_above_it(
     assert RISK_ORDER[result] >= RISK_ORDER[risk_floor(signals)]
     base = hint if hint is not None else model
     assert RISK_ORDER[result] == max(RISK_ORDER[base], RISK_ORDER[risk_floor(signals)])
+
+
+@given(
+    model=st.sampled_from(RISKS),
+    signals=st.frozensets(st.sampled_from(SIGNALS)),
+    hint=st.none() | st.sampled_from(RISKS),
+)
+def test_a_raise_only_hint_never_lowers_the_models_risk(
+    model: Risk, signals: frozenset[Signal], hint: Risk | None
+) -> None:
+    """`hint_may_lower=False` (a key's `risk_hints: raise_only`): the risk is the highest of the
+    model's, the hint's and the signals' floor; a hint below the model's opinion changes
+    nothing, one above it raises the risk as a trusted hint would."""
+    result = combine_risk(model, signals, hint, hint_may_lower=False)
+    given_risks = [model, risk_floor(signals)] + ([hint] if hint is not None else [])
+    assert RISK_ORDER[result] == max(RISK_ORDER[r] for r in given_risks)
+    if hint is not None and RISK_ORDER[hint] >= RISK_ORDER[model]:
+        assert result == combine_risk(model, signals, hint)
+
+
+@pytest.mark.parametrize(("model", "hint", "expected"), [
+    ("high", "low", "high"), ("medium", "low", "medium"), ("high", "medium", "high"),
+    ("low", "high", "high"), ("low", "medium", "medium"), ("medium", "high", "high"),
+])
+def test_raise_only_table(model: Risk, hint: Risk, expected: Risk) -> None:
+    assert combine_risk(model, frozenset(), hint, hint_may_lower=False) == expected

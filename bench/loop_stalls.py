@@ -128,7 +128,7 @@ def serve_instrumented(stats: Path, offload_chars: int | None, argv: Sequence[st
     import uvicorn
 
     from router import cli, pipeline
-    from router.api import chat
+    from router.api import body, chat
     from router.classify.classifier import LinearClassifier
 
     if offload_chars is not None:
@@ -139,7 +139,9 @@ def serve_instrumented(stats: Path, offload_chars: int | None, argv: Sequence[st
         recorder, "prepare", pipeline.ChatPipeline.prepare)
     LinearClassifier.classify = _timed(  # type: ignore[method-assign]
         recorder, "classify", LinearClassifier.classify)
-    chat.parse_chat = _timed(recorder, "parse_chat", chat.parse_chat)
+    # The name the handler looks up at call time: chat.py imports it from `router.api.body`
+    # without re-exporting it, so it is set in chat's namespace, not as an attribute.
+    vars(chat)["parse_chat"] = _timed(recorder, "parse_chat", body.parse_chat)
     chat.orjson = _TimedJson(recorder)  # type: ignore[assignment,attr-defined]
     serve = uvicorn.Server.serve
 

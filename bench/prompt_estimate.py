@@ -1,8 +1,9 @@
 """Benchmark: CPU time of the router's prompt token estimate (`estimate_prompt_tokens`).
 
 It runs on every request's path (fit and cost-ceiling checks). Times one call on a prompt of
-about 4,000 tokens in English (ASCII), Persian and Chinese, after a short system prompt, in
-process: the best and the median of `--repeats` blocks of `--number` calls each, in µs per call.
+about 4,000 tokens in English (ASCII), Persian, Chinese and English with emoji, after a short
+system prompt, in process: the best and the median of `--repeats` blocks of `--number` calls
+each, in µs per call.
 The prompts are made here (repeated sentences), so the bench needs no data files.
 
 Measured 2026-12-03 (2-core VM, load 1.1-1.4), best of 15 blocks of 2,000 calls, µs per call,
@@ -12,6 +13,10 @@ per-text call; ASCII takes no extra pass), Persian 5,500 chars 1.95 / 9.1-9.4 (o
 encode, about 1.3 ns a character where letters and spaces interleave), Chinese 3,400 chars
 1.93 / 3.96. Estimated tokens 1,394 -> 5,289 (Persian), 869 -> 4,099 (Chinese), 5,319 (English,
 unchanged).
+Emoji priced (2026-12-04, 2-core VM, load 1.3, best of 15 blocks): English 1.69 / 1.70-1.75,
+Persian 7.96 / 8.31-8.65, Chinese 3.32 / 3.66-3.83 µs per call before / after (a size check
+added to each non-ASCII text, about 0.4 µs); the emoji prompt (14,000 chars, 3,999 cl100k_base
+tokens) `text_tokens` alone 16 / 31 µs (its UTF-8 form read twice), 4,133 -> 5,332 tokens.
 
 Run: `.venv/bin/python -m bench.prompt_estimate [--number N] [--repeats R]`
 """
@@ -32,6 +37,7 @@ SENTENCES = {
     "english": ("Please summarise the quarterly report and list the three main risks. ", 21_200),
     "persian": ("لطفا گزارش فصلی را خلاصه کن و سه خطر اصلی را فهرست کن. ", 5_500),
     "chinese": ("请总结季度报告并列出三个主要风险。", 3_400),
+    "emoji": ("Great job team 🎉 thanks for the quick fix 👍 see you tomorrow 😊 ", 14_000),
 }
 
 

@@ -19,10 +19,10 @@ import numpy as np
 
 from evals.floor import FloorSpec, floor_replay
 from evals.multi import benchmark_replay
-from evals.outcomes import MULTI_DIR, ROUTING_DIR, load_table
+from evals.outcomes import MULTI_DIR, ROUTING_DIR, OutcomeTable, load_table
 from evals.replay import pair_replay, transfer
 from evals.report import floor_json, floor_text, multi_text
-from evals.routers import FitConfig
+from evals.routers import FitConfig, RouterName
 from evals.task_map import with_labels
 from policies.learned.predictor import fit_predictor
 
@@ -35,8 +35,10 @@ def pair_numbers(name: str, seeds: list[int], out: dict[str, Any]) -> None:
     # learned run keep the dataset's categories (MMLU subjects), to show what they are worth.
     categories = load_table(ROUTING_DIR / f"{name}.jsonl.gz")
     table = with_labels(categories, "router")
-    runs = [("learned", s, table) for s in seeds] + [("learned", seeds[0], categories)]
-    for router, seed, data in [*runs, ("category", seeds[0], categories)]:
+    runs: list[tuple[RouterName, int, OutcomeTable]] = [
+        *(("learned", s, table) for s in seeds), ("learned", seeds[0], categories),
+        ("category", seeds[0], categories)]
+    for router, seed, data in runs:
         start = time.perf_counter()
         rep = pair_replay(data, FitConfig(router=router, seed=seed), 5, STRONG, jobs=2)
         took = time.perf_counter() - start

@@ -50,7 +50,7 @@ from typing import Any, cast
 
 import router.feedback as feedback
 from bench.machine import burn
-from policies.eligibility import RequestFacts, Verdict
+from policies.eligibility import RequestFacts, Role, Verdict
 from policies.schema import SloSpec, TaskPolicy
 from router.runtime_config import RuntimeConfig
 from router.scoring import Candidate, ScoreRequest, ScoringConfig, rank
@@ -176,7 +176,7 @@ class Scenario:
             lambda name: False, random.Random(seed), clock=self.clock.read)
         self.policy = TaskPolicy(candidates=tuple(self.deps), slo=SLO_SPEC)
         self.facts = RequestFacts("chat", "low", PROMPT, 256)
-        self.eligible = [Verdict(d, d, "candidate", (), 0.0) for d in self.deps]
+        self.eligible = [Verdict(d, d, Role.CANDIDATE, (), 0.0) for d in self.deps]
         self.read(CURRENT)()  # warm-up: the first read summarises every key it needs
         self.store.refresh()
 

@@ -16,23 +16,69 @@ non-ASCII character cl100k_base, the most expensive of the current OpenAI tokeni
 0.90 tokens for Persian (one prompt in a hundred 1.16), 1.05-1.07 for Chinese, Japanese and
 Korean, 1.15 for Hindi, 0.83 for Arabic; English is 4.47 characters a token. o200k_base takes
 0.3-0.7 there, which the estimate overcounts 2-4x; the legacy Claude tokenizer takes 1.19 per
-Persian letter, about what the estimate counts. Emoji (2-3 tokens each) are undercounted.
+Persian letter, about what the estimate counts.
+
+Emoji cost more: a character beyond U+FFFF (an emoji, a skin tone, a flag's regional indicator,
+a mathematical letter, a rare CJK ideograph) is 1-3 tokens in cl100k_base, o200k_base and the
+legacy Claude tokenizer (3 in cl100k_base for 1,161 of the 1,309 emoji of the main blocks), and
+no more in the sequences measured (skin tones, flags, joined families); so each is counted as
+3. Such a text is rare and CPython tells it apart in O(1) (it stores it at four bytes a
+character, `_may_hold_astral`), so only it is read another way: from its UTF-8 form, which
+counts its astral characters and the symbols of U+2000-U+2FFF that emoji come with (zero-width
+joiners, keycaps, ❤ ✨ ✅ ⚠ ☀: 2-3 tokens each in cl100k_base), also 3. A text with only such
+symbols, no astral character, is counted as any other (1.2 each): telling them from CJK or
+Persian took another pass over every non-ASCII text.
 """
 
 from __future__ import annotations
 
+import sys
+
 CHARS_PER_ASCII_TOKEN = 4
 # cl100k_base per non-ASCII character: Hindi 1.15, CJK 1.05-1.07, Persian 0.90 (see above)
 TOKENS_PER_OTHER_CHAR = 1.2
+# Beyond U+FFFF (emoji), and U+2000-U+2FFF in a text holding one: at most 3 (see above)
+TOKENS_PER_EMOJI_CHAR = 3.0
+# `sys.getsizeof` of a compact four-bytes-a-character text, less its characters and terminator
+_UCS4_HEADER = sys.getsizeof("\U0001f600") - 2 * 4
+_NON_ASCII_BYTES = bytes(range(0x80, 0x100))
+# Every byte but the UTF-8 lead bytes of U+2000-U+2FFF (E2) and beyond U+FFFF (F0-F4)
+_NOT_EMOJI_LEADS = bytes(b for b in range(0x100) if b != 0xE2 and not 0xF0 <= b <= 0xF4)
 
 
 def text_tokens(text: str) -> float:
     """The estimated token count of `text` (fractional: sum them, then round down)."""
     if text.isascii():
         return len(text) / CHARS_PER_ASCII_TOKEN
+    if _may_hold_astral(text):
+        return _emoji_text_tokens(text)
     ascii_chars = len(text.encode("ascii", "ignore"))
     return (ascii_chars / CHARS_PER_ASCII_TOKEN
             + (len(text) - ascii_chars) * TOKENS_PER_OTHER_CHAR)
+
+
+def _may_hold_astral(text: str) -> bool:
+    """True for every text with a character beyond U+FFFF, without reading it: CPython stores
+    such a text at four bytes a character (PEP 393) and `sys.getsizeof` counts them. A text of
+    one or two bytes a character passes only if CPython also cached its UTF-8 form beside it;
+    `_emoji_text_tokens` then finds no astral character and counts it as `text_tokens` would."""
+    return sys.getsizeof(text) - _UCS4_HEADER >= 4 * (len(text) + 1)
+
+
+def _emoji_text_tokens(text: str) -> float:
+    """`text_tokens` of a text that may hold astral characters, from its UTF-8 form in three
+    C-speed passes: its ASCII bytes, and its lead bytes of U+2000-U+2FFF (E2) and of astral
+    characters (F0-F4), those costing 3 tokens when any astral character is there. A lone
+    surrogate (ED) counts as any other character."""
+    data = text.encode("utf-8", "surrogatepass")
+    ascii_chars = len(data.translate(None, _NON_ASCII_BYTES))
+    leads = data.translate(None, _NOT_EMOJI_LEADS)
+    symbols = leads.count(0xE2)
+    astral = len(leads) - symbols
+    emoji = astral + symbols if astral else 0
+    return (ascii_chars / CHARS_PER_ASCII_TOKEN
+            + (len(text) - ascii_chars - emoji) * TOKENS_PER_OTHER_CHAR
+            + emoji * TOKENS_PER_EMOJI_CHAR)
 
 
 def utf8_tokens(data: bytes) -> float:

@@ -3,8 +3,12 @@
 Arrival times are drawn up front from a seed (`poisson_schedule`), so every target sees the same
 schedule and the same bodies. Each request is its own task started at its arrival time, whatever
 earlier requests are doing; the run is bounded by a request count and a duration. A `Sample`
-records E2E, TTFT (first *content* chunk for streams; the whole response otherwise), TPOT (from
-the stream's first and last content chunk and the usage's output tokens) and an error class.
+records E2E, TTFT (first *content* chunk for streams; the whole response otherwise), TPOT and an
+error class. TPOT is DESIGN.md's, by the router's own function (`router.stats.tpot_s`):
+`(t_last - t_first) / (output_tokens - 1)` over the stream's first and last content chunks, the
+output tokens from the usage chunk that `stream_options.include_usage` asks for, so a benchmark
+and the router's metrics read the same TPOT; a server that sends no usage has its content chunks
+counted instead (as the router counts them), and each sample says which (`tpot_tokens`).
 
 Requests go out on the pass-through adapter's HTTP/1.1 client (`router.providers.http1`): a load
 generator shares the machine with what it measures, so its own CPU per request is kept small
@@ -20,6 +24,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import orjson
@@ -33,11 +38,15 @@ from router.providers.http1 import (
     lines,
     request_head,
 )
+from router.stats.observation import tpot_s
 
 _CONTENT = re.compile(rb'"content":\s?"[^"]')
 _USAGE = re.compile(rb'"completion_tokens":\s?(\d+)')
 
 ProgressFn = Callable[[int, int, int, float], None]
+# Where a stream's output tokens for TPOT came from: the server's usage chunk, or its content
+# chunks counted (no usage sent: one token a chunk, a lower bound where chunks carry several).
+TokenSource = Literal["usage", "chunks"]
 
 # How late (p99, ms) the generator may send after the schedule before a run is flagged: past
 # it, the tail of every latency is the generator's own (its lag is inside each figure, from the
@@ -58,6 +67,7 @@ class Sample:
     output_tokens: int | None = None
     cache: str | None = None  # the router's `x-slorouter-cache` answer header, when present
     lag_s: float = 0.0  # how late the generator sent it after its scheduled time
+    tpot_tokens: TokenSource | None = None  # where TPOT's output tokens came from (with a TPOT)
 
 
 @dataclass
@@ -124,8 +134,8 @@ def poisson_schedule(rate: float, duration_s: float, seed: int,
     return times[:max_requests] if max_requests is not None else times
 
 
-async def _read_stream(response: Response, started: float
-                       ) -> tuple[float | None, float | None, int | None, str | None]:
+async def _read_stream(response: Response, started: float) -> tuple[
+        float | None, float | None, int | None, TokenSource | None, str | None]:
     first = last = None
     tokens: int | None = None
     chunks = 0
@@ -148,19 +158,25 @@ async def _read_stream(response: Response, started: float
     if error is None and not done:
         error = "truncated"
     ttft = first - started if first is not None else None
-    return ttft, stream_tpot(first, last, tokens, chunks), tokens, error
+    tpot, source = stream_tpot(first, last, tokens, chunks)
+    return ttft, tpot, tokens, source, error
 
 
-def stream_tpot(first: float | None, last: float | None, tokens: int | None,
-                chunks: int) -> float | None:
-    """Seconds per output token after the first chunk: the time from the first content chunk
-    to the last over the tokens that came after the first chunk. A chunk may carry several
-    tokens (the simulator's `tokens_per_chunk`, some providers' deltas), so those are the tokens
-    less the first chunk's share, `tokens / chunks`, not less one: with 4 tokens a chunk,
-    `tokens - 1` read 20% low. None with a single chunk or token."""
-    if first is None or last is None or tokens is None or tokens < 2 or chunks < 2:
-        return None
-    return (last - first) / (tokens - tokens / chunks)
+def stream_tpot(first: float | None, last: float | None, usage_tokens: int | None,
+                chunks: int) -> tuple[float | None, TokenSource | None]:
+    """DESIGN.md's TPOT, `(last - first) / (output_tokens - 1)`, by the function the router
+    records with (`router.stats.tpot_s`), and where the output tokens came from: the usage's
+    `completion_tokens` when the server sent them, else the content chunks counted, as the
+    router counts them without usage (fewer than the tokens where a chunk carries several, so
+    TPOT then reads high). (None, None) when undefined: one token, or all in one chunk.
+    With n tokens in chunks of k this is (n - k) / (n - 1) of the provider's pace (0.8 at 16
+    tokens in 4s), as the router's TPOT is: dividing by the tokens after the first chunk
+    instead read the pace, and disagreed with the router's figure by that much."""
+    if first is None or last is None:
+        return None, None
+    source: TokenSource = "usage" if usage_tokens is not None else "chunks"
+    tpot = tpot_s(first, last, usage_tokens if usage_tokens is not None else chunks)
+    return (tpot, source) if tpot is not None else (None, None)
 
 
 async def send_one(client: Http1Client, target: Target, request: PlannedRequest,
@@ -191,9 +207,9 @@ async def send_one(client: Http1Client, target: Target, request: PlannedRequest,
                 usage = _USAGE.search(raw)
                 return Sample(offset, elapsed, elapsed, 200, None, request.cls, False, None,
                               int(usage.group(1)) if usage else None, cache, lag)
-            ttft, tpot, tokens, error = await _read_stream(response, started)
+            ttft, tpot, tokens, source, error = await _read_stream(response, started)
             return Sample(offset, ttft, time.perf_counter() - started, 200, error, request.cls,
-                          True, tpot, tokens, cache, lag)
+                          True, tpot, tokens, cache, lag, source)
     except (TimeoutError, HttpClientError, OSError) as exc:
         return Sample(offset, None, None, 0, type(exc).__name__, request.cls, request.stream,
                       lag_s=lag)

@@ -2,7 +2,9 @@
 
 Pure functions over `Sample`s. Percentiles are reported at p50/p90/p95/p99 (DESIGN.md §1: never
 an average alone), for all requests and per segment (request class; stream or not; the router's
-cache status when it answers with `x-slorouter-cache`).
+cache status when it answers with `x-slorouter-cache`). TPOT is DESIGN.md's, as the router records
+it (`router.loadtest.loadgen.stream_tpot`); `tpot_tokens` counts the streams whose output tokens
+came from the server's usage and those whose content chunks were counted (no usage sent).
 
 Percentiles interpolate linearly between the two nearest ranks (numpy's default, Hyndman and
 Fan's type 7): the q-th of n sorted values sits at rank q/100 * (n - 1), counted from 0. So the
@@ -54,6 +56,7 @@ class Summary:
     generator_behind: bool  # lag p99 over `LAG_BOUND_MS`: the run did not hold its schedule
     errors: dict[str, int]
     segments: dict[str, dict[str, Percentiles]]
+    tpot_tokens: dict[str, int]  # TPOT samples by where their output tokens came from
 
 
 def _metric(samples: Iterable[Sample], name: str) -> list[float]:
@@ -95,7 +98,9 @@ def summarize(result: RunResult) -> Summary:
         latency_ms={m: Percentiles.of(_metric(ok, m)) for m in METRICS},
         dispatch_lag_ms=Percentiles.of([s.lag_s for s in result.samples]),
         generator_behind=result.generator_behind,
-        errors=dict(sorted(errors.items())), segments=segments)
+        errors=dict(sorted(errors.items())), segments=segments,
+        tpot_tokens=dict(sorted(Counter(s.tpot_tokens for s in ok
+                                        if s.tpot_s is not None and s.tpot_tokens).items())))
 
 
 def _row(name: str, p: Percentiles) -> str:
@@ -111,6 +116,8 @@ def format_summary(summary: Summary) -> str:
              f"  {'metric (ms)':<26}{'n':>7}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}"]
     lines += [_row(m.removesuffix("_s").upper(), p) for m, p in summary.latency_ms.items()]
     lines.append(_row("dispatch lag (in the above)", summary.dispatch_lag_ms))
+    if summary.tpot_tokens:
+        lines.append(_tpot_note(summary.tpot_tokens))
     if summary.generator_behind:
         lines.append(f"  WARNING: the load generator fell behind its schedule (dispatch lag p99 "
                      f"{summary.dispatch_lag_ms.p99:.1f} ms > {LAG_BOUND_MS:g} ms): the target "
@@ -124,3 +131,13 @@ def format_summary(summary: Summary) -> str:
             if p.count:
                 lines.append(_row(f"{key} {metric.removesuffix('_s').upper()}", p))
     return "\n".join(lines)
+
+
+def _tpot_note(sources: dict[str, int]) -> str:
+    """Which output tokens TPOT divides by: a run whose server sent no usage counted chunks,
+    fewer than the tokens where a chunk carries several, and its TPOT reads high."""
+    note = ("  TPOT = (t_last - t_first) / (output_tokens - 1), the tokens from usage in "
+            f"{sources.get('usage', 0)} streams, from counted chunks in {sources.get('chunks', 0)}")
+    if sources.get("chunks"):
+        note += " (no usage sent: a chunk counted as one token, so TPOT may read high)"
+    return note

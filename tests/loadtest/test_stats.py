@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from router.loadtest.loadgen import RunResult, Sample, stream_tpot
 from router.loadtest.stats import Percentiles, format_summary, summarize
+from router.stats import tpot_s
 
 
 def _result() -> RunResult:
@@ -61,12 +64,32 @@ def test_the_achieved_rate_is_measured_not_the_plan_over_the_duration() -> None:
     assert "dispatch lag" in format_summary(summary)
 
 
-def test_tpot_counts_the_tokens_after_the_first_chunk() -> None:
-    """16 tokens in 4-token chunks 20 ms apart: 12 tokens came after the first chunk, over 60 ms:
-    5 ms a token (`tokens - 1` gave 4 ms); one chunk or one token has none."""
-    assert abs(stream_tpot(0.0, 0.060, 16, 4) - 0.005) < 1e-12
-    assert abs(stream_tpot(0.0, 0.075, 16, 16) - 0.005) < 1e-12
-    assert stream_tpot(0.0, 0.0, 16, 1) is None and stream_tpot(0.0, 0.1, 1, 2) is None
+def test_tpot_is_designs_over_the_usage_tokens_else_the_chunks_counted() -> None:
+    """16 tokens in 4-token chunks 20 ms apart: (60 ms) / (16 - 1) = 4 ms, the router's TPOT
+    (dividing by the 12 tokens after the first chunk read 5 ms); without usage the 4 chunks
+    are the tokens (20 ms, marked `chunks`); one chunk or one token has none."""
+    assert stream_tpot(0.0, 0.060, 16, 4) == (pytest.approx(0.004), "usage")
+    assert stream_tpot(0.0, 0.060, None, 4) == (pytest.approx(0.020), "chunks")
+    assert stream_tpot(0.0, 0.060, 16, 4)[0] == tpot_s(0.0, 0.060, 16)
+    assert stream_tpot(0.0, 0.0, 16, 1) == (None, None)
+    assert stream_tpot(0.0, 0.1, 1, 2) == (None, None)
+    assert stream_tpot(None, None, 16, 0) == (None, None)
+
+
+def test_the_summary_says_where_tpots_output_tokens_came_from() -> None:
+    """Counted over the successful streams with a TPOT, in the JSON and in the table; a run
+    that counted chunks says its TPOT may read high."""
+    samples = [Sample(i * 0.1, 0.01, 0.1, 200, stream=True, tpot_s=0.004, output_tokens=16,
+                      tpot_tokens="usage" if i < 3 else "chunks") for i in range(5)]
+    samples.append(Sample(0.6, 0.01, 0.1, 200, stream=True))  # one token: no TPOT
+    summary = summarize(RunResult("t", 10.0, 1.0, samples, 1.0))
+    assert summary.tpot_tokens == {"chunks": 2, "usage": 3}
+    text = format_summary(summary)
+    assert "the tokens from usage in 3 streams, from counted chunks in 2" in text
+    assert "may read high" in text
+    only_usage = summarize(RunResult("t", 10.0, 1.0, samples[:3], 1.0))
+    assert "may read high" not in format_summary(only_usage)
+    assert summarize(_result()).tpot_tokens == {}  # samples that do not say: nothing claimed
 
 
 def test_a_run_whose_generator_fell_behind_is_flagged() -> None:

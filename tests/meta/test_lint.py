@@ -18,7 +18,7 @@ def test_ruff_finds_nothing() -> None:
 
 
 def test_mypy_strict_passes_on_the_packages() -> None:
-    """`mypy` (strict, per pyproject.toml) passes on router, policies, cache and evals."""
+    """`mypy` (strict, per pyproject.toml) passes on router, policies, cache, evals and bench."""
     result = subprocess.run([str(VENV_BIN / "mypy")], cwd=ROOT, capture_output=True,
                             text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:]

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from router.classify.types import RequestView
 from router.pipeline import estimate_prompt_tokens
@@ -33,6 +35,19 @@ OTHER_SCRIPTS = {
              "कारणों से छुट्टी चाहिए।",
     "arabic": "من فضلك ساعدني في كتابة رسالة إلى مديري لأخبره أنني أحتاج إلى إجازة يوم الاثنين "
               "القادم بسبب ظروف عائلية.",
+}
+
+# Emoji-heavy texts written for this test: emoji (2-3 cl100k_base tokens each) in sequences
+# with skin tones, joiners, flags and variation selectors, and mathematical letters.
+EMOJI = {
+    "party": "Great job team 🎉🎉🎉 see you all tomorrow 👋😊",
+    "faces": "😀😃😄😁😆😅😂🤣🥲☺️😊😇🙂🙃😉😌😍🥰😘😗",
+    "hearts": "I love this ❤️❤️❤️ so much 😍😍 thank you 🙏🏽 #blessed ✨✨",
+    "families": "👨‍👩‍👧‍👦 👩‍❤️‍👨 🧑‍💻 🏳️‍🌈 👨🏽‍🍳",
+    "flags": "🇮🇷 🇺🇸 🇬🇧 🇫🇷 🇩🇪 🇯🇵 🏴󠁧󠁢󠁥󠁮󠁧󠁿",
+    "persian": "سلام دوستان 🌹🌹 امروز خیلی خوشحالم 😊🎉 ممنون از همه ❤️",
+    "only emoji": "🚀🔥💯👀🤖🧠📈💡🎯🛠️",
+    "math letters": "𝐁𝐨𝐥𝐝 𝑰𝒕𝒂𝒍𝒊𝒄 𝔉𝔯𝔞𝔨𝔱𝔲𝔯",
 }
 
 
@@ -65,6 +80,48 @@ def test_the_estimate_covers_cl100k_on_cjk_hindi_and_arabic() -> None:
         actual = count(text)
         assert len(text) / 4 < actual / 2, script  # what the old estimate missed
         assert actual <= text_tokens(text) <= 2 * actual, (script, actual, text_tokens(text))
+
+
+def test_an_emoji_counts_three_tokens_and_the_symbols_beside_it_too() -> None:
+    """A character beyond U+FFFF is 3 tokens; in a text holding one, so are the U+2000-U+2FFF
+    symbols (the three joiners of a family); without one such a symbol is 1.2, as CJK is."""
+    assert text_tokens("😀") == pytest.approx(3.0)
+    assert text_tokens("ok 😀") == pytest.approx(3 / 4 + 3.0)
+    assert text_tokens("👨\u200d👩\u200d👧\u200d👦") == pytest.approx(7 * 3.0)
+    assert text_tokens("✅") == pytest.approx(1.2)
+    assert text_tokens("\ud800\U0001f600") == pytest.approx(1.2 + 3.0)  # a lone surrogate is 1.2
+
+
+def test_the_estimate_covers_cl100k_on_emoji_heavy_text() -> None:
+    """Each emoji-heavy text's estimate is at least its cl100k_base count, and not more than
+    1.6 times it. 1.2 tokens a character counted 206 of their 335 tokens (15 of `party`'s 20;
+    only the Persian one was covered, by its letters' margin)."""
+    count = cl100k_counter()
+    old = actual_total = 0.0
+    for name, text in EMOJI.items():
+        actual = count(text)
+        assert actual <= text_tokens(text) <= 1.6 * actual, (name, actual, text_tokens(text))
+        ascii_chars = len(text.encode("ascii", "ignore"))
+        old += ascii_chars / 4 + (len(text) - ascii_chars) * 1.2
+        actual_total += actual
+    assert old < 0.7 * actual_total  # what the estimate missed before
+
+
+def _by_character(text: str) -> float:
+    """The estimate read character by character: what `text_tokens` computes faster."""
+    ascii_chars = sum(c.isascii() for c in text)
+    astral = sum(c > "\uffff" for c in text)
+    symbols = sum("\u2000" <= c <= "\u2fff" for c in text) if astral else 0
+    emoji = astral + symbols
+    return ascii_chars / 4 + (len(text) - ascii_chars - emoji) * 1.2 + emoji * 3.0
+
+
+@given(st.text())
+def test_the_estimate_is_the_character_by_character_count(text: str) -> None:
+    """Whatever the text, the fast path (a size check, then encodes) counts what reading it
+    character by character does: no astral character is missed by the check that skips the
+    others' second reading."""
+    assert text_tokens(text) == pytest.approx(_by_character(text))
 
 
 def _shared_prompts(lang: str) -> list[str]:

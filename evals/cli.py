@@ -108,7 +108,8 @@ def _add_run(inner: argparse._SubParsersAction[Any]) -> None:
 
 
 def _add_transfer(inner: argparse._SubParsersAction[Any]) -> None:
-    p = inner.add_parser("transfer", help="train on one two-model dataset, score on another")
+    p = inner.add_parser("transfer", help="train on one two-model dataset, score on another "
+                         "(not the same file: for one dataset, use replay)")
     p.add_argument("--train", required=True, type=Path)
     p.add_argument("--test", required=True, type=Path)
     p.add_argument("--json", action="store_true")
@@ -396,6 +397,7 @@ def transfer_handler(args: argparse.Namespace) -> int:
 
     _rows(args.train, "--train")
     _rows(args.test, "--test")
+    _different_files(args.train, args.test)
     try:
         train_table = with_labels(load_table(args.train), args.labels)
         test_table = with_labels(load_table(args.test), args.labels)
@@ -418,6 +420,20 @@ def transfer_handler(args: argparse.Namespace) -> int:
     else:
         print(f"train {args.train} -> test {args.test}: {curve_line(summary)}")
     return 0
+
+
+def _different_files(train: Path, test: Path) -> None:
+    """Transfer scores a router on prompts it was not trained on: the same file (or a copy of
+    it) twice would score it on its own training data, an in-sample number printed as a
+    transfer. One dataset is measured by `eval replay`, on held-out folds."""
+    from evals.outcomes import file_sha256
+
+    if train.samefile(test) or file_sha256(train) == file_sha256(test):
+        same = "the same file" if train.samefile(test) else "files with the same content"
+        raise InputError(f"--train {train} and --test {test} are {same}: transfer scores "
+                         "a router on another dataset than it was trained on; for one "
+                         f"dataset use `slorouter eval replay --dataset {train}` (held-out "
+                         "folds)")
 
 
 def _check_train_inputs(args: argparse.Namespace) -> None:

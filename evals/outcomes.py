@@ -269,12 +269,18 @@ class OutcomeFileError(ValueError):
 
 
 def load_rows(path: Path | str, *, decontaminate: bool = True) -> list[OutcomeRow]:
-    """Every row of an outcome file (file order); contaminated rows dropped unless asked."""
+    """Every row of an outcome file (file order); contaminated rows dropped unless asked.
+
+    A prompt id seen twice in one benchmark is refused (OutcomeFileError naming both lines):
+    a row is one prompt's scores, so a repeated one (files joined twice, a re-run appended)
+    would count its prompt twice, or hold two scores of it with nothing to say which is right.
+    Ids only need to differ within a benchmark, as each is replayed on its own."""
     path = Path(path)
     models_json = path.parent / "models.json"
     prices = load_prices(models_json) if models_json.exists() else {}
     rows: list[OutcomeRow] = []
     extras: dict[str, TokenExtras] = {}
+    first_line: dict[tuple[str, str], int] = {}
     for number, line in enumerate(_open_lines(path), 1):
         if not line.strip():
             continue
@@ -296,6 +302,11 @@ def load_rows(path: Path | str, *, decontaminate: bool = True) -> list[OutcomeRo
                 from None
         except (TypeError, ValueError, AttributeError) as exc:
             raise OutcomeFileError(f"{path} line {number}: bad value ({exc})") from None
+        seen = first_line.setdefault((row.benchmark, row.id), number)
+        if seen != number:
+            raise OutcomeFileError(
+                f"{path} line {number}: prompt id {row.id!r} of {row.benchmark} is already on "
+                f"line {seen}: each prompt once (a repeated row would count it twice)")
         if decontaminate and row.contaminated:
             continue
         rows.append(row)

@@ -52,6 +52,21 @@ def cells(outcomes: Iterable[Outcome]) -> list[Cell]:
     return found
 
 
+def failed_calls(cell: Cell) -> int:
+    """The calls of `cell` that failed (error, timeout, no text, a judge failing or
+    unparseable): each scored 0."""
+    return sum(cell.errors.values())
+
+
+def over_error_rate(found: Sequence[Cell], max_rate: float) -> list[Cell]:
+    """The report rows whose share of failed calls exceeds `max_rate`. A failed call scores 0,
+    so each one lowers its row's mean by 1/n: past a few percent the row measures the
+    deployment's failures (a rate limit, an outage) more than the model's quality, and a floor
+    set on it says the model is worse than it is. Per row, not over the run: one model failing
+    every call among twenty healthy ones is 5 % of the run and all of its own rows."""
+    return [c for c in found if failed_calls(c) > max_rate * c.n]
+
+
 def suite_label(suites: Sequence[Suite]) -> tuple[str, str]:
     """The report's suite name and version: one suite's own, or several joined by `+`."""
     return "+".join(s.name for s in suites), "+".join(s.version for s in suites)

@@ -19,8 +19,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="label JSON-lines requests with task, risk, probabilities and signals",
         description="Reads one JSON object per line ({'text': ...} or {'messages': [...], "
         "'tools': [...], 'response_format': {...}, 'hints': {'task', 'risk'}}) and writes one "
-        "JSON line per input. Malformed lines are reported on stderr with their line number "
-        "and make the exit code 1.",
+        "JSON line per input. A tool is a wire tool object or a plain name ('get_weather': a "
+        "function tool of that name). Malformed lines are reported on stderr with their line "
+        "number and make the exit code 1.",
     )
     p.add_argument("file", nargs="?", type=Path, help="input file (default: stdin)")
     p.add_argument("--model", type=Path, help="a model.zip other than the shipped one")

@@ -1,7 +1,8 @@
 """`slorouter classify` input and output: JSON lines in, one JSON line out per input.
 
-An input line is `{"text": ...}` or `{"messages": [...]}` with optional `tools`,
-`response_format`, `hints` (`{"task", "risk"}`) or `metadata.task`, and `id`. Output lines carry
+An input line is `{"text": ...}` or `{"messages": [...]}` with optional `tools` (wire tool
+objects, or plain names as in the training data), `response_format`, `hints`
+(`{"task", "risk"}`) or `metadata.task`, and `id`. Output lines carry
 the input's line number (and id) so they can be matched to inputs; malformed lines are reported
 on the error stream as `line N: why` and make the exit code 1.
 """
@@ -37,7 +38,7 @@ class ClassifyInput(BaseModel):
     id: str | int | None = None
     text: str | None = None
     messages: list[dict[str, Any]] | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any] | str] | None = None
     response_format: dict[str, Any] | None = None
     hints: HintsIn | None = None
     metadata: dict[str, Any] | None = None
@@ -52,13 +53,23 @@ class ClassifyInput(BaseModel):
         messages: list[dict[str, object]] = [{"role": "user", "content": self.text}]
         if self.messages is not None:
             messages = [dict(m) for m in self.messages]
-        return view_from_openai(messages, self.tools, self.response_format)
+        return view_from_openai(messages, wire_tools(self.tools), self.response_format)
 
     def request_hints(self) -> Hints:
         task = self.hints.task if self.hints is not None else None
         if task is None and self.metadata is not None and "task" in self.metadata:
             task = HintsIn(task=self.metadata["task"]).task
         return Hints(task=task, risk=self.hints.risk if self.hints is not None else None)
+
+
+def wire_tools(tools: list[dict[str, Any] | str] | None) -> list[dict[str, object]] | None:
+    """`tools` in the wire form the service reads, a plain name (`"get_weather"`, as the
+    classifier's training rows declare tools) as a function tool of that name: the name then
+    goes through what a request's does (invisible characters dropped, read verb-first)."""
+    if tools is None:
+        return None
+    return [{"type": "function", "function": {"name": tool}} if isinstance(tool, str)
+            else dict(tool) for tool in tools]
 
 
 def output_record(line: int, item_id: str | int | None, ex: Explanation) -> dict[str, object]:

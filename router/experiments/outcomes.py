@@ -136,7 +136,7 @@ class ArmData:
 
 @dataclass(frozen=True, slots=True)
 class ExperimentData:
-    """A consistent-enough snapshot of one experiment, the input of the analysis."""
+    """A snapshot of one experiment at one instant, the input of the analysis."""
 
     experiment: str
     arms: Mapping[str, ArmData]

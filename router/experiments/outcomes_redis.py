@@ -8,7 +8,8 @@ kept 30 days, or the exposures' TTL for `unit: request`).
 Per request id, `{prefix}:req:{id}` remembers the arm (and the treatment version it was
 served under: feedback for an earlier version is not found) and `{prefix}:fb:{id}:{metric}` marks a
 received feedback value, both with a TTL. One Lua script updates all metrics of an outcome
-atomically, so concurrent replicas never over-fill a reservoir. The client is injected.
+atomically, so concurrent replicas never over-fill a reservoir; one MULTI/EXEC transaction reads
+a snapshot, so it never mixes two instants. The client is injected.
 Every write's reply goes to `writes` (`router.redis_writes`), which `/readyz` reads: a Redis
 that answers reads but refuses writes loses every outcome.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, TypeVar
 
@@ -44,6 +46,9 @@ EXPOSURE_TTL_S: Final[int] = 7 * 24 * 3600
 # typical experiment, not for ever (a marker is ~100 bytes of Redis per unit). A unit seen
 # again after it is counted again, on the arm it hashes to, so the shares stay unbiased.
 UNIT_MARKER_TTL_S: Final[int] = 30 * 24 * 3600
+# Transactions a snapshot may take to read an arm or metric that appeared since the last one:
+# the first finds it, the second reads it (a full snapshot of a brand-new arm: both at once).
+_SNAPSHOT_TRIES: Final[int] = 3
 
 # KEYS: arms set, stats hash, then (reservoir, window) per metric.
 # ARGV: arm, reservoir size, window size, then (metric, raw, scaled, scaled², u) per metric.
@@ -125,6 +130,8 @@ class RedisOutcomeStore:
         self._script = client.register_script(_RECORD_LUA)
         self._joined = client.register_script(_JOINED_LUA)
         self._count_unit = client.register_script(_COUNT_UNIT_LUA)
+        # experiment → the arms and metrics its last snapshot saw: what the next one reads.
+        self._seen: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self.writes = WriteHealth("experiments")
 
     async def _written(self, command: Awaitable[T]) -> T:
@@ -205,49 +212,102 @@ class RedisOutcomeStore:
 
     async def snapshot(self, experiment: str,
                        windows: Mapping[str, int] | None = None) -> ExperimentData:
-        members = await self._client.smembers(self._key(experiment, "arms"))
-        arm_names = sorted(_text(a) for a in members)
-        arms = {arm: await self._arm(experiment, arm, windows) for arm in arm_names}
-        raw_halts = await self._client.hgetall(self._key(experiment, "halts"))
-        halts = tuple(sorted((_halt(v) for v in raw_halts.values()), key=lambda h: h.at))
-        assigned: dict[str, int] = {}
-        if windows is None:
-            raw = await self._client.hgetall(self._key(experiment, "assigned"))
-            assigned = {_text(arm): int(n) for arm, n in raw.items()}
-        return ExperimentData(experiment=experiment, arms=arms, halts=halts, assigned=assigned)
+        """The arms, each arm's counts and values, the halts and the SRM counts, read in one
+        MULTI/EXEC transaction: a snapshot of one instant. Read in separate calls (an arm's
+        counts, then its values), the outcomes written between the reads slipped in, so a
+        guardrail's window held values its count did not. A transaction reads only the keys
+        it names: those of the arms and metrics the last snapshot saw. When it finds an arm or
+        metric it did not read (a new arm, a first feedback value), it is read again with it;
+        each appears once in an experiment's life, so that is rare."""
+        seen_arms, seen_metrics = self._seen.get(experiment, (frozenset(), frozenset()))
+        for _ in range(_SNAPSHOT_TRIES):
+            wanted = frozenset(windows) if windows is not None else seen_metrics
+            read = await self._read(experiment, seen_arms, wanted, windows)
+            seen_arms, seen_metrics = read.members, seen_metrics | read.metric_names()
+            self._seen[experiment] = (seen_arms, seen_metrics)
+            if read.complete():
+                break
+        # After the last try, what was read is still one instant: only an arm or metric that
+        # first appeared during those tries is left out.
+        return read.data(experiment)
 
-    async def _arm(self, experiment: str, arm: str,
-                   windows: Mapping[str, int] | None = None) -> ArmData:
-        """One arm's metrics: all of them with reservoirs and windows, or (with `windows`)
-        only those metrics and their newest values, which is what a guardrail pass reads:
-        parsing every reservoir and window (90,000 values for two arms) held the event loop
-        for about 0.2 s per snapshot, two snapshots every 0.5 s."""
-        stats = {_text(k): float(v) for k, v in
-                 (await self._client.hgetall(self._key(experiment, "stats", arm))).items()}
-        names = {field.rsplit(":", 1)[0] for field in stats}
-        metrics = sorted(names if windows is None else names & set(windows))
-        async with self._client.pipeline(transaction=False) as pipe:
-            for metric in metrics:
-                recent = self._key(experiment, "win", arm, metric)
-                if windows is None:
-                    await self._joined(keys=[self._key(experiment, "res", arm, metric)],
-                                       args=[0, -1], client=pipe)
-                    await self._joined(keys=[recent], args=[0, -1], client=pipe)
-                else:  # newest first: the first n are the last n values
-                    await self._joined(keys=[recent], args=[0, windows[metric] - 1], client=pipe)
-            lists = await pipe.execute()
-        per_metric = 1 if windows is not None else 2
-        samples = {
-            metric: MetricSamples(
-                count=int(stats[f"{metric}:n"]),
-                total=stats.get(f"{metric}:s", 0.0),
-                total_sq=stats.get(f"{metric}:q", 0.0),
-                reservoir=() if windows is not None else _floats(lists[2 * i]),
-                recent=_floats(lists[per_metric * i + per_metric - 1])[::-1],
-            )
-            for i, metric in enumerate(metrics)
-        }
-        return ArmData(arm=arm, metrics=samples)
+    async def _read(self, experiment: str, arms: frozenset[str], metrics: frozenset[str],
+                    windows: Mapping[str, int] | None) -> _Read:
+        """One transaction: the arms set, the halts, the SRM counts (full snapshot only), and
+        for each of `arms` its stats hash and each of `metrics`' reservoir and window (full)
+        or newest `windows[metric]` values. Reservoirs and windows are parsed from one string
+        a list: parsing every reservoir and window (90,000 values for two arms) value by value
+        held the event loop for about 0.2 s per snapshot."""
+        arm_names, metric_names = sorted(arms), sorted(metrics)
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.smembers(self._key(experiment, "arms"))
+            pipe.hgetall(self._key(experiment, "halts"))
+            if windows is None:
+                pipe.hgetall(self._key(experiment, "assigned"))
+            for arm in arm_names:
+                pipe.hgetall(self._key(experiment, "stats", arm))
+                for metric in metric_names:
+                    recent = self._key(experiment, "win", arm, metric)
+                    if windows is None:
+                        await self._joined(keys=[self._key(experiment, "res", arm, metric)],
+                                           args=[0, -1], client=pipe)
+                        await self._joined(keys=[recent], args=[0, -1], client=pipe)
+                    else:  # newest first: the first n are the last n values
+                        await self._joined(keys=[recent], args=[0, windows[metric] - 1],
+                                           client=pipe)
+            replies = iter(await pipe.execute())
+        members = frozenset(_text(a) for a in next(replies))
+        halts = tuple(sorted((_halt(v) for v in next(replies).values()), key=lambda h: h.at))
+        assigned = ({_text(arm): int(n) for arm, n in next(replies).items()}
+                    if windows is None else {})
+        stats: dict[str, dict[str, float]] = {}
+        lists: dict[tuple[str, str], tuple[tuple[float, ...], tuple[float, ...]]] = {}
+        for arm in arm_names:
+            stats[arm] = {_text(k): float(v) for k, v in next(replies).items()}
+            for metric in metric_names:
+                reservoir = _floats(next(replies)) if windows is None else ()
+                lists[arm, metric] = (reservoir, _floats(next(replies))[::-1])
+        return _Read(members, stats, lists, halts, assigned, metrics, windows is None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """The replies of one snapshot transaction. `stats` has the arms read, `lists` their
+    (reservoir, recent oldest first) of each metric read (`metrics`)."""
+
+    members: frozenset[str]
+    stats: Mapping[str, Mapping[str, float]]
+    lists: Mapping[tuple[str, str], tuple[tuple[float, ...], tuple[float, ...]]]
+    halts: tuple[Halt, ...]
+    assigned: Mapping[str, int]
+    metrics: frozenset[str]
+    full: bool
+
+    def metric_names(self) -> frozenset[str]:
+        """The metrics recorded on any arm read."""
+        return frozenset(field.rsplit(":", 1)[0] for s in self.stats.values() for field in s)
+
+    def complete(self) -> bool:
+        """Every arm in the set was read and, in a full snapshot, every metric recorded on
+        them (a guardrail snapshot reads the metrics it names only)."""
+        read_all_arms = self.members <= self.stats.keys()
+        return read_all_arms and (not self.full or self.metric_names() <= self.metrics)
+
+    def data(self, experiment: str) -> ExperimentData:
+        """The snapshot: the arms in the set that were read, each with its metrics read."""
+        arms: dict[str, ArmData] = {}
+        for arm in sorted(self.members & self.stats.keys()):
+            stats = self.stats[arm]
+            names = {field.rsplit(":", 1)[0] for field in stats} & self.metrics
+            arms[arm] = ArmData(arm=arm, metrics={
+                metric: MetricSamples(
+                    count=int(stats[f"{metric}:n"]), total=stats.get(f"{metric}:s", 0.0),
+                    total_sq=stats.get(f"{metric}:q", 0.0),
+                    reservoir=self.lists[arm, metric][0], recent=self.lists[arm, metric][1])
+                for metric in sorted(names)})
+        return ExperimentData(experiment=experiment, arms=arms, halts=self.halts,
+                              assigned=self.assigned)
+
 
 def _halt(raw: bytes | str) -> Halt:
     data = orjson.loads(raw)

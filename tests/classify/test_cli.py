@@ -72,6 +72,31 @@ def test_a_line_that_is_not_utf8_is_a_malformed_line(
     assert "line 2: Invalid JSON" in captured.err and "1 malformed line(s)" in captured.err
 
 
+def test_tools_given_as_plain_names_are_function_tools_of_those_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A training row (BFCL, `"tools": [names]`) fed back to `classify` was refused (`tools.0:
+    Input should be a valid dictionary`); each name is now the function tool of that name, so
+    the row classifies as the same request with wire tools would, its name read as the
+    service reads one (the hidden character dropped). A tool of another type is still refused."""
+    with gzip.open(DATA / "train.jsonl.gz", "rt", encoding="utf-8") as fh:
+        row = next(json.loads(line) for line in fh if '"tools": [' in line)
+    names = [*row["tools"], "del\u200bete_user"]
+    wire = [{"type": "function", "function": {"name": n}} for n in names]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in (
+        {"text": row["text"], "tools": names},
+        {"text": row["text"], "tools": wire},
+        {"text": row["text"], "tools": [5]},
+    )))
+    assert main(["classify", str(src)]) == 1
+    captured = capsys.readouterr()
+    plain, wired = (json.loads(line) for line in captured.out.splitlines())
+    assert {**plain, "line": 2} == wired
+    assert "delete_user" in plain["side_effect_tools"]
+    assert "line 3: tools.0" in captured.err and "1 malformed line(s)" in captured.err
+
+
 def test_classify_reads_stdin() -> None:
     """Without a file argument the command reads standard input."""
     proc = subprocess.run(

@@ -196,8 +196,54 @@ def test_models_of_equal_quality_report_undefined_metrics(
     capsys.readouterr()
     meta = json.loads((tmp_path / "a" / "metadata.json").read_text())
     assert meta["metrics"]["apgr"] is None and meta["rule"]["candidates"][0] == "small"
-    assert main(["eval", "transfer", "--train", str(path), "--test", str(path)]) == 0
+    other = write_synthetic(tmp_path / "other", [{"big": 1.0, "small": 1.0}] * 150, TWO_PRICES)
+    assert main(["eval", "transfer", "--train", str(path), "--test", str(other)]) == 0
     assert capsys.readouterr().out.endswith("APGR n/a  CPT(50%) n/a  CPT(80%) n/a\n")
+
+
+def test_a_repeated_prompt_id_is_refused_naming_both_lines(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A row repeated (files joined twice, a re-run appended) counted its prompt twice in
+    replay, transfer and train-router without a word; it is refused with both lines."""
+    path = rewrite(gsm8k_slice, tmp_path)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines) + lines[2])
+    repeated = json.loads(lines[2])["id"]
+    expected = (f"error: {path} line {len(lines) + 1}: prompt id {repeated!r} of gsm8k is "
+                "already on line 3: each prompt once (a repeated row would count it twice)\n")
+    assert _refused(["eval", "replay", "--dataset", str(path)], capsys) == expected
+    assert _refused(["train-router", "--outcomes", str(path), "--out", str(tmp_path / "a")],
+                    capsys) == expected
+    assert _refused(["eval", "transfer", "--train", str(path), "--test", str(gsm8k_slice)],
+                    capsys) == expected
+
+
+def test_the_same_id_in_two_benchmarks_is_two_prompts(tmp_path: Path) -> None:
+    """Ids need only differ within a benchmark (each is replayed on its own): a file that
+    numbers each benchmark's prompts from 0 loads whole."""
+    rows = [{"id": "0", "benchmark": bench, "category": bench, "prompt": f"{bench} question",
+             "prompt_tokens": 10, "scores": {"big": 1.0, "small": 0.0}}
+            for bench in ("gsm8k", "math")]
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [(r.benchmark, r.id) for r in load_rows(path)] == [("gsm8k", "0"), ("math", "0")]
+
+
+def test_transfer_refuses_the_same_file_twice(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trained and scored on the same prompts, transfer printed an in-sample number as if
+    measured on another dataset; the same file, or a copy of it, is refused."""
+    err = _refused(["eval", "transfer", "--train", str(gsm8k_slice), "--test",
+                    str(gsm8k_slice)], capsys)
+    assert err == (f"error: --train {gsm8k_slice} and --test {gsm8k_slice} are the same file: "
+                   "transfer scores a router on another dataset than it was trained on; for "
+                   f"one dataset use `slorouter eval replay --dataset {gsm8k_slice}` (held-out "
+                   "folds)\n")
+    copy = tmp_path / gsm8k_slice.name
+    shutil.copy(gsm8k_slice, copy)
+    err = _refused(["eval", "transfer", "--train", str(gsm8k_slice), "--test", str(copy)],
+                   capsys)
+    assert "are files with the same content: transfer scores" in err
 
 
 def test_a_free_reference_leaves_the_saving_undefined(

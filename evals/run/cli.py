@@ -46,8 +46,9 @@ def add_run(inner: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--out", type=Path, default=None, help="report JSON (default: stdout)")
     p.add_argument("--details", type=Path, default=None, help="per-item results (JSONL)")
     p.add_argument("--max-error-rate", type=_share, default=DEFAULT_MAX_ERROR_RATE,
-                   help="refuse the report (exit 1, nothing written) when a row (model x task "
-                   "x metric) has a larger share of failed calls, which score 0 (default "
+                   help="refuse the report (exit 1; only --details written) when a row "
+                   "(model x task x metric) has a larger share of failed calls, which score 0 "
+                   "(default "
                    f"{DEFAULT_MAX_ERROR_RATE:g}; 1.0 writes it whatever failed)")
     p.set_defaults(func=run_handler)
 
@@ -150,7 +151,6 @@ def run_handler(args: argparse.Namespace) -> int:
         over_error_rate,
         summary_text,
     )
-    from policies.files import write_file
 
     try:
         check_outputs(args)
@@ -162,8 +162,15 @@ def run_handler(args: argparse.Namespace) -> int:
     found = cells(outcomes)
     sys.stderr.write(summary_text(found) + "\n")
     refused = over_error_rate(found, args.max_error_rate)
-    if refused:  # before any write: a previous report stays the one the router reads
+    if refused:  # no report: a previous one stays the one the router reads
         sys.stderr.write(refusal(refused, args.max_error_rate, args.out) + "\n")
+        # The per-item results are written all the same (the router never reads them): they
+        # hold each failed call's error, which a paid run would otherwise have to repeat.
+        if args.details is not None and not _write(args.details, details_jsonl(outcomes)):
+            return 2
+        if args.details is not None:
+            sys.stderr.write(f"slorouter eval run: each item's result, failures included, is "
+                             f"in {args.details}\n")
         return 1
     created = datetime.now(UTC).isoformat(timespec="seconds")
     provider_models = {m: [d.model for d in plan.deployments[m]] for m in plan.models}
@@ -173,15 +180,23 @@ def run_handler(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     written = [(args.out, text), (args.details, details_jsonl(outcomes) if args.details else "")]
     for path, content in written:
-        if path is None:
-            continue
-        try:  # all or nothing: start-up reads the report, maybe while this run writes it
-            write_file(path, content.encode("utf-8"))
-        except OSError as exc:
-            sys.stderr.write(f"slorouter eval run: cannot write {path}: "
-                             f"{exc.strerror or exc}; a previous file there is unchanged\n")
+        if path is not None and not _write(path, content):
             return 2
     return 0
+
+
+def _write(path: Path, content: str) -> bool:
+    """Write `path` all or nothing (start-up reads a report, maybe while this run writes it);
+    False, with the reason on stderr, when it cannot be written."""
+    from policies.files import write_file
+
+    try:
+        write_file(path, content.encode("utf-8"))
+    except OSError as exc:
+        sys.stderr.write(f"slorouter eval run: cannot write {path}: "
+                         f"{exc.strerror or exc}; a previous file there is unchanged\n")
+        return False
+    return True
 
 
 def refusal(rows: list[Cell], max_rate: float, out: Path | None) -> str:

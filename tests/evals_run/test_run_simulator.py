@@ -112,15 +112,20 @@ def test_failed_and_hung_calls_count_as_failures_and_are_reported(
 
 def test_a_report_of_failed_calls_is_refused_by_default(sim: Running, tmp_path: Path) -> None:
     """By default (`--max-error-rate 0.05`) a report with a row of failed calls is not written:
-    exit 1, the previous report and no details file left as they were, nothing on stdout, and
-    the message names the rows, their failures and the setting. It used to be written under
-    the default 1.0, every failed call a wrong answer: a model 'measured' at 0.0."""
+    exit 1, the previous report left as it was, nothing on stdout, and the message names the
+    rows, their failures and the setting. It used to be written under the default 1.0, every
+    failed call a wrong answer: a model 'measured' at 0.0. The per-item details are written
+    all the same: they hold each failure's error, which would otherwise take a paid rerun."""
     out, details = tmp_path / "report.json", tmp_path / "items.jsonl"
     out.write_text("previous")
     done = eval_run(tmp_path, config_text(sim.base_url), "--suite", str(SIM_SUITES[0]),
                     "--models", "broken,mid", "--out", str(out), "--details", str(details))
     assert done.returncode == 1, done.stderr
-    assert out.read_text() == "previous" and not details.exists() and done.stdout == ""
+    assert out.read_text() == "previous" and done.stdout == ""
+    items = [json.loads(line) for line in details.read_text().splitlines()]
+    assert len(items) == 100 and f"is in {details}" in done.stderr
+    failed = [i for i in items if i["model"] == "broken"]
+    assert len(failed) == 50 and all(i["error"] for i in failed)
     assert (f"no report written ({out} is unchanged): failed calls, which score 0, exceed "
             "--max-error-rate 0.05 in 1 row(s): broken math accuracy: 50 of 50 calls failed "
             "(ProviderUnavailableError 50)") in done.stderr

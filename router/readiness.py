@@ -3,7 +3,7 @@
 Config and classifier versions, providers, the result cache, and the stores shared through
 Redis: a Redis down, or answering but refusing writes (`router.redis_writes`, learned from the
 stores' own writes), is `degraded`, never not ready (why: `router.api.meta`). The statistics
-store's check is added by `router.app`, which holds the store.
+store's check (`stats_check`) is added by `router.app`, which builds the store when none is given.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.redis_writes import WriteHealth, probe_write
 from router.runtime_config import RuntimeConfig
+from router.stats import StatsStore
 
 
 def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: Classifier,
@@ -65,6 +66,21 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: C
             "outcomes are lost and guardrails keep their last halts", experiments_writes)
 
     return [loaded, model, providers, cache, idempotency, experiments]
+
+
+def stats_check(store: StatsStore) -> ReadinessCheck:
+    """The statistics store's status (its JSON, for operators and tests), degraded when the
+    replica fell back to its own view (Redis failing) or Redis refuses its pushes (the others
+    then miss its statistics). No probe write is needed: a shared store pushes every second."""
+
+    async def stats() -> Readiness:
+        status = store.status()
+        writes = writes_of(store)
+        refused = writes is not None and writes.refusal is not None
+        return Readiness("stats", True, status.model_dump_json(),
+                         degraded=not status.healthy or refused)
+
+    return stats
 
 
 async def _shared_store(name: str, url: str, setting: str, while_down: str,

@@ -13,6 +13,7 @@ its own (`probe_write`) so that a store no request writes to meanwhile still see
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,10 @@ log = logging.getLogger("slorouter.redis_writes")
 
 # The key `probe_write` sets (for a second): never one of the stores' own.
 PROBE_KEY = "slorouter:write-probe"
+# MISCONF has no exception class of its own, so it is told by its reply's text, which redis-py
+# prefixes in a pipeline: `Command # 1 (HSET ...) of pipeline caused error: ("MISCONF ...",)`.
+_MISCONF = re.compile(r"(?:Command # \d+ .*? of pipeline caused error: \(['\"])?MISCONF ",
+                      re.DOTALL)
 
 
 def refusal_reason(exc: BaseException) -> str | None:
@@ -34,7 +39,7 @@ def refusal_reason(exc: BaseException) -> str | None:
         return "out of memory (maxmemory reached under noeviction)"
     if isinstance(exc, ReadOnlyError):
         return "read-only replica"
-    if isinstance(exc, ResponseError) and str(exc).startswith("MISCONF"):
+    if isinstance(exc, ResponseError) and _MISCONF.match(str(exc)):
         return "cannot persist (MISCONF)"
     return None
 

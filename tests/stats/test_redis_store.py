@@ -4,6 +4,7 @@ keep merging the others' statistics while it answers but refuses their writes.""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -146,19 +147,36 @@ def _promoted(admin: redis.Redis) -> None:
     admin.replicaof("NO", "ONE")
 
 
+def _cannot_persist(admin: redis.Redis) -> None:
+    """Snapshots on, and one that fails (its directory is gone): writes get MISCONF."""
+    shutil.rmtree(admin.config_get("dir")["dir"])
+    admin.config_set("save", "3600 1")
+    admin.bgsave()
+    waited_until = time.monotonic() + 10
+    while admin.info("persistence")["rdb_last_bgsave_status"] != "err":
+        assert time.monotonic() < waited_until
+        time.sleep(0.02)
+
+
+def _snapshots_off(admin: redis.Redis) -> None:
+    admin.config_set("save", "")
+
+
 @pytest.mark.parametrize(("breaks", "mends", "reason"), [
     (_out_of_memory, _memory_back, "out of memory"),
     (_read_only, _promoted, "read-only replica"),
-], ids=["oom-noeviction", "readonly-replica"])
+    (_cannot_persist, _snapshots_off, "cannot persist (MISCONF)"),
+], ids=["oom-noeviction", "readonly-replica", "misconf"])
 async def test_a_refused_push_keeps_the_others_statistics_and_is_sent_once_writes_are_taken(
         tmp_path: Path, breaks: Breakage, mends: Breakage, reason: str) -> None:
     """Redis answers but refuses writes: a replica's push is refused, yet its sync still pulls,
     so it keeps what another replica pushed before (it used to drop it and route on its own view
     alone); it stays healthy, `writes` and `status()` name the refusal. What it learned meanwhile
     reaches the other replica once Redis takes writes again."""
-    server = start_redis(tmp_path)
+    (tmp_path / "data").mkdir()  # where snapshots go: a directory of its own, to remove
+    server = start_redis(tmp_path, ("--dir", str(tmp_path / "data")))
     url = f"redis://127.0.0.1:{server.port}/0"
-    admin = redis.Redis(port=server.port)
+    admin = redis.Redis(port=server.port, decode_responses=True)
     clock = FakeClock()
     one, two = _replica(url, "t", "one", clock), _replica(url, "t", "two", clock)
     try:

@@ -4,10 +4,12 @@ A Redis out of memory under `noeviction` (`OOM command not allowed when used mem
 'maxmemory'`), a replica left behind by a failover (`READONLY You can't write against a read
 only replica`) or one that cannot persist (`MISCONF`, `stop-writes-on-bgsave-error`) answers
 PINGs and reads but refuses every write. A store that writes (idempotency claims, experiment
-outcomes) tells its `WriteHealth` of each reply: a refusal marks it refusing (logged once,
-event `redis_writes_refused`), the next accepted write clears it (`redis_writes_accepted`). No
-request pays a round trip for this; only `/readyz`, while a refusal stands, sends one write of
-its own (`probe_write`) so that a store no request writes to meanwhile still sees the recovery.
+outcomes, result-cache sets, statistics pushes) tells its `WriteHealth` of each reply: a
+refusal marks it refusing (logged once, event `redis_writes_refused`), the next accepted write
+clears it (`redis_writes_accepted`). No request pays a round trip for this; only `/readyz`,
+while a refusal stands, sends one write of its own (`probe_write`) so that a store no request
+writes to meanwhile still sees the recovery (the statistics store needs none: it pushes every
+second).
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ from router.api.experiments import experiments_endpoint, feedback_endpoint
 from router.api.explain import explain_endpoint
 from router.api.front import FrontDoor
 from router.api.meta import (
-    Readiness,
     ReadinessCheck,
     deployments_health,
     healthz,
@@ -51,6 +50,7 @@ from router.idempotency import IdempotencyStore, MemoryIdempotencyStore
 from router.outcomes import FanOut, OutcomeSink
 from router.pipeline import ChatPipeline
 from router.providers.base import AdapterName, Provider
+from router.readiness import stats_check
 from router.reliability import admission_controller, execution_state
 from router.runtime_config import RuntimeConfig
 from router.slo import SloTracker
@@ -143,10 +143,6 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         return Response(orjson.dumps(slo.snapshot().model_dump(mode="json")),
                         media_type="application/json")
 
-    async def stats_ready() -> Readiness:
-        status = store.status()  # a shared store failing leaves each replica its own view
-        return Readiness("stats", True, status.model_dump_json(), degraded=not status.healthy)
-
     # No redirect to the path without a trailing slash: a client would send its POST again
     # (`router.api.unrouted` answers such a path 404, as OpenAI does).
     app = FastAPI(title="slorouter", lifespan=lifespan, docs_url=None, redoc_url=None,
@@ -162,7 +158,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     app.add_route("/healthz", healthz, methods=["GET"])
     app.add_route("/v1/health/deployments",
                   deployments_health(breakers, store.load, config.deployments), methods=["GET"])
-    app.add_route("/readyz", readyz_endpoint([*checks, stats_ready], config.version),
+    app.add_route("/readyz", readyz_endpoint([*checks, stats_check(store)], config.version),
                   methods=["GET"])
     endpoint = telemetry.metrics_endpoint if telemetry is not None else None
     if endpoint is not None:

@@ -20,6 +20,7 @@ from cache.metrics import CacheMetrics
 from cache.policy import CacheDecision, CacheRule, decide, parse_cache_control
 from cache.result import Lookup, ResultCacheFront
 from router.pipeline import Prepared, arm_degraded, header_or_metadata
+from router.redis_writes import WriteHealth
 from router.runtime_config import Principal
 
 DATA_VERSION_HEADER = "x-slorouter-data-version"
@@ -77,9 +78,11 @@ def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str
 
 class ResultCaching:
     def __init__(self, front: ResultCacheFront | None, default_rule: CacheRule,
-                 metrics: CacheMetrics | None = None, *, unavailable: str | None = None) -> None:
+                 metrics: CacheMetrics | None = None, *, unavailable: str | None = None,
+                 writes: WriteHealth | None = None) -> None:
         self._front = front
         self.unavailable = unavailable  # why a configured cache is not used (for /readyz)
+        self.writes = writes  # whether a Redis backend takes the cache's writes (for /readyz)
         self._default = default_rule
         self.metrics = metrics
 

@@ -3,7 +3,7 @@
 Config and classifier versions, providers, the result cache, and the stores shared through
 Redis: a Redis down, or answering but refusing writes (`router.redis_writes`, learned from the
 stores' own writes), is `degraded`, never not ready (why: `router.api.meta`). The statistics
-store's check is added by `router.app`, which holds the store.
+store's check (`stats_check`) is added by `router.app`, which builds the store when none is given.
 """
 
 from __future__ import annotations
@@ -14,6 +14,11 @@ from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.redis_writes import WriteHealth, probe_write
 from router.runtime_config import RuntimeConfig
+from router.stats import StatsStore
+
+# What the result cache's refused writes cost: nothing is stored, so nothing new is served.
+CACHE_REFUSED = ("new answers are not stored (those stored are still served): requests are "
+                 "slower, never failed")
 
 
 def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: Classifier,
@@ -42,39 +47,59 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: C
         if spec.backend != "redis" or spec.redis_url is None:
             return Readiness("cache", True, spec.backend)
         # The service still answers without its cache (never fails a request for it).
-        state, up = await _redis_state(spec.redis_url, "server.cache.redis_url",
-                                       "serving uncached")
-        return Readiness("cache", True, state, degraded=not up)
+        return await _redis_store(
+            "cache", spec.redis_url, "server.cache.redis_url", while_down="serving uncached",
+            while_refused=CACHE_REFUSED, writes=caching.writes if caching is not None else None)
 
     async def idempotency() -> Readiness:
         url = config.server.idempotency_redis_url
         if url is None:
             return Readiness("idempotency", True, "memory (this process)")
         # Requests without a key are served; keyed ones are refused (503) while it is down.
-        return await _shared_store(
-            "idempotency", url, "server.idempotency_redis_url",
-            "requests with an Idempotency-Key are refused (503)", idempotency_writes)
+        lost = "requests with an Idempotency-Key are refused (503)"
+        return await _redis_store("idempotency", url, "server.idempotency_redis_url",
+                                  while_down=lost, while_refused=lost,
+                                  writes=idempotency_writes, records=True)
 
     async def experiments() -> Readiness:
         url = config.server.experiments_redis_url
         if url is None or not config.experiments:
             return Readiness("experiments", True,
                              "memory (this process)" if config.experiments else "none")
-        return await _shared_store(
-            "experiments", url, "server.experiments_redis_url",
-            "outcomes are lost and guardrails keep their last halts", experiments_writes)
+        lost = "outcomes are lost and guardrails keep their last halts"
+        return await _redis_store("experiments", url, "server.experiments_redis_url",
+                                  while_down=lost, while_refused=lost,
+                                  writes=experiments_writes, records=True)
 
     return [loaded, model, providers, cache, idempotency, experiments]
 
 
-async def _shared_store(name: str, url: str, setting: str, while_down: str,
-                        writes: WriteHealth | None) -> Readiness:
-    """A store keeping records in Redis: down, refusing writes (checked again with a write of
-    `/readyz`'s own while a refusal stands, so it clears without traffic), or fine."""
-    state, up = await _redis_state(url, setting, while_down, records=True)
+def stats_check(store: StatsStore) -> ReadinessCheck:
+    """The statistics store's status (its JSON, for operators and tests), degraded when the
+    replica fell back to its own view (Redis failing) or Redis refuses its pushes (the others
+    then miss its statistics). No probe write is needed: a shared store pushes every second."""
+
+    async def stats() -> Readiness:
+        status = store.status()
+        writes = writes_of(store)
+        refused = writes is not None and writes.refusal is not None
+        return Readiness("stats", True, status.model_dump_json(),
+                         degraded=not status.healthy or refused)
+
+    return stats
+
+
+async def _redis_store(name: str, url: str, setting: str, *, while_down: str,
+                       while_refused: str, writes: WriteHealth | None,
+                       records: bool = False) -> Readiness:
+    """A store in Redis: down, refusing writes (checked again with a write of `/readyz`'s own
+    while a refusal stands, so it clears without traffic), or fine; what each costs is said
+    (`while_down`, `while_refused`). For a store of `records`, also whether Redis may evict
+    them."""
+    state, up = await _redis_state(url, setting, while_down, records=records)
     if up and writes is not None:
         await probe_write(url, writes, 0.2)
-        refused = writes.describe(while_down)
+        refused = writes.describe(while_refused)
         if refused is not None:
             return Readiness(name, True, refused, degraded=True)
     return Readiness(name, True, state, degraded=not up)

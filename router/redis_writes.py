@@ -4,15 +4,18 @@ A Redis out of memory under `noeviction` (`OOM command not allowed when used mem
 'maxmemory'`), a replica left behind by a failover (`READONLY You can't write against a read
 only replica`) or one that cannot persist (`MISCONF`, `stop-writes-on-bgsave-error`) answers
 PINGs and reads but refuses every write. A store that writes (idempotency claims, experiment
-outcomes) tells its `WriteHealth` of each reply: a refusal marks it refusing (logged once,
-event `redis_writes_refused`), the next accepted write clears it (`redis_writes_accepted`). No
-request pays a round trip for this; only `/readyz`, while a refusal stands, sends one write of
-its own (`probe_write`) so that a store no request writes to meanwhile still sees the recovery.
+outcomes, result-cache sets, statistics pushes) tells its `WriteHealth` of each reply: a
+refusal marks it refusing (logged once, event `redis_writes_refused`), the next accepted write
+clears it (`redis_writes_accepted`). No request pays a round trip for this; only `/readyz`,
+while a refusal stands, sends one write of its own (`probe_write`) so that a store no request
+writes to meanwhile still sees the recovery (the statistics store needs none: it pushes every
+second).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +28,10 @@ log = logging.getLogger("slorouter.redis_writes")
 
 # The key `probe_write` sets (for a second): never one of the stores' own.
 PROBE_KEY = "slorouter:write-probe"
+# MISCONF has no exception class of its own, so it is told by its reply's text, which redis-py
+# prefixes in a pipeline: `Command # 1 (HSET ...) of pipeline caused error: ("MISCONF ...",)`.
+_MISCONF = re.compile(r"(?:Command # \d+ .*? of pipeline caused error: \(['\"])?MISCONF ",
+                      re.DOTALL)
 
 
 def refusal_reason(exc: BaseException) -> str | None:
@@ -34,7 +41,7 @@ def refusal_reason(exc: BaseException) -> str | None:
         return "out of memory (maxmemory reached under noeviction)"
     if isinstance(exc, ReadOnlyError):
         return "read-only replica"
-    if isinstance(exc, ResponseError) and str(exc).startswith("MISCONF"):
+    if isinstance(exc, ResponseError) and _MISCONF.match(str(exc)):
         return "cannot persist (MISCONF)"
     return None
 

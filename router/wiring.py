@@ -38,6 +38,7 @@ from router.providers.base import AdapterName, Deployment, Provider
 from router.providers.price_table import PriceTable
 from router.readiness import readiness_checks, writes_of
 from router.redis_auth import redis_passwords
+from router.redis_writes import WriteHealth
 from router.runtime_config import RuntimeConfig, resolve
 from router.stats import LocalStatsStore, StatsConfig, StatsStore
 from router.telemetry.settings import TelemetrySettings
@@ -162,11 +163,13 @@ def result_caching(config: RouterConfig) -> ResultCaching:
                      require_deterministic=spec.default.require_deterministic)
     metrics = CacheMetrics()
     backend: ResultCache
+    writes: WriteHealth | None = None
     if spec.backend == "none":
         return ResultCaching(None, rule)
     if spec.backend == "redis":
         assert spec.redis_url is not None  # the schema requires it
-        backend = RedisResultCache(connect(spec.redis_url), metrics)
+        writes = WriteHealth("cache")  # its refusals, for /readyz
+        backend = RedisResultCache(connect(spec.redis_url), metrics, writes=writes)
     else:
         # Relative to the working directory (not the config's), like any state the process
         # writes; the embedded default's config lives inside the installed package.
@@ -192,7 +195,7 @@ def result_caching(config: RouterConfig) -> ResultCaching:
                 directory.resolve()), files_deleted=disk.files_deleted, hint="cache.db.corrupt "
                 "files set aside by an earlier version, and the answers only they referenced")
         backend = disk
-    return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics)
+    return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics, writes=writes)
 
 
 def _disk_full(err: OSError | sqlite3.Error) -> bool:

@@ -9,6 +9,10 @@ counted miss), so a dead server costs one timeout per cool-down, not one per req
 call after the cool-down probes it again and the pool reconnects by itself. A command Redis
 refuses with an error reply (out of memory under `noeviction`, a READONLY replica) costs no
 time and starts no cool-down: the write is a counted no-op and reads still hit.
+
+Each `set`'s reply also goes to `writes` (the router passes a `router.redis_writes.WriteHealth`,
+which `/readyz` reads): a refused write marks the cache's writes refused, an accepted one clears
+that. It costs no command of its own, one call per `set`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -27,6 +32,25 @@ from cache.entry import CachedEntry, decode_entry, encode_entry
 from cache.metrics import CacheMetrics
 
 _ERRORS = (RedisError, OSError, TimeoutError)
+
+
+class WriteReplies(Protocol):
+    """Told how each write went (`router.redis_writes.WriteHealth`; the cache cannot import the
+    router, so it takes one)."""
+
+    def accepted(self) -> None: ...
+
+    def failed(self, exc: BaseException) -> None: ...
+
+
+class _Unwatched:
+    """No one is told: a cache built without `writes` (tests, benchmarks)."""
+
+    def accepted(self) -> None:
+        pass
+
+    def failed(self, exc: BaseException) -> None:
+        pass
 
 
 def connect(url: str, *, timeout_s: float = 0.05, max_connections: int = 64) -> Redis:
@@ -54,8 +78,10 @@ class RedisResultCache:
         cooldown_s: float = 1.0,
         log_interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        writes: WriteReplies | None = None,
     ) -> None:
         self._client = client
+        self._writes: WriteReplies = writes if writes is not None else _Unwatched()
         self._metrics = metrics
         self._namespace = namespace
         self._op_timeout_s = op_timeout_s
@@ -85,8 +111,10 @@ class RedisResultCache:
             async with asyncio.timeout(self._op_timeout_s):
                 await self._client.set(self._namespace + key, encode_entry(entry), px=ttl_ms)
         except _ERRORS as exc:
+            self._writes.failed(exc)
             self._fail("set", exc)
             return False
+        self._writes.accepted()
         return True
 
     async def aclose(self) -> None:

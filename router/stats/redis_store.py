@@ -9,9 +9,20 @@ A background loop (`start()` / `stop()`, or `sync_once()` driven by the caller) 
    all expire after `replica_ttl_s` without a push; the replica is listed in the zset `P:replicas`;
 2. for each other live replica whose sequence moved, fetches only the fields that changed and
    hands them to the local store, which merges them into its summaries.
-When Redis fails, the replica drops what it learned from others (its local view remains), reports
-`healthy = False` with the error in `status()`, logs `stats.redis.unavailable`, and re-publishes
-everything once Redis answers again (`stats.redis.recovered`).
+When Redis fails (down, slow, a lost connection), the replica drops what it learned from others
+(its local view remains), reports `healthy = False` with the error in `status()`, logs
+`stats.redis.unavailable`, and re-publishes everything once Redis answers again
+(`stats.redis.recovered`).
+
+A Redis that answers but refuses writes (out of memory under `noeviction`, a read-only replica,
+MISCONF: `router.redis_writes`) is not such a failure: reads still work, so the pull goes on and
+the replica keeps merging the others' statistics (those pushed before the refusal, or kept
+current by a primary that a read-only replica follows). Only the push is lost: its keys stay
+marked for the next push, which sends them once Redis takes writes. The refusal goes to
+`writes`, which `/readyz` reads (`degraded`); `healthy` stays True (the replica still routes on
+the shared view) and `status().detail` names the refusal. No replica renews its liveness while
+writes are refused, so the others' statistics leave with their entries, `replica_ttl_s` after
+their last accepted push, as any silent replica's do.
 """
 
 from __future__ import annotations
@@ -26,11 +37,12 @@ from dataclasses import dataclass
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from redis.typing import EncodableT, FieldT
 
 from policies.labels import Task
 from router.logs import event
+from router.redis_writes import WriteHealth, refusal_reason
 from router.stats.codec import decode_key, decode_state, encode_key, encode_state
 from router.stats.decay import Decay
 from router.stats.estimators import KeyState, KeySummary, StatKey
@@ -38,6 +50,9 @@ from router.stats.observation import Observation
 from router.stats.store import Clock, LocalStatsStore, StatsView, StoreStatus
 
 log = logging.getLogger("router.stats.redis")
+
+# What a refused push costs, for `status()` and `/readyz`.
+UNSHARED = "the other replicas do not see this one's statistics (it still merges theirs)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +85,7 @@ class RedisStatsStore:
         self._last_sync_at: float | None = None
         self._push_all = False
         self._task: asyncio.Task[None] | None = None
+        self.writes = WriteHealth("statistics")
 
     # -- StatsStore: delegated to the local store (no I/O) ------------------------------------
     def begin(self, deployment: str, t: float, prompt_tokens: int = 0,
@@ -114,15 +130,24 @@ class RedisStatsStore:
 
     @property
     def healthy(self) -> bool:
+        """Whether the last sync reached Redis, so the others' statistics are merged (also
+        while Redis refuses this replica's pushes: `writes` says so)."""
         return self._healthy
 
     def status(self) -> StoreStatus:
         return StoreStatus(
-            backend="redis", healthy=self._healthy,
-            detail="shared" if self._healthy else f"local fallback: {self._error}",
+            backend="redis", healthy=self._healthy, detail=self._detail(),
             keys=len(self.local.keys()), replicas_seen=len(self.local.remote_replicas()),
             last_sync_at=self._last_sync_at,
         )
+
+    def _detail(self) -> str:
+        """"shared", or why not: Redis failing (local view only) or refusing this replica's
+        pushes (the others' statistics still merged)."""
+        if not self._healthy:
+            return f"local fallback: {self._error}"
+        refused = self.writes.describe(UNSHARED)
+        return refused if refused is not None else "shared"
 
     # -- background sync ---------------------------------------------------------------------
     def start(self) -> None:
@@ -145,7 +170,8 @@ class RedisStatsStore:
             await asyncio.sleep(self.config.sync_interval_s)
 
     async def sync_once(self) -> bool:
-        """Push own changes and pull others'; returns whether Redis answered."""
+        """Push own changes and pull others'; returns whether Redis answered (a push it refused
+        is an answer: the pull still ran; `writes` holds the refusal)."""
         try:
             await asyncio.wait_for(self._sync(), self.config.op_timeout_s)
         except (RedisError, OSError, TimeoutError) as exc:
@@ -169,8 +195,21 @@ class RedisStatsStore:
 
     async def _sync(self) -> None:
         now = self._clock()
-        await self._push(now)
+        await self._push_unless_refused(now)
         await self._pull(now)
+
+    async def _push_unless_refused(self, now: float) -> None:
+        """Push, telling `writes` how it went. A refusal of writes ends only the push: Redis
+        still answers reads, so the pull that follows keeps the others' statistics (the keys not
+        pushed stay marked for the next push)."""
+        try:
+            await self._push(now)
+        except ResponseError as exc:
+            if refusal_reason(exc) is None:
+                raise
+            self.writes.failed(exc)
+            return
+        self.writes.accepted()
 
     def _p(self, *parts: str) -> str:
         return ":".join((self.config.prefix, *parts))

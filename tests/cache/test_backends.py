@@ -18,6 +18,7 @@ from cache.keys import derive_key
 from cache.metrics import CacheMetrics
 from cache.policy import CacheRule, decide
 from cache.result import ResultCache, ResultCacheFront
+from router.redis_writes import WriteHealth
 from tests.cache.conftest import ManualClock
 from tests.cache.helpers import completion_body, request, scope
 from tests.support.procs import ManagedProcess
@@ -149,3 +150,32 @@ async def test_writes_redis_refuses_leave_its_entries_readable(
         assert await cache.get("k") == ENTRY
     assert metrics.snapshot().backend_errors["redis"] == 5
     await cache.aclose()
+
+
+@pytest.mark.parametrize(("refusing", "accepting", "reason"), [
+    (("CONFIG", "SET", "maxmemory", "1"), ("CONFIG", "SET", "maxmemory", "0"), "out of memory"),
+    (("REPLICAOF", "127.0.0.1", "9"), ("REPLICAOF", "NO", "ONE"), "read-only replica"),
+], ids=["out-of-memory", "read-only"])
+async def test_a_refused_set_marks_the_cache_writes_refused_until_one_is_taken(
+    own_redis: ManagedProcess, refusing: tuple[str, ...], accepting: tuple[str, ...],
+    reason: str,
+) -> None:
+    """Each `set`'s reply goes to `writes` (what `/readyz` reads): the first refused set starts
+    a refusal, reads change nothing, the next accepted set ends it."""
+    writes = WriteHealth("cache")
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    cache = RedisResultCache(connect(url), CacheMetrics(), writes=writes)
+    admin = connect(url, timeout_s=1.0)
+    try:
+        assert await cache.set("k", ENTRY, 60.0) and writes.refusal is None
+        await admin.execute_command(*refusing)
+        assert await cache.set("new", ENTRY, 60.0) is False
+        assert await cache.get("k") == ENTRY
+        refusal = writes.refusal
+        assert refusal is not None and refusal.reason.startswith(reason), refusal
+        await admin.execute_command(*accepting)
+        assert await cache.get("k") == ENTRY and writes.refusal is not None
+        assert await cache.set("new", ENTRY, 60.0) and writes.refusal is None
+    finally:
+        await admin.aclose()
+        await cache.aclose()

@@ -79,9 +79,12 @@ def policies_yaml(default_ttl_s: float = 600.0, revision: str = "r1") -> str:
 """
 
 
-def router_yaml(sim_base: str, cache_block: str, policies: str = "") -> str:
+def router_yaml(sim_base: str, cache_block: str, policies: str = "",
+                stats_redis_url: str | None = None) -> str:
     """A `slorouter serve` config over the simulator's models, with three API keys,
-    `server.cache` set to `cache_block` (an indented YAML block) and optional policies."""
+    `server.cache` set to `cache_block` (an indented YAML block), optional policies, and the
+    statistics shared through `stats_redis_url` when given."""
+    stats = f"\n  stats:\n    redis_url: {stats_redis_url}" if stats_redis_url else ""
     deployments = "".join(
         f"\n  - name: {name}\n    model: openai/{name}\n    adapter: openai_passthrough"
         f"\n    api_base: {sim_base}/v1\n    input_price_per_mtok: 1\n"
@@ -109,7 +112,7 @@ server:
   max_body_bytes: 65536
   request_timeout_s: 10
   cache:
-{cache_block}
+{cache_block}{stats}
 {policies}"""
 
 

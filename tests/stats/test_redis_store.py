@@ -1,11 +1,17 @@
-"""Replicas share statistics through a real redis-server, and fall back to local when it dies."""
+"""Replicas share statistics through a real redis-server, fall back to local when it dies, and
+keep merging the others' statistics while it answers but refuses their writes."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 import redis.asyncio as aioredis
 
 from router.stats import LocalStatsStore, Observation, RedisStatsStore, RedisSyncConfig
@@ -28,6 +34,13 @@ def _replica(url: str, prefix: str, name: str, clock: FakeClock) -> RedisStatsSt
 def _n(store: RedisStatsStore, dep: str, clock: FakeClock) -> float:
     view = store.view(dep, "chat", 300)
     return view.task.n(clock.now) if view.task is not None else 0.0
+
+
+def _current_n(store: RedisStatsStore, dep: str, clock: FakeClock) -> float:
+    """`_n` with the summaries recomputed first (a view serves them as of the last refresh)."""
+    _n(store, dep, clock)  # a key is recomputed by `refresh` once a decision read it
+    store.refresh()
+    return _n(store, dep, clock)
 
 
 async def test_two_replicas_share_what_they_learn(redis_url: str) -> None:
@@ -112,3 +125,122 @@ async def test_replica_republishes_and_reports_healthy_when_redis_returns(
         server.stop()
         if restarted is not None:
             restarted.stop()
+
+
+Breakage = Callable[[redis.Redis], None]
+
+
+def _out_of_memory(admin: redis.Redis) -> None:
+    admin.config_set("maxmemory-policy", "noeviction")
+    admin.config_set("maxmemory", 1)
+
+
+def _memory_back(admin: redis.Redis) -> None:
+    admin.config_set("maxmemory", 0)
+
+
+def _read_only(admin: redis.Redis) -> None:
+    admin.replicaof("127.0.0.1", 9)  # a replica cut off from its primary: it keeps its data
+
+
+def _promoted(admin: redis.Redis) -> None:
+    admin.replicaof("NO", "ONE")
+
+
+def _cannot_persist(admin: redis.Redis) -> None:
+    """Snapshots on, and one that fails (its directory is gone): writes get MISCONF."""
+    shutil.rmtree(admin.config_get("dir")["dir"])
+    admin.config_set("save", "3600 1")
+    admin.bgsave()
+    waited_until = time.monotonic() + 10
+    while admin.info("persistence")["rdb_last_bgsave_status"] != "err":
+        assert time.monotonic() < waited_until
+        time.sleep(0.02)
+
+
+def _snapshots_off(admin: redis.Redis) -> None:
+    admin.config_set("save", "")
+
+
+@pytest.mark.parametrize(("breaks", "mends", "reason"), [
+    (_out_of_memory, _memory_back, "out of memory"),
+    (_read_only, _promoted, "read-only replica"),
+    (_cannot_persist, _snapshots_off, "cannot persist (MISCONF)"),
+], ids=["oom-noeviction", "readonly-replica", "misconf"])
+async def test_a_refused_push_keeps_the_others_statistics_and_is_sent_once_writes_are_taken(
+        tmp_path: Path, breaks: Breakage, mends: Breakage, reason: str) -> None:
+    """Redis answers but refuses writes: a replica's push is refused, yet its sync still pulls,
+    so it keeps what another replica pushed before (it used to drop it and route on its own view
+    alone); it stays healthy, `writes` and `status()` name the refusal. What it learned meanwhile
+    reaches the other replica once Redis takes writes again."""
+    (tmp_path / "data").mkdir()  # where snapshots go: a directory of its own, to remove
+    server = start_redis(tmp_path, ("--dir", str(tmp_path / "data")))
+    url = f"redis://127.0.0.1:{server.port}/0"
+    admin = redis.Redis(port=server.port, decode_responses=True)
+    clock = FakeClock()
+    one, two = _replica(url, "t", "one", clock), _replica(url, "t", "two", clock)
+    try:
+        for _ in range(20):
+            two.record(_obs("A", 0.3, clock.now))
+        assert await two.sync_once() and await one.sync_once()
+        shared = _current_n(one, "A", clock)
+        assert shared > 15.0 and one.status().replicas_seen == 1
+
+        breaks(admin)
+        for _ in range(10):
+            one.record(_obs("A", 0.3, clock.now))
+        pulled = await one.sync_once()  # the push refused, the pull done
+        assert _current_n(one, "A", clock) == pytest.approx(shared + 10.0, rel=1e-6)
+        assert pulled
+        refusal = one.writes.refusal
+        assert refusal is not None and refusal.reason.startswith(reason), refusal
+        status = one.status()
+        assert one.healthy and status.healthy and status.replicas_seen == 1, status
+        assert status.detail.startswith(f"redis refuses writes ({reason}"), status
+        assert "it still merges theirs" in status.detail, status
+
+        mends(admin)
+        assert await one.sync_once() and one.writes.refusal is None
+        assert one.status().detail == "shared"
+        assert await two.sync_once()
+        assert _current_n(two, "A", clock) == pytest.approx(shared + 10.0, rel=1e-6)
+    finally:
+        admin.close()
+        server.stop()
+
+
+async def test_a_replica_on_a_read_only_redis_keeps_merging_the_others_updates(
+        tmp_path: Path) -> None:
+    """A replica left on a read-only Redis (after a failover, its URL names the old primary, now
+    a replica of the new one) while another writes to the primary: its pushes are refused, but
+    the other's new statistics, replicated to the Redis it reads, still reach it."""
+    for name in ("primary", "replica"):
+        (tmp_path / name).mkdir()
+    primary = start_redis(tmp_path / "primary", ("--repl-diskless-sync-delay", "0"))
+    follower = start_redis(tmp_path / "replica",
+                           ("--replicaof", "127.0.0.1", str(primary.port)))
+    clock = FakeClock()
+    left = _replica(f"redis://127.0.0.1:{follower.port}/0", "t", "left", clock)
+    writer = _replica(f"redis://127.0.0.1:{primary.port}/0", "t", "writer", clock)
+    try:
+        for _ in range(20):
+            writer.record(_obs("A", 0.3, clock.now))
+        assert await writer.sync_once()
+        left.record(_obs("A", 0.3, clock.now))
+        expected = 21.0
+        for batch in range(2):  # what the writer pushed before, then an update of it
+            waited_until = time.monotonic() + 15
+            while await left.sync_once() and _current_n(left, "A", clock) < expected - 1e-6:
+                assert time.monotonic() < waited_until, (left.status(), batch)
+                await asyncio.sleep(0.05)
+            assert _current_n(left, "A", clock) == pytest.approx(expected, rel=1e-6)
+            for _ in range(5):
+                writer.record(_obs("A", 0.3, clock.now))
+            assert await writer.sync_once()
+            expected += 5.0
+        refusal = left.writes.refusal
+        assert refusal is not None and refusal.reason == "read-only replica", refusal
+        assert left.healthy and left.status().replicas_seen == 1
+    finally:
+        follower.stop()
+        primary.stop()

@@ -27,6 +27,12 @@ OOM = OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
     (ReadOnlyError("You can't write against a read only replica."), "read-only replica"),
     (ResponseError("MISCONF Redis is configured to save RDB snapshots, but it's currently "
                    "unable to persist to disk."), "cannot persist (MISCONF)"),
+    # The same reply to a command of a pipeline (the statistics push), as redis-py words it.
+    (ResponseError("Command # 1 (HSET t:r:one:data chat 1) of pipeline caused error: (\"MISCONF"
+                   " Redis is configured to save RDB snapshots, but it's currently unable to "
+                   "persist to disk.\",)"), "cannot persist (MISCONF)"),
+    (ResponseError("Command # 2 (SET MISCONF 1) of pipeline caused error: ('WRONGTYPE "
+                   "Operation against a key holding the wrong kind of value',)"), None),
     (RedisTimeoutError("Timeout reading from socket"), None),
     (RedisConnectionError("Connection refused"), None),
     (NoScriptError("No matching script."), None),

@@ -12,7 +12,7 @@ from policies.schema import RouterConfig
 from router.api.meta import Readiness, ReadinessCheck
 from router.caching import ResultCaching
 from router.classify.types import Classifier
-from router.redis_writes import WriteHealth, probe_write
+from router.redis_writes import WriteHealth, probe_write, refusal_reason
 from router.runtime_config import RuntimeConfig
 from router.stats import StatsStore
 
@@ -96,7 +96,7 @@ async def _redis_store(name: str, url: str, setting: str, *, while_down: str,
     while a refusal stands, so it clears without traffic), or fine; what each costs is said
     (`while_down`, `while_refused`). For a store of `records`, also whether Redis may evict
     them."""
-    state, up = await _redis_state(url, setting, while_down, records=records)
+    state, up = await _redis_state(url, setting, while_down, while_refused, records=records)
     if up and writes is not None:
         await probe_write(url, writes, 0.2)
         refused = writes.describe(while_refused)
@@ -105,12 +105,13 @@ async def _redis_store(name: str, url: str, setting: str, *, while_down: str,
     return Readiness(name, True, state, degraded=not up)
 
 
-async def _redis_state(url: str, setting: str, while_down: str,
+async def _redis_state(url: str, setting: str, while_down: str, while_refused: str,
                        records: bool = False) -> tuple[str, bool]:
     """("redis", True) when it answers a PING within 0.2 s, else why not and what that
     means: a refusal of its credentials is named as the setting's fault (no wait will mend
-    it). For a store of `records` (idempotency, experiments), also when that Redis may evict
-    them."""
+    it), and a Redis that cannot persist (MISCONF refuses PING with the writes) as refusing
+    writes, not as down. For a store of `records` (idempotency, experiments), also when that
+    Redis may evict them."""
     from router.redis_auth import eviction_loss, eviction_policy, ping, refusal
 
     error = await ping(url, 0.2)
@@ -122,6 +123,9 @@ async def _redis_state(url: str, setting: str, while_down: str,
     why = refusal(error)
     if why is not None:
         return f"{setting}: {why}: {while_down}", False
+    refused = refusal_reason(error)
+    if refused is not None:
+        return f"redis refuses writes ({refused}): {while_refused}", False
     return f"redis unavailable ({type(error).__name__}): {while_down}", False
 
 

@@ -14,6 +14,7 @@ package's simulator, the router as a process, the `openai` client.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -63,6 +64,21 @@ def _promoted(client: redis.Redis, _: ManagedProcess) -> None:
     client.replicaof("NO", "ONE")
 
 
+def _cannot_persist(client: redis.Redis, _: ManagedProcess) -> None:
+    """Snapshots on, and one that fails (its directory is gone): writes, and PING, get MISCONF."""
+    shutil.rmtree(str(client.config_get("dir")["dir"]))
+    client.config_set("save", "3600 1")
+    client.bgsave()
+    waited_until = time.monotonic() + 10
+    while client.info("persistence")["rdb_last_bgsave_status"] != "err":
+        assert time.monotonic() < waited_until
+        time.sleep(0.02)
+
+
+def _snapshots_off(client: redis.Redis, _: ManagedProcess) -> None:
+    client.config_set("save", "")
+
+
 @pytest.fixture
 def shared(sim: Running, tmp_path: Path
            ) -> Iterator[tuple[Running, ManagedProcess, ManagedProcess]]:
@@ -71,7 +87,8 @@ def shared(sim: Running, tmp_path: Path
     with ExitStack() as started:  # the servers stopped even when the router fails to start
         for name in ("store", "primary"):
             (tmp_path / name).mkdir()
-        store = start_redis(tmp_path / "store")
+        (tmp_path / "store" / "data").mkdir()  # its snapshots' own directory, to remove
+        store = start_redis(tmp_path / "store", ("--dir", str(tmp_path / "store" / "data")))
         started.callback(store.stop)
         primary = start_redis(tmp_path / "primary")
         started.callback(primary.stop)
@@ -100,7 +117,8 @@ def _keyed(chat: openai.OpenAI, key: str) -> str:
 @pytest.mark.parametrize(("breaks", "mends", "reason"), [
     (_out_of_memory, _memory_back, "out of memory"),
     (_read_only, _promoted, "read-only replica"),
-], ids=["oom-noeviction", "readonly-replica"])
+    (_cannot_persist, _snapshots_off, "cannot persist (MISCONF)"),
+], ids=["oom-noeviction", "readonly-replica", "misconf"])
 def test_a_redis_refusing_writes_shows_in_readyz_and_clears_when_it_takes_them_again(
         shared: tuple[Running, ManagedProcess, ManagedProcess], breaks: Breakage,
         mends: Breakage, reason: str) -> None:

@@ -424,11 +424,11 @@ def transfer_handler(args: argparse.Namespace) -> int:
 
 def _different_files(train: Path, test: Path) -> None:
     """Transfer scores a router on prompts it was not trained on: the same file (or a copy of
-    it) twice would score it on its own training data, an in-sample number printed as a
-    transfer. One dataset is measured by `eval replay`, on held-out folds."""
-    from evals.outcomes import file_sha256
+    it, gzipped or not) twice would score it on its own training data, an in-sample number
+    printed as a transfer. One dataset is measured by `eval replay`, on held-out folds."""
+    from evals.outcomes import rows_sha256
 
-    if train.samefile(test) or file_sha256(train) == file_sha256(test):
+    if train.samefile(test) or rows_sha256(train) == rows_sha256(test):
         same = "the same file" if train.samefile(test) else "files with the same content"
         raise InputError(f"--train {train} and --test {test} are {same}: transfer scores "
                          "a router on another dataset than it was trained on; for one "

@@ -413,3 +413,15 @@ def load_table_coverage(
 def file_sha256(path: Path | str) -> str:
     """Content hash of a file (the data hash stamped on trained artifacts)."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def rows_sha256(path: Path | str) -> str:
+    """Hash of the rows a file holds, read as `load_rows` reads it: a `.gz` file's decompressed
+    text, so a file and its gzipped copy (or one gzipped again at another level) hash alike."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

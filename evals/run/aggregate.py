@@ -63,8 +63,10 @@ def over_error_rate(found: Sequence[Cell], max_rate: float) -> list[Cell]:
     so each one lowers its row's mean by 1/n: past a few percent the row measures the
     deployment's failures (a rate limit, an outage) more than the model's quality, and a floor
     set on it says the model is worse than it is. Per row, not over the run: one model failing
-    every call among twenty healthy ones is 5 % of the run and all of its own rows."""
-    return [c for c in found if failed_calls(c) > max_rate * c.n]
+    every call among twenty healthy ones is 5 % of the run and all of its own rows. The share
+    is compared, not `max_rate x n` (0.29 x 100 is 28.999999999999996 in floats, which refused
+    29 failures of 100 at --max-error-rate 0.29)."""
+    return [c for c in found if failed_calls(c) / max(c.n, 1) > max_rate]
 
 
 def suite_label(suites: Sequence[Suite]) -> tuple[str, str]:

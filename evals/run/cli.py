@@ -208,7 +208,8 @@ def refusal(rows: list[Cell], max_rate: float, out: Path | None) -> str:
         f"{c.model} {c.task} {c.metric}: {failed_calls(c)} of {c.n} calls failed ("
         + ", ".join(f"{kind} {count}" for kind, count in c.errors.items()) + ")"
         for c in rows)
-    kept = f" ({out} is unchanged)" if out is not None else ""
+    kept = ("" if out is None else f" ({out} is unchanged)" if out.exists()
+            else f" ({out} not created)")
     return (f"slorouter eval run: no report written{kept}: failed calls, which score 0, "
             f"exceed --max-error-rate {max_rate:g} in {len(rows)} row(s): {named}. Fix what "
             "failed and run again, or pass --max-error-rate 1.0 to write the report whatever "

@@ -38,7 +38,7 @@ class ClassifyInput(BaseModel):
     id: str | int | None = None
     text: str | None = None
     messages: list[dict[str, Any]] | None = None
-    tools: list[dict[str, Any] | str] | None = None
+    tools: list[Any] | None = None  # tool objects or names: wire_tools says which is bad
     response_format: dict[str, Any] | None = None
     hints: HintsIn | None = None
     metadata: dict[str, Any] | None = None
@@ -62,14 +62,26 @@ class ClassifyInput(BaseModel):
         return Hints(task=task, risk=self.hints.risk if self.hints is not None else None)
 
 
-def wire_tools(tools: list[dict[str, Any] | str] | None) -> list[dict[str, object]] | None:
+def wire_tools(tools: list[Any] | None) -> list[dict[str, object]] | None:
     """`tools` in the wire form the service reads, a plain name (`"get_weather"`, as the
     classifier's training rows declare tools) as a function tool of that name: the name then
-    goes through what a request's does (invisible characters dropped, read verb-first)."""
+    goes through what a request's does (invisible characters dropped, read verb-first).
+    Anything else is a RequestError naming both forms (pydantic's union error named only the
+    first: `tools.0.dict[str,any]: Input should be an object`, though a name would do)."""
     if tools is None:
         return None
-    return [{"type": "function", "function": {"name": tool}} if isinstance(tool, str)
-            else dict(tool) for tool in tools]
+    wire: list[dict[str, object]] = []
+    for index, tool in enumerate(tools):
+        if isinstance(tool, str):
+            wire.append({"type": "function", "function": {"name": tool}})
+        elif isinstance(tool, dict):
+            wire.append(dict(tool))
+        else:
+            kind = ("null" if tool is None else "a boolean" if isinstance(tool, bool)
+                    else "a number" if isinstance(tool, int | float) else "an array")
+            raise RequestError(f"tools[{index}] must be a tool object or a tool name (a "
+                               f"string), not {kind}", param="tools")
+    return wire
 
 
 def output_record(line: int, item_id: str | int | None, ex: Explanation) -> dict[str, object]:

@@ -78,7 +78,8 @@ def test_tools_given_as_plain_names_are_function_tools_of_those_names(
     """A training row (BFCL, `"tools": [names]`) fed back to `classify` was refused (`tools.0:
     Input should be a valid dictionary`); each name is now the function tool of that name, so
     the row classifies as the same request with wire tools would, its name read as the
-    service reads one (the hidden character dropped). A tool of another type is still refused."""
+    service reads one (the hidden character dropped). A tool of another type is still refused,
+named as neither form (it read `tools.0.dict[str,any]: Input should be an object`)."""
     with gzip.open(DATA / "train.jsonl.gz", "rt", encoding="utf-8") as fh:
         row = next(json.loads(line) for line in fh if '"tools": [' in line)
     names = [*row["tools"], "del\u200bete_user"]
@@ -94,7 +95,8 @@ def test_tools_given_as_plain_names_are_function_tools_of_those_names(
     plain, wired = (json.loads(line) for line in captured.out.splitlines())
     assert {**plain, "line": 2} == wired
     assert "delete_user" in plain["side_effect_tools"]
-    assert "line 3: tools.0" in captured.err and "1 malformed line(s)" in captured.err
+    assert ("line 3: tools[0] must be a tool object or a tool name (a string), not a number"
+            in captured.err and "1 malformed line(s)" in captured.err)
 
 
 def test_classify_reads_stdin() -> None:

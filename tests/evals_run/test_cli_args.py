@@ -57,3 +57,27 @@ def test_max_error_rate_outside_zero_one_is_a_usage_error(
                                    "--max-error-rate", value])
     assert caught.value.code == 2
     assert f"argument --max-error-rate: {value} is not in [0, 1]" in capsys.readouterr().err
+
+
+def test_a_share_at_the_limit_is_not_over_it_and_the_refusal_names_what_it_kept(
+        tmp_path: Path) -> None:
+    """`--max-error-rate` refuses a larger share than it allows: 29 failures of 100 at 0.29
+    are at the limit (0.29 x 100 is 28.999999999999996 in floats, and that row was refused).
+    The refusal says a previous --out is unchanged, and that none was created where there
+    was none (it said "unchanged" of a file that did not exist)."""
+    from evals.run.aggregate import Cell, over_error_rate
+    from evals.run.cli import refusal
+
+    def row(failed: int, n: int) -> Cell:
+        return Cell("m", "math", "accuracy", 0.5, n, 0.4, 0.6,
+                    {"ProviderUnavailableError": failed} if failed else {})
+
+    assert over_error_rate([row(29, 100), row(1, 20)], 0.29) == []
+    assert over_error_rate([row(63, 90)], 0.7) == []  # 0.7 x 90 = 62.99999999999999
+    assert over_error_rate([row(29, 100)], 0.28) == [row(29, 100)]
+    assert over_error_rate([row(0, 20)], 0.0) == []
+    kept, new = tmp_path / "report.json", tmp_path / "new.json"
+    kept.write_text("previous")
+    assert f"no report written ({kept} is unchanged): " in refusal([row(2, 20)], 0.05, kept)
+    assert f"no report written ({new} not created): " in refusal([row(2, 20)], 0.05, new)
+    assert "no report written: " in refusal([row(2, 20)], 0.05, None)

@@ -23,7 +23,9 @@ import numpy as np
 from router.loadtest.loadgen import LAG_BOUND_MS, RunResult, Sample
 
 QUANTILES = (50, 90, 95, 99)
-METRICS = ("e2e_s", "ttft_s", "tpot_s")
+# The summary's name of each metric (its values in milliseconds) and the `Sample` field (seconds)
+# it comes from.
+METRICS = {"e2e": "e2e_s", "ttft": "ttft_s", "tpot": "tpot_s"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +91,13 @@ def summarize(result: RunResult) -> Summary:
             groups.setdefault(f"cache={sample.cache}", []).append(sample)
     for key in sorted(groups, key=lambda k: (k.startswith(("stream", "non-stream", "cache=")),
                                              k)):
-        segments[key] = {m: Percentiles.of(_metric(groups[key], m)) for m in METRICS}
+        segments[key] = {m: Percentiles.of(_metric(groups[key], f)) for m, f in METRICS.items()}
     return Summary(
         target=result.target, sent=len(result.samples), ok=len(ok),
         target_rate=result.rate,
         achieved_rate=result.achieved_rate,
         completed_rate=len(ok) / result.wall_s if result.wall_s else 0.0,
-        latency_ms={m: Percentiles.of(_metric(ok, m)) for m in METRICS},
+        latency_ms={m: Percentiles.of(_metric(ok, f)) for m, f in METRICS.items()},
         dispatch_lag_ms=Percentiles.of([s.lag_s for s in result.samples]),
         generator_behind=result.generator_behind,
         errors=dict(sorted(errors.items())), segments=segments,
@@ -114,7 +116,7 @@ def format_summary(summary: Summary) -> str:
              f"rate target {summary.target_rate:g}/s, achieved {summary.achieved_rate:.2f}/s, "
              f"completed {summary.completed_rate:.2f}/s",
              f"  {'metric (ms)':<26}{'n':>7}{'p50':>10}{'p90':>10}{'p95':>10}{'p99':>10}"]
-    lines += [_row(m.removesuffix("_s").upper(), p) for m, p in summary.latency_ms.items()]
+    lines += [_row(m.upper(), p) for m, p in summary.latency_ms.items()]
     lines.append(_row("dispatch lag (in the above)", summary.dispatch_lag_ms))
     if summary.tpot_tokens:
         lines.append(_tpot_note(summary.tpot_tokens))
@@ -129,7 +131,7 @@ def format_summary(summary: Summary) -> str:
     for key, metrics in summary.segments.items():
         for metric, p in metrics.items():
             if p.count:
-                lines.append(_row(f"{key} {metric.removesuffix('_s').upper()}", p))
+                lines.append(_row(f"{key} {metric.upper()}", p))
     return "\n".join(lines)
 
 

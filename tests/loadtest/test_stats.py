@@ -23,7 +23,7 @@ def _result() -> RunResult:
 def test_percentiles_use_only_successful_requests_in_milliseconds() -> None:
     """p50/p99 of E2E come from the 100 good samples (0.1..10 s), reported in ms."""
     summary = summarize(_result())
-    e2e = summary.latency_ms["e2e_s"]
+    e2e = summary.latency_ms["e2e"]
     assert e2e.count == 100
     assert abs(e2e.p50 - 5050.0) < 1e-6 and abs(e2e.p99 - 9901.0) < 1e-6
 
@@ -43,9 +43,9 @@ def test_segments_split_by_class_and_streaming() -> None:
     summary = summarize(_result())
     assert set(summary.segments) == {"a", "b", "stream", "non-stream", "cache=hit",
                                      "cache=miss"}
-    assert summary.segments["cache=hit"]["e2e_s"].count == 10
-    assert summary.segments["stream"]["tpot_s"].count == 50
-    assert summary.segments["non-stream"]["tpot_s"].count == 0
+    assert summary.segments["cache=hit"]["e2e"].count == 10
+    assert summary.segments["stream"]["tpot"].count == 50
+    assert summary.segments["non-stream"]["tpot"].count == 0
     text = format_summary(summary)
     assert "http_429=1" in text and "stream TPOT" in text
 
@@ -111,9 +111,9 @@ def test_a_class_named_like_another_segment_keeps_its_own() -> None:
                for i in range(3)]
     samples += [Sample(1 + i * 0.1, 0.01, 0.5, 200, cls="chat", stream=True) for i in range(2)]
     segments = summarize(RunResult("t", 10.0, 1.0, samples, 2.0)).segments
-    assert segments["stream"]["e2e_s"].count == 2 and segments["stream"]["e2e_s"].p50 == 500
-    assert segments["class=stream"]["e2e_s"].count == 3
-    assert segments["non-stream"]["e2e_s"].count == 3
+    assert segments["stream"]["e2e"].count == 2 and segments["stream"]["e2e"].p50 == 500
+    assert segments["class=stream"]["e2e"].count == 3
+    assert segments["non-stream"]["e2e"].count == 3
 
 
 def test_percentiles_interpolate_between_the_nearest_ranks() -> None:

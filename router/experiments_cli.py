@@ -27,7 +27,8 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         "report", help="print an experiment's analysis",
         description="Fetch an experiment's analysis from a running slorouter (GET "
                     "/v1/experiments) and print it. Exit 0; 1 when the server does not know "
-                    "the experiment; 2 when the server cannot be reached.")
+                    "the experiment; 2 when the server cannot be reached or refuses the request "
+                    "(its message is printed: a key without the slorouter:operator scope).")
     report.add_argument("name", help="the experiment's name, as under `experiments:`")
     report.add_argument("--url", type=http_url, default="http://127.0.0.1:8080",
                         help="the slorouter to ask (default: %(default)s)")
@@ -51,6 +52,10 @@ def report_handler(args: argparse.Namespace) -> int:
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             data = json.loads(response.read())["data"]
+    except urllib.error.HTTPError as exc:  # the server's own refusal says what to fix
+        print(f"slorouter experiments: {args.url} refused the request (HTTP {exc.code}): "
+              f"{_error_message(exc)}", file=sys.stderr)
+        return 2
     except (urllib.error.URLError, OSError, ValueError, KeyError) as exc:
         print(f"slorouter experiments: cannot read {args.url}: {exc}", file=sys.stderr)
         return 2
@@ -59,3 +64,13 @@ def report_handler(args: argparse.Namespace) -> int:
         return 1
     report = ExperimentReport.model_validate(data[0])
     return report_command(report, out=sys.stdout, plot_path=args.plot)
+
+
+def _error_message(exc: urllib.error.HTTPError) -> str:
+    """The message of an OpenAI-shaped error body (a key without the `slorouter:operator`
+    scope: "... needs a key with the 'slorouter:operator' scope"), else the HTTP reason."""
+    try:
+        message = json.loads(exc.read())["error"]["message"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return str(exc.reason)
+    return str(message)

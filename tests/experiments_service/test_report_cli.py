@@ -95,9 +95,12 @@ def test_report_of_an_unknown_experiment_exits_1_with_a_message(gateway: Running
 
 
 def test_report_with_a_wrong_key_or_no_server_exits_2(gateway: Running) -> None:
-    """A rejected key or an unreachable server: exit 2 and `cannot read <url>`."""
+    """A rejected key: exit 2 and the server's own message (what to fix); an unreachable
+    server: exit 2 and `cannot read <url>`."""
     wrong = _slorouter("experiments", "report", "ttft", "--url", gateway.base_url,
                        "--api-key", "sk-wrong")
-    assert wrong.returncode == 2 and "cannot read" in wrong.stderr and "401" in wrong.stderr
+    assert wrong.returncode == 2, wrong.stderr
+    assert (f"{gateway.base_url} refused the request (HTTP 401): invalid API key"
+            in wrong.stderr), wrong.stderr
     gone = _slorouter("experiments", "report", "ttft", "--url", "http://127.0.0.1:9")
     assert gone.returncode == 2 and "cannot read http://127.0.0.1:9" in gone.stderr

@@ -73,15 +73,30 @@ def wire_tools(tools: list[Any] | None) -> list[dict[str, object]] | None:
     wire: list[dict[str, object]] = []
     for index, tool in enumerate(tools):
         if isinstance(tool, str):
-            wire.append({"type": "function", "function": {"name": tool}})
-        elif isinstance(tool, dict):
-            wire.append(dict(tool))
-        else:
+            tool = {"type": "function", "function": {"name": tool}}
+        elif not isinstance(tool, dict):
             kind = ("null" if tool is None else "a boolean" if isinstance(tool, bool)
                     else "a number" if isinstance(tool, int | float) else "an array")
             raise RequestError(f"tools[{index}] must be a tool object or a tool name (a "
                                f"string), not {kind}", param="tools")
+        if not _named(tool):
+            raise RequestError(f"tools[{index}] needs a name of 1-{MAX_TOOL_NAME} characters, "
+                               "as the service does (it refuses the request with a 400)",
+                               param="tools")
+        wire.append(dict(tool))
     return wire
+
+
+# The longest tool name the service takes (`router.api.schemas.FunctionSpec`).
+MAX_TOOL_NAME = 128
+
+
+def _named(tool: dict[str, Any]) -> bool:
+    """Whether a wire tool has a name the service would take: its `function`'s (or `custom`'s,
+    for a custom tool) `name`, a string of 1-128 characters."""
+    spec = tool.get("custom" if tool.get("type") == "custom" else "function")
+    name = spec.get("name") if isinstance(spec, dict) else None
+    return isinstance(name, str) and 0 < len(name) <= MAX_TOOL_NAME
 
 
 def output_record(line: int, item_id: str | int | None, ex: Explanation) -> dict[str, object]:

@@ -89,6 +89,10 @@ named as neither form (it read `tools.0.dict[str,any]: Input should be an object
         {"text": row["text"], "tools": names},
         {"text": row["text"], "tools": wire},
         {"text": row["text"], "tools": [5]},
+        {"text": row["text"], "tools": [""]},
+        {"text": row["text"], "tools": [{"type": "function", "function": {"name": ""}}]},
+        {"text": row["text"], "tools": [{"type": "function", "function": {}}]},
+        {"text": row["text"], "tools": ["x" * 129]},
     )))
     assert main(["classify", str(src)]) == 1
     captured = capsys.readouterr()
@@ -96,7 +100,11 @@ named as neither form (it read `tools.0.dict[str,any]: Input should be an object
     assert {**plain, "line": 2} == wired
     assert "delete_user" in plain["side_effect_tools"]
     assert ("line 3: tools[0] must be a tool object or a tool name (a string), not a number"
-            in captured.err and "1 malformed line(s)" in captured.err)
+            in captured.err and "5 malformed line(s)" in captured.err)
+    # A tool without a name the service takes (1-128 characters) is refused as it would be
+    # there: it used to be classified (an empty name as `action`, P 0.99).
+    for line in (4, 5, 6, 7):
+        assert f"line {line}: tools[0] needs a name of 1-128 characters" in captured.err
 
 
 def test_classify_reads_stdin() -> None:

@@ -14,9 +14,12 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evals.task_map import UnmappedBenchmark
+
+if TYPE_CHECKING:  # the tables are loaded lazily (numpy, scikit-learn): a command's help stays fast
+    from evals.outcomes import OutcomeTable
 
 EVAL_SUBPARSERS: dict[str, argparse._SubParsersAction[Any]] = {}
 
@@ -409,17 +412,38 @@ def transfer_handler(args: argparse.Namespace) -> int:
         return 2
     from evals.folds import SMALL_SAMPLE
 
+    test_table, shared = _unseen(train_table, test_table)
+    if shared:
+        if not len(test_table):
+            sys.stderr.write(f"error: every prompt of --test {args.test} is also in --train "
+                             f"{args.train} (same text or reading passage): nothing is left "
+                             "to score out of sample\n")
+            return 2
+        sys.stderr.write(f"warning: {shared} --test prompt(s) are also in --train (same text or "
+                         f"reading passage): scored on the other {len(test_table)} only\n")
     for name, table in ((args.train, train_table), (args.test, test_table)):
         if len(table) < SMALL_SAMPLE:
             sys.stderr.write(f"warning: {name}: only {len(table)} prompts: the numbers are "
                              "mostly noise\n")
     summary = transfer(train_table, test_table, FitConfig())
-    out = {"train": str(args.train), "test": str(args.test)} | curve_json(summary)
+    out = ({"train": str(args.train), "test": str(args.test), "test_prompts_in_train": shared}
+           | curve_json(summary))
     if args.json:
         _emit(out)
     else:
         print(f"train {args.train} -> test {args.test}: {curve_line(summary)}")
     return 0
+
+
+def _unseen(train: OutcomeTable, test: OutcomeTable) -> tuple[OutcomeTable, int]:
+    """`test` without the prompts `train` holds (the fold-grouping key: same normalised text,
+    or a question on the same reading passage), and how many went: a router scored on
+    prompts it was trained on reads better than it transfers."""
+    import numpy as np
+
+    seen = set(train.groups)
+    keep = np.array([i for i, g in enumerate(test.groups) if g not in seen], dtype=np.int64)
+    return (test.take(keep), len(test) - len(keep)) if len(keep) < len(test) else (test, 0)
 
 
 def _different_files(train: Path, test: Path) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from evals.outcomes import load_rows, load_table_coverage
+from evals.outcomes import load_rows, load_table, load_table_coverage
 from router.cli import main
 from tests.evals.conftest import write_synthetic
 
@@ -416,3 +416,41 @@ def test_train_router_refuses_an_out_it_cannot_write_before_training(
     err = _refused(["train-router", "--outcomes", str(gsm8k_slice), "--out", str(under_a_file)],
                    capsys)
     assert err.startswith(f"error: --out: cannot create {under_a_file}: ")
+
+
+def _rows_of(path: Path) -> list[dict[str, Any]]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def test_transfer_scores_only_the_test_prompts_train_does_not_hold(
+        gsm8k_slice: Path, mmlu_slice: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A --test file sharing prompts with --train (another file, so not refused as a copy)
+    scored the router on prompts it was trained on too, an in-sample share printed as a
+    transfer. Those prompts are left out with a warning: the result is the transfer to the
+    test file's other prompts, exactly; when none is left it is refused."""
+    assert main(["eval", "transfer", "--train", str(gsm8k_slice), "--test", str(mmlu_slice),
+                 "--json"]) == 0
+    clean = json.loads(capsys.readouterr().out)
+    assert clean["test_prompts_in_train"] == 0
+    shared = _rows_of(gsm8k_slice)[:30]
+    mixed = tmp_path / "mixed.jsonl"
+    shutil.copy(mmlu_slice.parent / "models.json", tmp_path / "models.json")
+    mixed.write_text("".join(json.dumps(r) + "\n" for r in _rows_of(mmlu_slice) + shared))
+    assert main(["eval", "transfer", "--train", str(gsm8k_slice), "--test", str(mixed),
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    kept = set(load_table(gsm8k_slice).ids)  # a row some model lacks a score on is dropped
+    in_both = sum(r["id"] in kept for r in shared)
+    assert in_both > 20
+    assert (f"warning: {in_both} --test prompt(s) are also in --train (same text or reading "
+            f"passage): scored on the other {len(load_table(mmlu_slice))} only") in captured.err
+    out = json.loads(captured.out)
+    assert out["test_prompts_in_train"] == in_both
+    assert {k: v for k, v in out.items() if k not in ("test", "test_prompts_in_train")} == {
+        k: v for k, v in clean.items() if k not in ("test", "test_prompts_in_train")}
+    most = rewrite(gsm8k_slice, tmp_path / "most", name="most.jsonl")
+    most.write_text("".join(most.read_text().splitlines(keepends=True)[1:]))
+    err = _refused(["eval", "transfer", "--train", str(gsm8k_slice), "--test", str(most)], capsys)
+    assert "every prompt of --test" in err and "nothing is left to score" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -51,10 +52,11 @@ def write_synthetic(
     scores: list[dict[str, float]],
     prices: dict[str, tuple[float, float]],
     extra: dict[str, object] | None = None,
+    first_prompt: int = 0,
 ) -> Path:
-    """`data.jsonl` + `models.json` in the RouteLLM format: row i has the i-th real GSM8K
-    prompt (in-repo data) and the given `scores`; `prices` are USD per 1M (input, output)
-    tokens; every model answers in 10 tokens. `extra` fields are added to every row."""
+    """`data.jsonl` + `models.json` in the RouteLLM format: row i has the real GSM8K prompt
+    `first_prompt + i` (in-repo data) and the given `scores`; `prices` are USD per 1M (input,
+    output) tokens; every model answers in 10 tokens. `extra` fields are added to every row."""
     dest_dir.mkdir(parents=True, exist_ok=True)
     models = sorted(prices)
     doc = {"models": [
@@ -64,7 +66,8 @@ def write_synthetic(
         for m in models]}
     (dest_dir / "models.json").write_text(json.dumps(doc))
     with gzip.open(ROUTING_DIR / "gsm8k.jsonl.gz", "rt", encoding="utf-8") as src:
-        prompts = [json.loads(line) for _, line in zip(range(len(scores)), src, strict=False)]
+        lines_read = itertools.islice(src, first_prompt, first_prompt + len(scores))
+        prompts = [json.loads(line) for line in lines_read]
     lines = []
     for i, (source, row_scores) in enumerate(zip(prompts, scores, strict=True)):
         row = {"id": f"gsm8k/{i}", "benchmark": "gsm8k", "category": "gsm8k",

@@ -196,7 +196,8 @@ def test_models_of_equal_quality_report_undefined_metrics(
     capsys.readouterr()
     meta = json.loads((tmp_path / "a" / "metadata.json").read_text())
     assert meta["metrics"]["apgr"] is None and meta["rule"]["candidates"][0] == "small"
-    other = write_synthetic(tmp_path / "other", [{"big": 1.0, "small": 1.0}] * 150, TWO_PRICES)
+    other = write_synthetic(tmp_path / "other", [{"big": 1.0, "small": 1.0}] * 150, TWO_PRICES,
+                            first_prompt=200)  # prompts `path` does not hold
     assert main(["eval", "transfer", "--train", str(path), "--test", str(other)]) == 0
     assert capsys.readouterr().out.endswith("APGR n/a  CPT(50%) n/a  CPT(80%) n/a\n")
 
@@ -418,7 +419,7 @@ def test_train_router_refuses_an_out_it_cannot_write_before_training(
     assert err.startswith(f"error: --out: cannot create {under_a_file}: ")
 
 
-def _rows_of(path: Path) -> list[dict[str, Any]]:
+def _slice_rows(path: Path) -> list[dict[str, Any]]:
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
 
@@ -434,10 +435,10 @@ def test_transfer_scores_only_the_test_prompts_train_does_not_hold(
                  "--json"]) == 0
     clean = json.loads(capsys.readouterr().out)
     assert clean["test_prompts_in_train"] == 0
-    shared = _rows_of(gsm8k_slice)[:30]
+    shared = _slice_rows(gsm8k_slice)[:30]
     mixed = tmp_path / "mixed.jsonl"
     shutil.copy(mmlu_slice.parent / "models.json", tmp_path / "models.json")
-    mixed.write_text("".join(json.dumps(r) + "\n" for r in _rows_of(mmlu_slice) + shared))
+    mixed.write_text("".join(json.dumps(r) + "\n" for r in _slice_rows(mmlu_slice) + shared))
     assert main(["eval", "transfer", "--train", str(gsm8k_slice), "--test", str(mixed),
                  "--json"]) == 0
     captured = capsys.readouterr()

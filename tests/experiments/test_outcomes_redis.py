@@ -291,10 +291,12 @@ async def test_a_burst_of_outcomes_while_redis_pauses_is_counted_whole(tmp_path:
     assert counts == {"control": 150, "fast": 150}
 
 
-async def _full_store(client: aioredis.Redis, spec: ExperimentSpec) -> RedisOutcomeStore:
+async def _full_store(client: aioredis.Redis, spec: ExperimentSpec,
+                      prefix: str | None = None) -> RedisOutcomeStore:
     """A store of `spec` whose two arms have 5,000 outcomes each: past the 4,000 values of a
     reservoir and the 5,000 of a window, for every built-in metric."""
-    store = RedisOutcomeStore(client, random.Random(5), prefix=f"t-{uuid.uuid4().hex}")
+    prefix = prefix if prefix is not None else f"t-{uuid.uuid4().hex}"
+    store = RedisOutcomeStore(client, random.Random(5), prefix=prefix)
     rng = random.Random(6)
     for start in range(0, 10_000, 100):
         await asyncio.gather(*(store.record(Outcome(
@@ -303,6 +305,23 @@ async def _full_store(client: aioredis.Redis, spec: ExperimentSpec) -> RedisOutc
             e2e_ms=rng.lognormvariate(6.0, 0.5), cost_usd=1e-3))
             for i in range(start, start + 100)))
     return store
+
+async def _value_by_value_cpu(client: aioredis.Redis, prefix: str) -> float:
+    """CPU seconds to read every list of the store under `prefix` (reservoirs and windows)
+    value by value, as snapshots once did: the yardstick the tests below compare against, on
+    the machine that runs them (a fixed number of milliseconds held on one host, not another:
+    this VM parses about 2.7 times slower than the one the first figures came from)."""
+    keys = [k async for k in client.scan_iter(match=f"{prefix}*", count=1000)
+            if await client.type(k) == b"list"]
+    assert keys
+    best = float("inf")
+    for _ in range(2):
+        started = time.process_time()
+        for key in keys:
+            await client.lrange(key, 0, -1)
+        best = min(best, time.process_time() - started)
+    return best
+
 
 async def test_a_guardrail_pass_reads_only_the_guarded_windows(
     clients: tuple[aioredis.Redis, aioredis.Redis],
@@ -315,15 +334,18 @@ async def test_a_guardrail_pass_reads_only_the_guarded_windows(
     from router.experimentation import Experiments
 
     spec = make_spec(guardrails=[{"kind": "error_rate", "max_rate": 0.05}])
-    store = await _full_store(clients[0], spec)
+    prefix = f"t-{uuid.uuid4().hex}"
+    store = await _full_store(clients[0], spec, prefix)
+    yardstick = await _value_by_value_cpu(clients[1], prefix)
     trials = Experiments([spec], store)
     spent = []
     for _ in range(3):
         started = time.process_time()
         await trials.check_guardrails()
         spent.append(time.process_time() - started)
-    print(f"\nCPU per guardrail pass: {', '.join(f'{s * 1e3:.1f} ms' for s in spent)}")
-    assert min(spent) < 0.05, spent
+    print(f"\nCPU per guardrail pass: {', '.join(f'{s * 1e3:.1f} ms' for s in spent)}; "
+          f"every list read value by value: {yardstick * 1e3:.1f} ms")
+    assert min(spent) < yardstick / 4, (spent, yardstick)
     window = (await store.snapshot(spec.name, {"error": 500})).arm("cheap").samples("error")
     assert window.count == 5000 and len(window.recent) == 500 and window.reservoir == ()
 
@@ -332,20 +354,24 @@ async def test_a_full_snapshot_holds_the_event_loop_briefly(
     clients: tuple[aioredis.Redis, aioredis.Redis],
 ) -> None:
     """`GET /v1/experiments` reads every reservoir and window (90,000 values for two arms):
-    each list comes back as one string, so the read costs the event loop about 15 ms of CPU.
-    Read value by value, redis-py's reply parser took about 0.2 s, a stall of every request
-    in flight at each read of the report."""
+    each list comes back as one string, so the read costs the event loop about a tenth of what
+    reading them value by value costs (15 ms against 0.2 s on the first host, 40 against
+    400-600 ms on a slower one): redis-py's reply parser, value by value, stalled every request
+    in flight at each read of the report. Held to a third of that yardstick, measured here."""
     spec = make_spec()
-    store = await _full_store(clients[0], spec)
+    prefix = f"t-{uuid.uuid4().hex}"
+    store = await _full_store(clients[0], spec, prefix)
+    yardstick = await _value_by_value_cpu(clients[1], prefix)
     spent, snapshot = [], None
     for _ in range(3):
         started = time.process_time()
         snapshot = await store.snapshot(spec.name)
         spent.append(time.process_time() - started)
-    print(f"\nCPU per full snapshot: {', '.join(f'{s * 1e3:.1f} ms' for s in spent)}")
+    print(f"\nCPU per full snapshot: {', '.join(f'{s * 1e3:.1f} ms' for s in spent)}; "
+          f"every list read value by value: {yardstick * 1e3:.1f} ms")
     assert snapshot is not None
     ttft = snapshot.arm("cheap").samples("ttft_ms")
     assert (ttft.count, len(ttft.reservoir), len(ttft.recent)) == (5000, 4000, 5000)
-    assert min(spent) < 0.06, spent
+    assert min(spent) < yardstick / 3, (spent, yardstick)
     await clients[1].script_flush()  # as after a restart of Redis: the script is loaded again
     assert await store.snapshot(spec.name) == snapshot

@@ -109,8 +109,18 @@ async def test_an_interrupted_run_counts_the_requests_still_in_flight(
     returns each request it sent, as `interrupted`: dropped, they left a run that reported
     none sent and percentiles over only the quicker answers."""
     url = f"{slow_sim.base_url}/v1/chat/completions"
-    run = asyncio.create_task(run_plan("sim", url, _plan(True, 40), 40.0, 1.0, seed=2))
-    await asyncio.sleep(0.5)
+    sending = asyncio.Event()  # from the run's progress ticks (every 0.5 s): it has sent some
+
+    def ticked(sent: int, _done: int, _errors: int, _elapsed: float) -> None:
+        if sent >= 5:
+            sending.set()
+
+    run = asyncio.create_task(run_plan("sim", url, _plan(True, 40), 40.0, 1.0, seed=2,
+                                       progress=ticked))
+    # Not a fixed 0.5 s: the run starts with a full garbage collection, which in this long
+    # test process can take longer than that on a slow machine (it was cancelled before it
+    # had sent anything).
+    await asyncio.wait_for(sending.wait(), 30)
     run.cancel()
     result = await run
     assert result.interrupted and len(result.samples) > 0

@@ -285,7 +285,7 @@ class _Read:
 
     def metric_names(self) -> frozenset[str]:
         """The metrics recorded on any arm read."""
-        return frozenset(field.rsplit(":", 1)[0] for s in self.stats.values() for field in s)
+        return frozenset().union(*map(_recorded, self.stats.values()))
 
     def complete(self) -> bool:
         """Every arm in the set was read and, in a full snapshot, every metric recorded on
@@ -298,7 +298,7 @@ class _Read:
         arms: dict[str, ArmData] = {}
         for arm in sorted(self.members & self.stats.keys()):
             stats = self.stats[arm]
-            names = {field.rsplit(":", 1)[0] for field in stats} & self.metrics
+            names = _recorded(stats) & self.metrics
             arms[arm] = ArmData(arm=arm, metrics={
                 metric: MetricSamples(
                     count=int(stats[f"{metric}:n"]), total=stats.get(f"{metric}:s", 0.0),
@@ -307,6 +307,11 @@ class _Read:
                 for metric in sorted(names)})
         return ExperimentData(experiment=experiment, arms=arms, halts=self.halts,
                               assigned=self.assigned)
+
+
+def _recorded(stats: Mapping[str, float]) -> frozenset[str]:
+    """The metrics an arm's stats hash has (its fields are `metric:n`, `metric:s`, ...)."""
+    return frozenset(field.rsplit(":", 1)[0] for field in stats)
 
 
 def _halt(raw: bytes | str) -> Halt:

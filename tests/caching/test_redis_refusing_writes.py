@@ -29,30 +29,11 @@ from tests.caching.service import (
     router_yaml,
     unique_messages,
 )
+from tests.support.redis_breakage import REFUSAL_IDS, REFUSALS, Breakage
 from tests.support.redis_server import start_redis
 from tests.support.services import Running, start_router
 
 pytestmark = pytest.mark.integration
-
-Breakage = Callable[[redis.Redis], None]
-
-
-def _out_of_memory(admin: redis.Redis) -> None:
-    admin.config_set("maxmemory-policy", "noeviction")
-    admin.config_set("maxmemory", 1)
-
-
-def _memory_back(admin: redis.Redis) -> None:
-    admin.config_set("maxmemory", 0)
-
-
-def _read_only(admin: redis.Redis) -> None:
-    admin.replicaof("127.0.0.1", 9)
-
-
-def _promoted(admin: redis.Redis) -> None:
-    admin.replicaof("NO", "ONE")
-
 
 @pytest.fixture
 def shared(sim: Running, tmp_path: Path) -> Iterator[tuple[Running, int]]:
@@ -84,10 +65,7 @@ def _ready_when(router: Running, until: Callable[[dict[str, Any]], bool]) -> dic
         time.sleep(0.05)
 
 
-@pytest.mark.parametrize(("breaks", "mends", "reason"), [
-    (_out_of_memory, _memory_back, "out of memory"),
-    (_read_only, _promoted, "read-only replica"),
-], ids=["oom-noeviction", "readonly-replica"])
+@pytest.mark.parametrize(("breaks", "mends", "reason"), REFUSALS[:2], ids=REFUSAL_IDS[:2])
 def test_a_redis_refusing_writes_shows_cache_and_stats_degraded_until_it_takes_them_again(
         shared: tuple[Running, int], breaks: Breakage, mends: Breakage, reason: str) -> None:
     """Refused writes: stored answers still hit, new ones miss every time; `/readyz` (200,

@@ -14,7 +14,6 @@ package's simulator, the router as a process, the `openai` client.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +28,15 @@ import redis
 
 from tests.experiments_service.support import API_KEY, AUTH, TENANT_ENV, router_yaml
 from tests.support.procs import ManagedProcess
+from tests.support.redis_breakage import (
+    REFUSAL_IDS,
+    cannot_persist,
+    memory_back,
+    out_of_memory,
+    promoted,
+    read_only,
+    snapshots_off,
+)
 from tests.support.redis_server import start_redis
 from tests.support.services import Running, start_router
 
@@ -47,36 +55,13 @@ EXPERIMENT = """  - name: refusals
 Breakage = Callable[[redis.Redis, ManagedProcess], None]
 
 
-def _out_of_memory(client: redis.Redis, _: ManagedProcess) -> None:
-    client.config_set("maxmemory-policy", "noeviction")
-    client.config_set("maxmemory", 1)
+def _read_only_after_failover(client: redis.Redis, primary: ManagedProcess) -> None:
+    read_only(client, primary.port)  # as after a failover: now a replica of a live primary
 
 
-def _memory_back(client: redis.Redis, _: ManagedProcess) -> None:
-    client.config_set("maxmemory", 0)
-
-
-def _read_only(client: redis.Redis, primary: ManagedProcess) -> None:
-    client.replicaof("127.0.0.1", primary.port)  # as after a failover: now a replica
-
-
-def _promoted(client: redis.Redis, _: ManagedProcess) -> None:
-    client.replicaof("NO", "ONE")
-
-
-def _cannot_persist(client: redis.Redis, _: ManagedProcess) -> None:
-    """Snapshots on, and one that fails (its directory is gone): writes, and PING, get MISCONF."""
-    shutil.rmtree(str(client.config_get("dir")["dir"]))
-    client.config_set("save", "3600 1")
-    client.bgsave()
-    waited_until = time.monotonic() + 10
-    while client.info("persistence")["rdb_last_bgsave_status"] != "err":
-        assert time.monotonic() < waited_until
-        time.sleep(0.02)
-
-
-def _snapshots_off(client: redis.Redis, _: ManagedProcess) -> None:
-    client.config_set("save", "")
+def _alone(breakage: Callable[[redis.Redis], None]) -> Breakage:
+    """A breakage or mend of `redis_breakage` that needs no primary."""
+    return lambda client, _primary: breakage(client)
 
 
 @pytest.fixture
@@ -115,10 +100,10 @@ def _keyed(chat: openai.OpenAI, key: str) -> str:
 
 
 @pytest.mark.parametrize(("breaks", "mends", "reason"), [
-    (_out_of_memory, _memory_back, "out of memory"),
-    (_read_only, _promoted, "read-only replica"),
-    (_cannot_persist, _snapshots_off, "cannot persist (MISCONF)"),
-], ids=["oom-noeviction", "readonly-replica", "misconf"])
+    (_alone(out_of_memory), _alone(memory_back), "out of memory"),
+    (_read_only_after_failover, _alone(promoted), "read-only replica"),
+    (_alone(cannot_persist), _alone(snapshots_off), "cannot persist (MISCONF)"),
+], ids=REFUSAL_IDS)
 def test_a_redis_refusing_writes_shows_in_readyz_and_clears_when_it_takes_them_again(
         shared: tuple[Running, ManagedProcess, ManagedProcess], breaks: Breakage,
         mends: Breakage, reason: str) -> None:

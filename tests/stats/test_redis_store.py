@@ -4,10 +4,8 @@ keep merging the others' statistics while it answers but refuses their writes.""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import redis.asyncio as aioredis
 from router.stats import LocalStatsStore, Observation, RedisStatsStore, RedisSyncConfig
 from tests.stats.sim import FakeClock
 from tests.support.procs import ManagedProcess
+from tests.support.redis_breakage import REFUSAL_IDS, REFUSALS, Breakage
 from tests.support.redis_server import start_redis
 
 
@@ -127,46 +126,7 @@ async def test_replica_republishes_and_reports_healthy_when_redis_returns(
             restarted.stop()
 
 
-Breakage = Callable[[redis.Redis], None]
-
-
-def _out_of_memory(admin: redis.Redis) -> None:
-    admin.config_set("maxmemory-policy", "noeviction")
-    admin.config_set("maxmemory", 1)
-
-
-def _memory_back(admin: redis.Redis) -> None:
-    admin.config_set("maxmemory", 0)
-
-
-def _read_only(admin: redis.Redis) -> None:
-    admin.replicaof("127.0.0.1", 9)  # a replica cut off from its primary: it keeps its data
-
-
-def _promoted(admin: redis.Redis) -> None:
-    admin.replicaof("NO", "ONE")
-
-
-def _cannot_persist(admin: redis.Redis) -> None:
-    """Snapshots on, and one that fails (its directory is gone): writes get MISCONF."""
-    shutil.rmtree(admin.config_get("dir")["dir"])
-    admin.config_set("save", "3600 1")
-    admin.bgsave()
-    waited_until = time.monotonic() + 10
-    while admin.info("persistence")["rdb_last_bgsave_status"] != "err":
-        assert time.monotonic() < waited_until
-        time.sleep(0.02)
-
-
-def _snapshots_off(admin: redis.Redis) -> None:
-    admin.config_set("save", "")
-
-
-@pytest.mark.parametrize(("breaks", "mends", "reason"), [
-    (_out_of_memory, _memory_back, "out of memory"),
-    (_read_only, _promoted, "read-only replica"),
-    (_cannot_persist, _snapshots_off, "cannot persist (MISCONF)"),
-], ids=["oom-noeviction", "readonly-replica", "misconf"])
+@pytest.mark.parametrize(("breaks", "mends", "reason"), REFUSALS, ids=REFUSAL_IDS)
 async def test_a_refused_push_keeps_the_others_statistics_and_is_sent_once_writes_are_taken(
         tmp_path: Path, breaks: Breakage, mends: Breakage, reason: str) -> None:
     """Redis answers but refuses writes: a replica's push is refused, yet its sync still pulls,

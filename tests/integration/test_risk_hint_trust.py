@@ -45,7 +45,9 @@ policies:
   default:
     candidates: [cheap, safe]
     risk: {{high: {{candidates: [safe]}}}}
-server: {{cache: {{backend: none}}}}
+server:
+  cache: {{backend: none}}
+  stats: {{explore_share: 0}}  # no exploration: a low-risk request always goes to cheap
 """
 
 

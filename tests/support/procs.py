@@ -2,11 +2,16 @@
 
 `free_port()` asks the kernel for an unused port; `ManagedProcess` starts a command, polls an
 HTTP readiness URL (or a TCP port) and terminates the whole process group on `stop()`;
-`file_size_limit` makes a child's writes fail part way.
+`file_size_limit` makes a child's writes fail part way. A `ManagedProcess` with `warm=True` runs
+its `python -m router.cli ...` as a fork of the session's warm launcher (`tests/support/
+launcher.py`), which has the router's heavy imports done already.
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
+import json
 import os
 import signal
 import socket
@@ -18,9 +23,12 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 PYTHON = sys.executable
 VENV_BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[2]
+ROUTER_CLI = (PYTHON, "-m", "router.cli")
 
 
 def file_size_limit(limit: int) -> None:
@@ -58,6 +66,65 @@ def _tcp_ok(port: int) -> bool:
         return False
 
 
+class Launcher:
+    """The client of one warm launcher process (JSON lines over its stdin and stdout)."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen([PYTHON, "-m", "tests.support.launcher"], cwd=ROOT,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        stdin: IO[str] | None = self._proc.stdin
+        stdout: IO[str] | None = self._proc.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(json.dumps(request) + "\n")
+        stdin.flush()
+        line = stdout.readline()
+        if not line:
+            raise RuntimeError(f"the warm launcher has gone (exit {self._proc.poll()})")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def close(self) -> None:
+        """Close its stdin: it kills the children still running and exits."""
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        self._proc.wait(timeout=30)
+
+
+@functools.cache
+def warm_launcher() -> Launcher:
+    """This test process's launcher, started on first use and closed when the process exits."""
+    launcher = Launcher()
+    atexit.register(launcher.close)
+    return launcher
+
+
+class LaunchedChild:
+    """A child of the warm launcher, with the part of `subprocess.Popen` that
+    `ManagedProcess` uses."""
+
+    def __init__(self, launcher: Launcher, args: Sequence[str], env: Mapping[str, str],
+                 cwd: Path | None, log_path: Path | None) -> None:
+        self._launcher = launcher
+        self.returncode: int | None = None
+        self.pid: int = launcher.ask({"run": list(args), "env": dict(env),
+                                      "cwd": str(cwd or Path.cwd()),
+                                      "log": str(log_path) if log_path else None})["pid"]
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self._launcher.ask({"poll": self.pid})["code"]
+        return self.returncode
+
+    def wait(self, timeout: float) -> int:
+        if self.returncode is None:
+            self.returncode = self._launcher.ask({"wait": self.pid, "timeout_s": timeout})["code"]
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+        return self.returncode
+
+
 @dataclass
 class ManagedProcess:
     """A child process in its own process group, with its output in a log file."""
@@ -69,17 +136,23 @@ class ManagedProcess:
     log_path: Path | None = None
     startup_timeout_s: float = 30.0
     cwd: Path | None = None
-    _proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    warm: bool = False  # fork `python -m router.cli ...` from the warm launcher
+    _proc: subprocess.Popen[bytes] | LaunchedChild | None = field(default=None, init=False)
 
     def start(self) -> ManagedProcess:
         env = dict(os.environ)
         if self.env:
             env.update(self.env)
-        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self._proc = subprocess.Popen(
-            list(self.argv), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            cwd=self.cwd,
-        )
+        if self.warm:
+            assert tuple(self.argv[:3]) == ROUTER_CLI, "only `python -m router.cli` runs warm"
+            self._proc = LaunchedChild(warm_launcher(), self.argv[3:], env, self.cwd,
+                                       self.log_path)
+        else:
+            log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+            self._proc = subprocess.Popen(
+                list(self.argv), env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, cwd=self.cwd,
+            )
         self._wait_ready()
         return self
 

@@ -38,7 +38,7 @@ def start_simulator(directory: Path, models: dict[str, dict[str, Any]],
     port = free_port()
     argv = [PYTHON, "-m", "router.cli", "sim", "--port", str(port), "--profile", str(profile)]
     proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/v1/models",
-                          log_path=directory / f"{name}.log").start()
+                          log_path=directory / f"{name}.log", warm=True).start()
     return Running(proc, f"http://127.0.0.1:{port}")
 
 
@@ -64,7 +64,7 @@ def start_router(directory: Path, config_yaml: str, env: dict[str, str] | None =
     # Run in the test's directory so state the router writes (the disk cache) stays there.
     proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
                           log_path=directory / f"{name}.log", startup_timeout_s=60,
-                          cwd=directory).start()
+                          cwd=directory, warm=True).start()
     return Running(proc, f"http://127.0.0.1:{port}")
 
 

@@ -13,7 +13,6 @@ its children's process groups, when stdin closes:
 
     {"run": [args], "env": {...}, "cwd": "...", "log": "..." or null}  -> {"pid": 123}
     {"poll": 123}                                                      -> {"code": null or int}
-    {"wait": 123, "timeout_s": 5.0}                                    -> {"code": null or int}
 
 `code` is the exit status as `subprocess.Popen.returncode` gives it (-N for signal N).
 """
@@ -25,7 +24,6 @@ import json
 import os
 import signal
 import sys
-import time
 from typing import Any
 
 import router.cli
@@ -79,14 +77,8 @@ def serve_requests() -> None:
                 _become_child(request)  # never returns
             children.append(pid)
             _answer({"pid": pid})
-        elif "poll" in request:
-            _answer({"code": _status(request["poll"], codes)})
         else:
-            deadline = time.monotonic() + request["timeout_s"]
-            while (code := _status(request["wait"], codes)) is None and \
-                    time.monotonic() < deadline:
-                time.sleep(0.01)
-            _answer({"code": code})
+            _answer({"code": _status(request["poll"], codes)})
     for pid in children:  # the suite has gone: take its strays with it
         if _status(pid, codes) is None:
             with contextlib.suppress(ProcessLookupError):

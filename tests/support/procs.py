@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -67,19 +68,22 @@ def _tcp_ok(port: int) -> bool:
 
 
 class Launcher:
-    """The client of one warm launcher process (JSON lines over its stdin and stdout)."""
+    """The client of one warm launcher process (JSON lines over its stdin and stdout); tests
+    that start services from several threads share it, one question and answer at a time."""
 
     def __init__(self) -> None:
         self._proc = subprocess.Popen([PYTHON, "-m", "tests.support.launcher"], cwd=ROOT,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._turn = threading.Lock()
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
         stdin: IO[str] | None = self._proc.stdin
         stdout: IO[str] | None = self._proc.stdout
         assert stdin is not None and stdout is not None
-        stdin.write(json.dumps(request) + "\n")
-        stdin.flush()
-        line = stdout.readline()
+        with self._turn:
+            stdin.write(json.dumps(request) + "\n")
+            stdin.flush()
+            line = stdout.readline()
         if not line:
             raise RuntimeError(f"the warm launcher has gone (exit {self._proc.poll()})")
         reply: dict[str, Any] = json.loads(line)
@@ -92,12 +96,21 @@ class Launcher:
         self._proc.wait(timeout=30)
 
 
+_launcher_lock = threading.Lock()
+
+
 @functools.cache
-def warm_launcher() -> Launcher:
-    """This test process's launcher, started on first use and closed when the process exits."""
+def _started_launcher() -> Launcher:
     launcher = Launcher()
     atexit.register(launcher.close)
     return launcher
+
+
+def warm_launcher() -> Launcher:
+    """This test process's launcher, started on first use (by whichever thread comes first) and
+    closed when the process exits."""
+    with _launcher_lock:
+        return _started_launcher()
 
 
 class LaunchedChild:
@@ -118,11 +131,12 @@ class LaunchedChild:
         return self.returncode
 
     def wait(self, timeout: float) -> int:
-        if self.returncode is None:
-            self.returncode = self._launcher.ask({"wait": self.pid, "timeout_s": timeout})["code"]
-        if self.returncode is None:
-            raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
-        return self.returncode
+        deadline = time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(0.02)
+        return code
 
 
 @dataclass

@@ -5,8 +5,9 @@ Starting `slorouter serve` imports about eight seconds of CPU on a slow 2-core h
 litellm; the suite starts over a hundred routers. A child forked from here is still a real,
 separate process of its own session (process group), working directory, environment, argv and
 log file, serving real HTTP; it only finds its modules already imported, as a pre-loading
-server's workers do. Tests that are about the command's own start (`tests/integration/
-test_serve_command.py`, `test_cli_errors.py`) still exec it cold.
+server's workers do. Tests of how the command itself starts and what it inherits from its parent
+start it from scratch (`start_router(..., warm=False)` in `tests/integration/
+test_serve_command.py`), as do the tests that run a command to its end (`subprocess.run`).
 
 Run as `python -m tests.support.launcher`; it speaks JSON lines on stdin/stdout and ends, killing
 its children's process groups, when stdin closes:

@@ -54,8 +54,11 @@ def start_fast_and_broken(directory: Path) -> Running:
 
 
 def start_router(directory: Path, config_yaml: str, env: dict[str, str] | None = None,
-                 name: str = "router", extra_args: tuple[str, ...] = ()) -> Running:
-    """`slorouter serve --config` on a free loopback port."""
+                 name: str = "router", extra_args: tuple[str, ...] = (),
+                 warm: bool = True) -> Running:
+    """`slorouter serve --config` on a free loopback port: forked from the warm launcher, or
+    (`warm=False`) started from scratch by this process, for tests of how the command starts
+    and what it inherits (signal dispositions)."""
     config = directory / f"{name}.yaml"
     config.write_text(config_yaml)
     port = free_port()
@@ -64,7 +67,7 @@ def start_router(directory: Path, config_yaml: str, env: dict[str, str] | None =
     # Run in the test's directory so state the router writes (the disk cache) stays there.
     proc = ManagedProcess(argv, port, ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
                           log_path=directory / f"{name}.log", startup_timeout_s=60,
-                          cwd=directory, warm=True).start()
+                          cwd=directory, warm=warm).start()
     return Running(proc, f"http://127.0.0.1:{port}")
 
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import socket
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.support.services import Running, start_router
 
@@ -21,12 +24,23 @@ def send_body(handler: http.server.BaseHTTPRequestHandler, status: int, body: by
     handler.wfile.write(body)
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    """Quiet about a client that hangs up (the router cutting a connection is often what a
+    test is about); any other error in a handler is printed as usual."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket],
+                     client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def serve_in_thread(
         handler: type[http.server.BaseHTTPRequestHandler]) -> tuple[http.server.HTTPServer, str]:
     """`handler` served on a free loopback port from a daemon thread: the server (call its
     `shutdown()` to stop) and its base URL, `http://127.0.0.1:<port>`."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 

@@ -226,6 +226,33 @@ def test_sigterm_also_stops_the_embedded_simulator(tmp_path: Path) -> None:
             os.kill(simulator, signal.SIGKILL)
 
 
+def test_the_embedded_default_started_from_scratch_answers_through_both_adapters(
+        tmp_path: Path) -> None:
+    """`./dev serve`'s process as a user starts it, not forked from the tests' warm launcher: a
+    fresh interpreter that imports litellm only for its deployments. Each demo model answers a
+    whole and a streamed request through the real `openai` client: `fast` over the pass-through
+    adapter, `balanced` over litellm's OpenAI client and `large` over its Anthropic one."""
+    router, simulator = _embedded(tmp_path)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{router.port}/v1", api_key="unused",
+                               max_retries=0, timeout=30)
+        messages: list[Any] = [{"role": "user", "content": "Name three colours."}]
+        for model in ("fast", "balanced", "large"):
+            whole = client.chat.completions.with_raw_response.create(
+                model=model, messages=messages, max_tokens=16)
+            assert whole.parse().choices[0].message.content, model
+            assert whole.headers["x-slorouter-model"] == f"sim-{model}"
+            stream = client.chat.completions.create(model=model, messages=messages,
+                                                    max_tokens=16, stream=True)
+            text = "".join(chunk.choices[0].delta.content or ""
+                           for chunk in stream if chunk.choices)
+            assert text, model
+    finally:
+        router.stop()
+        if _alive(simulator):
+            os.kill(simulator, signal.SIGKILL)
+
+
 def test_the_embedded_simulator_does_not_outlive_a_killed_router(tmp_path: Path) -> None:
     """SIGKILL (or a signal during start-up, or SIGHUP) ends `serve` with no chance to stop its
     child: the simulator notices it has lost its parent and stops by itself."""

@@ -1,6 +1,6 @@
 """Shared fixtures: the real-process harness lives in tests/support."""
 
-from collections.abc import Iterator
+from collections.abc import Generator
 
 import pytest
 
@@ -9,11 +9,9 @@ from tests.support.machine_share import machine_share
 pytest_plugins = ["tests.support.redis_server"]
 
 
-@pytest.fixture(autouse=True)
-def _share_the_machine(request: pytest.FixtureRequest,
-                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Every test shares the machine with the other xdist workers' tests; one marked
-    `exclusive` has it to itself (tests/support/machine_share.py)."""
-    whole = request.node.get_closest_marker("exclusive") is not None
-    with machine_share(tmp_path_factory, whole):
-        yield
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
+    """Every test shares the machine with the other xdist workers' tests, from its setup to
+    its teardown; one marked `exclusive` has it to itself (tests/support/machine_share.py)."""
+    with machine_share(whole=item.get_closest_marker("exclusive") is not None):
+        return (yield)

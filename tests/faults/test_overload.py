@@ -35,10 +35,10 @@ from tests.faults.scenarios import (
     rss_kib,
     run,
 )
-from tests.support.machine_share import machine_to_itself
 from tests.support.services import Running, start_router
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# exclusive: the p99s compared are the router's, not another xdist worker's load
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.exclusive]
 
 MAX_CONCURRENCY = 4
 OVERLOAD = 3.0
@@ -83,16 +83,8 @@ class InFlightWatch:
 
 
 @pytest.fixture(scope="module")
-def overload(gateway: Running, counters: SimCounters,
-             tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """Unloaded baseline, then two identical rounds at 3x capacity; RSS around each. The
-    machine is this worker's alone meanwhile: the p99s compared are the router's, not the
-    other worker's load."""
-    with machine_to_itself(tmp_path_factory):
-        return _measure_overload(gateway, counters)
-
-
-def _measure_overload(gateway: Running, counters: SimCounters) -> dict[str, object]:
+def overload(gateway: Running, counters: SimCounters) -> dict[str, object]:
+    """Unloaded baseline, then two identical rounds at 3x capacity; RSS around each."""
     call = Call(chat_body("capacity"))
     run(closed_loop(gateway.base_url, [call] * 4, concurrency=1))  # warm connections
     unloaded: list[Shot] = run(closed_loop(gateway.base_url, [call] * 20, concurrency=1))

@@ -223,28 +223,27 @@ async def run_plan(target: str, url: str, plan: Sequence[PlannedRequest], rate: 
     if api_key:
         headers["authorization"] = f"Bearer {api_key}"
     schedule = poisson_schedule(rate, duration_s, seed, max_requests=len(plan))
-    with _collector_paused():
+    with collector_paused():
         samples, wall_s, interrupted = await _send_all(url, plan, schedule, headers, timeout_s,
                                                        progress)
     return RunResult(target, rate, duration_s, samples, wall_s, interrupted)
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No garbage collection while a run sends: a collection pauses the load generator's loop
-    (20-40 ms for a full one here), which would show as the target's latency. Runs are bounded
-    in count and time, so the garbage they leave is bounded too; it is collected afterwards."""
+def collector_paused() -> Iterator[None]:
+    """No garbage collection while a run sends: a collection pauses the sender's loop (20-40 ms
+    for a full one in the load generator, 150-270 ms in a test process that has imported
+    litellm), which would show as the target's latency. Runs are bounded in count and time,
+    so the garbage they leave is bounded too; the collector's next pass takes it. Nests: the
+    collector's state on entry is its state on exit."""
     was_enabled = gc.isenabled()
     gc.collect()
-    gc.freeze()
     gc.disable()
     try:
         yield
     finally:
-        gc.unfreeze()
         if was_enabled:
             gc.enable()
-        gc.collect()
 
 
 async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarray,

@@ -1,13 +1,27 @@
 """Shared fixtures: the real-process harness lives in tests/support."""
 
 import gc
+import uuid
 from collections.abc import Generator
 
 import pytest
 
-from tests.support.machine_share import machine_share
+from tests.support.machine_share import machine_share, remove_lock_files
 
 pytest_plugins = ["tests.support.redis_server"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller names the xdist run (xdist would draw the same kind of id), so that it
+    can remove the run's machine-share lock files when the run ends."""
+    if not hasattr(config, "workerinput") and getattr(config.option, "testrunuid", "") is None:
+        config.option.testrunuid = uuid.uuid4().hex
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run_id = getattr(config.option, "testrunuid", None)
+    if not hasattr(config, "workerinput") and run_id:
+        remove_lock_files(run_id)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -25,13 +25,26 @@ no more in the sequences measured (skin tones, flags, joined families); so each 
 3. Such a text is rare and CPython tells it apart in O(1) (it stores it at four bytes a
 character, `_may_hold_astral`), so only it is read another way: from its UTF-8 form, which
 counts its astral characters and the symbols of U+2000-U+2FFF that emoji come with (zero-width
-joiners, keycaps, ❤ ✨ ✅ ⚠ ☀: 2-3 tokens each in cl100k_base), also 3. A text with only such
-symbols, no astral character, is counted as any other (1.2 each): telling them from CJK or
-Persian took another pass over every non-ASCII text.
+joiners, keycaps, ❤ ✨ ✅ ⚠ ☀: 2-3 tokens each in cl100k_base), also 3.
+
+The emoji blocks of the Basic Multilingual Plane (technical signs U+2300-U+23FF, miscellaneous
+symbols and dingbats U+2600-U+27BF, symbols and arrows U+2B00-U+2BFF: ✅ ❌ ✨ ⭐ ⚠ ☀ ⏰), the
+emoji variation selector U+FE0F and the keycap U+20E3 count 3 in any text: cl100k_base takes
+2-3 tokens for 950 of those blocks' 957 printable characters (1 for ★ ☆ ♥ ♪ ✔ and two more),
+4 for ⚠️ and 5 for a keycap like 1️⃣. They are frequent where a model's own answers come back
+as history (check lists, warnings); at 1.2 a cost ceiling passed a prompt of them at 0.4-0.6 of
+its tokens. A text CPython stores at one byte a character (Latin-1) cannot hold one; any other
+is searched for them once (about 28 µs for 5,500 Persian characters on a slow 2-core VM,
+`python -m bench.prompt_estimate`). The neighbouring blocks stay at 1.2: box drawing and block
+elements run together in trees, tables and bars (1 token for several), `→` and `←` are 1
+token, and general punctuation (dashes, curly quotes, the zero-width non-joiner Persian writes
+with) 1-2, unless an astral character is there. Arrows and mathematical operators beyond those
+(2-3 tokens each) are still counted 1.2.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 
 CHARS_PER_ASCII_TOKEN = 4
@@ -41,6 +54,9 @@ TOKENS_PER_OTHER_CHAR = 1.2
 TOKENS_PER_EMOJI_CHAR = 3.0
 # `sys.getsizeof` of a compact four-bytes-a-character text, less its characters and terminator
 _UCS4_HEADER = sys.getsizeof("\U0001f600") - 2 * 4
+# The symbols that count as emoji in any text (see above)
+_BMP_SYMBOLS = re.compile("[\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff\u20e3\ufe0f]")
+_VARIATION_SELECTOR = "\ufe0f".encode()  # beyond U+2FFF, so not among the E2 leads
 _NON_ASCII_BYTES = bytes(range(0x80, 0x100))
 # Every byte but the UTF-8 lead bytes of U+2000-U+2FFF (E2) and beyond U+FFFF (F0-F4)
 _NOT_EMOJI_LEADS = bytes(b for b in range(0x100) if b != 0xE2 and not 0xF0 <= b <= 0xF4)
@@ -53,8 +69,10 @@ def text_tokens(text: str) -> float:
     if _may_hold_astral(text):
         return _emoji_text_tokens(text)
     ascii_chars = len(text.encode("ascii", "ignore"))
+    symbols = len(_BMP_SYMBOLS.findall(text)) if _may_hold_bmp_symbol(text) else 0
     return (ascii_chars / CHARS_PER_ASCII_TOKEN
-            + (len(text) - ascii_chars) * TOKENS_PER_OTHER_CHAR)
+            + (len(text) - ascii_chars - symbols) * TOKENS_PER_OTHER_CHAR
+            + symbols * TOKENS_PER_EMOJI_CHAR)
 
 
 def _may_hold_astral(text: str) -> bool:
@@ -65,17 +83,27 @@ def _may_hold_astral(text: str) -> bool:
     return sys.getsizeof(text) - _UCS4_HEADER >= 4 * (len(text) + 1)
 
 
+def _may_hold_bmp_symbol(text: str) -> bool:
+    """False for a text CPython stores at one byte a character (all of it below U+0100, as
+    French or German is), without reading it; True for any other."""
+    return sys.getsizeof(text) - _UCS4_HEADER >= 2 * (len(text) + 1)
+
+
 def _emoji_text_tokens(text: str) -> float:
     """`text_tokens` of a text that may hold astral characters, from its UTF-8 form in three
     C-speed passes: its ASCII bytes, and its lead bytes of U+2000-U+2FFF (E2) and of astral
-    characters (F0-F4), those costing 3 tokens when any astral character is there. A lone
-    surrogate (ED) counts as any other character."""
+    characters (F0-F4), those costing 3 tokens when any astral character is there, and its
+    variation selectors U+FE0F (3 in any text). A lone surrogate (ED) counts as any other
+    character."""
     data = text.encode("utf-8", "surrogatepass")
     ascii_chars = len(data.translate(None, _NON_ASCII_BYTES))
     leads = data.translate(None, _NOT_EMOJI_LEADS)
     symbols = leads.count(0xE2)
     astral = len(leads) - symbols
-    emoji = astral + symbols if astral else 0
+    if astral:
+        emoji = astral + symbols + data.count(_VARIATION_SELECTOR)
+    else:  # a text with no astral character after all: as `text_tokens` counts it
+        emoji = len(_BMP_SYMBOLS.findall(text))
     return (ascii_chars / CHARS_PER_ASCII_TOKEN
             + (len(text) - ascii_chars - emoji) * TOKENS_PER_OTHER_CHAR
             + emoji * TOKENS_PER_EMOJI_CHAR)

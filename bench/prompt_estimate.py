@@ -17,11 +17,12 @@ Emoji priced (2026-12-04, 2-core VM, load 1.3, best of 15 blocks): English 1.69 
 Persian 7.96 / 8.31-8.65, Chinese 3.32 / 3.66-3.83 µs per call before / after (a size check
 added to each non-ASCII text, about 0.4 µs); the emoji prompt (14,000 chars, 3,999 cl100k_base
 tokens) `text_tokens` alone 16 / 31 µs (its UTF-8 form read twice), 4,133 -> 5,332 tokens.
-The Basic Multilingual Plane's emoji blocks priced (2026-12-04, the slow AMD 2-core VM, load
-< 0.5, best of 15 blocks, µs per call before / after): English 1.74 / 1.75 (ASCII: no search),
-Persian 8.86 / 36.9, Chinese 3.85 / 22.8, emoji 32.7 / 43.5 (each text of two bytes a
-character is searched once by a regular expression: about 28 µs for the 5,500 Persian
-characters); the four estimates are unchanged (none of these prompts holds such a symbol).
+The Basic Multilingual Plane's emoji blocks, arrows and operators priced (2026-12-04, the slow
+AMD 2-core VM, load < 1, best of 15 blocks, µs per call before / after, two runs after):
+English 1.74 / 1.75-1.82 (ASCII: no search), Persian 8.86 / 36.9-39.1, Chinese 3.85 /
+22.8-23.0, emoji 32.7 / 43.5-47.4 (each text of two bytes a character is searched once by a
+regular expression: about 28-30 µs for the 5,500 Persian characters); the four estimates are
+unchanged (none of these prompts holds such a symbol).
 
 Run: `.venv/bin/python -m bench.prompt_estimate [--number N] [--repeats R]`
 """

@@ -28,18 +28,19 @@ counts its astral characters and the symbols of U+2000-U+2FFF that emoji come wi
 joiners, keycaps, ❤ ✨ ✅ ⚠ ☀: 2-3 tokens each in cl100k_base), also 3.
 
 The emoji blocks of the Basic Multilingual Plane (technical signs U+2300-U+23FF, miscellaneous
-symbols and dingbats U+2600-U+27BF, symbols and arrows U+2B00-U+2BFF: ✅ ❌ ✨ ⭐ ⚠ ☀ ⏰), the
-emoji variation selector U+FE0F and the keycap U+20E3 count 3 in any text: cl100k_base takes
-2-3 tokens for 950 of those blocks' 957 printable characters (1 for ★ ☆ ♥ ♪ ✔ and two more),
-4 for ⚠️ and 5 for a keycap like 1️⃣. They are frequent where a model's own answers come back
-as history (check lists, warnings); at 1.2 a cost ceiling passed a prompt of them at 0.4-0.6 of
-its tokens. A text CPython stores at one byte a character (Latin-1) cannot hold one; any other
-is searched for them once (about 28 µs for 5,500 Persian characters on a slow 2-core VM,
-`python -m bench.prompt_estimate`). The neighbouring blocks stay at 1.2: box drawing and block
-elements run together in trees, tables and bars (1 token for several), `→` and `←` are 1
-token, and general punctuation (dashes, curly quotes, the zero-width non-joiner Persian writes
-with) 1-2, unless an astral character is there. Arrows and mathematical operators beyond those
-(2-3 tokens each) are still counted 1.2.
+symbols and dingbats U+2600-U+27BF, symbols and arrows U+2B00-U+2BFF: ✅ ❌ ✨ ⭐ ⚠ ⏰), the
+emoji variation selector U+FE0F and the keycap U+20E3 count 3 in any text, and so do arrows
+(U+2194-U+21FF) and mathematical operators (U+2200-U+22FF but the minus sign): cl100k_base
+takes 2-3 tokens for 950 of the emoji blocks' 957 printable characters (1 for ★ ☆ ♥ ♪ ✔ and
+two more), 4 for ⚠️, 5 for a keycap like 1️⃣, and 2-3 for every arrow and operator of those
+ranges. Emoji symbols are frequent where a model's own answers come back as history (check
+lists, warnings), operators in math prompts; at 1.2 a cost ceiling passed a prompt of them at
+0.4-0.7 of its tokens. A text CPython stores at one byte a character (Latin-1) cannot hold one;
+any other is searched for them once (about 28 µs for 5,500 Persian characters on a slow 2-core
+VM, `python -m bench.prompt_estimate`). The neighbouring characters stay at 1.2: box drawing
+and block elements run together in trees, tables and bars (1 token for several), ← ↑ → ↓ and
+the minus sign are 1 token, and general punctuation (dashes, curly quotes, the zero-width
+non-joiner Persian writes with) 1-2, unless an astral character is there.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ TOKENS_PER_EMOJI_CHAR = 3.0
 # `sys.getsizeof` of a compact four-bytes-a-character text, less its characters and terminator
 _UCS4_HEADER = sys.getsizeof("\U0001f600") - 2 * 4
 # The symbols that count as emoji in any text (see above)
-_BMP_SYMBOLS = re.compile("[\u2300-\u23ff\u2600-\u27bf\u2b00-\u2bff\u20e3\ufe0f]")
+_BMP_SYMBOLS = re.compile(
+    "[\u2194-\u21ff\u2200-\u2211\u2213-\u23ff\u2600-\u27bf\u2b00-\u2bff\u20e3\ufe0f]")
 _VARIATION_SELECTOR = "\ufe0f".encode()  # beyond U+2FFF, so not among the E2 leads
 _NON_ASCII_BYTES = bytes(range(0x80, 0x100))
 # Every byte but the UTF-8 lead bytes of U+2000-U+2FFF (E2) and beyond U+FFFF (F0-F4)

@@ -90,7 +90,8 @@ def test_an_emoji_counts_three_tokens_and_the_symbols_beside_it_too() -> None:
     assert text_tokens("ok 😀") == pytest.approx(3 / 4 + 3.0)
     assert text_tokens("👨\u200d👩\u200d👧\u200d👦") == pytest.approx(7 * 3.0)
     assert text_tokens("\u200d\u2014") == pytest.approx(2 * 1.2)  # a joiner and a dash alone
-    assert text_tokens("\u2192\u2502") == pytest.approx(2 * 1.2)  # an arrow, a box line
+    assert text_tokens("\u2192\u2502\u2212") == pytest.approx(3 * 1.2)  # →, a box line, −
+    assert text_tokens("\u21d2\u2264") == pytest.approx(2 * 3.0)  # ⇒ ≤
     assert text_tokens("✅") == pytest.approx(3.0)
     assert text_tokens("⚠\ufe0f") == pytest.approx(2 * 3.0)
     assert text_tokens("1\ufe0f\u20e3") == pytest.approx(1 / 4 + 2 * 3.0)
@@ -115,7 +116,8 @@ def test_the_estimate_covers_cl100k_on_emoji_heavy_text() -> None:
 
 
 # Texts of the Basic Multilingual Plane's symbols, as a model's answers write them and they come
-# back as history: 2-3 cl100k_base tokens each (⚠️ 4, a keycap 5), counted 1.2 before.
+# back as history, and of math prompts' operators: 2-3 cl100k_base tokens each (⚠️ 4, a keycap
+# 5), counted 1.2 before.
 BMP_SYMBOL_TEXTS = {
     "check list": "- ✅ tests pass\n- ✅ lint passes\n- ❌ docs missing\n- ⚠️ slow on CI",
     "keycaps": "1️⃣ Install 2️⃣ Configure 3️⃣ Run",
@@ -123,14 +125,18 @@ BMP_SYMBOL_TEXTS = {
     "alarms": "⏰ wake up ⌛ wait ☕ coffee ⛔ stop",
     "persian check list": "✅ انجام شد\n❌ مانده\n⚠️ بررسی شود",
     "only symbols": "✅❌⚠️✨⭐☀️❤️✔✖➡️",
+    "roots": "Show that √2 ∉ ℚ and that ∀n ∈ ℕ, n² ≥ n",
+    "logic": "If p ⇒ q and q ⇒ r then p ⇒ r, so ¬r ⇒ ¬p",
+    "sets": "A ∩ B ⊆ A ∪ B and x ∈ A ∖ B ⇔ x ∉ B",
+    "formula": "For all x ∈ ℝ, if x ≤ 3 then ∑ᵢ xᵢ ≥ 0 and ∫ f(x) dx ≠ ∞",
 }
 
 
 def test_the_estimate_covers_cl100k_on_basic_plane_symbols() -> None:
     """Each symbol-heavy text without an emoji beyond U+FFFF is estimated at least at its
     cl100k_base count and at most 1.9 times it; at 1.2 tokens a symbol the estimate covered
-    only the Persian one, by its letters' margin. Trees and tables of box-drawing lines, whose
-    runs cl100k_base merges, are counted as before, not 3 a character."""
+    only the Persian check list, by its letters' margin. Trees and tables of box-drawing
+    lines, whose runs cl100k_base merges, are counted as before, not 3 a character."""
     count = cl100k_counter()
     undercounted_before = 0
     for name, text in BMP_SYMBOL_TEXTS.items():
@@ -153,7 +159,7 @@ def _by_character(text: str) -> float:
     if astral:
         symbols = sum("\u2000" <= c <= "\u2fff" for c in text)
     else:
-        symbols = sum("\u2300" <= c <= "\u23ff" or "\u2600" <= c <= "\u27bf"
+        symbols = sum(("\u2194" <= c <= "\u23ff" and c != "\u2212") or "\u2600" <= c <= "\u27bf"
                       or "\u2b00" <= c <= "\u2bff" or c == "\u20e3" for c in text)
     emoji = astral + symbols + text.count("\ufe0f")
     return ascii_chars / 4 + (len(text) - ascii_chars - emoji) * 1.2 + emoji * 3.0

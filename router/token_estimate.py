@@ -23,7 +23,7 @@ a mathematical letter, a rare CJK ideograph) is 1-3 tokens in cl100k_base, o200k
 legacy Claude tokenizer (3 in cl100k_base for 1,161 of the 1,309 emoji of the main blocks), and
 no more in the sequences measured (skin tones, flags, joined families); so each is counted as
 3. Such a text is rare and CPython tells it apart in O(1) (it stores it at four bytes a
-character, `_may_hold_astral`), so only it is read another way: from its UTF-8 form, which
+character, `_bytes_per_char`), so only it is read another way: from its UTF-8 form, which
 counts its astral characters and the symbols of U+2000-U+2FFF that emoji come with (zero-width
 joiners, keycaps, ❤ ✨ ✅ ⚠ ☀: 2-3 tokens each in cl100k_base), also 3.
 
@@ -68,27 +68,23 @@ def text_tokens(text: str) -> float:
     """The estimated token count of `text` (fractional: sum them, then round down)."""
     if text.isascii():
         return len(text) / CHARS_PER_ASCII_TOKEN
-    if _may_hold_astral(text):
+    width = _bytes_per_char(text)
+    if width >= 4:
         return _emoji_text_tokens(text)
     ascii_chars = len(text.encode("ascii", "ignore"))
-    symbols = len(_BMP_SYMBOLS.findall(text)) if _may_hold_bmp_symbol(text) else 0
+    symbols = len(_BMP_SYMBOLS.findall(text)) if width >= 2 else 0
     return (ascii_chars / CHARS_PER_ASCII_TOKEN
             + (len(text) - ascii_chars - symbols) * TOKENS_PER_OTHER_CHAR
             + symbols * TOKENS_PER_EMOJI_CHAR)
 
 
-def _may_hold_astral(text: str) -> bool:
-    """True for every text with a character beyond U+FFFF, without reading it: CPython stores
-    such a text at four bytes a character (PEP 393) and `sys.getsizeof` counts them. A text of
-    one or two bytes a character passes only if CPython also cached its UTF-8 form beside it;
-    `_emoji_text_tokens` then finds no astral character and counts it as `text_tokens` would."""
-    return sys.getsizeof(text) - _UCS4_HEADER >= 4 * (len(text) + 1)
-
-
-def _may_hold_bmp_symbol(text: str) -> bool:
-    """False for a text CPython stores at one byte a character (all of it below U+0100, as
-    French or German is), without reading it; True for any other."""
-    return sys.getsizeof(text) - _UCS4_HEADER >= 2 * (len(text) + 1)
+def _bytes_per_char(text: str) -> int:
+    """The bytes a character CPython stores `text` at (PEP 393: 1 below U+0100, 2 below
+    U+10000, 4 beyond), from `sys.getsizeof`, without reading the text: 4 for every text with
+    an astral character, 2 or more for every text that may hold a symbol of `_BMP_SYMBOLS`.
+    It reads high when CPython also cached the text's UTF-8 form beside it; the caller then
+    reads the text and finds no such character, counting it as it would otherwise."""
+    return (sys.getsizeof(text) - _UCS4_HEADER) // (len(text) + 1)
 
 
 def _emoji_text_tokens(text: str) -> float:

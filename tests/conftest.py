@@ -11,16 +11,21 @@ from tests.support.machine_share import machine_share, remove_lock_files
 pytest_plugins = ["tests.support.redis_server"]
 
 
+def _is_controller(config: pytest.Config) -> bool:
+    """The process pytest was started as (an xdist worker is handed `workerinput`)."""
+    return not hasattr(config, "workerinput")
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """The controller names the xdist run (xdist would draw the same kind of id), so that it
-    can remove the run's machine-share lock files when the run ends."""
-    if not hasattr(config, "workerinput") and getattr(config.option, "testrunuid", "") is None:
-        config.option.testrunuid = uuid.uuid4().hex
+    """The controller names the xdist run unless `--testrunuid` did (xdist would draw the
+    same kind of id), so that it can remove the run's machine-share lock files at the end."""
+    if _is_controller(config) and hasattr(config.option, "testrunuid"):
+        config.option.testrunuid = config.option.testrunuid or uuid.uuid4().hex
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     run_id = getattr(config.option, "testrunuid", None)
-    if not hasattr(config, "workerinput") and run_id:
+    if _is_controller(config) and run_id:
         remove_lock_files(run_id)
 
 

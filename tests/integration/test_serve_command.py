@@ -1,12 +1,14 @@
 """`slorouter serve` as a process: refusing unsafe binds, reporting bad configs at once, idling
 without being woken (a current `date` header all the same) and stopping promptly on SIGTERM.
-Every router here is started from scratch (`warm=False`), not forked from the warm launcher: what
-the command inherits from its parent (SIGHUP ignored under `nohup`) is under test."""
+Every router here is started from scratch (`start_cold_router`), not forked from the warm
+launcher: what the command inherits from its parent (SIGHUP ignored under `nohup`) is under
+test."""
 
 from __future__ import annotations
 
 import contextlib
 import email.utils
+import functools
 import http.client
 import json
 import os
@@ -28,6 +30,9 @@ import pytest
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 from tests.support.services import MINIMAL_CONFIG as CONFIG
 from tests.support.services import Running, start_router, start_simulator
+
+# what the command inherits from its parent is under test: never forked from the warm launcher
+start_cold_router = functools.partial(start_router, warm=False)
 
 
 def _serve(tmp_path: Path, config: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -137,7 +142,7 @@ def test_an_idle_router_is_not_woken(tmp_path: Path) -> None:
     (router/quiet_server.py), and its refreshers (statistics, SLO penalties) park when nothing is
     read, so an idle router is not woken at all (each wake-up costs an idle core 0.2-1 ms of CPU
     on a VM). Counted over 4 s: a once-a-second poller (4 wake-ups) fails it."""
-    router = start_router(tmp_path, CONFIG, warm=False)
+    router = start_cold_router(tmp_path, CONFIG)
     try:
         time.sleep(1.0)  # let start-up work settle
         before = _scheduled_in(router.proc.pid)
@@ -168,8 +173,8 @@ def test_every_answer_has_one_current_date_header_after_idling(tmp_path: Path) -
     with ExitStack() as started:
         sim = start_simulator(tmp_path, {"m": {"ttft_p50_ms": 5, "ttft_p99_ms": 5}})
         started.callback(sim.stop)
-        router = start_router(tmp_path, CONFIG.replace("http://127.0.0.1:9/v1",
-                                                       f"{sim.base_url}/v1"), warm=False)
+        router = start_cold_router(tmp_path, CONFIG.replace("http://127.0.0.1:9/v1",
+                                                            f"{sim.base_url}/v1"))
         started.callback(router.stop)
         chat = f"{router.base_url}/v1/chat/completions"
         asked = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]'
@@ -282,7 +287,7 @@ def _slow_stream_setup(tmp_path: Path, grace_s: int, started: ExitStack,
               f"output_price_per_mtok: 1}}\nmodels: [{{name: slow, deployments: [d]}}]\n"
               f"routes: {{default_model: slow}}\nserver: {{shutdown_grace_s: {grace_s}}}\n")
     started.callback(sim.stop)
-    router = start_router(tmp_path, config, extra_args=extra_args, warm=False)
+    router = start_cold_router(tmp_path, config, extra_args=extra_args)
     started.callback(router.stop)
     return router
 
@@ -392,7 +397,7 @@ def test_a_side_effect_still_awaited_when_the_grace_ends_is_an_unknown_commit(
                   f"openai_passthrough, api_base: {sim.base_url}/v1, input_price_per_mtok: 1, "
                   f"output_price_per_mtok: 1}}\nmodels: [{{name: slow, deployments: [d]}}]\n"
                   f"routes: {{default_model: slow}}\nserver: {{shutdown_grace_s: 1}}\n")
-        router = start_router(directory, config, warm=False)
+        router = start_cold_router(directory, config)
         started.callback(router.stop)
         client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key="unused",
                                max_retries=2, timeout=30)
@@ -426,7 +431,7 @@ def test_a_collector_that_is_down_does_not_hold_the_exit(tmp_path: Path) -> None
     closed = free_port()
     config = CONFIG + (f"telemetry: {{exporter: otlp, otlp_endpoint: 'http://127.0.0.1:{closed}',"
                        " sample_ratio: 1.0, metrics_export_interval_s: 1}\n")
-    router = start_router(tmp_path, config, warm=False)
+    router = start_cold_router(tmp_path, config)
     try:
         chat = urllib.request.Request(  # its upstream is closed too: a 5xx, a span, metrics
             f"{router.base_url}/v1/chat/completions", method="POST",
@@ -516,7 +521,7 @@ def test_deployment_health_lists_every_configured_deployment_before_any_traffic(
                             "  - {name: e, model: openai/m, adapter: openai_passthrough, "
                             "api_base: http://127.0.0.1:9/v1, input_price_per_mtok: 1, "
                             "output_price_per_mtok: 1}\nmodels: [{name: m, deployments: [d, e]}]")
-    router = start_router(tmp_path, config, warm=False)
+    router = start_cold_router(tmp_path, config)
     try:
         with urllib.request.urlopen(f"{router.base_url}/v1/health/deployments",
                                     timeout=10) as response:
@@ -584,7 +589,7 @@ def test_a_second_ctrl_c_answers_requests_in_flight_in_openais_error_shape(
         config = (f"version: 1\ndeployments:\n{deployments}"
                   "models: [{name: slow, deployments: [slow]}, {name: long, deployments: [long]}]\n"
                   "routes: {default_model: slow}\nserver: {shutdown_grace_s: 30}\n")
-        router = start_router(directory, config, warm=False)
+        router = start_cold_router(directory, config)
         started.callback(router.stop)
         client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key="unused",
                                max_retries=0, timeout=30)

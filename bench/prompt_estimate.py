@@ -23,6 +23,12 @@ English 1.74 / 1.75-1.82 (ASCII: no search), Persian 8.86 / 36.9-39.1, Chinese 3
 22.8-23.0, emoji 32.7 / 43.5-47.4 (each text of two bytes a character is searched once by a
 regular expression: about 28-30 µs for the 5,500 Persian characters); the four estimates are
 unchanged (none of these prompts holds such a symbol).
+ASCII digits and signs priced at 0.6 tokens each (2026-12-05, the slow AMD 2-core VM, load
+0.6-0.8, best of 15 blocks, two runs each, µs per call before / after): English 1.69-1.70 /
+13.8-14.0 (one `bytes.translate` pass over its 21,200 characters, about 0.6 ns each: ASCII
+text is read once now), Persian 36.0-36.1 / 37.5, Chinese 20.9 / 21.6-21.7, emoji 41.2-42.3 /
+47.1-48.3; estimates English 5,319 -> 5,427, Persian 5,289 -> 5,324, emoji 5,350 -> 5,351
+(`python -m bench.estimate_calibration` compares them with cl100k_base by kind of text).
 
 Run: `.venv/bin/python -m bench.prompt_estimate [--number N] [--repeats R]`
 """

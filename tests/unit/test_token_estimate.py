@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ from router.token_estimate import text_tokens, utf8_tokens
 from tests.support.tokenizer import cl100k_counter
 
 SHARED_PROMPTS = Path("/work/shared/data/prompts")
+REPO = Path(__file__).resolve().parents[2]
 
 # Sentences written for this test (no CJK, Hindi or Arabic text is in the project's data).
 OTHER_SCRIPTS = {
@@ -51,24 +53,29 @@ EMOJI = {
 }
 
 
-def test_ascii_text_is_four_characters_a_token() -> None:
-    """English is estimated as before: a request's count is unchanged for ASCII prompts."""
-    view = RequestView(messages=(("system", "a" * 41), ("user", "b" * 400)))
+def test_ascii_letters_and_spaces_are_four_a_token_and_other_ascii_characters_more() -> None:
+    """Prose is four letters or spaces a token; digits, punctuation and line breaks, which
+    cl100k_base takes in ones and twos, 0.6 of a token each."""
+    view = RequestView(messages=(("system", "a" * 41), ("user", "b c " * 100)))
     assert text_tokens("x" * 400) == 100
     assert estimate_prompt_tokens(view) == (41 + 400) // 4 + 4 * 2
+    assert text_tokens("0123456789") == pytest.approx(10 * 0.6)
+    assert text_tokens("x = f(1);\n") == pytest.approx(4 / 4 + 6 * 0.6)  # "x", "f", two spaces
 
 
 def test_other_scripts_count_each_non_ascii_character_as_more_than_a_token() -> None:
-    """ASCII characters inside a non-ASCII text (spaces, digits) stay four a token."""
+    """ASCII characters inside a non-ASCII text count as in an ASCII one."""
     assert text_tokens("سلام دنیا") == pytest.approx(8 * 1.2 + 1 / 4)
+    assert text_tokens("سلام 12") == pytest.approx(4 * 1.2 + 1 / 4 + 2 * 0.6)
     assert text_tokens("你好") == pytest.approx(2 * 1.2)
     assert text_tokens("\ud800") == pytest.approx(1.2)  # a lone surrogate neither fails
 
 
 def test_utf8_json_counts_as_its_text_does() -> None:
-    """Serialised tool schemas and arguments: ASCII bytes four a token, and a non-ASCII text
+    """Serialised tool schemas and arguments: ASCII bytes as ASCII text, and a non-ASCII text
     as many tokens as the text itself (not its three UTF-8 bytes per CJK character / 4)."""
-    assert utf8_tokens(b'{"a": 1}') == 2
+    assert utf8_tokens(b'{"a": 1}') == pytest.approx(text_tokens('{"a": 1}'))
+    assert utf8_tokens(b'{"a": 1}') == pytest.approx(2 / 4 + 6 * 0.6)
     assert utf8_tokens('"你好"'.encode()) == pytest.approx(text_tokens('"你好"'))
 
 
@@ -94,7 +101,7 @@ def test_an_emoji_counts_three_tokens_and_the_symbols_beside_it_too() -> None:
     assert text_tokens("\u21d2\u2264") == pytest.approx(2 * 3.0)  # ⇒ ≤
     assert text_tokens("✅") == pytest.approx(3.0)
     assert text_tokens("⚠\ufe0f") == pytest.approx(2 * 3.0)
-    assert text_tokens("1\ufe0f\u20e3") == pytest.approx(1 / 4 + 2 * 3.0)
+    assert text_tokens("1\ufe0f\u20e3") == pytest.approx(0.6 + 2 * 3.0)
     assert text_tokens("😀 ⚠\ufe0f") == pytest.approx(1 / 4 + 3 * 3.0)
     assert text_tokens("é✅") == pytest.approx(1.2 + 3.0)
     assert text_tokens("\ud800\U0001f600") == pytest.approx(1.2 + 3.0)  # a lone surrogate is 1.2
@@ -159,6 +166,7 @@ def test_the_estimate_covers_cl100k_on_basic_plane_symbols() -> None:
 def _by_character(text: str) -> float:
     """The estimate read character by character: what `text_tokens` computes faster."""
     ascii_chars = sum(c.isascii() for c in text)
+    words = sum(c.isascii() and (c.isalpha() or c == " ") for c in text)
     astral = sum(c > "\uffff" for c in text)
     if astral:
         symbols = sum("\u2000" <= c <= "\u2fff" for c in text)
@@ -166,7 +174,8 @@ def _by_character(text: str) -> float:
         symbols = sum(("\u2194" <= c <= "\u23ff" and c != "\u2212") or "\u2600" <= c <= "\u27bf"
                       or "\u2b00" <= c <= "\u2bff" or c == "\u20e3" for c in text)
     emoji = astral + symbols + text.count("\ufe0f")
-    return ascii_chars / 4 + (len(text) - ascii_chars - emoji) * 1.2 + emoji * 3.0
+    return (words / 4 + (ascii_chars - words) * 0.6 + (len(text) - ascii_chars - emoji) * 1.2
+            + emoji * 3.0)
 
 
 @given(st.text())
@@ -186,12 +195,14 @@ def _shared_prompts(lang: str) -> list[str]:
     return [r["text"] for r in rows if r["lang"] == lang and len(r["text"]) >= 20]
 
 
-@pytest.mark.parametrize(("lang", "covered", "most"), [("en", 0.70, 1.25), ("fa", 0.98, 1.5)])
+@pytest.mark.parametrize(("lang", "covered", "most"), [("en", 0.85, 1.25), ("fa", 0.98, 1.5)])
 def test_the_estimate_errs_high_on_the_projects_prompts(
         lang: str, covered: float, most: float) -> None:
     """Over the shared English and Persian prompts the estimate is at least cl100k_base's count
     in total, and at most `most` times it; one by one it covers `covered` of the prompts
-    (English: 74%, unchanged, the rest short ones the per-message 4 tokens cover; Persian 99%)."""
+    (English: 88%, 74% at four characters a token whatever they were; the rest short ones the
+    per-message 4 tokens cover; Persian 99.9%). In total, English 1.20 (1.12 before), Persian
+    1.35."""
     count = cl100k_counter()
     texts = _shared_prompts(lang)
     actual = [count(t) for t in texts]
@@ -199,3 +210,36 @@ def test_the_estimate_errs_high_on_the_projects_prompts(
     share_covered = sum(e >= a for e, a in zip(estimated, actual, strict=True)) / len(texts)
     assert sum(actual) <= sum(estimated) <= most * sum(actual)
     assert share_covered >= covered, share_covered
+
+
+def _repo_texts(kind: str) -> list[str]:
+    """The project's own code and data of one kind, ASCII files of 300 characters or more:
+    its router modules, and its YAML and JSON files (JSON serialised compact, as a request's
+    tool schemas and tool call arguments are); not what lies in hidden folders (virtual
+    environments) or `bench/out`."""
+    folders, suffix = ((("router",), ".py") if kind == "python" else
+                       (("policies", "bench", "evals", "router"), f".{kind}"))
+    paths = [p for d in folders for p in sorted((REPO / d).rglob(f"*{suffix}"))
+             if not any(part.startswith(".") or part == "out"
+                        for part in p.relative_to(REPO).parts)]
+    texts = [p.read_text() for p in paths]
+    if kind == "json":
+        texts = [orjson.dumps(json.loads(t)).decode() for t in texts]
+    return [t for t in texts if t.isascii() and len(t) >= 300]
+
+
+@pytest.mark.parametrize(("kind", "least", "files"), [
+    ("python", 1.0, 100), ("yaml", 0.9, 10), ("json", 0.9, 8)])
+def test_the_estimate_covers_cl100k_on_code_and_json(kind: str, least: float, files: int) -> None:
+    """Code, YAML and compact JSON (a tool's schema is often most of an agent's prompt) are
+    dense in digits and punctuation: four characters a token, whatever they were, put the
+    project's own compact JSON at 0.57-0.87 of cl100k_base's count (0.72 in total), its YAML at
+    0.76-0.93 and its Python modules at 0.79-1.24. Counting those characters 0.6 each, every
+    file is at least `least` of the count and at most 1.6 times it (measured: Python 1.01-1.46,
+    YAML 0.93-1.11, JSON 0.95-1.39), and each kind is covered in total (1.24, 1.03, 1.14)."""
+    count = cl100k_counter()
+    texts = _repo_texts(kind)
+    assert len(texts) >= files
+    ratios = [text_tokens(t) / count(t) for t in texts]
+    assert all(least <= r <= 1.6 for r in ratios), sorted(ratios)[:3] + sorted(ratios)[-3:]
+    assert sum(map(text_tokens, texts)) >= sum(map(count, texts))

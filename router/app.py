@@ -47,6 +47,7 @@ from router.execution.runner import Runner
 from router.experimentation import Experiments, memory_store
 from router.feedback import HedgeDelays, StatsRanker, StatsSink, targets_by_task
 from router.idempotency import IdempotencyStore, MemoryIdempotencyStore
+from router.logs import loop_error_event
 from router.outcomes import FanOut, OutcomeSink
 from router.pipeline import ChatPipeline
 from router.providers.base import AdapterName, Provider
@@ -117,6 +118,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         # the live objects of requests in flight. A threshold far above what requests in flight
         # hold makes those scans rare; cycles (tracebacks, tasks) are still collected.
         gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
+        asyncio.get_running_loop().set_exception_handler(loop_error_event)
         refresher = asyncio.create_task(_run_refresher(store))
         slo_refresher = asyncio.create_task(slo.run_refresher())
         guard = asyncio.create_task(trials.guard()) if trials.active else None

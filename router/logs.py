@@ -6,13 +6,16 @@ Callers must never put prompt or completion text, or secrets, into either.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
+import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import TextIO
 
 import orjson
@@ -50,6 +53,7 @@ def configure(level: str = "info", *, access_log: bool = False) -> None:
     for noisy in ("LiteLLM", "litellm", "httpx", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     warnings.showwarning = warning_event
+    threading.excepthook = thread_error_event
 
 
 def warning_event(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -62,6 +66,52 @@ def warning_event(message: Warning | str, category: type[Warning], filename: str
 
 def event(logger: logging.Logger, name: str, level: int = logging.INFO, **data: object) -> None:
     logger.log(level, name, extra={"event_data": data})
+
+
+_ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
+# asyncio's and uvloop's own words for an error nothing caught, which their messages start with
+# before what they format in (a task's repr with its exception's text, a callback's with its
+# arguments); another message is logged as "other".
+LOOP_ERRORS = (
+    "Task exception was never retrieved", "Future exception was never retrieved",
+    "Exception in callback", "Task was destroyed but it is pending",
+    "Fatal error on transport", "Fatal read error on socket transport",
+    "Fatal write error on socket transport", "Fatal error on SSL transport",
+    "Error on reading from the event loop self-pipe", "Unhandled exception in event loop",
+    "an error occurred during closing of asynchronous generator",
+)
+
+
+def loop_error_event(loop: asyncio.AbstractEventLoop, context: Mapping[str, object]) -> None:
+    """The event loop's handler of an error nothing else caught (a task's exception never
+    retrieved, a callback that raised): an `event_loop_error` event with asyncio's own words
+    (`LOOP_ERRORS`) and the exception's class and frames (`JsonFormatter`). asyncio's default
+    handler logged the reprs it formats in, and with them the exception's text and a
+    callback's arguments, which can hold request or answer text."""
+    message = str(context.get("message", ""))
+    what = next((words for words in LOOP_ERRORS if message.startswith(words)), "other")
+    logging.getLogger("asyncio").error("event_loop_error",
+                                       exc_info=_exc_info(context.get("exception")),
+                                       extra={"event_data": {"what": what}})
+
+
+def thread_error_event(args: threading.ExceptHookArgs) -> None:
+    """An exception that ended a thread (an exporter's, an executor's): a `thread_error` event
+    with the thread's name and the exception's class and frames, through the service's
+    handlers (and their redaction). Python's default hook printed its text to stderr past them.
+    A thread ended by `SystemExit` is quiet, as with the default hook."""
+    if args.exc_type is SystemExit:
+        return
+    error = args.exc_value
+    logging.getLogger("threading").error(
+        "thread_error", exc_info=_exc_info(error),
+        extra={"event_data": {"thread": args.thread.name if args.thread is not None else ""}})
+
+
+def _exc_info(error: object) -> _ExcInfo | None:
+    if not isinstance(error, BaseException):
+        return None
+    return type(error), error, error.__traceback__
 
 
 @dataclass

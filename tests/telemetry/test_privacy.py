@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import io
+import json
 import logging
+import threading
 from collections.abc import Iterator
 
 import aiohttp
@@ -11,7 +15,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
-from router.logs import JsonFormatter
+from router.logs import JsonFormatter, thread_error_event
 from router.telemetry.redact import RedactingFilter, TraceLogFilter
 from tests.support.services import Running
 from tests.telemetry.helpers import in_memory_telemetry
@@ -73,6 +77,57 @@ async def test_canary_text_appears_in_no_span_metric_or_log_line(
         assert CANARY not in emitted
         assert PERSIAN_CANARY not in emitted
         assert API_KEY not in emitted
+
+
+async def _fails(text: str) -> None:
+    raise ValueError(f"could not read {text!r}")
+
+
+async def test_the_served_loop_logs_an_uncaught_error_without_its_text(
+        sim: Running, log_lines: io.StringIO) -> None:
+    """An error no code awaited, in the router's loop (a task's exception never retrieved, a
+    callback that raised), is logged as an `event_loop_error` with asyncio's words and the
+    exception's class: asyncio's own handler wrote the task's repr, the exception's text in it
+    (here a canary), past every filter."""
+    telemetry, _ = in_memory_telemetry()
+    async with serve(sim.base_url, telemetry):
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(_fails(CANARY))
+        await asyncio.sleep(0)
+        del task
+        gc.collect()  # the task's end without a reader is reported when it is freed
+        loop.call_soon(_fails(PERSIAN_CANARY).send, None)  # a callback that raises
+        await asyncio.sleep(0.01)
+    events = [json.loads(line) for line in log_lines.getvalue().splitlines()]
+    errors = [e for e in events if e["event"] == "event_loop_error"]
+    assert {(e["what"], e["exception"]) for e in errors} == {
+        ("Task exception was never retrieved", "ValueError"),
+        ("Exception in callback", "ValueError")}
+    assert all("_fails" in e["traceback"] for e in errors)
+    assert CANARY not in log_lines.getvalue() and PERSIAN_CANARY not in log_lines.getvalue()
+
+
+def test_an_error_that_ends_a_thread_is_logged_without_its_text(
+        log_lines: io.StringIO, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception that ends a thread (an exporter's) is a `thread_error` event through the
+    service's handlers, with the thread's name and the exception's class; Python's default hook
+    printed its text to stderr. A thread's `SystemExit` stays quiet."""
+    monkeypatch.setattr(threading, "excepthook", thread_error_event)
+
+    def fail() -> None:
+        raise RuntimeError(f"export of {CANARY} with {API_KEY} failed")
+
+    def leave() -> None:
+        raise SystemExit(CANARY)
+
+    for target, name in ((fail, "exporter"), (leave, "leaver")):
+        thread = threading.Thread(target=target, name=name)
+        thread.start()
+        thread.join()
+    events = [json.loads(line) for line in log_lines.getvalue().splitlines()]
+    assert [(e["event"], e["thread"], e["exception"]) for e in events] == [
+        ("thread_error", "exporter", "RuntimeError")]
+    assert CANARY not in log_lines.getvalue() and API_KEY not in log_lines.getvalue()
 
 
 def test_redacting_filter_removes_secrets_and_content_fields() -> None:

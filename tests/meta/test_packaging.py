@@ -4,6 +4,7 @@ notices of the data files that ship, and every file the Dockerfile's build copie
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 import sys
 import tomllib
@@ -117,3 +118,27 @@ def test_every_third_party_import_of_the_package_is_a_declared_dependency() -> N
         if not dists & declared and not {own_parts.get(d) for d in dists} & declared:
             undeclared[name] = sorted(dists)
     assert undeclared == {}
+
+
+def test_every_file_the_packages_read_at_run_time_is_package_data() -> None:
+    """A file beside the code ships in the wheel (and so the Docker image, which installs it)
+    only when a `package-data` glob names it: the classifier's model, the default policies and
+    the simulator's profiles do; a data file of a kind no glob names (a `.csv`, a `.txt`) would
+    be left out, and the installed router would fail where the checkout works. (A wheel built
+    from this checkout and installed alone served the embedded default as a non-root user from
+    a directory of its own on 2026-12-05.) The training datasets stay out on purpose."""
+    setuptools_config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    globs: dict[str, list[str]] = setuptools_config["package-data"]
+    left_out = []
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*"):
+            relative = path.relative_to(ROOT)
+            if (not path.is_file() or path.suffix in (".py", ".pyc")
+                    or "__pycache__" in relative.parts
+                    or relative.parts[:2] == ("evals", "datasets")):
+                continue
+            within = path.relative_to(ROOT / package).as_posix()
+            if not (any(fnmatch.fnmatch(path.name, g) for g in globs["*"])
+                    or any(fnmatch.fnmatch(within, g) for g in globs.get(package, []))):
+                left_out.append(str(relative))
+    assert left_out == []

@@ -62,7 +62,7 @@ import re
 import string
 import sys
 
-# English prose: 4.47 characters a token in cl100k_base (see above)
+# ASCII letters and spaces (English prose is 4.47 characters a token in cl100k_base, see above)
 WORD_CHARS_PER_TOKEN = 4
 # Every other ASCII character: digits, punctuation, brackets, line breaks, tabs (see above)
 TOKENS_PER_ASCII_SIGN = 0.6

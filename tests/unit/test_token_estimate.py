@@ -186,6 +186,13 @@ def test_the_estimate_is_the_character_by_character_count(text: str) -> None:
     assert text_tokens(text) == pytest.approx(_by_character(text))
 
 
+@given(st.text())
+def test_utf8_bytes_count_as_their_text_does(text: str) -> None:
+    """Serialised JSON is estimated from its bytes without decoding ASCII: whatever the text, its
+    UTF-8 bytes count what the text counts."""
+    assert utf8_tokens(text.encode()) == pytest.approx(text_tokens(text))
+
+
 def _shared_prompts(lang: str) -> list[str]:
     if not SHARED_PROMPTS.exists():
         pytest.skip("the shared prompt data is not on this machine")

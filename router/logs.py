@@ -102,9 +102,8 @@ def thread_error_event(args: threading.ExceptHookArgs) -> None:
     A thread ended by `SystemExit` is quiet, as with the default hook."""
     if args.exc_type is SystemExit:
         return
-    error = args.exc_value
     logging.getLogger("threading").error(
-        "thread_error", exc_info=_exc_info(error),
+        "thread_error", exc_info=_exc_info(args.exc_value),
         extra={"event_data": {"thread": args.thread.name if args.thread is not None else ""}})
 
 

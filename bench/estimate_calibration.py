@@ -24,11 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import sysconfig
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import numpy as np
 
 from router.token_estimate import text_tokens
 from tests.support.tokenizer import cl100k_counter
@@ -79,10 +80,6 @@ def shared_texts() -> dict[str, list[str]]:
     }
 
 
-def percentile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q * 100) - 1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--windows", type=int, default=3, help="windows per file")
@@ -105,8 +102,8 @@ def main() -> None:
         for estimate in ESTIMATES.values():
             ratios = [estimate(t) / a for t, a in zip(items, actual, strict=True) if a]
             under = sum(r < 1 for r in ratios) / len(ratios)
-            cells.append(f"{percentile(ratios, 0.05):.2f} / {statistics.median(ratios):.2f} / "
-                         f"{percentile(ratios, 0.95):.2f}, {under:4.0%}")
+            p5, p50, p95 = np.percentile(ratios, [5, 50, 95])
+            cells.append(f"{p5:.2f} / {p50:.2f} / {p95:.2f}, {under:4.0%}")
         print(f"{kind:<20}{len(items):>6}" + "".join(f"{c:>30}" for c in cells))
 
 

@@ -30,7 +30,7 @@ from router.loadtest.loadgen import collector_paused
 
 API_KEY = "sk-feedback-tenant"
 TENANT_ENV = {"FEEDBACK_TENANT_KEY": API_KEY}
-CHARS_PER_TOKEN = 4  # the simulator's and the router's token estimate
+CHARS_PER_TOKEN = 4  # the simulator's count, and the router's estimate of letters and spaces
 
 
 # --------------------------------------------------------------------------------- profiles

@@ -124,7 +124,7 @@ class StatsRanker:
                 blended((name, task, bucket), stats, prior, error_z, now))))
         history = self.store.task_summary(task)
         request = new(ScoreRequest, (task, facts.risk, prompt, facts.max_output_tokens,
-                                     facts.stream))
+                                     facts.stream, facts.completions))
         return rank(request, targets, candidates, scoring, now=now,
                     rng=self.rng, output_history=history.output_tokens if history else None)
 
@@ -161,7 +161,9 @@ class StatsSink:
         task = next(t for t in TASKS if t == outcome.task)
         offset = self._wall() - self._mono()
         prompt = outcome.prompt_tokens if outcome.prompt_tokens is not None else 0
-        output = outcome.completion_tokens if outcome.completion_tokens is not None else 0
+        # One choice's tokens: the TPOT and output-length estimates are a choice's decoding.
+        per_choice = outcome.tokens_per_choice
+        output = per_choice if per_choice is not None else 0
         winner = outcome.winner
         for attempt in outcome.attempts:
             if attempt.outcome == "cancelled" and winner is not None:

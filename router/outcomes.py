@@ -63,7 +63,8 @@ class Outcome:
     first_token_at: float | None = None
     last_token_at: float | None = None
     prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    completion_tokens: int | None = None  # of every choice (`n`), as usage reports them
+    choices: int = 1  # the request's `n`: choices decoded side by side
     # The provider reported no usage (a stream cut, or left by its client): `completion_tokens`
     # holds the content chunks the relay counted, good enough for TPOT, not a token count.
     chunks_counted: bool = False
@@ -116,10 +117,20 @@ class Outcome:
         return None if self.ended_at is None else self.ended_at - self.arrived_at
 
     @property
+    def tokens_per_choice(self) -> int | None:
+        """Output tokens of one choice: all of them when `n` is 1, else their mean, rounded up
+        (usage counts every choice, which decode side by side: the time from first token to
+        last is one choice's, not n choices' in a row)."""
+        tokens = self.completion_tokens
+        if tokens is None or self.choices <= 1:
+            return tokens
+        return -(-tokens // self.choices)
+
+    @property
     def tpot_s(self) -> float | None:
         """(t_last - t_first) / (output_tokens - 1) (`router.stats.tpot_s`, undefined for one
-        output token or less, or all of them in one chunk)."""
-        tokens = self.completion_tokens
+        output token or less, or all of them in one chunk), over one choice's tokens."""
+        tokens = self.tokens_per_choice
         if tokens is None or self.first_token_at is None or self.last_token_at is None:
             return None
         return tpot_s(self.first_token_at, self.last_token_at, tokens)

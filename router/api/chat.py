@@ -154,6 +154,7 @@ class ChatHandler:
             config.request_timeout_s - (self._clock() - outcome.arrived_at), received)
         chat = parse_chat(raw)
         outcome.requested_model, outcome.stream = chat.model, chat.stream
+        outcome.choices = chat.n or 1
         capture = self._captures(principal.tenant)  # the tenant's explicit opt-in only
         if capture:
             outcome.captured_input = orjson.dumps(raw.get("messages")).decode()

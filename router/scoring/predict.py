@@ -297,6 +297,6 @@ def predict(candidate: Candidate, request: ScoreRequest, output_tokens: int,
             s_e2e = 0.5 * (1.0 + _erf((target - e50) / ((eq - e50) / Z99 * SQRT2)))
     p_meet = s_ttft * s_tpot * s_e2e * (1.0 - rate)
     cost = (request.prompt_tokens * candidate.price_in_per_m
-            + output_tokens * candidate.price_out_per_m) / 1e6
+            + request.completions * output_tokens * candidate.price_out_per_m) / 1e6
     return _new(Prediction, (ttft_50, ttft_q, tpot_q, e2e_50, e2e_q, rate, err_low, p_meet,
                              cost, n_eff, source, wait))

@@ -171,7 +171,7 @@ def reference_predict(candidate: Candidate, request: ScoreRequest, output_tokens
         shares = 1.0
     p_meet = shares * _share(lt[2], math.log(e2e_50), math.log(e2e_q), Z99) * (1.0 - err)
     cost = (request.prompt_tokens * candidate.price_in_per_m
-            + output_tokens * candidate.price_out_per_m) / 1e6
+            + request.completions * output_tokens * candidate.price_out_per_m) / 1e6
     return Prediction(
         ttft_p50_s=ttft_50, ttft_q_s=ttft_q, tpot_q_s=exp(tpot_l[2]), e2e_p50_s=e2e_50,
         e2e_q_s=e2e_q, error_rate=err, error_rate_low=err_low, p_meet=p_meet, cost_usd=cost,

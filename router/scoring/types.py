@@ -30,13 +30,15 @@ PRIOR_TPOT = Quantiles(0.03, 0.05, 0.06, 0.08)
 class ScoreRequest(NamedTuple):
     """The routing-relevant facts of one request. A streamed one is scored on TTFT, TPOT and
     E2E; a non-streamed one (its first content is the whole answer) on E2E alone, as the SLO
-    tracker counts it."""
+    tracker counts it. `completions` is `n`: the choices decode side by side (latency as one)
+    and are billed each (cost as `n`)."""
 
     task: Task
     risk: Risk
     prompt_tokens: int
     max_tokens: int | None = None
     stream: bool = True
+    completions: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -208,3 +208,53 @@ def test_prompt_over_context_window_is_rejected_as_context_length(sim: Sim) -> N
         client(sim).chat.completions.create(model="small-window", messages=ask("x " * 200))
     body = caught.value.body
     assert isinstance(body, dict) and body["code"] == "context_length_exceeded"
+
+
+def test_n_choices_are_drawn_apart_and_billed_together(sim: Sim) -> None:
+    """`n` answers come as choices 0..n-1, each its own draw, and usage counts them all;
+    choice 0 is the same for the same request."""
+    api = client(sim)
+    response = api.chat.completions.create(model="instant", messages=ask("many"), n=3)
+    again = api.chat.completions.create(model="instant", messages=ask("many"), n=3)
+    texts = [choice.message.content for choice in response.choices]
+    assert [choice.index for choice in response.choices] == [0, 1, 2]
+    assert all(texts) and len(set(texts)) == 3
+    assert [c.message.content for c in again.choices] == texts
+    assert all(choice.finish_reason == "stop" for choice in response.choices)
+    steady = api.chat.completions.create(model="steady", messages=ask("many"), n=3)
+    assert steady.usage is not None and steady.usage.completion_tokens == 3 * 20
+
+
+def test_n_streamed_choices_interleave_and_each_finishes(sim: Sim) -> None:
+    """A stream of `n` choices: each choice opens with its role, sends its own deltas (the
+    same text as the whole answer's choice) and its own finish reason; usage sums them."""
+    api = client(sim)
+    whole = api.chat.completions.create(model="instant", messages=ask("many"), n=2)
+    stream = api.chat.completions.create(model="instant", messages=ask("many"), n=2,
+                                         stream=True, stream_options={"include_usage": True})
+    texts: dict[int, list[str]] = {0: [], 1: []}
+    roles: dict[int, str | None] = {}
+    finishes: dict[int, str | None] = {}
+    usage = None
+    order = []
+    for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for choice in chunk.choices:
+            roles.setdefault(choice.index, choice.delta.role)
+            if choice.delta.content:
+                texts[choice.index].append(choice.delta.content)
+                order.append(choice.index)
+            if choice.finish_reason is not None:
+                finishes[choice.index] = choice.finish_reason
+    assert roles == {0: "assistant", 1: "assistant"}
+    assert ["".join(texts[i]) for i in (0, 1)] == [c.message.content for c in whole.choices]
+    assert finishes == {0: "stop", 1: "stop"}
+    assert order[:2] == [0, 1]  # decoded side by side, not one choice after the other
+    assert usage is not None and usage.completion_tokens == len(texts[0]) + len(texts[1])
+
+
+@pytest.mark.parametrize("n", [0, 129])
+def test_n_outside_openai_bounds_is_400(sim: Sim, n: int) -> None:
+    with pytest.raises(openai.BadRequestError):
+        client(sim).chat.completions.create(model="instant", messages=ask("x"), n=n)

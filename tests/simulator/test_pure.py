@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -14,7 +15,7 @@ from pydantic import ValidationError
 
 from router.providers.simulator import content, presets, sampling
 from router.providers.simulator.hashrng import HashRandom
-from router.providers.simulator.plan import build_answer, build_plan
+from router.providers.simulator.plan import build_answer, build_answers, build_plan
 from router.providers.simulator.prefix_cache import PrefixCache
 from router.providers.simulator.profile import ModelProfile, ProfileError, parse_profile_text
 from router.providers.simulator.request import (
@@ -182,6 +183,40 @@ def test_plan_timetable_spaces_chunks_by_tokens_per_chunk() -> None:
     assert len(plan.chunks()) == 3
     assert [round(plan.chunk_time_s(i), 6) for i in range(3)] == [0.1, 0.13, 0.16]
     assert plan.total_s == pytest.approx(0.18)
+
+
+def test_n_choices_decode_side_by_side_until_each_ends() -> None:
+    """Each decoding step streams a chunk of every choice still going; the whole answer waits
+    for the longest choice; usage counts every choice's tokens; choice 0 is a single answer's
+    draw, the others draws of their own."""
+    profile = presets.steady(100, tpot_ms=10, output_tokens=9)
+    profile = profile.model_copy(update={"output_tokens_p50": 5, "output_tokens_p99": 40})
+    asked = dataclasses.replace(request("hi"), choices=4)
+    answers = build_answers(asked, profile)
+    assert answers[0] == build_answer(asked, profile)
+    assert len({a.pieces for a in answers}) == 4
+    plan = build_plan(answers[0], profile, random.Random(0), 5, 0, answers[1:])
+    lengths = [len(a.pieces) for a in answers]
+    steps = plan.steps()
+    assert len(steps) == max(lengths)
+    assert [sum(1 for s in steps for c, _ in s if c == choice) for choice in range(4)] == lengths
+    assert all([c for c, _ in step] == sorted(c for c, _ in step) for step in steps)
+    assert ["".join(t for s in steps for c, t in s if c == choice) for choice in range(4)] == [
+        "".join(a.pieces) for a in answers]
+    assert plan.completion_tokens == sum(lengths)
+    assert plan.total_s == pytest.approx(0.1 + (max(lengths) - 1) * 0.01)
+
+
+def test_expect_marker_accuracy_is_drawn_per_choice() -> None:
+    """Each of `n` choices is right with the profile's accuracy, on its own draw."""
+    profile = presets.instant({"accuracy": 0.5})
+    right = [a.pieces == content.split_pieces("42")
+             for i in range(60)
+             for a in build_answers(dataclasses.replace(request(f"q{i} <<expect:42>>"),
+                                                        choices=3), profile)]
+    assert 0.3 < sum(right) / len(right) < 0.7
+    by_request = [right[i:i + 3] for i in range(0, len(right), 3)]
+    assert any(len(set(r)) > 1 for r in by_request)  # choices of one request disagree
 
 
 def test_prefix_cache_hits_longest_live_prefix_and_expires_after_ttl() -> None:

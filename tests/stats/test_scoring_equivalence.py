@@ -95,7 +95,8 @@ def test_flat_ranking_equals_the_reference(seed: int) -> None:
         task = rng.choice(TASKS)
         prompt = rng.choice((0, 16, 700, 3000, 9000, 50000))
         request = ScoreRequest(task, rng.choice(("low", "medium", "high")), prompt,
-                               rng.choice((None, 1, 20, 256, 4000)), rng.random() < 0.7)
+                               rng.choice((None, 1, 20, 256, 4000)), rng.random() < 0.7,
+                               rng.choice((1, 1, 2, 8)))
         cands = [Candidate(d, rng.choice((0.0, 0.5, 3.0)), rng.choice((0.0, 1.0, 15.0)),
                            store.view(d, task, prompt), unhealthy=rng.random() < 0.1,
                            slo_penalty=rng.choice((0.0, 0.0, 0.0, 0.4, 1.0)),

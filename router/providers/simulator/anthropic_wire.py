@@ -190,7 +190,7 @@ class AnthropicStream:
         return (_event("message_start", start) + _event("content_block_start", block)
                 + _event("ping", {"type": "ping"}))
 
-    def chunk(self, index: int, text: str) -> bytes:
+    def chunk(self, index: int, text: str, choice: int = 0) -> bytes:  # Anthropic has no `n`
         delta = {"type": self._delta_type, self._delta_field: text}
         return _event("content_block_delta",
                       {"type": "content_block_delta", "index": 0, "delta": delta})

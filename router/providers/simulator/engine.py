@@ -21,7 +21,7 @@ from aiohttp import web
 
 from router.providers.simulator import sampling
 from router.providers.simulator.echo import echo_failure
-from router.providers.simulator.plan import Plan, build_answer, build_plan
+from router.providers.simulator.plan import Plan, build_answers, build_plan
 from router.providers.simulator.request import SimRequest, prefix_chain, prompt_tokens
 from router.providers.simulator.state import ModelRuntime, SimulatorState, UnknownModelError
 from router.providers.simulator.wire import ErrorKind, ResponseMeta, Wire
@@ -108,7 +108,7 @@ async def _serve_model(request: web.Request, state: SimulatorState, runtime: Mod
         await asyncio.get_running_loop().create_future()  # never resolves: the client gives up
     if outcome is not sampling.Outcome.OK:
         return await _fail(state, runtime, outcome, wire)
-    answer = build_answer(sim, profile)
+    answer, *other_choices = build_answers(sim, profile)
     await runtime.limiter.acquire()
     try:
         admitted = state.clock()
@@ -116,7 +116,7 @@ async def _serve_model(request: web.Request, state: SimulatorState, runtime: Mod
             prefix_chain(sim), profile.prefix_cache_ttl_s, profile.prefix_cache_capacity,
             profile.prefix_cache_min_tokens)
         runtime.stats.count_prefix_lookup(cached, admitted)
-        plan = build_plan(answer, profile, state.rng, tokens, cached)
+        plan = build_plan(answer, profile, state.rng, tokens, cached, tuple(other_choices))
         job = _Job(request, state, runtime, plan, wire, admitted, _meta(state, sim.model),
                    _sim_headers(state, plan, admitted - arrived))
         if sim.stream:
@@ -192,14 +192,14 @@ async def _stream(job: _Job, include_usage: bool) -> web.StreamResponse:
     await response.prepare(job.request)
     renderer = job.wire.stream(plan, job.meta, include_usage)
     pending = [renderer.head()]
-    for index, text in enumerate(plan.chunks()):
+    for index, step in enumerate(plan.steps()):
         if plan.cut_after is not None and index >= plan.cut_after:
             break
         due = job.admitted + plan.chunk_time_s(index)
         if due > state.clock():
             await _flush(response, pending)
             await _sleep_until(state, due)
-        pending.append(renderer.chunk(index, text))
+        pending.extend(renderer.chunk(index, text, choice) for choice, text in step)
     if plan.cut_after is not None:
         await _flush(response, pending)
         job.runtime.stats.cut_streams += 1

@@ -6,8 +6,9 @@ Requests are validated leniently (unknown fields are ignored, as a provider woul
 every type), while what OpenAI refuses (no `messages`, wrong types, an unknown tool type) stays a
 400. Responses follow OpenAI's shapes: `chat.completion` with `usage` always set,
 `chat.completion.chunk` SSE events (a role-only first chunk, content or tool-call deltas, a
-finish chunk, a usage chunk when `stream_options.include_usage`, then `data: [DONE]`), and
-errors as `{"error": {"message", "type", "param", "code"}}`.
+finish chunk, a usage chunk when `stream_options.include_usage`, then `data: [DONE]`; with `n`
+choices, each choice's role, deltas and finish chunk under its `index`), and errors as
+`{"error": {"message", "type", "param", "code"}}`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Annotated, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
-from router.providers.simulator.plan import Plan, ToolCall
+from router.providers.simulator.plan import Answer, Plan, ToolCall
 from router.providers.simulator.request import Message, SimRequest, ToolMode, ToolSpec
 from router.providers.simulator.wire import ErrorKind, ResponseMeta, WireError
 
@@ -195,7 +196,7 @@ class ChatCompletionRequest(_Lenient):
     top_p: float | None = None
     seed: int | None = None
     response_format: dict[str, object] | None = None
-    n: int | None = None
+    n: int | None = Field(default=None, ge=1, le=128)  # OpenAI's own bounds
     cache_salt: str | None = Field(default=None, min_length=1)  # vLLM's prefix-cache salt
 
 
@@ -247,6 +248,7 @@ def to_sim_request(body: ChatCompletionRequest) -> SimRequest:
         sampling_json=orjson.dumps(sampling, option=orjson.OPT_SORT_KEYS).decode(),
         cache_salt=body.cache_salt,
         allowed_tools=tuple(t.name for t in allowed.tools) if allowed is not None else None,
+        choices=body.n or 1,
     )
 
 
@@ -265,6 +267,17 @@ def _usage(plan: Plan) -> dict[str, object]:
     }
 
 
+def _choice(index: int, answer: Answer) -> dict[str, object]:
+    """One choice of a whole (non-streamed) completion."""
+    message: dict[str, object] = {"role": "assistant", "content": "".join(answer.pieces),
+                                  "refusal": None}
+    if answer.tool_call is not None:
+        message["content"] = None
+        message["tool_calls"] = [_tool_call(answer.tool_call, answer.tool_call.arguments)]
+    return {"index": index, "message": message, "logprobs": None,
+            "finish_reason": answer.finish_reason}
+
+
 class OpenAIWire:
     """`POST /v1/chat/completions`."""
 
@@ -280,19 +293,12 @@ class OpenAIWire:
         return orjson.dumps({"error": body})
 
     def complete(self, plan: Plan, meta: ResponseMeta) -> bytes:
-        answer = plan.answer
-        message: dict[str, object] = {"role": "assistant", "content": "".join(answer.pieces),
-                                      "refusal": None}
-        if answer.tool_call is not None:
-            message["content"] = None
-            message["tool_calls"] = [_tool_call(answer.tool_call, answer.tool_call.arguments)]
         return orjson.dumps({
             "id": f"chatcmpl-{meta.id_hex}",
             "object": "chat.completion",
             "created": meta.created,
             "model": meta.model,
-            "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": answer.finish_reason}],
+            "choices": [_choice(index, answer) for index, answer in enumerate(plan.answers)],
             "usage": _usage(plan),
             "system_fingerprint": None,
         })
@@ -310,24 +316,29 @@ class OpenAIStream:
         self._prefix = {"id": f"chatcmpl-{meta.id_hex}", "object": "chat.completion.chunk",
                         "created": meta.created, "model": meta.model, "system_fingerprint": None}
 
-    def _event(self, delta: dict[str, object], finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        return b"data: " + orjson.dumps({**self._prefix, "choices": [choice]}) + b"\n\n"
+    def _event(self, delta: dict[str, object], finish: str | None = None, choice: int = 0
+               ) -> bytes:
+        body = {"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return b"data: " + orjson.dumps({**self._prefix, "choices": [body]}) + b"\n\n"
 
     def head(self) -> bytes:
-        return self._event({"role": "assistant", "content": ""})
+        """Each choice's first chunk: its role."""
+        return b"".join(self._event({"role": "assistant", "content": ""}, choice=choice)
+                        for choice in range(len(self._plan.answers)))
 
-    def chunk(self, index: int, text: str) -> bytes:
-        call = self._plan.answer.tool_call
+    def chunk(self, index: int, text: str, choice: int = 0) -> bytes:
+        call = self._plan.answers[choice].tool_call
         if call is None:
-            return self._event({"content": text})
+            return self._event({"content": text}, choice=choice)
         delta: dict[str, object] = {"index": 0, call.kind: {CALL_PAYLOAD[call.kind]: text}}
         if index == 0:
             delta = {"index": 0, **_tool_call(call, text)}
-        return self._event({"tool_calls": [delta]})
+        return self._event({"tool_calls": [delta]}, choice=choice)
 
     def tail(self) -> bytes:
-        out = self._event({}, self._plan.answer.finish_reason)
+        """Each choice's finish reason, then the usage of all of them (when asked for)."""
+        out = b"".join(self._event({}, answer.finish_reason, choice)
+                       for choice, answer in enumerate(self._plan.answers))
         if self._include_usage:
             usage = {**self._prefix, "choices": [], "usage": _usage(self._plan)}
             out += b"data: " + orjson.dumps(usage) + b"\n\n"

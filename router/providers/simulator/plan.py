@@ -3,12 +3,15 @@
 `build_answer` is deterministic for a request (seeded by its content key): a function-tool call
 (arguments from its schema), the expect-marker answer (right with the profile's `accuracy`, by a
 hash of model and prompt), or filler text of a drawn length, cut by stop strings and
-`max_tokens`; a custom-tool call carries that text as its input. `build_plan` adds the
-latency draws (server RNG) and the stream's timetable. Nothing here sleeps or does I/O.
+`max_tokens`; a custom-tool call carries that text as its input. A request for `n` choices gets
+`n` answers, each drawn on its own (choice 0 is the answer the request would get alone with the
+same `n`). `build_plan` adds the latency draws (server RNG) and the stream's timetable: the
+choices decode side by side, as a server batches them. Nothing here sleeps or does I/O.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,7 +54,9 @@ class Answer:
 @dataclass(frozen=True)
 class Plan:
     """An answer with its timetable: chunk i is sent `ttft_s + i * tokens_per_chunk * tpot_s`
-    after admission; a non-streaming answer after `ttft_s + (tokens - 1) * tpot_s`."""
+    after admission; a non-streaming answer after `ttft_s + (tokens - 1) * tpot_s`, where
+    `tokens` is the longest choice's (the choices of `n > 1` decode together: `other_choices`
+    holds choices 1 to n-1)."""
 
     answer: Answer
     prompt_tokens: int
@@ -61,22 +66,43 @@ class Plan:
     tokens_per_chunk: int
     cut_after: int | None
     cut_mode: CutMode
+    other_choices: tuple[Answer, ...] = ()
+
+    @property
+    def answers(self) -> tuple[Answer, ...]:
+        """Every choice's answer, in index order."""
+        return (self.answer, *self.other_choices)
 
     @property
     def completion_tokens(self) -> int:
-        return len(self.answer.pieces)
+        """Output tokens of all choices (what usage reports and a provider bills)."""
+        return sum(len(answer.pieces) for answer in self.answers)
+
+    def _chunks_of(self, answer: Answer) -> tuple[str, ...]:
+        k, pieces = self.tokens_per_chunk, answer.pieces
+        return tuple("".join(pieces[i : i + k]) for i in range(0, len(pieces), k))
 
     def chunks(self) -> tuple[str, ...]:
-        """The pieces grouped `tokens_per_chunk` at a time (what each streamed chunk carries)."""
-        k, pieces = self.tokens_per_chunk, self.answer.pieces
-        return tuple("".join(pieces[i : i + k]) for i in range(0, len(pieces), k))
+        """Choice 0's pieces grouped `tokens_per_chunk` at a time (what each streamed chunk
+        carries)."""
+        return self._chunks_of(self.answer)
+
+    def steps(self) -> tuple[tuple[tuple[int, str], ...], ...]:
+        """What each decoding step streams: `(choice, text)` for every choice with a chunk at
+        that step (a choice that ended sends nothing more)."""
+        per_choice = [self._chunks_of(answer) for answer in self.answers]
+        longest = max(len(chunks) for chunks in per_choice)
+        return tuple(tuple((choice, chunks[step]) for choice, chunks in enumerate(per_choice)
+                           if step < len(chunks))
+                     for step in range(longest))
 
     def chunk_time_s(self, index: int) -> float:
         return self.ttft_s + index * self.tokens_per_chunk * self.tpot_s
 
     @property
     def total_s(self) -> float:
-        return self.ttft_s + max(0, self.completion_tokens - 1) * self.tpot_s
+        longest = max(len(answer.pieces) for answer in self.answers)
+        return self.ttft_s + max(0, longest - 1) * self.tpot_s
 
 
 def _callable_tools(request: SimRequest) -> tuple[ToolSpec, ...]:
@@ -112,28 +138,44 @@ def _custom_tool_answer(tool: ToolSpec, key: bytes, text: Answer) -> Answer:
     return Answer(text.pieces, call, finish)
 
 
-def _text_pieces(request: SimRequest, profile: ModelProfile, rng: HashRandom) -> tuple[str, ...]:
+def _text_pieces(request: SimRequest, profile: ModelProfile, rng: HashRandom, choice: int
+                 ) -> tuple[str, ...]:
     expected = expected_answer(request)
     if expected is None:
         return content.filler_pieces(rng, sampling.draw_output_tokens(profile, rng))
-    if unit_draw(prompt_key(request), b"accuracy") < profile.accuracy:
+    salt = b"accuracy" if choice == 0 else b"accuracy:%d" % choice
+    if unit_draw(prompt_key(request), salt) < profile.accuracy:
         return content.split_pieces(expected)
     return content.split_pieces(content.wrong_answer(expected, rng))
 
 
-def build_answer(request: SimRequest, profile: ModelProfile) -> Answer:
-    """The deterministic answer to a request under a profile."""
+def choice_key(request: SimRequest, choice: int) -> bytes:
+    """The seed of one choice's answer: the request's content key, salted for choices past 0."""
     key = content_key(request)
+    if choice == 0:
+        return key
+    return hashlib.blake2b(key + b"choice:%d" % choice, digest_size=16).digest()
+
+
+def build_answer(request: SimRequest, profile: ModelProfile, choice: int = 0) -> Answer:
+    """The deterministic answer to a request under a profile (its `choice`-th, of `n`)."""
+    key = choice_key(request, choice)
     rng = HashRandom(key)
     tool = _chosen_tool(request)
     if tool is not None and tool.kind == "function":
         return _tool_answer(tool, key, rng)
-    text = _text_answer(request, profile, rng)
+    text = _text_answer(request, profile, rng, choice)
     return text if tool is None else _custom_tool_answer(tool, key, text)
 
 
-def _text_answer(request: SimRequest, profile: ModelProfile, rng: HashRandom) -> Answer:
-    pieces = content.truncate_at_stop(_text_pieces(request, profile, rng), request.stop)
+def build_answers(request: SimRequest, profile: ModelProfile) -> tuple[Answer, ...]:
+    """The answers of all the request's choices (`n`), in index order."""
+    return tuple(build_answer(request, profile, choice) for choice in range(request.choices))
+
+
+def _text_answer(request: SimRequest, profile: ModelProfile, rng: HashRandom, choice: int
+                 ) -> Answer:
+    pieces = content.truncate_at_stop(_text_pieces(request, profile, rng, choice), request.stop)
     limit = request.max_tokens
     if limit is not None and len(pieces) > limit:
         return Answer(pieces[: max(limit, 1)], None, "length")
@@ -146,8 +188,10 @@ def build_plan(
     rng: sampling.Rng,
     prompt_tokens: int,
     cached_tokens: int,
+    other_choices: tuple[Answer, ...] = (),
 ) -> Plan:
-    """Draw TTFT, TPOT and a possible cut for an admitted request (latency RNG, not content)."""
+    """Draw TTFT, TPOT and a possible cut for an admitted request (latency RNG, not content);
+    `other_choices` are the answers of choices 1 to n-1 of a request for `n`."""
     base = sampling.draw_base_ttft_ms(profile, rng)
     ttft = sampling.ttft_ms(base, profile, prompt_tokens, prefix_hit=cached_tokens > 0)
     tpot = sampling.draw_tpot_ms(profile, rng)
@@ -161,4 +205,5 @@ def build_plan(
         tokens_per_chunk=profile.tokens_per_chunk,
         cut_after=profile.cut_after_chunks if cut else None,
         cut_mode=profile.cut_mode,
+        other_choices=other_choices,
     )

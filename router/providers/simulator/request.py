@@ -59,6 +59,7 @@ class SimRequest:
     sampling_json: str
     cache_salt: str | None = None  # vLLM's: prefix-cache reuse only between equal salts
     allowed_tools: tuple[str, ...] | None = None  # OpenAI's `allowed_tools`: the callable names
+    choices: int = 1  # OpenAI's `n`: how many answers to decode side by side
 
 
 def count_tokens(text: str) -> int:

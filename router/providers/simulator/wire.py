@@ -37,11 +37,12 @@ class WireError(ValueError):
 
 
 class StreamRenderer(Protocol):
-    """Bytes of one streamed answer, in order: `head`, `chunk` for each chunk, `tail`."""
+    """Bytes of one streamed answer, in order: `head`, `chunk` for each chunk of each choice
+    (`index` counts a choice's chunks; a wire without `n` sees choice 0 only), `tail`."""
 
     def head(self) -> bytes: ...
 
-    def chunk(self, index: int, text: str) -> bytes: ...
+    def chunk(self, index: int, text: str, choice: int = 0) -> bytes: ...
 
     def tail(self) -> bytes: ...
 

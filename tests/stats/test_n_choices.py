@@ -1,0 +1,90 @@
+"""A request for `n` choices: its choices decode side by side and are billed each.
+
+Usage counts every choice's tokens, but the time from first token to last is one choice's: the
+TPOT of the outcome, of the statistics and of telemetry divides by one choice's tokens, the
+output-length history holds one choice's, and the ranking's cost counts `n` outputs.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+
+from router.execution.attempt import AttemptRecord
+from router.feedback import StatsSink
+from router.outcomes import Outcome
+from router.scoring import Candidate, ScoreRequest, ScoringConfig, predict, rank
+from router.slo import SloTargets, SloTracker
+from router.stats import LocalStatsStore, Observation
+
+
+class _Recording(LocalStatsStore):
+    """The in-memory store, keeping each observation it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Observation] = []
+
+    def record(self, obs: Observation) -> None:
+        self.seen.append(obs)
+        super().record(obs)
+
+
+def _streamed(start: float, completion_tokens: int, choices: int) -> Outcome:
+    """A stream answered by `A`: first token after 0.1 s, last 1.9 s later (20 steps of 0.1 s
+    for a choice of 20 tokens)."""
+    attempt = AttemptRecord("A", 1, start, "first", "won", first_content_at=start + 0.1,
+                            ended_at=start + 2.0)
+    return Outcome(request_id="r", tenant="t", requested_model="auto", stream=True,
+                   arrived_at=start, task="chat", deployment="A", first_content_at=start + 0.1,
+                   first_token_at=start + 0.1, last_token_at=start + 2.0, ended_at=start + 2.0,
+                   prompt_tokens=10, completion_tokens=completion_tokens, choices=choices,
+                   attempts=[attempt])
+
+
+@pytest.mark.parametrize(("tokens", "choices", "per_choice"),
+                         [(20, 1, 20), (80, 4, 20), (79, 4, 20), (3, 2, 2), (None, 3, None)])
+def test_one_choices_tokens_are_the_mean_rounded_up(tokens: int | None, choices: int,
+                                                    per_choice: int | None) -> None:
+    outcome = _streamed(0.0, 0, choices)
+    outcome.completion_tokens = tokens
+    assert outcome.tokens_per_choice == per_choice
+
+
+def test_tpot_of_n_choices_is_one_choices() -> None:
+    """Four choices of 20 tokens over 1.9 s: TPOT 0.1 s, as for one choice (not 1.9 / 79)."""
+    one, four = _streamed(0.0, 20, 1), _streamed(0.0, 80, 4)
+    assert one.tpot_s == pytest.approx(0.1)
+    assert four.tpot_s == pytest.approx(0.1)
+
+
+def test_the_statistics_learn_one_choices_tpot_and_output_length() -> None:
+    """What the sink records for a request of `n` choices is what it records for one."""
+    recorded: dict[int, list[Observation]] = {}
+    for choices in (1, 4):
+        store = _Recording()
+        StatsSink(store, SloTracker({})).record(
+            _streamed(time.perf_counter(), 20 * choices, choices))
+        recorded[choices] = store.seen
+        assert store.seen
+    for one, four in zip(recorded[1], recorded[4], strict=True):
+        assert four.output_tokens == one.output_tokens == 20
+        assert four.tpot_s == pytest.approx(one.tpot_s)
+
+
+def test_the_cost_of_n_choices_counts_n_outputs() -> None:
+    """Prompt billed once, output `n` times; the cheapest deployment can change with `n`."""
+    view = LocalStatsStore().view("A", "chat", 1000)
+    cheap_in = Candidate("cheap-in", 1.0, 10.0, view)
+    cheap_out = Candidate("cheap-out", 5.0, 1.0, view)
+    config = ScoringConfig(objective="min_cost", explore_share=0.0)
+    targets = SloTargets()
+    for n, cheapest in ((1, "cheap-in"), (10, "cheap-out")):
+        request = ScoreRequest("chat", "low", 1000, 100, True, n)
+        cost = predict(cheap_in, request, 100, targets, config, now=0.0).cost_usd
+        assert cost == pytest.approx((1000 * 1.0 + n * 100 * 10.0) / 1e6)
+        ranking = rank(request, targets, [cheap_in, cheap_out], config, now=0.0,
+                       rng=random.Random(0))
+        assert ranking.candidates[0].deployment == cheapest

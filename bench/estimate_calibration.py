@@ -13,7 +13,9 @@ router's estimate beside four characters a token (what it counted for all ASCII 
   interpreter's installed packages (Python, JSON, YAML, Markdown, JavaScript, C, CSV, ...);
 - compact and indented `json.dumps` of the shared prompt rows, as tool results come back;
 - the shared English prompts of 40 characters or more, math apart
-  (`/work/shared/data/prompts/`, read only here; skipped when absent).
+  (`/work/shared/data/prompts/`, read only here; skipped when absent);
+- data pasted into prompts: base64 and hex of seeded random bytes, and the JavaScript windows
+  minified (whitespace runs collapsed, spaces around `=`, `,` and `;` dropped).
 
 cl100k_base is read offline from the file litellm ships (`tests/support/tokenizer.py`). Seeded:
 the same installation gives the same table.
@@ -22,6 +24,7 @@ the same installation gives the same table.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import random
 import sysconfig
@@ -80,6 +83,19 @@ def shared_texts() -> dict[str, list[str]]:
     }
 
 
+def pasted_data(rng: random.Random, minify_from: list[str]) -> dict[str, list[str]]:
+    """Base64 and hex of random bytes (300-3,000), and minified copies of code windows."""
+    def minified(text: str) -> str:
+        return " ".join(text.split()).replace(" = ", "=").replace(", ", ",").replace("; ", ";")
+
+    return {
+        "base64": [base64.b64encode(rng.randbytes(rng.randint(300, 3000))).decode()
+                   for _ in range(60)],
+        "hex": [rng.randbytes(rng.randint(200, 1500)).hex() for _ in range(40)],
+        "js minified": [minified(text) for text in minify_from],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--windows", type=int, default=3, help="windows per file")
@@ -91,6 +107,7 @@ def main() -> None:
     for kind in KINDS:
         texts[kind] = list(file_windows(kind, args.files, args.windows, rng))
     texts.update(shared_texts())
+    texts.update(pasted_data(rng, texts["js"]))
     count = cl100k_counter()
     print("estimate / cl100k_base count, by kind of text (p5 / p50 / p95, share under 1)")
     print(f"{'kind':<20}{'n':>6}" + "".join(f"{name:>30}" for name in ESTIMATES))

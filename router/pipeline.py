@@ -204,9 +204,9 @@ TOKENS_PER_MEDIA_PART = 765
 
 def estimate_prompt_tokens(view: RequestView, request: ChatCompletionRequest | None = None
                            ) -> int:
-    """Text by script (`router.token_estimate`: four ASCII letters or spaces a token, 0.6
-    tokens an ASCII digit or sign, 1.2 a character in Persian or CJK): cheap, and erring high
-    for fit and cost checks. With
+    """Text by script (`router.token_estimate`: four ASCII letters or spaces a token, one an
+    ASCII digit, 0.55 an ASCII sign, more in base64, 1.2 a character in Persian or CJK): cheap,
+    and erring high for fit and cost checks. With
     the request, what the text view leaves out counts too: the tools' parameter schemas (often
     most of an agent's prompt), earlier tool calls' arguments, legacy `functions`, and media
     parts at a fixed size each."""

@@ -2,24 +2,33 @@
 
 The estimate guards the cost ceiling and the context fit, so it errs on the side of counting a
 little too many. It runs on every request: an ASCII text (`str.isascii` reads a flag in CPython)
-costs one C-speed pass over its bytes, which counts its letters and spaces (four a token, as in
-English prose) apart from its other characters (0.6 tokens each: digits, punctuation, brackets,
-line breaks); any other text costs one C-speed encode first, which sets its ASCII characters
-(counted so) apart from the others (1.2 tokens each, whatever their script).
-Telling two-byte scripts (Persian, Arabic, Cyrillic) from three-byte ones (CJK, Indic) as well
-took a second encode, about doubling the cost, to price Persian nearer its 0.9: not done.
-`python -m bench.prompt_estimate` times it on 4,000-token prompts.
+costs one C-speed pass over its bytes, which counts its lower-case letters and spaces apart
+from the rest, and two over that rest (short in prose), which count its capitals and digits:
+letters and spaces are four a token, as in English prose, a digit is one, every other
+character 0.55 (punctuation, brackets, line breaks). A text whose capitals are over an eighth of
+it (base64, not prose nor most code) is read once more, for its case changes (a lower-case
+letter followed by a capital), 2.5 tokens more each. Any other text costs one C-speed encode
+first, which sets its ASCII characters (counted so) apart from the others (1.2 tokens each,
+whatever their script). Telling two-byte scripts (Persian, Arabic, Cyrillic) from three-byte
+ones (CJK, Indic) as well took a second encode, about doubling the cost, to price Persian
+nearer its 0.9: not done. `python -m bench.prompt_estimate` times it on 4,000-token prompts
+(English 16 µs).
 
-Code, JSON and formulas are dense in those other characters, which cl100k_base takes one token
-for in ones and twos. Four characters a token, whatever they were, came out under cl100k_base's
-count for most of them, where a tool's JSON schema is often most of an agent's prompt. On
-3,000-character windows of files of each kind (a venv's packages) and on the project's prompts
-(`python -m bench.estimate_calibration`), the 5th percentile of estimate / cl100k_base went from
-0.75-0.89 to 1.04-1.18 for JSON (files, and tool results as `json.dumps` writes them), 0.83 to
-1.12 for Python, 0.52-0.55 to 0.86-0.92 for C and JavaScript, 0.79 to 1.03 for YAML, 0.67 to
-0.85 for math prompts and 0.83 to 0.97 for the other English prompts (their median 1.12 to
-1.20, their 95th percentile 1.38 to 1.43). o200k_base gives the same within 0.02 on such ASCII
-texts. Tables of numbers (CSV: 0.33 to 0.72) and base64 stay under: cl100k_base cuts them finer.
+Code, JSON, tables and pasted data are dense in characters other than letters, which
+cl100k_base takes one token for in ones and twos, and numbers in runs of at most three digits;
+base64 and minified code it cuts into pieces of two or three characters, where prose is four or
+five. Four characters a token, whatever they were, came out under cl100k_base's count for
+most of them, where a tool's JSON schema is often most of an agent's prompt. The rates were
+fitted (then rounded) on 3,000-character windows of files of each kind (a venv's packages), on
+the project's prompts and on base64, hex and minified JavaScript
+(`python -m bench.estimate_calibration`), to bring each kind's 5th percentile of estimate /
+cl100k_base near 1 without raising prose. Against 0.6 tokens for every ASCII character but
+letters and spaces (2026-12-05 to 12-06), that 5th percentile went from 0.43 to 1.07 for base64,
+0.80 to 1.22 for hex, 0.72 to 0.98 for CSV, 0.88-0.92 to 0.99 for JavaScript (minified or
+not), 0.85-0.86 to 0.89-0.94 for C, 0.85 to 0.91 for math prompts and 0.97 to 0.98 for the
+other English prompts (their median 1.20, their 95th percentile 1.43, both unchanged); JSON
+1.17-1.18 (median 1.21), Python 1.16 and YAML 1.00 stay over. Against four characters a token,
+whatever they were, JSON was 0.89 and Python 0.83.
 
 Calibrated offline against the tokenizer files litellm ships (cl100k_base, held to in
 `tests/unit/test_token_estimate.py`; o200k_base and the legacy Claude tokenizer measured once
@@ -64,8 +73,12 @@ import sys
 
 # ASCII letters and spaces (English prose is 4.47 characters a token in cl100k_base, see above)
 WORD_CHARS_PER_TOKEN = 4
-# Every other ASCII character: digits, punctuation, brackets, line breaks, tabs (see above)
-TOKENS_PER_ASCII_SIGN = 0.6
+# A lower-case letter followed by an upper-case one: more in base64, hex and minified code
+TOKENS_PER_CASE_CHANGE = 2.5
+# An ASCII digit: cl100k_base cuts numbers into runs of at most three digits (see above)
+TOKENS_PER_ASCII_DIGIT = 1.0
+# Every other ASCII character: punctuation, brackets, line breaks, tabs (see above)
+TOKENS_PER_ASCII_SIGN = 0.55
 # cl100k_base per non-ASCII character: Hindi 1.15, CJK 1.05-1.07, Persian 0.90 (see above)
 TOKENS_PER_OTHER_CHAR = 1.2
 # Beyond U+FFFF (emoji), and U+2000-U+2FFF in a text holding one: at most 3 (see above)
@@ -76,7 +89,14 @@ _UCS4_HEADER = sys.getsizeof("\U0001f600") - 2 * 4
 _BMP_SYMBOLS = re.compile(
     "[\u2194-\u21ff\u2200-\u2211\u2213-\u23ff\u2600-\u27bf\u2b00-\u2bff\u20e3\ufe0f]")
 _VARIATION_SELECTOR = "\ufe0f".encode()  # beyond U+2FFF, so not among the E2 leads
-_WORD_BYTES = (string.ascii_letters + " ").encode()
+_LOWER_AND_SPACE = (string.ascii_lowercase + " ").encode()
+_UPPER = string.ascii_uppercase.encode()
+_DIGITS = string.digits.encode()
+# Each ASCII byte as its class, `a` lower-case, `A` upper-case, `.` anything else: read only in a
+# text of many capitals, whose case changes (`aA`) are then counted
+_CASES = bytes(ord("a") if chr(b) in string.ascii_lowercase
+               else ord("A") if chr(b) in string.ascii_uppercase else ord(".")
+               for b in range(256))
 _NON_ASCII_BYTES = bytes(range(0x80, 0x100))
 # Every byte but the UTF-8 lead bytes of U+2000-U+2FFF (E2) and beyond U+FFFF (F0-F4)
 _NOT_EMOJI_LEADS = bytes(b for b in range(0x100) if b != 0xE2 and not 0xF0 <= b <= 0xF4)
@@ -97,9 +117,19 @@ def text_tokens(text: str) -> float:
 
 
 def _ascii_tokens(data: bytes) -> float:
-    """ASCII bytes: letters and spaces four a token, every other byte 0.6 of one."""
-    signs = len(data.translate(None, _WORD_BYTES))
-    return (len(data) - signs) / WORD_CHARS_PER_TOKEN + signs * TOKENS_PER_ASCII_SIGN
+    """ASCII bytes: letters and spaces four a token, a digit one, every other byte 0.55; in a
+    text whose capitals are over an eighth of it (base64, say), 2.5 more for each lower-case
+    letter followed by an upper-case one. Prose costs one pass over its bytes and two over
+    what is left of them once lower-case letters and spaces are out."""
+    rest = data.translate(None, _LOWER_AND_SPACE)
+    upper = len(rest) - len(rest.translate(None, _UPPER))
+    digits = len(rest) - len(rest.translate(None, _DIGITS))
+    signs = len(rest) - upper - digits
+    tokens = ((len(data) - signs - digits) / WORD_CHARS_PER_TOKEN
+              + digits * TOKENS_PER_ASCII_DIGIT + signs * TOKENS_PER_ASCII_SIGN)
+    if upper * 8 > len(data):
+        tokens += data.translate(_CASES).count(b"aA") * TOKENS_PER_CASE_CHANGE
+    return tokens
 
 
 def _bytes_per_char(text: str) -> int:

@@ -23,8 +23,8 @@ fitted (then rounded) on 3,000-character windows of files of each kind (a venv's
 the project's prompts and on base64, hex and minified JavaScript
 (`python -m bench.estimate_calibration`), to bring each kind's 5th percentile of estimate /
 cl100k_base near 1 without raising prose. Against 0.6 tokens for every ASCII character but
-letters and spaces (2026-12-05 to 12-06), that 5th percentile went from 0.43 to 1.07 for base64,
-0.80 to 1.22 for hex, 0.72 to 0.98 for CSV, 0.88-0.92 to 0.99 for JavaScript (minified or
+letters and spaces (the rule before, for a day), that 5th percentile went from 0.43 to 1.07 for
+base64, 0.80 to 1.22 for hex, 0.72 to 0.98 for CSV, 0.88-0.92 to 0.99 for JavaScript (minified or
 not), 0.85-0.86 to 0.89-0.94 for C, 0.85 to 0.91 for math prompts and 0.97 to 0.98 for the
 other English prompts (their median 1.20, their 95th percentile 1.43, both unchanged); JSON
 1.17-1.18 (median 1.21), Python 1.16 and YAML 1.00 stay over. Against four characters a token,

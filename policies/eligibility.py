@@ -45,6 +45,7 @@ class DeploymentFacts:
     price_out_per_m: float
     healthy: bool = True
     max_output_tokens: int | None = None  # the model's most output per answer; None: unknown
+    supports_n: bool = True  # answers `n` > 1 choices
 
 _PASSED = attrgetter("passed")
 
@@ -141,7 +142,9 @@ def floor_check(floor: QualityFloor | None, model: str, task: Task,
 _TOO_LONG = "needs {} tokens > window {}"
 _NO_TOOLS = "request declares tools; deployment has no tool support"
 _NO_JSON = "request asks for JSON; deployment has no JSON mode"
-UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_format"}
+_NO_CHOICES = "request asks for {} choices (n); deployment answers one"
+UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_format",
+               _NO_CHOICES: "n"}
 
 
 def output_tokens(facts: RequestFacts, deployment: DeploymentFacts) -> int:
@@ -159,6 +162,8 @@ def _fits(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> Chec
         return Check(CheckName.FITS, False, _NO_TOOLS)
     if facts.needs_json and not deployment.supports_json:
         return Check(CheckName.FITS, False, _NO_JSON)
+    if facts.completions > 1 and not deployment.supports_n:
+        return Check(CheckName.FITS, False, _NO_CHOICES, (facts.completions,))
     return Check(CheckName.FITS, True, "{} tokens fit", (needed,))
 
 

@@ -230,7 +230,12 @@ def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
     """Of a pinned (or per-task default) model's `deployments`, those that take the request's
     tools and JSON mode, when any does: a replica configured without them is not chosen (prefix
     affinity would pick it as readily as the others) while one with them can serve. When none
-    does, all of them, in order: such a request is served by its model as asked."""
+    does, all of them, in order: such a request is served by its model as asked.
+    A request for `n` > 1 choices goes only to those that answer them (`supports_n`): another
+    would answer one choice with a 200, as litellm drops `n` for providers that take none. When
+    none of them does, the request is refused (400, param `n`) rather than answered short."""
+    if facts.completions > 1 and deployments:
+        deployments = _answering_choices(model, facts.completions, config, deployments)
     if not (facts.needs_tools or facts.needs_json) or len(deployments) < 2:
         return deployments
     unable = {d.name for d in config.model_facts[model]
@@ -238,6 +243,19 @@ def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
               or (facts.needs_json and not d.supports_json)}
     able = tuple(d for d in deployments if d not in unable)
     return able if able else deployments
+
+
+def _answering_choices(model: str, choices: int, config: RuntimeConfig,
+                       deployments: tuple[str, ...]) -> tuple[str, ...]:
+    """The `deployments` of `model` that answer `n` > 1 choices; a 400 when none does."""
+    unable = {d.name for d in config.model_facts[model] if not d.supports_n}
+    able = tuple(d for d in deployments if d not in unable)
+    if not able:
+        raise RequestError(
+            f"model {model!r} answers one choice per request (its providers take no n) and "
+            f"{choices} were asked for: send {choices} requests, or name a model that takes n",
+            param="n", code="no_model_fits")
+    return able
 
 
 def _first_per_deployment(verdicts: Iterable[Verdict]) -> list[Verdict]:

@@ -10,7 +10,7 @@ import errno
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -99,6 +99,16 @@ def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter
     return loaded
 
 
+def _litellm_n(config: RouterConfig) -> Callable[[str], bool]:
+    """Whether litellm passes `n` on to a model: asked of litellm only when a deployment whose
+    `supports_n` is unset uses it (importing it costs seconds of start-up)."""
+    if not any(d.adapter == "litellm" and d.supports_n is None for d in config.deployments):
+        return lambda _model: True
+    from router.providers.litellm_adapter import passes_n
+
+    return passes_n
+
+
 def build_runtime(config: RouterConfig, environ: Mapping[str, str],
                   base_dir: Path) -> tuple[RuntimeConfig, Classifier]:
     from router.classify import load_default_classifier
@@ -119,7 +129,7 @@ def build_runtime(config: RouterConfig, environ: Mapping[str, str],
     try:
         runtime = resolve(config, environ, table.prices, classifier.version, quality=quality,
                           learned=learned, cached_prices=table.cached_input_price,
-                          write_prices=table.cache_write_price)
+                          write_prices=table.cache_write_price, litellm_n=_litellm_n(config))
     except ConfigError as err:
         raise ConfigError(problems + err.problems) from None
     if problems:

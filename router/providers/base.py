@@ -37,6 +37,7 @@ class Deployment:
     max_output_tokens: int | None = None  # the model's most output per answer; None: unknown
     supports_tools: bool = True
     supports_json: bool = True
+    supports_n: bool = True  # answers `n` > 1 choices
     zero_data_retention: bool = False
     connect_timeout_s: float = 5.0
     timeout_s: float = 120.0

@@ -16,7 +16,7 @@ from policies.loader import PolicyValidationError, load_config_text
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
 from router.decide import EXPLORED, Decision, Ranked, StaticRanker, decide, require_route
-from router.errors import NoEligibleModelError
+from router.errors import NoEligibleModelError, RequestError
 from router.runtime_config import RuntimeConfig, resolve
 
 CONFIG = """
@@ -136,6 +136,26 @@ def test_fit_checks_context_window_and_tools() -> None:
     assert "cheap-1" not in long.deployments  # type: ignore[attr-defined]
     tools = _decide("math", tools=True)
     assert "mid-1" not in tools.deployments  # type: ignore[attr-defined]
+
+
+def test_fit_checks_that_a_deployment_answers_the_choices_asked_for() -> None:
+    """`n` > 1 excludes a deployment with `supports_n: false` (one whose provider takes no `n`
+    answers one choice); no deployment left is a 400 naming `n`; one choice goes anywhere."""
+    runtime = _runtime(CONFIG.replace("supports_tools: false}",
+                                      "supports_tools: false, supports_n: false}"))
+    labels = Labels(task="math", risk="low")
+    many = RequestFacts(task="math", risk="low", prompt_tokens=100, max_output_tokens=100,
+                        completions=3)
+    decision = decide("auto", labels, many, runtime, StaticRanker(), lambda _name: True)
+    assert decision.deployments == ("cheap-1", "big-1")
+    mid = next(v for v in decision.verdicts if v.deployment == "mid-1")
+    assert [c.detail for c in mid.checks if not c.passed] == [
+        "request asks for 3 choices (n); deployment answers one"]
+    assert _decide("math", runtime=runtime).deployments == (  # type: ignore[attr-defined]
+        "cheap-1", "mid-1", "big-1")
+    with pytest.raises(RequestError) as caught:
+        decide("mid", labels, many, runtime, StaticRanker(), lambda _name: True)
+    assert (caught.value.param, caught.value.code) == ("n", "no_model_fits")
 
 
 def test_high_risk_rule_restricts_to_zero_data_retention() -> None:

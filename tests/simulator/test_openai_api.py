@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import httpx
 import openai
@@ -258,3 +259,41 @@ def test_n_streamed_choices_interleave_and_each_finishes(sim: Sim) -> None:
 def test_n_outside_openai_bounds_is_400(sim: Sim, n: int) -> None:
     with pytest.raises(openai.BadRequestError):
         client(sim).chat.completions.create(model="instant", messages=ask("x"), n=n)
+
+
+def test_logprobs_cover_each_token_with_its_likeliest_alternatives(sim: Sim) -> None:
+    """Asked for, each content token has a log probability (of at least 0.5: it was chosen)
+    and its `top_logprobs` likeliest tokens, itself first, in order; whole or streamed the
+    same; the text is the one the request gets without them."""
+    api = client(sim)
+    plain = api.chat.completions.create(model="steady", messages=ask("odds"))
+    whole = api.chat.completions.create(model="steady", messages=ask("odds"), logprobs=True,
+                                        top_logprobs=3)
+    choice = whole.choices[0]
+    assert choice.message.content == plain.choices[0].message.content
+    assert plain.choices[0].logprobs is None
+    assert choice.logprobs is not None and choice.logprobs.content is not None
+    tokens = choice.logprobs.content
+    assert "".join(t.token for t in tokens) == choice.message.content
+    for token in tokens:
+        assert math.log(0.5) <= token.logprob < 0
+        assert token.bytes == list(token.token.encode())
+        ranked = [t.logprob for t in token.top_logprobs]
+        assert token.top_logprobs[0].token == token.token and len(ranked) == 3
+        assert ranked == sorted(ranked, reverse=True)
+        assert len({t.token for t in token.top_logprobs}) == 3
+        assert sum(math.exp(lp) for lp in ranked) < 1
+    streamed = [entry for chunk in api.chat.completions.create(
+        model="steady", messages=ask("odds"), logprobs=True, top_logprobs=3, stream=True)
+        for c in chunk.choices if c.logprobs is not None and c.logprobs.content
+        for entry in c.logprobs.content]
+    assert [(t.token, t.logprob) for t in streamed] == [(t.token, t.logprob) for t in tokens]
+
+
+def test_logprobs_without_top_ones_and_top_ones_without_logprobs(sim: Sim) -> None:
+    api = client(sim)
+    bare = api.chat.completions.create(model="steady", messages=ask("odds"), logprobs=True)
+    content = bare.choices[0].logprobs.content if bare.choices[0].logprobs else None
+    assert content and all(t.top_logprobs == [] for t in content)
+    with pytest.raises(openai.BadRequestError):
+        api.chat.completions.create(model="steady", messages=ask("odds"), top_logprobs=2)

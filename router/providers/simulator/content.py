@@ -7,7 +7,9 @@ content key), so the same request always gets the same answer. Text is produced 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
 
 import orjson
@@ -52,6 +54,36 @@ def filler_pieces(rng: HashRandom, count: int) -> tuple[str, ...]:
         return (first,)
     rest = itemgetter(*stream[1:])(_SPACED_BY_BYTE)
     return (first, *rest) if count > 2 else (first, rest)
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One output token's log probability and its likeliest alternatives, itself first."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...]
+
+
+def token_logprobs(pieces: Sequence[str], rng: HashRandom, top: int
+                   ) -> tuple[TokenLogprob, ...]:
+    """A log probability for each piece, the chosen token's probability drawn in [0.5, 1), and
+    its `top` likeliest tokens (at most 20): the piece, then other words, each with half the
+    probability the one before it left, so that they come in order and sum to under 1."""
+    out = []
+    for piece in pieces:
+        chosen = 0.5 + 0.5 * rng.random()
+        ranked = [(piece, math.log(chosen))]
+        left, start = 1.0 - chosen, rng.randint(0, len(WORDS) - 1)
+        words = (" " + WORDS[(start + i) % len(WORDS)] for i in range(len(WORDS)))
+        for word in words:
+            if len(ranked) >= top:
+                break
+            if word != piece:
+                left /= 2
+                ranked.append((word, math.log(left)))
+        out.append(TokenLogprob(piece, ranked[0][1], tuple(ranked[:top])))
+    return tuple(out)
 
 
 def split_pieces(text: str) -> tuple[str, ...]:

@@ -13,11 +13,21 @@ choices, each choice's role, deltas and finish chunk under its `index`), and err
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
+)
 
+from router.providers.simulator.content import TokenLogprob
 from router.providers.simulator.plan import Answer, Plan, ToolCall
 from router.providers.simulator.request import Message, SimRequest, ToolMode, ToolSpec
 from router.providers.simulator.wire import ErrorKind, ResponseMeta, WireError
@@ -197,7 +207,15 @@ class ChatCompletionRequest(_Lenient):
     seed: int | None = None
     response_format: dict[str, object] | None = None
     n: int | None = Field(default=None, ge=1, le=128)  # OpenAI's own bounds
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
     cache_salt: str | None = Field(default=None, min_length=1)  # vLLM's prefix-cache salt
+
+    @model_validator(mode="after")
+    def _top_logprobs_need_logprobs(self) -> ChatCompletionRequest:
+        if self.top_logprobs is not None and self.logprobs is not True:
+            raise ValueError("logprobs must be true when top_logprobs is set")
+        return self
 
 
 def _part_text(part: ContentPart) -> str:
@@ -249,6 +267,8 @@ def to_sim_request(body: ChatCompletionRequest) -> SimRequest:
         cache_salt=body.cache_salt,
         allowed_tools=tuple(t.name for t in allowed.tools) if allowed is not None else None,
         choices=body.n or 1,
+        logprobs=body.logprobs is True,
+        top_logprobs=body.top_logprobs or 0,
     )
 
 
@@ -274,8 +294,22 @@ def _choice(index: int, answer: Answer) -> dict[str, object]:
     if answer.tool_call is not None:
         message["content"] = None
         message["tool_calls"] = [_tool_call(answer.tool_call, answer.tool_call.arguments)]
-    return {"index": index, "message": message, "logprobs": None,
+    return {"index": index, "message": message, "logprobs": _logprobs(answer.logprobs),
             "finish_reason": answer.finish_reason}
+
+
+def _token(token: str, logprob: float) -> dict[str, object]:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+
+def _logprobs(tokens: Sequence[TokenLogprob] | None) -> dict[str, object] | None:
+    """OpenAI's `logprobs` of a choice (or of a chunk's tokens): null when not asked for."""
+    if tokens is None:
+        return None
+    return {"content": [{**_token(t.token, t.logprob),
+                         "top_logprobs": [_token(word, lp) for word, lp in t.top]}
+                        for t in tokens],
+            "refusal": None}
 
 
 class OpenAIWire:
@@ -316,9 +350,9 @@ class OpenAIStream:
         self._prefix = {"id": f"chatcmpl-{meta.id_hex}", "object": "chat.completion.chunk",
                         "created": meta.created, "model": meta.model, "system_fingerprint": None}
 
-    def _event(self, delta: dict[str, object], finish: str | None = None, choice: int = 0
-               ) -> bytes:
-        body = {"index": choice, "delta": delta, "logprobs": None, "finish_reason": finish}
+    def _event(self, delta: dict[str, object], finish: str | None = None, choice: int = 0,
+               logprobs: dict[str, object] | None = None) -> bytes:
+        body = {"index": choice, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
         return b"data: " + orjson.dumps({**self._prefix, "choices": [body]}) + b"\n\n"
 
     def head(self) -> bytes:
@@ -327,9 +361,12 @@ class OpenAIStream:
                         for choice in range(len(self._plan.answers)))
 
     def chunk(self, index: int, text: str, choice: int = 0) -> bytes:
-        call = self._plan.answers[choice].tool_call
+        answer = self._plan.answers[choice]
+        call = answer.tool_call
         if call is None:
-            return self._event({"content": text}, choice=choice)
+            tokens = (None if answer.logprobs is None
+                      else answer.logprobs[self._plan.chunk_pieces(index)])
+            return self._event({"content": text}, choice=choice, logprobs=_logprobs(tokens))
         delta: dict[str, object] = {"index": 0, call.kind: {CALL_PAYLOAD[call.kind]: text}}
         if index == 0:
             delta = {"index": 0, **_tool_call(call, text)}

@@ -44,11 +44,13 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Answer:
-    """The answer's pieces (one per output token: text, or tool arguments) and how it ends."""
+    """The answer's pieces (one per output token: text, or tool arguments) and how it ends;
+    with `logprobs` asked for, a text answer's log probability per piece."""
 
     pieces: tuple[str, ...]
     tool_call: ToolCall | None
     finish_reason: FinishReason
+    logprobs: tuple[content.TokenLogprob, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,10 @@ class Plan:
     def completion_tokens(self) -> int:
         """Output tokens of all choices (what usage reports and a provider bills)."""
         return sum(len(answer.pieces) for answer in self.answers)
+
+    def chunk_pieces(self, index: int) -> slice:
+        """The pieces streamed chunk `index` of a choice carries."""
+        return slice(index * self.tokens_per_chunk, (index + 1) * self.tokens_per_chunk)
 
     def _chunks_of(self, answer: Answer) -> tuple[str, ...]:
         k, pieces = self.tokens_per_chunk, answer.pieces
@@ -165,7 +171,13 @@ def build_answer(request: SimRequest, profile: ModelProfile, choice: int = 0) ->
     if tool is not None and tool.kind == "function":
         return _tool_answer(tool, key, rng)
     text = _text_answer(request, profile, rng, choice)
-    return text if tool is None else _custom_tool_answer(tool, key, text)
+    if tool is not None:
+        return _custom_tool_answer(tool, key, text)
+    if not request.logprobs:
+        return text
+    probabilities = content.token_logprobs(text.pieces, HashRandom(key + b"logprobs"),
+                                           request.top_logprobs)
+    return Answer(text.pieces, None, text.finish_reason, probabilities)
 
 
 def build_answers(request: SimRequest, profile: ModelProfile) -> tuple[Answer, ...]:

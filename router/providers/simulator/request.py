@@ -60,6 +60,8 @@ class SimRequest:
     cache_salt: str | None = None  # vLLM's: prefix-cache reuse only between equal salts
     allowed_tools: tuple[str, ...] | None = None  # OpenAI's `allowed_tools`: the callable names
     choices: int = 1  # OpenAI's `n`: how many answers to decode side by side
+    logprobs: bool = False  # OpenAI's `logprobs`: each content token's log probability
+    top_logprobs: int = 0  # and this many likeliest tokens at its place
 
 
 def count_tokens(text: str) -> int:

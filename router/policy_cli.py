@@ -6,6 +6,9 @@ no eval behind it, and warns (exit unaffected) of rules that can never work as w
 as a cost ceiling under every deployment's cost for a minimal request.
 `explain --config FILE [REQUEST]` prints the routing decision for a chat
 completions body (a file or stdin) as JSON, exactly as `POST /v1/route/explain` would.
+Without `--config`, both read the embedded default `serve` would start with in this
+environment (`router.embedded`): the provider default, narrowed to the providers whose key is
+set, or the simulator default (its address stands in: nothing is called).
 """
 
 from __future__ import annotations
@@ -18,17 +21,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+CONFIG_HELP = ("the router's YAML config, as `serve --config` takes it (default: the embedded "
+               "default `serve` would use here)")
+
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     policy = subparsers.add_parser("policy", help="validate policy files")
     actions = policy.add_subparsers(dest="policy_command", required=True)
     check = actions.add_parser("check", help="fail if a route can break its quality floor")
-    check.add_argument("--config", type=Path, required=True,
-                       help="the router's YAML config (as `serve --config` takes it)")
+    check.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
     check.set_defaults(func=policy_check)
     explain = subparsers.add_parser("explain", help="show the routing decision for a request")
-    explain.add_argument("--config", type=Path, required=True,
-                         help="the router's YAML config (as `serve --config` takes it)")
+    explain.add_argument("--config", type=Path, default=None, help=CONFIG_HELP)
     explain.add_argument("request", nargs="?", type=Path, metavar="FILE",
                          help="file holding a chat completions JSON body (default: stdin)")
     explain.add_argument("--header", action="append", default=[], metavar="NAME:VALUE",
@@ -43,11 +47,24 @@ def _header(text: str) -> tuple[str, str]:
     return name.strip().lower(), value.strip()
 
 
+def _config_path(args: argparse.Namespace) -> Path:
+    """`--config`, or the file of the embedded default `serve` would use here."""
+    from router import embedded
+
+    if args.config is not None:
+        return Path(args.config)
+    chosen = "providers.yaml" if embedded.has_provider_keys(os.environ) else "simulator.yaml"
+    return embedded.DEFAULTS / chosen
+
+
 def _load(path: Path) -> Any:
     from policies.loader import PolicyValidationError, load_config_file
+    from router import embedded
 
     # Addresses may use ${VAR}; checking a policy needs none of them to be real.
     try:
+        if path == embedded.DEFAULTS / "providers.yaml":  # as `serve` narrows it
+            return embedded.provider_config(os.environ)
         return load_config_file(path, os.environ, unset_stand_in=True)
     except OSError as err:
         print(f"{path}: cannot read the config: {err.strerror or err}", file=sys.stderr)
@@ -64,8 +81,9 @@ def policy_check(args: argparse.Namespace) -> int:
     from router.pipeline import DEFAULT_MAX_OUTPUT_TOKENS
     from router.wiring import build_runtime, credential_warnings, litellm_in_use, load_quality
 
-    config = _load(args.config)
-    base_dir = args.config.resolve().parent
+    path = _config_path(args)
+    config = _load(path)
+    base_dir = path.resolve().parent
     try:
         # Everything `serve` resolves at start-up but the secrets' values: prices, learned
         # routers, eval reports, so that a config passing the check also starts.
@@ -73,22 +91,22 @@ def policy_check(args: argparse.Namespace) -> int:
         quality = load_quality(config, base_dir)
         litellm_in_use(runtime.deployments.values())
     except ConfigError as err:
-        print(f"{args.config}: {err}", file=sys.stderr)
+        print(f"{path}: {err}", file=sys.stderr)
         return 2
     unmeetable = ceiling_warnings(config, runtime.model_facts, _minimal_prompt_tokens(),
                                   DEFAULT_MAX_OUTPUT_TOKENS)
     keyless = credential_warnings(runtime.deployments.values())
     for warning in (*quality.warnings, *policy_warnings(config, quality), *unmeetable, *keyless):
-        print(f"{args.config}: warning: {warning}", file=sys.stderr)
+        print(f"{path}: warning: {warning}", file=sys.stderr)
     violations = check_policies(config, quality)
     for violation in violations:
-        print(f"{args.config}: {violation}", file=sys.stderr)
+        print(f"{path}: {violation}", file=sys.stderr)
     if violations:
         print(f"policy check failed: {len(violations)} violation(s)", file=sys.stderr)
         return 1
     print(f"policy check passed ({len(quality.results)} eval results, "
           f"reports version {quality.version}); policy version {runtime.version}"
-          f"{_stand_in_caveat(args.config)}")
+          f"{_stand_in_caveat(path)}")
     return 0
 
 
@@ -123,12 +141,13 @@ def explain_command(args: argparse.Namespace) -> int:
     from router.pipeline import ChatPipeline
     from router.wiring import build_runtime
 
-    config = _load(args.config)
+    path = _config_path(args)
+    config = _load(path)
     try:
         runtime, classifier = build_runtime(config, _with_placeholder_secrets(config),
-                                            args.config.resolve().parent)
+                                            path.resolve().parent)
     except ConfigError as err:
-        print(f"{args.config}: {err}", file=sys.stderr)
+        print(f"{path}: {err}", file=sys.stderr)
         return 2
     try:
         text = args.request.read_text(encoding="utf-8") if args.request else sys.stdin.read()

@@ -10,29 +10,28 @@ policy ranks such deployments out for `n` > 1 and keeps them for one choice.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import openai
 import pytest
 
-from tests.support.services import Running, start_router, start_simulator
+from tests.support.services import FAST_PROFILE, Running, start_router, start_simulator
 
 pytestmark = pytest.mark.integration
 
-FAST = {"ttft_p50_ms": 5, "ttft_p99_ms": 10, "tpot_p50_ms": 1, "tpot_p99_ms": 2,
-        "output_tokens_p50": 8, "output_tokens_p99": 12}
 PROMPTS = [f"Question {word}: name a colour." for word in ("one", "two", "three", "four", "five")]
 
 
-@pytest.fixture(scope="module")
-def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    directory = tmp_path_factory.mktemp("n-choices")
-    sim = start_simulator(directory, {"m": FAST})
-    config = f"""version: 1
+def _config(sim_base: str) -> str:
+    """`claude` (Anthropic through litellm: no `n`), `gpt` (pass-through), `mixed` (both), and
+    a policy for `auto` that ranks the cheaper `claude` first (exploration off: a probe may
+    send a request to the dearer one)."""
+    return f"""version: 1
 deployments:
-  - {{name: claude-m, model: anthropic/m, adapter: litellm, api_base: {sim.base_url},
+  - {{name: claude-m, model: anthropic/m, adapter: litellm, api_base: {sim_base},
      api_key: env:SIM_KEY, input_price_per_mtok: 0.1, output_price_per_mtok: 0.1}}
-  - {{name: gpt-m, model: openai/m, adapter: openai_passthrough, api_base: {sim.base_url}/v1,
+  - {{name: gpt-m, model: openai/m, adapter: openai_passthrough, api_base: {sim_base}/v1,
      input_price_per_mtok: 1, output_price_per_mtok: 1}}
 models:
   - {{name: claude, deployments: [claude-m]}}
@@ -41,16 +40,19 @@ models:
 routes: {{default_model: gpt, aliases: [auto]}}
 policies:
   default: {{candidates: [claude, gpt], objective: min_cost}}
-server: {{cache: {{backend: none}}}}
+server: {{cache: {{backend: none}}, stats: {{explore_share: 0}}}}
 """
-    try:
-        running = start_router(directory, config, env={"SIM_KEY": "sim-key"})
-    except BaseException:
-        sim.stop()
-        raise
-    yield running
-    running.stop()
-    sim.stop()
+
+
+@pytest.fixture(scope="module")
+def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    directory = tmp_path_factory.mktemp("n-choices")
+    with contextlib.ExitStack() as stack:
+        sim = start_simulator(directory, {"m": FAST_PROFILE})
+        stack.callback(sim.stop)
+        running = start_router(directory, _config(sim.base_url), env={"SIM_KEY": "sim-key"})
+        stack.callback(running.stop)
+        yield running
 
 
 def _client(router: Running) -> openai.OpenAI:

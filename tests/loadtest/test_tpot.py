@@ -11,12 +11,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
-import aiohttp
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from router.loadtest.loadgen import RunResult, run_plan
 from router.loadtest.workload import PlannedRequest
+from tests.support.scrape import tpot_histogram
 from tests.support.services import Running, simulated_gateway, start_simulator
 
 CHUNKY = {"ttft_p50_ms": 20, "ttft_p99_ms": 20, "tpot_p50_ms": 10, "tpot_p99_ms": 10,
@@ -63,18 +62,6 @@ async def _run(base_url: str, include_usage: bool) -> RunResult:
     return result
 
 
-async def _router_tpot(base_url: str) -> tuple[float, float]:
-    """The router's TPOT histogram (`gen_ai.server.time_per_output_token`): count and sum."""
-    async with aiohttp.ClientSession() as session, \
-            session.get(f"{base_url}/metrics") as response:
-        text = await response.text()
-    family = next(f for f in text_string_to_metric_families(text)
-                  if f.name == "gen_ai_server_time_per_output_token_seconds")
-    count = sum(s.value for s in family.samples if s.name.endswith("_count"))
-    total = sum(s.value for s in family.samples if s.name.endswith("_sum"))
-    return count, total
-
-
 @pytest.mark.exclusive  # the client's chunk times drift from the router's on a loaded machine
 async def test_the_bench_tpot_matches_the_routers_for_the_same_requests(
         gateway: Running) -> None:
@@ -82,7 +69,7 @@ async def test_the_bench_tpot_matches_the_routers_for_the_same_requests(
     router recorded for the same requests, mean for mean within 10%, and DESIGN's figure from
     the simulator's timetable (8 ms a token, not the 10 ms of its pace)."""
     result = await _run(gateway.base_url, include_usage=True)
-    count, total = await _router_tpot(gateway.base_url)
+    count, total = await tpot_histogram(gateway.base_url)
     tpots = [s.tpot_s for s in result.samples if s.tpot_s is not None]
     assert count == COUNT and len(tpots) == COUNT
     bench_mean, router_mean = statistics.fmean(tpots), total / count

@@ -14,13 +14,12 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 
-import aiohttp
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from opentelemetry.trace import SpanKind
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.scrape import tpot_histogram
 from tests.support.services import FAST_PROFILE, Running, start_simulator
 from tests.telemetry.helpers import in_memory_telemetry
 from tests.telemetry.served import API_KEY, serve
@@ -40,17 +39,6 @@ def steady_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         "output_tokens_p50": 20, "output_tokens_p99": 21}}, name="n-choices")
     yield running
     running.stop()
-
-
-async def _tpot_mean_s(base: str) -> tuple[float, float]:
-    """(sum, count) of `gen_ai.server.time_per_output_token` from `/metrics`."""
-    async with aiohttp.ClientSession() as session, session.get(f"{base}/metrics") as response:
-        text = await response.text()
-    family = next(f for f in text_string_to_metric_families(text)
-                  if f.name == "gen_ai_server_time_per_output_token_seconds")
-    total = sum(s.value for s in family.samples if s.name.endswith("_sum"))
-    count = sum(s.value for s in family.samples if s.name.endswith("_count"))
-    return total, count
 
 
 async def test_streamed_choices_reach_the_client_and_tpot_is_one_choices(
@@ -74,7 +62,7 @@ async def test_streamed_choices_reach_the_client_and_tpot_is_one_choices(
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # a stream's outcome is recorded after its end
             telemetry.sink.flush()
-            total, count = await _tpot_mean_s(base)
+            count, total = await tpot_histogram(base)
             if count:
                 break
             await asyncio.sleep(0.05)

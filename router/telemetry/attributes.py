@@ -28,6 +28,7 @@ INPUT_TOKENS = "gen_ai.usage.input_tokens"
 OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 TOKEN_TYPE = "gen_ai.token.type"
 REQUEST_STREAM = "gen_ai.request.stream"
+CHOICE_COUNT = "gen_ai.request.choice.count"  # `n`, set when it is not 1
 TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 ERROR_TYPE = "error.type"
 INPUT_MESSAGES, OUTPUT_MESSAGES = "gen_ai.input.messages", "gen_ai.output.messages"
@@ -218,6 +219,8 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
                        (OUTPUT_TOKENS, outcome.reported_completion_tokens),
                        (COST, outcome.cost_usd)):
         put_if(attrs, key, value)
+    if outcome.choices != 1:
+        attrs[CHOICE_COUNT] = outcome.choices
     if outcome.cost_estimated:
         attrs[COST_ESTIMATED] = True
     if outcome.client_disconnected:

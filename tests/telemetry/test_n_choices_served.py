@@ -78,6 +78,7 @@ async def test_streamed_choices_reach_the_client_and_tpot_is_one_choices(
     span = next(s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER)
     attributes = span.attributes or {}
     assert attributes.get("gen_ai.usage.output_tokens") == usage.completion_tokens
+    assert attributes.get("gen_ai.request.choice.count") == 3
     assert attributes.get("slorouter.cost_usd") == pytest.approx(
         (usage.prompt_tokens * 1.0 + usage.completion_tokens * 2.0) / 1e6)
 

@@ -14,8 +14,10 @@ router's estimate beside four characters a token (what it counted for all ASCII 
 - compact and indented `json.dumps` of the shared prompt rows, as tool results come back;
 - the shared English prompts of 40 characters or more, math apart
   (`/work/shared/data/prompts/`, read only here; skipped when absent);
-- data pasted into prompts: base64 and hex of seeded random bytes, and the JavaScript windows
-  minified (whitespace runs collapsed, spaces around `=`, `,` and `;` dropped).
+- data pasted into prompts: base64 and hex of seeded random bytes.
+
+The JavaScript windows are mostly of minified bundles already (139 of the 180 of the default
+sample have no line break or whitespace run).
 
 cl100k_base is read offline from the file litellm ships (`tests/support/tokenizer.py`). Seeded:
 the same installation gives the same table.
@@ -83,16 +85,12 @@ def shared_texts() -> dict[str, list[str]]:
     }
 
 
-def pasted_data(rng: random.Random, minify_from: list[str]) -> dict[str, list[str]]:
-    """Base64 and hex of random bytes (300-3,000), and minified copies of code windows."""
-    def minified(text: str) -> str:
-        return " ".join(text.split()).replace(" = ", "=").replace(", ", ",").replace("; ", ";")
-
+def pasted_data(rng: random.Random) -> dict[str, list[str]]:
+    """Base64 and hex of random bytes (300-3,000)."""
     return {
         "base64": [base64.b64encode(rng.randbytes(rng.randint(300, 3000))).decode()
                    for _ in range(60)],
         "hex": [rng.randbytes(rng.randint(200, 1500)).hex() for _ in range(40)],
-        "js minified": [minified(text) for text in minify_from],
     }
 
 
@@ -107,7 +105,7 @@ def main() -> None:
     for kind in KINDS:
         texts[kind] = list(file_windows(kind, args.files, args.windows, rng))
     texts.update(shared_texts())
-    texts.update(pasted_data(rng, texts["js"]))
+    texts.update(pasted_data(rng))
     count = cl100k_counter()
     print("estimate / cl100k_base count, by kind of text (p5 / p50 / p95, share under 1)")
     print(f"{'kind':<20}{'n':>6}" + "".join(f"{name:>30}" for name in ESTIMATES))

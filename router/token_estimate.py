@@ -20,15 +20,15 @@ base64 and minified code it cuts into pieces of two or three characters, where p
 five. Four characters a token, whatever they were, came out under cl100k_base's count for
 most of them, where a tool's JSON schema is often most of an agent's prompt. The rates were
 fitted (then rounded) on 3,000-character windows of files of each kind (a venv's packages), on
-the project's prompts and on base64, hex and minified JavaScript
-(`python -m bench.estimate_calibration`), to bring each kind's 5th percentile of estimate /
-cl100k_base near 1 without raising prose. Against 0.6 tokens for every ASCII character but
-letters and spaces (the rule before, for a day), that 5th percentile went from 0.43 to 1.07 for
-base64, 0.80 to 1.22 for hex, 0.72 to 0.98 for CSV, 0.88-0.92 to 0.99 for JavaScript (minified or
-not), 0.85-0.86 to 0.89-0.94 for C, 0.85 to 0.91 for math prompts and 0.97 to 0.98 for the
-other English prompts (their median 1.20, their 95th percentile 1.43, both unchanged); JSON
-1.17-1.18 (median 1.21), Python 1.16 and YAML 1.00 stay over. Against four characters a token,
-whatever they were, JSON was 0.89 and Python 0.83.
+the project's prompts and on base64 and hex (`python -m bench.estimate_calibration`; its
+JavaScript windows are mostly minified bundles), to bring each kind's 5th percentile of
+estimate / cl100k_base near 1 without raising prose. Against 0.6 tokens for every ASCII
+character but letters and spaces (the rule before, for a day), that 5th percentile went from
+0.43 to 1.07 for base64, 0.80 to 1.22 for hex, 0.72 to 0.98 for CSV, 0.92 to 0.99 for
+JavaScript (mostly minified), 0.85-0.86 to 0.89-0.94 for C, 0.85 to 0.91 for math prompts and
+0.97 to 0.98 for the other English prompts (their median 1.20, their 95th percentile 1.43, both
+unchanged); JSON 1.17-1.18 (median 1.21), Python 1.16 and YAML 1.00 stay over. Against four
+characters a token, whatever they were, JSON was 0.89 and Python 0.83.
 
 Calibrated offline against the tokenizer files litellm ships (cl100k_base, held to in
 `tests/unit/test_token_estimate.py`; o200k_base and the legacy Claude tokenizer measured once

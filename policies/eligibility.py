@@ -28,6 +28,7 @@ class RequestFacts:
     max_output_tokens: int
     needs_tools: bool = False
     needs_json: bool = False
+    needs_logprobs: bool = False
     prompt_text: str = field(default="", repr=False)  # for learned routing; never logged
     completions: int = 1  # `n`: each completion may use `max_output_tokens`
     stream: bool = True  # streamed answer (scored on TTFT), else whole (scored on E2E)
@@ -46,6 +47,7 @@ class DeploymentFacts:
     healthy: bool = True
     max_output_tokens: int | None = None  # the model's most output per answer; None: unknown
     supports_n: bool = True  # answers `n` > 1 choices
+    supports_logprobs: bool = True
 
 _PASSED = attrgetter("passed")
 
@@ -143,8 +145,9 @@ _TOO_LONG = "needs {} tokens > window {}"
 _NO_TOOLS = "request declares tools; deployment has no tool support"
 _NO_JSON = "request asks for JSON; deployment has no JSON mode"
 _NO_CHOICES = "request asks for {} choices (n); deployment answers one"
+_NO_LOGPROBS = "request asks for logprobs; deployment returns none"
 UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_format",
-               _NO_CHOICES: "n"}
+               _NO_CHOICES: "n", _NO_LOGPROBS: "logprobs"}
 
 
 def output_tokens(facts: RequestFacts, deployment: DeploymentFacts) -> int:
@@ -164,6 +167,8 @@ def _fits(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> Chec
         return Check(CheckName.FITS, False, _NO_JSON)
     if facts.completions > 1 and not deployment.supports_n:
         return Check(CheckName.FITS, False, _NO_CHOICES, (facts.completions,))
+    if facts.needs_logprobs and not deployment.supports_logprobs:
+        return Check(CheckName.FITS, False, _NO_LOGPROBS)
     return Check(CheckName.FITS, True, "{} tokens fit", (needed,))
 
 

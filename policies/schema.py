@@ -117,9 +117,11 @@ class DeploymentSpec(Frozen):
     max_output_tokens: int | None = Field(default=None, gt=0)
     supports_tools: bool = True
     supports_json: bool = True
-    # Whether it answers `n` > 1 choices; None: pass-through yes, litellm as litellm says of the
-    # provider (litellm drops `n` for Anthropic, Bedrock, Mistral, Ollama: one choice comes).
+    # Whether it answers `n` > 1 choices, and log probabilities; None: pass-through yes, litellm
+    # as litellm says of the provider (it drops `n` and `logprobs` for Anthropic, Bedrock,
+    # Mistral, Ollama: one choice comes, and no log probabilities).
     supports_n: bool | None = None
+    supports_logprobs: bool | None = None
     zero_data_retention: bool = False
     connect_timeout_s: float = Field(default=5.0, gt=0)
     timeout_s: float = Field(default=120.0, gt=0)

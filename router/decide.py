@@ -231,11 +231,12 @@ def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
     tools and JSON mode, when any does: a replica configured without them is not chosen (prefix
     affinity would pick it as readily as the others) while one with them can serve. When none
     does, all of them, in order: such a request is served by its model as asked.
-    A request for `n` > 1 choices goes only to those that answer them (`supports_n`): another
-    would answer one choice with a 200, as litellm drops `n` for providers that take none. When
-    none of them does, the request is refused (400, param `n`) rather than answered short."""
-    if facts.completions > 1 and deployments:
-        deployments = _answering_choices(model, facts.completions, config, deployments)
+    A request for `n` > 1 choices, or for log probabilities, goes only to those that answer
+    them (`supports_n`, `supports_logprobs`): another would answer one choice, or none, with a
+    200, as litellm drops both fields for providers that take none. When none of them does, the
+    request is refused (400, param `n` or `logprobs`) rather than answered short."""
+    if (facts.completions > 1 or facts.needs_logprobs) and deployments:
+        deployments = _answering(model, facts, config, deployments)
     if not (facts.needs_tools or facts.needs_json) or len(deployments) < 2:
         return deployments
     unable = {d.name for d in config.model_facts[model]
@@ -245,17 +246,31 @@ def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
     return able if able else deployments
 
 
-def _answering_choices(model: str, choices: int, config: RuntimeConfig,
-                       deployments: tuple[str, ...]) -> tuple[str, ...]:
-    """The `deployments` of `model` that answer `n` > 1 choices; a 400 when none does."""
-    unable = {d.name for d in config.model_facts[model] if not d.supports_n}
-    able = tuple(d for d in deployments if d not in unable)
-    if not able:
+def _answering(model: str, facts: RequestFacts, config: RuntimeConfig,
+               deployments: tuple[str, ...]) -> tuple[str, ...]:
+    """The `deployments` of `model` that answer the choices and log probabilities asked for;
+    a 400 naming the field when none does."""
+    many = facts.completions > 1
+    known = {d.name: d for d in config.model_facts[model]}
+    able = tuple(name for name in deployments
+                 if (not many or known[name].supports_n)
+                 and (not facts.needs_logprobs or known[name].supports_logprobs))
+    if able:
+        return able
+    if many and not any(known[name].supports_n for name in deployments):
         raise RequestError(
             f"model {model!r} answers one choice per request (its providers take no n) and "
-            f"{choices} were asked for: send {choices} requests, or name a model that takes n",
-            param="n", code="no_model_fits")
-    return able
+            f"{facts.completions} were asked for: send {facts.completions} requests, or name a "
+            "model that takes n", param="n", code="no_model_fits")
+    if not any(known[name].supports_logprobs for name in deployments):
+        raise RequestError(
+            f"model {model!r} returns no log probabilities (its providers take no logprobs): "
+            "ask without logprobs, or name a model that returns them",
+            param="logprobs", code="no_model_fits")
+    raise RequestError(
+        f"no deployment of model {model!r} answers both {facts.completions} choices and log "
+        "probabilities: ask for one of them, or name a model that answers both",
+        param="logprobs", code="no_model_fits")
 
 
 def _first_per_deployment(verdicts: Iterable[Verdict]) -> list[Verdict]:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # loaded only when a policy names a learned router (imports s
 
 PriceTable = Callable[[str], tuple[float, float] | None]
 CachedPriceTable = Callable[[str], float | None]
-ModelCapability = Callable[[str], bool]  # of a litellm model string
+ModelCapability = Callable[[str, str], bool]  # (litellm model string, OpenAI field)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +97,7 @@ def _secret(ref: str | None, environ: Mapping[str, str], where: str, problems: l
 
 def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceTable,
                 problems: list[str], cached_prices: CachedPriceTable,
-                write_prices: CachedPriceTable, litellm_n: ModelCapability) -> Deployment:
+                write_prices: CachedPriceTable, litellm_passes: ModelCapability) -> Deployment:
     key = _secret(spec.api_key, environ, f"deployments.{spec.name}.api_key", problems)
     known = prices(spec.model)
     price_in = spec.input_price_per_mtok
@@ -114,7 +114,10 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
         supports_tools=spec.supports_tools,
         supports_json=spec.supports_json, zero_data_retention=spec.zero_data_retention,
         supports_n=(spec.supports_n if spec.supports_n is not None
-                    else spec.adapter != "litellm" or litellm_n(spec.model)),
+                    else spec.adapter != "litellm" or litellm_passes(spec.model, "n")),
+        supports_logprobs=(spec.supports_logprobs if spec.supports_logprobs is not None
+                           else spec.adapter != "litellm"
+                           or litellm_passes(spec.model, "logprobs")),
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
         max_in_flight=spec.max_in_flight, tenant_cache_salt=spec.tenant_cache_salt,
         cached_input_price_per_mtok=(spec.cached_input_price_per_mtok
@@ -175,7 +178,8 @@ def _facts(config: RouterConfig,
         max_output_tokens=d.max_output_tokens,
         supports_tools=d.supports_tools, supports_json=d.supports_json,
         zero_data_retention=d.zero_data_retention, price_in_per_m=d.input_price_per_mtok,
-        price_out_per_m=d.output_price_per_mtok, supports_n=d.supports_n)
+        price_out_per_m=d.output_price_per_mtok, supports_n=d.supports_n,
+        supports_logprobs=d.supports_logprobs)
         for name in model.deployments for d in (deployments[name],))
         for model in config.models}
 
@@ -185,14 +189,15 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
             learned: Mapping[str, LoadedRouter] | None = None,
             cached_prices: CachedPriceTable = lambda _model: None,
             write_prices: CachedPriceTable = lambda _model: None,
-            litellm_n: ModelCapability = lambda _model: True) -> RuntimeConfig:
+            litellm_passes: ModelCapability = lambda _model, _field: True) -> RuntimeConfig:
     """Resolve secrets and prices. Artifact versions (the classifier's, the eval reports')
-    join the config's content hash in the policy version. `litellm_n`: whether litellm passes
-    `n` on to a model's provider (`litellm_adapter.passes_n`), for the litellm-adapter
-    deployments whose `supports_n` the config leaves unset."""
+    join the config's content hash in the policy version. `litellm_passes`: whether litellm
+    passes a request field on to a model's provider (`litellm_adapter.passes`), for the
+    litellm-adapter deployments whose `supports_n` / `supports_logprobs` the config leaves
+    unset."""
     problems: list[str] = []
     deployments = {d.name: _deployment(d, environ, prices, problems, cached_prices, write_prices,
-                                       litellm_n)
+                                       litellm_passes)
                    for d in config.deployments}
     principals = _principals(config.api_keys, environ, problems)
     if problems:

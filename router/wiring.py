@@ -99,14 +99,15 @@ def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter
     return loaded
 
 
-def _litellm_n(config: RouterConfig) -> Callable[[str], bool]:
-    """Whether litellm passes `n` on to a model: asked of litellm only when a deployment whose
-    `supports_n` is unset uses it (importing it costs seconds of start-up)."""
-    if not any(d.adapter == "litellm" and d.supports_n is None for d in config.deployments):
-        return lambda _model: True
-    from router.providers.litellm_adapter import passes_n
+def _litellm_passes(config: RouterConfig) -> Callable[[str, str], bool]:
+    """Whether litellm passes a request field on to a model: asked of litellm only when a
+    deployment uses it whose capabilities are left unset (importing it costs seconds)."""
+    if not any(d.adapter == "litellm" and (d.supports_n is None or d.supports_logprobs is None)
+               for d in config.deployments):
+        return lambda _model, _field: True
+    from router.providers.litellm_adapter import passes
 
-    return passes_n
+    return passes
 
 
 def build_runtime(config: RouterConfig, environ: Mapping[str, str],
@@ -129,7 +130,8 @@ def build_runtime(config: RouterConfig, environ: Mapping[str, str],
     try:
         runtime = resolve(config, environ, table.prices, classifier.version, quality=quality,
                           learned=learned, cached_prices=table.cached_input_price,
-                          write_prices=table.cache_write_price, litellm_n=_litellm_n(config))
+                          write_prices=table.cache_write_price,
+                          litellm_passes=_litellm_passes(config))
     except ConfigError as err:
         raise ConfigError(problems + err.problems) from None
     if problems:

@@ -34,7 +34,8 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
                    "task_probs": dict(labels.task_probs), "risk_probs": dict(labels.risk_probs)},
         "request": {"prompt_tokens_estimate": facts.prompt_tokens,
                     "max_output_tokens": facts.max_output_tokens,
-                    "needs_tools": facts.needs_tools, "needs_json": facts.needs_json},
+                    "needs_tools": facts.needs_tools, "needs_json": facts.needs_json,
+                    "needs_logprobs": facts.needs_logprobs, "choices": facts.completions},
         "candidates": [{
             "model": v.model, "deployment": v.deployment, "role": v.role,
             "eligible": v.eligible, "worst_case_cost_usd": v.cost_usd,

@@ -38,6 +38,7 @@ class Deployment:
     supports_tools: bool = True
     supports_json: bool = True
     supports_n: bool = True  # answers `n` > 1 choices
+    supports_logprobs: bool = True  # answers `logprobs`
     zero_data_retention: bool = False
     connect_timeout_s: float = 5.0
     timeout_s: float = 120.0

@@ -87,18 +87,19 @@ def provider_problems(deployments: Iterable[Deployment]) -> list[str]:
     return problems
 
 
-def passes_n(model: str) -> bool:
-    """Whether litellm sends `n` on to the provider of `model` (a litellm model string). With
-    `drop_params`, which the adapter sets, litellm drops what a provider does not take, and
-    Anthropic, Bedrock, Mistral and Ollama take no `n`: a request for three choices would get
-    one, answered 200. A model litellm cannot place is given the benefit of the doubt (its
-    provider refuses `n` itself, if it does)."""
+def passes(model: str, field: str) -> bool:
+    """Whether litellm sends the request field `field` (`n`, `logprobs`) on to the provider of
+    `model` (a litellm model string). With `drop_params`, which the adapter sets, litellm drops
+    what a provider does not take, and Anthropic, Bedrock, Mistral and Ollama take neither: a
+    request for three choices would get one, and one for log probabilities none, answered 200.
+    A model litellm cannot place is given the benefit of the doubt (its provider refuses the
+    field itself, if it does)."""
     try:
         provider = litellm.get_llm_provider(model)[1]
         params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
     except Exception:  # litellm raises its BadRequestError for an unknown provider
         return True
-    return params is None or "n" in params
+    return params is None or field in params
 
 
 def credential_problems(deployments: Iterable[Deployment]) -> list[str]:

@@ -2,8 +2,9 @@
 
 The simulator answers `logprobs` / `top_logprobs` as OpenAI does (each content token, with its
 likeliest alternatives); the router relays them: the pass-through adapter as the upstream sent
-them, the litellm adapter through litellm's response objects. Through litellm to a provider
-that takes no `logprobs` (Anthropic) they are dropped: the answer carries none (known-limits).
+them, the litellm adapter through litellm's response objects. litellm drops `logprobs` for a
+provider that takes none (Anthropic), so such a deployment is not asked for them
+(`supports_logprobs`): a model with no other refuses the request.
 """
 
 from __future__ import annotations
@@ -39,9 +40,14 @@ def test_logprobs_are_relayed_in_a_stream(client: openai.OpenAI, model: str) -> 
     assert tokens and "".join(tokens) == "".join(text)
 
 
-def test_logprobs_asked_of_anthropic_through_litellm_come_back_null(
-        client: openai.OpenAI) -> None:
-    answer = client.chat.completions.create(model="ll-anthropic", messages=ASK,  # type: ignore[arg-type]
-                                            logprobs=True, top_logprobs=2)
+def test_logprobs_are_not_asked_of_a_provider_that_returns_none(client: openai.OpenAI) -> None:
+    """litellm drops `logprobs` for Anthropic: the model refuses the request (400, param
+    `logprobs`) rather than answering it without them; without them it answers."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="ll-anthropic", messages=ASK,  # type: ignore[arg-type]
+                                       logprobs=True, top_logprobs=2)
+    body = caught.value.body
+    assert isinstance(body, dict) and (body["param"], body["code"]) == ("logprobs",
+                                                                         "no_model_fits")
+    answer = client.chat.completions.create(model="ll-anthropic", messages=ASK)  # type: ignore[arg-type]
     assert answer.choices[0].message.content
-    assert answer.choices[0].logprobs is None

@@ -1,6 +1,7 @@
-"""Which deployments answer `n` > 1 choices (`supports_n`): unset, a pass-through deployment
-does, and a litellm one does when litellm passes `n` on to its provider (with `drop_params` it
-drops it for those that take none, and one choice comes back)."""
+"""Which deployments answer `n` > 1 choices (`supports_n`) and log probabilities
+(`supports_logprobs`): unset, a pass-through deployment does, and a litellm one does when
+litellm passes the field on to its provider (with `drop_params` it drops it for those that take
+none, and one choice, or no log probabilities, come back)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,19 @@ from pathlib import Path
 import pytest
 
 from policies.loader import load_config_text
-from router.providers.litellm_adapter import passes_n
+from router.providers.litellm_adapter import passes
 from router.wiring import build_runtime
 
 
-@pytest.mark.parametrize(("model", "passes"), [
+@pytest.mark.parametrize(("model", "passing"), [
     ("openai/gpt-4o-mini", True), ("groq/llama-3.1-8b-instant", True),
     ("anthropic/claude-3-5-sonnet-20241022", False),
     ("bedrock/anthropic.claude-3-sonnet-20240229-v1:0", False),
     ("mistral/mistral-large-latest", False), ("ollama/llama3", False),
     ("no-such-provider/model", True)])  # unknown: the provider answers for itself
-def test_litellm_says_which_providers_take_n(model: str, passes: bool) -> None:
-    assert passes_n(model) is passes
+def test_litellm_says_which_providers_take_n_and_logprobs(model: str, passing: bool) -> None:
+    assert passes(model, "n") is passing
+    assert passes(model, "logprobs") is passing
 
 
 def test_supports_n_is_inferred_unless_the_config_says(tmp_path: Path) -> None:
@@ -29,7 +31,8 @@ deployments:
   - {name: claude, model: anthropic/claude-3-5-sonnet-20241022, api_key: env:K,
      input_price_per_mtok: 3, output_price_per_mtok: 15}
   - {name: claude-n, model: anthropic/claude-3-5-sonnet-20241022, api_key: env:K,
-     input_price_per_mtok: 3, output_price_per_mtok: 15, supports_n: true}
+     input_price_per_mtok: 3, output_price_per_mtok: 15, supports_n: true,
+     supports_logprobs: true}
   - {name: gpt, model: openai/gpt-4o-mini, api_key: env:K,
      input_price_per_mtok: 1, output_price_per_mtok: 1}
   - {name: local, model: openai/m, adapter: openai_passthrough, api_base: "http://127.0.0.1:1/v1",
@@ -46,3 +49,7 @@ routes: {default_model: all}
     assert answers_n == {"claude": False, "claude-n": True, "gpt": True, "local": True,
                          "local-one": False}
     assert {f.name: f.supports_n for f in runtime.model_facts["all"]} == answers_n
+    logprobs = {name: d.supports_logprobs for name, d in runtime.deployments.items()}
+    assert logprobs == {"claude": False, "claude-n": True, "gpt": True, "local": True,
+                        "local-one": True}
+    assert {f.name: f.supports_logprobs for f in runtime.model_facts["all"]} == logprobs

@@ -158,6 +158,24 @@ def test_fit_checks_that_a_deployment_answers_the_choices_asked_for() -> None:
     assert (caught.value.param, caught.value.code) == ("n", "no_model_fits")
 
 
+def test_fit_checks_that_a_deployment_returns_the_logprobs_asked_for() -> None:
+    """`logprobs` excludes a deployment with `supports_logprobs: false`; none left is a 400
+    naming `logprobs`."""
+    runtime = _runtime(CONFIG.replace("supports_tools: false}",
+                                      "supports_tools: false, supports_logprobs: false}"))
+    labels = Labels(task="math", risk="low")
+    asking = RequestFacts(task="math", risk="low", prompt_tokens=100, max_output_tokens=100,
+                          needs_logprobs=True)
+    decision = decide("auto", labels, asking, runtime, StaticRanker(), lambda _name: True)
+    assert decision.deployments == ("cheap-1", "big-1")
+    mid = next(v for v in decision.verdicts if v.deployment == "mid-1")
+    assert [c.detail for c in mid.checks if not c.passed] == [
+        "request asks for logprobs; deployment returns none"]
+    with pytest.raises(RequestError) as caught:
+        decide("mid", labels, asking, runtime, StaticRanker(), lambda _name: True)
+    assert (caught.value.param, caught.value.code) == ("logprobs", "no_model_fits")
+
+
 def test_high_risk_rule_restricts_to_zero_data_retention() -> None:
     """Risk high under the math policy keeps only zero-data-retention deployments."""
     assert _decide("math", risk="high").deployments == ("big-1",)  # type: ignore[attr-defined]

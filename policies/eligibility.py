@@ -47,7 +47,7 @@ class DeploymentFacts:
     healthy: bool = True
     max_output_tokens: int | None = None  # the model's most output per answer; None: unknown
     supports_n: bool = True  # answers `n` > 1 choices
-    supports_logprobs: bool = True
+    supports_logprobs: bool = True  # returns `logprobs`
 
 _PASSED = attrgetter("passed")
 

@@ -192,7 +192,7 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
             litellm_passes: ModelCapability = lambda _model, _field: True) -> RuntimeConfig:
     """Resolve secrets and prices. Artifact versions (the classifier's, the eval reports')
     join the config's content hash in the policy version. `litellm_passes`: whether litellm
-    passes a request field on to a model's provider (`litellm_adapter.passes`), for the
+    passes a request field on to a model's provider (`litellm_adapter.passes_field`), for the
     litellm-adapter deployments whose `supports_n` / `supports_logprobs` the config leaves
     unset."""
     problems: list[str] = []

@@ -105,9 +105,9 @@ def _litellm_passes(config: RouterConfig) -> Callable[[str, str], bool]:
     if not any(d.adapter == "litellm" and (d.supports_n is None or d.supports_logprobs is None)
                for d in config.deployments):
         return lambda _model, _field: True
-    from router.providers.litellm_adapter import passes
+    from router.providers.litellm_adapter import passes_field
 
-    return passes
+    return passes_field
 
 
 def build_runtime(config: RouterConfig, environ: Mapping[str, str],

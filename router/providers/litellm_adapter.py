@@ -87,7 +87,7 @@ def provider_problems(deployments: Iterable[Deployment]) -> list[str]:
     return problems
 
 
-def passes(model: str, field: str) -> bool:
+def passes_field(model: str, field: str) -> bool:
     """Whether litellm sends the request field `field` (`n`, `logprobs`) on to the provider of
     `model` (a litellm model string). With `drop_params`, which the adapter sets, litellm drops
     what a provider does not take, and Anthropic, Bedrock, Mistral and Ollama take neither: a

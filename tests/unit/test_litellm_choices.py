@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from policies.loader import load_config_text
-from router.providers.litellm_adapter import passes
+from router.providers.litellm_adapter import passes_field
 from router.wiring import build_runtime
 
 
@@ -21,8 +21,8 @@ from router.wiring import build_runtime
     ("mistral/mistral-large-latest", False), ("ollama/llama3", False),
     ("no-such-provider/model", True)])  # unknown: the provider answers for itself
 def test_litellm_says_which_providers_take_n_and_logprobs(model: str, passing: bool) -> None:
-    assert passes(model, "n") is passing
-    assert passes(model, "logprobs") is passing
+    assert passes_field(model, "n") is passing
+    assert passes_field(model, "logprobs") is passing
 
 
 def test_supports_n_is_inferred_unless_the_config_says(tmp_path: Path) -> None:

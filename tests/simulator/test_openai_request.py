@@ -138,7 +138,7 @@ def test_what_openai_refuses_stays_a_400(fields: dict[str, Any], problem: str) -
 def _answer(**fields: Any) -> tuple[SimRequest, Plan]:
     request = parse(**fields)
     answer = build_answer(request, PROFILE)
-    return request, Plan(answer, 10, 0, 0.0, 0.0, 1, None, "abort")
+    return request, Plan((answer,), 10, 0, 0.0, 0.0, 1, None, "abort")
 
 
 def test_allowed_tools_calls_only_a_listed_tool_and_keeps_its_mode() -> None:

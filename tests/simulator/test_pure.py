@@ -179,7 +179,7 @@ def test_answer_respects_max_tokens_with_length_finish() -> None:
 def test_plan_timetable_spaces_chunks_by_tokens_per_chunk() -> None:
     """Chunk i is due at ttft + i x k x tpot; the whole answer at ttft + (n - 1) x tpot."""
     profile = presets.steady(100, tpot_ms=10, output_tokens=9, changes={"tokens_per_chunk": 3})
-    plan = build_plan(build_answer(request("hi"), profile), profile, random.Random(0), 5, 0)
+    plan = build_plan((build_answer(request("hi"), profile),), profile, random.Random(0), 5, 0)
     assert len(plan.chunks()) == 3
     assert [round(plan.chunk_time_s(i), 6) for i in range(3)] == [0.1, 0.13, 0.16]
     assert plan.total_s == pytest.approx(0.18)
@@ -195,7 +195,7 @@ def test_n_choices_decode_side_by_side_until_each_ends() -> None:
     answers = build_answers(asked, profile)
     assert answers[0] == build_answer(asked, profile)
     assert len({a.pieces for a in answers}) == 4
-    plan = build_plan(answers[0], profile, random.Random(0), 5, 0, answers[1:])
+    plan = build_plan(answers, profile, random.Random(0), 5, 0)
     lengths = [len(a.pieces) for a in answers]
     steps = plan.steps()
     assert len(steps) == max(lengths)

@@ -108,7 +108,7 @@ async def _serve_model(request: web.Request, state: SimulatorState, runtime: Mod
         await asyncio.get_running_loop().create_future()  # never resolves: the client gives up
     if outcome is not sampling.Outcome.OK:
         return await _fail(state, runtime, outcome, wire)
-    answer, *other_choices = build_answers(sim, profile)
+    answers = build_answers(sim, profile)
     await runtime.limiter.acquire()
     try:
         admitted = state.clock()
@@ -116,7 +116,7 @@ async def _serve_model(request: web.Request, state: SimulatorState, runtime: Mod
             prefix_chain(sim), profile.prefix_cache_ttl_s, profile.prefix_cache_capacity,
             profile.prefix_cache_min_tokens)
         runtime.stats.count_prefix_lookup(cached, admitted)
-        plan = build_plan(answer, profile, state.rng, tokens, cached, tuple(other_choices))
+        plan = build_plan(answers, profile, state.rng, tokens, cached)
         job = _Job(request, state, runtime, plan, wire, admitted, _meta(state, sim.model),
                    _sim_headers(state, plan, admitted - arrived))
         if sim.stream:

@@ -55,12 +55,12 @@ class Answer:
 
 @dataclass(frozen=True)
 class Plan:
-    """An answer with its timetable: chunk i is sent `ttft_s + i * tokens_per_chunk * tpot_s`
-    after admission; a non-streaming answer after `ttft_s + (tokens - 1) * tpot_s`, where
-    `tokens` is the longest choice's (the choices of `n > 1` decode together: `other_choices`
-    holds choices 1 to n-1)."""
+    """The answers of the request's choices (one, or `n`) with their timetable: chunk i is sent
+    `ttft_s + i * tokens_per_chunk * tpot_s` after admission; a non-streaming answer after
+    `ttft_s + (tokens - 1) * tpot_s`, where `tokens` is the longest choice's (the choices of
+    `n > 1` decode together)."""
 
-    answer: Answer
+    answers: tuple[Answer, ...]
     prompt_tokens: int
     cached_tokens: int
     ttft_s: float
@@ -68,12 +68,11 @@ class Plan:
     tokens_per_chunk: int
     cut_after: int | None
     cut_mode: CutMode
-    other_choices: tuple[Answer, ...] = ()
 
     @property
-    def answers(self) -> tuple[Answer, ...]:
-        """Every choice's answer, in index order."""
-        return (self.answer, *self.other_choices)
+    def answer(self) -> Answer:
+        """Choice 0's answer (the only one unless `n` > 1)."""
+        return self.answers[0]
 
     @property
     def completion_tokens(self) -> int:
@@ -84,19 +83,16 @@ class Plan:
         """The pieces streamed chunk `index` of a choice carries."""
         return slice(index * self.tokens_per_chunk, (index + 1) * self.tokens_per_chunk)
 
-    def _chunks_of(self, answer: Answer) -> tuple[str, ...]:
-        k, pieces = self.tokens_per_chunk, answer.pieces
-        return tuple("".join(pieces[i : i + k]) for i in range(0, len(pieces), k))
-
-    def chunks(self) -> tuple[str, ...]:
-        """Choice 0's pieces grouped `tokens_per_chunk` at a time (what each streamed chunk
+    def chunks(self, choice: int = 0) -> tuple[str, ...]:
+        """A choice's pieces grouped `tokens_per_chunk` at a time (what each streamed chunk
         carries)."""
-        return self._chunks_of(self.answer)
+        k, pieces = self.tokens_per_chunk, self.answers[choice].pieces
+        return tuple("".join(pieces[i : i + k]) for i in range(0, len(pieces), k))
 
     def steps(self) -> tuple[tuple[tuple[int, str], ...], ...]:
         """What each decoding step streams: `(choice, text)` for every choice with a chunk at
         that step (a choice that ended sends nothing more)."""
-        per_choice = [self._chunks_of(answer) for answer in self.answers]
+        per_choice = [self.chunks(choice) for choice in range(len(self.answers))]
         longest = max(len(chunks) for chunks in per_choice)
         return tuple(tuple((choice, chunks[step]) for choice, chunks in enumerate(per_choice)
                            if step < len(chunks))
@@ -195,21 +191,20 @@ def _text_answer(request: SimRequest, profile: ModelProfile, rng: HashRandom, ch
 
 
 def build_plan(
-    answer: Answer,
+    answers: tuple[Answer, ...],
     profile: ModelProfile,
     rng: sampling.Rng,
     prompt_tokens: int,
     cached_tokens: int,
-    other_choices: tuple[Answer, ...] = (),
 ) -> Plan:
-    """Draw TTFT, TPOT and a possible cut for an admitted request (latency RNG, not content);
-    `other_choices` are the answers of choices 1 to n-1 of a request for `n`."""
+    """Draw TTFT, TPOT and a possible cut for an admitted request (latency RNG, not content)
+    answered by `answers` (`build_answers`: one per choice)."""
     base = sampling.draw_base_ttft_ms(profile, rng)
     ttft = sampling.ttft_ms(base, profile, prompt_tokens, prefix_hit=cached_tokens > 0)
     tpot = sampling.draw_tpot_ms(profile, rng)
     cut = sampling.draw_cut(profile, rng)
     return Plan(
-        answer=answer,
+        answers=answers,
         prompt_tokens=prompt_tokens,
         cached_tokens=cached_tokens,
         ttft_s=ttft / 1000.0,
@@ -217,5 +212,4 @@ def build_plan(
         tokens_per_chunk=profile.tokens_per_chunk,
         cut_after=profile.cut_after_chunks if cut else None,
         cut_mode=profile.cut_mode,
-        other_choices=other_choices,
     )

@@ -150,6 +150,17 @@ UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_fo
                _NO_CHOICES: "n", _NO_LOGPROBS: "logprobs"}
 
 
+def dropped_field(facts: RequestFacts, deployment: DeploymentFacts) -> str | None:
+    """The request field (`n`, `logprobs`) the deployment would drop rather than answer (one
+    choice, or no log probabilities, with a 200: litellm does so for providers that take
+    neither), if any."""
+    if facts.completions > 1 and not deployment.supports_n:
+        return "n"
+    if facts.needs_logprobs and not deployment.supports_logprobs:
+        return "logprobs"
+    return None
+
+
 def output_tokens(facts: RequestFacts, deployment: DeploymentFacts) -> int:
     """The output limit per completion the deployment is sent: the request's, lowered to the
     deployment's `max_output_tokens` (`router.providers.base.output_limited`)."""
@@ -165,9 +176,10 @@ def _fits(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> Chec
         return Check(CheckName.FITS, False, _NO_TOOLS)
     if facts.needs_json and not deployment.supports_json:
         return Check(CheckName.FITS, False, _NO_JSON)
-    if facts.completions > 1 and not deployment.supports_n:
+    dropped = dropped_field(facts, deployment)
+    if dropped == "n":
         return Check(CheckName.FITS, False, _NO_CHOICES, (facts.completions,))
-    if facts.needs_logprobs and not deployment.supports_logprobs:
+    if dropped == "logprobs":
         return Check(CheckName.FITS, False, _NO_LOGPROBS)
     return Check(CheckName.FITS, True, "{} tokens fit", (needed,))
 

@@ -22,6 +22,7 @@ from policies.eligibility import (
     RequestFacts,
     Role,
     Verdict,
+    dropped_field,
     evaluate,
     pinned_verdicts,
 )
@@ -249,28 +250,18 @@ def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
 def _answering(model: str, facts: RequestFacts, config: RuntimeConfig,
                deployments: tuple[str, ...]) -> tuple[str, ...]:
     """The `deployments` of `model` that answer the choices and log probabilities asked for;
-    a 400 naming the field when none does."""
-    many = facts.completions > 1
+    a 400 naming the field the first of them would drop when none does."""
     known = {d.name: d for d in config.model_facts[model]}
-    able = tuple(name for name in deployments
-                 if (not many or known[name].supports_n)
-                 and (not facts.needs_logprobs or known[name].supports_logprobs))
+    dropped = [dropped_field(facts, known[name]) for name in deployments]
+    able = tuple(name for name, field in zip(deployments, dropped, strict=True) if field is None)
     if able:
         return able
-    if many and not any(known[name].supports_n for name in deployments):
-        raise RequestError(
-            f"model {model!r} answers one choice per request (its providers take no n) and "
-            f"{facts.completions} were asked for: send {facts.completions} requests, or name a "
-            "model that takes n", param="n", code="no_model_fits")
-    if not any(known[name].supports_logprobs for name in deployments):
-        raise RequestError(
-            f"model {model!r} returns no log probabilities (its providers take no logprobs): "
-            "ask without logprobs, or name a model that returns them",
-            param="logprobs", code="no_model_fits")
+    field = dropped[0]
+    what = f"{facts.completions} choices" if field == "n" else "log probabilities"
     raise RequestError(
-        f"no deployment of model {model!r} answers both {facts.completions} choices and log "
-        "probabilities: ask for one of them, or name a model that answers both",
-        param="logprobs", code="no_model_fits")
+        f"model {model!r} cannot answer {what}: its providers take no {field}, so the answer "
+        f"would come back without them; ask without {field}, or name a model that takes it",
+        param=field, code="no_model_fits")
 
 
 def _first_per_deployment(verdicts: Iterable[Verdict]) -> list[Verdict]:

@@ -113,11 +113,8 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
         context_window=spec.context_window, max_output_tokens=spec.max_output_tokens,
         supports_tools=spec.supports_tools,
         supports_json=spec.supports_json, zero_data_retention=spec.zero_data_retention,
-        supports_n=(spec.supports_n if spec.supports_n is not None
-                    else spec.adapter != "litellm" or litellm_passes(spec.model, "n")),
-        supports_logprobs=(spec.supports_logprobs if spec.supports_logprobs is not None
-                           else spec.adapter != "litellm"
-                           or litellm_passes(spec.model, "logprobs")),
+        supports_n=_answers(spec, spec.supports_n, "n", litellm_passes),
+        supports_logprobs=_answers(spec, spec.supports_logprobs, "logprobs", litellm_passes),
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
         max_in_flight=spec.max_in_flight, tenant_cache_salt=spec.tenant_cache_salt,
         cached_input_price_per_mtok=(spec.cached_input_price_per_mtok
@@ -129,6 +126,15 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
                                     else _prompt_cache_price(price_in, known,
                                                        write_prices(spec.model))),
     )
+
+
+def _answers(spec: DeploymentSpec, setting: bool | None, field: str,
+             litellm_passes: ModelCapability) -> bool:
+    """Whether the deployment answers the request field `field`: as the config sets it, else
+    a pass-through deployment does and a litellm one as litellm passes the field on."""
+    if setting is not None:
+        return setting
+    return spec.adapter != "litellm" or litellm_passes(spec.model, field)
 
 
 def _prompt_cache_price(configured_in: float | None, listed: tuple[float, float] | None,

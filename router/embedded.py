@@ -21,8 +21,23 @@ def has_provider_keys(environ: Mapping[str, str]) -> bool:
     return any(environ.get(name) for name in PROVIDER_KEYS)
 
 
-def simulator_config(environ: Mapping[str, str]) -> RouterConfig:
-    return load_config_file(DEFAULTS / "simulator.yaml", environ)
+def default_file(environ: Mapping[str, str]) -> Path:
+    """The file of the embedded default for this environment."""
+    return DEFAULTS / ("providers.yaml" if has_provider_keys(environ) else "simulator.yaml")
+
+
+def default_config(environ: Mapping[str, str], *, unset_stand_in: bool = False) -> RouterConfig:
+    """The embedded default for this environment: the provider default when a provider key is
+    set, else the simulator default (`unset_stand_in`: its address may be unset, for tools that
+    call nothing)."""
+    if has_provider_keys(environ):
+        return provider_config(environ)
+    return simulator_config(environ, unset_stand_in=unset_stand_in)
+
+
+def simulator_config(environ: Mapping[str, str], *, unset_stand_in: bool = False
+                     ) -> RouterConfig:
+    return load_config_file(DEFAULTS / "simulator.yaml", environ, unset_stand_in=unset_stand_in)
 
 
 def provider_config(environ: Mapping[str, str]) -> RouterConfig:

@@ -47,25 +47,18 @@ def _header(text: str) -> tuple[str, str]:
     return name.strip().lower(), value.strip()
 
 
-def _config_path(args: argparse.Namespace) -> Path:
-    """`--config`, or the file of the embedded default `serve` would use here."""
-    from router import embedded
-
-    if args.config is not None:
-        return Path(args.config)
-    chosen = "providers.yaml" if embedded.has_provider_keys(os.environ) else "simulator.yaml"
-    return embedded.DEFAULTS / chosen
-
-
-def _load(path: Path) -> Any:
+def _load(given: Path | None) -> tuple[Path, Any]:
+    """The config `--config` names, or the embedded default `serve` would use here, with the
+    path that messages name."""
     from policies.loader import PolicyValidationError, load_config_file
     from router import embedded
 
+    path = given if given is not None else embedded.default_file(os.environ)
     # Addresses may use ${VAR}; checking a policy needs none of them to be real.
     try:
-        if path == embedded.DEFAULTS / "providers.yaml":  # as `serve` narrows it
-            return embedded.provider_config(os.environ)
-        return load_config_file(path, os.environ, unset_stand_in=True)
+        if given is None:
+            return path, embedded.default_config(os.environ, unset_stand_in=True)
+        return path, load_config_file(path, os.environ, unset_stand_in=True)
     except OSError as err:
         print(f"{path}: cannot read the config: {err.strerror or err}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -81,8 +74,7 @@ def policy_check(args: argparse.Namespace) -> int:
     from router.pipeline import DEFAULT_MAX_OUTPUT_TOKENS
     from router.wiring import build_runtime, credential_warnings, litellm_in_use, load_quality
 
-    path = _config_path(args)
-    config = _load(path)
+    path, config = _load(args.config)
     base_dir = path.resolve().parent
     try:
         # Everything `serve` resolves at start-up but the secrets' values: prices, learned
@@ -141,8 +133,7 @@ def explain_command(args: argparse.Namespace) -> int:
     from router.pipeline import ChatPipeline
     from router.wiring import build_runtime
 
-    path = _config_path(args)
-    config = _load(path)
+    path, config = _load(args.config)
     try:
         runtime, classifier = build_runtime(config, _with_placeholder_secrets(config),
                                             path.resolve().parent)

@@ -8,10 +8,14 @@ whose first attempt failed and whose retry on the same deployment streamed the a
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
 from router.errors import ProviderUnavailableError
 from router.execution.attempt import AttemptRecord
@@ -72,3 +76,16 @@ def streamed_with_retry(t0: float = 100.0) -> tuple[TracedOutcome, list[str]]:
     second.usage = Usage(12, 31)
     outcome.ended_at = t0 + 0.095
     return outcome, sent
+
+
+async def server_span(telemetry: Telemetry, exporter: InMemorySpanExporter) -> ReadableSpan:
+    """The request's server span, once its outcome was recorded (a stream records at its end,
+    after the client is gone), its metrics with it."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        telemetry.sink.flush()
+        servers = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
+        if servers:
+            return servers[-1]
+        await asyncio.sleep(0.05)
+    raise AssertionError("no server span was recorded")

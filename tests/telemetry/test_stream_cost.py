@@ -11,7 +11,6 @@ client leaves before the answer is priced the same way: its prompt, from the rou
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 
 import aiohttp
@@ -19,15 +18,12 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
 from router.classify.types import RequestView
 from router.pipeline import estimate_prompt_tokens
-from router.telemetry.setup import Telemetry
 from tests.support.services import FAST_PROFILE, Running, start_simulator
-from tests.telemetry.helpers import in_memory_telemetry
+from tests.telemetry.helpers import in_memory_telemetry, server_span
 from tests.telemetry.served import API_KEY, serve
 
 MESSAGES: list[ChatCompletionMessageParam] = [
@@ -56,19 +52,6 @@ def slow_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
                                output_tokens_p50=200, output_tokens_p99=201)
     yield running
     running.stop()
-
-
-async def _server_span(telemetry: Telemetry, exporter: InMemorySpanExporter) -> ReadableSpan:
-    """The request's server span, once its outcome was recorded (a stream records at its end,
-    after the client is gone)."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        telemetry.sink.flush()
-        servers = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
-        if servers:
-            return servers[-1]
-        await asyncio.sleep(0.05)
-    raise AssertionError("no server span was recorded")
 
 
 async def _cost_samples(base: str) -> dict[str, float]:
@@ -106,7 +89,7 @@ async def test_a_stream_cut_by_the_upstream_records_an_estimated_cost(
                     model="fast", messages=MESSAGES, stream=True):
                 received += bool(chunk.choices and chunk.choices[0].delta.content)
         await client.close()
-        span = await _server_span(telemetry, exporter)
+        span = await server_span(telemetry, exporter)
         costs = await _cost_samples(base)
     assert received >= 1  # content had begun: the cut came mid-answer
     _estimated_cost(span)
@@ -128,7 +111,7 @@ async def test_a_stream_its_client_abandons_records_an_estimated_cost(slow_sim: 
             if content == 2:
                 break
         await stream.close()
-        span = await _server_span(telemetry, exporter)
+        span = await server_span(telemetry, exporter)
         costs = await _cost_samples(base)
         await client.close()
     cost = _estimated_cost(span)
@@ -156,7 +139,7 @@ async def test_a_completion_its_client_abandons_records_the_prompt_as_an_estimat
             await asyncio.wait_for(client.chat.completions.create(
                 model="fast", messages=MESSAGES), 0.5)
         await client.close()
-        span = await _server_span(telemetry, exporter)
+        span = await server_span(telemetry, exporter)
         costs = await _cost_samples(base)
     cost = _estimated_cost(span)
     attributes = span.attributes or {}

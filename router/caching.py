@@ -60,7 +60,10 @@ def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str
              raw: Mapping[str, Any]) -> CacheScope:
     data_version = data_version_of(headers, raw.get("metadata"))
     decision, labels = prepared.decision, prepared.labels
-    model = decision.requested if decision.pinned else (
+    # An answer is kept for the rules that chose who wrote it: a policy's route answers per task
+    # and risk, and so does a named model held to the task's risk rule (else a request the rule
+    # refuses that model would be served the answer written under a looser risk).
+    model = decision.requested if decision.pinned and not decision.risk_rule_applied else (
         f"{decision.requested}:{labels.task}:{labels.risk}")
     assignment = prepared.assignment
     if assignment is not None:

@@ -139,6 +139,9 @@ class Outcome:
         """A flat, text-free record for logs."""
         record = {k: v for k, v in asdict(self).items()
                   if k not in ("attempts", "trace", "steps", "captured_input", "captured_output")}
+        # `choices` is a content key the log's redaction withholds (an answer's choices): the
+        # request's `n` goes under its own name.
+        record["n"] = record.pop("choices")
         record.update(ttft_s=self.ttft_s, e2e_s=self.e2e_s, tpot_s=self.tpot_s,
                       attempts=[{"deployment": a.deployment, "error": a.error_class,
                                  "ttft_s": a.ttft_s} for a in self.attempts])

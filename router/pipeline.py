@@ -7,6 +7,7 @@ the wire format and the client connection; this module never touches either.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -49,10 +50,18 @@ class Caller:
     session: str | None = None
     explaining: bool = False  # an explanation: decided as the request would be, nothing recorded
     risk_hints_may_lower: bool = True  # the key's `risk_hints`: False for `raise_only`
+    scopes: tuple[str, ...] = ()  # the key's permission scopes
 
     def units(self) -> UnitIds:
         return UnitIds(request=self.request_id, tenant=self.tenant, user=self.user,
                        session=self.session)
+
+    def prefix_partition(self) -> str:
+        """Whose prompt prefixes may share a provider's prefix cache (and a replica's KV
+        cache): one tenant's callers with the same permission scopes, as for stored answers.
+        A caller with fewer scopes would otherwise learn, from `cached_tokens` or a faster first
+        token, that a caller with more sent exactly that prefix."""
+        return _partition_of(self.tenant, self.scopes)
 
 # Output tokens assumed for fit and cost checks when the request sets no limit.
 DEFAULT_MAX_OUTPUT_TOKENS = 512
@@ -259,6 +268,13 @@ def arm_model(assignment: Assignment | None) -> str | None:
     return assignment.route.removeprefix("model:")
 
 
+@functools.lru_cache(maxsize=1024)
+def _partition_of(tenant: str, scopes: tuple[str, ...]) -> str:
+    """The tenant alone when its key has no scopes (no key: loopback), else the tenant and its
+    distinct scopes in order, separated by a character neither holds."""
+    return tenant if not scopes else "\x00".join((tenant, *sorted(set(scopes))))
+
+
 def is_side_effecting(labels: Labels) -> bool:
     """Requests that may act on the world: the `action` task or side-effecting tools."""
     return labels.task == "action" or "side_effects" in labels.signals
@@ -267,11 +283,14 @@ def is_side_effecting(labels: Labels) -> bool:
 def upstream_body(raw: Mapping[str, Any], tenant: str) -> dict[str, Any]:
     """What the provider receives: the client's body as sent, minus the router's own fields,
     with a client's own `prompt_cache_key` and `cache_salt` kept within its tenant (hashed with
-    it), so that two tenants choosing the same key or salt never share a provider cache."""
+    it: `tenant` is the caller's prefix partition), so that two tenants choosing the same key or
+    salt never share a provider cache."""
     body = {key: value for key, value in raw.items() if key not in _ROUTER_FIELDS}
     chosen = body.get("prompt_cache_key")
     if isinstance(chosen, str):
         body["prompt_cache_key"] = prompt_cache_key(tenant, f"client\x00{chosen}")
+    elif chosen is None:  # an explicit null is no key: the tenant's own is marked in its place
+        body.pop("prompt_cache_key", None)
     salt = body.get("cache_salt")
     if isinstance(salt, str):
         body["cache_salt"] = cache_salt(tenant, salt)
@@ -315,7 +334,7 @@ class ChatPipeline:
             assignment = self._assign_arm(labels.task, caller.units())
         decision = self._with_affinity(
             decide(request.model, labels, facts, self.config, self._ranker, self._health,
-                   restrict_to=arm_model(assignment)), raw, caller.tenant)
+                   restrict_to=arm_model(assignment)), raw, caller.prefix_partition())
         # Feedback is taken on the arm's own answers only: not on one control's route gives
         # for it (degraded), nor on an explanation's.
         if (assignment is not None and self._expose_arm is not None and not caller.explaining
@@ -328,7 +347,8 @@ class ChatPipeline:
             since = arrived_at if arrived_at is not None else started
             deadline = min(deadline, since + policy.timeout_s)
         side_effecting = is_side_effecting(labels)
-        body = upstream_body(raw, caller.tenant)
+        partition = caller.prefix_partition()
+        body = upstream_body(raw, partition)
         if (policy is not None and policy.max_cost_per_request_usd is not None
                 and request.model in self.config.aliases and request.output_token_limit() is None):
             cap = output_cap(policy.max_cost_per_request_usd, facts,
@@ -339,7 +359,7 @@ class ChatPipeline:
                 body["max_completion_tokens"] = cap
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
                     side_effecting=side_effecting,
-                    bodies=marked_bodies(body, caller.tenant,
+                    bodies=marked_bodies(body, partition,
                                          {d.body_kind for d in deployments}),
                     prompt_tokens=facts.prompt_tokens, stream=facts.stream,
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,

@@ -10,12 +10,18 @@ worker thread, so `get` runs inline by default; `set` (an SQLite write, occasion
 write and an eviction cull) runs in a worker thread by default: the answer being stored waits
 for it (answers are stored before their end is sent), the other requests on the event loop do
 not. Both choices are switches, measured by `bench/cache_ops.py` (numbers in docs/caching.md).
+
+The answers are tenants' content, so the directory is made private to the user the router runs
+as (mode 0700, whatever the umask): the files inside follow the umask, which a private directory
+makes moot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
+import stat
 from pathlib import Path
 
 import diskcache
@@ -42,6 +48,7 @@ class DiskResultCache:
         offload_set: bool = True,
         log_interval_s: float = 10.0,
     ) -> None:
+        make_private(Path(directory))
         opened = open_cache(Path(directory), lambda: diskcache.Cache(
             str(directory), timeout=timeout_s, size_limit=size_limit_bytes))
         self._cache = opened.cache
@@ -82,3 +89,14 @@ class DiskResultCache:
         """Close the SQLite connections of this process."""
         self._cache.close()
 
+
+def make_private(directory: Path) -> None:
+    """Create `directory` (and its parents) if missing, and take every permission on it from
+    group and others. A directory another user owns keeps the modes its owner gave it."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    mode = stat.S_IMODE(directory.stat().st_mode)
+    if mode & 0o077:
+        try:
+            os.chmod(directory, mode & 0o700)
+        except PermissionError:
+            pass

@@ -175,7 +175,8 @@ class ChatHandler:
         metadata = chat.metadata if chat.metadata is not None else {}
         caller = Caller(principal.tenant, outcome.request_id, chat.user,
                         session_of(received, metadata),
-                        risk_hints_may_lower=principal.risk_hints_may_lower)
+                        risk_hints_may_lower=principal.risk_hints_may_lower,
+                        scopes=principal.scopes)
         started = self._clock()
         prepared = await self._prepare(chat, raw, received, deadline, caller, outcome.arrived_at)
         deadline = prepared.plan.deadline  # the task policy's timeout may be shorter

@@ -66,7 +66,8 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
             caller = Caller(principal.tenant, request.headers.get("x-request-id") or
                             secrets.token_hex(16), chat.user,
                             session_of(request.headers, metadata), explaining=True,
-                            risk_hints_may_lower=principal.risk_hints_may_lower)
+                            risk_hints_may_lower=principal.risk_hints_may_lower,
+                            scopes=principal.scopes)
             prepared = pipeline.prepare(chat, raw, request.headers,
                                         time.perf_counter() + config.request_timeout_s, caller)
         except Exception as exc:

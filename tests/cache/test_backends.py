@@ -179,3 +179,25 @@ async def test_a_refused_set_marks_the_cache_writes_refused_until_one_is_taken(
     finally:
         await admin.aclose()
         await cache.aclose()
+
+
+async def test_the_disk_cache_directory_is_private_to_its_user(tmp_path: Path) -> None:
+    """Cached answers are tenants' content: under a umask of 022 the directory is created 0700
+    (a new one, with missing parents), an existing 0755 one is narrowed to 0700, and group and
+    others cannot read the stored entry's files whatever their own modes."""
+    from cache.backends.disk import DiskResultCache
+
+    created, existing = tmp_path / "new" / "cache", tmp_path / "existing"
+    existing.mkdir(mode=0o755)
+    os.chmod(existing, 0o755)
+    previous = os.umask(0o022)
+    try:
+        for directory in (created, existing):
+            disk = DiskResultCache(directory, CacheMetrics(), offload_set=False)
+            assert await disk.set("k", ENTRY, 60.0)
+            assert await disk.get("k") == ENTRY
+            disk.close()
+            assert directory.stat().st_mode & 0o777 == 0o700
+            assert any(p.name.startswith("cache.db") for p in directory.iterdir())
+    finally:
+        os.umask(previous)

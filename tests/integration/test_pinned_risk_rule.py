@@ -42,6 +42,11 @@ policies:
     risk:
       high: {{require_zero_data_retention: true}}
       medium: {{cache: false}}
+  tasks:
+    extraction:
+      candidates: [open, private]
+      risk:
+        medium: {{candidates: [private]}}
 server:
   request_timeout_s: 10
   cache: {{default: {{enabled: true, ttl_s: 60}}}}
@@ -140,3 +145,30 @@ def test_an_enforced_risk_rule_turns_the_cache_off_for_a_pinned_request(
 
     assert [cache_status(default) for _ in range(2)] == ["miss", "hit"]
     assert [cache_status(enforcing) for _ in range(2)] == ["bypass", "bypass"]
+
+
+def test_an_answer_cached_at_low_risk_is_not_served_to_a_request_the_rule_refuses(
+        routers: tuple[Running, Running]) -> None:
+    """`extraction` at medium risk allows only `private`. The enforcing router caches
+    `open`'s low-risk answer; the same body at medium risk is refused with the 400, streamed or
+    not, never served that answer (it was written under a looser rule), while the low-risk
+    repeat hits. The default router, which holds pinned requests to no rule, serves the
+    medium-risk repeat from its cache."""
+    default, enforcing = routers
+    prompt = f"Extract the dates ({uuid.uuid4().hex[:8]})"
+
+    def ask(router: Running, risk: str, stream: bool = False) -> str | None:
+        raw = _client(router).chat.completions.with_raw_response.create(
+            model="open", messages=[{"role": "user", "content": prompt}], temperature=0,
+            stream=stream,
+            extra_headers={"x-slorouter-task": "extraction", "x-slorouter-risk": risk})
+        return raw.headers.get("x-slorouter-cache")
+
+    for router in (default, enforcing):
+        assert [ask(router, "low") for _ in range(2)] == ["miss", "hit"]
+    assert ask(default, "medium") == "hit"
+    for stream in (False, True):
+        with pytest.raises(openai.BadRequestError) as caught:
+            ask(enforcing, "medium", stream)
+        assert caught.value.code == "model_not_allowed_for_risk"
+    assert ask(enforcing, "low") == "hit"

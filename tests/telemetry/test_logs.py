@@ -86,3 +86,19 @@ def test_a_recurring_failure_is_logged_once_per_interval_with_the_count_left_out
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert [(line["event"], line["suppressed"], line["error"]) for line in lines] == [
         ("store_down", 0, "ConnectionError"), ("store_down", 3, "ConnectionError")]
+
+
+def test_the_access_line_shows_how_many_choices_were_asked_for() -> None:
+    """The outcome's `n` reaches the `request_finished` line as a number: under the name
+    `choices` the redaction withheld it as content on every line."""
+    from router.outcomes import LogSink, access_log
+
+    with _json_lines(access_log.name) as (logger, stream):
+        logger.setLevel(logging.INFO)
+        install(["sk-a-provider-key-123"], logger=logger)
+        outcome = _served("req-n", None)
+        outcome.choices = 3
+        LogSink().record(outcome)
+    line = json.loads(stream.getvalue())
+    assert line["event"] == "request_finished" and line["n"] == 3
+    assert "choices" not in line and "[content withheld]" not in stream.getvalue()

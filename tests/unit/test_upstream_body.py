@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from cache.prefix import cache_salt
-from router.pipeline import upstream_body
+from router.pipeline import Caller, upstream_body
 from router.prefix import affinity_order, marked_bodies
 from router.providers.base import Deployment
 
@@ -125,3 +125,39 @@ def test_a_deployment_derives_its_names_once_and_again_when_replaced(
     other = dataclasses.replace(made, model="anthropic/claude-y")
     assert (other.upstream_model, other.provider, other.body_kind) == (
         "claude-y", "anthropic", "anthropic")
+
+
+def test_a_null_prompt_cache_key_leaves_room_for_the_tenants_own() -> None:
+    """`"prompt_cache_key": null` is no key (OpenAI's reading): it is not sent on, and a
+    marked prefix gets the tenant's key in its place, as when the field is absent."""
+    raw = {"model": "auto", "prompt_cache_key": None,
+           "messages": [{"role": "system", "content": "x" * 5000},
+                        {"role": "user", "content": "hi"}]}
+    nulled = upstream_body(raw, "acme")
+    absent = upstream_body({k: v for k, v in raw.items() if k != "prompt_cache_key"}, "acme")
+    assert "prompt_cache_key" not in nulled
+    marked = marked_bodies(nulled, "acme", {"openai"})["openai"]["prompt_cache_key"]
+    assert isinstance(marked, str)
+    assert marked == marked_bodies(absent, "acme", {"openai"})["openai"]["prompt_cache_key"]
+
+
+def test_prefix_caches_are_partitioned_by_tenant_and_permission_scopes() -> None:
+    """Two keys of one tenant with different scopes mark the same prefix with different
+    provider keys and salts (a key with fewer scopes learns nothing of what one with more
+    sent); the same scopes in another order share theirs; no scopes is the tenant alone."""
+    body = upstream_body({"model": "auto", "messages": [
+        {"role": "system", "content": "x" * 5000}, {"role": "user", "content": "hi"}]}, "acme")
+    kinds = {"openai", "salted"}
+
+    def marks(caller: Caller) -> tuple[object, object]:
+        bodies = marked_bodies(body, caller.prefix_partition(), kinds)
+        return bodies["openai"]["prompt_cache_key"], bodies["salted"]["cache_salt"]
+
+    reader = marks(Caller("acme", scopes=("docs:read",)))
+    admin = marks(Caller("acme", scopes=("admin", "docs:read")))
+    assert reader[0] != admin[0] and reader[1] != admin[1]
+    assert marks(Caller("acme", scopes=("docs:read", "admin"))) == admin
+    assert marks(Caller("acme")) == marks(Caller("acme", scopes=()))
+    assert Caller("acme").prefix_partition() == "acme"
+    assert marks(Caller("acme")) != reader
+    assert marks(Caller("globex", scopes=("docs:read",))) != reader

@@ -63,6 +63,10 @@ class Caller:
         token, that a caller with more sent exactly that prefix."""
         return _partition_of(self.tenant, self.scopes)
 
+# An attempt that waits this many times its task's latency target without an answer has
+# stalled, whoever's deadline then cuts it (`Plan.stall_after_s`).
+STALL_TARGET_MULTIPLE = 2.0
+
 # Output tokens assumed for fit and cost checks when the request sets no limit.
 DEFAULT_MAX_OUTPUT_TOKENS = 512
 
@@ -275,6 +279,17 @@ def _partition_of(tenant: str, scopes: tuple[str, ...]) -> str:
     return tenant if not scopes else "\x00".join((tenant, *sorted(set(scopes))))
 
 
+def stall_after_s(policy: TaskPolicy | None, stream: bool) -> float | None:
+    """How long an attempt may wait before its wait is a stall: `STALL_TARGET_MULTIPLE` times
+    the task's TTFT target for a stream's first token (its E2E target when it has none), its
+    E2E target for a whole answer; None without a target (nothing says how long is too long)."""
+    if policy is None:
+        return None
+    slo = policy.slo
+    target_ms = (slo.ttft_p95_ms or slo.e2e_p99_ms) if stream else slo.e2e_p99_ms
+    return None if target_ms is None else STALL_TARGET_MULTIPLE * target_ms / 1000.0
+
+
 def is_side_effecting(labels: Labels) -> bool:
     """Requests that may act on the world: the `action` task or side-effecting tools."""
     return labels.task == "action" or "side_effects" in labels.signals
@@ -362,6 +377,7 @@ class ChatPipeline:
                     bodies=marked_bodies(body, partition,
                                          {d.body_kind for d in deployments}),
                     prompt_tokens=facts.prompt_tokens, stream=facts.stream,
+                    stall_after_s=stall_after_s(policy, facts.stream),
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
                                                    deadline))
         phases.classify, phases.decide = classified - started, self._clock() - classified

@@ -72,6 +72,10 @@ def exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
                         if a.error is not None and a.outcome == "failed")
     prefix = f"{why}: " if why else ""
     message = f"{prefix}all {len(errors)} attempts failed: {summary}"
+    if last.code == "deadline_exceeded":
+        # The deadline ended the trying, whatever failed before: the client is told that (a
+        # 504 it may retry with a longer one), not that the attempts failed in different ways.
+        return deadline_exceeded(f"after {len(errors)} attempts: {summary}")
     if all(type(err) is type(last) for err in errors):
         # come back when the first of them may answer (429s holding for 30 s and 7 s: 7)
         waits = [err.retry_after for err in errors if err.retry_after is not None]

@@ -46,6 +46,10 @@ class Plan:
     # with the first content chunk (the SDKs' timeout, `head_timeout_s`): no attempt waits for
     # its first content past it, nor starts after it. None: the deadline alone.
     head_deadline: float | None = None
+    # An attempt still waiting after this long (for a stream's first token, or a whole answer)
+    # is a stall, whoever's deadline then cuts it: its breaker counts it even when the client's
+    # own timeout did (`stall_after_s`). None: no target to judge by, a client's cut spares it.
+    stall_after_s: float | None = None
 
 
 class Release(Protocol):

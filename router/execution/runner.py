@@ -102,12 +102,14 @@ class Runner:
                              deployment: Deployment, alternate: Deployment | None,
                              last: bool) -> CommittedStream | None:
         """Attempts on one deployment (first try and retries); None means move on."""
+        paid = False  # a retry's token, spent before its backoff
         for retry in range(self._state.max_retries_per_deployment + 1):
             if _first_content_by(plan) - self._clock() <= 0:  # before spending any budget
                 raise deadline_passed(attempts)
             after_failure = any(a.outcome == "failed" for a in attempts)
-            if after_failure and not self._state.retries.try_spend():
+            if after_failure and not paid and not self._state.retries.try_spend():
                 raise exhausted(attempts, "retry budget exhausted")
+            paid = False
             kind: AttemptKind = "retry" if retry else ("fallback" if after_failure else "first")
             try:
                 return await self._attempt(plan, attempts, open_, deployment, alternate, kind)
@@ -134,6 +136,11 @@ class Runner:
                                     remaining_s=plan.deadline - self._clock())
                 if delay is None or retry == self._state.max_retries_per_deployment:
                     return None
+                # The budget before the wait: a retry it refuses is answered at once, not after
+                # holding the client (and its slot) through a backoff or a Retry-After.
+                if not self._state.retries.try_spend():
+                    raise exhausted(attempts, "retry budget exhausted")
+                paid = True
                 await asyncio.sleep(delay)
         return None
 
@@ -170,14 +177,18 @@ class Runner:
         except TimeoutError as exc:
             # Cut by the request's own deadline (shorter than the deployment's timeout), the
             # attempt says nothing about the deployment's health: a client asking for 1 ms
-            # must not open the breakers of healthy deployments for everyone.
+            # must not open the breakers of healthy deployments for everyone. Unless it had
+            # waited past the plan's stall threshold: a deployment that hangs must lose its
+            # traffic even when every client's timeout is shorter than its own.
             by_deadline = by_head or _client_bounded(plan, call)
             err: SlorouterError = (
                 deadline_exceeded("during the upstream attempt") if by_deadline
                 else ProviderTimeoutError("no first token before the attempt's timeout",
                                           code="first_token_timeout"))
             _price_pending(plan, attempts, deployment, alternate)  # sent, and cut unanswered
-            self._fail_pending(attempts, err, health=not by_deadline)
+            now = self._clock()
+            self._fail_pending(attempts, err, health=lambda record: not by_deadline or stalled(
+                plan.stall_after_s, now - record.started_at))
             raise err from exc
         except SlorouterError as err:
             self._failed_on(record, deployment, err, plan, attempts)  # a hedged one: ended
@@ -247,12 +258,12 @@ class Runner:
                                result.rest, attempts, self._releaser(winner, bounded), bounded)
 
     def _fail_pending(self, attempts: list[AttemptRecord], err: SlorouterError,
-                      health: bool = True) -> None:
+                      health: Callable[[AttemptRecord], bool] = lambda _record: True) -> None:
         """Every attempt of this step still pending (the attempt and its hedge) failed;
-        `health=False`: not for a reason that tells anything about the deployments."""
+        `health(record)` False: not for a reason that tells anything about its deployment."""
         for record in attempts:
             if record.outcome == "pending" and record.started_at:
-                self._failed(record, err, attempts, health)
+                self._failed(record, err, attempts, health(record))
 
     def _at_cap(self, deployment: Deployment) -> bool:
         """The bulkhead: `deployment` has `max_in_flight` attempts begun and not ended. Read
@@ -398,6 +409,12 @@ def _head_timeout(plan: Plan, timeout_s: float, now: float) -> tuple[float, bool
     if plan.head_deadline is not None and plan.head_deadline - now < timeout_s:
         return plan.head_deadline - now, True
     return timeout_s, False
+
+
+def stalled(stall_after_s: float | None, waited_s: float) -> bool:
+    """Whether an attempt that waited `waited_s` without its first token (a whole answer, not
+    streamed) had stalled, by the plan's threshold (None: none to judge by)."""
+    return stall_after_s is not None and waited_s >= stall_after_s
 
 
 def _client_bounded(plan: Plan, call: UpstreamCall) -> bool:

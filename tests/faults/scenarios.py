@@ -389,6 +389,9 @@ FAULT_MODELS: dict[str, dict[str, object]] = {
     "calm": steady(100),
     # the bulkhead: a deployment that takes requests and never answers, beside healthy ones
     "bulk-hang": steady(20, hang_rate=1.0),
+    # a hang that only clients' deadlines ever cut (test_client_deadline_stalls.py)
+    "stall": steady(20, hang_rate=1.0),
+    "stall-ok": steady(20),
     "bulk-ok": steady(20),
     "bulk-tail": heavy_tail(60, share=0.3),
     "bulk-cut": steady(20, 30, cut_rate=0.5, cut_after_chunks=3, cut_mode="abort"),

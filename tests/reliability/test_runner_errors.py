@@ -403,3 +403,113 @@ async def test_retries_of_one_request_on_one_deployment_count_one_failure() -> N
     assert len(provider.calls) > 3  # retried
     health = state.breakers.snapshot().deployments[0]
     assert health.window_failures == 3 and state.breakers.state("only") == "closed"
+
+
+async def test_a_hang_the_clients_deadline_cuts_past_the_stall_threshold_counts() -> None:
+    """Every client's timeout is shorter than the deployment's own, so only the client's
+    deadline ever cuts a hang: past the plan's stall threshold (twice the task's target) the
+    cut is a failure of the deployment, as with its own timeout; the client still gets its 504
+    `deadline_exceeded`. Short of the threshold it says nothing, as without one."""
+    for stall_after_s, counted in ((0.02, True), (5.0, False)):
+        runner, plan, state = _hanging_runner(deployment_timeout_s=10.0, deadline_s=0.05)
+        plan = dataclasses.replace(plan, stall_after_s=stall_after_s)
+        with pytest.raises(ProviderTimeoutError) as caught:
+            await runner.complete(plan, [])
+        assert caught.value.code == "deadline_exceeded"
+        health = state.breakers.snapshot().deployments[0]
+        assert (health.consecutive_failures == 1) is counted
+        assert health.window_failures == (1 if counted else 0)
+
+
+async def test_five_stalls_open_the_breaker_so_the_fallback_serves() -> None:
+    """The policy's candidate hangs and its fallback answers; clients time out at 50 ms, past
+    a 20 ms stall threshold. Each request is a 504 that never reaches the fallback (the hang
+    ate the deadline), until the fifth opens the candidate's breaker: the sixth goes straight
+    to the fallback and is answered."""
+    provider = Hanging({})
+
+    class HangingFirst(ScriptedProvider):
+        async def complete(self, call: UpstreamCall) -> Completion:
+            if call.deployment.name == "slow":
+                return await provider.complete(call)
+            return await super().complete(call)
+
+    answering = HangingFirst({})
+    breakers_clock = FakeClock()
+    state = ExecutionState(BreakerRegistry(BreakerPolicy(), breakers_clock),
+                           retry_budget(breakers_clock), hedge_budget(breakers_clock))
+    runner = Runner({"openai_passthrough": answering}, state, clock=time.perf_counter)
+    slow = dataclasses.replace(_deployment("slow"), timeout_s=10.0)
+
+    def plan() -> Plan:
+        return Plan(deployments=[slow, _deployment("fallback")], body={"messages": []},
+                    deadline=time.perf_counter() + 0.05, deadline_from_client=True,
+                    stall_after_s=0.02)
+
+    for _ in range(5):
+        with pytest.raises(ProviderTimeoutError):
+            await runner.complete(plan(), [])
+    assert state.breakers.state("slow") == "open"
+    deployment, _ = await runner.complete(plan(), [])
+    assert deployment.name == "fallback"
+    assert provider.calls == ["slow"] * 5 and answering.calls == ["fallback"]
+
+
+async def test_a_retry_the_budget_refuses_is_answered_without_waiting_out_its_backoff(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last deployment answers 429 with a Retry-After of 0.9 s, and the retry budget is
+    empty: the request gets its 429 at once, with no wait (it used to sleep the 0.9 s, holding
+    the client and its slot, only to be refused). With budget left, it waits, then retries."""
+    clock = FakeClock()
+    limited = ProviderRateLimitedError("upstream returned 429", code="rate_limited",
+                                       retry_after=0.9)
+    waits: list[float] = []
+
+    async def recorded(delay: float) -> None:
+        waits.append(delay)
+
+    monkeypatch.setattr("router.execution.runner.asyncio.sleep", recorded)
+    for policy, expected_calls in ((BudgetPolicy(share=0.0, floor_per_s=0.0), ["only"]),
+                                   (BudgetPolicy(), ["only", "only"])):
+        waits.clear()
+        provider = ScriptedProvider({"only": limited})
+        state = ExecutionState(BreakerRegistry(BreakerPolicy(), clock),
+                               retry_budget(clock, policy), hedge_budget(clock))
+        runner = Runner({"openai_passthrough": provider}, state, clock=clock)
+        with pytest.raises(ProviderRateLimitedError) as caught:
+            await runner.complete(_plan(clock, "only"), [])
+        assert provider.calls == expected_calls
+        if len(expected_calls) == 1:
+            assert waits == [] and "retry budget exhausted" in caught.value.message
+        else:
+            assert waits and min(waits) >= 0.9
+
+
+async def test_a_deadline_that_runs_out_during_a_retry_is_a_504() -> None:
+    """The only deployment fails (503) and its retry hangs until the client's deadline cuts
+    it: the client is told its deadline passed (504 `deadline_exceeded`, naming both
+    attempts), not that the attempts failed in different ways (502)."""
+    first = [True]
+
+    class FailsThenHangs(ScriptedProvider):
+        async def complete(self, call: UpstreamCall) -> Completion:
+            self.calls.append(call.deployment.name)
+            if first[0]:
+                first[0] = False
+                raise _unavailable()
+            await asyncio.sleep(30)
+            raise AssertionError("not cancelled")
+
+    provider = FailsThenHangs({})
+    breakers_clock = FakeClock()
+    state = ExecutionState(BreakerRegistry(BreakerPolicy(), breakers_clock),
+                           retry_budget(breakers_clock), hedge_budget(breakers_clock))
+    runner = Runner({"openai_passthrough": provider}, state, clock=time.perf_counter)
+    plan = Plan(deployments=[dataclasses.replace(_deployment("only"), timeout_s=10.0)],
+                body={"messages": []}, deadline=time.perf_counter() + 0.3,
+                deadline_from_client=True)
+    with pytest.raises(ProviderTimeoutError) as caught:
+        await runner.complete(plan, [])
+    assert caught.value.code == "deadline_exceeded" and caught.value.status_code == 504
+    assert "after 2 attempts" in caught.value.message
+    assert provider.calls == ["only", "only"]

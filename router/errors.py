@@ -41,7 +41,12 @@ come back together; every admission refusal has it too. The spread only lengthen
 from __future__ import annotations
 
 
-def shown(value: object, limit: int) -> str:
+# The most characters of a client's header or `metadata` value a 400 quotes back (`shown`):
+# enough to tell which value it was, too few to carry much of whatever else it holds.
+ECHOED_CHARS = 32
+
+
+def shown(value: object, limit: int = ECHOED_CHARS) -> str:
     """What an error message may echo of a client's `value`: its first `limit` characters, and
     an ellipsis when there were more (a long value could hold anything, prompt text
     included, and made every error that quoted it as long)."""

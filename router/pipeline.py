@@ -23,7 +23,7 @@ from policies.schema import TaskPolicy
 from router.api.schemas import ChatCompletionRequest, FunctionTool
 from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
-from router.errors import RequestError, shown
+from router.errors import ECHOED_CHARS, RequestError, shown
 from router.execution.hedging import HedgeInputs, plan_hedge, refusal_before_prediction
 from router.execution.plan import CommittedStream, Plan
 from router.execution.runner import Runner
@@ -130,10 +130,6 @@ def _legacy_functions(request: ChatCompletionRequest) -> list[dict[str, Any]]:
     found = (request.model_extra or {}).get("functions")
     return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
 
-
-# The most characters of a client's header or `metadata` value a 400 quotes back (`shown`):
-# enough to tell which value it was, too few to carry much of whatever else it holds.
-ECHOED_CHARS = 32
 
 
 def hints_from(request: ChatCompletionRequest, headers: Mapping[str, str],

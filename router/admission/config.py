@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final, Literal, get_args
 
-from router.errors import RequestError
+from router.errors import RequestError, shown
 
 Priority = Literal["interactive", "background"]
 PRIORITIES: Final[tuple[Priority, ...]] = get_args(Priority)
@@ -74,7 +74,7 @@ def parse_priority(value: str | None) -> Priority:
         if normalized == priority:
             return priority
     raise RequestError(
-        f"{PRIORITY_HEADER} must be one of {', '.join(PRIORITIES)}, got {value!r}",
+        f"{PRIORITY_HEADER} must be one of {', '.join(PRIORITIES)}, got {shown(value)!r}",
         param=PRIORITY_HEADER,
         code="invalid_priority",
     )

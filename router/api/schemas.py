@@ -65,22 +65,36 @@ class ContentPart(_Open):
         return value
 
 
+# Roles whose message is nothing without its content (an assistant's may be tool calls alone).
+_CONTENT_REQUIRED = frozenset({"system", "developer", "user", "tool"})
+
+
 class ChatMessage(_Open):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: StrictStr | list[ContentPart] | None = None
+    content: StrictStr | list[ContentPart] | None = Field(default=None, validate_default=True)
     name: StrictStr | None = None
     tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: StrictStr | None = None
+    tool_call_id: StrictStr | None = Field(default=None, validate_default=True)
 
     @field_validator("content")
     @classmethod
-    def _refusal_only_from_the_assistant(cls, value: Any, info: ValidationInfo) -> Any:
+    def _content_of_its_role(cls, value: Any, info: ValidationInfo) -> Any:
         role = info.data.get("role")
+        if value is None and role in _CONTENT_REQUIRED:
+            raise PydanticCustomError("missing", "required in a {role} message", {"role": role})
         if isinstance(value, list) and role not in (None, "assistant") and any(
                 part.type == "refusal" for part in value):
             raise PydanticCustomError("invalid_value",
                                       "a `refusal` content part is only valid in an assistant "
                                       "message, not in a {role} message", {"role": role})
+        return value
+
+    @field_validator("tool_call_id")
+    @classmethod
+    def _tool_results_name_their_call(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None and info.data.get("role") == "tool":
+            raise PydanticCustomError("missing", "required in a tool message (the id of the "
+                                      "tool call it answers)")
         return value
 
     def text(self) -> str:
@@ -179,15 +193,17 @@ class ChatCompletionRequest(_Open):
     # StrictFloat takes JSON integers too (`"temperature": 1`); strings and booleans never.
     temperature: StrictFloat | None = Field(default=None, ge=0, le=2)
     top_p: StrictFloat | None = Field(default=None, ge=0, le=1)
-    frequency_penalty: StrictFloat | None = None
-    presence_penalty: StrictFloat | None = None
+    frequency_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    presence_penalty: StrictFloat | None = Field(default=None, ge=-2, le=2)
+    # token id (a string of digits) -> bias, OpenAI's bounds
+    logit_bias: dict[StrictStr, Annotated[StrictFloat, Field(ge=-100, le=100)]] | None = None
     max_tokens: StrictInt | None = Field(default=None, ge=1)
     max_completion_tokens: StrictInt | None = Field(default=None, ge=1)
     stop: StrictStr | list[StrictStr] | None = None
     seed: StrictInt | None = None
     n: StrictInt | None = Field(default=None, ge=1, le=128)  # OpenAI's own bounds
     logprobs: StrictBool | None = None
-    top_logprobs: StrictInt | None = None
+    top_logprobs: StrictInt | None = Field(default=None, ge=0, le=20)
     user: StrictStr | None = Field(default=None, max_length=256)
     # vLLM's prefix-cache salt; the router scopes it within the tenant (`upstream_body`)
     cache_salt: StrictStr | None = Field(default=None, min_length=1, max_length=256)
@@ -206,6 +222,53 @@ class ChatCompletionRequest(_Open):
     def _stop_list(cls, value: str | list[str] | None) -> str | list[str] | None:
         if isinstance(value, list) and len(value) > 4:
             raise ValueError("at most 4 stop sequences")
+        return value
+
+    # OpenAI refuses the requests below with a 400. Checked here, they are refused alike
+    # whichever deployment would serve: forwarded, a provider's 400 moved `auto` to the next
+    # candidate, and litellm's `drop_params` let another answer 200 without the field.
+
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_of_a_stream(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and info.data.get("stream") is not True:
+            raise PydanticCustomError("invalid_value",
+                                      "only allowed when `stream` is true")
+        return value
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _tool_choice_among_the_tools(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None or value == "none":
+            return value
+        if isinstance(value, str) and value not in ("auto", "required"):
+            raise PydanticCustomError("invalid_value",
+                                      "should be 'none', 'auto', 'required' or an object")
+        if value == "auto":
+            return value
+        tools = info.data.get("tools")
+        if not tools:
+            raise PydanticCustomError("invalid_value", "only allowed when `tools` are given")
+        named = value.get("function") if isinstance(value, dict) else None
+        name = named.get("name") if isinstance(named, dict) else None
+        if isinstance(name, str) and value.get("type") == "function" and name not in {
+                t.function.name for t in tools if isinstance(t, FunctionTool)}:
+            raise PydanticCustomError("invalid_value",
+                                      "names a function that is not among `tools`")
+        return value
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _logit_bias_by_token_id(cls, value: Any) -> Any:
+        if value is not None and not all(key.isascii() and key.isdigit() for key in value):
+            raise PydanticCustomError("invalid_value", "keys should be token ids (digits)")
+        return value
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_logprobs_with_logprobs(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and value > 0 and info.data.get("logprobs") is not True:
+            raise PydanticCustomError("invalid_value", "requires `logprobs` to be true")
         return value
 
     def output_token_limit(self) -> int | None:

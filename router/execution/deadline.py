@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from router.errors import RequestError
+from router.errors import RequestError, shown
 
 Clock = Callable[[], float]
 """A monotonic clock in seconds (`time.monotonic`, or a fake in tests)."""
@@ -97,7 +97,8 @@ def _parse_ours(raw: str) -> float:
     value = _parse_positive(raw)
     if value is None:
         raise RequestError(
-            f"{TIMEOUT_MS_HEADER} must be a positive number of milliseconds, got {raw!r}",
+            f"{TIMEOUT_MS_HEADER} must be a positive number of milliseconds, got "
+            f"{shown(raw)!r}",
             param=TIMEOUT_MS_HEADER,
             code="invalid_timeout",
         )

@@ -135,9 +135,23 @@ def _class_names(exc: BaseException, *, suppressed: bool = False) -> set[str]:
 
 # --------------------------------------------------------------------- raised before sending
 
-# Frames that mean the failure happened while talking to the provider or reading its answer.
-_IO_PATH_PARTS = ("/httpx/", "/httpcore/", "/aiohttp/", "/openai/_base_client", "/anthropic/")
+# Frames that mean the failure happened while talking to the provider or reading its answer:
+# in these installed packages (by the top-level package a frame's file is in, so litellm's own
+# `litellm/llms/anthropic/...`, which builds requests, is not the anthropic SDK), or in these
+# functions of litellm's.
+_IO_PACKAGES = frozenset({"httpx", "httpcore", "aiohttp", "anthropic"})
+_IO_MODULES = ("openai/_base_client",)
 _IO_FUNCTIONS = ("transform_response", "convert_to_model_response")
+_INSTALLED = re.compile(r"/(?:site|dist)-packages/(.+)$")
+
+
+def _does_io(path: str) -> bool:
+    """Whether a frame's file is one of the packages (or modules) that talk to a provider."""
+    installed = _INSTALLED.search(path)
+    if installed is None:
+        return False
+    within = installed.group(1)
+    return within.partition("/")[0] in _IO_PACKAGES or within.startswith(_IO_MODULES)
 
 
 def raised_before_sending(exc: BaseException) -> bool:
@@ -161,9 +175,36 @@ def raised_before_sending(exc: BaseException) -> bool:
               for frame, _ in traceback.walk_tb(chain[-1].__traceback__)]
     in_set_up = any(name == "completion" and path.endswith("litellm/main.py")
                     for path, name in frames)
-    did_io = any(part in path for path, _ in frames for part in _IO_PATH_PARTS) or any(
+    did_io = any(_does_io(path) for path, _ in frames) or any(
         name.startswith(_IO_FUNCTIONS) for _, name in frames)
     return in_set_up and not did_io
+
+
+def failed_building_request(exc: BaseException) -> bool:
+    """Whether `exc` is litellm's `BadRequestError` over a plain builtin error (a `KeyError` on a
+    field a provider's format needs, say) raised in litellm's own code, in no frame that sends
+    a request or reads an answer: its transformation of the request for the provider failed,
+    no upstream saw it. (An upstream's own 400 has the HTTP client's status error behind it.)"""
+    if "BadRequestError" not in _class_names(exc):
+        return False
+    chain = _causes(exc)
+    if not chain or not _plain_builtin(chain[-1]):
+        return False
+    frames = [frame.f_code for frame, _ in traceback.walk_tb(chain[-1].__traceback__)]
+    return bool(frames) and all(
+        "/litellm/" in code.co_filename.replace("\\", "/") and not _does_io(
+            code.co_filename.replace("\\", "/")) and not code.co_name.startswith(_IO_FUNCTIONS)
+        for code in frames)
+
+
+def build_failure(exc: BaseException) -> str:
+    """What went wrong building the request, from the builtin error at the root of `exc`'s
+    chain: a missing field is named as one (a `KeyError`'s message is the bare key)."""
+    chain = _causes(exc)
+    root = chain[-1] if chain else exc
+    if isinstance(root, KeyError) and root.args:
+        return f"a field it needs is missing: {root.args[0]!r}"
+    return message_of(root) or message_of(exc) or "invalid request"
 
 
 def _causes(exc: BaseException, *, suppressed: bool = False) -> list[BaseException]:

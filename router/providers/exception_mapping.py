@@ -31,7 +31,9 @@ from router import errors as e
 from router.providers.error_text import clean_message, message_of, upstream_fields
 from router.providers.exception_causes import (
     answered_unreadable,
+    build_failure,
     dropped_unanswered,
+    failed_building_request,
     maybe_received,
     missing_credentials,
     raised_before_sending,
@@ -150,10 +152,10 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
     refused = refused_by_litellm(exc)
     if refused is not None:
         return e.ProviderRejectedError(refused[1], param=refused[0], code="adapter_rejected")
-    if raised_before_sending(exc):
+    if raised_before_sending(exc) or failed_building_request(exc):
         return e.ProviderRejectedError(
-            "the request could not be prepared for the provider: "
-            f"{message_of(exc) or 'invalid request'}", code="adapter_rejected")
+            f"the request could not be prepared for the provider: {build_failure(exc)}",
+            code="adapter_rejected")
     if maybe_received(exc):
         return e.ProviderError(
             f"upstream call failed: {message_of(exc) or 'connection error'}",

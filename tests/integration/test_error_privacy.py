@@ -133,6 +133,15 @@ def test_a_conflicting_value_is_echoed_cut_short_and_never_logged(
                                        extra_headers={"x-slorouter-risk": LONG_VALUE})
     error = caught.value.response.json()["error"]
     assert error["code"] == "invalid_hint" and len(error["message"]) < 250, error
+    # and so are a timeout and a priority that are not one (they were quoted whole)
+    for header, code in (("x-slorouter-timeout-ms", "invalid_timeout"),
+                         ("x-slorouter-priority", "invalid_priority")):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(model="pt-echo", messages=messages,
+                                           extra_headers={header: LONG_VALUE})
+        error = caught.value.response.json()["error"]
+        assert error["code"] == code and len(error["message"]) < 250, error
+        assert "v" * 32 + "…" in error["message"], error
     assert log.read_text(errors="replace").count('"request_finished"') >= 3
 
 

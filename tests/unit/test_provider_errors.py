@@ -561,3 +561,23 @@ def test_aiohttp_connect_and_read_timeouts_are_told_apart(raised: BaseException,
     err = map_exception(raised)
     assert isinstance(err, errors.ProviderTimeoutError)
     assert (err.code, sent_unanswered(err)) == (code, sent)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"tools": [{"type": "custom", "custom": {"name": "t"}}]},
+    {"messages": [{"role": "tool", "content": "x"}]},
+], ids=["custom-tool", "tool-message-without-its-call-id"])
+async def test_litellm_failing_to_build_an_anthropic_request_is_the_requests_fault(
+        kwargs: dict[str, Any]) -> None:
+    """litellm's Anthropic transformation raising a KeyError on a field it needs (a custom
+    tool has no `function`; a tool result no `tool_call_id`), before any call: a 400
+    `adapter_rejected` naming the field, which no breaker counts. The first used to be a 502
+    `upstream_connection_error` (litellm's own `anthropic` package was taken for the anthropic
+    SDK's I/O), so five such requests opened a healthy deployment's breaker; the second a 400
+    worded "upstream returned 400" though no upstream saw it."""
+    exc = await _raised_by_litellm(model="anthropic/fast", max_tokens=3, **kwargs)
+    mapped = map_exception(exc)
+    assert isinstance(mapped, errors.ProviderRejectedError), mapped
+    assert mapped.code == "adapter_rejected" and "a field it needs is missing" in mapped.message
+    assert not classify(mapped, AttemptContext(False, True, False)).breaker_failure
+    _assert_clean(mapped.message)

@@ -89,7 +89,8 @@ def test_json_numbers_and_booleans_of_the_right_type_pass() -> None:
     chat = parse_chat(_body(temperature=1, top_p=0.5, max_tokens=5, max_completion_tokens=9,
                             n=1, seed=0, stream=True, stream_options={"include_usage": True},
                             logprobs=False, top_logprobs=0, stop=["\n"], user="u-1",
-                            tool_choice={"type": "function", "function": {"name": "f"}}))
+                            tool_choice={"type": "function", "function": {"name": "f"}},
+                            tools=[{"type": "function", "function": {"name": "f"}}]))
     assert chat.temperature == 1.0 and chat.stream is True
     assert chat.output_token_limit() == 9
 
@@ -294,3 +295,57 @@ def test_a_body_of_more_containers_than_the_limit_is_refused_before_validation()
     fits = {"model": "auto",
             "messages": [{"role": "user", "content": "x"}] * (MAX_JSON_CONTAINERS - 2)}
     assert len(parse_chat(parse_json_object(orjson.dumps(fits))).messages) == len(fits["messages"])
+
+
+FUNCTION_TOOLS = [{"type": "function", "function": {"name": "lookup"}}]
+
+
+@pytest.mark.parametrize(("fields", "param"), [
+    ({"top_logprobs": 2}, "top_logprobs"),
+    ({"top_logprobs": 21, "logprobs": True}, "top_logprobs"),
+    ({"tool_choice": "sometimes", "tools": FUNCTION_TOOLS}, "tool_choice"),
+    ({"tool_choice": "required"}, "tool_choice"),
+    ({"tool_choice": {"type": "function", "function": {"name": "lookup"}}}, "tool_choice"),
+    ({"tool_choice": {"type": "function", "function": {"name": "other"}},
+      "tools": FUNCTION_TOOLS}, "tool_choice"),
+    ({"presence_penalty": 2.5}, "presence_penalty"),
+    ({"frequency_penalty": -3}, "frequency_penalty"),
+    ({"logit_bias": [1, 2]}, "logit_bias"),
+    ({"logit_bias": {"hello": 5}}, "logit_bias"),
+    ({"logit_bias": {"50256": 101}}, "logit_bias.50256"),
+    ({"stream_options": {"include_usage": True}}, "stream_options"),
+    ({"messages": [{"role": "tool", "content": "42"}]}, "messages[0].tool_call_id"),
+    ({"messages": [{"role": "user", "content": None}]}, "messages[0].content"),
+    ({"messages": [{"role": "system"}, {"role": "user", "content": "hi"}]},
+     "messages[0].content"),
+])
+def test_requests_openai_refuses_are_refused_here_whatever_would_serve_them(
+        fields: dict[str, Any], param: str) -> None:
+    """Forwarded, these reached a deployment that refused them (a 400, and `auto` moved on to
+    the next candidate) or one whose litellm dropped the field and answered 200 without it:
+    the same request got a 400 or a 200 depending on the route. Now it is a 400 naming the
+    field, before any routing."""
+    assert _rejected(_body(**fields)).param == param
+
+
+@pytest.mark.parametrize("fields", [
+    {"top_logprobs": 0},  # zero alternatives asks for nothing
+    {"top_logprobs": 20, "logprobs": True},
+    {"tool_choice": "none"},
+    {"tool_choice": "auto"},
+    {"tool_choice": "required", "tools": FUNCTION_TOOLS},
+    {"tool_choice": {"type": "function", "function": {"name": "lookup"}},
+     "tools": FUNCTION_TOOLS},
+    {"tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}},
+     "tools": FUNCTION_TOOLS},
+    {"presence_penalty": -2, "frequency_penalty": 2},
+    {"logit_bias": {"50256": -100, "15": 7.5}},
+    {"stream": True, "stream_options": {"include_usage": True}},
+    {"stream_options": None},
+    {"messages": [{"role": "assistant", "content": None,
+                   "tool_calls": [{"id": "c1", "type": "function",
+                                   "function": {"name": "lookup", "arguments": "{}"}}]},
+                  {"role": "tool", "tool_call_id": "c1", "content": "42"}]},
+])
+def test_what_openai_takes_of_those_fields_passes(fields: dict[str, Any]) -> None:
+    assert parse_chat(_body(**fields)).model == "auto"

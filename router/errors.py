@@ -40,7 +40,6 @@ come back together; every admission refusal has it too. The spread only lengthen
 
 from __future__ import annotations
 
-
 # The most characters of a client's header or `metadata` value a 400 quotes back (`shown`):
 # enough to tell which value it was, too few to carry much of whatever else it holds.
 ECHOED_CHARS = 32

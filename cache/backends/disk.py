@@ -19,6 +19,7 @@ makes moot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import stat
@@ -96,7 +97,5 @@ def make_private(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     mode = stat.S_IMODE(directory.stat().st_mode)
     if mode & 0o077:
-        try:
+        with contextlib.suppress(PermissionError):
             os.chmod(directory, mode & 0o700)
-        except PermissionError:
-            pass

@@ -139,7 +139,7 @@ class Runner:
                 # The budget before the wait: a retry it refuses is answered at once, not after
                 # holding the client (and its slot) through a backoff or a Retry-After.
                 if not self._state.retries.try_spend():
-                    raise exhausted(attempts, "retry budget exhausted")
+                    raise exhausted(attempts, "retry budget exhausted") from err
                 paid = True
                 await asyncio.sleep(delay)
         return None

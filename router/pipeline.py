@@ -343,9 +343,10 @@ class ChatPipeline:
         assignment = None
         if self._assign_arm is not None and request.model in self.config.aliases:
             assignment = self._assign_arm(labels.task, caller.units())
+        partition = caller.prefix_partition()  # whose prompt prefixes may share a cache
         decision = self._with_affinity(
             decide(request.model, labels, facts, self.config, self._ranker, self._health,
-                   restrict_to=arm_model(assignment)), raw, caller.prefix_partition())
+                   restrict_to=arm_model(assignment)), raw, partition)
         # Feedback is taken on the arm's own answers only: not on one control's route gives
         # for it (degraded), nor on an explanation's.
         if (assignment is not None and self._expose_arm is not None and not caller.explaining
@@ -358,7 +359,6 @@ class ChatPipeline:
             since = arrived_at if arrived_at is not None else started
             deadline = min(deadline, since + policy.timeout_s)
         side_effecting = is_side_effecting(labels)
-        partition = caller.prefix_partition()
         body = upstream_body(raw, partition)
         if (policy is not None and policy.max_cost_per_request_usd is not None
                 and request.model in self.config.aliases and request.output_token_limit() is None):
@@ -380,18 +380,19 @@ class ChatPipeline:
         return Prepared(request, labels, decision, plan, facts, phases, policy, assignment)
 
     def _with_affinity(self, decision: Decision, raw: Mapping[str, Any],
-                       tenant: str) -> Decision:
+                       partition: str) -> Decision:
         """One tenant's requests sharing a prompt prefix go to the same replica of the chosen
-        model (another tenant's are placed independently), among the replicas expected to meet
-        the SLO when any is: a warm KV cache is no reason to send a request to a replica the
-        ranker predicts will miss it."""
+        model (another tenant's, or the same tenant's under other scopes: another `partition`,
+        are placed independently), among the replicas expected to meet the SLO when any is: a
+        warm KV cache is no reason to send a request to a replica the ranker predicts will miss
+        it."""
         replicas = self.config.models.get(decision.model, ())
         if len(replicas) < 2 or not self.config.source.server.cache.prefix_affinity:
             return decision
         meeting = {r.deployment for r in decision.ranking_detail if r.meets_slo}
         if meeting:
             replicas = tuple(r for r in replicas if r in meeting)
-        order = affinity_order(decision.deployments, replicas, raw, tenant, self._load)
+        order = affinity_order(decision.deployments, replicas, raw, partition, self._load)
         return replace(decision, deployments=order)
 
     def _hedge_plan(self, policy: TaskPolicy | None, facts: RequestFacts, decision: Decision,

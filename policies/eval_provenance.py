@@ -8,6 +8,7 @@ warning says so. Used at start-up and by `policy check` (`router.wiring.load_qua
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -70,4 +71,15 @@ def bind_to_deployments(table: QualityTable, deployed: Mapping[str, tuple[str, .
                         "(reports written before `eval run` recorded them): not checked against "
                         "the provider models the config deploys; run `slorouter eval run` again "
                         "to check them")
-    return replace(table, results=results, refused=refused, warnings=tuple(warnings))
+    return replace(table, results=results, refused=refused, warnings=tuple(warnings),
+                   version=_with_set_aside(table.version, refused))
+
+
+def _with_set_aside(version: str, refused: Mapping[Key, str]) -> str:
+    """The reports' version, joined by the keys of the results set aside: routing changes when
+    a result ages out with the same reports, and so must the policy version that stamps its
+    decisions and keys its cached answers. Unchanged when none is."""
+    if not refused:
+        return version
+    keys = "\n".join("\x00".join(key) for key in sorted(refused))
+    return f"{version}-{hashlib.sha256(keys.encode()).hexdigest()[:12]}"

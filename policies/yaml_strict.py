@@ -41,6 +41,20 @@ class StrictSafeLoader(_Base):  # type: ignore[valid-type,misc]
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
 
+    def construct_yaml_timestamp(self, node: Node) -> Any:
+        """A scalar written as a date or time (`2027-02-30T00:00:00Z`) that is none: PyYAML
+        raised the calendar's `ValueError`, which no caller reads as a YAML error, so an
+        impossible date in a policy file ended `policy check` and `serve` with a traceback."""
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as exc:
+            raise ConstructorError(None, None, f"{node.value!r} is not a date or time that "
+                                   f"exists ({exc})", node.start_mark) from exc
+
+
+StrictSafeLoader.add_constructor("tag:yaml.org,2002:timestamp",
+                                 StrictSafeLoader.construct_yaml_timestamp)
+
 
 def safe_load(text: str) -> Any:
     """Parse `text` like `yaml.safe_load`, refusing a key written twice in one mapping."""

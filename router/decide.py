@@ -184,7 +184,8 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     verdicts = evaluate(policy, facts, facts_by_model(config, health), config.quality)
     eligible = [v for v in verdicts if v.eligible]
     if not eligible:
-        return _no_candidate(requested, labels, facts, policy, verdicts, config)
+        return _no_candidate(requested, labels, facts, policy, verdicts, config,
+                             arm_ineligible)
     # A deployment shared by two candidate models is ranked and tried once: the retry limit is
     # per deployment, and a hedge never races one against itself. (A model listed twice among
     # the candidates is refused at load.)
@@ -290,11 +291,15 @@ def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[V
 
 
 def _no_candidate(requested: str, labels: Labels, facts: RequestFacts, policy: TaskPolicy,
-                  verdicts: tuple[Verdict, ...], config: RuntimeConfig) -> Decision:
+                  verdicts: tuple[Verdict, ...], config: RuntimeConfig,
+                  arm_ineligible: bool = False) -> Decision:
     """The policy's `no_candidate_fallback` when none qualified: it is spared the health check
     only (its own open circuit is the runner's to skip, with a Retry-After). The quality floor,
     the risk rule (allowed models, zero data retention), fit and the cost ceiling hold for it
-    as for any candidate: a fallback is a way to keep serving, never a way around them."""
+    as for any candidate: a fallback is a way to keep serving, never a way around them.
+    `arm_ineligible` is carried to the decision as `decide` found it: a request no model may
+    serve (one too long for every window, say) says nothing of an experiment arm the policy
+    also bars from it, and must not count as that arm's failure."""
     fallback = policy.no_candidate_fallback
     allowed: tuple[str, ...] = ()
     if fallback is not None:
@@ -309,7 +314,7 @@ def _no_candidate(requested: str, labels: Labels, facts: RequestFacts, policy: T
         return Decision(requested, "", (), False, config.version,
                         f"no model may serve task {labels.task} under its policy (every "
                         "candidate failed its quality floor, risk, fit, health or budget check)",
-                        verdicts)
+                        verdicts, arm_ineligible=arm_ineligible)
     return Decision(requested, fallback or "", allowed, False, config.version,
                     f"no candidate qualified for {labels.task}: no_candidate_fallback",
-                    verdicts)
+                    verdicts, arm_ineligible=arm_ineligible)

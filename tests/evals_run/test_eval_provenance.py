@@ -80,6 +80,20 @@ def test_the_optional_maximum_age_sets_old_reports_aside(tmp_path: Path) -> None
         "policies.eval_report_max_age_days 30")
 
 
+def test_a_result_set_aside_changes_the_version_routing_is_stamped_with(tmp_path: Path) -> None:
+    """The same reports, with a result aged out, route differently (a floor that result backed
+    now bars its model): the table's version, part of the policy version, changes with it; it
+    stood still, so decisions and cached answers looked the same across the change. With
+    nothing set aside it is the reports' own."""
+    table = load_reports([write(tmp_path / "r.json", [row(provider_models=["m"])],
+                                created="2026-10-01")])
+    deployed = {"fast": ("m",)}
+    kept = bind_to_deployments(table, deployed, NOW, 90)
+    aged = bind_to_deployments(table, deployed, NOW, 30)
+    assert kept.version == table.version != aged.version
+    assert aged.version == bind_to_deployments(table, deployed, NOW, 20).version
+
+
 def test_a_report_dated_in_the_future_backs_no_floor_under_a_maximum_age(
         tmp_path: Path) -> None:
     """A future `created` would keep a report young forever: with a maximum age it is set

@@ -309,6 +309,19 @@ def test_a_mapping_key_written_twice_is_refused_with_its_lines(
     assert "first at line" in problem
 
 
+@pytest.mark.parametrize("date", ["2027-13-45T00:00:00Z", "2027-02-30"])
+def test_a_date_that_does_not_exist_is_a_yaml_problem_naming_its_line(date: str) -> None:
+    """PyYAML builds a date from any scalar shaped like one and raised the calendar's own
+    `ValueError` for one that does not exist (an experiment's `start` on 30 February), which
+    ended `policy check` and `serve` with a traceback."""
+    text = VALID + f"note: {date}\n"
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ=ENV)
+    [problem] = caught.value.problems
+    assert problem.startswith("not valid YAML") and f"{date!r} is not a date" in problem
+    assert f"line {text.count(chr(10))}" in problem
+
+
 def test_merge_keys_still_override_as_yaml_intends() -> None:
     """`<<: *anchor` then a key of its own is an override, not a duplicate."""
     text = VALID + POLICIES.replace("  default: {", "  default: &base {") + (

@@ -556,3 +556,22 @@ def test_policy_check_warns_of_a_min_cost_task_with_no_e2e_target() -> None:
                   "objective: min_latency\n      slo: {ttft_p95_ms: 800}"):
         text = ttft_only.replace("slo: {ttft_p95_ms: 800}", fixed, 1)
         assert policy_warnings(load_config_text(text), QUALITY) == []
+
+
+def test_a_request_no_model_may_serve_leaves_the_arm_ineligible_not_failed() -> None:
+    """A request over the cost ceiling everywhere (the client's 400 `over_cost_ceiling`): the
+    arm's model fails the ceiling as every model does, so the decision says the policy barred
+    the arm, and the experiment records no outcome for it. It said nothing of the arm before
+    (the decision with no candidate dropped the flag), so each such request was an arm error,
+    and a client could halt a healthy arm with 25 of them."""
+    quality = quality_table([_report([
+        ("cheap", "summarization", 0.80, 0.78), ("big", "summarization", 0.92, 0.90),
+        ("mid", "summarization", 0.85, 0.83)])], "q-under")
+    capped = CONFIG.replace("relative_to: big, ratio: 0.95}",
+                            "relative_to: big, ratio: 0.95}\n    max_cost_per_request_usd: 0.01")
+    labels = Labels(task="summarization", risk="low")  # type: ignore[arg-type]
+    facts = RequestFacts(task="summarization", risk="low", prompt_tokens=100,
+                         max_output_tokens=10_000)
+    decision = decide("auto", labels, facts, _runtime(capped, quality), StaticRanker(),
+                      lambda _name: True, restrict_to="big")
+    assert decision.deployments == () and decision.arm_ineligible

@@ -17,6 +17,10 @@ Statistic = Literal["p50", "p95", "mean"]
 FloatArray = npt.NDArray[np.float64]
 
 _QUANTILE: Final[dict[Statistic, float]] = {"p50": 0.5, "p95": 0.95}
+# Fewer values on a side, and the resamples cannot stand for what the arm might have seen: one
+# value a side gave every resample the same difference, a zero-width interval off zero, shown
+# as significant. No interval until each side has this many.
+MIN_VALUES: Final[int] = 10
 _BLOCK_ELEMENTS: Final[int] = 2_000_000
 
 
@@ -65,9 +69,10 @@ def bootstrap_difference(
     resamples: int = 1000,
     level: float = 0.95,
 ) -> Interval | None:
-    """Arm minus control for `statistic` with a percentile interval; None if a side is empty."""
+    """Arm minus control for `statistic` with a percentile interval; None while a side has
+    fewer than `MIN_VALUES` values."""
     c, a = np.asarray(control, dtype=np.float64), np.asarray(arm, dtype=np.float64)
-    if c.size == 0 or a.size == 0:
+    if c.size < MIN_VALUES or a.size < MIN_VALUES:
         return None
     diffs = _resampled(a, statistic, resamples, rng) - _resampled(c, statistic, resamples, rng)
     tail = (1.0 - level) / 2.0

@@ -77,6 +77,17 @@ def test_bootstrap_is_reproducible_and_brackets_a_clear_shift() -> None:
     assert bootstrap_difference([], arm, "p95", rng) is None
 
 
+def test_bootstrap_gives_no_interval_on_a_handful_of_values() -> None:
+    """One thumbs-up a side gave the interval [+1, +1], flagged as significant; two against
+    four costs the same. Below ten values a side there is no interval, at ten there is one."""
+    rng = np.random.default_rng(3)
+    assert bootstrap_difference([0.0], [1.0], "mean", rng) is None
+    assert bootstrap_difference([1.0, 2.0], [3.0, 4.0, 5.0, 6.0], "mean", rng) is None
+    assert bootstrap_difference(np.zeros(9), np.ones(10), "mean", rng) is None
+    interval = bootstrap_difference(np.zeros(10), np.ones(10), "mean", rng)
+    assert interval is not None and interval.difference == 1.0
+
+
 def test_bernoulli_mixture_equals_its_integral() -> None:
     """The closed form is the likelihood ratio mixed over the truncated Beta prior."""
     p0 = 0.05

@@ -19,7 +19,7 @@ from router.api.body import parse_chat, read_json
 from router.api.errors import error_response
 from router.api.request_ids import check_request_id
 from router.auth import authenticate
-from router.pipeline import Caller, ChatPipeline, Prepared, session_of
+from router.pipeline import Caller, ChatPipeline, Prepared, arm_degraded, session_of
 
 
 def explain_decision(prepared: Prepared) -> dict[str, Any]:
@@ -34,6 +34,8 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
                    "task_probs": dict(labels.task_probs), "risk_probs": dict(labels.risk_probs)},
         "request": {"prompt_tokens_estimate": facts.prompt_tokens,
                     "max_output_tokens": facts.max_output_tokens,
+                    # what the cost ceiling caps an unlimited answer at, as it is sent
+                    "output_cap": _output_cap(prepared),
                     "needs_tools": facts.needs_tools, "needs_json": facts.needs_json,
                     "needs_logprobs": facts.needs_logprobs, "choices": facts.completions},
         "candidates": [{
@@ -48,8 +50,19 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
                    "reason": decision.reason},
         "experiment": None if prepared.assignment is None else {
             "name": prepared.assignment.experiment, "arm": prepared.assignment.arm,
-            "route": prepared.assignment.route},
+            "route": prepared.assignment.route,
+            # control's route answers for the arm (`x-slorouter-arm-degraded` when served)
+            "degraded": arm_degraded(prepared.assignment, decision)},
     }
+
+
+def _output_cap(prepared: Prepared) -> int | None:
+    """The `max_completion_tokens` the router adds to a request that set no output limit,
+    under a task's cost ceiling (`pipeline.output_cap`); None when it adds none."""
+    if prepared.request.output_token_limit() is not None:
+        return None
+    cap = prepared.plan.body.get("max_completion_tokens")
+    return cap if isinstance(cap, int) else None
 
 
 def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]

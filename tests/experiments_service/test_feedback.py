@@ -235,7 +235,7 @@ def test_an_explanation_shows_the_arm_and_records_no_exposure(gateway: Running) 
                   404, "not_found_error", "unknown_request", "request_id")
     served = asyncio.run(_send_one(gateway.base_url, request_id))
     assert experiment == {"name": served.experiment, "arm": served.arm,
-                          "route": experiment["route"]}
+                          "route": experiment["route"], "degraded": False}
 
 
 async def _send_one(base_url: str, request_id: str) -> Seen:

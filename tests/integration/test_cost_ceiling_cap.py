@@ -201,3 +201,22 @@ def test_the_output_cap_leaves_room_for_the_prompt_in_every_window() -> None:
     assert output_cap(0.01, facts, [(0.15, 0.60)], windows=[4096]) == 4096 - 1000 - 47
     assert output_cap(0.01, facts, [(0.15, 0.60), (3.0, 15.0)], windows=[None, 128_000]) == 466
     assert output_cap(0.01, facts, [(1.0, 0.0)], windows=[2048]) is None  # free output
+
+
+def test_explain_shows_the_output_cap_the_request_is_sent_with(gateway: Running) -> None:
+    """`POST /v1/route/explain` of a request without `max_tokens` names the cap serving adds
+    (it showed only the 512 tokens the ceiling check assumes); with `max_tokens` set, none."""
+    import httpx
+
+    body: dict[str, Any] = {"model": "auto", "metadata": {"task": "code"}, "messages": [
+        {"role": "user", "content": "write a python function that parses dates"}]}
+    headers = {"authorization": f"Bearer {API_KEY}"}
+    explained = httpx.post(f"{gateway.base_url}/v1/route/explain", json=body, headers=headers,
+                           timeout=20).json()
+    cap = explained["request"]["output_cap"]
+    prompt = explained["request"]["prompt_tokens_estimate"]
+    assert isinstance(cap, int) and cap > 512
+    assert (prompt * PRICE_IN + cap * PRICE_OUT) / 1e6 <= CEILING_USD
+    limited = httpx.post(f"{gateway.base_url}/v1/route/explain", json={**body, "max_tokens": 50},
+                         headers=headers, timeout=20).json()
+    assert limited["request"]["output_cap"] is None

@@ -76,7 +76,8 @@ def _add_floor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relative-to", default=None, help="reference model (default: best single)")
     p.add_argument("--z", type=_positive, default=2.5,
                    help="calibration margin in standard errors (> 0)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_at_least(0), default=0,
+                   help="random seed of the folds (an integer >= 0)")
     p.add_argument("--folds", type=_at_least(2), default=5, help="cross-validation folds (>= 2)")
 
 
@@ -193,6 +194,13 @@ def _known(option: str, names: list[str], models: tuple[str, ...], where: str) -
     if unknown:
         raise InputError(f"{option}: {', '.join(unknown)} not among the models of {where} "
                          f"({', '.join(models) or 'none'})")
+
+
+def _no_repeats(option: str, names: list[str]) -> None:
+    """Each name once: `--models A A` trained an artifact with the same model twice."""
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InputError(f"{option}: {', '.join(repeated)} given more than once")
 
 
 def _priced(table: Any, where: str) -> None:
@@ -319,7 +327,9 @@ def _pair_report(
         _priced(table, f"{args.dataset} ({bench})")
     _enough_rows(table, args.folds, f"{args.dataset} ({bench})", floor=args.floor is not None)
     notes = _left_out(meta, found.notes(bench))
-    pair = pair_replay(table, config, args.folds, args.relative_to, args.jobs)
+    # strong and weak are the better and the worse model on average: --relative-to names the
+    # floor's reference only (it used to make its model the curve's "strong" one as well)
+    pair = pair_replay(table, config, args.folds, jobs=args.jobs)
     floor = (floor_replay(table, spec, config, args.folds, args.seed)
              if args.floor is not None else None)
     meta["seconds"] = time.perf_counter() - start
@@ -474,6 +484,7 @@ def _check_train_inputs(args: argparse.Namespace) -> None:
     rows = [r for r in rows if args.benchmark is None or r.benchmark == args.benchmark]
     scored = tuple(sorted({m for r in rows for m in r.scores}))
     if args.models:
+        _no_repeats("--models", args.models)
         _known("--models", list(args.models), scored, str(args.outcomes))
         partial = [f"{m} ({sum(m not in r.scores for r in rows)} of {len(rows)} rows)"
                    for m in args.models if any(m not in r.scores for r in rows)]

@@ -59,7 +59,8 @@ class FloorReport:
     floor: float
     floor_hold_rate: float
     shares: dict[str, float]
-    reference_share: float
+    strong_share: float  # share of the model best on average over the table (`best_column`)
+    reference_share: float  # share of the floor's reference (the fold's, where it changed)
     cost_per_1k: float
     reference_cost_per_1k: float
     cost_saving: float | None  # None: the reference is free
@@ -133,6 +134,12 @@ def route_fold(
     return FoldRouting(test, chosen, fold.reference, cal, tuple(int(j) for j in fold.order))
 
 
+def best_column(table: OutcomeTable) -> int:
+    """The column of the model with the highest mean score over the whole table: the "strong"
+    model of the two-model curve (`evals.replay.strong_and_weak`), whatever the reference."""
+    return int(np.argmax(table.scores.mean(axis=0)))
+
+
 def summarize_floor(
     table: OutcomeTable, folds: list[FoldRouting], spec: FloorSpec, rng: np.random.Generator
 ) -> FloorReport:
@@ -151,6 +158,7 @@ def summarize_floor(
         floor=spec.fraction * float(ref_scores.mean()),
         floor_hold_rate=floor_hold_rate(achieved, ref_scores, spec.fraction, rng, spec.resamples),
         shares=shares,
+        strong_share=float(np.mean(chosen == best_column(table))),
         reference_share=float(np.mean(chosen == ref)),
         cost_per_1k=float(cost) / n * 1000,
         reference_cost_per_1k=float(ref_cost) / n * 1000,

@@ -171,9 +171,14 @@ def _number(value: object, what: str) -> float:
     """A JSON number (not a string, not true/false) that is finite."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RowError(f"{what} is {json.dumps(value)}, not a number")
-    if not math.isfinite(value):
+    try:
+        number = float(value)
+    except OverflowError:  # a JSON integer beyond any float: 1 followed by 400 zeros
+        raise RowError(f"{what} is an integer of {len(str(abs(value)))} digits, not a finite "
+                       "number") from None
+    if not math.isfinite(number):
         raise RowError(f"{what} is {value}, not a finite number")
-    return float(value)
+    return number
 
 
 def _score(value: object, model: str) -> float:
@@ -184,11 +189,18 @@ def _score(value: object, model: str) -> float:
     return score
 
 
+# The largest token count a row may hold: 2**53 - 1, the largest whole number a JSON reader
+# keeps exactly as a float (1e30 overflowed the int64 token array with a traceback).
+MAX_TOKENS = 2**53 - 1
+
+
 def _count(value: object, what: str) -> int:
-    """A token count: a whole number >= 0."""
+    """A token count: a whole number in [0, MAX_TOKENS]."""
     number = _number(value, what)
     if number < 0 or number != int(number):
         raise RowError(f"{what} is {value}, not a whole number >= 0")
+    if number > MAX_TOKENS:
+        raise RowError(f"{what} is {value}, above the largest token count {MAX_TOKENS} (2**53 - 1)")
     return int(number)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 from joblib import Parallel, delayed
 
+from evals.floor import best_column
 from evals.folds import fold_ids, splits
 from evals.metrics import CurveSummary, evaluate_oracle, evaluate_router, random_scores
 from evals.outcomes import OutcomeTable
@@ -39,7 +40,7 @@ def strong_and_weak(table: OutcomeTable, strong: str | None) -> tuple[int, int]:
     """Columns of the strong model (given, or the better on average) and the other one."""
     if len(table.models) != 2:
         raise ValueError(f"two-model replay needs 2 models, got {list(table.models)}")
-    s = table.column(strong) if strong else int(np.argmax(table.scores.mean(axis=0)))
+    s = table.column(strong) if strong else best_column(table)
     return s, 1 - s
 
 

@@ -52,6 +52,7 @@ def floor_json(report: FloorReport | None) -> dict[str, Json]:
     keys = (
         "quality",
         "strong_share",
+        "reference_share",
         "floor_hold_rate",
         "cost_saving",
         "floor",
@@ -66,7 +67,8 @@ def floor_json(report: FloorReport | None) -> dict[str, Json]:
         return dict.fromkeys(keys)
     return {
         "quality": report.quality,
-        "strong_share": report.reference_share,
+        "strong_share": report.strong_share,
+        "reference_share": report.reference_share,
         "floor_hold_rate": report.floor_hold_rate,
         "cost_saving": report.cost_saving,
         "floor": report.floor,

@@ -48,7 +48,7 @@ def measured_metrics(table: OutcomeTable, req: TrainRequest, config: FitConfig) 
     """Cross-validated metrics stamped into the artifact's metadata."""
     out: dict[str, Json] = {"folds": req.folds, "seed": req.seed}
     if len(table.models) == 2:
-        pair = pair_replay(table, config, req.folds, req.spec.reference)
+        pair = pair_replay(table, config, req.folds)  # strong = the better model, as in replay
         out.update(apgr=pair.router.apgr, cpt50=pair.router.cpt50, cpt80=pair.router.cpt80)
     floor = floor_replay(table, req.spec, config, req.folds, req.seed)
     out.update(floor_json(floor))
@@ -79,6 +79,26 @@ def calibration_json(cal: Calibration) -> dict[str, Json]:
         else cal.check_lower_margin,
         "outcome": cal.outcome,
     }
+
+
+def floor_by_task(table: OutcomeTable, reference: int, fraction: float) -> dict[str, Json]:
+    """Per router task (the rows' labels): the reference's mean score on that task's rows and
+    the floor it gives, `fraction` x that mean. A policy's absolute `min` for one task is
+    checked against its own task's number (`policies.learned_checks`), not the pooled one:
+    pooled over CRUXEval and MATH L5, 0.667 passed a math `min: 0.6` that MATH alone misses."""
+    out: dict[str, Json] = {}
+    tasks = np.array(table.categories)
+    for task in sorted(set(table.categories)):
+        rows = tasks == task
+        reference_quality = float(table.scores[rows, reference].mean())
+        benchmarks: list[Json] = [str(b) for b in sorted(set(np.array(table.benchmarks)[rows]))]
+        out[task] = {
+            "benchmarks": benchmarks,
+            "rows": int(rows.sum()),
+            "reference_quality": reference_quality,
+            "quality": fraction * reference_quality,
+        }
+    return out
 
 
 def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
@@ -117,7 +137,8 @@ def train(req: TrainRequest) -> tuple[str, dict[str, Json]]:
             "z": req.spec.z,
             "metric": "accuracy",
             "reference_quality": reference_quality,
-            "quality": req.spec.fraction * reference_quality,
+            "quality": req.spec.fraction * reference_quality,  # pooled over every task
+            "by_task": floor_by_task(table, fold.reference, req.spec.fraction),
         },
         "calibration": calibration_json(fold.calibration),
         "metrics": metrics,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 from datetime import UTC, datetime
@@ -39,8 +40,9 @@ def add_run(inner: argparse._SubParsersAction[Any]) -> None:
                    "flag repeated: one report for all")
     p.add_argument("--models", default=None, help="logical models, comma-separated (default: all)")
     p.add_argument("--concurrency", type=int, default=8, help="calls in flight (default 8)")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="seconds per call (default: the deployment's timeout_s)")
+    p.add_argument("--timeout", type=_seconds, default=None,
+                   help="seconds per call, a finite number > 0 (default: the deployment's "
+                   "timeout_s)")
     p.add_argument("--judge-model", default=None, help="logical model that judges (overrides "
                                                        "the suite's judge.model)")
     p.add_argument("--out", type=Path, default=None, help="report JSON (default: stdout)")
@@ -65,6 +67,17 @@ def _share(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0.0 <= value <= 1.0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]: a share of the calls")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A call timeout: a finite number of seconds above 0 (0, -1 and nan were accepted)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number of seconds above 0")
     return value
 
 
@@ -102,7 +115,7 @@ def _judges(suites: list[Suite], override: str | None, models: set[str]) -> dict
 def build_plan(args: argparse.Namespace, environ: dict[str, str]) -> Any:
     """Config + suites + arguments -> `RunPlan`; raises InputError on any bad input."""
     from evals.run.runner import RunPlan
-    from evals.run.suite import SuiteError, load_suite, repeated_items
+    from evals.run.suite import SuiteError, load_suite, repeated_items, ungradable_items
     from policies.loader import PolicyValidationError, load_config_file
     from router.errors import ConfigError
     from router.providers.price_table import PriceTable
@@ -117,6 +130,10 @@ def build_plan(args: argparse.Namespace, environ: dict[str, str]) -> Any:
     repeated = repeated_items(suites)
     if repeated:
         raise InputError("each item may be run once per report: " + "; ".join(repeated))
+    for path, suite in zip(args.suite, suites, strict=True):
+        ungradable = ungradable_items(suite)
+        if ungradable is not None:
+            raise InputError(f"{path}: {ungradable}")
     known = set(runtime.models)
     models = tuple(m.strip() for m in args.models.split(",") if m.strip()) if args.models \
         else tuple(runtime.models)

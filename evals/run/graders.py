@@ -23,8 +23,10 @@ from evals.run.suite import (
     ExactGrader,
     GraderSpec,
     JsonSchemaGrader,
+    JudgeGrader,
     NumericGrader,
     RegexGrader,
+    regex_problem,
 )
 
 
@@ -119,6 +121,23 @@ def _json_schema(spec: JsonSchemaGrader, answer: str) -> Grade:
         return Grade(0.0, str(exc))
     errors = sorted(Draft202012Validator(spec.json_schema).iter_errors(value), key=str)
     return PASS if not errors else Grade(0.0, f"schema: {errors[0].message[:120]}")
+
+
+def item_problem(spec: GraderSpec, expected: str | None) -> str | None:
+    """Why `grade(spec, answer, expected)` would raise for any answer (None: it grades)."""
+    if isinstance(spec, JsonSchemaGrader | JudgeGrader):
+        return None  # the schema is checked when the suite loads; a judge needs no `expected`
+    if isinstance(spec, RegexGrader) and spec.pattern is not None:
+        return None  # the pattern is checked when the suite loads
+    if expected is None:
+        return f"no `expected`, which the {spec.type} grader needs"
+    if isinstance(spec, NumericGrader) and parse_number(expected) is None:
+        return f"`expected` {expected!r} is not a number (numeric grader)"
+    if isinstance(spec, RegexGrader):
+        return regex_problem(expected)
+    if isinstance(spec, ChoiceGrader) and expected.strip().upper() not in list(spec.letters):
+        return f"`expected` {expected!r} is not one of the letters {spec.letters}"
+    return None
 
 
 def grade(spec: GraderSpec, answer: str, expected: str | None) -> Grade:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,6 +71,23 @@ class RegexGrader(_Frozen):
     pattern: str | None = None
     ignore_case: bool = False
     full_match: bool = False
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        problem = None if pattern is None else regex_problem(pattern)
+        if problem is not None:
+            raise ValueError(problem)
+        return pattern
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why `pattern` is no regular expression Python compiles (None: it is one)."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        return f"invalid regular expression {pattern!r}: {exc}"
+    return None
 
 
 class JsonSchemaGrader(_Frozen):
@@ -169,10 +188,34 @@ class SuiteError(ValueError):
     """The suite file cannot be read or is invalid; the message lists every problem."""
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+def _text(path: Path) -> str:
+    """The file as UTF-8 text (gunzipped for `.gz`); SuiteError naming the file when it cannot
+    be read, is a cut or corrupt gzip file, or is not UTF-8 (each was a traceback)."""
+    try:
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    except OSError as exc:
+        raise SuiteError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (EOFError, zlib.error) as exc:  # EOFError: a cut download, not an OSError
+        raise SuiteError(f"{path}: not a complete gzip file ({exc})") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SuiteError(f"{path} line {line}: not UTF-8 text ({exc.reason} at byte "
+                         f"{exc.start})") from None
+
+
+def _read_jsonl(path: Path) -> list[Any]:
+    """The JSON values of the file's non-blank lines; SuiteError naming file and line."""
+    values = []
+    for number, line in enumerate(_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            values.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise SuiteError(f"{path} line {number}: not JSON ({exc.msg})") from None
+    return values
 
 
 def _problems(error: ValidationError) -> str:
@@ -183,17 +226,17 @@ def _problems(error: ValidationError) -> str:
 def load_suite(path: Path) -> Suite:
     """Read, validate and inline a suite file (its `items_file` joins `items`)."""
     try:
-        raw = yaml_strict.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise SuiteError(f"{path}: {exc}") from exc
+        raw = yaml_strict.safe_load(_text(path))
+    except yaml.YAMLError as exc:  # its message spans lines: one line, as every other error
+        raise SuiteError(f"{path}: {' '.join(str(exc).split())}") from exc
     if not isinstance(raw, dict):
         raise SuiteError(f"{path}: a suite file holds a mapping at the top level")
     items = list(raw.get("items") or [])
     if raw.get("items_file"):
-        try:
-            items += _read_jsonl(path.parent / str(raw["items_file"]))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise SuiteError(f"{path}: items_file: {exc}") from exc
+        items_path = path.parent / str(raw["items_file"])
+        if not items_path.is_file():
+            raise SuiteError(f"{path}: items_file {items_path}: no such file")
+        items += _read_jsonl(items_path)
     try:
         suite = Suite.model_validate({**raw, "items": items})
     except ValidationError as exc:
@@ -204,6 +247,23 @@ def load_suite(path: Path) -> Suite:
     if duplicates:
         raise SuiteError(f"{path}: duplicate item ids {duplicates[:5]}")
     return suite
+
+
+def ungradable_items(suite: Suite) -> str | None:
+    """Which items the suite's graders would refuse while grading, one line (None: none): a
+    numeric item whose `expected` is no number, no `expected` where the grader needs one, an
+    `expected` regex that does not compile, a choice letter outside `letters`. `eval run`
+    checks this before its first call: grading raised after every call was paid for."""
+    from evals.run.graders import item_problem  # graders imports this module
+
+    found = []
+    for item in suite.items:
+        problem = item_problem(grader_of(suite, item), item.expected)
+        if problem is not None:
+            found.append(f"item {item.id!r}: {problem}")
+    if not found:
+        return None
+    return f"{len(found)} item(s) its grader cannot grade: {_listed(found)}"
 
 
 def suite_hash(suite: Suite) -> str:

@@ -7,7 +7,11 @@ handlers so that `slorouter --help` stays fast. Input parsing for `classify` is 
 from __future__ import annotations
 
 import argparse
+import gzip
 import sys
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +24,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="Reads one JSON object per line ({'text': ...} or {'messages': [...], "
         "'tools': [...], 'response_format': {...}, 'hints': {'task', 'risk'}}) and writes one "
         "JSON line per input. A tool is a wire tool object or a plain name ('get_weather': a "
-        "function tool of that name). Malformed lines are reported on stderr with their line "
-        "number and make the exit code 1.",
+        "function tool of that name). A FILE ending in .gz is read gzipped. Malformed lines "
+        "(hints.task and metadata.task naming different tasks included) are reported on stderr "
+        "with their line number and make the exit code 1.",
     )
     p.add_argument("file", nargs="?", type=Path, help="input file (default: stdin)")
     p.add_argument("--model", type=Path, help="a model.zip other than the shipped one")
@@ -88,11 +93,27 @@ def run_classify(args: argparse.Namespace) -> int:
     if args.file is None:
         return classify_stream(sys.stdin.buffer, sys.stdout, sys.stderr, classifier)
     try:
-        with args.file.open("rb") as fh:
+        with _open_input(args.file) as fh:
             return classify_stream(fh, sys.stdout, sys.stderr, classifier)
     except OSError as exc:
         print(f"slorouter classify: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
+    except (EOFError, zlib.error) as exc:  # a cut .gz file: EOFError is no OSError
+        print(f"slorouter classify: {args.file}: not a complete gzip file ({exc})",
+              file=sys.stderr)
+        return 2
+
+
+@contextmanager
+def _open_input(path: Path) -> Iterator[Iterable[bytes]]:
+    """The input file's lines as bytes, gunzipped when its name ends in `.gz`, as
+    `train-classifier` and `eval-classifier` read their data (it was read compressed)."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rb") as packed:
+            yield packed
+    else:
+        with path.open("rb") as plain:
+            yield plain
 
 
 def _classifier(model: Path | None) -> Any:

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from policies.labels import Risk, Task
+from policies.labels import TASKS, Risk, Task
 from router.classify.classifier import Explanation, LinearClassifier
 from router.classify.types import Hints, RequestView
 from router.classify.view import view_from_openai
@@ -56,9 +56,17 @@ class ClassifyInput(BaseModel):
         return view_from_openai(messages, wire_tools(self.tools), self.response_format)
 
     def request_hints(self) -> Hints:
+        """`hints.task` (the service's `x-slorouter-task` header), else `metadata.task`; both
+        naming different tasks is a RequestError, as the service answers such a request with
+        a 400 `conflicting_hint` (the hint used to win silently)."""
         task = self.hints.task if self.hints is not None else None
-        if task is None and self.metadata is not None and "task" in self.metadata:
-            task = HintsIn(task=self.metadata["task"]).task
+        listed = self.metadata.get("task") if self.metadata is not None else None
+        if task is None and listed is not None:
+            task = HintsIn(task=listed).task
+        elif task is not None and listed in TASKS and listed != task:
+            raise RequestError(f"conflicting task hints: hints.task is {task!r} but "
+                               f"metadata.task is {listed!r}; give one of them, or the same "
+                               "value in both", param="metadata.task", code="conflicting_hint")
         return Hints(task=task, risk=self.hints.risk if self.hints is not None else None)
 
 

@@ -284,3 +284,41 @@ def test_a_truncated_gzip_file_is_one_line(
     err = capsys.readouterr().err
     assert err == f"slorouter {command}: {cut}: not a complete gzip file (" + err.split("(", 1)[1]
     assert err.count("\n") == 1
+
+
+def test_a_task_hint_that_disagrees_with_metadata_task_is_a_malformed_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The hint silently won; the service answers such a request with a 400
+    (`conflicting_hint`). The same task in both, or a metadata tag that names no task (the
+    service ignores it), still classifies."""
+    src = tmp_path / "in.jsonl"
+    lines = [{"text": "solve 2x + 3 = 7", "hints": {"task": "math"}, "metadata": {"task": t}}
+             for t in ("code", "math", "ticket-triage")]
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["classify", str(src)]) == 1
+    captured = capsys.readouterr()
+    assert [json.loads(line)["line"] for line in captured.out.splitlines()] == [2, 3]
+    assert captured.err == (
+        "line 1: conflicting task hints: hints.task is 'math' but metadata.task is 'code'; "
+        "give one of them, or the same value in both\n1 malformed line(s)\n")
+
+
+def test_classify_reads_a_gzip_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A `.jsonl.gz` input was read compressed: every line malformed."""
+    src = tmp_path / "in.jsonl.gz"
+    with gzip.open(src, "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps({"id": "a", "text": "Translate to German: good night"}) + "\n")
+    assert main(["classify", str(src)]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(o["id"], o["task"]) for o in out] == [("a", "translation")]
+
+
+def test_classify_names_a_cut_gzip_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    whole = (DATA / "test.jsonl.gz").read_bytes()
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) // 50])
+    assert main(["classify", str(cut)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"slorouter classify: {cut}: not a complete gzip file (")
+    assert "Traceback" not in err

@@ -455,3 +455,43 @@ def test_transfer_scores_only_the_test_prompts_train_does_not_hold(
     most.write_text("".join(most.read_text().splitlines(keepends=True)[1:]))
     err = _refused(["eval", "transfer", "--train", str(gsm8k_slice), "--test", str(most)], capsys)
     assert "every prompt of --test" in err and "nothing is left to score" in err
+
+
+@pytest.mark.parametrize("command", ["replay", "train-router"])
+def test_a_negative_seed_is_a_usage_error_and_creates_no_out(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        command: str) -> None:
+    """`--seed -1` ended in a numpy traceback (after train-router had created --out)."""
+    out = tmp_path / "artifact"
+    argv = (["eval", "replay", "--dataset", str(gsm8k_slice)] if command == "replay" else
+            ["train-router", "--outcomes", str(gsm8k_slice), "--out", str(out)])
+    with pytest.raises(SystemExit) as caught:
+        main([*argv, "--seed", "-1"])
+    assert caught.value.code == 2
+    assert "argument --seed: -1 is below 0" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", [1e30, 2**53, 10**400])
+def test_a_token_count_beyond_any_real_prompt_names_its_line(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        value: float) -> None:
+    """`prompt_tokens: 1e30` overflowed the int64 token array with a traceback."""
+    path = rewrite(gsm8k_slice, tmp_path, _set(lambda row: row.update(prompt_tokens=value)))
+    shown = "an integer of 401 digits, not a finite number" if value == 10**400 else (
+        f"{value}, above the largest token count 9007199254740991 (2**53 - 1)")
+    expected = f"error: {path} line 4: prompt_tokens is {shown}\n"
+    assert _refused(["eval", "replay", "--dataset", str(path)], capsys) == expected
+    assert _refused(["train-router", "--outcomes", str(path), "--out", str(tmp_path / "a")],
+                    capsys) == expected
+    assert not (tmp_path / "a").exists()
+
+
+def test_train_router_refuses_a_model_given_twice(
+        gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--models A A` wrote an artifact with the same model as both candidates."""
+    err = _refused(["train-router", "--outcomes", str(gsm8k_slice), "--out",
+                    str(tmp_path / "a"), "--models", "gpt-4-1106-preview",
+                    "gpt-4-1106-preview"], capsys)
+    assert err == "error: --models: gpt-4-1106-preview given more than once\n"
+    assert not (tmp_path / "a").exists()

@@ -303,6 +303,7 @@ class Runner:
                 else:
                     breaker.on_abandon()
             else:  # the client left, or our own bug: nothing said about the deployment
+                record.abandoned = abandoned
                 breaker.on_abandon()
 
         return release

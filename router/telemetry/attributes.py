@@ -134,10 +134,11 @@ ATTEMPT_CANCELLED = "cancelled"
 def attempt_error_type(attempt: AttemptRecord) -> str | None:
     """The attempt's error class; `cancelled` for one cut before it ended (without it, hedge
     losers and abandoned attempts were counted among the successes of the operation-duration
-    histogram, and shortened them)."""
+    histogram, and shortened them), a won stream its client left included."""
     if attempt.error_class is not None:
         return attempt.error_class
-    return ATTEMPT_CANCELLED if attempt.outcome == "cancelled" else None
+    cut = attempt.outcome == "cancelled" or getattr(attempt, "abandoned", False) is True
+    return ATTEMPT_CANCELLED if cut else None
 
 
 def error_type(outcome: Outcome) -> str | None:
@@ -231,8 +232,10 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
 
 
 def attempt_attributes(attempts: Sequence[AttemptRecord], index: int,
-                       deployments: Mapping[str, DeploymentInfo]) -> Attributes:
-    """Attributes of one upstream attempt's client span."""
+                       deployments: Mapping[str, DeploymentInfo],
+                       stream: bool = True) -> Attributes:
+    """Attributes of one upstream attempt's client span; `gen_ai.response.time_to_first_chunk`
+    for a stream's only (GenAI's definition: a whole answer has no chunks)."""
     attempt = attempts[index]
     attrs: Attributes = {OPERATION: "chat", DEPLOYMENT: attempt.deployment,
                          ATTEMPT_NUMBER: attempt.number,
@@ -248,7 +251,8 @@ def attempt_attributes(attempts: Sequence[AttemptRecord], index: int,
         if server is not None:
             attrs[SERVER_ADDRESS], attrs[SERVER_PORT] = server
     put_if(attrs, ERROR_TYPE, attempt_error_type(attempt))
-    put_if(attrs, TIME_TO_FIRST_CHUNK, attempt.ttft_s)
+    if stream:
+        put_if(attrs, TIME_TO_FIRST_CHUNK, attempt.ttft_s)
     if isinstance(ended_as, str):
         attrs[ATTEMPT_OUTCOME] = ended_as
     if attempt.usage is not None:

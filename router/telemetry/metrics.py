@@ -97,7 +97,9 @@ class RouterMetrics:
         if outcome.e2e_s is not None:
             self.request_duration.record(outcome.e2e_s, labels)
         ok = outcome.error_type is None and outcome.status < 400
-        if ok and outcome.ttft_s is not None:
+        # Streams only: a whole answer's first content is the answer itself, so its "TTFT" is
+        # its E2E, and mixed in it moved the streams' percentiles.
+        if ok and outcome.stream and outcome.ttft_s is not None:
             self.ttft.record(outcome.ttft_s, labels)
         tpot = outcome.tpot_s
         if ok and tpot is not None:

@@ -106,7 +106,8 @@ class SpanBuilder:
             ended = attempt.ended_at if attempt.ended_at is not None else outcome.ended_at
             spans.append(self._span(f"chat {model}", ctx, server_ctx, SpanKind.CLIENT,
                                     attempt.started_at, ended,
-                                    A.attempt_attributes(attempts, index, self._deployments),
+                                    A.attempt_attributes(attempts, index, self._deployments,
+                                                         stream=outcome.stream),
                                     attempt.error_class))
         return spans
 

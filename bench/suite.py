@@ -18,12 +18,14 @@ import argparse
 import asyncio
 import dataclasses
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import orjson
 
+from router.cli_types import positive_int, positive_number
 from router.loadtest.loadgen import poisson_schedule, run_plan
 from router.loadtest.plots import latency_histogram, percentiles_over_time
 from router.loadtest.progress import Progress
@@ -48,18 +50,31 @@ def start(work: Path, config: Path | None) -> tuple[list[ManagedProcess], str]:
     env = {"SIM_BASE": sim_base, "BENCH_CACHE_DIR": str(work / "cache")}
     argv = [PYTHON, "-m", "router.cli", "serve", "--config", str(config), "--port", str(port),
             "--log-level", "warning"]
-    router = ManagedProcess(argv, port,
-                            ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
-                            log_path=work / "router.log", startup_timeout_s=120).start()
+    try:
+        router = ManagedProcess(argv, port,
+                                ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
+                                log_path=work / "router.log", startup_timeout_s=120).start()
+    except BaseException:  # a router that cannot start leaves no simulator behind
+        sim.stop()
+        raise
     return [sim, router], f"http://127.0.0.1:{port}"
 
 
 async def run_mix(args: argparse.Namespace) -> int:
-    workload = load_workload(args.workload)
+    """0 when every request succeeded, 1 otherwise (as `slorouter bench`), 2 on bad input."""
+    try:
+        workload = load_workload(args.workload)
+    except (OSError, ValueError) as exc:
+        print(f"bench.suite: {exc}", file=sys.stderr)
+        return 2
     count = len(poisson_schedule(args.rate, args.duration, args.seed))
     plan = plan_requests(workload, count, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        procs, base = start(Path(tmp), None if args.direct else args.config)
+        try:
+            procs, base = start(Path(tmp), None if args.direct else args.config)
+        except RuntimeError as exc:  # the router's own words are in its log's last lines
+            print(f"bench.suite: {exc}", file=sys.stderr)
+            return 2
         try:
             bar = Progress(count, f"{workload.mix.name}@{args.rate:g}/s")
             started = time.perf_counter()
@@ -80,7 +95,7 @@ async def run_mix(args: argparse.Namespace) -> int:
     print(format_summary(summary))
     print(f"load run {time.perf_counter() - started:.0f} s; load average now "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; plots in {args.out}")
-    return 0 if summary.ok else 1
+    return 0 if summary.ok == summary.sent and not summary.errors else 1
 
 
 def telemetry_cost(requests: int) -> list[tuple[str, float]]:
@@ -127,9 +142,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     sub = parser.add_subparsers(dest="mode")
     cost = sub.add_parser("telemetry-cost", help="CPU per outcome of the telemetry sink")
-    cost.add_argument("--requests", type=int, default=3000)
-    parser.add_argument("--rate", type=float, default=20.0)
-    parser.add_argument("--duration", type=float, default=60.0)
+    cost.add_argument("--requests", type=positive_int, default=3000)
+    parser.add_argument("--rate", type=positive_number, default=20.0)
+    parser.add_argument("--duration", type=positive_number, default=60.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--workload", type=Path,
                         default=ROOT / "bench" / "workloads" / "default.json")

@@ -3,6 +3,8 @@ command that regenerates it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench import vs_litellm
 from bench.vs_litellm import ROOT, command_for, run_args
 
@@ -34,3 +36,33 @@ def test_the_committed_page_shows_the_command_that_regenerates_it() -> None:
     first = next(line for line in commands.splitlines()
                  if line.startswith("python -m bench.vs_litellm"))
     assert first.endswith("--out docs/benchmarks.md")
+
+
+def test_the_suite_refuses_bad_input_in_one_line_and_leaves_no_simulator(
+        tmp_path: Path) -> None:
+    """`python -m bench.suite` with a router config it cannot start: one line and exit 2, and
+    the simulator it had started is stopped (it was left running, adopted by init, after a
+    traceback); a malformed workload or a rate of 0 is exit 2 before anything starts."""
+    import subprocess
+    import sys
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "bench.suite", *args,
+                               "--duration", "1", "--out", str(tmp_path / "out")],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    def simulators() -> set[str]:
+        found = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True)
+        return {line.split()[0] for line in found.stdout.splitlines()
+                if "router.cli sim" in line and "sim_profile.json" in line}
+
+    before = simulators()
+    refused = run("--config", str(tmp_path / "missing.yaml"))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert "cannot read config file" in refused.stderr
+    assert simulators() <= before
+    (tmp_path / "bad.json").write_text("{bad")
+    malformed = run("--workload", str(tmp_path / "bad.json"))
+    assert malformed.returncode == 2 and "bad.json" in malformed.stderr
+    assert run("--rate", "0").returncode == 2
+    assert not (tmp_path / "out").exists()

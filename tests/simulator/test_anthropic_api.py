@@ -81,6 +81,40 @@ def test_rate_limit_uses_anthropic_error_shape_and_retry_after(sim: Sim) -> None
     assert response.json()["error"]["type"] == "rate_limit_error"
 
 
+def test_overloaded_is_anthropics_529(sim: Sim) -> None:
+    """`error_rate_503` on the Anthropic wire answers as Anthropic does when overloaded: 529
+    `overloaded_error` (it answered 503, a status Anthropic does not send)."""
+    response = httpx.post(f"{sim.base_url}/v1/messages", json=message("unavailable"),
+                          headers=HEADERS)
+    assert response.status_code == 529
+    assert response.json()["error"]["type"] == "overloaded_error"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_matched_stop_sequence_is_named_in_the_stop_reason(sim: Sim, stream: bool) -> None:
+    """The text ends before one of the request's stop strings: `stop_reason: stop_sequence`
+    with that string in `stop_sequence`, whole or streamed (it said `end_turn` and null). A
+    stop string the text never reaches leaves `end_turn`. (The stop strings seed the text, so
+    the test stops at letters any 20 English words hold.)"""
+    def ended(stop_sequences: list[str]) -> tuple[object, object, str]:
+        body = message("steady", stream, stop_sequences=stop_sequences)
+        response = httpx.post(f"{sim.base_url}/v1/messages", json=body, headers=HEADERS)
+        if not stream:
+            answer = response.json()
+            return answer["stop_reason"], answer["stop_sequence"], answer["content"][0]["text"]
+        events = sse_events(response.text)
+        delta = next(data["delta"] for name, data in events if name == "message_delta")
+        assert isinstance(delta, dict)
+        text = "".join(str(data["delta"]["text"]) for name, data in events  # type: ignore[index]
+                       if name == "content_block_delta")
+        return delta["stop_reason"], delta["stop_sequence"], text
+
+    reason, sequence, text = ended(["e", "a"])
+    assert reason == "stop_sequence" and sequence in ("e", "a")
+    assert "e" not in text and "a" not in text
+    assert ended(["zzzz-never"])[:2] == ("end_turn", None)
+
+
 def test_missing_max_tokens_is_invalid_request(sim: Sim) -> None:
     """Anthropic requires max_tokens: without it the request is a 400 invalid_request_error."""
     body = {"model": "instant", "messages": [{"role": "user", "content": "x"}]}

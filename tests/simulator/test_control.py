@@ -46,6 +46,19 @@ def test_unknown_profile_field_is_rejected_with_422(sim: Sim) -> None:
         "steady"].ttft_p50_ms
 
 
+@pytest.mark.parametrize("change", [{"retry_after_s": "inf"}, {"ttft_p99_ms": "Infinity"},
+                                    {"error_delay_ms": "nan"}, {"retry_after_s": 1e300}])
+def test_an_infinite_or_absurd_number_is_rejected_with_422(
+        sim: Sim, change: dict[str, object]) -> None:
+    """An infinite `retry_after_s` was taken, and every request to the model was then a bare
+    500 (the `Retry-After` header could not be written); an infinite TTFT a hang never counted
+    as one. Finite numbers only, and a `Retry-After` of at most a day."""
+    response = httpx.post(f"{sim.base_url}/control/models/steady", json=change)
+    assert response.status_code == 422, response.text
+    assert sim.control.profiles()["models"]["steady"]["ttft_p99_ms"] == MODELS[
+        "steady"].ttft_p99_ms
+
+
 def test_patching_an_unknown_model_is_404(sim: Sim) -> None:
     """Only existing models can be changed; new ones are added with POST /control/models."""
     response = httpx.post(f"{sim.base_url}/control/models/nope", json={"accuracy": 1})

@@ -27,8 +27,16 @@ ERROR_TYPES = {
     429: "rate_limit_error",
     500: "api_error",
     503: "overloaded_error",
+    529: "overloaded_error",
 }
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+
+
+def _stop_reason(plan: Plan) -> str:
+    """`stop_sequence` when the text ended before one of the request's stop strings."""
+    answer = plan.answer
+    return "stop_sequence" if answer.stop_sequence is not None else STOP_REASONS[
+        answer.finish_reason]
 TOOL_MODES: dict[str, ToolMode] = {"auto": "auto", "any": "required", "tool": "required",
                                    "none": "none"}
 
@@ -141,8 +149,8 @@ def _message(plan: Plan, meta: ResponseMeta, full: bool) -> dict[str, object]:
         "role": "assistant",
         "model": meta.model,
         "content": [_content_block(plan, full)] if full else [],
-        "stop_reason": STOP_REASONS[plan.answer.finish_reason] if full else None,
-        "stop_sequence": None,
+        "stop_reason": _stop_reason(plan) if full else None,
+        "stop_sequence": plan.answer.stop_sequence if full else None,
         "usage": usage,
     }
 
@@ -161,6 +169,10 @@ class AnthropicWire:
             first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid body"}
             where = ".".join(str(p) for p in first.get("loc", ()))
             raise WireError(f"{where}: {first.get('msg')}") from exc
+
+    def status(self, kind: ErrorKind) -> int:
+        """Anthropic answers "overloaded" with its own 529, not 503."""
+        return 529 if kind.status == 503 else kind.status
 
     def error(self, kind: ErrorKind) -> bytes:
         error_type = ERROR_TYPES.get(kind.status, "api_error")
@@ -197,8 +209,8 @@ class AnthropicStream:
 
     def tail(self) -> bytes:
         stop = {"type": "message_delta",
-                "delta": {"stop_reason": STOP_REASONS[self._plan.answer.finish_reason],
-                          "stop_sequence": None},
+                "delta": {"stop_reason": _stop_reason(self._plan),
+                          "stop_sequence": self._plan.answer.stop_sequence},
                 "usage": {"output_tokens": self._plan.completion_tokens}}
         return (_event("content_block_stop", {"type": "content_block_stop", "index": 0})
                 + _event("message_delta", stop)

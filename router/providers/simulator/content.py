@@ -105,6 +105,14 @@ def wrong_answer(value: str, rng: HashRandom) -> str:
     return f"not {value}" if value else "unknown"
 
 
+def stop_found(pieces: Sequence[str], stop: Sequence[str]) -> str | None:
+    """The stop string that occurs first in the text (the earlier listed at the same place),
+    or None: what Anthropic names in `stop_sequence`."""
+    text = "".join(pieces)
+    found = [(text.find(s), i, s) for i, s in enumerate(stop) if s and s in text]
+    return min(found)[2] if found else None
+
+
 def truncate_at_stop(pieces: Sequence[str], stop: Sequence[str]) -> tuple[str, ...]:
     """Pieces up to (not including) the first occurrence of any stop string."""
     if not stop:

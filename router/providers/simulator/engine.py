@@ -38,7 +38,7 @@ ERROR_CODES = {429: "rate_limit_exceeded", 500: "server_error", 503: "service_un
 def error_response(wire: Wire, kind: ErrorKind, headers: dict[str, str] | None = None
                    ) -> web.Response:
     """A JSON error in the wire's shape."""
-    return web.Response(status=kind.status, body=wire.error(kind), content_type=JSON,
+    return web.Response(status=wire.status(kind), body=wire.error(kind), content_type=JSON,
                         headers=headers)
 
 

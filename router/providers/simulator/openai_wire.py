@@ -321,6 +321,9 @@ class OpenAIWire:
         except ValidationError as exc:
             raise WireError(_first_problem(exc)) from exc
 
+    def status(self, kind: ErrorKind) -> int:
+        return kind.status
+
     def error(self, kind: ErrorKind) -> bytes:
         error_type = ERROR_TYPES.get(kind.status, "server_error")
         body = {"message": kind.message, "type": error_type, "param": None, "code": kind.code}

@@ -51,6 +51,7 @@ class Answer:
     tool_call: ToolCall | None
     finish_reason: FinishReason
     logprobs: tuple[content.TokenLogprob, ...] | None = None
+    stop_sequence: str | None = None  # the request's stop string the text ended before
 
 
 @dataclass(frozen=True)
@@ -183,11 +184,13 @@ def build_answers(request: SimRequest, profile: ModelProfile) -> tuple[Answer, .
 
 def _text_answer(request: SimRequest, profile: ModelProfile, rng: HashRandom, choice: int
                  ) -> Answer:
-    pieces = content.truncate_at_stop(_text_pieces(request, profile, rng, choice), request.stop)
+    drawn = _text_pieces(request, profile, rng, choice)
+    pieces = content.truncate_at_stop(drawn, request.stop)
     limit = request.max_tokens
     if limit is not None and len(pieces) > limit:
         return Answer(pieces[: max(limit, 1)], None, "length")
-    return Answer(pieces if pieces else ("",), None, "stop")
+    return Answer(pieces if pieces else ("",), None, "stop",
+                  stop_sequence=content.stop_found(drawn, request.stop))
 
 
 def build_plan(

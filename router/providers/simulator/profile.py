@@ -27,7 +27,9 @@ CutMode = Literal["abort", "eof"]
 class ModelProfile(BaseModel):
     """One simulated model. Times in ms, rates in [0, 1]; the defaults: instant, no faults."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Finite numbers only: an infinite `retry_after_s` was a 500 at every request, an infinite
+    # TTFT or error delay a hang never counted as one.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     ttft_p50_ms: float = Field(default=0.0, ge=0)
     ttft_p99_ms: float = Field(default=0.0, ge=0)
@@ -44,7 +46,7 @@ class ModelProfile(BaseModel):
     error_rate_429: float = Field(default=0.0, ge=0, le=1)
     error_rate_500: float = Field(default=0.0, ge=0, le=1)
     error_rate_503: float = Field(default=0.0, ge=0, le=1)
-    retry_after_s: float = Field(default=1.0, ge=0)
+    retry_after_s: float = Field(default=1.0, ge=0, le=86400)
     error_delay_ms: float = Field(default=0.0, ge=0)
     hang_rate: float = Field(default=0.0, ge=0, le=1)
     cut_rate: float = Field(default=0.0, ge=0, le=1)

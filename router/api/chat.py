@@ -25,7 +25,13 @@ from cache.entry import CachedEntry
 from router.admission import AdmissionController, parse_priority
 from router.api import idempotent
 from router.api.body import parse_chat, read_json, received_headers
-from router.api.errors import ClientGone, ShuttingDown, as_project_error, error_response
+from router.api.errors import (
+    SHUTTING_DOWN,
+    ClientGone,
+    ShuttingDown,
+    as_project_error,
+    error_response,
+)
 from router.api.relay import StreamRelay
 from router.api.replay import body_response
 from router.api.request_ids import check_request_id, new_request_id, usable
@@ -118,7 +124,7 @@ class ChatHandler:
             if isinstance(err, ShuttingDown) and outcome.may_have_taken_effect:
                 # Not the 503 the SDKs retry: the upstream had the side effect and may act on
                 # it, so it must not be sent again (at another replica) without a check.
-                err = unfinished(err)
+                err = unfinished(err, keyed=idempotent.HEADER in received)
             outcome.status, outcome.error_type = err.status_code, type(err).__name__
             outcome.error_code = err.code
             outcome.refused_by_admission = err.refused_by_admission
@@ -319,6 +325,7 @@ class ChatHandler:
 
         return WatchedStreamingResponse(relay.chunks(include_usage), headers, on_finish=finish,
                                         in_flight=self._in_flight,
+                                        shutdown_error=settle.stream_ended_by(SHUTTING_DOWN),
                                         time_limit_s=prepared.plan.deadline - self._clock())
 
 def _name_abandoned(outcome: Outcome) -> None:

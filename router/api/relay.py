@@ -134,9 +134,12 @@ class StreamRelay:
         elif ended_by is not None and not self._clean_end:
             outcome.status, outcome.error_type = ended_by.status_code, type(ended_by).__name__
             outcome.error_code = ended_by.code
-        self._record(outcome)
-        if not self._clean_end:
-            await self._settle.failed(self._error, outcome, answer_begun=True)
+        try:  # settled first: it marks a side effect that may have run, for the record
+            if not self._clean_end:
+                error = self._error if self._error is not None or client_gone else ended_by
+                await self._settle.failed(error, outcome, answer_begun=True)
+        finally:
+            self._record(outcome)
 
 
 async def _iterate(items: list[Any]) -> AsyncIterator[Any]:

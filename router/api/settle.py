@@ -52,28 +52,40 @@ class Settle:
         and only one interrupted in flight (the client left, the server stopped) is unjudged:
         a side effect it may have run is marked on `outcome` (`may_have_taken_effect`), so that
         a request the server's shutdown ends answers `unknown_commit`, as its key keeps."""
-        if self._side_effecting and not isinstance(error, UnknownCommitError) and (
+        if self._side_effecting and (
                 answer_begun or (_interrupted(error)
                                  and any(a.outcome in _REACHED for a in outcome.attempts))):
             outcome.may_have_taken_effect = True
-            error = unfinished(error)
+            if not isinstance(error, UnknownCommitError):  # a stream's own last event may be
+                error = unfinished(error, keyed=self._claimed is not None)
         if self._claimed is not None:
             await self._claimed.failed(error)
+
+    def stream_ended_by(self, error: SlorouterError) -> SlorouterError:
+        """The last event of a begun stream the router ends with `error` (its shutdown): for a
+        side effect, the upstream had it and may act on it, so `unknown_commit`, as a whole
+        answer's, never the `server_shutting_down` the SDKs retry."""
+        if not self._side_effecting:
+            return error
+        return unfinished(error, keyed=self._claimed is not None)
 
 
 def _interrupted(error: BaseException | None) -> bool:
     return error is None or isinstance(error, ClientGone | asyncio.CancelledError)
 
 
-def unfinished(error: BaseException | None) -> UnknownCommitError:
-    """The record a side effect keeps when it reached the upstream and did not finish."""
+def unfinished(error: BaseException | None, keyed: bool = True) -> UnknownCommitError:
+    """The record a side effect keeps when it reached the upstream and did not finish, and the
+    answer its client gets: `keyed`, sent with an Idempotency-Key (the message says the key
+    keeps it; without one, it says not to send it again blindly)."""
     if isinstance(error, SlorouterError):
         why = error.code
     elif isinstance(error, asyncio.CancelledError):
         why = "the router stopped it"
     else:
         why = "its client left"
+    then = ("so this Idempotency-Key does not run it again: use a new key to run it knowingly"
+            if keyed else "so check whether it did before sending it again")
     return UnknownCommitError(
         f"the request reached the upstream and did not finish ({why}); it may have taken "
-        "effect, so this Idempotency-Key does not run it again: use a new key to run it "
-        "knowingly", code="unknown_commit")
+        f"effect, {then}", code="unknown_commit")

@@ -119,11 +119,12 @@ class _Stopper:
 
 class WatchedStreamingResponse(Response):
     """Sends `chunks` as `text/event-stream`, then always awaits
-    `on_finish(client_gone, ended_by)`; `ended_by` is `SHUTTING_DOWN` when `in_flight` ended it."""
+    `on_finish(client_gone, ended_by)`; `ended_by` is `shutdown_error` when `in_flight` ended it."""
 
     def __init__(self, chunks: AsyncIterator[bytes], headers: Mapping[str, str],
                  on_finish: OnFinish, in_flight: InFlight | None = None,
-                 time_limit_s: float | None = None) -> None:
+                 time_limit_s: float | None = None,
+                 shutdown_error: SlorouterError = SHUTTING_DOWN) -> None:
         # Like Starlette's StreamingResponse: no `body`, so no content-length header.
         self.status_code = 200
         self.media_type = "text/event-stream"
@@ -131,6 +132,9 @@ class WatchedStreamingResponse(Response):
         self.init_headers(dict(headers))
         self._chunks = chunks
         self._on_finish = on_finish
+        # The last event when the server's shutdown ends the stream (`unknown_commit` for a
+        # side effect the upstream had: the SDKs retry `server_shutting_down`)
+        self._shutdown_error = shutdown_error
         self._in_flight = in_flight
         # The request's time left, plus a grace: the chunks end a stream at the deadline
         # themselves (with an event), so this cuts only one whose client stopped reading, its
@@ -151,8 +155,8 @@ class WatchedStreamingResponse(Response):
         except TimeoutError:  # its writes blocked past the deadline: the client stopped reading
             client_gone, ended_by = False, STALLED
         except ShuttingDown:
-            ended_by = SHUTTING_DOWN
-            client_gone = not await self._end_with(send, SHUTTING_DOWN)
+            ended_by = self._shutdown_error
+            client_gone = not await self._end_with(send, ended_by)
         except (ClientGone, OSError):  # the client left, or a write to it failed
             pass
         except Exception as exc:  # a write broke otherwise: the stream ends early; say why

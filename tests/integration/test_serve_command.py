@@ -424,6 +424,37 @@ def test_a_side_effect_still_awaited_when_the_grace_ends_is_an_unknown_commit(
     assert raised[0].response.headers.get("x-should-retry") == "false"
 
 
+def test_a_side_effect_streaming_when_the_grace_ends_ends_with_an_unknown_commit(
+        tmp_path: Path) -> None:
+    """An `action` stream under way (5 s of content) when a 1 s grace ends: its last event is
+    `unknown_commit` (504), as a whole answer's is, and says to check before sending it again
+    (no Idempotency-Key was sent); the access line records the 504 and that it may have taken
+    effect. It ended with `server_shutting_down`, the error the SDKs retry, and the line said
+    `may_have_taken_effect: false` (found by an audit, 2026-12-05)."""
+    with ExitStack() as started:
+        router = _slow_stream_setup(tmp_path / "action-stream", 1, started,
+                                    ("--log-level", "debug"))
+        body = (b'{"model": "slow", "stream": true, "messages": [{"role": "user", '
+                b'"content": "Send 100 dollars to account 42"}]}')
+        request = urllib.request.Request(
+            f"{router.base_url}/v1/chat/completions", data=body,
+            headers={"content-type": "application/json", "x-slorouter-task": "action"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+            response.readline()
+            os.kill(router.proc.pid, signal.SIGTERM)
+            rest = response.read()
+        router.proc.wait(timeout_s=15.0)
+    last = rest.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+    error = json.loads(last[len(b"data: "):])["error"]
+    assert error["code"] == "unknown_commit", error
+    assert "Idempotency-Key" not in error["message"] and "check" in error["message"]
+    finished = [json.loads(line) for line in (tmp_path / "action-stream" / "router.log")
+                .read_text(errors="replace").splitlines() if '"request_finished"' in line]
+    assert [(f["status"], f["error_code"], f["may_have_taken_effect"]) for f in finished] == [
+        (504, "unknown_commit", True)]
+
+
 def test_a_collector_that_is_down_does_not_hold_the_exit(tmp_path: Path) -> None:
     """OTLP export to a port nothing listens on, exports failing every second: SIGTERM with
     nothing in flight exits within a few seconds (each export's timeout is 3 s and the last

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from router.cli_types import positive_number
 
 if TYPE_CHECKING:  # loaded by the handler: every `slorouter` command registers this parser
     from evals.run.aggregate import Cell
@@ -40,7 +41,7 @@ def add_run(inner: argparse._SubParsersAction[Any]) -> None:
                    "flag repeated: one report for all")
     p.add_argument("--models", default=None, help="logical models, comma-separated (default: all)")
     p.add_argument("--concurrency", type=int, default=8, help="calls in flight (default 8)")
-    p.add_argument("--timeout", type=_seconds, default=None,
+    p.add_argument("--timeout", type=positive_number, default=None,
                    help="seconds per call, a finite number > 0 (default: the deployment's "
                    "timeout_s)")
     p.add_argument("--judge-model", default=None, help="logical model that judges (overrides "
@@ -67,17 +68,6 @@ def _share(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not 0.0 <= value <= 1.0:  # also refuses nan
         raise argparse.ArgumentTypeError(f"{text} is not in [0, 1]: a share of the calls")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """A call timeout: a finite number of seconds above 0 (0, -1 and nan were accepted)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text} is not a finite number of seconds above 0")
     return value
 
 

@@ -142,5 +142,5 @@ def test_a_timeout_that_is_not_a_finite_positive_number_is_a_usage_error(
         main(["eval", "run", "--config", str(SIM_CONFIG), "--suite", str(SIM_SUITE),
               "--models", "fast", f"--timeout={value}"])
     assert caught.value.code == 2
-    assert (f"argument --timeout: {value} is not a finite number of seconds above 0"
+    assert (f"argument --timeout: must be a finite number above 0, not '{value}'"
             in capsys.readouterr().err)

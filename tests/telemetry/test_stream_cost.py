@@ -4,7 +4,8 @@ Served end to end (the real app over uvicorn, the provider simulator as a proces
 `openai` client): a stream the upstream cuts after a few chunks, and one its client closes
 after two, reach the server span and `/metrics` with a cost estimated from the router's prompt
 estimate and the content chunks counted, marked `slorouter.cost.estimated`, while their token
-counts (`gen_ai.usage.*`) stay absent: the provider reported none. A non-streamed request its
+counts (`gen_ai.usage.*`) stay absent: the provider reported none. The abandoned stream's
+attempt is `cancelled`, not a successful operation. A non-streamed request its
 client leaves before the answer is priced the same way: its prompt, from the router's estimate.
 """
 
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import aiohttp
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind
 from prometheus_client.parser import text_string_to_metric_families
 
 from router.classify.types import RequestView
@@ -56,13 +59,25 @@ def slow_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 async def _cost_samples(base: str) -> dict[str, float]:
     """`slorouter_cost_usd_total` from `/metrics`, by its `slorouter_cost_estimated` label."""
-    async with aiohttp.ClientSession() as session, session.get(f"{base}/metrics") as response:
-        text = await response.text()
-    family = next((f for f in text_string_to_metric_families(text)
-                   if f.name == "slorouter_cost_usd"), None)
-    samples = getattr(family, "samples", [])
+    samples = await _samples(base, "slorouter_cost_usd")
     return {s.labels["slorouter_cost_estimated"]: s.value for s in samples
             if s.name.endswith("_total")}
+
+
+async def _operations(base: str) -> dict[str | None, float]:
+    """`gen_ai.client.operation.duration` counts from `/metrics`, by `error.type` (None: the
+    successes)."""
+    samples = await _samples(base, "gen_ai_client_operation_duration_seconds")
+    return {s.labels.get("error_type") or None: s.value for s in samples
+            if s.name.endswith("_count")}
+
+
+async def _samples(base: str, family_name: str) -> list[Any]:
+    async with aiohttp.ClientSession() as session, session.get(f"{base}/metrics") as response:
+        text = await response.text()
+    family = next((f for f in text_string_to_metric_families(text) if f.name == family_name),
+                  None)
+    return list(getattr(family, "samples", []))
 
 
 def _estimated_cost(span: ReadableSpan) -> float:
@@ -113,9 +128,16 @@ async def test_a_stream_its_client_abandons_records_an_estimated_cost(slow_sim: 
         await stream.close()
         span = await server_span(telemetry, exporter)
         costs = await _cost_samples(base)
+        operations = await _operations(base)
         await client.close()
     cost = _estimated_cost(span)
     assert (span.attributes or {}).get("slorouter.client_disconnected") is True
+    # The attempt answered first but did not give its answer whole: `cancelled`, not one of the
+    # operation's successes (it was, with its cut-short duration, until 2026-12-05).
+    [attempt] = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.CLIENT]
+    assert (attempt.attributes or {}).get("error.type") == "cancelled"
+    assert (attempt.attributes or {}).get("slorouter.attempt.outcome") == "won"
+    assert operations == {"cancelled": 1}
     # The prompt (~13 tokens estimated) at $1/M and a few chunks at $2/M: far below a whole
     # answer's 200 tokens, which would cost at least $0.0004.
     assert cost < 200 * 2.0 / 1e6

@@ -73,6 +73,22 @@ def test_tools_give_a_tool_use_block_streamed_as_input_json(sim: Sim) -> None:
     assert block["name"] == "get_weather" and json.loads(partial) == block["input"]
 
 
+def test_a_tool_call_cut_by_max_tokens_stops_with_max_tokens(sim: Sim) -> None:
+    """`max_tokens: 2` cuts the tool_use block: `stop_reason: max_tokens`, `output_tokens` 2;
+    the whole message's `input` is `{}` (the cut arguments are not JSON), a stream sends the
+    two fragments it has."""
+    body = message("instant", tools=[WEATHER], max_tokens=2)
+    whole = httpx.post(f"{sim.base_url}/v1/messages", json=body, headers=HEADERS).json()
+    assert whole["stop_reason"] == "max_tokens" and whole["usage"]["output_tokens"] == 2
+    assert whole["content"][0]["type"] == "tool_use" and whole["content"][0]["input"] == {}
+    events = sse_events(httpx.post(f"{sim.base_url}/v1/messages", headers=HEADERS,
+                                   json={**body, "stream": True}).text)
+    fragments = [data for name, data in events if name == "content_block_delta"]
+    delta = next(data["delta"] for name, data in events if name == "message_delta")
+    assert len(fragments) == 2 and isinstance(delta, dict)
+    assert delta["stop_reason"] == "max_tokens"
+
+
 def test_rate_limit_uses_anthropic_error_shape_and_retry_after(sim: Sim) -> None:
     """A simulated 429 on /v1/messages is a rate_limit_error with Retry-After."""
     response = httpx.post(f"{sim.base_url}/v1/messages", json=message("rate-limited"),

@@ -181,6 +181,23 @@ def test_a_custom_tool_is_called_with_the_text_answer_as_input() -> None:
     assert request.tools == (ToolSpec("code_exec", '{"type":"text"}', "custom"),)
 
 
+def test_a_function_call_is_cut_at_max_tokens_as_a_providers_is() -> None:
+    """Past `max_tokens` the call's arguments stop there and it ends with `length` (not valid
+    JSON then), its usage within the limit: it came whole with `tool_calls` whatever the limit,
+    so nothing exercised a router on truncated tool calls. Under the limit it is unchanged."""
+    _, whole = _answer(tools=[WEATHER])
+    _, cut = _answer(tools=[WEATHER], max_tokens=2)
+    call, cut_call = whole.answer.tool_call, cut.answer.tool_call
+    assert call is not None and cut_call is not None and call.name == cut_call.name
+    assert whole.answer.finish_reason == "tool_calls" and len(whole.answer.pieces) > 2
+    assert (len(cut.answer.pieces), cut.answer.finish_reason) == (2, "length")
+    assert cut_call.arguments == "".join(cut.answer.pieces)
+    with pytest.raises(orjson.JSONDecodeError):
+        orjson.loads(cut_call.arguments)
+    _, roomy = _answer(tools=[WEATHER], max_tokens=len(whole.answer.pieces))
+    assert roomy.answer.finish_reason == "tool_calls"
+
+
 def test_a_custom_call_renders_in_openais_shape_whole_and_streamed() -> None:
     """`{"type": "custom", "custom": {"name", "input"}}`; streamed, the first delta has id, type
     and name with the first input piece, the others `custom: {input}` pieces."""

@@ -136,9 +136,18 @@ def _content_block(plan: Plan, full: bool) -> dict[str, object]:
     call = plan.answer.tool_call
     if call is None:
         return {"type": "text", "text": "".join(plan.answer.pieces) if full else ""}
-    arguments = orjson.loads(call.arguments) if full else {}
+    arguments = _input_of(call.arguments) if full else {}
     return {"type": "tool_use", "id": f"toolu_{call.id_hex}", "name": call.name,
             "input": arguments}
+
+
+def _input_of(arguments: str) -> object:
+    """A tool_use block's `input`: the arguments, or `{}` for arguments `max_tokens` cut (not
+    JSON: a whole message has no partial input to show; a stream sends the fragments)."""
+    try:
+        return orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return {}
 
 
 def _message(plan: Plan, meta: ResponseMeta, full: bool) -> dict[str, object]:

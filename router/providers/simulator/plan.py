@@ -128,10 +128,15 @@ def _chosen_tool(request: SimRequest) -> ToolSpec | None:
     return tools[0]
 
 
-def _tool_answer(tool: ToolSpec, key: bytes, rng: HashRandom) -> Answer:
-    arguments = content.tool_arguments(tool.parameters_json, rng)
-    call = ToolCall(id_hex=key.hex()[:24], name=tool.name, arguments=arguments)
-    return Answer(content.split_pieces(arguments), call, "tool_calls")
+def _tool_answer(tool: ToolSpec, key: bytes, rng: HashRandom, limit: int | None) -> Answer:
+    """A function call; past `max_tokens` (`limit`) its arguments are cut there and it ends
+    with `length`, as a provider's do (not valid JSON then): it came whole until 2026-12-05."""
+    pieces = content.split_pieces(content.tool_arguments(tool.parameters_json, rng))
+    finish: FinishReason = "tool_calls"
+    if limit is not None and len(pieces) > limit:
+        pieces, finish = pieces[: max(limit, 1)], "length"
+    call = ToolCall(id_hex=key.hex()[:24], name=tool.name, arguments="".join(pieces))
+    return Answer(pieces, call, finish)
 
 
 def _custom_tool_answer(tool: ToolSpec, key: bytes, text: Answer) -> Answer:
@@ -166,7 +171,7 @@ def build_answer(request: SimRequest, profile: ModelProfile, choice: int = 0) ->
     rng = HashRandom(key)
     tool = _chosen_tool(request)
     if tool is not None and tool.kind == "function":
-        return _tool_answer(tool, key, rng)
+        return _tool_answer(tool, key, rng, request.max_tokens)
     text = _text_answer(request, profile, rng, choice)
     if tool is not None:
         return _custom_tool_answer(tool, key, text)

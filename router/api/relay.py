@@ -136,7 +136,9 @@ class StreamRelay:
             outcome.error_code = ended_by.code
         try:  # settled first: it marks a side effect that may have run, for the record
             if not self._clean_end:
-                error = self._error if self._error is not None or client_gone else ended_by
+                error = self._error
+                if error is None and not client_gone:
+                    error = ended_by  # the router ended it itself (its shutdown)
                 await self._settle.failed(error, outcome, answer_begun=True)
         finally:
             self._record(outcome)

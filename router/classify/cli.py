@@ -7,11 +7,7 @@ handlers so that `slorouter --help` stays fast. Input parsing for `classify` is 
 from __future__ import annotations
 
 import argparse
-import gzip
 import sys
-import zlib
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -92,28 +88,16 @@ def run_classify(args: argparse.Namespace) -> int:
     # Lines are read as bytes: one that is not UTF-8 is a malformed line like any other.
     if args.file is None:
         return classify_stream(sys.stdin.buffer, sys.stdout, sys.stderr, classifier)
+    from router.classify.data import DataError, open_lines
+
     try:
-        with _open_input(args.file) as fh:
-            return classify_stream(fh, sys.stdout, sys.stderr, classifier)
+        return classify_stream(open_lines(args.file), sys.stdout, sys.stderr, classifier)
     except OSError as exc:
         print(f"slorouter classify: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
-    except (EOFError, zlib.error) as exc:  # a cut .gz file: EOFError is no OSError
-        print(f"slorouter classify: {args.file}: not a complete gzip file ({exc})",
-              file=sys.stderr)
+    except DataError as exc:  # a cut .gz file
+        print(f"slorouter classify: {exc}", file=sys.stderr)
         return 2
-
-
-@contextmanager
-def _open_input(path: Path) -> Iterator[Iterable[bytes]]:
-    """The input file's lines as bytes, gunzipped when its name ends in `.gz`, as
-    `train-classifier` and `eval-classifier` read their data (it was read compressed)."""
-    if path.suffix == ".gz":
-        with gzip.open(path, "rb") as packed:
-            yield packed
-    else:
-        with path.open("rb") as plain:
-            yield plain
 
 
 def _classifier(model: Path | None) -> Any:

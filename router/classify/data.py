@@ -52,9 +52,9 @@ class DataError(ValueError):
     """A data file could not be read; the message names the file and line."""
 
 
-def _open_lines(path: Path) -> Iterator[bytes]:
-    """The file's lines (decompressed, undecoded): a line that is not UTF-8 fails its own
-    validation, by number."""
+def open_lines(path: Path) -> Iterator[bytes]:
+    """The file's lines (gunzipped for `.gz`, undecoded): a line that is not UTF-8 fails its
+    own validation, by number; a cut or corrupt gzip file is a `DataError`."""
     with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as fh:
         try:
             yield from fh
@@ -79,7 +79,7 @@ def example_of(row: PromptRow) -> Example:
 def read_examples(path: Path) -> list[Example]:
     """Every row of one data file as an `Example` (raises `DataError` naming a bad line)."""
     out: list[Example] = []
-    for number, line in enumerate(_open_lines(path), start=1):
+    for number, line in enumerate(open_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -93,6 +93,6 @@ def files_hash(paths: Sequence[Path]) -> str:
     """SHA-256 over the decompressed contents of the files, in the given order."""
     digest = hashlib.sha256()
     for path in paths:
-        for line in _open_lines(path):
+        for line in open_lines(path):
             digest.update(line)
     return digest.hexdigest()

@@ -9,6 +9,10 @@ import numpy as np
 import orjson
 import pytest
 
+from cache.policy import CacheRule, decide
+from router.classify.classifier import load_default_classifier
+from router.classify.types import Hints, RequestView
+from router.embedded import simulator_config
 from router.loadtest.loadgen import poisson_schedule
 from router.loadtest.workload import load_workload, plan_requests
 
@@ -59,6 +63,32 @@ def test_default_mix_covers_languages_lengths_streaming_and_repeats() -> None:
     assert len(set(repeats)) <= 12 < len(repeats)
     assert all(b["temperature"] == 0.0 for r, b in zip(planned, bodies, strict=True)
                if r.cls.startswith("repeat"))
+
+
+def test_every_repeat_class_of_the_default_mix_can_hit_the_simulator_defaults_cache() -> None:
+    """A repeat class exists to give the result cache hits: under the embedded simulator default
+    (what `python -m bench.suite` routes through), each of its prompts, as the shipped classifier
+    reads it, lands on a task whose policy caches it. The English pool once held CLINC150
+    intents ("set a timer ...") read as `action`, which is never cached: it never hit."""
+    workload = load_workload(DEFAULT_MIX)
+    policies = simulator_config({}, unset_stand_in=True).policies
+    assert policies is not None
+    classifier = load_default_classifier()
+    bodies = {r.body: r.cls for r in plan_requests(workload, 3000, 11)
+              if r.cls.startswith("repeat")}
+    assert set(bodies.values()) == {c.name for c in workload.mix.classes if c.repeat_pool}
+    for body, cls in bodies.items():
+        fields = {k: v for k, v in orjson.loads(body).items() if k != "model"}
+        labels = classifier.classify(
+            RequestView(messages=(("user", fields["messages"][0]["content"]),)), Hints())
+        policy = policies.for_task(labels.task)
+        risk_rule = policy.risk.get(labels.risk)
+        rule = CacheRule(enabled=policy.cache.enabled and (risk_rule is None or risk_rule.cache),
+                         ttl_s=policy.cache.ttl_s,
+                         require_deterministic=policy.cache.require_deterministic)
+        decision = decide(fields, rule, task=labels.task, risk=labels.risk,
+                          signals=labels.signals)
+        assert decision.uses_cache, (cls, labels.task, labels.risk, decision.bypass_reason)
 
 
 def test_a_class_without_matching_prompts_is_rejected(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ class RequestFacts:
     prompt_text: str = field(default="", repr=False)  # for learned routing; never logged
     completions: int = 1  # `n`: each completion may use `max_output_tokens`
     stream: bool = True  # streamed answer (scored on TTFT), else whole (scored on E2E)
+    temperature: float | None = None  # the request's sampling temperature, when it sets one
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,7 @@ class DeploymentFacts:
     max_output_tokens: int | None = None  # the model's most output per answer; None: unknown
     supports_n: bool = True  # answers `n` > 1 choices
     supports_logprobs: bool = True  # returns `logprobs`
+    max_temperature: float = 2.0  # the highest `temperature` the provider takes
 
 _PASSED = attrgetter("passed")
 
@@ -146,8 +148,15 @@ _NO_TOOLS = "request declares tools; deployment has no tool support"
 _NO_JSON = "request asks for JSON; deployment has no JSON mode"
 _NO_CHOICES = "request asks for {} choices (n); deployment answers one"
 _NO_LOGPROBS = "request asks for logprobs; deployment returns none"
+_TOO_HOT = "request's temperature {:g} > deployment's most {:g}"
 UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_format",
-               _NO_CHOICES: "n", _NO_LOGPROBS: "logprobs"}
+               _NO_CHOICES: "n", _NO_LOGPROBS: "logprobs", _TOO_HOT: "temperature"}
+
+
+def too_hot(facts: RequestFacts, deployment: DeploymentFacts) -> bool:
+    """Whether the request's temperature is above what the deployment's provider takes (it
+    would refuse the request: Anthropic's models take 0-1, OpenAI's 0-2)."""
+    return facts.temperature is not None and facts.temperature > deployment.max_temperature
 
 
 def dropped_field(facts: RequestFacts, deployment: DeploymentFacts) -> str | None:
@@ -176,6 +185,9 @@ def _fits(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> Chec
         return Check(CheckName.FITS, False, _NO_TOOLS)
     if facts.needs_json and not deployment.supports_json:
         return Check(CheckName.FITS, False, _NO_JSON)
+    if too_hot(facts, deployment):
+        return Check(CheckName.FITS, False, _TOO_HOT,
+                     (facts.temperature, deployment.max_temperature))
     dropped = dropped_field(facts, deployment)
     if dropped == "n":
         return Check(CheckName.FITS, False, _NO_CHOICES, (facts.completions,))

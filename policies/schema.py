@@ -122,6 +122,10 @@ class DeploymentSpec(Frozen):
     # Mistral, Ollama: one choice comes, and no log probabilities).
     supports_n: bool | None = None
     supports_logprobs: bool | None = None
+    # The highest `temperature` the provider takes; None: 1 for Anthropic's models (a model
+    # string with provider `anthropic` or naming Claude), else 2 (OpenAI's range). A request
+    # above it is not sent there: `auto` routes it to a deployment that takes it.
+    max_temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
     zero_data_retention: bool = False
     connect_timeout_s: float = Field(default=5.0, gt=0)
     timeout_s: float = Field(default=120.0, gt=0)

@@ -25,6 +25,7 @@ from policies.eligibility import (
     dropped_field,
     evaluate,
     pinned_verdicts,
+    too_hot,
 )
 from policies.learned.decide import choose
 from policies.schema import TaskPolicy
@@ -230,20 +231,22 @@ def _pinned(requested: str, facts: RequestFacts, config: RuntimeConfig) -> Decis
 def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
           deployments: tuple[str, ...]) -> tuple[str, ...]:
     """Of a pinned (or per-task default) model's `deployments`, those that take the request's
-    tools and JSON mode, when any does: a replica configured without them is not chosen (prefix
-    affinity would pick it as readily as the others) while one with them can serve. When none
-    does, all of them, in order: such a request is served by its model as asked.
+    tools, JSON mode and temperature, when any does: a replica configured without them is not
+    chosen (prefix affinity would pick it as readily as the others) while one with them can
+    serve. When none does, all of them, in order: such a request is served by its model as
+    asked (a temperature its provider refuses comes back as that provider's 400).
     A request for `n` > 1 choices, or for log probabilities, goes only to those that answer
     them (`supports_n`, `supports_logprobs`): another would answer one choice, or none, with a
     200, as litellm drops both fields for providers that take none. When none of them does, the
     request is refused (400, param `n` or `logprobs`) rather than answered short."""
     if (facts.completions > 1 or facts.needs_logprobs) and deployments:
         deployments = _answering(model, facts, config, deployments)
-    if not (facts.needs_tools or facts.needs_json) or len(deployments) < 2:
+    if not (facts.needs_tools or facts.needs_json or facts.temperature is not None) or len(
+            deployments) < 2:
         return deployments
     unable = {d.name for d in config.model_facts[model]
               if (facts.needs_tools and not d.supports_tools)
-              or (facts.needs_json and not d.supports_json)}
+              or (facts.needs_json and not d.supports_json) or too_hot(facts, d)}
     able = tuple(d for d in deployments if d not in unable)
     return able if able else deployments
 

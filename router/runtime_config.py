@@ -18,7 +18,7 @@ from policies.labels import Task
 from policies.loader import content_hash
 from policies.schema import ApiKeySpec, DeploymentSpec, RouterConfig, TaskPolicy
 from router.errors import ConfigError
-from router.providers.base import Deployment
+from router.providers.base import Deployment, default_max_temperature
 
 if TYPE_CHECKING:  # loaded only when a policy names a learned router (imports scikit-learn)
     from policies.learned.artifact import LoadedRouter
@@ -115,6 +115,8 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
         supports_json=spec.supports_json, zero_data_retention=spec.zero_data_retention,
         supports_n=_answers(spec, spec.supports_n, "n", litellm_passes),
         supports_logprobs=_answers(spec, spec.supports_logprobs, "logprobs", litellm_passes),
+        max_temperature=(spec.max_temperature if spec.max_temperature is not None
+                         else default_max_temperature(spec.model)),
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
         max_in_flight=spec.max_in_flight, tenant_cache_salt=spec.tenant_cache_salt,
         cached_input_price_per_mtok=(spec.cached_input_price_per_mtok
@@ -185,7 +187,7 @@ def _facts(config: RouterConfig,
         supports_tools=d.supports_tools, supports_json=d.supports_json,
         zero_data_retention=d.zero_data_retention, price_in_per_m=d.input_price_per_mtok,
         price_out_per_m=d.output_price_per_mtok, supports_n=d.supports_n,
-        supports_logprobs=d.supports_logprobs)
+        supports_logprobs=d.supports_logprobs, max_temperature=d.max_temperature)
         for name in model.deployments for d in (deployments[name],))
         for model in config.models}
 

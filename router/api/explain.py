@@ -37,7 +37,8 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
                     # what the cost ceiling caps an unlimited answer at, as it is sent
                     "output_cap": _output_cap(prepared),
                     "needs_tools": facts.needs_tools, "needs_json": facts.needs_json,
-                    "needs_logprobs": facts.needs_logprobs, "choices": facts.completions},
+                    "needs_logprobs": facts.needs_logprobs, "choices": facts.completions,
+                    "temperature": facts.temperature},
         "candidates": [{
             "model": v.model, "deployment": v.deployment, "role": v.role,
             "eligible": v.eligible, "worst_case_cost_usd": v.cost_usd,

@@ -39,6 +39,7 @@ class Deployment:
     supports_json: bool = True
     supports_n: bool = True  # answers `n` > 1 choices
     supports_logprobs: bool = True  # answers `logprobs`
+    max_temperature: float = 2.0  # the highest `temperature` the provider takes
     zero_data_retention: bool = False
     connect_timeout_s: float = 5.0
     timeout_s: float = 120.0
@@ -100,6 +101,25 @@ def derive_names(model: str, api_base: str | None, adapter: AdapterName,
     if kind == "other" and tenant_cache_salt and speaks_openai_wire(adapter, provider):
         body = "salted"
     return rest, provider, kind, body
+
+
+OPENAI_MAX_TEMPERATURE = 2.0
+ANTHROPIC_MAX_TEMPERATURE = 1.0
+
+
+# Providers whose Claude models take Anthropic's range (an aggregator such as OpenRouter maps
+# OpenAI's range itself, so its Claude models are not among them).
+_CLAUDE_HOSTS = frozenset({"bedrock", "bedrock_converse", "vertex_ai", "vertex_ai_beta"})
+
+
+def default_max_temperature(model: str) -> float:
+    """The highest `temperature` the provider of `model` (a litellm model string) takes when the
+    config does not say: Anthropic's models take 0-1 (from Anthropic, Bedrock or Vertex AI),
+    the rest OpenAI's 0-2."""
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    if provider == "anthropic" or (provider in _CLAUDE_HOSTS and "claude" in model.lower()):
+        return ANTHROPIC_MAX_TEMPERATURE
+    return OPENAI_MAX_TEMPERATURE
 
 
 # The codes of an adapter's error for a request sent and never answered: the upstream dropped

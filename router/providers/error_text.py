@@ -73,6 +73,14 @@ def message_of(exc: BaseException) -> str:
 def error_fields(text: str) -> tuple[str | None, str | None, str | None]:
     """(message, code, param) of an error body given as JSON or a Python dict's repr."""
     stripped = text.strip()
+    if stripped[:2] in ("b'", 'b"'):
+        # A body quoted as bytes (litellm's streamed errors: `b'{"type":"error",...}'`).
+        try:
+            quoted = ast.literal_eval(stripped)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            quoted = None
+        if isinstance(quoted, bytes):
+            stripped = quoted.decode("utf-8", "replace").strip()
     if not stripped.startswith("{"):
         return None, None, None
     parsed: object = None

@@ -139,6 +139,42 @@ def test_missing_max_tokens_is_invalid_request(sim: Sim) -> None:
     assert response.json()["error"]["type"] == "invalid_request_error"
 
 
+@pytest.mark.parametrize(("extra", "named"), [
+    ({"messages": [{"role": "system", "content": "Be terse."},
+                   {"role": "user", "content": "Hello"}]}, "messages.0.role"),
+    ({"temperature": 1.5}, "temperature"),
+    ({"top_p": 1.2}, "top_p"),
+    ({"tool_choice": {"type": "any"}}, "may only be given with tools"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "tool", "name": "get_time"}}, "get_time"),
+])
+def test_what_anthropic_refuses_is_a_400_invalid_request(
+        sim: Sim, extra: dict[str, object], named: str) -> None:
+    """The Messages API refuses a `system` role among the messages (the system prompt is a
+    top-level field), a temperature or top_p above 1, and a `tool_choice` of `any` or a named
+    tool without tools or naming none of them: so does the simulator (it took them all), so a
+    translation that produced one fails here as it would at Anthropic."""
+    response = httpx.post(f"{sim.base_url}/v1/messages", json=message("steady", **extra),
+                          headers=HEADERS)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and named in error["message"]
+
+
+@pytest.mark.parametrize(("drop", "status", "kind"), [
+    ("x-api-key", 401, "authentication_error"),
+    ("anthropic-version", 400, "invalid_request_error")])
+def test_a_request_without_anthropics_headers_is_refused(
+        sim: Sim, drop: str, status: int, kind: str) -> None:
+    """Anthropic answers a request without `x-api-key` with a 401 and one without
+    `anthropic-version` with a 400; any key is accepted."""
+    headers = {k: v for k, v in HEADERS.items() if k != drop}
+    response = httpx.post(f"{sim.base_url}/v1/messages", json=message("steady"), headers=headers)
+    assert response.status_code == status
+    body = response.json()
+    assert body["type"] == "error" and body["error"]["type"] == kind and drop in body[
+        "error"]["message"]
+
+
 async def test_litellm_anthropic_route_translates_completion(sim: Sim) -> None:
     """litellm's anthropic/ provider gets OpenAI-shaped text and usage from the simulator."""
     response = await litellm.acompletion(

@@ -17,6 +17,7 @@ from policies.schema import TaskPolicy
 from router.classify.types import Labels
 from router.decide import EXPLORED, Decision, Ranked, StaticRanker, decide, require_route
 from router.errors import NoEligibleModelError, RequestError
+from router.providers.base import default_max_temperature
 from router.runtime_config import RuntimeConfig, resolve
 
 CONFIG = """
@@ -174,6 +175,48 @@ def test_fit_checks_that_a_deployment_returns_the_logprobs_asked_for() -> None:
     with pytest.raises(RequestError) as caught:
         decide("mid", labels, asking, runtime, StaticRanker(), lambda _name: True)
     assert (caught.value.param, caught.value.code) == ("logprobs", "no_model_fits")
+
+
+def test_fit_checks_the_temperature_a_deployment_takes() -> None:
+    """A temperature above a deployment's `max_temperature` rules it out (the default: 1 for
+    Anthropic's models, 2 for the rest); above every candidate's, a 400 naming `temperature`."""
+    runtime = _runtime(CONFIG.replace("model: openai/cheap,", "model: anthropic/cheap,"))
+    labels = Labels(task="math", risk="low")
+
+    def facts(temperature: float | None) -> RequestFacts:
+        return RequestFacts(task="math", risk="low", prompt_tokens=100, max_output_tokens=100,
+                            temperature=temperature)
+
+    def served(temperature: float | None, config: RuntimeConfig = runtime) -> tuple[str, ...]:
+        return decide("auto", labels, facts(temperature), config, StaticRanker(),
+                      lambda _name: True).deployments
+
+    assert served(None) == served(1.0) == ("cheap-1", "mid-1", "big-1")
+    assert served(1.5) == ("mid-1", "big-1")
+    hot = decide("auto", labels, facts(1.5), runtime, StaticRanker(), lambda _name: True)
+    cheap = next(v for v in hot.verdicts if v.deployment == "cheap-1")
+    assert [c.detail for c in cheap.checks if not c.passed] == [
+        "request's temperature 1.5 > deployment's most 1"]
+    capped = _runtime(CONFIG.replace("model: openai/cheap,", "model: anthropic/cheap,")
+                      .replace("supports_tools: false}", "supports_tools: false, "
+                               "max_temperature: 1.2}")
+                      .replace("output_price_per_mtok: 15,",
+                               "output_price_per_mtok: 15, max_temperature: 1,"))
+    assert served(1.1, capped) == ("mid-1",)
+    assert served(1.5, capped) == ()
+    with pytest.raises(RequestError) as caught:
+        require_route(decide("auto", labels, facts(1.5), capped, StaticRanker(),
+                             lambda _name: True))
+    assert (caught.value.param, caught.value.code) == ("temperature", "no_model_fits")
+
+
+@pytest.mark.parametrize(("model", "most"), [
+    ("anthropic/claude-sonnet-4-5", 1.0), ("bedrock/anthropic.claude-3-5-sonnet", 1.0),
+    ("vertex_ai/claude-3-5-sonnet@20240620", 1.0), ("openai/gpt-4o", 2.0), ("gpt-4o", 2.0),
+    ("openrouter/anthropic/claude-3.5-sonnet", 2.0), ("bedrock/meta.llama3-70b", 2.0)])
+def test_the_default_max_temperature_is_anthropics_for_claude_on_its_hosts(
+        model: str, most: float) -> None:
+    assert default_max_temperature(model) == most
 
 
 def test_high_risk_rule_restricts_to_zero_data_retention() -> None:

@@ -159,6 +159,11 @@ def test_an_error_event_in_a_begun_stream_is_a_cut_stream_not_a_refusal() -> Non
     ('AnthropicError - {"type":"error","error":{"type":"invalid_request_error",'
      '"message":"prompt is too long"}}', "prompt is too long"),
     ("cannot open /opt/slorouter/router/providers/http1.py", "cannot open <path>"),
+    # litellm quotes a streamed request's error body as bytes
+    ("litellm.BadRequestError: AnthropicException - b'{\"type\":\"error\",\"error\":{\"type\":"
+     "\"invalid_request_error\",\"message\":\"temperature: must be at most 1\"}}'",
+     "temperature: must be at most 1"),
+    ("b'not json'", "b'not json'"),
 ])
 def test_clean_message(raw: str, clean: str) -> None:
     """Library prefixes, tracebacks, object reprs, paths and litellm's notes are removed."""

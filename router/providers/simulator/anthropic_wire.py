@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from router.providers.simulator.plan import Plan
 from router.providers.simulator.request import Message, SimRequest, ToolMode, ToolSpec
@@ -23,6 +23,7 @@ from router.providers.simulator.wire import ErrorKind, ResponseMeta, WireError
 
 ERROR_TYPES = {
     400: "invalid_request_error",
+    401: "authentication_error",
     404: "not_found_error",
     429: "rate_limit_error",
     500: "api_error",
@@ -54,7 +55,7 @@ class Block(_Lenient):
 
 
 class AnthropicMessage(_Lenient):
-    role: str
+    role: Literal["user", "assistant"]  # the system prompt is the top-level `system` field
     content: str | list[Block]
 
 
@@ -69,7 +70,10 @@ class AnthropicToolChoice(_Lenient):
 
 
 class MessagesRequest(_Lenient):
-    """The fields of an Anthropic Messages request that change the simulator's answer."""
+    """The fields of an Anthropic Messages request that change the simulator's answer, held to
+    Anthropic's rules so that a translation the provider refuses is refused here too: roles
+    `user` / `assistant` only, temperature and top_p in [0, 1], and a `tool_choice` of `any` or
+    a named tool only with `tools` (naming one of them)."""
 
     model: str
     max_tokens: int = Field(ge=1)
@@ -79,9 +83,21 @@ class MessagesRequest(_Lenient):
     stream: bool = False
     tools: list[AnthropicTool] | None = None
     tool_choice: AnthropicToolChoice | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
+    temperature: float | None = Field(default=None, ge=0, le=1)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _tool_choice_names_a_tool(self) -> MessagesRequest:
+        choice = self.tool_choice
+        if choice is None or choice.type in ("auto", "none"):
+            return self
+        names = {tool.name for tool in self.tools or ()}
+        if not names:
+            raise ValueError(f"tool_choice {choice.type!r} may only be given with tools")
+        if choice.type == "tool" and choice.name not in names:
+            raise ValueError(f"tool_choice names tool {choice.name!r}, which is not in tools")
+        return self
 
 
 def _block_text(block: Block) -> str:
@@ -170,6 +186,15 @@ def _event(name: str, data: Mapping[str, object]) -> bytes:
 
 class AnthropicWire:
     """`POST /v1/messages`."""
+
+    def refuse_headers(self, headers: Mapping[str, str]) -> ErrorKind | None:
+        """Anthropic answers a request without `x-api-key` with a 401 and one without
+        `anthropic-version` with a 400, before reading the body (any key is accepted)."""
+        if not headers.get("x-api-key"):
+            return ErrorKind(401, "authentication_error", "x-api-key header is required")
+        if not headers.get("anthropic-version"):
+            return ErrorKind(400, "invalid_request", "anthropic-version: header is required")
+        return None
 
     def parse(self, body: bytes) -> SimRequest:
         try:

@@ -13,7 +13,7 @@ choices, each choice's role, deltas and finish chunk under its `index`), and err
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Literal
 
 import orjson
@@ -314,6 +314,11 @@ def _logprobs(tokens: Sequence[TokenLogprob] | None) -> dict[str, object] | None
 
 class OpenAIWire:
     """`POST /v1/chat/completions`."""
+
+    def refuse_headers(self, headers: Mapping[str, str]) -> ErrorKind | None:
+        """None: OpenAI-compatible servers run without keys too (a local vLLM), and the
+        pass-through sends `Authorization` only when its deployment has a key."""
+        return None
 
     def parse(self, body: bytes) -> SimRequest:
         try:

@@ -39,6 +39,9 @@ ANTHROPIC = AnthropicWire()
 def _handler(wire: Wire) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
         state = request.app[control.STATE_KEY]
+        refused = wire.refuse_headers(request.headers)
+        if refused is not None:
+            return engine.error_response(wire, refused)
         try:
             sim = wire.parse(await request.read())
         except WireError as exc:

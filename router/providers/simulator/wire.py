@@ -7,6 +7,7 @@ these protocols, so a third wire format is one more module.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,6 +50,10 @@ class StreamRenderer(Protocol):
 
 class Wire(Protocol):
     """One wire format."""
+
+    def refuse_headers(self, headers: Mapping[str, str]) -> ErrorKind | None:
+        """The error the wire's provider answers these request headers with, if any."""
+        ...
 
     def parse(self, body: bytes) -> SimRequest: ...
 

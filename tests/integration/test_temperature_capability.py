@@ -1,0 +1,123 @@
+"""A temperature a provider refuses is not sent to it when another deployment takes it.
+
+OpenAI's API takes `temperature` up to 2, Anthropic's up to 1 (a request above it is a 400
+there, and in the simulator's Anthropic wire). A policy for `auto` that ranks a Claude model
+first once sent `temperature: 1.5` to it and answered the client with that 400. Served end to
+end (the simulator's OpenAI and Anthropic wires, the router as a process, the real `openai`
+client): `auto` and a model with a replica on each wire route such a request to the deployment
+that takes it; a model that has none sends it as asked, and its provider's 400 comes back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests.support.procs import PYTHON
+from tests.support.services import FAST_PROFILE, Running, start_router, start_simulator
+
+pytestmark = pytest.mark.integration
+
+MESSAGES = [{"role": "user", "content": "Write one line about the sea."}]
+
+
+def _config(sim_base: str) -> str:
+    """`claude` (Anthropic through litellm, the cheaper), `gpt` (pass-through), `mixed` (both),
+    and a policy for `auto` that ranks `claude` first (exploration off)."""
+    return f"""version: 1
+deployments:
+  - {{name: claude-m, model: anthropic/m, adapter: litellm, api_base: {sim_base},
+     api_key: env:SIM_KEY, input_price_per_mtok: 0.1, output_price_per_mtok: 0.1}}
+  - {{name: gpt-m, model: openai/m, adapter: openai_passthrough, api_base: {sim_base}/v1,
+     input_price_per_mtok: 1, output_price_per_mtok: 1}}
+models:
+  - {{name: claude, deployments: [claude-m]}}
+  - {{name: gpt, deployments: [gpt-m]}}
+  - {{name: mixed, deployments: [claude-m, gpt-m]}}
+routes: {{default_model: gpt, aliases: [auto]}}
+policies:
+  default: {{candidates: [claude, gpt], objective: min_cost}}
+server: {{cache: {{backend: none}}, stats: {{explore_share: 0}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Path]]:
+    directory = tmp_path_factory.mktemp("temperature")
+    with contextlib.ExitStack() as stack:
+        sim = start_simulator(directory, {"m": FAST_PROFILE})
+        stack.callback(sim.stop)
+        config = directory / "router.yaml"
+        config.write_text(_config(sim.base_url))
+        running = start_router(directory, _config(sim.base_url), env={"SIM_KEY": "sim-key"})
+        stack.callback(running.stop)
+        yield running, config
+
+
+def _client(router: Running) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{router.base_url}/v1", api_key="unused", max_retries=0,
+                         timeout=20)
+
+
+def _served_by(router: Running, model: str, temperature: float, stream: bool,
+               prompt: str = MESSAGES[0]["content"]) -> str:
+    reply = _client(router).chat.completions.with_raw_response.create(
+        model=model, messages=[{"role": "user", "content": prompt}], temperature=temperature,
+        stream=stream)
+    if stream:
+        assert any(c.choices and c.choices[0].delta.content for c in reply.parse())
+    else:
+        assert reply.parse().choices[0].message.content
+    return reply.headers["x-slorouter-model"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_auto_sends_a_temperature_above_anthropics_range_to_a_deployment_that_takes_it(
+        setup: tuple[Running, Path], stream: bool) -> None:
+    router, _ = setup
+    assert _served_by(router, "auto", 1.5, stream) == "gpt-m"
+    assert _served_by(router, "auto", 0.5, stream) == "claude-m"  # the policy's first choice
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_model_sends_it_to_its_replica_that_takes_it(setup: tuple[Running, Path],
+                                                       stream: bool) -> None:
+    """Whichever replica the prompt would have gone to."""
+    router, _ = setup
+    served = {_served_by(router, "mixed", 1.5, stream, f"Line {n} about the sea.")
+              for n in range(6)}
+    assert served == {"gpt-m"}
+
+
+def test_a_model_with_no_deployment_that_takes_it_is_sent_it_as_asked(
+        setup: tuple[Running, Path]) -> None:
+    """Its provider's own refusal comes back, naming the field."""
+    router, _ = setup
+    with pytest.raises(openai.BadRequestError) as caught:
+        _client(router).chat.completions.create(model="claude", messages=MESSAGES,
+                                                temperature=1.5)
+    body = caught.value.body
+    assert isinstance(body, dict) and "temperature" in body["message"]
+
+
+def test_explain_names_the_temperature_that_rules_a_deployment_out(
+        setup: tuple[Running, Path]) -> None:
+    _, config = setup
+    request = {"model": "auto", "messages": MESSAGES, "temperature": 1.5}
+    result = subprocess.run([PYTHON, "-m", "router.cli", "explain", "--config", str(config)],
+                            input=json.dumps(request), capture_output=True, text=True,
+                            timeout=120, check=True, env={**os.environ, "SIM_KEY": "sim-key"})
+    explained = json.loads(result.stdout)
+    assert explained["request"]["temperature"] == 1.5
+    fits = {c["deployment"]: next(k for k in c["checks"] if k["name"] == "fits")
+            for c in explained["candidates"]}
+    assert not fits["claude-m"]["passed"]
+    assert fits["claude-m"]["detail"] == "request's temperature 1.5 > deployment's most 1"
+    assert fits["gpt-m"]["passed"]

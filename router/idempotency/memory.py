@@ -6,8 +6,10 @@ execution happens however many arrive (and wake when a lease runs out). Complete
 cannot block a key forever). At `max_entries` entries, completed entries are evicted, the
 oldest of the tenant holding the most entries first; past `max_bytes` of them (the stored
 answers plus `ENTRY_OVERHEAD_BYTES` each), the oldest of the tenant holding the most bytes
-first: a tenant sending keys by the thousand, or a few large answers, evicts its own records,
-never another's (whose retry would then run a second time); if every entry is in flight, new
+first. A tenant never loses a record while another holds more: one sending keys by the
+thousand, or a few large answers, takes another's records (whose retries would then run a
+second time) only until it holds as much as the largest holder, then evicts its own, so a full
+store shares itself out evenly between its tenants; if every entry is in flight, new
 keys are refused with `OverloadedError`. A duplicate's `asyncio.Event` exists only
 while someone waits on it.
 

@@ -72,6 +72,25 @@ async def test_a_tenants_large_answers_past_the_byte_budget_evict_its_own_not_an
     assert await is_kept(store, "flood", "f11")  # the newest answer stays
 
 
+async def test_a_full_store_shares_itself_out_evenly_between_the_tenants_that_use_it() -> None:
+    """What eviction promises, no more: records go from the tenant holding the most, so a
+    newcomer to a store another tenant filled takes from it until they hold the same, and from
+    then on each evicts its own. A tenant never loses a record while another holds more."""
+    store = MemoryIdempotencyStore(FakeClock(), ttl_s=TTL_S, max_entries=100)
+    for number in range(100):
+        await stored(store, "first", f"a{number}", 10)
+    for number in range(300):
+        before = Counter(store._held)
+        await stored(store, "newcomer", f"b{number}", 10)
+        after = store._held
+        if after["first"] < before["first"]:
+            assert before["first"] >= before["newcomer"], (number, before)
+    held = store._held["first"]
+    assert len(store) == 100 and abs(held - store._held["newcomer"]) <= 2  # ties: either gives
+    kept = [await is_kept(store, "first", f"a{n}") for n in range(100)]
+    assert kept == [False] * (100 - held) + [True] * held  # the oldest went first
+
+
 async def test_one_answer_larger_than_the_budget_stays_until_the_next_is_stored() -> None:
     budget = 4 * entry_bytes(100)
     store = MemoryIdempotencyStore(FakeClock(), ttl_s=TTL_S, max_bytes=budget)

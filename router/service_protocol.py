@@ -27,6 +27,10 @@ SIGTERM's drain waited for it until its whole grace had passed. Two cases:
   that stopped reading, leaves its tail in the buffer. Such a close is watched, as nginx's
   `send_timeout` does: while the buffer shrinks the client is reading and the close waits; once
   it has not shrunk for `SEND_TIMEOUT_S` the connection is reset.
+
+A request HTTP itself does not allow (a control character in a header, a malformed request
+line) never reaches the app: uvicorn answered it with a plain-text 400. It is answered in
+OpenAI's error shape (`invalid_http_request`), with a request id, as every other error is.
 """
 
 from __future__ import annotations
@@ -36,8 +40,10 @@ import socket
 import struct
 from typing import Any
 
+import orjson
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
+from router.api.request_ids import new_request_id
 from router.head_with_body import HeadWithBodyProtocol
 
 _NO_LINGER = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: closing resets the connection
@@ -71,6 +77,23 @@ class ServiceProtocol(HeadWithBodyProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head = True
+
+    def send_400_response(self, msg: str) -> None:
+        """What HTTP's parser refused, as a 400 in OpenAI's error shape; the connection closes
+        (what follows on it cannot be read)."""
+        body = orjson.dumps({"error": {
+            "message": "the request is not valid HTTP/1.1 (a header holds a character HTTP does "
+                       "not allow, or the request line is malformed)",
+            "type": "invalid_request_error", "param": None, "code": "invalid_http_request"}})
+        head = [b"HTTP/1.1 400 Bad Request\r\n"]
+        head += [name + b": " + value + b"\r\n"
+                 for name, value in self.server_state.default_headers]
+        head += [b"content-type: application/json\r\n",
+                 b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
+                 b"x-request-id: " + new_request_id().encode("ascii") + b"\r\n",
+                 b"connection: close\r\n\r\n", body]
+        self.transport.write(b"".join(head))
+        self.transport.close()
 
     def on_headers_complete(self) -> None:
         self._in_head = False

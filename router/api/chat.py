@@ -155,6 +155,7 @@ class ChatHandler:
         outcome.tenant = principal.tenant
         outcome.steps.append(("auth", outcome.arrived_at, self._clock()))
         check_request_id(received.get("x-request-id"))
+        idempotent.check_sent_once(received, request.scope["headers"])
         raw = await read_json(
             request, config.max_body_bytes,
             config.request_timeout_s - (self._clock() - outcome.arrived_at), received)

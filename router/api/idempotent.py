@@ -12,7 +12,7 @@ of a side effect the upstream may have had); any other failure releases the key 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,16 @@ class Claimed:
             await self.store.complete(self.lease, error_response(error))
         else:
             await self.store.release(self.lease)
+
+
+def check_sent_once(received: Mapping[str, str], raw_headers: Iterable[tuple[bytes, bytes]]
+                    ) -> None:
+    """A 400 for an `Idempotency-Key` header sent more than once: which key guards the side
+    effect would be a guess (the first was taken; a proxy that joins repeated headers would
+    make a third key of them)."""
+    if HEADER in received and sum(name == b"idempotency-key" for name, _ in raw_headers) > 1:
+        raise RequestError("Idempotency-Key was sent more than once; send one key",
+                           param="Idempotency-Key", code="invalid_idempotency_key")
 
 
 async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: Principal,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -339,6 +340,52 @@ def test_a_trailing_slash_is_an_openai_404_never_a_redirect(gateway: Running, me
     error = _assert_openai_error(response, 404)
     assert "location" not in response.headers
     assert error["code"] == "unknown_url" and error["message"] == f"Invalid URL ({method} {path})"
+
+
+@pytest.mark.parametrize("head", [
+    b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nidempotency-key: a\x01b\r\n"
+    b"content-length: 2\r\n\r\n{}",
+    b"POST /v1/chat completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}",
+])
+def test_a_request_http_does_not_allow_is_an_openai_400(gateway: Running, head: bytes) -> None:
+    """A control character in a header, or a malformed request line, never reaches the app:
+    uvicorn answered it `Invalid HTTP request received.` in plain text. It is OpenAI's error
+    shape now, with a request id, and the connection closes."""
+    host, port = gateway.base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(head)
+        raw = b""
+        while chunk := connection.recv(65536):
+            raw += chunk
+    status_line, _, rest = raw.partition(b"\r\n")
+    headers, _, body = rest.partition(b"\r\n\r\n")
+    fields = dict(line.split(b": ", 1) for line in headers.split(b"\r\n"))
+    assert status_line == b"HTTP/1.1 400 Bad Request"
+    assert fields[b"content-type"] == b"application/json" and fields[b"x-request-id"]
+    assert fields[b"connection"] == b"close"
+    error = json.loads(body)["error"]
+    assert (error["type"], error["code"], error["param"]) == (
+        "invalid_request_error", "invalid_http_request", None)
+
+
+def test_an_idempotency_key_sent_twice_is_a_400(gateway: Running, sim: Running) -> None:
+    """Which of two keys guards the side effect would be a guess (the first was taken, and a
+    proxy joining repeated headers makes a third key of them): refused before anything runs."""
+    before = _sim_stats(sim, "fast").get("requests", 0)
+    response = httpx.post(
+        f"{gateway.base_url}/v1/chat/completions",
+        json={"model": "pt-fast", "messages": MESSAGES},
+        headers=[("authorization", f"Bearer {API_KEY}"), ("idempotency-key", "aa"),
+                 ("idempotency-key", "bb")], timeout=20)
+    error = _assert_openai_error(response, 400)
+    assert (error["code"], error["param"]) == ("invalid_idempotency_key", "Idempotency-Key")
+    assert "more than once" in str(error["message"])
+    assert _sim_stats(sim, "fast").get("requests", 0) == before
+    once = httpx.post(f"{gateway.base_url}/v1/chat/completions",
+                      json={"model": "pt-fast", "messages": MESSAGES},
+                      headers={"authorization": f"Bearer {API_KEY}", "idempotency-key": "aa"},
+                      timeout=20)
+    assert once.status_code == 200
 
 
 def test_the_sdk_posting_to_a_trailing_slash_gets_not_found(gateway: Running) -> None:

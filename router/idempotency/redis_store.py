@@ -15,6 +15,13 @@ Duplicates that find an in-flight marker poll it with capped exponential backoff
 until it turns into a result, disappears (released/expired: they then try to claim), or their
 `wait_s` runs out. The client must be created with `decode_responses=False`.
 
+A completion Redis cannot take (down, hung, refusing writes) is held in the process until it
+does: a duplicate arriving here meanwhile replays it from there, and a flusher tries the held
+ones again every `FLUSH_INTERVAL_S` for as long as the record would have lived (it gave up after
+~16 s, and a retry after a longer outage ran the side effect a second time). Held completions
+die with the process, and a duplicate sent to another replica before Redis takes them finds
+the key free once the lease ends: the guarantee across replicas needs Redis back before that.
+
 Every write's refusal goes to `writes` (`router.redis_writes.WriteHealth`): a Redis that
 answers but refuses writes (out of memory, a read-only replica) refuses every keyed request,
 and `/readyz` says so from there. Only a write that stores something (the claim's `SET`, a
@@ -29,7 +36,9 @@ import base64
 import logging
 import random
 import secrets
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -52,6 +61,20 @@ log = logging.getLogger("slorouter.idempotency")
 
 # When a command whose reply never came is tried again in the background (about 16 s in all).
 RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+# How often completions Redis did not take are tried again (the first time after the first of
+# `RETRY_DELAYS_S`), and how many are held at most (past it, the oldest is given up, logged).
+FLUSH_INTERVAL_S = 1.0
+MAX_HELD_COMPLETIONS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """A completion Redis has not taken yet: its compare-and-set, and the answer to replay."""
+
+    args: list[str | bytes | int]
+    fingerprint: str
+    response: StoredResponse
+    until: float  # the event loop's time the record would expire at
 
 _COMPARE_AND_SET = """
 local current = redis.call('GET', KEYS[1])
@@ -102,7 +125,9 @@ class RedisIdempotencyStore:
         self._unavailable = ThrottledEvent(log, "idempotency_store_unavailable")
         # Once per interval too: Redis down, every keyed request's give-back gives up.
         self._gave_up = ThrottledEvent(log, "idempotency_store_gave_up")
-        self._background: set[asyncio.Task[None]] = set()  # give-backs and completions
+        self._background: set[asyncio.Task[None]] = set()  # give-backs and the flusher
+        self._held: OrderedDict[str, _Held] = OrderedDict()  # by scope, oldest first
+        self._flushing = False
         self.writes = WriteHealth("idempotency")
         self._cas = client.register_script(_COMPARE_AND_SET)
         self._cad = client.register_script(_COMPARE_AND_DELETE)
@@ -112,7 +137,12 @@ class RedisIdempotencyStore:
         self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
     ) -> Claim:
         """As `IdempotencyStore.claim`; with Redis unreachable, a 503 (the request cannot be
-        guaranteed to run once, so it does not run)."""
+        guaranteed to run once, so it does not run), unless its answer is held here."""
+        held = self._held.get(scope_of(tenant, key)) if self._held else None
+        if held is not None:
+            if held.fingerprint != fingerprint:
+                raise key_reused()
+            return Replay(held.response)
         try:
             return await self._claim(tenant, key, fingerprint, wait_s=wait_s, lease_s=lease_s)
         except (redis.RedisError, OSError) as exc:
@@ -217,7 +247,7 @@ class RedisIdempotencyStore:
 
     async def complete(self, lease: Lease, response: StoredResponse) -> bool:
         """Store the answer; False if another request holds or settled the key, or Redis is
-        unreachable (a duplicate may then run once the lease expires: the answer itself is
+        unreachable (the answer is then held here until Redis takes it; the answer itself is
         still sent). A key found gone (Redis restarted empty, flushed) takes the answer."""
         stored = _encode_done(lease.fingerprint, response)
         marker = _marker(lease.token, lease.fingerprint)
@@ -229,15 +259,57 @@ class RedisIdempotencyStore:
             self.writes.failed(exc)
             event(log, "idempotency_store_failed", logging.WARNING, step="complete",
                   error=type(exc).__name__)
-            # Kept trying in the background: otherwise the finished request's in-flight marker
-            # stays, its duplicates get 409, and once the lease ends one runs it again. Any
-            # reply settles it (0: the lease was lost, or an earlier try had landed after all).
-            self._keep_trying("complete", lambda: self._cas(keys=keys, args=args),
-                              done=lambda _: True, stores=True)
+            # Held and tried again: otherwise the finished request's in-flight marker stays,
+            # its duplicates get 409, and once the lease ends one runs it again.
+            self._hold(lease.scope, _Held(args, lease.fingerprint, response,
+                                          asyncio.get_running_loop().time() + self._ttl_ms / 1000))
             return False
         if done:  # its SET ran (0: the key was another's, and nothing was written)
             self.writes.accepted()
         return bool(done)
+
+    def _hold(self, scope: str, held: _Held) -> None:
+        self._held[scope] = held
+        if len(self._held) > MAX_HELD_COMPLETIONS:
+            self._held.popitem(last=False)
+            self._gave_up.report(step="complete")
+        if not self._flushing:
+            self._flushing = True
+            task = asyncio.ensure_future(self._flush())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _flush(self) -> None:
+        """Try the held completions again, oldest first, until none is left: a round stops at
+        the first Redis error (it is still down) and the next begins `FLUSH_INTERVAL_S` later.
+        Any reply settles one (0: the key is another's now, or an earlier try had landed)."""
+        loop = asyncio.get_running_loop()
+        try:
+            delay = RETRY_DELAYS_S[0]
+            while self._held:
+                await asyncio.sleep(delay)
+                delay = FLUSH_INTERVAL_S
+                for scope, held in list(self._held.items()):
+                    if loop.time() >= held.until:
+                        self._held.pop(scope, None)
+                        self._gave_up.report(step="complete")
+                        continue
+                    try:
+                        stored = await self._cas(keys=[self._key(scope)], args=held.args)
+                    except (redis.RedisError, OSError) as exc:
+                        self.writes.failed(exc)
+                        break
+                    if stored:
+                        self.writes.accepted()
+                    if self._held.get(scope) is held:
+                        del self._held[scope]
+        finally:
+            self._flushing = False
+
+    @property
+    def held_completions(self) -> int:
+        """Answers finished while Redis could not take them, held here until it does."""
+        return len(self._held)
 
     async def release(self, lease: Lease) -> bool:
         """Drop the lease for a retry; with Redis unreachable it expires on its own."""

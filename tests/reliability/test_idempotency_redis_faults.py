@@ -15,7 +15,7 @@ import pytest
 import redis.asyncio as redis
 
 from policies.loader import load_config_text
-from router.errors import OverloadedError
+from router.errors import ConflictError, OverloadedError
 from router.idempotency import (
     Lease,
     RedisIdempotencyStore,
@@ -111,6 +111,48 @@ async def test_an_answer_finished_after_redis_came_back_empty_is_replayed(
         if restarted is not None:
             restarted.stop()
         await client.aclose()
+
+
+async def test_an_answer_finished_while_redis_is_down_is_kept_until_redis_takes_it(
+        own_redis: ManagedProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Redis goes down while a keyed request runs, for longer than the background retries
+    lasted (~16 s; shortened here): its answer is held in the process, a duplicate here replays
+    it meanwhile (another body with the key is still refused), and once Redis is back the
+    answer is stored, so another replica replays it too. It was given up, and a retry after the
+    outage ran the side effect a second time."""
+    monkeypatch.setattr(redis_store_module, "RETRY_DELAYS_S", (0.01, 0.01))
+    monkeypatch.setattr(redis_store_module, "FLUSH_INTERVAL_S", 0.05)
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    client, other_client = shared_redis(url, timeout_s=0.5), shared_redis(url, timeout_s=0.5)
+    store, other_replica = RedisIdempotencyStore(client), RedisIdempotencyStore(other_client)
+    lease = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(lease, Lease)
+    own_redis.kill()
+    restarted = None
+    try:
+        assert not await store.complete(lease, StoredResponse(200, (), b"paid"))
+        await asyncio.sleep(0.5)  # ten flush rounds against a Redis that is down
+        assert store.held_completions == 1
+        replay = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+        assert isinstance(replay, Replay) and replay.response.body == b"paid"
+        with pytest.raises(ConflictError) as reused:
+            await store.claim("t1", "k1", "another-body", wait_s=0.0, lease_s=LEASE_S)
+        assert reused.value.code == "idempotency_key_reuse"
+        restarted = ManagedProcess(own_redis.argv, own_redis.port,
+                                   log_path=tmp_path / "again.log").start()
+        for _ in range(100):
+            if not store.held_completions:
+                break
+            await asyncio.sleep(0.05)
+        assert store.held_completions == 0
+        elsewhere = await other_replica.claim("t1", "k1", FINGERPRINT, wait_s=0.0,
+                                              lease_s=LEASE_S)
+        assert isinstance(elsewhere, Replay) and elsewhere.response.body == b"paid"
+    finally:
+        if restarted is not None:
+            restarted.stop()
+        await client.aclose()
+        await other_client.aclose()
 
 
 _KEYED_CONFIG = """version: 1

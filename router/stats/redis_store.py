@@ -12,7 +12,10 @@ A background loop (`start()` / `stop()`, or `sync_once()` driven by the caller) 
 When Redis fails (down, slow, a lost connection), the replica drops what it learned from others
 (its local view remains), reports `healthy = False` with the error in `status()`, logs
 `stats.redis.unavailable`, and re-publishes everything once Redis answers again
-(`stats.redis.recovered`).
+(`stats.redis.recovered`). A Redis that lost what was pushed without a failure seen in between
+(restarted between two syncs, flushed, its keys evicted) is found by the push itself: the
+replica was not listed any more. Everything is then re-published at the next sync
+(`stats.redis.republished`), and the others read a replica that was gone and came back whole.
 
 A Redis that answers but refuses writes (out of memory under `noeviction`, a read-only replica,
 MISCONF: `router.redis_writes`) is not such a failure: reads still work, so the pull goes on and
@@ -84,6 +87,7 @@ class RedisStatsStore:
         self._error = ""
         self._last_sync_at: float | None = None
         self._push_all = False
+        self._pushed = False  # a push was taken: from then on this replica is listed
         self._task: asyncio.Task[None] | None = None
         self.writes = WriteHealth("statistics")
 
@@ -237,12 +241,18 @@ class RedisStatsStore:
         pipe.zadd(self._p("replicas"), {rid: now})
         pipe.zremrangebyscore(self._p("replicas"), "-inf", now - self.config.replica_ttl_s)
         try:
-            await pipe.execute()
+            replies = await pipe.execute()
         except BaseException:
             for key in states:
                 self.local.mark_unpushed(key)
             raise
-        self._push_all = False
+        # ZADD counts the members it added: this replica, listed since its last push, was not
+        # there. Redis lost what it held (what this push did not carry is missing now).
+        lost = self._pushed and not self._push_all and replies[-2] == 1
+        if lost:
+            event(log, "stats.redis.republished", logging.WARNING, replica=rid,
+                  reason="this replica's entry was gone (Redis restarted, flushed or evicted)")
+        self._push_all, self._pushed = lost, True
 
     async def _pull(self, now: float) -> None:
         live = await self._client.zrangebyscore(
@@ -252,6 +262,10 @@ class RedisStatsStore:
         gone = [r for r in self.local.remote_replicas() if r not in others]
         if gone:
             self.local.drop_remote(gone)
+        for replica in [r for r in self._seen_seq if r not in others]:
+            # Read whole if it comes back: what was seen of it is gone with it.
+            del self._seen_seq[replica]
+            self._seen_fields.pop(replica, None)
         for replica in others:
             await self._pull_replica(replica)
 

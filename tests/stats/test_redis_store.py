@@ -13,6 +13,7 @@ import redis
 import redis.asyncio as aioredis
 
 from router.stats import LocalStatsStore, Observation, RedisStatsStore, RedisSyncConfig
+from router.wiring import shared_redis
 from tests.stats.sim import FakeClock
 from tests.support.procs import ManagedProcess
 from tests.support.redis_breakage import REFUSAL_IDS, REFUSALS, Breakage
@@ -120,6 +121,57 @@ async def test_replica_republishes_and_reports_healthy_when_redis_returns(
         assert await two.sync_once()
         clock.now += 1.0
         assert _n(two, "A", clock) == pytest.approx(_n(one, "A", clock), rel=1e-6)
+    finally:
+        server.stop()
+        if restarted is not None:
+            restarted.stop()
+
+
+@pytest.mark.parametrize("loss", ["flushall", "restart"])
+async def test_what_redis_lost_between_two_syncs_is_published_again(
+        tmp_path: Path, loss: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Redis loses everything between two syncs (a restart no sync saw fail, a FLUSHALL): the
+    next push finds this replica's entry gone and the one after re-publishes every key, so the
+    other replica sees them all again. Only the keys that changed came back, and the others
+    stayed missing from the shared view until each changed, while both said `shared`."""
+    server = start_redis(tmp_path)
+    url = f"redis://127.0.0.1:{server.port}/0"
+    clock = FakeClock()
+
+    def replica(name: str) -> RedisStatsStore:  # with the service's client, which sends a
+        # command again on a new connection when its pooled one turns out closed
+        return RedisStatsStore(LocalStatsStore(clock=clock), shared_redis(url, timeout_s=1.0),
+                               RedisSyncConfig(prefix="t", op_timeout_s=2.0), replica_id=name,
+                               clock=clock)
+
+    one, two = replica("one"), replica("two")
+    restarted = None
+    try:
+        for dep in ("A", "B", "C"):
+            for i in range(20):
+                one.record(_obs(dep, 0.3, clock.now + i * 0.01))
+        assert await one.sync_once() and await two.sync_once()
+        clock.now += 1.0
+        shared = {dep: _current_n(two, dep, clock) for dep in ("B", "C")}
+        assert min(shared.values()) > 10
+        if loss == "flushall":
+            admin = redis.Redis.from_url(url)
+            admin.flushall()
+            admin.close()
+        else:
+            server.kill()
+            restarted = ManagedProcess(server.argv, server.port,
+                                       log_path=tmp_path / "again.log").start()
+        one.record(_obs("A", 0.3, clock.now))  # only A changes
+        with caplog.at_level("WARNING", logger="router.stats.redis"):
+            assert await one.sync_once()
+        assert [r for r in caplog.records if r.getMessage() == "stats.redis.republished"]
+        assert await two.sync_once()  # it finds `one` gone and forgets what it saw of it
+        assert await one.sync_once() and await two.sync_once()
+        for dep in ("B", "C"):
+            assert _current_n(two, dep, clock) == pytest.approx(
+                _current_n(one, dep, clock), rel=1e-6)
+        assert two.status().healthy and two.status().replicas_seen == 1
     finally:
         server.stop()
         if restarted is not None:

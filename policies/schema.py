@@ -61,6 +61,10 @@ def _redis_url(url: str | None) -> str | None:
             raise ValueError("is not a Redis URL of the form redis://[[user]:password@]host"
                              "[:port][/db] (characters such as / ? # @ in a password must be "
                              "percent-encoded)")
+    if parts.scheme != "unix" and not re.fullmatch(r"/?|/\d+", parts.path):
+        # redis-py reads a path that is not a number as no database at all: database 0.
+        raise ValueError("names its database as something other than a number: the path of a "
+                         "Redis URL is empty or /<db>, e.g. /0")
     problem = _redis_options_problem(url)
     if problem is not None:
         raise ValueError(problem)

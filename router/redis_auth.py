@@ -53,14 +53,18 @@ def redis_passwords(config: RouterConfig) -> list[str]:
 
 
 def refusal(exc: BaseException) -> str | None:
-    """What is wrong with the credentials when `exc` is Redis refusing them, else None."""
-    from redis.exceptions import AuthenticationError, NoPermissionError
+    """What is wrong with the URL when `exc` is Redis refusing what it gives (the credentials,
+    the database number), else None: waiting will not mend it."""
+    from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
 
     if isinstance(exc, AuthenticationError):
         return ("Redis refused to authenticate (a wrong or missing password in the URL, or an "
                 "ACL user that does not exist or is disabled)")
     if isinstance(exc, NoPermissionError):
         return "the Redis ACL user may not run the commands slorouter sends (NOPERM)"
+    if isinstance(exc, ResponseError) and "db index" in str(exc).lower():
+        return ("Redis has no database of the number the URL gives (DB index is out of range: "
+                "the server's `databases` setting, 16 by default, numbers them from 0)")
     return None
 
 

@@ -54,6 +54,23 @@ def test_serve_refuses_to_start_on_credentials_redis_refuses(
     assert WRONG not in result.stderr and "redis://" not in result.stderr, result.stderr
 
 
+def test_serve_refuses_to_start_on_a_database_redis_does_not_have(
+        tmp_path: Path, guarded_redis: ManagedProcess) -> None:
+    """`/99` on a server with 16 databases: waiting will not mend it, so it is a configuration
+    error naming the setting (it started degraded for good, every keyed request a 503, and
+    `/readyz` said the store was unavailable)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(MINIMAL_CONFIG + f"server:\n  idempotency_redis_url: "
+                      f"'redis://:{PASSWORD}@127.0.0.1:{guarded_redis.port}/99'\n")
+    result = subprocess.run([PYTHON, "-m", "router.cli", "serve", "--config", str(config),
+                             "--port", str(free_port())], capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert ("server.idempotency_redis_url: Redis has no database of the number the URL gives"
+            in result.stderr), result.stderr
+    assert PASSWORD not in result.stderr and "Traceback" not in result.stderr
+
+
 def test_readyz_names_a_password_rotated_under_the_service(
         tmp_path: Path, guarded_redis: ManagedProcess) -> None:
     """The right password starts the service; once Redis takes another one, `/readyz` says

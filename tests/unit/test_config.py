@@ -348,6 +348,21 @@ def test_a_redis_url_redis_cannot_read_is_a_config_problem_that_hides_it(url: st
     assert load_config_text(fine, environ=ENV).server.stats.redis_url is not None
 
 
+@pytest.mark.parametrize("path", ["/x3", "/3/", "/-1", "/0/extra"])
+def test_a_redis_url_whose_database_is_not_a_number_is_a_config_problem(path: str) -> None:
+    """redis-py reads a path that is not a number as database 0: two environments kept apart
+    by their database number, one of them with a typo, shared a cache and idempotency records."""
+    config = VALID + f"server:\n  stats: {{redis_url: 'redis://:s3cr3t@127.0.0.1:6379{path}'}}\n"
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(config, environ=ENV)
+    (problem,) = caught.value.problems
+    assert problem.startswith("server.stats.redis_url: ") and "database" in problem
+    assert "s3cr3t" not in problem
+    for fine in ("", "/", "/0", "/15"):
+        text = VALID + f"server:\n  stats: {{redis_url: 'redis://127.0.0.1:6379{fine}'}}\n"
+        assert load_config_text(text, environ=ENV).server.stats.redis_url is not None
+
+
 def test_infinite_prices_and_timeouts_are_refused() -> None:
     """`.inf` is no price or timeout (it summed to +Inf in the cost metrics)."""
     config = VALID.replace("output_price_per_mtok: 2", "output_price_per_mtok: .inf") + \

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core.core_schema import ErrorType
 
 _BOOLEAN_TEXT = frozenset({"true", "false"})
 
@@ -67,17 +68,44 @@ def _first(pairs: Iterable[tuple[Any, Any]]) -> str | None:
 class ConfigModel(BaseModel):
     """A configuration model: numbers and booleans are not read as one another."""
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _numbers_and_booleans_stay_apart(cls, data: Any) -> Any:
-        """Every crossed field of the mapping, each at its own location. (A model validator,
-        not a field validator for "*": pydantic allows none before a discriminator field.)"""
+    def _numbers_and_booleans_stay_apart(cls, data: Any, handler: Any) -> Any:
+        """Every crossed field of the mapping, each at its own location, beside every other
+        problem of the model: the rest is validated without the crossed fields (a crossed
+        field's absence is no problem of its own). Raising before validation hid the others,
+        in that model and every one under it, until the crossed one was mended. (A model
+        validator, not a field validator for "*": pydantic allows none before a discriminator
+        field.)"""
         if not isinstance(data, dict):
-            return data
-        crossed = [InitErrorDetails(type=PydanticCustomError("number_boolean_crossed", why),
-                                    loc=(name,), input=value)
-                   for name, value in data.items() if name in cls.model_fields
-                   and (why := _crossed(cls.model_fields[name].annotation, value)) is not None]
-        if crossed:
-            raise ValidationError.from_exception_data(cls.__name__, crossed)
-        return data
+            return handler(data)
+        crossed = {name: why for name, value in data.items() if name in cls.model_fields
+                   and (why := _crossed(cls.model_fields[name].annotation, value)) is not None}
+        if not crossed:
+            return handler(data)
+        problems = [InitErrorDetails(type=PydanticCustomError("number_boolean_crossed", why),
+                                     loc=(name,), input=data[name])
+                    for name, why in crossed.items()]
+        try:
+            handler({name: value for name, value in data.items() if name not in crossed})
+        except ValidationError as exc:
+            # A field found missing in this very model may be one the crossed field stood for
+            # (a metric's `kind` is read from its `range`): a consequence, not a problem.
+            problems += [_details(error) for error in exc.errors()
+                         if not (error["type"] == "missing" and len(error["loc"]) == 1)]
+        raise ValidationError.from_exception_data(cls.__name__, problems)
+
+
+_PYDANTIC_ERROR_TYPES = frozenset(typing.get_args(ErrorType))
+
+
+def _details(error: Any) -> InitErrorDetails:
+    """A validation error as pydantic reports it, again as the details it is raised from (one
+    of pydantic's own types with its context, or a custom one, ours, with its message)."""
+    if error["type"] not in _PYDANTIC_ERROR_TYPES:
+        return InitErrorDetails(type=PydanticCustomError(error["type"], error["msg"]),
+                                loc=error["loc"], input=error["input"])
+    details = InitErrorDetails(type=error["type"], loc=error["loc"], input=error["input"])
+    if "ctx" in error:
+        details["ctx"] = error["ctx"]
+    return details

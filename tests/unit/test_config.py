@@ -545,6 +545,22 @@ def test_numbers_and_booleans_are_not_read_as_one_another(setting: str, where: s
     assert caught.value.problems == [f"{where}: {expected}"]
 
 
+def test_a_crossed_number_or_boolean_hides_no_other_problem() -> None:
+    """Every problem at once, as the config pages promise: a crossed field stopped the
+    validation of its model, and every problem beside it or under it was found only once it
+    was mended, one restart each."""
+    setting = ("server: {request_timeout_s: true, max_body_bytes: abc, bogus: 1, "
+               "cache: {default: {enabled: 1, ttl_s: -5}}}\n")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(VALID + setting, environ=ENV)
+    problems = caught.value.problems
+    assert "server.request_timeout_s: expected a number, not the boolean true" in problems
+    assert "server.cache.default.enabled: expected true or false, not a number" in problems
+    assert {p.split(":")[0] for p in problems} == {
+        "server.request_timeout_s", "server.max_body_bytes", "server.bogus",
+        "server.cache.default.enabled", "server.cache.default.ttl_s"}, problems
+
+
 def test_numbers_and_booleans_from_the_environment_still_load() -> None:
     """`${NAME}` is replaced before YAML reads the text: unquoted it is a YAML number or
     boolean, quoted it is text, and numbers and true/false written as text still load."""

@@ -72,7 +72,13 @@ def policy_check(args: argparse.Namespace) -> int:
     from policies.check import ceiling_warnings, check_policies, policy_warnings
     from router.errors import ConfigError
     from router.pipeline import DEFAULT_MAX_OUTPUT_TOKENS
-    from router.wiring import build_runtime, credential_warnings, litellm_in_use, load_quality
+    from router.wiring import (
+        build_runtime,
+        credential_warnings,
+        litellm_in_use,
+        load_quality,
+        output_limit_warnings,
+    )
 
     path, config = _load(args.config)
     base_dir = path.resolve().parent
@@ -88,7 +94,9 @@ def policy_check(args: argparse.Namespace) -> int:
     unmeetable = ceiling_warnings(config, runtime.model_facts, _minimal_prompt_tokens(),
                                   DEFAULT_MAX_OUTPUT_TOKENS)
     keyless = credential_warnings(runtime.deployments.values())
-    for warning in (*quality.warnings, *policy_warnings(config, quality), *unmeetable, *keyless):
+    unsized = output_limit_warnings(runtime.deployments.values())
+    for warning in (*quality.warnings, *policy_warnings(config, quality), *unmeetable, *keyless,
+                    *unsized):
         print(f"{path}: warning: {warning}", file=sys.stderr)
     violations = check_policies(config, quality)
     for violation in violations:

@@ -336,6 +336,18 @@ def credential_warnings(deployments: Iterable[Deployment]) -> list[str]:
     return credential_problems(keyless)
 
 
+def output_limit_warnings(deployments: Iterable[Deployment]) -> list[str]:
+    """The litellm deployments a request without `max_tokens` would fail on (Anthropic's
+    models litellm cannot size, without `max_output_tokens`): `serve` logs them, `policy
+    check` prints them."""
+    unsized = [d for d in deployments if d.output_limit_required and d.max_output_tokens is None]
+    if not unsized:
+        return []
+    from router.providers.litellm_adapter import unsized_output_problems
+
+    return unsized_output_problems(unsized)
+
+
 def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir: Path,
                       in_flight: InFlight | None = None) -> tuple[FrontDoor, RuntimeConfig]:
     from router.providers.passthrough import PassthroughProvider
@@ -351,6 +363,9 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
         keyless = credential_warnings(runtime.deployments.values())
         if keyless:
             event(log, "deployment_missing_credentials", logging.WARNING, problems=keyless)
+        unsized = output_limit_warnings(runtime.deployments.values())
+        if unsized:
+            event(log, "deployment_unknown_output_limit", logging.WARNING, problems=unsized)
     caching = result_caching(config)
     idempotency = idempotency_store(config)
     trials = experiments(config)

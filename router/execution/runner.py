@@ -345,7 +345,8 @@ class Runner:
             raise ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
         body = plan.bodies.get(deployment.body_kind, plan.body)
         if deployment.max_output_tokens is not None:
-            body = output_limited(body, deployment.max_output_tokens)
+            body = output_limited(body, deployment.max_output_tokens,
+                                  required=deployment.output_limit_required)
         headers = {**plan.headers, **propagation_headers(plan.trace, number)}
         return UpstreamCall(deployment=deployment, body=body,
                             timeout_s=min(remaining, deployment.timeout_s), headers=headers,

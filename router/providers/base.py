@@ -52,12 +52,16 @@ class Deployment:
     provider: str = field(init=False, repr=False, compare=False)
     prompt_cache_kind: PromptCacheKind = field(init=False, repr=False, compare=False)
     body_kind: BodyKind = field(init=False, repr=False, compare=False)
+    # litellm sends Anthropic's required `max_tokens` from its own table when a body has none
+    output_limit_required: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         derived = derive_names(self.model, self.api_base, self.adapter, self.tenant_cache_salt)
         for name, value in zip(("upstream_model", "provider", "prompt_cache_kind", "body_kind"),
                                derived, strict=True):
             object.__setattr__(self, name, value)
+        object.__setattr__(self, "output_limit_required",
+                           self.adapter == "litellm" and anthropic_model(self.model))
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int,
                  cached_tokens: int = 0, written_tokens: int = 0) -> float:
@@ -112,14 +116,18 @@ ANTHROPIC_MAX_TEMPERATURE = 1.0
 _CLAUDE_HOSTS = frozenset({"bedrock", "bedrock_converse", "vertex_ai", "vertex_ai_beta"})
 
 
+def anthropic_model(model: str) -> bool:
+    """Whether `model` (a litellm model string) is one of Anthropic's, served by Anthropic,
+    Bedrock or Vertex AI: Messages API rules apply to it (temperature 0-1, `max_tokens`
+    required)."""
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    return provider == "anthropic" or (provider in _CLAUDE_HOSTS and "claude" in model.lower())
+
+
 def default_max_temperature(model: str) -> float:
     """The highest `temperature` the provider of `model` (a litellm model string) takes when the
-    config does not say: Anthropic's models take 0-1 (from Anthropic, Bedrock or Vertex AI),
-    the rest OpenAI's 0-2."""
-    provider = model.split("/", 1)[0] if "/" in model else "openai"
-    if provider == "anthropic" or (provider in _CLAUDE_HOSTS and "claude" in model.lower()):
-        return ANTHROPIC_MAX_TEMPERATURE
-    return OPENAI_MAX_TEMPERATURE
+    config does not say: Anthropic's models take 0-1, the rest OpenAI's 0-2."""
+    return ANTHROPIC_MAX_TEMPERATURE if anthropic_model(model) else OPENAI_MAX_TEMPERATURE
 
 
 # The codes of an adapter's error for a request sent and never answered: the upstream dropped
@@ -138,11 +146,16 @@ _SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout", "upst
 OUTPUT_LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")
 
 
-def output_limited(body: Mapping[str, Any], most: int) -> Mapping[str, Any]:
+def output_limited(body: Mapping[str, Any], most: int, *,
+                   required: bool = False) -> Mapping[str, Any]:
     """`body` with its output limits lowered to `most` (a deployment's `max_output_tokens`),
     itself when none is above it: a provider refuses a limit past what the model can write
     (400), where the answer it would give is the same, cut at `most` (`finish_reason:
-    length`)."""
+    length`). `required`: the provider needs a limit (Anthropic's `max_tokens`), so a body
+    without one is given `most` (litellm would send its table's figure, or 128,000 for a model
+    its table lacks, which the provider refuses)."""
+    if required and not any(isinstance(body.get(name), int) for name in OUTPUT_LIMIT_FIELDS):
+        return {**body, "max_tokens": most}
     over = [name for name in OUTPUT_LIMIT_FIELDS
             if isinstance(limit := body.get(name), int) and limit > most]
     if not over:

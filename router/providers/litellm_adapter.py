@@ -87,6 +87,27 @@ def provider_problems(deployments: Iterable[Deployment]) -> list[str]:
     return problems
 
 
+def unsized_output_problems(deployments: Iterable[Deployment]) -> list[str]:
+    """One line per deployment that needs an output limit on every request (Anthropic's
+    `max_tokens`), has no `max_output_tokens`, and whose model litellm's table does not size:
+    a request without `max_tokens` goes out with litellm's fallback of 128,000, which the
+    provider refuses for a model that writes less (a 400 for the plainest request)."""
+    problems = []
+    for deployment in deployments:
+        if not deployment.output_limit_required or deployment.max_output_tokens is not None:
+            continue
+        try:
+            known = litellm.get_max_tokens(deployment.model)
+        except Exception:  # litellm raises a bare Exception for a model it does not list
+            known = None
+        if known is None:
+            problems.append(
+                f"deployments.{deployment.name}: litellm does not know how many tokens "
+                f"{deployment.model!r} may write, so a request without max_tokens would be sent "
+                f"its fallback of 128000, which the provider refuses; set max_output_tokens")
+    return problems
+
+
 def passes_field(model: str, field: str) -> bool:
     """Whether litellm sends the request field `field` (`n`, `logprobs`) on to the provider of
     `model` (a litellm model string). With `drop_params`, which the adapter sets, litellm drops

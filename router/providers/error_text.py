@@ -74,9 +74,10 @@ def error_fields(text: str) -> tuple[str | None, str | None, str | None]:
     """(message, code, param) of an error body given as JSON or a Python dict's repr."""
     stripped = text.strip()
     if stripped[:2] in ("b'", 'b"'):
-        # A body quoted as bytes (litellm's streamed errors: `b'{"type":"error",...}'`).
+        # A body quoted as bytes (litellm's streamed errors: `b'{"type":"error",...}'.`, the
+        # sentence's full stop after it).
         try:
-            quoted = ast.literal_eval(stripped)
+            quoted = ast.literal_eval(stripped[:stripped.rfind(stripped[1]) + 1])
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             quoted = None
         if isinstance(quoted, bytes):

@@ -163,6 +163,9 @@ def test_an_error_event_in_a_begun_stream_is_a_cut_stream_not_a_refusal() -> Non
     ("litellm.BadRequestError: AnthropicException - b'{\"type\":\"error\",\"error\":{\"type\":"
      "\"invalid_request_error\",\"message\":\"temperature: must be at most 1\"}}'",
      "temperature: must be at most 1"),
+    ("litellm.InternalServerError: AnthropicException - b'{\"type\":\"error\",\"error\":"
+     "{\"type\":\"api_error\",\"message\":\"overloaded here\"}}'. Handle with "
+     "`litellm.InternalServerError`", "overloaded here"),
     ("b'not json'", "b'not json'"),
 ])
 def test_clean_message(raw: str, clean: str) -> None:

@@ -33,6 +33,8 @@ class RequestFacts:
     completions: int = 1  # `n`: each completion may use `max_output_tokens`
     stream: bool = True  # streamed answer (scored on TTFT), else whole (scored on E2E)
     temperature: float | None = None  # the request's sampling temperature, when it sets one
+    json_object: bool = False  # `response_format` json_object (needs_json covers json_schema too)
+    legacy_functions: bool = False  # the legacy `functions` field (needs_tools covers it too)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,12 @@ class DeploymentFacts:
     supports_n: bool = True  # answers `n` > 1 choices
     supports_logprobs: bool = True  # returns `logprobs`
     max_temperature: float = 2.0  # the highest `temperature` the provider takes
+    # What the adapter carries to the provider (litellm drops the legacy `functions`, and
+    # to Anthropic a json_object `response_format` and a json_schema beside tools, answering 200
+    # without them):
+    supports_functions: bool = True
+    supports_json_object: bool = True
+    supports_schema_with_tools: bool = True
 
 _PASSED = attrgetter("passed")
 
@@ -149,8 +157,14 @@ _NO_JSON = "request asks for JSON; deployment has no JSON mode"
 _NO_CHOICES = "request asks for {} choices (n); deployment answers one"
 _NO_LOGPROBS = "request asks for logprobs; deployment returns none"
 _TOO_HOT = "request's temperature {:g} > deployment's most {:g}"
+_NO_FUNCTIONS = "request declares legacy functions; deployment's adapter drops them"
+_NO_JSON_OBJECT = "request asks for a json_object response_format; deployment's adapter drops it"
+_NO_SCHEMA_WITH_TOOLS = ("request asks for a json_schema response_format beside tools; "
+                         "deployment's adapter cannot give both")
 UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_format",
-               _NO_CHOICES: "n", _NO_LOGPROBS: "logprobs", _TOO_HOT: "temperature"}
+               _NO_CHOICES: "n", _NO_LOGPROBS: "logprobs", _TOO_HOT: "temperature",
+               _NO_FUNCTIONS: "functions", _NO_JSON_OBJECT: "response_format",
+               _NO_SCHEMA_WITH_TOOLS: "response_format"}
 
 
 def too_hot(facts: RequestFacts, deployment: DeploymentFacts) -> bool:
@@ -159,14 +173,29 @@ def too_hot(facts: RequestFacts, deployment: DeploymentFacts) -> bool:
     return facts.temperature is not None and facts.temperature > deployment.max_temperature
 
 
+def asks_droppable(facts: RequestFacts) -> bool:
+    """Whether the request asks for something a deployment's adapter may drop (`dropped_field`):
+    most requests do not, and are spared the per-deployment look."""
+    return (facts.completions > 1 or facts.needs_logprobs or facts.legacy_functions
+            or facts.needs_json)
+
+
 def dropped_field(facts: RequestFacts, deployment: DeploymentFacts) -> str | None:
-    """The request field (`n`, `logprobs`) the deployment would drop rather than answer (one
-    choice, or no log probabilities, with a 200: litellm does so for providers that take
-    neither), if any."""
+    """The request field the deployment would drop, or mangle, rather than answer, and answer
+    200 all the same, if any: `n` (one choice comes), `logprobs` (none come), `functions`
+    (prose comes, no function call), `response_format` (prose instead of a JSON object; tools
+    never called beside a schema). litellm does so for the providers that take them not."""
     if facts.completions > 1 and not deployment.supports_n:
         return "n"
     if facts.needs_logprobs and not deployment.supports_logprobs:
         return "logprobs"
+    if facts.legacy_functions and not deployment.supports_functions:
+        return "functions"
+    if facts.json_object and not deployment.supports_json_object:
+        return "response_format"
+    if (facts.needs_json and not facts.json_object and facts.needs_tools
+            and not deployment.supports_schema_with_tools):
+        return "response_format"
     return None
 
 
@@ -188,11 +217,16 @@ def _fits(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> Chec
     if too_hot(facts, deployment):
         return Check(CheckName.FITS, False, _TOO_HOT,
                      (facts.temperature, deployment.max_temperature))
-    dropped = dropped_field(facts, deployment)
+    dropped = dropped_field(facts, deployment) if asks_droppable(facts) else None
     if dropped == "n":
         return Check(CheckName.FITS, False, _NO_CHOICES, (facts.completions,))
     if dropped == "logprobs":
         return Check(CheckName.FITS, False, _NO_LOGPROBS)
+    if dropped == "functions":
+        return Check(CheckName.FITS, False, _NO_FUNCTIONS)
+    if dropped == "response_format":
+        return Check(CheckName.FITS, False,
+                     _NO_JSON_OBJECT if facts.json_object else _NO_SCHEMA_WITH_TOOLS)
     return Check(CheckName.FITS, True, "{} tokens fit", (needed,))
 
 

@@ -22,6 +22,7 @@ from policies.eligibility import (
     RequestFacts,
     Role,
     Verdict,
+    asks_droppable,
     dropped_field,
     evaluate,
     pinned_verdicts,
@@ -239,7 +240,7 @@ def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
     them (`supports_n`, `supports_logprobs`): another would answer one choice, or none, with a
     200, as litellm drops both fields for providers that take none. When none of them does, the
     request is refused (400, param `n` or `logprobs`) rather than answered short."""
-    if (facts.completions > 1 or facts.needs_logprobs) and deployments:
+    if asks_droppable(facts) and deployments:
         deployments = _answering(model, facts, config, deployments)
     if not (facts.needs_tools or facts.needs_json or facts.temperature is not None) or len(
             deployments) < 2:
@@ -261,11 +262,20 @@ def _answering(model: str, facts: RequestFacts, config: RuntimeConfig,
     if able:
         return able
     field = dropped[0]
-    what = f"{facts.completions} choices" if field == "n" else "log probabilities"
+    assert field is not None
     raise RequestError(
-        f"model {model!r} cannot answer {what}: its providers take no {field}, so the answer "
-        f"would come back without them; ask without {field}, or name a model that takes it",
-        param=field, code="no_model_fits")
+        f"model {model!r} cannot answer {_ASKED[field](facts)}: its deployments' providers "
+        f"(or their adapter) take no {field}, so the answer would come back without it; ask "
+        f"without {field}, or name a model that takes it", param=field, code="no_model_fits")
+
+
+_ASKED: dict[str, Callable[[RequestFacts], str]] = {
+    "n": lambda facts: f"{facts.completions} choices",
+    "logprobs": lambda _: "log probabilities",
+    "functions": lambda _: "with legacy functions",
+    "response_format": lambda facts: ("a json_object response_format" if facts.json_object
+                                      else "a json_schema response_format beside tools"),
+}
 
 
 def _first_per_deployment(verdicts: Iterable[Verdict]) -> list[Verdict]:

@@ -251,6 +251,8 @@ def request_facts(request: ChatCompletionRequest, view: RequestView,
         max_output_tokens=limit if limit is not None else DEFAULT_MAX_OUTPUT_TOKENS,
         needs_tools=bool(view.tool_names), completions=request.n or 1, stream=request.stream,
         needs_json=view.response_format in ("json_object", "json_schema"),
+        json_object=view.response_format == "json_object",
+        legacy_functions=bool(_legacy_functions(request)),
         needs_logprobs=request.logprobs is True, temperature=request.temperature,
         prompt_text=next((text for role, text in reversed(view.messages) if role == "user"), ""))
 

@@ -117,6 +117,10 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
         supports_logprobs=_answers(spec, spec.supports_logprobs, "logprobs", litellm_passes),
         max_temperature=(spec.max_temperature if spec.max_temperature is not None
                          else default_max_temperature(spec.model)),
+        supports_functions=_answers(spec, None, "functions", litellm_passes),
+        supports_json_object=spec.supports_json and _answers(spec, None, JSON_OBJECT,
+                                                             litellm_passes),
+        supports_schema_with_tools=_answers(spec, None, SCHEMA_WITH_TOOLS, litellm_passes),
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
         max_in_flight=spec.max_in_flight, tenant_cache_salt=spec.tenant_cache_salt,
         cached_input_price_per_mtok=(spec.cached_input_price_per_mtok
@@ -128,6 +132,11 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
                                     else _prompt_cache_price(price_in, known,
                                                        write_prices(spec.model))),
     )
+
+
+# The JSON modes `litellm_passes` is asked about, beside request fields.
+JSON_OBJECT = "response_format:json_object"
+SCHEMA_WITH_TOOLS = "response_format:json_schema+tools"
 
 
 def _answers(spec: DeploymentSpec, setting: bool | None, field: str,
@@ -187,7 +196,9 @@ def _facts(config: RouterConfig,
         supports_tools=d.supports_tools, supports_json=d.supports_json,
         zero_data_retention=d.zero_data_retention, price_in_per_m=d.input_price_per_mtok,
         price_out_per_m=d.output_price_per_mtok, supports_n=d.supports_n,
-        supports_logprobs=d.supports_logprobs, max_temperature=d.max_temperature)
+        supports_logprobs=d.supports_logprobs, max_temperature=d.max_temperature,
+        supports_functions=d.supports_functions, supports_json_object=d.supports_json_object,
+        supports_schema_with_tools=d.supports_schema_with_tools)
         for name in model.deployments for d in (deployments[name],))
         for model in config.models}
 

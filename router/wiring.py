@@ -101,9 +101,8 @@ def load_learned(config: RouterConfig, base_dir: Path) -> dict[str, LoadedRouter
 
 def _litellm_passes(config: RouterConfig) -> Callable[[str, str], bool]:
     """Whether litellm passes a request field on to a model: asked of litellm only when a
-    deployment uses it whose capabilities are left unset (importing it costs seconds)."""
-    if not any(d.adapter == "litellm" and (d.supports_n is None or d.supports_logprobs is None)
-               for d in config.deployments):
+    deployment uses it (importing it costs seconds; such a deployment imports it anyway)."""
+    if not any(d.adapter == "litellm" for d in config.deployments):
         return lambda _model, _field: True
     from router.providers.litellm_adapter import passes_field
 

@@ -40,6 +40,10 @@ class Deployment:
     supports_n: bool = True  # answers `n` > 1 choices
     supports_logprobs: bool = True  # answers `logprobs`
     max_temperature: float = 2.0  # the highest `temperature` the provider takes
+    # What the adapter carries to the provider, each answered 200 without it when not:
+    supports_functions: bool = True  # the legacy `functions` / `function_call`
+    supports_json_object: bool = True  # `response_format` json_object
+    supports_schema_with_tools: bool = True  # a json_schema `response_format` beside tools
     zero_data_retention: bool = False
     connect_timeout_s: float = 5.0
     timeout_s: float = 120.0

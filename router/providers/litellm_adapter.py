@@ -109,18 +109,44 @@ def unsized_output_problems(deployments: Iterable[Deployment]) -> list[str]:
 
 
 def passes_field(model: str, field: str) -> bool:
-    """Whether litellm sends the request field `field` (`n`, `logprobs`) on to the provider of
-    `model` (a litellm model string). With `drop_params`, which the adapter sets, litellm drops
-    what a provider does not take, and Anthropic, Bedrock, Mistral and Ollama take neither: a
-    request for three choices would get one, and one for log probabilities none, answered 200.
-    A model litellm cannot place is given the benefit of the doubt (its provider refuses the
-    field itself, if it does)."""
+    """Whether litellm sends the request field `field` (`n`, `logprobs`, `functions`) on to the
+    provider of `model` (a litellm model string), or carries a JSON mode there (`field` one of
+    `router.runtime_config`'s `JSON_OBJECT`, `SCHEMA_WITH_TOOLS`). With `drop_params`, which
+    the adapter sets, litellm drops what a provider does not take, and Anthropic, Bedrock,
+    Mistral and Ollama take neither `n` nor `logprobs`: a request for three choices would get
+    one, and one for log probabilities none, answered 200. A model litellm cannot place is
+    given the benefit of the doubt (its provider refuses the field itself, if it does)."""
     try:
         provider = litellm.get_llm_provider(model)[1]
+        if field.startswith("response_format:"):
+            return provider != "anthropic" or _carries_json_to_anthropic(model, field)
         params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
     except Exception:  # litellm raises its BadRequestError for an unknown provider
         return True
     return params is None or field in params
+
+
+_PROBE_SCHEMA = {"type": "json_schema", "json_schema": {
+    "name": "probe", "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}}
+_PROBE_TOOLS = [{"type": "function", "function": {
+    "name": "probe_tool", "parameters": {"type": "object", "properties": {}}}}]
+
+
+def _carries_json_to_anthropic(model: str, mode: str) -> bool:
+    """Whether litellm's translation to Anthropic's Messages API keeps a JSON mode, asked of
+    its own parameter mapping for the model: a json_object `response_format` has no schema and
+    maps to nothing (prose comes back), and a json_schema one beside tools maps to a forced tool
+    of litellm's own (the client's tools are never called, `tool_choice: required` answers
+    without a tool call), except for models where litellm uses Anthropic's native structured
+    output (`output_format`: the client's tools stay as they are)."""
+    from litellm.llms.anthropic.chat.transformation import AnthropicConfig
+
+    asked: dict[str, Any] = ({"response_format": {"type": "json_object"}}
+                             if mode.endswith("json_object")
+                             else {"response_format": _PROBE_SCHEMA, "tools": _PROBE_TOOLS})
+    mapped = AnthropicConfig().map_openai_params(non_default_params=asked, optional_params={},
+                                                 model=model.split("/", 1)[-1], drop_params=True)
+    return "output_format" in mapped
 
 
 def credential_problems(deployments: Iterable[Deployment]) -> list[str]:

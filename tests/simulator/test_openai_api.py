@@ -297,3 +297,37 @@ def test_logprobs_without_top_ones_and_top_ones_without_logprobs(sim: Sim) -> No
     assert content and all(t.top_logprobs == [] for t in content)
     with pytest.raises(openai.BadRequestError):
         api.chat.completions.create(model="steady", messages=ask("odds"), top_logprobs=2)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_json_modes_answer_an_object_of_the_schema(sim: Sim, stream: bool) -> None:
+    """`response_format` json_object answers a JSON object, json_schema an object holding the
+    schema's required properties; cut by `max_tokens`, it ends `length` (no longer JSON). The
+    simulator answered prose whatever the format, so a router that dropped a JSON mode on the
+    way (litellm does, to Anthropic) passed unseen."""
+    schema = {"type": "json_schema", "json_schema": {"name": "w", "schema": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city", "days"]}}}
+    openai_client = client(sim)
+
+    def answer(response_format: dict[str, object], max_tokens: int = 200) -> tuple[str, str]:
+        messages = [{"role": "user", "content": "The weather, as JSON."}]
+        if not stream:
+            done = openai_client.chat.completions.create(
+                model="steady", messages=messages, max_tokens=max_tokens,  # type: ignore[arg-type]
+                response_format=response_format)  # type: ignore[arg-type]
+            return done.choices[0].message.content or "", done.choices[0].finish_reason
+        chunks = list(openai_client.chat.completions.create(
+            model="steady", messages=messages, max_tokens=max_tokens, stream=True,  # type: ignore[arg-type]
+            response_format=response_format))  # type: ignore[arg-type]
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        finish = next(c.choices[0].finish_reason for c in reversed(chunks)
+                      if c.choices and c.choices[0].finish_reason)
+        return text, finish
+
+    text, finish = answer({"type": "json_object"})
+    assert isinstance(json.loads(text), dict) and finish == "stop"
+    text, finish = answer(schema)
+    assert set(json.loads(text)) == {"city", "days"} and finish == "stop"
+    cut, finish = answer(schema, max_tokens=2)
+    assert finish == "length" and len(cut) < len(text)

@@ -29,7 +29,13 @@ from pydantic import (
 
 from router.providers.simulator.content import TokenLogprob
 from router.providers.simulator.plan import Answer, Plan, ToolCall
-from router.providers.simulator.request import Message, SimRequest, ToolMode, ToolSpec
+from router.providers.simulator.request import (
+    JSON_OBJECT_SCHEMA,
+    Message,
+    SimRequest,
+    ToolMode,
+    ToolSpec,
+)
 from router.providers.simulator.wire import ErrorKind, ResponseMeta, WireError
 
 ERROR_TYPES = {
@@ -269,7 +275,20 @@ def to_sim_request(body: ChatCompletionRequest) -> SimRequest:
         choices=body.n or 1,
         logprobs=body.logprobs is True,
         top_logprobs=body.top_logprobs or 0,
+        json_schema=_answer_schema(body.response_format),
     )
+
+
+def _answer_schema(response_format: dict[str, object] | None) -> str | None:
+    """The schema a JSON mode holds the answer to, as `SimRequest.json_schema` takes it."""
+    kind = response_format.get("type") if response_format else None
+    if kind == "json_object":
+        return JSON_OBJECT_SCHEMA
+    if kind == "json_schema" and response_format is not None:
+        spec = response_format.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        return orjson.dumps(schema if isinstance(schema, dict) else {"type": "object"}).decode()
+    return None
 
 
 def _tool_call(call: ToolCall, payload: str) -> dict[str, object]:

@@ -139,6 +139,15 @@ def _tool_answer(tool: ToolSpec, key: bytes, rng: HashRandom, limit: int | None)
     return Answer(pieces, call, finish)
 
 
+def _json_answer(schema_json: str, rng: HashRandom, limit: int | None) -> Answer:
+    """A JSON mode's answer: an object of the schema as the text, cut at `max_tokens` (`limit`)
+    with `length` (no longer valid JSON then, as a provider's)."""
+    pieces = content.split_pieces(content.tool_arguments(schema_json, rng))
+    if limit is not None and len(pieces) > limit:
+        return Answer(pieces[: max(limit, 1)], None, "length")
+    return Answer(pieces, None, "stop")
+
+
 def _custom_tool_answer(tool: ToolSpec, key: bytes, text: Answer) -> Answer:
     """A custom tool called with the text answer as its input (cut alike, so `length` stays)."""
     call = ToolCall(key.hex()[:24], tool.name, "".join(text.pieces), kind="custom")
@@ -172,6 +181,8 @@ def build_answer(request: SimRequest, profile: ModelProfile, choice: int = 0) ->
     tool = _chosen_tool(request)
     if tool is not None and tool.kind == "function":
         return _tool_answer(tool, key, rng, request.max_tokens)
+    if tool is None and request.json_schema is not None:
+        return _json_answer(request.json_schema, rng, request.max_tokens)
     text = _text_answer(request, profile, rng, choice)
     if tool is not None:
         return _custom_tool_answer(tool, key, text)

@@ -62,6 +62,13 @@ class SimRequest:
     choices: int = 1  # OpenAI's `n`: how many answers to decode side by side
     logprobs: bool = False  # OpenAI's `logprobs`: each content token's log probability
     top_logprobs: int = 0  # and this many likeliest tokens at its place
+    # OpenAI's JSON modes: the schema the text answer is an object of (json_object: one of
+    # `JSON_OBJECT_SCHEMA`), as JSON text; None: free text
+    json_schema: str | None = None
+
+
+# What a json_object `response_format` is answered with: an object, of one string.
+JSON_OBJECT_SCHEMA = '{"type":"object","properties":{"answer":{"type":"string"}}}'
 
 
 def count_tokens(text: str) -> int:

@@ -189,7 +189,9 @@ class StatsSink:
                 t_last_token=_shift(outcome.last_token_at if won else None, offset),
                 t_end=(end if end is not None else attempt.started_at) + offset,
                 # A won attempt has an error only when its answer broke after it had started.
-                error=None if cut else attempt.error_class, streamed=outcome.stream)
+                error=None if cut else attempt.error_class, streamed=outcome.stream,
+                # a stream its client left: its length and E2E end where the client stopped
+                whole=not (won and attempt.abandoned))
             self._store.record(obs)
             self._slo.record_attempt(obs, outcome.stream)
         self._record_request(outcome, task, prompt, output, offset)

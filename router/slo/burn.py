@@ -79,13 +79,20 @@ def rule_fires(rule: BurnRule, burns: Mapping[float, float | None]) -> float | N
 
 
 def demotion_penalty(burns_by_sli: Sequence[Mapping[float, float | None]],
-                     rules: Sequence[BurnRule] = DEFAULT_RULES) -> float:
+                     rules: Sequence[BurnRule] = DEFAULT_RULES,
+                     current_s: float | None = None) -> float:
     """Penalty in [0, 1] for a deployment x task: 0 unless a rule fires on some SLI; then
-    `min(1, 0.5 * burn / threshold)` (0.5 at the threshold, 1 at twice it), the worst one."""
+    `min(1, 0.5 * burn / threshold)` (0.5 at the threshold, 1 at twice it), the worst one.
+    With `current_s`, a rule fires only if that window burns too (above the threshold; no
+    events there is no burn): a demoted deployment gets little traffic, so the errors of an
+    outage it has recovered from thinned out of its short window only as they left it (up to
+    30 min), and the demotion held itself up. A demotion now holds while its recent answers are
+    still bad, and lifts once the few it gets are good (or none came: traffic then probes it)."""
     worst = 0.0
     for burns in burns_by_sli:
+        current = burns.get(current_s) if current_s is not None else None
         for rule in rules:
             fired = rule_fires(rule, burns)
-            if fired is not None:
+            if fired is not None and (current_s is None or (current or 0.0) >= rule.threshold):
                 worst = max(worst, min(1.0, 0.5 * fired / rule.threshold))
     return worst

@@ -57,6 +57,9 @@ class SloConfig:
     resolution_s: float = 10.0
     refresh_s: float = 1.0
     min_events: int = 10  # below this many events in the short window a rule cannot fire
+    # A demotion holds only while this last minute burns too (`demotion_penalty`); alerts and
+    # the snapshot read the rules' windows alone.
+    current_s: float = 60.0
     # SLIs whose budget burn demotes a deployment for the task: latency ones at the prompt size
     # where they burn, availability at every size. Dropping the latency SLIs was tried and made
     # recovery from a slow-then-failing deployment worse, so all count.
@@ -76,7 +79,7 @@ def event_deltas(obs: Observation, targets: SloTargets, streamed: bool = True) -
     checks: tuple[tuple[Sli, float | None, float | None], ...] = (
         ("ttft", targets.ttft_p95_s, obs.ttft_s if streamed else None),
         ("tpot", targets.tpot_p95_s, obs.tpot_s if streamed else None),
-        ("e2e", targets.e2e_p99_s, obs.e2e_s),
+        ("e2e", targets.e2e_p99_s, obs.e2e_s if obs.whole else None),
     )
     for sli, target, value in checks:
         if ok and target is not None and value is not None:
@@ -101,7 +104,9 @@ class SloTracker:
         self._backlog: Backlog[SeriesKey] = Backlog()  # read keys a budgeted pass left
         self._wakeup = SpacedWakeup(self.config.refresh_s / 2, clock)
         self._windows_s = self.config.windows_s
-        self._short = self._windows_s.index(min(r.short_s for r in self.config.rules))
+        # Demotion reads the rules' windows and the current one.
+        self._demotion_windows = tuple(sorted({*self._windows_s, self.config.current_s}))
+        self._short = self._demotion_windows.index(min(r.short_s for r in self.config.rules))
         demoting = [sli for sli in SLIS if sli in self.config.demote_on]
         self._demoting_latency = tuple(sli for sli in demoting if sli != "availability")
         self._demoting_availability = tuple(sli for sli in demoting if sli == "availability")
@@ -132,10 +137,14 @@ class SloTracker:
             self._add(((obs.task, obs.deployment, obs.bucket),
                        (obs.task, obs.deployment, ALL_SIZES)), obs, targets, streamed)
 
-    def _sums(self, key: SeriesKey, now: float) -> Sums | None:
-        """Per window, the series' (total, bad) columns; None before any event."""
+    def _sums(self, key: SeriesKey, now: float,
+              windows: tuple[float, ...] | None = None) -> Sums | None:
+        """Per window (the rules' unless given), the series' (total, bad) columns; None before
+        any event."""
         series = self._series.get(key)
-        return series.sums(now, self._windows_s) if series is not None else None
+        if series is None:
+            return None
+        return series.sums(now, self._windows_s if windows is None else windows)
 
     def _burns(self, task: Task, sums: Sums) -> list[tuple[Sli, Burns, list[int]]]:
         """Per tracked SLI: name, burn per window, and totals per window."""
@@ -157,11 +166,11 @@ class SloTracker:
         """Latency SLIs from the request's prompt size, availability from every size; a sure
         burn is computed only for an SLI that may demote (`demote_on`, `min_events`)."""
         task, deployment, _ = key
-        whole = self._sums((task, deployment, ALL_SIZES), now)
+        whole = self._sums((task, deployment, ALL_SIZES), now, self._demotion_windows)
         if whole is None:
             return 0.0
-        sized = self._sums(key, now)
-        targets, windows = self.targets[task], self._windows_s
+        sized = self._sums(key, now, self._demotion_windows)
+        targets, windows = self.targets[task], self._demotion_windows
         short, min_events = self._short, self.config.min_events
         gated: list[Burns] = []
         for sums, slis in ((sized, self._demoting_latency), (whole, self._demoting_availability)):
@@ -174,7 +183,7 @@ class SloTracker:
                     continue
                 gated.append({w: sure_burn_rate(s[i + 1], s[i], objective)
                               for w, s in zip(windows, sums, strict=True)})
-        return demotion_penalty(gated, self.config.rules)
+        return demotion_penalty(gated, self.config.rules, self.config.current_s)
 
     def penalty(self, deployment: str, task: Task, prompt_tokens: int, now: float) -> float:
         """Demotion penalty in [0, 1] that the scorer reads for this deployment x task at this

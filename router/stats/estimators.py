@@ -158,7 +158,7 @@ class KeyState:
             values = OBSERVED_UNSTREAMED
         for name, sketch in self.sketches.items():
             value = values[name](obs)
-            if value is not None:
+            if value is not None and (obs.whole or name != "output_tokens"):
                 sketch.add(value, t)
 
     def merge(self, other: KeyState) -> None:

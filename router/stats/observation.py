@@ -51,6 +51,8 @@ class Observation:
     cache, which is recorded apart and never feeds the upstream latency estimates. `streamed`
     is False for a non-streamed answer: its first content is the whole answer, so its `ttft_s`
     is its generation time, and the estimators take its `e2e_s` instead (`estimators.py`).
+    `whole` is False for an answer that did not run to its end (a stream its client left): its
+    TTFT and TPOT stand, but its length and E2E are only where the client stopped reading.
     """
 
     deployment: str
@@ -65,6 +67,7 @@ class Observation:
     cached: bool
     t: float
     streamed: bool = True
+    whole: bool = True
 
     @property
     def ok(self) -> bool:
@@ -92,6 +95,7 @@ class Observation:
         error: str | None = None,
         cached: bool = False,
         streamed: bool = True,
+        whole: bool = True,
     ) -> Observation:
         """Build an observation from raw timestamps (all on the same wall clock)."""
         ttft = None if t_first_token is None else max(t_first_token - t_start, 0.0)
@@ -102,5 +106,5 @@ class Observation:
             deployment=deployment, task=task, prompt_tokens=prompt_tokens,
             output_tokens=output_tokens, ttft_s=ttft, tpot_s=tpot,
             e2e_s=max(t_end - t_start, 0.0), queue_s=queue_s, error=error, cached=cached,
-            t=t_end, streamed=streamed,
+            t=t_end, streamed=streamed, whole=whole,
         )

@@ -172,3 +172,39 @@ def test_an_attempt_its_clients_deadline_cut_is_a_censored_sample_not_an_error()
     assert weight >= 19 and p50 is not None and p50 >= 1.9
     summary = store.view("slow", "chat", 10).task
     assert summary is not None and summary.error_rate == 0.0
+
+
+def test_a_stream_its_client_left_counts_for_ttft_not_for_length_or_e2e() -> None:
+    """The client closed the stream after its first chunks: the deployment's TTFT stands, but
+    how long the answer would have run, and when it would have ended, are not known. Recorded
+    whole, abandoned streams pulled the task's output-length history (and so predicted E2E)
+    down, and counted as E2E SLO events met."""
+    from router.slo import SloTargets
+
+    store = LocalStatsStore(StatsConfig())
+    slo = SloTracker({"chat": SloTargets(ttft_p95_s=1.0, e2e_p99_s=5.0)})
+    sink = StatsSink(store, slo)
+
+    def stream(tokens: int, left: bool) -> None:
+        start = time.perf_counter()
+        won = AttemptRecord("dep", 1, start, "first", "won", first_content_at=start + 0.1,
+                            ended_at=start + 0.5)
+        won.abandoned = left
+        sink.record(Outcome(request_id="r", tenant="t", requested_model="auto", stream=True,
+                            arrived_at=start, task="chat", deployment="dep",
+                            first_content_at=start + 0.1, last_token_at=start + 0.5,
+                            ended_at=start + 0.5, prompt_tokens=10, completion_tokens=tokens,
+                            client_disconnected=left, attempts=[won]))
+
+    for _ in range(20):
+        stream(200, left=False)
+    for _ in range(60):
+        stream(2, left=True)
+    summary = store.task_summary("chat")
+    assert summary is not None and summary.output_tokens is not None
+    assert summary.output_tokens.p50 >= 150
+    _, ttft_weight = store.ttft_quantile("dep", "chat", 0.5)
+    assert ttft_weight >= 79  # every stream's first token counts
+    windows = slo.snapshot().tasks[0].deployments[0].windows[0]
+    e2e = next(s for s in windows.slis if s.sli == "e2e")
+    assert e2e.total == 20

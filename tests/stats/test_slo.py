@@ -163,6 +163,35 @@ def test_demotion_penalty_is_zero_unless_both_windows_burn() -> None:
     assert demotion_penalty([{3600.0: 20.0, 300.0: 50.0}]) > 0.0
 
 
+def test_a_demotion_lifts_once_the_few_answers_it_still_gets_are_good() -> None:
+    """A deployment warmed up for 20 s fails for a few seconds: 11 errors in about 215
+    attempts burn a 99.5% availability budget past the 6 h / 30 min rule. Demoted, it gets
+    only exploration's few requests, which could not dilute that share: the demotion held
+    itself up until the errors left the 30 min window. Now it holds only while the last minute
+    burns too: it stays while the few answers it gets fail, and lifts a minute after they are
+    good again."""
+    clock = FakeClock()
+    targets = SloTargets(ttft_p95_s=1.0, availability=0.995)  # the simulator default's
+    tracker = SloTracker({"chat": targets}, SloConfig(demote_on=("availability",)), clock=clock)
+    start = clock.now
+    _feed(tracker, "A", 0.3, start, 20, rate=10)
+
+    def attempt(t: float, error: str | None = None) -> None:
+        tracker.record_attempt(_obs("A", 0.3, t, error))
+
+    for i in range(11):
+        attempt(start + 20 + i * 0.2, "ProviderUnavailableError")
+    assert tracker.penalty("A", "chat", 500, start + 23) > 0.0
+    for n in range(20):  # still failing: exploration's one request every 3 s fails
+        attempt(start + 25 + 3 * n, "ProviderUnavailableError")
+        assert tracker.penalty("A", "chat", 500, start + 25.5 + 3 * n) > 0.0
+    recovered = start + 85
+    for n in range(30):  # recovered: the same trickle now succeeds
+        attempt(recovered + 3 * n)
+    assert tracker.penalty("A", "chat", 500, recovered + 75) == 0.0
+    assert tracker.penalty("A", "chat", 500, recovered + 600) == 0.0
+
+
 def test_scorer_ranks_a_demoted_candidate_behind_an_equal_one() -> None:
     """Of two otherwise equal candidates, the one with an SLO penalty ranks second."""
     clock = FakeClock()

@@ -236,10 +236,11 @@ def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
     chosen (prefix affinity would pick it as readily as the others) while one with them can
     serve. When none does, all of them, in order: such a request is served by its model as
     asked (a temperature its provider refuses comes back as that provider's 400).
-    A request for `n` > 1 choices, or for log probabilities, goes only to those that answer
-    them (`supports_n`, `supports_logprobs`): another would answer one choice, or none, with a
-    200, as litellm drops both fields for providers that take none. When none of them does, the
-    request is refused (400, param `n` or `logprobs`) rather than answered short."""
+    A request for `n` > 1 choices, log probabilities, legacy functions or a JSON mode goes only
+    to those that answer them (`dropped_field`): another would answer one choice, no log
+    probabilities, or prose, with a 200, as litellm drops such fields for providers that take
+    none. When none of them does, the request is refused (400 naming the field) rather than
+    answered short."""
     if asks_droppable(facts) and deployments:
         deployments = _answering(model, facts, config, deployments)
     if not (facts.needs_tools or facts.needs_json or facts.temperature is not None) or len(
@@ -254,8 +255,8 @@ def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
 
 def _answering(model: str, facts: RequestFacts, config: RuntimeConfig,
                deployments: tuple[str, ...]) -> tuple[str, ...]:
-    """The `deployments` of `model` that answer the choices and log probabilities asked for;
-    a 400 naming the field the first of them would drop when none does."""
+    """The `deployments` of `model` that answer what the request asks that an adapter may drop
+    (`dropped_field`); a 400 naming the field the first of them would drop when none does."""
     known = {d.name: d for d in config.model_facts[model]}
     dropped = [dropped_field(facts, known[name]) for name in deployments]
     able = tuple(name for name, field in zip(deployments, dropped, strict=True) if field is None)

@@ -31,6 +31,19 @@ SIGTERM's drain waited for it until its whole grace had passed. Two cases:
 A request HTTP itself does not allow (a control character in a header, a malformed request
 line) never reaches the app: uvicorn answered it with a plain-text 400. It is answered in
 OpenAI's error shape (`invalid_http_request`), with a request id, as every other error is.
+
+Two bounds uvicorn's httptools protocol lacks, each a way for one client without a key to hurt
+every tenant:
+- **A request head's size**: past `MAX_HEAD_BYTES` still without its end it is refused, 431 in
+  OpenAI's shape (`request_header_too_large`), and the connection closed. There was no bound,
+  and httptools builds a header value by repeated concatenation: one 78 MB header took 7.5 s of
+  the event loop's CPU, every other request waiting (as nginx's 431, 32 KB by default).
+- **A body the answer did not wait for** (a 401, a 404, a 413 sent before the body was read):
+  uvicorn cancels its keep-alive timer on every byte received, and nothing armed it again once
+  the answer was complete, so a client that sent one more byte and then nothing held its
+  connection for ever (300 of them, 300 file descriptors). The rest of such a body may arrive
+  for `LINGER_S`; then the connection closes (nginx's lingering close). A body that ends in
+  time leaves the connection to the keep-alive timeout, re-armed.
 """
 
 from __future__ import annotations
@@ -52,6 +65,10 @@ SEND_TIMEOUT_S = 10.0
 # How long a request's head may take to arrive whole (from the connection's opening, or from the
 # first byte of a later request on it).
 HEAD_TIMEOUT_S = 10.0
+# The most bytes a request's head may take (its line and headers).
+MAX_HEAD_BYTES = 64 * 1024
+# How long the rest of a request body may keep arriving after the answer that did not read it.
+LINGER_S = 5.0
 
 
 class ServiceProtocol(HeadWithBodyProtocol):
@@ -59,33 +76,60 @@ class ServiceProtocol(HeadWithBodyProtocol):
 
     _send_watch: asyncio.TimerHandle | None = None
     _head_watch: asyncio.TimerHandle | None = None
+    _linger: asyncio.TimerHandle | None = None
     _in_head = False  # a request's head has begun and is not whole yet
+    _awaiting_head = True  # no request has begun since the last one was received whole
+    _head_bytes = 0  # what the head in progress has taken, in the chunks it filled
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._head_watch = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
 
     def data_received(self, data: bytes) -> None:
+        head_open = self._in_head or self._awaiting_head
         super().data_received(data)
         if self._in_head:
             if self._head_watch is None:
                 self._head_watch = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
+            if head_open:  # the whole chunk went to the head: count it
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEAD_BYTES and not self.transport.is_closing():
+                    self._refuse(b"431 Request Header Fields Too Large",
+                                 "request_header_too_large",
+                                 f"the request's head (its line and headers) is over "
+                                 f"{MAX_HEAD_BYTES} bytes")
         elif self._head_watch is not None:  # the head came whole
             self._head_watch.cancel()
             self._head_watch = None
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._in_head = True
+        self._in_head, self._awaiting_head, self._head_bytes = True, False, 0
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._awaiting_head = True
+        cycle = self.cycle
+        if cycle is not None and cycle.response_complete:  # the body ended after its answer
+            if self._linger is not None:
+                self._linger.cancel()
+                self._linger = None
+            if self.timeout_keep_alive_task is None and not self.transport.is_closing():
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
     def send_400_response(self, msg: str) -> None:
-        """What HTTP's parser refused, as a 400 in OpenAI's error shape; the connection closes
+        """What HTTP's parser refused, as a 400 in OpenAI's error shape."""
+        self._refuse(b"400 Bad Request", "invalid_http_request",
+                     "the request is not valid HTTP/1.1 (a header holds a character HTTP does "
+                     "not allow, or the request line is malformed)")
+
+    def _refuse(self, status: bytes, code: str, message: str) -> None:
+        """An error in OpenAI's shape for what never reached the app; the connection closes
         (what follows on it cannot be read)."""
-        body = orjson.dumps({"error": {
-            "message": "the request is not valid HTTP/1.1 (a header holds a character HTTP does "
-                       "not allow, or the request line is malformed)",
-            "type": "invalid_request_error", "param": None, "code": "invalid_http_request"}})
-        head = [b"HTTP/1.1 400 Bad Request\r\n"]
+        body = orjson.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                       "param": None, "code": code}})
+        head = [b"HTTP/1.1 " + status + b"\r\n"]
         head += [name + b": " + value + b"\r\n"
                  for name, value in self.server_state.default_headers]
         head += [b"content-type: application/json\r\n",
@@ -117,6 +161,17 @@ class ServiceProtocol(HeadWithBodyProtocol):
         super().on_response_complete()
         if self.transport.is_closing():  # a `Connection: close` response, just closed
             self._watch_closing()
+            return
+        cycle = self.cycle
+        if (cycle is not None and cycle.response_complete and cycle.more_body
+                and self._linger is None):  # answered before its body was read whole
+            self._linger = self.loop.call_later(LINGER_S, self._linger_ended)
+
+    def _linger_ended(self) -> None:
+        self._linger = None
+        if not self.transport.is_closing():
+            self.transport.close()
+            self._watch_closing()
 
     def timeout_keep_alive_handler(self) -> None:
         super().timeout_keep_alive_handler()
@@ -127,10 +182,10 @@ class ServiceProtocol(HeadWithBodyProtocol):
         self._watch_closing()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for watch in (self._send_watch, self._head_watch):
+        for watch in (self._send_watch, self._head_watch, self._linger):
             if watch is not None:
                 watch.cancel()
-        self._send_watch = self._head_watch = None
+        self._send_watch = self._head_watch = self._linger = None
         super().connection_lost(exc)
 
     def _reset_if_stuck(self, cycle: RequestResponseCycle) -> None:

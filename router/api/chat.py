@@ -44,7 +44,7 @@ from router.api.sse import (
     run_unless_disconnected,
     until_grace_over,
 )
-from router.auth import authenticate
+from router.auth import authenticate, authorization_header
 from router.caching import ResultCaching
 from router.errors import SlorouterError
 from router.execution.deadline import head_timeout_s, requested_timeout_s
@@ -151,7 +151,8 @@ class ChatHandler:
     async def _respond(self, request: Request, received: Mapping[str, str], outcome: Outcome,
                        headers: dict[str, str], held: contextlib.AsyncExitStack) -> Response:
         config = self._pipeline.config
-        principal = authenticate(received.get("authorization"), config.principals)
+        principal = authenticate(authorization_header(request.scope["headers"]),
+                                 config.principals)
         outcome.tenant = principal.tenant
         outcome.steps.append(("auth", outcome.arrived_at, self._clock()))
         check_request_id(received.get("x-request-id"))

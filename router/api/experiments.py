@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from router.api.body import read_json, validation_error
 from router.api.errors import error_response
-from router.auth import OPERATOR_SCOPE, authenticate, require_scope
+from router.auth import OPERATOR_SCOPE, authenticate, authorization_header, require_scope
 from router.experimentation import Experiments
 from router.runtime_config import RuntimeConfig
 
@@ -29,7 +29,8 @@ class FeedbackBody(BaseModel):
 def feedback_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoint:
     async def feedback(request: Request) -> Response:
         try:
-            principal = authenticate(request.headers.get("authorization"), config.principals)
+            principal = authenticate(authorization_header(request.scope["headers"]),
+                                     config.principals)
             raw = await read_json(request, 64 * 1024, config.request_timeout_s)
             try:
                 body = FeedbackBody.model_validate(raw)
@@ -47,7 +48,8 @@ def feedback_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoi
 def experiments_endpoint(experiments: Experiments, config: RuntimeConfig) -> Endpoint:
     async def report(request: Request) -> Response:
         try:
-            principal = authenticate(request.headers.get("authorization"), config.principals)
+            principal = authenticate(authorization_header(request.scope["headers"]),
+                                     config.principals)
             # Reports aggregate every tenant's requests and feedback: an operator's reading.
             require_scope(principal, OPERATOR_SCOPE, "GET /v1/experiments", config.principals)
             reports = await experiments.reports(request.query_params.get("name"))

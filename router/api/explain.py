@@ -18,7 +18,7 @@ from starlette.responses import Response
 from router.api.body import parse_chat, read_json
 from router.api.errors import error_response
 from router.api.request_ids import check_request_id
-from router.auth import authenticate
+from router.auth import authenticate, authorization_header
 from router.pipeline import Caller, ChatPipeline, Prepared, arm_degraded, session_of
 
 
@@ -70,7 +70,8 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
     async def explain(request: Request) -> Response:
         try:
             config = pipeline.config
-            principal = authenticate(request.headers.get("authorization"), config.principals)
+            principal = authenticate(authorization_header(request.scope["headers"]),
+                                     config.principals)
             check_request_id(request.headers.get("x-request-id"))
             raw = await read_json(request, config.max_body_bytes, config.request_timeout_s)
             chat = parse_chat(raw)

@@ -388,6 +388,20 @@ def test_an_idempotency_key_sent_twice_is_a_400(gateway: Running, sim: Running) 
     assert once.status_code == 200
 
 
+@pytest.mark.parametrize("order", ["valid-first", "valid-last"])
+def test_an_authorization_header_sent_twice_is_a_401(gateway: Running, order: str) -> None:
+    """The first was taken: a wrong key then a valid one was refused, a valid one then a wrong
+    one served, and a proxy in front that reads the last header judges the other way."""
+    keys = [f"Bearer {API_KEY}", "Bearer sk-not-a-key"]
+    if order == "valid-last":
+        keys.reverse()
+    response = httpx.post(f"{gateway.base_url}/v1/chat/completions",
+                          json={"model": "pt-fast", "messages": MESSAGES},
+                          headers=[("authorization", key) for key in keys], timeout=20)
+    error = _assert_openai_error(response, 401)
+    assert error["code"] == "invalid_api_key" and "more than once" in str(error["message"])
+
+
 def test_the_sdk_posting_to_a_trailing_slash_gets_not_found(gateway: Running) -> None:
     """The openai client follows redirects: a 307 would have had it POST the request again to
     the route without the slash and get an answer from a URL that does not exist."""

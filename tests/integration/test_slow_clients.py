@@ -14,6 +14,7 @@ event loop's buffer."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -33,6 +34,7 @@ ANSWER_BYTES = 24 * 2**20
 SEND_TIMEOUT_S = 0.5
 HEAD_TIMEOUT_S = 0.5
 KEEP_ALIVE_S = 0.2
+LINGER_S = 0.5
 
 
 class CountedProtocol(ServiceProtocol):
@@ -58,6 +60,7 @@ async def answer(scope: dict[str, Any], receive: Any, send: Any) -> None:
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[uvicorn.Server, int]]:
     monkeypatch.setattr(service_protocol, "SEND_TIMEOUT_S", SEND_TIMEOUT_S)
     monkeypatch.setattr(service_protocol, "HEAD_TIMEOUT_S", HEAD_TIMEOUT_S)
+    monkeypatch.setattr(service_protocol, "LINGER_S", LINGER_S)
     CountedProtocol.checks = 0
     port = free_port()
     config = uvicorn.Config(answer, host="127.0.0.1", port=port, loop="uvloop",
@@ -192,3 +195,70 @@ def test_heads_in_pieces_and_idle_keep_alive_are_served(server: tuple[uvicorn.Se
             while not answer.endswith(b"ok"):
                 answer += sock.recv(4096)
             assert answer.startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("head", [
+    b"GET / HTTP/1.1\r\nhost: test\r\nx-big: " + b"a" * (2 * 2**20) + b"\r\n\r\n",
+    b"GET / HTTP/1.1\r\nhost: test\r\n" + b"x-h: v\r\n" * 100_000 + b"\r\n",
+], ids=["one-huge-header", "many-headers"])
+def test_a_head_over_the_bound_is_a_431_in_openais_shape(server: tuple[uvicorn.Server, int],
+                                                         head: bytes) -> None:
+    """uvicorn read a head of any size, and httptools builds a header value by repeated
+    concatenation: a 78 MB header held the event loop for seconds, every request waiting."""
+    running, port = server
+    with _connect(port) as sock:
+        try:
+            sock.sendall(head)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused before it was all sent
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    assert answer.startswith(b"HTTP/1.1 431 ")
+    error = json.loads(answer.partition(b"\r\n\r\n")[2])["error"]
+    assert error["code"] == "request_header_too_large"
+    assert str(service_protocol.MAX_HEAD_BYTES) in error["message"]
+    limit = time.monotonic() + 5
+    while running.server_state.connections and time.monotonic() < limit:
+        time.sleep(0.05)
+    assert not running.server_state.connections
+
+
+def test_a_head_just_under_the_bound_is_served(server: tuple[uvicorn.Server, int]) -> None:
+    _, port = server
+    filler = b"a" * (service_protocol.MAX_HEAD_BYTES - 200)
+    with _connect(port) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nhost: test\r\nx-big: " + filler + b"\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b"ok"):
+            answer += sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("finishes", [False, True])
+def test_a_body_its_answer_did_not_wait_for_holds_the_connection_no_longer(
+        server: tuple[uvicorn.Server, int], finishes: bool) -> None:
+    """Answered before its body was read (as a 401 is), a client that sends one more byte and
+    then nothing was held for ever (uvicorn cancels its keep-alive timer on every byte, and
+    nothing armed it again): the body may go on arriving for the linger time, then the
+    connection closes; a body that ends in time leaves it to the keep-alive timeout."""
+    running, port = server
+    body = b"x" * 1000
+    with _connect(port) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\nhost: test\r\ncontent-length: 1000\r\n\r\n")
+        answer = b""
+        while not answer.endswith(b"ok"):
+            answer += sock.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 200")
+        sock.sendall(body if finishes else body[:1])
+        started = time.monotonic()
+        assert _closed_by_server(sock)
+        waited = time.monotonic() - started
+    assert waited < (KEEP_ALIVE_S if finishes else LINGER_S) + 2
+    limit = time.monotonic() + 5
+    while running.server_state.connections and time.monotonic() < limit:
+        time.sleep(0.05)
+    assert not running.server_state.connections

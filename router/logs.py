@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 import threading
 import time
@@ -45,6 +46,7 @@ def configure(level: str = "info", *, access_log: bool = False) -> None:
     request) when `access_log` is set or the level is debug."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(Throttle(THROTTLED_LOGGERS))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -56,12 +58,22 @@ def configure(level: str = "info", *, access_log: bool = False) -> None:
     threading.excepthook = thread_error_event
 
 
+# Warnings whose whole text is the interpreter's own words and a code name, never data: kept.
+_FIXED_WARNINGS = re.compile(r"coroutine '[\w.<>]+' was never awaited")
+
+
 def warning_event(message: Warning | str, category: type[Warning], filename: str, lineno: int,
                   file: TextIO | None = None, line: str | None = None) -> None:
-    """A Python warning as a `python_warning` event: its class and where, never its text
-    (pydantic's serializer warnings quote the values they met: a provider's answer text)."""
-    event(logging.getLogger("py.warnings"), "python_warning", logging.WARNING,
-          category=category.__name__, filename=filename, lineno=lineno)
+    """A Python warning as a `python_warning` event: its class and where, and its text only
+    when it is one of `_FIXED_WARNINGS` (which coroutine was never awaited: litellm's, when a
+    call is cancelled); other texts can quote data (pydantic's serializer warnings quote the
+    values they met: a provider's answer text)."""
+    text = str(message)
+    data: dict[str, object] = {"category": category.__name__, "filename": filename,
+                               "lineno": lineno}
+    if _FIXED_WARNINGS.fullmatch(text):
+        data["message"] = text
+    event(logging.getLogger("py.warnings"), "python_warning", logging.WARNING, **data)
 
 
 def event(logger: logging.Logger, name: str, level: int = logging.INFO, **data: object) -> None:
@@ -79,7 +91,12 @@ LOOP_ERRORS = (
     "Fatal write error on socket transport", "Fatal error on SSL transport",
     "Error on reading from the event loop self-pipe", "Unhandled exception in event loop",
     "an error occurred during closing of asynchronous generator",
+    # aiohttp's, for a client session or connector collected unclosed (litellm's clients)
+    "Unclosed client session", "Unclosed connector", "Unclosed connection",
 )
+# Libraries that log a line per failed attempt of their own retries (an OTLP exporter whose
+# collector is down logs two a second): at most one line per logger per `Throttle.interval_s`.
+THROTTLED_LOGGERS = ("opentelemetry.exporter", "opentelemetry.sdk")
 
 
 def loop_error_event(loop: asyncio.AbstractEventLoop, context: Mapping[str, object]) -> None:
@@ -111,6 +128,33 @@ def _exc_info(error: object) -> _ExcInfo | None:
     if not isinstance(error, BaseException):
         return None
     return type(error), error, error.__traceback__
+
+
+class Throttle(logging.Filter):
+    """Lets through at most one record per `interval_s` from each logger under `prefixes`,
+    with how many it held back since the last one (`suppressed`); others pass untouched."""
+
+    def __init__(self, prefixes: tuple[str, ...], interval_s: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._prefixes, self._interval_s, self._clock = prefixes, interval_s, clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.name
+        if not name.startswith(self._prefixes):
+            return True
+        now = self._clock()
+        last = self._last.get(name)
+        if last is not None and now - last < self._interval_s:
+            self._held[name] = self._held.get(name, 0) + 1
+            return False
+        self._last[name] = now
+        data = getattr(record, "event_data", None)
+        record.event_data = {**(data if isinstance(data, dict) else {}),
+                             "suppressed": self._held.pop(name, 0)}
+        return True
 
 
 @dataclass

@@ -194,7 +194,7 @@ class LitellmProvider:
                 extra_body[key] = value
         if extra_body:
             kwargs["extra_body"] = extra_body
-        kwargs.update(model=deployment.model, timeout=_timeout(call), drop_params=True,
+        kwargs.update(model=deployment.model, timeout=_timeout(deployment), drop_params=True,
                       num_retries=0)
         if deployment.api_base:
             kwargs["api_base"] = deployment.api_base
@@ -206,7 +206,10 @@ class LitellmProvider:
 
     async def complete(self, call: UpstreamCall) -> Completion:
         try:
-            response = await litellm.acompletion(**self._kwargs(call))
+            # The attempt's own time left bounds it here, as a stream's does below: litellm is
+            # given its deployment's fixed timeout (`_timeout`).
+            async with asyncio.timeout(call.timeout_s):
+                response = await litellm.acompletion(**self._kwargs(call))
         except Exception as exc:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
         body = _dump_completion(response)
@@ -246,14 +249,18 @@ class LitellmProvider:
         return None
 
 
-def _timeout(call: UpstreamCall) -> httpx.Timeout:
-    """The attempt's timeout with the deployment's `connect_timeout_s` for opening the
-    connection. litellm passes an `httpx.Timeout` through only for the providers whose client
-    takes one (`litellm.utils.supports_httpx_timeout`: openai, azure, bedrock); for the others
-    (anthropic among them) it keeps the read timeout alone, so connecting is then bounded by
-    `timeout_s`, as before."""
-    connect = min(call.deployment.connect_timeout_s, call.timeout_s)
-    return httpx.Timeout(call.timeout_s, connect=connect)
+def _timeout(deployment: Deployment) -> httpx.Timeout:
+    """The deployment's `timeout_s`, with its `connect_timeout_s` for opening the connection:
+    one value per deployment, never the attempt's time left. litellm keys its cache of provider
+    clients by the timeout, so a timeout that differed per call built a new client, connection
+    pool and session for every request (a soak counted ~650 upstream connections closed a
+    minute at 25 req/s, and the clients it evicted stayed open for 15 minutes); the attempt's
+    time left is enforced around the call instead. litellm passes an `httpx.Timeout` through
+    only for the providers whose client takes one (`litellm.utils.supports_httpx_timeout`:
+    openai, azure, bedrock); for the others (anthropic among them) it keeps the read timeout
+    alone, so connecting is then bounded by `timeout_s`."""
+    return httpx.Timeout(deployment.timeout_s,
+                         connect=min(deployment.connect_timeout_s, deployment.timeout_s))
 
 
 def _content_type(response: Any) -> str | None:

@@ -23,11 +23,12 @@ def _json_lines(name: str) -> Iterator[tuple[logging.Logger, io.StringIO]]:
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())
     logger.addHandler(handler)
-    logger.propagate = False
+    propagated, logger.propagate = logger.propagate, False
     try:
         yield logger, stream
-    finally:
+    finally:  # as it was: a logger left unpropagating hid later tests' lines from them
         logger.removeHandler(handler)
+        logger.propagate = propagated
 
 
 def test_events_logged_while_serving_carry_request_trace_and_span_ids() -> None:
@@ -102,3 +103,52 @@ def test_the_access_line_shows_how_many_choices_were_asked_for() -> None:
     line = json.loads(stream.getvalue())
     assert line["event"] == "request_finished" and line["n"] == 3
     assert "choices" not in line and "[content withheld]" not in stream.getvalue()
+
+
+def test_an_exporters_line_per_failed_attempt_is_logged_once_per_interval() -> None:
+    """An OTLP collector that is down made its exporter log two lines a second, each with
+    another retry delay (421 lines in 8 minutes of a soak): `Throttle` lets one through per
+    logger per interval, with how many it held back; other loggers pass untouched."""
+    from router.logs import THROTTLED_LOGGERS, Throttle
+
+    now = [0.0]
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(Throttle(THROTTLED_LOGGERS, interval_s=10.0, clock=lambda: now[0]))
+    exporter = logging.getLogger("opentelemetry.exporter.otlp.common.http")
+    other = logging.getLogger("tests.telemetry.untouched")
+    propagated = [logger.propagate for logger in (exporter, other)]
+    for logger in (exporter, other):
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        for t in (0.0, 0.5, 1.0, 9.0, 10.5):
+            now[0] = t
+            exporter.warning("Transient error %s encountered while exporting %s batch, "
+                             "retrying in %.2fs.", "Unavailable", "span", t)
+            other.warning("kept")
+    finally:
+        for logger, was in zip((exporter, other), propagated, strict=True):
+            logger.removeHandler(handler)
+            logger.propagate = was
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    mine = [line for line in lines if line["logger"].startswith("opentelemetry")]
+    assert [line["suppressed"] for line in mine] == [0, 3]
+    assert sum(line["event"] == "kept" for line in lines) == 5
+
+
+def test_a_warning_is_logged_without_its_text_unless_the_text_is_the_interpreters_own() -> None:
+    """A coroutine never awaited (litellm's, when a call is cancelled) is named; any other
+    warning's text may quote data and stays out."""
+    from router.logs import warning_event
+
+    with _json_lines("py.warnings") as (_, stream):
+        warning_event(RuntimeWarning("coroutine 'OpenAIChatCompletion.acompletion' was never "
+                                     "awaited"), RuntimeWarning, "x.py", 1)
+        warning_event(UserWarning("Expected `str` but got `int` with value `secret-answer`"),
+                      UserWarning, "y.py", 2)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert lines[0]["message"] == ("coroutine 'OpenAIChatCompletion.acompletion' was never "
+                                   "awaited")
+    assert "message" not in lines[1] and "secret-answer" not in stream.getvalue()

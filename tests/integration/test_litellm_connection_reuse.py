@@ -21,7 +21,7 @@ from router.providers.base import Deployment, UpstreamCall
 from tests.support.services import FAST_PROFILE, Running, start_simulator
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-from router.providers.litellm_adapter import LitellmProvider  # noqa: E402
+from router.providers.litellm_adapter import LitellmProvider
 
 pytestmark = pytest.mark.integration
 

@@ -182,13 +182,15 @@ def raised_before_sending(exc: BaseException) -> bool:
 
 def failed_building_request(exc: BaseException) -> bool:
     """Whether `exc` is litellm's `BadRequestError` over a plain builtin error (a `KeyError` on a
-    field a provider's format needs, say) raised in litellm's own code, in no frame that sends
-    a request or reads an answer: its transformation of the request for the provider failed,
-    no upstream saw it. (An upstream's own 400 has the HTTP client's status error behind it.)"""
+    field a provider's format needs, say), or over a `BadRequestError` of litellm's own (its
+    refusal of a conversation the provider's format cannot hold: a system message alone, for
+    Anthropic), raised in litellm's own code, in no frame that sends a request or reads an
+    answer: its transformation of the request for the provider failed, no upstream saw it. (An
+    upstream's own 400 has the HTTP client's status error behind it.)"""
     if "BadRequestError" not in _class_names(exc):
         return False
     chain = _causes(exc)
-    if not chain or not _plain_builtin(chain[-1]):
+    if not chain or not (_plain_builtin(chain[-1]) or _litellms_own_refusal(chain[-1])):
         return False
     frames = [frame.f_code for frame, _ in traceback.walk_tb(chain[-1].__traceback__)]
     return bool(frames) and all(
@@ -221,6 +223,10 @@ def _causes(exc: BaseException, *, suppressed: bool = False) -> list[BaseExcepti
         chain.append(cause)
         cause = behind(cause)
     return chain
+
+
+def _litellms_own_refusal(exc: BaseException) -> bool:
+    return type(exc).__module__ == "litellm.exceptions" and type(exc).__name__ == "BadRequestError"
 
 
 def _plain_builtin(exc: BaseException) -> bool:

@@ -589,3 +589,17 @@ async def test_litellm_failing_to_build_an_anthropic_request_is_the_requests_fau
     assert mapped.code == "adapter_rejected" and "a field it needs is missing" in mapped.message
     assert not classify(mapped, AttemptContext(False, True, False)).breaker_failure
     _assert_clean(mapped.message)
+
+
+async def test_litellm_refusing_a_conversation_anthropic_cannot_hold_is_the_requests_fault(
+) -> None:
+    """A system message alone: litellm's Anthropic transformation refuses it with a
+    BadRequestError of its own, before any call. It was a 400 worded "upstream returned 400"
+    (`upstream_rejected`), though no upstream saw it; now `adapter_rejected`."""
+    exc = await _raised_by_litellm(model="anthropic/fast", max_tokens=3,
+                                   messages=[{"role": "system", "content": "Say hi"}])
+    mapped = map_exception(exc)
+    assert isinstance(mapped, errors.ProviderRejectedError), mapped
+    assert mapped.code == "adapter_rejected"
+    assert "non-system message" in mapped.message
+    assert not classify(mapped, AttemptContext(False, True, False)).breaker_failure

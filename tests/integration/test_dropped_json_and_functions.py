@@ -11,7 +11,6 @@ deployments all drop them refuses with a 400 naming the field, as for `n` and `l
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -19,7 +18,8 @@ from typing import Any
 import openai
 import pytest
 
-from tests.support.services import FAST_PROFILE, Running, start_router, start_simulator
+from tests.support.claude_and_gpt import claude_and_gpt, client_of
+from tests.support.services import Running
 
 pytestmark = pytest.mark.integration
 
@@ -31,40 +31,10 @@ SCHEMA = {"type": "json_schema", "json_schema": {"name": "weather", "schema": {
 FUNCTIONS = [{"name": "get_weather", "parameters": WEATHER["function"]["parameters"]}]
 
 
-def _config(sim_base: str) -> str:
-    """`claude` (Anthropic through litellm, the cheaper), `gpt` (pass-through) and a policy for
-    `auto` that ranks `claude` first (exploration off)."""
-    return f"""version: 1
-deployments:
-  - {{name: claude-m, model: anthropic/m, adapter: litellm, api_base: {sim_base},
-     api_key: env:SIM_KEY, input_price_per_mtok: 0.1, output_price_per_mtok: 0.1,
-     max_output_tokens: 4096}}
-  - {{name: gpt-m, model: openai/m, adapter: openai_passthrough, api_base: {sim_base}/v1,
-     input_price_per_mtok: 1, output_price_per_mtok: 1}}
-models:
-  - {{name: claude, deployments: [claude-m]}}
-  - {{name: gpt, deployments: [gpt-m]}}
-routes: {{default_model: gpt, aliases: [auto]}}
-policies:
-  default: {{candidates: [claude, gpt], objective: min_cost}}
-server: {{cache: {{backend: none}}, stats: {{explore_share: 0}}}}
-"""
-
-
 @pytest.fixture(scope="module")
 def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    directory = tmp_path_factory.mktemp("dropped")
-    with contextlib.ExitStack() as stack:
-        sim = start_simulator(directory, {"m": FAST_PROFILE})
-        stack.callback(sim.stop)
-        running = start_router(directory, _config(sim.base_url), env={"SIM_KEY": "sim-key"})
-        stack.callback(running.stop)
-        yield running
-
-
-def _client(router: Running) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{router.base_url}/v1", api_key="unused", max_retries=0,
-                         timeout=20)
+    with claude_and_gpt(tmp_path_factory.mktemp("dropped")) as served:
+        yield served.router
 
 
 CASES: dict[str, tuple[dict[str, Any], str]] = {
@@ -77,7 +47,7 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
 @pytest.mark.parametrize("case", CASES)
 def test_auto_sends_it_to_the_deployment_that_carries_it(router: Running, case: str) -> None:
     fields, _ = CASES[case]
-    reply = _client(router).chat.completions.with_raw_response.create(
+    reply = client_of(router).chat.completions.with_raw_response.create(
         model="auto", messages=MESSAGES, extra_body=fields)  # type: ignore[arg-type]
     assert reply.headers["x-slorouter-model"] == "gpt-m"
     message = reply.parse().choices[0].message
@@ -93,7 +63,7 @@ def test_a_model_whose_deployments_drop_it_refuses_it_naming_the_field(
         router: Running, case: str, stream: bool) -> None:
     fields, param = CASES[case]
     with pytest.raises(openai.BadRequestError) as caught:
-        _client(router).chat.completions.create(model="claude", messages=MESSAGES,
+        client_of(router).chat.completions.create(model="claude", messages=MESSAGES,
                                                 stream=stream, extra_body=fields)  # type: ignore[arg-type]
     body = caught.value.body
     assert isinstance(body, dict)
@@ -102,7 +72,7 @@ def test_a_model_whose_deployments_drop_it_refuses_it_naming_the_field(
 
 def test_what_it_carries_still_goes_to_it(router: Running) -> None:
     """A json_schema alone (litellm forces its tool: the answer is the JSON), and tools alone."""
-    client = _client(router)
+    client = client_of(router)
     schema = client.chat.completions.with_raw_response.create(
         model="auto", messages=MESSAGES, response_format=SCHEMA)  # type: ignore[arg-type]
     assert schema.headers["x-slorouter-model"] == "claude-m"

@@ -10,7 +10,6 @@ that takes it; a model that has none sends it as asked, and its provider's 400 c
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -20,55 +19,24 @@ from pathlib import Path
 import openai
 import pytest
 
+from tests.support.claude_and_gpt import claude_and_gpt, client_of
 from tests.support.procs import PYTHON
-from tests.support.services import FAST_PROFILE, Running, start_router, start_simulator
+from tests.support.services import Running
 
 pytestmark = pytest.mark.integration
 
 MESSAGES = [{"role": "user", "content": "Write one line about the sea."}]
 
 
-def _config(sim_base: str) -> str:
-    """`claude` (Anthropic through litellm, the cheaper), `gpt` (pass-through), `mixed` (both),
-    and a policy for `auto` that ranks `claude` first (exploration off)."""
-    return f"""version: 1
-deployments:
-  - {{name: claude-m, model: anthropic/m, adapter: litellm, api_base: {sim_base},
-     api_key: env:SIM_KEY, input_price_per_mtok: 0.1, output_price_per_mtok: 0.1}}
-  - {{name: gpt-m, model: openai/m, adapter: openai_passthrough, api_base: {sim_base}/v1,
-     input_price_per_mtok: 1, output_price_per_mtok: 1}}
-models:
-  - {{name: claude, deployments: [claude-m]}}
-  - {{name: gpt, deployments: [gpt-m]}}
-  - {{name: mixed, deployments: [claude-m, gpt-m]}}
-routes: {{default_model: gpt, aliases: [auto]}}
-policies:
-  default: {{candidates: [claude, gpt], objective: min_cost}}
-server: {{cache: {{backend: none}}, stats: {{explore_share: 0}}}}
-"""
-
-
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Path]]:
-    directory = tmp_path_factory.mktemp("temperature")
-    with contextlib.ExitStack() as stack:
-        sim = start_simulator(directory, {"m": FAST_PROFILE})
-        stack.callback(sim.stop)
-        config = directory / "router.yaml"
-        config.write_text(_config(sim.base_url))
-        running = start_router(directory, _config(sim.base_url), env={"SIM_KEY": "sim-key"})
-        stack.callback(running.stop)
-        yield running, config
-
-
-def _client(router: Running) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{router.base_url}/v1", api_key="unused", max_retries=0,
-                         timeout=20)
+    with claude_and_gpt(tmp_path_factory.mktemp("temperature")) as served:
+        yield served.router, served.config_path
 
 
 def _served_by(router: Running, model: str, temperature: float, stream: bool,
                prompt: str = MESSAGES[0]["content"]) -> str:
-    reply = _client(router).chat.completions.with_raw_response.create(
+    reply = client_of(router).chat.completions.with_raw_response.create(
         model=model, messages=[{"role": "user", "content": prompt}], temperature=temperature,
         stream=stream)
     if stream:
@@ -101,7 +69,7 @@ def test_a_model_with_no_deployment_that_takes_it_is_sent_it_as_asked(
     """Its provider's own refusal comes back, naming the field."""
     router, _ = setup
     with pytest.raises(openai.BadRequestError) as caught:
-        _client(router).chat.completions.create(model="claude", messages=MESSAGES,
+        client_of(router).chat.completions.create(model="claude", messages=MESSAGES,
                                                 temperature=1.5)
     body = caught.value.body
     assert isinstance(body, dict) and "temperature" in body["message"]

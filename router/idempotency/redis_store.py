@@ -37,7 +37,7 @@ import logging
 import random
 import secrets
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,33 +215,24 @@ class RedisIdempotencyStore:
 
     def _give_back(self, lease: Lease) -> None:
         """Release `lease` in the background, which may not be set yet (a SET without its reply
-        lands late) or may never be: tried a few times, until it is found and dropped."""
-        marker = _marker(lease.token, lease.fingerprint)
-        self._keep_trying("give_back",
-                          lambda: self._cad(keys=[self._key(lease.scope)], args=[marker]),
-                          done=bool, stores=False)
+        lands late) or may never be: tried after each of `RETRY_DELAYS_S` until it is found and
+        dropped (Redis errors meanwhile are tried again); giving up is logged, throttled."""
+        marker, keys = _marker(lease.token, lease.fingerprint), [self._key(lease.scope)]
 
-    def _keep_trying(self, step: str, command: Callable[[], Awaitable[Any]],
-                     done: Callable[[Any], bool], stores: bool) -> None:
-        """Run `command` in the background after each of `RETRY_DELAYS_S` until `done(reply)`;
-        Redis errors meanwhile are retried. The task is held until it ends; giving up is
-        logged (`step`), throttled. A true reply to a command that `stores` (it wrote) tells
-        `writes` they are taken."""
-        async def run() -> None:
+        async def give_back() -> None:
             for delay in RETRY_DELAYS_S:
                 await asyncio.sleep(delay)
                 try:
-                    reply = await command()
+                    if await self._cad(keys=keys, args=[marker]):
+                        return
                 except (redis.RedisError, OSError) as exc:
                     self.writes.failed(exc)
-                    continue
-                if stores and reply:
-                    self.writes.accepted()
-                if done(reply):
-                    return
-            self._gave_up.report(step=step)
+            self._gave_up.report(step="give_back")
 
-        task = asyncio.ensure_future(run())
+        self._in_background(give_back())
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
         self._background.add(task)  # held until done: the loop keeps only weak references
         task.add_done_callback(self._background.discard)
 
@@ -275,9 +266,7 @@ class RedisIdempotencyStore:
             self._gave_up.report(step="complete")
         if not self._flushing:
             self._flushing = True
-            task = asyncio.ensure_future(self._flush())
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._in_background(self._flush())
 
     async def _flush(self) -> None:
         """Try the held completions again, oldest first, until none is left: a round stops at

@@ -103,6 +103,47 @@ def group_rss_mb(pgid: int) -> float:
     return total_kb / 1024
 
 
+def socket_inodes(pid: int) -> set[str]:
+    """Inodes of the sockets `pid` holds open."""
+    inodes = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = fd.readlink().name
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    except OSError:
+        pass
+    return inodes
+
+
+def established_inodes(pid: int, remote_port: int | None = None) -> set[str]:
+    """Socket inodes of the established TCP connections in `pid`'s network namespace (to
+    `remote_port` only, when given): /proc/net/tcp{,6}, whose rows hold the remote address with
+    its port in hex after the colon, the state (`01`: established) and the inode."""
+    inodes = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and fields[3] == "01" and (
+                    remote_port is None or int(fields[2].rsplit(":", 1)[1], 16) == remote_port):
+                inodes.add(fields[9])
+    return inodes
+
+
+def open_fds(pid: int) -> int:
+    try:
+        return len(list(Path(f"/proc/{pid}/fd").iterdir()))
+    except OSError:
+        return 0
+
+
 def pin(pids: Iterable[int], cpus: set[int]) -> None:
     """Restrict every thread of `pids` to `cpus` (threads started later inherit it)."""
     for pid in pids:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
+from bench.procstat import established_inodes, socket_inodes
 from router.providers.base import Deployment, UpstreamCall
 from tests.support.services import FAST_PROFILE, Running, start_simulator
 
@@ -26,7 +26,6 @@ from router.providers.litellm_adapter import LitellmProvider
 pytestmark = pytest.mark.integration
 
 CALLS = 12
-ESTABLISHED = "01"
 
 
 @pytest.fixture(scope="module")
@@ -37,20 +36,9 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 
 def _connections_to(port: int) -> int:
-    """This process's established TCP connections to `port` on loopback (/proc/net/tcp*:
-    the remote address's port is hex after the colon, the state `01` is ESTABLISHED)."""
-    mine = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
-            if os.path.exists(f"/proc/self/fd/{fd}")}
-    inodes = {link[8:-1] for link in mine if link.startswith("socket:[")}
-    count = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            remote, state, inode = fields[2], fields[3], fields[9]
-            if state == ESTABLISHED and int(remote.rsplit(":", 1)[1], 16) == port and (
-                    inode in inodes):
-                count += 1
-    return count
+    """This process's established TCP connections to `port`."""
+    pid = os.getpid()
+    return len(socket_inodes(pid) & established_inodes(pid, remote_port=port))
 
 
 @pytest.mark.parametrize("model", ["openai/m", "anthropic/m"])

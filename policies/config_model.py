@@ -72,8 +72,8 @@ class ConfigModel(BaseModel):
     @classmethod
     def _numbers_and_booleans_stay_apart(cls, data: Any, handler: Any) -> Any:
         """Every crossed field of the mapping, each at its own location, beside every other
-        problem of the model: the rest is validated without the crossed fields (a crossed
-        field's absence is no problem of its own). Raising before validation hid the others,
+        problem of the model: the rest is validated without the crossed fields (what that leaves
+        missing in this model is no problem of its own). Raising before validation hid the others,
         in that model and every one under it, until the crossed one was mended. (A model
         validator, not a field validator for "*": pydantic allows none before a discriminator
         field.)"""

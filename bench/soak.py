@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import dataclasses
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -53,10 +54,11 @@ from bench.procstat import (
     socket_inodes,
     threads,
 )
+from bench.suite import start
 from router.cli_types import positive_number
 from router.loadtest.loadgen import poisson_schedule
 from router.providers.simulator.client import SimulatorControl
-from tests.support.procs import PYTHON, ManagedProcess, free_port
+from tests.support.procs import ManagedProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 EMBEDDED_SIMULATOR_DEFAULT = ROOT / "policies" / "defaults" / "simulator.yaml"
@@ -136,11 +138,9 @@ class Tally:
 
 def ols_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Least-squares slope of ys on xs; None with fewer than two distinct xs."""
-    if len(xs) < 2 or len(set(xs)) < 2:
+    if len(set(xs)) < 2:
         return None
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
+    return statistics.linear_regression(xs, ys).slope
 
 
 def load_samples(samples: Sequence[Sample]) -> list[Sample]:
@@ -381,27 +381,6 @@ async def sample_during(pgid: int, tally: Tally, interval_s: float, origin: floa
 
 # --- the run ------------------------------------------------------------------------------------
 
-def start_stack(work: Path, config: Path) -> tuple[ManagedProcess, ManagedProcess]:
-    """The simulator (built-in models) and slorouter on it, as `bench/suite.py` starts them."""
-    sim_port = free_port()
-    sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(sim_port)], sim_port,
-                         ready_url=f"http://127.0.0.1:{sim_port}/v1/models",
-                         log_path=work / "sim.log").start()
-    sim_base = f"http://127.0.0.1:{sim_port}"
-    port = free_port()
-    env = {"SLOROUTER_SIM_BASE": sim_base, "SIM_BASE": sim_base, "SLOROUTER_SIM_KEY": "soak"}
-    try:
-        router = ManagedProcess([PYTHON, "-m", "router.cli", "serve", "--config", str(config),
-                                 "--port", str(port), "--log-level", "warning"], port,
-                                ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
-                                log_path=work / "router.log", startup_timeout_s=120,
-                                cwd=work).start()  # its disk cache goes in `work`
-    except BaseException:  # a router that cannot start leaves no simulator behind
-        sim.stop()
-        raise
-    return sim, router
-
-
 async def soak(router: ManagedProcess, sim_base: str, args: argparse.Namespace
                ) -> tuple[list[Sample], Tally, list[str]]:
     """The load, the faults and the samples; then the idle sample."""
@@ -437,7 +416,7 @@ def write_results(out: Path, samples: Sequence[Sample], summary: Sequence[str]) 
 async def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            sim, router = start_stack(Path(tmp), args.config)
+            (sim, router), _ = start(Path(tmp), args.config, sim_profile=None)
         except (RuntimeError, TimeoutError) as exc:  # the process's own words: its log's tail
             print(f"bench.soak: {exc}", file=sys.stderr)
             return 2

@@ -37,23 +37,30 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "bench" / "configs"
 
 
-def start(work: Path, config: Path | None) -> tuple[list[ManagedProcess], str]:
+def start(work: Path, config: Path | None, sim_profile: Path | None = CONFIGS / "sim_profile.json"
+          ) -> tuple[list[ManagedProcess], str]:
+    """The simulator (`sim_profile`'s models, or its built-in ones for None) and, unless `config`
+    is None, slorouter on it, working in `work` (its disk cache there too); the processes and
+    the base URL to load (the router's, else the simulator's). The config names the simulator
+    as `${SIM_BASE}` or, as the embedded default does, `${SLOROUTER_SIM_BASE}`."""
     sim_port = free_port()
-    sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(sim_port),
-                          "--profile", str(CONFIGS / "sim_profile.json")], sim_port,
-                         ready_url=f"http://127.0.0.1:{sim_port}/v1/models",
+    profile = ["--profile", str(sim_profile)] if sim_profile is not None else []
+    sim = ManagedProcess([PYTHON, "-m", "router.cli", "sim", "--port", str(sim_port), *profile],
+                         sim_port, ready_url=f"http://127.0.0.1:{sim_port}/v1/models",
                          log_path=work / "sim.log").start()
     sim_base = f"http://127.0.0.1:{sim_port}"
     if config is None:
         return [sim], sim_base
     port = free_port()
-    env = {"SIM_BASE": sim_base, "BENCH_CACHE_DIR": str(work / "cache")}
-    argv = [PYTHON, "-m", "router.cli", "serve", "--config", str(config), "--port", str(port),
-            "--log-level", "warning"]
+    env = {"SIM_BASE": sim_base, "SLOROUTER_SIM_BASE": sim_base, "SLOROUTER_SIM_KEY": "bench",
+           "BENCH_CACHE_DIR": str(work / "cache")}
+    argv = [PYTHON, "-m", "router.cli", "serve", "--config", str(config.resolve()), "--port",
+            str(port), "--log-level", "warning"]
     try:
         router = ManagedProcess(argv, port,
                                 ready_url=f"http://127.0.0.1:{port}/healthz", env=env,
-                                log_path=work / "router.log", startup_timeout_s=120).start()
+                                log_path=work / "router.log", startup_timeout_s=120,
+                                cwd=work).start()
     except BaseException:  # a router that cannot start leaves no simulator behind
         sim.stop()
         raise

@@ -12,7 +12,7 @@ every tenant (`GET /v1/experiments`), `require_scope`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from router.errors import AuthenticationError, PermissionDeniedError
 from router.runtime_config import Principal
@@ -20,17 +20,6 @@ from router.runtime_config import Principal
 ANONYMOUS = Principal(tenant="default", scopes=())
 # The scope of an operator's key: it may read what aggregates every tenant's requests.
 OPERATOR_SCOPE = "slorouter:operator"
-
-
-def authorization_header(raw_headers: Iterable[tuple[bytes, bytes]]) -> str | None:
-    """The request's `Authorization` value (ASGI's raw header list), or None; a 401 when it came
-    more than once: the first one was taken, and a proxy in front that reads the last would
-    judge the request by another key."""
-    found = [value for name, value in raw_headers if name == b"authorization"]
-    if len(found) > 1:
-        raise AuthenticationError("Authorization was sent more than once: send one 'Bearer "
-                                  "<key>'", code="invalid_api_key")
-    return found[0].decode("latin-1") if found else None
 
 
 def authenticate(authorization: str | None, principals: Mapping[str, Principal]) -> Principal:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import orjson
@@ -25,6 +25,7 @@ from starlette.requests import Request
 from router.api.errors import ClientGone
 from router.api.schemas import ChatCompletionRequest
 from router.errors import (
+    AuthenticationError,
     PayloadTooLargeError,
     RequestError,
     RequestTimeoutError,
@@ -146,6 +147,22 @@ def containers_past(value: object, depth_limit: int,
             return "count"
         level = below
     return None
+
+
+def header_values(raw_headers: Iterable[tuple[bytes, bytes]], name: bytes) -> list[bytes]:
+    """Every value of the header `name` (lower case, as ASGI gives names) in the raw list."""
+    return [value for found, value in raw_headers if found == name]
+
+
+def authorization_header(raw_headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The request's `Authorization` value, or None; a 401 when it came more than once: the
+    first one was taken, and a proxy in front that reads the last would judge the request by
+    another key."""
+    found = header_values(raw_headers, b"authorization")
+    if len(found) > 1:
+        raise AuthenticationError("Authorization was sent more than once: send one 'Bearer "
+                                  "<key>'", code="invalid_api_key")
+    return found[0].decode("latin-1") if found else None
 
 
 def received_headers(request: Request) -> dict[str, str]:

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from cache.entry import CachedEntry
 from router.admission import AdmissionController, parse_priority
 from router.api import idempotent
-from router.api.body import parse_chat, read_json, received_headers
+from router.api.body import authorization_header, parse_chat, read_json, received_headers
 from router.api.errors import (
     SHUTTING_DOWN,
     ClientGone,
@@ -44,7 +44,7 @@ from router.api.sse import (
     run_unless_disconnected,
     until_grace_over,
 )
-from router.auth import authenticate, authorization_header
+from router.auth import authenticate
 from router.caching import ResultCaching
 from router.errors import SlorouterError
 from router.execution.deadline import head_timeout_s, requested_timeout_s

@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from router.api.body import read_json, validation_error
+from router.api.body import authorization_header, read_json, validation_error
 from router.api.errors import error_response
-from router.auth import OPERATOR_SCOPE, authenticate, authorization_header, require_scope
+from router.auth import OPERATOR_SCOPE, authenticate, require_scope
 from router.experimentation import Experiments
 from router.runtime_config import RuntimeConfig
 

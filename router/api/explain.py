@@ -15,10 +15,10 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from router.api.body import parse_chat, read_json
+from router.api.body import authorization_header, parse_chat, read_json
 from router.api.errors import error_response
 from router.api.request_ids import check_request_id
-from router.auth import authenticate, authorization_header
+from router.auth import authenticate
 from router.pipeline import Caller, ChatPipeline, Prepared, arm_degraded, session_of
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from starlette.responses import Response
 
 from cache.keys import normalize_locale
+from router.api.body import header_values
 from router.api.replay import body_response
 from router.api.sse import OnFinish, Receive, run_unless_disconnected
 from router.caching import DATA_VERSION_HEADER
@@ -80,7 +81,7 @@ def check_sent_once(received: Mapping[str, str], raw_headers: Iterable[tuple[byt
     """A 400 for an `Idempotency-Key` header sent more than once: which key guards the side
     effect would be a guess (the first was taken; a proxy that joins repeated headers would
     make a third key of them)."""
-    if HEADER in received and sum(name == b"idempotency-key" for name, _ in raw_headers) > 1:
+    if HEADER in received and len(header_values(raw_headers, b"idempotency-key")) > 1:
         raise RequestError("Idempotency-Key was sent more than once; send one key",
                            param="Idempotency-Key", code="invalid_idempotency_key")
 

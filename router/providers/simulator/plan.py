@@ -128,24 +128,27 @@ def _chosen_tool(request: SimRequest) -> ToolSpec | None:
     return tools[0]
 
 
+def _within(pieces: tuple[str, ...], limit: int | None) -> tuple[tuple[str, ...], bool]:
+    """`pieces` cut at `max_tokens` (`limit`, at least one piece kept), and whether they were."""
+    if limit is not None and len(pieces) > limit:
+        return pieces[: max(limit, 1)], True
+    return pieces, False
+
+
 def _tool_answer(tool: ToolSpec, key: bytes, rng: HashRandom, limit: int | None) -> Answer:
     """A function call; past `max_tokens` (`limit`) its arguments are cut there and it ends
     with `length`, as a provider's do (not valid JSON then): it came whole until 2026-12-05."""
-    pieces = content.split_pieces(content.tool_arguments(tool.parameters_json, rng))
-    finish: FinishReason = "tool_calls"
-    if limit is not None and len(pieces) > limit:
-        pieces, finish = pieces[: max(limit, 1)], "length"
+    pieces, cut = _within(content.split_pieces(content.tool_arguments(tool.parameters_json,
+                                                                      rng)), limit)
     call = ToolCall(id_hex=key.hex()[:24], name=tool.name, arguments="".join(pieces))
-    return Answer(pieces, call, finish)
+    return Answer(pieces, call, "length" if cut else "tool_calls")
 
 
 def _json_answer(schema_json: str, rng: HashRandom, limit: int | None) -> Answer:
     """A JSON mode's answer: an object of the schema as the text, cut at `max_tokens` (`limit`)
     with `length` (no longer valid JSON then, as a provider's)."""
-    pieces = content.split_pieces(content.tool_arguments(schema_json, rng))
-    if limit is not None and len(pieces) > limit:
-        return Answer(pieces[: max(limit, 1)], None, "length")
-    return Answer(pieces, None, "stop")
+    pieces, cut = _within(content.split_pieces(content.tool_arguments(schema_json, rng)), limit)
+    return Answer(pieces, None, "length" if cut else "stop")
 
 
 def _custom_tool_answer(tool: ToolSpec, key: bytes, text: Answer) -> Answer:
@@ -201,10 +204,9 @@ def build_answers(request: SimRequest, profile: ModelProfile) -> tuple[Answer, .
 def _text_answer(request: SimRequest, profile: ModelProfile, rng: HashRandom, choice: int
                  ) -> Answer:
     drawn = _text_pieces(request, profile, rng, choice)
-    pieces = content.truncate_at_stop(drawn, request.stop)
-    limit = request.max_tokens
-    if limit is not None and len(pieces) > limit:
-        return Answer(pieces[: max(limit, 1)], None, "length")
+    pieces, cut = _within(content.truncate_at_stop(drawn, request.stop), request.max_tokens)
+    if cut:
+        return Answer(pieces, None, "length")
     return Answer(pieces if pieces else ("",), None, "stop",
                   stop_sequence=content.stop_found(drawn, request.stop))
 

@@ -205,6 +205,7 @@ def test_a_stream_its_client_left_counts_for_ttft_not_for_length_or_e2e() -> Non
     assert summary.output_tokens.p50 >= 150
     _, ttft_weight = store.ttft_quantile("dep", "chat", 0.5)
     assert ttft_weight >= 79  # every stream's first token counts
-    windows = slo.snapshot().tasks[0].deployments[0].windows[0]
+    # read after the last stream's end (each ends 0.5 s after it starts, past the clock's now)
+    windows = slo.snapshot(now=time.time() + 1.0).tasks[0].deployments[0].windows[0]
     e2e = next(s for s in windows.slis if s.sli == "e2e")
     assert e2e.total == 20

@@ -35,6 +35,11 @@ class RequestFacts:
     temperature: float | None = None  # the request's sampling temperature, when it sets one
     json_object: bool = False  # `response_format` json_object (needs_json covers json_schema too)
     legacy_functions: bool = False  # the legacy `functions` field (needs_tools covers it too)
+    # How long the client waits, from the decision, for a stream's first token and for the
+    # whole answer (its deadline: the client's timeout headers, the policy's `timeout_s`, the
+    # server's); None where no deadline is known. The ranking holds the request to them.
+    first_token_wait_s: float | None = None
+    answer_wait_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

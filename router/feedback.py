@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from policies.eligibility import RequestFacts, Verdict
 from policies.labels import TASKS, Task
@@ -37,6 +37,34 @@ def slo_targets(spec: SloSpec) -> SloTargets:
 
     return SloTargets(ttft_p95_s=seconds(spec.ttft_p95_ms), tpot_p95_s=seconds(spec.tpot_p95_ms),
                       e2e_p99_s=seconds(spec.e2e_p99_ms), availability=spec.availability)
+
+
+# A request whose client waits less than its task's latency target is held to this share of
+# that wait instead: a first token predicted for the wait's last instant races the client's timer,
+# and an attempt the client cut before its first token is recorded at its age (a lower bound of
+# its TTFT), which lies at the wait's end; a deployment slower than the wait must read as
+# missing it, not as just meeting it.
+CLIENT_WAIT_SHARE = 0.9
+MIN_TARGET_S = 1e-3  # a wait already over still has a target (0 would read as none)
+
+
+def held_to_client_wait(targets: SloTargets, facts: RequestFacts) -> SloTargets:
+    """`targets` for one request: the task's TTFT target (a stream's) and E2E target, each
+    shortened to `CLIENT_WAIT_SHARE` of the time the client waits for it (its first token, its
+    whole answer: `RequestFacts.first_token_wait_s`, `answer_wait_s`) when that is shorter.
+    A target the task does not set stays unset: a wait alone does not make a latency target
+    (every request waits for the server's `request_timeout_s`)."""
+    ttft, e2e = targets.ttft_p95_s, targets.e2e_p99_s
+    first, whole = facts.first_token_wait_s, facts.answer_wait_s
+    if ttft is not None and first is not None and facts.stream and (
+            held := max(first * CLIENT_WAIT_SHARE, MIN_TARGET_S)) < ttft:
+        ttft = held
+    if e2e is not None and whole is not None and (
+            held := max(whole * CLIENT_WAIT_SHARE, MIN_TARGET_S)) < e2e:
+        e2e = held
+    if ttft == targets.ttft_p95_s and e2e == targets.e2e_p99_s:
+        return targets
+    return replace(targets, ttft_p95_s=ttft, e2e_p99_s=e2e)
 
 
 def targets_by_task(policies: PoliciesSpec | None) -> dict[Task, SloTargets]:
@@ -108,6 +136,7 @@ class StatsRanker:
                 deployments: Sequence[str]) -> Ranking:
         now = self.clock()
         targets, scoring = self._policy_settings(policy)
+        targets = held_to_client_wait(targets, facts)
         task, prompt = facts.task, facts.prompt_tokens
         bucket = prompt_bucket(prompt)
         prices, view, unhealthy, penalty = (self.config.deployments, self.store.view,

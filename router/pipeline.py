@@ -24,6 +24,7 @@ from router.api.schemas import ChatCompletionRequest, FunctionTool
 from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
 from router.errors import ECHOED_CHARS, RequestError, shown
+from router.execution.deadline import head_timeout_s
 from router.execution.hedging import HedgeInputs, plan_hedge, refusal_before_prediction
 from router.execution.plan import CommittedStream, Plan
 from router.execution.runner import Runner
@@ -242,10 +243,12 @@ def _structured_tokens(request: ChatCompletionRequest) -> float:
     return sum(utf8_tokens(orjson.dumps(part)) for part in parts)
 
 
-def request_facts(request: ChatCompletionRequest, view: RequestView,
-                  labels: Labels) -> RequestFacts:
+def request_facts(request: ChatCompletionRequest, view: RequestView, labels: Labels,
+                  first_token_wait_s: float | None = None,
+                  answer_wait_s: float | None = None) -> RequestFacts:
     limit = request.output_token_limit()
     return RequestFacts(
+        first_token_wait_s=first_token_wait_s, answer_wait_s=answer_wait_s,
         task=labels.task, risk=labels.risk,
         prompt_tokens=estimate_prompt_tokens(view, request),
         max_output_tokens=limit if limit is not None else DEFAULT_MAX_OUTPUT_TOKENS,
@@ -333,7 +336,9 @@ class ChatPipeline:
                 headers: Mapping[str, str], deadline: float,
                 caller: Caller | None = None, arrived_at: float | None = None) -> Prepared:
         """Classify and decide. `deadline` (the server's or the client's, by this clock) is
-        shortened to the task policy's `timeout_s` from `arrived_at` (default: now)."""
+        shortened to the task policy's `timeout_s` from `arrived_at` (default: now); a stream's
+        head deadline comes from the SDKs' timeout headers (`head_timeout_s`). The ranking
+        holds the request to the time both leave its client waiting (`RequestFacts`)."""
         caller = caller if caller is not None else Caller()
         phases = Phases()
         started = self._clock()
@@ -341,7 +346,16 @@ class ChatPipeline:
         labels = self._classifier.classify(
             view, hints_from(request, headers, caller.risk_hints_may_lower))
         classified = self._clock()
-        facts = request_facts(request, view, labels)
+        policies = self.config.source.policies
+        policy = policies.for_task(labels.task) if policies is not None else None
+        since = arrived_at if arrived_at is not None else started
+        if policy is not None and policy.timeout_s is not None:
+            deadline = min(deadline, since + policy.timeout_s)
+        head_s = head_timeout_s(headers) if request.stream else None
+        head_deadline = None if head_s is None else since + head_s
+        first_by = deadline if head_deadline is None else min(deadline, head_deadline)
+        facts = request_facts(request, view, labels, first_token_wait_s=first_by - classified,
+                              answer_wait_s=deadline - classified)
         assignment = None
         if self._assign_arm is not None and request.model in self.config.aliases:
             assignment = self._assign_arm(labels.task, caller.units())
@@ -355,11 +369,6 @@ class ChatPipeline:
                 and not arm_degraded(assignment, decision)):
             self._expose_arm(assignment, caller.units())
         deployments = [self.config.deployments[name] for name in decision.deployments]
-        policies = self.config.source.policies
-        policy = policies.for_task(labels.task) if policies is not None else None
-        if policy is not None and policy.timeout_s is not None:
-            since = arrived_at if arrived_at is not None else started
-            deadline = min(deadline, since + policy.timeout_s)
         side_effecting = is_side_effecting(labels)
         body = upstream_body(raw, partition)
         if (policy is not None and policy.max_cost_per_request_usd is not None
@@ -375,6 +384,7 @@ class ChatPipeline:
                     bodies=marked_bodies(body, partition,
                                          {d.body_kind for d in deployments}),
                     prompt_tokens=facts.prompt_tokens, stream=facts.stream,
+                    head_deadline=head_deadline,
                     stall_after_s=stall_after_s(policy, facts.stream),
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
                                                    deadline))

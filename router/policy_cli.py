@@ -136,6 +136,7 @@ def explain_command(args: argparse.Namespace) -> int:
     from router.api.body import parse_chat, parse_json_object
     from router.api.explain import explain_decision
     from router.errors import ConfigError, SlorouterError
+    from router.execution.deadline import requested_timeout_s
     from router.execution.plan import ExecutionState
     from router.execution.runner import Runner
     from router.pipeline import ChatPipeline
@@ -159,9 +160,11 @@ def explain_command(args: argparse.Namespace) -> int:
         return 2
     try:
         raw = parse_json_object(text.encode())  # as the HTTP endpoint reads it
+        chat, headers = parse_chat(raw), dict(args.header)
+        client_s = requested_timeout_s(headers, stream=chat.stream)  # as the service would
+        budget = min(runtime.request_timeout_s, client_s or runtime.request_timeout_s)
         prepared = ChatPipeline(runtime, classifier, Runner({}, ExecutionState.create())).prepare(
-            parse_chat(raw), raw, dict(args.header),
-            time.perf_counter() + runtime.request_timeout_s)
+            chat, raw, headers, time.perf_counter() + budget)
     except SlorouterError as err:
         print(f"slorouter explain: {err}", file=sys.stderr)
         return 2

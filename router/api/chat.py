@@ -47,7 +47,7 @@ from router.api.sse import (
 from router.auth import authenticate
 from router.caching import ResultCaching
 from router.errors import SlorouterError
-from router.execution.deadline import head_timeout_s, requested_timeout_s
+from router.execution.deadline import requested_timeout_s
 from router.idempotency import LEASE_S, IdempotencyStore, Replay
 from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages
 from router.pipeline import (
@@ -188,12 +188,10 @@ class ChatHandler:
         started = self._clock()
         prepared = await self._prepare(chat, raw, received, deadline, caller, outcome.arrived_at)
         deadline = prepared.plan.deadline  # the task policy's timeout may be shorter
-        head_s = head_timeout_s(received) if chat.stream else None
         prepared.plan = replace(
             prepared.plan, trace=outcome.trace,
             deadline_from_client=client_s is not None
-            and outcome.arrived_at + client_s <= prepared.plan.deadline,
-            head_deadline=None if head_s is None else outcome.arrived_at + head_s)
+            and outcome.arrived_at + client_s <= prepared.plan.deadline)
         classified = started + prepared.phases.classify
         outcome.steps += [("classify", started, classified),
                           ("decide", classified, classified + prepared.phases.decide)]

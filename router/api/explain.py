@@ -19,6 +19,7 @@ from router.api.body import authorization_header, parse_chat, read_json
 from router.api.errors import error_response
 from router.api.request_ids import check_request_id
 from router.auth import authenticate
+from router.execution.deadline import requested_timeout_s
 from router.pipeline import Caller, ChatPipeline, Prepared, arm_degraded, session_of
 
 
@@ -38,7 +39,11 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
                     "output_cap": _output_cap(prepared),
                     "needs_tools": facts.needs_tools, "needs_json": facts.needs_json,
                     "needs_logprobs": facts.needs_logprobs, "choices": facts.completions,
-                    "temperature": facts.temperature},
+                    "temperature": facts.temperature,
+                    # how long its client waits (seconds from the decision): the ranking holds
+                    # it to 0.9 of that where the task's latency target is longer
+                    "first_token_wait_s": _rounded(facts.first_token_wait_s),
+                    "answer_wait_s": _rounded(facts.answer_wait_s)},
         "candidates": [{
             "model": v.model, "deployment": v.deployment, "role": v.role,
             "eligible": v.eligible, "worst_case_cost_usd": v.cost_usd,
@@ -55,6 +60,10 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
             # control's route answers for the arm (`x-slorouter-arm-degraded` when served)
             "degraded": arm_degraded(prepared.assignment, decision)},
     }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
 
 
 def _output_cap(prepared: Prepared) -> int | None:
@@ -83,8 +92,12 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
                             session_of(request.headers, metadata), explaining=True,
                             risk_hints_may_lower=principal.risk_hints_may_lower,
                             scopes=principal.scopes)
-            prepared = pipeline.prepare(chat, raw, request.headers,
-                                        time.perf_counter() + config.request_timeout_s, caller)
+            # The deadline the request would get: the client's timeout headers shorten it, and
+            # the ranking holds a request to the time its client waits.
+            client_s = requested_timeout_s(request.headers, stream=chat.stream)
+            budget = min(config.request_timeout_s, client_s or config.request_timeout_s)
+            prepared = pipeline.prepare(chat, raw, request.headers, time.perf_counter() + budget,
+                                        caller)
         except Exception as exc:
             return error_response(exc)
         return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")

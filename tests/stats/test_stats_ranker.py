@@ -10,7 +10,7 @@ from typing import cast
 from policies.eligibility import RequestFacts, Verdict
 from policies.schema import SloSpec, TaskPolicy, WeightsSpec
 from router.decide import EXPLORED
-from router.feedback import StatsRanker, slo_targets
+from router.feedback import StatsRanker, held_to_client_wait, slo_targets
 from router.runtime_config import RuntimeConfig
 from router.scoring import Candidate, ScoreRequest, ScoringConfig, Weights, rank
 from router.scoring.blend_cache import BlendCache
@@ -94,3 +94,38 @@ def test_ranker_names_an_exploration_probe_first_in_its_reasons() -> None:
         assert not any(r.why.startswith(EXPLORED) for r in ranked[1:])
         leads.append(explored)
     assert 0.1 < sum(leads) / len(leads) < 0.3
+
+
+def test_a_request_is_held_to_a_tenth_less_than_its_client_waits_when_that_is_shorter() -> None:
+    """The task's targets are shortened to 0.9 of the client's wait for them (a stream's first
+    token, any answer's end), never lengthened, never set where the task has none."""
+    targets = slo_targets(SloSpec(ttft_p95_ms=2000, e2e_p99_ms=5000))
+    patient = RequestFacts("chat", "low", 600, 40, first_token_wait_s=120.0,
+                           answer_wait_s=120.0)
+    assert held_to_client_wait(targets, patient) is targets
+    hasty = RequestFacts("chat", "low", 600, 40, first_token_wait_s=1.0, answer_wait_s=3.0)
+    held = held_to_client_wait(targets, hasty)
+    assert (held.ttft_p95_s, held.e2e_p99_s) == (0.9, 2.7)
+    assert held.tpot_p95_s == targets.tpot_p95_s and held.availability == targets.availability
+    whole = RequestFacts("chat", "low", 600, 40, stream=False, first_token_wait_s=1.0,
+                         answer_wait_s=1.0)  # its first content is its end: E2E only
+    assert (held_to_client_wait(targets, whole).ttft_p95_s,
+            held_to_client_wait(targets, whole).e2e_p99_s) == (2.0, 0.9)
+    over = RequestFacts("chat", "low", 600, 40, first_token_wait_s=-0.5, answer_wait_s=-0.5)
+    assert held_to_client_wait(targets, over).ttft_p95_s == 1e-3  # still a target, not none
+    none_set = slo_targets(SloSpec())
+    assert held_to_client_wait(none_set, hasty) is none_set
+
+
+def test_the_ranker_judges_a_hasty_request_against_its_clients_wait() -> None:
+    """B (TTFT about 0.25 s) meets a 500 ms target; against a client that waits 0.2 s it misses."""
+    ranker, _, _ = _setup()
+    policy = TaskPolicy(candidates=DEPS, slo=SLO)
+    eligible = [Verdict(d, d, "candidate", (), 0.0) for d in DEPS]
+    ranker.explore_share = 0.0
+    calm = {r.deployment: r.meets_slo for r in ranker.rank(
+        policy, RequestFacts("chat", "low", 600, 40), eligible)}
+    hasty = {r.deployment: r.meets_slo for r in ranker.rank(
+        policy, RequestFacts("chat", "low", 600, 40, first_token_wait_s=0.2,
+                             answer_wait_s=0.2), eligible)}
+    assert calm["B"] and not hasty["B"]

@@ -38,6 +38,7 @@ class RequestFacts:
     # How long the client waits, from the decision, for a stream's first token and for the
     # whole answer (its deadline: the client's timeout headers, the policy's `timeout_s`, the
     # server's); None where no deadline is known. The ranking holds the request to them.
+    blank_stop: bool = False  # a stop sequence empty or of whitespace only (`"\n"`)
     first_token_wait_s: float | None = None
     answer_wait_s: float | None = None
 
@@ -57,6 +58,7 @@ class DeploymentFacts:
     supports_n: bool = True  # answers `n` > 1 choices
     supports_logprobs: bool = True  # returns `logprobs`
     max_temperature: float = 2.0  # the highest `temperature` the provider takes
+    takes_blank_stop: bool = True  # takes a whitespace-only stop sequence (Anthropic refuses)
     # What the adapter carries to the provider (litellm drops the legacy `functions`, and
     # to Anthropic a json_object `response_format` and a json_schema beside tools, answering 200
     # without them):
@@ -162,12 +164,14 @@ _NO_JSON = "request asks for JSON; deployment has no JSON mode"
 _NO_CHOICES = "request asks for {} choices (n); deployment answers one"
 _NO_LOGPROBS = "request asks for logprobs; deployment returns none"
 _TOO_HOT = "request's temperature {:g} > deployment's most {:g}"
+_BLANK_STOP = "request has a whitespace-only stop sequence; deployment's provider refuses it"
 _NO_FUNCTIONS = "request declares legacy functions; deployment's adapter drops them"
 _NO_JSON_OBJECT = "request asks for a json_object response_format; deployment's adapter drops it"
 _NO_SCHEMA_WITH_TOOLS = ("request asks for a json_schema response_format beside tools; "
                          "deployment's adapter cannot give both")
 UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_format",
                _NO_CHOICES: "n", _NO_LOGPROBS: "logprobs", _TOO_HOT: "temperature",
+               _BLANK_STOP: "stop",
                _NO_FUNCTIONS: "functions", _NO_JSON_OBJECT: "response_format",
                _NO_SCHEMA_WITH_TOOLS: "response_format"}
 
@@ -176,6 +180,12 @@ def too_hot(facts: RequestFacts, deployment: DeploymentFacts) -> bool:
     """Whether the request's temperature is above what the deployment's provider takes (it
     would refuse the request: Anthropic's models take 0-1, OpenAI's 0-2)."""
     return facts.temperature is not None and facts.temperature > deployment.max_temperature
+
+
+def refuses_stop(facts: RequestFacts, deployment: DeploymentFacts) -> bool:
+    """Whether the deployment's provider refuses one of the request's stop sequences: Anthropic
+    takes none that is empty or whitespace only (a 400), where OpenAI stops at `"\n"`."""
+    return facts.blank_stop and not deployment.takes_blank_stop
 
 
 def asks_droppable(facts: RequestFacts) -> bool:
@@ -222,6 +232,8 @@ def _fits(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> Chec
     if too_hot(facts, deployment):
         return Check(CheckName.FITS, False, _TOO_HOT,
                      (facts.temperature, deployment.max_temperature))
+    if refuses_stop(facts, deployment):
+        return Check(CheckName.FITS, False, _BLANK_STOP)
     dropped = dropped_field(facts, deployment) if asks_droppable(facts) else None
     if dropped == "n":
         return Check(CheckName.FITS, False, _NO_CHOICES, (facts.completions,))

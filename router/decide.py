@@ -26,6 +26,7 @@ from policies.eligibility import (
     dropped_field,
     evaluate,
     pinned_verdicts,
+    refuses_stop,
     too_hot,
 )
 from policies.learned.decide import choose
@@ -232,10 +233,11 @@ def _pinned(requested: str, facts: RequestFacts, config: RuntimeConfig) -> Decis
 def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
           deployments: tuple[str, ...]) -> tuple[str, ...]:
     """Of a pinned (or per-task default) model's `deployments`, those that take the request's
-    tools, JSON mode and temperature, when any does: a replica configured without them is not
-    chosen (prefix affinity would pick it as readily as the others) while one with them can
-    serve. When none does, all of them, in order: such a request is served by its model as
-    asked (a temperature its provider refuses comes back as that provider's 400).
+    tools, JSON mode, temperature and stop sequences, when any does: a replica configured
+    without them is not chosen (prefix affinity would pick it as readily as the others) while
+    one with them can serve. When none does, all of them, in order: such a request is served by
+    its model as asked (a temperature or stop sequence its provider refuses comes back as that
+    provider's 400).
     A request for `n` > 1 choices, log probabilities, legacy functions or a JSON mode goes only
     to those that answer them (`dropped_field`): another would answer one choice, no log
     probabilities, or prose, with a 200, as litellm drops such fields for providers that take
@@ -243,12 +245,13 @@ def _able(model: str, facts: RequestFacts, config: RuntimeConfig,
     answered short."""
     if asks_droppable(facts) and deployments:
         deployments = _answering(model, facts, config, deployments)
-    if not (facts.needs_tools or facts.needs_json or facts.temperature is not None) or len(
-            deployments) < 2:
+    if not (facts.needs_tools or facts.needs_json or facts.temperature is not None
+            or facts.blank_stop) or len(deployments) < 2:
         return deployments
     unable = {d.name for d in config.model_facts[model]
               if (facts.needs_tools and not d.supports_tools)
-              or (facts.needs_json and not d.supports_json) or too_hot(facts, d)}
+              or (facts.needs_json and not d.supports_json) or too_hot(facts, d)
+              or refuses_stop(facts, d)}
     able = tuple(d for d in deployments if d not in unable)
     return able if able else deployments
 

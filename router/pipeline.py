@@ -257,7 +257,15 @@ def request_facts(request: ChatCompletionRequest, view: RequestView, labels: Lab
         json_object=view.response_format == "json_object",
         legacy_functions=bool(_legacy_functions(request)),
         needs_logprobs=request.logprobs is True, temperature=request.temperature,
+        blank_stop=_blank_stop(request.stop),
         prompt_text=next((text for role, text in reversed(view.messages) if role == "user"), ""))
+
+
+def _blank_stop(stop: str | list[str] | None) -> bool:
+    """Whether a stop sequence is empty or whitespace only (`RequestFacts.blank_stop`)."""
+    if stop is None:
+        return False
+    return any(not s.strip() for s in ((stop,) if isinstance(stop, str) else stop))
 
 
 def arm_degraded(assignment: Assignment, decision: Decision) -> bool:

@@ -18,7 +18,7 @@ from policies.labels import Task
 from policies.loader import content_hash
 from policies.schema import ApiKeySpec, DeploymentSpec, RouterConfig, TaskPolicy
 from router.errors import ConfigError
-from router.providers.base import Deployment, default_max_temperature
+from router.providers.base import Deployment, anthropic_model, default_max_temperature
 
 if TYPE_CHECKING:  # loaded only when a policy names a learned router (imports scikit-learn)
     from policies.learned.artifact import LoadedRouter
@@ -197,6 +197,7 @@ def _facts(config: RouterConfig,
         zero_data_retention=d.zero_data_retention, price_in_per_m=d.input_price_per_mtok,
         price_out_per_m=d.output_price_per_mtok, supports_n=d.supports_n,
         supports_logprobs=d.supports_logprobs, max_temperature=d.max_temperature,
+        takes_blank_stop=not anthropic_model(d.model),
         supports_functions=d.supports_functions, supports_json_object=d.supports_json_object,
         supports_schema_with_tools=d.supports_schema_with_tools)
         for name in model.deployments for d in (deployments[name],))

@@ -10,7 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from router.errors import ProviderTimeoutError, ProviderUnavailableError, SlorouterError
+from router.errors import (
+    ProviderRejectedError,
+    ProviderTimeoutError,
+    ProviderUnavailableError,
+    SlorouterError,
+)
 from router.providers.base import Usage
 
 AttemptKind = Literal["first", "retry", "fallback", "hedge"]
@@ -61,6 +66,13 @@ class AttemptRecord:
     @property
     def error_class(self) -> str | None:
         return type(self.error).__name__ if self.error is not None else None
+
+    @property
+    def refused_request(self) -> bool:
+        """The provider refused the request itself (a 400 or 422: `ProviderRejectedError`), the
+        caller's to fix: neither its breaker nor its statistics count it against the
+        deployment, or one tenant's malformed requests would move every tenant's traffic."""
+        return isinstance(self.error, ProviderRejectedError)
 
     @property
     def cut_by_client_deadline(self) -> bool:

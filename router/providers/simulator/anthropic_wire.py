@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from typing import Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from router.providers.simulator.plan import Plan
 from router.providers.simulator.request import Message, SimRequest, ToolMode, ToolSpec
@@ -72,8 +79,9 @@ class AnthropicToolChoice(_Lenient):
 class MessagesRequest(_Lenient):
     """The fields of an Anthropic Messages request that change the simulator's answer, held to
     Anthropic's rules so that a translation the provider refuses is refused here too: roles
-    `user` / `assistant` only, temperature and top_p in [0, 1], and a `tool_choice` of `any` or
-    a named tool only with `tools` (naming one of them)."""
+    `user` / `assistant` only, temperature and top_p in [0, 1], stop sequences that are not
+    empty or whitespace only, and a `tool_choice` of `any` or a named tool only with `tools`
+    (naming one of them)."""
 
     model: str
     max_tokens: int = Field(ge=1)
@@ -86,6 +94,13 @@ class MessagesRequest(_Lenient):
     temperature: float | None = Field(default=None, ge=0, le=1)
     top_p: float | None = Field(default=None, ge=0, le=1)
     top_k: int | None = Field(default=None, ge=0)
+
+    @field_validator("stop_sequences")
+    @classmethod
+    def _stop_sequences_have_text(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not stop.strip() for stop in value):
+            raise ValueError("each stop sequence must contain non-whitespace")
+        return value
 
     @model_validator(mode="after")
     def _tool_choice_names_a_tool(self) -> MessagesRequest:

@@ -35,10 +35,14 @@ class RequestFacts:
     temperature: float | None = None  # the request's sampling temperature, when it sets one
     json_object: bool = False  # `response_format` json_object (needs_json covers json_schema too)
     legacy_functions: bool = False  # the legacy `functions` field (needs_tools covers it too)
+    has_stop: bool = False  # sets stop sequences
+    blank_stop: bool = False  # a stop sequence empty or of whitespace only (`"\n"`)
+    sets_tool_choice: bool = False  # a `tool_choice` other than `auto` (required, none, named)
+    audio_input: bool = False  # an `input_audio` content part
+    audio_output: bool = False  # asks for spoken output (`modalities` with audio, `audio`)
     # How long the client waits, from the decision, for a stream's first token and for the
     # whole answer (its deadline: the client's timeout headers, the policy's `timeout_s`, the
     # server's); None where no deadline is known. The ranking holds the request to them.
-    blank_stop: bool = False  # a stop sequence empty or of whitespace only (`"\n"`)
     first_token_wait_s: float | None = None
     answer_wait_s: float | None = None
 
@@ -61,10 +65,16 @@ class DeploymentFacts:
     takes_blank_stop: bool = True  # takes a whitespace-only stop sequence (Anthropic refuses)
     # What the adapter carries to the provider (litellm drops the legacy `functions`, and
     # to Anthropic a json_object `response_format` and a json_schema beside tools, answering 200
-    # without them):
+    # without them; `tools` and `tool_choice` for some Fireworks models, `stop` for some xAI
+    # ones, spoken output and `input_audio` parts for Anthropic's):
     supports_functions: bool = True
     supports_json_object: bool = True
     supports_schema_with_tools: bool = True
+    passes_tools: bool = True
+    supports_tool_choice: bool = True
+    supports_stop: bool = True
+    supports_audio_input: bool = True
+    supports_audio_output: bool = True
 
 _PASSED = attrgetter("passed")
 
@@ -169,11 +179,22 @@ _NO_FUNCTIONS = "request declares legacy functions; deployment's adapter drops t
 _NO_JSON_OBJECT = "request asks for a json_object response_format; deployment's adapter drops it"
 _NO_SCHEMA_WITH_TOOLS = ("request asks for a json_schema response_format beside tools; "
                          "deployment's adapter cannot give both")
+_DROPS_TOOLS = "request declares tools; deployment's adapter drops them"
+_DROPS_TOOL_CHOICE = "request sets tool_choice; deployment's adapter drops it"
+_DROPS_STOP = "request sets stop sequences; deployment's adapter drops them"
+_DROPS_AUDIO_INPUT = "request has input_audio content; deployment's adapter drops it"
+_DROPS_AUDIO_OUTPUT = "request asks for audio output; deployment's adapter drops it"
 UNFIT_FIELD = {_TOO_LONG: "messages", _NO_TOOLS: "tools", _NO_JSON: "response_format",
                _NO_CHOICES: "n", _NO_LOGPROBS: "logprobs", _TOO_HOT: "temperature",
                _BLANK_STOP: "stop",
                _NO_FUNCTIONS: "functions", _NO_JSON_OBJECT: "response_format",
-               _NO_SCHEMA_WITH_TOOLS: "response_format"}
+               _NO_SCHEMA_WITH_TOOLS: "response_format", _DROPS_TOOLS: "tools",
+               _DROPS_TOOL_CHOICE: "tool_choice", _DROPS_STOP: "stop",
+               _DROPS_AUDIO_INPUT: "messages", _DROPS_AUDIO_OUTPUT: "modalities"}
+
+
+_DROPPED = {"tools": _DROPS_TOOLS, "tool_choice": _DROPS_TOOL_CHOICE, "stop": _DROPS_STOP,
+            "input_audio": _DROPS_AUDIO_INPUT, "modalities": _DROPS_AUDIO_OUTPUT}
 
 
 def too_hot(facts: RequestFacts, deployment: DeploymentFacts) -> bool:
@@ -192,16 +213,30 @@ def asks_droppable(facts: RequestFacts) -> bool:
     """Whether the request asks for something a deployment's adapter may drop (`dropped_field`):
     most requests do not, and are spared the per-deployment look."""
     return (facts.completions > 1 or facts.needs_logprobs or facts.legacy_functions
-            or facts.needs_json)
+            or facts.needs_json or facts.needs_tools or facts.has_stop or facts.audio_input
+            or facts.audio_output)
 
 
 def dropped_field(facts: RequestFacts, deployment: DeploymentFacts) -> str | None:
     """The request field the deployment would drop, or mangle, rather than answer, and answer
     200 all the same, if any: `n` (one choice comes), `logprobs` (none come), `functions`
     (prose comes, no function call), `response_format` (prose instead of a JSON object; tools
-    never called beside a schema). litellm does so for the providers that take them not."""
+    never called beside a schema), `tools` and `tool_choice` (prose, or a tool the client
+    forbade), `stop` (the answer runs past it), `input_audio` (the model answers without the
+    recording), `modalities` (no spoken answer). litellm does so for the providers that take
+    them not."""
     if facts.completions > 1 and not deployment.supports_n:
         return "n"
+    if facts.needs_tools and not deployment.passes_tools:
+        return "tools"
+    if facts.sets_tool_choice and not deployment.supports_tool_choice:
+        return "tool_choice"
+    if facts.has_stop and not deployment.supports_stop:
+        return "stop"
+    if facts.audio_input and not deployment.supports_audio_input:
+        return "input_audio"
+    if facts.audio_output and not deployment.supports_audio_output:
+        return "modalities"
     if facts.needs_logprobs and not deployment.supports_logprobs:
         return "logprobs"
     if facts.legacy_functions and not deployment.supports_functions:
@@ -244,6 +279,8 @@ def _fits(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> Chec
     if dropped == "response_format":
         return Check(CheckName.FITS, False,
                      _NO_JSON_OBJECT if facts.json_object else _NO_SCHEMA_WITH_TOOLS)
+    if dropped is not None:
+        return Check(CheckName.FITS, False, _DROPPED[dropped])
     return Check(CheckName.FITS, True, "{} tokens fit", (needed,))
 
 

@@ -270,7 +270,8 @@ def _answering(model: str, facts: RequestFacts, config: RuntimeConfig,
     raise RequestError(
         f"model {model!r} cannot answer {_ASKED[field](facts)}: its deployments' providers "
         f"(or their adapter) take no {field}, so the answer would come back without it; ask "
-        f"without {field}, or name a model that takes it", param=field, code="no_model_fits")
+        f"without {field}, or name a model that takes it",
+        param="messages" if field == "input_audio" else field, code="no_model_fits")
 
 
 _ASKED: dict[str, Callable[[RequestFacts], str]] = {
@@ -279,6 +280,11 @@ _ASKED: dict[str, Callable[[RequestFacts], str]] = {
     "functions": lambda _: "with legacy functions",
     "response_format": lambda facts: ("a json_object response_format" if facts.json_object
                                       else "a json_schema response_format beside tools"),
+    "tools": lambda _: "with tools",
+    "tool_choice": lambda _: "with a tool_choice",
+    "stop": lambda _: "with stop sequences",
+    "input_audio": lambda _: "with input_audio content",
+    "modalities": lambda _: "with audio output",
 }
 
 

@@ -257,8 +257,20 @@ def request_facts(request: ChatCompletionRequest, view: RequestView, labels: Lab
         json_object=view.response_format == "json_object",
         legacy_functions=bool(_legacy_functions(request)),
         needs_logprobs=request.logprobs is True, temperature=request.temperature,
-        blank_stop=_blank_stop(request.stop),
+        has_stop=bool(request.stop), blank_stop=_blank_stop(request.stop),
+        sets_tool_choice=request.tool_choice not in (None, "auto"),
+        audio_input=any(isinstance(m.content, list) and any(p.type == "input_audio"
+                                                            for p in m.content)
+                        for m in request.messages),
+        audio_output=_asks_audio(request),
         prompt_text=next((text for role, text in reversed(view.messages) if role == "user"), ""))
+
+
+def _asks_audio(request: ChatCompletionRequest) -> bool:
+    """Whether the request asks for a spoken answer (`modalities` naming audio, or `audio`)."""
+    extra = request.model_extra or {}
+    modalities = extra.get("modalities")
+    return (isinstance(modalities, list) and "audio" in modalities) or bool(extra.get("audio"))
 
 
 def _blank_stop(stop: str | list[str] | None) -> bool:

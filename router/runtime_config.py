@@ -121,6 +121,13 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
         supports_json_object=spec.supports_json and _answers(spec, None, JSON_OBJECT,
                                                              litellm_passes),
         supports_schema_with_tools=_answers(spec, None, SCHEMA_WITH_TOOLS, litellm_passes),
+        passes_tools=_answers(spec, None, "tools", litellm_passes),
+        supports_tool_choice=_answers(spec, None, "tool_choice", litellm_passes),
+        supports_stop=_answers(spec, None, "stop", litellm_passes),
+        # litellm's Anthropic translation keeps text, images and documents, never audio
+        supports_audio_input=spec.adapter != "litellm" or not anthropic_model(spec.model),
+        supports_audio_output=all(_answers(spec, None, name, litellm_passes)
+                                  for name in ("modalities", "audio")),
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
         max_in_flight=spec.max_in_flight, tenant_cache_salt=spec.tenant_cache_salt,
         cached_input_price_per_mtok=(spec.cached_input_price_per_mtok
@@ -199,7 +206,10 @@ def _facts(config: RouterConfig,
         supports_logprobs=d.supports_logprobs, max_temperature=d.max_temperature,
         takes_blank_stop=not anthropic_model(d.model),
         supports_functions=d.supports_functions, supports_json_object=d.supports_json_object,
-        supports_schema_with_tools=d.supports_schema_with_tools)
+        supports_schema_with_tools=d.supports_schema_with_tools, passes_tools=d.passes_tools,
+        supports_tool_choice=d.supports_tool_choice, supports_stop=d.supports_stop,
+        supports_audio_input=d.supports_audio_input,
+        supports_audio_output=d.supports_audio_output)
         for name in model.deployments for d in (deployments[name],))
         for model in config.models}
 

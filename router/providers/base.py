@@ -44,6 +44,11 @@ class Deployment:
     supports_functions: bool = True  # the legacy `functions` / `function_call`
     supports_json_object: bool = True  # `response_format` json_object
     supports_schema_with_tools: bool = True  # a json_schema `response_format` beside tools
+    passes_tools: bool = True  # `tools` (litellm drops them for some Fireworks models)
+    supports_tool_choice: bool = True  # `tool_choice` (the same)
+    supports_stop: bool = True  # `stop` (litellm drops it for some xAI models)
+    supports_audio_input: bool = True  # `input_audio` content parts (dropped to Anthropic)
+    supports_audio_output: bool = True  # `modalities` / `audio`: a spoken answer
     zero_data_retention: bool = False
     connect_timeout_s: float = 5.0
     timeout_s: float = 120.0

@@ -53,3 +53,36 @@ routes: {default_model: all}
     assert logprobs == {"claude": False, "claude-n": True, "gpt": True, "local": True,
                         "local-one": True}
     assert {f.name: f.supports_logprobs for f in runtime.model_facts["all"]} == logprobs
+
+
+def test_what_litellm_drops_for_a_provider_is_known_per_deployment(tmp_path: Path) -> None:
+    """litellm's parameter table: `tools` and `tool_choice` for Fireworks models without
+    function calling, `tool_choice` for every Fireworks model it lists, `stop` for xAI's
+    reasoning models, spoken output for Anthropic's (and `input_audio` parts, which its
+    translation never carries); a pass-through deployment sends all of them."""
+    config = load_config_text("""version: 1
+deployments:
+  - {name: fw-8b, model: fireworks_ai/accounts/fireworks/models/llama-v3p1-8b-instruct,
+     api_key: env:K, input_price_per_mtok: 1, output_price_per_mtok: 1}
+  - {name: grok-mini, model: xai/grok-3-mini, api_key: env:K,
+     input_price_per_mtok: 1, output_price_per_mtok: 1}
+  - {name: claude, model: anthropic/claude-3-5-sonnet-20241022, api_key: env:K,
+     input_price_per_mtok: 3, output_price_per_mtok: 15}
+  - {name: gpt, model: openai/gpt-4o-mini, api_key: env:K,
+     input_price_per_mtok: 1, output_price_per_mtok: 1}
+  - {name: local, model: openai/m, adapter: openai_passthrough, api_base: "http://127.0.0.1:1/v1",
+     input_price_per_mtok: 1, output_price_per_mtok: 1}
+models:
+  - {name: all, deployments: [fw-8b, grok-mini, claude, gpt, local]}
+routes: {default_model: all}
+""")
+    runtime, _ = build_runtime(config, {"K": "sk-test-0123456789"}, tmp_path)
+    facts = {f.name: f for f in runtime.model_facts["all"]}
+    carried = {name: (f.passes_tools, f.supports_tool_choice, f.supports_stop,
+                      f.supports_audio_input, f.supports_audio_output)
+               for name, f in facts.items()}
+    assert carried == {"fw-8b": (False, False, True, True, False),
+                       "grok-mini": (True, True, False, True, False),
+                       "claude": (True, True, True, False, False),
+                       "gpt": (True, True, True, True, True),
+                       "local": (True, True, True, True, True)}

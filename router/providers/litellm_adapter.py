@@ -9,6 +9,7 @@ map: nothing may be fetched from the network at run time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -232,16 +233,23 @@ class LitellmProvider:
                 await response.aclose()
                 raise not_a_stream()
             chunks = aiter(response)
-            while True:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        chunk = await anext(chunks)
-                except StopAsyncIteration:
-                    return
-                except Exception as exc:  # the upstream had the request: see broken_after_head
-                    raise broken_after_head(exc) from exc
-                body = _dump_chunk(chunk)
-                yield chunk_event(orjson.dumps(body), body)
+            try:
+                while True:
+                    try:
+                        async with asyncio.timeout_at(deadline):
+                            chunk = await anext(chunks)
+                    except StopAsyncIteration:
+                        return
+                    except Exception as exc:  # the upstream had it: see broken_after_head
+                        raise broken_after_head(exc) from exc
+                    body = _dump_chunk(chunk)
+                    yield chunk_event(orjson.dumps(body), body)
+            finally:
+                # Closed here, also when the consumer lets go at a `yield` (the client left or
+                # stopped reading, a hedge lost): left to the garbage collector, the upstream
+                # kept writing (and billing) the answer for minutes, its connection held.
+                with contextlib.suppress(Exception):
+                    await response.aclose()
         except Exception as exc:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
 

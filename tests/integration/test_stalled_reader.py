@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -32,9 +33,12 @@ class FloodingUpstream(BaseHTTPRequestHandler):
     """Streams `CHUNKS` content chunks as fast as its reader takes them, then `[DONE]`."""
 
     protocol_version = "HTTP/1.1"
+    # The request's first message, per stream the router closed (its writes failed).
+    closed: ClassVar[set[str]] = set()
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["content-length"]))
+        asked = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        content = asked["messages"][0]["content"]
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
@@ -48,7 +52,7 @@ class FloodingUpstream(BaseHTTPRequestHandler):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
             self.wfile.write(b"e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n")
         except OSError:  # the router closed the connection: what it should do here
-            pass
+            FloodingUpstream.closed.add(content)
 
     def log_message(self, *_: object) -> None:
         pass
@@ -127,3 +131,10 @@ def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
                     and (entry := json.loads(line))["requested_model"] == model]
     assert [(f["status"], f["error_code"]) for f in finished] == [(504, "deadline_exceeded")]
     assert "without completing response" not in log.read_text()
+    # ...and of the upstream's: through litellm it stayed open (the provider writing, and
+    # billing, an answer nobody read) until the stream object was garbage-collected, minutes
+    # later, since nothing closed litellm's stream when the relay let go of it.
+    deadline = time.monotonic() + 5
+    while model not in FloodingUpstream.closed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert model in FloodingUpstream.closed, "the upstream's stream was never closed"

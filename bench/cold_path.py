@@ -185,7 +185,7 @@ class InProcessRouter:
         if stream:
             payload.update(stream=True, stream_options={"include_usage": True})
         self._body = orjson.dumps(payload)
-        headers = [(b"host", b"bench"), (b"content-type", b"application/json"),
+        headers = [(b"host", b"localhost"), (b"content-type", b"application/json"),
                    (b"content-length", str(len(self._body)).encode())]
         if api_key is not None:
             headers.append((b"authorization", f"Bearer {api_key}".encode()))

@@ -166,7 +166,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     if endpoint is not None:
         app.add_route("/metrics", endpoint, methods=["GET"])
     app.add_exception_handler(HTTPException, http_error)
-    return FrontDoor(app, chat.handle)
+    return FrontDoor(app, chat.handle, keyless=not config.auth_required)
 
 
 async def _run_refresher(store: StatsStore) -> None:

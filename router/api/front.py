@@ -18,6 +18,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from router.api.browser_guard import browser_refusal
 from router.api.errors import error_response
 from router.api.request_ids import new_request_id, usable
 from router.errors import SlorouterError
@@ -35,13 +36,19 @@ ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
 class FrontDoor:
     """An ASGI app: `POST /v1/chat/completions` → `chat`; anything else → `app`."""
 
-    def __init__(self, app: ASGIApp, chat: Handler) -> None:
+    def __init__(self, app: ASGIApp, chat: Handler, *, keyless: bool = False) -> None:
+        """`keyless`: no API keys are configured, so web pages are refused
+        (`browser_guard`)."""
         self.app = app
         self._chat = chat
+        self._keyless = keyless
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if self._keyless and (refused := browser_refusal(scope["headers"])) is not None:
+            await error_response(refused)(scope, receive, self._with_request_id(scope, send))
             return
         if scope["path"] != CHAT_PATH or scope["method"] != "POST":
             await self.app(scope, receive, self._with_request_id(scope, send))

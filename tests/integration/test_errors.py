@@ -343,9 +343,9 @@ def test_a_trailing_slash_is_an_openai_404_never_a_redirect(gateway: Running, me
 
 
 @pytest.mark.parametrize("head", [
-    b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nidempotency-key: a\x01b\r\n"
+    b"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\nidempotency-key: a\x01b\r\n"
     b"content-length: 2\r\n\r\n{}",
-    b"POST /v1/chat completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}",
+    b"POST /v1/chat completions HTTP/1.1\r\nhost: localhost\r\ncontent-length: 2\r\n\r\n{}",
 ])
 def test_a_request_http_does_not_allow_is_an_openai_400(gateway: Running, head: bytes) -> None:
     """A control character in a header, or a malformed request line, never reaches the app:

@@ -24,7 +24,7 @@ def _request(body: dict[str, object] | None, *, key: str | None = API_KEY,
              extra: str = "") -> bytes:
     raw = json.dumps(body).encode() if body is not None else b""
     auth = f"authorization: Bearer {key}\r\n" if key is not None else ""
-    return (f"POST /v1/chat/completions HTTP/1.1\r\nhost: test\r\n{auth}"
+    return (f"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\n{auth}"
             f"content-type: application/json\r\ncontent-length: {len(raw)}\r\n{extra}\r\n"
             ).encode() + raw
 
@@ -118,8 +118,8 @@ def test_a_head_request_is_answered_and_the_connection_stays_in_step(gateway: Ru
     `HEAD /healthz` hung until its own timeout), and the next request on the connection got
     the answer after it. Now the head goes out at once, and each request gets its own answer."""
     with _connect(gateway) as sock:
-        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nhost: test\r\n\r\n"
-                     b"GET /healthz HTTP/1.1\r\nhost: test\r\nx-request-id: second\r\n\r\n")
+        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n"
+                     b"GET /healthz HTTP/1.1\r\nhost: localhost\r\nx-request-id: second\r\n\r\n")
         heads = _answers(sock, 2)
     assert len(heads) == 2, f"answers received: {heads!r}"
     assert all(head.startswith(b"HTTP/1.1 ") for head in heads), heads

@@ -210,7 +210,7 @@ def test_a_client_that_leaves_while_sending_its_body_is_no_error_of_the_router(
     """A body cut short by the client (it promised 100 bytes, sent 20, closed): recorded as a
     client that left, not logged as an unhandled error (a 500 `internal_error` before)."""
     port = int(gateway.base_url.rsplit(":", 1)[1])
-    head = (f"POST {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {API_KEY}\r\n"
+    head = (f"POST {path} HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {API_KEY}\r\n"
             "content-type: application/json\r\ncontent-length: 100\r\n\r\n")
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         sock.sendall(head.encode() + b'{"model": "fast", "m')

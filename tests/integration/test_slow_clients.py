@@ -89,7 +89,7 @@ def _connect(port: int) -> socket.socket:
 
 def _ask(port: int) -> socket.socket:
     sock = _connect(port)
-    sock.sendall(b"GET /large HTTP/1.1\r\nhost: test\r\n\r\n")
+    sock.sendall(b"GET /large HTTP/1.1\r\nhost: localhost\r\n\r\n")
     return sock
 
 
@@ -164,7 +164,7 @@ def test_a_head_that_never_comes_whole_is_closed(server: tuple[uvicorn.Server, i
     """Part of a head and then nothing; or a head sent a byte every tenth of the timeout, which
     would never end (each byte in time, the head as a whole not)."""
     _, port = server
-    head = b"GET / HTTP/1.1\r\nhost: test\r\nx-slow: " + b"a" * 200
+    head = b"GET / HTTP/1.1\r\nhost: localhost\r\nx-slow: " + b"a" * 200
     with _connect(port) as sock:
         if dribble_s is None:
             sock.sendall(head)
@@ -199,8 +199,8 @@ def test_heads_in_pieces_and_idle_keep_alive_are_served(server: tuple[uvicorn.Se
 
 
 @pytest.mark.parametrize("head", [
-    b"GET / HTTP/1.1\r\nhost: test\r\nx-big: " + b"a" * (2 * 2**20) + b"\r\n\r\n",
-    b"GET / HTTP/1.1\r\nhost: test\r\n" + b"x-h: v\r\n" * 100_000 + b"\r\n",
+    b"GET / HTTP/1.1\r\nhost: localhost\r\nx-big: " + b"a" * (2 * 2**20) + b"\r\n\r\n",
+    b"GET / HTTP/1.1\r\nhost: localhost\r\n" + b"x-h: v\r\n" * 100_000 + b"\r\n",
 ], ids=["one-huge-header", "many-headers"])
 def test_a_head_over_the_bound_is_a_431_in_openais_shape(server: tuple[uvicorn.Server, int],
                                                          head: bytes) -> None:
@@ -228,7 +228,7 @@ def test_a_head_just_under_the_bound_is_served(server: tuple[uvicorn.Server, int
     _, port = server
     filler = b"a" * (service_protocol.MAX_HEAD_BYTES - 200)
     with _connect(port) as sock:
-        sock.sendall(b"GET / HTTP/1.1\r\nhost: test\r\nx-big: " + filler + b"\r\n\r\n")
+        sock.sendall(b"GET / HTTP/1.1\r\nhost: localhost\r\nx-big: " + filler + b"\r\n\r\n")
         answer = b""
         while not answer.endswith(b"ok"):
             answer += sock.recv(4096)
@@ -245,7 +245,7 @@ def test_a_body_its_answer_did_not_wait_for_holds_the_connection_no_longer(
     running, port = server
     body = b"x" * 1000
     with _connect(port) as sock:
-        sock.sendall(b"POST / HTTP/1.1\r\nhost: test\r\ncontent-length: 1000\r\n\r\n")
+        sock.sendall(b"POST / HTTP/1.1\r\nhost: localhost\r\ncontent-length: 1000\r\n\r\n")
         answer = b""
         while not answer.endswith(b"ok"):
             answer += sock.recv(4096)

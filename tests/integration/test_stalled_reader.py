@@ -109,7 +109,7 @@ def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)  # before connecting
         sock.settimeout(10)
         sock.connect((url.hostname, url.port))
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: test\r\n"
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\n"
                      b"content-type: application/json\r\nx-slorouter-timeout-ms: %d\r\n"
                      b"content-length: %d\r\n\r\n%s" % (DEADLINE_MS, len(body), body))
         assert sock.recv(512).startswith(b"HTTP/1.1 200")

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -72,19 +72,44 @@ _ARGUMENTS = frozenset({
 _NOT_FORWARDED = frozenset({"metadata", "stream", "stream_options", "model"})
 
 
-def provider_problems(deployments: Iterable[Deployment]) -> list[str]:
-    """One line per litellm-adapter deployment whose model string names no provider litellm
-    knows (every call to it would fail): reported at start-up, not on the first request."""
+# litellm providers that run the model inside this process, from a package the router does not
+# ship (every call fails), and the server provider that was meant.
+_IN_PROCESS = {"vllm": "hosted_vllm"}
+# Providers litellm reaches only at a configured address, and the variable it also reads: without
+# either, hosted_vllm sends the prompts to api.openai.com (with a placeholder key), and azure fails
+# every call.
+_ADDRESS_VARIABLE = {"hosted_vllm": "HOSTED_VLLM_API_BASE", "azure": "AZURE_API_BASE"}
+
+
+def provider_problems(deployments: Iterable[Deployment],
+                      environ: Mapping[str, str] = os.environ) -> list[str]:
+    """One line per litellm-adapter deployment that no call could serve: a model string that
+    names no provider litellm knows, a provider litellm runs in-process (`vllm/`), or a server
+    provider with no address (`api_base`, nor litellm's variable for it). Reported at start-up,
+    not on the first request."""
     problems = []
     for deployment in deployments:
         if deployment.adapter != "litellm":
             continue
+        name = f"deployments.{deployment.name}"
         try:
-            litellm.get_llm_provider(deployment.model, api_base=deployment.api_base)
+            provider = litellm.get_llm_provider(deployment.model, api_base=deployment.api_base)[1]
         except Exception:  # litellm raises its BadRequestError for an unknown provider
-            problems.append(f"deployments.{deployment.name}: litellm cannot tell the provider of "
-                            f"model {deployment.model!r}; write it as provider/model, e.g. "
+            problems.append(f"{name}: litellm cannot tell the provider of model "
+                            f"{deployment.model!r}; write it as provider/model, e.g. "
                             f"openai/{deployment.model.split('/')[-1]}")
+            continue
+        if provider in _IN_PROCESS:
+            problems.append(f"{name}: litellm's {provider}/ runs the model inside this process, "
+                            f"which the router does not do; for a server write "
+                            f"{_IN_PROCESS[provider]}/{deployment.model.split('/', 1)[-1]} with "
+                            "its api_base")
+        variable = _ADDRESS_VARIABLE.get(provider)
+        if variable is not None and not deployment.api_base and not environ.get(variable):
+            problems.append(f"{name}: {deployment.model!r} needs the server's address: set the "
+                            f"deployment's api_base (or {variable}); without it "
+                            + ("litellm would send its requests to api.openai.com"
+                               if provider == "hosted_vllm" else "every call fails"))
     return problems
 
 

@@ -119,6 +119,15 @@ def test_a_bad_telemetry_variable_is_a_config_error(tmp_path: Path) -> None:
       "learned_router: missing-router}"), "learned_router missing-router"),
     (("model: openai/m, adapter: openai_passthrough", "model: acme-m, adapter: litellm"),
      "litellm cannot tell the provider"),
+    # litellm's in-process vLLM (the package is not there: every call failed)
+    (("model: openai/m, adapter: openai_passthrough", "model: vllm/m, adapter: litellm"),
+     "hosted_vllm/m with its api_base"),
+    # a vLLM server without its address: litellm sent the prompts to api.openai.com
+    (("model: openai/m, adapter: openai_passthrough, api_base: http://127.0.0.1:9/v1",
+      "model: hosted_vllm/m, adapter: litellm"), "would send its requests to api.openai.com"),
+    (("model: openai/m, adapter: openai_passthrough, api_base: http://127.0.0.1:9/v1",
+      "model: azure/gpt-4o, adapter: litellm"),
+     "set the deployment's api_base (or AZURE_API_BASE)"),
     (("routes:", "server:\n  stats: {redis_url: 'redis://:p/w@host:6379'}\nroutes:"),
      "server.stats.redis_url"),
     (("routes:", "server: {request_timeout_s: true}\nroutes:"),

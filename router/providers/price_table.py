@@ -57,12 +57,29 @@ class PriceTable:
         return None if row is None else float(row[field]) * 1e6
 
     def _row_with(self, model: str, field: str) -> Mapping[str, Any] | None:
-        """The row of `model` (as written, else without its provider prefix) that has `field`."""
-        for key in (model, model.split("/", 1)[-1]):
-            row = self._rows.get(key)
-            if row and row.get(field) is not None:
-                return row
+        """The row of `model` that has `field`: as written, else without its provider prefix
+        when that row is the same provider's (litellm keys OpenAI's and Anthropic's models
+        without one). Another provider's row is not its price: `hosted_vllm/gpt-4o-mini` is a
+        model served on one's own machines, `together_ai/gpt-4o` no OpenAI contract, and both
+        took OpenAI's list price."""
+        row = self._rows.get(model)
+        if row and row.get(field) is not None:
+            return row
+        prefix, slash, bare = model.partition("/")
+        row = self._rows.get(bare) if slash else None
+        if row and row.get(field) is not None and _same_provider(prefix, row):
+            return row
         return None
+
+
+def _same_provider(prefix: str, row: Mapping[str, Any]) -> bool:
+    """Whether a table row is priced for the provider `prefix` names (`bedrock_converse/` reads
+    `bedrock` rows, `vertex_ai/` reads `vertex_ai-anthropic_models`): one provider's name begins
+    with the other's. A row that names no provider is taken as it is."""
+    listed = row.get("litellm_provider")
+    if not isinstance(listed, str):
+        return True
+    return listed.startswith(prefix) or prefix.startswith(listed)
 
 
 def resolve_aliases(raw: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:

@@ -51,3 +51,16 @@ print(sorted(m for m in sys.modules if m.split(".")[0] in ("litellm", "sklearn")
     result = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_a_model_takes_the_price_of_its_provider_s_row_only() -> None:
+    """litellm keys OpenAI's models without a prefix: `openai/gpt-4o-mini` reads that row,
+    another provider's model of the same name does not (it took OpenAI's list price)."""
+    table = PriceTable({"gpt-4o-mini": {"litellm_provider": "openai",
+                                        "input_cost_per_token": 1.5e-07,
+                                        "output_cost_per_token": 6e-07},
+                        "m": {"litellm_provider": "bedrock", "input_cost_per_token": 1e-06}})
+    assert table.prices("openai/gpt-4o-mini") == table.prices("gpt-4o-mini") == (0.15, 0.6)
+    for model in ("hosted_vllm/gpt-4o-mini", "together_ai/gpt-4o-mini", "mistral/gpt-4o-mini"):
+        assert table.prices(model) is None, model
+    assert table.prices("bedrock_converse/m") == (1.0, 0.0)  # bedrock's own rows

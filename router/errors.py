@@ -21,6 +21,7 @@
     ├── AllCandidatesFailedError        502 upstream_error
     ├── NoEligibleModelError            503 no_eligible_model (policy: nothing clears the floor)
     ├── OverloadedError                 503 overloaded_error (admission full), carries retry_after
+    ├── ClientStalledError              504 timeout (the client stopped reading a stream)
     └── ConfigError                     (start-up only; never rendered to a client)
 
 Third-party exceptions (litellm, httpx, aiohttp) are translated to these in exactly one module,
@@ -203,6 +204,15 @@ class OverloadedError(SlorouterError):
     status_code = 503
     error_type = "overloaded_error"
 
+
+
+class ClientStalledError(SlorouterError):
+    """A stream whose client stopped reading until past the request's deadline, cut to free its
+    slot and upstream call: the client's doing, as a client that left is, so no failure of the
+    service's SLO nor of the deployment that was answering (recorded as `deadline_exceeded`)."""
+
+    status_code = 504
+    error_type = "timeout"
 
 class ConfigError(SlorouterError):
     """Invalid configuration found at start-up; `problems` lists every one of them."""

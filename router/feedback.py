@@ -20,6 +20,7 @@ from policies.eligibility import RequestFacts, Verdict
 from policies.labels import TASKS, Task
 from policies.schema import PoliciesSpec, SloSpec, TaskPolicy
 from router.decide import EXPLORED, Ranked
+from router.errors import ClientStalledError
 from router.execution.attempt import AttemptRecord
 from router.outcomes import Outcome
 from router.runtime_config import RuntimeConfig
@@ -29,6 +30,7 @@ from router.slo import SloTargets, SloTracker
 from router.stats import Observation, StatsStore, prompt_bucket
 
 Clock = Callable[[], float]
+STALLED_CLIENT = ClientStalledError.__name__
 
 
 def slo_targets(spec: SloSpec) -> SloTargets:
@@ -252,7 +254,10 @@ class StatsSink:
         # `ProviderRejectedError`), except the provider's throttling, which is its capacity.
         client_error = (400 <= outcome.status < 500
                         and outcome.error_type != "ProviderRateLimitedError")
-        if outcome.client_disconnected or outcome.ended_at is None or client_error:
+        # ...and a client that left, or stopped reading until the deadline cut its stream,
+        # ended the request itself: no failure of the service.
+        if (outcome.client_disconnected or outcome.ended_at is None or client_error
+                or outcome.error_type == STALLED_CLIENT):
             return
         obs = Observation.from_timings(
             deployment=outcome.deployment or "-", task=task, prompt_tokens=prompt,

@@ -15,10 +15,10 @@ import orjson
 from starlette.responses import Response
 
 from router.errors import (
+    ClientStalledError,
     NoEligibleModelError,
     OverloadedError,
     ProviderMisconfiguredError,
-    ProviderTimeoutError,
     RequestTimeoutError,
     SlorouterError,
     UnknownCommitError,
@@ -40,8 +40,8 @@ class ShuttingDown(OverloadedError):
 
 SHUTTING_DOWN = ShuttingDown()  # what a stream ended so reports (`WatchedStreamingResponse`)
 # A stream whose client stopped reading until past the request's deadline: cut, its slot freed.
-STALLED = ProviderTimeoutError("request deadline exceeded: the client stopped reading the stream",
-                               code="deadline_exceeded")
+STALLED = ClientStalledError("request deadline exceeded: the client stopped reading the stream",
+                             code="deadline_exceeded")
 
 
 def as_project_error(exc: BaseException) -> SlorouterError:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from router.api.sse import STALL_GRACE_S
@@ -26,7 +27,9 @@ pytestmark = pytest.mark.integration
 # Long enough for a first call through litellm to reach its first chunk on a slow, busy VM
 # (at 500 ms, one CI run got the 504 at the head instead of the stream).
 DEADLINE_MS = 1500
-CHUNKS = 5000  # of about 4 KB each: far more than the sockets' buffers between the two ends
+# Of about 4 KB each: far more than the sockets' buffers between the two ends, which took up to
+# 17 MB here (at 20 MB the upstream sometimes wrote its whole answer before the router let go).
+CHUNKS = 20000
 
 
 class FloodingUpstream(BaseHTTPRequestHandler):
@@ -138,3 +141,11 @@ def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
     while model not in FloodingUpstream.closed and time.monotonic() < deadline:
         time.sleep(0.05)
     assert model in FloodingUpstream.closed, "the upstream's stream was never closed"
+    # The client's doing, as a client that left: no failed request in any task's availability
+    # (it fired the task's burn alert, and read as a provider timeout in the metrics).
+    slo = httpx.get(f"{router.base_url}/v1/slo", timeout=10).json()
+    bad = [(task["task"], sli["bad"]) for task in slo["tasks"] for window in task["windows"]
+           for sli in window["slis"] if sli["sli"] == "availability" and sli["bad"]]
+    assert not bad, bad
+    metrics = httpx.get(f"{router.base_url}/metrics", timeout=10).text
+    assert "ProviderTimeoutError" not in metrics

@@ -201,8 +201,9 @@ class StatsSink:
                 if attempt.started_at <= winner.started_at:
                     self._record_censored(attempt, task, prompt, offset, outcome.stream)
                 continue
-            if attempt.outcome not in ("won", "failed") or attempt.refused_request:
-                continue  # a refusal of the request itself says nothing of the deployment
+            if (attempt.outcome not in ("won", "failed") or attempt.refused_request
+                    or attempt.failed_in_router):
+                continue  # the request's fault, or the router's: nothing of the deployment
             won = attempt.outcome == "won"
             # The client's own deadline cut it: no verdict on the deployment's health, but one
             # that had not begun answering took longer than it ran (a censored TTFT, as a

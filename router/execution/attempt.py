@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from router.errors import (
+    OverloadedError,
     ProviderRejectedError,
     ProviderTimeoutError,
     ProviderUnavailableError,
@@ -73,6 +74,12 @@ class AttemptRecord:
         caller's to fix: neither its breaker nor its statistics count it against the
         deployment, or one tenant's malformed requests would move every tenant's traffic."""
         return isinstance(self.error, ProviderRejectedError)
+
+    @property
+    def failed_in_router(self) -> bool:
+        """The router itself could not make the attempt (out of file descriptors:
+        `OverloadedError`), nothing sent: no verdict on the deployment either."""
+        return isinstance(self.error, OverloadedError)
 
     @property
     def cut_by_client_deadline(self) -> bool:

@@ -8,6 +8,7 @@ frames only (this module imports neither litellm nor an HTTP client).
 
 from __future__ import annotations
 
+import errno
 import re
 import traceback
 
@@ -207,6 +208,17 @@ def build_failure(exc: BaseException) -> str:
     if isinstance(root, KeyError) and root.args:
         return f"a field it needs is missing: {root.args[0]!r}"
     return message_of(root) or message_of(exc) or "invalid request"
+
+
+_OUT_OF_FILES = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+def out_of_files(exc: BaseException) -> bool:
+    """Whether `exc` (or an exception behind it) is this process running out of file
+    descriptors (EMFILE, or the system's table: ENFILE): the router's own failure, before any
+    byte reached the upstream, whatever the adapter wrapped it in."""
+    return any(isinstance(link, OSError) and link.errno in _OUT_OF_FILES
+               for link in (exc, *_causes(exc, suppressed=True)))
 
 
 def _causes(exc: BaseException, *, suppressed: bool = False) -> list[BaseException]:

@@ -36,6 +36,7 @@ from router.providers.exception_causes import (
     failed_building_request,
     maybe_received,
     missing_credentials,
+    out_of_files,
     raised_before_sending,
     raised_while_connecting,
     refused_by_litellm,
@@ -120,6 +121,13 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
     """Translate any exception raised by an upstream attempt into the project's hierarchy."""
     if isinstance(exc, e.SlorouterError):
         return exc
+    if out_of_files(exc):
+        # The router's own limit, not the upstream's failure: no breaker or statistics verdict
+        # on the deployment (it opened a healthy one's breaker), never `unknown_commit` (nothing
+        # was sent), and no local path in the message (litellm's named its install directory).
+        return e.OverloadedError("the router has run out of file descriptors; retry shortly",
+                                 code="router_out_of_files", retry_after=1.0,
+                                 spread_retry_after=True)
     if isinstance(exc, aiohttp.ConnectionTimeoutError):  # an asyncio.TimeoutError too
         # Never connected, so never sent: nothing to bill (unlike the read timeout below).
         return e.ProviderTimeoutError("upstream timed out connecting", code="upstream_timeout")

@@ -603,3 +603,41 @@ async def test_litellm_refusing_a_conversation_anthropic_cannot_hold_is_the_requ
     assert mapped.code == "adapter_rejected"
     assert "non-system message" in mapped.message
     assert not classify(mapped, AttemptContext(False, True, False)).breaker_failure
+
+
+def _raised_from(cause: BaseException, wrapper: BaseException) -> BaseException:
+    try:
+        try:
+            raise cause
+        except BaseException as inner:
+            raise wrapper from inner
+    except BaseException as outer:
+        return outer
+
+
+def test_the_router_out_of_file_descriptors_is_its_own_failure_not_the_upstream_s() -> None:
+    """EMFILE, however an adapter wraps it, is a 503 of the router's, with no verdict on the
+    deployment: an audit under `prlimit --nofile=128` saw a healthy upstream's breaker open, 10
+    `unknown_commit` for requests never sent, and a message naming litellm's install path."""
+    import errno
+
+    from router.providers.http1 import UpstreamUnreachable
+
+    emfile = OSError(errno.EMFILE, "Too many open files",
+                     "/srv/app/.venv/lib/python3.11/site-packages/litellm/proxy/guardrails")
+    litellm = _litellm()
+    wrapped = [
+        emfile,
+        OSError(errno.ENFILE, "Too many open files in system"),
+        _raised_from(emfile, UpstreamUnreachable("cannot connect to upstream: OSError")),
+        _raised_from(emfile, litellm.APIConnectionError(message="OSError", llm_provider="openai",
+                                                        model="m")),
+    ]
+    for exc in wrapped:
+        mapped = map_exception(exc)
+        assert isinstance(mapped, errors.OverloadedError), (exc, mapped)
+        assert (mapped.status_code, mapped.code) == (503, "router_out_of_files")
+        assert "/srv/app" not in mapped.message and mapped.retry_after is not None
+        for side_effecting in (False, True):
+            verdict = classify(mapped, AttemptContext(side_effecting, True, False))
+            assert (verdict.action, verdict.breaker_failure) == ("give_up", False)

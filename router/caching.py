@@ -11,7 +11,7 @@ and risk (any answer the policy allows is acceptable), and the caller's data ver
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -82,10 +82,13 @@ def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str
 class ResultCaching:
     def __init__(self, front: ResultCacheFront | None, default_rule: CacheRule,
                  metrics: CacheMetrics | None = None, *, unavailable: str | None = None,
-                 writes: WriteHealth | None = None) -> None:
+                 writes: WriteHealth | None = None,
+                 degraded: Callable[[], str | None] | None = None) -> None:
         self._front = front
         self.unavailable = unavailable  # why a configured cache is not used (for /readyz)
         self.writes = writes  # whether a Redis backend takes the cache's writes (for /readyz)
+        # why the disk backend stores nothing now (its disk full), for /readyz; None: it does
+        self.degraded = degraded if degraded is not None else _never
         self._default = default_rule
         self.metrics = metrics
 
@@ -127,3 +130,7 @@ class ResultCaching:
             await self._front.store(plan.key, plan.decision, body, scope=plan.scope,
                                     model=model, generation_s=generation_s,
                                     deployment=deployment)
+
+
+def _never() -> str | None:
+    return None

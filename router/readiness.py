@@ -45,6 +45,9 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: C
             return Readiness("cache", True, f"{spec.backend} unavailable "
                              f"({caching.unavailable}): serving uncached", degraded=True)
         if spec.backend != "redis" or spec.redis_url is None:
+            why = caching.degraded() if caching is not None else None
+            if why is not None:
+                return Readiness("cache", True, f"{spec.backend}: {why}", degraded=True)
             return Readiness("cache", True, spec.backend)
         # The service still answers without its cache (never fails a request for it).
         return await _redis_store(

@@ -6,7 +6,6 @@ from their own parts, and apart from `serve_cli` (process concerns: ports, child
 
 from __future__ import annotations
 
-import errno
 import logging
 import sqlite3
 import time
@@ -166,7 +165,7 @@ def warn_ended_experiments(config: RouterConfig, now: datetime) -> None:
 
 def result_caching(config: RouterConfig) -> ResultCaching:
     """The result cache the config asks for: diskcache (default), Redis, or none."""
-    from cache.backends.disk import DiskResultCache
+    from cache.backends.disk import DiskResultCache, disk_full
     from cache.backends.redis import RedisResultCache, connect
 
     spec = config.server.cache
@@ -189,7 +188,7 @@ def result_caching(config: RouterConfig) -> ResultCaching:
             disk = DiskResultCache(directory.resolve(), metrics, size_limit_bytes=int(
                 spec.disk_size_limit_mb * 1024 * 1024))
         except (OSError, sqlite3.Error) as err:  # sqlite: a directory it cannot write in
-            if _disk_full(err):  # no mistake in the config: run uncached, as when it fills later
+            if disk_full(err):  # no mistake in the config: run uncached, as when it fills later
                 event(log, "cache_unavailable", logging.WARNING, directory=str(
                     directory.resolve()), error=str(err), hint="its disk is full: serving "
                     "uncached until a restart after space is freed")
@@ -206,13 +205,9 @@ def result_caching(config: RouterConfig) -> ResultCaching:
                 directory.resolve()), files_deleted=disk.files_deleted, hint="cache.db.corrupt "
                 "files set aside by an earlier version, and the answers only they referenced")
         backend = disk
-    return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics, writes=writes)
-
-
-def _disk_full(err: OSError | sqlite3.Error) -> bool:
-    if isinstance(err, OSError):
-        return err.errno in (errno.ENOSPC, errno.EDQUOT)
-    return getattr(err, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    degraded = backend.degraded if isinstance(backend, DiskResultCache) else None
+    return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics, writes=writes,
+                         degraded=degraded)
 
 
 def stats_store(config: RouterConfig) -> StatsStore:

@@ -79,6 +79,13 @@ def _exclusive(directory: Path) -> Iterator[None]:
         yield
 
 
+def sweep_unreferenced(directory: Path) -> int:
+    """Delete, under the purge lock, every value file the database does not reference (a
+    write that failed on a full disk leaves its file behind): how many went."""
+    with _exclusive(directory):
+        return _delete_unreferenced(directory)
+
+
 def _delete_unreferenced(directory: Path) -> int:
     """Delete the set-aside databases and every value file the open database does not reference.
     A value file written by another process in the instant before its row is committed may go

@@ -7,6 +7,7 @@ is down does not flood the logs. The clock is injected.
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
 from collections.abc import Callable
@@ -42,8 +43,23 @@ class FailureLog:
                     "backend": self.backend,
                     "operation": operation,
                     "error": type(exc).__name__,
+                    # the system's or SQLite's fixed words ("database or disk is full"), never
+                    # a message that could hold a key or an answer
+                    "reason": _reason(exc),
                     "suppressed": self._suppressed,
                 }
             },
         )
         self._last_logged, self._suppressed = now, 0
+
+    def note(self, what: str) -> None:
+        """Log a one-off event of the backend (`what`), at WARNING."""
+        logger.warning("cache_backend_" + what, extra={"event_data": {"backend": self.backend}})
+
+
+def _reason(exc: BaseException) -> str | None:
+    """An OSError's errno name (`ENOSPC`), an SQLite error's code name (`SQLITE_FULL`)."""
+    if isinstance(exc, OSError) and exc.errno is not None:
+        return errno.errorcode.get(exc.errno)
+    name = getattr(exc, "sqlite_errorname", None)
+    return name if isinstance(name, str) else None

@@ -6,15 +6,19 @@ the admission controller, the breakers, and the retry and hedge budgets.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 
 from policies.schema import BudgetSpec, PoolSpec, ReliabilitySpec
 from router.admission import AdmissionController, AdmissionPolicy, PoolLimits
 from router.execution.backoff import BackoffPolicy
-from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.breaker import BreakerPolicy, BreakerRegistry, BreakerState
 from router.execution.plan import ExecutionState
 from router.execution.retry_budget import Budget, BudgetPolicy
+from router.logs import event
+
+log = logging.getLogger(__name__)
 
 
 def _pool(spec: PoolSpec) -> PoolLimits:
@@ -34,6 +38,16 @@ def admission_controller(spec: ReliabilitySpec) -> AdmissionController:
     return AdmissionController(policy, time.monotonic)
 
 
+def log_breaker_change(deployment: str, state: BreakerState, hold_s: float | None) -> None:
+    """A circuit opening (warning) or closing again (info): an error storm otherwise left no
+    line in the log at the default level, only the `slorouter.breaker.state` gauge."""
+    if state == "open":
+        event(log, "breaker_opened", logging.WARNING, deployment=deployment,
+              hold_s=None if hold_s is None else round(hold_s, 3))
+    else:
+        event(log, "breaker_closed", logging.INFO, deployment=deployment)
+
+
 def execution_state(spec: ReliabilitySpec, rng: random.Random | None = None) -> ExecutionState:
     breaker = spec.breaker
     breakers = BreakerRegistry(BreakerPolicy(
@@ -41,7 +55,7 @@ def execution_state(spec: ReliabilitySpec, rng: random.Random | None = None) -> 
         min_volume=breaker.min_volume, window_s=breaker.window_s,
         cool_down_s=breaker.cool_down_s, half_open_probes=breaker.half_open_probes,
         holds_after=breaker.holds_after, max_hold_s=breaker.max_hold_s),
-        time.monotonic)
+        time.monotonic, on_change=log_breaker_change)
     return ExecutionState(
         breakers=breakers, retries=_budget(spec.retry_budget), hedges=_budget(spec.hedge_budget),
         backoff=BackoffPolicy(base_s=spec.backoff_base_s, cap_s=spec.backoff_cap_s),

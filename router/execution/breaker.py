@@ -19,6 +19,7 @@ fault. State is local to one process, read with an injected monotonic clock.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -94,9 +95,13 @@ class _Window:
 class CircuitBreaker:
     """The breaker of one deployment."""
 
-    def __init__(self, policy: BreakerPolicy, clock: Clock) -> None:
+    def __init__(self, policy: BreakerPolicy, clock: Clock,
+                 on_change: Callable[[BreakerState, float | None], None] | None = None) -> None:
+        """`on_change(state, hold_s)`: told when the circuit opens (with how long it holds)
+        and when it closes again (half-open, an elapsed hold, is not told)."""
         self._policy = policy
         self._clock = clock
+        self._on_change = on_change
         self._window = _Window(policy.window_s, policy.window_slots, clock())
         self._open_until: float | None = None
         self._half_open = False
@@ -197,11 +202,15 @@ class CircuitBreaker:
         if self._open_until is None or until > self._open_until:
             if self._open_until is None:
                 self._last_change = now
+                if self._on_change is not None:
+                    self._on_change("open", hold_s)
             self._open_until = until
         self._half_open = False
         self._probe_successes = 0
 
     def _close(self, now: float) -> None:
+        if self._on_change is not None:
+            self._on_change("closed", None)
         self._half_open = False
         self._probes_in_flight = 0
         self._probe_successes = 0
@@ -249,16 +258,23 @@ class DeploymentsHealth(BaseModel):
 class BreakerRegistry:
     """One breaker per deployment name, created on first use with a shared policy."""
 
-    def __init__(self, policy: BreakerPolicy, clock: Clock) -> None:
+    def __init__(self, policy: BreakerPolicy, clock: Clock,
+                 on_change: Callable[[str, BreakerState, float | None], None] | None = None
+                 ) -> None:
+        """`on_change(deployment, state, hold_s)`: each breaker's openings and closings (the
+        service logs them: `breaker_opened`, `breaker_closed`)."""
         self._policy = policy
         self._clock = clock
+        self._on_change = on_change
         self._breakers: dict[str, CircuitBreaker] = {}
 
     def get(self, deployment: str) -> CircuitBreaker:
         """The breaker of `deployment` (names come from configuration, so this is bounded)."""
         breaker = self._breakers.get(deployment)
         if breaker is None:
-            breaker = CircuitBreaker(self._policy, self._clock)
+            told = self._on_change
+            breaker = CircuitBreaker(self._policy, self._clock, None if told is None else
+                                     functools.partial(told, deployment))
             self._breakers[deployment] = breaker
         return breaker
 

@@ -232,3 +232,23 @@ def test_registry_reads_open_circuits_by_name() -> None:
         "closed", "tripped", "unused"]  # a deployment read is known, as one ranked always was
     clock.advance(POLICY.cool_down_s)
     assert registry.state("tripped") == "half_open" and not registry.is_open("tripped")
+
+
+def test_openings_and_closings_are_told_with_the_deployment_and_hold() -> None:
+    """What the service logs (`breaker_opened`, `breaker_closed`): an error storm used to leave
+    no line at the default level. A failed half-open probe opens it again, and is told again."""
+    clock = FakeClock()
+    told: list[tuple[str, BreakerState, float | None]] = []
+    registry = BreakerRegistry(POLICY, clock, on_change=lambda *change: told.append(change))
+    breaker = registry.get("d1")
+    fail(breaker, POLICY.consecutive_failures)
+    assert not breaker.allow()
+    assert told == [("d1", "open", POLICY.cool_down_s)]
+    clock.advance(POLICY.cool_down_s)
+    fail(breaker, 1)  # the probe fails: open again
+    clock.advance(POLICY.cool_down_s)
+    for _ in range(POLICY.successes_to_close):
+        assert breaker.allow()
+        breaker.on_success()
+    assert told[1:] == [("d1", "open", POLICY.cool_down_s), ("d1", "closed", None)]
+    assert registry.get("d2").state() == "closed" and len(told) == 3

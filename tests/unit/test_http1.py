@@ -384,3 +384,34 @@ def test_header_line_breaks_are_refused_and_urls_parsed() -> None:
         request_head(target, {"x-evil": "a\r\nx-injected: 1"}, 0)
     with pytest.raises(ValueError, match="not an http"):
         Target.of("ftp://example.com/")
+
+
+async def test_idle_connections_past_the_idle_timeout_close_under_steady_traffic() -> None:
+    """A burst opens five connections; then one request at a time reuses the newest. The four
+    below it, idle past the timeout, are closed at the next release: they used to stay open
+    for as long as traffic went on (reuse takes the newest, and only it was ever looked at)."""
+    hung_up = 0
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        nonlocal hung_up
+        try:
+            while True:
+                await server.read_request(reader)
+                await asyncio.sleep(0.05)
+                writer.write(answer(b"{}"))
+                await writer.drain()
+        except asyncio.IncompleteReadError:
+            hung_up += 1
+            raise
+
+    async with serving(script) as (server, target):
+        client = Http1Client(idle_timeout_s=0.3)
+        await asyncio.gather(*(post(client, target) for _ in range(5)))
+        assert server.connections == 5
+        for _ in range(8):  # steady traffic, one at a time, for longer than the idle timeout
+            await post(client, target)
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)
+        assert hung_up == 4
+        assert server.connections == 5  # the newest was reused throughout
+        await client.aclose()

@@ -310,8 +310,21 @@ def _content_type(response: Any) -> str | None:
 
 
 def _dump(obj: Any) -> dict[str, Any]:
+    """litellm's answer or chunk as a dict, without litellm's own additions: `usage.cost` (its
+    table's price of the answer, which contradicted the deployment's price the router bills
+    by) and a choice's `provider_specific_fields` when it holds nothing."""
     dumped = obj.model_dump() if hasattr(obj, "model_dump") else dict(obj)
-    return {k: v for k, v in dumped.items() if v is not None or k in ("content",)}
+    body = {k: v for k, v in dumped.items() if v is not None or k in ("content",)}
+    usage = body.get("usage")
+    if isinstance(usage, dict):
+        usage.pop("cost", None)
+    choices = body.get("choices")
+    for choice in choices if isinstance(choices, list) else ():
+        if isinstance(choice, dict) and "provider_specific_fields" in choice:
+            extra = choice["provider_specific_fields"]
+            if extra is None or (isinstance(extra, dict) and not _present(extra)):
+                del choice["provider_specific_fields"]
+    return body
 
 
 def _dump_chunk(chunk: Any) -> dict[str, Any]:

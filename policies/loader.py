@@ -336,7 +336,7 @@ def stand_ins(text: str, environ: Mapping[str, str]) -> dict[str, str]:
 # answers unreachable.
 NOT_ROUTING: dict[str, Any] = {
     "api_keys": True,
-    "deployments": {"__all__": {"api_base": True, "api_key": True}},
+    "deployments": {"__all__": {"api_base": True, "api_key": True, "api_version": True}},
     "telemetry": True,
     "server": {
         "max_body_bytes": True, "request_timeout_s": True, "shutdown_grace_s": True,

@@ -111,6 +111,9 @@ class DeploymentSpec(Frozen):
     adapter: Literal["litellm", "openai_passthrough"] = "litellm"
     api_base: str | None = None
     api_key: SecretRef | None = None
+    # Azure OpenAI's `api-version` (litellm adapter; None: litellm's default, or the process's
+    # AZURE_API_VERSION). An `?api-version=` in api_base is not read: litellm adds its own.
+    api_version: str | None = Field(default=None, min_length=1, max_length=64)
     input_price_per_mtok: float | None = Field(default=None, ge=0)
     output_price_per_mtok: float | None = Field(default=None, ge=0)
     cached_input_price_per_mtok: float | None = Field(default=None, ge=0)
@@ -148,6 +151,9 @@ class DeploymentSpec(Frozen):
         return value.rstrip("/") if value is not None else None
 
     def model_post_init(self, _context: object) -> None:
+        if self.api_version is not None and self.adapter != "litellm":
+            raise ValueError("api_version is passed by the litellm adapter only (Azure "
+                             "OpenAI); the pass-through adapter sends none")
         if (self.max_output_tokens is not None and self.context_window is not None
                 and self.max_output_tokens > self.context_window):
             raise ValueError(f"max_output_tokens ({self.max_output_tokens}) is more than "

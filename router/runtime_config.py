@@ -130,6 +130,7 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
                                   for name in ("modalities", "audio")),
         connect_timeout_s=spec.connect_timeout_s, timeout_s=spec.timeout_s,
         max_in_flight=spec.max_in_flight, tenant_cache_salt=spec.tenant_cache_salt,
+        api_version=spec.api_version,
         cached_input_price_per_mtok=(spec.cached_input_price_per_mtok
                                      if spec.cached_input_price_per_mtok is not None
                                      else _prompt_cache_price(price_in, known,

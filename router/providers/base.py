@@ -56,6 +56,7 @@ class Deployment:
     cache_write_price_per_mtok: float | None = None  # prompt-cache writes; None: full price
     max_in_flight: int | None = None  # the bulkhead: attempts in flight at once; None: no cap
     tenant_cache_salt: bool = True  # a self-hosted server gets a per-tenant `cache_salt`
+    api_version: str | None = None  # Azure OpenAI's `api-version`, through litellm
     # Derived from the fields above once, at construction (a request reads them many times).
     upstream_model: str = field(init=False, repr=False, compare=False)
     provider: str = field(init=False, repr=False, compare=False)

@@ -226,6 +226,8 @@ class LitellmProvider:
             kwargs["api_base"] = deployment.api_base
         if deployment.api_key:
             kwargs["api_key"] = deployment.api_key
+        if deployment.api_version:
+            kwargs["api_version"] = deployment.api_version
         if call.headers:
             kwargs["extra_headers"] = dict(call.headers)
         return kwargs

@@ -191,8 +191,9 @@ def broken_after_head(exc: BaseException) -> e.SlorouterError:
     # litellm's connection error (or dropped connection) mid-stream
     dropped = err.code in ("upstream_connection_error", "upstream_dropped")
     if (refused or dropped) and not raised_while_connecting(exc):
-        return e.ProviderError(f"upstream stream broke: {err.message}",
-                               code="upstream_stream_cut")
+        # Its own words, not the dropped mapping's "before answering": the answer had begun.
+        said = "the upstream closed the connection mid-answer" if dropped else err.message
+        return e.ProviderError(f"upstream stream broke: {said}", code="upstream_stream_cut")
     return err
 
 

@@ -641,3 +641,13 @@ def test_the_router_out_of_file_descriptors_is_its_own_failure_not_the_upstream_
         for side_effecting in (False, True):
             verdict = classify(mapped, AttemptContext(side_effecting, True, False))
             assert (verdict.action, verdict.breaker_failure) == ("give_up", False)
+
+
+def test_a_connection_dropped_mid_stream_is_not_said_to_be_before_the_answer() -> None:
+    """Through litellm, a stream cut after three chunks were relayed said "upstream closed the
+    connection before answering"."""
+    from router.providers.http1 import UpstreamDropped
+
+    err = broken_after_head(UpstreamDropped("upstream closed the connection"))
+    assert err.code == "upstream_stream_cut"
+    assert "mid-answer" in err.message and "before answering" not in err.message

@@ -146,10 +146,18 @@ def passes_field(model: str, field: str) -> bool:
         provider = litellm.get_llm_provider(model)[1]
         if field.startswith("response_format:"):
             return provider != "anthropic" or _carries_json_to_anthropic(model, field)
+        if (provider, field) in _DROPPED_IN_TRANSLATION:
+            return False
         params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
     except Exception:  # litellm raises its BadRequestError for an unknown provider
         return True
     return params is None or field in params
+
+
+# Fields a provider's parameter list names but litellm's translation for it then drops:
+# Ollama's chat API (`ollama_chat/`) loses `tool_choice` ("causes ollama requests to hang",
+# litellm/llms/ollama/chat/transformation.py), so `required` or a named tool is never enforced.
+_DROPPED_IN_TRANSLATION = frozenset({("ollama_chat", "tool_choice")})
 
 
 _PROBE_SCHEMA = {"type": "json_schema", "json_schema": {

@@ -55,6 +55,11 @@ routes: {default_model: all}
     assert {f.name: f.supports_logprobs for f in runtime.model_facts["all"]} == logprobs
 
 
+def test_ollama_s_chat_translation_drops_tool_choice_though_its_list_names_it() -> None:
+    assert passes_field("ollama_chat/llama3.1", "tools")
+    assert not passes_field("ollama_chat/llama3.1", "tool_choice")
+
+
 def test_what_litellm_drops_for_a_provider_is_known_per_deployment(tmp_path: Path) -> None:
     """litellm's parameter table: `tools` and `tool_choice` for Fireworks models without
     function calling, `tool_choice` for every Fireworks model it lists, `stop` for xAI's

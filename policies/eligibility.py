@@ -10,7 +10,7 @@ its model is judged by the risk rule alone, and only when the configuration asks
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from operator import attrgetter
@@ -217,6 +217,24 @@ def asks_droppable(facts: RequestFacts) -> bool:
             or facts.audio_output)
 
 
+# (request field, whether the request asks for it, whether the deployment carries it), in the
+# order checked: the first a deployment drops is the one named.
+_DROPPABLE: tuple[tuple[str, Callable[[RequestFacts], bool],
+                        Callable[[DeploymentFacts], bool]], ...] = (
+    ("n", lambda facts: facts.completions > 1, attrgetter("supports_n")),
+    ("tools", attrgetter("needs_tools"), attrgetter("passes_tools")),
+    ("tool_choice", attrgetter("sets_tool_choice"), attrgetter("supports_tool_choice")),
+    ("stop", attrgetter("has_stop"), attrgetter("supports_stop")),
+    ("input_audio", attrgetter("audio_input"), attrgetter("supports_audio_input")),
+    ("modalities", attrgetter("audio_output"), attrgetter("supports_audio_output")),
+    ("logprobs", attrgetter("needs_logprobs"), attrgetter("supports_logprobs")),
+    ("functions", attrgetter("legacy_functions"), attrgetter("supports_functions")),
+    ("response_format", attrgetter("json_object"), attrgetter("supports_json_object")),
+    ("response_format", lambda facts: facts.needs_json and not facts.json_object
+     and facts.needs_tools, attrgetter("supports_schema_with_tools")),
+)
+
+
 def dropped_field(facts: RequestFacts, deployment: DeploymentFacts) -> str | None:
     """The request field the deployment would drop, or mangle, rather than answer, and answer
     200 all the same, if any: `n` (one choice comes), `logprobs` (none come), `functions`
@@ -225,27 +243,9 @@ def dropped_field(facts: RequestFacts, deployment: DeploymentFacts) -> str | Non
     forbade), `stop` (the answer runs past it), `input_audio` (the model answers without the
     recording), `modalities` (no spoken answer). litellm does so for the providers that take
     them not."""
-    if facts.completions > 1 and not deployment.supports_n:
-        return "n"
-    if facts.needs_tools and not deployment.passes_tools:
-        return "tools"
-    if facts.sets_tool_choice and not deployment.supports_tool_choice:
-        return "tool_choice"
-    if facts.has_stop and not deployment.supports_stop:
-        return "stop"
-    if facts.audio_input and not deployment.supports_audio_input:
-        return "input_audio"
-    if facts.audio_output and not deployment.supports_audio_output:
-        return "modalities"
-    if facts.needs_logprobs and not deployment.supports_logprobs:
-        return "logprobs"
-    if facts.legacy_functions and not deployment.supports_functions:
-        return "functions"
-    if facts.json_object and not deployment.supports_json_object:
-        return "response_format"
-    if (facts.needs_json and not facts.json_object and facts.needs_tools
-            and not deployment.supports_schema_with_tools):
-        return "response_format"
+    for field_name, asks, carries in _DROPPABLE:
+        if asks(facts) and not carries(deployment):
+            return field_name
     return None
 
 

@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from tests.support.claude_and_gpt import claude_and_gpt, client_of
+from tests.support.claude_and_gpt import claude_and_gpt, client_of, served_by
 from tests.support.services import Running
 
 pytestmark = pytest.mark.integration
@@ -31,29 +31,19 @@ def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         yield served.router
 
 
-def _served_by(router: Running, model: str, stop: str | list[str], stream: bool,
-               prompt: str = "Write one line about the sea.") -> str:
-    reply = client_of(router).chat.completions.with_raw_response.create(
-        model=model, messages=[{"role": "user", "content": prompt}], stop=stop, stream=stream)
-    if stream:
-        assert any(c.choices and c.choices[0].delta.content for c in reply.parse())
-    else:
-        assert reply.parse().choices[0].message.content
-    return reply.headers["x-slorouter-model"]
-
-
 @pytest.mark.parametrize("stream", [False, True])
 def test_auto_sends_a_whitespace_stop_to_a_deployment_that_takes_it(
         router: Running, stream: bool) -> None:
-    assert _served_by(router, "auto", ["\n"], stream) == "gpt-m"
-    assert _served_by(router, "auto", "\n\n", stream) == "gpt-m"
-    assert _served_by(router, "auto", ["END", " "], stream) == "gpt-m"
-    assert _served_by(router, "auto", ["END"], stream) == "claude-m"  # the policy's first choice
+    assert served_by(router, "auto", stream, stop=["\n"]) == "gpt-m"
+    assert served_by(router, "auto", stream, stop="\n\n") == "gpt-m"
+    assert served_by(router, "auto", stream, stop=["END", " "]) == "gpt-m"
+    # the policy's first choice
+    assert served_by(router, "auto", stream, stop=["END"]) == "claude-m"
 
 
 def test_a_model_sends_it_to_its_replica_that_takes_it(router: Running) -> None:
     """Whichever replica the prompt would have gone to."""
-    served = {_served_by(router, "mixed", ["\n"], False, f"Line {n} about the sea.")
+    served = {served_by(router, "mixed", False, f"Line {n} about the sea.", stop=["\n"])
               for n in range(6)}
     assert served == {"gpt-m"}
 

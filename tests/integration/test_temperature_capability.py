@@ -19,7 +19,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.support.claude_and_gpt import claude_and_gpt, client_of
+from tests.support.claude_and_gpt import claude_and_gpt, client_of, served_by
 from tests.support.procs import PYTHON
 from tests.support.services import Running
 
@@ -34,24 +34,13 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, P
         yield served.router, served.config_path
 
 
-def _served_by(router: Running, model: str, temperature: float, stream: bool,
-               prompt: str = MESSAGES[0]["content"]) -> str:
-    reply = client_of(router).chat.completions.with_raw_response.create(
-        model=model, messages=[{"role": "user", "content": prompt}], temperature=temperature,
-        stream=stream)
-    if stream:
-        assert any(c.choices and c.choices[0].delta.content for c in reply.parse())
-    else:
-        assert reply.parse().choices[0].message.content
-    return reply.headers["x-slorouter-model"]
-
-
 @pytest.mark.parametrize("stream", [False, True])
 def test_auto_sends_a_temperature_above_anthropics_range_to_a_deployment_that_takes_it(
         setup: tuple[Running, Path], stream: bool) -> None:
     router, _ = setup
-    assert _served_by(router, "auto", 1.5, stream) == "gpt-m"
-    assert _served_by(router, "auto", 0.5, stream) == "claude-m"  # the policy's first choice
+    assert served_by(router, "auto", stream, temperature=1.5) == "gpt-m"
+    # the policy's first choice
+    assert served_by(router, "auto", stream, temperature=0.5) == "claude-m"
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -59,7 +48,7 @@ def test_a_model_sends_it_to_its_replica_that_takes_it(setup: tuple[Running, Pat
                                                        stream: bool) -> None:
     """Whichever replica the prompt would have gone to."""
     router, _ = setup
-    served = {_served_by(router, "mixed", 1.5, stream, f"Line {n} about the sea.")
+    served = {served_by(router, "mixed", stream, f"Line {n} about the sea.", temperature=1.5)
               for n in range(6)}
     assert served == {"gpt-m"}
 

@@ -20,6 +20,18 @@ from router.stats import LocalStatsStore, Observation, StatsConfig
 
 
 @dataclass
+class RecordingStore(LocalStatsStore):
+    """The in-memory store, keeping each observation it is given (`seen`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Observation] = []
+
+    def record(self, obs: Observation) -> None:
+        self.seen.append(obs)
+        super().record(obs)
+
+
 class FakeClock:
     """Wall clock under test control."""
 

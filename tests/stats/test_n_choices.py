@@ -18,18 +18,7 @@ from router.outcomes import Outcome
 from router.scoring import Candidate, ScoreRequest, ScoringConfig, predict, rank
 from router.slo import SloTargets, SloTracker
 from router.stats import LocalStatsStore, Observation
-
-
-class _Recording(LocalStatsStore):
-    """The in-memory store, keeping each observation it is given."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[Observation] = []
-
-    def record(self, obs: Observation) -> None:
-        self.seen.append(obs)
-        super().record(obs)
+from tests.stats.sim import RecordingStore
 
 
 def _streamed(start: float, completion_tokens: int, choices: int) -> Outcome:
@@ -64,7 +53,7 @@ def test_the_statistics_learn_one_choices_tpot_and_output_length() -> None:
     """What the sink records for a request of `n` choices is what it records for one."""
     recorded: dict[int, list[Observation]] = {}
     for choices in (1, 4):
-        store = _Recording()
+        store = RecordingStore()
         StatsSink(store, SloTracker({})).record(
             _streamed(time.perf_counter(), 20 * choices, choices))
         recorded[choices] = store.seen

@@ -13,17 +13,7 @@ from router.execution.attempt import AttemptRecord
 from router.feedback import StatsSink
 from router.outcomes import Outcome
 from router.slo import SloTracker
-from router.stats import LocalStatsStore, Observation
-
-
-class _Recording(LocalStatsStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[Observation] = []
-
-    def record(self, obs: Observation) -> None:
-        self.seen.append(obs)
-        super().record(obs)
+from tests.stats.sim import RecordingStore
 
 
 def _failed(error: errors.SlorouterError) -> Outcome:
@@ -43,6 +33,6 @@ def _failed(error: errors.SlorouterError) -> Outcome:
 ])
 def test_only_the_deployment_s_own_failures_are_its_errors(error: errors.SlorouterError,
                                                            counted: bool) -> None:
-    store = _Recording()
+    store = RecordingStore()
     StatsSink(store, SloTracker({})).record(_failed(error))
     assert [obs.error for obs in store.seen] == ([type(error).__name__] if counted else [])

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import openai
 
@@ -60,3 +61,16 @@ def claude_and_gpt(directory: Path) -> Iterator[ClaudeAndGpt]:
         running = start_router(directory, text, env={"SIM_KEY": "sim-key"})
         stack.callback(running.stop)
         yield ClaudeAndGpt(running, path)
+
+
+def served_by(router: Running, model: str, stream: bool,
+              prompt: str = "Write one line about the sea.", **fields: Any) -> str:
+    """The deployment that answered one request (its answer checked to have content), with the
+    request fields `fields` (`temperature=1.5`, `stop=["\\n"]`)."""
+    reply = client_of(router).chat.completions.with_raw_response.create(
+        model=model, messages=[{"role": "user", "content": prompt}], stream=stream, **fields)
+    if stream:
+        assert any(c.choices and c.choices[0].delta.content for c in reply.parse())
+    else:
+        assert reply.parse().choices[0].message.content
+    return reply.headers["x-slorouter-model"]

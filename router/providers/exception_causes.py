@@ -181,6 +181,22 @@ def raised_before_sending(exc: BaseException) -> bool:
     return in_set_up and not did_io
 
 
+def failed_reading_answer(exc: BaseException) -> bool:
+    """Whether `exc` is litellm's `APIConnectionError` over a plain builtin error raised while
+    it translated the upstream's answer (`transform_response`, `convert_to_model_response`):
+    the upstream answered, and litellm could not read the answer (a Messages answer without
+    `content`; on the simulator, Groq's translation reading a `service_tier` it did not send).
+    Not a connection error: nothing about the connection failed."""
+    names = {klass.__name__ for klass in type(exc).__mro__}
+    if "APIConnectionError" not in names or names & {"APITimeoutError", "Timeout"}:
+        return False
+    chain = _causes(exc)
+    if not chain or not all(_plain_builtin(cause) for cause in chain):
+        return False
+    return any(frame.f_code.co_name.startswith(_IO_FUNCTIONS)
+               for frame, _ in traceback.walk_tb(chain[-1].__traceback__))
+
+
 def failed_building_request(exc: BaseException) -> bool:
     """Whether `exc` is litellm's `BadRequestError` over a plain builtin error (a `KeyError` on a
     field a provider's format needs, say), or over a `BadRequestError` of litellm's own (its

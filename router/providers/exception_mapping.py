@@ -34,6 +34,7 @@ from router.providers.exception_causes import (
     build_failure,
     dropped_unanswered,
     failed_building_request,
+    failed_reading_answer,
     maybe_received,
     missing_credentials,
     out_of_files,
@@ -164,6 +165,10 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
         return e.ProviderRejectedError(
             f"the request could not be prepared for the provider: {build_failure(exc)}",
             code="adapter_rejected")
+    if failed_reading_answer(exc):
+        return e.ProviderError(
+            f"the upstream answered and its answer could not be read: {build_failure(exc)}",
+            code="upstream_bad_response")
     if maybe_received(exc):
         return e.ProviderError(
             f"upstream call failed: {message_of(exc) or 'connection error'}",

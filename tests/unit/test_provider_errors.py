@@ -454,6 +454,8 @@ async def test_litellm_failing_on_a_malformed_answer_still_counts(malformed_anth
     assert not raised_before_sending(exc)
     mapped = map_exception(exc)
     assert type(mapped) is errors.ProviderError
+    # the answer came and could not be read: not a connection error (it was, until 2026-12-05)
+    assert mapped.code == "upstream_bad_response", mapped.message
     assert classify(mapped, AttemptContext(False, True, False)).breaker_failure
     _assert_clean(mapped.message)
 

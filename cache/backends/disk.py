@@ -38,7 +38,7 @@ from pathlib import Path
 
 import diskcache
 
-from cache.backends.disk_purge import open_cache, sweep_unreferenced
+from cache.backends.disk_purge import delete_expired_values, open_cache, sweep_unreferenced
 from cache.backends.failures import FailureLog
 from cache.entry import CachedEntry, decode_entry, encode_entry
 from cache.metrics import CacheMetrics
@@ -152,13 +152,17 @@ class DiskResultCache:
         self._reclaimed_at = now
 
         def reclaim() -> None:
-            self._cache.expire()
-            sweep_unreferenced(self._directory)
+            # Files first, read-only: on a disk that is truly full SQLite cannot delete a row
+            # (its write-ahead log needs pages) until something else frees room.
+            steps = (lambda: delete_expired_values(self._directory, time.time()),
+                     self._cache.expire, lambda: sweep_unreferenced(self._directory))
+            for step in steps:
+                try:
+                    step()
+                except _ERRORS as exc:
+                    self._failures.report("reclaim", exc)
 
-        try:
-            await asyncio.to_thread(reclaim)
-        except _ERRORS as exc:
-            self._failures.report("reclaim", exc)
+        await asyncio.to_thread(reclaim)
 
     def close(self) -> None:
         """Close the SQLite connections of this process."""

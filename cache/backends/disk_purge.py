@@ -79,6 +79,21 @@ def _exclusive(directory: Path) -> Iterator[None]:
         yield
 
 
+def delete_expired_values(directory: Path, now: float) -> int:
+    """Delete the value files of entries expired by `now` (wall-clock seconds, as diskcache's
+    `expire_time`), reading the database without writing to it: on a full disk SQLite cannot
+    delete a row (its write-ahead log needs pages), but unlinking the answers' files frees room.
+    Their rows, expired, read as misses (a row whose file is gone too) until `expire` deletes
+    them. How many files went."""
+    database = (directory / diskcache.core.DBNAME).as_uri()
+    with closing(sqlite3.connect(f"{database}?mode=ro", uri=True)) as connection:
+        rows = connection.execute(
+            "SELECT filename FROM Cache WHERE filename IS NOT NULL AND expire_time IS NOT NULL"
+            " AND expire_time < ?", (now,)).fetchall()
+    names = tuple(str(row[0]) for row in rows if _VALUE_FILE.fullmatch(str(row[0])))
+    return _delete(directory, names)
+
+
 def sweep_unreferenced(directory: Path) -> int:
     """Delete, under the purge lock, every value file the database does not reference (a
     write that failed on a full disk leaves its file behind): how many went."""

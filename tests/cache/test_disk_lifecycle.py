@@ -7,6 +7,8 @@ import asyncio
 import os
 import shutil
 import stat
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,6 +70,43 @@ async def test_a_full_disk_reclaims_its_expired_entries_and_says_it_is_full(
         await asyncio.sleep(0.4)  # every entry expired
         await disk.set("reclaiming", _entry("y" * 3000), 600.0)  # fails, and reclaims
         assert await disk.set("fits", _entry("y" * 3000), 600.0)
+        assert disk.degraded() is None
+        assert await disk.get("fits") is not None
+    finally:
+        disk.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MB tmpfs of its own (root only: skipped where mounting is not allowed)."""
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs",
+                              str(mount_point)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+async def test_a_disk_truly_full_frees_expired_answers_files_first(
+        small_disk: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a filesystem with no byte left SQLite cannot even delete a row (its write-ahead log
+    needs pages), so reclaiming by `expire` alone never freed anything (an audit: full for good,
+    every entry expired). The expired answers' files go first, read-only."""
+    monkeypatch.setattr(disk_module, "RECLAIM_INTERVAL_S", 0.0)
+    disk = DiskResultCache(small_disk / "cache", CacheMetrics(), offload_set=False)
+    try:
+        stored = 0
+        while await disk.set(f"k{stored}", _entry("large " + "x" * 40_000), 0.3):
+            stored += 1
+            assert stored < 100, "a 1 MB disk held 100 answers of 40 KB"
+        assert stored > 0 and disk.degraded() is not None
+        await asyncio.sleep(0.4)  # every answer expired
+        await disk.set("reclaiming", _entry("large " + "x" * 40_000), 600.0)
+        assert await disk.set("fits", _entry("large " + "y" * 40_000), 600.0)
         assert disk.degraded() is None
         assert await disk.get("fits") is not None
     finally:

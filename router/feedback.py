@@ -201,9 +201,14 @@ class StatsSink:
                 if attempt.started_at <= winner.started_at:
                     self._record_censored(attempt, task, prompt, offset, outcome.stream)
                 continue
-            if (attempt.outcome not in ("won", "failed") or attempt.refused_request
-                    or attempt.failed_in_router):
-                continue  # the request's fault, or the router's: nothing of the deployment
+            if attempt.outcome not in ("won", "failed") or attempt.failed_in_router:
+                continue  # the router's own failure: nothing of the deployment
+            if attempt.refused_request and (winner is None
+                                            or winner.deployment == attempt.deployment):
+                # Refused, and no other deployment took it: the request's fault. One another
+                # deployment answered is this deployment's failure (it refuses what its peers
+                # take: a provider that refused everything stayed first in the ranking).
+                continue
             won = attempt.outcome == "won"
             # The client's own deadline cut it: no verdict on the deployment's health, but one
             # that had not begun answering took longer than it ran (a censored TTFT, as a

@@ -71,8 +71,9 @@ class AttemptRecord:
     @property
     def refused_request(self) -> bool:
         """The provider refused the request itself (a 400 or 422: `ProviderRejectedError`), the
-        caller's to fix: neither its breaker nor its statistics count it against the
-        deployment, or one tenant's malformed requests would move every tenant's traffic."""
+        caller's to fix: its breaker does not count it, nor its statistics unless another
+        deployment then answered the same request (`StatsSink.record`), or one tenant's
+        malformed requests would move every tenant's traffic."""
         return isinstance(self.error, ProviderRejectedError)
 
     @property

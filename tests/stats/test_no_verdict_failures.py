@@ -36,3 +36,24 @@ def test_only_the_deployment_s_own_failures_are_its_errors(error: errors.Slorout
     store = RecordingStore()
     StatsSink(store, SloTracker({})).record(_failed(error))
     assert [obs.error for obs in store.seen] == ([type(error).__name__] if counted else [])
+
+
+def test_a_refusal_another_deployment_answered_is_the_refusing_deployment_s_error() -> None:
+    """`A` refuses with a 400 what `B` then answers: `A` refuses what its peers take, and counts
+    it (a deployment that refused every request stayed first in the ranking, its breaker and
+    statistics clean, each request paying a refused attempt first)."""
+    start = time.perf_counter()
+    refused = AttemptRecord("A", 1, start, "first", "failed", ended_at=start + 0.01,
+                            error=errors.ProviderRejectedError("unsupported_parameter",
+                                                               code="upstream_rejected"))
+    answered = AttemptRecord("B", 2, start + 0.01, "fallback", "won",
+                             first_content_at=start + 0.1, ended_at=start + 0.2)
+    outcome = Outcome(request_id="r", tenant="t", requested_model="auto", stream=True,
+                      arrived_at=start, task="chat", deployment="B",
+                      first_content_at=start + 0.1, first_token_at=start + 0.1,
+                      last_token_at=start + 0.2, ended_at=start + 0.2, prompt_tokens=5,
+                      completion_tokens=3, attempts=[refused, answered])
+    store = RecordingStore()
+    StatsSink(store, SloTracker({})).record(outcome)
+    assert [(obs.deployment, obs.error) for obs in store.seen] == [
+        ("A", "ProviderRejectedError"), ("B", None)]

@@ -15,11 +15,12 @@ page would need a key, and these checks do not apply.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable
 
 from router.errors import PermissionDeniedError
 
-_LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost", "ip6-loopback"})
+_LOOPBACK_NAMES = frozenset({"localhost", "ip6-localhost", "ip6-loopback"})
 
 
 def browser_refusal(headers: Iterable[tuple[bytes, bytes]]) -> PermissionDeniedError | None:
@@ -40,16 +41,32 @@ def browser_refusal(headers: Iterable[tuple[bytes, bytes]]) -> PermissionDeniedE
 
 
 def loopback_host(host: str) -> bool:
-    """Whether a `Host` header (with or without its port) names loopback: `localhost` (and
-    names under it, which resolvers keep on loopback), 127.0.0.0/8, `[::1]`."""
+    """Whether a `Host` header (with or without its port) names this machine: `localhost` (and
+    names under it, which resolvers keep on loopback), or an address that reaches it: loopback
+    or unspecified (`0.0.0.0`, which Linux connects to loopback), in any spelling `inet_aton`
+    takes (`127.1`) or as an IPv4-mapped IPv6 address. DNS rebinding needs a name, never an
+    address, and a page addressing one of these is cross-origin anyway (its `Origin` is
+    refused)."""
     name = host.strip().lower()
     if name.startswith("["):  # an IPv6 literal: [::1]:8080
         name = name[1:].partition("]")[0]
     elif name.count(":") == 1:
         name = name.partition(":")[0]
+    name = name.removesuffix(".")
     if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
         return True
+    address = _address(name)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address is not None and (address.is_loopback or address.is_unspecified)
+
+
+def _address(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        return ipaddress.ip_address(name).is_loopback
+        return ipaddress.ip_address(name)
     except ValueError:
-        return False
+        pass
+    try:  # IPv4's other spellings (127.1, 2130706433), which clients resolve as addresses
+        return ipaddress.IPv4Address(socket.inet_aton(name))
+    except OSError:
+        return None

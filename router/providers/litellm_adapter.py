@@ -76,9 +76,10 @@ _NOT_FORWARDED = frozenset({"metadata", "stream", "stream_options", "model"})
 # ship (every call fails), and the server provider that was meant.
 _IN_PROCESS = {"vllm": "hosted_vllm"}
 # Providers litellm reaches only at a configured address, and the variable it also reads: without
-# either, hosted_vllm sends the prompts to api.openai.com (with a placeholder key), and azure fails
-# every call.
-_ADDRESS_VARIABLE = {"hosted_vllm": "HOSTED_VLLM_API_BASE", "azure": "AZURE_API_BASE"}
+# either, hosted_vllm sends the prompts to api.openai.com (with a placeholder key), and azure and
+# azure_ai (an Azure AI Foundry resource's own endpoint) fail every call.
+_ADDRESS_VARIABLE = {"hosted_vllm": "HOSTED_VLLM_API_BASE", "azure": "AZURE_API_BASE",
+                     "azure_ai": "AZURE_AI_API_BASE"}
 
 
 def provider_problems(deployments: Iterable[Deployment],

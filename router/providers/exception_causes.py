@@ -166,14 +166,11 @@ def raised_before_sending(exc: BaseException) -> bool:
     `litellm/main.py`) and in no frame that sends a request or reads an answer. Anything else,
     a future litellm that raises from elsewhere included, stays a transport failure.
     """
-    names = {klass.__name__ for klass in type(exc).__mro__}
-    if "APIConnectionError" not in names or names & {"APITimeoutError", "Timeout"}:
-        return False
-    chain = _causes(exc)
-    if not chain or not all(_plain_builtin(cause) for cause in chain):
+    root = _builtin_under_connection_error(exc)
+    if root is None:
         return False
     frames = [(frame.f_code.co_filename.replace("\\", "/"), frame.f_code.co_name)
-              for frame, _ in traceback.walk_tb(chain[-1].__traceback__)]
+              for frame, _ in traceback.walk_tb(root.__traceback__)]
     in_set_up = any(name == "completion" and path.endswith("litellm/main.py")
                     for path, name in frames)
     did_io = any(_does_io(path) for path, _ in frames) or any(
@@ -187,14 +184,22 @@ def failed_reading_answer(exc: BaseException) -> bool:
     the upstream answered, and litellm could not read the answer (a Messages answer without
     `content`; on the simulator, Groq's translation reading a `service_tier` it did not send).
     Not a connection error: nothing about the connection failed."""
+    root = _builtin_under_connection_error(exc)
+    return root is not None and any(frame.f_code.co_name.startswith(_IO_FUNCTIONS)
+                                    for frame, _ in traceback.walk_tb(root.__traceback__))
+
+
+def _builtin_under_connection_error(exc: BaseException) -> BaseException | None:
+    """The root of `exc`'s causes when `exc` is litellm's `APIConnectionError` (no timeout)
+    over builtin exceptions only (no transport, SSL, socket or HTTP error): litellm's own code
+    failed, before sending or while reading an answer. None otherwise."""
     names = {klass.__name__ for klass in type(exc).__mro__}
     if "APIConnectionError" not in names or names & {"APITimeoutError", "Timeout"}:
-        return False
+        return None
     chain = _causes(exc)
     if not chain or not all(_plain_builtin(cause) for cause in chain):
-        return False
-    return any(frame.f_code.co_name.startswith(_IO_FUNCTIONS)
-               for frame, _ in traceback.walk_tb(chain[-1].__traceback__))
+        return None
+    return chain[-1]
 
 
 def failed_building_request(exc: BaseException) -> bool:

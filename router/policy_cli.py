@@ -136,7 +136,7 @@ def explain_command(args: argparse.Namespace) -> int:
     from router.api.body import parse_chat, parse_json_object
     from router.api.explain import explain_decision
     from router.errors import ConfigError, SlorouterError
-    from router.execution.deadline import requested_timeout_s
+    from router.execution.deadline import Deadline
     from router.execution.plan import ExecutionState
     from router.execution.runner import Runner
     from router.pipeline import ChatPipeline
@@ -161,10 +161,10 @@ def explain_command(args: argparse.Namespace) -> int:
     try:
         raw = parse_json_object(text.encode())  # as the HTTP endpoint reads it
         chat, headers = parse_chat(raw), dict(args.header)
-        client_s = requested_timeout_s(headers, stream=chat.stream)  # as the service would
-        budget = min(runtime.request_timeout_s, client_s or runtime.request_timeout_s)
+        deadline = Deadline.from_headers(time.perf_counter, runtime.request_timeout_s, headers,
+                                         stream=chat.stream)  # as the service would set it
         prepared = ChatPipeline(runtime, classifier, Runner({}, ExecutionState.create())).prepare(
-            chat, raw, headers, time.perf_counter() + budget)
+            chat, raw, headers, deadline.expires_at)
     except SlorouterError as err:
         print(f"slorouter explain: {err}", file=sys.stderr)
         return 2

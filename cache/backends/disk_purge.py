@@ -85,8 +85,7 @@ def delete_expired_values(directory: Path, now: float) -> int:
     delete a row (its write-ahead log needs pages), but unlinking the answers' files frees room.
     Their rows, expired, read as misses (a row whose file is gone too) until `expire` deletes
     them. How many files went."""
-    database = (directory / diskcache.core.DBNAME).as_uri()
-    with closing(sqlite3.connect(f"{database}?mode=ro", uri=True)) as connection:
+    with _read_only(directory) as connection:
         rows = connection.execute(
             "SELECT filename FROM Cache WHERE filename IS NOT NULL AND expire_time IS NOT NULL"
             " AND expire_time < ?", (now,)).fetchall()
@@ -113,10 +112,15 @@ def _delete_unreferenced(directory: Path) -> int:
 
 
 def _referenced(directory: Path) -> frozenset[str]:
-    database = (directory / diskcache.core.DBNAME).as_uri()
-    with closing(sqlite3.connect(f"{database}?mode=ro", uri=True)) as connection:
+    with _read_only(directory) as connection:
         rows = connection.execute("SELECT filename FROM Cache WHERE filename IS NOT NULL")
         return frozenset(str(row[0]) for row in rows)
+
+
+def _read_only(directory: Path) -> closing[sqlite3.Connection]:
+    """The directory's database opened for reading only (nothing written, not even a journal)."""
+    database = (directory / diskcache.core.DBNAME).as_uri()
+    return closing(sqlite3.connect(f"{database}?mode=ro", uri=True))
 
 
 def _delete(directory: Path, names: tuple[str, ...]) -> int:

@@ -19,7 +19,7 @@ from router.api.body import authorization_header, parse_chat, read_json
 from router.api.errors import error_response
 from router.api.request_ids import check_request_id
 from router.auth import authenticate
-from router.execution.deadline import requested_timeout_s
+from router.execution.deadline import Deadline
 from router.pipeline import Caller, ChatPipeline, Prepared, arm_degraded, session_of
 
 
@@ -94,10 +94,9 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
                             scopes=principal.scopes)
             # The deadline the request would get: the client's timeout headers shorten it, and
             # the ranking holds a request to the time its client waits.
-            client_s = requested_timeout_s(request.headers, stream=chat.stream)
-            budget = min(config.request_timeout_s, client_s or config.request_timeout_s)
-            prepared = pipeline.prepare(chat, raw, request.headers, time.perf_counter() + budget,
-                                        caller)
+            deadline = Deadline.from_headers(time.perf_counter, config.request_timeout_s,
+                                             request.headers, stream=chat.stream)
+            prepared = pipeline.prepare(chat, raw, request.headers, deadline.expires_at, caller)
         except Exception as exc:
             return error_response(exc)
         return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")

@@ -139,10 +139,11 @@ class Deadline:
 
     @classmethod
     def from_headers(
-        cls, clock: Clock, policy_s: float, headers: Mapping[str, str]
+        cls, clock: Clock, policy_s: float, headers: Mapping[str, str], *, stream: bool = False
     ) -> Deadline:
-        """A deadline from the policy default and the request's lower-cased headers."""
-        return cls.start(clock, policy_s, requested_timeout_s(headers))
+        """A deadline from the policy default and the request's lower-cased headers (`stream`:
+        the request is streamed, so the SDKs' timeout headers bound only its head)."""
+        return cls.start(clock, policy_s, requested_timeout_s(headers, stream=stream))
 
     @property
     def total_s(self) -> float:

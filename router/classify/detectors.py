@@ -24,6 +24,7 @@ from router.classify.scan import (
     trigram_payloads,
     trigram_table,
 )
+from router.classify.spelling import rule_spelling
 from router.classify.tools import side_effect_tools
 from router.classify.types import RequestView
 
@@ -74,6 +75,7 @@ _JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
     ("دستورات قبلی", None, 0, 0),
     ("های قبلی", None, 0, 0),
     ("نادیده بگیر", None, 0, 0),
+    ("نادیدهبگیر", None, 0, 0),  # written with a zero-width non-joiner, which `visible` drops
 )
 _JAILBREAK_KEYS: Final = tuple(dict.fromkeys(rule[0] for rule in _JAILBREAK_RULES))
 _JAILBREAK_RULES_BY_KEY: Final = {
@@ -114,6 +116,7 @@ _ANCHORS: Final[dict[str, str]] = {
     "دستورات قبلی": "ورات",
     "های قبلی": "قبلی",
     "نادیده بگیر": "نادی",
+    "نادیدهبگیر": "نادی",
 }
 _ANCHOR_AT: Final[dict[str, int]] = {key: key.index(gram) for key, gram in _ANCHORS.items()}
 _JAILBREAK_TABLE: Final = anchor_table((gram, key) for key, gram in _ANCHORS.items())
@@ -364,11 +367,14 @@ def is_regulated_advice(text: str) -> bool:
 
 # Format characters that draw nothing: zero-width space, non-joiner and joiner, the
 # direction marks, embeddings and isolates (RTL text pasted from a Persian page carries them),
-# word joiner, soft hyphen, BOM. Between two letters or digits they hide a phrase or a card
+# word joiner, soft hyphen, BOM; and the characters that draw nothing by themselves: the
+# combining grapheme joiner, the variation selectors, the Hangul fillers, Khmer's inherent
+# vowels and the tag characters. Between two letters or digits they hide a phrase or a card
 # number from every rule, and a word from the model, so the rules and the model's features
 # (`features.py`) read the text without them: this is the one list of them.
 _INVISIBLE: Final = re.compile(
-    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]+"
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u2069\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f]+"
 )
 
 
@@ -408,10 +414,11 @@ def visible_text(view: RequestView) -> VisibleText:
 
 def detect(view: RequestView, text: VisibleText | None = None) -> Findings:
     """Run every rule on the request: PII and injection on all messages, advice on the last
-    user message, side effects on the declared tools. `text`: `visible_text(view)`, when the
-    caller has it."""
+    user message (each in its `rule_spelling`), side effects on the declared tools. `text`:
+    `visible_text(view)`, when the caller has it."""
     text = text if text is not None else visible_text(view)
-    everything = text.everything
+    # the rules read one spelling of digits, spaces, dashes and Persian letters (`spelling`)
+    everything = rule_spelling(text.everything)
     scanned = scan(everything) if len(everything) >= SCAN_MIN_CHARS else None
     return Findings(
         pii=pii_kinds(everything, scanned),
@@ -419,5 +426,5 @@ def detect(view: RequestView, text: VisibleText | None = None) -> Findings:
         side_effect_tools=(
             side_effect_tools(view.tool_names, view.tool_descriptions) if view.tool_names else ()
         ),
-        regulated_advice=is_regulated_advice(text.last_user),
+        regulated_advice=is_regulated_advice(rule_spelling(text.last_user)),
     )

@@ -28,8 +28,11 @@ _EASTERN_DIGITS: Final = "۰۱۲۳۴۵۶۷۸۹٠١٢٣٤٥٦٧٨٩"
 _TO_ASCII: Final = str.maketrans(_EASTERN_DIGITS, "01234567890123456789")
 _EASTERN_RUN: Final = re.compile(f"[{_EASTERN_DIGITS}]+")
 
+# The domain ends where its ASCII letters do: Persian text often follows an address with no
+# space between them.
 _EMAIL: Final = re.compile(
-    r"(?<![\w.%+-])[\w.%+-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}\.)+[A-Za-z]{2,24}(?![\w-])"
+    r"(?<![\w.%+-])[\w.%+-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}\.)+[A-Za-z]{2,24}"
+    r"(?![A-Za-z0-9_-])"
 )
 # A run of digits with the separators people write inside numbers; each run is then tested
 # by the kind-specific patterns below, so the whole text is scanned once.
@@ -68,14 +71,14 @@ def ascii_digits(text: str) -> str:
 
 
 def _digits(s: str) -> str:
-    return "".join(ch for ch in s if ch.isdigit())
+    return "".join(ch for ch in s if ch.isdecimal())
 
 
 def luhn_valid(number: str) -> bool:
     """True when the digit string passes the Luhn (mod 10) check."""
     total = 0
     for i, ch in enumerate(reversed(number)):
-        d = ord(ch) - 48
+        d = int(ch)  # any script's decimal digit
         if i % 2 == 1:
             d = d * 2 - 9 if d > 4 else d * 2
         total += d

@@ -21,8 +21,8 @@ os.environ.setdefault("LITELLM_TELEMETRY", "False")
 
 import httpx
 import litellm
-import orjson
 
+from router.providers import lone_surrogates
 from router.providers.base import (
     Completion,
     Deployment,
@@ -250,7 +250,8 @@ class LitellmProvider:
         except Exception as exc:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
         body = _dump_completion(response)
-        return Completion(body=orjson.dumps(body), usage=Usage.from_openai(body.get("usage")))
+        usage = Usage.from_openai(body.get("usage"))
+        return Completion(body=lone_surrogates.dumps(body), usage=usage)
 
     async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:
         kwargs = self._kwargs(call)
@@ -279,7 +280,7 @@ class LitellmProvider:
                     except Exception as exc:  # the upstream had it: see broken_after_head
                         raise broken_after_head(exc) from exc
                     body = _dump_chunk(chunk)
-                    yield chunk_event(orjson.dumps(body), body)
+                    yield chunk_event(lone_surrogates.dumps(body), body)
             finally:
                 # Closed here, also when the consumer lets go at a `yield` (the client left or
                 # stopped reading, a hedge lost): left to the garbage collector, the upstream

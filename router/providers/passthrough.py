@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from router.providers import lone_surrogates
 from router.providers.base import (
     Completion,
     StreamEvent,
@@ -92,7 +93,7 @@ class PassthroughProvider:
                 raw = await (await self._post(call, stream=False)).read()
         except Exception as exc:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
-        return Completion(body=raw, usage=_usage_of(raw))
+        return _completion_of(raw)
 
     async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:
         # The deadline bounds each wait inside this generator, never a span that holds a
@@ -201,7 +202,10 @@ def _event_of(line: bytes) -> StreamEvent | None:
     try:
         chunk = orjson.loads(payload)
     except orjson.JSONDecodeError as exc:
-        raise _NotWhole(payload) from exc
+        fixed = lone_surrogates.repaired(payload)  # half an emoji: relayed well-formed
+        if fixed is None:
+            raise _NotWhole(payload) from exc
+        chunk, payload = fixed
     if not isinstance(chunk, dict):
         raise ResponseBroken("upstream chunk is not a JSON object")
     if "error" in chunk and "choices" not in chunk:
@@ -213,12 +217,14 @@ def _status_error(status: int, raw: bytes, headers: Mapping[str, str]) -> Except
     return from_body(status, raw, retry_after_of(headers))
 
 
-def _usage_of(raw: bytes) -> Usage | None:
-    """The usage of a chat.completion body; a body that is not one is an upstream error."""
+def _completion_of(raw: bytes) -> Completion:
+    """A chat.completion body and its usage (relayed as it came, unless it held half an emoji:
+    then well-formed); a body that is not one is an upstream error."""
     try:
         parsed = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        parsed = None
+        fixed = lone_surrogates.repaired(raw)
+        parsed, raw = fixed if fixed is not None else (None, raw)
     if not isinstance(parsed, dict) or not isinstance(parsed.get("choices"), list):
         raise not_a_completion()
-    return Usage.from_openai(parsed.get("usage"))
+    return Completion(body=raw, usage=Usage.from_openai(parsed.get("usage")))

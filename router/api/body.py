@@ -97,10 +97,12 @@ def parse_json_object(body: bytes | bytearray) -> dict[str, Any]:
     except orjson.JSONDecodeError as exc:
         if exc.msg == "depth limit exceeded":  # orjson stops reading at 1024 levels
             raise _too_deep() from None
-        # orjson calls bytes that are not UTF-8 "str is not valid UTF-8: surrogates not allowed"
-        problem = ("the body is not UTF-8 text" if exc.msg.startswith("str is not valid UTF-8")
-                   else exc.msg)
-        raise RequestError(f"could not parse the JSON body: {problem} at position {exc.pos}",
+        # orjson calls bytes that are not UTF-8 "str is not valid UTF-8: surrogates not allowed",
+        # at position 0: the position is the first byte that is not
+        problem, at = exc.msg, exc.pos
+        if problem.startswith("str is not valid UTF-8"):
+            problem, at = "the body is not UTF-8 text", _first_non_utf8(body)
+        raise RequestError(f"could not parse the JSON body: {problem} at position {at}",
                            code="invalid_json") from None
     if not isinstance(parsed, dict):
         raise RequestError("the JSON body must be an object", code="invalid_json")
@@ -154,6 +156,15 @@ def header_values(raw_headers: Iterable[tuple[bytes, bytes]], name: bytes) -> li
     return [value for found, value in raw_headers if found == name]
 
 
+def _first_non_utf8(body: bytes | bytearray) -> int:
+    """The offset of the first byte of `body` that is not (part of) UTF-8 text."""
+    try:
+        bytes(body).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return 0
+
+
 def authorization_header(raw_headers: Iterable[tuple[bytes, bytes]]) -> str | None:
     """The request's `Authorization` value, or None; a 401 when it came more than once: the
     first one was taken, and a proxy in front that reads the last would judge the request by
@@ -166,10 +177,21 @@ def authorization_header(raw_headers: Iterable[tuple[bytes, bytes]]) -> str | No
 
 
 def received_headers(request: Request) -> dict[str, str]:
-    """The request's headers as a plain dict (lower-case names; the first of repeated ones wins):
-    a request reads a dozen of them, and each read of Starlette's `Headers` scans the list."""
-    return {name.decode("latin-1"): value.decode("latin-1")
+    """The request's headers as a plain dict (lower-case names, `header_text` values; the first
+    of repeated ones wins): a request reads a dozen of them, and each read of Starlette's
+    `Headers` scans the list."""
+    return {name.decode("latin-1"): header_text(value)
             for name, value in reversed(request.scope["headers"])}
+
+
+def header_text(value: bytes) -> str:
+    """A header value as text: UTF-8 when it is (clients send a session id or a hint in Persian
+    as UTF-8, the same text they would put in `metadata`), else Latin-1 (HTTP's own reading of
+    bytes beyond ASCII)."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
 
 
 def parse_chat(raw: dict[str, Any]) -> ChatCompletionRequest:

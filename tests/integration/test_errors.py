@@ -65,6 +65,32 @@ def test_a_body_that_is_not_utf8_is_400_saying_so(gateway: Running) -> None:
     body = '{"model": "pt-fast", "messages": [{"role": "user", "content": "café"}]}'
     error = _assert_openai_error(_post(gateway, body.encode("latin-1")), 400)
     assert error["code"] == "invalid_json" and "not UTF-8" in str(error["message"])
+    # the position named is the first byte that is not UTF-8 (the é), not orjson's 0
+    assert str(error["message"]).endswith(f"at position {body.index('é')}")
+
+
+def test_a_header_in_utf8_reads_as_the_same_text_in_metadata(gateway: Running) -> None:
+    """A Persian session id sent as UTF-8 in `x-slorouter-session` and in `metadata.session_id`
+    is one session, not a conflict between its Latin-1 reading and the text."""
+    session = "جلسه-۱"
+    body = json.dumps({"model": "pt-fast", "messages": MESSAGES,
+                       "metadata": {"session_id": session}})
+    response = httpx.post(f"{gateway.base_url}/v1/chat/completions", content=body,
+                          headers=[(b"content-type", b"application/json"),
+                                   (b"authorization", b"Bearer sk-test-tenant-one"),
+                                   (b"x-slorouter-session", session.encode())],
+                          timeout=20)
+    assert response.status_code == 200, response.text
+    other = json.dumps({"model": "pt-fast", "messages": MESSAGES,
+                        "metadata": {"session_id": "جلسه-۲"}})
+    refused = httpx.post(f"{gateway.base_url}/v1/chat/completions", content=other,
+                         headers=[(b"content-type", b"application/json"),
+                                  (b"authorization", b"Bearer sk-test-tenant-one"),
+                                  (b"x-slorouter-session", session.encode())],
+                         timeout=20)
+    error = _assert_openai_error(refused, 400)
+    assert error["code"] == "conflicting_session"
+    assert session in str(error["message"])  # named as the client wrote it
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "br", "GZip"])

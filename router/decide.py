@@ -10,6 +10,7 @@ come in as values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
@@ -29,7 +30,7 @@ from policies.eligibility import (
     refuses_stop,
     too_hot,
 )
-from policies.learned.decide import choose
+from policies.learned.decide import ThresholdRule, choose
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
 from router.errors import NoEligibleModelError, NotFoundError, RequestError, shown
@@ -304,13 +305,26 @@ def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[V
     if router is None or not facts.prompt_text or facts.task not in router.tasks:
         return ranked
     probs = router.predictor.predict(facts.prompt_text, facts.task)
-    chosen = choose(router.rule, probs)
+    chosen = choose(by_configured_cost(router.rule, eligible), probs)
     front = [r for r in ranked if any(v.deployment == r.deployment and v.model == chosen
                                       for v in eligible)]
     note = f"learned router: P(success)={probs.get(chosen, 0.0):.2f} for {chosen}"
     front = [r._replace(why=f"{r.why}; {note}") for r in front]
     moved = {r.deployment for r in front}
     return (*front, *[r for r in ranked if r.deployment not in moved])
+
+
+def by_configured_cost(rule: ThresholdRule, eligible: Sequence[Verdict]) -> ThresholdRule:
+    """`rule` with its candidates cheapest first by this request's worst case on the configured
+    prices (each model at its cheapest eligible deployment; a model with none last), not by the
+    prices of the data it was trained on: a model whose configured price is twenty times its
+    training price must not come first. Equal costs keep the trained order."""
+    cheapest: dict[str, float] = {}
+    for verdict in eligible:
+        if verdict.cost_usd < cheapest.get(verdict.model, math.inf):
+            cheapest[verdict.model] = verdict.cost_usd
+    order = sorted(rule.candidates, key=lambda model: cheapest.get(model, math.inf))
+    return rule if tuple(order) == rule.candidates else replace(rule, candidates=tuple(order))
 
 
 def _no_candidate(requested: str, labels: Labels, facts: RequestFacts, policy: TaskPolicy,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,11 +35,15 @@ def _prompts(count: int) -> list[str]:
         return [json.loads(line)["prompt"] for _, line in zip(range(count), lines, strict=False)]
 
 
-def _config(artifact: Path, policies: str | None = None) -> str:
+def _config(artifact: Path, policies: str | None = None,
+            prices: tuple[float, ...] | None = None) -> str:
+    """Each candidate model on one deployment, priced 1, 2, ... in the trained order (cheapest
+    first) unless `prices` says otherwise."""
     models = load_artifact(artifact).rule.candidates
+    prices = prices if prices is not None else tuple(range(1, len(models) + 1))
     deployments = "".join(
-        f"\n  - {{name: {m}-d, model: openai/{m}, input_price_per_mtok: {i + 1}, "
-        f"output_price_per_mtok: {i + 1}}}" for i, m in enumerate(models))
+        f"\n  - {{name: {m}-d, model: openai/{m}, input_price_per_mtok: {p}, "
+        f"output_price_per_mtok: {p}}}" for m, p in zip(models, prices, strict=True))
     model_list = "".join(f"\n  - {{name: {m}, deployments: [{m}-d]}}" for m in models)
     return f"""version: 1
 deployments:{deployments}
@@ -68,6 +73,28 @@ def test_the_model_the_learned_router_chooses_is_tried_first(artifact: Path) -> 
         assert decision.model == expected
         firsts.append(decision.model)
     assert len(set(firsts)) == 2
+
+
+def test_the_cheapest_model_is_the_cheapest_on_the_configured_prices(artifact: Path) -> None:
+    """The artifact orders its models by the prices of its training data (Mixtral first, at a
+    fraction of GPT-4's). Configured the other way round (Mixtral at 20 times GPT-4's price),
+    a prompt both models are predicted to clear goes to GPT-4, the cheaper one here: the
+    decision reads the configured prices, not the data's."""
+    router = load_artifact(artifact)
+    trained = router.rule.candidates
+    config = load_config_text(_config(artifact, prices=(20.0, 1.0)))
+    runtime = resolve(config, {}, lambda _m: None, learned=load_learned(config, artifact.parent))
+    reversed_rule = replace(router.rule, candidates=tuple(reversed(trained)))
+    moved = 0
+    for prompt in _prompts(60):
+        probs = router.predictor.predict(prompt, "math")
+        facts = RequestFacts(task="math", risk="low", prompt_tokens=200, max_output_tokens=200,
+                             prompt_text=prompt)
+        decision = decide("auto", Labels(task="math", risk="low"), facts, runtime,
+                          StaticRanker(), lambda _n: True)
+        assert decision.model == choose(reversed_rule, probs)
+        moved += choose(router.rule, probs) == trained[0] != decision.model
+    assert moved > 0  # prompts the trained order sent to the dearer model
 
 
 def test_learned_router_version_joins_the_policy_version(artifact: Path) -> None:

@@ -132,7 +132,9 @@ class Experiments:
             tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None and e2e is not None
             else None,
             e2e_ms=e2e * 1e3 if e2e is not None else None,
-            cost_usd=None if outcome.arm_degraded else outcome.cost_usd,
+            # a request that billed nothing (a cache hit, errors no provider charges) cost the
+            # arm nothing: left out, a route that caches better got no credit for it
+            cost_usd=None if outcome.arm_degraded else (outcome.cost_usd or 0.0),
             answered=not outcome.arm_degraded)
         self._spawn(self._store.record(arm_outcome))
 

@@ -99,7 +99,7 @@ _REQUEST_CHECKS = frozenset({CheckName.FITS, CheckName.BUDGET})
 
 def require_route(decision: Decision,
                   soonest_probe_s: Callable[[Iterable[str]], float] | None = None, *,
-                  tools_field: str = "tools") -> Decision:
+                  tools_field: str = "tools", budget_field: str = "max_tokens") -> Decision:
     """A decision with nothing to try is an error that says why, per deployment: a 400 when the
     request itself fits no candidate (too long, needs tools or JSON mode none offers, over the
     cost ceiling everywhere a model above the floor is: retrying cannot help) or when it names
@@ -109,7 +109,9 @@ def require_route(decision: Decision,
     breakers' own time, as a pinned request's `circuit_open` says it), else 1 s, spread as
     `circuit_open`'s is (`spread_retry_after`: never sooner than that).
     `no_model_fits` names the field no candidate could take (`messages` for the length,
-    `tools_field` for tools, `response_format`) when they all failed on the same one."""
+    `tools_field` for tools, `response_format`) when they all failed on the same one;
+    `over_cost_ceiling` names `budget_field`, what makes the request cost that much (`n`, its
+    output limit, or `messages`)."""
     if decision.deployments:
         return decision
     failed = [(v.deployment, [c for c in v.checks if not c.passed]) for v in decision.verdicts
@@ -129,7 +131,7 @@ def require_route(decision: Decision,
                               for c in checks if c.name in _REQUEST_CHECKS)
                           for _, checks in servable)
         if only_budget:
-            raise RequestError(message, param="max_tokens", code="over_cost_ceiling")
+            raise RequestError(message, param=budget_field, code="over_cost_ceiling")
         raise RequestError(message, param=_unfit_field(servable, tools_field),
                            code="no_model_fits")
     held = [name for name, checks in failed if any(c.name == CheckName.HEALTHY for c in checks)]

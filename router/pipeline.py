@@ -443,10 +443,11 @@ class ChatPipeline:
         return plan.delay_s
 
     def _require_route(self, prepared: Prepared) -> None:
-        if not prepared.decision.deployments:  # the tools' field is named only in the error
-            tools_field = "functions" if prepared.request.tools is None else "tools"
+        if not prepared.decision.deployments:  # the fields are named only in the error
+            request = prepared.request
+            tools_field = "functions" if request.tools is None else "tools"
             require_route(prepared.decision, self._runner.soonest_probe_s,
-                          tools_field=tools_field)
+                          tools_field=tools_field, budget_field=_cost_field(request))
 
     async def complete(self, prepared: Prepared,
                        outcome: Outcome) -> tuple[Deployment, Completion]:
@@ -456,3 +457,14 @@ class ChatPipeline:
     async def open_stream(self, prepared: Prepared, outcome: Outcome) -> CommittedStream:
         self._require_route(prepared)
         return await self._runner.open_stream(prepared.plan, outcome.attempts)
+
+
+def _cost_field(request: ChatCompletionRequest) -> str:
+    """The field that makes a request over its cost ceiling, for the 400 to name: `n` when it
+    asks for several answers, else its output limit, else (none set, the router's default
+    limit priced) its prompt."""
+    if (request.n or 1) > 1:
+        return "n"
+    if request.max_completion_tokens is not None:
+        return "max_completion_tokens"
+    return "max_tokens" if request.max_tokens is not None else "messages"

@@ -220,3 +220,22 @@ def test_explain_shows_the_output_cap_the_request_is_sent_with(gateway: Running)
     limited = httpx.post(f"{gateway.base_url}/v1/route/explain", json={**body, "max_tokens": 50},
                          headers=headers, timeout=20).json()
     assert limited["request"]["output_cap"] is None
+
+
+@pytest.mark.parametrize(("limits", "param"), [
+    ({"n": 8, "max_tokens": 600}, "n"),
+    ({"max_completion_tokens": 2000}, "max_completion_tokens"),
+    ({"max_tokens": 2000}, "max_tokens"),
+])
+def test_an_over_ceiling_refusal_names_the_field_that_makes_it_so(
+        gateway: Running, limits: dict[str, int], param: str) -> None:
+    """Eight answers of 600 tokens ($0.072 at $15/M), or one of 2,000 ($0.03) whichever field
+    asks for it: the 400 names that field (it named `max_tokens` for all three)."""
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0,
+                           timeout=60)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="auto", **limits,  # type: ignore[call-overload]
+                                       messages=[{"role": "user", "content": "hello"}])
+    error = refused.value.body
+    assert isinstance(error, dict), error
+    assert (error.get("code"), error.get("param")) == ("over_cost_ceiling", param)

@@ -55,7 +55,7 @@ class DeploymentFacts:
     supports_tools: bool
     supports_json: bool
     zero_data_retention: bool
-    price_in_per_m: float
+    price_in_per_m: float  # the most a prompt token may cost (a cache write's premium included)
     price_out_per_m: float
     healthy: bool = True
     max_output_tokens: int | None = None  # the model's most output per answer; None: unknown

@@ -394,7 +394,7 @@ class ChatPipeline:
         if (policy is not None and policy.max_cost_per_request_usd is not None
                 and request.model in self.config.aliases and request.output_token_limit() is None):
             cap = output_cap(policy.max_cost_per_request_usd, facts,
-                             [(d.input_price_per_mtok, d.output_price_per_mtok)
+                             [(d.worst_prompt_price_per_mtok, d.output_price_per_mtok)
                               for d in deployments],
                              windows=[d.context_window for d in deployments])
             if cap is not None:

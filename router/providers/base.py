@@ -73,6 +73,16 @@ class Deployment:
         object.__setattr__(self, "output_limit_required",
                            self.adapter == "litellm" and anthropic_model(self.model))
 
+    @property
+    def worst_prompt_price_per_mtok(self) -> float:
+        """What a prompt token may cost: the cache-write price where the router marks prompts
+        for the provider's prompt cache at a premium (Anthropic's `cache_control`, written at
+        1.25 times the input price on a miss; `prefix.marked_bodies`), else the input price.
+        The cost ceiling's worst case and its output cap read it."""
+        write = self.cache_write_price_per_mtok
+        price_in = self.input_price_per_mtok
+        return max(price_in, write) if self.body_kind == "anthropic" and write else price_in
+
     def cost_usd(self, prompt_tokens: int, completion_tokens: int,
                  cached_tokens: int = 0, written_tokens: int = 0) -> float:
         """Price of one answer; prompt tokens read from the provider's prompt cache are billed

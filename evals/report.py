@@ -182,7 +182,8 @@ def multi_text(results: list[BenchmarkReplay], header: str) -> str:
             f"\n{r.benchmark}: {r.n} prompts, {r.candidates} priced candidates, "
             f"floor {r.floor:.4f} (reference held-out quality {r.reference_quality:.4f})"
         )
-        lines.append(f"  {'strategy':<18}{'quality':>9}{'$/1k':>10}{'saving':>9}{'floor held':>12}")
+        lines.append(f"  {'strategy':<18}{'quality':>9}{'$/1k req':>10}{'saving':>9}"
+                     f"{'floor held':>12}")
         for s in r.strategies:
             lines.append(
                 f"  {s.name:<18}{s.quality:>9.4f}{s.cost_per_1k:>10.4f}"

@@ -179,7 +179,10 @@ def result_caching(config: RouterConfig) -> ResultCaching:
     if spec.backend == "redis":
         assert spec.redis_url is not None  # the schema requires it
         writes = WriteHealth("cache")  # its refusals, for /readyz
-        backend = RedisResultCache(connect(spec.redis_url), metrics, writes=writes)
+        admitted = sum(pool.max_concurrency for pool in (config.server.reliability.interactive,
+                                                         config.server.reliability.background))
+        backend = RedisResultCache(connect(spec.redis_url, max_connections=admitted), metrics,
+                                   writes=writes)
     else:
         # Relative to the working directory (not the config's), like any state the process
         # writes; the embedded default's config lives inside the installed package.

@@ -10,6 +10,16 @@ call after the cool-down probes it again and the pool reconnects by itself. A co
 refuses with an error reply (out of memory under `noeviction`, a READONLY replica) costs no
 time and starts no cool-down: the write is a counted no-op and reads still hit.
 
+A failure is Redis's only when nothing Redis answered while the failed call waited: a call
+that timed out while others were answered waited on this process (its event loop busy with a
+burst of requests, or every pooled connection taken), not on Redis, and starts no cool-down.
+Before, a burst of 150 identical requests for a stored answer turned the cache off for a
+second (86 went upstream, and the burst's answers were not stored): the pool refused calls
+past its 64 connections (`MaxConnectionsError`), and after a restart the first burst's own
+CPU ran calls past their 100 ms. The pool now holds as many connections as the router admits
+requests (`connect(max_connections=)`), and a call finding them all taken waits for one
+within its timeout.
+
 Each `set`'s reply also goes to `writes` (the router passes a `router.redis_writes.WriteHealth`,
 which `/readyz` reads): a refused write marks the cache's writes refused, an accepted one clears
 that. It costs no command of its own, one call per `set`.
@@ -22,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
@@ -53,16 +63,21 @@ class _Unwatched:
         pass
 
 
-def connect(url: str, *, timeout_s: float = 0.05, max_connections: int = 64) -> Redis:
-    """A client with short timeouts and no retries: a slow Redis must look like a miss."""
-    client: Redis = Redis.from_url(
+def connect(url: str, *, timeout_s: float = 0.05, max_connections: int = 64,
+            pool_wait_s: float = 0.1) -> Redis:
+    """A client with short timeouts and no retries: a slow Redis must look like a miss. Each
+    request makes one call at a time, so `max_connections` at the number of requests the
+    router admits lets every one of them call at once; a call finding them all taken waits up
+    to `pool_wait_s` (the call's own timeout bounds it too)."""
+    pool = BlockingConnectionPool.from_url(
         url,
         socket_timeout=timeout_s,
         socket_connect_timeout=timeout_s,
         retry=Retry(NoBackoff(), 0),
         max_connections=max_connections,
+        timeout=pool_wait_s,
     )
-    return client
+    return Redis.from_pool(pool)
 
 
 class RedisResultCache:
@@ -89,17 +104,20 @@ class RedisResultCache:
         self._clock = clock
         self._failures = FailureLog("redis", metrics, log_interval_s, clock)
         self._down_until = float("-inf")
+        self._answered_at = float("-inf")  # when Redis last answered a call
 
     async def get(self, key: str) -> CachedEntry | None:
         """The entry under `key`, or None; Redis down or slow is a counted miss."""
         if self._skipping():
             return None
+        started = self._clock()
         try:
             async with asyncio.timeout(self._op_timeout_s):
                 raw = await self._client.get(self._namespace + key)
         except _ERRORS as exc:
-            self._fail("get", exc)
+            self._fail("get", exc, started)
             return None
+        self._answered_at = self._clock()
         return decode_entry(raw) if isinstance(raw, bytes) else None
 
     async def set(self, key: str, entry: CachedEntry, ttl_s: float) -> bool:
@@ -107,13 +125,15 @@ class RedisResultCache:
         if self._skipping():
             return False
         ttl_ms = max(int(ttl_s * 1000), 1)
+        started = self._clock()
         try:
             async with asyncio.timeout(self._op_timeout_s):
                 await self._client.set(self._namespace + key, encode_entry(entry), px=ttl_ms)
         except _ERRORS as exc:
             self._writes.failed(exc)
-            self._fail("set", exc)
+            self._fail("set", exc, started)
             return False
+        self._answered_at = self._clock()
         self._writes.accepted()
         return True
 
@@ -127,7 +147,15 @@ class RedisResultCache:
             return True
         return False
 
-    def _fail(self, operation: str, exc: BaseException) -> None:
+    def _fail(self, operation: str, exc: BaseException, started: float) -> None:
+        """A failed call (begun at `started`): a cool-down when it says Redis is down."""
         self._failures.report(operation, exc)
-        if not isinstance(exc, ResponseError):  # a refusal is an answer: Redis is there
+        if redis_is_down(exc, started, self._answered_at):
             self._down_until = self._clock() + self._cooldown_s
+
+
+def redis_is_down(exc: BaseException, started: float, answered_at: float) -> bool:
+    """Whether a call that began at `started` and failed with `exc` says Redis is down: not when
+    Redis refused the command (an error reply is an answer), nor when it answered another call
+    after this one began (this call waited on the router: its event loop, its pool)."""
+    return not isinstance(exc, ResponseError) and answered_at <= started

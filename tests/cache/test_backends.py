@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
-from cache.backends.redis import RedisResultCache, connect
+from cache.backends.redis import RedisResultCache, connect, redis_is_down
 from cache.entry import CachedEntry, EntryVersions
 from cache.keys import derive_key
 from cache.metrics import CacheMetrics
@@ -201,3 +203,30 @@ async def test_the_disk_cache_directory_is_private_to_its_user(tmp_path: Path) -
             assert any(p.name.startswith("cache.db") for p in directory.iterdir())
     finally:
         os.umask(previous)
+
+
+async def test_a_burst_larger_than_the_pool_waits_for_connections_and_hits(
+        own_redis: ManagedProcess) -> None:
+    """150 gets at once for a stored entry through a pool of 8 connections: every one waits for
+    a connection and hits. The pool used to refuse calls past its size (`MaxConnectionsError`),
+    which read as Redis down: misses, and a second of cool-down for everyone."""
+    metrics = CacheMetrics()
+    cache = RedisResultCache(connect(f"redis://127.0.0.1:{own_redis.port}/0", max_connections=8),
+                             metrics)
+    assert await cache.set("k", ENTRY, 60.0)
+    found = await asyncio.gather(*(cache.get("k") for _ in range(150)))
+    assert found == [ENTRY] * 150
+    assert metrics.snapshot().backend_errors.get("redis", 0) == 0
+    await cache.aclose()
+
+
+def test_a_call_that_failed_while_redis_answered_others_says_nothing_of_redis() -> None:
+    """The cool-down rule: a timeout or a connection error with no answer from Redis since the
+    call began is Redis down; one after Redis answered another call (the router's own event
+    loop or pool held it) is not, nor is an error reply."""
+    assert redis_is_down(TimeoutError(), started=5.0, answered_at=4.0)
+    assert redis_is_down(RedisConnectionError("refused"), started=5.0, answered_at=5.0)
+    assert not redis_is_down(TimeoutError(), started=5.0, answered_at=5.2)
+    assert not redis_is_down(RedisConnectionError("No connection available."), started=5.0,
+                             answered_at=5.1)
+    assert not redis_is_down(ResponseError("OOM"), started=5.0, answered_at=float("-inf"))

@@ -92,8 +92,8 @@ def hedging(hedge: bool, share: float, at: float, n: int = 20_000,
 def breaker_failures_to_open() -> int:
     breaker = CircuitBreaker(BreakerPolicy(), ManualClock())
     failures = 0
-    while breaker.allow():
-        breaker.on_failure()
+    while (permit := breaker.allow()) is not None:
+        breaker.on_failure(permit)
         failures += 1
     return failures
 

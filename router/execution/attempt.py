@@ -17,6 +17,7 @@ from router.errors import (
     ProviderUnavailableError,
     SlorouterError,
 )
+from router.execution.breaker import REGULAR, Permit
 from router.providers.base import Usage
 
 AttemptKind = Literal["first", "retry", "fallback", "hedge"]
@@ -57,6 +58,7 @@ class AttemptRecord:
     # A won stream its client left before the end: the answer was cut short, not given whole
     # (the telemetry's `cancelled`); its first token still counts as the deployment's.
     abandoned: bool = False
+    permit: Permit = REGULAR  # what its deployment's breaker admitted it with (`allow()`)
 
     @property
     def ttft_s(self) -> float | None:

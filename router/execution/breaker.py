@@ -4,9 +4,15 @@
     open ──(cool-down elapsed)──▶ half_open ──(probe succeeds `successes_to_close` times)──▶ closed
                                   half_open ──(a probe fails)──▶ open (a fresh cool-down)
 
-`allow()` admits a request (in half-open, at most `half_open_probes` at a time); every admitted
-attempt must end in exactly one of `on_success()`, `on_failure()` or `on_abandon()` (cancelled,
-or a hedge that lost: frees the probe slot without a verdict). A failure with `Retry-After` (a
+`allow()` admits a request with a `Permit` (in half-open, at most `half_open_probes` probes at
+a time), or None; every admitted attempt must end in exactly one of `on_success(permit)`,
+`on_failure(permit)` or `on_abandon(permit)` (cancelled, or a hedge that lost: frees the probe
+slot without a verdict). Only a probe of the current half-open spell frees a probe slot or
+closes the circuit: an attempt admitted while the circuit was closed (a long stream) that ends
+during half-open updates the window (and a failure still reopens the circuit), no more. Before,
+each such ending freed the probe's slot for one more request (six at a recovering deployment
+with `half_open_probes: 1`) and their successes closed a circuit whose deployment still failed
+every new request (a race audit). A failure with `Retry-After` (a
 429) holds the deployment open at least that long (`on_failure(retry_after_s=...)`, at most
 `max_hold_s`), so load moves elsewhere, once throttling is the rule rather than the exception:
 when it comes on `holds_after` consecutive failures, or the breaker is open (or opens) anyway.
@@ -29,6 +35,16 @@ from pydantic import BaseModel, ConfigDict
 
 Clock = Callable[[], float]
 BreakerState = Literal["closed", "open", "half_open"]
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """What `allow()` gave an attempt: a probe of a half-open spell (its number), or not."""
+
+    probe_of: int | None = None
+
+
+REGULAR = Permit()  # an attempt admitted by a closed circuit
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +123,7 @@ class CircuitBreaker:
         self._half_open = False
         self._probes_in_flight = 0
         self._probe_successes = 0
+        self._spell = 0  # half-open spells so far: a probe's permit names its own
         self._consecutive = 0
         self._last_change = clock()
 
@@ -121,28 +138,29 @@ class CircuitBreaker:
         """`state() == "open"`, without the clock read while closed."""
         return self._open_until is not None and self.state() == "open"
 
-    def allow(self) -> bool:
-        """Whether an attempt may go to this deployment now; counts a half-open probe."""
+    def allow(self) -> Permit | None:
+        """The permit of an attempt that may go to this deployment now (a half-open probe's
+        counts against `half_open_probes`), or None."""
         state = self.state()
         if state == "closed":
-            return True
+            return REGULAR
         if state == "open" or self._probes_in_flight >= self._policy.half_open_probes:
-            return False
+            return None
         self._probes_in_flight += 1
-        return True
+        return Permit(self._spell)
 
-    def on_success(self) -> None:
+    def on_success(self, permit: Permit) -> None:
         """An admitted attempt succeeded."""
         now = self._clock()
         self._window.add(now, failed=False)
         self._consecutive = 0
-        if self.state() == "half_open":
+        if self._probing(permit):
             self._release_probe()
             self._probe_successes += 1
             if self._probe_successes >= self._policy.successes_to_close:
                 self._close(now)
 
-    def on_failure(self, retry_after_s: float | None = None) -> None:
+    def on_failure(self, permit: Permit, retry_after_s: float | None = None) -> None:
         """An admitted attempt failed in a way that counts against the deployment; with
         `retry_after_s`, the wait its provider asked for (see the module's docstring)."""
         now = self._clock()
@@ -150,7 +168,8 @@ class CircuitBreaker:
         self._consecutive += 1
         state = self.state()
         if state == "half_open":
-            self._release_probe()
+            if self._probing(permit):
+                self._release_probe()
             self._open(now, self._policy.cool_down_s)
         elif state == "closed" and self._should_trip(now):
             self._open(now, self._policy.cool_down_s)
@@ -158,10 +177,14 @@ class CircuitBreaker:
                 self._open_until is not None or self._consecutive >= self._policy.holds_after):
             self._open(now, min(retry_after_s, self._policy.max_hold_s))
 
-    def on_abandon(self) -> None:
+    def on_abandon(self, permit: Permit) -> None:
         """An admitted attempt ended without a verdict (cancelled, lost a hedge race)."""
-        if self.state() == "half_open":
+        if self._probing(permit):
             self._release_probe()
+
+    def _probing(self, permit: Permit) -> bool:
+        """Whether `permit` is a probe of the half-open spell the circuit is in now."""
+        return permit.probe_of == self._spell and self.state() == "half_open"
 
     def probe_in_s(self) -> float | None:
         """Seconds until an open breaker admits a probe (0 once it would; None when no time
@@ -227,6 +250,7 @@ class CircuitBreaker:
             self._last_change = self._open_until
             self._open_until = None
             self._half_open = True
+            self._spell += 1
             self._probes_in_flight = 0
             self._probe_successes = 0
 

@@ -158,12 +158,14 @@ class Runner:
             record.outcome, record.ended_at = "skipped", record.started_at
             record.error = saturated(f"{deployment.name} has its max_in_flight attempts in flight")
             raise _Skip()
-        if not breaker.allow():
+        permit = breaker.allow()
+        if permit is None:
             record.outcome, record.ended_at = "skipped", record.started_at
             record.error = ProviderUnavailableError(
                 "circuit open", code="circuit_open",
                 retry_after=breaker.snapshot(deployment.name).half_open_in_s)
             raise _Skip()
+        record.permit = permit
         self._started(record, plan)
         hedged = plan.hedge_delay_s is not None and alternate is not None
         head_s, by_head = _head_timeout(plan, call.timeout_s, self._clock())
@@ -200,7 +202,7 @@ class Runner:
                 if pending.outcome == "pending" and pending.started_at:
                     pending.outcome, pending.ended_at = "cancelled", self._clock()
                     self._ended(pending)
-                    self._state.breakers.get(pending.deployment).on_abandon()
+                    self._state.breakers.get(pending.deployment).on_abandon(pending.permit)
             raise
         self._won(record)
         bounded = _client_bounded(plan, call)
@@ -222,11 +224,15 @@ class Runner:
             return open_(calls[-1])
 
         def may_hedge() -> bool:
-            if self._at_cap(alternate) or not alt_breaker.allow():
+            if self._at_cap(alternate):
+                return False
+            permit = alt_breaker.allow()
+            if permit is None:
                 return False
             if self._state.hedges.try_spend():
+                hedge_record.permit = permit
                 return True
-            alt_breaker.on_abandon()  # no hedge after all: a half-open probe slot goes back
+            alt_breaker.on_abandon(permit)  # no hedge after all: a probe slot goes back
             return False
 
         self._state.hedges.record_request()
@@ -250,7 +256,7 @@ class Runner:
                             plan, attempts)
         elif result.hedge_started and loser.outcome == "pending":
             loser.outcome, loser.ended_at = "cancelled", self._clock()
-            self._state.breakers.get(loser.deployment).on_abandon()
+            self._state.breakers.get(loser.deployment).on_abandon(loser.permit)
             self._ended(loser)
             _price_sent(loser, calls[1 - result.winner].deployment, plan)
         bounded = _client_bounded(plan, calls[result.winner])
@@ -290,8 +296,9 @@ class Runner:
             released = True
             self._ended(record)
             breaker = self._state.breakers.get(record.deployment)
+            permit = record.permit
             if error is None and not abandoned:
-                breaker.on_success()
+                breaker.on_success(permit)
             elif error is not None and not abandoned:
                 # The answer broke after it had started (the client got an error event): the
                 # attempt failed after all, for the breaker and the statistics.
@@ -299,12 +306,12 @@ class Runner:
                 verdict = classify(error, AttemptContext(False, True, False))
                 timed_out = isinstance(error, ProviderTimeoutError)
                 if verdict.breaker_failure and not (timed_out and client_deadline):
-                    breaker.on_failure(verdict.retry_after_s)
+                    breaker.on_failure(permit, verdict.retry_after_s)
                 else:
-                    breaker.on_abandon()
+                    breaker.on_abandon(permit)
             else:  # the client left, or our own bug: nothing said about the deployment
                 record.abandoned = abandoned
-                breaker.on_abandon()
+                breaker.on_abandon(permit)
 
         return release
 
@@ -335,9 +342,9 @@ class Runner:
         verdict = classify(err, AttemptContext(False, True, False))
         breaker = self._state.breakers.get(record.deployment)
         if health and verdict.breaker_failure and not failed_alike_before(record, attempts):
-            breaker.on_failure(verdict.retry_after_s)
+            breaker.on_failure(record.permit, verdict.retry_after_s)
         else:
-            breaker.on_abandon()
+            breaker.on_abandon(record.permit)
 
     def _call(self, plan: Plan, deployment: Deployment, number: int) -> UpstreamCall:
         remaining = plan.deadline - self._clock()

@@ -116,8 +116,9 @@ async def test_a_full_deployment_keeps_its_breakers_half_open_probe() -> None:
     runner, state = _runner(upstream, clock)
     breaker = state.breakers.get("a")
     for _ in range(BreakerPolicy().consecutive_failures):
-        assert breaker.allow()
-        breaker.on_failure()
+        permit = breaker.allow()
+        assert permit is not None
+        breaker.on_failure(permit)
     clock.advance(BreakerPolicy().cool_down_s)
     assert breaker.state() == "half_open"
     state.watch.begin("a", 0.0)

@@ -22,7 +22,7 @@ from router.errors import (
     SlorouterError,
 )
 from router.execution.attempt import AttemptRecord
-from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.breaker import REGULAR, BreakerPolicy, BreakerRegistry
 from router.execution.plan import CommittedStream, ExecutionState, Plan
 from router.execution.retry_budget import BudgetPolicy, hedge_budget, retry_budget
 from router.execution.runner import Runner
@@ -141,8 +141,8 @@ async def test_circuit_open_retry_after_is_the_soonest_remaining_hold() -> None:
     clock = FakeClock()
     runner, _, state = _runner({}, clock)
     for _ in range(2):  # throttled twice in a row: held (`BreakerPolicy.holds_after`)
-        state.breakers.get("a").on_failure(retry_after_s=30.0)
-        state.breakers.get("b").on_failure(retry_after_s=7.0)
+        state.breakers.get("a").on_failure(REGULAR, retry_after_s=30.0)
+        state.breakers.get("b").on_failure(REGULAR, retry_after_s=7.0)
     clock.advance(2.5)  # b: 4.5 s left, a: 27.5 s left
     with pytest.raises(ProviderUnavailableError) as caught:
         await runner.complete(_plan(clock, "a", "b"), [])
@@ -155,7 +155,7 @@ async def test_circuit_open_retry_after_is_at_least_one_second() -> None:
     clock = FakeClock()
     runner, _, state = _runner({}, clock)
     for _ in range(2):
-        state.breakers.get("a").on_failure(retry_after_s=2.0)
+        state.breakers.get("a").on_failure(REGULAR, retry_after_s=2.0)
     clock.advance(1.9)
     with pytest.raises(ProviderUnavailableError) as caught:
         await runner.complete(_plan(clock, "a"), [])
@@ -168,7 +168,7 @@ async def test_deadline_passed_before_the_first_attempt_is_a_504() -> None:
     clock = FakeClock()
     runner, provider, state = _runner({}, clock)
     for _ in range(2):
-        state.breakers.get("a").on_failure(retry_after_s=1.0)
+        state.breakers.get("a").on_failure(REGULAR, retry_after_s=1.0)
     clock.advance(1.5)  # a is half-open: one probe allowed
     plan = _plan(clock, "a", "b", deadline_s=0.001)
     clock.advance(0.01)
@@ -177,7 +177,7 @@ async def test_deadline_passed_before_the_first_attempt_is_a_504() -> None:
         await runner.complete(plan, attempts)
     assert caught.value.status_code == 504 and caught.value.code == "deadline_exceeded"
     assert provider.calls == [] and attempts == []
-    assert state.breakers.get("a").allow()  # the probe slot is still free
+    assert state.breakers.get("a").allow() is not None  # the probe slot is still free
 
 
 async def test_side_effecting_request_past_its_deadline_is_not_an_unknown_commit() -> None:
@@ -339,7 +339,7 @@ async def test_a_hedge_the_budget_refuses_gives_back_the_alternates_probe_slot()
     breakers_clock = FakeClock()
     breakers = BreakerRegistry(BreakerPolicy(), breakers_clock)
     for _ in range(BreakerPolicy().consecutive_failures):
-        breakers.get("b").on_failure()
+        breakers.get("b").on_failure(REGULAR)
     breakers_clock.advance(BreakerPolicy().cool_down_s + 1)
     assert breakers.get("b").state() == "half_open"
     empty = hedge_budget(breakers_clock, BudgetPolicy(share=0.0, floor_per_s=0.0))

@@ -30,6 +30,7 @@ class CacheMetricsSnapshot:
     prefix_hits: int
     prefix_cached_tokens: int
     ttft_saved_s: float
+    coalesced: int = 0  # hits served after waiting for another request's answer
 
     @property
     def lookups(self) -> int:
@@ -66,6 +67,7 @@ class CacheMetrics:
     prefix_hits: int = 0
     prefix_cached_tokens: int = 0
     ttft_saved_s: float = 0.0
+    coalesced: int = 0
     bypasses: Counter[str] = field(default_factory=Counter)
     writes_rejected: Counter[str] = field(default_factory=Counter)
     backend_errors: Counter[str] = field(default_factory=Counter)
@@ -74,6 +76,10 @@ class CacheMetrics:
         """A fresh hit that spared an upstream call of `time_saved_s`."""
         self.hits += 1
         self.time_saved_s += max(time_saved_s, 0.0)
+
+    def record_coalesced(self) -> None:
+        """A request that waited for another one computing the same answer, then hit it."""
+        self.coalesced += 1
 
     def record_miss(self, *, expired: bool = False) -> None:
         """A miss; `expired` when an entry was found but older than the rule's TTL."""
@@ -123,6 +129,7 @@ class CacheMetrics:
             prefix_hits=self.prefix_hits,
             prefix_cached_tokens=self.prefix_cached_tokens,
             ttft_saved_s=self.ttft_saved_s,
+            coalesced=self.coalesced,
         )
 
     def reset(self) -> None:

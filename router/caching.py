@@ -6,10 +6,19 @@ and risk (any answer the policy allows is acceptable), and the caller's data ver
 (`x-slorouter-data-version` or `metadata.data_version`). Cacheability is the policy's rule plus
 `cache.policy` (deterministic requests only, never high risk or side effects, honour
 `Cache-Control`). A cache failure can only make a request slower, never fail it.
+
+Identical requests at once are computed once per process: the first that misses a key leads
+(it may write the answer), and a non-streamed request that finds a leader for its key waits
+for the leader's answer (at most half its own time left), then looks the key up again: a hit,
+or, when the leader failed, a miss that goes upstream itself. Without that, 100 identical
+requests for an expired answer made 100 upstream calls (a race audit). A stream never waits:
+its first token would wait for a whole answer. Replicas do not coalesce with one another.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -91,6 +100,9 @@ class ResultCaching:
         self.degraded = degraded if degraded is not None else _never
         self._default = default_rule
         self.metrics = metrics
+        # per key, the request of this process computing its answer: done once it is stored
+        # or the request has ended
+        self._leaders: dict[str, asyncio.Future[None]] = {}
 
     def plan(self, prepared: Prepared, principal: Principal, headers: Mapping[str, str],
              raw: Mapping[str, Any]) -> CachePlan:
@@ -108,14 +120,48 @@ class ResultCaching:
         prepared.phases.cache += time.perf_counter() - started
         return CachePlan(key, decision, scope)
 
-    async def lookup(self, plan: CachePlan, prepared: Prepared) -> Lookup:
+    async def lookup(self, plan: CachePlan, prepared: Prepared,
+                     held: contextlib.AsyncExitStack | None = None,
+                     follow_s: float = 0.0) -> Lookup:
+        """The cache's answer for the plan. With `held` (closed when the request has ended), a
+        miss that may write makes the request its key's leader; a non-streamed request that
+        finds a leader waits for it up to `follow_s` (see the module)."""
+        key = plan.key
+        leader = self._leaders.get(key) if key is not None and self._leaders else None
+        led: asyncio.Future[None] | None = None
+        waited = False
+        if leader is None:
+            if held is not None and key is not None and plan.decision.write:
+                # it leads from before its lookup, whose await (a Redis round trip) would let
+                # identical requests arriving meanwhile miss too and lead as well
+                led = asyncio.get_running_loop().create_future()
+                self._leaders[key] = led
+                held.callback(self._followed, key, led)
+        elif follow_s > 0 and not prepared.request.stream and plan.decision.read:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(leader), follow_s)
+            waited = True
         started = time.perf_counter()
         try:
             if self._front is None:
                 return Lookup("bypass", bypass_reason=plan.decision.bypass_reason)
-            return await self._front.lookup(plan.key, plan.decision, plan.scope)
+            found = await self._front.lookup(key, plan.decision, plan.scope)
         finally:
             prepared.phases.cache += time.perf_counter() - started
+        if found.entry is not None:
+            if led is not None and key is not None:  # found, not to be computed: no leader
+                self._followed(key, led)
+            if waited and self.metrics is not None:
+                self.metrics.record_coalesced()
+        return found
+
+    def _followed(self, key: str, led: asyncio.Future[None]) -> None:
+        """The leader of `key` is done (its answer stored, or the request ended): its
+        followers look the key up."""
+        if self._leaders.get(key) is led:
+            del self._leaders[key]
+        if not led.done():
+            led.set_result(None)
 
     def note_prefix(self, cached_tokens: int | None) -> None:
         """Count a provider answer's prompt-cache use (prefix hit rate and cached tokens)."""
@@ -130,6 +176,9 @@ class ResultCaching:
             await self._front.store(plan.key, plan.decision, body, scope=plan.scope,
                                     model=model, generation_s=generation_s,
                                     deployment=deployment)
+            led = self._leaders.get(plan.key)
+            if led is not None:  # its followers need not wait for the stream's end
+                self._followed(plan.key, led)
 
 
 def _never() -> str | None:

@@ -43,6 +43,7 @@ def register_cache(metrics: RouterMetrics, cache: CacheMetrics) -> None:
         yield float(snap.stale_hits), {"kind": "stale"}
         yield float(snap.expired), {"kind": "expired"}
         yield float(snap.writes), {"kind": "write"}
+        yield float(snap.coalesced), {"kind": "coalesced"}
         for reason, count in snap.bypasses.items():
             yield float(count), {"kind": "bypass", "reason": reason}
         for reason, count in snap.writes_rejected.items():

@@ -209,7 +209,10 @@ class ChatHandler:
         looked_up = self._clock()
         try:
             cache_plan = self._caching.plan(prepared, principal, received, raw)
-            found = await self._caching.lookup(cache_plan, prepared)
+            # an identical request computing the answer is waited for, at most half the time
+            # left (`ResultCaching.lookup`)
+            found = await self._caching.lookup(cache_plan, prepared, held,
+                                               follow_s=(deadline - self._clock()) / 2)
         except BaseException as exc:
             if claimed is not None:
                 await claimed.failed(exc)

@@ -49,6 +49,7 @@ SIM_MODELS: dict[str, dict[str, object]] = {
     "flaky": steady(TTFT_MS),         # tests flip error_rate_500 on and off
     "cutter": steady(TTFT_MS, 30),    # tests flip cut_rate on and off
     "arm": steady(TTFT_MS),           # an experiment arm's model (test_experiments.py)
+    "herd": steady(400.0),            # slow enough for identical requests to overlap
 }
 
 

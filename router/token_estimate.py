@@ -79,9 +79,10 @@ A non-ASCII text costs one C-speed encode to UTF-16 and one numpy gather and sum
 65,536 64-bit words, each packing a code unit's weight (ASCII characters at the ASCII rates
 above) with whether it is an ASCII capital and whether it is ASCII, so that the ASCII characters
 count as in an ASCII text without being read apart; only a text of many capitals is encoded once
-more, for its case changes. `python -m bench.prompt_estimate` (slow 2-core VM): Persian 5,500
-characters 14.6 µs, Chinese 3,400 8.0 µs, English with emoji 14,000 26 µs (22.0, 11.6 and 39 µs
-with the 1.2 rate: an ASCII encode and a regular expression searching for emoji symbols).
+more, for its case changes. `python -m bench.prompt_estimate` (slow 2-core VM, best of 15
+blocks): Persian 5,500 characters 14.1 µs, Chinese 3,400 7.7 µs, English with emoji 14,000 25.5
+µs (22.0, 11.6 and 39-41 µs with the 1.2 rate: an ASCII encode, the ASCII counts and a regular
+expression searching for emoji symbols).
 """
 
 from __future__ import annotations

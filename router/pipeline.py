@@ -215,8 +215,10 @@ TOKENS_PER_MEDIA_PART = 765
 def estimate_prompt_tokens(view: RequestView, request: ChatCompletionRequest | None = None
                            ) -> int:
     """Text by script (`router.token_estimate`: four ASCII letters or spaces a token, one an
-    ASCII digit, 0.55 an ASCII sign, more in base64, 1.2 a character in Persian or CJK): cheap,
-    and erring high for fit and cost checks. With
+    ASCII digit, 0.55 an ASCII sign, more in base64, any other character its weight in a table
+    generated from cl100k_base, 1.1 for a Persian or a common Chinese one, 2-3.4 for scripts
+    cl100k_base writes byte by byte, about 3 for an emoji): cheap, and erring high for fit and
+    cost checks. With
     the request, what the text view leaves out counts too: the tools' parameter schemas (often
     most of an agent's prompt), earlier tool calls' arguments, legacy `functions`, and media
     parts at a fixed size each."""

@@ -7,12 +7,8 @@ from the rest, and two over that rest (short in prose), which count its capitals
 letters and spaces are four a token, as in English prose, a digit is one, every other
 character 0.55 (punctuation, brackets, line breaks). A text whose capitals are over an eighth of
 it (base64, not prose nor most code) is read once more, for its case changes (a lower-case
-letter followed by a capital), 2.5 tokens more each. Any other text costs one C-speed encode
-first, which sets its ASCII characters (counted so) apart from the others (1.2 tokens each,
-whatever their script). Telling two-byte scripts (Persian, Arabic, Cyrillic) from three-byte
-ones (CJK, Indic) as well took a second encode, about doubling the cost, to price Persian
-nearer its 0.9: not done. `python -m bench.prompt_estimate` times it on 4,000-token prompts
-(English 16 µs).
+letter followed by a capital), 2.5 tokens more each. `python -m bench.prompt_estimate` times it
+on 4,000-token prompts (English, 21,200 characters, 13 µs on a slow 2-core VM).
 
 Code, JSON, tables and pasted data are dense in characters other than letters, which
 cl100k_base takes one token for in ones and twos, and numbers in runs of at most three digits;
@@ -28,48 +24,74 @@ character but letters and spaces (the rule before, for a day), that 5th percenti
 JavaScript (mostly minified), 0.85-0.86 to 0.89-0.94 for C, 0.85 to 0.91 for math prompts and
 0.97 to 0.98 for the other English prompts (their median 1.20, their 95th percentile 1.43, both
 unchanged); JSON 1.17-1.18 (median 1.21), Python 1.16 and YAML 1.00 stay over. Against four
-characters a token, whatever they were, JSON was 0.89 and Python 0.83.
+characters a token, whatever they were, JSON was 0.89 and Python 0.83. English is 4.47
+characters a token in cl100k_base.
 
-Calibrated offline against the tokenizer files litellm ships (cl100k_base, held to in
-`tests/unit/test_token_estimate.py`; o200k_base and the legacy Claude tokenizer measured once
-with the same files) on the project's English and Persian prompts and on a few CJK, Hindi and
-Arabic sentences written for it (the project's data has none). Per
-non-ASCII character cl100k_base, the most expensive of the current OpenAI tokenizers, takes
-0.90 tokens for Persian (one prompt in a hundred 1.16), 1.05-1.07 for Chinese, Japanese and
-Korean, 1.15 for Hindi, 0.83 for Arabic; English is 4.47 characters a token. o200k_base takes
-0.3-0.7 there, which the estimate overcounts 2-4x; the legacy Claude tokenizer takes 1.19 per
-Persian letter, about what the estimate counts.
+Every other character counts its own weight, read from a table of the 65,536 UTF-16 code units
+(`token_weights.bin`, zlib-compressed, one byte each in twentieths of a token: 20 KB) generated
+offline by `python -m bench.token_weights` from cl100k_base, which litellm ships (the router
+never tokenizes): what cl100k_base takes for the character in synthetic running text of its kind
+(words of its script's letters and marks, Latin letters inside English words, combining marks
+after English letters, symbols among English words, digits in runs, box drawing in tables),
+times 1.1 (that script's docstring tells how). cl100k_base has tokens of one or more characters
+for the letters of widely written scripts and none for most others, whose letters it writes byte
+by byte, two or three tokens each, and the weights follow: Persian, Arabic, Cyrillic and Greek
+common letters 1.0-1.3, common Chinese characters 1.1-1.5, kana 1.2-1.4, Latin letters with accents
+1.0-3.0 (é 1.25, ạ 1.5, rarer ones near 3), Devanagari 1.2-2.3, other Indic scripts, Georgian,
+Armenian and Thai 2.2-2.5, Ethiopic, Cherokee, Yi, Canadian syllabics, Mongolian, Hangul jamo,
+Braille and Arabic presentation forms 3.2-3.4, Hangul syllables 1.1-3.4 (common ones 1.1-1.3),
+rare ideographs 2.2-3.4, a combining mark 2.9 (it splits the word it sits in), curly quotes,
+dashes, → and the minus sign 0.8-1.05, emoji symbols and most arrows and operators 1.7-3.5
+(✅ 2.0, ⚠ 3.15, ∈ 1.7: ` ∈` is one token), box-drawing lines 0.45-1.05 (a run of `─` is four a
+token) and their corners 1.6-2.4, private-use and unassigned code points 2.2-3.3. A character
+beyond U+FFFF (two code units) counts its block of 1,024 code points, the weight of its high
+surrogate (its low surrogate weighs 0): emoji 2.85-3.05 (3 tokens in cl100k_base for 1,161 of
+the 1,309 emoji of the main blocks, 2 for most of the rest, and no more in the sequences
+measured: skin tones, flags, joined families), mathematical letters 3.3, CJK extension B 4.4 (4
+tokens each), the tags of a subdivision flag 4.85. A lone surrogate counts as its code unit.
 
-Emoji cost more: a character beyond U+FFFF (an emoji, a skin tone, a flag's regional indicator,
-a mathematical letter, a rare CJK ideograph) is 1-3 tokens in cl100k_base, o200k_base and the
-legacy Claude tokenizer (3 in cl100k_base for 1,161 of the 1,309 emoji of the main blocks), and
-no more in the sequences measured (skin tones, flags, joined families); so each is counted as
-3. Such a text is rare and CPython tells it apart in O(1) (it stores it at four bytes a
-character, `_bytes_per_char`), so only it is read another way: from its UTF-8 form, which
-counts its astral characters and the symbols of U+2000-U+2FFF that emoji come with (zero-width
-joiners, keycaps, ❤ ✨ ✅ ⚠ ☀: 2-3 tokens each in cl100k_base), also 3.
+1.2 tokens for every non-ASCII character but emoji and a few symbol blocks (the rule before)
+counted texts of many scripts at 0.41-0.64 of cl100k_base's count (Amharic, Cherokee, Yi,
+Inuktitut, Mongolian, decomposed Korean, Arabic presentation forms 0.41-0.42, rare ideographs
+0.46, Braille and stacked combining marks 0.54, Lao, Sinhala, Armenian, Tibetan, Burmese,
+Georgian, full-width ASCII, Persian digits and the Dravidian and other Indic scripts 0.56-0.64),
+so that a Georgian prompt already past a 4,000-token context window passed the fit check; now
+1.08-1.23 (samples of `tests/unit/test_token_estimate.py`). Khmer, Tamil, Bengali, Cantonese,
+traditional Chinese, Vietnamese (decomposed or not), Yoruba and decomposed French went from
+0.68-0.90 to 0.97-1.25; the project's Persian prompts from 0.90 at the least, 1.11 at the 5th
+percentile and 1.32 in the median to 1.01, 1.16 and 1.30. Random text of a script has few of the
+multi-character tokens its real words have, so the widely written scripts are counted over:
+Persian 1.33 (1.39 before), Arabic 1.34 (1.43), Hebrew 1.21 (1.11), Greek 1.18 (1.15), Hindi
+1.18 (1.04), Thai 1.35 (1.29), Chinese 1.34 (1.12), Japanese 1.33 (1.14), Korean 1.40 (1.14),
+Russian 2.18 (2.35), Ukrainian 1.79 (1.93): at 1.0 instead of 1.1, the scripts without such
+tokens came out at 0.99-1.07. Latin-script languages other than English stay a little under,
+0.87-0.96 (Hungarian, Turkish, Icelandic, Polish; 0.82-0.91 before), for their ASCII letters,
+three a token in cl100k_base where the ASCII rate counts four. Emoji-heavy texts are counted
+1.04-1.31 (1.01-1.45 before), texts of the Basic Multilingual Plane's symbols 0.97-1.31
+(1.13-1.75 before, when every emoji-block symbol, arrow and operator, and any U+2000-U+2FFF
+symbol in a text holding an emoji, counted 3): a math line of one-letter variables
+(`A ∩ B ⊆ A ∪ B`) stays a little under, each of its letters a token in cl100k_base and a
+quarter at the ASCII rate. o200k_base takes 0.3-0.7 tokens a character for Persian, CJK, Hindi
+and Arabic (measured once with the same files), which the estimate overcounts 2-4x; the legacy
+Claude tokenizer 1.19 a Persian letter, about what the estimate counts.
 
-The emoji blocks of the Basic Multilingual Plane (technical signs U+2300-U+23FF, miscellaneous
-symbols and dingbats U+2600-U+27BF, symbols and arrows U+2B00-U+2BFF: ✅ ❌ ✨ ⭐ ⚠ ⏰), the
-emoji variation selector U+FE0F and the keycap U+20E3 count 3 in any text, and so do arrows
-(U+2194-U+21FF) and mathematical operators (U+2200-U+22FF but the minus sign): cl100k_base
-takes 2-3 tokens for 950 of the emoji blocks' 957 printable characters (1 for ★ ☆ ♥ ♪ ✔ and
-two more), 4 for ⚠️, 5 for a keycap like 1️⃣, and 2-3 for every arrow and operator of those
-ranges. Emoji symbols are frequent where a model's own answers come back as history (check
-lists, warnings), operators in math prompts; at 1.2 a cost ceiling passed a prompt of them at
-0.4-0.7 of its tokens. A text CPython stores at one byte a character (Latin-1) cannot hold one;
-any other is searched for them once (about 28 µs for 5,500 Persian characters on a slow 2-core
-VM, `python -m bench.prompt_estimate`). The neighbouring characters stay at 1.2: box drawing
-and block elements run together in trees, tables and bars (1 token for several), ← ↑ → ↓ and
-the minus sign are 1 token, and general punctuation (dashes, curly quotes, the zero-width
-non-joiner Persian writes with) 1-2, unless an astral character is there.
+A non-ASCII text costs one C-speed encode to UTF-16 and one numpy gather and sum over a table of
+65,536 64-bit words, each packing a code unit's weight (ASCII characters at the ASCII rates
+above) with whether it is an ASCII capital and whether it is ASCII, so that the ASCII characters
+count as in an ASCII text without being read apart; only a text of many capitals is encoded once
+more, for its case changes. `python -m bench.prompt_estimate` (slow 2-core VM, best of 15
+blocks): Persian 5,500 characters 14.1 µs, Chinese 3,400 7.7 µs, English with emoji 14,000 25.5
+µs (22.0, 11.6 and 39-41 µs with the 1.2 rate: an ASCII encode, the ASCII counts and a regular
+expression searching for emoji symbols).
 """
 
 from __future__ import annotations
 
-import re
 import string
-import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
 
 # ASCII letters and spaces (English prose is 4.47 characters a token in cl100k_base, see above)
 WORD_CHARS_PER_TOKEN = 4
@@ -79,16 +101,10 @@ TOKENS_PER_CASE_CHANGE = 2.5
 TOKENS_PER_ASCII_DIGIT = 1.0
 # Every other ASCII character: punctuation, brackets, line breaks, tabs (see above)
 TOKENS_PER_ASCII_SIGN = 0.55
-# cl100k_base per non-ASCII character: Hindi 1.15, CJK 1.05-1.07, Persian 0.90 (see above)
-TOKENS_PER_OTHER_CHAR = 1.2
-# Beyond U+FFFF (emoji), and U+2000-U+2FFF in a text holding one: at most 3 (see above)
-TOKENS_PER_EMOJI_CHAR = 3.0
-# `sys.getsizeof` of a compact four-bytes-a-character text, less its characters and terminator
-_UCS4_HEADER = sys.getsizeof("\U0001f600") - 2 * 4
-# The symbols that count as emoji in any text (see above)
-_BMP_SYMBOLS = re.compile(
-    "[\u2194-\u21ff\u2200-\u2211\u2213-\u23ff\u2600-\u27bf\u2b00-\u2bff\u20e3\ufe0f]")
-_VARIATION_SELECTOR = "\ufe0f".encode()  # beyond U+2FFF, so not among the E2 leads
+# The weight table's unit: its bytes are twentieths of a token (see above)
+UNITS_PER_TOKEN = 20
+# Each UTF-16 code unit's weight, generated by `python -m bench.token_weights` (see above)
+WEIGHTS_FILE = Path(__file__).resolve().parent / "token_weights.bin"
 _LOWER_AND_SPACE = (string.ascii_lowercase + " ").encode()
 _UPPER = string.ascii_uppercase.encode()
 _DIGITS = string.digits.encode()
@@ -97,23 +113,47 @@ _DIGITS = string.digits.encode()
 _CASES = bytes(ord("a") if chr(b) in string.ascii_lowercase
                else ord("A") if chr(b) in string.ascii_uppercase else ord(".")
                for b in range(256))
-_NON_ASCII_BYTES = bytes(range(0x80, 0x100))
-# Every byte but the UTF-8 lead bytes of U+2000-U+2FFF (E2) and beyond U+FFFF (F0-F4)
-_NOT_EMOJI_LEADS = bytes(b for b in range(0x100) if b != 0xE2 and not 0xF0 <= b <= 0xF4)
+# Each code unit as three counts packed in 64 bits, summed at once: its weight in twentieths of
+# a token (bits 0-25: the ASCII rates for an ASCII character, the table's for any other),
+# whether it is an ASCII capital (bits 26-43) and whether it is ASCII (bits 44-61); the sums of
+# up to `_CHUNK` code units (255 twentieths each at most) stay within their fields
+_CHUNK = (1 << 18) - 1
+_UPPER_SHIFT = 26
+_ASCII_SHIFT = 44
+_FIELD = (1 << 18) - 1
+
+
+def _packed_weights() -> np.ndarray:
+    weights = np.frombuffer(zlib.decompress(WEIGHTS_FILE.read_bytes()), np.uint8)
+    packed = weights.astype(np.uint64)
+    for b in range(128):
+        char = chr(b)
+        rate = (1 / WORD_CHARS_PER_TOKEN if char.isalpha() or char == " "
+                else TOKENS_PER_ASCII_DIGIT if char.isdigit() else TOKENS_PER_ASCII_SIGN)
+        packed[b] = (round(rate * UNITS_PER_TOKEN) + (char.isupper() << _UPPER_SHIFT)
+                     + (1 << _ASCII_SHIFT))
+    return packed
+
+
+_PACKED = _packed_weights()
 
 
 def text_tokens(text: str) -> float:
     """The estimated token count of `text` (fractional: sum them, then round down)."""
     if text.isascii():
         return _ascii_tokens(text.encode())
-    width = _bytes_per_char(text)
-    if width >= 4:
-        return _emoji_text_tokens(text)
-    ascii_part = text.encode("ascii", "ignore")
-    symbols = len(_BMP_SYMBOLS.findall(text)) if width >= 2 else 0
-    return (_ascii_tokens(ascii_part)
-            + (len(text) - len(ascii_part) - symbols) * TOKENS_PER_OTHER_CHAR
-            + symbols * TOKENS_PER_EMOJI_CHAR)
+    units = np.frombuffer(text.encode("utf-16-le", "surrogatepass"), np.uint16)
+    weight = upper = ascii_chars = 0
+    for start in range(0, len(units), _CHUNK):
+        packed = int(_PACKED.take(units[start:start + _CHUNK], mode="clip").sum())
+        weight += packed & ((1 << _UPPER_SHIFT) - 1)
+        upper += (packed >> _UPPER_SHIFT) & _FIELD
+        ascii_chars += packed >> _ASCII_SHIFT
+    tokens = weight / UNITS_PER_TOKEN
+    if upper * 8 > ascii_chars:
+        cases = text.encode("ascii", "ignore").translate(_CASES)
+        tokens += cases.count(b"aA") * TOKENS_PER_CASE_CHANGE
+    return tokens
 
 
 def _ascii_tokens(data: bytes) -> float:
@@ -130,35 +170,6 @@ def _ascii_tokens(data: bytes) -> float:
     if upper * 8 > len(data):
         tokens += data.translate(_CASES).count(b"aA") * TOKENS_PER_CASE_CHANGE
     return tokens
-
-
-def _bytes_per_char(text: str) -> int:
-    """The bytes a character CPython stores `text` at (PEP 393: 1 below U+0100, 2 below
-    U+10000, 4 beyond), from `sys.getsizeof`, without reading the text: 4 for every text with
-    an astral character, 2 or more for every text that may hold a symbol of `_BMP_SYMBOLS`.
-    It reads high when CPython also cached the text's UTF-8 form beside it; the caller then
-    reads the text and finds no such character, counting it as it would otherwise."""
-    return (sys.getsizeof(text) - _UCS4_HEADER) // (len(text) + 1)
-
-
-def _emoji_text_tokens(text: str) -> float:
-    """`text_tokens` of a text that may hold astral characters, from its UTF-8 form in three
-    C-speed passes: its ASCII bytes, and its lead bytes of U+2000-U+2FFF (E2) and of astral
-    characters (F0-F4), those costing 3 tokens when any astral character is there, and its
-    variation selectors U+FE0F (3 in any text). A lone surrogate (ED) counts as any other
-    character."""
-    data = text.encode("utf-8", "surrogatepass")
-    ascii_part = data.translate(None, _NON_ASCII_BYTES)
-    leads = data.translate(None, _NOT_EMOJI_LEADS)
-    symbols = leads.count(0xE2)
-    astral = len(leads) - symbols
-    if astral:
-        emoji = astral + symbols + data.count(_VARIATION_SELECTOR)
-    else:  # a text with no astral character after all: as `text_tokens` counts it
-        emoji = len(_BMP_SYMBOLS.findall(text))
-    return (_ascii_tokens(ascii_part)
-            + (len(text) - len(ascii_part) - emoji) * TOKENS_PER_OTHER_CHAR
-            + emoji * TOKENS_PER_EMOJI_CHAR)
 
 
 def utf8_tokens(data: bytes) -> float:

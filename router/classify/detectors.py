@@ -426,5 +426,6 @@ def detect(view: RequestView, text: VisibleText | None = None) -> Findings:
         side_effect_tools=(
             side_effect_tools(view.tool_names, view.tool_descriptions) if view.tool_names else ()
         ),
-        regulated_advice=is_regulated_advice(rule_spelling(text.last_user)),
+        # advice reads the head alone: only that much is spelled anew
+        regulated_advice=is_regulated_advice(rule_spelling(text.last_user[:ADVICE_CHARS])),
     )

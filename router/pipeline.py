@@ -74,6 +74,8 @@ DEFAULT_MAX_OUTPUT_TOKENS = 512
 # Fields of the client body that are the router's, not the provider's. (`stream_options` goes
 # on: the adapters add `include_usage` to a stream's and drop it from a whole answer's call.)
 _ROUTER_FIELDS = frozenset({"model", "stream"})
+# `metadata` keys that are the router's whatever their value (`provider_tags`)
+_ROUTER_METADATA = frozenset({"data_version", "session_id"})
 
 
 @dataclass(slots=True)
@@ -319,11 +321,19 @@ def is_side_effecting(labels: Labels) -> bool:
 
 
 def upstream_body(raw: Mapping[str, Any], tenant: str) -> dict[str, Any]:
-    """What the provider receives: the client's body as sent, minus the router's own fields,
-    with a client's own `prompt_cache_key` and `cache_salt` kept within its tenant (hashed with
-    it: `tenant` is the caller's prefix partition), so that two tenants choosing the same key or
-    salt never share a provider cache."""
+    """What the provider receives: the client's body as sent, minus the router's own fields
+    (and `metadata`'s, `provider_tags`), with a client's own `prompt_cache_key` and
+    `cache_salt` kept within its tenant (hashed with it: `tenant` is the caller's prefix
+    partition), so that two tenants choosing the same key or salt never share a provider
+    cache."""
     body = {key: value for key, value in raw.items() if key not in _ROUTER_FIELDS}
+    metadata = body.get("metadata")
+    if isinstance(metadata, Mapping):
+        tags = provider_tags(metadata)
+        if tags:
+            body["metadata"] = tags
+        else:
+            del body["metadata"]
     chosen = body.get("prompt_cache_key")
     if isinstance(chosen, str):
         body["prompt_cache_key"] = prompt_cache_key(tenant, f"client\x00{chosen}")
@@ -333,6 +343,17 @@ def upstream_body(raw: Mapping[str, Any], tenant: str) -> dict[str, Any]:
     if isinstance(salt, str):
         body["cache_salt"] = cache_salt(tenant, salt)
     return body
+
+
+def provider_tags(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The client's `metadata` less what the router read as its own: a `task` or `risk` hint
+    (one that names a task or risk: any other value is the client's own tag), the data
+    version and the session. Those are for the router; sent on, they reached the provider
+    (OpenAI refuses `metadata` on a request without `store: true`, so a hint given in
+    `metadata` turned into a 400 from the provider)."""
+    return {key: value for key, value in metadata.items()
+            if key not in _ROUTER_METADATA and not (
+                (key == "task" and str(value) in TASKS) or (key == "risk" and str(value) in RISKS))}
 
 
 class ChatPipeline:

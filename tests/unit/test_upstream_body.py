@@ -161,3 +161,18 @@ def test_prefix_caches_are_partitioned_by_tenant_and_permission_scopes() -> None
     assert Caller("acme").prefix_partition() == "acme"
     assert marks(Caller("acme")) != reader
     assert marks(Caller("globex", scopes=("docs:read",))) != reader
+
+
+def test_the_routers_own_metadata_keys_do_not_reach_the_provider() -> None:
+    """A task or risk hint, the data version and the session given in `metadata` are the
+    router's: the provider gets the client's other tags only, and no `metadata` when none is
+    left (OpenAI refuses `metadata` without `store: true`, so a hint there became its 400). A
+    `task` that names no task is the client's own tag and goes on."""
+    def sent(metadata: dict[str, str]) -> object:
+        return upstream_body({"model": "auto", "metadata": metadata,
+                              "messages": [{"role": "user", "content": "hi"}]},
+                             "acme").get("metadata")
+
+    assert sent({"task": "code", "risk": "low", "session_id": "s1", "data_version": "v2"}) is None
+    assert sent({"task": "code", "team": "search"}) == {"team": "search"}
+    assert sent({"task": "ticket-triage"}) == {"task": "ticket-triage"}

@@ -375,13 +375,17 @@ def _dump_completion(response: Any) -> dict[str, Any]:
     """A whole answer as OpenAI sends it. litellm's message model spells `tool_calls` and
     `function_call` as null on a text answer (OpenAI leaves them out: a client reading
     `message.get("tool_calls", [])` would get None), gives each tool call the `index` of a
-    streamed delta, and adds `provider_specific_fields` whose values are all null."""
+    streamed delta, and adds `provider_specific_fields` whose values are all null. Its answers
+    from Anthropic lack `refusal` and `logprobs`, which OpenAI sends as null and the SDKs'
+    types require (TypeScript code testing `message.refusal !== null` saw a refusal)."""
     body = _dump(response)
     choices = body.get("choices")
     for choice in choices if isinstance(choices, list) else ():
         message = choice.get("message") if isinstance(choice, dict) else None
         if not isinstance(message, dict):
             continue
+        choice.setdefault("logprobs", None)
+        message.setdefault("refusal", None)
         kept = {k: v for k, v in message.items() if v is not None or k in _MESSAGE_NULLS}
         extra = kept.get("provider_specific_fields")
         if isinstance(extra, dict) and not _present(extra):

@@ -2,7 +2,8 @@
 
 litellm put its own price of the answer in the usage (`usage.cost`, from its table: the audit's
 client saw 9e-05 where the deployment's configured price, which the router bills and reports,
-gave 1.7e-05) and an empty `provider_specific_fields` on every choice."""
+gave 1.7e-05) and an empty `provider_specific_fields` on every choice; its answers from
+Anthropic left out the nulls OpenAI sends (`logprobs`, `refusal`)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 deployments:
   - {{name: ll, model: openai/m, adapter: litellm, api_base: '{sim.base_url}/v1',
      api_key: env:SIM_KEY, input_price_per_mtok: 1, output_price_per_mtok: 1}}
-models: [{{name: m, deployments: [ll]}}]
+  - {{name: claude, model: anthropic/m, adapter: litellm, api_base: '{sim.base_url}',
+     api_key: env:SIM_KEY, input_price_per_mtok: 1, output_price_per_mtok: 1}}
+models: [{{name: m, deployments: [ll]}}, {{name: claude-m, deployments: [claude]}}]
 routes: {{default_model: m}}
 """, env={"SIM_KEY": "sim-key"})
     yield running
@@ -52,3 +55,17 @@ def test_whole_and_streamed_answers_carry_no_litellm_fields(router: Running) -> 
               if line.startswith("data: {")]
     assert any(chunk.get("usage") for chunk in chunks)
     assert [field for chunk in chunks for field in _litellm_fields(chunk)] == []
+
+
+@pytest.mark.parametrize("model", ["m", "claude-m"])
+def test_a_whole_answer_carries_the_nulls_openai_sends(router: Running, model: str) -> None:
+    """`choices[].logprobs` and `message.refusal` are null, not absent, as OpenAI sends them
+    and the SDKs' types require: litellm's answers from Anthropic left both out, and
+    TypeScript code testing `message.refusal !== null` read a refusal into every answer."""
+    whole = httpx.post(f"{router.base_url}/v1/chat/completions", timeout=30, json={
+        "model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "Hi"}]})
+    assert whole.status_code == 200, whole.text
+    choice = whole.json()["choices"][0]
+    assert "logprobs" in choice and choice["logprobs"] is None
+    assert "refusal" in choice["message"] and choice["message"]["refusal"] is None
+    assert choice["message"]["content"]

@@ -108,6 +108,18 @@ def dropped_unanswered(exc: BaseException) -> bool:
     return maybe_received(exc) and bool(_class_names(exc) & _DROPS)
 
 
+# A body whose connection closed or broke while it was read: aiohttp's payload errors (a
+# chunked body or a declared length not completed), httpx's read and protocol errors, a reset.
+_CUT_IN_TRANSPORT = frozenset({"ClientPayloadError", "ReadError", "RemoteProtocolError",
+                               "ServerDisconnectedError", "ConnectionResetError"})
+
+
+def cut_in_transport(exc: BaseException) -> bool:
+    """Whether an HTTP client's failure reading a body is behind `exc` (its context included:
+    litellm raises its own errors while handling the transport's)."""
+    return bool(_class_names(exc, suppressed=True) & _CUT_IN_TRANSPORT)
+
+
 def answered_unreadable(exc: BaseException) -> bool:
     """Whether litellm's error is its own made-up 500 over a 200 it could not read as a chat
     completion (an HTML page, JSON without `choices`): an `InternalServerError` over litellm's

@@ -32,6 +32,7 @@ from router.providers.error_text import clean_message, message_of, upstream_fiel
 from router.providers.exception_causes import (
     answered_unreadable,
     build_failure,
+    cut_in_transport,
     dropped_unanswered,
     failed_building_request,
     failed_reading_answer,
@@ -193,8 +194,11 @@ def broken_after_head(exc: BaseException) -> e.SlorouterError:
     some of litellm's providers open the connection at the first read."""
     err = map_exception(exc)
     refused = isinstance(err, e.ProviderUnavailableError | e.ProviderRateLimitedError)
-    # litellm's connection error (or dropped connection) mid-stream
-    dropped = err.code in ("upstream_connection_error", "upstream_dropped")
+    # litellm's connection error (or dropped connection) mid-stream, or a transport's own
+    # failure reading the body under litellm's error (aiohttp's "Response payload is not
+    # completed": an upstream that closed mid-answer)
+    dropped = (err.code in ("upstream_connection_error", "upstream_dropped")
+               or cut_in_transport(exc))
     if (refused or dropped) and not raised_while_connecting(exc):
         # Its own words, not the dropped mapping's "before answering": the answer had begun.
         said = "the upstream closed the connection mid-answer" if dropped else err.message

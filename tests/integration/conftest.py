@@ -3,7 +3,8 @@
 Simulated models: `fast` (answers in ~20 ms), `slow` (first token after 4 s), `limited`
 (always 429 with Retry-After), `broken` (always 500), `hang` (never answers), `cut` (streams
 cut after two chunks). Deployments reach them through the pass-through adapter (`pt-*`) and
-through litellm (`ll-*`, and `ll-anthropic` via the simulator's Anthropic Messages API).
+through litellm (`ll-*`, and `ll-anthropic` and `ll-anthropic-cut` via the simulator's
+Anthropic Messages API).
 """
 
 from __future__ import annotations
@@ -56,8 +57,16 @@ def router_config(sim_base: str) -> str:
     api_base: {sim_base}
     api_key: env:SIM_KEY
     input_price_per_mtok: 3.0
+    output_price_per_mtok: 15.0
+  - name: ll-anthropic-cut
+    model: anthropic/cut
+    adapter: litellm
+    api_base: {sim_base}
+    api_key: env:SIM_KEY
+    input_price_per_mtok: 3.0
     output_price_per_mtok: 15.0""")
-    names = [f"{p}-{m}" for m in SIM_MODELS for p in ("pt", "ll")] + ["ll-anthropic"]
+    names = [f"{p}-{m}" for m in SIM_MODELS for p in ("pt", "ll")] + ["ll-anthropic",
+                                                                      "ll-anthropic-cut"]
     models = "".join(f"\n  - name: {n}\n    deployments: [{n}]" for n in names)
     models += "\n  - name: chain\n    deployments: [pt-broken, pt-fast]"
     models += "\n  - name: chain-stream\n    deployments: [pt-broken, ll-hang, pt-fast]"

@@ -243,6 +243,23 @@ def test_stream_cut_mid_answer_is_an_error_not_a_clean_end(
     assert received  # content had started, so no fallback was possible
 
 
+@pytest.mark.parametrize("model", ["pt-cut", "ll-cut", "ll-anthropic-cut"])
+def test_a_stream_cut_mid_answer_says_so_in_plain_words(gateway: Running, model: str) -> None:
+    """The error event of a stream the upstream cut after content says the connection closed
+    mid-answer, whatever the adapter and wire: through litellm from Anthropic it carried
+    aiohttp's own words ("Response payload is not completed: 400, message='Not enough data to
+    satisfy transfer length header.'"), whose 400 read as an HTTP status."""
+    body = {"model": model, "messages": MESSAGES, "stream": True}
+    response = _post(gateway, json.dumps(body))
+    assert response.status_code == 200, response.text
+    events = [json.loads(line[6:]) for line in response.text.splitlines()
+              if line.startswith("data: {")]
+    error = events[-1].get("error")
+    assert isinstance(error, dict), events[-1]
+    assert error["code"] == "upstream_stream_cut"
+    assert "mid-answer" in error["message"] and "payload" not in error["message"], error
+
+
 def test_a_stream_cut_mid_answer_is_recorded_with_its_error_code(
         sim: Running, tmp_path: Path) -> None:
     """The recorded outcome of a stream that broke after its first content names the error's

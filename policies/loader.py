@@ -121,7 +121,8 @@ def interpolate(text: str, environ: Mapping[str, str], source: str) -> str:
     """Replace `${NAME}` with the environment's value (for addresses, not secrets). Any other
     `${...}` (a shell default `${NAME:-x}`, a typo) is refused, not left in place: it would
     otherwise reach an address or a name as literal text. Only the line is named, as what
-    follows may be a credential."""
+    follows may be a credential. A name not set, or set to an empty (or blank) value, is
+    refused."""
     unsupported = [text.count("\n", 0, match.start()) + 1 for match in _OPENING.finditer(text)
                    if not _PLACEHOLDER.match(text, match.start())]
     if unsupported:
@@ -133,6 +134,14 @@ def interpolate(text: str, environ: Mapping[str, str], source: str) -> str:
     if missing:
         raise PolicyValidationError(source, [f"${{{name}}} is used but not set in the environment"
                                              for name in missing])
+    # An empty value (Compose's `${X}` of an unset X, a Helm value left blank) made the setting
+    # YAML null, which every optional setting reads as its default: no cost ceiling, no
+    # per-tenant cap, per-process idempotency and statistics, started without a word.
+    empty = sorted(name for name in used if not environ[name].strip())
+    if empty:
+        raise PolicyValidationError(source, [
+            f"${{{name}}} is set but empty: an empty value would turn its setting off (null); "
+            "give it a value, or remove the setting" for name in empty])
     return _PLACEHOLDER.sub(lambda m: environ[m.group(1)], text)
 
 

@@ -107,6 +107,23 @@ def test_missing_placeholder_and_missing_secret_are_named() -> None:
     assert any("CLIENT_KEY" in p for p in caught.value.problems)
 
 
+@pytest.mark.parametrize("empty", ["", "  "])
+def test_a_placeholder_set_to_an_empty_value_is_refused(empty: str) -> None:
+    """`max_cost_per_request_usd: ${CEILING}` with CEILING set but empty (Compose's `${X}` of
+    an unset X) loaded as null: no ceiling, and nothing said. It is refused, naming the
+    variable; the same variable set loads."""
+    text = VALID + ("policies:\n  default:\n    candidates: [small]\n"
+                    "    max_cost_per_request_usd: ${CEILING}\n")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ={**ENV, "CEILING": empty})
+    assert caught.value.problems == [
+        "${CEILING} is set but empty: an empty value would turn its setting off (null); give "
+        "it a value, or remove the setting"]
+    config = load_config_text(text, environ={**ENV, "CEILING": "0.05"})
+    assert config.policies is not None
+    assert config.policies.default.max_cost_per_request_usd == 0.05
+
+
 def test_unknown_price_without_explicit_prices_is_a_config_error() -> None:
     """A model missing from the price table must have prices in the file."""
     text = VALID.replace("    input_price_per_mtok: 1\n    output_price_per_mtok: 2\n", "")

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from router.errors import (
+    ProviderMisconfiguredError,
     ProviderTimeoutError,
     ProviderUnavailableError,
     SlorouterError,
@@ -107,7 +108,8 @@ class Runner:
             if _first_content_by(plan) - self._clock() <= 0:  # before spending any budget
                 raise deadline_passed(attempts)
             after_failure = any(a.outcome == "failed" for a in attempts)
-            if after_failure and not paid and not self._state.retries.try_spend():
+            if (after_failure and not paid and _charged(attempts)
+                    and not self._state.retries.try_spend()):
                 raise exhausted(attempts, "retry budget exhausted")
             paid = False
             kind: AttemptKind = "retry" if retry else ("fallback" if after_failure else "first")
@@ -383,6 +385,17 @@ class _CompletionEvents:
 
     async def aclose(self) -> None:
         self._done = True
+
+
+def _charged(attempts: list[AttemptRecord]) -> bool:
+    """Whether the attempt after these draws on the retry budget: after a failure that load
+    may cause, not when every failure was a deployment's misconfiguration (a wrong or revoked
+    key, an unknown model: 401, 402, 403, 404), which says nothing of load. The budget guards
+    against retry storms; spent on moving past a misconfigured deployment, a burst drained it
+    and its requests failed with `upstream_auth` while a healthy fallback stood idle (the ops
+    audit: 12 of 12 concurrent requests)."""
+    return any(a.outcome == "failed" and not isinstance(a.error, ProviderMisconfiguredError)
+               for a in attempts)
 
 
 def _price_sent(record: AttemptRecord, deployment: Deployment, plan: Plan) -> None:

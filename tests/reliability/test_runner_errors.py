@@ -92,6 +92,30 @@ async def test_misconfigured_deployment_falls_back_and_counts_against_its_breake
     assert health["healthy"].window_failures == 0
 
 
+async def test_moving_past_a_misconfigured_deployment_spends_no_retry_budget() -> None:
+    """With the retry budget empty, a request whose first deployment refuses its key (401)
+    still reaches the healthy next one: a wrong or revoked key says nothing of load, and a
+    burst that drained the budget on it failed with `upstream_auth` while the fallback stood
+    idle (the ops audit: 12 of 12). A load-related failure (503) still draws on the budget."""
+    clock = FakeClock()
+    refused = ProviderMisconfiguredError("refused", code="upstream_auth")
+    overloaded = ProviderUnavailableError("upstream returned 503", code="upstream_unavailable")
+    for failure, answered in ((refused, True), (overloaded, False)):
+        provider = ScriptedProvider({"first": failure})
+        state = ExecutionState(BreakerRegistry(BreakerPolicy(), clock),
+                               retry_budget(clock, BudgetPolicy(share=0.0, floor_per_s=0.0)),
+                               hedge_budget(clock))
+        runner = Runner({"openai_passthrough": provider}, state, clock=clock)
+        if answered:
+            deployment, _ = await runner.complete(_plan(clock, "first", "second"), [])
+            assert deployment.name == "second" and provider.calls == ["first", "second"]
+        else:
+            with pytest.raises(ProviderUnavailableError) as caught:
+                await runner.complete(_plan(clock, "first", "second"), [])
+            assert "retry budget exhausted" in caught.value.message
+            assert provider.calls == ["first"]
+
+
 async def test_misconfigured_only_deployment_is_a_502_with_its_code() -> None:
     """With nothing to fall back to, the client gets the 502 `upstream_not_found`, not a 400."""
     clock = FakeClock()

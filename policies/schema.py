@@ -296,6 +296,23 @@ class PoliciesSpec(Frozen):
             object.__setattr__(self, "tasks", {**self.tasks, **inherited})
         return self
 
+    @model_validator(mode="after")
+    def _tasks_inherit_defaults_cost_ceiling(self) -> PoliciesSpec:
+        """`default`'s `max_cost_per_request_usd` holds for every task whose policy does not
+        set one, for the same reason: a ceiling written once for a shared deployment was
+        escaped by a task hint naming a task without one (the ops audit: `n: 16` refused as
+        `chat`, served as `math` at five times the ceiling). A task opts out with an explicit
+        `max_cost_per_request_usd: null`."""
+        ceiling = self.default.max_cost_per_request_usd
+        if ceiling is None:
+            return self
+        inherited = {task: policy.model_copy(update={"max_cost_per_request_usd": ceiling})
+                     for task, policy in self.tasks.items()
+                     if "max_cost_per_request_usd" not in policy.model_fields_set}
+        if inherited:
+            object.__setattr__(self, "tasks", {**self.tasks, **inherited})
+        return self
+
     def for_task(self, task: Task) -> TaskPolicy:
         return self.tasks.get(task, self.default)
 

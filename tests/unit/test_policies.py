@@ -541,6 +541,31 @@ def test_a_task_without_its_own_risk_rule_is_held_to_the_defaults() -> None:
                                 runtime=opted_out).deployments
 
 
+def test_a_task_without_its_own_cost_ceiling_is_held_to_the_defaults() -> None:
+    """`default`'s ceiling holds for math, whose policy sets none: a request over it hinted as
+    math is refused as it is under the default (it was served, at five times the ceiling). A
+    task's own ceiling stands, and an explicit null opts out."""
+    text = CONFIG.replace(
+        "    quality_floor: {metric: accuracy, relative_to: big, ratio: 0.95}\n",
+        "    quality_floor: {metric: accuracy, relative_to: big, ratio: 0.95}\n"
+        "    max_cost_per_request_usd: 0.001\n", 1).replace(
+        "      no_candidate_fallback: big\n",
+        "      no_candidate_fallback: big\n      max_cost_per_request_usd: null\n").replace(
+        "    chat:\n      candidates: [cheap, mid]\n",
+        "    chat:\n      candidates: [cheap, mid]\n      max_cost_per_request_usd: 0.5\n")
+    policies = _runtime(text).source.policies
+    assert policies is not None
+    assert [policies.for_task(t).max_cost_per_request_usd  # type: ignore[arg-type]
+            for t in ("math", "summarization", "chat", "code")] == [0.001, 0.001, 0.5, None]
+    over = _decide("math", prompt=1000, out=4000, runtime=_runtime(text))
+    assert over.deployments == ()  # type: ignore[attr-defined]
+    opted_out = text.replace("        high: {require_zero_data_retention: true}\n",
+                             "        high: {require_zero_data_retention: true}\n"
+                             "      max_cost_per_request_usd: null\n", 1)
+    assert _decide("math", prompt=1000, out=4000,  # type: ignore[attr-defined]
+                   runtime=_runtime(opted_out)).deployments
+
+
 def test_policy_check_warns_of_rules_and_arms_that_can_never_serve() -> None:
     """Valid, but never working as written: chat inherits the default's high-risk rule (big
     only), which none of chat's models is; the experiment's arm pins chat to cheap, under chat's

@@ -349,7 +349,9 @@ def _winner_usage(outcome: Outcome, usage: Usage, cost_usd: float) -> None:
 
 def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]) -> None:
     outcome.task, outcome.risk = prepared.labels.task, prepared.labels.risk
-    outcome.model = prepared.decision.model
+    # a decision with nothing to try (refused by the risk rule, over the ceiling) routed
+    # nowhere: no model, so no decision of that model is counted or logged
+    outcome.model = prepared.decision.model if prepared.decision.deployments else ""
     outcome.policy_version = prepared.decision.policy_version
     outcome.explored = prepared.decision.explored
     if prepared.assignment is not None:

@@ -114,6 +114,12 @@ def test_an_enforced_risk_rule_refuses_a_pinned_model_with_a_400_naming_why(
         assert "shared-fast: risk high requires zero data retention" in error.message
         assert error.response.headers["x-slorouter-risk"] == "high"
         assert "x-slorouter-model" not in error.response.headers
+    # refused, routed nowhere: no decision of `open` at high risk is counted (it was, one per
+    # refusal, so a dashboard showed high-risk traffic going to the model without retention)
+    metrics = httpx.get(f"{enforcing.base_url}/metrics", timeout=10).text
+    assert not [line for line in metrics.splitlines()
+                if line.startswith("slorouter_decisions_total") and 'model="open"' in line
+                and 'risk="high"' in line]
     explained = httpx.post(f"{enforcing.base_url}/v1/route/explain", timeout=20, json={
         "model": "open", "messages": [{"role": "user", "content": "Summarise the news"}],
         "metadata": {"task": "summarization", "risk": "high"}}).json()

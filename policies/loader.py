@@ -339,19 +339,21 @@ def stand_ins(text: str, environ: Mapping[str, str]) -> dict[str, str]:
 # for how long an answer may be reused: API keys (tenant and scopes are in every cache key on
 # their own), where a deployment is reached and with which credential (its `model` names what
 # answers; the embedded default's simulator listens on a new port at every start, which must not
-# strand the cache), telemetry, and the server's limits, timeouts, reliability and statistics
-# settings and where its caches live. Everything else, the cache rules (`server.cache.default`)
+# strand the cache) and its timeouts and in-flight cap, telemetry, and the server's limits,
+# timeouts, reliability and statistics settings and where its caches live. Everything else, the cache rules (`server.cache.default`)
 # included, and any setting added later is part of the policy version: editing it makes cached
 # answers unreachable.
 NOT_ROUTING: dict[str, Any] = {
     "api_keys": True,
-    "deployments": {"__all__": {"api_base": True, "api_key": True, "api_version": True}},
+    "deployments": {"__all__": {"api_base": True, "api_key": True, "api_version": True,
+                                "timeout_s": True, "connect_timeout_s": True,
+                                "max_in_flight": True}},
     "telemetry": True,
     "server": {
         "max_body_bytes": True, "request_timeout_s": True, "shutdown_grace_s": True,
         "reliability": True, "stats": True,
         "experiments_redis_url": True, "idempotency_redis_url": True,
-        "idempotency_memory_mb": True,
+        "idempotency_memory_mb": True, "idempotency_lease_s": True,
         "cache": {"backend": True, "directory": True, "disk_size_limit_mb": True,
                   "redis_url": True, "prefix_affinity": True},
     },

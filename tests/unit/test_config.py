@@ -149,6 +149,9 @@ def test_version_ignores_comments_and_key_order_but_not_content() -> None:
     ("env:KEY_A", "env:OTHER_KEY"),
     ("routes:\n", "server:\n  cache: {disk_size_limit_mb: 64}\nroutes:\n"),
     ("routes:\n", "server:\n  idempotency_memory_mb: 16\nroutes:\n"),
+    ("routes:\n", "server:\n  idempotency_lease_s: 20\nroutes:\n"),
+    ("    api_key: env:KEY_A\n", "    api_key: env:KEY_A\n    timeout_s: 7\n"
+     "    connect_timeout_s: 1\n    max_in_flight: 8\n"),
     ("routes:\n", "server:\n  cache: {backend: redis, redis_url: 'redis://h:1/0'}\n"
                    "  stats: {explore_share: 0.1}\n  reliability: {max_retries_per_deployment: 3}"
                    "\nroutes:\n"),

@@ -38,12 +38,15 @@ def admission_controller(spec: ReliabilitySpec) -> AdmissionController:
     return AdmissionController(policy, time.monotonic)
 
 
-def log_breaker_change(deployment: str, state: BreakerState, hold_s: float | None) -> None:
-    """A circuit opening (warning) or closing again (info): an error storm otherwise left no
-    line in the log at the default level, only the `slorouter.breaker.state` gauge."""
+def log_breaker_change(deployment: str, state: BreakerState, hold_s: float | None,
+                       cause: str | None = None) -> None:
+    """A circuit opening (warning, with the code of the failure that opened it: a revoked key's
+    `upstream_auth` reads apart from an outage's) or closing again (info): an error storm
+    otherwise left no line in the log at the default level, only the `slorouter.breaker.state`
+    gauge."""
     if state == "open":
         event(log, "breaker_opened", logging.WARNING, deployment=deployment,
-              hold_s=None if hold_s is None else round(hold_s, 3))
+              hold_s=None if hold_s is None else round(hold_s, 3), cause=cause)
     else:
         event(log, "breaker_closed", logging.INFO, deployment=deployment)
 

@@ -112,9 +112,11 @@ class CircuitBreaker:
     """The breaker of one deployment."""
 
     def __init__(self, policy: BreakerPolicy, clock: Clock,
-                 on_change: Callable[[BreakerState, float | None], None] | None = None) -> None:
-        """`on_change(state, hold_s)`: told when the circuit opens (with how long it holds)
-        and when it closes again (half-open, an elapsed hold, is not told)."""
+                 on_change: Callable[[BreakerState, float | None, str | None], None] | None
+                 = None) -> None:
+        """`on_change(state, hold_s, cause)`: told when the circuit opens (with how long it
+        holds and the code of the failure that opened it) and when it closes again
+        (half-open, an elapsed hold, is not told)."""
         self._policy = policy
         self._clock = clock
         self._on_change = on_change
@@ -125,6 +127,7 @@ class CircuitBreaker:
         self._probe_successes = 0
         self._spell = 0  # half-open spells so far: a probe's permit names its own
         self._consecutive = 0
+        self._last_failure: str | None = None  # the code of the latest failure recorded
         self._last_change = clock()
 
     def state(self) -> BreakerState:
@@ -160,10 +163,15 @@ class CircuitBreaker:
             if self._probe_successes >= self._policy.successes_to_close:
                 self._close(now)
 
-    def on_failure(self, permit: Permit, retry_after_s: float | None = None) -> None:
+    def on_failure(self, permit: Permit, retry_after_s: float | None = None,
+                   code: str | None = None) -> None:
         """An admitted attempt failed in a way that counts against the deployment; with
-        `retry_after_s`, the wait its provider asked for (see the module's docstring)."""
+        `retry_after_s`, the wait its provider asked for (see the module's docstring); `code`,
+        the failure's (an operator reads it in the log line of an opening and in the
+        snapshot: a revoked key, `upstream_auth`, from an outage)."""
         now = self._clock()
+        if code is not None:
+            self._last_failure = code
         self._window.add(now, failed=True)
         self._consecutive += 1
         state = self.state()
@@ -208,6 +216,7 @@ class CircuitBreaker:
             error_rate=failures / requests if requests else 0.0,
             half_open_in_s=retry_in,
             probes_in_flight=self._probes_in_flight,
+            last_failure_code=self._last_failure,
             seconds_in_state=now - self._last_change,
         )
 
@@ -226,14 +235,14 @@ class CircuitBreaker:
             if self._open_until is None:
                 self._last_change = now
                 if self._on_change is not None:
-                    self._on_change("open", hold_s)
+                    self._on_change("open", hold_s, self._last_failure)
             self._open_until = until
         self._half_open = False
         self._probe_successes = 0
 
     def _close(self, now: float) -> None:
         if self._on_change is not None:
-            self._on_change("closed", None)
+            self._on_change("closed", None, None)
         self._half_open = False
         self._probes_in_flight = 0
         self._probe_successes = 0
@@ -268,6 +277,7 @@ class DeploymentHealth(BaseModel):
     error_rate: float
     half_open_in_s: float | None
     probes_in_flight: int
+    last_failure_code: str | None  # the code of the latest failure it counted (None: none yet)
     seconds_in_state: float
 
 
@@ -283,10 +293,11 @@ class BreakerRegistry:
     """One breaker per deployment name, created on first use with a shared policy."""
 
     def __init__(self, policy: BreakerPolicy, clock: Clock,
-                 on_change: Callable[[str, BreakerState, float | None], None] | None = None
-                 ) -> None:
-        """`on_change(deployment, state, hold_s)`: each breaker's openings and closings (the
-        service logs them: `breaker_opened`, `breaker_closed`)."""
+                 on_change: Callable[[str, BreakerState, float | None, str | None], None]
+                 | None = None) -> None:
+        """`on_change(deployment, state, hold_s, cause)`: each breaker's openings and closings
+        (the service logs them: `breaker_opened` with the code that opened it,
+        `breaker_closed`)."""
         self._policy = policy
         self._clock = clock
         self._on_change = on_change

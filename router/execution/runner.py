@@ -308,7 +308,7 @@ class Runner:
                 verdict = classify(error, AttemptContext(False, True, False))
                 timed_out = isinstance(error, ProviderTimeoutError)
                 if verdict.breaker_failure and not (timed_out and client_deadline):
-                    breaker.on_failure(permit, verdict.retry_after_s)
+                    breaker.on_failure(permit, verdict.retry_after_s, error.code)
                 else:
                     breaker.on_abandon(permit)
             else:  # the client left, or our own bug: nothing said about the deployment
@@ -344,7 +344,7 @@ class Runner:
         verdict = classify(err, AttemptContext(False, True, False))
         breaker = self._state.breakers.get(record.deployment)
         if health and verdict.breaker_failure and not failed_alike_before(record, attempts):
-            breaker.on_failure(record.permit, verdict.retry_after_s)
+            breaker.on_failure(record.permit, verdict.retry_after_s, err.code)
         else:
             breaker.on_abandon(record.permit)
 

@@ -256,7 +256,7 @@ def test_openings_and_closings_are_told_with_the_deployment_and_hold() -> None:
     breaker = registry.get("d1")
     fail(breaker, POLICY.consecutive_failures)
     assert breaker.allow() is None
-    assert told == [("d1", "open", POLICY.cool_down_s)]
+    assert told == [("d1", "open", POLICY.cool_down_s, None)]
     clock.advance(POLICY.cool_down_s)
     fail(breaker, 1)  # the probe fails: open again
     clock.advance(POLICY.cool_down_s)
@@ -264,7 +264,7 @@ def test_openings_and_closings_are_told_with_the_deployment_and_hold() -> None:
         probe = breaker.allow()
         assert probe is not None
         breaker.on_success(probe)
-    assert told[1:] == [("d1", "open", POLICY.cool_down_s), ("d1", "closed", None)]
+    assert told[1:] == [("d1", "open", POLICY.cool_down_s, None), ("d1", "closed", None, None)]
     assert registry.get("d2").state() == "closed" and len(told) == 3
 
 
@@ -312,3 +312,18 @@ def test_a_probe_from_an_earlier_half_open_spell_counts_for_nothing_now() -> Non
     assert first is not None and second is not None and breaker.allow() is None
     breaker.on_abandon(slow)  # the old spell's probe ends
     assert breaker.allow() is None  # no slot of this spell was freed
+
+
+def test_an_opening_names_the_code_of_the_failure_that_opened_it() -> None:
+    """What an operator reads during an incident: `breaker_opened` and the health snapshot say
+    `upstream_auth` for a revoked key (the log said only the deployment and the hold)."""
+    clock = FakeClock()
+    told: list[tuple[str, BreakerState, float | None, str | None]] = []
+    registry = BreakerRegistry(POLICY, clock, on_change=lambda *change: told.append(change))
+    breaker = registry.get("d1")
+    for _ in range(POLICY.consecutive_failures):
+        permit = breaker.allow()
+        assert permit is not None
+        breaker.on_failure(permit, code="upstream_auth")
+    assert told == [("d1", "open", POLICY.cool_down_s, "upstream_auth")]
+    assert registry.snapshot().deployments[0].last_failure_code == "upstream_auth"

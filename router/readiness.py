@@ -24,12 +24,20 @@ CACHE_REFUSED = ("new answers are not stored (those stored are still served): re
 def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: Classifier,
                      caching: ResultCaching | None = None,
                      idempotency_writes: WriteHealth | None = None,
-                     experiments_writes: WriteHealth | None = None) -> list[ReadinessCheck]:
+                     experiments_writes: WriteHealth | None = None,
+                     policy_violations: int = 0) -> list[ReadinessCheck]:
     """What `/readyz` reports: config and classifier versions, providers, cache backend, and
     the shared stores: a Redis down or refusing writes (`*_writes`, learned from the stores'
-    own writes) is `degraded`, never not ready (see `router.api.meta`)."""
+    own writes) is `degraded`, never not ready (see `router.api.meta`). So is a config that
+    `policy check` refuses (`policy_violations`: models a floor bars from tasks, whose
+    requests may all be 503s), which `serve` starts with a warning."""
 
     async def loaded() -> Readiness:
+        if policy_violations:
+            return Readiness("config", True, f"policy version {runtime.version}; "
+                             f"{policy_violations} policy check violations (models their "
+                             "floors bar from tasks: run `slorouter policy check`)",
+                             degraded=True)
         return Readiness("config", True, f"policy version {runtime.version}")
 
     async def model() -> Readiness:

@@ -137,10 +137,11 @@ def build_runtime(config: RouterConfig, environ: Mapping[str, str],
     return runtime, classifier
 
 
-def warn_unbacked_floors(config: RouterConfig, quality: QualityTable) -> None:
+def warn_unbacked_floors(config: RouterConfig, quality: QualityTable) -> int:
     """What `policy check` (the CI gate) would refuse, said at start-up: a model a policy
     names whose floor no eval backs never serves that task (a floor with no eval report at
-    all, or a report naming the model otherwise, makes every such request a 503)."""
+    all, or a report naming the model otherwise, makes every such request a 503). Returns how
+    many violations there are (`/readyz` lists the config as degraded while there are)."""
     from policies.check import check_policies
 
     if quality.warnings:
@@ -150,6 +151,7 @@ def warn_unbacked_floors(config: RouterConfig, quality: QualityTable) -> None:
         event(log, "policy_check_failed", logging.WARNING, count=len(violations),
               violations=[str(v) for v in violations[:20]],
               hint="run `slorouter policy check`; these models never serve those tasks")
+    return len(violations)
 
 
 def warn_ended_experiments(config: RouterConfig, now: datetime) -> None:
@@ -350,7 +352,7 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
     from router.providers.passthrough import PassthroughProvider
 
     runtime, classifier = build_runtime(config, environ, base_dir)
-    warn_unbacked_floors(config, runtime.quality)
+    unbacked = warn_unbacked_floors(config, runtime.quality)
     warn_ended_experiments(config, datetime.now(UTC))
     providers: dict[AdapterName, Provider] = {"openai_passthrough": PassthroughProvider()}
     if litellm_in_use(runtime.deployments.values()):
@@ -370,7 +372,8 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
     telemetry = build_telemetry(settings, runtime.deployments) if settings.enabled else None
     app = build_app(runtime, classifier, providers, sinks=[LogSink()], telemetry=telemetry,
                     checks=readiness_checks(config, runtime, classifier, caching,
-                                            writes_of(idempotency), writes_of(trials.store)),
+                                            writes_of(idempotency), writes_of(trials.store),
+                                            policy_violations=unbacked),
                     caching=caching, stats=stats_store(config), idempotency=idempotency,
                     experiments=trials, in_flight=in_flight)
     return app, runtime

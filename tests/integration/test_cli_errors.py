@@ -177,6 +177,22 @@ def test_a_floor_no_eval_backs_is_said_at_start_up(tmp_path: Path) -> None:
     assert "policy_check_failed" in found and "model m" in found, found
 
 
+def test_a_floor_no_eval_backs_lists_the_config_as_degraded(tmp_path: Path) -> None:
+    """Started anyway, the router says so in `/readyz` too (`degraded`: config, with the count
+    of violations), not only in a log line: it reported ready while every request of the task
+    was a 503. The same config with its floor met is not degraded."""
+    floored = CONFIG + "policies:\n  default:\n    candidates: [m]\n" \
+                       "    quality_floor: {metric: accuracy, min: 0.8}\n"
+    for text, degraded in ((floored, True), (CONFIG, False)):
+        router = start_router(tmp_path, text, name="degraded" if degraded else "plain")
+        try:
+            with urllib.request.urlopen(f"{router.base_url}/readyz", timeout=10) as answer:
+                ready = json.loads(answer.read())
+        finally:
+            router.stop()
+        assert ("config" in ready["degraded"]) is degraded, ready
+
+
 def test_policy_check_passes_two_tenants_keys_it_cannot_read(tmp_path: Path) -> None:
     """Secrets are not read by the check: each gets a placeholder of its own (one shared
     placeholder made any two `env:` keys look like one key given to two tenants)."""

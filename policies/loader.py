@@ -11,16 +11,19 @@ sections that cannot change an answer (`NOT_ROUTING`).
 
 from __future__ import annotations
 
+import difflib
+import functools
 import hashlib
 import json
 import re
+import typing
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from policies import yaml_strict
 from policies.experiments import ExperimentSpec
@@ -58,12 +61,43 @@ def _pydantic_problems(error: ValidationError) -> list[str]:
 
 def _wording(item: Any) -> str:
     """pydantic's message, but for a pattern the config uses: what the pattern means, not the
-    regular expression (a Persian deployment name read `String should match pattern '^[A-Z…'`)."""
+    regular expression (a Persian deployment name read `String should match pattern '^[A-Z…'`);
+    and for a setting no section has, the setting it most resembles (`max_cost_per_request`:
+    did you mean `max_cost_per_request_usd`?)."""
     if item["type"] == "string_pattern_mismatch":
         meaning = PATTERN_MEANINGS.get(item.get("ctx", {}).get("pattern"))
         if meaning is not None:
             return f"not {meaning}"  # the value is not quoted: it may be a key written inline
+    if item["type"] == "extra_forbidden" and item["loc"]:
+        close = difflib.get_close_matches(str(item["loc"][-1]), _setting_names(), n=1,
+                                          cutoff=0.75)
+        if close:
+            return f"{item['msg']}: did you mean {close[0]!r}?"
     return str(item["msg"])
+
+
+@functools.cache
+def _setting_names() -> tuple[str, ...]:
+    """Every setting name of the config's sections (for suggestions)."""
+    names: set[str] = set()
+    pending: list[type[BaseModel]] = [RouterConfig]
+    seen: set[type[BaseModel]] = set()
+    while pending:
+        model = pending.pop()
+        if model in seen:
+            continue
+        seen.add(model)
+        for name, field in model.model_fields.items():
+            names.add(field.alias or name)
+            pending += _models_in(field.annotation)
+    return tuple(sorted(names))
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation names, through unions, containers and mappings."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
 
 
 def _duplicates(where: str, kind: str, names: Iterable[str]) -> list[str]:
@@ -189,8 +223,12 @@ def _experiment_problems(config: RouterConfig, models: set[str]) -> list[str]:
                 continue
             if arm.route == "policy:default":
                 continue
-            problems.append(f"experiments.{experiment.name}.arms.{arm.name}.route: "
-                            f"{arm.route!r} is neither 'policy:default' nor 'model:<model>'")
+            where = f"experiments.{experiment.name}.arms.{arm.name}.route"
+            if kind == "model" and target:
+                problems.append(f"{where}: unknown model {target!r}")
+                continue
+            problems.append(f"{where}: {arm.route!r} is neither 'policy:default' nor "
+                            "'model:<model>'")
     return problems + _shadowed_experiments(config.experiments)
 
 
@@ -340,9 +378,9 @@ def stand_ins(text: str, environ: Mapping[str, str]) -> dict[str, str]:
 # their own), where a deployment is reached and with which credential (its `model` names what
 # answers; the embedded default's simulator listens on a new port at every start, which must not
 # strand the cache) and its timeouts and in-flight cap, telemetry, and the server's limits,
-# timeouts, reliability and statistics settings and where its caches live. Everything else, the cache rules (`server.cache.default`)
-# included, and any setting added later is part of the policy version: editing it makes cached
-# answers unreachable.
+# timeouts, reliability and statistics settings and where its caches live. Everything else, the
+# cache rules (`server.cache.default`) included, and any setting added later is part of the
+# policy version: editing it makes cached answers unreachable.
 NOT_ROUTING: dict[str, Any] = {
     "api_keys": True,
     "deployments": {"__all__": {"api_base": True, "api_key": True, "api_version": True,

@@ -613,3 +613,33 @@ def test_a_name_or_key_reference_out_of_pattern_says_what_is_expected_not_the_re
     assert "api_keys.0.key: not an environment variable reference, env:NAME (a key is never " \
            "written in the file itself)" in problems
     assert not any("pattern" in p or "sk-inline-secret-1" in p for p in problems), problems
+
+
+def test_a_setting_no_section_has_is_answered_with_the_one_it_resembles() -> None:
+    """`max_cost_per_request` (the `_usd` left off) and `output_price_per_mtk` were refused as
+    'Extra inputs are not permitted' alone; the message now names the setting meant."""
+    text = VALID.replace("    output_price_per_mtok: 2\n", "    output_price_per_mtk: 2\n") + (
+        "policies:\n  default:\n    candidates: [small]\n    max_cost_per_request: 0.05\n")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ=ENV)
+    assert "deployments.1.output_price_per_mtk: Extra inputs are not permitted: did you mean " \
+           "'output_price_per_mtok'?" in caught.value.problems
+    assert "policies.default.max_cost_per_request: Extra inputs are not permitted: did you " \
+           "mean 'max_cost_per_request_usd'?" in caught.value.problems
+
+
+def test_an_arm_naming_an_unknown_model_is_told_so() -> None:
+    text = VALID + """policies:
+  default: {candidates: [small]}
+experiments:
+  - name: e
+    tasks: [chat]
+    unit: user
+    salt: s
+    arms:
+      - {name: control, route: "policy:default", control: true, share: 0.5}
+      - {name: b, route: "model:tiny", share: 0.5}
+"""
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ=ENV)
+    assert caught.value.problems == ["experiments.e.arms.b.route: unknown model 'tiny'"]

@@ -118,8 +118,17 @@ class ResultCacheFront:
         if not decision.write or key is None:
             reason = decision.bypass_reason if decision.bypass_reason is not None else "no_key"
             return reason
+        entry = self.entry_of(body, scope=scope, model=model, generation_s=generation_s,
+                              deployment=deployment)
+        if isinstance(entry, str):
+            return entry
+        return await self.store_entry(key, entry, decision.ttl_s)
+
+    def entry_of(self, body: bytes, *, scope: CacheScope, model: str, generation_s: float,
+                 deployment: str = "") -> CachedEntry | str:
+        """The entry a finished answer makes, or the reason it makes none (counted)."""
         try:
-            entry = CachedEntry.from_completion(
+            return CachedEntry.from_completion(
                 body,
                 EntryVersions.of(scope, model),
                 created_at=self._clock(),
@@ -129,7 +138,6 @@ class ResultCacheFront:
         except NotCacheable as exc:
             self._metrics.record_write_rejected(exc.reason)
             return exc.reason
-        return await self.store_entry(key, entry, decision.ttl_s)
 
     async def store_entry(self, key: str, entry: CachedEntry, ttl_s: float) -> str | None:
         """Hand a built entry to the backend; returns None, or "backend_error"."""

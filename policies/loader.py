@@ -69,8 +69,11 @@ def _wording(item: Any) -> str:
         if meaning is not None:
             return f"not {meaning}"  # the value is not quoted: it may be a key written inline
     if item["type"] == "extra_forbidden" and item["loc"]:
-        close = difflib.get_close_matches(str(item["loc"][-1]), _setting_names(), n=1,
-                                          cutoff=0.75)
+        written = str(item["loc"][-1])
+        if written in _setting_names():  # a real setting, in the wrong place
+            return (f"{item['msg']}: {written!r} is a setting of another section "
+                    "(docs/configuration.md)")
+        close = difflib.get_close_matches(written, _setting_names(), n=1, cutoff=0.75)
         if close:
             return f"{item['msg']}: did you mean {close[0]!r}?"
     return str(item["msg"])

@@ -9,10 +9,12 @@ and risk (any answer the policy allows is acceptable), and the caller's data ver
 
 Identical requests at once are computed once per process: the first that misses a key leads
 (it may write the answer), and a non-streamed request that finds a leader for its key waits
-for the leader's answer (at most half its own time left), then looks the key up again: a hit,
-or, when the leader failed, a miss that goes upstream itself. Without that, 100 identical
-requests for an expired answer made 100 upstream calls (a race audit). A stream never waits:
-its first token would wait for a whole answer. Replicas do not coalesce with one another.
+for the leader's answer (at most half its own time left, and no longer than its client stays)
+and is served it from memory, kept by the backend or not: a hit; or, when the leader got no
+answer an entry can hold (it failed, was cut, was filtered), it looks the key up and goes
+upstream itself. Without that, 100 identical requests for an expired answer made 100 upstream
+calls (a race audit). A stream never waits: its first token would wait for a whole answer.
+Replicas do not coalesce with one another.
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cache.entry import CachedEntry
 from cache.keys import CacheScope, derive_key
 from cache.metrics import CacheMetrics
 from cache.policy import CacheDecision, CacheRule, decide, parse_cache_control
@@ -100,9 +103,9 @@ class ResultCaching:
         self.degraded = degraded if degraded is not None else _never
         self._default = default_rule
         self.metrics = metrics
-        # per key, the request of this process computing its answer: done once it is stored
-        # or the request has ended
-        self._leaders: dict[str, asyncio.Future[None]] = {}
+        # per key, the request of this process computing its answer: done with its entry once
+        # it has one, or with None once the request has ended without
+        self._leaders: dict[str, asyncio.Future[CachedEntry | None]] = {}
 
     def plan(self, prepared: Prepared, principal: Principal, headers: Mapping[str, str],
              raw: Mapping[str, Any]) -> CachePlan:
@@ -121,26 +124,33 @@ class ResultCaching:
         return CachePlan(key, decision, scope)
 
     async def lookup(self, plan: CachePlan, prepared: Prepared,
-                     held: contextlib.AsyncExitStack | None = None,
-                     follow_s: float = 0.0) -> Lookup:
+                     held: contextlib.AsyncExitStack | None = None, follow_s: float = 0.0,
+                     unless_gone: Callable[[Awaitable[None]], Awaitable[None]] | None = None
+                     ) -> Lookup:
         """The cache's answer for the plan. With `held` (closed when the request has ended), a
         miss that may write makes the request its key's leader; a non-streamed request that
-        finds a leader waits for it up to `follow_s` (see the module)."""
+        finds a leader waits for its answer up to `follow_s` (see the module), through
+        `unless_gone` (which ends the wait when the client leaves: a follower must not hold its
+        admission slot for a client that is gone)."""
         key = plan.key
         leader = self._leaders.get(key) if key is not None and self._leaders else None
-        led: asyncio.Future[None] | None = None
-        waited = False
+        led: asyncio.Future[CachedEntry | None] | None = None
         if leader is None:
             if held is not None and key is not None and plan.decision.write:
                 # it leads from before its lookup, whose await (a Redis round trip) would let
                 # identical requests arriving meanwhile miss too and lead as well
                 led = asyncio.get_running_loop().create_future()
                 self._leaders[key] = led
-                held.callback(self._followed, key, led)
+                held.callback(self._followed, key, led, None)
         elif follow_s > 0 and not prepared.request.stream and plan.decision.read:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(leader), follow_s)
-            waited = True
+            waiting = self._follow(leader, follow_s)
+            await (unless_gone(waiting) if unless_gone is not None else waiting)
+            answer = leader.result() if leader.done() else None
+            if answer is not None and self.metrics is not None:
+                # the leader's answer, kept or not (a Redis in its cool-down, a full disk)
+                self.metrics.record_hit(answer.generation_s)
+                self.metrics.record_coalesced()
+                return Lookup("hit", answer)
         started = time.perf_counter()
         try:
             if self._front is None:
@@ -148,20 +158,24 @@ class ResultCaching:
             found = await self._front.lookup(key, plan.decision, plan.scope)
         finally:
             prepared.phases.cache += time.perf_counter() - started
-        if found.entry is not None:
-            if led is not None and key is not None:  # found, not to be computed: no leader
-                self._followed(key, led)
-            if waited and self.metrics is not None:
-                self.metrics.record_coalesced()
+        if found.entry is not None and led is not None and key is not None:
+            self._followed(key, led, None)  # found, not to be computed: no leader
         return found
 
-    def _followed(self, key: str, led: asyncio.Future[None]) -> None:
-        """The leader of `key` is done (its answer stored, or the request ended): its
-        followers look the key up."""
+    @staticmethod
+    async def _follow(leader: asyncio.Future[CachedEntry | None], wait_s: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(leader), wait_s)
+
+    def _followed(self, key: str, led: asyncio.Future[CachedEntry | None],
+                  answer: CachedEntry | None) -> None:
+        """The leader of `key` is done: with its `answer` (an entry of it, kept or not), or
+        None (an answer no entry can hold, or the request ended without one), whose followers
+        then look the key up and go upstream themselves."""
         if self._leaders.get(key) is led:
             del self._leaders[key]
         if not led.done():
-            led.set_result(None)
+            led.set_result(answer)
 
     def note_prefix(self, cached_tokens: int | None) -> None:
         """Count a provider answer's prompt-cache use (prefix hit rate and cached tokens)."""
@@ -173,12 +187,14 @@ class ResultCaching:
         """Write a finished answer under the scope's model name (what lookups check)."""
         if self._front is not None and plan.decision.write and plan.key is not None:
             model = next(iter(plan.scope.models))
-            await self._front.store(plan.key, plan.decision, body, scope=plan.scope,
-                                    model=model, generation_s=generation_s,
-                                    deployment=deployment)
+            entry = self._front.entry_of(body, scope=plan.scope, model=model,
+                                         generation_s=generation_s, deployment=deployment)
+            answer = entry if isinstance(entry, CachedEntry) else None
             led = self._leaders.get(plan.key)
-            if led is not None:  # its followers need not wait for the stream's end
-                self._followed(plan.key, led)
+            if led is not None:  # its followers are answered now, not at the stream's end
+                self._followed(plan.key, led, answer)
+            if answer is not None:
+                await self._front.store_entry(plan.key, answer, plan.decision.ttl_s)
 
 
 def _never() -> str | None:

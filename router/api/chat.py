@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
@@ -48,6 +49,8 @@ from router.auth import authenticate
 from router.caching import ResultCaching
 from router.errors import SlorouterError
 from router.execution.deadline import requested_timeout_s
+from router.execution.plan import CommittedStream
+from router.execution.runner import close_quietly
 from router.idempotency import LEASE_S, IdempotencyStore, Replay
 from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages
 from router.pipeline import (
@@ -211,8 +214,9 @@ class ChatHandler:
             cache_plan = self._caching.plan(prepared, principal, received, raw)
             # an identical request computing the answer is waited for, at most half the time
             # left (`ResultCaching.lookup`)
-            found = await self._caching.lookup(cache_plan, prepared, held,
-                                               follow_s=(deadline - self._clock()) / 2)
+            found = await self._caching.lookup(
+                cache_plan, prepared, held, follow_s=(deadline - self._clock()) / 2,
+                unless_gone=functools.partial(run_unless_disconnected, request.receive))
         except BaseException as exc:
             if claimed is not None:
                 await claimed.failed(exc)
@@ -309,7 +313,8 @@ class ChatHandler:
                       settle: Settle, include_usage: bool, capture: bool) -> Response:
         try:
             committed = await run_unless_disconnected(
-                request.receive, self._pipeline.open_stream(prepared, outcome))
+                request.receive, self._pipeline.open_stream(prepared, outcome),
+                dropped=_abandon)
         except BaseException as exc:
             await settle.failed(exc, outcome)
             raise
@@ -330,6 +335,16 @@ class ChatHandler:
                                         in_flight=self._in_flight,
                                         shutdown_error=settle.stream_ended_by(SHUTTING_DOWN),
                                         time_limit_s=prepared.plan.deadline - self._clock())
+
+async def _abandon(committed: CommittedStream) -> None:
+    """A stream whose attempt committed as its client left (the cancellation absorbed): its
+    upstream is closed and its attempt released with no verdict, else its in-flight count (a
+    half-open probe's slot, the breaker then never leaving half-open) stayed taken."""
+    try:
+        await close_quietly(committed.tail)
+    finally:
+        committed.release(abandoned=True)
+
 
 def _name_abandoned(outcome: Outcome) -> None:
     """A completion its client left before the answer: the deployment of the first attempt

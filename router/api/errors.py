@@ -11,7 +11,6 @@ import logging
 import math
 import random
 
-import orjson
 from starlette.responses import Response
 
 from router.errors import (
@@ -24,6 +23,7 @@ from router.errors import (
     UnknownCommitError,
 )
 from router.outcomes import CLIENT_CLOSED
+from router.providers import lone_surrogates
 
 log = logging.getLogger("slorouter.http")
 
@@ -70,7 +70,8 @@ def error_response(exc: BaseException, headers: dict[str, str] | None = None) ->
         all_headers["x-should-retry"] = "false"
     if isinstance(err, RequestTimeoutError):  # its body never ended: the connection is unusable
         all_headers["connection"] = "close"
-    return Response(orjson.dumps(err.to_openai()), status_code=err.status_code,
+    # lone_surrogates.dumps: an upstream's message may hold half an emoji, which orjson refuses
+    return Response(lone_surrogates.dumps(err.to_openai()), status_code=err.status_code,
                     headers=all_headers, media_type="application/json")
 
 
@@ -88,4 +89,4 @@ def client_may_retry(err: SlorouterError) -> bool:
 
 def error_event(exc: BaseException) -> bytes:
     """An SSE event the OpenAI SDKs raise as an APIError (a stream must not end cleanly)."""
-    return b"data: " + orjson.dumps(as_project_error(exc).to_openai()) + b"\n\n"
+    return b"data: " + lone_surrogates.dumps(as_project_error(exc).to_openai()) + b"\n\n"

@@ -17,6 +17,7 @@ import re
 import orjson
 
 from router import errors as e
+from router.providers import lone_surrogates
 from router.telemetry.redact import scrub
 
 MAX_MESSAGE_CHARS = 300
@@ -88,13 +89,16 @@ def error_fields(text: str) -> tuple[str | None, str | None, str | None]:
     try:
         parsed = orjson.loads(stripped)
     except orjson.JSONDecodeError:
+        # JSON with half an emoji (a lone surrogate escape), read well-formed: as the repr
+        # below, it left a string the router's own JSON writer refused (a 500 for a 400)
+        fixed = lone_surrogates.repaired(stripped.encode("utf-8", "surrogatepass"))
         try:
-            parsed = ast.literal_eval(stripped)
+            parsed = fixed[0] if fixed is not None else ast.literal_eval(stripped)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             # A body cut short (a truncated repr): take what there is of the message.
             match = re.search(r"""['"]message['"]\s*:\s*(['"])(.*?)(?:(?<!\\)\1|$)""", stripped)
-            return (match.group(2) if match else None), None, None
-    return _fields_of(parsed)
+            return (lone_surrogates.well_formed(match.group(2)) if match else None), None, None
+    return _fields_of(lone_surrogates.well_formed(parsed))
 
 
 def _fields_of(body: object) -> tuple[str | None, str | None, str | None]:

@@ -2,7 +2,8 @@
 server that cuts text by UTF-16 code units sends): the answer reaches the `openai` client
 whole and well-formed, through both adapters, streamed and not, instead of a 500 (litellm) or a
 cut stream and a 502 (pass-through). A pair split across two stream chunks arrives as two
-replacement characters; a pair whole inside one string arrives as its emoji.
+replacement characters; a pair whole inside one string arrives as its emoji. An upstream error
+whose message holds half an emoji is the upstream's 400, not a 500.
 
 Real processes on loopback: a hand-written upstream and the router (`pt-stub` pass-through,
 `ll-stub` litellm, `tests/support/fake_upstream.stub_router_config`).
@@ -33,11 +34,18 @@ EVENTS = (CHUNK % ("hi \\ud83d", "null"), CHUNK % ("\\ude00 there", "null"),
           CHUNK % ("", '"stop"'))
 
 
+REFUSAL = ('{"error": {"message": "bad input \\ud83d here", "type": "invalid_request_error", '
+           '"param": null, "code": "bad_thing"}}')
+
+
 class Handler(QuietHandler):
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        if b"refuse me" in body:
+            send_body(self, 400, REFUSAL.encode())
+            return
         if b'"stream":true' not in body.replace(b" ", b""):
             send_body(self, 200, WHOLE.encode())
             return
@@ -87,3 +95,19 @@ def test_a_cached_answer_with_half_an_emoji_replays_well_formed(router: Running,
     assert second.headers["x-slorouter-cache"] == "hit"
     assert second.parse().choices[0].message.content == first.parse().choices[0].message.content
     assert second.parse().choices[0].message.content == "smile \U0001f600 cut \ufffd"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("model", ["pt-stub", "ll-stub"])
+def test_an_upstream_refusal_with_half_an_emoji_is_its_400(router: Running, model: str,
+                                                           stream: bool) -> None:
+    """The upstream's 400 reaches the client as a 400 with its code and its message made
+    well-formed, not a 500 `internal_error` (the router's own JSON writer refused the lone
+    surrogate its error reader had kept)."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        reply = _client(router).chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "refuse me"}], stream=stream)
+        if stream:
+            list(reply)  # type: ignore[call-overload]
+    assert caught.value.code == "bad_thing"
+    assert "bad input \ufffd here" in caught.value.message

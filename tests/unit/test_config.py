@@ -626,6 +626,12 @@ def test_a_setting_no_section_has_is_answered_with_the_one_it_resembles() -> Non
            "'output_price_per_mtok'?" in caught.value.problems
     assert "policies.default.max_cost_per_request: Extra inputs are not permitted: did you " \
            "mean 'max_cost_per_request_usd'?" in caught.value.problems
+    misplaced = VALID.replace("routes:\n", "server:\n  max_cost_per_request_usd: 1\nroutes:\n")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(misplaced, environ=ENV)
+    assert caught.value.problems == [
+        "server.max_cost_per_request_usd: Extra inputs are not permitted: "
+        "'max_cost_per_request_usd' is a setting of another section (docs/configuration.md)"]
 
 
 def test_an_arm_naming_an_unknown_model_is_told_so() -> None:

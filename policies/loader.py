@@ -68,6 +68,9 @@ def _wording(item: Any) -> str:
         meaning = PATTERN_MEANINGS.get(item.get("ctx", {}).get("pattern"))
         if meaning is not None:
             return f"not {meaning}"  # the value is not quoted: it may be a key written inline
+    if item["type"] == "string_type" and isinstance(item.get("input"), bool):
+        # YAML 1.1 reads an unquoted yes/no/on/off (`tenant: NO`, Norway's code) as a boolean
+        return f"{item['msg']}: YAML read it as {item['input']!r}; quote the value"
     if item["type"] == "extra_forbidden" and item["loc"]:
         written = str(item["loc"][-1])
         if written in _setting_names():  # a real setting, in the wrong place

@@ -30,7 +30,9 @@ _SECRET_REF = r"^env:[A-Za-z_][A-Za-z0-9_]*$"
 Name = Annotated[str, Field(pattern=_NAME)]
 SecretRef = Annotated[str, Field(pattern=_SECRET_REF)]
 # What each pattern means, for configuration errors (`policies.loader`).
+_SHA256 = r"^[0-9a-f]{64}$"
 PATTERN_MEANINGS = {
+    _SHA256: "a SHA-256 digest: 64 lower-case hexadecimal digits (sha256sum's output)",
     _NAME: ("a name: 1-128 ASCII letters, digits and . _ : / -, starting with a letter or "
             "a digit"),
     _SECRET_REF: ("an environment variable reference, env:NAME (a key is never written in "
@@ -177,7 +179,7 @@ class ApiKeySpec(Frozen):
     """
 
     key: SecretRef | None = None
-    key_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    key_sha256: Annotated[str, Field(pattern=_SHA256)] | None = None
     tenant: Name
     scopes: tuple[str, ...] = ()
     risk_hints: Literal["may_lower", "raise_only"] = "may_lower"

@@ -649,3 +649,17 @@ experiments:
     with pytest.raises(PolicyValidationError) as caught:
         load_config_text(text, environ=ENV)
     assert caught.value.problems == ["experiments.e.arms.b.route: unknown model 'tiny'"]
+
+
+def test_yaml_booleans_and_upper_case_digests_are_explained() -> None:
+    """`tenant: NO` (YAML 1.1 reads it as false) and an upper-case `key_sha256` were refused
+    with pydantic's 'valid string' and the raw regular expression."""
+    text = VALID.replace("    tenant: acme\n", "    tenant: NO\n") + (
+        "  - {key_sha256: " + "AB" * 32 + ", tenant: b}\n")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ=ENV)
+    assert caught.value.problems == [
+        "api_keys.0.tenant: Input should be a valid string: YAML read it as False; quote the "
+        "value",
+        "api_keys.1.key_sha256: not a SHA-256 digest: 64 lower-case hexadecimal digits "
+        "(sha256sum's output)"]

@@ -410,14 +410,7 @@ def test_a_key_with_whitespace_or_control_characters_is_refused_at_start_up(
 def test_a_model_arm_needs_policies_to_narrow() -> None:
     """Without `policies` every request takes the routes' default, so a `model:` arm could
     never serve (it was reported degraded on every request)."""
-    config = VALID + """experiments:
-  - name: e1
-    tasks: [chat]
-    salt: s1
-    arms:
-      - {name: control, route: "policy:default", control: true, share: 0.5}
-      - {name: b, route: "model:small", share: 0.5}
-"""
+    config = VALID + _two_arms("e1", "model:small")
     with pytest.raises(PolicyValidationError) as caught:
         load_config_text(config, environ=ENV)
     (problem,) = caught.value.problems
@@ -635,17 +628,7 @@ def test_a_setting_no_section_has_is_answered_with_the_one_it_resembles() -> Non
 
 
 def test_an_arm_naming_an_unknown_model_is_told_so() -> None:
-    text = VALID + """policies:
-  default: {candidates: [small]}
-experiments:
-  - name: e
-    tasks: [chat]
-    unit: user
-    salt: s
-    arms:
-      - {name: control, route: "policy:default", control: true, share: 0.5}
-      - {name: b, route: "model:tiny", share: 0.5}
-"""
+    text = VALID + "policies:\n  default: {candidates: [small]}\n" + _two_arms("e", "model:tiny")
     with pytest.raises(PolicyValidationError) as caught:
         load_config_text(text, environ=ENV)
     assert caught.value.problems == ["experiments.e.arms.b.route: unknown model 'tiny'"]
@@ -663,3 +646,15 @@ def test_yaml_booleans_and_upper_case_digests_are_explained() -> None:
         "value",
         "api_keys.1.key_sha256: not a SHA-256 digest: 64 lower-case hexadecimal digits "
         "(sha256sum's output)"]
+
+
+def _two_arms(name: str, route: str) -> str:
+    """An `experiments:` section: experiment `name` on chat, control and arm `b` on `route`."""
+    return f"""experiments:
+  - name: {name}
+    tasks: [chat]
+    salt: s1
+    arms:
+      - {{name: control, route: "policy:default", control: true, share: 0.5}}
+      - {{name: b, route: "{route}", share: 0.5}}
+"""

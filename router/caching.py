@@ -146,10 +146,10 @@ class ResultCaching:
             waiting = self._follow(leader, follow_s)
             await (unless_gone(waiting) if unless_gone is not None else waiting)
             answer = leader.result() if leader.done() else None
-            if answer is not None and self.metrics is not None:
-                # the leader's answer, kept or not (a Redis in its cool-down, a full disk)
-                self.metrics.record_hit(answer.generation_s)
-                self.metrics.record_coalesced()
+            if answer is not None:  # the leader's, kept or not (Redis cooling down, disk full)
+                if self.metrics is not None:
+                    self.metrics.record_hit(answer.generation_s)
+                    self.metrics.record_coalesced()
                 return Lookup("hit", answer)
         started = time.perf_counter()
         try:

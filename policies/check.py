@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from policies.eligibility import (
     DeploymentFacts,
@@ -71,11 +72,15 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     models none of whose deployments has it, so its requests of that risk level have no
     route; an experiment arm whose model is under a task's floor, so its requests are all
     answered by control's route (`x-slorouter-arm-degraded`); a `min_cost` task with latency
-    targets but no `e2e_p99_ms`, which holds its non-streamed requests to no latency target."""
+    targets but no `e2e_p99_ms`, which holds its non-streamed requests to no latency target;
+    `routes.by_task` beside a policies section, which routes every task instead."""
     if config.policies is None:
         return []
     retaining_nothing = _models_with_zero_retention(config)
     found = []
+    if config.routes.by_task:
+        found.append("routes.by_task is not used: with a policies section every task is routed "
+                     "by its policy (give the task a policy with those candidates instead)")
     for task in TASKS:
         policy = config.policies.for_task(task)
         slo = policy.slo
@@ -109,6 +114,14 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
                                  f"is under task {task}'s floor ({check.detail}): control's "
                                  "route answers all its requests")
     return found
+
+
+def ended_experiments(config: RouterConfig, now: datetime) -> list[str]:
+    """Experiments whose `stop` has passed: they load but assign no request (no
+    `x-slorouter-arm`), which looks like a broken experiment."""
+    return [f"experiment {spec.name}: its stop ({spec.stop.isoformat()}) has passed, so no "
+            "request takes part; move stop or remove it"
+            for spec in config.experiments if spec.stop is not None and spec.stop <= now]
 
 
 def _models_with_zero_retention(config: RouterConfig) -> set[str]:

@@ -69,7 +69,14 @@ def _load(given: Path | None) -> tuple[Path, Any]:
 
 
 def policy_check(args: argparse.Namespace) -> int:
-    from policies.check import ceiling_warnings, check_policies, policy_warnings
+    from datetime import UTC, datetime
+
+    from policies.check import (
+        ceiling_warnings,
+        check_policies,
+        ended_experiments,
+        policy_warnings,
+    )
     from router.errors import ConfigError
     from router.pipeline import DEFAULT_MAX_OUTPUT_TOKENS
     from router.wiring import (
@@ -95,8 +102,9 @@ def policy_check(args: argparse.Namespace) -> int:
                                   DEFAULT_MAX_OUTPUT_TOKENS)
     keyless = credential_warnings(runtime.deployments.values())
     unsized = output_limit_warnings(runtime.deployments.values())
+    ended = ended_experiments(config, datetime.now(UTC))
     for warning in (*quality.warnings, *policy_warnings(config, quality), *unmeetable, *keyless,
-                    *unsized):
+                    *unsized, *ended):
         print(f"{path}: warning: {warning}", file=sys.stderr)
     violations = check_policies(config, quality)
     for violation in violations:

@@ -142,10 +142,12 @@ def warn_unbacked_floors(config: RouterConfig, quality: QualityTable) -> int:
     names whose floor no eval backs never serves that task (a floor with no eval report at
     all, or a report naming the model otherwise, makes every such request a 503). Returns how
     many violations there are (`/readyz` lists the config as degraded while there are)."""
-    from policies.check import check_policies
+    from policies.check import check_policies, policy_warnings
 
     if quality.warnings:
         event(log, "eval_reports_unchecked", logging.WARNING, warnings=list(quality.warnings))
+    for warning in policy_warnings(config, quality):  # what `policy check` warns of too
+        event(log, "policy_warning", logging.WARNING, warning=warning)
     violations = check_policies(config, quality)
     if violations:
         event(log, "policy_check_failed", logging.WARNING, count=len(violations),

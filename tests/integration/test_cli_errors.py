@@ -193,6 +193,44 @@ def test_a_floor_no_eval_backs_lists_the_config_as_degraded(tmp_path: Path) -> N
         assert ("config" in ready["degraded"]) is degraded, ready
 
 
+def test_policy_check_warns_of_routes_by_task_and_an_ended_experiment(tmp_path: Path) -> None:
+    """Both load and pass, and neither works as written: `routes.by_task` beside policies
+    routes nothing, and an experiment whose stop has passed assigns no request. `policy check`
+    said nothing of either (`serve` only of the experiment); it warns of both, and `serve` logs
+    `policy check`'s warnings too."""
+    text = CONFIG.replace("routes: {default_model: m}",
+                          "routes: {default_model: m, by_task: {code: m}}") + """policies:
+  default: {candidates: [m]}
+experiments:
+  - name: old
+    tasks: [chat]
+    salt: s1
+    stop: 2020-01-01T00:00:00Z
+    arms:
+      - {name: control, route: "policy:default", control: true, share: 0.5}
+      - {name: b, route: "model:m", share: 0.5}
+"""
+    result = _run(tmp_path, "policy", "check", "--config", _config(tmp_path, text))
+    assert result.returncode == 0, result.stderr
+    assert "warning: routes.by_task is not used" in result.stderr
+    assert "warning: experiment old: its stop (2020-01-01T00:00:00+00:00) has passed" \
+        in result.stderr
+    proc = subprocess.Popen([PYTHON, "-m", "router.cli", "serve", "--config",
+                             _config(tmp_path, text), "--port", "0"], cwd=tmp_path,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "policy_warning" in line or "starting" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "routes.by_task is not used" in "".join(lines), lines
+
+
 def test_policy_check_passes_two_tenants_keys_it_cannot_read(tmp_path: Path) -> None:
     """Secrets are not read by the check: each gets a placeholder of its own (one shared
     placeholder made any two `env:` keys look like one key given to two tenants)."""

@@ -117,6 +117,12 @@ def serve(args: argparse.Namespace) -> int:
                   fix="give it a Redis with maxmemory-policy noeviction (the result cache may "
                       "keep its own, evicting one)")
     except ConfigError as err:
+        # the later stages' problems (a secret's variable unset, a learned router's path)
+        # name the file too, as the loader's do
+        named = str(args.config) if args.config is not None else None
+        if named is not None and not all(p.startswith(named) for p in err.problems):
+            err = ConfigError([p if p.startswith(named) else f"{named}: {p}"
+                               for p in err.problems])
         print(f"slorouter: {err}", file=sys.stderr)
         _stop(simulator)
         return 2

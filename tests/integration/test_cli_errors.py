@@ -151,8 +151,12 @@ def test_every_start_up_problem_is_listed_at_once(tmp_path: Path) -> None:
         "input_price_per_mtok: 1, output_price_per_mtok: 1}",
         "api_key: env:SLOROUTER_TEST_UNSET_KEY}") + (
         "policies:\n  eval_reports: [missing-evals.json]\n  default: {candidates: [m]}\n")
-    _refused(_run(tmp_path, "serve", "--config", _config(tmp_path, text)),
-             "missing-evals.json", "SLOROUTER_TEST_UNSET_KEY", "price")
+    config = _config(tmp_path, text)
+    result = _run(tmp_path, "serve", "--config", config)
+    _refused(result, "missing-evals.json", "SLOROUTER_TEST_UNSET_KEY", "price")
+    problems = [line for line in result.stderr.splitlines() if line.startswith("  - ")]
+    assert len(problems) >= 3 and all(p.startswith(f"  - {config}: ") for p in problems), \
+        problems  # each names the file, as the loader's problems do
 
 
 def test_a_floor_no_eval_backs_is_said_at_start_up(tmp_path: Path) -> None:

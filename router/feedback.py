@@ -138,7 +138,13 @@ class StatsRanker:
                 deployments: Sequence[str]) -> Ranking:
         now = self.clock()
         targets, scoring = self._policy_settings(policy)
-        targets = held_to_client_wait(targets, facts)
+        held = held_to_client_wait(targets, facts)
+        if held is not targets and scoring.explore_share > 0.0:
+            # A client waiting less than the task's target is no probe: a stale deployment
+            # tried for it is likely cut at its wait (a 504), and tells only that it was slower
+            # than an impatient client (a flaky test showed two such 504s in twelve requests).
+            scoring = replace(scoring, explore_share=0.0)
+        targets = held
         task, prompt = facts.task, facts.prompt_tokens
         bucket = prompt_bucket(prompt)
         prices, view, unhealthy, penalty = (self.config.deployments, self.store.view,

@@ -116,12 +116,11 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     return found
 
 
-def ended_experiments(config: RouterConfig, now: datetime) -> list[str]:
-    """Experiments whose `stop` has passed: they load but assign no request (no
-    `x-slorouter-arm`), which looks like a broken experiment."""
-    return [f"experiment {spec.name}: its stop ({spec.stop.isoformat()}) has passed, so no "
-            "request takes part; move stop or remove it"
-            for spec in config.experiments if spec.stop is not None and spec.stop <= now]
+def ended_experiments(config: RouterConfig, now: datetime) -> list[tuple[str, datetime]]:
+    """(name, stop) of the experiments whose `stop` has passed: they load but assign no
+    request (no `x-slorouter-arm`), which looks like a broken experiment."""
+    return [(spec.name, spec.stop) for spec in config.experiments
+            if spec.stop is not None and spec.stop <= now]
 
 
 def _models_with_zero_retention(config: RouterConfig) -> set[str]:

@@ -102,7 +102,9 @@ def policy_check(args: argparse.Namespace) -> int:
                                   DEFAULT_MAX_OUTPUT_TOKENS)
     keyless = credential_warnings(runtime.deployments.values())
     unsized = output_limit_warnings(runtime.deployments.values())
-    ended = ended_experiments(config, datetime.now(UTC))
+    ended = [f"experiment {name}: its stop ({stop.isoformat()}) has passed, so no request "
+             "takes part; move stop or remove it"
+             for name, stop in ended_experiments(config, datetime.now(UTC))]
     for warning in (*quality.warnings, *policy_warnings(config, quality), *unmeetable, *keyless,
                     *unsized, *ended):
         print(f"{path}: warning: {warning}", file=sys.stderr)

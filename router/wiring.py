@@ -160,11 +160,11 @@ def warn_ended_experiments(config: RouterConfig, now: datetime) -> None:
     """An experiment whose `stop` has passed loads but never assigns a request (no
     `x-slorouter-arm`), which looks like a broken experiment: say so at start-up. (A `start`
     not before its `stop` is a load error, `policies.experiments.schema`.)"""
-    for spec in config.experiments:
-        if spec.stop is not None and spec.stop <= now:
-            event(log, "experiment_ended", logging.WARNING, experiment=spec.name,
-                  stop=spec.stop.isoformat(),
-                  hint="its stop has passed, so no request takes part; move stop or remove it")
+    from policies.check import ended_experiments
+
+    for name, stop in ended_experiments(config, now):
+        event(log, "experiment_ended", logging.WARNING, experiment=name, stop=stop.isoformat(),
+              hint="its stop has passed, so no request takes part; move stop or remove it")
 
 
 def result_caching(config: RouterConfig) -> ResultCaching:

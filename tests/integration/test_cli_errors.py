@@ -42,6 +42,25 @@ def _config(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
+def _serve_log_until(tmp_path: Path, text: str, event: str) -> str:
+    """`serve`'s start-up log for config `text`, read up to the line naming `event` (or the
+    line saying it is starting); the process is then stopped."""
+    proc = subprocess.Popen([PYTHON, "-m", "router.cli", "serve", "--config",
+                             _config(tmp_path, text), "--port", "0"], cwd=tmp_path,
+                            stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if event in line or "starting" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return "".join(lines)
+
+
 def _refused(result: subprocess.CompletedProcess[str], *needles: str) -> None:
     assert result.returncode == 2, (result.returncode, result.stderr)
     assert "Traceback" not in result.stderr, result.stderr
@@ -164,20 +183,7 @@ def test_a_floor_no_eval_backs_is_said_at_start_up(tmp_path: Path) -> None:
     starts, as the CI gate is `policy check`, but says so in its log at once."""
     text = CONFIG + "policies:\n  default:\n    candidates: [m]\n" \
                     "    quality_floor: {metric: accuracy, min: 0.8}\n"
-    proc = subprocess.Popen([PYTHON, "-m", "router.cli", "serve", "--config",
-                             _config(tmp_path, text), "--port", "0"], cwd=tmp_path,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        lines = []
-        for line in proc.stderr:
-            lines.append(line)
-            if "policy_check_failed" in line or "starting" in line:
-                break
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-    found = "".join(lines)
+    found = _serve_log_until(tmp_path, text, "policy_check_failed")
     assert "policy_check_failed" in found and "model m" in found, found
 
 
@@ -219,20 +225,8 @@ experiments:
     assert "warning: routes.by_task is not used" in result.stderr
     assert "warning: experiment old: its stop (2020-01-01T00:00:00+00:00) has passed" \
         in result.stderr
-    proc = subprocess.Popen([PYTHON, "-m", "router.cli", "serve", "--config",
-                             _config(tmp_path, text), "--port", "0"], cwd=tmp_path,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stderr is not None
-        lines = []
-        for line in proc.stderr:
-            lines.append(line)
-            if "policy_warning" in line or "starting" in line:
-                break
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-    assert "routes.by_task is not used" in "".join(lines), lines
+    found = _serve_log_until(tmp_path, text, "policy_warning")
+    assert "routes.by_task is not used" in found, found
 
 
 def test_policy_check_passes_two_tenants_keys_it_cannot_read(tmp_path: Path) -> None:

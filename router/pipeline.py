@@ -28,6 +28,7 @@ from router.execution.deadline import head_timeout_s
 from router.execution.hedging import HedgeInputs, plan_hedge, refusal_before_prediction
 from router.execution.plan import CommittedStream, Plan
 from router.execution.runner import Runner
+from router.media_tokens import MEDIA_PARTS, media_part_tokens
 from router.outcomes import Outcome
 from router.prefix import affinity_order, marked_bodies
 from router.providers.base import Completion, Deployment
@@ -209,11 +210,6 @@ def _as_risk(value: str | None) -> Risk | None:
     return next((r for r in RISKS if r == value), None)
 
 
-# What a provider counts for an image, audio clip or file part, roughly (OpenAI: 85 tokens per
-# low-detail image plus 170 per 512-px tile; a 1024-px image in high detail is about 765).
-TOKENS_PER_MEDIA_PART = 765
-
-
 def estimate_prompt_tokens(view: RequestView, request: ChatCompletionRequest | None = None
                            ) -> int:
     """Text by script (`router.token_estimate`: four ASCII letters or spaces a token, one an
@@ -223,7 +219,8 @@ def estimate_prompt_tokens(view: RequestView, request: ChatCompletionRequest | N
     cost checks. With
     the request, what the text view leaves out counts too: the tools' parameter schemas (often
     most of an agent's prompt), earlier tool calls' arguments, legacy `functions`, and media
-    parts at a fixed size each."""
+    parts by what their headers say (`router.media_tokens`: an image's size, a recording's
+    length, a PDF's pages)."""
     in_text = sum(text_tokens(text) for _, text in view.messages)
     in_text += sum(text_tokens(name) + text_tokens(desc)
                    for name, desc in zip(view.tool_names, view.tool_descriptions, strict=True))
@@ -231,9 +228,9 @@ def estimate_prompt_tokens(view: RequestView, request: ChatCompletionRequest | N
         in_text += _structured_tokens(request)
     tokens = int(in_text) + 4 * len(view.messages)
     if request is not None:
-        tokens += TOKENS_PER_MEDIA_PART * sum(
-            1 for m in request.messages if isinstance(m.content, list)
-            for part in m.content if part.type in ("image_url", "input_audio", "file"))
+        tokens += sum(media_part_tokens(part.type, getattr(part, part.type))
+                      for m in request.messages if isinstance(m.content, list)
+                      for part in m.content if part.type in MEDIA_PARTS)
     return tokens
 
 

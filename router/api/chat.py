@@ -52,6 +52,7 @@ from router.execution.deadline import requested_timeout_s
 from router.execution.plan import CommittedStream
 from router.execution.runner import close_quietly
 from router.idempotency import LEASE_S, IdempotencyStore, Replay
+from router.media_tokens import whole_decoded_chars
 from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages
 from router.pipeline import (
     Caller,
@@ -72,6 +73,9 @@ Tracer = Callable[[str | None, str | None], TraceContext]
 # same and doubled the request's own classify p99; at 64k characters it cut them (5 vs 8 per
 # 10 s, max 6-11 vs 14-18 ms), so only longer prompts leave the loop.
 OFFLOAD_PROMPT_CHARS = 32_000
+# An inline file's base64 character costs the prompt estimate about an eighth of what a prompt
+# character costs classification (`router.media_tokens.whole_decoded_chars`).
+FILE_CHARS_PER_PROMPT_CHAR = 8
 
 
 class _Remaining:
@@ -277,8 +281,11 @@ class ChatHandler:
     async def _prepare(self, chat: ChatCompletionRequest, raw: dict[str, Any],
                        headers: Any, deadline: float, caller: Caller,
                        arrived_at: float) -> Prepared:
-        """Classify and decide; very long prompts off the event loop so it never stalls."""
-        size = sum(len(m.text()) for m in chat.messages)
+        """Classify and decide; very long prompts, and large inline files the prompt estimate
+        reads whole, off the event loop so it never stalls."""
+        size = sum(len(m.text()) for m in chat.messages) + sum(
+            whole_decoded_chars(part.type, part.file) for m in chat.messages
+            if isinstance(m.content, list) for part in m.content) // FILE_CHARS_PER_PROMPT_CHAR
         if size <= OFFLOAD_PROMPT_CHARS:
             return self._pipeline.prepare(chat, raw, headers, deadline, caller, arrived_at)
         return await asyncio.to_thread(self._pipeline.prepare, chat, raw, headers, deadline,

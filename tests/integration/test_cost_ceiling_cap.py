@@ -8,6 +8,8 @@ ceiling, so the answer stops there (`finish_reason: length`) and the cost stays 
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
+from PIL import Image
 
 from policies.eligibility import RequestFacts, output_cap
 from tests.support.services import Running, start_router, start_simulator
@@ -156,6 +159,35 @@ def test_cjk_tool_json_that_costs_more_than_the_ceiling_is_refused(
     english = ("Summarise the quarterly report and list three main risks. " * 60)[:3500]
     assert ask(english)
 
+
+
+def _pdf_part(pages: int) -> dict[str, object]:
+    out = io.BytesIO()
+    first, *rest = [Image.new("RGB", (612, 792), (255, 255, 255)) for _ in range(pages)]
+    first.save(out, "PDF", save_all=True, append_images=rest)
+    data = base64.b64encode(out.getvalue()).decode()
+    return {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{data}",
+                                     "filename": "report.pdf"}}
+
+
+def test_a_pdf_of_many_pages_is_held_to_the_ceiling(gateway: Running) -> None:
+    """A PDF part was priced as 765 prompt tokens whatever its length, so a request carrying
+    a long document passed any ceiling; its pages are now counted (each read as text and a
+    picture: 2,000 tokens a page), and three pages ($0.018 at $3/M) are over the $0.01 ceiling
+    while one page is answered."""
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0,
+                           timeout=60)
+
+    def ask(pages: int) -> object:
+        content: Any = [{"type": "text", "text": "summarise"}, _pdf_part(pages)]
+        return client.chat.completions.create(model="auto", max_tokens=1,
+                                              messages=[{"role": "user", "content": content}])
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        ask(3)
+    error = refused.value.body
+    assert isinstance(error, dict) and error.get("code") == "over_cost_ceiling", error
+    assert ask(1)
 
 # The output limit a cost ceiling sends never asks for more than the context window holds.
 #

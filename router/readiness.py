@@ -86,7 +86,8 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: C
 
 
 def stats_check(store: StatsStore) -> ReadinessCheck:
-    """The statistics store's status (its JSON, for operators and tests), degraded when the
+    """The statistics store's status (`detail` its backend and state, `status` the whole of
+    it as an object, for operators and tests), degraded when the
     replica fell back to its own view (Redis failing) or Redis refuses its pushes (the others
     then miss its statistics). No probe write is needed: a shared store pushes every second."""
 
@@ -94,8 +95,9 @@ def stats_check(store: StatsStore) -> ReadinessCheck:
         status = store.status()
         writes = writes_of(store)
         refused = writes is not None and writes.refusal is not None
-        return Readiness("stats", True, status.model_dump_json(),
-                         degraded=not status.healthy or refused)
+        return Readiness("stats", True, f"{status.backend}: {status.detail}",
+                         degraded=not status.healthy or refused,
+                         status=status.model_dump(mode="json"))
 
     return stats
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from starlette.requests import Request
@@ -26,12 +27,14 @@ from router.runtime_config import RuntimeConfig
 @dataclass(frozen=True, slots=True)
 class Readiness:
     """One check of `/readyz`: `ok` False makes the replica not ready (503); `degraded`: it
-    serves, with something missing that `detail` names (and what that costs)."""
+    serves, with something missing that `detail` names (and what that costs). A check with
+    figures to read (the statistics store's) gives them as `status`, an object."""
 
     name: str
     ok: bool
     detail: str
     degraded: bool = False
+    status: Mapping[str, Any] | None = None
 
 
 ReadinessCheck = Callable[[], Awaitable[Readiness]]
@@ -74,6 +77,14 @@ async def healthz(_: Request) -> Response:
     return Response(b'{"status":"ok"}', media_type="application/json")
 
 
+def _check_body(result: Readiness) -> dict[str, Any]:
+    body: dict[str, Any] = {"ok": result.ok, "detail": result.detail,
+                            "degraded": result.degraded}
+    if result.status is not None:
+        body["status"] = result.status
+    return body
+
+
 def readyz_endpoint(checks: Sequence[ReadinessCheck],
                     policy_version: str) -> Callable[[Request], Awaitable[Response]]:
     async def readyz(_: Request) -> Response:
@@ -81,8 +92,7 @@ def readyz_endpoint(checks: Sequence[ReadinessCheck],
         ready = all(result.ok for result in results)
         body = {"status": "ready" if ready else "not_ready", "policy_version": policy_version,
                 "degraded": [result.name for result in results if result.degraded],
-                "checks": {result.name: {"ok": result.ok, "detail": result.detail,
-                                         "degraded": result.degraded} for result in results}}
+                "checks": {result.name: _check_body(result) for result in results}}
         return Response(orjson.dumps(body), status_code=200 if ready else 503,
                         media_type="application/json")
 

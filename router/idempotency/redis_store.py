@@ -55,6 +55,7 @@ from router.idempotency.types import (
     still_in_flight,
 )
 from router.logs import ThrottledEvent, event
+from router.redis_auth import refusal
 from router.redis_writes import WriteHealth, refusal_reason
 
 log = logging.getLogger("slorouter.idempotency")
@@ -160,6 +161,11 @@ class RedisIdempotencyStore:
     def _down(self, exc: BaseException) -> OverloadedError:
         self._unavailable.report(error=type(exc).__name__)
         self.writes.failed(exc)
+        if refusal(exc) is not None:  # credentials or database: only an operator mends it
+            return OverloadedError(
+                "the idempotency store refuses the router's Redis credentials or database: "
+                "requests with an Idempotency-Key are refused until the router's configuration "
+                "is fixed (retrying will not help)", code="idempotency_store_misconfigured")
         refused = refusal_reason(exc)
         why = "unavailable" if refused is None else f"refusing writes ({refused})"
         return OverloadedError(f"the idempotency store is {why}; retry shortly",

@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -86,10 +87,18 @@ def test_readyz_names_a_password_rotated_under_the_service(
         with redis.Redis.from_url(url) as client:
             client.config_set("requirepass", "rotated-" + PASSWORD)
         detail = idempotency_detail()
+        refused = _keyed_request(router.base_url)
     finally:
         router.stop()
     assert detail.startswith("server.idempotency_redis_url: Redis refused to authenticate"), detail
     assert PASSWORD not in detail, detail
+    # No retry mends a refused password: the SDKs are told not to retry, and nothing says
+    # "retry shortly" (it said so, with `retry-after: 1`, until 2026-12-06).
+    status, headers, body = refused
+    assert status == 503 and body["error"]["code"] == "idempotency_store_misconfigured", body
+    assert headers.get("x-should-retry") == "false" and "retry-after" not in headers, headers
+    assert "retry" in body["error"]["message"] and "shortly" not in body["error"]["message"]
+    assert PASSWORD not in json.dumps(body)
 
 
 def test_no_start_up_or_readiness_line_shows_an_unreachable_redis_password(
@@ -121,6 +130,21 @@ def test_no_start_up_or_readiness_line_shows_an_unreachable_redis_password(
         password = url.split(":")[2].split("@")[0]
         assert password not in log, log[-2000:]
         assert url not in log
+
+
+def _keyed_request(base_url: str) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """Status, headers (lower-case) and body of a chat request sent with an Idempotency-Key."""
+    request = urllib.request.Request(
+        f"{base_url}/v1/chat/completions", method="POST",
+        data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+        headers={"content-type": "application/json", "idempotency-key": "k-rotated"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return (int(response.status), {k.lower(): v for k, v in response.headers.items()},
+                    json.loads(response.read()))
+    except urllib.error.HTTPError as refused:
+        return (refused.code, {k.lower(): v for k, v in refused.headers.items()},
+                json.loads(refused.read()))
 
 
 def _keyed_request_status(base_url: str) -> int:

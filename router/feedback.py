@@ -266,10 +266,11 @@ class StatsSink:
         # `ProviderRejectedError`), except the provider's throttling, which is its capacity.
         client_error = (400 <= outcome.status < 500
                         and outcome.error_type != "ProviderRateLimitedError")
-        # ...and a client that left, or stopped reading until the deadline cut its stream,
-        # ended the request itself: no failure of the service.
+        # ...and a client that left, or stopped reading until the deadline cut its stream, or
+        # whose own shorter timeout cut it before it was a stall, ended the request itself:
+        # no failure of the service.
         if (outcome.client_disconnected or outcome.ended_at is None or client_error
-                or outcome.error_type == STALLED_CLIENT):
+                or outcome.error_type == STALLED_CLIENT or outcome.cut_by_client):
             return
         obs = Observation.from_timings(
             deployment=outcome.deployment or "-", task=task, prompt_tokens=prompt,

@@ -58,6 +58,11 @@ class Outcome:
     # Refused by the router's own admission control (`SlorouterError.refused_by_admission`), not
     # by an upstream whose error has the same code: what `slorouter.admission.rejections` counts.
     refused_by_admission: bool = False
+    # The client's own timeout set the deadline (`Plan.deadline_from_client`), and how long an
+    # attempt may wait before its wait is a stall (`Plan.stall_after_s`): together they tell a
+    # request the client's impatience ended from one the service failed (`cut_by_client`).
+    deadline_from_client: bool = False
+    stall_after_s: float | None = None
     first_content_at: float | None = None
     ended_at: float | None = None
     first_token_at: float | None = None
@@ -102,6 +107,16 @@ class Outcome:
             if attempt.cost_usd is not None and attempt.outcome != "won":
                 self.cost_usd = (self.cost_usd or 0.0) + attempt.cost_usd
                 self.cost_estimated = True
+
+    @property
+    def cut_by_client(self) -> bool:
+        """The client's own timeout, shorter than the service's, ended the request before it
+        had waited long enough to be a stall (`stall_after_s`): the client's choice, as leaving
+        is, not a failure of the service (a stall it cut still is one)."""
+        if not (self.deadline_from_client and self.error_code == "deadline_exceeded"):
+            return False
+        waited = (self.ended_at or self.arrived_at) - self.arrived_at
+        return self.stall_after_s is None or waited <= self.stall_after_s
 
     @property
     def winner(self) -> AttemptRecord | None:

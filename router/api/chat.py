@@ -199,6 +199,8 @@ class ChatHandler:
             prepared.plan, trace=outcome.trace,
             deadline_from_client=client_s is not None
             and outcome.arrived_at + client_s <= prepared.plan.deadline)
+        outcome.deadline_from_client = prepared.plan.deadline_from_client
+        outcome.stall_after_s = prepared.plan.stall_after_s
         classified = started + prepared.phases.classify
         outcome.steps += [("classify", started, classified),
                           ("decide", classified, classified + prepared.phases.decide)]

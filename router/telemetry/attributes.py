@@ -31,6 +31,7 @@ REQUEST_STREAM = "gen_ai.request.stream"
 CHOICE_COUNT = "gen_ai.request.choice.count"  # `n`, set when it is not 1
 TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
 ERROR_TYPE = "error.type"
+ERROR_CODE = "slorouter.error_code"  # the error body's `code` (docs/errors.md): a closed set
 INPUT_MESSAGES, OUTPUT_MESSAGES = "gen_ai.input.messages", "gen_ai.output.messages"
 HTTP_STATUS = "http.response.status_code"
 SERVER_ADDRESS, SERVER_PORT = "server.address", "server.port"
@@ -141,9 +142,18 @@ def attempt_error_type(attempt: AttemptRecord) -> str | None:
     return ATTEMPT_CANCELLED if cut else None
 
 
+# `error.type` of a request its client's own shorter timeout ended before it was a stall
+# (`Outcome.cut_by_client`): the client got a 504 `deadline_exceeded`, no provider failed.
+CLIENT_DEADLINE = "client_deadline"
+
+
 def error_type(outcome: Outcome) -> str | None:
     """The request's error class; `client_disconnected` for a client that left before the end
-    (without it, such requests were counted among the successes of the duration histogram)."""
+    (without it, such requests were counted among the successes of the duration histogram),
+    `client_deadline` for one its client's own timeout cut short (it read as the provider's
+    `ProviderTimeoutError`)."""
+    if getattr(outcome, "cut_by_client", False) is True:
+        return CLIENT_DEADLINE
     if outcome.error_type is not None:
         return outcome.error_type
     return CLIENT_DISCONNECTED if outcome.status == CLIENT_CLOSED else None
@@ -188,6 +198,17 @@ def attempt_kind(attempts: Sequence[AttemptRecord], index: int) -> str:
     return "retry" if attempts[index - 1].deployment == attempt.deployment else "fallback"
 
 
+def provider_deployment(outcome: Outcome) -> str | None:
+    """The deployment whose provider a request is counted under: the one that answered, else
+    the last one an attempt was made to (a request every attempt of which failed is the
+    provider's failure; counted under `none` it could not be told apart by provider), else
+    none (refused before any attempt)."""
+    if outcome.deployment is not None:
+        return outcome.deployment
+    tried = [a for a in outcome.attempts if made(a)]
+    return tried[-1].deployment if tried else None
+
+
 def put_if(attrs: Attributes, key: str, value: AttrValue | None) -> None:
     if value is not None:
         attrs[key] = value
@@ -211,11 +232,12 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
         attrs[SKIPPED] = ",".join(skipped)
     info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
     if info is not None:
-        attrs[PROVIDER] = provider_name(info.provider)
         attrs[RESPONSE_MODEL] = info.upstream_model
+    put_if(attrs, PROVIDER, _provider_of(provider_deployment(outcome), deployments))
     for key, value in ((TASK, outcome.task), (RISK, outcome.risk), (MODEL, outcome.model),
                        (DEPLOYMENT, outcome.deployment), (POLICY_VERSION, outcome.policy_version),
                        (ARM, arm_of(outcome)), (ERROR_TYPE, error_type(outcome)),
+                       (ERROR_CODE, outcome.error_code),
                        (INPUT_TOKENS, outcome.prompt_tokens),
                        (OUTPUT_TOKENS, outcome.reported_completion_tokens),
                        (COST, outcome.cost_usd)):
@@ -251,6 +273,8 @@ def attempt_attributes(attempts: Sequence[AttemptRecord], index: int,
         if server is not None:
             attrs[SERVER_ADDRESS], attrs[SERVER_PORT] = server
     put_if(attrs, ERROR_TYPE, attempt_error_type(attempt))
+    if attempt.error is not None:
+        put_if(attrs, ERROR_CODE, attempt.error.code)
     if stream:
         put_if(attrs, TIME_TO_FIRST_CHUNK, attempt.ttft_s)
     if isinstance(ended_as, str):
@@ -269,11 +293,13 @@ def metric_labels(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -
     """The low-cardinality subset used on request metrics (no ids, no tenant)."""
     decided = outcome.model is not None  # a client's unknown model name is not a label value
     labels: Attributes = {OPERATION: "chat",
-                          PROVIDER: _provider_of(outcome.deployment, deployments) or "none",
+                          PROVIDER: _provider_of(provider_deployment(outcome), deployments)
+                          or "none",
                           REQUEST_MODEL: outcome.requested_model if decided else "unknown"}
     info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
     if info is not None:
         labels[RESPONSE_MODEL] = info.upstream_model
     put_if(labels, TASK, outcome.task)
     put_if(labels, ERROR_TYPE, error_type(outcome))
+    put_if(labels, ERROR_CODE, outcome.error_code)  # a closed set: docs/errors.md's codes
     return labels

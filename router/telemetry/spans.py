@@ -73,7 +73,7 @@ class SpanBuilder:
             attrs.update(A.content_attributes(outcome))
         spans = [self._span(A.server_span_name(outcome), server_ctx, parent,
                             SpanKind.SERVER, outcome.arrived_at, outcome.ended_at, attrs,
-                            outcome.error_type if error else None)]
+                            A.error_type(outcome) if error else None)]
         for name, started, ended in A.steps_of(outcome):
             spans.append(self._child(name, server_ctx, SpanKind.INTERNAL, started, ended, {}))
         spans.extend(self._attempts(outcome, server_ctx, trace))

@@ -76,3 +76,33 @@ def test_requests_cut_by_their_clients_deadline_do_not_move_traffic_off_a_health
     assert all(r.status_code == 200 for r in after), [r.text for r in after if r.is_error][:2]
     models = [r.headers["x-slorouter-model"] for r in after]
     assert models.count("cheap") >= AFTER - 4, models  # exploration may send one or two away
+
+
+def _chat_availability(client: httpx.Client) -> tuple[int, int]:
+    """(total, bad) of the `chat` task's availability over its shortest window (`/v1/slo`)."""
+    chat = next(t for t in client.get("/v1/slo").json()["tasks"] if t["task"] == "chat")
+    window = min(chat["windows"], key=lambda w: w["window_s"])
+    sli = next(s for s in window["slis"] if s["sli"] == "availability")
+    return sli["total"], sli["bad"]
+
+
+def test_requests_cut_by_their_clients_deadline_burn_none_of_the_tasks_availability(
+        gateway: Running) -> None:
+    """The task's SLO counted each cut as a failed request: five clients allowing 100 ms for a
+    300 ms answer burned its availability budget (a burn rate of 35 in the audit, a page) though
+    nothing had failed. Now they count as the clients' own doing, as leaving does, and the
+    metrics name them `client_deadline`, not the provider's timeout."""
+    with httpx.Client(base_url=gateway.base_url, timeout=30) as client:
+        total, bad = _chat_availability(client)
+        cut = [_ask(client, "cheap", timeout_ms=100) for _ in range(5)]
+        assert {r.status_code for r in cut} == {504}
+        answered = _ask(client)
+        assert answered.status_code == 200, answered.text
+        metrics = client.get("/metrics").text
+        after = _chat_availability(client)
+    assert after == (total + 1, bad), (total, bad, after)  # the answered request alone
+    lines = [line for line in metrics.splitlines()
+             if line.startswith("gen_ai_server_request_duration_seconds_count")
+             and 'error_type="client_deadline"' in line]
+    assert lines and all('slorouter_error_code="deadline_exceeded"' in line for line in lines)
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in lines) >= 5

@@ -12,6 +12,7 @@ from opentelemetry.trace import StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
 from policies.eval_report import EvalResult, QualityTable
+from router.errors import ProviderTimeoutError
 from router.execution.attempt import AttemptRecord
 from router.gauges import register_evals
 from router.telemetry.metrics import (
@@ -321,3 +322,64 @@ def test_a_cancelled_attempt_is_not_counted_as_a_successful_operation() -> None:
                  if (s.attributes or {}).get("slorouter.attempt.number") == 3)
     assert (hedge.attributes or {})["error.type"] == "cancelled"
     assert hedge.status.status_code == StatusCode.UNSET
+
+
+def _cut_by_the_clients_timeout(waited_s: float) -> Any:
+    """A request whose only attempt its client's own 100 ms-or-more timeout cut (504
+    `deadline_exceeded`), `waited_s` after it arrived, its task's stall threshold 2 s."""
+    outcome, _ = streamed_with_retry()
+    attempt = outcome.attempts[0]
+    attempt.error = ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
+    outcome.attempts[:] = [attempt]
+    outcome.deployment = outcome.first_content_at = outcome.first_token_at = None
+    outcome.last_token_at = outcome.cost_usd = outcome.completion_tokens = None
+    outcome.status, outcome.error_type = 504, "ProviderTimeoutError"
+    outcome.error_code = "deadline_exceeded"
+    outcome.deadline_from_client, outcome.stall_after_s = True, 2.0
+    outcome.ended_at = outcome.arrived_at + waited_s
+    attempt.ended_at = outcome.ended_at
+    return outcome
+
+
+def _request_labels(outcome: Any) -> list[dict[str, str]]:
+    telemetry, _ = in_memory_telemetry(TelemetrySettings())
+    telemetry.sink.record(outcome)
+    families = {f.name: f for f in text_string_to_metric_families(
+        telemetry.prometheus_text().decode())}
+    durations = getattr(families["gen_ai_server_request_duration_seconds"], "samples", [])
+    return [dict(s.labels) for s in durations if s.name.endswith("_count") and s.value]
+
+
+def test_a_request_its_clients_own_timeout_cut_is_not_the_providers_timeout() -> None:
+    """Cut by its client's shorter timeout before it was a stall, a request is
+    `error.type=client_deadline` (it read as the provider's `ProviderTimeoutError`, counted
+    against a healthy deployment); cut after waiting past its stall threshold, it is the
+    service's timeout still. Either way the error's code is a label, and the provider is the
+    one the request was tried on (it was `none` for every request nothing answered)."""
+    early = _request_labels(_cut_by_the_clients_timeout(0.1))
+    late = _request_labels(_cut_by_the_clients_timeout(2.5))
+    assert [(s["error_type"], s["slorouter_error_code"], s["gen_ai_provider_name"])
+            for s in early] == [("client_deadline", "deadline_exceeded", "openai")]
+    assert [(s["error_type"], s["slorouter_error_code"]) for s in late] == [
+        ("ProviderTimeoutError", "deadline_exceeded")]
+
+
+def test_spans_name_the_error_code_the_client_got_and_each_attempts() -> None:
+    """A refusal by the router (`circuit_open`) and an upstream's 503 are both
+    `ProviderUnavailableError`; the code tells them apart, on the server span and on each
+    attempt's."""
+    telemetry, exporter = in_memory_telemetry(TelemetrySettings(sample_ratio=1.0))
+    outcome, _ = streamed_with_retry()
+    telemetry.sink.record(outcome)
+    spans = exporter.get_finished_spans()
+    first = next(s for s in spans if (s.attributes or {}).get("slorouter.attempt.number") == 1)
+    assert (first.attributes or {})["slorouter.error_code"] == "upstream_unavailable"
+    server = next(s for s in spans if s.name == "chat auto")
+    assert "slorouter.error_code" not in (server.attributes or {})  # it was answered
+    refused, _ = streamed_with_retry()
+    refused.status, refused.error_type, refused.error_code = (
+        503, "ProviderUnavailableError", "circuit_open")
+    telemetry.sink.record(refused)
+    server = [s for s in exporter.get_finished_spans() if s.name == "chat auto"][-1]
+    assert (server.attributes or {})["slorouter.error_code"] == "circuit_open"
+    assert server.status.description == "ProviderUnavailableError"

@@ -66,6 +66,13 @@ def check_policies(config: RouterConfig, quality: QualityTable) -> list[Violatio
     return found
 
 
+def _no_e2e_target(policy: TaskPolicy) -> bool:
+    """A `min_cost` policy with TTFT or TPOT targets and no E2E one (`policy_warnings`)."""
+    slo = policy.slo
+    return (policy.objective == "min_cost" and slo.e2e_p99_ms is None
+            and (slo.ttft_p95_ms is not None or slo.tpot_p95_ms is not None))
+
+
 def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     """What the config allows but can never work as written (reported, not failed on):
     a risk rule that leaves a task none of its models, or requires zero data retention of
@@ -81,15 +88,17 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     if config.routes.by_task:
         found.append("routes.by_task is not used: with a policies section every task is routed "
                      "by its policy (give the task a policy with those candidates instead)")
+    untimed = [task for task in TASKS if _no_e2e_target(config.policies.for_task(task))]
+    if untimed:  # one line: a default without the target would repeat it for every task
+        which = (f"task {untimed[0]}" if len(untimed) == 1
+                 else "every task" if len(untimed) == len(TASKS)
+                 else "tasks " + ", ".join(untimed))
+        found.append(f"{which}: min_cost with TTFT/TPOT targets but no e2e_p99_ms: its "
+                     "non-streamed requests are held to no latency target and go to the "
+                     "cheapest healthy model (a non-streamed answer's first token is the "
+                     "whole answer); set e2e_p99_ms")
     for task in TASKS:
         policy = config.policies.for_task(task)
-        slo = policy.slo
-        if (policy.objective == "min_cost" and slo.e2e_p99_ms is None
-                and (slo.ttft_p95_ms is not None or slo.tpot_p95_ms is not None)):
-            found.append(f"task {task}: min_cost with TTFT/TPOT targets but no e2e_p99_ms: its "
-                         "non-streamed requests are held to no latency target and go to the "
-                         "cheapest healthy model (a non-streamed answer's first token is the "
-                         "whole answer); set e2e_p99_ms")
         models = {model for model, _ in _models(policy)}
         for risk, rule in sorted(policy.risk.items()):
             allowed = models if rule.candidates is None else models & set(rule.candidates)

@@ -129,8 +129,17 @@ def answered_unreadable(exc: BaseException) -> bool:
     failed over, and only a side effect would not."""
     # Through suppressed contexts too: litellm hides a real 5xx's status error behind one.
     names = _class_names(exc, suppressed=True)
-    return (bool(_causes(exc, suppressed=True)) and "InternalServerError" in names
-            and not names & _ANSWER_NOT_READ)
+    if names & _ANSWER_NOT_READ:
+        return False
+    # litellm's words for it; when the body it quotes holds `invalid_request_error` (an SSE
+    # error event answered to a whole-answer request), its text matching raises them as a
+    # `BadRequestError`, which read as the upstream refusing the request (`upstream_rejected`).
+    if _NO_COMPLETION in str(exc):
+        return True
+    return bool(_causes(exc, suppressed=True)) and "InternalServerError" in names
+
+
+_NO_COMPLETION = "Empty or invalid response from LLM endpoint"
 
 
 # In a cause chain: the upstream's answer was an error status, or never came.

@@ -234,7 +234,12 @@ def test_a_stream_ended_without_a_finish_reason_is_whole_and_its_key_replays_it(
 @pytest.mark.parametrize("answer", [
     Answer(200, "text/html", b"<html><body>Sign in to continue</body></html>"),
     Answer(200, "application/json", b'{"status": "ok"}'),
-], ids=["html", "json-without-choices"])
+    # an error event in a stream answered to a whole-answer request: through litellm a 400
+    # `upstream_rejected` until 2026-12-06 (litellm's text matching read the quoted body's
+    # `invalid_request_error` as the upstream refusing the request)
+    Answer(200, "text/event-stream", b'data: {"error": {"message": "bad", "type": '
+                                     b'"invalid_request_error"}}\n\n'),
+], ids=["html", "json-without-choices", "sse-error-event"])
 def test_a_200_that_is_not_a_completion_is_a_bad_response_through_either_adapter(
         gateway: Running, stub: StubUpstream, model: str, answer: Answer) -> None:
     """A 200 the router cannot read as a completion (a proxy's sign-in page, JSON of another API)

@@ -626,6 +626,24 @@ def test_policy_check_warns_of_a_min_cost_task_with_no_e2e_target() -> None:
         assert policy_warnings(load_config_text(text), QUALITY) == []
 
 
+def test_a_default_without_an_e2e_target_is_warned_of_once_not_once_a_task() -> None:
+    """The README's minimal config (a default with a TTFT target only) printed the same
+    warning eleven times, once for every task inheriting it; it is one line now."""
+    from policies.check import policy_warnings
+
+    text = """version: 1
+deployments:
+  - {name: d, model: openai/m, adapter: openai_passthrough, api_base: 'http://127.0.0.1:9/v1'}
+models: [{name: m, deployments: [d]}]
+routes: {default_model: m}
+policies:
+  default: {candidates: [m], objective: min_cost, slo: {ttft_p95_ms: 1000}}
+"""
+    warnings = policy_warnings(load_config_text(text), QUALITY)
+    assert len(warnings) == 1 and warnings[0].startswith("every task: min_cost with TTFT/TPOT"), (
+        warnings)
+
+
 def test_a_request_no_model_may_serve_leaves_the_arm_ineligible_not_failed() -> None:
     """A request over the cost ceiling everywhere (the client's 400 `over_cost_ceiling`): the
     arm's model fails the ceiling as every model does, so the decision says the policy barred

@@ -140,6 +140,11 @@ def cross_reference_problems(config: RouterConfig) -> list[str]:
             if name not in deployments
         ]
     targets = [("routes.default_model", config.routes.default_model)]
+    if config.routes.default_model is None:
+        targets.clear()
+        if config.policies is None:
+            problems.append("routes.default_model: required without a policies section (the "
+                            "model `auto` routes a task to when routes.by_task names none)")
     targets += [(f"routes.by_task.{task}", name) for task, name in config.routes.by_task.items()]
     problems += [f"{where}: unknown model {name!r}" for where, name in targets
                  if name not in models]

@@ -190,10 +190,12 @@ class ApiKeySpec(Frozen):
 
 
 class RoutesSpec(Frozen):
-    """How the routing alias `auto` resolves: a per-task default model and a catch-all."""
+    """How the routing alias `auto` resolves: a per-task default model and a catch-all. With a
+    `policies` section the policies route every task and only `aliases` is read; without one
+    `default_model` is required (the loader says so)."""
 
     aliases: tuple[Name, ...] = ("auto",)
-    default_model: Name
+    default_model: Name | None = None
     by_task: dict[Task, Name] = Field(default_factory=dict)
 
 
@@ -434,7 +436,7 @@ class RouterConfig(Frozen):
     version: Literal[1] = 1
     deployments: tuple[DeploymentSpec, ...] = Field(min_length=1)
     models: tuple[ModelSpec, ...] = Field(min_length=1)
-    routes: RoutesSpec
+    routes: RoutesSpec = RoutesSpec()
     api_keys: tuple[ApiKeySpec, ...] = ()
     server: ServerSpec = ServerSpec()
     policies: PoliciesSpec | None = None

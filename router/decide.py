@@ -175,6 +175,8 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     policies = config.source.policies
     if policies is None:
         model = config.model_by_task.get(labels.task, config.default_model)
+        if model is None:  # never: the loader requires default_model without policies
+            raise unknown_model(requested)
         return Decision(requested, model, _able(model, facts, config, config.models[model]),
                         False, config.version, f"per-task default for {labels.task}")
     policy = policies.for_task(labels.task)

@@ -46,7 +46,7 @@ class RuntimeConfig:
     model_facts: Mapping[str, tuple[DeploymentFacts, ...]]
     models: Mapping[str, tuple[str, ...]]
     aliases: frozenset[str]
-    default_model: str
+    default_model: str | None  # None only with policies, which route every task
     model_by_task: Mapping[Task, str]
     principals: Mapping[str, Principal]  # sha256(key) hex → principal
     max_body_bytes: int

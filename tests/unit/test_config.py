@@ -658,3 +658,18 @@ def _two_arms(name: str, route: str) -> str:
       - {{name: control, route: "policy:default", control: true, share: 0.5}}
       - {{name: b, route: "{route}", share: 0.5}}
 """
+
+
+def test_routes_may_be_left_out_when_policies_route_every_task() -> None:
+    """`routes.default_model` was required though a `policies` section routes every task and
+    never reads it; it is now required only without one, and said so."""
+    without_routes = VALID.replace("routes:\n  default_model: small\n  by_task: {code: small}\n",
+                                   "")
+    with_policies = without_routes + "policies:\n  default: {candidates: [small]}\n"
+    runtime = resolve(load_config_text(with_policies, environ=ENV), ENV, _prices)
+    assert runtime.default_model is None and "auto" in runtime.aliases
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(without_routes, environ=ENV)
+    assert caught.value.problems == [
+        "routes.default_model: required without a policies section (the model `auto` routes "
+        "a task to when routes.by_task names none)"]

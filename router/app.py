@@ -45,7 +45,13 @@ from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.execution.runner import Runner
 from router.experimentation import Experiments, memory_store
-from router.feedback import HedgeDelays, StatsRanker, StatsSink, targets_by_task
+from router.feedback import (
+    HedgeDelays,
+    StatsRanker,
+    StatsSink,
+    service_availability,
+    targets_by_task,
+)
 from router.idempotency import IdempotencyStore, MemoryIdempotencyStore
 from router.logs import loop_error_event
 from router.outcomes import FanOut, OutcomeSink
@@ -77,7 +83,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     store = stats if stats is not None else LocalStatsStore(
         StatsConfig(half_life_s=server.stats.half_life_s))
     execution.watch = store  # attempts still waiting for a first token weigh on the scoring
-    slo = SloTracker(targets_by_task(config.source.policies))
+    slo = SloTracker(targets_by_task(config.source.policies),
+                     service_availability=service_availability(config.source.policies))
     ranker = StatsRanker(config, store, slo, breakers.is_open,
                          random.Random(), explore_share=server.stats.explore_share)
     trials = experiments if experiments is not None else Experiments(

@@ -69,6 +69,12 @@ def held_to_client_wait(targets: SloTargets, facts: RequestFacts) -> SloTargets:
     return replace(targets, ttft_p95_s=ttft, e2e_p99_s=e2e)
 
 
+def service_availability(policies: PoliciesSpec | None) -> float:
+    """The objective every request together is held to (`SloTracker.record_service`): the
+    default policy's availability."""
+    return (policies.default.slo if policies is not None else SloSpec()).availability
+
+
 def targets_by_task(policies: PoliciesSpec | None) -> dict[Task, SloTargets]:
     return {task: slo_targets(policies.for_task(task).slo if policies is not None else SloSpec())
             for task in TASKS}
@@ -193,6 +199,9 @@ class StatsSink:
         self._mono = mono
 
     def record(self, outcome: Outcome) -> None:
+        failed = _service_failure(outcome)
+        if failed is not None:
+            self._slo.record_service(self._wall(), failed)
         if outcome.task is None or outcome.task not in TASKS:
             return
         task = next(t for t in TASKS if t == outcome.task)
@@ -262,25 +271,33 @@ class StatsSink:
 
     def _record_request(self, outcome: Outcome, task: Task, prompt: int, output: int,
                         offset: float) -> None:
-        # A 4xx is the caller's to fix (ours, or the provider's refusal of the request:
-        # `ProviderRejectedError`), except the provider's throttling, which is its capacity.
-        client_error = (400 <= outcome.status < 500
-                        and outcome.error_type != "ProviderRateLimitedError")
-        # ...and a client that left, or stopped reading until the deadline cut its stream, or
-        # whose own shorter timeout cut it before it was a stall, ended the request itself:
-        # no failure of the service.
-        if (outcome.client_disconnected or outcome.ended_at is None or client_error
-                or outcome.error_type == STALLED_CLIENT or outcome.cut_by_client):
+        ended = outcome.ended_at
+        if ended is None or _service_failure(outcome) is None:
             return
         obs = Observation.from_timings(
             deployment=outcome.deployment or "-", task=task, prompt_tokens=prompt,
             output_tokens=output, t_start=outcome.arrived_at + offset,
             t_first_token=_shift(outcome.first_content_at, offset),
             t_last_token=_shift(outcome.last_token_at, offset),
-            t_end=outcome.ended_at + offset, queue_s=outcome.queue_s or 0.0,
+            t_end=ended + offset, queue_s=outcome.queue_s or 0.0,
             error=outcome.error_type if outcome.status >= 400 else None,
             cached=outcome.cache == "hit")
         self._slo.record_request(obs, outcome.stream)
+
+
+def _service_failure(outcome: Outcome) -> bool | None:
+    """Whether the request failed by the service's availability (a 5xx, or the provider's
+    throttling), or None when it is not the service's to count. A 4xx is the caller's to fix
+    (ours, or the provider's refusal of the request: `ProviderRejectedError`), except the
+    provider's throttling, which is its capacity; and a client that left, or stopped reading
+    until the deadline cut its stream, or whose own shorter timeout cut it before it was a
+    stall, ended the request itself."""
+    client_error = (400 <= outcome.status < 500
+                    and outcome.error_type != "ProviderRateLimitedError")
+    if (outcome.client_disconnected or outcome.ended_at is None or client_error
+            or outcome.error_type == STALLED_CLIENT or outcome.cut_by_client):
+        return None
+    return outcome.status >= 400
 
 
 def _shift(value: float | None, offset: float) -> float | None:

@@ -38,15 +38,21 @@ from router.slo.snapshot import (
     WindowState,
 )
 from router.slo.targets import SLIS, Sli, SloTargets
-from router.slo.windows import RollingCounts, column
+from router.slo.windows import COLUMNS, RollingCounts, column
 from router.stats.observation import Observation, prompt_bucket, prompt_bucket_label
 from router.stats.wakeup import REFRESH_BUDGET_S, Backlog, SpacedWakeup
 
 # (task, deployment, prompt bucket); the task as a whole is (task, "", ALL_SIZES).
 SeriesKey = tuple[Task, str, int]
+# The snapshot's entry for every request, those refused before they had a task included (the
+# router's own admission refusals): a task's SLO cannot count a request it never classified.
+SERVICE = "all"
 ALL_SIZES = -1
 Burns = dict[float, float | None]
 Sums = list[list[int]]  # per window, (total, bad) per SLI
+
+
+_AVAILABILITY = column("availability")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +100,13 @@ class SloTracker:
     """Rolling SLO attainment and burn rates per task and per deployment x task."""
 
     def __init__(self, targets: Mapping[Task, SloTargets], config: SloConfig | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 service_availability: float | None = None) -> None:
         self.targets = dict(targets)
+        # Every request's availability (`record_service`), held to this objective; None: none.
+        self._service_targets = (None if service_availability is None
+                                 else SloTargets(availability=service_availability))
+        self._service: RollingCounts | None = None
         self.config = config if config is not None else SloConfig()
         self._clock = clock
         self._series: dict[SeriesKey, RollingCounts] = {}
@@ -129,6 +140,17 @@ class SloTracker:
         if targets is not None:
             self._add(((obs.task, "", ALL_SIZES),), obs, targets, streamed)
 
+    def record_service(self, t: float, failed: bool) -> None:
+        """Count one request (at time `t`) against the service's availability, whether or not
+        it had a task: `failed` for a 5xx, the router's own refusals included."""
+        if self._service_targets is None:
+            return
+        if self._service is None:
+            self._service = RollingCounts(max(self.config.windows_s), self.config.resolution_s)
+        deltas = [0] * COLUMNS
+        deltas[_AVAILABILITY], deltas[_AVAILABILITY + 1] = 1, int(failed)
+        self._service.add(t, deltas)
+
     def record_attempt(self, obs: Observation, streamed: bool = True) -> None:
         """Count one upstream attempt against its deployment x task x prompt-size series."""
         targets = self.targets.get(obs.task)
@@ -146,9 +168,8 @@ class SloTracker:
             return None
         return series.sums(now, self._windows_s if windows is None else windows)
 
-    def _burns(self, task: Task, sums: Sums) -> list[tuple[Sli, Burns, list[int]]]:
+    def _burns(self, targets: SloTargets, sums: Sums) -> list[tuple[Sli, Burns, list[int]]]:
         """Per tracked SLI: name, burn per window, and totals per window."""
-        targets = self.targets[task]
         windows = self._windows_s
         out: list[tuple[Sli, Burns, list[int]]] = []
         for sli in SLIS:
@@ -225,13 +246,24 @@ class SloTracker:
         """The state of every task's SLO, as `GET /v1/slo` returns it."""
         at = now if now is not None else self._clock()
         tasks = [self._task_view(task, at) for task in sorted(self.targets)]
+        service = self._service_targets
+        if service is not None:
+            sums = (None if self._service is None
+                    else self._service.sums(at, self._windows_s))
+            tasks.append(TaskSlo(
+                task=SERVICE, targets=TargetsView(ttft_p95_s=None, tpot_p95_s=None,
+                                                  e2e_p99_s=None,
+                                                  availability=service.availability),
+                windows=self._window_states(sums, service),
+                burn_alerts=self._firing(sums, service), deployments=[]))
         return SloSnapshot(generated_at=at, windows_s=list(self.config.windows_s), tasks=tasks)
 
     def _windows(self, key: SeriesKey, now: float) -> list[WindowState]:
-        sums = self._sums(key, now)
+        return self._window_states(self._sums(key, now), self.targets[key[0]])
+
+    def _window_states(self, sums: Sums | None, targets: SloTargets) -> list[WindowState]:
         if sums is None:
             return []
-        targets = self.targets[key[0]]
         out = []
         for w, s in zip(self._windows_s, sums, strict=True):
             slis = []
@@ -251,11 +283,13 @@ class SloTracker:
         return out
 
     def _alerts(self, task: Task, now: float) -> list[str]:
-        sums = self._sums((task, "", ALL_SIZES), now)
+        return self._firing(self._sums((task, "", ALL_SIZES), now), self.targets[task])
+
+    def _firing(self, sums: Sums | None, targets: SloTargets) -> list[str]:
         if sums is None:
             return []
         out = []
-        for sli, burns, _ in self._burns(task, sums):
+        for sli, burns, _ in self._burns(targets, sums):
             for rule in self.config.rules:
                 if rule_fires(rule, burns) is not None:
                     out.append(f"{sli} {rule.long_s:g}s/{rule.short_s:g}s >= {rule.threshold:g}")

@@ -205,3 +205,46 @@ def test_an_upstream_error_with_an_admission_code_is_not_an_admission_refusal(
     after = _scrape_until(gateway, lambda f: _served(f) > _served(before))
     assert _served(after) == _served(before) + 1  # the request was recorded...
     assert _rejections(after) == _rejections(before)  # ...and not as an admission refusal
+
+
+def _service_availability(gateway: Running) -> tuple[int, int]:
+    """(total, bad) of the whole service's availability (`/v1/slo`'s `all` entry), shortest
+    window."""
+    body = httpx.get(f"{gateway.base_url}/v1/slo", timeout=10).json()
+    entry = next(t for t in body["tasks"] if t["task"] == "all")
+    if not entry["windows"]:
+        return 0, 0
+    window = min(entry["windows"], key=lambda w: w["window_s"])
+    sli = next(s for s in window["slis"] if s["sli"] == "availability")
+    return sli["total"], sli["bad"]
+
+
+def test_the_routers_own_refusals_count_against_the_services_availability(
+        gateway: Running, upstream: GatedUpstream) -> None:
+    """A request admission refuses is refused before it is classified: no task's SLO counts it,
+    so a replica shedding most of its traffic reported every task available (the telemetry
+    audit: 8 of 12 refused, availability bad +0). The service's own entry in `/v1/slo` (`all`,
+    held to the default policy's availability) counts every request: three answered and one
+    refused are four, one of them bad."""
+    upstream.gate.clear()
+    client = openai.OpenAI(base_url=f"{gateway.base_url}/v1", api_key=API_KEY, max_retries=0)
+    before = _service_availability(gateway)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        held = [pool.submit(client.chat.completions.create, model="pt-gated", messages=MESSAGES)
+                for _ in range(3)]
+        _scrape_until(gateway, lambda f: _running_and_queued(f) == (2.0, 1.0))
+        try:
+            refused = httpx.post(f"{gateway.base_url}/v1/chat/completions", timeout=10,
+                                 headers={"authorization": f"Bearer {API_KEY}"},
+                                 json={"model": "pt-gated", "messages": MESSAGES})
+        finally:
+            upstream.gate.set()
+        assert all(future.result(timeout=60).choices for future in held)
+    assert refused.status_code == 503
+    after = before
+    for _ in range(200):  # an outcome is recorded once its answer has left
+        after = _service_availability(gateway)
+        if after[0] >= before[0] + 4:
+            break
+        time.sleep(0.025)
+    assert (after[0] - before[0], after[1] - before[1]) == (4, 1), (before, after)

@@ -353,3 +353,25 @@ def test_a_blip_of_a_few_errors_does_not_demote_but_a_steady_error_rate_does() -
                    if i % 10 == 0 else None)
         steady.record_attempt(obs)
     assert steady.penalty("B", "chat", 500, clock.now + 200) > 0.0
+
+
+def test_the_service_entry_counts_every_request_and_its_burn_fires() -> None:
+    """`record_service` counts requests whether or not they had a task (the router's own
+    refusals have none) in the snapshot's `all` entry, held to its availability objective;
+    20 failures in 100 burn a 0.995 objective 40 times over, which fires the fast rules. A
+    tracker given no service objective has no such entry."""
+    now = [1_000.0]
+    tracker = SloTracker({"chat": SloTargets(availability=0.99)}, clock=lambda: now[0],
+                         service_availability=0.995)
+    for i in range(100):
+        tracker.record_service(now[0], failed=i % 5 == 0)
+    entry = next(t for t in tracker.snapshot().tasks if t.task == "all")
+    assert entry.targets.availability == 0.995 and entry.deployments == []
+    shortest = min(entry.windows, key=lambda w: w.window_s)
+    (sli,) = shortest.slis
+    assert (sli.sli, sli.total, sli.bad) == ("availability", 100, 20)
+    assert sli.burn_rate == pytest.approx(40.0)
+    assert any(alert.startswith("availability") for alert in entry.burn_alerts)
+    plain = SloTracker({"chat": SloTargets()})
+    plain.record_service(now[0], failed=True)
+    assert [t.task for t in plain.snapshot().tasks] == ["chat"]

@@ -38,6 +38,10 @@ import httptools
 
 HIGH_WATER_BYTES = 1 << 20  # a stream's unread bytes above which reading from the socket pauses
 LOW_WATER_BYTES = 1 << 18
+# A reused connection closed within this long of the request's sending, before any answer, was
+# closed by the server while idle and is re-sent (`Http1Client.post`): a close already on its way
+# arrives at once, while a server that read the request and dropped it took longer.
+RESEND_WITHIN_S = 0.05
 DRAIN_TIMEOUT_S = 1.0  # how long a finished reader's connection waits for the body's end
 
 
@@ -484,21 +488,28 @@ class Http1Client:
                    connect_timeout_s: float, resendable: bool = True) -> Response:
         """Send `head` + `body` and wait for the answer's status line and headers.
 
-        A reused keep-alive connection that closes before any of the answer is most likely one
-        the server had closed while idle, so the request is sent again on a new connection. But
-        it may also have been received and dropped: a request that must not run twice
+        A reused keep-alive connection that closes at once (within `RESEND_WITHIN_S`) before any
+        of the answer is most likely one the server had closed while idle (its close was
+        already on the way), so the request is sent again on a new connection. One that closes
+        later was most likely received and dropped after work began: it is not re-sent here,
+        where no one would see the second call (its prompt billed twice, one attempt in the
+        telemetry), but fails as `UpstreamUnreachable` for the runner to retry as an attempt of
+        its own. Any drop may also have been received: a request that must not run twice
         (`resendable=False`, a side effect) is never re-sent, and the drop raises
         `UpstreamDropped` (the outcome is unknown), as HTTP clients do for requests that are not
         idempotent. It still takes a pooled connection: a fresh one per side effect would let
         them fill the pool with idle connections they never reuse."""
         pool = self._pool(target)
+        loop = asyncio.get_running_loop()
         for attempt in (0, 1):
             connection, reused = await pool.acquire(connect_timeout_s)
+            sent_at = loop.time()
             exchange = connection.send(head, body)
             try:
                 await exchange.until(_has_head)
             except UpstreamUnreachable:
-                if resendable and reused and attempt == 0 and not exchange.received_any:
+                if (resendable and reused and attempt == 0 and not exchange.received_any
+                        and loop.time() - sent_at <= RESEND_WITHIN_S):
                     continue  # a keep-alive connection the server had closed: never saw this
                 raise
             except BaseException:

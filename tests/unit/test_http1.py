@@ -415,3 +415,27 @@ async def test_idle_connections_past_the_idle_timeout_close_under_steady_traffic
         assert hung_up == 4
         assert server.connections == 5  # the newest was reused throughout
         await client.aclose()
+
+
+async def test_a_reused_connection_dropped_after_the_server_worked_on_it_is_not_resent() -> None:
+    """A keep-alive connection the server closes 120 ms after reading the request was most
+    likely dropped mid-work, not closed while idle: re-sent silently, it was a second upstream
+    call no attempt record, span or cost showed (the telemetry audit: 5 calls, 4 attempts). It
+    fails as unreachable now, for the runner to retry in the open."""
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        await server.read_request(reader)
+        writer.write(answer(b"{}"))
+        await writer.drain()
+        if n == 1:
+            await server.read_request(reader)
+            await asyncio.sleep(0.12)  # working on it, then dropped
+            return
+        await reader.read()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        assert await post(client, target) == b"{}"
+        with pytest.raises(UpstreamUnreachable):
+            await post(client, target)
+        await client.aclose()
+    assert server.connections == 1 and len(server.requests) == 2

@@ -49,6 +49,7 @@ class Outcome:
     arm_degraded: bool = False  # the arm's route could not serve; control's route did
     arm_ineligible: bool = False  # degraded as the policy bars the arm's model, not as it is down
     explored: bool = False  # routed as an exploration probe (see `router/scoring/rank.py`)
+    idempotent_replay: bool = False  # answered from its Idempotency-Key's record
     trace: TraceContext | None = None
     steps: list[tuple[str, float, float]] = field(default_factory=list)  # (name, start, end)
     queue_s: float | None = None

@@ -211,6 +211,7 @@ class ChatHandler:
             receive=request.receive, lease_s=self._lease_s)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
+            outcome.idempotent_replay = True
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers,
                                        self._stored_stream_end(outcome, held),
                                        deadline - self._clock())

@@ -49,6 +49,8 @@ SKIPPED = "slorouter.skipped_deployments"
 ATTEMPT_OUTCOME = "slorouter.attempt.outcome"
 CLIENT_GONE = "slorouter.client_disconnected"
 EXPLORED = "slorouter.route.explored"
+# answered from the record of an earlier request with the same Idempotency-Key
+IDEMPOTENT_REPLAY = "slorouter.idempotent_replay"
 
 # litellm provider prefixes → the semantic conventions' well-known `gen_ai.provider.name`.
 _PROVIDERS = {
@@ -250,6 +252,8 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
         attrs[CLIENT_GONE] = True
     if outcome.explored:
         attrs[EXPLORED] = True
+    if getattr(outcome, "idempotent_replay", False) is True:
+        attrs[IDEMPOTENT_REPLAY] = True
     return attrs
 
 
@@ -300,6 +304,8 @@ def metric_labels(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -
     if info is not None:
         labels[RESPONSE_MODEL] = info.upstream_model
     put_if(labels, TASK, outcome.task)
+    # hit | miss | bypass | stale: a stored answer's "first token" is no provider's
+    labels[CACHE] = outcome.cache
     put_if(labels, ERROR_TYPE, error_type(outcome))
     put_if(labels, ERROR_CODE, outcome.error_code)  # a closed set: docs/errors.md's codes
     return labels

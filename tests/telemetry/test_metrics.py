@@ -383,3 +383,26 @@ def test_spans_name_the_error_code_the_client_got_and_each_attempts() -> None:
     server = [s for s in exporter.get_finished_spans() if s.name == "chat auto"][-1]
     assert (server.attributes or {})["slorouter.error_code"] == "circuit_open"
     assert server.status.description == "ProviderUnavailableError"
+
+
+def test_a_stored_answers_first_token_is_told_apart_from_a_providers() -> None:
+    """A streamed cache hit is recorded in the TTFT histogram under its provider too (its first
+    token in under a millisecond), so a provider's TTFT looked faster as the hit rate rose; the
+    request metrics carry `slorouter.cache`, and a replayed Idempotency-Key answer is marked on
+    its server span."""
+    telemetry, exporter = in_memory_telemetry(TelemetrySettings(sample_ratio=1.0))
+    miss, _ = streamed_with_retry()
+    hit, _ = streamed_with_retry()
+    hit.cache, hit.attempts = "hit", []
+    replay, _ = streamed_with_retry()
+    replay.cache, replay.attempts, replay.idempotent_replay = "bypass", [], True
+    for outcome in (miss, hit, replay):
+        telemetry.sink.record(outcome)
+    families = {f.name: f for f in text_string_to_metric_families(
+        telemetry.prometheus_text().decode())}
+    ttft = getattr(families["gen_ai_server_time_to_first_token_seconds"], "samples", [])
+    by_cache = {s.labels["slorouter_cache"]: s.value for s in ttft if s.name.endswith("_count")}
+    assert by_cache == {"miss": 1.0, "hit": 1.0, "bypass": 1.0}
+    servers = [s for s in exporter.get_finished_spans() if s.name == "chat auto"]
+    assert [(s.attributes or {}).get("slorouter.idempotent_replay") for s in servers] == [
+        None, None, True]

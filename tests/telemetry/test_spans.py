@@ -228,3 +228,25 @@ async def test_a_cache_hits_server_span_names_the_deployment_that_answered(
     assert attributes["gen_ai.provider.name"] == "openai"
     assert attributes["slorouter.attempts"] == 0
     assert "slorouter.cost_usd" not in attributes  # no upstream call: nothing was billed
+
+
+async def test_a_replayed_idempotency_key_answer_is_marked_on_its_server_span(
+        sim: Running) -> None:
+    """The second request with the same Idempotency-Key is answered from the first's record: a
+    1 ms success with no attempt and `slorouter.cache=bypass`, which read as a request nothing
+    explained; its span says `slorouter.idempotent_replay`."""
+    telemetry, exporter = in_memory_telemetry()
+    async with serve(sim.base_url, telemetry) as base:
+        client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=API_KEY, max_retries=0)
+        replays = []
+        for _ in range(2):
+            raw = await client.chat.completions.with_raw_response.create(
+                model="fast", messages=[{"role": "user", "content": "once"}],
+                extra_headers={"idempotency-key": "replay-marked-1"})
+            replays.append(raw.headers.get("x-slorouter-idempotent-replay"))
+        await client.close()
+    telemetry.sink.flush()
+    assert replays == [None, "true"]
+    servers = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
+    marks = [(s.attributes or {}).get("slorouter.idempotent_replay") for s in servers]
+    assert marks == [None, True], marks

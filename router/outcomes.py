@@ -110,6 +110,15 @@ class Outcome:
                 self.cost_estimated = True
 
     @property
+    def sent_status(self) -> int:
+        """The HTTP status the client got: 200 for a stream that broke after its head was sent
+        (`status` is then the error it ended with, in an error event), else `status`."""
+        begun_stream = self.stream and self.first_content_at is not None
+        if begun_stream and self.status not in (200, CLIENT_CLOSED):
+            return 200
+        return self.status
+
+    @property
     def cut_by_client(self) -> bool:
         """The client's own timeout, shorter than the service's, ended the request before it
         had waited long enough to be a stall (`stall_after_s`): the client's choice, as leaving
@@ -158,7 +167,8 @@ class Outcome:
         # `choices` is a content key the log's redaction withholds (an answer's choices): the
         # request's `n` goes under its own name.
         record["n"] = record.pop("choices")
-        record.update(ttft_s=self.ttft_s, e2e_s=self.e2e_s, tpot_s=self.tpot_s,
+        record.update(sent_status=self.sent_status, ttft_s=self.ttft_s, e2e_s=self.e2e_s,
+                      tpot_s=self.tpot_s,
                       attempts=[{"deployment": a.deployment, "error": a.error_class,
                                  "ttft_s": a.ttft_s} for a in self.attempts])
         return record

@@ -172,12 +172,8 @@ def server_span_name(outcome: Outcome) -> str:
 
 
 def sent_status(outcome: Outcome) -> int:
-    """The HTTP status the client got: 200 for a stream that broke after its head was sent
-    (its outcome's status is the error it ended with, in an error event), else the outcome's."""
-    begun_stream = outcome.stream and outcome.first_content_at is not None
-    if begun_stream and outcome.status not in (200, CLIENT_CLOSED):
-        return 200
-    return outcome.status
+    """The HTTP status the client got (`Outcome.sent_status`)."""
+    return outcome.sent_status
 
 
 def made(attempt: AttemptRecord) -> bool:

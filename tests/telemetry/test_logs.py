@@ -152,3 +152,21 @@ def test_a_warning_is_logged_without_its_text_unless_the_text_is_the_interpreter
     assert lines[0]["message"] == ("coroutine 'OpenAIChatCompletion.acompletion' was never "
                                    "awaited")
     assert "message" not in lines[1] and "secret-answer" not in stream.getvalue()
+
+
+def test_the_access_line_of_a_stream_broken_after_its_head_says_what_the_client_got() -> None:
+    """A stream that broke after its 200 was sent is logged with the error it ended with
+    (`status` 504) and, since 2026-12-06, the status the client got (`sent_status` 200), which
+    the server span's `http.response.status_code` already said."""
+    from router.outcomes import LogSink, access_log
+
+    with _json_lines(access_log.name) as (logger, stream):
+        logger.setLevel(logging.INFO)
+        install(["sk-a-provider-key-123"], logger=logger)
+        outcome = _served("req-broken", None)
+        outcome.stream, outcome.first_content_at = True, outcome.arrived_at + 0.05
+        outcome.status, outcome.error_code = 504, "deadline_exceeded"
+        LogSink().record(outcome)
+    line = json.loads(stream.getvalue())
+    assert (line["status"], line["sent_status"], line["error_code"]) == (
+        504, 200, "deadline_exceeded")

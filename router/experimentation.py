@@ -46,8 +46,10 @@ class Experiments:
         self._loop: asyncio.AbstractEventLoop | None = None
         # A shared store that is down fails every write and every guardrail pass: one line per
         # interval for each, and the loop and the requests carry on.
-        self._lost = ThrottledEvent(log, "experiment_outcome_lost")
-        self._guard_failed = ThrottledEvent(log, "experiment_guardrails_failed")
+        self._lost = ThrottledEvent(log, "experiment_outcome_lost",
+                                    recovered_name="experiment_outcomes_recorded_again")
+        self._guard_failed = ThrottledEvent(log, "experiment_guardrails_failed",
+                                            recovered_name="experiment_guardrails_recovered")
         self._unavailable = ThrottledEvent(log, "experiments_store_unavailable")
 
     @property
@@ -100,6 +102,8 @@ class Experiments:
         self._pending.discard(task)
         if not task.cancelled() and task.exception() is not None:
             self._lost.report(error=type(task.exception()).__name__)
+        elif not task.cancelled():
+            self._lost.recovered()
 
     def record(self, outcome: Outcome) -> None:
         """`OutcomeSink`: hand the request's arm outcome to the (async) store."""
@@ -177,6 +181,8 @@ class Experiments:
                 await self.check_guardrails()
             except Exception as exc:  # the store is down: keep the last halts, try again
                 self._guard_failed.report(error=type(exc).__name__)
+            else:
+                self._guard_failed.recovered()
             await asyncio.sleep(interval_s)
 
     async def check_guardrails(self) -> None:

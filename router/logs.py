@@ -167,13 +167,30 @@ class ThrottledEvent:
     name: str
     interval_s: float = 10.0
     clock: Callable[[], float] = time.monotonic
+    # The event logged (INFO) by `recovered` after failures: how long and how many.
+    recovered_name: str | None = None
     _last: float | None = field(default=None, init=False)
     _suppressed: int = field(default=0, init=False)
+    _failing_since: float | None = field(default=None, init=False)
+    _failures: int = field(default=0, init=False)
 
     def report(self, level: int = logging.WARNING, **data: object) -> None:
         now = self.clock()
+        if self._failing_since is None:
+            self._failing_since = now
+        self._failures += 1
         if self._last is not None and now - self._last < self.interval_s:
             self._suppressed += 1
             return
         event(self.logger, self.name, level, suppressed=self._suppressed, **data)
         self._last, self._suppressed = now, 0
+
+    def recovered(self) -> None:
+        """What failed works again: after failures, one `recovered_name` line with how long it
+        failed (`failing_s`) and how often (`failures`); nothing otherwise (a field read)."""
+        if self._failing_since is None:
+            return
+        if self.recovered_name is not None:
+            event(self.logger, self.recovered_name, failures=self._failures,
+                  failing_s=round(self.clock() - self._failing_since, 3))
+        self._failing_since, self._failures, self._last, self._suppressed = None, 0, None, 0

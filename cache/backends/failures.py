@@ -28,11 +28,16 @@ class FailureLog:
     clock: Callable[[], float] = time.monotonic
     _last_logged: float | None = field(default=None, init=False)
     _suppressed: int = field(default=0, init=False)
+    _failing_since: float | None = field(default=None, init=False)
+    _failures: int = field(default=0, init=False)
 
     def report(self, operation: str, exc: BaseException) -> None:
         """Count one failure; log it unless one was logged less than `interval_s` ago."""
         self.metrics.record_backend_error(self.backend)
         now = self.clock()
+        if self._failing_since is None:
+            self._failing_since = now
+        self._failures += 1
         if self._last_logged is not None and now - self._last_logged < self.interval_s:
             self._suppressed += 1
             return
@@ -51,6 +56,18 @@ class FailureLog:
             },
         )
         self._last_logged, self._suppressed = now, 0
+
+    def answered(self) -> None:
+        """A call succeeded: after failures, one `cache_backend_recovered` line (INFO) with how
+        long the backend failed and how many calls did, so an outage's end is in the log as its
+        start is. A dict read when nothing failed."""
+        if self._failing_since is None:
+            return
+        logger.info("cache_backend_recovered", extra={"event_data": {
+            "backend": self.backend, "failures": self._failures,
+            "failing_s": round(self.clock() - self._failing_since, 3)}})
+        self._failing_since, self._failures, self._last_logged = None, 0, None
+        self._suppressed = 0
 
     def note(self, what: str) -> None:
         """Log a one-off event of the backend (`what`), at WARNING."""

@@ -118,6 +118,7 @@ class RedisResultCache:
             self._fail("get", exc, started)
             return None
         self._answered_at = self._clock()
+        self._failures.answered()
         return decode_entry(raw) if isinstance(raw, bytes) else None
 
     async def set(self, key: str, entry: CachedEntry, ttl_s: float) -> bool:
@@ -134,6 +135,7 @@ class RedisResultCache:
             self._fail("set", exc, started)
             return False
         self._answered_at = self._clock()
+        self._failures.answered()
         self._writes.accepted()
         return True
 

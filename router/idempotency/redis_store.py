@@ -123,7 +123,8 @@ class RedisIdempotencyStore:
         self._poll_min_s = poll_min_s
         self._poll_max_s = poll_max_s
         self._rng = rng if rng is not None else random.Random()
-        self._unavailable = ThrottledEvent(log, "idempotency_store_unavailable")
+        self._unavailable = ThrottledEvent(log, "idempotency_store_unavailable",
+                                           recovered_name="idempotency_store_recovered")
         # Once per interval too: Redis down, every keyed request's give-back gives up.
         self._gave_up = ThrottledEvent(log, "idempotency_store_gave_up")
         self._background: set[asyncio.Task[None]] = set()  # give-backs and the flusher
@@ -145,9 +146,11 @@ class RedisIdempotencyStore:
                 raise key_reused()
             return Replay(held.response)
         try:
-            return await self._claim(tenant, key, fingerprint, wait_s=wait_s, lease_s=lease_s)
+            claim = await self._claim(tenant, key, fingerprint, wait_s=wait_s, lease_s=lease_s)
         except (redis.RedisError, OSError) as exc:
             raise self._down(exc) from None
+        self._unavailable.recovered()
+        return claim
 
     async def renew(self, lease: Lease, lease_s: float) -> bool:
         """As `IdempotencyStore.renew`; with Redis unreachable, the 503 `claim` raises."""

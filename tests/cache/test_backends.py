@@ -96,8 +96,11 @@ async def test_front_over_a_killed_redis_serves_misses_and_skips_writes(
     await cache.aclose()
 
 
-async def test_redis_comes_back_after_a_restart(own_redis: ManagedProcess, tmp_path: Path) -> None:
-    """Once the server is back and the cool-down has passed, writes and hits resume."""
+async def test_redis_comes_back_after_a_restart(own_redis: ManagedProcess, tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """Once the server is back and the cool-down has passed, writes and hits resume, and one
+    `cache_backend_recovered` line says the outage ended (its start was logged, its end was not:
+    an operator could not tell from the log whether the cache was still off)."""
     metrics, clock = CacheMetrics(), ManualClock()
     cache = RedisResultCache(connect(f"redis://127.0.0.1:{own_redis.port}/0"), metrics, clock=clock)
     assert await cache.set("k", ENTRY, 60.0)
@@ -108,11 +111,16 @@ async def test_redis_comes_back_after_a_restart(own_redis: ManagedProcess, tmp_p
     restarted.start()
     try:
         clock.advance(2.0)
-        assert await cache.set("k", ENTRY, 60.0)
-        assert await cache.get("k") == ENTRY
+        with caplog.at_level(logging.INFO, logger="slorouter.cache"):
+            assert await cache.set("k", ENTRY, 60.0)
+            assert await cache.get("k") == ENTRY
     finally:
         restarted.stop()
         await cache.aclose()
+    recovered = [r for r in caplog.records if r.message == "cache_backend_recovered"]
+    assert len(recovered) == 1, [r.message for r in caplog.records]
+    fields = getattr(recovered[0], "event_data", {})
+    assert fields["backend"] == "redis" and fields["failures"] >= 1 and fields["failing_s"] >= 2.0
 
 
 async def test_paused_redis_times_out_into_a_miss(own_redis: ManagedProcess) -> None:

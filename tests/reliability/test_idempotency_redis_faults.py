@@ -226,3 +226,35 @@ async def test_a_refusal_of_writes_stands_through_releases_until_a_claim_stores(
     assert store.writes.refusal is None
     await client.aclose()
     await admin.aclose()
+
+
+async def test_the_end_of_an_outage_is_logged_at_the_first_claim_after_it(
+        own_redis: ManagedProcess, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Keyed requests refused while Redis is down log `idempotency_store_unavailable` (once per
+    interval); the first claim after it comes back logs `idempotency_store_recovered` once, with
+    how many failed: the log said when the guarantee was lost, never when it was back."""
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    client = shared_redis(url, timeout_s=0.5)
+    store = RedisIdempotencyStore(client)
+    own_redis.kill()
+    restarted = None
+    try:
+        with caplog.at_level(logging.INFO, logger="slorouter.idempotency"):
+            for n in range(3):
+                with pytest.raises(OverloadedError):
+                    await store.claim("t1", f"down-{n}", FINGERPRINT, wait_s=0.0,
+                                      lease_s=LEASE_S)
+            restarted = ManagedProcess(own_redis.argv, own_redis.port,
+                                       log_path=tmp_path / "again.log")
+            restarted.start()
+            for n in range(2):
+                await store.claim("t1", f"up-{n}", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    finally:
+        if restarted is not None:
+            restarted.stop()
+        await client.aclose()
+    events = [r.getMessage() for r in caplog.records
+              if r.getMessage().startswith("idempotency_store_")]
+    assert events == ["idempotency_store_unavailable", "idempotency_store_recovered"], events
+    recovered = next(r for r in caplog.records if r.getMessage() == "idempotency_store_recovered")
+    assert getattr(recovered, "event_data", {})["failures"] == 3

@@ -170,3 +170,27 @@ def test_the_access_line_of_a_stream_broken_after_its_head_says_what_the_client_
     line = json.loads(stream.getvalue())
     assert (line["status"], line["sent_status"], line["error_code"]) == (
         504, 200, "deadline_exceeded")
+
+
+def test_a_recurring_failure_that_ends_is_logged_as_recovered_once() -> None:
+    """A store that failed logs its recovery once (how long, how many failures), and nothing
+    while it works; a failure after that starts a new spell."""
+    from router.logs import ThrottledEvent
+
+    now = [0.0]
+    with _json_lines("slorouter.test.recovery") as (logger, stream):
+        logger.setLevel(logging.INFO)
+        throttled = ThrottledEvent(logger, "store_unavailable", clock=lambda: now[0],
+                                   recovered_name="store_recovered")
+        throttled.recovered()  # nothing failed: nothing to say
+        for _ in range(3):
+            throttled.report(error="ConnectionError")
+            now[0] += 2.0
+        throttled.recovered()
+        throttled.recovered()
+        throttled.report(error="ConnectionError")
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == [
+        "store_unavailable", "store_recovered", "store_unavailable"]
+    assert (lines[1]["failures"], lines[1]["failing_s"]) == (3, 6.0)
+    assert lines[2]["suppressed"] == 0  # a new spell is logged at once

@@ -125,6 +125,12 @@ def build_runtime(config: RouterConfig, environ: Mapping[str, str],
         learned = load_learned(config, base_dir)
     except ConfigError as err:
         problems += err.problems
+    if any(d.adapter == "litellm" for d in config.deployments):
+        # From the specs, which need no secret: a model string litellm cannot serve used to be
+        # reported only once every key and eval problem was fixed.
+        from router.providers.litellm_adapter import provider_problems
+
+        problems += provider_problems(config.deployments, environ)
     try:
         runtime = resolve(config, environ, table.prices, classifier.version, quality=quality,
                           learned=learned, cached_prices=table.cached_input_price,

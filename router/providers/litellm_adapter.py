@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import AsyncGenerator, Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_TELEMETRY", "False")
@@ -82,7 +82,20 @@ _ADDRESS_VARIABLE = {"hosted_vllm": "HOSTED_VLLM_API_BASE", "azure": "AZURE_API_
                      "azure_ai": "AZURE_AI_API_BASE"}
 
 
-def provider_problems(deployments: Iterable[Deployment],
+class _Served(Protocol):
+    """What `provider_problems` reads of a deployment: a resolved one or its config spec."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def adapter(self) -> str: ...
+    @property
+    def api_base(self) -> str | None: ...
+
+
+def provider_problems(deployments: Iterable[_Served],
                       environ: Mapping[str, str] = os.environ) -> list[str]:
     """One line per litellm-adapter deployment that no call could serve: a model string that
     names no provider litellm knows, a provider litellm runs in-process (`vllm/`), or a server

@@ -673,3 +673,25 @@ def test_routes_may_be_left_out_when_policies_route_every_task() -> None:
     assert caught.value.problems == [
         "routes.default_model: required without a policies section (the model `auto` routes "
         "a task to when routes.by_task names none)"]
+
+
+def test_a_model_string_litellm_cannot_serve_is_reported_with_the_unset_keys(
+        tmp_path: Path) -> None:
+    """`serve` reported a model string litellm cannot serve only once every environment
+    problem was fixed (it was checked on the resolved deployments, which need the keys): an
+    operator fixed the config in rounds. Both come in one list now."""
+    from router.wiring import build_runtime
+
+    text = """version: 1
+deployments:
+  - {name: oai-mini, model: openai/gpt-4o-mini, api_key: env:UNSET_KEY_FOR_TEST}
+  - {name: weird, model: notaprovider/foo, input_price_per_mtok: 1, output_price_per_mtok: 1}
+models: [{name: m, deployments: [oai-mini, weird]}]
+routes: {default_model: m}
+"""
+    with pytest.raises(ConfigError) as caught:
+        build_runtime(load_config_text(text), {}, tmp_path)
+    problems = caught.value.problems
+    assert any(p.startswith("deployments.weird: litellm cannot tell the provider")
+               for p in problems), problems
+    assert any("UNSET_KEY_FOR_TEST is not set" in p for p in problems), problems

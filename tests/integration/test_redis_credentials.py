@@ -120,7 +120,7 @@ def test_no_start_up_or_readiness_line_shows_an_unreachable_redis_password(
     try:
         with urllib.request.urlopen(f"{router.base_url}/readyz", timeout=30) as response:
             checks = json.loads(response.read())["checks"]
-        keyed = _keyed_request_status(router.base_url)
+        keyed = _keyed_request(router.base_url, "k-unreached")[0]
     finally:
         router.stop()
     assert "redis unavailable" in str(checks["idempotency"]["detail"]), checks
@@ -132,12 +132,13 @@ def test_no_start_up_or_readiness_line_shows_an_unreachable_redis_password(
         assert url not in log
 
 
-def _keyed_request(base_url: str) -> tuple[int, dict[str, str], dict[str, Any]]:
+def _keyed_request(base_url: str, key: str = "k-rotated"
+                   ) -> tuple[int, dict[str, str], dict[str, Any]]:
     """Status, headers (lower-case) and body of a chat request sent with an Idempotency-Key."""
     request = urllib.request.Request(
         f"{base_url}/v1/chat/completions", method="POST",
         data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
-        headers={"content-type": "application/json", "idempotency-key": "k-rotated"})
+        headers={"content-type": "application/json", "idempotency-key": key})
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return (int(response.status), {k.lower(): v for k, v in response.headers.items()},
@@ -145,16 +146,3 @@ def _keyed_request(base_url: str) -> tuple[int, dict[str, str], dict[str, Any]]:
     except urllib.error.HTTPError as refused:
         return (refused.code, {k.lower(): v for k, v in refused.headers.items()},
                 json.loads(refused.read()))
-
-
-def _keyed_request_status(base_url: str) -> int:
-    """The status of a chat request sent with an Idempotency-Key."""
-    request = urllib.request.Request(
-        f"{base_url}/v1/chat/completions", method="POST",
-        data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
-        headers={"content-type": "application/json", "idempotency-key": "k-unreached"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as refused:
-        return refused.code

@@ -223,15 +223,21 @@ def result_caching(config: RouterConfig) -> ResultCaching:
                          degraded=degraded)
 
 
-def stats_store(config: RouterConfig) -> StatsStore:
-    """Local statistics, shared through Redis when `server.stats.redis_url` is set."""
+def stats_store(config: RouterConfig,
+                deployments: Mapping[str, Deployment] | None = None) -> StatsStore:
+    """Local statistics, shared through Redis when `server.stats.redis_url` is set, each
+    deployment's under the identity of what it calls (its model string and address)."""
     spec = config.server.stats
     local = LocalStatsStore(StatsConfig(half_life_s=spec.half_life_s))
     if spec.redis_url is None:
         return local
     from router.stats import RedisStatsStore
+    from router.stats.codec import deployment_identity
 
-    return RedisStatsStore(local, shared_redis(spec.redis_url, timeout_s=None))
+    identities = {name: deployment_identity(d.model, d.api_base)
+                  for name, d in (deployments or {}).items()}
+    return RedisStatsStore(local, shared_redis(spec.redis_url, timeout_s=None),
+                           identities=identities)
 
 
 def idempotency_store(config: RouterConfig) -> IdempotencyStore:
@@ -382,6 +388,6 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
                     checks=readiness_checks(config, runtime, classifier, caching,
                                             writes_of(idempotency), writes_of(trials.store),
                                             policy_violations=unbacked),
-                    caching=caching, stats=stats_store(config), idempotency=idempotency,
-                    experiments=trials, in_flight=in_flight)
+                    caching=caching, stats=stats_store(config, runtime.deployments),
+                    idempotency=idempotency, experiments=trials, in_flight=in_flight)
     return app, runtime

@@ -2,11 +2,16 @@
 
 A state becomes orjson bytes holding each sketch's (landmark, zero weight, keys, weights), the
 decayed outcome sums and, for deployment keys, the TTFT model's sums and ratio sketch. Keys
-encode as `deployment|task|bucket` (split from the right, so deployment names may contain `|`).
+encode as `2:<identity>:deployment|task|bucket` (split from the right, so deployment names may
+contain `|`), where the identity is a hash of what the deployment calls (`deployment_identity`):
+replicas of two config versions share statistics of a name only when it names the same upstream
+model at the same address (a deployment re-pointed on a canary used to steer the old replicas
+off their own healthy one). A key of the format before (no identity) decodes to None.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import cast
 
 import orjson
@@ -20,13 +25,31 @@ SketchState = tuple[float | None, float, list[int], list[float]]
 SumsState = tuple[float | None, dict[str, float]]
 
 
-def encode_key(key: StatKey) -> str:
-    return f"{key[0]}|{key[1]}|{key[2]}"
+_FORMAT = "2:"
 
 
-def decode_key(text: str) -> StatKey:
-    deployment, task, bucket = text.rsplit("|", 2)
-    return deployment, task, int(bucket)
+def deployment_identity(model: str, api_base: str | None) -> str:
+    """What a deployment name stands for in shared statistics: its provider model string and
+    its address, hashed (12 hex digits)."""
+    return hashlib.sha256(f"{model}\n{api_base or ''}".encode()).hexdigest()[:12]
+
+
+def encode_key(key: StatKey, identity: str) -> str:
+    return f"{_FORMAT}{identity}:{key[0]}|{key[1]}|{key[2]}"
+
+
+def decode_key(text: str) -> tuple[StatKey, str] | None:
+    """The key and the identity it was written under; None for a key of another format."""
+    if not text.startswith(_FORMAT):
+        return None
+    identity, sep, rest = text[len(_FORMAT):].partition(":")
+    if not sep:
+        return None
+    try:
+        deployment, task, bucket = rest.rsplit("|", 2)
+        return (deployment, task, int(bucket)), identity
+    except ValueError:
+        return None
 
 
 def encode_state(state: KeyState) -> bytes:

@@ -73,8 +73,14 @@ class RedisStatsStore:
 
     def __init__(self, local: LocalStatsStore, client: aioredis.Redis,
                  config: RedisSyncConfig | None = None, replica_id: str | None = None,
-                 clock: Clock = time.time) -> None:
+                 clock: Clock = time.time,
+                 identities: Mapping[str, str] | None = None) -> None:
         self.local = local
+        # Deployment name -> `deployment_identity`: pushed with each key, and a key another
+        # replica pushed for a name is merged only under the same identity (another model or
+        # address under the name, on a replica of another config version, is another
+        # deployment). A name missing here is pushed and merged under the identity "-".
+        self._identities = dict(identities or {})
         self.config = config if config is not None else RedisSyncConfig()
         self.replica_id = replica_id if replica_id is not None else uuid.uuid4().hex[:12]
         self._client = client
@@ -225,7 +231,7 @@ class RedisStatsStore:
         else:
             states = self.local.take_unpushed()
         blobs: dict[FieldT, EncodableT] = {
-            encode_key(k): encode_state(s) for k, s in states.items()}
+            encode_key(k, self._identity(k[0])): encode_state(s) for k, s in states.items()}
         seqs: dict[FieldT, EncodableT] = dict.fromkeys(blobs, self._seq + 1)
         self._seq += 1
         ttl = max(int(self.config.replica_ttl_s), 1)
@@ -269,6 +275,9 @@ class RedisStatsStore:
         for replica in others:
             await self._pull_replica(replica)
 
+    def _identity(self, deployment: str) -> str:
+        return self._identities.get(deployment, "-")
+
     async def _pull_replica(self, replica: str) -> None:
         raw_meta = await self._client.get(self._p("r", replica, "meta"))
         if raw_meta is None:
@@ -285,9 +294,13 @@ class RedisStatsStore:
         if changed:
             blobs = await self._client.hmget(self._p("r", replica, "data"), changed)
             for field, blob in zip(changed, blobs, strict=True):
-                if blob is not None:
-                    states[decode_key(field)] = decode_state(
-                        _bytes(blob), self._decay, self.local.config.alpha)
+                decoded = decode_key(field)
+                if blob is None or decoded is None:
+                    continue  # an older replica's format: what it names is not known
+                key, identity = decoded
+                if identity != self._identity(key[0]):
+                    continue  # the name stands for another upstream there
+                states[key] = decode_state(_bytes(blob), self._decay, self.local.config.alpha)
         in_flight = {str(k): int(v) for k, v in meta.get("in_flight", {}).items()}
         self.local.update_remote(replica, states, in_flight)
         seen.update({f: current[f] for f in changed})

@@ -24,11 +24,12 @@ def _obs(dep: str, ttft: float, t: float) -> Observation:
     return Observation(dep, "chat", 300, 20, ttft, 0.02, ttft + 0.4, 0.0, None, False, t)
 
 
-def _replica(url: str, prefix: str, name: str, clock: FakeClock) -> RedisStatsStore:
+def _replica(url: str, prefix: str, name: str, clock: FakeClock,
+             identities: dict[str, str] | None = None) -> RedisStatsStore:
     client = aioredis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
     return RedisStatsStore(LocalStatsStore(clock=clock), client,
                            RedisSyncConfig(prefix=prefix, op_timeout_s=2.0),
-                           replica_id=name, clock=clock)
+                           replica_id=name, clock=clock, identities=identities)
 
 
 def _n(store: RedisStatsStore, dep: str, clock: FakeClock) -> float:
@@ -57,6 +58,35 @@ async def test_two_replicas_share_what_they_learn(redis_url: str) -> None:
     assert _n(two, "A", clock) == pytest.approx(_n(one, "A", clock), rel=1e-6)
     assert _n(two, "A", clock) > 35 * 0.5 ** (1.0 / 5.0)
     assert two.status().healthy and two.status().replicas_seen == 1
+
+
+async def test_a_name_re_pointed_on_another_replica_is_another_deployment(
+        redis_url: str) -> None:
+    """A canary whose `d-fast` calls another address (or model) shares the name, not the
+    deployment: the old replica learned the canary's slow upstream as its own `d-fast` and moved
+    85% of its traffic to a deployment twelve times the price (the rollout audit). Statistics
+    are shared under the deployment's identity (model string and address): the same identity
+    merges, another is left out."""
+    from router.stats.codec import deployment_identity
+
+    clock = FakeClock()
+    prefix = f"t:{uuid.uuid4().hex[:8]}"
+    old = {"d-fast": deployment_identity("openai/fast", "http://10.0.0.1/v1")}
+    moved = {"d-fast": deployment_identity("openai/fast", "http://10.0.0.2/v1")}
+    assert old != moved
+    first = _replica(redis_url, prefix, "old-1", clock, old)
+    second = _replica(redis_url, prefix, "old-2", clock, old)
+    canary = _replica(redis_url, prefix, "canary", clock, moved)
+    for i in range(30):
+        canary.record(_obs("d-fast", 2.5, clock.now + i * 0.01))
+        second.record(_obs("d-fast", 0.3, clock.now + i * 0.01))
+    for store in (canary, second, first):
+        assert await store.sync_once()
+    clock.now += 1.0
+    assert _n(first, "d-fast", clock) == pytest.approx(_n(second, "d-fast", clock), rel=1e-6)
+    assert _n(canary, "d-fast", clock) == pytest.approx(30 * 0.5 ** (1.0 / 5.0), rel=0.05)
+    merged = first.view("d-fast", "chat", 300).task
+    assert merged is not None and merged.n(clock.now) < 31  # the canary's 30 slow ones left out
 
 
 async def test_only_changed_keys_travel_and_updates_replace_older_state(redis_url: str) -> None:

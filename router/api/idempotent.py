@@ -113,15 +113,24 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
     hinted = {name: headers[name] for name in ASKED_HEADERS if name in headers}
     if "accept-language" in hinted:  # as the result cache reads it: `en_US` is `en-us`
         hinted["accept-language"] = normalize_locale(hinted["accept-language"])
-    # Without such headers the fingerprint is the body's alone (as before they counted).
-    fingerprint = json_fingerprint({"body": asked, "headers": hinted} if hinted else asked)
+    # Without such headers the fingerprint is the body's alone (as before they counted). The
+    # caller's permission scopes are part of what is asked, not of whose key it is: a retry
+    # after its key gained or lost a scope finds the record and is refused (422
+    # `idempotency_key_reuse`), neither replayed an answer other scopes may read nor run again.
+    scopes = sorted(set(principal.scopes))
+    asked_for = {"body": asked, "headers": hinted} if hinted else asked
+    fingerprint = json_fingerprint({"asked": asked_for, "scopes": scopes} if scopes
+                                   else asked_for)
     async def unused(won: Claim) -> None:
         if not isinstance(won, Replay):
             await store.release(won)
 
     loop = asyncio.get_running_loop()
     asked_at = loop.time()
-    owner, checked = _owner(principal), validate_key(key)
+    # Whose keys these are: the tenant's (the scopes are in the fingerprint). Until 2026-12-06
+    # they were the tenant's and scopes', so adding a scope to an API key ran a retried side
+    # effect again.
+    owner, checked = principal.tenant, validate_key(key)
 
     async def bounded() -> Claim:
         try:
@@ -151,13 +160,6 @@ def claim_timed_out() -> ProviderTimeoutError:
                              "retried with the same key")
 
 
-def _owner(principal: Principal) -> str:
-    """Whose keys these are: the tenant, and the permission scopes that decide who may read an
-    answer (as in the result cache's key), so a caller with fewer scopes never gets a stored
-    answer through another's key. A principal without scopes keeps the tenant's own space."""
-    if not principal.scopes:
-        return principal.tenant
-    return "\x1f".join((principal.tenant, *sorted(set(principal.scopes))))
 
 
 def replayed(stored: StoredResponse, stream: bool, include_usage: bool,

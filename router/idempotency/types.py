@@ -114,7 +114,8 @@ def key_reused() -> ConflictError:
     return ConflictError(
         "Idempotency-Key was already used with a different request (its body, or a header "
         "that changes what is asked: x-slorouter-task, x-slorouter-risk, "
-        "x-slorouter-data-version, accept-language)",
+        "x-slorouter-data-version, accept-language), or by an API key with other permission "
+        "scopes",
         param="Idempotency-Key",
         code="idempotency_key_reuse",
     )

@@ -110,6 +110,7 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
                 found.append(f"task {task}: its {risk}-risk rule requires zero data retention, "
                              f"which no deployment of {', '.join(sorted(allowed))} has: its "
                              f"{risk}-risk requests have no route (503 no_eligible_model)")
+    found += _fixture_backed(config, quality)
     for experiment in config.experiments:
         for arm in experiment.arms:
             if not arm.route.startswith("model:"):
@@ -122,6 +123,28 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
                     found.append(f"experiment {experiment.name}: arm {arm.name}: model {model} "
                                  f"is under task {task}'s floor ({check.detail}): control's "
                                  "route answers all its requests")
+    return found
+
+
+def _fixture_backed(config: RouterConfig, quality: QualityTable) -> list[str]:
+    """The floors a `method: fixture` row backs (a hand-written result: its bound is taken as
+    written, never checked against its mean and n), one line per (model, task, metric)."""
+    assert config.policies is not None
+    found = []
+    for task in TASKS:
+        policy = config.policies.for_task(task)
+        floor = policy.quality_floor
+        if floor is None:
+            continue
+        judged = {model for model, _ in _models(policy)} | (
+            {floor.relative_to} if floor.relative_to is not None else set())
+        for model in sorted(judged):
+            result = quality.get(model, task, floor.metric)
+            if result is not None and result.method == "fixture":
+                found.append(f"task {task}: {model}'s {floor.metric} is a fixture row (method: "
+                             f"fixture, lower {result.lower:g} as written, never checked "
+                             "against its mean and n): its floor is backed by no measurement; "
+                             "run `slorouter eval run` for one")
     return found
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from operator import attrgetter
 
-from policies.eval_report import QualityTable
+from policies.eval_report import EvalResult, QualityTable
+from policies.intervals import Z95
 from policies.labels import Risk, Task
 from policies.schema import QualityFloor, TaskPolicy
 
@@ -160,10 +161,38 @@ def floor_check(floor: QualityFloor | None, model: str, task: Task,
                          (model, task, floor.metric, refused, *rule_values))
         return Check(CheckName.FLOOR, False, "no eval of {} for {}/{}; " + rule,
                      (model, task, floor.metric, *rule_values))
+    if floor.relative_to is not None and floor.ratio is not None:
+        return _relative_floor_check(floor.relative_to, floor.ratio, model, result,
+                                     quality.get(floor.relative_to, task, floor.metric),
+                                     rule, rule_values)
     passed = result.lower >= threshold
     return Check(CheckName.FLOOR, passed,
                  "lower bound {:.3f} (mean {:.3f}, n={}) {} floor; " + rule,
                  (result.lower, result.mean, result.n, ">=" if passed else "<", *rule_values))
+
+
+def _relative_floor_check(reference: str, ratio: float, model: str, result: EvalResult,
+                          measured: EvalResult | None, rule: str,
+                          rule_values: tuple[object, ...]) -> Check:
+    """A relative floor: the lower bound of `model`'s quality minus `ratio` times the
+    reference's, from both results' uncertainty (each standard error read off its 95% bound on
+    the side that matters: the model's lower, the reference's upper), must be at least 0. The
+    reference meets a floor relative to itself. Comparing the model's lower bound with the
+    ratio of the reference's mean, a point estimate, let a model at the floor pass about twice
+    as often as the bound's 2.5% (the eval audit: 4.6-6.5%), and failed the reference itself."""
+    if model == reference:
+        return Check(CheckName.FLOOR, True, "the reference of its own floor; " + rule,
+                     rule_values)
+    assert measured is not None  # `floor_threshold` found it
+    own_se = max(0.0, result.mean - result.lower) / Z95
+    reference_se = max(0.0, measured.upper - measured.mean) / Z95
+    margin = (result.mean - ratio * measured.mean
+              - Z95 * math.sqrt(own_se ** 2 + (ratio * reference_se) ** 2))
+    passed = margin >= 0.0
+    return Check(CheckName.FLOOR, passed,
+                 "mean {:.3f} (n={}) less the floor, at 95%: {:+.3f} {} 0 (reference n={}); "
+                 + rule, (result.mean, result.n, margin, ">=" if passed else "<", measured.n,
+                          *rule_values))
 
 
 # The failed `fits` checks' templates, and the request field each blames (`no_model_fits`'s

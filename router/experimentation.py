@@ -39,7 +39,13 @@ class Experiments:
         self._specs = {spec.name: spec for spec in specs}
         self._store = store
         self._clock = clock
-        self._halted: dict[str, frozenset[str]] = {}
+        # The halts read from the store. A shared store's halts are not known until its first
+        # read: until then every treatment counts as halted (control serves), or a replica
+        # started while Redis was down served arms the others had halted (the rollout audit).
+        self._halted: dict[str, frozenset[str]] | None = (
+            None if getattr(store, "shared", False) else {})
+        self._unread_halts = {spec.name: frozenset(arm.name for arm in spec.treatments)
+                              for spec in specs}
         self._pending: set[asyncio.Task[None]] = set()
         # The service's event loop, for writes started in a worker thread (the pipeline
         # prepares very long prompts off the loop, assignment and exposure included).
@@ -66,7 +72,8 @@ class Experiments:
         policy barring the arm's model, a failure; the exposure is `expose`'s."""
         if not self._specs:
             return None
-        assignment = self._assigner.assign(task, units, self._clock(), self._halted)
+        halted = self._halted if self._halted is not None else self._unread_halts
+        assignment = self._assigner.assign(task, units, self._clock(), halted)
         if assignment is not None:
             self._spawn(self._store.count_unit(
                 assignment.experiment, assignment.assigned_arm,

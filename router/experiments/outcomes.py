@@ -310,6 +310,8 @@ class _Accumulator:
 class MemoryOutcomeStore:
     """An `OutcomeStore` in one process's memory (single replica, tests, the CLI's replays)."""
 
+    shared = False  # this process's alone: no halt predates it
+
     def __init__(
         self,
         rng: random.Random,

@@ -108,6 +108,8 @@ def _text(raw: bytes | str) -> str:
 class RedisOutcomeStore:
     """An `OutcomeStore` in Redis, for several replicas of the service."""
 
+    shared = True  # every replica's: its halts must be read before an arm is served
+
     def __init__(
         self,
         client: aioredis.Redis,

@@ -57,13 +57,13 @@ policies:
 def _report(rows: list[tuple[str, str, float, float]]) -> EvalReport:
     return EvalReport.model_validate({"suite": "unit", "suite_version": "1",
                                       "created": "2026-11-30", "results": [
-        {"model": m, "task": t, "mean": mean, "lower": lower, "upper": min(1.0, mean + 0.05),
-         "n": 500} for m, t, mean, lower in rows]})
+        {"model": m, "task": t, "mean": mean, "lower": lower,
+         "upper": min(1.0, 2 * mean - lower), "n": 500} for m, t, mean, lower in rows]})
 
 
 QUALITY = quality_table([_report([
     ("cheap", "math", 0.84, 0.81), ("mid", "math", 0.86, 0.83), ("big", "math", 0.95, 0.93),
-    ("cheap", "summarization", 0.90, 0.88), ("big", "summarization", 0.92, 0.90),
+    ("cheap", "summarization", 0.91, 0.89), ("big", "summarization", 0.92, 0.90),
     ("mid", "summarization", 0.85, 0.83),
 ])], "q1")
 
@@ -115,12 +115,51 @@ def test_every_verdict_judges_each_named_check_once() -> None:
         "floor", "risk", "fits", "healthy", "budget"]
 
 
-def test_relative_floor_uses_the_reference_models_mean() -> None:
-    """0.95 x big (0.92) = 0.874: cheap (lower 0.88) qualifies, mid (0.83) does not."""
+def test_relative_floor_weighs_both_models_uncertainty() -> None:
+    """0.95 x big (0.92) = 0.874: cheap (0.91, each bound 0.02 away) is over it by more than
+    both results' uncertainty (+0.008 at 95%) and qualifies, mid (0.85) does not; big meets its
+    own floor (it failed it when its mean was the bar for its lower bound)."""
     decision = _decide("summarization")
     assert decision.deployments == ("cheap-1", "big-1")  # type: ignore[attr-defined]
-    mid = next(v for v in decision.verdicts if v.model == "mid")  # type: ignore[attr-defined]
-    assert not mid.eligible and "0.830" in mid.checks[0].detail
+    verdicts = {v.model: v for v in decision.verdicts}  # type: ignore[attr-defined]
+    assert not verdicts["mid"].eligible and "0.850" in verdicts["mid"].checks[0].detail
+    assert "+0.008 >= 0" in verdicts["cheap"].checks[0].detail
+    assert verdicts["big"].checks[0].detail.startswith("the reference of its own floor")
+
+
+def test_a_model_at_a_relative_floor_passes_at_most_the_bounds_rate() -> None:
+    """A model whose true quality is exactly the floor (0.95 x a reference at 0.9), both
+    measured on 50 items, passed about 5% of the time when its lower bound was held to the
+    reference's mean (a point estimate); with both results' uncertainty it passes at most the
+    one-sided 2.5% the bounds promise. Exact over both binomials."""
+    from math import comb
+
+    from policies.eligibility import floor_check
+    from policies.intervals import wilson_interval
+    from policies.schema import QualityFloor
+
+    n, reference_q = 50, 0.9
+    model_q = 0.95 * reference_q
+    floor = QualityFloor(relative_to="ref", ratio=0.95)
+
+    def pmf(k: int, q: float) -> float:
+        return comb(n, k) * q ** k * (1 - q) ** (n - k)
+
+    def row(model: str, k: int) -> tuple[str, str, float, float, float]:
+        lower, upper = wilson_interval(k, n)
+        return model, "chat", k / n, lower, upper
+
+    passed = 0.0
+    for reference_k in range(n + 1):
+        for model_k in range(n + 1):
+            table = quality_table([EvalReport.model_validate({
+                "suite": "unit", "suite_version": "1", "created": "2026-11-30", "results": [
+                    {"model": m, "task": t, "mean": mean, "lower": lo, "upper": hi, "n": n}
+                    for m, t, mean, lo, hi in (row("ref", reference_k),
+                                               row("cand", model_k))]})], "q")
+            if floor_check(floor, "cand", "chat", table).passed:
+                passed += pmf(reference_k, reference_q) * pmf(model_k, model_q)
+    assert passed <= 0.025, passed
 
 
 def test_a_floor_without_an_eval_makes_the_model_ineligible() -> None:
@@ -661,3 +700,21 @@ def test_a_request_no_model_may_serve_leaves_the_arm_ineligible_not_failed() -> 
     decision = decide("auto", labels, facts, _runtime(capped, quality), StaticRanker(),
                       lambda _name: True, restrict_to="big")
     assert decision.deployments == () and decision.arm_ineligible
+
+
+def test_a_floor_a_fixture_row_backs_is_warned_of() -> None:
+    """A `method: fixture` result states its bound by hand, unchecked against its mean and n
+    (the eval audit: mean 0.600 on 50 items written with lower 0.600, Wilson's being 0.462):
+    `policy check` says which floors such rows back, instead of passing them in silence."""
+    from policies.check import policy_warnings
+
+    fixture = quality_table([EvalReport.model_validate({
+        "suite": "hand", "suite_version": "1", "created": "2026-11-30", "results": [
+            {"model": "cheap", "task": "math", "mean": 0.9, "lower": 0.9, "upper": 0.9,
+             "n": 50, "method": "fixture"}]})], "qf")
+    warnings = policy_warnings(load_config_text(CONFIG), fixture)
+    assert [w for w in warnings if "fixture row" in w] == [
+        "task math: cheap's accuracy is a fixture row (method: fixture, lower 0.9 as written, "
+        "never checked against its mean and n): its floor is backed by no measurement; run "
+        "`slorouter eval run` for one"], warnings
+    assert not [w for w in policy_warnings(load_config_text(CONFIG), QUALITY) if "fixture" in w]

@@ -30,7 +30,7 @@ from policies.eligibility import (
     refuses_stop,
     too_hot,
 )
-from policies.learned.decide import ThresholdRule, choose
+from policies.learned.decide import ThresholdRule, choose_available
 from policies.schema import TaskPolicy
 from router.classify.types import Labels
 from router.errors import NoEligibleModelError, NotFoundError, RequestError, shown
@@ -309,7 +309,13 @@ def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[V
     if router is None or not facts.prompt_text or facts.task not in router.tasks:
         return ranked
     probs = router.predictor.predict(facts.prompt_text, facts.task)
-    chosen = choose(by_configured_cost(router.rule, eligible), probs)
+    # Among the models the policy lets serve: the rule's pick when it is one, else its fallback,
+    # else the most likely to succeed (an unavailable pick used to leave the policy's own order,
+    # the cheapest model first, for the very prompts the rule sent to a strong one).
+    chosen = choose_available(by_configured_cost(router.rule, eligible), probs,
+                              {v.model for v in eligible})
+    if chosen is None:
+        return ranked
     front = [r for r in ranked if any(v.deployment == r.deployment and v.model == chosen
                                       for v in eligible)]
     note = f"learned router: P(success)={probs.get(chosen, 0.0):.2f} for {chosen}"

@@ -8,7 +8,7 @@ fallback (the floor's reference model) is chosen. Pure functions, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,6 +37,26 @@ def choose(rule: ThresholdRule, probs: Mapping[str, float]) -> str:
         if probs[model] >= bar:
             return model
     return rule.fallback
+
+
+def choose_available(rule: ThresholdRule, probs: Mapping[str, float],
+                     available: Set[str]) -> str | None:
+    """`choose` among the `available` candidates (those the policy lets serve this request): the
+    cheapest that clears the bar, the bar as the rule sets it over every candidate (a margin
+    from the best one's, down or not: the request is not made easier by its absence); else the
+    fallback if it is available; else the available candidate most likely to succeed, never the
+    cheapest by default (a hard prompt whose strong model is down must not go to the weakest);
+    None when none is available."""
+    bar = rule.threshold
+    if rule.kind == "margin":
+        bar = max(probs[m] for m in rule.candidates) - rule.threshold
+    for model in rule.candidates:
+        if model in available and probs[model] >= bar:
+            return model
+    if rule.fallback in available:
+        return rule.fallback
+    usable = [m for m in rule.candidates if m in available]
+    return max(usable, key=lambda m: probs[m]) if usable else None
 
 
 def choose_matrix(

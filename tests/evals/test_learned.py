@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from evals.outcomes import load_table
 from policies.learned.artifact import ArtifactError, load_artifact, save_artifact
-from policies.learned.decide import ThresholdRule, choose, choose_matrix
+from policies.learned.decide import ThresholdRule, choose, choose_available, choose_matrix
 from policies.learned.predictor import SuccessPredictor, fit_predictor
 
 Fitted = tuple[SuccessPredictor, list[str], list[str]]
@@ -69,6 +69,22 @@ def test_choose_takes_cheapest_clearing_bar() -> None:
     margin = ThresholdRule(("cheap", "dear"), "margin", 0.1, "dear")
     assert choose(margin, {"cheap": 0.85, "dear": 0.9}) == "cheap"
     assert choose(margin, {"cheap": 0.7, "dear": 0.9}) == "dear"
+
+
+def test_an_unavailable_pick_goes_to_the_next_that_clears_then_the_likeliest() -> None:
+    """With the rule's pick unavailable (ineligible for this request, its circuit open), the
+    next available model that clears the same bar serves, then the fallback, then the available
+    model most likely to succeed: the policy's own order sent such prompts to the cheapest,
+    the weakest (the eval audit). The margin bar stays the one over every candidate."""
+    rule = ThresholdRule(("cheap", "mid", "strong", "dear"), "absolute", 0.7, "dear")
+    probs = {"cheap": 0.2, "mid": 0.5, "strong": 0.9, "dear": 0.95}
+    assert choose_available(rule, probs, {"cheap", "mid", "strong", "dear"}) == "strong"
+    assert choose_available(rule, probs, {"cheap", "mid", "dear"}) == "dear"  # the fallback
+    assert choose_available(rule, probs, {"cheap", "mid"}) == "mid"  # likeliest, not cheapest
+    assert choose_available(rule, probs, set()) is None
+    margin = ThresholdRule(("cheap", "dear"), "margin", 0.1, "dear")
+    assert choose_available(margin, {"cheap": 0.7, "dear": 0.9}, {"cheap"}) == "cheap"
+    assert choose_available(margin, {"cheap": 0.85, "dear": 0.9}, {"cheap", "dear"}) == "cheap"
 
 
 @settings(max_examples=60, deadline=None)

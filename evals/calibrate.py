@@ -20,6 +20,7 @@ Pure; never sees the test fold.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -67,6 +68,9 @@ class CalibrationData:
     costs: FloatArray
     order: IntArray
     reference: int
+    # Each row's prompt group (same text or reading passage: `evals.outcomes.group_key`), so
+    # that the check third holds whole groups; None: every row its own group.
+    groups: tuple[str, ...] | None = None
 
 
 def candidate_thresholds(data: CalibrationData, kind: RuleKind, start: int = 0) -> FloatArray:
@@ -109,10 +113,26 @@ def evaluate(
     )
 
 
+def check_third(n: int, groups: Sequence[str] | None) -> npt.NDArray[np.bool_]:
+    """The rows that confirm a rule (about a third): every third group in order of first
+    appearance, whole, so that a prompt's near-twin never sits on the other side (every third
+    row split 289 of MMLU's groups across select and check: the eval audit)."""
+    if groups is None:
+        every_third: npt.NDArray[np.bool_] = np.arange(n) % 3 == 2
+        return every_third
+    rank: dict[str, int] = {}
+    for group in groups:
+        rank.setdefault(group, len(rank))
+    return np.array([rank[group] % 3 == 2 for group in groups], dtype=np.bool_)
+
+
 def subset(data: CalibrationData, rows: npt.NDArray[np.bool_]) -> CalibrationData:
     """The calibration prompts at `rows` (a mask)."""
+    groups = (None if data.groups is None
+              else tuple(g for g, keep in zip(data.groups, rows, strict=True) if keep))
     return CalibrationData(
-        data.probs[rows], data.scores[rows], data.costs[rows], data.order, data.reference
+        data.probs[rows], data.scores[rows], data.costs[rows], data.order, data.reference,
+        groups
     )
 
 
@@ -135,7 +155,7 @@ def calibrate(data: CalibrationData, fraction: float, z: float) -> Calibration:
     reference = evaluate(data, "absolute", math.inf, fraction, z)
     if n < MIN_ROWS:
         return replace(reference, outcome="too_few_rows")
-    check_rows = np.arange(n) % 3 == 2
+    check_rows = check_third(n, data.groups)
     select, check = subset(data, ~check_rows), subset(data, check_rows)
     best: Calibration | None = None
     for cal in passing(select, fraction, z):

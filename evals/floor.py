@@ -110,7 +110,8 @@ def plan(
     local_ref = int(np.flatnonzero(order == ref)[0])
     probs = oof_probs(sub, train, spec.inner_folds, config, rng)
     local = np.arange(len(order), dtype=np.int64)
-    data = CalibrationData(probs, sub.table.scores[train], sub.table.costs[train], local, local_ref)
+    data = CalibrationData(probs, sub.table.scores[train], sub.table.costs[train], local, local_ref,
+                           tuple(table.groups[int(i)] for i in train))
     return FoldPlan(order, ref, calibrate(data, spec.fraction, spec.z))
 
 

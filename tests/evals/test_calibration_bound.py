@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from evals.calibrate import MIN_ROWS, CalibrationData, calibrate, paired_lower_bound
+from evals.calibrate import (
+    MIN_ROWS,
+    CalibrationData,
+    calibrate,
+    check_third,
+    paired_lower_bound,
+)
 
 
 def test_bound_matches_bonett_price_for_paired_proportions() -> None:
@@ -66,3 +72,18 @@ def test_chosen_rule_is_checked_on_rows_it_was_not_selected_on() -> None:
     assert cal.outcome == "confirmed" and cal.mean_cost < 0.01
     assert cal.check_rows == n // 3 and cal.rows == n - n // 3
     assert cal.check_lower_margin >= 0.0
+
+
+def test_the_check_third_holds_whole_prompt_groups() -> None:
+    """Rows of one prompt group (the same text, one reading passage) all select or all check a
+    rule: every third row split groups across the two (the eval audit: 289 of MMLU's), so the
+    check third was not quite unseen. About a third of the groups check."""
+    groups = [f"g{i // 3}" for i in range(300)] + [f"solo{i}" for i in range(60)]
+    checking = check_third(len(groups), groups)
+    by_group: dict[str, set[bool]] = {}
+    for group, checks in zip(groups, checking, strict=True):
+        by_group.setdefault(group, set()).add(bool(checks))
+    assert all(len(sides) == 1 for sides in by_group.values())
+    share = sum(True in sides for sides in by_group.values()) / len(by_group)
+    assert 0.3 <= share <= 0.36
+    assert list(check_third(6, None)) == [False, False, True, False, False, True]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from policies.experiments.schema import ExperimentSpec
@@ -37,6 +38,7 @@ from router.experiments.outcomes_redis import (
 from router.outcomes import Outcome as RouterOutcome
 from router.wiring import experiments, shared_redis
 from tests.experiments.support import make_spec
+from tests.support.procs import ManagedProcess
 from tests.support.redis_server import start_redis
 
 pytestmark = pytest.mark.integration
@@ -375,3 +377,41 @@ async def test_a_full_snapshot_holds_the_event_loop_briefly(
     assert min(spent) < yardstick / 3, (spent, yardstick)
     await clients[1].script_flush()  # as after a restart of Redis: the script is loaded again
     assert await store.snapshot(spec.name) == snapshot
+
+
+async def test_a_replica_that_has_not_read_the_halts_serves_control(tmp_path: Path) -> None:
+    """A replica started while the experiments' Redis is down has read no halt: it served the
+    arms every other replica had halted (the rollout audit: 14 of 30 users on the halted arm).
+    Until its first read of the halts, every treatment counts as halted and control serves; the
+    first guardrail pass that reads them gives the arms back their users."""
+    from policies.experiments.assignment import UnitIds
+    from router.experimentation import Experiments
+
+    spec = make_spec()
+    proc = start_redis(tmp_path)
+    port = proc.port
+    proc.stop()  # down when the replica starts
+    client = aioredis.from_url(f"redis://127.0.0.1:{port}/0", socket_timeout=0.5,
+                               socket_connect_timeout=0.5)
+    trials = Experiments([spec], RedisOutcomeStore(client, random.Random(0),
+                                                   prefix=f"t-{uuid.uuid4().hex}"),
+                         clock=lambda: NOW)
+
+    def served() -> list[tuple[str, str]]:
+        picked = [trials.assign("chat", UnitIds(f"r{i}", "t", f"user-{i}")) for i in range(40)]
+        return [(a.assigned_arm, a.arm) for a in picked if a is not None]
+
+    with pytest.raises((OSError, RedisError)):  # the store is down
+        await trials.check_guardrails()
+    down = served()
+    assert {arm for _, arm in down} == {"control"}
+    assert any(assigned == "cheap" for assigned, _ in down)  # hashed there, served by control
+    revived = ManagedProcess(proc.argv, port, log_path=tmp_path / "again.log").start()
+    try:
+        await trials.check_guardrails()
+        up = served()
+    finally:
+        await client.aclose()
+        revived.stop()
+    assert {arm for _, arm in up} == {"control", "cheap"}
+    assert all(assigned == arm for assigned, arm in up)

@@ -297,7 +297,10 @@ def experiments(config: RouterConfig) -> Experiments:
     # Every request writes its exposure and outcome in the background: a burst of them while
     # Redis pauses (well inside the timeout) used to fail past the pool's connections, lost.
     client = shared_redis(url, timeout_s=1.0, pool_wait_s=1.0)
-    versions = {spec.name: spec.treatment_version for spec in config.experiments}
+    from policies.experiment_version import served_version
+
+    # What each experiment's arms are served by: its spec and what its routes resolve to.
+    versions = {spec.name: served_version(spec, config) for spec in config.experiments}
     return Experiments(config.experiments,
                        RedisOutcomeStore(client, random.Random(), versions=versions))
 

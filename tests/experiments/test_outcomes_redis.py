@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from policies.experiment_version import served_version
 from policies.experiments.schema import ExperimentSpec
 from policies.loader import load_config_text
 from router.errors import NotFoundError
@@ -137,10 +138,12 @@ def _treatments() -> tuple[ExperimentSpec, ExperimentSpec, ExperimentSpec]:
     return before, moved, guarded
 
 
-def _versioned(client: aioredis.Redis, prefix: str, spec: ExperimentSpec) -> RedisOutcomeStore:
-    """A store keeping `spec`'s data under its treatment version, as the service does."""
+def _versioned(client: aioredis.Redis, prefix: str, spec: ExperimentSpec,
+               version: str | None = None) -> RedisOutcomeStore:
+    """A store keeping `spec`'s data under `version` (default: its treatment version); the
+    service keeps it under its served version (`served_version`)."""
     return RedisOutcomeStore(client, random.Random(0), prefix=prefix,
-                             versions={spec.name: spec.treatment_version})
+                             versions={spec.name: version or spec.treatment_version})
 
 
 async def test_an_arm_whose_route_changed_starts_afresh_and_keeps_data_otherwise(
@@ -278,7 +281,7 @@ async def test_a_burst_of_outcomes_while_redis_pauses_is_counted_whole(tmp_path:
                                         experiment="burst", arm=("control", "fast")[i % 2],
                                         first_content_at=0.05, ended_at=0.1, cost_usd=0.001))
         spec = config.experiments[0]
-        reader = _versioned(direct, "slorouter:exp", spec)
+        reader = _versioned(direct, "slorouter:exp", spec, served_version(spec, config))
         deadline = time.monotonic() + 5.0  # the writes run in the background, as in the service
         while True:
             counts = {arm: data.requests

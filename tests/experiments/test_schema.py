@@ -127,3 +127,51 @@ def test_a_floor_at_the_edge_of_the_range_is_allowed() -> None:
                      guardrails=[{"kind": "quality_floor", "metric": "rating", "floor": 5}])
     assert isinstance(spec.guardrails[0], QualityFloorGuardrail)
     assert spec.guardrails[0].floor == 5
+
+
+SERVED_CONFIG = """version: 1
+deployments:
+  - {name: fast-d, model: openai/fast, adapter: openai_passthrough, api_base: 'http://127.0.0.1:9/v1',
+     input_price_per_mtok: 1, output_price_per_mtok: 1}
+  - {name: large-d, model: openai/large, adapter: openai_passthrough,
+     api_base: 'http://127.0.0.1:9/v1', input_price_per_mtok: 5, output_price_per_mtok: 5}
+models: [{name: fast, deployments: [fast-d]}, {name: large, deployments: [large-d]}]
+policies:
+  default: {candidates: [fast]}
+  tasks:
+    code: {candidates: [large]}
+experiments:
+  - name: cheaper
+    tasks: [chat]
+    salt: s1
+    arms:
+      - {name: control, route: "policy:default", control: true, share: 0.5}
+      - {name: big, route: "model:large", share: 0.5}
+    metrics: [{name: thumbs_up, kind: binary}]
+"""
+
+
+def test_the_served_version_follows_what_the_arms_resolve_to() -> None:
+    """An experiment's shared outcomes and halts are kept under `served_version`: the spec and
+    what its routes resolve to. A rolling deploy that moved control's policy to another model,
+    or pointed an arm's model at another provider model, kept the spec's version and mixed two
+    routes' outcomes in one arm (the rollout audit); guardrails, and a task the experiment
+    does not run on, leave it."""
+    from policies.experiment_version import served_version
+    from policies.loader import load_config_text
+
+    def version(text: str) -> str:
+        config = load_config_text(text)
+        return served_version(config.experiments[0], config)
+
+    base = version(SERVED_CONFIG)
+    assert version(SERVED_CONFIG.replace("default: {candidates: [fast]}",
+                                         "default: {candidates: [large]}")) != base
+    assert version(SERVED_CONFIG.replace("model: openai/large,", "model: openai/large-2,")) != base
+    assert version(SERVED_CONFIG.replace("code: {candidates: [large]}",
+                                         "code: {candidates: [fast]}")) == base
+    guarded = SERVED_CONFIG.replace(
+        "    metrics: [{name: thumbs_up, kind: binary}]\n",
+        "    metrics: [{name: thumbs_up, kind: binary}]\n"
+        "    guardrails: [{kind: error_rate, max_rate: 0.1}]\n")
+    assert version(guarded) == base

@@ -16,10 +16,12 @@ that answers reads but refuses writes loses every outcome.
 
 from __future__ import annotations
 
+import logging
+import math
 import random
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final, TypeVar
 
 import orjson
@@ -37,7 +39,10 @@ from router.experiments.outcomes import (
     Outcome,
     analysis_value,
 )
+from router.logs import event
 from router.redis_writes import WriteHealth
+
+log = logging.getLogger("slorouter.experiments")
 
 T = TypeVar("T")
 
@@ -177,15 +182,21 @@ class RedisOutcomeStore:
         raw = await self._client.get(f"{self._prefix}:req:{request_id}")
         if raw is None:
             return None
-        data = orjson.loads(raw)
-        experiment = str(data["experiment"])
+        try:
+            data = orjson.loads(raw)
+            experiment, arm = str(data["experiment"]), str(data["arm"])
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            # Another version's shape, or a hand edit: no exposure this version can credit
+            # (a 404 for its feedback, not a 503 "store unavailable" clients retry forever).
+            event(log, "experiment_exposure_unreadable", logging.WARNING)
+            return None
         # A request of an earlier treatment (an arm's route or share changed since): its
         # feedback is not the current arm's, whose data started afresh under the new version.
         # (An exposure written before versions were stored carries none: taken as current.)
         version = data.get("version")
         if version is not None and version != self._versions.get(experiment):
             return None
-        return Exposure(experiment=experiment, arm=str(data["arm"]))
+        return Exposure(experiment=experiment, arm=arm)
 
     async def record_feedback(self, exposure: Exposure, feedback: Feedback) -> bool:
         marker = f"{self._prefix}:fb:{feedback.request_id}:{feedback.metric}"
@@ -259,7 +270,8 @@ class RedisOutcomeStore:
                                            client=pipe)
             replies = iter(await pipe.execute())
         members = frozenset(_text(a) for a in next(replies))
-        halts = tuple(sorted((_halt(v) for v in next(replies).values()), key=lambda h: h.at))
+        halts = tuple(sorted((_halt(_text(arm), v) for arm, v in next(replies).items()),
+                             key=lambda h: h.at))
         assigned = ({_text(arm): int(n) for arm, n in next(replies).items()}
                     if windows is None else {})
         stats: dict[str, dict[str, float]] = {}
@@ -316,10 +328,19 @@ def _recorded(stats: Mapping[str, float]) -> frozenset[str]:
     return frozenset(field.rsplit(":", 1)[0] for field in stats)
 
 
-def _halt(raw: bytes | str) -> Halt:
-    data = orjson.loads(raw)
-    return Halt(
-        arm=str(data["arm"]), guardrail=str(data["guardrail"]), reason=str(data["reason"]),
-        at_sample=int(data["at_sample"]), observed=float(data["observed"]),
-        threshold=float(data["threshold"]), at=datetime.fromisoformat(str(data["at"])),
-    )
+def _halt(arm: str, raw: bytes | str) -> Halt:
+    """The halt stored for `arm`. One this version cannot read (another version's shape, a hand
+    edit) still halts its arm, named as unreadable: raising, it failed every guardrail pass of
+    every experiment, so no new halt was enforced anywhere (the rollout audit)."""
+    try:
+        data = orjson.loads(raw)
+        return Halt(
+            arm=str(data["arm"]), guardrail=str(data["guardrail"]), reason=str(data["reason"]),
+            at_sample=int(data["at_sample"]), observed=float(data["observed"]),
+            threshold=float(data["threshold"]), at=datetime.fromisoformat(str(data["at"])),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        event(log, "experiment_halt_unreadable", logging.WARNING, arm=arm)
+        return Halt(arm=arm, guardrail="unknown", reason="a halt this version cannot read "
+                    "(kept: its arm stays halted)", at_sample=0, observed=math.nan,
+                    threshold=math.nan, at=datetime.fromtimestamp(0, UTC))

@@ -51,6 +51,7 @@ from router.idempotency.types import (
     Replay,
     StoredResponse,
     key_reused,
+    record_unreadable,
     scope_of,
     still_in_flight,
 )
@@ -339,7 +340,11 @@ class RedisIdempotencyStore:
             if their_fingerprint != fingerprint:
                 raise key_reused()
             return None
-        stored_fingerprint, response = _decode_done(rest)
+        done = _decode_done(rest) if kind == b"d" else None
+        if done is None:  # another version's shape, or a hand edit: never run it blind
+            event(log, "idempotency_record_unreadable", logging.WARNING)
+            raise record_unreadable()
+        stored_fingerprint, response = done
         if stored_fingerprint != fingerprint:
             raise key_reused()
         return Replay(response)
@@ -374,8 +379,13 @@ def _encode_done(fingerprint: str, response: StoredResponse) -> bytes:
     return b"d|" + orjson.dumps(payload)
 
 
-def _decode_done(raw: bytes) -> tuple[str, StoredResponse]:
-    payload = orjson.loads(raw)
-    headers = tuple((str(k), str(v)) for k, v in payload["headers"])
-    body = base64.b64decode(payload["body"])
-    return str(payload["fingerprint"]), StoredResponse(int(payload["status"]), headers, body)
+def _decode_done(raw: bytes) -> tuple[str, StoredResponse] | None:
+    """A finished request's record, or None when it is not of the shape this version writes
+    (it raised, a 500 on every request with that key for the record's day)."""
+    try:
+        payload = orjson.loads(raw)
+        headers = tuple((str(k), str(v)) for k, v in payload["headers"])
+        body = base64.b64decode(payload["body"], validate=True)
+        return str(payload["fingerprint"]), StoredResponse(int(payload["status"]), headers, body)
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None

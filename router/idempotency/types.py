@@ -110,6 +110,16 @@ def json_fingerprint(value: object) -> str:
     return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+def record_unreadable() -> ConflictError:
+    """The key's record is of a shape this version cannot read (written by another version of
+    slorouter, or edited by hand): whether the request ran cannot be told, so it is not run."""
+    return ConflictError(
+        "Idempotency-Key has a record this version of the router cannot read (another version "
+        "wrote it): whether the request ran cannot be told, so it is not run again; use a new "
+        "key once you have checked", param="Idempotency-Key",
+        code="idempotency_record_unreadable")
+
+
 def key_reused() -> ConflictError:
     return ConflictError(
         "Idempotency-Key was already used with a different request (its body, or a header "

@@ -418,3 +418,23 @@ async def test_a_replica_that_has_not_read_the_halts_serves_control(tmp_path: Pa
         revived.stop()
     assert {arm for _, arm in up} == {"control", "cheap"}
     assert all(assigned == arm for assigned, arm in up)
+
+
+async def test_records_of_another_shape_leave_the_store_working(
+    clients: tuple[aioredis.Redis, aioredis.Redis],
+) -> None:
+    """A halt missing its fields failed every guardrail pass of every experiment (halts frozen,
+    none enforced) and every report with 503 `experiments_store_unavailable`; an exposure that
+    is not JSON made its feedback a 503 that clients retry forever (the rollout audit). A halt
+    this version cannot read keeps its arm halted; such an exposure credits nothing (a 404)."""
+    from router.experiments.monitor import halted_arms
+
+    spec = make_spec()
+    prefix = f"t-{uuid.uuid4().hex}"
+    store = RedisOutcomeStore(clients[0], random.Random(0), prefix=prefix)
+    await clients[1].hset(f"{prefix}:{spec.name}:halts", "cheap", b'{"arm": "cheap"}')
+    await clients[1].set(f"{prefix}:req:r-odd", b"not json")
+    assert await halted_arms(store, [spec]) == {spec.name: frozenset({"cheap"})}
+    snapshot = await store.snapshot(spec.name)
+    assert [(h.arm, h.guardrail) for h in snapshot.halts] == [("cheap", "unknown")]
+    assert await store.exposure("r-odd") is None

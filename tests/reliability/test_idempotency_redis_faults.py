@@ -258,3 +258,26 @@ async def test_the_end_of_an_outage_is_logged_at_the_first_claim_after_it(
     assert events == ["idempotency_store_unavailable", "idempotency_store_recovered"], events
     recovered = next(r for r in caplog.records if r.getMessage() == "idempotency_store_recovered")
     assert getattr(recovered, "event_data", {})["failures"] == 3
+
+
+@pytest.mark.parametrize("record", [b"d2|{\"v\": 2}", b"d|not json", b"d|{\"status\": 200}"])
+async def test_a_record_of_another_shape_is_refused_not_a_500(
+        own_redis: ManagedProcess, record: bytes) -> None:
+    """A record this version cannot read (the next format, a hand edit) was a 500 `KeyError` on
+    every request with its key for the record's day (the rollout audit). Whether its request
+    ran cannot be told, so it is not run: 422 `idempotency_record_unreadable`."""
+    from router.errors import ConflictError
+    from router.idempotency import scope_of
+
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    client = shared_redis(url, timeout_s=1.0)
+    store = RedisIdempotencyStore(client)
+    admin = redis.from_url(url)
+    await admin.set(f"slorouter:idem:{scope_of('t1', 'odd')}", record)
+    try:
+        with pytest.raises(ConflictError) as refused:
+            await store.claim("t1", "odd", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    finally:
+        await client.aclose()
+        await admin.aclose()
+    assert refused.value.code == "idempotency_record_unreadable"

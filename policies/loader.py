@@ -398,6 +398,10 @@ NOT_ROUTING: dict[str, Any] = {
                                 "timeout_s": True, "connect_timeout_s": True,
                                 "max_in_flight": True}},
     "telemetry": True,
+    # An experiment's guardrails, metrics, dates and sequential settings decide what is measured
+    # and when it stops, never what an arm's route answers (its arm is in the cache key).
+    "experiments": {"__all__": {"start": True, "stop": True, "guardrails": True,
+                                "metrics": True, "sequential": True}},
     "server": {
         "max_body_bytes": True, "request_timeout_s": True, "shutdown_grace_s": True,
         "reliability": True, "stats": True,
@@ -407,6 +411,15 @@ NOT_ROUTING: dict[str, Any] = {
                   "redis_url": True, "prefix_affinity": True},
     },
 }
+
+
+def config_hash(config: RouterConfig) -> str:
+    """Every setting of the config, 12 hex digits: what `/readyz` and `serve`'s start-up line
+    show beside the policy version, to tell replicas of two configs apart when only settings
+    left out of the policy version differ (a re-pointed `api_base`, keys, timeouts)."""
+    canonical = json.dumps(config.model_dump(mode="json", exclude_none=True), sort_keys=True,
+                           separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def content_hash(config: RouterConfig, *extra_parts: str) -> str:

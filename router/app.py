@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cache.policy import CacheRule
+from policies.loader import config_hash
 from router import gauges
 from router.admission import AdmissionController
 from router.api.chat import ChatHandler
@@ -167,7 +168,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     app.add_route("/healthz", healthz, methods=["GET"])
     app.add_route("/v1/health/deployments",
                   deployments_health(breakers, store.load, config.deployments), methods=["GET"])
-    app.add_route("/readyz", readyz_endpoint([*checks, stats_check(store)], config.version),
+    app.add_route("/readyz", readyz_endpoint([*checks, stats_check(store)], config.version,
+                                             config_hash(config.source)),
                   methods=["GET"])
     endpoint = telemetry.metrics_endpoint if telemetry is not None else None
     if endpoint is not None:

@@ -85,14 +85,18 @@ def _check_body(result: Readiness) -> dict[str, Any]:
     return body
 
 
-def readyz_endpoint(checks: Sequence[ReadinessCheck],
-                    policy_version: str) -> Callable[[Request], Awaitable[Response]]:
+def readyz_endpoint(checks: Sequence[ReadinessCheck], policy_version: str,
+                    config_version: str | None = None
+                    ) -> Callable[[Request], Awaitable[Response]]:
     async def readyz(_: Request) -> Response:
         results = [await check() for check in checks]
         ready = all(result.ok for result in results)
-        body = {"status": "ready" if ready else "not_ready", "policy_version": policy_version,
+        body: dict[str, Any] = {
+            "status": "ready" if ready else "not_ready", "policy_version": policy_version,
                 "degraded": [result.name for result in results if result.degraded],
                 "checks": {result.name: _check_body(result) for result in results}}
+        if config_version is not None:  # every setting: replicas of two configs tell apart
+            body["config_version"] = config_version
         return Response(orjson.dumps(body), status_code=200 if ready else 503,
                         media_type="application/json")
 

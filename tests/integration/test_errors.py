@@ -313,6 +313,7 @@ def test_health_and_readiness(gateway: Running) -> None:
     assert httpx.get(f"{gateway.base_url}/healthz").json() == {"status": "ok"}
     ready = httpx.get(f"{gateway.base_url}/readyz").json()
     assert ready["status"] == "ready" and ready["policy_version"]
+    assert len(ready["config_version"]) == 12 and ready["config_version"] != ready["policy_version"]
 
 
 def test_unknown_path_is_an_openai_404(gateway: Running) -> None:

@@ -695,3 +695,37 @@ routes: {default_model: m}
     assert any(p.startswith("deployments.weird: litellm cannot tell the provider")
                for p in problems), problems
     assert any("UNSET_KEY_FOR_TEST is not set" in p for p in problems), problems
+
+
+def test_the_config_version_tells_apart_what_the_policy_version_leaves_out() -> None:
+    """A canary that re-points a deployment's `api_base` keeps the policy version (its cached
+    answers stay reachable) and showed nothing else by which an operator could tell the two
+    fleets apart (the rollout audit): `config_version` (`/readyz`, `serve`'s start-up line)
+    hashes every setting. An experiment's guardrails no longer change the policy version (each
+    edit emptied the cache, though the arm is in the cache key)."""
+    from policies.loader import config_hash
+
+    base = load_config_text(VALID, environ=ENV)
+    moved = load_config_text(VALID, environ={**ENV, "BASE": "http://127.0.0.1:10"})
+    assert content_hash(base) == content_hash(moved)
+    assert config_hash(base) != config_hash(moved)
+    experiment = """experiments:
+  - name: e
+    tasks: [chat]
+    salt: s
+    arms:
+      - {name: control, route: "policy:default", control: true, share: 0.5}
+      - {name: b, route: "model:small", share: 0.5}
+    metrics: [{name: thumbs_up, kind: binary}]
+policies:
+  default: {candidates: [small]}
+"""
+    plain = load_config_text(VALID + experiment, environ=ENV)
+    guarded = load_config_text(VALID + experiment.replace(
+        "    metrics: [{name: thumbs_up, kind: binary}]\n",
+        "    metrics: [{name: thumbs_up, kind: binary}]\n"
+        "    guardrails: [{kind: error_rate, max_rate: 0.1}]\n"), environ=ENV)
+    assert content_hash(plain) == content_hash(guarded)
+    assert config_hash(plain) != config_hash(guarded)
+    salted = load_config_text(VALID + experiment.replace("salt: s", "salt: t"), environ=ENV)
+    assert content_hash(plain) != content_hash(salted)

@@ -246,7 +246,8 @@ class StatsSink:
                 whole=not (won and attempt.abandoned))
             self._store.record(obs)
             self._slo.record_attempt(obs, outcome.stream)
-        self._record_request(outcome, task, prompt, output, offset)
+        if failed is not None:  # else not the service's to count (`_service_failure`)
+            self._record_request(outcome, task, prompt, output, offset)
 
     def _record_censored(self, attempt: AttemptRecord, task: Task, prompt: int,
                          offset: float, streamed: bool) -> None:
@@ -272,7 +273,7 @@ class StatsSink:
     def _record_request(self, outcome: Outcome, task: Task, prompt: int, output: int,
                         offset: float) -> None:
         ended = outcome.ended_at
-        if ended is None or _service_failure(outcome) is None:
+        if ended is None:
             return
         obs = Observation.from_timings(
             deployment=outcome.deployment or "-", task=task, prompt_tokens=prompt,

@@ -196,6 +196,23 @@ def attempt_kind(attempts: Sequence[AttemptRecord], index: int) -> str:
     return "retry" if attempts[index - 1].deployment == attempt.deployment else "fallback"
 
 
+def metric_error_code(outcome: Outcome) -> str | None:
+    """The error's code as a metric label: the router's own codes (docs/errors.md, a closed
+    set), and `upstream_rejected` for a request an upstream refused with a code of its own
+    (relayed to the client as it came: any identifier a provider chooses would be a new series
+    of every request histogram). Spans keep the upstream's code."""
+    code = outcome.error_code
+    if code is not None and outcome.error_type == "ProviderRejectedError" and \
+            code not in _ROUTERS_REJECTION_CODES:
+        return "upstream_rejected"
+    return code
+
+
+# The codes of `ProviderRejectedError` the router gives itself (others are an upstream's own).
+_ROUTERS_REJECTION_CODES = frozenset({"upstream_rejected", "adapter_rejected",
+                                      "context_length_exceeded", "content_policy_violation"})
+
+
 def provider_deployment(outcome: Outcome) -> str | None:
     """The deployment whose provider a request is counted under: the one that answered, else
     the last one an attempt was made to (a request every attempt of which failed is the
@@ -303,5 +320,5 @@ def metric_labels(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -
     # hit | miss | bypass | stale: a stored answer's "first token" is no provider's
     labels[CACHE] = outcome.cache
     put_if(labels, ERROR_TYPE, error_type(outcome))
-    put_if(labels, ERROR_CODE, outcome.error_code)  # a closed set: docs/errors.md's codes
+    put_if(labels, ERROR_CODE, metric_error_code(outcome))
     return labels

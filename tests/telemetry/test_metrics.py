@@ -406,3 +406,21 @@ def test_a_stored_answers_first_token_is_told_apart_from_a_providers() -> None:
     servers = [s for s in exporter.get_finished_spans() if s.name == "chat auto"]
     assert [(s.attributes or {}).get("slorouter.idempotent_replay") for s in servers] == [
         None, None, True]
+
+
+def test_an_upstreams_own_error_code_is_no_metric_label() -> None:
+    """A provider's 4xx code is relayed to the client as it came (the simulator's
+    `echoed_request`); as a label of every request histogram, any identifier a provider chose
+    was a new series (the memory audit). The label is `upstream_rejected`; the span keeps it."""
+    telemetry, exporter = in_memory_telemetry(TelemetrySettings(sample_ratio=1.0))
+    outcome, _ = streamed_with_retry()
+    outcome.status, outcome.error_type = 400, "ProviderRejectedError"
+    outcome.error_code = "echoed_request_7f3a"
+    telemetry.sink.record(outcome)
+    families = {f.name: f for f in text_string_to_metric_families(
+        telemetry.prometheus_text().decode())}
+    durations = getattr(families["gen_ai_server_request_duration_seconds"], "samples", [])
+    assert {s.labels.get("slorouter_error_code") for s in durations
+            if s.name.endswith("_count")} == {"upstream_rejected"}
+    server = next(s for s in exporter.get_finished_spans() if s.name == "chat auto")
+    assert (server.attributes or {})["slorouter.error_code"] == "echoed_request_7f3a"

@@ -16,7 +16,7 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from policies.experiments.schema import LATENCY_METRICS, ExperimentSpec
 from router.errors import NotFoundError, RequestError
@@ -325,9 +325,11 @@ class MemoryOutcomeStore:
         self._sizes = (reservoir_size, window_size)
         self._capacity = exposure_capacity
         self._metrics: dict[tuple[str, str], dict[str, _Accumulator]] = {}
-        # Per tenant (the owner part of an `exposure_key`), each bounded by the capacity: a
-        # tenant sending requests by the hundred thousand evicts its own records, never another
-        # tenant's (whose feedback would then be refused, or counted twice).
+        # Per tenant (the owner part of an `exposure_key`), all tenants' together bounded by the
+        # capacity: past it the tenant holding the most evicts its oldest, so a tenant sending
+        # requests by the hundred thousand evicts its own records, never another tenant's
+        # smaller share (whose feedback would then be refused, or counted twice). Until
+        # 2026-12-06 each tenant had the capacity to itself: twenty tenants could hold 2.4 GiB.
         self._exposures: dict[str, OrderedDict[str, Exposure]] = {}
         self._feedback_seen: dict[str, OrderedDict[tuple[str, str], None]] = {}
         self._halts: dict[str, dict[str, Halt]] = {}
@@ -353,8 +355,7 @@ class MemoryOutcomeStore:
         exposures = self._exposures.setdefault(owner_of(request_id), OrderedDict())
         exposures[request_id] = exposure
         exposures.move_to_end(request_id)
-        if len(exposures) > self._capacity:
-            exposures.popitem(last=False)
+        _bound(self._exposures, self._capacity)
 
     async def exposure(self, request_id: str) -> Exposure | None:
         exposures = self._exposures.get(owner_of(request_id))
@@ -366,8 +367,7 @@ class MemoryOutcomeStore:
         if key in seen:
             return False
         seen[key] = None
-        if len(seen) > self._capacity:
-            seen.popitem(last=False)
+        _bound(self._feedback_seen, self._capacity)
         self._add(exposure.experiment, exposure.arm, feedback.metric, feedback.value)
         return True
 
@@ -401,3 +401,12 @@ class MemoryOutcomeStore:
         halts = tuple(self._halts.get(experiment, {}).values())
         assigned = {} if windows is not None else dict(self._assigned.get(experiment, {}))
         return ExperimentData(experiment=experiment, arms=arms, halts=halts, assigned=assigned)
+
+
+def _bound(by_owner: dict[str, OrderedDict[Any, Any]], capacity: int) -> None:
+    """At most `capacity` records over every owner: past it, the oldest of the owner holding
+    the most goes (a scan of the owners, who are the config's tenants, once over capacity)."""
+    if sum(len(records) for records in by_owner.values()) <= capacity:
+        return
+    largest = max(by_owner, key=lambda owner: len(by_owner[owner]))
+    by_owner[largest].popitem(last=False)

@@ -141,3 +141,19 @@ def test_latencies_are_analysed_on_the_log_scale_and_others_linearly() -> None:
     assert analysis_value("ttft_ms", math.e) == pytest.approx(1.0)
     assert analysis_value("cost_usd", 0.25) == 0.25
     assert analysis_value("error", 1.0) == 1.0
+
+
+async def test_the_capacity_bounds_every_tenant_together() -> None:
+    """Each tenant had the capacity to itself, so the store's memory grew with the tenants
+    (about 110 MiB each at the defaults; the memory audit): the capacity now bounds them all
+    together, the tenant holding the most evicting its oldest."""
+    store = MemoryOutcomeStore(random.Random(0), exposure_capacity=6)
+    for tenant in ("acme", "globex", "initech"):
+        for n in range(5):
+            await store.record(Outcome(SPEC.name, "control", exposure_key(tenant, f"{n}"),
+                                       error=False))
+    kept = {tenant: [n for n in range(5)
+                     if await store.exposure(exposure_key(tenant, f"{n}")) is not None]
+            for tenant in ("acme", "globex", "initech")}
+    assert sum(len(ids) for ids in kept.values()) == 6
+    assert all(len(ids) == 2 and ids == [3, 4] for ids in kept.values()), kept

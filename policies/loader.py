@@ -403,7 +403,8 @@ NOT_ROUTING: dict[str, Any] = {
     "experiments": {"__all__": {"start": True, "stop": True, "guardrails": True,
                                 "metrics": True, "sequential": True}},
     "server": {
-        "max_body_bytes": True, "request_timeout_s": True, "shutdown_grace_s": True,
+        "max_body_bytes": True, "max_body_bytes_in_flight": True, "request_timeout_s": True,
+        "shutdown_grace_s": True,
         "reliability": True, "stats": True,
         "experiments_redis_url": True, "idempotency_redis_url": True,
         "idempotency_memory_mb": True, "idempotency_lease_s": True,

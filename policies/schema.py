@@ -411,6 +411,12 @@ class StatsSpec(Frozen):
 
 class ServerSpec(Frozen):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    # What the request bodies being read and routed at once may add up to (each counted at its
+    # declared length, a chunked one at `max_body_bytes`); past it a request is refused (503
+    # `bodies_over_budget`) before its body is read. Bodies are read before admission (a slow
+    # upload holds no slot), so nothing else bounds them: a body costs about three times its
+    # size in memory while parsed, and the process keeps the peak.
+    max_body_bytes_in_flight: int = Field(default=256 * 1024 * 1024, gt=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
     # On SIGTERM: how long requests in flight (long streams) may take to finish before they are
     # cut. Keep the orchestrator's own grace period (Kubernetes: 30 s) a little longer.
@@ -428,6 +434,14 @@ class ServerSpec(Frozen):
     # Without `idempotency_redis_url`: the memory this process's Idempotency-Key records may
     # hold (stored answers plus about 1 KB each); past it, completed records are evicted.
     idempotency_memory_mb: int = Field(default=128, ge=1)
+
+    @model_validator(mode="after")
+    def _one_body_fits_the_budget(self) -> ServerSpec:
+        if self.max_body_bytes_in_flight < self.max_body_bytes:
+            raise ValueError(f"max_body_bytes_in_flight ({self.max_body_bytes_in_flight}) is "
+                             f"under max_body_bytes ({self.max_body_bytes}): a body of the "
+                             "largest size allowed could never be read")
+        return self
 
 
 class RouterConfig(Frozen):

@@ -50,6 +50,7 @@ class RuntimeConfig:
     model_by_task: Mapping[Task, str]
     principals: Mapping[str, Principal]  # sha256(key) hex → principal
     max_body_bytes: int
+    max_body_bytes_in_flight: int
     request_timeout_s: float
     quality: QualityTable
     learned: Mapping[str, LoadedRouter]  # by the policy's `learned_router` path
@@ -247,6 +248,7 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
         model_by_task=MappingProxyType(dict(config.routes.by_task)),
         principals=MappingProxyType(principals),
         max_body_bytes=config.server.max_body_bytes,
+        max_body_bytes_in_flight=config.server.max_body_bytes_in_flight,
         request_timeout_s=config.server.request_timeout_s,
         quality=table,
         learned=MappingProxyType(routers),

@@ -26,6 +26,7 @@ from cache.entry import CachedEntry
 from router.admission import AdmissionController, parse_priority
 from router.api import idempotent
 from router.api.body import authorization_header, parse_chat, read_json, received_headers
+from router.api.body_budget import BodyBudget
 from router.api.errors import (
     SHUTTING_DOWN,
     ClientGone,
@@ -97,6 +98,8 @@ class ChatHandler:
                  in_flight: InFlight | None = None,
                  idempotency_lease_s: float = LEASE_S) -> None:
         self._pipeline = pipeline
+        self._bodies = BodyBudget(pipeline.config.max_body_bytes_in_flight,
+                                  pipeline.config.max_body_bytes)
         self._sink = sink
         self._admission = admission
         self._idempotency = idempotency
@@ -164,6 +167,7 @@ class ChatHandler:
         outcome.steps.append(("auth", outcome.arrived_at, self._clock()))
         check_request_id(received.get("x-request-id"))
         idempotent.check_sent_once(received, request.scope["headers"])
+        held.enter_context(self._bodies.reserve(self._bodies.size_of(received)))
         raw = await read_json(
             request, config.max_body_bytes,
             config.request_timeout_s - (self._clock() - outcome.arrived_at), received)

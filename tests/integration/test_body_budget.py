@@ -1,0 +1,69 @@
+"""Request bodies in flight are bounded in bytes (`server.max_body_bytes_in_flight`).
+
+Bodies are read before admission (a slow upload holds no slot), so the admission limits never
+bounded them: 40 concurrent 3.5 MB uploads raised a router's RSS by 270 MB, 38 of them refused
+by admission only once parsed, and the process kept the peak (the memory audit). Here the budget
+holds one 600 KB body and not two: while the first request waits on its slow model, a second
+is refused 503 `bodies_over_budget` before its body is read; once the first has its answer, the
+budget is free again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.services import Running, start_router, start_simulator
+
+pytestmark = pytest.mark.integration
+
+BODY_TEXT = "route this " * 55_000  # about 600 KB
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    directory = tmp_path_factory.mktemp("body-budget")
+    sim = start_simulator(directory, {"slow": {"ttft_p50_ms": 1500, "ttft_p99_ms": 1500,
+                                               "output_tokens_p50": 2, "output_tokens_p99": 2}})
+    config = f"""version: 1
+deployments:
+  - {{name: slow, model: openai/slow, adapter: openai_passthrough, api_base: '{sim.base_url}/v1',
+     input_price_per_mtok: 1, output_price_per_mtok: 1}}
+models: [{{name: slow, deployments: [slow]}}]
+routes: {{default_model: slow}}
+server:
+  cache: {{backend: none}}
+  max_body_bytes: 1000000
+  max_body_bytes_in_flight: 1000000
+"""
+    router = start_router(directory, config)
+    yield router
+    router.stop()
+    sim.stop()
+
+
+def _ask(base_url: str) -> httpx.Response:
+    body: dict[str, Any] = {"model": "slow", "max_tokens": 2,
+                            "messages": [{"role": "user", "content": BODY_TEXT}]}
+    return httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=30)
+
+
+def test_a_body_past_the_budget_is_refused_before_it_is_read(gateway: Running) -> None:
+    first: list[httpx.Response] = []
+    holder = threading.Thread(target=lambda: first.append(_ask(gateway.base_url)))
+    holder.start()
+    refused = None
+    for _ in range(100):  # until the first holds its reservation (it waits 1.5 s upstream)
+        refused = _ask(gateway.base_url)
+        if refused.status_code == 503:
+            break
+    holder.join(timeout=30)
+    assert refused is not None and refused.status_code == 503, refused.text if refused else None
+    error = refused.json()["error"]
+    assert error["code"] == "bodies_over_budget" and refused.headers.get("retry-after") == "1"
+    assert first and first[0].status_code == 200, first[0].text if first else "no answer"
+    assert _ask(gateway.base_url).status_code == 200  # released with its request

@@ -213,6 +213,7 @@ async def test_the_disk_cache_directory_is_private_to_its_user(tmp_path: Path) -
         os.umask(previous)
 
 
+@pytest.mark.exclusive  # each get waits at most 100 ms (the cache's op timeout) for a connection
 async def test_a_burst_larger_than_the_pool_waits_for_connections_and_hits(
         own_redis: ManagedProcess) -> None:
     """150 gets at once for a stored entry through a pool of 8 connections: every one waits for

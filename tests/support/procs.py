@@ -49,6 +49,28 @@ def free_port() -> int:
         return port
 
 
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds the socket listening on loopback `port`. A port handed out
+    by `free_port` can be taken meanwhile by another worker's process: answered by that one, a
+    child that then failed to bind it (exit 3) looked ready, and its test met "connection
+    refused" later on. True where /proc cannot tell (another OS)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            return True
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    try:
+        links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+    except OSError:
+        return False
+    return any(link == f"socket:[{inode}]" for link in links for inode in inodes)
+
+
 def _http_ok(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=0.5) as response:
@@ -177,7 +199,7 @@ class ManagedProcess:
                 raise RuntimeError(f"{self.argv[0]} exited early with {self._proc.returncode}:\n"
                                    f"{self.log_text()}")
             ok = _http_ok(self.ready_url) if self.ready_url else _tcp_ok(self.port)
-            if ok:
+            if ok and self._proc is not None and listens(self._proc.pid, self.port):
                 return
             time.sleep(0.05)
         self.stop()

@@ -64,11 +64,18 @@ def listens(pid: int, port: int) -> bool:
             fields = line.split()
             if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
                 inodes.add(fields[9])
+    wanted = {f"socket:[{inode}]" for inode in inodes}
     try:
-        links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
     except OSError:
         return False
-    return any(link == f"socket:[{inode}]" for link in links for inode in inodes)
+    for fd in fds:
+        try:
+            if os.readlink(fd) in wanted:
+                return True
+        except OSError:  # closed meanwhile (the listing's own descriptor among them)
+            continue
+    return False
 
 
 def _http_ok(url: str) -> bool:

@@ -216,7 +216,8 @@ def _mp3_byte_rate(data: bytes) -> int | None:
 
 _PAGE_OBJECT = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
 _OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm\b.*?stream\r?\n", re.DOTALL)
-# The most a compressed object stream is inflated to when looking for pages in it.
+# The most the compressed object streams of one file are inflated to, together, when looking
+# for pages in them.
 _MOST_INFLATED = 8 * 1024 * 1024
 
 
@@ -225,14 +226,19 @@ def pdf_pages(data: bytes) -> int:
     rewritten by an incremental update counts twice, erring high); when none is found, one page
     for every 50 KB."""
     pages = len(_PAGE_OBJECT.findall(data))
+    budget = _MOST_INFLATED  # over every object stream together: a file of many streams that
+    # each inflate a thousandfold must not hold the request (and the event loop) for seconds
     for header in _OBJECT_STREAM.finditer(data):
+        if budget <= 0:
+            break
         if b"/FlateDecode" not in header.group(0):
             continue
         inflater = zlib.decompressobj()
         try:
-            inflated = inflater.decompress(data[header.end():], _MOST_INFLATED)
+            inflated = inflater.decompress(data[header.end():header.end() + budget], budget)
         except zlib.error:
             continue
+        budget -= len(inflated)
         pages += len(_PAGE_OBJECT.findall(inflated))
     return pages or max(1, math.ceil(len(data) / _PDF_BYTES_PER_UNCOUNTED_PAGE))
 

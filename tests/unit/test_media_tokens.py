@@ -199,3 +199,30 @@ def test_only_inline_files_are_read_whole() -> None:
     assert whole_decoded_chars("file", {"file_id": "file-abc"}) == 0
     assert whole_decoded_chars("image_url", {"url": pdf}) == 0
     assert whole_decoded_chars("text", None) == 0
+
+
+def test_a_pdf_of_many_inflating_object_streams_is_inflated_within_one_budget(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each compressed object stream was inflated up to 8 MB on its own: a 3 MB file of 400
+    streams of zeros, each 8 MB inflated, made 3.2 GB of work on the event loop for one request.
+    The streams of one file share the 8 MB."""
+    import router.media_tokens as media
+
+    inflated: list[int] = []
+    real = zlib.decompressobj
+
+    class Counting:
+        def __init__(self) -> None:
+            self._inner = real()
+
+        def decompress(self, data: bytes, most: int) -> bytes:
+            out = self._inner.decompress(data, most)
+            inflated.append(len(out))
+            return out
+
+    monkeypatch.setattr(media.zlib, "decompressobj", Counting)
+    bomb = zlib.compress(bytes(8 * 1024 * 1024), 9)
+    stream = (b"1 0 obj\n<< /Type /ObjStm /Filter /FlateDecode >>\nstream\n" + bomb
+              + b"\nendstream\n")
+    assert pdf_pages(b"%PDF-1.5\n" + stream * 400) >= 1
+    assert sum(inflated) <= 8 * 1024 * 1024

@@ -215,7 +215,13 @@ def _mp3_byte_rate(data: bytes) -> int | None:
 
 
 _PAGE_OBJECT = re.compile(rb"/Type\s*/Page(?![A-Za-z])")
-_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm\b.*?stream\r?\n", re.DOTALL)
+_OBJECT_STREAM = re.compile(rb"/Type\s*/ObjStm\b")
+# How far around an object stream's `/Type` its dictionary's `/Filter` and its `stream` keyword
+# are looked for, and how many object streams of one file are read (a real file has dozens): a
+# search to the end of the file for each of 300,000 `/Type /ObjStm` with no stream after them
+# was quadratic.
+_DICTIONARY_SPAN = 1024
+_MOST_OBJECT_STREAMS = 1000
 # The most the compressed object streams of one file are inflated to, together, when looking
 # for pages in them.
 _MOST_INFLATED = 8 * 1024 * 1024
@@ -228,14 +234,18 @@ def pdf_pages(data: bytes) -> int:
     pages = len(_PAGE_OBJECT.findall(data))
     budget = _MOST_INFLATED  # over every object stream together: a file of many streams that
     # each inflate a thousandfold must not hold the request (and the event loop) for seconds
-    for header in _OBJECT_STREAM.finditer(data):
-        if budget <= 0:
+    for number, found in enumerate(_OBJECT_STREAM.finditer(data)):
+        if budget <= 0 or number >= _MOST_OBJECT_STREAMS:
             break
-        if b"/FlateDecode" not in header.group(0):
+        keyword = data.find(b"stream", found.end(), found.end() + _DICTIONARY_SPAN)
+        if keyword < 0 or b"/FlateDecode" not in data[
+                max(0, found.start() - _DICTIONARY_SPAN):keyword]:
             continue
+        start = keyword + len(b"stream")
+        start += 2 if data[start:start + 2] == b"\r\n" else 1
         inflater = zlib.decompressobj()
         try:
-            inflated = inflater.decompress(data[header.end():header.end() + budget], budget)
+            inflated = inflater.decompress(data[start:start + budget], budget)
         except zlib.error:
             continue
         budget -= len(inflated)

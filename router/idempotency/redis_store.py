@@ -38,7 +38,7 @@ import random
 import secrets
 from collections import OrderedDict
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -262,7 +262,10 @@ class RedisIdempotencyStore:
                   error=type(exc).__name__)
             # Held and tried again: otherwise the finished request's in-flight marker stays,
             # its duplicates get 409, and once the lease ends one runs it again.
-            self._hold(lease.scope, _Held(args, lease.fingerprint, response,
+            # An exact-size copy of the answer: orjson's output holds 4 KiB however short
+            # (`MemoryIdempotencyStore.complete`); up to 10,000 are held while Redis is down.
+            kept = replace(response, body=bytes(memoryview(response.body)))
+            self._hold(lease.scope, _Held(args, lease.fingerprint, kept,
                                           asyncio.get_running_loop().time() + self._ttl_ms / 1000))
             return False
         if done:  # its SET ran (0: the key was another's, and nothing was written)

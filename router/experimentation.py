@@ -193,12 +193,23 @@ class Experiments:
             await asyncio.sleep(interval_s)
 
     async def check_guardrails(self) -> None:
+        """Enforce every experiment's guardrails, then read the halts. One experiment whose
+        enforcement fails (a record of another shape) stops neither the others' nor the halts'
+        reading: it raised past them, and a replica that had read no halt yet served control
+        to every unit of every experiment for as long (the re-audit); its failure is raised
+        once the halts are read."""
         now = self._clock()
+        failed: Exception | None = None
         for spec in self._specs.values():
-            for halt in await enforce_guardrails(spec, self._store, now):
-                event(log, "experiment_arm_halted", logging.WARNING, experiment=spec.name,
-                      arm=halt.arm, reason=halt.reason)
+            try:
+                for halt in await enforce_guardrails(spec, self._store, now):
+                    event(log, "experiment_arm_halted", logging.WARNING, experiment=spec.name,
+                          arm=halt.arm, reason=halt.reason)
+            except Exception as exc:  # raised below, after the halts are read
+                failed = exc
         self._halted = await halted_arms(self._store, self._specs.values())
+        if failed is not None:
+            raise failed
 
     def specs(self) -> Mapping[str, ExperimentSpec]:
         return self._specs

@@ -270,8 +270,8 @@ class RedisOutcomeStore:
                                            client=pipe)
             replies = iter(await pipe.execute())
         members = frozenset(_text(a) for a in next(replies))
-        halts = tuple(sorted((_halt(_text(arm), v) for arm, v in next(replies).items()),
-                             key=lambda h: h.at))
+        halts = tuple(sorted((_halt(arm, v) for arm, v in next(replies).items()),
+                             key=lambda h: h.at if h.at.tzinfo else h.at.replace(tzinfo=UTC)))
         assigned = ({_text(arm): int(n) for arm, n in next(replies).items()}
                     if windows is None else {})
         stats: dict[str, dict[str, float]] = {}
@@ -328,10 +328,11 @@ def _recorded(stats: Mapping[str, float]) -> frozenset[str]:
     return frozenset(field.rsplit(":", 1)[0] for field in stats)
 
 
-def _halt(arm: str, raw: bytes | str) -> Halt:
+def _halt(field: bytes | str, raw: bytes | str) -> Halt:
     """The halt stored for `arm`. One this version cannot read (another version's shape, a hand
     edit) still halts its arm, named as unreadable: raising, it failed every guardrail pass of
     every experiment, so no new halt was enforced anywhere (the rollout audit)."""
+    arm = field.decode("utf-8", "replace") if isinstance(field, bytes) else field
     try:
         data = orjson.loads(raw)
         return Halt(

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
 import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -438,3 +439,28 @@ async def test_records_of_another_shape_leave_the_store_working(
     snapshot = await store.snapshot(spec.name)
     assert [(h.arm, h.guardrail) for h in snapshot.halts] == [("cheap", "unknown")]
     assert await store.exposure("r-odd") is None
+
+
+async def test_a_halt_field_of_any_bytes_or_time_leaves_the_other_arms_served(
+    clients: tuple[aioredis.Redis, aioredis.Redis],
+) -> None:
+    """A halts field whose name is not UTF-8, or a halt with a time without its zone beside an
+    unreadable one, raised in every read of the halts: a replica that had read none yet served
+    control to every unit of every experiment, with Redis healthy (the re-audit). They are read
+    as halts of their (named) arms; the other arms are served."""
+    from policies.experiments.assignment import UnitIds
+    from router.experimentation import Experiments
+
+    spec = make_spec()
+    prefix = f"t-{uuid.uuid4().hex}"
+    halts = f"{prefix}:{spec.name}:halts"
+    await clients[1].hset(halts, b"\xff\xfe-ghost", b'{"arm": 1}')
+    await clients[1].hset(halts, "naive", orjson.dumps({
+        "arm": "naive", "guardrail": "error_rate", "reason": "r", "at_sample": 1,
+        "observed": 0.5, "threshold": 0.1, "at": "2026-12-01T00:00:00"}))
+    store = RedisOutcomeStore(clients[0], random.Random(0), prefix=prefix)
+    trials = Experiments([spec], store, clock=lambda: NOW)
+    await trials.check_guardrails()
+    served = {a.arm for i in range(40)
+              if (a := trials.assign("chat", UnitIds(f"r{i}", "t", f"user-{i}"))) is not None}
+    assert served == {"control", "cheap"}

@@ -411,11 +411,11 @@ class StatsSpec(Frozen):
 
 class ServerSpec(Frozen):
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
-    # What the request bodies being read and routed at once may add up to (each counted at its
-    # declared length, a chunked one at `max_body_bytes`); past it a request is refused (503
-    # `bodies_over_budget`) before its body is read. Bodies are read before admission (a slow
-    # upload holds no slot), so nothing else bounds them: a body costs about three times its
-    # size in memory while parsed, and the process keeps the peak.
+    # What the request bodies being parsed and routed at once may add up to (each counted once
+    # it has arrived, at its size); past it a request is refused (503 `bodies_over_budget`)
+    # before its body is parsed. Bodies are read before admission (a slow upload holds no
+    # slot), so nothing else bounds them: a body costs about three times its size in memory
+    # while parsed, and the process keeps the peak.
     max_body_bytes_in_flight: int = Field(default=256 * 1024 * 1024, gt=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
     # On SIGTERM: how long requests in flight (long streams) may take to finish before they are

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import orjson
@@ -45,12 +45,14 @@ _PYDANTIC_MISSING = "Field required"  # its message for a missing field (ours sa
 
 
 async def read_json(request: Request, max_bytes: int, time_limit_s: float,
-                    headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+                    headers: Mapping[str, str] | None = None,
+                    read: Callable[[int], None] | None = None) -> dict[str, Any]:
     """The body as a JSON object, if all of it arrives within `time_limit_s` (the request's
     timeout: uvicorn bounds no body's arrival, so a client that declares a body and stops
     sending it would hold its handler and connection for as long as it kept them open).
     `headers`: the request's, when the caller has read them already (`received_headers`),
-    else Starlette's."""
+    else Starlette's. `read` is told the body's size once all of it has arrived, before it is
+    parsed (and may refuse it by raising)."""
     headers = headers if headers is not None else request.headers
     encoding = headers.get("content-encoding")
     if encoding is not None and encoding.strip().lower() not in ("", "identity"):
@@ -70,6 +72,8 @@ async def read_json(request: Request, max_bytes: int, time_limit_s: float,
         raise RequestTimeoutError(
             f"the request body did not arrive within {time_limit_s:.3g} s", code="body_timeout"
         ) from None
+    if read is not None:
+        read(len(body))
     return parse_json_object(body)
 
 

@@ -1,34 +1,28 @@
-"""The bytes of request bodies being read and routed at once, bounded.
+"""The bytes of request bodies being parsed and routed at once, bounded.
 
 Bodies are read before admission, so that a slow upload holds no admission slot; nothing else
 bounds how many are in memory at once, and a parsed body costs about three times its size (the
 memory audit: 40 concurrent 3.5 MB uploads raised RSS by 270 MB, and the process kept the peak).
-A request whose body would take the total past `server.max_body_bytes_in_flight` is refused
-before its body is read (503 `bodies_over_budget`). Its reservation lasts until the request ends:
-the parsed body lives that long.
+A body that has arrived whole is counted at its size before it is parsed; one that would take
+the total past `server.max_body_bytes_in_flight` is refused (503 `bodies_over_budget`) unparsed.
+Its reservation lasts until the request ends: the parsed body lives that long. A body still
+arriving holds nothing: counted at its declared size from the start, connections that sent
+headers and no body held the whole budget until their read timed out, for every tenant (the
+re-audit).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 from router.errors import OverloadedError
 
 
 class BodyBudget:
-    def __init__(self, limit_bytes: int, max_body_bytes: int) -> None:
+    def __init__(self, limit_bytes: int) -> None:
         self._limit = limit_bytes
-        self._max_body = max_body_bytes
         self.held = 0  # bytes reserved by requests in flight
-
-    def size_of(self, headers: Mapping[str, str]) -> int:
-        """What a request's body is counted at: its declared length (a larger one is refused
-        with 413 when read), else, chunked, the largest a body may be."""
-        declared = headers.get("content-length")
-        if declared is not None and declared.isdigit():
-            return min(int(declared), self._max_body)
-        return self._max_body
 
     @contextlib.contextmanager
     def reserve(self, size: int) -> Iterator[None]:

@@ -98,8 +98,7 @@ class ChatHandler:
                  in_flight: InFlight | None = None,
                  idempotency_lease_s: float = LEASE_S) -> None:
         self._pipeline = pipeline
-        self._bodies = BodyBudget(pipeline.config.max_body_bytes_in_flight,
-                                  pipeline.config.max_body_bytes)
+        self._bodies = BodyBudget(pipeline.config.max_body_bytes_in_flight)
         self._sink = sink
         self._admission = admission
         self._idempotency = idempotency
@@ -167,10 +166,10 @@ class ChatHandler:
         outcome.steps.append(("auth", outcome.arrived_at, self._clock()))
         check_request_id(received.get("x-request-id"))
         idempotent.check_sent_once(received, request.scope["headers"])
-        held.enter_context(self._bodies.reserve(self._bodies.size_of(received)))
         raw = await read_json(
             request, config.max_body_bytes,
-            config.request_timeout_s - (self._clock() - outcome.arrived_at), received)
+            config.request_timeout_s - (self._clock() - outcome.arrived_at), received,
+            read=lambda size: held.enter_context(self._bodies.reserve(size)))
         chat = parse_chat(raw)
         outcome.requested_model, outcome.stream = chat.model, chat.stream
         outcome.choices = chat.n or 1

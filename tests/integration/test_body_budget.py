@@ -4,8 +4,8 @@ Bodies are read before admission (a slow upload holds no slot), so the admission
 bounded them: 40 concurrent 3.5 MB uploads raised a router's RSS by 270 MB, 38 of them refused
 by admission only once parsed, and the process kept the peak (the memory audit). Here the budget
 holds one 600 KB body and not two: while the first request waits on its slow model, a second
-is refused 503 `bodies_over_budget` before its body is read; once the first has its answer, the
-budget is free again.
+is refused 503 `bodies_over_budget` before its body is parsed; once the first has its answer,
+the budget is free again. A body still arriving holds nothing.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _ask(base_url: str) -> httpx.Response:
     return httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=30)
 
 
-def test_a_body_past_the_budget_is_refused_before_it_is_read(gateway: Running) -> None:
+def test_a_body_past_the_budget_is_refused_before_it_is_parsed(gateway: Running) -> None:
     first: list[httpx.Response] = []
     holder = threading.Thread(target=lambda: first.append(_ask(gateway.base_url)))
     holder.start()
@@ -67,3 +67,22 @@ def test_a_body_past_the_budget_is_refused_before_it_is_read(gateway: Running) -
     assert error["code"] == "bodies_over_budget" and refused.headers.get("retry-after") == "1"
     assert first and first[0].status_code == 200, first[0].text if first else "no answer"
     assert _ask(gateway.base_url).status_code == 200  # released with its request
+
+
+def test_connections_that_send_no_body_hold_nothing(gateway: Running) -> None:
+    """Counted at its declared size from the start, a body that never came held the budget
+    until its read timed out: three connections sending headers alone refused everyone else's
+    requests (the re-audit). A body is counted once it has arrived."""
+    import socket
+
+    idle = []
+    for _ in range(3):
+        conn = socket.create_connection(("127.0.0.1", int(gateway.base_url.rsplit(":", 1)[1])))
+        conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                     b"content-type: application/json\r\ncontent-length: 900000\r\n\r\n")
+        idle.append(conn)
+    try:
+        assert _ask(gateway.base_url).status_code == 200
+    finally:
+        for conn in idle:
+            conn.close()

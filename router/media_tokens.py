@@ -40,6 +40,8 @@ _ANTHROPIC_MOST_TOKENS = 1568
 UNSIZED_PART_TOKENS = _ANTHROPIC_MOST_TOKENS
 
 AUDIO_TOKENS_PER_SECOND = 10
+_LEAST_AUDIO_BYTES_PER_S = 1_000
+_MOST_AUDIO_BYTES_PER_S = 1_536_000
 # A recording whose header says nothing is taken to be this dense (bytes a second): 32 kbit/s,
 # speech in a low-rate MP3; a denser one is counted as longer than it is.
 _UNREAD_AUDIO_BYTES_PER_S = 4_000
@@ -50,6 +52,9 @@ TOKENS_PER_PDF_PAGE = 2_000
 # here) is taken to hold one page for every this many bytes.
 _PDF_BYTES_PER_UNCOUNTED_PAGE = 50_000
 
+# How much of a JPEG is decoded to find its frame when the first 64 KB did not hold it (past a
+# long EXIF block or colour profile); a frame past it leaves the image unsized.
+_MOST_JPEG_HEAD = 1024 * 1024
 # Enough of a part's start for any header read here (a JPEG's size can follow a long EXIF block,
 # an MP3's first frame a long ID3 tag: those read further).
 _HEAD_BYTES = 64 * 1024
@@ -130,14 +135,20 @@ _JPEG_FRAMES = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _JPEG_STANDALONE = frozenset(range(0xD0, 0xDA)) | {0x01}
 
 
+# The most segments of a JPEG walked before its frame (a real file has a dozen or so): a file
+# of tiny segments, or of fill bytes walked one at a time, held the event loop for a quarter
+# of a second (the re-audit).
+_MOST_JPEG_SEGMENTS = 512
+
+
 def _jpeg_size(data: bytes) -> tuple[int, int] | None:
     at = 2
-    while at + 4 <= len(data):
-        if data[at] != 0xFF:
+    for _ in range(_MOST_JPEG_SEGMENTS):
+        if at + 4 > len(data) or data[at] != 0xFF:
             return None
         marker = data[at + 1]
-        if marker == 0xFF:  # a fill byte before the marker
-            at += 1
+        if marker == 0xFF:  # fill bytes before the marker: skipped at once
+            at = len(data) - len(data[at:].lstrip(b"\xff")) - 1
             continue
         if marker in _JPEG_STANDALONE:
             at += 2
@@ -187,7 +198,11 @@ def _wav_byte_rate(data: bytes) -> int | None:
         size = int.from_bytes(data[at + 4:at + 8], "little")
         if data[at:at + 4] == b"fmt " and at + 20 <= len(data):
             rate = int.from_bytes(data[at + 16:at + 20], "little")
-            return rate or None
+            # The header's word, which decoders ignore: held to what audio can be (8 kHz
+            # 8-bit mono to 192 kHz 32-bit stereo), or a caller names 4 GB/s and a long
+            # recording slips under a cost ceiling as one token (the re-audit).
+            return min(max(rate, _LEAST_AUDIO_BYTES_PER_S), _MOST_AUDIO_BYTES_PER_S) if rate \
+                else None
         at += 8 + size + (size & 1)
     return None
 
@@ -245,7 +260,7 @@ def pdf_pages(data: bytes) -> int:
         start += 2 if data[start:start + 2] == b"\r\n" else 1
         inflater = zlib.decompressobj()
         try:
-            inflated = inflater.decompress(data[start:start + budget], budget)
+            inflated = inflater.decompress(memoryview(data)[start:start + budget], budget)
         except zlib.error:
             continue
         budget -= len(inflated)
@@ -306,7 +321,7 @@ def _decode_head(encoded: str) -> bytes:
     beyond them is decoded whole."""
     head = _decode(encoded[:_HEAD_BYTES // 3 * 4]) or b""
     if head.startswith(b"\xff\xd8") and _jpeg_size(head) is None and len(encoded) > len(head):
-        head = _decode(encoded) or head
+        head = _decode(encoded[:_MOST_JPEG_HEAD // 3 * 4]) or head
     return head
 
 

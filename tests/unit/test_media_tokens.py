@@ -236,3 +236,25 @@ def test_object_stream_markers_without_streams_are_read_once() -> None:
     in milliseconds (the suite's durations would show a return of the old search)."""
     data = b"%PDF-1.5\n" + b"/Type /ObjStm " * 20_000
     assert pdf_pages(data) == 6  # no page found: one page per 50 KB of its 280 KB
+
+
+def test_crafted_jpegs_and_wav_headers_get_bounded_work_and_plausible_sizes() -> None:
+    """From the re-audit: a JPEG of 3 MB of fill bytes (walked one byte at a time) or of tiny
+    segments held the event loop a quarter of a second; a WAV header's byte rate of 1 made 3 MB
+    31 million tokens, and of 4 GB/s one token (under any ceiling). Fill bytes are skipped at
+    once, at most 512 segments and 1 MB of a JPEG are read, and the byte rate is held to what
+    audio can be."""
+    frame = b"\xff\xc0\x00\x11\x08\x02\x00\x03\x00\x03\x01\x22\x00\x02\x11\x01\x03\x11\x01"
+    filled = b"\xff\xd8" + b"\xff" * 3_000_000 + frame
+    assert image_size(filled) == (768, 512)
+    tiny = b"\xff\xd8" + b"\xff\xe1\x00\x02" * 200_000 + frame
+    assert image_size(tiny) is None  # past 512 segments: unsized, priced as the largest
+    part = {"url": _data_url(tiny, "image/jpeg"), "detail": "high"}
+    assert media_part_tokens("image_url", part) == UNSIZED_PART_TOKENS
+    wav = bytearray(_wav(1))
+    for rate in (1, 2**32 - 1):
+        wav[28:32] = rate.to_bytes(4, "little")
+        data = base64.b64encode(bytes(wav) + bytes(3_000_000)).decode()
+        tokens = media_part_tokens("input_audio", {"data": data, "format": "wav"})
+        clamped = (len(wav) + 3_000_000) / (1_000 if rate == 1 else 1_536_000)
+        assert tokens == pytest.approx(clamped * AUDIO_TOKENS_PER_SECOND, rel=0.01, abs=1)

@@ -337,7 +337,11 @@ class RedisIdempotencyStore:
         data = raw.encode() if isinstance(raw, str) else raw
         kind, _, rest = data.partition(b"|")
         if kind == b"i":
-            their_token, _, their_fingerprint = rest.decode().partition("|")
+            try:
+                their_token, _, their_fingerprint = rest.decode().partition("|")
+            except UnicodeDecodeError:  # not a marker this version wrote: never run it blind
+                event(log, "idempotency_record_unreadable", logging.WARNING)
+                raise record_unreadable() from None
             if their_token == lease.token:
                 return lease
             if their_fingerprint != fingerprint:
@@ -389,6 +393,9 @@ def _decode_done(raw: bytes) -> tuple[str, StoredResponse] | None:
         payload = orjson.loads(raw)
         headers = tuple((str(k), str(v)) for k, v in payload["headers"])
         body = base64.b64decode(payload["body"], validate=True)
-        return str(payload["fingerprint"]), StoredResponse(int(payload["status"]), headers, body)
+        status = int(payload["status"])
+        if not 100 <= status <= 599:  # replayed, it dropped the connection with no answer
+            return None
+        return str(payload["fingerprint"]), StoredResponse(status, headers, body)
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None

@@ -260,7 +260,9 @@ async def test_the_end_of_an_outage_is_logged_at_the_first_claim_after_it(
     assert getattr(recovered, "event_data", {})["failures"] == 3
 
 
-@pytest.mark.parametrize("record", [b"d2|{\"v\": 2}", b"d|not json", b"d|{\"status\": 200}"])
+@pytest.mark.parametrize("record", [
+    b"d2|{\"v\": 2}", b"d|not json", b"d|{\"status\": 200}", b"i|\xff\xfe|x",
+    b"d|{\"fingerprint\": \"f\", \"status\": 1000, \"headers\": [], \"body\": \"\"}"])
 async def test_a_record_of_another_shape_is_refused_not_a_500(
         own_redis: ManagedProcess, record: bytes) -> None:
     """A record this version cannot read (the next format, a hand edit) was a 500 `KeyError` on

@@ -25,7 +25,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cache.policy import CacheRule
-from policies.loader import config_hash
 from router import gauges
 from router.admission import AdmissionController
 from router.api.chat import ChatHandler
@@ -169,7 +168,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     app.add_route("/v1/health/deployments",
                   deployments_health(breakers, store.load, config.deployments), methods=["GET"])
     app.add_route("/readyz", readyz_endpoint([*checks, stats_check(store)], config.version,
-                                             config_hash(config.source)),
+                                             config.config_version),
                   methods=["GET"])
     endpoint = telemetry.metrics_endpoint if telemetry is not None else None
     if endpoint is not None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from policies.eligibility import DeploymentFacts
 from policies.eval_report import QualityTable
 from policies.labels import Task
-from policies.loader import content_hash
+from policies.loader import config_hash, content_hash
 from policies.schema import ApiKeySpec, DeploymentSpec, RouterConfig, TaskPolicy
 from router.errors import ConfigError
 from router.providers.base import Deployment, anthropic_model, default_max_temperature
@@ -42,6 +42,7 @@ class Principal:
 class RuntimeConfig:
     source: RouterConfig
     version: str
+    config_version: str  # every setting (`policies.loader.config_hash`): `/readyz`, start-up
     deployments: Mapping[str, Deployment]
     model_facts: Mapping[str, tuple[DeploymentFacts, ...]]
     models: Mapping[str, tuple[str, ...]]
@@ -240,6 +241,7 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
         source=config,
         version=content_hash(config, *artifact_versions, table.version,
                              *(routers[k].version for k in sorted(routers))),
+        config_version=config_hash(config),
         deployments=MappingProxyType(deployments),
         model_facts=MappingProxyType(_facts(config, deployments)),
         models=MappingProxyType({m.name: m.deployments for m in config.models}),

@@ -91,7 +91,6 @@ def start_simulator(environ: dict[str, str]) -> subprocess.Popen[bytes]:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from policies.loader import config_hash
     from router import logs
     from router.api.sse import InFlight
     from router.errors import ConfigError
@@ -142,7 +141,7 @@ def serve(args: argparse.Namespace) -> int:
         _stop(simulator)
         return 3
     event(log, "starting", host=args.host, port=listeners[0].getsockname()[1],
-          policy_version=runtime.version, config_version=config_hash(runtime.source),
+          policy_version=runtime.version, config_version=runtime.config_version,
           deployments=sorted(runtime.deployments), auth_required=runtime.auth_required)
     # uvicorn drains on SIGINT even when the process was started with it ignored (a background
     # job of a non-interactive shell), then re-raises it with the handler it found: with Python's

@@ -171,11 +171,6 @@ def server_span_name(outcome: Outcome) -> str:
     return "chat"
 
 
-def sent_status(outcome: Outcome) -> int:
-    """The HTTP status the client got (`Outcome.sent_status`)."""
-    return outcome.sent_status
-
-
 def made(attempt: AttemptRecord) -> bool:
     """Whether the attempt was made: not passed over because its deployment's circuit was open
     or it was at its `max_in_flight` (such a record has no upstream call to be a span or an
@@ -237,7 +232,7 @@ def _provider_of(name: str | None, deployments: Mapping[str, DeploymentInfo]) ->
 def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -> Attributes:
     """Attributes of the request's server span (and, in part, of its metrics)."""
     attrs: Attributes = {OPERATION: "chat", REQUEST_STREAM: outcome.stream,
-                         HTTP_STATUS: sent_status(outcome),
+                         HTTP_STATUS: outcome.sent_status,
                          REQUEST_ID: outcome.request_id, TENANT: outcome.tenant,
                          CACHE: outcome.cache,
                          ATTEMPTS: sum(1 for a in outcome.attempts if made(a))}

@@ -17,21 +17,17 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.services import Running, start_router, start_simulator
+from tests.support.services import Running, simulated_gateway
 
 pytestmark = pytest.mark.integration
 
 BODY_TEXT = "route this " * 55_000  # about 600 KB
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    directory = tmp_path_factory.mktemp("body-budget")
-    sim = start_simulator(directory, {"slow": {"ttft_p50_ms": 1500, "ttft_p99_ms": 1500,
-                                               "output_tokens_p50": 2, "output_tokens_p99": 2}})
-    config = f"""version: 1
+def _config(sim_base: str) -> str:
+    return f"""version: 1
 deployments:
-  - {{name: slow, model: openai/slow, adapter: openai_passthrough, api_base: '{sim.base_url}/v1',
+  - {{name: slow, model: openai/slow, adapter: openai_passthrough, api_base: '{sim_base}/v1',
      input_price_per_mtok: 1, output_price_per_mtok: 1}}
 models: [{{name: slow, deployments: [slow]}}]
 routes: {{default_model: slow}}
@@ -40,10 +36,15 @@ server:
   max_body_bytes: 1000000
   max_body_bytes_in_flight: 1000000
 """
-    router = start_router(directory, config)
-    yield router
-    router.stop()
-    sim.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    slow = {"ttft_p50_ms": 1500, "ttft_p99_ms": 1500, "output_tokens_p50": 2,
+            "output_tokens_p99": 2}
+    with simulated_gateway(tmp_path_factory.mktemp("body-budget"), {"slow": slow}, _config,
+                           env={}) as router:
+        yield router
 
 
 def _ask(base_url: str) -> httpx.Response:

@@ -28,6 +28,7 @@ from router.scoring import Candidate, Ranking, ScoreRequest, ScoringConfig, Weig
 from router.scoring.blend_cache import BlendCache
 from router.slo import SloTargets, SloTracker
 from router.stats import Observation, StatsStore, prompt_bucket
+from router.steady_clock import steady_time
 
 Clock = Callable[[], float]
 STALLED_CLIENT = ClientStalledError.__name__
@@ -127,7 +128,7 @@ class StatsRanker:
     unhealthy: Callable[[str], bool]
     rng: random.Random
     explore_share: float = 0.03
-    clock: Clock = time.time
+    clock: Clock = steady_time
     blends: BlendCache = field(default_factory=BlendCache)
     _settings: dict[int, tuple[TaskPolicy, float, SloTargets, ScoringConfig]] = field(
         default_factory=dict, init=False, repr=False)
@@ -191,7 +192,7 @@ class StatsRanker:
 class StatsSink:
     """Records every outcome's attempts and its request-level timings."""
 
-    def __init__(self, store: StatsStore, slo: SloTracker, wall: Clock = time.time,
+    def __init__(self, store: StatsStore, slo: SloTracker, wall: Clock = steady_time,
                  mono: Clock = time.perf_counter) -> None:
         self._store = store
         self._slo = slo

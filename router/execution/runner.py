@@ -22,6 +22,7 @@ from router.errors import (
     SlorouterError,
     UnknownCommitError,
 )
+from router.execution import late_timers
 from router.execution.attempt import AttemptKind, AttemptRecord, saturated
 from router.execution.backoff import retry_delay
 from router.execution.classify_error import AttemptContext, classify
@@ -44,6 +45,7 @@ from router.providers.base import (
     output_limited,
     sent_unanswered,
 )
+from router.steady_clock import steady_time
 from router.telemetry.context import propagation_headers
 
 EventStream = ChunkStream[StreamEvent]
@@ -60,7 +62,7 @@ class _OutOfTime(Exception):
 
 class Runner:
     def __init__(self, providers: Mapping[AdapterName, Provider], state: ExecutionState,
-                 clock: Clock = time.perf_counter, wall: Clock = time.time) -> None:
+                 clock: Clock = time.perf_counter, wall: Clock = steady_time) -> None:
         self._providers = providers
         self._state = state
         self._clock = clock
@@ -172,7 +174,7 @@ class Runner:
         hedged = plan.hedge_delay_s is not None and alternate is not None
         head_s, by_head = _head_timeout(plan, call.timeout_s, self._clock())
         try:
-            async with asyncio.timeout(head_s):
+            async with late_timers.timeout(head_s):
                 if hedged:
                     assert alternate is not None and plan.hedge_delay_s is not None
                     return await self._race(plan, attempts, open_, call, record, alternate)

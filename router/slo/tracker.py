@@ -14,7 +14,6 @@ on 8k-token prompts keeps its short ones. Availability is judged over all sizes.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -41,6 +40,7 @@ from router.slo.targets import SLIS, Sli, SloTargets
 from router.slo.windows import COLUMNS, RollingCounts, column
 from router.stats.observation import Observation, prompt_bucket, prompt_bucket_label
 from router.stats.wakeup import REFRESH_BUDGET_S, Backlog, SpacedWakeup
+from router.steady_clock import steady_time
 
 # (task, deployment, prompt bucket); the task as a whole is (task, "", ALL_SIZES).
 SeriesKey = tuple[Task, str, int]
@@ -100,7 +100,7 @@ class SloTracker:
     """Rolling SLO attainment and burn rates per task and per deployment x task."""
 
     def __init__(self, targets: Mapping[Task, SloTargets], config: SloConfig | None = None,
-                 clock: Callable[[], float] = time.time,
+                 clock: Callable[[], float] = steady_time,
                  service_availability: float | None = None) -> None:
         self.targets = dict(targets)
         # Every request's availability (`record_service`), held to this objective; None: none.

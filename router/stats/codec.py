@@ -12,7 +12,8 @@ off their own healthy one). A key of the format before (no identity) decodes to 
 from __future__ import annotations
 
 import hashlib
-from typing import cast
+import math
+from typing import Any, cast
 
 import orjson
 
@@ -52,43 +53,62 @@ def decode_key(text: str) -> tuple[StatKey, str] | None:
         return None
 
 
-def encode_state(state: KeyState) -> bytes:
-    """Serialise one key's estimators."""
+def encode_state(state: KeyState, shift: float = 0.0) -> bytes:
+    """Serialise one key's estimators, their landmarks moved by `shift` seconds (this replica's
+    clock to the shared one: `redis_store.SharedClock`)."""
     doc = {
-        "s": {name: sketch.to_state() for name, sketch in state.sketches.items()},
-        "o": state.outcomes.to_state(),
+        "s": {name: _shifted(sketch.to_state(), shift)
+              for name, sketch in state.sketches.items()},
+        "o": _shifted(state.outcomes.to_state(), shift),
         "m": None if state.model is None
-        else [state.model.sums.to_state(), state.model.ratio.to_state()],
+        else [_shifted(state.model.sums.to_state(), shift),
+              _shifted(state.model.ratio.to_state(), shift)],
     }
     return orjson.dumps(doc)
 
 
-def decode_state(blob: bytes, decay: Decay, alpha: float) -> KeyState:
-    """Rebuild a key's estimators (same half-life and accuracy on every replica). Sketches this
-    version does not keep (an older replica's `e2e` of every answer, `queue`, `cached_e2e`) are
-    skipped; a state from a replica without `unstreamed_e2e` (before non-streamed answers were
-    kept apart) decodes without it, and its success count without `ok_unstreamed` as all
-    streamed."""
+def decode_state(blob: bytes, decay: Decay, alpha: float, shift: float = 0.0,
+                 latest: float = math.inf) -> KeyState:
+    """Rebuild a key's estimators (same half-life and accuracy on every replica), their
+    landmarks moved by `shift` seconds (the shared clock to this replica's) and held at
+    `latest` (this replica's now) at most: a state from ahead of the clock would outweigh every
+    observation made here, 2x per half-life ahead. Sketches this version does not keep (an
+    older replica's `e2e` of every answer, `queue`, `cached_e2e`) are skipped; a state from a
+    replica without `unstreamed_e2e` (before non-streamed answers were kept apart) decodes
+    without it, and its success count without `ok_unstreamed` as all streamed."""
     doc = orjson.loads(blob)
     state = KeyState(decay, alpha, with_model=False, kept=())
     for name, raw in doc["s"].items():
         if name in SKETCHES:
-            state.sketches[name] = DecayedSketch.from_state(decay, _sketch(raw), alpha)
-    state.outcomes = DecayedSums.from_state(decay, _sums(doc["o"]))
+            state.sketches[name] = DecayedSketch.from_state(
+                decay, _sketch(raw, shift, latest), alpha)
+    state.outcomes = DecayedSums.from_state(decay, _sums(doc["o"], shift, latest))
     if doc["m"] is not None:
-        sums = DecayedSums.from_state(decay, _sums(doc["m"][0]))
-        ratio = DecayedSketch.from_state(decay, _sketch(doc["m"][1]), alpha)
+        sums = DecayedSums.from_state(decay, _sums(doc["m"][0], shift, latest))
+        ratio = DecayedSketch.from_state(decay, _sketch(doc["m"][1], shift, latest), alpha)
         state.model = TtftModel.from_parts(sums, ratio)
     return state
 
 
-def _sketch(raw: object) -> SketchState:
+def _shifted(state: tuple[Any, ...], shift: float) -> tuple[Any, ...]:
+    """A sketch's or sums' state with its landmark (first, None when empty) moved by `shift`."""
+    landmark = state[0]
+    return state if landmark is None or not shift else (landmark + shift, *state[1:])
+
+
+def _landmark(raw: object, shift: float, latest: float) -> float | None:
+    if raw is None:
+        return None
+    return min(float(cast(float, raw)) + shift, latest)
+
+
+def _sketch(raw: object, shift: float = 0.0, latest: float = math.inf) -> SketchState:
     landmark, zero, keys, weights = cast(list[object], raw)
-    return (cast(float | None, landmark), float(cast(float, zero)),
+    return (_landmark(landmark, shift, latest), float(cast(float, zero)),
             [int(k) for k in cast(list[int], keys)], [float(w) for w in cast(list[float], weights)])
 
 
-def _sums(raw: object) -> SumsState:
+def _sums(raw: object, shift: float = 0.0, latest: float = math.inf) -> SumsState:
     landmark, sums = cast(list[object], raw)
-    return cast(float | None, landmark), {str(k): float(v)
-                                           for k, v in cast(dict[str, float], sums).items()}
+    return _landmark(landmark, shift, latest), {
+        str(k): float(v) for k, v in cast(dict[str, float], sums).items()}

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 RESCALE_EXPONENT = 60.0
 # Drop entries whose decayed weight falls below this fraction of the largest one.
 PRUNE_FRACTION = 1e-12
+# `math.exp` overflows past ~709.8: a factor is never larger than e^this.
+_MAX_EXPONENT = 693.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +37,10 @@ class Decay:
         object.__setattr__(self, "rate", math.log(2.0) / self.half_life_s)
 
     def factor(self, dt: float) -> float:
-        """The weight left after `dt` seconds: `2 ** (-dt / half_life)`."""
-        return math.exp(-self.rate * dt)
+        """The weight left after `dt` seconds: `2 ** (-dt / half_life)` (a negative `dt`, a
+        landmark ahead of the clock, grows it; held finite: 2 ** 1,000 at most)."""
+        exponent = -self.rate * dt
+        return math.exp(exponent if exponent < _MAX_EXPONENT else _MAX_EXPONENT)
 
 
 class DecayedSums:
@@ -105,9 +109,13 @@ class DecayedSums:
         """Add `other` into this one (both must share the same half-life)."""
         if other._landmark is None:
             return
-        if self._landmark is None:
-            self._landmark = other._landmark
-        factor = self._decay.factor(self._landmark - other._landmark)
+        landmark = self._landmark
+        if landmark is None or other._landmark > landmark:
+            # To the later landmark: every factor stays at most 1 (scaling up to an earlier one
+            # overflows once the two are ~1,000 half-lives apart).
+            landmark = other._landmark
+            self.rebase(landmark)
+        factor = self._decay.factor(landmark - other._landmark)
         for name, value in other._sums.items():
             self._sums[name] = self._sums.get(name, 0.0) + value * factor
 

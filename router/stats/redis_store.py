@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,16 +43,21 @@ from redis.exceptions import RedisError, ResponseError
 from redis.typing import EncodableT, FieldT
 
 from policies.labels import Task
-from router.logs import event
+from router.logs import ThrottledEvent, event
 from router.redis_writes import WriteHealth, refusal_reason
 from router.stats.codec import decode_key, decode_state, encode_key, encode_state
 from router.stats.decay import Decay
 from router.stats.estimators import KeyState, KeySummary, StatKey
 from router.stats.observation import Observation
 from router.stats.store import Clock, LocalStatsStore, StatsView, StoreStatus
+from router.steady_clock import steady_time
 
 log = logging.getLogger("router.stats.redis")
 
+# How far the measured lead of the Redis server's clock may move before it is taken anew (and
+# the longest round trip it is taken from): a landmark off by this weighs what it holds
+# 2 ** (this / half-life) off, 0.7% at the default 5 s half-life.
+OFFSET_TOLERANCE_S = 0.05
 # What a refused push costs, for `status()` and `/readyz`.
 UNSHARED = "the other replicas do not see this one's statistics (it still merges theirs)"
 
@@ -73,8 +77,8 @@ class RedisStatsStore:
 
     def __init__(self, local: LocalStatsStore, client: aioredis.Redis,
                  config: RedisSyncConfig | None = None, replica_id: str | None = None,
-                 clock: Clock = time.time,
-                 identities: Mapping[str, str] | None = None) -> None:
+                 clock: Clock = steady_time,
+                 identities: Mapping[str, str] | None = None, server_time: bool = True) -> None:
         self.local = local
         # Deployment name -> `deployment_identity`: pushed with each key, and a key another
         # replica pushed for a name is merged only under the same identity (another model or
@@ -96,6 +100,11 @@ class RedisStatsStore:
         self._pushed = False  # a push was taken: from then on this replica is listed
         self._task: asyncio.Task[None] | None = None
         self.writes = WriteHealth("statistics")
+        # Replicas compare times through the server's clock (`_shared_time`); False: this
+        # replica's own clock (tests driving a fake one, or a Redis that renamed TIME away).
+        self._server_time = server_time
+        self._offset: float | None = None  # the server's clock's lead over this replica's
+        self._unreadable = ThrottledEvent(log, "stats.redis.unreadable_state")
 
     # -- StatsStore: delegated to the local store (no I/O) ------------------------------------
     def begin(self, deployment: str, t: float, prompt_tokens: int = 0,
@@ -187,16 +196,19 @@ class RedisStatsStore:
         except (RedisError, OSError, TimeoutError) as exc:
             self._on_failure(exc)
             return False
+        except Exception as exc:  # a state it cannot merge: the loop goes on, on its own view
+            self._on_failure(exc, "stats.redis.sync_failed", logging.ERROR)
+            return False
         if not self._healthy:
             event(log, "stats.redis.recovered", replica=self.replica_id)
         self._healthy, self._error = True, ""
         self._last_sync_at = self._clock()
         return True
 
-    def _on_failure(self, exc: BaseException) -> None:
+    def _on_failure(self, exc: BaseException, name: str = "stats.redis.unavailable",
+                    level: int = logging.WARNING) -> None:
         if self._healthy:
-            event(log, "stats.redis.unavailable", logging.WARNING, replica=self.replica_id,
-                  error=type(exc).__name__)
+            event(log, name, level, replica=self.replica_id, error=type(exc).__name__)
         self._healthy, self._error = False, type(exc).__name__
         self._push_all = True
         self._seen_seq.clear()
@@ -204,16 +216,42 @@ class RedisStatsStore:
         self.local.drop_remote(self.local.remote_replicas())
 
     async def _sync(self) -> None:
-        now = self._clock()
-        await self._push_unless_refused(now)
-        await self._pull(now)
+        shared_now, offset = await self._shared_time()
+        await self._push_unless_refused(shared_now, offset)
+        await self._pull(shared_now, offset)
 
-    async def _push_unless_refused(self, now: float) -> None:
+    async def _shared_time(self) -> tuple[float, float]:
+        """The Redis server's time, and its lead over this replica's clock (seconds).
+
+        Replicas never compare their own clocks: each lists itself by the server's time and
+        moves the landmarks of its statistics to it and back, so a replica whose clock is off
+        (by an hour, or a second) neither drops the others from the list as gone nor has its
+        observations weighed 2x per half-life of the offset. Without TIME (a Redis that renamed
+        it away) this replica's own clock stands in.
+        """
+        sent = self._clock()
+        if self._server_time:
+            try:
+                seconds, micros = await self._client.time()
+            except ResponseError:
+                self._server_time = False
+            else:
+                received = self._clock()
+                measured = seconds + micros / 1e6 - (sent + received) / 2.0
+                # Kept while within the tolerance: the round trip's jitter would otherwise move
+                # every landmark pushed by a few ms from one sync to the next.
+                if self._offset is None or (abs(measured - self._offset) > OFFSET_TOLERANCE_S
+                                            and received - sent < OFFSET_TOLERANCE_S):
+                    self._offset = measured
+                return received + self._offset, self._offset
+        return sent, 0.0
+
+    async def _push_unless_refused(self, now: float, offset: float) -> None:
         """Push, telling `writes` how it went. A refusal of writes ends only the push: Redis
         still answers reads, so the pull that follows keeps the others' statistics (the keys not
         pushed stay marked for the next push)."""
         try:
-            await self._push(now)
+            await self._push(now, offset)
         except ResponseError as exc:
             if refusal_reason(exc) is None:
                 raise
@@ -224,14 +262,16 @@ class RedisStatsStore:
     def _p(self, *parts: str) -> str:
         return ":".join((self.config.prefix, *parts))
 
-    async def _push(self, now: float) -> None:
+    async def _push(self, now: float, offset: float) -> None:
+        """Push under the server's time `now`, landmarks moved by `offset` to its clock."""
         if self._push_all:
             self.local.take_unpushed()
             states: Mapping[StatKey, KeyState] = self.local.own_states()
         else:
             states = self.local.take_unpushed()
         blobs: dict[FieldT, EncodableT] = {
-            encode_key(k, self._identity(k[0])): encode_state(s) for k, s in states.items()}
+            encode_key(k, self._identity(k[0])): encode_state(s, offset)
+            for k, s in states.items()}
         seqs: dict[FieldT, EncodableT] = dict.fromkeys(blobs, self._seq + 1)
         self._seq += 1
         ttl = max(int(self.config.replica_ttl_s), 1)
@@ -260,7 +300,9 @@ class RedisStatsStore:
                   reason="this replica's entry was gone (Redis restarted, flushed or evicted)")
         self._push_all, self._pushed = lost, True
 
-    async def _pull(self, now: float) -> None:
+    async def _pull(self, now: float, offset: float) -> None:
+        """Merge the replicas listed at the server's time `now` (landmarks moved back by
+        `offset` to this replica's clock)."""
         live = await self._client.zrangebyscore(
             self._p("replicas"), now - self.config.replica_ttl_s, "+inf")
         others = [r.decode() if isinstance(r, bytes) else str(r) for r in live]
@@ -273,12 +315,12 @@ class RedisStatsStore:
             del self._seen_seq[replica]
             self._seen_fields.pop(replica, None)
         for replica in others:
-            await self._pull_replica(replica)
+            await self._pull_replica(replica, offset)
 
     def _identity(self, deployment: str) -> str:
         return self._identities.get(deployment, "-")
 
-    async def _pull_replica(self, replica: str) -> None:
+    async def _pull_replica(self, replica: str, offset: float) -> None:
         raw_meta = await self._client.get(self._p("r", replica, "meta"))
         if raw_meta is None:
             return
@@ -300,7 +342,13 @@ class RedisStatsStore:
                 key, identity = decoded
                 if identity != self._identity(key[0]):
                     continue  # the name stands for another upstream there
-                states[key] = decode_state(_bytes(blob), self._decay, self.local.config.alpha)
+                try:
+                    states[key] = decode_state(_bytes(blob), self._decay,
+                                               self.local.config.alpha, shift=-offset,
+                                               latest=self._clock())
+                except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+                    self._unreadable.report(replica=replica)  # the replica's other keys merge
+                    continue
         in_flight = {str(k): int(v) for k, v in meta.get("in_flight", {}).items()}
         self.local.update_remote(replica, states, in_flight)
         seen.update({f: current[f] for f in changed})

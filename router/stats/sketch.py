@@ -141,9 +141,11 @@ class DecayedSketch:
             raise ValueError("can only merge sketches with the same alpha and half-life")
         if other._landmark is None:
             return
-        if self._landmark is None:
-            self._landmark = other._landmark
-        f = self._decay.factor(self._landmark - other._landmark)
+        landmark = self._landmark
+        if landmark is None or other._landmark > landmark:
+            landmark = other._landmark
+            self.rebase(landmark)  # to the later landmark: factors stay at most 1
+        f = self._decay.factor(landmark - other._landmark)
         for key, w in other._bins.items():
             self._bins[key] = self._bins.get(key, 0.0) + w * f
         self._zero += other._zero * f

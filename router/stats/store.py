@@ -11,7 +11,6 @@ merges it into its summaries. Redis I/O lives in `redis_store.py`.
 from __future__ import annotations
 
 import math
-import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from router.stats.inflight import InFlight
 from router.stats.observation import PROMPT_BUCKET_EDGES, Observation
 from router.stats.sketch import DEFAULT_ALPHA
 from router.stats.wakeup import REFRESH_BUDGET_S, Backlog, SpacedWakeup
+from router.steady_clock import steady_time
 
 Clock = Callable[[], float]
 # Builds a `NamedTuple` without its generated Python `__new__` (hot path: every field, in order).
@@ -152,7 +152,7 @@ class StatsStore(Protocol):
 class LocalStatsStore:
     """In-memory statistics: own observations plus (optionally) other replicas' published state."""
 
-    def __init__(self, config: StatsConfig | None = None, clock: Clock = time.time) -> None:
+    def __init__(self, config: StatsConfig | None = None, clock: Clock = steady_time) -> None:
         self.config = config if config is not None else StatsConfig()
         self._decay = Decay(self.config.half_life_s)
         self._clock = clock

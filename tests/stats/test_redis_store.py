@@ -29,7 +29,8 @@ def _replica(url: str, prefix: str, name: str, clock: FakeClock,
     client = aioredis.from_url(url, socket_timeout=1.0, socket_connect_timeout=1.0)
     return RedisStatsStore(LocalStatsStore(clock=clock), client,
                            RedisSyncConfig(prefix=prefix, op_timeout_s=2.0),
-                           replica_id=name, clock=clock, identities=identities)
+                           replica_id=name, clock=clock, identities=identities,
+                           server_time=False)  # the fake clock is the replicas' shared one
 
 
 def _n(store: RedisStatsStore, dep: str, clock: FakeClock) -> float:
@@ -172,7 +173,7 @@ async def test_what_redis_lost_between_two_syncs_is_published_again(
         # command again on a new connection when its pooled one turns out closed
         return RedisStatsStore(LocalStatsStore(clock=clock), shared_redis(url, timeout_s=1.0),
                                RedisSyncConfig(prefix="t", op_timeout_s=2.0), replica_id=name,
-                               clock=clock)
+                               clock=clock, server_time=False)
 
     one, two = replica("one"), replica("two")
     restarted = None

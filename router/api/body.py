@@ -12,7 +12,6 @@ forwarded (a 5xx charged to the deployment's circuit breaker).
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
@@ -31,6 +30,7 @@ from router.errors import (
     RequestTimeoutError,
     UnsupportedMediaTypeError,
 )
+from router.execution import late_timers
 
 # Levels of objects and arrays (the body itself is level 1). Real requests, JSON-schema tool
 # parameters included, stay far below; orjson cannot serialize beyond 255.
@@ -66,7 +66,7 @@ async def read_json(request: Request, max_bytes: int, time_limit_s: float,
         raise PayloadTooLargeError(f"request body over the {max_bytes}-byte limit",
                                    code="payload_too_large")
     try:
-        async with asyncio.timeout(time_limit_s):
+        async with late_timers.timeout(time_limit_s):
             body = await _read_body(request, max_bytes)
     except TimeoutError:
         raise RequestTimeoutError(

@@ -24,6 +24,7 @@ from router.api.replay import body_response
 from router.api.sse import OnFinish, Receive, run_unless_disconnected
 from router.caching import DATA_VERSION_HEADER
 from router.errors import ProviderTimeoutError, RequestError, SlorouterError, UnknownCommitError
+from router.execution import late_timers
 from router.execution.failures import deadline_exceeded
 from router.idempotency import (
     LEASE_S,
@@ -134,7 +135,7 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
 
     async def bounded() -> Claim:
         try:
-            async with asyncio.timeout(time_left_s):
+            async with late_timers.timeout(time_left_s):
                 return await store.claim(owner, checked, fingerprint, lease_s=lease_s,
                                          wait_s=max(0.0, time_left_s - CLAIM_ANSWER_S))
         except TimeoutError:

@@ -31,6 +31,7 @@ from router.api.errors import (
     error_event,
 )
 from router.errors import SlorouterError
+from router.execution import late_timers
 from router.logs import event
 
 log = logging.getLogger("slorouter.http")
@@ -148,7 +149,7 @@ class WatchedStreamingResponse(Response):
         client_gone = True
         ended_by: SlorouterError | None = None
         try:
-            async with asyncio.timeout(self._time_limit_s):
+            async with late_timers.timeout(self._time_limit_s, STALL_GRACE_S):
                 await until_grace_over(self._in_flight,
                                        run_unless_disconnected(receive, self._produce(send)))
             client_gone = False

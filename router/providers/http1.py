@@ -36,6 +36,8 @@ from urllib.parse import urlsplit
 
 import httptools
 
+from router.execution import late_timers
+
 HIGH_WATER_BYTES = 1 << 20  # a stream's unread bytes above which reading from the socket pauses
 LOW_WATER_BYTES = 1 << 18
 # A reused connection closed within this long of the request's sending, before any answer, was
@@ -132,7 +134,7 @@ class _Exchange:
         if deadline is None:
             await waiter
             return
-        timer = loop.call_at(deadline, _expire, waiter)
+        timer = late_timers.expire_future_at(loop, deadline, _expire, waiter)
         try:
             await waiter
         finally:
@@ -313,7 +315,7 @@ class _OriginPool:
         connection = _Connection(self)
         self._open.add(connection)
         try:
-            async with asyncio.timeout(timeout_s):
+            async with late_timers.timeout(timeout_s):
                 await loop.create_connection(
                     lambda: connection, self._host, self._port, ssl=self._ssl,
                     server_hostname=self._host if self._ssl else None)

@@ -22,6 +22,7 @@ os.environ.setdefault("LITELLM_TELEMETRY", "False")
 import httpx
 import litellm
 
+from router.execution import late_timers
 from router.providers import lone_surrogates
 from router.providers.base import (
     Completion,
@@ -258,7 +259,7 @@ class LitellmProvider:
         try:
             # The attempt's own time left bounds it here, as a stream's does below: litellm is
             # given its deployment's fixed timeout (`_timeout`).
-            async with asyncio.timeout(call.timeout_s):
+            async with late_timers.timeout(call.timeout_s):
                 response = await litellm.acompletion(**self._kwargs(call))
         except Exception as exc:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
@@ -273,7 +274,7 @@ class LitellmProvider:
         # `timeout` bounds each read only); it bounds each wait, never a span holding a `yield`.
         deadline = asyncio.get_running_loop().time() + call.timeout_s
         try:
-            async with asyncio.timeout_at(deadline):
+            async with late_timers.timeout_at(deadline):
                 response = await litellm.acompletion(**kwargs)
             deployment = call.deployment
             if speaks_openai_wire(deployment.adapter, deployment.provider) and not_an_event_stream(
@@ -286,7 +287,7 @@ class LitellmProvider:
             try:
                 while True:
                     try:
-                        async with asyncio.timeout_at(deadline):
+                        async with late_timers.timeout_at(deadline):
                             chunk = await anext(chunks)
                     except StopAsyncIteration:
                         return

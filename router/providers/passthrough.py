@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from router.execution import late_timers
 from router.providers import lone_surrogates
 from router.providers.base import (
     Completion,
@@ -89,7 +90,7 @@ class PassthroughProvider:
 
     async def complete(self, call: UpstreamCall) -> Completion:
         try:
-            async with asyncio.timeout(call.timeout_s):
+            async with late_timers.timeout(call.timeout_s):
                 raw = await (await self._post(call, stream=False)).read()
         except Exception as exc:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
@@ -100,7 +101,7 @@ class PassthroughProvider:
         # `yield`: a timeout armed across a yield would fire in the consumer's code instead.
         deadline = asyncio.get_running_loop().time() + call.timeout_s
         try:
-            async with asyncio.timeout_at(deadline):
+            async with late_timers.timeout_at(deadline):
                 response = await self._post(call, stream=True)
             chunks = response.chunks(deadline)
             try:

@@ -57,7 +57,7 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
 
 from router.api.request_ids import new_request_id
-from router.head_with_body import HeadWithBodyProtocol
+from router.upgrade_ignored import UpgradeIgnoringProtocol
 
 _NO_LINGER = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: closing resets the connection
 # How long a closing connection's unsent bytes may sit without the client taking any of them.
@@ -71,8 +71,8 @@ MAX_HEAD_BYTES = 64 * 1024
 LINGER_S = 5.0
 
 
-class ServiceProtocol(HeadWithBodyProtocol):
-    """`HeadWithBodyProtocol` that lets go of connections whose client stopped reading."""
+class ServiceProtocol(UpgradeIgnoringProtocol):
+    """`UpgradeIgnoringProtocol` that lets go of connections whose client stopped reading."""
 
     _send_watch: asyncio.TimerHandle | None = None
     _head_watch: asyncio.TimerHandle | None = None

@@ -148,11 +148,24 @@ class DeploymentSpec(Frozen):
     @field_validator("api_base")
     @classmethod
     def _http_base(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^https?://", value):
+        if value is None:
+            return None
+        if not re.match(r"^https?://", value):
             raise ValueError("api_base must start with http:// or https://")
-        return value.rstrip("/") if value is not None else None
+        scheme, _, rest = value.partition("://")
+        path, mark, query = rest.partition("?")
+        # `${BASE}/v1` with BASE ending in `/` gave `//v1`, a path servers answer 404 (and
+        # every request fell back to the next deployment).
+        return f"{scheme}://{re.sub('/{2,}', '/', path).rstrip('/')}{mark}{query}"
 
     def model_post_init(self, _context: object) -> None:
+        if self.adapter == "openai_passthrough" and self.api_base is None and \
+                "/" in self.model and not self.model.startswith("openai/"):
+            raise ValueError(
+                f"the pass-through adapter without api_base calls OpenAI's API "
+                f"(https://api.openai.com/v1) with this deployment's key: set api_base to the "
+                f"server of {self.model!r} (or write the model as openai/<name> if it is "
+                f"OpenAI's)")
         if self.api_version is not None and self.adapter != "litellm":
             raise ValueError("api_version is passed by the litellm adapter only (Azure "
                              "OpenAI); the pass-through adapter sends none")

@@ -729,3 +729,29 @@ policies:
     assert config_hash(plain) != config_hash(guarded)
     salted = load_config_text(VALID + experiment.replace("salt: s", "salt: t"), environ=ENV)
     assert content_hash(plain) != content_hash(salted)
+
+
+@pytest.mark.parametrize("model", ["hosted_vllm/meta-llama/Llama-3.1-8B-Instruct",
+                                   "anthropic/claude-haiku-4-5", "meta-llama/Llama-3.1-8B"])
+def test_a_pass_through_deployment_of_another_server_needs_its_address(model: str) -> None:
+    """Without api_base the pass-through adapter calls api.openai.com: a vLLM or Anthropic
+    model's traffic, and its key, went to OpenAI (the misconfiguration audit of 2026-12-06)."""
+    with pytest.raises(ValueError, match="set api_base to the server of"):
+        DeploymentSpec(name="d", model=model, adapter="openai_passthrough")
+    assert DeploymentSpec(name="d", model=model, adapter="openai_passthrough",
+                          api_base="http://10.0.0.5:8000/v1").api_base == "http://10.0.0.5:8000/v1"
+    for openai_s in ("openai/gpt-4o-mini", "gpt-4o-mini"):
+        spec = DeploymentSpec(name="d", model=openai_s, adapter="openai_passthrough")
+        assert spec.api_base is None
+
+
+@pytest.mark.parametrize(("written", "kept"), [
+    ("http://127.0.0.1:19001//v1", "http://127.0.0.1:19001/v1"),
+    ("http://127.0.0.1:19001//v1/", "http://127.0.0.1:19001/v1"),
+    ("https://h/openai//deployments///x?api-version=a//b",
+     "https://h/openai/deployments/x?api-version=a//b"),
+])
+def test_doubled_slashes_in_an_api_base_path_are_one(written: str, kept: str) -> None:
+    """`${BASE}/v1` with a BASE ending in `/` made `//v1`, which the server answered 404: every
+    request paid a refused attempt, then fell back to the priciest deployment."""
+    assert DeploymentSpec(name="d", model="openai/m", api_base=written).api_base == kept

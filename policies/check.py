@@ -21,7 +21,7 @@ from policies.eligibility import (
 )
 from policies.eval_report import QualityTable
 from policies.labels import TASKS, Task
-from policies.schema import RouterConfig, TaskPolicy
+from policies.schema import PoliciesSpec, RouterConfig, TaskPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +110,8 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
                 found.append(f"task {task}: its {risk}-risk rule requires zero data retention, "
                              f"which no deployment of {', '.join(sorted(allowed))} has: its "
                              f"{risk}-risk requests have no route (503 no_eligible_model)")
+    found += _not_inherited(config.policies)
+    found += _implausible_units(config)
     found += _fixture_backed(config, quality)
     for experiment in config.experiments:
         for arm in experiment.arms:
@@ -124,6 +126,69 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
                                  f"is under task {task}'s floor ({check.detail}): control's "
                                  "route answers all its requests")
     return found
+
+
+# Settings of `default` a task policy does not take over when it leaves them out (only the risk
+# rules and the cost ceiling are inherited, `PoliciesSpec`) and that a task rarely means to
+# drop (its fallbacks and cache rule are its own: not warned of).
+_NOT_INHERITED = ("require_idempotency_key", "timeout_s", "slo")
+
+
+def _not_inherited(policies: PoliciesSpec) -> list[str]:
+    """A task policy that leaves out settings `default` sets: a request classified (or hinted)
+    as that task is not held to them, which reads as inheritance and is not (the
+    misconfiguration audit of 2026-12-06: an `Idempotency-Key` required under `default` was
+    escaped with `x-slorouter-task: code`)."""
+    default, found = policies.default, []
+    for task, policy in policies.tasks.items():
+        missed = [name for name in _NOT_INHERITED
+                  if name in default.model_fields_set and name not in policy.model_fields_set
+                  and getattr(default, name) != getattr(policy, name)]
+        if missed:
+            found.append(f"task {task}: its policy does not set {', '.join(missed)}, which "
+                         f"default sets: a task policy takes over only default's risk rules and "
+                         f"max_cost_per_request_usd, so {task} requests are not held to "
+                         f"default's {', '.join(missed)}; set them on the task")
+    return found
+
+
+# Below these a latency target reads as seconds written where milliseconds are meant.
+_LEAST_PLAUSIBLE_MS = {"ttft_p95_ms": 20.0, "e2e_p99_ms": 20.0, "tpot_p95_ms": 1.0}
+# Below this many tokens a context window reads as thousands (`128` for 128k).
+_LEAST_PLAUSIBLE_WINDOW = 1024
+
+
+def _implausible_units(config: RouterConfig) -> list[str]:
+    """Figures that cannot be what was meant: latency targets in seconds, an E2E target below
+    the TTFT one (never met), a context window in thousands, which takes the deployment out of
+    every request over it (the misconfiguration audit)."""
+    found = []
+    policies = config.policies
+    named = ([("default", policies.default), *policies.tasks.items()]
+             if policies is not None else [])
+    for name, policy in named:
+        slo = policy.slo
+        for field, least in _LEAST_PLAUSIBLE_MS.items():
+            value = getattr(slo, field)
+            if value is not None and value < least:
+                found.append(f"{_policy_path(name)}.slo.{field}: {value:g} ms: targets are in "
+                             f"milliseconds ({value:g} s is {value * 1000:g})")
+        if slo.e2e_p99_ms is not None and slo.ttft_p95_ms is not None and \
+                slo.e2e_p99_ms < slo.ttft_p95_ms:
+            found.append(f"{_policy_path(name)}.slo: e2e_p99_ms ({slo.e2e_p99_ms:g}) is below "
+                         f"ttft_p95_ms ({slo.ttft_p95_ms:g}): a whole answer comes after its "
+                         "first token, so the E2E target is never met")
+    for deployment in config.deployments:
+        window = deployment.context_window
+        if window is not None and window < _LEAST_PLAUSIBLE_WINDOW:
+            found.append(f"deployments.{deployment.name}.context_window: {window} tokens: "
+                         f"every request over it skips the deployment (in thousands, "
+                         f"{window}k is {window * 1000})")
+    return found
+
+
+def _policy_path(name: str) -> str:
+    return "policies.default" if name == "default" else f"policies.tasks.{name}"
 
 
 def _fixture_backed(config: RouterConfig, quality: QualityTable) -> list[str]:

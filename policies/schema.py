@@ -411,6 +411,11 @@ class CacheSpec(Frozen):
     def _redis_needs_an_address(self) -> CacheSpec:
         if self.backend == "redis" and not self.redis_url:
             raise ValueError("redis_url is required for the redis backend")
+        if self.backend != "redis" and self.redis_url:
+            # It was ignored: each replica kept its own disk cache (the misconfiguration audit).
+            raise ValueError(f"redis_url is read by the redis backend only, and the backend is "
+                             f"{self.backend}: set backend: redis to share the cache through "
+                             f"it, or remove redis_url")
         return self
 
 

@@ -111,7 +111,7 @@ class Prepared:
 
     @property
     def policy_requires_key(self) -> bool:
-        """Whether the task's policy requires an Idempotency-Key (side-effecting requests)."""
+        """Whether the task's policy requires an Idempotency-Key (on every request of it)."""
         return self.policy is not None and self.policy.require_idempotency_key
 
 

@@ -106,8 +106,9 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
     key = headers.get(HEADER)
     if key is None:
         if required:
-            raise RequestError("this task's policy requires an Idempotency-Key header for "
-                               "requests with side effects", param="Idempotency-Key",
+            raise RequestError("this task's policy requires an Idempotency-Key header on "
+                               "every request (require_idempotency_key)",
+                               param="Idempotency-Key",
                                code="idempotency_key_required")
         return None
     asked: dict[str, Any] = {k: v for k, v in raw.items() if k not in DELIVERY_FIELDS}

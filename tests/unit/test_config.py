@@ -755,3 +755,14 @@ def test_doubled_slashes_in_an_api_base_path_are_one(written: str, kept: str) ->
     """`${BASE}/v1` with a BASE ending in `/` made `//v1`, which the server answered 404: every
     request paid a refused attempt, then fell back to the priciest deployment."""
     assert DeploymentSpec(name="d", model="openai/m", api_base=written).api_base == kept
+
+
+@pytest.mark.parametrize("backend", ["", "backend: disk, ", "backend: none, "])
+def test_a_cache_redis_url_without_the_redis_backend_is_a_config_problem(backend: str) -> None:
+    """It was ignored: `/readyz` said `cache: disk` and each replica kept its own cache (the
+    misconfiguration audit of 2026-12-06)."""
+    config = VALID + f"server:\n  cache: {{{backend}redis_url: 'redis://127.0.0.1:6399/0'}}\n"
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(config, environ=ENV)
+    (problem,) = caught.value.problems
+    assert problem.startswith("server.cache: ") and "set backend: redis" in problem, problem

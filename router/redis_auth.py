@@ -3,9 +3,11 @@
 A wrong or missing password, or an ACL user that does not exist, is disabled or may not run
 the commands (redis-py's `AuthenticationError` for WRONGPASS and NOAUTH, `NoPermissionError`
 for NOPERM) will not pass by waiting. `serve` PINGs every configured Redis once at start-up
-(`credential_problems`) and refuses to start on such a refusal, naming the setting; a Redis
-that does not answer is still an outage the service runs through (as before). `/readyz` says
-the same of a refusal met later (a rotated password). No message repeats a URL or a password.
+(`start_up_pings`) and refuses to start on such a refusal, naming the setting; a Redis that
+does not answer is an outage the service runs through, warned of at start-up
+(`redis_unreachable_at_start`: until then only the first request that needed it told).
+`/readyz` says the same of a refusal met later (a rotated password). No message repeats a URL
+or a password.
 
 A Redis that may evict keys under memory pressure (a `maxmemory` and a `maxmemory-policy` other
 than `noeviction`) costs the result cache and the statistics only speed, but loses records the
@@ -137,14 +139,34 @@ def eviction_risks(config: RouterConfig) -> list[tuple[str, str]]:
     return asyncio.run(_eviction_risks(settings)) if settings else []
 
 
-async def _credential_problems(settings: list[tuple[str, str]]) -> list[str]:
-    errors = await asyncio.gather(*(ping(url, _START_UP_TIMEOUT_S) for _, url in settings))
-    return [f"{setting}: {why}" for (setting, _), error in zip(settings, errors, strict=True)
-            if error is not None and (why := refusal(error)) is not None]
+async def _pings(settings: list[tuple[str, str]]) -> list[BaseException | None]:
+    return list(await asyncio.gather(*(ping(url, _START_UP_TIMEOUT_S) for _, url in settings)))
 
 
-def credential_problems(config: RouterConfig) -> list[str]:
-    """One line per configured Redis that refuses the credentials its URL gives (start-up,
-    outside any event loop). A Redis that does not answer is no problem here."""
+def start_up_pings(config: RouterConfig) -> tuple[list[str], list[tuple[str, str]]]:
+    """PING every configured Redis once at start-up (outside any event loop): one line per
+    Redis that refuses the credentials its URL gives (a configuration error: `serve` refuses to
+    start), and (setting, why) per Redis that does not answer (an outage the service runs
+    through, warned of at start-up rather than found by the first request that needs it)."""
     settings = redis_settings(config)
-    return asyncio.run(_credential_problems(settings)) if settings else []
+    if not settings:
+        return [], []
+    refused, unreachable = [], []
+    for (setting, url), error in zip(settings, asyncio.run(_pings(settings)), strict=True):
+        if error is None:
+            continue
+        why = refusal(error)
+        if why is not None:
+            refused.append(f"{setting}: {why}")
+        else:
+            unreachable.append((setting, unreachable_reason(url, error)))
+    return refused, unreachable
+
+
+def unreachable_reason(url: str, error: BaseException) -> str:
+    """Why a Redis did not answer, in words an operator can act on (never the URL)."""
+    name = type(error).__name__
+    if url.startswith("rediss://"):
+        return (f"{name}: no answer over TLS (rediss://); a server without TLS (redis://) "
+                "does not answer a TLS handshake")
+    return f"{name}: no answer (the host or port may be wrong, or the server down)"

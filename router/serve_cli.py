@@ -94,7 +94,7 @@ def serve(args: argparse.Namespace) -> int:
     from router import logs
     from router.api.sse import InFlight
     from router.errors import ConfigError
-    from router.redis_auth import credential_problems, eviction_loss, eviction_risks
+    from router.redis_auth import eviction_loss, eviction_risks, start_up_pings
     from router.telemetry import redact
     from router.wiring import build_from_config, secret_values
 
@@ -108,9 +108,12 @@ def serve(args: argparse.Namespace) -> int:
         redact.install(secret_values(config, environ))
         base_dir = args.config.resolve().parent if args.config else _defaults_dir()
         app, runtime = build_from_config(config, environ, base_dir, in_flight)
-        refused = credential_problems(config)  # a wrong password is no outage to wait out
-        if refused:
+        refused, unreachable = start_up_pings(config)
+        if refused:  # a wrong password is no outage to wait out
             raise ConfigError(refused)
+        for setting, why in unreachable:  # an outage it runs through: said now, not at need
+            event(log, "redis_unreachable_at_start", logging.WARNING, setting=setting,
+                  error=why)
         for setting, policy in eviction_risks(config):  # a warning: it may never fill up
             event(log, "redis_may_evict_records", logging.WARNING, setting=setting,
                   maxmemory_policy=policy, risk=eviction_loss(setting, policy),

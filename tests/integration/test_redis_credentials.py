@@ -130,6 +130,15 @@ def test_no_start_up_or_readiness_line_shows_an_unreachable_redis_password(
         password = url.split(":")[2].split("@")[0]
         assert password not in log, log[-2000:]
         assert url not in log
+    # Said at start-up, per setting, not left to the first request that needs it (the
+    # misconfiguration audit of 2026-12-06: only info lines until a keyed request's 503).
+    warned = [json.loads(line) for line in log.splitlines()
+              if '"redis_unreachable_at_start"' in line]
+    assert {w["setting"] for w in warned} == {
+        "server.cache.redis_url", "server.stats.redis_url", "server.idempotency_redis_url"}, log
+    assert all(w["level"] == "warning" for w in warned), warned
+    tls = next(w for w in warned if w["setting"] == "server.stats.redis_url")
+    assert "TLS" in tls["error"], tls
 
 
 def _keyed_request(base_url: str, key: str = "k-rotated"

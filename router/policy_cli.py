@@ -106,7 +106,7 @@ def policy_check(args: argparse.Namespace) -> int:
              "takes part; move stop or remove it"
              for name, stop in ended_experiments(config, datetime.now(UTC))]
     for warning in (*quality.warnings, *policy_warnings(config, quality), *unmeetable, *keyless,
-                    *unsized, *ended):
+                    *unsized, *runtime.price_warnings, *ended):
         print(f"{path}: warning: {warning}", file=sys.stderr)
     violations = check_policies(config, quality)
     for violation in violations:

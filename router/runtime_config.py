@@ -7,7 +7,7 @@ or raises `ConfigError` listing every missing secret and unknown price at once.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -59,6 +59,9 @@ class RuntimeConfig:
     # route is `model:<name>`: made once here, not per request (a new policy object per request
     # also missed every cache keyed by the policy)
     arm_policies: Mapping[tuple[Task, str], TaskPolicy]
+    # Configured prices far from litellm's for the same model (`price_warnings`): `serve` logs
+    # them, `policy check` prints them.
+    price_warnings: tuple[str, ...] = ()
 
     @property
     def auth_required(self) -> bool:
@@ -255,4 +258,36 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
         quality=table,
         learned=MappingProxyType(routers),
         arm_policies=MappingProxyType(arm_policies(config)),
+        price_warnings=tuple(price_warnings(config.deployments, prices)),
     )
+
+
+# A configured price this many times above or below litellm's for the same model reads as
+# another unit: per token (10^6 x below), per 1K tokens (10^3 x below).
+PRICE_RATIO_WARNED = 100.0
+
+
+def price_warnings(specs: Iterable[DeploymentSpec], prices: PriceTable) -> list[str]:
+    """One line per configured price `PRICE_RATIO_WARNED` times off litellm's price of the same
+    model: `min_cost` sent every request to a model priced per token in a per-1M field (10^6
+    times cheaper than it is), and no cost ceiling ever held it (the misconfiguration audit of
+    2026-12-06). A price of 0 (self-hosted, paid otherwise) is not compared."""
+    found = []
+    for spec in specs:
+        listed = prices(spec.model)
+        if listed is None:
+            continue
+        for field, configured, known in (
+                ("input_price_per_mtok", spec.input_price_per_mtok, listed[0]),
+                ("output_price_per_mtok", spec.output_price_per_mtok, listed[1])):
+            if not configured or not known:
+                continue
+            ratio = configured / known
+            if 1.0 / PRICE_RATIO_WARNED <= ratio <= PRICE_RATIO_WARNED:
+                continue
+            how = (f"{1.0 / ratio:,.0f} times below" if ratio < 1.0
+                   else f"{ratio:,.0f} times above")
+            found.append(f"deployments.{spec.name}.{field}: {configured:g} is {how} litellm's "
+                         f"{known:g} for {spec.model!r}: prices are USD per 1M tokens (per "
+                         f"token x 1,000,000)")
+    return found

@@ -382,6 +382,8 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
         unsized = output_limit_warnings(runtime.deployments.values())
         if unsized:
             event(log, "deployment_unknown_output_limit", logging.WARNING, problems=unsized)
+    if runtime.price_warnings:
+        event(log, "deployment_price_off", logging.WARNING, problems=list(runtime.price_warnings))
     caching = result_caching(config)
     idempotency = idempotency_store(config)
     trials = experiments(config)

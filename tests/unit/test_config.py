@@ -766,3 +766,21 @@ def test_a_cache_redis_url_without_the_redis_backend_is_a_config_problem(backend
         load_config_text(config, environ=ENV)
     (problem,) = caught.value.problems
     assert problem.startswith("server.cache: ") and "set backend: redis" in problem, problem
+
+
+@pytest.mark.parametrize(("written", "says"), [
+    ("input_price_per_mtok: 0.00000015", "input_price_per_mtok: 1.5e-07 is 1,000,000 times below"),
+    ("input_price_per_mtok: 150", "input_price_per_mtok: 150 is 1,000 times above"),
+])
+def test_a_price_in_another_unit_than_litellm_s_is_warned_of(written: str, says: str) -> None:
+    """Per-token prices in the per-1M fields: `min_cost` sent every request to that model,
+    and no cost ceiling held it (the misconfiguration audit of 2026-12-06). A price within
+    100x of litellm's, or 0 (self-hosted), is not warned of."""
+    config = VALID.replace("    api_key: env:KEY_A\n",
+                           f"    api_key: env:KEY_A\n    {written}\n", 1)
+    runtime = resolve(load_config_text(config, environ=ENV), ENV, _prices)
+    (warning,) = runtime.price_warnings
+    assert warning.startswith(f"deployments.a.{says} litellm's 0.15 for 'openai/gpt-4o-mini'")
+    for fine in ("input_price_per_mtok: 0.3", "input_price_per_mtok: 0"):
+        near = VALID.replace("    api_key: env:KEY_A\n", f"    api_key: env:KEY_A\n    {fine}\n", 1)
+        assert resolve(load_config_text(near, environ=ENV), ENV, _prices).price_warnings == ()

@@ -119,13 +119,20 @@ def created_at(text: str) -> datetime:
 
 
 def quality_table(reports: Iterable[EvalReport], version: str) -> QualityTable:
+    """Every report's results by (model, task, metric); where several reports hold the same
+    key, the most recently `created` one's (a tie: the one listed later). By list order alone,
+    an older report listed after a newer one hid the newer result (a passing floor check from
+    a result the newer report had failed: the misconfiguration audit of 2026-12-06)."""
     results: dict[Key, EvalResult] = {}
     created: dict[Key, datetime] = {}
     for report in reports:
+        when = created_at(report.created)
         for result in report.results:
             key = (result.model, result.task, result.metric)
+            if key in created and created[key] > when:
+                continue
             results[key] = result
-            created[key] = created_at(report.created)
+            created[key] = when
     return QualityTable(results, version, created)
 
 

@@ -762,3 +762,22 @@ def test_policy_check_warns_of_figures_in_the_wrong_unit() -> None:
         "comes after its first token, so the E2E target is never met",
         "deployments.cheap-1.context_window: 128 tokens: every request over it skips the "
         "deployment (in thousands, 128k is 128000)"], warnings
+
+
+def test_the_newest_report_of_a_result_wins_whatever_the_list_order() -> None:
+    """Two reports of (cheap, math, accuracy): listed [newer, older], the older one's pass hid
+    the newer one's failure, and reversed it failed: list order decided a floor check (the
+    misconfiguration audit of 2026-12-06). The newest `created` wins; a tie, the later listed."""
+    def report(created: str, mean: float, lower: float) -> EvalReport:
+        return EvalReport.model_validate({
+            "suite": "unit", "suite_version": "1", "created": created, "results": [
+                {"model": "cheap", "task": "math", "mean": mean, "lower": lower,
+                 "upper": min(1.0, 2 * mean - lower), "n": 500}]})
+
+    older, newer = report("2026-11-01", 0.84, 0.81), report("2026-12-01", 0.70, 0.66)
+    for order in ([older, newer], [newer, older]):
+        found = quality_table(order, "q").get("cheap", "math", "accuracy")
+        assert found is not None and found.mean == 0.70
+    same_day = report("2026-12-01", 0.75, 0.71)
+    found = quality_table([newer, same_day], "q").get("cheap", "math", "accuracy")
+    assert found is not None and found.mean == 0.75

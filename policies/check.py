@@ -20,6 +20,7 @@ from policies.eligibility import (
     worst_case_cost,
 )
 from policies.eval_report import QualityTable
+from policies.experiments.schema import LatencyGuardrail
 from policies.labels import TASKS, Task
 from policies.schema import PoliciesSpec, RouterConfig, TaskPolicy
 
@@ -156,12 +157,15 @@ def _not_inherited(policies: PoliciesSpec) -> list[str]:
 _LEAST_PLAUSIBLE_MS = {"ttft_p95_ms": 20.0, "e2e_p99_ms": 20.0, "tpot_p95_ms": 1.0}
 # Below this many tokens a context window reads as thousands (`128` for 128k).
 _LEAST_PLAUSIBLE_WINDOW = 1024
+# Below this many bytes no chat request fits (`4` for 4 MB).
+_LEAST_PLAUSIBLE_BODY = 1024
 
 
 def _implausible_units(config: RouterConfig) -> list[str]:
-    """Figures that cannot be what was meant: latency targets in seconds, an E2E target below
-    the TTFT one (never met), a context window in thousands, which takes the deployment out of
-    every request over it (the misconfiguration audit)."""
+    """Figures that cannot be what was meant: latency targets and latency guardrails in
+    seconds, an E2E target below the TTFT one (never met), a body limit no chat request fits,
+    a context window in thousands, which takes the deployment out of every request over it (the
+    misconfiguration audit)."""
     found = []
     policies = config.policies
     named = ([("default", policies.default), *policies.tasks.items()]
@@ -178,6 +182,17 @@ def _implausible_units(config: RouterConfig) -> list[str]:
             found.append(f"{_policy_path(name)}.slo: e2e_p99_ms ({slo.e2e_p99_ms:g}) is below "
                          f"ttft_p95_ms ({slo.ttft_p95_ms:g}): a whole answer comes after its "
                          "first token, so the E2E target is never met")
+    for experiment in config.experiments:
+        for guardrail in experiment.guardrails:
+            least = _LEAST_PLAUSIBLE_MS["e2e_p99_ms"]
+            if isinstance(guardrail, LatencyGuardrail) and guardrail.max_ms < least:
+                found.append(f"experiments.{experiment.name}: guardrail {guardrail.kind} "
+                             f"max_ms {guardrail.max_ms:g}: in milliseconds, it halts the "
+                             f"treatment on any answer slower ({guardrail.max_ms:g} s is "
+                             f"{guardrail.max_ms * 1000:g})")
+    if config.server.max_body_bytes < _LEAST_PLAUSIBLE_BODY:
+        found.append(f"server.max_body_bytes: {config.server.max_body_bytes} bytes: every "
+                     "chat request is larger (413); the limit is in bytes")
     for deployment in config.deployments:
         window = deployment.context_window
         if window is not None and window < _LEAST_PLAUSIBLE_WINDOW:

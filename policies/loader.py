@@ -194,7 +194,8 @@ def _policy_problems(config: RouterConfig, models: set[str]) -> list[str]:
     if config.policies is None:
         return []
     named = [("default", config.policies.default)]
-    named += [(str(task), policy) for task, policy in config.policies.tasks.items()]
+    named += [(f"tasks.{task}", policy) for task, policy in config.policies.tasks.items()]
+    holders = {d: m.name for m in config.models for d in m.deployments}
     problems = []
     for where, policy in named:
         problems += _ordered_list_duplicates(f"policies.{where}", policy)
@@ -207,6 +208,8 @@ def _policy_problems(config: RouterConfig, models: set[str]) -> list[str]:
         for level, rule in policy.risk.items():
             refs += [(f"risk.{level}.candidates", n) for n in rule.candidates or ()]
         problems += [f"policies.{where}.{field}: unknown model {name!r}"
+                     + (f" (a deployment: name its model, {holders[name]!r})"
+                        if name in holders else "")
                      for field, name in refs if name not in models]
     return problems
 

@@ -285,7 +285,7 @@ def test_repeated_names_are_listed_with_every_other_problem() -> None:
     assert sorted(caught.value.problems) == sorted([
         "deployments: deployment 'a' appears 2 times",
         "models: model 'small' appears 2 times",
-        "policies.code.candidates: model 'small' appears 2 times",
+        "policies.tasks.code.candidates: model 'small' appears 2 times",
         "routes.by_task.code: unknown model 'nope'",
     ])
 
@@ -784,3 +784,15 @@ def test_a_price_in_another_unit_than_litellm_s_is_warned_of(written: str, says:
     for fine in ("input_price_per_mtok: 0.3", "input_price_per_mtok: 0"):
         near = VALID.replace("    api_key: env:KEY_A\n", f"    api_key: env:KEY_A\n    {fine}\n", 1)
         assert resolve(load_config_text(near, environ=ENV), ENV, _prices).price_warnings == ()
+
+
+def test_a_policy_naming_a_deployment_where_a_model_goes_is_told_which_model_holds_it() -> None:
+    """The path is the YAML's (`policies.tasks.code`, not `policies.code`), and a deployment's
+    name gets the model to write instead (the misconfiguration audit of 2026-12-06)."""
+    config = VALID + ("policies:\n  default: {candidates: [small]}\n"
+                      "  tasks:\n    code: {candidates: [a]}\n")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(config, environ=ENV)
+    assert caught.value.problems == [
+        "policies.tasks.code.candidates: unknown model 'a' (a deployment: name its model, "
+        "'small')"]

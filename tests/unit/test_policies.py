@@ -781,3 +781,24 @@ def test_the_newest_report_of_a_result_wins_whatever_the_list_order() -> None:
     same_day = report("2026-12-01", 0.75, 0.71)
     found = quality_table([newer, same_day], "q").get("cheap", "math", "accuracy")
     assert found is not None and found.mean == 0.75
+
+
+def test_policy_check_warns_of_a_guardrail_in_seconds_and_a_body_limit_nothing_fits() -> None:
+    from policies.check import policy_warnings
+
+    text = CONFIG.replace("routes: {default_model: mid}\n",
+                          "routes: {default_model: mid}\nserver: {max_body_bytes: 4}\n", 1) + """
+experiments:
+  - name: faster-chat
+    tasks: [chat]
+    unit: user
+    salt: s1
+    guardrails: [{kind: p95_ttft_ms, max_ms: 2}]
+    arms:
+      - {name: control, route: "policy:default", control: true, share: 0.5}
+      - {name: fast, route: "model:mid", share: 0.5}
+"""
+    warnings = policy_warnings(load_config_text(text), QUALITY)
+    assert "experiments.faster-chat: guardrail p95_ttft_ms max_ms 2: in milliseconds" in \
+        " | ".join(warnings), warnings
+    assert any(w.startswith("server.max_body_bytes: 4 bytes") for w in warnings), warnings

@@ -57,7 +57,7 @@ from router.logs import loop_error_event
 from router.outcomes import FanOut, OutcomeSink
 from router.pipeline import ChatPipeline
 from router.providers.base import AdapterName, Provider
-from router.readiness import stats_check
+from router.readiness import deployments_check, stats_check
 from router.reliability import admission_controller, execution_state
 from router.runtime_config import RuntimeConfig
 from router.slo import SloTracker
@@ -167,7 +167,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
     app.add_route("/healthz", healthz, methods=["GET"])
     app.add_route("/v1/health/deployments",
                   deployments_health(breakers, store.load, config.deployments), methods=["GET"])
-    app.add_route("/readyz", readyz_endpoint([*checks, stats_check(store)], config.version,
+    app.add_route("/readyz", readyz_endpoint([*checks, stats_check(store),
+                                              deployments_check(breakers)], config.version,
                                              config.config_version),
                   methods=["GET"])
     endpoint = telemetry.metrics_endpoint if telemetry is not None else None

@@ -12,6 +12,8 @@ from policies.schema import RouterConfig
 from router.api.meta import Readiness, ReadinessCheck
 from router.caching import ResultCaching
 from router.classify.types import Classifier
+from router.execution.breaker import BreakerRegistry
+from router.providers.upstream_answers import MISCONFIGURED
 from router.redis_writes import WriteHealth, probe_write, refusal_reason
 from router.runtime_config import RuntimeConfig
 from router.stats import StatsStore
@@ -146,3 +148,29 @@ def writes_of(store: object) -> WriteHealth | None:
     """The `WriteHealth` of a store that writes to Redis, else None (one in memory)."""
     writes = getattr(store, "writes", None)
     return writes if isinstance(writes, WriteHealth) else None
+
+
+# The codes of an upstream that refuses the deployment itself (its key, account, model or
+# path: `upstream_answers.MISCONFIGURED`): no wait mends them, an operator must.
+_MISCONFIGURED_CODES = frozenset(code for code, _ in MISCONFIGURED.values())
+
+
+def deployments_check(breakers: BreakerRegistry) -> ReadinessCheck:
+    """`/readyz`'s `deployments`: degraded while a deployment's circuit is open (or probing) on
+    a configuration fault. An `api_base` whose path the upstream answers 404 (`//v1`, a vLLM
+    base without `/v1`) opened its breaker and sent every request to the next, pricier
+    deployment, and `/readyz` said nothing (the misconfiguration audit of 2026-12-06)."""
+
+    async def deployments() -> Readiness:
+        faulty = [f"{b.deployment} ({b.last_failure_code})"
+                  for b in breakers.snapshot().deployments
+                  if b.state != "closed" and b.last_failure_code in _MISCONFIGURED_CODES]
+        if not faulty:
+            return Readiness("deployments", True, "no circuit open on a configuration fault")
+        return Readiness("deployments", True,
+                         "circuit open on a configuration fault, its traffic on other "
+                         f"deployments: {', '.join(faulty)} (the upstream refuses the key or "
+                         "account, or does not know the model or path: check api_key, model "
+                         "and api_base)", degraded=True)
+
+    return deployments

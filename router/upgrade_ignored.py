@@ -32,7 +32,9 @@ class UpgradeIgnoringProtocol(HeadWithBodyProtocol):
     _asked_upgrade = False  # the request being parsed asked: it is parsed again without
 
     def on_headers_complete(self) -> None:
-        if self.parser.should_upgrade():
+        # The parser takes a CONNECT for an upgrade too, `Upgrade` or not: that one is
+        # uvicorn's to refuse (a 400), as before; parsed again it would upgrade again.
+        if self.parser.should_upgrade() and self.parser.get_method() != b"CONNECT":
             self._asked_upgrade = True  # the parser stops after this head: parse it again
             return
         super().on_headers_complete()
@@ -45,11 +47,18 @@ class UpgradeIgnoringProtocol(HeadWithBodyProtocol):
         self._unset_keepalive_if_required()
         self._feed(data)
 
-    def _feed(self, data: bytes) -> None:
+    def _feed(self, data: bytes, rebuilt_head: int = 0) -> None:
+        """Parse `data`; `rebuilt_head`: the length of the head it starts with when that head
+        was rebuilt here (an upgrade stopping within it again is refused, never parsed again:
+        a head that kept upgrading would recurse without end)."""
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as stopped:
-            self._parse_again(data[int(stopped.args[0]):])
+            at = int(stopped.args[0])
+            if not self._asked_upgrade or at <= rebuilt_head:
+                self._refuse_upgrade()
+            else:
+                self._parse_again(data[at:])
         except httptools.HttpParserError:
             msg = "Invalid HTTP request received."
             self.logger.warning(msg)
@@ -61,7 +70,15 @@ class UpgradeIgnoringProtocol(HeadWithBodyProtocol):
         self._asked_upgrade = False
         self.parser = httptools.HttpRequestParser(self)
         self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn's
-        self._feed(head + rest)
+        self._feed(head + rest, len(head))
+
+    def _refuse_upgrade(self) -> None:
+        """A CONNECT (uvicorn has answered it, or has it in hand), or an upgrade this protocol
+        could not take back: the parser has stopped, so nothing more on the connection can be
+        read. A 400 when no answer is under way, and the connection closes."""
+        self._asked_upgrade = False
+        if self.cycle is None or self.cycle.response_complete:
+            self.send_400_response("Invalid HTTP request received.")
 
 
 def head_without_upgrade(method: bytes, target: bytes, version: str,

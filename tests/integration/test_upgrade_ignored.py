@@ -126,3 +126,17 @@ def test_the_rebuilt_head_keeps_the_other_connection_options() -> None:
                                  (b"upgrade", b"h2c"), (b"content-length", b"2")])
     assert head == (b"POST /v1/x?a=1 HTTP/1.1\r\nhost: x\r\nconnection: keep-alive\r\n"
                     b"content-length: 2\r\n\r\n")
+
+
+def test_a_connect_is_refused_and_the_server_goes_on(port: int) -> None:
+    """The parser takes a CONNECT for an upgrade too: parsed again, it upgraded again, without
+    end (a RecursionError and an empty reply, the event loop held ~0.25 s each: the re-audit
+    of 2026-12-06). It is a 400, as before the change."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+        sock.settimeout(5)
+        reply = sock.recv(65536)
+    assert reply.startswith(b"HTTP/1.1 400"), reply
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert [a["path"] for a in _answers(sock)] == ["/healthz"]

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import NoPermissionError, RedisError, ResponseError
 from redis.typing import EncodableT, FieldT
 
 from policies.labels import Task
@@ -233,8 +233,13 @@ class RedisStatsStore:
         if self._server_time:
             try:
                 seconds, micros = await self._client.time()
-            except ResponseError:
+            except ResponseError as exc:
+                if not _no_such_command(exc):
+                    raise  # BUSY, LOADING, MASTERDOWN...: this sync fails, the next asks again
                 self._server_time = False
+                event(log, "stats.redis.own_clock", logging.WARNING, replica=self.replica_id,
+                      why="the Redis server does not run TIME (renamed away, or not allowed): "
+                          "replicas compare their own clocks; keep them on NTP")
             else:
                 received = self._clock()
                 measured = seconds + micros / 1e6 - (sent + received) / 2.0
@@ -353,6 +358,14 @@ class RedisStatsStore:
         self.local.update_remote(replica, states, in_flight)
         seen.update({f: current[f] for f in changed})
         self._seen_seq[replica] = seq
+
+
+def _no_such_command(exc: ResponseError) -> bool:
+    """Whether Redis refused TIME for good (unknown, renamed away, or not allowed to this user),
+    not for the moment (a script running, a replica loading)."""
+    text = str(exc).lower()
+    return isinstance(exc, NoPermissionError) or "unknown command" in text or \
+        text.startswith("noperm")
 
 
 def _text(value: bytes | str) -> str:

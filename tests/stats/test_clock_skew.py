@@ -15,11 +15,13 @@ import logging
 import math
 import time
 import uuid
+from pathlib import Path
 from unittest import mock
 
 import orjson
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from router.stats import LocalStatsStore, Observation, RedisStatsStore, RedisSyncConfig
 from router.stats.codec import decode_state, encode_key, encode_state
@@ -27,6 +29,7 @@ from router.stats.decay import Decay, DecayedSums
 from router.stats.estimators import KeyState, KeySummary
 from router.stats.sketch import DecayedSketch
 from router.steady_clock import steady_time
+from tests.support.redis_server import start_redis
 
 TWO_HOURS = 7200.0
 
@@ -166,3 +169,48 @@ def test_the_statistics_clock_does_not_follow_a_stepped_wall_clock() -> None:
     with mock.patch("time.time", return_value=time.time() - 600.0):
         assert steady_time() >= before
     assert abs(steady_time() - time.time()) < 5.0
+
+
+async def test_a_passing_refusal_of_time_fails_one_sync_and_the_server_s_clock_stays(
+        redis_url: str) -> None:
+    """A BUSY reply (a script running) to TIME turned a replica to its own clock for good: with
+    skewed clocks the replicas then dropped each other (the re-audit of 2026-12-06). It fails
+    that sync only; the next one asks again."""
+    prefix = f"t:{uuid.uuid4().hex[:8]}"
+    store = _replica(redis_url, prefix, "one", TWO_HOURS)
+    real_time = store._client.time
+    calls = 0
+
+    async def busy_once() -> tuple[int, int]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ResponseError("BUSY Redis is busy running a script. You can only call "
+                                "SCRIPT KILL or SHUTDOWN NOSAVE.")
+        return await real_time()
+
+    with mock.patch.object(store._client, "time", busy_once):
+        assert not await store.sync_once()
+        assert await store.sync_once() and store._server_time
+    client = aioredis.from_url(redis_url)
+    (_, score), = await client.zrange(f"{prefix}:replicas", 0, -1, withscores=True)
+    server_now = (await client.time())[0]
+    await client.aclose()
+    assert abs(score - server_now) < 5  # listed by the server's clock, not two hours ahead
+
+
+async def test_a_redis_without_time_leaves_each_replica_its_own_clock_and_says_so(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server = start_redis(tmp_path, ("--rename-command", "TIME", ""))
+    url = f"redis://127.0.0.1:{server.port}/0"
+    try:
+        one, two = _replica(url, "t", "one", 0.0), _replica(url, "t", "two", 0.0)
+        one.record(_obs("A", 0.3, steady_time()))
+        with caplog.at_level(logging.WARNING, logger="router.stats.redis"):
+            assert await one.sync_once() and await two.sync_once()
+        assert [r for r in caplog.records if "stats.redis.own_clock" in r.getMessage()]
+        assert not one._server_time and two.status().replicas_seen == 1
+        shared = _task_view(two, "A")
+        assert shared is not None and shared.n_ok > 0.5
+    finally:
+        server.stop()

@@ -12,9 +12,12 @@ opened the breaker of a deployment that had answered all six requests, and an id
 that had answered 200 was reported as `unknown_commit`).
 
 A timer that fires more than `LATE_S` after its time is therefore re-armed once, `grace_s`
-later (by default one millisecond: the loop polls its sockets before then). A timeout that
-was not late fires as asyncio's does. `timeout`/`timeout_at` are `asyncio.timeout`/`timeout_at`
-with that rule, `expire_future_at` the same for a bare future.
+later (by default `GRACE_S`: the turns of the loop that read and relay what arrived during the
+pause; one millisecond was enough for one request, not for twenty at once, each needing a few
+turns: the re-audit of 2026-12-06). A timeout that was not late fires as asyncio's does, and one
+that fired late says so (`fired_late`): the process stood still, not the upstream, so the
+runner does not count it against the deployment. `timeout`/`timeout_at` are
+`asyncio.timeout`/`timeout_at` with that rule, `expire_future_at` the same for a bare future.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from types import TracebackType
 # Later than this past its time, a timer is taken to have fired after a pause of the process
 # (or of the loop), not on time: far beyond the loop's own lateness under load (a few ms).
 LATE_S = 0.25
-# Re-armed this much later: the loop polls its sockets in between.
-POLL_GRACE_S = 0.001
+# Re-armed this much later: the loop reads and relays what is waiting in between.
+GRACE_S = 0.25
 
 
 class LateTolerantTimeout:
@@ -38,7 +41,7 @@ class LateTolerantTimeout:
     __slots__ = ("_cancelling", "_deferred", "_expired", "_grace_s", "_handle", "_task",
                  "_when")
 
-    def __init__(self, when: float | None, grace_s: float = POLL_GRACE_S) -> None:
+    def __init__(self, when: float | None, grace_s: float = GRACE_S) -> None:
         self._when = when
         self._grace_s = grace_s
         self._handle: asyncio.TimerHandle | None = None
@@ -66,6 +69,12 @@ class LateTolerantTimeout:
                 self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
             raise TimeoutError from exc
 
+    @property
+    def fired_late(self) -> bool:
+        """Whether it fired `LATE_S` late (and was deferred): the process or its loop stood
+        still past the deadline."""
+        return self._deferred
+
     def _on_timeout(self) -> None:
         loop = asyncio.get_running_loop()
         now = loop.time()
@@ -79,13 +88,13 @@ class LateTolerantTimeout:
             self._expired = True
 
 
-def timeout(delay: float | None, grace_s: float = POLL_GRACE_S) -> LateTolerantTimeout:
+def timeout(delay: float | None, grace_s: float = GRACE_S) -> LateTolerantTimeout:
     """`asyncio.timeout(delay)`, deferred once by `grace_s` when it fires late."""
     when = None if delay is None else asyncio.get_running_loop().time() + delay
     return LateTolerantTimeout(when, grace_s)
 
 
-def timeout_at(when: float | None, grace_s: float = POLL_GRACE_S) -> LateTolerantTimeout:
+def timeout_at(when: float | None, grace_s: float = GRACE_S) -> LateTolerantTimeout:
     """`asyncio.timeout_at(when)`, deferred once by `grace_s` when it fires late."""
     return LateTolerantTimeout(when, grace_s)
 
@@ -99,7 +108,7 @@ def expire_future_at(loop: asyncio.AbstractEventLoop, when: float,
     def fire() -> None:
         now = loop.time()
         if now - when > LATE_S:
-            loop.call_at(now + POLL_GRACE_S, expire, future)  # a no-op once the future is done
+            loop.call_at(now + GRACE_S, expire, future)  # a no-op once the future is done
         else:
             expire(future)
 

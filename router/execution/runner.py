@@ -173,8 +173,9 @@ class Runner:
         self._started(record, plan)
         hedged = plan.hedge_delay_s is not None and alternate is not None
         head_s, by_head = _head_timeout(plan, call.timeout_s, self._clock())
+        head_timer = late_timers.timeout(head_s)
         try:
-            async with late_timers.timeout(head_s):
+            async with head_timer:
                 if hedged:
                     assert alternate is not None and plan.hedge_delay_s is not None
                     return await self._race(plan, attempts, open_, call, record, alternate)
@@ -193,8 +194,11 @@ class Runner:
                                           code="first_token_timeout"))
             _price_pending(plan, attempts, deployment, alternate)  # sent, and cut unanswered
             now = self._clock()
-            self._fail_pending(attempts, err, health=lambda record: not by_deadline or stalled(
-                plan.stall_after_s, now - record.started_at))
+            # Fired late, the process stood still (paused, its loop blocked), not the upstream:
+            # no verdict on the deployment (a 25 s pause opened a healthy one's breaker).
+            paused = head_timer.fired_late
+            self._fail_pending(attempts, err, health=lambda record: not paused and (
+                not by_deadline or stalled(plan.stall_after_s, now - record.started_at)))
             raise err from exc
         except SlorouterError as err:
             self._failed_on(record, deployment, err, plan, attempts)  # a hedged one: ended

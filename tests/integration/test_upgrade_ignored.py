@@ -10,7 +10,9 @@ pipelined after them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import socket
 import threading
 import time
@@ -128,15 +130,41 @@ def test_the_rebuilt_head_keeps_the_other_connection_options() -> None:
                     b"content-length: 2\r\n\r\n")
 
 
-def test_a_connect_is_refused_and_the_server_goes_on(port: int) -> None:
-    """The parser takes a CONNECT for an upgrade too: parsed again, it upgraded again, without
-    end (a RecursionError and an empty reply, the event loop held ~0.25 s each: the re-audit
-    of 2026-12-06). It is a 400, as before the change."""
+def _reply(sock: socket.socket) -> bytes:
+    sock.settimeout(5)
+    data = b""
+    while chunk := sock.recv(65536):  # the server closes the connection
+        data += chunk
+    return data
+
+
+@pytest.mark.parametrize("target", [b"example.com:443", b"/healthz", b"http://x/healthz"])
+def test_a_connect_is_refused_and_nothing_after_it_is_read(port: int, target: bytes) -> None:
+    """The parser takes a CONNECT for an upgrade: parsed again, it upgraded again, without end
+    (a RecursionError, an empty reply, the loop held ~0.25 s each: the re-audit of 2026-12-06),
+    and a CONNECT with a path reached the app while a body sent after it was parsed as a request
+    of its own. Every CONNECT is a 400 and the connection closes."""
     with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
-        sock.settimeout(5)
-        reply = sock.recv(65536)
-    assert reply.startswith(b"HTTP/1.1 400"), reply
+        sock.sendall(b"CONNECT " + target + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 38\r\n\r\n")
+        time.sleep(0.2)
+        with contextlib.suppress(OSError):
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        reply = _reply(sock)
+    status_lines = re.findall(rb"(?:^|\r\n)HTTP/1\.1 \d{3} ", reply)
+    assert reply.startswith(b"HTTP/1.1 400") and len(status_lines) == 1, reply
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert [a["path"] for a in _answers(sock)] == ["/healthz"]
+
+
+def test_hundreds_of_pipelined_upgrade_requests_are_each_answered(port: int) -> None:
+    """Parsed again by recursion, 500 of them in one read (30 KB) ended in a RecursionError and
+    an empty reply, the loop held ~0.28 s (the second re-audit)."""
+    count = 1000
+    request = b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(request * count)
+        answers = _answers(sock, quiet_s=2.0)
+    assert len(answers) == count and {a["path"] for a in answers} == {"/healthz"}
+
+

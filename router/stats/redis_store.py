@@ -364,8 +364,14 @@ def _no_such_command(exc: ResponseError) -> bool:
     """Whether Redis refused TIME for good (unknown, renamed away, or not allowed to this user),
     not for the moment (a script running, a replica loading)."""
     text = str(exc).lower()
-    return isinstance(exc, NoPermissionError) or "unknown command" in text or \
-        text.startswith("noperm")
+    return isinstance(exc, NoPermissionError) or text.startswith("noperm") or any(
+        words in text for words in _NO_SUCH_COMMAND)
+
+
+# How servers say a command is not there for good (Redis: "unknown command"; managed services
+# and compatible servers: "not available", "disabled", "not supported", "not allowed").
+_NO_SUCH_COMMAND = ("unknown command", "not available", "disabled", "not supported",
+                    "unsupported", "not allowed")
 
 
 def _text(value: bytes | str) -> str:

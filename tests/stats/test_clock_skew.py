@@ -214,3 +214,18 @@ async def test_a_redis_without_time_leaves_each_replica_its_own_clock_and_says_s
         assert shared is not None and shared.n_ok > 0.5
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize(("reply", "for_good"), [
+    ("ERR unknown command 'TIME', with args beginning with: ", True),
+    ("ERR Command is not available: TIME", True),
+    ("ERR command 'TIME' is disabled", True),
+    ("NOPERM User bot has no permissions to run the 'time' command", True),
+    ("BUSY Redis is busy running a script.", False),
+    ("LOADING Redis is loading the dataset in memory", False),
+    ("MASTERDOWN Link with MASTER is down", False),
+])
+def test_which_refusals_of_time_are_for_good(reply: str, for_good: bool) -> None:
+    from router.stats.redis_store import _no_such_command
+
+    assert _no_such_command(ResponseError(reply)) is for_good

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -27,7 +26,7 @@ import uvicorn
 
 from router import service_protocol
 from router.service_protocol import ServiceProtocol
-from tests.support.procs import free_port
+from tests.support.asgi_server import served
 
 pytestmark = pytest.mark.integration
 
@@ -63,20 +62,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[uvicorn.Server, in
     monkeypatch.setattr(service_protocol, "HEAD_TIMEOUT_S", HEAD_TIMEOUT_S)
     monkeypatch.setattr(service_protocol, "LINGER_S", LINGER_S)
     CountedProtocol.checks = 0
-    port = free_port()
-    config = uvicorn.Config(answer, host="127.0.0.1", port=port, loop="uvloop",
-                            http=CountedProtocol, lifespan="off", access_log=False,
-                            log_config=None, timeout_keep_alive=KEEP_ALIVE_S)  # type: ignore[arg-type]
-    running = uvicorn.Server(config)
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not running.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert running.started
-    yield running, port
-    running.should_exit = True
-    thread.join(10)
+    with served(answer, CountedProtocol, timeout_keep_alive=KEEP_ALIVE_S) as (running, port):
+        yield running, port
 
 
 def _connect(port: int) -> socket.socket:

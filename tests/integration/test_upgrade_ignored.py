@@ -14,17 +14,15 @@ import contextlib
 import json
 import re
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 
 from router.service_protocol import ServiceProtocol
 from router.upgrade_ignored import head_without_upgrade
-from tests.support.procs import free_port
+from tests.support.asgi_server import served
 
 pytestmark = pytest.mark.integration
 
@@ -50,20 +48,8 @@ async def echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    chosen = free_port()
-    config = uvicorn.Config(echo, host="127.0.0.1", port=chosen, loop="uvloop",
-                            http=ServiceProtocol, lifespan="off", access_log=False,
-                            log_config=None)  # type: ignore[arg-type]
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert server.started
-    yield chosen
-    server.should_exit = True
-    thread.join(10)
+    with served(echo, ServiceProtocol) as (_, chosen):
+        yield chosen
 
 
 def _answers(sock: socket.socket, quiet_s: float = 0.5) -> list[dict[str, Any]]:

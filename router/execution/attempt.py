@@ -59,6 +59,7 @@ class AttemptRecord:
     # (the telemetry's `cancelled`); its first token still counts as the deployment's.
     abandoned: bool = False
     permit: Permit = REGULAR  # what its deployment's breaker admitted it with (`allow()`)
+    judged: bool = False  # its failure counted against its deployment (its breaker's failure)
 
     @property
     def ttft_s(self) -> float | None:

@@ -24,10 +24,13 @@ def deadline_exceeded(when: str) -> ProviderTimeoutError:
 
 def failed_alike_before(record: AttemptRecord, attempts: list[AttemptRecord]) -> bool:
     """An attempt of the same request before `record` failed with an error of the same class
-    and code as `record`'s."""
+    and code as `record`'s, and was judged for it (an earlier one left unjudged, a timeout that
+    fired late after a pause, hid the retry's real timeout: the second re-audit of
+    2026-12-06)."""
     err = record.error
     return err is not None and any(
-        other is not record and other.outcome == "failed" and other.error is not None
+        other is not record and other.outcome == "failed" and other.judged
+        and other.error is not None
         and type(other.error) is type(err) and other.error.code == err.code
         and other.number < record.number for other in attempts)
 

@@ -349,7 +349,9 @@ class Runner:
         self._ended(record)
         verdict = classify(err, AttemptContext(False, True, False))
         breaker = self._state.breakers.get(record.deployment)
-        if health and verdict.breaker_failure and not failed_alike_before(record, attempts):
+        record.judged = health and verdict.breaker_failure and not failed_alike_before(
+            record, attempts)
+        if record.judged:
             breaker.on_failure(record.permit, verdict.retry_after_s, err.code)
         else:
             breaker.on_abandon(record.permit)

@@ -537,3 +537,24 @@ async def test_a_deadline_that_runs_out_during_a_retry_is_a_504() -> None:
     assert caught.value.code == "deadline_exceeded" and caught.value.status_code == 504
     assert "after 2 attempts" in caught.value.message
     assert provider.calls == ["only", "only"]
+
+
+def test_an_unjudged_failure_does_not_hide_a_retry_s_alike_failure() -> None:
+    """A first attempt's timeout that fired late after a pause is no verdict on its deployment;
+    counted as `failed alike`, it also kept the retry's real timeout from counting, so repeated
+    pauses kept a slow deployment's breaker closed (the second re-audit of 2026-12-06). Only a
+    judged failure makes a later alike one a repeat."""
+    from router.errors import ProviderTimeoutError
+    from router.execution.failures import failed_alike_before
+
+    def timed_out(number: int, judged: bool) -> AttemptRecord:
+        record = AttemptRecord("slow", number, 0.0, outcome="failed",
+                               error=ProviderTimeoutError("no first token",
+                                                          code="first_token_timeout"))
+        record.judged = judged
+        return record
+
+    paused, retry = timed_out(1, judged=False), timed_out(2, judged=False)
+    assert not failed_alike_before(retry, [paused, retry])
+    counted = timed_out(1, judged=True)
+    assert failed_alike_before(retry, [counted, retry])

@@ -153,8 +153,10 @@ def _not_inherited(policies: PoliciesSpec) -> list[str]:
     return found
 
 
-# Below these a latency target reads as seconds written where milliseconds are meant.
+# Below these a latency target (or a guardrail's `max_ms`) reads as seconds written where
+# milliseconds are meant.
 _LEAST_PLAUSIBLE_MS = {"ttft_p95_ms": 20.0, "e2e_p99_ms": 20.0, "tpot_p95_ms": 1.0}
+_LEAST_PLAUSIBLE_GUARDRAIL_MS = 20.0
 # Below this many tokens a context window reads as thousands (`128` for 128k).
 _LEAST_PLAUSIBLE_WINDOW = 1024
 # Below this many bytes no chat request fits (`4` for 4 MB).
@@ -184,8 +186,8 @@ def _implausible_units(config: RouterConfig) -> list[str]:
                          "first token, so the E2E target is never met")
     for experiment in config.experiments:
         for guardrail in experiment.guardrails:
-            least = _LEAST_PLAUSIBLE_MS["e2e_p99_ms"]
-            if isinstance(guardrail, LatencyGuardrail) and guardrail.max_ms < least:
+            if isinstance(guardrail, LatencyGuardrail) and \
+                    guardrail.max_ms < _LEAST_PLAUSIBLE_GUARDRAIL_MS:
                 found.append(f"experiments.{experiment.name}: guardrail {guardrail.kind} "
                              f"max_ms {guardrail.max_ms:g}: in milliseconds, it halts the "
                              f"treatment on any answer slower ({guardrail.max_ms:g} s is "

@@ -20,6 +20,7 @@ under the store.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
@@ -131,11 +132,14 @@ async def _eviction_risks(settings: list[tuple[str, str]]) -> list[tuple[str, st
             if policy is not None]
 
 
-def eviction_risks(config: RouterConfig) -> list[tuple[str, str]]:
+def eviction_risks(config: RouterConfig,
+                   unanswered: Collection[str] = ()) -> list[tuple[str, str]]:
     """(setting, maxmemory-policy) of each Redis keeping records (idempotency, experiments)
-    that may evict them under memory pressure (start-up, outside any event loop)."""
+    that may evict them under memory pressure (start-up, outside any event loop). The settings
+    in `unanswered` (`start_up_pings` found them not answering) are not asked again: each
+    would wait out another start-up timeout."""
     settings = [(setting, url) for setting, url in redis_settings(config)
-                if setting in EVICTION_LOSES]
+                if setting in EVICTION_LOSES and setting not in unanswered]
     return asyncio.run(_eviction_risks(settings)) if settings else []
 
 

@@ -114,7 +114,8 @@ def serve(args: argparse.Namespace) -> int:
         for setting, why in unreachable:  # an outage it runs through: said now, not at need
             event(log, "redis_unreachable_at_start", logging.WARNING, setting=setting,
                   error=why)
-        for setting, policy in eviction_risks(config):  # a warning: it may never fill up
+        # A warning: it may never fill up (and a Redis that did not answer is not asked again).
+        for setting, policy in eviction_risks(config, [name for name, _ in unreachable]):
             event(log, "redis_may_evict_records", logging.WARNING, setting=setting,
                   maxmemory_policy=policy, risk=eviction_loss(setting, policy),
                   fix="give it a Redis with maxmemory-policy noeviction (the result cache may "

@@ -29,21 +29,16 @@ _UPGRADE_HEADERS = (b"upgrade", b"http2-settings")
 class UpgradeIgnoringProtocol(HeadWithBodyProtocol):
     """`HeadWithBodyProtocol` that serves a request asking for an upgrade as if it had not."""
 
-    # Why the parser stopped after the head being parsed: "upgrade" (parse it again without),
-    # "connect" (refused); None while it has not.
-    _stopped_by: str | None = None
+    _stopped = False  # the parser stops after the head being parsed (it asked to upgrade)
 
     def on_headers_complete(self) -> None:
         if self.parser.should_upgrade():
-            # The parser stops after this head. A CONNECT (which it takes for an upgrade,
-            # `Upgrade` or not) is refused: what follows its head is no HTTP to read (its body,
-            # arriving later, was parsed as a request of its own).
-            self._stopped_by = "connect" if self.parser.get_method() == b"CONNECT" else "upgrade"
+            self._stopped = True  # parsed again without the upgrade, or refused (`_feed`)
             return
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
-        if self._stopped_by is None:
+        if not self._stopped:
             super().on_message_complete()
 
     def data_received(self, data: bytes) -> None:
@@ -62,7 +57,10 @@ class UpgradeIgnoringProtocol(HeadWithBodyProtocol):
             self.parser.feed_data(data)
             return None
         except httptools.HttpParserUpgrade as stopped:
-            if self._stopped_by != "upgrade":
+            # A CONNECT (which the parser takes for an upgrade, `Upgrade` or not) is refused:
+            # what follows its head is no HTTP to read (its body, arriving later, was parsed
+            # as a request of its own).
+            if not self._stopped or self.parser.get_method() == b"CONNECT":
                 self._refuse_request()
                 return None
             at = int(stopped.args[0])
@@ -71,7 +69,7 @@ class UpgradeIgnoringProtocol(HeadWithBodyProtocol):
         except httptools.HttpParserError:
             self._refuse_request()
             return None
-        self._stopped_by = None
+        self._stopped = False
         self.parser = httptools.HttpRequestParser(self)
         self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn's
         try:
@@ -84,7 +82,7 @@ class UpgradeIgnoringProtocol(HeadWithBodyProtocol):
     def _refuse_request(self) -> None:
         """A 400 in OpenAI's shape, and the connection closes: a CONNECT, or bytes HTTP does
         not allow (what follows on the connection cannot be read)."""
-        self._stopped_by = None
+        self._stopped = False
         msg = "Invalid HTTP request received."
         self.logger.warning(msg)
         self.send_400_response(msg)

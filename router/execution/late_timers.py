@@ -102,8 +102,9 @@ def timeout_at(when: float | None, grace_s: float = GRACE_S) -> LateTolerantTime
 def expire_future_at(loop: asyncio.AbstractEventLoop, when: float,
                      expire: Callable[[asyncio.Future[None]], None],
                      future: asyncio.Future[None]) -> asyncio.TimerHandle:
-    """`loop.call_at(when, expire, future)`, deferred once by a poll when it fires late. The
-    handle returned is the first timer's; cancelling it before it fires cancels both."""
+    """`loop.call_at(when, expire, future)`, deferred once by `GRACE_S` when it fires late. The
+    handle returned is the first timer's: cancelled before it fires, neither runs (the second,
+    armed once it has, fails the future only if nothing came meanwhile)."""
 
     def fire() -> None:
         now = loop.time()

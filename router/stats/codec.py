@@ -55,7 +55,7 @@ def decode_key(text: str) -> tuple[StatKey, str] | None:
 
 def encode_state(state: KeyState, shift: float = 0.0) -> bytes:
     """Serialise one key's estimators, their landmarks moved by `shift` seconds (this replica's
-    clock to the shared one: `redis_store.SharedClock`)."""
+    clock to the Redis server's: `RedisStatsStore._shared_time`)."""
     doc = {
         "s": {name: _shifted(sketch.to_state(), shift)
               for name, sketch in state.sketches.items()},

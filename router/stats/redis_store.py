@@ -319,13 +319,14 @@ class RedisStatsStore:
             # Read whole if it comes back: what was seen of it is gone with it.
             del self._seen_seq[replica]
             self._seen_fields.pop(replica, None)
+        here = now - offset  # this replica's clock: no state is read as from later than it
         for replica in others:
-            await self._pull_replica(replica, offset)
+            await self._pull_replica(replica, offset, here)
 
     def _identity(self, deployment: str) -> str:
         return self._identities.get(deployment, "-")
 
-    async def _pull_replica(self, replica: str, offset: float) -> None:
+    async def _pull_replica(self, replica: str, offset: float, here: float) -> None:
         raw_meta = await self._client.get(self._p("r", replica, "meta"))
         if raw_meta is None:
             return
@@ -350,7 +351,7 @@ class RedisStatsStore:
                 try:
                     states[key] = decode_state(_bytes(blob), self._decay,
                                                self.local.config.alpha, shift=-offset,
-                                               latest=self._clock())
+                                               latest=here)
                 except (ValueError, TypeError, KeyError, IndexError, AttributeError):
                     self._unreadable.report(replica=replica)  # the replica's other keys merge
                     continue

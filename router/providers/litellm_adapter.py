@@ -309,17 +309,21 @@ class LitellmProvider:
 
 
 def _timeout(deployment: Deployment) -> httpx.Timeout:
-    """The deployment's `timeout_s`, with its `connect_timeout_s` for opening the connection:
-    one value per deployment, never the attempt's time left. litellm keys its cache of provider
-    clients by the timeout, so a timeout that differed per call built a new client, connection
-    pool and session for every request (a soak counted ~650 upstream connections closed a
-    minute at 25 req/s, and the clients it evicted stayed open for 15 minutes); the attempt's
-    time left is enforced around the call instead. litellm passes an `httpx.Timeout` through
-    only for the providers whose client takes one (`litellm.utils.supports_httpx_timeout`:
-    openai, azure, bedrock); for the others (anthropic among them) it keeps the read timeout
-    alone, so connecting is then bounded by `timeout_s`."""
-    return httpx.Timeout(deployment.timeout_s,
-                         connect=min(deployment.connect_timeout_s, deployment.timeout_s))
+    """The deployment's `connect_timeout_s` for opening the connection, and no bound of
+    litellm's own on anything after it: the attempt's time left is enforced around the call
+    (`complete`, `stream`), by a timer that a pause of the process does not turn against an
+    answer that arrived meanwhile (`late_timers`). httpx's read timeout is an ordinary timer:
+    after a pause longer than `timeout_s` it fired before the answer waiting on the socket was
+    read, and the deployment was blamed for it (the second re-audit of 2026-12-06: 20 answers
+    dropped, the breaker open). One value per deployment, never the attempt's time left:
+    litellm keys its cache of provider clients by the timeout, so a timeout that differed per
+    call built a new client, connection pool and session for every request (a soak counted
+    ~650 upstream connections closed a minute at 25 req/s). litellm passes an `httpx.Timeout`
+    through only for the providers whose client takes one (`litellm.utils.
+    supports_httpx_timeout`: openai, azure, bedrock); for the others (anthropic among them) it
+    takes the read part alone, here none, and uses its fallback (600 s): connecting is then
+    bounded by the attempt's timer."""
+    return httpx.Timeout(None, connect=min(deployment.connect_timeout_s, deployment.timeout_s))
 
 
 def _content_type(response: Any) -> str | None:

@@ -4,7 +4,10 @@ time, and does not blame a deployment for its own pause.
 The pause audit of 2026-12-06 stopped a router (SIGSTOP, as a frozen container or a migrated VM
 is) for 25 s while it waited on an upstream that answered after 8 s: each client got a 504
 `first_token_timeout` for an answer the router held, and the deployment's breaker opened. The
-re-audit found a one-poll grace enough for one request, not for twenty at once.
+re-audit found a one-poll grace enough for one request, not for twenty at once. Through the
+litellm adapter, httpx's own read timeout inside litellm (an ordinary timer, armed at the
+deployment's `timeout_s`) cut the same answers after the router's late timers had let them in
+(the second re-audit); litellm is now given no read timeout: the attempt's own bounds it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,12 @@ deployments:
      input_price_per_mtok: 1, output_price_per_mtok: 1, timeout_s: 3}}
   - {{name: hung, model: openai/hung, adapter: openai_passthrough, api_base: '{sim_base}/v1',
      input_price_per_mtok: 1, output_price_per_mtok: 1, timeout_s: 3}}
-models: [{{name: slow, deployments: [slow]}}, {{name: hung, deployments: [hung]}}]
+  - {{name: slow-ll, model: openai/slow, adapter: litellm, api_base: '{sim_base}/v1',
+     api_key: env:SIM_KEY, input_price_per_mtok: 1, output_price_per_mtok: 1, timeout_s: 3}}
+  - {{name: hung-ll, model: openai/hung, adapter: litellm, api_base: '{sim_base}/v1',
+     api_key: env:SIM_KEY, input_price_per_mtok: 1, output_price_per_mtok: 1, timeout_s: 3}}
+models: [{{name: slow, deployments: [slow]}}, {{name: hung, deployments: [hung]}},
+         {{name: slow-ll, deployments: [slow-ll]}}, {{name: hung-ll, deployments: [hung-ll]}}]
 routes: {{default_model: slow}}
 server:
   cache: {{backend: none}}
@@ -48,7 +56,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
             "output_tokens_p99": 4}
     hung = {**slow, "ttft_p50_ms": 20000, "ttft_p99_ms": 20000}
     with simulated_gateway(tmp_path_factory.mktemp("paused"), {"slow": slow, "hung": hung},
-                           _config, env={}) as router:
+                           _config, env={"SIM_KEY": "sk-sim"}) as router:
+        _ask(router.base_url, "slow-ll", False, 0)  # litellm builds its client on a first call
         yield router
 
 
@@ -77,21 +86,27 @@ def _breaker(gateway: Running, name: str) -> dict[str, object]:
     return next(d for d in health["deployments"] if d["deployment"] == name)
 
 
+ADAPTERS = pytest.mark.parametrize("suffix", ["", "-ll"], ids=["passthrough", "litellm"])
+
+
+@ADAPTERS
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_answers_that_came_during_a_pause_are_delivered(gateway: Running, stream: bool) -> None:
-    answers = _paused_while_asked(gateway, "slow", stream)
+def test_answers_that_came_during_a_pause_are_delivered(gateway: Running, stream: bool,
+                                                        suffix: str) -> None:
+    answers = _paused_while_asked(gateway, "slow" + suffix, stream)
     assert [a.status_code for a in answers] == [200] * AT_ONCE, [a.text for a in answers]
     if stream:
         assert all("[DONE]" in a.text and '"error"' not in a.text for a in answers)
-    breaker = _breaker(gateway, "slow")
+    breaker = _breaker(gateway, "slow" + suffix)
     assert breaker["state"] == "closed" and breaker["consecutive_failures"] == 0, breaker
 
 
+@ADAPTERS
 def test_a_timeout_the_pause_made_late_is_no_verdict_on_the_deployment(
-        gateway: Running) -> None:
+        gateway: Running, suffix: str) -> None:
     """An upstream that had not answered either: the attempts time out (504), but the process
     stood still, not only the upstream: its breaker counts none of them."""
-    answers = _paused_while_asked(gateway, "hung", stream=False)
+    answers = _paused_while_asked(gateway, "hung" + suffix, stream=False)
     assert [a.status_code for a in answers] == [504] * AT_ONCE, [a.text for a in answers]
-    breaker = _breaker(gateway, "hung")
+    breaker = _breaker(gateway, "hung" + suffix)
     assert breaker["state"] == "closed" and breaker["consecutive_failures"] == 0, breaker

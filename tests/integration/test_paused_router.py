@@ -30,19 +30,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.exclusive]
 AT_ONCE = 10
 
 
+# Each upstream model through each adapter: the deployment and its model are named
+# `<model><suffix>` (see `ADAPTERS`).
+_ADAPTER_SUFFIXES = {"openai_passthrough": "", "litellm": "-ll"}
+
+
 def _config(sim_base: str) -> str:
+    names = [(model + suffix, model, adapter) for adapter, suffix in _ADAPTER_SUFFIXES.items()
+             for model in ("slow", "hung")]
+    deployments = "".join(
+        f"\n  - {{name: {name}, model: openai/{model}, adapter: {adapter},"
+        f" api_base: '{sim_base}/v1', api_key: env:SIM_KEY, input_price_per_mtok: 1,"
+        f" output_price_per_mtok: 1, timeout_s: 3}}" for name, model, adapter in names)
+    models = "".join(f"\n  - {{name: {name}, deployments: [{name}]}}" for name, _, _ in names)
     return f"""version: 1
-deployments:
-  - {{name: slow, model: openai/slow, adapter: openai_passthrough, api_base: '{sim_base}/v1',
-     input_price_per_mtok: 1, output_price_per_mtok: 1, timeout_s: 3}}
-  - {{name: hung, model: openai/hung, adapter: openai_passthrough, api_base: '{sim_base}/v1',
-     input_price_per_mtok: 1, output_price_per_mtok: 1, timeout_s: 3}}
-  - {{name: slow-ll, model: openai/slow, adapter: litellm, api_base: '{sim_base}/v1',
-     api_key: env:SIM_KEY, input_price_per_mtok: 1, output_price_per_mtok: 1, timeout_s: 3}}
-  - {{name: hung-ll, model: openai/hung, adapter: litellm, api_base: '{sim_base}/v1',
-     api_key: env:SIM_KEY, input_price_per_mtok: 1, output_price_per_mtok: 1, timeout_s: 3}}
-models: [{{name: slow, deployments: [slow]}}, {{name: hung, deployments: [hung]}},
-         {{name: slow-ll, deployments: [slow-ll]}}, {{name: hung-ll, deployments: [hung-ll]}}]
+deployments:{deployments}
+models:{models}
 routes: {{default_model: slow}}
 server:
   cache: {{backend: none}}
@@ -86,7 +89,8 @@ def _breaker(gateway: Running, name: str) -> dict[str, object]:
     return next(d for d in health["deployments"] if d["deployment"] == name)
 
 
-ADAPTERS = pytest.mark.parametrize("suffix", ["", "-ll"], ids=["passthrough", "litellm"])
+ADAPTERS = pytest.mark.parametrize("suffix", list(_ADAPTER_SUFFIXES.values()),
+                                   ids=list(_ADAPTER_SUFFIXES))
 
 
 @ADAPTERS

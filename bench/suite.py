@@ -108,7 +108,8 @@ async def run_mix(args: argparse.Namespace) -> int:
 def telemetry_cost(requests: int) -> list[tuple[str, float]]:
     """CPU µs per outcome spent by the telemetry sink, in this process (`process_time`).
 
-    Spans are encoded to OTLP protobuf in batches of 512, as `BatchSpanProcessor` exports them;
+    Spans are encoded to OTLP protobuf in batches of `SPAN_EXPORT_BATCH`, as the service's
+    `BatchSpanProcessor` exports them;
     sending them over HTTP is not counted.
     """
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -116,7 +117,7 @@ def telemetry_cost(requests: int) -> list[tuple[str, float]]:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from router.telemetry.settings import TelemetrySettings
-    from router.telemetry.setup import build_telemetry
+    from router.telemetry.setup import SPAN_EXPORT_BATCH, build_telemetry
     from tests.telemetry.helpers import DEPLOYMENTS, streamed_with_retry
 
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, {requests} outcomes "
@@ -137,8 +138,8 @@ def telemetry_cost(requests: int) -> list[tuple[str, float]]:
             telemetry.sink.record(outcome)
         telemetry.sink.flush()  # inside an event loop, record() only queues
         spans = exporter.get_finished_spans()
-        for start in range(0, len(spans), 512):  # what BatchSpanProcessor + OTLP would encode
-            encode_spans(spans[start:start + 512]).SerializeToString()
+        for start in range(0, len(spans), SPAN_EXPORT_BATCH):  # as the exporter encodes them
+            encode_spans(spans[start:start + SPAN_EXPORT_BATCH]).SerializeToString()
         spent = (time.process_time() - began) / requests * 1e6
         print(f"  {label:<30}{spent:8.1f} µs CPU per request")
         rows.append((label, spent))

@@ -65,6 +65,12 @@ class Telemetry:
 # Telemetry is best effort: a batch a collector cannot take in this long is dropped, and a
 # collector that is down delays shutdown by at most this much per signal, not ~20 s.
 OTLP_TIMEOUT_S = 3.0
+# Spans sent to the exporter at once. A batch is encoded (protobuf, in Python) on the exporter's
+# thread, holding the interpreter about 30 µs a span: the SDK's default of 512 held it 12-17 ms,
+# the event loop getting it back only every 5 ms (the switch interval), which showed as +5-7 ms
+# of E2E p99 with telemetry on at 800 req/s. 64 spans hold it about 2 ms; the thread lets go
+# between batches (each is an HTTP request).
+SPAN_EXPORT_BATCH = 64
 
 
 def _endpoint(settings: TelemetrySettings, signal: str) -> str:
@@ -105,7 +111,8 @@ def build_telemetry(settings: TelemetrySettings, deployments: Mapping[str, Deplo
     metrics = RouterMetrics(MetricRegistry(), deployments)
     if span_processor is None and settings.traces_enabled:
         exporter = _span_exporter(settings)
-        span_processor = BatchSpanProcessor(exporter) if exporter is not None else None
+        span_processor = (BatchSpanProcessor(exporter, max_export_batch_size=SPAN_EXPORT_BATCH)
+                          if exporter is not None else None)
     spans = (SpanBuilder(span_processor, resource, deployments, EpochAnchor.now(),
                          captures_content=settings.captures_content)
              if span_processor is not None else None)

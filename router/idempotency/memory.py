@@ -110,8 +110,12 @@ class MemoryIdempotencyStore:
             expires_in = entry.expires_at - self._clock()
             if entry.settled is None:
                 entry.settled = asyncio.Event()
+            # `asyncio.timeout`, not `wait_for`: on 3.11 `wait_for` swallows a cancellation that
+            # comes once the wait is over (a duplicate whose client left as the key was
+            # released looped and waited again, holding its admission slot for a gone client).
             try:
-                await asyncio.wait_for(entry.settled.wait(), timeout=min(left, expires_in))
+                async with asyncio.timeout(min(left, expires_in)):
+                    await entry.settled.wait()
             except TimeoutError:
                 continue
 

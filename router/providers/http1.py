@@ -306,6 +306,13 @@ class _OriginPool:
             self._waiters.append(waiter)
             try:
                 await waiter
+            except BaseException:
+                # Cancelled after `_wake_one` had picked this waiter (its future resolved, the
+                # task not yet run): the connection it was woken for would sit idle while the
+                # next waiter waits on, so the wake-up is passed on (as asyncio.Semaphore does).
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()
+                raise
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)

@@ -249,6 +249,32 @@ async def test_memory_expired_lease_lets_a_new_claim_proceed() -> None:
     assert not await store.complete(leaked, response("stale"))
 
 
+@pytest.mark.parametrize("turns", range(6))
+async def test_memory_duplicate_cancelled_as_the_key_frees_stops_waiting(turns: int) -> None:
+    """A duplicate whose client leaves in the turns after the key is released stops waiting:
+    cancelled once its wait had ended (3.11's `wait_for` swallowed that), it went round again
+    and waited on the duplicate that won the key meanwhile, for a client already gone."""
+    store = MemoryIdempotencyStore(FakeClock())
+    holder = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(holder, Lease)
+    staying = asyncio.ensure_future(
+        store.claim("t1", "k1", FINGERPRINT, wait_s=WAIT_S, lease_s=LEASE_S))
+    leaving = asyncio.ensure_future(
+        store.claim("t1", "k1", FINGERPRINT, wait_s=WAIT_S, lease_s=LEASE_S))
+    for _ in range(3):  # both wait on the holder
+        await asyncio.sleep(0)
+    assert not staying.done() and not leaving.done()
+    assert await store.release(holder)  # the holder failed: the key is free again
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    leaving.cancel()  # its client leaves now
+    done, _ = await asyncio.wait({staying, leaving}, timeout=2.0)
+    assert leaving in done and leaving.cancelled(), "a gone client's duplicate kept waiting"
+    won = staying.result()
+    assert isinstance(won, Lease) and won.contended
+    assert await store.release(won)
+
+
 async def test_redis_entries_carry_their_ttls(redis_url: str) -> None:
     """In Redis the in-flight marker has the lease TTL and the stored result the result TTL."""
     client = redis.from_url(redis_url)

@@ -439,3 +439,34 @@ async def test_a_reused_connection_dropped_after_the_server_worked_on_it_is_not_
             await post(client, target)
         await client.aclose()
     assert server.connections == 1 and len(server.requests) == 2
+
+
+async def test_a_woken_waiter_cancelled_before_it_runs_passes_the_connection_on() -> None:
+    """At the limit, a connection released wakes the first waiter; that waiter's request
+    cancelled in the same turn (its client left) used to take the wake-up with it: the next
+    waiter waited on while the connection sat idle in the pool."""
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        while True:
+            await server.read_request(reader)
+            writer.write(answer(b"{}"))
+            await writer.drain()
+
+    async with serving(script) as (server, target):
+        client = Http1Client(max_connections_per_origin=1)
+        pool = client._pool(target)
+        connection, reused = await pool.acquire(2.0)  # the one connection allowed, in use
+        assert not reused
+        first = asyncio.ensure_future(pool.acquire(2.0))
+        second = asyncio.ensure_future(pool.acquire(2.0))
+        while len(pool._waiters) < 2:  # both queue for it
+            await asyncio.sleep(0)
+        pool.release(connection)  # back to the pool: `first` is woken...
+        first.cancel()  # ...and cancelled before it runs
+        done, _ = await asyncio.wait({first, second}, timeout=5.0)
+        assert first in done and first.cancelled()
+        assert second in done, "the next waiter still waits while the connection is idle"
+        assert second.result() == (connection, True)
+        pool.release(connection)
+        assert await post(client, target) == b"{}"  # still usable, on the same connection
+        await client.aclose()
+    assert server.connections == 1

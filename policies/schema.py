@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -145,9 +146,19 @@ class DeploymentSpec(Frozen):
     # deployment, or a server that rejects unknown request fields.
     tenant_cache_salt: bool = True
 
+    @field_validator("model")
+    @classmethod
+    def _no_whitespace(cls, value: str) -> str:
+        # `"openai/sim-fast "` from a quoted template was sent as written: the provider
+        # answered 404 and `auto` moved every request to the next deployment.
+        if any(character.isspace() for character in value):
+            raise ValueError(f"model must not contain whitespace (it is sent to the provider "
+                             f"as written): write {''.join(value.split())!r}")
+        return value
+
     @field_validator("api_base")
     @classmethod
-    def _http_base(cls, value: str | None) -> str | None:
+    def _http_base(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return None
         if not re.match(r"^https?://", value):
@@ -156,7 +167,16 @@ class DeploymentSpec(Frozen):
         path, mark, query = rest.partition("?")
         # `${BASE}/v1` with BASE ending in `/` gave `//v1`, a path servers answer 404 (and
         # every request fell back to the next deployment).
-        return f"{scheme}://{re.sub('/{2,}', '/', path).rstrip('/')}{mark}{query}"
+        path = re.sub('/{2,}', '/', path).rstrip('/')
+        if info.data.get("adapter") == "openai_passthrough" and (
+                mark or "#" in path or path.endswith("/chat/completions")):
+            # The pass-through adapter appends `/chat/completions` to api_base: after a query
+            # or fragment, or to a full endpoint, every call was a 404 (and `auto` moved all
+            # traffic to the next, dearer, deployment). litellm builds its own URLs.
+            raise ValueError("api_base must be the API's base URL such as https://host/v1, "
+                             "without a query, fragment or /chat/completions (the pass-through "
+                             "adapter adds /chat/completions itself)")
+        return f"{scheme}://{path}{mark}{query}"
 
     def model_post_init(self, _context: object) -> None:
         if self.adapter == "openai_passthrough" and self.api_base is None and \
@@ -402,7 +422,7 @@ class CacheSpec(Frozen):
     backend: Literal["disk", "redis", "none"] = "disk"
     directory: str | None = None  # default: ./.slorouter/cache
     # The disk cache's size: past it, diskcache evicts the least recently stored entries.
-    disk_size_limit_mb: float = Field(default=1024.0, gt=0)
+    disk_size_limit_mb: float = Field(default=1024.0, gt=0, le=1e9)  # at most 1 PB
     redis_url: RedisUrl = None
     default: CacheRule = CacheRule()
     prefix_affinity: bool = True  # requests sharing a prefix stay on one replica of a model

@@ -24,7 +24,8 @@ _SWITCH: dict[str, bool] = {"off": False, "false": False, "0": False,
 
 
 class TelemetrySettings(ConfigModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Infinity is no interval or delay (an infinite export interval killed the export thread).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     enabled: bool = True  # false: no telemetry at all (for measuring what it costs)
     exporter: Exporter = "none"
@@ -33,7 +34,7 @@ class TelemetrySettings(ConfigModel):
     service_name: str = "slorouter"
     sample_ratio: float = Field(default=0.1, ge=0.0, le=1.0)  # for new roots; see docs
     prometheus: bool = True
-    metrics_export_interval_s: float = Field(default=15.0, gt=0)
+    metrics_export_interval_s: float = Field(default=15.0, gt=0, le=86_400)  # a day
     flush_delay_s: float = Field(default=0.05, ge=0)  # least time between two queue flushes
     queue_max: int = Field(default=20_000, ge=1)
     capture_content_tenants: frozenset[str] = frozenset()

@@ -68,6 +68,25 @@ def test_a_metric_export_interval_that_is_not_a_positive_number_is_rejected() ->
             TelemetrySettings.from_env({"OTEL_METRIC_EXPORT_INTERVAL": bad})
 
 
+
+@pytest.mark.parametrize(("setting", "says"), [
+    ({"metrics_export_interval_s": float("inf")}, "finite"),
+    ({"metrics_export_interval_s": float("nan")}, "finite"),
+    ({"metrics_export_interval_s": 1e10}, "less than or equal to 86400"),
+    ({"flush_delay_s": float("inf")}, "finite"),
+])
+def test_an_infinite_or_enormous_interval_is_refused_naming_the_field(
+        setting: dict[str, float], says: str) -> None:
+    """`.inf`, or more than ~9.2e9 s, loaded and then killed the metric export thread with an
+    OverflowError at start (the misconfiguration audit); a day is the longest interval taken."""
+    (name,) = setting
+    with pytest.raises(ValidationError, match=name) as caught:
+        TelemetrySettings.model_validate({"exporter": "otlp", **setting})
+    assert says in str(caught.value)
+    with pytest.raises(ValidationError, match="metrics_export_interval_s"):
+        TelemetrySettings.from_env({"OTEL_METRIC_EXPORT_INTERVAL": "inf"})
+    assert TelemetrySettings(metrics_export_interval_s=86_400).metrics_export_interval_s == 86_400
+
 def test_a_sample_ratio_of_zero_still_exports_the_traces_clients_sample() -> None:
     """`sample_ratio` is the share of new traces kept; a client's sampled `traceparent` is
     always followed, so 0 must not switch span export off (it did: no processor was built,

@@ -757,6 +757,53 @@ def test_doubled_slashes_in_an_api_base_path_are_one(written: str, kept: str) ->
     assert DeploymentSpec(name="d", model="openai/m", api_base=written).api_base == kept
 
 
+
+@pytest.mark.parametrize("api_base", ["http://127.0.0.1:9/v1?api-version=2024-10-21",
+                                      "http://127.0.0.1:9/v1#x",
+                                      "http://127.0.0.1:9/v1/chat/completions",
+                                      "http://127.0.0.1:9/v1/chat/completions/"])
+def test_a_pass_through_api_base_that_is_not_a_base_url_is_refused(api_base: str) -> None:
+    """The pass-through adapter appends `/chat/completions` to api_base: after a query or a
+    fragment, or to a full endpoint, every call was a 404 and `auto` moved all the traffic to
+    a dearer model (the misconfiguration audit). litellm builds its own URLs: left as it was."""
+    config = VALID.replace("api_base: ${BASE}/v1", f"api_base: '{api_base}'")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(config, environ=ENV)
+    (problem,) = caught.value.problems
+    assert problem.startswith("deployments.1.api_base: ") and \
+        "without a query, fragment or /chat/completions" in problem, problem
+    assert DeploymentSpec(name="d", model="openai/m", api_base=api_base).api_base
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o-mini ", " openai/gpt-4o-mini",
+                                   "openai/gpt-4o-mini\n", "openai/gpt 4o-mini"])
+def test_a_deployment_model_with_whitespace_is_refused_naming_the_field(model: str) -> None:
+    """`"openai/sim-fast "` from a quoted template was sent as written, and the provider
+    answered 404 to every call (the misconfiguration audit)."""
+    written = model.replace("\n", "\\n")  # YAML's double-quoted escape
+    config = VALID.replace("model: openai/gpt-4o-mini", f'model: "{written}"')
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(config, environ=ENV)
+    (problem,) = caught.value.problems
+    assert problem.startswith("deployments.0.model: ") and "whitespace" in problem, problem
+
+
+def test_a_disk_cache_size_sqlite_cannot_hold_is_refused_and_the_largest_taken_works(
+        tmp_path: Path) -> None:
+    """1e13 MB loaded, then `serve` died in diskcache with SQLite's OverflowError (the
+    misconfiguration audit); 1e9 MB (1 PB) is the most taken, and diskcache stores it."""
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(VALID + "server:\n  cache: {disk_size_limit_mb: 1.0e+13}\n",
+                         environ=ENV)
+    (problem,) = caught.value.problems
+    assert problem.startswith("server.cache.disk_size_limit_mb: "), problem
+    directory = tmp_path / "cache"
+    text = VALID + f"server:\n  cache: {{directory: '{directory}', disk_size_limit_mb: 1.0e+9}}\n"
+    result_caching(load_config_text(text, environ=ENV))
+    with diskcache.Cache(str(directory)) as stored:
+        assert stored.size_limit == 10**9 * 1024 * 1024
+
+
 @pytest.mark.parametrize("backend", ["", "backend: disk, ", "backend: none, "])
 def test_a_cache_redis_url_without_the_redis_backend_is_a_config_problem(backend: str) -> None:
     """It was ignored: `/readyz` said `cache: disk` and each replica kept its own cache (the

@@ -68,7 +68,6 @@ def test_a_metric_export_interval_that_is_not_a_positive_number_is_rejected() ->
             TelemetrySettings.from_env({"OTEL_METRIC_EXPORT_INTERVAL": bad})
 
 
-
 @pytest.mark.parametrize(("setting", "says"), [
     ({"metrics_export_interval_s": float("inf")}, "finite"),
     ({"metrics_export_interval_s": float("nan")}, "finite"),
@@ -86,6 +85,7 @@ def test_an_infinite_or_enormous_interval_is_refused_naming_the_field(
     with pytest.raises(ValidationError, match="metrics_export_interval_s"):
         TelemetrySettings.from_env({"OTEL_METRIC_EXPORT_INTERVAL": "inf"})
     assert TelemetrySettings(metrics_export_interval_s=86_400).metrics_export_interval_s == 86_400
+
 
 def test_a_sample_ratio_of_zero_still_exports_the_traces_clients_sample() -> None:
     """`sample_ratio` is the share of new traces kept; a client's sampled `traceparent` is

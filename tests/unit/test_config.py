@@ -757,7 +757,6 @@ def test_doubled_slashes_in_an_api_base_path_are_one(written: str, kept: str) ->
     assert DeploymentSpec(name="d", model="openai/m", api_base=written).api_base == kept
 
 
-
 @pytest.mark.parametrize("api_base", ["http://127.0.0.1:9/v1?api-version=2024-10-21",
                                       "http://127.0.0.1:9/v1#x",
                                       "http://127.0.0.1:9/v1/chat/completions",

@@ -34,7 +34,9 @@ class TelemetrySettings(ConfigModel):
     service_name: str = "slorouter"
     sample_ratio: float = Field(default=0.1, ge=0.0, le=1.0)  # for new roots; see docs
     prometheus: bool = True
-    metrics_export_interval_s: float = Field(default=15.0, gt=0, le=86_400)  # a day
+    # From a second to a day: `OTEL_METRIC_EXPORT_INTERVAL=15`, seconds meant, is 15 ms, and an
+    # export holds the interpreter for milliseconds (the loop would wait behind 66 a second).
+    metrics_export_interval_s: float = Field(default=15.0, ge=1.0, le=86_400)
     flush_delay_s: float = Field(default=0.05, ge=0)  # least time between two queue flushes
     queue_max: int = Field(default=20_000, ge=1)
     capture_content_tenants: frozenset[str] = frozenset()

@@ -63,7 +63,9 @@ def test_a_telemetry_switch_that_is_no_known_word_is_refused_not_read_as_on(valu
 
 
 def test_a_metric_export_interval_that_is_not_a_positive_number_is_rejected() -> None:
-    for bad in ("soon", "0", "-5000"):
+    """Under a second is refused too: `OTEL_METRIC_EXPORT_INTERVAL=15` (seconds meant, the
+    variable is in milliseconds) loaded as 15 ms, an export every 15 ms beside the event loop."""
+    for bad in ("soon", "0", "-5000", "15", "999"):
         with pytest.raises(ValidationError, match="metrics_export_interval_s"):
             TelemetrySettings.from_env({"OTEL_METRIC_EXPORT_INTERVAL": bad})
 
@@ -85,6 +87,8 @@ def test_an_infinite_or_enormous_interval_is_refused_naming_the_field(
     with pytest.raises(ValidationError, match="metrics_export_interval_s"):
         TelemetrySettings.from_env({"OTEL_METRIC_EXPORT_INTERVAL": "inf"})
     assert TelemetrySettings(metrics_export_interval_s=86_400).metrics_export_interval_s == 86_400
+    one_second = TelemetrySettings.from_env({"OTEL_METRIC_EXPORT_INTERVAL": "1000"})
+    assert one_second.metrics_export_interval_s == 1.0
 
 
 def test_a_sample_ratio_of_zero_still_exports_the_traces_clients_sample() -> None:

@@ -109,8 +109,7 @@ def telemetry_cost(requests: int) -> list[tuple[str, float]]:
     """CPU µs per outcome spent by the telemetry sink, in this process (`process_time`).
 
     Spans are encoded to OTLP protobuf in batches of `SPAN_EXPORT_BATCH`, as the service's
-    `BatchSpanProcessor` exports them;
-    sending them over HTTP is not counted.
+    `BatchSpanProcessor` exports them; sending them over HTTP is not counted.
     """
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor

@@ -240,7 +240,11 @@ class _Race(Generic[T]):
     async def finish(self, winner: asyncio.Task[tuple[T, ...]]) -> RaceResult[T]:
         side = self.tasks.pop(winner)
         self.outcomes[side.index] = "won"
-        await self.cancel_all()
+        try:
+            await self.cancel_all()
+        except BaseException:  # cancelled while the loser closes: no one will read the winner
+            await _close_quietly(side.stream)
+            raise
         return RaceResult(side.index, winner.result(), side.stream, self.records())
 
     def failed(self) -> RaceFailed:

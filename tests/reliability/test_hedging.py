@@ -188,3 +188,33 @@ async def test_cancelling_the_race_closes_both_attempts() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert primary.closed and hedge.closed
+
+
+async def test_cancelled_while_the_loser_closes_closes_the_winner_too() -> None:
+    """A cancel that lands while the loser's stream is still closing closes the winner's stream
+    before the race ends, rather than leaving it to the event loop's finaliser."""
+    closing, closing_may_end = asyncio.Event(), asyncio.Event()
+
+    class SlowToClose(Scripted):
+        async def _run(self) -> AsyncGenerator[str, None]:
+            try:
+                yield ROLE_ONLY
+                await asyncio.Event().wait()  # never answers
+                yield "late"
+            finally:
+                closing.set()
+                try:
+                    await closing_may_end.wait()
+                finally:
+                    self.closed = True
+
+    primary, hedge = SlowToClose([]), Scripted(["fast", "more"])
+    task = asyncio.ensure_future(race_first(primary, hedge, delay_s=0.0, may_hedge=lambda: True,
+                                            is_content=is_content, clock=time.monotonic))
+    await closing.wait()  # the hedge won; the primary is being closed
+    assert not hedge.closed
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert hedge.closed
+    assert primary.closed

@@ -81,7 +81,8 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     route; an experiment arm whose model is under a task's floor, so its requests are all
     answered by control's route (`x-slorouter-arm-degraded`); a `min_cost` task with latency
     targets but no `e2e_p99_ms`, which holds its non-streamed requests to no latency target;
-    `routes.by_task` beside a policies section, which routes every task instead."""
+    `routes.by_task` or `routes.default_model` beside a policies section, which routes every
+    task instead."""
     if config.policies is None:
         return []
     retaining_nothing = _models_with_zero_retention(config)
@@ -89,6 +90,9 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     if config.routes.by_task:
         found.append("routes.by_task is not used: with a policies section every task is routed "
                      "by its policy (give the task a policy with those candidates instead)")
+    if config.routes.default_model is not None:
+        found.append("routes.default_model is not used: with a policies section every task is "
+                     "routed by its policy (the default policy serves the tasks no other names)")
     untimed = [task for task in TASKS if _no_e2e_target(config.policies.for_task(task))]
     if untimed:  # one line: a default without the target would repeat it for every task
         which = (f"task {untimed[0]}" if len(untimed) == 1

@@ -33,7 +33,6 @@ models:
   - {name: cheap, deployments: [cheap-1]}
   - {name: mid, deployments: [mid-1]}
   - {name: big, deployments: [big-1]}
-routes: {default_model: mid}
 policies:
   default:
     candidates: [cheap, mid, big]
@@ -674,7 +673,6 @@ def test_a_default_without_an_e2e_target_is_warned_of_once_not_once_a_task() -> 
 deployments:
   - {name: d, model: openai/m, adapter: openai_passthrough, api_base: 'http://127.0.0.1:9/v1'}
 models: [{name: m, deployments: [d]}]
-routes: {default_model: m}
 policies:
   default: {candidates: [m], objective: min_cost, slo: {ttft_p95_ms: 1000}}
 """
@@ -786,8 +784,7 @@ def test_the_newest_report_of_a_result_wins_whatever_the_list_order() -> None:
 def test_policy_check_warns_of_a_guardrail_in_seconds_and_a_body_limit_nothing_fits() -> None:
     from policies.check import policy_warnings
 
-    text = CONFIG.replace("routes: {default_model: mid}\n",
-                          "routes: {default_model: mid}\nserver: {max_body_bytes: 4}\n", 1) + """
+    text = CONFIG.replace("policies:\n", "server: {max_body_bytes: 4}\npolicies:\n", 1) + """
 experiments:
   - name: faster-chat
     tasks: [chat]
@@ -802,3 +799,16 @@ experiments:
     assert "experiments.faster-chat: guardrail p95_ttft_ms max_ms 2: in milliseconds" in \
         " | ".join(warnings), warnings
     assert any(w.startswith("server.max_body_bytes: 4 bytes") for w in warnings), warnings
+
+
+def test_policy_check_warns_of_a_default_model_beside_policies() -> None:
+    """`routes.default_model` reads as a fallback, but with a policies section every task is
+    routed by its policy and the setting is never read: `policy check` says so, as it does of
+    `routes.by_task` (it said nothing; the built-in default and the README set it)."""
+    from policies.check import policy_warnings
+
+    text = CONFIG.replace("policies:\n", "routes: {default_model: mid}\npolicies:\n", 1)
+    assert policy_warnings(load_config_text(text), QUALITY) == [
+        "routes.default_model is not used: with a policies section every task is routed by its "
+        "policy (the default policy serves the tasks no other names)"]
+    assert policy_warnings(load_config_text(CONFIG), QUALITY) == []

@@ -118,6 +118,7 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     found += _not_inherited(config.policies)
     found += _implausible_units(config)
     found += _fixture_backed(config, quality)
+    found += _cache_rules_unused(config, config.policies)
     for experiment in config.experiments:
         for arm in experiment.arms:
             if not arm.route.startswith("model:"):
@@ -206,6 +207,18 @@ def _implausible_units(config: RouterConfig) -> list[str]:
                          f"every request over it skips the deployment (in thousands, "
                          f"{window}k is {window * 1000})")
     return found
+
+
+def _cache_rules_unused(config: RouterConfig, policies: PoliciesSpec) -> list[str]:
+    """`server.cache.backend: none` turns every policy's result cache off, silently."""
+    if config.server.cache.backend != "none":
+        return []
+    named = [("default", policies.default), *policies.tasks.items()]
+    caching = [_policy_path(name) for name, policy in named if policy.cache.enabled]
+    if not caching:
+        return []
+    return [f"server.cache.backend is none: {', '.join(caching)} cache.enabled is not used "
+            "(no answer is cached); choose backend disk or redis, or drop the rule"]
 
 
 def _policy_path(name: str) -> str:

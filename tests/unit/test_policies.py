@@ -812,3 +812,22 @@ def test_policy_check_warns_of_a_default_model_beside_policies() -> None:
         "routes.default_model is not used: with a policies section every task is routed by its "
         "policy (the default policy serves the tasks no other names)"]
     assert policy_warnings(load_config_text(CONFIG), QUALITY) == []
+
+
+def test_policy_check_warns_of_cache_rules_with_no_cache_backend() -> None:
+    """`server.cache.backend: none` turns every policy's `cache.enabled` off without a word, so
+    a task meant to be answered from the cache went upstream every time; `policy check` names
+    the rules it leaves unused (and says nothing when no rule caches)."""
+    from policies.check import policy_warnings
+
+    caching = CONFIG.replace("    code:\n      candidates: [cheap, mid]\n",
+                             "    code:\n      candidates: [cheap, mid]\n"
+                             "      cache: {enabled: true}\n", 1)
+    no_backend = "server: {cache: {backend: none}}\npolicies:\n"
+    text = caching.replace("policies:\n", no_backend, 1)
+    assert policy_warnings(load_config_text(text), QUALITY) == [
+        "server.cache.backend is none: policies.tasks.code cache.enabled is not used (no answer "
+        "is cached); choose backend disk or redis, or drop the rule"]
+    assert policy_warnings(load_config_text(caching), QUALITY) == []
+    assert policy_warnings(load_config_text(CONFIG.replace("policies:\n", no_backend, 1)),
+                           QUALITY) == []

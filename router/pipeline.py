@@ -21,6 +21,7 @@ from policies.experiments import Assignment, UnitIds
 from policies.labels import RISKS, TASKS, Risk, Task
 from policies.schema import TaskPolicy
 from router.api.schemas import ChatCompletionRequest, FunctionTool
+from router.classify.detectors import visible
 from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
 from router.errors import ECHOED_CHARS, RequestError, shown
@@ -116,12 +117,14 @@ class Prepared:
 
 
 def request_view(request: ChatCompletionRequest) -> RequestView:
+    """The classifier's view of the request. Tools are read as the messages are, without
+    invisible characters (`del\u200bete_user` hid its verb from the side-effect rule)."""
     tools = request.tools if request.tools is not None else []
-    names = [t.spec.name for t in tools]
-    descriptions = [t.spec.description or "" for t in tools]
+    names = [visible(t.spec.name) for t in tools]
+    descriptions = [visible(t.spec.description or "") for t in tools]
     for function in _legacy_functions(request):  # OpenAI's older `functions` field
-        names.append(str(function.get("name", "")))
-        descriptions.append(str(function.get("description", "") or ""))
+        names.append(visible(str(function.get("name", ""))))
+        descriptions.append(visible(str(function.get("description", "") or "")))
     return RequestView(
         messages=tuple((m.role, m.text()) for m in request.messages),
         tool_names=tuple(names),
@@ -313,8 +316,9 @@ def stall_after_s(policy: TaskPolicy | None, stream: bool) -> float | None:
 
 
 def is_side_effecting(labels: Labels) -> bool:
-    """Requests that may act on the world: the `action` task or side-effecting tools."""
-    return labels.task == "action" or "side_effects" in labels.signals
+    """Requests that may act on the world: an `action` taken to act (`Labels.acts`), or
+    side-effecting tools."""
+    return (labels.task == "action" and labels.acts) or "side_effects" in labels.signals
 
 
 def upstream_body(raw: Mapping[str, Any], tenant: str) -> dict[str, Any]:

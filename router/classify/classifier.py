@@ -8,10 +8,12 @@ process. Feature extraction, rules, risk combination and training live in their 
 from __future__ import annotations
 
 import functools
+import itertools
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from policies.labels import RISKS, TASKS, Risk, Signal, Task
 from router.classify.detectors import Findings, detect, visible_text
@@ -46,11 +48,19 @@ def model_risk(risk_probs: tuple[float, ...], high_threshold: float) -> Risk:
 
 
 def _signals(
-    findings: Findings, task: Task, risk: Risk, p_jailbreak: float, jb_threshold: float
+    findings: Findings, task: Task, model_task: Task, acting: bool, risk: Risk,
+    p_jailbreak: float, jb_threshold: float
 ) -> frozenset[Signal]:
+    """The risk signals. The findings that depend on the task are judged on the model's own task
+    as well as on `task` (a hint's): a task hint chooses the route, never the floor (a
+    `summarization` hint took the regulated-advice floor away, even from a `raise_only` key).
+    `acting`: an action taken to act (hinted, or the model's on enough evidence), which at the
+    model's `high` risk is the `side_effects` signal (with a task hint, the hint's task)."""
     found = findings.signals(task)
+    if model_task != task:
+        found |= findings.signals(model_task)
     jailbreak = p_jailbreak >= jb_threshold
-    side_effects = task == "action" and risk == "high"
+    side_effects = acting and risk == "high"
     if not jailbreak and not side_effects:
         return found
     out = set(found)
@@ -59,6 +69,23 @@ def _signals(
     if side_effects:
         out.add("side_effects")
     return frozenset(out)
+
+
+# The least evidence on which the model's `action` is taken to act on the world (side-effecting:
+# never retried once sent, never hedged). Short messages ("hey", "yes", "help", "book") were
+# `action` 29-41% of the time, from CLINC's short lower-case commands; with both bounds 546 of
+# the 575 held-out actions are side-effecting (561 without them), and 3 of 408 short probes (122).
+ACTION_MIN_PROBABILITY: Final = 0.7
+ACTION_MIN_WORDS: Final = 3
+_WORD: Final = re.compile(r"\w+")
+
+
+def acts_on_evidence(p_action: float, user_text: str) -> bool:
+    """Whether the model's `action` is sure enough to treat the request as side-effecting."""
+    if p_action < ACTION_MIN_PROBABILITY:
+        return False
+    return sum(1 for _ in itertools.islice(_WORD.finditer(user_text), ACTION_MIN_WORDS)) \
+        == ACTION_MIN_WORDS
 
 
 class LinearClassifier:
@@ -113,7 +140,15 @@ class LinearClassifier:
         )
         m_risk = "low" if empty else m_risk
         p_jb = 0.0 if empty else probs["jailbreak"][1]
-        signals = _signals(findings, task, m_risk, p_jb, self._model.thresholds["jailbreak"])
+        model_task: Task = "chat" if empty else best_task
+        # A task hint is the client's word on what its request does, so it decides whether an
+        # action acts (its retries and hedges are the client's own); the model's action acts on
+        # enough evidence only.
+        model_acts = source == "model" and task == "action" and acts_on_evidence(
+            task_probs["action"], user)
+        acting = model_acts or (source == "hint" and task == "action")
+        signals = _signals(findings, task, model_task, acting, m_risk, p_jb,
+                           self._model.thresholds["jailbreak"])
         labels = Labels(
             task=task,
             risk=combine_risk(m_risk, signals, hints.risk, hints.risk_may_lower),
@@ -121,6 +156,7 @@ class LinearClassifier:
             risk_probs=risk_probs,
             signals=signals,
             task_source=source,
+            acts=source != "model" or model_acts,
         )
         return labels, best_task, m_risk, p_jb, findings
 

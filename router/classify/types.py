@@ -49,6 +49,10 @@ class Labels:
     risk_probs: Mapping[Risk, float] = field(default_factory=dict)
     signals: frozenset[Signal] = frozenset()
     task_source: Literal["model", "hint", "default"] = "model"
+    # For an `action`: whether it is taken to act on the world (side-effecting). False when only
+    # the model said `action`, on little evidence (`classifier.acts_on_evidence`): it is routed
+    # as an action, but retried and hedged as a read. Not read for other tasks.
+    acts: bool = True
 
 
 class Classifier(Protocol):

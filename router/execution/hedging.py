@@ -1,7 +1,8 @@
 """Hedged requests: whether a request may be hedged (pure) and the race between two attempts.
 
-`plan_hedge` decides from plain inputs: only idempotent requests are hedged (no side-effecting
-tools, task not `action`, risk not `high`, the policy allows it, another deployment exists), and
+`plan_hedge` decides from plain inputs: only idempotent requests are hedged (not side-effecting:
+no side-effecting tools, no `action` taken to act; risk not `high`, the policy allows it,
+another deployment exists), and
 the hedge starts once the first attempt has waited its deployment's predicted TTFT percentile
 ("The Tail at Scale", Dean & Barroso 2013: hedge after the p95-ish expected latency).
 
@@ -36,7 +37,7 @@ class HedgeInputs:
     policy_allows: bool
     task: Task
     risk: Risk
-    side_effecting: bool
+    side_effecting: bool  # `pipeline.is_side_effecting`: an action taken to act, or such tools
     has_alternate: bool
     predicted_ttft_s: float | None
     remaining_s: float
@@ -78,10 +79,9 @@ def refusal_before_prediction(inputs: HedgeInputs) -> str | None:
     the caller need not read the prediction (a TTFT sketch) for a request that cannot hedge."""
     if not inputs.policy_allows:
         return "policy does not allow hedging"
-    if inputs.task == "action":
-        return "action requests are never hedged"
     if inputs.side_effecting:
-        return "side-effecting tools"
+        return ("action requests are never hedged" if inputs.task == "action"
+                else "side-effecting tools")
     if inputs.risk == "high":
         return "high risk"
     if not inputs.has_alternate:

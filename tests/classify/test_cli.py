@@ -25,7 +25,8 @@ def test_classify_writes_one_line_per_input(
         + "\n"
         + json.dumps(
             {
-                "messages": [{"role": "user", "content": "mail me at x@example.com"}],
+                "messages": [{"role": "user",
+                              "content": "my email is x@example.com, is that a good address?"}],
                 "hints": {"task": "chat"},
             }
         )

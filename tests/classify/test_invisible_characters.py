@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from router.classify import Hints, load_default_classifier
 from router.classify.classifier import Explanation
 from router.classify.data import read_examples
-from router.classify.detectors import detect, last_user_text, visible, visible_text
+from router.classify.detectors import (
+    INJECTABLE_ROLES,
+    detect,
+    last_user_text,
+    visible,
+    visible_text,
+)
 from router.classify.features import FeatureConfig, features, visible_head
 from router.classify.types import RequestView
 from router.classify.view import view_from_openai
@@ -197,10 +203,11 @@ _TEXTS = st.text(alphabet=st.sampled_from(["a", " ", "\n", "س", "\u200c", "\u20
 def test_visible_text_makes_each_message_visible_once_as_the_whole(
         messages: list[tuple[str, str]]) -> None:
     """`visible_text` (each message made visible once, shared by the rules and the model) reads
-    what `visible` of the joined messages and of the last user message read."""
+    what `visible` of the joined messages of each part and of the last user message read."""
     view = RequestView(messages=tuple(messages))
     text = visible_text(view)
-    assert text.everything == visible("\n".join(t for _, t in messages))
+    assert text.injectable == visible("\n".join(t for r, t in messages if r in INJECTABLE_ROLES))
+    assert text.others == visible("\n".join(t for r, t in messages if r not in INJECTABLE_ROLES))
     assert text.last_user == visible(last_user_text(view))
 
 

@@ -25,10 +25,21 @@ PAYMENT_TOOL: Any = [{"type": "function", "function": {
         "amount": {"type": "number"}}}}}]
 
 
+# One hanging deployment for each request the classifier decides alone, so that no case meets a
+# circuit the others' failures opened.
+_CLASSIFIED_TEXTS = ("hey", "hello 3", "Transfer $500 from checking to savings")
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Running]]:
     directory = tmp_path_factory.mktemp("sdk-retries")
     sim = start_simulator(directory, {"hang": {"hang_rate": 1.0}, "ok": {}})
+    classified = "\n".join(
+        f"  - {{name: hang-{i}, model: openai/hang, adapter: openai_passthrough, "
+        f"api_base: '{sim.base_url}/v1', input_price_per_mtok: 1, output_price_per_mtok: 1, "
+        f"timeout_s: 0.5}}" for i in range(len(_CLASSIFIED_TEXTS)))
+    classified_models = ", ".join(f"{{name: hang-{i}, deployments: [hang-{i}]}}"
+                                  for i in range(len(_CLASSIFIED_TEXTS)))
     config = f"""version: 1
 deployments:
   - {{name: hang, model: openai/hang, adapter: openai_passthrough, api_base: '{sim.base_url}/v1',
@@ -38,8 +49,9 @@ deployments:
      timeout_s: 60}}
   - {{name: badkey, model: openai/ok, adapter: openai_passthrough,
      api_base: '{sim.base_url}/nowhere/v1', input_price_per_mtok: 1, output_price_per_mtok: 1}}
+{classified}
 models: [{{name: hang, deployments: [hang]}}, {{name: badkey, deployments: [badkey]}},
-         {{name: patient, deployments: [patient]}}]
+         {{name: patient, deployments: [patient]}}, {classified_models}]
 routes: {{default_model: hang}}
 api_keys: [{{key: env:TENANT_KEY, tenant: t, scopes: [read]}}]
 server:
@@ -80,6 +92,29 @@ def test_the_sdk_retries_a_hung_call_only_when_it_is_a_read(
     assert caught.value.status_code == 504
     if task == "action":
         assert caught.value.body["code"] == "unknown_commit"  # type: ignore[index]
+    assert caught.value.response.headers.get("x-should-retry") == should_retry
+    assert _upstream_requests(sim) - before == calls
+
+
+@pytest.mark.parametrize(("text", "calls", "should_retry"), [
+    ("hey", 2, None),  # `action` to the model, on one word: a read, retried
+    ("hello 3", 2, None),
+    ("Transfer $500 from checking to savings", 1, "false"),  # an action it is sure of
+])
+def test_only_an_action_the_classifier_is_sure_of_is_held_to_one_call(
+        stack: tuple[Running, Running], text: str, calls: int, should_retry: str | None) -> None:
+    """Without a hint the classifier decides. Short messages were `action` to the model (29-41%
+    of greetings and single words, from CLINC's short commands), so a hung "hey" was a 504
+    `unknown_commit` the SDK may not retry, as if it had moved money; now an action must be
+    likely (P >= 0.7) and at least three words to be taken to act."""
+    router, sim = stack
+    before = _upstream_requests(sim)
+    with pytest.raises(openai.APIStatusError) as caught:
+        _client(router, max_retries=1).chat.completions.create(
+            model=f"hang-{_CLASSIFIED_TEXTS.index(text)}",
+            messages=[{"role": "user", "content": text}])
+    assert caught.value.status_code == 504
+    assert (caught.value.body["code"] == "unknown_commit") == (calls == 1)  # type: ignore[index]
     assert caught.value.response.headers.get("x-should-retry") == should_retry
     assert _upstream_requests(sim) - before == calls
 

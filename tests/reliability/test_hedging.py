@@ -66,12 +66,13 @@ def test_only_idempotent_requests_are_hedged(
     allows: bool, task: str, risk: str, side_effecting: bool, alternate: bool,
     ttft: float | None, remaining: float,
 ) -> None:
-    """A hedge is planned only if allowed, not an action, not side-effecting, not high risk,
-    with an alternate and a prediction, and only if it would start before the deadline."""
+    """A hedge is planned only if allowed, not side-effecting (an action taken to act is), not
+    high risk, with an alternate and a prediction, and only if it would start before the
+    deadline."""
     plan = plan_hedge(hedgeable(policy_allows=allows, task=task, risk=risk,
                                 side_effecting=side_effecting, has_alternate=alternate,
                                 predicted_ttft_s=ttft, remaining_s=remaining))
-    eligible = (allows and task != "action" and not side_effecting and risk != "high"
+    eligible = (allows and not side_effecting and risk != "high"
                 and alternate and ttft is not None and ttft < remaining)
     assert plan.hedge == eligible
     if plan.delay_s is not None:
@@ -79,10 +80,12 @@ def test_only_idempotent_requests_are_hedged(
 
 
 def test_action_is_never_hedged_and_says_why() -> None:
-    """An `action` request gets no hedge, with the reason stated."""
-    plan = plan_hedge(hedgeable(task="action"))
+    """An `action` request taken to act gets no hedge, with the reason stated; one the model
+    called an action on too little evidence to act ("hey", `Labels.acts`) is hedged as a read."""
+    plan = plan_hedge(hedgeable(task="action", side_effecting=True))
     assert not plan.hedge
     assert "action" in plan.reason
+    assert plan_hedge(hedgeable(task="action", side_effecting=False)).hedge
 
 
 async def test_fast_primary_wins_and_hedge_never_starts() -> None:

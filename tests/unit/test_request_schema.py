@@ -194,6 +194,30 @@ def test_custom_tools_pass_and_routing_reads_their_names() -> None:
     assert view.tool_descriptions == ("runs code", "", "")
 
 
+def test_the_service_reads_tools_without_invisible_characters() -> None:
+    """The service's view (not only the CLI's) drops invisible characters from tool names and
+    descriptions: `del\u200bete_user` was `low` risk with no side-effecting tool through the
+    service and `high` through `slorouter classify` (the classifier audit)."""
+    from router.classify.classifier import load_default_classifier
+    from router.classify.types import Hints
+
+    def explain(name: str, legacy: bool) -> object:
+        spec = {"name": name, "description": "Dele\u200btes a user account"}
+        tools = {"functions": [spec]} if legacy else {"tools": [{"type": "function",
+                                                                 "function": spec}]}
+        chat = parse_chat(_body(**tools, messages=[
+            {"role": "user", "content": "Remove the account of Sam"}]))
+        view = request_view(chat)
+        assert view.tool_descriptions == ("Deletes a user account",)
+        return load_default_classifier().explain(view, Hints())
+
+    for legacy in (False, True):
+        hidden = explain("del\u200bete_user", legacy)
+        assert hidden == explain("delete_user", legacy)
+        assert hidden.side_effect_tools == ("delete_user",)  # type: ignore[attr-defined]
+        assert hidden.labels.risk == "high"  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("tool", "param", "code"), [
     ({"type": "custom", "custom": {"name": "x"}, "function": 5}, None, None),  # passes
     ({"type": "custom"}, "tools[0].custom", "missing_required_parameter"),

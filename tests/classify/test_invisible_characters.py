@@ -184,13 +184,15 @@ def test_persian_words_with_zwnj_are_read_as_before() -> None:
 
 def test_persian_held_out_rows_with_zwnj_keep_their_task() -> None:
     """The 44 held-out Persian rows written with ZWNJ: 43 had the right task before the model
-    read visible text, and still do."""
+    read visible text, and still did after it; 44 since the retrain of 2026-12-06 (reworded
+    copies, docs/classifier.md "Punctuation, please and emoji")."""
     held_out = read_examples(DATA / "test.jsonl.gz")
     held_out += read_examples(DATA / "gpl-3.0" / "test.jsonl.gz")
     examples = [e for e in held_out if "\u200c" in e.view.messages[-1][1]]
     clf = load_default_classifier()
     right = sum(clf.classify(e.view, Hints()).task == e.task for e in examples)
-    assert (len(examples), right) == (44, 43)
+    assert len(examples) == 44
+    assert right >= 43, right
 
 
 _ROLES = st.sampled_from(["system", "user", "assistant", "tool"])

@@ -28,6 +28,10 @@ SMALL_TALK_EN = (
     "sounds good",
     "great, thanks!",
     "Good morning! How are you today?",
+    # high with the artifacts before 2026-12-06 (`!` and `hello` read as jailbreak vocabulary)
+    "hello there!",
+    "Hello!",
+    "hi!",
     "merci",
     "bonjour",
     "hola",
@@ -77,16 +81,7 @@ def test_small_talk_is_not_high_risk(text: str, system: str | None) -> None:
     assert _risk(text, system) != "high"
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "hello there!",
-        "Hello!",
-        "hi!",
-        "hello assistant",
-        "take care!",
-    ],
-)
+@pytest.mark.parametrize("text", ["hello assistant", "take care!"])
 @pytest.mark.xfail(
     strict=True,
     reason="known: the words ('hello', 'hi', '!', 'assistant', 'care') occur in the training "

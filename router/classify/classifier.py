@@ -73,8 +73,8 @@ def _signals(
 
 # The least evidence on which the model's `action` is taken to act on the world (side-effecting:
 # never retried once sent, never hedged). Short messages ("hey", "yes", "help", "book") were
-# `action` 29-41% of the time, from CLINC's short lower-case commands; with both bounds 546 of
-# the 575 held-out actions are side-effecting (561 without them), and 3 of 408 short probes (122).
+# `action` 29-41% of the time, from CLINC's short lower-case commands; with both bounds 543 of
+# the 575 held-out actions are side-effecting (561 before), and 6 of 408 short probes (122).
 ACTION_MIN_PROBABILITY: Final = 0.7
 ACTION_MIN_WORDS: Final = 3
 _WORD: Final = re.compile(r"\w+")

@@ -158,7 +158,7 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
                   openapi_url=None, redirect_slashes=False)
     # Served by the front door; registered so that other methods get 405 (OPTIONS 204), not 404.
     app.add_route("/v1/chat/completions", chat.handle, methods=["POST"])
-    app.add_route("/v1/route/explain", explain_endpoint(pipeline), methods=["POST"])
+    app.add_route("/v1/route/explain", explain_endpoint(pipeline, chat.bodies), methods=["POST"])
     app.add_route("/v1/models", models_endpoint(config), methods=["GET"])
     app.add_route("/v1/models/{model:path}", model_endpoint(config), methods=["GET"])
     app.add_route("/v1/slo", slo_state, methods=["GET"])

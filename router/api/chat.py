@@ -89,6 +89,20 @@ class _Remaining:
         return self._deadline - time.perf_counter()
 
 
+async def prepare_off_loop(pipeline: ChatPipeline, chat: ChatCompletionRequest,
+                           raw: dict[str, Any], headers: Any, deadline: float, caller: Caller,
+                           arrived_at: float | None = None) -> Prepared:
+    """Classify and decide; very long prompts, and large inline files the prompt estimate
+    reads whole, off the event loop so it never stalls."""
+    size = sum(len(m.text()) for m in chat.messages) + sum(
+        whole_decoded_chars(part.type, part.file) for m in chat.messages
+        if isinstance(m.content, list) for part in m.content) // FILE_CHARS_PER_PROMPT_CHAR
+    if size <= OFFLOAD_PROMPT_CHARS:
+        return pipeline.prepare(chat, raw, headers, deadline, caller, arrived_at)
+    return await asyncio.to_thread(pipeline.prepare, chat, raw, headers, deadline, caller,
+                                   arrived_at)
+
+
 class ChatHandler:
     def __init__(self, pipeline: ChatPipeline, sink: OutcomeSink,
                  admission: AdmissionController, idempotency: IdempotencyStore,
@@ -98,7 +112,7 @@ class ChatHandler:
                  in_flight: InFlight | None = None,
                  idempotency_lease_s: float = LEASE_S) -> None:
         self._pipeline = pipeline
-        self._bodies = BodyBudget(pipeline.config.max_body_bytes_in_flight)
+        self.bodies = BodyBudget(pipeline.config.max_body_bytes_in_flight)  # explain's too
         self._sink = sink
         self._admission = admission
         self._idempotency = idempotency
@@ -169,7 +183,7 @@ class ChatHandler:
         raw = await read_json(
             request, config.max_body_bytes,
             config.request_timeout_s - (self._clock() - outcome.arrived_at), received,
-            read=lambda size: held.enter_context(self._bodies.reserve(size)))
+            read=lambda size: held.enter_context(self.bodies.reserve(size)))
         chat = parse_chat(raw)
         outcome.requested_model, outcome.stream = chat.model, chat.stream
         outcome.choices = chat.n or 1
@@ -287,15 +301,8 @@ class ChatHandler:
     async def _prepare(self, chat: ChatCompletionRequest, raw: dict[str, Any],
                        headers: Any, deadline: float, caller: Caller,
                        arrived_at: float) -> Prepared:
-        """Classify and decide; very long prompts, and large inline files the prompt estimate
-        reads whole, off the event loop so it never stalls."""
-        size = sum(len(m.text()) for m in chat.messages) + sum(
-            whole_decoded_chars(part.type, part.file) for m in chat.messages
-            if isinstance(m.content, list) for part in m.content) // FILE_CHARS_PER_PROMPT_CHAR
-        if size <= OFFLOAD_PROMPT_CHARS:
-            return self._pipeline.prepare(chat, raw, headers, deadline, caller, arrived_at)
-        return await asyncio.to_thread(self._pipeline.prepare, chat, raw, headers, deadline,
-                                       caller, arrived_at)
+        return await prepare_off_loop(self._pipeline, chat, raw, headers, deadline, caller,
+                                      arrived_at)
 
     async def _complete(self, request: Request, prepared: Prepared, outcome: Outcome,
                         headers: dict[str, str]) -> Response:

@@ -7,6 +7,7 @@ policy version. `explain_decision` is shared with the `slorouter explain` comman
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from typing import Any
@@ -16,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from router.api.body import authorization_header, parse_chat, read_json
+from router.api.body_budget import BodyBudget
+from router.api.chat import prepare_off_loop
 from router.api.errors import error_response
 from router.api.request_ids import check_request_id
 from router.auth import authenticate
@@ -75,14 +78,22 @@ def _output_cap(prepared: Prepared) -> int | None:
     return cap if isinstance(cap, int) else None
 
 
-def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
+def explain_endpoint(pipeline: ChatPipeline, bodies: BodyBudget):  # type: ignore[no-untyped-def]
+    """`bodies`: the chat endpoint's budget of request bodies in flight, which an explanation's
+    body counts against too (it was read beside it unbounded: any key could hold memory past
+    `max_body_bytes_in_flight`)."""
     async def explain(request: Request) -> Response:
+        with contextlib.ExitStack() as held:
+            return await _explain(request, held)
+
+    async def _explain(request: Request, held: contextlib.ExitStack) -> Response:
         try:
             config = pipeline.config
             principal = authenticate(authorization_header(request.scope["headers"]),
                                      config.principals)
             check_request_id(request.headers.get("x-request-id"))
-            raw = await read_json(request, config.max_body_bytes, config.request_timeout_s)
+            raw = await read_json(request, config.max_body_bytes, config.request_timeout_s,
+                                  read=lambda size: held.enter_context(bodies.reserve(size)))
             chat = parse_chat(raw)
             metadata = chat.metadata if chat.metadata is not None else {}
             # As the request would be routed (its user, session, request id as experiment
@@ -96,7 +107,8 @@ def explain_endpoint(pipeline: ChatPipeline):  # type: ignore[no-untyped-def]
             # the ranking holds a request to the time its client waits.
             deadline = Deadline.from_headers(time.perf_counter, config.request_timeout_s,
                                              request.headers, stream=chat.stream)
-            prepared = pipeline.prepare(chat, raw, request.headers, deadline.expires_at, caller)
+            prepared = await prepare_off_loop(pipeline, chat, raw, request.headers,
+                                              deadline.expires_at, caller)
         except Exception as exc:
             return error_response(exc)
         return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")

@@ -87,3 +87,21 @@ def test_connections_that_send_no_body_hold_nothing(gateway: Running) -> None:
     finally:
         for conn in idle:
             conn.close()
+
+
+def test_an_explanation_s_body_counts_against_the_same_budget(gateway: Running) -> None:
+    """`/v1/route/explain` read its body beside the budget: 24 explanations of 3.9 MB each were
+    all answered against an 8 MB budget, where chat refused 21 of 24 (the security audit). While
+    a chat request holds the budget, an explanation's body is refused too; alone it is answered,
+    and it gives its share back."""
+    body: dict[str, Any] = {"model": "slow", "messages": [{"role": "user", "content": BODY_TEXT}]}
+    explain = f"{gateway.base_url}/v1/route/explain"
+    holder = threading.Thread(target=lambda: _ask(gateway.base_url))
+    holder.start()
+    time.sleep(1.0)
+    refused = httpx.post(explain, json=body, timeout=30)
+    holder.join(timeout=30)
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "bodies_over_budget"
+    assert httpx.post(explain, json=body, timeout=30).status_code == 200
+    assert _ask(gateway.base_url).status_code == 200  # the explanation's share was given back

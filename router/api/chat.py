@@ -48,7 +48,7 @@ from router.api.sse import (
 )
 from router.auth import authenticate
 from router.caching import ResultCaching
-from router.errors import SlorouterError
+from router.errors import AuthenticationError, SlorouterError
 from router.execution.deadline import requested_timeout_s
 from router.execution.plan import CommittedStream
 from router.execution.runner import close_quietly
@@ -151,6 +151,11 @@ class ChatHandler:
             outcome.status, outcome.error_type = err.status_code, type(err).__name__
             outcome.error_code = err.code
             outcome.refused_by_admission = err.refused_by_admission
+            if isinstance(err, AuthenticationError) and self._tracer is not None:
+                # A caller without a valid key does not choose what is traced: its
+                # `traceparent`'s sampled flag had anyone who reaches the port export a span of
+                # every request (the security audit). Traced as the ratio decides, a new root.
+                outcome.trace = self._tracer(None, None)
             response = error_response(err, headers)
         finally:
             if not isinstance(response, WatchedStreamingResponse):  # streams record at their end

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import openai
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
@@ -13,6 +14,7 @@ from router.errors import ProviderUnavailableError
 from router.execution.attempt import AttemptRecord
 from router.telemetry import attributes as A
 from router.telemetry.context import start_trace
+from router.telemetry.settings import TelemetrySettings
 from router.telemetry.spans import span_tree
 from tests.support.services import Running
 from tests.telemetry.helpers import (
@@ -250,3 +252,29 @@ async def test_a_replayed_idempotency_key_answer_is_marked_on_its_server_span(
     servers = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
     marks = [(s.attributes or {}).get("slorouter.idempotent_replay") for s in servers]
     assert marks == [None, True], marks
+
+
+async def test_a_caller_without_a_valid_key_does_not_choose_what_is_traced(
+        sim: Running) -> None:
+    """With no trace sampled by the ratio, 20 requests without a valid key (401) whose
+    `traceparent` says sampled exported 20 server spans: anyone reaching the port chose what is
+    traced (the security audit). They are traced as the ratio decides now; a keyed caller's
+    flag is still followed."""
+    telemetry, exporter = in_memory_telemetry(TelemetrySettings(sample_ratio=0.0))
+    body = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
+    async with serve(sim.base_url, telemetry) as base, \
+            httpx.AsyncClient(base_url=base, timeout=10) as client:
+        for key in (None, "sk-not-a-key") * 10:
+            headers = {"traceparent": CLIENT_TRACEPARENT}
+            if key is not None:
+                headers["authorization"] = f"Bearer {key}"
+            refused = await client.post("/v1/chat/completions", json=body, headers=headers)
+            assert refused.status_code == 401
+        telemetry.sink.flush()
+        assert not [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
+        served = await client.post("/v1/chat/completions", json=body, headers={
+            "traceparent": CLIENT_TRACEPARENT, "authorization": f"Bearer {API_KEY}"})
+        assert served.status_code == 200
+    telemetry.sink.flush()
+    servers = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
+    assert len(servers) == 1 and (servers[0].attributes or {})["http.response.status_code"] == 200

@@ -124,13 +124,18 @@ _JAILBREAK_TABLE: Final = anchor_table((gram, key) for key, gram in _ANCHORS.ite
 # Regulated advice: a domain word (medical, legal, financial) together with an advice marker.
 _DOMAIN: Final = re.compile(
     r"\b(?:diagnos\w*|symptoms?|medications?|medicines?|dos(?:e|age)s?|prescri\w*|treatments?|"
-    r"disease|cancer|diabet\w*|pregnan\w*|surgery|therap\w*|vaccin\w*|depress\w*|anxiety|"
+    r"disease|cancer|diabet\w*|pregnan\w*|surgery|therap\w*|vaccin\w*|(?:anti)?depress\w*|anxiety|"
     r"suicid\w*|overdose|antibiotics?|pills?|doctor|illness|infection|blood\s+pressure|"
     r"lawyer|attorney|lawsuit|sue|court|legal|illegal|contract|divorce|custody|visa|immigration|"
     r"criminal|arrest\w*|landlord|tenant|copyright|"
     r"invest\w*|stocks?|mortgage|loans?|tax(?:es)?|401k|ira|retirement|crypto\w*|bitcoin|"
     r"credit\s+score|debt|bankrupt\w*|insurance|pension)\b"
-    r"|پزشک|دارو|بیماری|درمان|وکیل|دادگاه|مالیات|سرمایه\s?گذاری|وام|بیمه|طلاق",
+    r"|پزشک|دارو|بیماری|درمان|وکیل|دادگاه|مالیات|سرمایه\s?گذاری|وام|بیمه|طلاق"
+    # pregnant, blood pressure, emergency room, landlord, tenant, lawsuit, custody, contract,
+    # visa, immigration, arrest, bitcoin, stock exchange, shares (as they read once `visible`
+    # has dropped their zero-width non-joiners)
+    r"|باردار|فشار\s?خون|اورژانس|صاحبخانه|مستاجر|شکایت|حضانت|قرارداد|ویزا|مهاجرت|بازداشت"
+    r"|بیتکوین|بورس|سهام",
     re.IGNORECASE,
 )
 # The domain keys (literal parts of `_DOMAIN`, searched for before the regex runs), each with 3
@@ -202,6 +207,20 @@ _DOMAIN_TRIGRAMS: Final[dict[str, str]] = {
     "وام": "وام",
     "بیمه": "یمه",
     "طلاق": "لاق",
+    "باردار": "ردا",
+    "فشار": "شار",
+    "اورژانس": "ورژ",
+    "صاحبخانه": "حبخ",
+    "مستاجر": "تاج",
+    "شکایت": "شکا",
+    "حضانت": "ضان",
+    "قرارداد": "رار",
+    "ویزا": "یزا",
+    "مهاجرت": "اجر",
+    "بازداشت": "زدا",
+    "بیتکوین": "تکو",
+    "بورس": "ورس",
+    "سهام": "سها",
 }
 _DOMAIN_KEYS: Final = tuple(_DOMAIN_TRIGRAMS)
 _DOMAIN_TABLE: Final = trigram_table((gram, key) for key, gram in _DOMAIN_TRIGRAMS.items())
@@ -211,7 +230,11 @@ _MAX_WINDOWS: Final = 12
 ADVICE_CHARS: Final = 1000
 _ADVICE: Final = re.compile(
     r"\b(?:should\s+i|can\s+i|do\s+i|is\s+it\s+safe|what\s+should|how\s+(?:do|can|should)\s+i|"
-    r"my|me|i'm|i\s+am|i\s+have|i've|advice|recommend\w*)\b|آیا\s+باید|من\s",
+    r"my|me|i'm|i\s+am|i\s+have|i've|advice|recommend\w*)\b|آیا\s+باید|من\s"
+    # Persian asks in the first person through its verbs: can I, should I do, take, give, go,
+    # want, have, am
+    r"|(?:^|\s)(?:می\s?)?(?:توانم|تونم|کنم|بکنم|بگیرم|بدهم|بدم|بروم|برم|خواهم|خوام)"
+    r"(?=[\s?؟.!،]|$)|(?:^|\s)(?:دارم|هستم|باید)(?=[\s?؟.!،]|$)|چه\s?کار|چیکار|حقی",
     re.IGNORECASE,
 )
 

@@ -85,6 +85,34 @@ def test_regulated_advice_needs_a_domain_word_and_an_advice_marker() -> None:
     assert not is_regulated_advice("The court ruled on Tuesday.")
 
 
+@pytest.mark.parametrize("text", [
+    "Is it ok to stop taking my antidepressants cold turkey?",
+    "سردرد شدید دارم و دستم بی حس شده، باید به اورژانس بروم؟",
+    "من باردار هستم، آیا می\u200cتوانم این دارو را مصرف کنم؟",
+    "صاحبخانه می\u200cخواهد مرا بدون اطلاع بیرون کند، چه حقی دارم؟",
+    "آیا می\u200cتوانم از کارفرمایم به دادگاه شکایت کنم؟",
+    "برای طلاق و حضانت بچه\u200cها باید چه کار کنم؟",
+    "آیا همه پس\u200cاندازم را در بیت\u200cکوین سرمایه\u200cگذاری کنم؟",
+    "وام مسکن بگیرم یا اجاره کنم؟",
+    "مالیات فروش خانه\u200cام را چطور حساب کنم؟",
+])
+def test_personal_advice_in_persian_and_inside_longer_words_is_found(text: str) -> None:
+    """Of ten Persian medical, legal and financial questions for the asker, 9 were `low` (the
+    markers were `آیا باید` and `من` alone; Persian asks in the first person through its
+    verbs), and `\\bdepress` missed "antidepressants" (the classifier audit)."""
+    view = RequestView(messages=(("user", text),))
+    assert "regulated_domain" in detect(view).signals("chat")
+
+
+@pytest.mark.parametrize("text", [
+    "دادگاه امروز حکم را صادر کرد.",
+    "بورس تهران امروز بسته بود.",
+    "این مقاله درباره بیماری قند است، خلاصه کن.",
+])
+def test_a_persian_domain_word_without_a_request_for_oneself_is_not_advice(text: str) -> None:
+    assert not detect(RequestView(messages=(("user", text),))).regulated_advice
+
+
 def test_regulated_domain_signal_only_for_advice_tasks() -> None:
     """A summary of a court story is not legal advice; a chat question about it is."""
     view = RequestView(messages=(("user", "Can I sue my landlord in court?"),))

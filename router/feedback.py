@@ -230,7 +230,7 @@ class StatsSink:
             # that had not begun answering took longer than it ran (a censored TTFT, as a
             # losing primary's): dropped, a deployment slower than every client's patience
             # would learn nothing and keep its traffic.
-            cut = attempt.cut_by_client_deadline
+            cut = attempt.cut_by_client_deadline or attempt.outlasted
             if cut and not won:
                 self._record_censored(attempt, task, prompt, offset, outcome.stream)
                 continue
@@ -243,8 +243,9 @@ class StatsSink:
                 t_end=(end if end is not None else attempt.started_at) + offset,
                 # A won attempt has an error only when its answer broke after it had started.
                 error=None if cut else attempt.error_class, streamed=outcome.stream,
-                # a stream its client left: its length and E2E end where the client stopped
-                whole=not (won and attempt.abandoned))
+                # a stream its client left, or a timeout cut still writing: its length and E2E
+                # end where it stopped
+                whole=not (won and (attempt.abandoned or attempt.outlasted)))
             self._store.record(obs)
             self._slo.record_attempt(obs, outcome.stream)
         if failed is not None:  # else not the service's to count (`_service_failure`)

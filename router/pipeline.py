@@ -430,6 +430,7 @@ class ChatPipeline:
                     prompt_tokens=facts.prompt_tokens, stream=facts.stream,
                     head_deadline=head_deadline,
                     stall_after_s=stall_after_s(policy, facts.stream),
+                    principal=caller.tenant,
                     hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
                                                    deadline))
         phases.classify, phases.decide = classified - started, self._clock() - classified

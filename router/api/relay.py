@@ -30,7 +30,7 @@ class StreamRelay:
     """The SSE side of one streamed answer (one instance per request)."""
 
     __slots__ = ("_assembler", "_capture", "_clean_end", "_clock", "_committed", "_content_events",
-                 "_error", "_outcome", "_prompt_estimate", "_record", "_settle",
+                 "_error", "_idle_s", "_outcome", "_prompt_estimate", "_record", "_settle",
                  "_written_tokens")
 
     def __init__(self, committed: CommittedStream, outcome: Outcome, settle: Settle,
@@ -50,6 +50,7 @@ class StreamRelay:
         self._written_tokens = 0  # prompt tokens the provider wrote into its prompt cache
         self._clean_end = False
         self._error: BaseException | None = None
+        self._idle_s: float | None = None  # since the last content chunk, when it broke
 
     async def chunks(self, include_usage: bool) -> AsyncIterator[bytes]:
         outcome = self._outcome
@@ -74,6 +75,9 @@ class StreamRelay:
             await asyncio.shield(self._settle.succeeded(body, outcome))
             yield b"data: [DONE]\n\n"
         except SlorouterError as raised:
+            last = outcome.last_token_at
+            if last is not None:  # a timeout cut it still writing, or stalled (the runner's)
+                self._idle_s = self._clock() - last
             exc = self._error = self._committed.ended_by(raised)
             outcome.status, outcome.error_type = exc.status_code, type(exc).__name__
             outcome.error_code = exc.code
@@ -111,7 +115,8 @@ class StreamRelay:
             if self._clean_end:
                 committed.release()
             elif isinstance(self._error, SlorouterError) and not client_gone:
-                committed.release(self._error)  # the upstream broke after it had started
+                # the upstream broke after it had started
+                committed.release(self._error, idle_s=self._idle_s)
             else:
                 committed.release(abandoned=True)
         outcome.client_disconnected = client_gone

@@ -58,6 +58,10 @@ class AttemptRecord:
     # A won stream its client left before the end: the answer was cut short, not given whole
     # (the telemetry's `cancelled`); its first token still counts as the deployment's.
     abandoned: bool = False
+    # A won stream still writing when the deployment's timeout (or the operator's deadline)
+    # cut it (`runner.progressing`): its length was the request's, not a failure of the
+    # deployment; no breaker failure, and no error in the deployment's statistics.
+    outlasted: bool = False
     permit: Permit = REGULAR  # what its deployment's breaker admitted it with (`allow()`)
     judged: bool = False  # its failure counted against its deployment (its breaker's failure)
 

@@ -18,6 +18,11 @@ every new request (a race audit). A failure with `Retry-After` (a
 when it comes on `holds_after` consecutive failures, or the breaker is open (or opens) anyway.
 One throttled answer among many served ones moves that request elsewhere, not every request.
 
+Each verdict is attributed to the principal (tenant) of its request (`Permit.principal`): one
+principal's failures open nothing while the deployment serves others in the window, and the
+principal blamed for an opening is offered the half-open probe last. The rules are pure
+functions in `breaker_rules`; here is the state they read (bounded: `max_principals`).
+
 Only failures that say something about the deployment's health should be recorded (see
 `classify_error.ErrorVerdict.breaker_failure`): a client's bad request is not the provider's
 fault. State is local to one process, read with an injected monotonic clock.
@@ -27,11 +32,17 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from router.execution.breaker_rules import BreakerPolicy, Counts, blamed, holds, opens
+
+__all__ = ["REGULAR", "BreakerPolicy", "BreakerRegistry", "BreakerState", "CircuitBreaker",
+           "DeploymentHealth", "DeploymentsHealth", "Permit", "soonest_whole_seconds"]
 
 Clock = Callable[[], float]
 BreakerState = Literal["closed", "open", "half_open"]
@@ -39,40 +50,14 @@ BreakerState = Literal["closed", "open", "half_open"]
 
 @dataclass(frozen=True, slots=True)
 class Permit:
-    """What `allow()` gave an attempt: a probe of a half-open spell (its number), or not."""
+    """What `allow()` gave an attempt: a probe of a half-open spell (its number), or not; and
+    the principal (tenant) whose request it is, to whom its verdict is attributed."""
 
     probe_of: int | None = None
+    principal: str = ""
 
 
-REGULAR = Permit()  # an attempt admitted by a closed circuit
-
-
-@dataclass(frozen=True, slots=True)
-class BreakerPolicy:
-    """When a deployment's breaker opens and how it recovers."""
-
-    consecutive_failures: int = 5
-    error_rate: float = 0.5
-    min_volume: int = 20
-    window_s: float = 10.0
-    window_slots: int = 10
-    cool_down_s: float = 5.0
-    half_open_probes: int = 1
-    successes_to_close: int = 1
-    holds_after: int = 2  # consecutive failures before a Retry-After holds the breaker open
-    max_hold_s: float = 60.0  # the longest one Retry-After holds it (then a probe asks again)
-
-    def __post_init__(self) -> None:
-        if self.consecutive_failures < 1 or self.min_volume < 1:
-            raise ValueError("consecutive_failures and min_volume must be >= 1")
-        if not 0 < self.error_rate <= 1:
-            raise ValueError("error_rate must be in (0, 1]")
-        if self.window_s <= 0 or self.window_slots < 1 or self.cool_down_s < 0:
-            raise ValueError("window_s > 0, window_slots >= 1, cool_down_s >= 0 required")
-        if self.half_open_probes < 1 or self.successes_to_close < 1 or self.holds_after < 1:
-            raise ValueError("half_open_probes, successes_to_close and holds_after must be >= 1")
-        if self.max_hold_s <= 0:
-            raise ValueError("max_hold_s must be > 0")
+REGULAR = Permit()  # an attempt admitted by a closed circuit (of the anonymous principal)
 
 
 class _Window:
@@ -108,6 +93,42 @@ class _Window:
         self._slot = max(self._slot, now_slot)
 
 
+class _Principals:
+    """Each principal's verdicts over the window and failures in the current run (since the
+    deployment's last success), for the `max_principals` most recently heard; one it drops
+    leaves its verdicts in the deployment's counts only (`breaker_rules.attributed`)."""
+
+    def __init__(self, policy: BreakerPolicy) -> None:
+        self._policy = policy
+        self._windows: OrderedDict[str, _Window] = OrderedDict()
+        self._run: dict[str, int] = {}
+
+    def add(self, principal: str, now: float, failed: bool) -> None:
+        window = self._windows.get(principal)
+        if window is None:
+            if len(self._windows) >= self._policy.max_principals:
+                dropped, _ = self._windows.popitem(last=False)
+                self._run.pop(dropped, None)
+            window = _Window(self._policy.window_s, self._policy.window_slots, now)
+            self._windows[principal] = window
+        else:
+            self._windows.move_to_end(principal)
+        window.add(now, failed)
+        if failed:
+            self._run[principal] = self._run.get(principal, 0) + 1
+        elif self._run:
+            self._run.clear()  # a success, whoever's, ends everyone's run
+
+    def counts(self, now: float) -> Iterator[tuple[str, Counts]]:
+        """Each principal's counts, computed as they are read."""
+        for principal, window in self._windows.items():
+            yield principal, Counts(self._run.get(principal, 0), *window.counts(now))
+
+    def clear(self) -> None:
+        self._windows.clear()
+        self._run.clear()
+
+
 class CircuitBreaker:
     """The breaker of one deployment."""
 
@@ -127,6 +148,12 @@ class CircuitBreaker:
         self._probe_successes = 0
         self._spell = 0  # half-open spells so far: a probe's permit names its own
         self._consecutive = 0
+        self._principals = _Principals(policy)
+        # The principal blamed for the latest opening, and whether anyone else was refused
+        # since: a half-open spell then offers its probe to the others first (`allow`).
+        self._opened_by: str | None = None
+        self._others_refused = False
+        self._half_open_at = 0.0
         self._last_failure: str | None = None  # the code of the latest failure recorded
         self._last_change = clock()
 
@@ -141,21 +168,34 @@ class CircuitBreaker:
         """`state() == "open"`, without the clock read while closed."""
         return self._open_until is not None and self.state() == "open"
 
-    def allow(self) -> Permit | None:
-        """The permit of an attempt that may go to this deployment now (a half-open probe's
-        counts against `half_open_probes`), or None."""
+    def allow(self, principal: str = "") -> Permit | None:
+        """The permit of an attempt of `principal` (its tenant) that may go to this deployment
+        now (a half-open probe's counts against `half_open_probes`), or None. For the first
+        `cool_down_s` of a half-open spell, the principal blamed for the opening gets no probe
+        once anyone else was refused: its own failing requests would fail the probe and hold
+        the circuit open against everyone (at no cost to it, refused without reaching the
+        provider), while another's may find the deployment serving. Alone, it probes as
+        before."""
         state = self.state()
         if state == "closed":
-            return REGULAR
-        if state == "open" or self._probes_in_flight >= self._policy.half_open_probes:
+            return Permit(None, principal) if principal else REGULAR
+        if (state == "open" or self._probes_in_flight >= self._policy.half_open_probes
+                or self._kept_off(principal)):
+            if principal != self._opened_by:
+                self._others_refused = True
             return None
         self._probes_in_flight += 1
-        return Permit(self._spell)
+        return Permit(self._spell, principal)
+
+    def _kept_off(self, principal: str) -> bool:
+        return (principal == self._opened_by and self._others_refused
+                and self._clock() < self._half_open_at + self._policy.cool_down_s)
 
     def on_success(self, permit: Permit) -> None:
         """An admitted attempt succeeded."""
         now = self._clock()
         self._window.add(now, failed=False)
+        self._principals.add(permit.principal, now, failed=False)
         self._consecutive = 0
         if self._probing(permit):
             self._release_probe()
@@ -173,17 +213,24 @@ class CircuitBreaker:
         if code is not None:
             self._last_failure = code
         self._window.add(now, failed=True)
+        self._principals.add(permit.principal, now, failed=True)
         self._consecutive += 1
         state = self.state()
         if state == "half_open":
             if self._probing(permit):
                 self._release_probe()
             self._open(now, self._policy.cool_down_s)
-        elif state == "closed" and self._should_trip(now):
+        elif state == "closed" and opens(self._policy, self._counts(now),
+                                         (own for _, own in self._principals.counts(now))):
             self._open(now, self._policy.cool_down_s)
         if retry_after_s is not None and retry_after_s > 0 and (
-                self._open_until is not None or self._consecutive >= self._policy.holds_after):
+                self._open_until is not None or holds(
+                    self._policy, self._counts(now),
+                    (own for _, own in self._principals.counts(now)))):
             self._open(now, min(retry_after_s, self._policy.max_hold_s))
+
+    def _counts(self, now: float) -> Counts:
+        return Counts(self._consecutive, *self._window.counts(now))
 
     def on_abandon(self, permit: Permit) -> None:
         """An admitted attempt ended without a verdict (cancelled, lost a hedge race)."""
@@ -220,20 +267,12 @@ class CircuitBreaker:
             seconds_in_state=now - self._last_change,
         )
 
-    def _should_trip(self, now: float) -> bool:
-        if self._consecutive >= self._policy.consecutive_failures:
-            return True
-        requests, failures = self._window.counts(now)
-        return (
-            requests >= self._policy.min_volume
-            and failures >= self._policy.error_rate * requests
-        )
-
     def _open(self, now: float, hold_s: float) -> None:
         until = now + hold_s
         if self._open_until is None or until > self._open_until:
             if self._open_until is None:
                 self._last_change = now
+                self._opened_by = blamed(dict(self._principals.counts(now)))
                 if self._on_change is not None:
                     self._on_change("open", hold_s, self._last_failure)
             self._open_until = until
@@ -248,6 +287,8 @@ class CircuitBreaker:
         self._probe_successes = 0
         self._consecutive = 0
         self._window.clear()
+        self._principals.clear()
+        self._opened_by, self._others_refused = None, False
         self._last_change = now
 
     def _release_probe(self) -> None:
@@ -256,7 +297,7 @@ class CircuitBreaker:
     def _tick(self) -> None:
         """Move open → half-open once the cool-down has elapsed."""
         if self._open_until is not None and self._clock() >= self._open_until:
-            self._last_change = self._open_until
+            self._last_change = self._half_open_at = self._open_until
             self._open_until = None
             self._half_open = True
             self._spell += 1

@@ -16,7 +16,9 @@
 Errors are our `router.errors` classes (third-party errors were mapped in
 `router.providers.exception_mapping` and `router.providers.upstream_answers`); `TimeoutError`
 from an `asyncio.timeout` around the attempt counts as a provider timeout.
-`asyncio.CancelledError` is never classified: it must propagate.
+`asyncio.CancelledError` is never classified: it must propagate. `progressing` says whether a
+timeout that cut a committed stream found it still writing (then no breaker failure: its length
+was the request's).
 """
 
 from __future__ import annotations
@@ -89,6 +91,24 @@ def _counts_against_deployment(error: BaseException) -> bool:
     if isinstance(error, ProviderRejectedError):
         return False  # the request's fault, not the deployment's
     return isinstance(error, ProviderError | TimeoutError)
+
+
+# A stream whose last content chunk came less than this long before a timeout cut it was still
+# writing (`progressing`), when its task sets no stall threshold, or a longer one: gaps between
+# a healthy stream's chunks are tens of milliseconds, and a deployment that stops writing
+# mid-answer is still counted when the cut finds it silent for longer.
+STREAM_STALL_GAP_S = 2.0
+
+
+def progressing(idle_s: float | None, stall_after_s: float | None) -> bool:
+    """Whether a stream cut `idle_s` seconds after its last content chunk was still writing:
+    the gap is under its stall threshold (`stall_after_s`, at most `STREAM_STALL_GAP_S`).
+    None (not known): not progressing, as before."""
+    if idle_s is None:
+        return False
+    gap = STREAM_STALL_GAP_S if stall_after_s is None else min(stall_after_s,
+                                                                STREAM_STALL_GAP_S)
+    return idle_s < gap
 
 
 def _transient_reason(error: BaseException) -> str:

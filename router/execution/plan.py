@@ -50,14 +50,20 @@ class Plan:
     # is a stall, whoever's deadline then cuts it: its breaker counts it even when the client's
     # own timeout did (`stall_after_s`). None: no target to judge by, a client's cut spares it.
     stall_after_s: float | None = None
+    # Who sent the request (its tenant): each breaker verdict is attributed to it, so that one
+    # principal's failures cannot open a deployment's circuit for everyone
+    # (`router/execution/breaker_rules.py`).
+    principal: str = ""
 
 
 class Release(Protocol):
     """Ends a committed answer: clean by default; `error` when it broke after it had started
-    (a failure of the deployment when the error counts against it); `abandoned` when the
-    client left or the relay failed (no verdict on the deployment)."""
+    (a failure of the deployment when the error counts against it, unless it was a timeout
+    that cut a stream still writing: `idle_s`, the seconds since its last content chunk);
+    `abandoned` when the client left or the relay failed (no verdict on the deployment)."""
 
-    def __call__(self, error: SlorouterError | None = None, abandoned: bool = False) -> None: ...
+    def __call__(self, error: SlorouterError | None = None, abandoned: bool = False,
+                 idle_s: float | None = None) -> None: ...
 
 
 @dataclass(slots=True)
@@ -69,7 +75,7 @@ class CommittedStream:
     # Call once at the end: frees the winner's in-flight slot and gives its breaker the verdict
     # (`Release`): a stream is judged when it ends, not at its first token, so a deployment
     # whose answers break after they start is seen failing.
-    release: Release = lambda error=None, abandoned=False: None
+    release: Release = lambda error=None, abandoned=False, idle_s=None: None
     # The client's own deadline, not the deployment's timeout, bounds the rest of the answer:
     # a timeout that ends it is the request's deadline (`deadline_exceeded`).
     client_deadline: bool = False

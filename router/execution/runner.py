@@ -25,7 +25,7 @@ from router.errors import (
 from router.execution import late_timers
 from router.execution.attempt import AttemptKind, AttemptRecord, saturated
 from router.execution.backoff import retry_delay
-from router.execution.classify_error import AttemptContext, classify
+from router.execution.classify_error import AttemptContext, classify, progressing
 from router.execution.failures import (
     as_error,
     deadline_exceeded,
@@ -162,7 +162,7 @@ class Runner:
             record.outcome, record.ended_at = "skipped", record.started_at
             record.error = saturated(f"{deployment.name} has its max_in_flight attempts in flight")
             raise _Skip()
-        permit = breaker.allow()
+        permit = breaker.allow(plan.principal)
         if permit is None:
             record.outcome, record.ended_at = "skipped", record.started_at
             record.error = ProviderUnavailableError(
@@ -215,7 +215,7 @@ class Runner:
         self._won(record)
         bounded = _client_bounded(plan, call)
         return CommittedStream(deployment, head, events, attempts,
-                               self._releaser(record, bounded), bounded)
+                               self._releaser(record, bounded, plan.stall_after_s), bounded)
 
     async def _race(self, plan: Plan, attempts: list[AttemptRecord],
                     open_: Callable[[UpstreamCall], EventStream], call: UpstreamCall,
@@ -234,7 +234,7 @@ class Runner:
         def may_hedge() -> bool:
             if self._at_cap(alternate):
                 return False
-            permit = alt_breaker.allow()
+            permit = alt_breaker.allow(plan.principal)
             if permit is None:
                 return False
             if self._state.hedges.try_spend():
@@ -269,7 +269,8 @@ class Runner:
             _price_sent(loser, calls[1 - result.winner].deployment, plan)
         bounded = _client_bounded(plan, calls[result.winner])
         return CommittedStream(calls[result.winner].deployment, list(result.prefix),
-                               result.rest, attempts, self._releaser(winner, bounded), bounded)
+                               result.rest, attempts,
+                               self._releaser(winner, bounded, plan.stall_after_s), bounded)
 
     def _fail_pending(self, attempts: list[AttemptRecord], err: SlorouterError,
                       health: Callable[[AttemptRecord], bool] = lambda _record: True) -> None:
@@ -292,12 +293,18 @@ class Runner:
     def _ended(self, record: AttemptRecord) -> None:
         self._state.watch.end(record.ticket)
 
-    def _releaser(self, record: AttemptRecord, client_deadline: bool) -> Release:
+    def _releaser(self, record: AttemptRecord, client_deadline: bool,
+                  stall_after_s: float | None) -> Release:
         """`client_deadline`: the client's own timeout bounds the answer (`_client_bounded`), so
-        a timeout after it started says nothing about the deployment (as for a first token)."""
+        a timeout after it started says nothing about the deployment (as for a first token).
+        Nor does a timeout that cut a stream still writing (`progressing`, by the plan's
+        `stall_after_s`): the deployment was answering; the answer was longer than the time
+        given to it, which the client chooses (prompt, `max_tokens`). Counted, six such
+        streams from one tenant opened the breaker for every tenant (the security audit)."""
         released = False
 
-        def release(error: SlorouterError | None = None, abandoned: bool = False) -> None:
+        def release(error: SlorouterError | None = None, abandoned: bool = False,
+                    idle_s: float | None = None) -> None:
             nonlocal released
             if released:
                 return
@@ -313,7 +320,10 @@ class Runner:
                 record.error = error
                 verdict = classify(error, AttemptContext(False, True, False))
                 timed_out = isinstance(error, ProviderTimeoutError)
-                if verdict.breaker_failure and not (timed_out and client_deadline):
+                record.outlasted = (timed_out and not client_deadline
+                                    and progressing(idle_s, stall_after_s))
+                if verdict.breaker_failure and not ((timed_out and client_deadline)
+                                                    or record.outlasted):
                     breaker.on_failure(permit, verdict.retry_after_s, error.code)
                 else:
                     breaker.on_abandon(permit)

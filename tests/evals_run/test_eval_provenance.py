@@ -30,7 +30,6 @@ deployments:
      api_base: http://127.0.0.1:9/v1, input_price_per_mtok: 0.15, output_price_per_mtok: 0.6}}
 models:
   - {{name: fast, deployments: [d-fast]}}
-routes: {{default_model: fast}}
 policies:
   eval_reports: [r.json]
 {extra}  default: {{candidates: [fast]}}

@@ -6,7 +6,7 @@ import openai
 import pytest
 
 MESSAGES = [{"role": "system", "content": "You are terse."},
-            {"role": "user", "content": "Name three rivers."}]
+            {"role": "user", "content": "What are three rivers?"}]
 ADAPTER_MODELS = ["pt-fast", "ll-fast", "ll-anthropic"]
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather for a city",

@@ -23,7 +23,14 @@ from router.api.errors import error_response
 from router.api.request_ids import check_request_id
 from router.auth import authenticate
 from router.execution.deadline import Deadline
-from router.pipeline import Caller, ChatPipeline, Prepared, arm_degraded, session_of
+from router.pipeline import (
+    Caller,
+    ChatPipeline,
+    Prepared,
+    arm_degraded,
+    is_side_effecting,
+    session_of,
+)
 
 
 def explain_decision(prepared: Prepared) -> dict[str, Any]:
@@ -35,6 +42,8 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
         "pinned": decision.pinned,
         "labels": {"task": labels.task, "risk": labels.risk, "task_source": labels.task_source,
                    "signals": sorted(labels.signals),
+                   # never retried once sent, nor hedged (an action taken to act, or such tools)
+                   "side_effecting": is_side_effecting(labels),
                    "task_probs": dict(labels.task_probs), "risk_probs": dict(labels.risk_probs)},
         "request": {"prompt_tokens_estimate": facts.prompt_tokens,
                     "max_output_tokens": facts.max_output_tokens,

@@ -50,3 +50,18 @@ def test_explain_and_check_without_a_config_read_the_providers_whose_key_is_set(
     assert _deployments(json.loads(result.stdout)) <= {"openai-gpt-4o-mini", "openai-gpt-4o"}
     check = _run(tmp_path, "policy", "check", keys={"OPENAI_API_KEY": "sk-test-0123456789"})
     assert check.returncode == 0 and "policy check passed" in check.stdout, check.stderr
+
+
+@pytest.mark.parametrize(("text", "side_effecting"), [
+    ("hey", False), ("Transfer $500 from checking to savings", True)])
+def test_explain_says_whether_the_request_is_side_effecting(tmp_path: Path, text: str,
+                                                           side_effecting: bool) -> None:
+    """Why a request was not retried: an `action` acts only when hinted or when the model is
+    sure of it (docs/classifier.md, "Which actions act"), which the explanation now shows."""
+    request = json.dumps({"model": "auto", "messages": [{"role": "user", "content": text}]})
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "SLOROUTER_SIM_BASE")}
+    result = subprocess.run([PYTHON, "-m", "router.cli", "explain"], capture_output=True,
+                            text=True, timeout=120, cwd=tmp_path, input=request, env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["labels"]["side_effecting"] is side_effecting

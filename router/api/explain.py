@@ -92,34 +92,31 @@ def explain_endpoint(pipeline: ChatPipeline, bodies: BodyBudget):  # type: ignor
     body counts against too (it was read beside it unbounded: any key could hold memory past
     `max_body_bytes_in_flight`)."""
     async def explain(request: Request) -> Response:
-        with contextlib.ExitStack() as held:
-            return await _explain(request, held)
-
-    async def _explain(request: Request, held: contextlib.ExitStack) -> Response:
-        try:
-            config = pipeline.config
-            principal = authenticate(authorization_header(request.scope["headers"]),
-                                     config.principals)
-            check_request_id(request.headers.get("x-request-id"))
-            raw = await read_json(request, config.max_body_bytes, config.request_timeout_s,
-                                  read=lambda size: held.enter_context(bodies.reserve(size)))
-            chat = parse_chat(raw)
-            metadata = chat.metadata if chat.metadata is not None else {}
-            # As the request would be routed (its user, session, request id as experiment
-            # units), but no exposure is recorded: an explanation is not a request served.
-            caller = Caller(principal.tenant, request.headers.get("x-request-id") or
-                            secrets.token_hex(16), chat.user,
-                            session_of(request.headers, metadata), explaining=True,
-                            risk_hints_may_lower=principal.risk_hints_may_lower,
-                            scopes=principal.scopes)
-            # The deadline the request would get: the client's timeout headers shorten it, and
-            # the ranking holds a request to the time its client waits.
-            deadline = Deadline.from_headers(time.perf_counter, config.request_timeout_s,
-                                             request.headers, stream=chat.stream)
-            prepared = await prepare_off_loop(pipeline, chat, raw, request.headers,
-                                              deadline.expires_at, caller)
-        except Exception as exc:
-            return error_response(exc)
-        return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")
+        with contextlib.ExitStack() as held:  # the body's share of the budget until answered
+            try:
+                config = pipeline.config
+                principal = authenticate(authorization_header(request.scope["headers"]),
+                                         config.principals)
+                check_request_id(request.headers.get("x-request-id"))
+                raw = await read_json(request, config.max_body_bytes, config.request_timeout_s,
+                                      read=lambda size: held.enter_context(bodies.reserve(size)))
+                chat = parse_chat(raw)
+                metadata = chat.metadata if chat.metadata is not None else {}
+                # As the request would be routed (its user, session, request id as experiment
+                # units), but no exposure is recorded: an explanation is not a request served.
+                caller = Caller(principal.tenant, request.headers.get("x-request-id") or
+                                secrets.token_hex(16), chat.user,
+                                session_of(request.headers, metadata), explaining=True,
+                                risk_hints_may_lower=principal.risk_hints_may_lower,
+                                scopes=principal.scopes)
+                # The deadline the request would get: the client's timeout headers shorten it, and
+                # the ranking holds a request to the time its client waits.
+                deadline = Deadline.from_headers(time.perf_counter, config.request_timeout_s,
+                                                 request.headers, stream=chat.stream)
+                prepared = await prepare_off_loop(pipeline, chat, raw, request.headers,
+                                                  deadline.expires_at, caller)
+            except Exception as exc:
+                return error_response(exc)
+            return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")
 
     return explain

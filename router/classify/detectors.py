@@ -442,12 +442,10 @@ def visible_text(view: RequestView) -> VisibleText:
         if role == "user":
             last_user = part
             break
-    injectable = [p for (role, _), p in zip(view.messages, parts, strict=True)
-                  if role in INJECTABLE_ROLES]
-    if len(injectable) == len(parts):
-        return VisibleText("\n".join(parts), "", last_user)
-    others = [p for (role, _), p in zip(view.messages, parts, strict=True)
-              if role not in INJECTABLE_ROLES]
+    injectable: list[str] = []
+    others: list[str] = []
+    for (role, _), part in zip(view.messages, parts, strict=True):
+        (injectable if role in INJECTABLE_ROLES else others).append(part)
     return VisibleText("\n".join(injectable), "\n".join(others), last_user)
 
 

@@ -1,7 +1,8 @@
 """Deciding where a request goes: requested name → policy → ordered deployments (pure).
 
 A configured model name is pinned: its deployments, in order (with
-`policies.enforce_risk_rule_on_pinned_requests`, those its task's risk rule allows). The
+`policies.enforce_risk_rule_on_pinned_requests`, those its task's risk rule allows), those the
+ranker expects to meet the task's SLO (availability at least) before the others. The
 routing alias (`auto`) goes through the task's policy when the configuration has `policies`
 (eligibility by floor, risk, fit, health and budget; then a `Ranker` orders the eligible
 deployments), else through the simple per-task default table. No I/O: statistics and health
@@ -29,6 +30,7 @@ from policies.eligibility import (
     pinned_verdicts,
     refuses_stop,
     too_hot,
+    worst_case_cost,
 )
 from policies.learned.decide import ThresholdRule, choose_available
 from policies.schema import TaskPolicy
@@ -169,7 +171,7 @@ def decide(requested: str, labels: Labels, facts: RequestFacts, config: RuntimeC
     """`restrict_to` (an experiment arm's model) narrows the policy's candidates to one model;
     when that model does not qualify, the policy as written decides."""
     if requested in config.models:
-        return _pinned(requested, facts, config)
+        return _pinned(requested, facts, config, ranker)
     if requested not in config.aliases:
         raise unknown_model(requested)
     policies = config.source.policies
@@ -215,14 +217,17 @@ def _only_unhealthy(verdict: Verdict) -> bool:
     return all(c.name == CheckName.HEALTHY for c in verdict.checks if not c.passed)
 
 
-def _pinned(requested: str, facts: RequestFacts, config: RuntimeConfig) -> Decision:
-    """The named model's deployments, in order: all of them, or with
-    `enforce_risk_rule_on_pinned_requests` those the task's risk rule allows (possibly none)."""
+def _pinned(requested: str, facts: RequestFacts, config: RuntimeConfig,
+            ranker: Ranker) -> Decision:
+    """The named model's deployments: all of them, or with
+    `enforce_risk_rule_on_pinned_requests` those the task's risk rule allows (possibly none);
+    in their order, but those expected to meet the SLO first (`_meeting_first`)."""
     policies = config.source.policies
     if policies is None or not policies.enforce_risk_rule_on_pinned_requests:
-        return Decision(requested, requested, _able(requested, facts, config,
-                                                    config.models[requested]),
-                        True, config.version, "pinned by the request")
+        allowed = _able(requested, facts, config, config.models[requested])
+        ranked = _rank_replicas(requested, allowed, facts, config, ranker)
+        return Decision(requested, requested, _meeting_first(allowed, ranked), True,
+                        config.version, "pinned by the request", ranking_detail=ranked)
     verdicts = pinned_verdicts(policies.for_task(facts.task), facts,
                                config.model_facts[requested])
     allowed = _able(requested, facts, config,
@@ -231,8 +236,45 @@ def _pinned(requested: str, facts: RequestFacts, config: RuntimeConfig) -> Decis
               f"the risk rule of task {facts.task} allows no deployment of model {requested!r} "
               f"for risk {facts.risk} (pinned requests are held to it); use 'auto' or a model "
               "it allows")
-    return Decision(requested, requested, allowed, True, config.version, reason, verdicts,
-                    risk_rule_applied=True)
+    ranked = _rank_replicas(requested, allowed, facts, config, ranker)
+    return Decision(requested, requested, _meeting_first(allowed, ranked), True,
+                    config.version, reason, verdicts, ranked, risk_rule_applied=True)
+
+
+# The SLO a pinned request is held to when the configuration has no policies: availability
+# (`SloSpec`'s default), no latency target. Built once: rankers cache settings per policy.
+_NO_POLICY = TaskPolicy(candidates=("pinned",))
+
+
+def _rank_replicas(model: str, deployments: tuple[str, ...], facts: RequestFacts,
+                   config: RuntimeConfig, ranker: Ranker) -> tuple[Ranked, ...]:
+    """A pinned model's replicas as the ranker sees them under the task's SLO, when there is a
+    choice. Pinning skips every policy check; it does not make a replica that keeps failing
+    (or misses the task's latency target) as good as its healthy peers: ordered by prefix
+    affinity alone, a replica failing 30% of its calls kept half the traffic, and its retries
+    spent the retry budget the other tenants' requests needed."""
+    if len(deployments) < 2:
+        return ()
+    policies = config.source.policies
+    policy = policies.for_task(facts.task) if policies is not None else _NO_POLICY
+    known = {d.name: d for d in config.model_facts[model]}
+    replicas = [Verdict(model, name, Role.PINNED, (), worst_case_cost(facts, known[name]))
+                for name in deployments]
+    return ranker.rank(policy, facts, replicas)
+
+
+def _meeting_first(deployments: tuple[str, ...], ranked: Sequence[Ranked]) -> tuple[str, ...]:
+    """`deployments` in their order, those `ranked` as meeting the SLO before the others (all
+    as they were when none or all meet it), and the ranker's exploration probe, if it chose
+    one, first: as under a policy, a replica left behind is probed so that it can win its
+    traffic back once it recovers."""
+    meeting = {r.deployment for r in ranked if r.meets_slo}
+    probe = ranked[0].deployment if ranked and ranked[0].explored else None
+    if probe is None and (not meeting or len(meeting) == len(deployments)):
+        return deployments
+    return (*(d for d in deployments if d == probe),
+            *(d for d in deployments if d in meeting and d != probe),
+            *(d for d in deployments if d not in meeting and d != probe))
 
 
 def _able(model: str, facts: RequestFacts, config: RuntimeConfig,

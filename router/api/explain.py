@@ -65,7 +65,13 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
             "score_detail": scores.get(v.deployment, (None, None))[1],
         } for v in decision.verdicts],
         "choice": {"model": decision.model, "deployments": list(decision.deployments),
-                   "reason": decision.reason},
+                   "reason": decision.reason,
+                   # a pinned model's replicas as ranked under the task's SLO: those expected
+                   # to meet it are tried first (no policy check applies to them)
+                   **({"replicas": [{"deployment": r.deployment, "score": r.score,
+                                     "detail": r.why, "meets_slo": r.meets_slo}
+                                    for r in decision.ranking_detail]}
+                      if decision.pinned and decision.ranking_detail else {})},
         "experiment": None if prepared.assignment is None else {
             "name": prepared.assignment.experiment, "arm": prepared.assignment.arm,
             "route": prepared.assignment.route,

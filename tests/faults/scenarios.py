@@ -369,6 +369,9 @@ def e2e(shots: Sequence[Shot], ok_only: bool = True) -> list[float]:
 FAULT_MODELS: dict[str, dict[str, object]] = {
     "fivexx-bad": steady(20, error_rate_500=0.3),
     "fivexx-good": steady(20),
+    # replicas of one pinned model, one failing 30% until a test heals it
+    "pinned-flaky": steady(20, error_rate_500=0.3),
+    "pinned-steady": steady(20),
     "hang": steady(20, hang_rate=1.0),
     "hang-backup": steady(20),
     "limited": steady(20, error_rate_429=1.0, retry_after_s=2.0),

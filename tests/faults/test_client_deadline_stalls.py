@@ -3,9 +3,10 @@
 Only the clients' deadlines ever cut its attempts, and such a cut spares the breaker (a client
 asking for 5 ms must not open a healthy deployment's breaker for everyone). Past the plan's
 stall threshold, twice the task's latency target, the cut is a stall all the same: the breaker
-counts it, opens after five, and the traffic goes to the fallback (a policy's route) or to the
-other replica (a pinned model). Found by an audit (2026-12-05): every request failed with a
-504 while the healthy fallback served nothing, and the breaker stayed closed.
+counts it, opens after five, and the traffic goes to the fallback (a policy's route); a pinned
+model's hanging replica loses its traffic to the other one sooner, once the ranking counts the
+stall. Found by an audit (2026-12-05): every request failed with a 504 while the healthy
+fallback served nothing, and the breaker stayed closed.
 
 The real service and simulator, the real `openai` client sending `x-slorouter-timeout-ms`.
 """
@@ -89,20 +90,17 @@ def test_a_route_whose_candidate_hangs_moves_to_its_fallback_once_five_stalls_op
     assert counters.value("stall", "requests") == hangs
 
 
-def test_a_pinned_models_hanging_replica_loses_its_share_once_five_stalls_open_it(
+def test_a_pinned_models_hanging_replica_loses_its_share_within_five_stalls(
         router: Running) -> None:
-    """`pair` is a hanging replica and a healthy one, chosen per prompt: requests that land on
-    the hanging one fail until five of them open its breaker; from then on every request is
-    answered by the healthy replica."""
-    failures = 0
-    for _ in range(40):
-        status, deployment = _ask(router, "pair")
-        failures += status == 504
-        assert status == 504 or deployment == "ok-2"
-        if breaker_states(router.base_url)["stall-2"] == "open":
-            break
-    assert failures == 5 and breaker_states(router.base_url)["stall-2"] == "open"
-    assert [_ask(router, "pair") for _ in range(4)] == [(200, "ok-2")] * 4
+    """`pair` is a hanging replica and a healthy one, chosen per prompt: a request that lands
+    on the hanging one fails (its client's deadline cuts it), and counts against it, so the
+    ranking moves the replica behind its healthy peer (after one stall, an occasional
+    exploration probe aside), and five at the latest would open its breaker: of 40 requests at
+    most five fail, and the healthy replica answers all the others."""
+    asked = [_ask(router, "pair") for _ in range(40)]
+    failures = sum(status == 504 for status, _ in asked)
+    assert 1 <= failures <= 5, asked  # affinity sends about half of the first ones to it
+    assert all(status == 504 or deployment == "ok-2" for status, deployment in asked), asked
 
 
 def test_clients_that_give_up_before_the_stall_threshold_open_nothing(

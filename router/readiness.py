@@ -156,21 +156,26 @@ _MISCONFIGURED_CODES = frozenset(code for code, _ in MISCONFIGURED.values())
 
 
 def deployments_check(breakers: BreakerRegistry) -> ReadinessCheck:
-    """`/readyz`'s `deployments`: degraded while a deployment's circuit is open (or probing) on
-    a configuration fault. An `api_base` whose path the upstream answers 404 (`//v1`, a vLLM
+    """`/readyz`'s `deployments`: degraded while the latest verdict on a deployment is a
+    configuration fault (its circuit open or probing on one, or its last call refused for one
+    with no success since). An `api_base` whose path the upstream answers 404 (`//v1`, a vLLM
     base without `/v1`) opened its breaker and sent every request to the next, pricier
-    deployment, and `/readyz` said nothing (the misconfiguration audit of 2026-12-06)."""
+    deployment, and `/readyz` said nothing (the misconfiguration audit of 2026-12-06). A
+    replica of a pinned model loses its traffic to its peers on its first failures, before five
+    open its breaker (the ranking), so an open circuit alone is too late a sign."""
 
     async def deployments() -> Readiness:
         faulty = [f"{b.deployment} ({b.last_failure_code})"
                   for b in breakers.snapshot().deployments
-                  if b.state != "closed" and b.last_failure_code in _MISCONFIGURED_CODES]
+                  if b.last_failure_code in _MISCONFIGURED_CODES
+                  and (b.state != "closed" or b.consecutive_failures > 0)]
         if not faulty:
-            return Readiness("deployments", True, "no circuit open on a configuration fault")
+            return Readiness("deployments", True, "no deployment refused for a configuration "
+                             "fault since its last success")
         return Readiness("deployments", True,
-                         "circuit open on a configuration fault, its traffic on other "
-                         f"deployments: {', '.join(faulty)} (the upstream refuses the key or "
-                         "account, or does not know the model or path: check api_key, model "
-                         "and api_base)", degraded=True)
+                         "refused for a configuration fault, its traffic on other "
+                         f"deployments if it has any: {', '.join(faulty)} (the upstream refuses "
+                         "the key or account, or does not know the model or path: check "
+                         "api_key, model and api_base)", degraded=True)
 
     return deployments

@@ -54,13 +54,18 @@ def _deployment(name: str, adapter: str, api_base: str) -> str:
 
 
 def router_config(html: str, sim: str) -> str:
+    # A pair per case: a replica seen failing goes behind its peer for the requests after, so
+    # each case starts on an HTML-answering replica nothing has seen fail yet.
     routes = {"pt-html": ["pt-html"], "ll-html": ["ll-html"],
-              "pt-html-then-good": ["pt-html-first", "pt-good-second"],
-              "ll-html-then-good": ["ll-html-first", "ll-good-second"]}
+              **{f"{adapter}-html-then-good{case}": [f"{adapter}-html-first{case}",
+                                                     f"{adapter}-good-second"]
+                 for adapter in ("pt", "ll") for case in ("", "-streamed")}}
     deployments = [("pt-html", "openai_passthrough", html), ("ll-html", "litellm", html),
-                   ("pt-html-first", "openai_passthrough", html),
+                   *((f"{adapter}-html-first{case}", kind, html)
+                     for adapter, kind in (("pt", "openai_passthrough"), ("ll", "litellm"))
+                     for case in ("", "-streamed")),
                    ("pt-good-second", "openai_passthrough", sim),
-                   ("ll-html-first", "litellm", html), ("ll-good-second", "litellm", sim)]
+                   ("ll-good-second", "litellm", sim)]
     models = "".join(f"\n  - name: {name}\n    deployments: [{', '.join(order)}]"
                      for name, order in routes.items())
     return f"""version: 1
@@ -150,9 +155,10 @@ def test_an_html_200_fails_over_to_the_next_deployment(
         stream: bool) -> None:
     """The first deployment answers an HTML page, the second is healthy: the client gets the
     second one's answer, and the first one's breaker counts the page as a failure."""
-    first = f"{adapter}-html-first"
+    case = "-streamed" if stream else ""
+    first = f"{adapter}-html-first{case}"
     before, calls = _failures(gateway, first), html.calls
-    text, served = _ask(client, f"{adapter}-html-then-good", stream,
+    text, served = _ask(client, f"{adapter}-html-then-good{case}", stream,
                         f"fail over from a page via {adapter}, streamed={stream}")
     assert served == f"{adapter}-good-second"
     assert text.strip() and "<html" not in text, text

@@ -1,9 +1,11 @@
 """A deployment whose upstream refuses it (a 404 for an `api_base` with the wrong path) shows in
-`/readyz` as degraded while its circuit is open, naming it and the code.
+`/readyz` as degraded while the latest verdict on it is that refusal, naming it and the code.
 
 The misconfiguration audit of 2026-12-06: `${BASE}/v1` with BASE ending in `/` (or a vLLM base
 without `/v1`) was answered 404; the cheap deployment's breaker opened, every request went to a
-deployment 60 times the price, and `/readyz` said `"degraded": []`.
+deployment 60 times the price, and `/readyz` said `"degraded": []`. Now the replica loses its
+traffic on its first refusal (the ranking moves it behind its peer), well before five would
+open its breaker: `/readyz` reads the latest verdict, not the circuit alone.
 """
 
 from __future__ import annotations
@@ -40,19 +42,21 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         yield router
 
 
-def test_an_open_circuit_on_a_configuration_fault_is_degraded_in_readyz(
+def test_a_replica_refused_for_a_configuration_fault_is_degraded_in_readyz(
         gateway: Running) -> None:
     with httpx.Client(base_url=gateway.base_url, timeout=30) as client:
         ready = client.get("/readyz").json()
         assert "deployments" not in ready["degraded"], ready
-        for i in range(30):  # prompts spread over both replicas; cheap's breaker opens
-            answer = client.post("/v1/chat/completions", json={  # after 5 failures in a row
+        for i in range(30):  # prompts spread over both replicas until cheap is refused
+            answer = client.post("/v1/chat/completions", json={
                 "model": "m", "max_tokens": 2,
                 "messages": [{"role": "user", "content": f"question {i}: what is {i} + 1?"}]})
             assert answer.status_code == 200 and answer.headers["x-slorouter-model"] == "dear"
         health = {d["deployment"]: d for d in client.get("/v1/health/deployments").json()[
             "deployments"]}
-        assert health["cheap"]["state"] != "closed", health
+        cheap = health["cheap"]
+        assert cheap["consecutive_failures"] >= 1, health
+        assert cheap["last_failure_code"] == "upstream_not_found", health
         ready = client.get("/readyz")
     body = ready.json()
     assert ready.status_code == 200 and "deployments" in body["degraded"], body

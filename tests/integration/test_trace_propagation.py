@@ -52,7 +52,7 @@ def _stream(model: str) -> bytes:
 
 
 class RecordingUpstream(ThreadedUpstream):
-    """Records (model, trace headers) of every request. Model `broken` always answers 500;
+    """Records (model, trace headers) of every request. Models `broken…` always answer 500;
     `flaky` answers 500 to the first request of each trace id, then answers (a retry)."""
 
     def __init__(self) -> None:
@@ -71,7 +71,7 @@ class RecordingUpstream(ThreadedUpstream):
                     first = model == "flaky" and trace not in flaky_traces
                     if first:
                         flaky_traces.add(trace)
-                if model == "broken" or first:
+                if model.startswith("broken") or first:
                     send_body(self, 500, b'{"error": {"message": "boom", "type": "server_error"}}')
                 elif body.get("stream"):
                     send_body(self, 200, _stream(model), "text/event-stream")
@@ -88,13 +88,16 @@ class RecordingUpstream(ThreadedUpstream):
 
 
 def _config(base_url: str) -> str:
-    deployments = stub_deployments(base_url, ["ok", "broken", "flaky"])
+    deployments = stub_deployments(base_url, ["ok", "broken", "broken-streamed", "flaky"])
     models = "".join(f"""
   - name: {prefix}-{model}
     deployments: [{prefix}-{model}]""" for prefix in ADAPTERS for model in ("ok", "flaky"))
+    # A chain per case: a replica seen failing goes behind its peer for the requests after, so
+    # each case starts on a broken replica nothing has seen fail yet.
     models += "".join(f"""
-  - name: {prefix}-chain
-    deployments: [{prefix}-broken, {prefix}-ok]""" for prefix in ADAPTERS)
+  - name: {prefix}-chain{case}
+    deployments: [{prefix}-broken{case}, {prefix}-ok]""" for prefix in ADAPTERS
+                      for case in ("", "-streamed"))
     return f"""version: 1
 deployments:{deployments}
 models:{models}
@@ -172,8 +175,9 @@ def test_every_attempt_carries_the_client_trace_and_its_own_client_span_id(
     request_id = f"trace-{adapter}-{model}-{stream}"
     trace_hex = hashlib.md5(request_id.encode()).hexdigest()  # a trace of its own: `flaky` fails
     client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=CLIENT_KEY, max_retries=0)
+    case = "-streamed" if stream and model == "chain" else ""
     answer = client.chat.completions.create(
-        model=f"{adapter}-{model}", stream=stream, messages=[{"role": "user", "content": "hi"}],
+        model=f"{adapter}-{model}{case}", stream=stream, messages=[{"role": "user", "content": "hi"}],
         extra_headers={"traceparent": f"00-{trace_hex}-{CLIENT_SPAN}-01",
                        "tracestate": "congo=t61rcWkgMzE", "x-request-id": request_id})
     if stream:
@@ -182,7 +186,8 @@ def test_every_attempt_carries_the_client_trace_and_its_own_client_span_id(
     assert trace_id == trace_hex
     server = TraceContext(int(trace_id, 16), int(span_id, 16), int(CLIENT_SPAN, 16), True)
     seen = upstream.take()
-    assert [m for m, _, _ in seen] == (["broken", "ok"] if model == "chain" else [model] * 2)
+    assert [m for m, _, _ in seen] == ([f"broken{case}", "ok"] if model == "chain"
+                                       else [model] * 2)
     assert [parent for _, parent, _ in seen] == [
         f"00-{trace_hex}-{attempt_span_id(server, n):016x}-01" for n in (1, 2)]
     assert [state for _, _, state in seen] == ["congo=t61rcWkgMzE"] * 2

@@ -78,8 +78,10 @@ def router_config(sim: str, refusing: str, conflicting: str) -> str:
         ("ll-badkey", "fast", "litellm", refusing),
         ("pt-badkey-trip", "fast", "openai_passthrough", refusing),
         ("pt-missing-first", "no-such-model-either", "openai_passthrough", sim),
+        ("pt-missing-first-streamed", "no-such-model-either", "openai_passthrough", sim),
         ("pt-fast-second", "fast", "openai_passthrough", sim),
         ("ll-badkey-first", "fast", "litellm", refusing),
+        ("ll-badkey-first-streamed", "fast", "litellm", refusing),
         ("ll-fast-second", "fast", "litellm", sim),
         ("pt-small", "small", "openai_passthrough", sim),
         ("ll-small", "small", "litellm", sim),
@@ -88,11 +90,15 @@ def router_config(sim: str, refusing: str, conflicting: str) -> str:
         ("pt-slow", "slow", "openai_passthrough", sim),
         ("ll-slow", "slow", "litellm", sim),
     ]
-    models = {name: [name] for name, *_ in deps
-              if name not in ("pt-missing-first", "pt-fast-second", "ll-badkey-first",
-                              "ll-fast-second")}
-    models["fallback-pt"] = ["pt-missing-first", "pt-fast-second"]
-    models["fallback-ll"] = ["ll-badkey-first", "ll-fast-second"]
+    # A pair per case: once a replica is seen failing it goes behind its peer, so each case
+    # starts on a misconfigured replica nothing has seen fail yet.
+    pairs = {f"fallback-{adapter}{case}": [f"{first}{case}", second]
+             for adapter, first, second in [("pt", "pt-missing-first", "pt-fast-second"),
+                                            ("ll", "ll-badkey-first", "ll-fast-second")]
+             for case in ("", "-streamed")}
+    paired = {name for pair in pairs.values() for name in pair}
+    models = {name: [name] for name, *_ in deps if name not in paired}
+    models.update(pairs)
     model_yaml = "".join(f"\n  - name: {name}\n    deployments: [{', '.join(order)}]"
                          for name, order in models.items())
     return f"""version: 1
@@ -213,7 +219,10 @@ def test_second_deployment_serves_when_the_first_is_misconfigured(
         client: openai.OpenAI, gateway: Running, model: str, broken: str, healthy: str,
         stream: bool) -> None:
     """The misconfigured first deployment is tried, fails, counts against its breaker, and the
-    second deployment of the same model answers the client."""
+    second deployment of the same model answers the client. (Seen failing, the first goes
+    behind the second for what follows: `tests/faults/test_pinned_replica_health.py`.)"""
+    if stream:
+        model, broken = f"{model}-streamed", f"{broken}-streamed"
     before = _health(gateway).get(broken, {}).get("window_failures", 0)
     if stream:
         with client.chat.completions.with_streaming_response.create(

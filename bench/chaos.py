@@ -99,8 +99,12 @@ MATRIX_DEPS = [
     Dep("limited", "limited"), Dep("limited-backup", "limited-backup"),
     Dep("cut-some", "cut-some"), Dep("cut-backup", "cut-backup"), Dep("act", "act"),
 ]
-MATRIX_MODELS = {"five-xx": ["fivexx-bad", "fivexx-good"], "hanging": ["hang", "hang-backup"],
-                 "throttled": ["limited", "limited-backup"], "cut": ["cut-some", "cut-backup"],
+# 5xx and cut streams: replicas of one pinned model (the ranking moves traffic off the faulty
+# one). Hangs and 429s: a policy's one candidate with the healthy model as its fallback, where
+# the breaker alone keeps traffic off the faulty deployment (what those rows measure).
+MATRIX_MODELS = {"five-xx": ["fivexx-bad", "fivexx-good"], "hanging": ["hang"],
+                 "hanging-backup": ["hang-backup"], "throttled": ["limited"],
+                 "throttled-backup": ["limited-backup"], "cut": ["cut-some", "cut-backup"],
                  "act": ["act"]}
 MATRIX_POLICIES = """policies:
   default:
@@ -109,7 +113,15 @@ MATRIX_POLICIES = """policies:
     action:
       candidates: [act]
       require_idempotency_key: true
+    extraction:
+      candidates: [hanging]
+      fallbacks: [hanging-backup]
+    classification:
+      candidates: [throttled]
+      fallbacks: [throttled-backup]
 """
+HANGING = {"x-slorouter-task": "extraction"}  # `auto` to `hanging`, then `hanging-backup`
+THROTTLED = {"x-slorouter-task": "classification"}
 
 
 @contextmanager
@@ -196,7 +208,7 @@ def five_xx(gw: Running, counters: SimCounters, n: int, rate: float, seed: int) 
 def hang(gw: Running, sim: Running, counters: SimCounters, n: int, rate: float,
          seed: int) -> Row:
     deadline_ms = 3000
-    calls = [Call(varied_body("hanging"), {"x-slorouter-timeout-ms": str(deadline_ms)})
+    calls = [Call(varied_body("auto"), {**HANGING, "x-slorouter-timeout-ms": str(deadline_ms)})
              for _ in range(n)]
     control = SimulatorControl(sim.base_url)
     hangs_before = counters.value("hang", "hangs")
@@ -214,14 +226,14 @@ def hang(gw: Running, sim: Running, counters: SimCounters, n: int, rate: float,
     before_open = max((v for _, seen, v in arrivals.changes if opened is None or seen <= opened),
                       default=arrivals.first) - arrivals.first
     slowest = max(s.e2e_s for s in shots)
-    return Row("hang on 1 of 2, healed halfway", shots, upstream, transitions(watch, "hang"),
+    return Row("hang on a candidate, healed halfway", shots, upstream, transitions(watch, "hang"),
                f"{before_open} calls before it opened, {hung} hung in all; slowest "
                f"{slowest * 1e3:.0f} ms vs {deadline_ms} ms deadline")
 
 
 def throttled(gw: Running, counters: SimCounters, n: int, rate: float, seed: int) -> Row:
     retry_after = float(str(FAULT_MODELS["limited"]["retry_after_s"]))
-    calls = [Call(varied_body("throttled")) for _ in range(n)]
+    calls = [Call(varied_body("auto"), THROTTLED) for _ in range(n)]
     with BreakerWatch(gw.base_url) as watch, CounterWatch(counters, "limited") as arrivals:
         shots, upstream = calls_to(counters, ["limited", "limited-backup"],
                                    lambda: run(open_loop(gw.base_url, calls, rate, seed)))

@@ -177,7 +177,8 @@ def test_every_attempt_carries_the_client_trace_and_its_own_client_span_id(
     client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=CLIENT_KEY, max_retries=0)
     case = "-streamed" if stream and model == "chain" else ""
     answer = client.chat.completions.create(
-        model=f"{adapter}-{model}{case}", stream=stream, messages=[{"role": "user", "content": "hi"}],
+        model=f"{adapter}-{model}{case}", stream=stream,
+        messages=[{"role": "user", "content": "hi"}],
         extra_headers={"traceparent": f"00-{trace_hex}-{CLIENT_SPAN}-01",
                        "tracestate": "congo=t61rcWkgMzE", "x-request-id": request_id})
     if stream:

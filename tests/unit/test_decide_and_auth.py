@@ -59,7 +59,8 @@ def test_model_name_is_pinned_and_unknown_names_are_404() -> None:
     (set(), None, ("a", "b")),
     ({"a"}, None, ("b", "a")),  # the replica that misses the SLO goes behind its peer
     ({"a", "b"}, None, ("a", "b")),  # none meets it: all as configured
-    ({"a"}, "a", ("a", "b")),  # the ranker's exploration probe goes first
+    ({"a"}, "a", ("a", "b")),  # the ranker's probe of the replica left behind goes first
+    (set(), "b", ("a", "b")),  # a probe of one meeting the SLO changes nothing
 ])
 def test_a_pinned_models_replicas_meeting_the_slo_are_tried_first(
         missing: set[str], probe: str | None, order: tuple[str, ...]) -> None:

@@ -32,8 +32,11 @@ from policies.schema import BreakerSpec
 from router.providers.simulator.client import SimulatorControl
 from tests.faults.scenarios import (
     FAULT_MODELS,
+    HANGING,
     HEDGE_POLICIES,
+    MATRIX_POLICIES,
     TENANT_ENV,
+    THROTTLED,
     BreakerWatch,
     Call,
     Dep,
@@ -99,29 +102,11 @@ MATRIX_DEPS = [
     Dep("limited", "limited"), Dep("limited-backup", "limited-backup"),
     Dep("cut-some", "cut-some"), Dep("cut-backup", "cut-backup"), Dep("act", "act"),
 ]
-# 5xx and cut streams: replicas of one pinned model (the ranking moves traffic off the faulty
-# one). Hangs and 429s: a policy's one candidate with the healthy model as its fallback, where
-# the breaker alone keeps traffic off the faulty deployment (what those rows measure).
+# Models of the fault matrix; its policies are `MATRIX_POLICIES` (tests/faults/scenarios.py).
 MATRIX_MODELS = {"five-xx": ["fivexx-bad", "fivexx-good"], "hanging": ["hang"],
                  "hanging-backup": ["hang-backup"], "throttled": ["limited"],
                  "throttled-backup": ["limited-backup"], "cut": ["cut-some", "cut-backup"],
                  "act": ["act"]}
-MATRIX_POLICIES = """policies:
-  default:
-    candidates: [five-xx]
-  tasks:
-    action:
-      candidates: [act]
-      require_idempotency_key: true
-    extraction:
-      candidates: [hanging]
-      fallbacks: [hanging-backup]
-    classification:
-      candidates: [throttled]
-      fallbacks: [throttled-backup]
-"""
-HANGING = {"x-slorouter-task": "extraction"}  # `auto` to `hanging`, then `hanging-backup`
-THROTTLED = {"x-slorouter-task": "classification"}
 
 
 @contextmanager

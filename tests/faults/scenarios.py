@@ -407,6 +407,28 @@ FAULT_MODELS: dict[str, dict[str, object]] = {
 
 # Policies of the hedging scenario (test and bench): `tail` first with `calm` as the hedge
 # target; summarization never hedges; `action` asks for hedging, which must still not happen.
+# The fault matrix's routes (tests/faults/test_fault_matrix.py, bench/chaos.py): `five-xx`
+# and the cut-stream models are replicas of one pinned model (the ranking moves traffic off
+# the faulty one); hangs and 429s go through a task's policy whose one candidate is the faulty
+# model and whose fallback is the healthy one, where the breaker alone keeps traffic off the
+# faulty deployment (what those scenarios measure).
+MATRIX_POLICIES = """policies:
+  default:
+    candidates: [five-xx]
+  tasks:
+    action:
+      candidates: [act]
+      require_idempotency_key: true
+    extraction:
+      candidates: [hanging]
+      fallbacks: [hanging-backup]
+    classification:
+      candidates: [throttled]
+      fallbacks: [throttled-backup]
+"""
+HANGING = {"x-slorouter-task": "extraction"}  # `auto` to `hanging`, then `hanging-backup`
+THROTTLED = {"x-slorouter-task": "classification"}  # `throttled`, then `throttled-backup`
+
 HEDGE_POLICIES = """policies:
   default:
     candidates: [tail]

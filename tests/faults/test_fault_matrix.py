@@ -29,8 +29,11 @@ from tests.faults.scenarios import (
     API_KEY,
     CHAT_HEADERS,
     FAULT_MODELS,
+    HANGING,
+    MATRIX_POLICIES,
     MESSAGES,
     TENANT_ENV,
+    THROTTLED,
     Call,
     Dep,
     Shot,
@@ -88,27 +91,11 @@ MODELS: dict[str, list[str]] = {
 }
 RELIABILITY = f"""    breaker:
       cool_down_s: {COOL_DOWN_S}"""
-POLICIES = """policies:
-  default:
-    candidates: [five-xx]
-  tasks:
-    action:
-      candidates: [act]
-      require_idempotency_key: true
-    extraction:
-      candidates: [hanging]
-      fallbacks: [hanging-backup]
-    classification:
-      candidates: [throttled]
-      fallbacks: [throttled-backup]
-"""
-HANGING = {"x-slorouter-task": "extraction"}  # `auto` to `hanging`, then `hanging-backup`
-THROTTLED = {"x-slorouter-task": "classification"}  # `throttled`, then `throttled-backup`
 
 
 @pytest.fixture(scope="module")
 def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    config = router_yaml(sim.base_url, DEPS, MODELS, RELIABILITY, POLICIES)
+    config = router_yaml(sim.base_url, DEPS, MODELS, RELIABILITY, MATRIX_POLICIES)
     running = start_router(tmp_path_factory.mktemp("faults-router"), config, env=TENANT_ENV)
     yield running
     running.stop()

@@ -169,7 +169,9 @@ class Outcome:
         record["n"] = record.pop("choices")
         record.update(sent_status=self.sent_status, ttft_s=self.ttft_s, e2e_s=self.e2e_s,
                       tpot_s=self.tpot_s,
-                      attempts=[{"deployment": a.deployment, "error": a.error_class,
+                      attempts=[{"deployment": a.deployment, "kind": a.kind,
+                                 "outcome": a.outcome, "error": a.error_class,
+                                 "code": a.error.code if a.error is not None else None,
                                  "ttft_s": a.ttft_s} for a in self.attempts])
         return record
 

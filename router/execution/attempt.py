@@ -37,6 +37,12 @@ def saturated(message: str) -> ProviderUnavailableError:
 SATURATED = saturated("").code  # the code such skips are counted by
 
 
+def hedge_budget_spent() -> OverloadedError:
+    """Why a hedge that was due was not sent: the hedge budget had no token left. Recorded on a
+    skipped `hedge` attempt (counted by `slorouter.hedges.skipped`), never sent to a client."""
+    return OverloadedError("hedge budget exhausted", code="hedge_budget_exhausted")
+
+
 @dataclass(slots=True)
 class AttemptRecord:
     deployment: str

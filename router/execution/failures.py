@@ -56,7 +56,8 @@ def deadline_passed(attempts: list[AttemptRecord]) -> SlorouterError:
 def exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
     errors = [a.error for a in attempts if a.error is not None and a.outcome == "failed"]
     if not errors:
-        skipped = [a.error for a in attempts if a.error is not None]
+        # the candidates passed over (a hedge not sent is not one: its primary was tried)
+        skipped = [a.error for a in attempts if a.error is not None and a.kind != "hedge"]
         full = [err.code == SATURATED for err in skipped]
         if any(full):
             also = "" if all(full) else " or its circuit breaker open"

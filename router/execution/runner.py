@@ -23,7 +23,7 @@ from router.errors import (
     UnknownCommitError,
 )
 from router.execution import late_timers
-from router.execution.attempt import AttemptKind, AttemptRecord, saturated
+from router.execution.attempt import AttemptKind, AttemptRecord, hedge_budget_spent, saturated
 from router.execution.backoff import retry_delay
 from router.execution.classify_error import AttemptContext, classify, progressing
 from router.execution.failures import (
@@ -232,15 +232,23 @@ class Runner:
             return open_(calls[-1])
 
         def may_hedge() -> bool:
+            """The hedge is due: send it, or record why not (a skipped `hedge` attempt)."""
             if self._at_cap(alternate):
-                return False
+                return skipped(saturated(f"{alternate.name} has its max_in_flight attempts "
+                                         "in flight"))
             permit = alt_breaker.allow(plan.principal)
             if permit is None:
-                return False
+                return skipped(ProviderUnavailableError("circuit open", code="circuit_open"))
             if self._state.hedges.try_spend():
                 hedge_record.permit = permit
                 return True
             alt_breaker.on_abandon(permit)  # no hedge after all: a probe slot goes back
+            return skipped(hedge_budget_spent())
+
+        def skipped(why: SlorouterError) -> bool:
+            now = self._clock()
+            attempts.append(AttemptRecord(alternate.name, len(attempts) + 1, now, "hedge",
+                                          "skipped", ended_at=now, error=why))
             return False
 
         self._state.hedges.record_request()

@@ -46,6 +46,9 @@ ATTEMPTS, ATTEMPT_NUMBER = "slorouter.attempts", "slorouter.attempt.number"
 ATTEMPT_KIND = "slorouter.attempt.kind"
 # candidates passed over: their circuit was open, or they were at their max_in_flight
 SKIPPED = "slorouter.skipped_deployments"
+# hedges that were due and not sent, by why: hedge_budget_exhausted, deployment_saturated or
+# circuit_open (comma-separated when several races of one request each skipped theirs)
+HEDGE_SKIPPED = "slorouter.hedge.skipped"
 ATTEMPT_OUTCOME = "slorouter.attempt.outcome"
 CLIENT_GONE = "slorouter.client_disconnected"
 EXPLORED = "slorouter.route.explored"
@@ -171,10 +174,16 @@ def server_span_name(outcome: Outcome) -> str:
     return "chat"
 
 
+def hedge_skip_reason(attempt: AttemptRecord) -> str:
+    """Why a skipped hedge was not sent: its error's code."""
+    code = attempt.error.code if attempt.error is not None else None
+    return code or "unknown"
+
+
 def made(attempt: AttemptRecord) -> bool:
     """Whether the attempt was made: not passed over because its deployment's circuit was open
-    or it was at its `max_in_flight` (such a record has no upstream call to be a span or an
-    operation's duration)."""
+    or it was at its `max_in_flight`, nor a hedge that was due and not sent (such a record has
+    no upstream call to be a span or an operation's duration)."""
     return attempt.outcome != "skipped"
 
 
@@ -237,9 +246,14 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
                          CACHE: outcome.cache,
                          ATTEMPTS: sum(1 for a in outcome.attempts if made(a))}
     put_if(attrs, REQUEST_MODEL, outcome.requested_model or None)  # none before the body
-    skipped = [a.deployment for a in outcome.attempts if not made(a)]
+    skipped = [a for a in outcome.attempts if not made(a)]
     if skipped:
-        attrs[SKIPPED] = ",".join(skipped)
+        passed_over = [a.deployment for a in skipped if a.kind != "hedge"]
+        if passed_over:
+            attrs[SKIPPED] = ",".join(passed_over)
+        hedges = [hedge_skip_reason(a) for a in skipped if a.kind == "hedge"]
+        if hedges:
+            attrs[HEDGE_SKIPPED] = ",".join(hedges)
     info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
     if info is not None:
         attrs[RESPONSE_MODEL] = info.upstream_model

@@ -21,6 +21,8 @@ from router.telemetry import attributes as A
 from router.telemetry.aggregate import GaugeCallback, MetricRegistry
 from router.telemetry.attributes import AttrValue, DeploymentInfo
 
+REASON: Final = "slorouter.reason"  # why a request was refused, or a hedge not sent
+
 # Recommended ExplicitBucketBoundaries (OpenTelemetry GenAI semantic conventions).
 DURATION_BUCKETS: Final = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24,
                            20.48, 40.96, 81.92)
@@ -79,6 +81,11 @@ class RouterMetrics:
                                  description="Upstream attempts moving to another deployment.")
         self.hedges = counter("slorouter.hedges", unit="{attempt}",
                               description="Hedged upstream attempts.")
+        self.hedges_skipped = counter(
+            "slorouter.hedges.skipped", unit="{attempt}",
+            description="Hedges that were due and not sent, by reason: the hedge budget was "
+                        "spent, the alternate had its max_in_flight in flight, or its circuit "
+                        "was open.")
         self.rejections = counter("slorouter.admission.rejections", unit="{request}",
                                   description="Requests refused by admission control.")
         self.saturated = counter(
@@ -121,6 +128,9 @@ class RouterMetrics:
             if not A.made(attempt):
                 if attempt.error is not None and attempt.error.code == SATURATED:
                     self.saturated.add(1, {A.DEPLOYMENT: attempt.deployment})
+                if attempt.kind == "hedge":
+                    self.hedges_skipped.add(1, {A.DEPLOYMENT: attempt.deployment,
+                                                REASON: A.hedge_skip_reason(attempt)})
                 continue
             ended = attempt.ended_at if attempt.ended_at is not None else outcome.ended_at
             info = self._deployments.get(attempt.deployment)
@@ -162,7 +172,7 @@ class RouterMetrics:
 
     def count_rejection(self, reason: str) -> None:
         """For the admission controller, when it refuses before an outcome exists."""
-        self.rejections.add(1, {"slorouter.reason": reason})
+        self.rejections.add(1, {REASON: reason})
 
     def register_gauge(self, name: str, callback: GaugeCallback, description: str = "",
                        unit: str = "1") -> None:

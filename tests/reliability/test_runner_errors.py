@@ -373,7 +373,9 @@ async def test_a_hedge_the_budget_refuses_gives_back_the_alternates_probe_slot()
                 deadline=time.perf_counter() + 10, hedge_delay_s=0.005)
     attempts: list[AttemptRecord] = []
     await runner.complete(plan, attempts)
-    assert [a.deployment for a in attempts] == ["a"]  # no hedge was sent
+    # no hedge was sent: its record says the budget refused it
+    assert [(a.deployment, a.outcome, getattr(a.error, "code", None)) for a in attempts] == [
+        ("a", "won", None), ("b", "skipped", "hedge_budget_exhausted")]
     b = next(d for d in breakers.snapshot().deployments if d.deployment == "b")
     assert (b.state, b.probes_in_flight) == ("half_open", 0)
     assert breakers.get("b").allow()  # the next request may probe it

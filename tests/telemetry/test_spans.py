@@ -11,7 +11,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
 from router.errors import ProviderUnavailableError
-from router.execution.attempt import AttemptRecord
+from router.execution.attempt import AttemptRecord, hedge_budget_spent
 from router.telemetry import attributes as A
 from router.telemetry.context import start_trace
 from router.telemetry.settings import TelemetrySettings
@@ -167,6 +167,34 @@ def test_a_deployment_skipped_for_its_open_circuit_is_no_upstream_call() -> None
     durations = getattr(families["gen_ai_client_operation_duration_seconds"], "samples", [])
     assert sum(s.value for s in durations if s.name.endswith("_count")) == 2
     assert not any(s.labels.get("gen_ai_request_model") == "claude-x" for s in durations)
+
+
+def test_a_hedge_that_was_due_and_not_sent_says_why() -> None:
+    """A hedge the budget refused is no upstream call either: no client span, no operation
+    duration, not a candidate passed over; the server span says why it was not sent, and
+    `slorouter.hedges.skipped` counts it by deployment and reason."""
+    telemetry, exporter = in_memory_telemetry()
+    outcome, _ = streamed_with_retry()
+    at = outcome.attempts[0].started_at + 0.2
+    outcome.attempts.insert(1, AttemptRecord(
+        "claude", 2, at, "hedge", "skipped", ended_at=at, error=hedge_budget_spent()))
+    for number, attempt in enumerate(outcome.attempts, 1):
+        attempt.number = number
+    telemetry.sink.record(outcome)
+    text = telemetry.prometheus_text().decode()
+    spans = list(exporter.get_finished_spans())
+    server = (_by_name(spans)["chat auto"][0].attributes or {})
+    assert sorted(_number(s) for s in spans if s.kind == SpanKind.CLIENT) == [1, 3]
+    assert server["slorouter.hedge.skipped"] == "hedge_budget_exhausted"
+    assert "slorouter.skipped_deployments" not in server
+    assert server["slorouter.attempts"] == 2
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    skipped = [(s.labels, s.value) for s in getattr(families["slorouter_hedges_skipped"],
+                                                    "samples", []) if s.name.endswith("_total")]
+    assert skipped == [({"slorouter_deployment": "claude",
+                         "slorouter_reason": "hedge_budget_exhausted"}, 1.0)]
+    hedges = getattr(families.get("slorouter_hedges"), "samples", [])
+    assert sum(s.value for s in hedges if s.name.endswith("_total")) == 0
 
 
 def test_a_stream_broken_after_its_head_reports_the_200_its_client_got() -> None:

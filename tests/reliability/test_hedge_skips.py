@@ -1,0 +1,90 @@
+"""A hedge that was due and not sent is on the request's record, with why: the hedge budget had
+no token (`hedge_budget_exhausted`), the alternate had its `max_in_flight` attempts in flight
+(`deployment_saturated`) or its circuit was open (`circuit_open`). Telemetry counts those
+records (`slorouter.hedges.skipped`); without them a starved hedge budget was invisible.
+
+The real `Runner`, breakers and budgets; the fake upstream of the bulkhead tests.
+"""
+
+from __future__ import annotations
+
+from router.execution.attempt import AttemptRecord
+from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.plan import ExecutionState
+from router.execution.retry_budget import (
+    HEDGE_BUDGET_DEFAULTS,
+    BudgetPolicy,
+    hedge_budget,
+    retry_budget,
+)
+from router.execution.runner import Runner
+from tests.reliability.fakes import FakeClock
+from tests.reliability.test_bulkhead import Upstream, _deployment, _plan
+
+HEDGE_AFTER_S = 0.01
+PRIMARY_S = 0.2  # the primary answers this long after it started: the hedge is due before
+
+
+def _runner(upstream: Upstream, clock: FakeClock,
+            hedges: BudgetPolicy = HEDGE_BUDGET_DEFAULTS) -> tuple[Runner, ExecutionState]:
+    state = ExecutionState(BreakerRegistry(BreakerPolicy(), clock), retry_budget(clock),
+                           hedge_budget(clock, hedges))
+    return Runner({"openai_passthrough": upstream}, state), state
+
+
+async def _hedgeable(runner: Runner, cap: int | None = None) -> list[AttemptRecord]:
+    attempts: list[AttemptRecord] = []
+    deployment, _ = await runner.complete(
+        _plan(_deployment("a"), _deployment("b", cap), hedge_delay_s=HEDGE_AFTER_S), attempts)
+    assert deployment.name == "a"  # the primary answered: nothing else was sent
+    return attempts
+
+
+def _skip(attempts: list[AttemptRecord]) -> tuple[str, str, str, str | None]:
+    [primary, hedge] = attempts
+    assert (primary.deployment, primary.outcome, primary.kind) == ("a", "won", "first")
+    assert hedge.started_at == hedge.ended_at and hedge.number == 2
+    return hedge.deployment, hedge.kind, hedge.outcome, getattr(hedge.error, "code", None)
+
+
+async def test_a_hedge_the_budget_refuses_is_recorded_as_skipped() -> None:
+    upstream, clock = Upstream(delay_s={"a": PRIMARY_S}), FakeClock()
+    runner, _ = _runner(upstream, clock, BudgetPolicy(share=0.0, floor_per_s=0.0))
+    attempts = await _hedgeable(runner)
+    assert upstream.calls == ["a"]
+    assert _skip(attempts) == ("b", "hedge", "skipped", "hedge_budget_exhausted")
+
+
+async def test_a_hedge_onto_a_full_alternate_is_recorded_as_skipped() -> None:
+    upstream, clock = Upstream(delay_s={"a": PRIMARY_S}), FakeClock()
+    runner, state = _runner(upstream, clock)
+    state.watch.begin("b", 0.0)  # `b` holds its one attempt
+    attempts = await _hedgeable(runner, cap=1)
+    assert upstream.calls == ["a"]
+    assert _skip(attempts) == ("b", "hedge", "skipped", "deployment_saturated")
+    assert state.hedges.snapshot().spent == 0  # no token spent on a hedge not sent
+
+
+async def test_a_hedge_onto_an_open_circuit_is_recorded_as_skipped() -> None:
+    upstream, clock = Upstream(delay_s={"a": PRIMARY_S}), FakeClock()
+    runner, state = _runner(upstream, clock)
+    breaker = state.breakers.get("b")
+    for _ in range(BreakerPolicy().consecutive_failures):
+        permit = breaker.allow()
+        assert permit is not None
+        breaker.on_failure(permit)
+    attempts = await _hedgeable(runner)
+    assert upstream.calls == ["a"]
+    assert _skip(attempts) == ("b", "hedge", "skipped", "circuit_open")
+    assert state.hedges.snapshot().spent == 0
+
+
+async def test_a_hedge_sent_leaves_no_skip() -> None:
+    """The same race with a budget to spend: the hedge is sent (and loses), no skip record."""
+    upstream, clock = Upstream(delay_s={"a": 0.05, "b": 1.0}), FakeClock()
+    runner, state = _runner(upstream, clock, BudgetPolicy(share=1.0, floor_per_s=1.0))
+    attempts = await _hedgeable(runner)
+    assert upstream.calls == ["a", "b"]
+    assert [(a.deployment, a.kind, a.outcome) for a in attempts] == [
+        ("a", "first", "won"), ("b", "hedge", "cancelled")]
+    assert state.hedges.snapshot().spent == 1

@@ -37,10 +37,24 @@ def saturated(message: str) -> ProviderUnavailableError:
 SATURATED = saturated("").code  # the code such skips are counted by
 
 
+def retry_budget_spent() -> OverloadedError:
+    """Why a retry or fallback that was due was not made: the retry budget had no token left.
+    Recorded on a skipped attempt (counted by `slorouter.retry_budget.refusals`); the client
+    gets the error of the attempts that failed, its message saying the budget ended them."""
+    return OverloadedError("retry budget exhausted", code="retry_budget_exhausted")
+
+
+RETRY_BUDGET_SPENT = retry_budget_spent().code  # the code such refusals are counted by
+
+
 def hedge_budget_spent() -> OverloadedError:
     """Why a hedge that was due was not sent: the hedge budget had no token left. Recorded on a
     skipped `hedge` attempt (counted by `slorouter.hedges.skipped`), never sent to a client."""
     return OverloadedError("hedge budget exhausted", code="hedge_budget_exhausted")
+
+
+# The codes of attempts a budget refused: never a candidate passed over (each follows an attempt)
+BUDGET_SPENT = frozenset({RETRY_BUDGET_SPENT, hedge_budget_spent().code})
 
 
 @dataclass(slots=True)

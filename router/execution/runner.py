@@ -23,7 +23,13 @@ from router.errors import (
     UnknownCommitError,
 )
 from router.execution import late_timers
-from router.execution.attempt import AttemptKind, AttemptRecord, hedge_budget_spent, saturated
+from router.execution.attempt import (
+    AttemptKind,
+    AttemptRecord,
+    hedge_budget_spent,
+    retry_budget_spent,
+    saturated,
+)
 from router.execution.backoff import retry_delay
 from router.execution.classify_error import AttemptContext, classify, progressing
 from router.execution.failures import (
@@ -110,11 +116,12 @@ class Runner:
             if _first_content_by(plan) - self._clock() <= 0:  # before spending any budget
                 raise deadline_passed(attempts)
             after_failure = any(a.outcome == "failed" for a in attempts)
+            kind: AttemptKind = "retry" if retry else ("fallback" if after_failure else "first")
             if (after_failure and not paid and _charged(attempts)
                     and not self._state.retries.try_spend()):
+                self._refused(attempts, deployment, kind)
                 raise exhausted(attempts, "retry budget exhausted")
             paid = False
-            kind: AttemptKind = "retry" if retry else ("fallback" if after_failure else "first")
             try:
                 return await self._attempt(plan, attempts, open_, deployment, alternate, kind)
             except _Skip:
@@ -143,6 +150,7 @@ class Runner:
                 # The budget before the wait: a retry it refuses is answered at once, not after
                 # holding the client (and its slot) through a backoff or a Retry-After.
                 if not self._state.retries.try_spend():
+                    self._refused(attempts, deployment, "retry")
                     raise exhausted(attempts, "retry budget exhausted") from err
                 paid = True
                 await asyncio.sleep(delay)
@@ -279,6 +287,13 @@ class Runner:
         return CommittedStream(calls[result.winner].deployment, list(result.prefix),
                                result.rest, attempts,
                                self._releaser(winner, bounded, plan.stall_after_s), bounded)
+
+    def _refused(self, attempts: list[AttemptRecord], deployment: Deployment,
+                 kind: AttemptKind) -> None:
+        """The retry budget refused the attempt that was due: on the record, not sent."""
+        now = self._clock()
+        attempts.append(AttemptRecord(deployment.name, len(attempts) + 1, now, kind, "skipped",
+                                      ended_at=now, error=retry_budget_spent()))
 
     def _fail_pending(self, attempts: list[AttemptRecord], err: SlorouterError,
                       health: Callable[[AttemptRecord], bool] = lambda _record: True) -> None:

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from router.execution.attempt import AttemptRecord
+from router.execution.attempt import RETRY_BUDGET_SPENT, AttemptRecord
 from router.outcomes import CLIENT_CLOSED, Outcome
 from router.telemetry.context import TraceContext
 
@@ -49,6 +49,9 @@ SKIPPED = "slorouter.skipped_deployments"
 # hedges that were due and not sent, by why: hedge_budget_exhausted, deployment_saturated or
 # circuit_open (comma-separated when several races of one request each skipped theirs)
 HEDGE_SKIPPED = "slorouter.hedge.skipped"
+# the kind (retry or fallback) of an attempt that was due after a failure and that the retry
+# budget refused: the request ended there with the failures before it
+RETRY_REFUSED = "slorouter.retry_budget.refused"
 ATTEMPT_OUTCOME = "slorouter.attempt.outcome"
 CLIENT_GONE = "slorouter.client_disconnected"
 EXPLORED = "slorouter.route.explored"
@@ -174,6 +177,12 @@ def server_span_name(outcome: Outcome) -> str:
     return "chat"
 
 
+def retry_refused(attempt: AttemptRecord) -> bool:
+    """A retry or fallback that was due and that the retry budget refused (never made)."""
+    return (attempt.kind != "hedge" and attempt.error is not None
+            and attempt.error.code == RETRY_BUDGET_SPENT)
+
+
 def hedge_skip_reason(attempt: AttemptRecord) -> str:
     """Why a skipped hedge was not sent: its error's code."""
     code = attempt.error.code if attempt.error is not None else None
@@ -182,8 +191,8 @@ def hedge_skip_reason(attempt: AttemptRecord) -> str:
 
 def made(attempt: AttemptRecord) -> bool:
     """Whether the attempt was made: not passed over because its deployment's circuit was open
-    or it was at its `max_in_flight`, nor a hedge that was due and not sent (such a record has
-    no upstream call to be a span or an operation's duration)."""
+    or it was at its `max_in_flight`, nor a hedge, retry or fallback that was due and not sent
+    (such a record has no upstream call to be a span or an operation's duration)."""
     return attempt.outcome != "skipped"
 
 
@@ -248,12 +257,16 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
     put_if(attrs, REQUEST_MODEL, outcome.requested_model or None)  # none before the body
     skipped = [a for a in outcome.attempts if not made(a)]
     if skipped:
-        passed_over = [a.deployment for a in skipped if a.kind != "hedge"]
+        passed_over = [a.deployment for a in skipped
+                       if a.kind != "hedge" and not retry_refused(a)]
         if passed_over:
             attrs[SKIPPED] = ",".join(passed_over)
         hedges = [hedge_skip_reason(a) for a in skipped if a.kind == "hedge"]
         if hedges:
             attrs[HEDGE_SKIPPED] = ",".join(hedges)
+        refused = [a.kind for a in skipped if retry_refused(a)]
+        if refused:
+            attrs[RETRY_REFUSED] = refused[-1]  # the request ended at the first (and only) one
     info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
     if info is not None:
         attrs[RESPONSE_MODEL] = info.upstream_model

@@ -86,6 +86,10 @@ class RouterMetrics:
             description="Hedges that were due and not sent, by reason: the hedge budget was "
                         "spent, the alternate had its max_in_flight in flight, or its circuit "
                         "was open.")
+        self.retries_refused = counter(
+            "slorouter.retry_budget.refusals", unit="{attempt}",
+            description="Retries and fallbacks that were due after a failure and that the retry "
+                        "budget refused: the request ended with the failures before them.")
         self.rejections = counter("slorouter.admission.rejections", unit="{request}",
                                   description="Requests refused by admission control.")
         self.saturated = counter(
@@ -131,6 +135,9 @@ class RouterMetrics:
                 if attempt.kind == "hedge":
                     self.hedges_skipped.add(1, {A.DEPLOYMENT: attempt.deployment,
                                                 REASON: A.hedge_skip_reason(attempt)})
+                elif A.retry_refused(attempt):
+                    self.retries_refused.add(1, {A.DEPLOYMENT: attempt.deployment,
+                                                 A.ATTEMPT_KIND: attempt.kind})
                 continue
             ended = attempt.ended_at if attempt.ended_at is not None else outcome.ended_at
             info = self._deployments.get(attempt.deployment)

@@ -11,7 +11,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
 from router.errors import ProviderUnavailableError
-from router.execution.attempt import AttemptRecord, hedge_budget_spent
+from router.execution.attempt import AttemptRecord, hedge_budget_spent, retry_budget_spent
 from router.telemetry import attributes as A
 from router.telemetry.context import start_trace
 from router.telemetry.settings import TelemetrySettings
@@ -195,6 +195,33 @@ def test_a_hedge_that_was_due_and_not_sent_says_why() -> None:
                          "slorouter_reason": "hedge_budget_exhausted"}, 1.0)]
     hedges = getattr(families.get("slorouter_hedges"), "samples", [])
     assert sum(s.value for s in hedges if s.name.endswith("_total")) == 0
+
+
+def test_a_retry_the_budget_refused_is_counted_and_named_on_the_request() -> None:
+    """The request's first attempt failed and the retry budget refused the retry: the request
+    failed with the attempt's 503. The refused retry is no call (no span), not a candidate
+    passed over; the server span names its kind and `slorouter.retry_budget.refusals`
+    counts it."""
+    telemetry, exporter = in_memory_telemetry()
+    outcome, _ = streamed_with_retry()
+    first = outcome.attempts[0]
+    assert first.ended_at is not None
+    outcome.attempts[1:] = [AttemptRecord("pt-fast", 2, first.ended_at, "retry", "skipped",
+                                          ended_at=first.ended_at, error=retry_budget_spent())]
+    outcome.deployment, outcome.status, outcome.error_type = None, 503, "ProviderUnavailableError"
+    outcome.error_code = "upstream_unavailable"
+    telemetry.sink.record(outcome)
+    text = telemetry.prometheus_text().decode()
+    spans = list(exporter.get_finished_spans())
+    server = (_by_name(spans)["chat auto"][0].attributes or {})
+    assert [_number(s) for s in spans if s.kind == SpanKind.CLIENT] == [1]
+    assert server["slorouter.retry_budget.refused"] == "retry"
+    assert "slorouter.skipped_deployments" not in server
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    refused = [(s.labels, s.value) for s in getattr(families["slorouter_retry_budget_refusals"],
+                                                    "samples", []) if s.name.endswith("_total")]
+    assert refused == [({"slorouter_deployment": "pt-fast", "slorouter_attempt_kind": "retry"},
+                        1.0)]
 
 
 def test_a_stream_broken_after_its_head_reports_the_200_its_client_got() -> None:

@@ -1,13 +1,20 @@
-"""A hedge that was due and not sent is on the request's record, with why: the hedge budget had
-no token (`hedge_budget_exhausted`), the alternate had its `max_in_flight` attempts in flight
-(`deployment_saturated`) or its circuit was open (`circuit_open`). Telemetry counts those
-records (`slorouter.hedges.skipped`); without them a starved hedge budget was invisible.
+"""An attempt that was due and not made is on the request's record, with why.
 
-The real `Runner`, breakers and budgets; the fake upstream of the bulkhead tests.
+A hedge: the hedge budget had no token (`hedge_budget_exhausted`), the alternate had its
+`max_in_flight` attempts in flight (`deployment_saturated`) or its circuit was open
+(`circuit_open`). A retry or fallback after a failure: the retry budget had no token
+(`retry_budget_exhausted`), and the client gets the failure's own error. Telemetry counts those
+records (`slorouter.hedges.skipped`, `slorouter.retry_budget.refusals`); without them a
+starved budget was invisible (a tail hedging did not cut, errors with the upstream's code).
+
+The real `Runner`, breakers and budgets; the fake upstreams of the bulkhead and runner tests.
 """
 
 from __future__ import annotations
 
+import pytest
+
+from router.errors import ProviderUnavailableError
 from router.execution.attempt import AttemptRecord
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
 from router.execution.plan import ExecutionState
@@ -20,6 +27,8 @@ from router.execution.retry_budget import (
 from router.execution.runner import Runner
 from tests.reliability.fakes import FakeClock
 from tests.reliability.test_bulkhead import Upstream, _deployment, _plan
+from tests.reliability.test_runner_errors import ScriptedProvider
+from tests.reliability.test_runner_errors import _plan as _failing_plan
 
 HEDGE_AFTER_S = 0.01
 PRIMARY_S = 0.2  # the primary answers this long after it started: the hedge is due before
@@ -88,3 +97,33 @@ async def test_a_hedge_sent_leaves_no_skip() -> None:
     assert [(a.deployment, a.kind, a.outcome) for a in attempts] == [
         ("a", "first", "won"), ("b", "hedge", "cancelled")]
     assert state.hedges.snapshot().spent == 1
+
+
+def _empty_retry_budget(failing: str) -> tuple[Runner, ScriptedProvider, FakeClock]:
+    clock = FakeClock()
+    provider = ScriptedProvider({failing: ProviderUnavailableError(
+        "upstream returned 503", code="upstream_unavailable")})
+    state = ExecutionState(BreakerRegistry(BreakerPolicy(), clock),
+                           retry_budget(clock, BudgetPolicy(share=0.0, floor_per_s=0.0)),
+                           hedge_budget(clock))
+    return Runner({"openai_passthrough": provider}, state, clock=clock), provider, clock
+
+
+@pytest.mark.parametrize(("deployments", "refused"), [
+    (("first", "second"), ("second", "fallback")),  # moving on to the next deployment
+    (("first",), ("first", "retry")),  # the last deployment tries again
+])
+async def test_an_attempt_the_retry_budget_refuses_is_recorded_as_skipped(
+        deployments: tuple[str, ...], refused: tuple[str, str]) -> None:
+    """`first` answers 503 and the retry budget is empty: the attempt that was due is not
+    made, its record says why, and the client gets the 503's own error."""
+    runner, provider, clock = _empty_retry_budget("first")
+    attempts: list[AttemptRecord] = []
+    with pytest.raises(ProviderUnavailableError) as caught:
+        await runner.complete(_failing_plan(clock, *deployments), attempts)
+    assert provider.calls == ["first"]
+    assert caught.value.code == "upstream_unavailable"
+    assert caught.value.message.startswith("retry budget exhausted: all 1 attempts failed")
+    assert [(a.deployment, a.kind, a.outcome, getattr(a.error, "code", None))
+            for a in attempts] == [("first", "first", "failed", "upstream_unavailable"),
+                                   (*refused, "skipped", "retry_budget_exhausted")]

@@ -329,8 +329,9 @@ class ChatHandler:
                                                    completion.usage.cache_write_tokens)
             _winner_usage(outcome, completion.usage, outcome.cost_usd)
         headers["x-slorouter-model"] = deployment.name
+        winner = outcome.winner  # not the last attempt: a hedge that lost, or was not sent
         headers["server-timing"] = prepared.phases.header(
-            outcome.attempts[-1].ttft_s if outcome.attempts else None, now - outcome.arrived_at)
+            winner.ttft_s if winner is not None else None, now - outcome.arrived_at)
         return Response(completion.body, media_type="application/json", headers=headers)
 
     async def _stream(self, request: Request, prepared: Prepared, outcome: Outcome,

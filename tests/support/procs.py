@@ -201,17 +201,22 @@ class ManagedProcess:
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.startup_timeout_s
+        answered = held = False  # what the last check saw, for the error below
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
                 raise RuntimeError(f"{self.argv[0]} exited early with {self._proc.returncode}:\n"
                                    f"{self.log_text()}")
-            ok = _http_ok(self.ready_url) if self.ready_url else _tcp_ok(self.port)
-            if ok and self._proc is not None and listens(self._proc.pid, self.port):
+            answered = _http_ok(self.ready_url) if self.ready_url else _tcp_ok(self.port)
+            held = self._proc is not None and listens(self._proc.pid, self.port)
+            if answered and held:
                 return
             time.sleep(0.05)
         self.stop()
-        raise TimeoutError(f"{' '.join(self.argv)} not ready in {self.startup_timeout_s}s:\n"
-                           f"{self.log_text()}")
+        raise TimeoutError(
+            f"{' '.join(self.argv)} not ready in {self.startup_timeout_s}s (last check: "
+            f"{self.ready_url or f'port {self.port}'} {'answered' if answered else 'no answer'}"
+            f", port {'held' if held else 'not held'} by pid "
+            f"{self._proc.pid if self._proc is not None else '-'}):\n{self.log_text()}")
 
     def log_text(self) -> str:
         if self.log_path and self.log_path.exists():

@@ -26,7 +26,7 @@ from router.execution.retry_budget import hedge_budget, retry_budget
 from router.execution.runner import Runner, close_quietly
 from router.outcomes import Outcome
 from router.providers.base import Completion, Deployment, StreamEvent, UpstreamCall
-from tests.reliability.fakes import FakeClock
+from tests.reliability.fakes import FakeClock, fail_until_open
 
 ANSWER = b'{"object": "chat.completion", "choices": []}'
 
@@ -115,10 +115,7 @@ async def test_a_full_deployment_keeps_its_breakers_half_open_probe() -> None:
     clock, upstream = FakeClock(), Upstream()
     runner, state = _runner(upstream, clock)
     breaker = state.breakers.get("a")
-    for _ in range(BreakerPolicy().consecutive_failures):
-        permit = breaker.allow()
-        assert permit is not None
-        breaker.on_failure(permit)
+    fail_until_open(breaker)
     clock.advance(BreakerPolicy().cool_down_s)
     assert breaker.state() == "half_open"
     state.watch.begin("a", 0.0)

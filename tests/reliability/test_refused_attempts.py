@@ -25,7 +25,7 @@ from router.execution.retry_budget import (
     retry_budget,
 )
 from router.execution.runner import Runner
-from tests.reliability.fakes import FakeClock
+from tests.reliability.fakes import FakeClock, fail_until_open
 from tests.reliability.test_bulkhead import Upstream, _deployment, _plan
 from tests.reliability.test_runner_errors import ScriptedProvider
 from tests.reliability.test_runner_errors import _plan as _failing_plan
@@ -78,10 +78,7 @@ async def test_a_hedge_onto_an_open_circuit_is_recorded_as_skipped() -> None:
     upstream, clock = Upstream(delay_s={"a": PRIMARY_S}), FakeClock()
     runner, state = _runner(upstream, clock)
     breaker = state.breakers.get("b")
-    for _ in range(BreakerPolicy().consecutive_failures):
-        permit = breaker.allow()
-        assert permit is not None
-        breaker.on_failure(permit)
+    fail_until_open(breaker)
     attempts = await _hedgeable(runner)
     assert upstream.calls == ["a"]
     assert _skip(attempts) == ("b", "hedge", "skipped", "circuit_open")

@@ -37,6 +37,12 @@ def saturated(message: str) -> ProviderUnavailableError:
 SATURATED = saturated("").code  # the code such skips are counted by
 
 
+def circuit_open(retry_after: float | None) -> ProviderUnavailableError:
+    """The error of an attempt skipped because its deployment's circuit is open (`retry_after`:
+    until its breaker admits a probe again)."""
+    return ProviderUnavailableError("circuit open", code="circuit_open", retry_after=retry_after)
+
+
 def retry_budget_spent() -> OverloadedError:
     """Why a retry or fallback that was due was not made: the retry budget had no token left.
     Recorded on a skipped attempt (counted by `slorouter.retry_budget.refusals`); the client
@@ -84,6 +90,13 @@ class AttemptRecord:
     outlasted: bool = False
     permit: Permit = REGULAR  # what its deployment's breaker admitted it with (`allow()`)
     judged: bool = False  # its failure counted against its deployment (its breaker's failure)
+
+    @property
+    def passed_over(self) -> bool:
+        """A candidate skipped for its state (circuit open, or at its `max_in_flight`), not an
+        attempt a budget refused nor a hedge not sent: those only follow an attempt made."""
+        return (self.outcome == "skipped" and self.kind != "hedge"
+                and (self.error is None or self.error.code not in BUDGET_SPENT))
 
     @property
     def ttft_s(self) -> float | None:

@@ -13,7 +13,7 @@ from router.errors import (
     ProviderUnavailableError,
     SlorouterError,
 )
-from router.execution.attempt import BUDGET_SPENT, SATURATED, AttemptRecord, saturated
+from router.execution.attempt import SATURATED, AttemptRecord, saturated
 from router.execution.breaker import soonest_whole_seconds
 
 
@@ -56,10 +56,7 @@ def deadline_passed(attempts: list[AttemptRecord]) -> SlorouterError:
 def exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
     errors = [a.error for a in attempts if a.error is not None and a.outcome == "failed"]
     if not errors:
-        # the candidates passed over (a hedge not sent is not one: its primary was tried; nor
-        # an attempt a budget refused, which only follows a failure)
-        skipped = [a.error for a in attempts if a.error is not None and a.kind != "hedge"
-                   and a.error.code not in BUDGET_SPENT]
+        skipped = [a.error for a in attempts if a.passed_over and a.error is not None]
         full = [err.code == SATURATED for err in skipped]
         if any(full):
             also = "" if all(full) else " or its circuit breaker open"

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Mapping
 from router.errors import (
     ProviderMisconfiguredError,
     ProviderTimeoutError,
-    ProviderUnavailableError,
     SlorouterError,
     UnknownCommitError,
 )
@@ -26,11 +25,13 @@ from router.execution import late_timers
 from router.execution.attempt import (
     AttemptKind,
     AttemptRecord,
+    circuit_open,
     hedge_budget_spent,
     retry_budget_spent,
     saturated,
 )
 from router.execution.backoff import retry_delay
+from router.execution.breaker import Permit
 from router.execution.classify_error import AttemptContext, classify, progressing
 from router.execution.failures import (
     as_error,
@@ -119,7 +120,7 @@ class Runner:
             kind: AttemptKind = "retry" if retry else ("fallback" if after_failure else "first")
             if (after_failure and not paid and _charged(attempts)
                     and not self._state.retries.try_spend()):
-                self._refused(attempts, deployment, kind)
+                self._not_made(attempts, deployment, kind, retry_budget_spent())
                 raise exhausted(attempts, "retry budget exhausted")
             paid = False
             try:
@@ -150,7 +151,7 @@ class Runner:
                 # The budget before the wait: a retry it refuses is answered at once, not after
                 # holding the client (and its slot) through a backoff or a Retry-After.
                 if not self._state.retries.try_spend():
-                    self._refused(attempts, deployment, "retry")
+                    self._not_made(attempts, deployment, "retry", retry_budget_spent())
                     raise exhausted(attempts, "retry budget exhausted") from err
                 paid = True
                 await asyncio.sleep(delay)
@@ -159,25 +160,17 @@ class Runner:
     async def _attempt(self, plan: Plan, attempts: list[AttemptRecord],
                        open_: Callable[[UpstreamCall], EventStream], deployment: Deployment,
                        alternate: Deployment | None, kind: AttemptKind) -> CommittedStream:
-        breaker = self._state.breakers.get(deployment.name)
         try:  # before the breaker admits anything: a half-open probe slot must not leak
             call = self._call(plan, deployment, len(attempts) + 1)
         except ProviderTimeoutError:
             raise _OutOfTime() from None
         record = AttemptRecord(deployment.name, len(attempts) + 1, self._clock(), kind)
         attempts.append(record)
-        if self._at_cap(deployment):  # before the breaker, whose probe slot it would hold
-            record.outcome, record.ended_at = "skipped", record.started_at
-            record.error = saturated(f"{deployment.name} has its max_in_flight attempts in flight")
+        admitted = self._admit(deployment, plan.principal)
+        if isinstance(admitted, SlorouterError):
+            record.outcome, record.ended_at, record.error = "skipped", record.started_at, admitted
             raise _Skip()
-        permit = breaker.allow(plan.principal)
-        if permit is None:
-            record.outcome, record.ended_at = "skipped", record.started_at
-            record.error = ProviderUnavailableError(
-                "circuit open", code="circuit_open",
-                retry_after=breaker.snapshot(deployment.name).half_open_in_s)
-            raise _Skip()
-        record.permit = permit
+        record.permit = admitted
         self._started(record, plan)
         hedged = plan.hedge_delay_s is not None and alternate is not None
         head_s, by_head = _head_timeout(plan, call.timeout_s, self._clock())
@@ -241,22 +234,14 @@ class Runner:
 
         def may_hedge() -> bool:
             """The hedge is due: send it, or record why not (a skipped `hedge` attempt)."""
-            if self._at_cap(alternate):
-                return skipped(saturated(f"{alternate.name} has its max_in_flight attempts "
-                                         "in flight"))
-            permit = alt_breaker.allow(plan.principal)
-            if permit is None:
-                return skipped(ProviderUnavailableError("circuit open", code="circuit_open"))
-            if self._state.hedges.try_spend():
-                hedge_record.permit = permit
-                return True
-            alt_breaker.on_abandon(permit)  # no hedge after all: a probe slot goes back
-            return skipped(hedge_budget_spent())
-
-        def skipped(why: SlorouterError) -> bool:
-            now = self._clock()
-            attempts.append(AttemptRecord(alternate.name, len(attempts) + 1, now, "hedge",
-                                          "skipped", ended_at=now, error=why))
+            admitted = self._admit(alternate, plan.principal)
+            if not isinstance(admitted, SlorouterError):
+                if self._state.hedges.try_spend():
+                    hedge_record.permit = admitted
+                    return True
+                alt_breaker.on_abandon(admitted)  # no hedge after all: a probe slot goes back
+                admitted = hedge_budget_spent()
+            self._not_made(attempts, alternate, "hedge", admitted)
             return False
 
         self._state.hedges.record_request()
@@ -288,12 +273,25 @@ class Runner:
                                result.rest, attempts,
                                self._releaser(winner, bounded, plan.stall_after_s), bounded)
 
-    def _refused(self, attempts: list[AttemptRecord], deployment: Deployment,
-                 kind: AttemptKind) -> None:
-        """The retry budget refused the attempt that was due: on the record, not sent."""
+    def _admit(self, deployment: Deployment, principal: str) -> Permit | SlorouterError:
+        """Its breaker's permit for an attempt on `deployment`, or why none is made: it has its
+        `max_in_flight` attempts in flight (asked first: the breaker's probe slot stays free),
+        or its circuit is open."""
+        if self._at_cap(deployment):
+            return saturated(f"{deployment.name} has its max_in_flight attempts in flight")
+        breaker = self._state.breakers.get(deployment.name)
+        permit = breaker.allow(principal)
+        if permit is None:
+            return circuit_open(breaker.snapshot(deployment.name).half_open_in_s)
+        return permit
+
+    def _not_made(self, attempts: list[AttemptRecord], deployment: Deployment,
+                  kind: AttemptKind, why: SlorouterError) -> None:
+        """An attempt that was due and is not made (a budget refused it, or a hedge's alternate
+        could not take it): on the record, with why, never sent."""
         now = self._clock()
         attempts.append(AttemptRecord(deployment.name, len(attempts) + 1, now, kind, "skipped",
-                                      ended_at=now, error=retry_budget_spent()))
+                                      ended_at=now, error=why))
 
     def _fail_pending(self, attempts: list[AttemptRecord], err: SlorouterError,
                       health: Callable[[AttemptRecord], bool] = lambda _record: True) -> None:

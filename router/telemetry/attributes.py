@@ -179,8 +179,7 @@ def server_span_name(outcome: Outcome) -> str:
 
 def retry_refused(attempt: AttemptRecord) -> bool:
     """A retry or fallback that was due and that the retry budget refused (never made)."""
-    return (attempt.kind != "hedge" and attempt.error is not None
-            and attempt.error.code == RETRY_BUDGET_SPENT)
+    return attempt.error is not None and attempt.error.code == RETRY_BUDGET_SPENT
 
 
 def hedge_skip_reason(attempt: AttemptRecord) -> str:
@@ -257,16 +256,15 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
     put_if(attrs, REQUEST_MODEL, outcome.requested_model or None)  # none before the body
     skipped = [a for a in outcome.attempts if not made(a)]
     if skipped:
-        passed_over = [a.deployment for a in skipped
-                       if a.kind != "hedge" and not retry_refused(a)]
+        passed_over = [a.deployment for a in skipped if a.passed_over]
         if passed_over:
             attrs[SKIPPED] = ",".join(passed_over)
         hedges = [hedge_skip_reason(a) for a in skipped if a.kind == "hedge"]
         if hedges:
             attrs[HEDGE_SKIPPED] = ",".join(hedges)
-        refused = [a.kind for a in skipped if retry_refused(a)]
-        if refused:
-            attrs[RETRY_REFUSED] = refused[-1]  # the request ended at the first (and only) one
+        refused = next((a.kind for a in skipped if retry_refused(a)), None)
+        if refused is not None:  # the request ended there: at most one
+            attrs[RETRY_REFUSED] = refused
     info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
     if info is not None:
         attrs[RESPONSE_MODEL] = info.upstream_model

@@ -22,7 +22,12 @@ from router.caching import CachePlan, ResultCaching
 from router.errors import ProviderUnavailableError
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
 from router.execution.plan import ExecutionState, Plan
-from router.execution.retry_budget import hedge_budget, retry_budget
+from router.execution.retry_budget import (
+    HEDGE_BUDGET_DEFAULTS,
+    BudgetPolicy,
+    hedge_budget,
+    retry_budget,
+)
 from router.execution.runner import Runner, close_quietly
 from router.outcomes import Outcome
 from router.providers.base import Completion, Deployment, StreamEvent, UpstreamCall
@@ -69,11 +74,12 @@ class Upstream:
         return None
 
 
-def _runner(upstream: Upstream, clock: FakeClock | None = None) -> tuple[Runner, ExecutionState]:
+def _runner(upstream: Upstream, clock: FakeClock | None = None,
+            hedges: BudgetPolicy = HEDGE_BUDGET_DEFAULTS) -> tuple[Runner, ExecutionState]:
     """The runner's own clock is real (the upstream's delays are); the breakers' is `clock`."""
     clock = clock if clock is not None else FakeClock()
     state = ExecutionState(BreakerRegistry(BreakerPolicy(), clock), retry_budget(clock),
-                           hedge_budget(clock))
+                           hedge_budget(clock, hedges))
     return Runner({"openai_passthrough": upstream}, state), state
 
 

@@ -18,27 +18,15 @@ from router.errors import ProviderUnavailableError
 from router.execution.attempt import AttemptRecord
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
 from router.execution.plan import ExecutionState
-from router.execution.retry_budget import (
-    HEDGE_BUDGET_DEFAULTS,
-    BudgetPolicy,
-    hedge_budget,
-    retry_budget,
-)
+from router.execution.retry_budget import BudgetPolicy, hedge_budget, retry_budget
 from router.execution.runner import Runner
 from tests.reliability.fakes import FakeClock, fail_until_open
-from tests.reliability.test_bulkhead import Upstream, _deployment, _plan
+from tests.reliability.test_bulkhead import Upstream, _deployment, _plan, _runner
 from tests.reliability.test_runner_errors import ScriptedProvider
 from tests.reliability.test_runner_errors import _plan as _failing_plan
 
 HEDGE_AFTER_S = 0.01
 PRIMARY_S = 0.2  # the primary answers this long after it started: the hedge is due before
-
-
-def _runner(upstream: Upstream, clock: FakeClock,
-            hedges: BudgetPolicy = HEDGE_BUDGET_DEFAULTS) -> tuple[Runner, ExecutionState]:
-    state = ExecutionState(BreakerRegistry(BreakerPolicy(), clock), retry_budget(clock),
-                           hedge_budget(clock, hedges))
-    return Runner({"openai_passthrough": upstream}, state), state
 
 
 async def _hedgeable(runner: Runner, cap: int | None = None) -> list[AttemptRecord]:

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import aiohttp
 import openai
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.faults.scenarios import TENANT_ENV, Dep, router_yaml
+from tests.support.scrape import counter_values, counts_added
 from tests.telemetry.helpers import in_memory_telemetry
 from tests.telemetry.served import serve
 from tests.telemetry.test_attempt_cost import (
@@ -43,23 +42,6 @@ def upstream() -> Iterator[Upstream]:
     running.stop()
 
 
-Counts = dict[tuple[tuple[str, str], ...], float]
-
-
-async def _counted(base: str, family: str) -> Counts:
-    """The counter's values by label set, from `/metrics`."""
-    async with aiohttp.ClientSession() as session, session.get(f"{base}/metrics") as response:
-        text = await response.text()
-    found = next((f for f in text_string_to_metric_families(text) if f.name == family), None)
-    return {tuple(sorted(s.labels.items())): s.value for s in getattr(found, "samples", [])
-            if s.name.endswith("_total")}
-
-
-def _added(before: Counts, after: Counts) -> Counts:
-    """What a request added (a slow warm-up answer may have had its hedge refused too)."""
-    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
-
-
 async def test_attempts_the_budgets_refuse_are_counted_and_named(upstream: Upstream) -> None:
     telemetry, exporter = in_memory_telemetry()
     deps = [Dep("d-primary", "primary"), Dep("d-alternate", "alternate")]
@@ -68,8 +50,8 @@ async def test_attempts_the_budgets_refuse_are_counted_and_named(upstream: Upstr
                          EMPTY_BUDGETS, POLICIES)
     async with serve(upstream.base_url, telemetry, whole_config=config, env=TENANT_ENV) as base:
         client = await _warmed_up(base, telemetry, exporter)
-        hedges = await _counted(base, "slorouter_hedges_skipped")
-        refusals = await _counted(base, "slorouter_retry_budget_refusals")
+        hedges = await counter_values(base, "slorouter_hedges_skipped")
+        refusals = await counter_values(base, "slorouter_retry_budget_refusals")
 
         upstream.answers["primary"] = (200, 0.5)  # long past the warm-up's hedge delay
         answer = await client.chat.completions.with_raw_response.create(
@@ -79,7 +61,7 @@ async def test_attempts_the_budgets_refuse_are_counted_and_named(upstream: Upstr
         server, attempts = await _spans(telemetry, exporter, WARM_UP + 1)
         assert (server.attributes or {})["slorouter.hedge.skipped"] == "hedge_budget_exhausted"
         assert [(s.attributes or {})["slorouter.deployment"] for s in attempts] == ["d-primary"]
-        assert _added(hedges, await _counted(base, "slorouter_hedges_skipped")) == {
+        assert counts_added(hedges, await counter_values(base, "slorouter_hedges_skipped")) == {
             (("slorouter_deployment", "d-alternate"),
              ("slorouter_reason", "hedge_budget_exhausted")): 1.0}
 
@@ -90,6 +72,7 @@ async def test_attempts_the_budgets_refuse_are_counted_and_named(upstream: Upstr
         assert "retry budget exhausted" in str(failed.value)
         server, attempts = await _spans(telemetry, exporter, WARM_UP + 2)
         assert (server.attributes or {})["slorouter.retry_budget.refused"] == "fallback"
-        assert _added(refusals, await _counted(base, "slorouter_retry_budget_refusals")) == {
+        after = await counter_values(base, "slorouter_retry_budget_refusals")
+        assert counts_added(refusals, after) == {
             (("slorouter_attempt_kind", "fallback"), ("slorouter_deployment", "d-alternate")): 1.0}
         await client.close()

@@ -94,12 +94,23 @@ class HedgeDelays:
     that has waited that many typical first tokens is in the tail whatever the percentile says.
     A non-streamed request's first content is its whole answer: its delay is read alike from
     the E2E of non-streamed answers.
+
+    A stream of a task the deployment has not yet answered `min_observations` times (a task
+    of a few requests a second, or just after a start) is hedged at the deployment's TTFT
+    model instead: its line at the request's prompt size times its residuals' percentile, all
+    tasks together, where the line is trusted to `min_trust` at that size (`TtftFit.trust`:
+    within 1.3 times the prompt sizes it was fitted on, in its soft scale, for 0.8). Prompt
+    size is what moves a first token from task to task; a long-prompt task is not hedged at a
+    short-prompt task's delay, since the line has not seen prompts that long. A non-streamed
+    answer's E2E depends on its length, which no model here predicts, so it has no such
+    fallback.
     """
 
     store: StatsStore
     percentile: float = 0.88
     max_median_ratio: float = 3.0
     min_observations: float = 20.0
+    min_trust: float = 0.8
 
     def __call__(self, deployment: str, task: Task, prompt_tokens: int,
                  stream: bool = True) -> float | None:
@@ -108,6 +119,9 @@ class HedgeDelays:
         levels = (0.5, self.percentile) if above else (self.percentile, 0.5)
         read = self.store.ttft_quantiles if stream else self.store.e2e_quantiles
         found, weight = read(deployment, task, levels)
+        if (found is None or weight < self.min_observations) and stream:
+            found, weight = self.store.ttft_quantiles_at_size(deployment, prompt_tokens, levels,
+                                                              self.min_trust)
         if found is None or weight < self.min_observations:
             return None
         median, value = found if above else (found[1], found[0])

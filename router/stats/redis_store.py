@@ -137,6 +137,10 @@ class RedisStatsStore:
                       qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]:
         return self.local.e2e_quantiles(deployment, task, qs)
 
+    def ttft_quantiles_at_size(self, deployment: str, prompt_tokens: int, qs: Sequence[float],
+                               min_trust: float) -> tuple[tuple[float, ...] | None, float]:
+        return self.local.ttft_quantiles_at_size(deployment, prompt_tokens, qs, min_trust)
+
     def refresh(self) -> int:
         return self.local.refresh()
 

@@ -144,6 +144,8 @@ class StatsStore(Protocol):
                        qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]: ...
     def e2e_quantiles(self, deployment: str, task: Task,
                       qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]: ...
+    def ttft_quantiles_at_size(self, deployment: str, prompt_tokens: int, qs: Sequence[float],
+                               min_trust: float) -> tuple[tuple[float, ...] | None, float]: ...
     @property
     def healthy(self) -> bool: ...
     def status(self) -> StoreStatus: ...
@@ -250,6 +252,16 @@ class LocalStatsStore:
         """As `ttft_quantiles`, of the E2E of non-streamed answers (what a non-streamed
         request waits for before its first content)."""
         return self._quantiles(E2E, deployment, task, qs)
+
+    def ttft_quantiles_at_size(self, deployment: str, prompt_tokens: int, qs: Sequence[float],
+                               min_trust: float) -> tuple[tuple[float, ...] | None, float]:
+        """This replica's TTFT of the deployment, every task, at ascending levels `qs` for a
+        prompt of `prompt_tokens` (its TTFT model: `TtftModel.quantiles_at`), and the decayed
+        weight behind it; None where the model is not trusted to `min_trust` at that size."""
+        state = self._own.get((deployment, ANY, ANY_BUCKET))
+        if state is None or state.model is None:
+            return None, 0.0
+        return state.model.quantiles_at(prompt_tokens, qs, self._clock(), min_trust)
 
     def _quantiles(self, name: str, deployment: str, task: Task,
                    qs: Sequence[float]) -> tuple[tuple[float, ...] | None, float]:

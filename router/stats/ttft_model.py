@@ -16,6 +16,7 @@ log distance to 0 at `EXTRAPOLATION_LIMIT` times beyond it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from router.stats.decay import Decay, DecayedSums
@@ -133,16 +134,36 @@ class TtftModel:
 
     def fit(self, now: float) -> TtftFit | None:
         """The current fit, or None when nothing was observed."""
+        if self._sums.raw("w") <= 0.0:
+            return None
+        found = self._ratio.quantiles(LEVELS)
+        return self._fit(now, Quantiles.of(found) if found is not None else None)
+
+    def _fit(self, now: float, ratio: Quantiles | None) -> TtftFit:
         s = self._sums
         w = s.raw("w")
-        if w <= 0.0:
-            return None
         a, b, spread = _solve(w, s.raw("x"), s.raw("y"), s.raw("xx"), s.raw("xy"))
-        found = self._ratio.quantiles(LEVELS)
-        ratio = Quantiles.of(found) if found is not None else None
         mean = s.raw("x") / w
         return TtftFit(a, b, s.value("w", now), now, spread, ratio,
                        max(mean - COVERED_SD * spread, 0.0), mean + COVERED_SD * spread)
+
+    def quantiles_at(self, prompt_tokens: int, qs: Sequence[float], now: float,
+                     min_trust: float) -> tuple[tuple[float, ...] | None, float]:
+        """TTFT at the ascending levels `qs` for a prompt of `prompt_tokens`: the fitted line
+        there times the residual ratios at those levels, read from their sketch itself (a level
+        between the summaries' fixed ones, a hedge trigger at p88, sees a bimodal tail as it
+        is), with the decayed weight of the residuals behind them. None where the line is not
+        trusted to `min_trust` at that size (`TtftFit.trust`) or before residuals exist."""
+        if self._sums.raw("w") <= 0.0:
+            return None, 0.0
+        line = self._fit(now, None)
+        if line.trust(prompt_tokens) < min_trust:
+            return None, 0.0
+        ratios = self._ratio.quantiles(qs)
+        if ratios is None:
+            return None, 0.0
+        fitted = line.mean_s(prompt_tokens)
+        return tuple(fitted * r for r in ratios), self._ratio.count(now)
 
     @classmethod
     def from_parts(cls, sums: DecayedSums, ratio: DecayedSketch) -> TtftModel:

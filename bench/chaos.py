@@ -354,8 +354,9 @@ def hedging(directory: Path, sim: Running, counters: SimCounters, n: int, rate: 
     models = {"tail": ["tail"], "calm": ["calm"]}
     with router(directory, sim, "hedging", deps, models, policies=HEDGE_POLICIES) as gw:
         phases = {"summarization": _phase(gw, counters, "summarization", n, rate, seed)}
-        # Steady state, as tests/faults/test_hedging.py measures it: `chat` is hedged only
-        # once 20 of its own answers give the delay, and the hedge budget's 10 s window fills
+        # Steady state, as tests/faults/test_hedging.py measures it: `chat` (not streamed, so
+        # without the TTFT model's fallback) is hedged only once 20 of its own answers give
+        # the delay, and the hedge budget's 10 s window fills
         # with the requests that earn its tokens. Measured from a cold start, the first
         # second's tail went unhedged and the budget started at its 2-token floor.
         _phase(gw, counters, "chat", int(HEDGE_WARM_UP_S * rate), rate, seed + 1)

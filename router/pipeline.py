@@ -64,7 +64,7 @@ class Caller:
         cache): one tenant's callers with the same permission scopes, as for stored answers.
         A caller with fewer scopes would otherwise learn, from `cached_tokens` or a faster first
         token, that a caller with more sent exactly that prefix."""
-        return _partition_of(self.tenant, self.scopes)
+        return prefix_partition_of(self.tenant, self.scopes)
 
 # An attempt that waits this many times its task's latency target without an answer has
 # stalled, whoever's deadline then cuts it (`Plan.stall_after_s`).
@@ -298,7 +298,7 @@ def arm_model(assignment: Assignment | None) -> str | None:
 
 
 @functools.lru_cache(maxsize=1024)
-def _partition_of(tenant: str, scopes: tuple[str, ...]) -> str:
+def prefix_partition_of(tenant: str, scopes: tuple[str, ...]) -> str:
     """The tenant alone when its key has no scopes (no key: loopback), else the tenant and its
     distinct scopes in order, separated by a character neither holds."""
     return tenant if not scopes else "\x00".join((tenant, *sorted(set(scopes))))

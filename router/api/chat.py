@@ -50,8 +50,8 @@ from router.auth import authenticate
 from router.caching import ResultCaching
 from router.errors import AuthenticationError, SlorouterError
 from router.execution.deadline import requested_timeout_s
+from router.execution.events import close_quietly
 from router.execution.plan import CommittedStream
-from router.execution.runner import close_quietly
 from router.idempotency import LEASE_S, IdempotencyStore, Replay
 from router.media_tokens import whole_decoded_chars
 from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages

@@ -21,8 +21,8 @@ from cache.assemble import StreamAssembler
 from router.api.errors import error_event
 from router.api.settle import Settle
 from router.errors import SlorouterError
+from router.execution.events import close_quietly
 from router.execution.plan import CommittedStream
-from router.execution.runner import close_quietly
 from router.outcomes import CLIENT_CLOSED, Outcome, answer_messages
 
 

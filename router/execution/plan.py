@@ -17,7 +17,7 @@ from router.execution.breaker import BreakerPolicy, BreakerRegistry
 from router.execution.failures import deadline_exceeded
 from router.execution.hedging import ChunkStream
 from router.execution.retry_budget import Budget, hedge_budget, retry_budget
-from router.providers.base import Deployment, StreamEvent
+from router.providers.base import Deployment, StreamEvent, UpstreamCall
 from router.stats.inflight import InFlight
 from router.telemetry.context import TraceContext
 
@@ -54,6 +54,30 @@ class Plan:
     # principal's failures cannot open a deployment's circuit for everyone
     # (`router/execution/breaker_rules.py`).
     principal: str = ""
+
+    def first_content_by(self) -> float:
+        """When the first content must have come: the head deadline of a stream, else the
+        deadline."""
+        return self.deadline if self.head_deadline is None else min(self.deadline,
+                                                                    self.head_deadline)
+
+    def head_timeout(self, timeout_s: float, now: float) -> tuple[float, bool]:
+        """How long an attempt may wait for its first content, and whether the client's head
+        deadline (not the attempt's timeout) is what bounds it: a cut then is the client's
+        deadline passing, as under `bounded_by_client`."""
+        if self.head_deadline is not None and self.head_deadline - now < timeout_s:
+            return self.head_deadline - now, True
+        return timeout_s, False
+
+    def bounded_by_client(self, call: UpstreamCall) -> bool:
+        """Whether the client's own deadline, shorter than the deployment's timeout, is what
+        bounds `call`: a timeout then says nothing about the deployment's health."""
+        return self.deadline_from_client and call.timeout_s < call.deployment.timeout_s
+
+    def stalled(self, waited_s: float) -> bool:
+        """Whether an attempt that waited `waited_s` without its first token (a whole answer,
+        not streamed) had stalled, by `stall_after_s` (None: nothing to judge by)."""
+        return self.stall_after_s is not None and waited_s >= self.stall_after_s
 
 
 class Release(Protocol):

@@ -1,17 +1,17 @@
 """The execution loop: fallback ⊃ retries ⊃ hedging ⊃ one attempt, under one deadline.
 
-Both call styles run as streams of `StreamEvent`s (a whole completion is one content event),
-so one loop serves them: try the plan's deployments in order; per deployment, retry transient
-failures with jittered backoff while the retry budget, its breaker and the deadline allow; move
-on after a rejection or a `Retry-After`; stop at once on an unknown commit. An attempt is
-committed when its first content event arrives (role-only chunks are held back), so failover
-is invisible to the client. Idempotent requests may hedge a slow first attempt (`hedging`).
+Both call styles run as streams of `StreamEvent`s (a whole completion is one content event,
+`events.CompletionEvents`), so one loop serves them: try the plan's deployments in order; per
+deployment, retry transient failures with jittered backoff while the retry budget, its breaker
+and the deadline allow; move on after a rejection or a `Retry-After`; stop at once on an
+unknown commit. An attempt is committed when its first content event arrives (role-only chunks
+are held back), so failover is invisible to the client. Idempotent requests may hedge a slow
+first attempt (`hedging`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 
@@ -33,6 +33,7 @@ from router.execution.attempt import (
 from router.execution.backoff import retry_delay
 from router.execution.breaker import Permit
 from router.execution.classify_error import AttemptContext, classify, progressing
+from router.execution.events import CompletionEvents, EventStream, has_content, peek
 from router.execution.failures import (
     as_error,
     deadline_exceeded,
@@ -40,7 +41,7 @@ from router.execution.failures import (
     exhausted,
     failed_alike_before,
 )
-from router.execution.hedging import ChunkStream, RaceFailed, RaceResult, race_first
+from router.execution.hedging import RaceFailed, RaceResult, race_first
 from router.execution.plan import Clock, CommittedStream, ExecutionState, Plan, Release
 from router.providers.base import (
     AdapterName,
@@ -54,8 +55,6 @@ from router.providers.base import (
 )
 from router.steady_clock import steady_time
 from router.telemetry.context import propagation_headers
-
-EventStream = ChunkStream[StreamEvent]
 
 
 class _Skip(Exception):
@@ -93,7 +92,7 @@ class Runner:
         return self._providers[call.deployment.adapter].stream(call)
 
     def _completion_stream(self, call: UpstreamCall) -> EventStream:
-        return _CompletionEvents(self._providers[call.deployment.adapter], call)
+        return CompletionEvents(self._providers[call.deployment.adapter], call)
 
     async def _execute(self, plan: Plan, attempts: list[AttemptRecord],
                        open_: Callable[[UpstreamCall], EventStream]) -> CommittedStream:
@@ -114,7 +113,7 @@ class Runner:
         """Attempts on one deployment (first try and retries); None means move on."""
         paid = False  # a retry's token, spent before its backoff
         for retry in range(self._state.max_retries_per_deployment + 1):
-            if _first_content_by(plan) - self._clock() <= 0:  # before spending any budget
+            if plan.first_content_by() - self._clock() <= 0:  # before spending any budget
                 raise deadline_passed(attempts)
             after_failure = any(a.outcome == "failed" for a in attempts)
             kind: AttemptKind = "retry" if retry else ("fallback" if after_failure else "first")
@@ -173,7 +172,7 @@ class Runner:
         record.permit = admitted
         self._started(record, plan)
         hedged = plan.hedge_delay_s is not None and alternate is not None
-        head_s, by_head = _head_timeout(plan, call.timeout_s, self._clock())
+        head_s, by_head = plan.head_timeout(call.timeout_s, self._clock())
         head_timer = late_timers.timeout(head_s)
         try:
             async with head_timer:
@@ -181,14 +180,14 @@ class Runner:
                     assert alternate is not None and plan.hedge_delay_s is not None
                     return await self._race(plan, attempts, open_, call, record, alternate)
                 events = open_(call)
-                head = await _peek(events)
+                head = await peek(events)
         except TimeoutError as exc:
             # Cut by the request's own deadline (shorter than the deployment's timeout), the
             # attempt says nothing about the deployment's health: a client asking for 1 ms
             # must not open the breakers of healthy deployments for everyone. Unless it had
             # waited past the plan's stall threshold: a deployment that hangs must lose its
             # traffic even when every client's timeout is shorter than its own.
-            by_deadline = by_head or _client_bounded(plan, call)
+            by_deadline = by_head or plan.bounded_by_client(call)
             err: SlorouterError = (
                 deadline_exceeded("during the upstream attempt") if by_deadline
                 else ProviderTimeoutError("no first token before the attempt's timeout",
@@ -199,7 +198,7 @@ class Runner:
             # no verdict on the deployment (a 25 s pause opened a healthy one's breaker).
             paused = head_timer.fired_late
             self._fail_pending(attempts, err, health=lambda record: not paused and (
-                not by_deadline or stalled(plan.stall_after_s, now - record.started_at)))
+                not by_deadline or plan.stalled(now - record.started_at)))
             raise err from exc
         except SlorouterError as err:
             self._failed_on(record, deployment, err, plan, attempts)  # a hedged one: ended
@@ -214,7 +213,7 @@ class Runner:
                     self._state.breakers.get(pending.deployment).on_abandon(pending.permit)
             raise
         self._won(record)
-        bounded = _client_bounded(plan, call)
+        bounded = plan.bounded_by_client(call)
         return CommittedStream(deployment, head, events, attempts,
                                self._releaser(record, bounded, plan.stall_after_s), bounded)
 
@@ -248,7 +247,7 @@ class Runner:
         try:
             result: RaceResult[StreamEvent] = await race_first(
                 lambda: open_(call), start_hedge, delay_s=plan.hedge_delay_s,
-                may_hedge=may_hedge, is_content=_has_content, clock=self._clock)
+                may_hedge=may_hedge, is_content=has_content, clock=self._clock)
         except RaceFailed as failed:
             for side, raced, on in zip((record, hedge_record), failed.attempts,
                                        (call.deployment, alternate), strict=False):
@@ -268,7 +267,7 @@ class Runner:
             self._state.breakers.get(loser.deployment).on_abandon(loser.permit)
             self._ended(loser)
             _price_sent(loser, calls[1 - result.winner].deployment, plan)
-        bounded = _client_bounded(plan, calls[result.winner])
+        bounded = plan.bounded_by_client(calls[result.winner])
         return CommittedStream(calls[result.winner].deployment, list(result.prefix),
                                result.rest, attempts,
                                self._releaser(winner, bounded, plan.stall_after_s), bounded)
@@ -316,8 +315,9 @@ class Runner:
 
     def _releaser(self, record: AttemptRecord, client_deadline: bool,
                   stall_after_s: float | None) -> Release:
-        """`client_deadline`: the client's own timeout bounds the answer (`_client_bounded`), so
-        a timeout after it started says nothing about the deployment (as for a first token).
+        """`client_deadline`: the client's own timeout bounds the answer
+        (`Plan.bounded_by_client`), so a timeout after it started says nothing about the
+        deployment (as for a first token).
         Nor does a timeout that cut a stream still writing (`progressing`, by the plan's
         `stall_after_s`): the deployment was answering; the answer was longer than the time
         given to it, which the client chooses (prompt, `max_tokens`). Counted, six such
@@ -389,7 +389,7 @@ class Runner:
 
     def _call(self, plan: Plan, deployment: Deployment, number: int) -> UpstreamCall:
         remaining = plan.deadline - self._clock()
-        if remaining <= 0 or _first_content_by(plan) <= self._clock():
+        if remaining <= 0 or plan.first_content_by() <= self._clock():
             raise ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
         body = plan.bodies.get(deployment.body_kind, plan.body)
         if deployment.max_output_tokens is not None:
@@ -399,31 +399,6 @@ class Runner:
         return UpstreamCall(deployment=deployment, body=body,
                             timeout_s=min(remaining, deployment.timeout_s), headers=headers,
                             side_effecting=plan.side_effecting)
-
-
-class _CompletionEvents:
-    """A non-streamed completion as a stream of one event, so that peeking, hedging and
-    committing treat both kinds of answer alike. Not an async generator: one left suspended
-    after its event (as `_peek` leaves it) is finalised by the event loop, which schedules its
-    `aclose()` as a task of its own through the thread-safe wake-up, once per request."""
-
-    __slots__ = ("_call", "_done", "_provider")
-
-    def __init__(self, provider: Provider, call: UpstreamCall) -> None:
-        self._provider, self._call, self._done = provider, call, False
-
-    def __aiter__(self) -> _CompletionEvents:
-        return self
-
-    async def __anext__(self) -> StreamEvent:
-        if self._done:
-            raise StopAsyncIteration
-        self._done = True
-        completion = await self._provider.complete(self._call)
-        return StreamEvent(data=completion.body, has_content=True, usage=completion.usage)
-
-    async def aclose(self) -> None:
-        self._done = True
 
 
 def _charged(attempts: list[AttemptRecord]) -> bool:
@@ -456,55 +431,3 @@ def _price_pending(plan: Plan, attempts: list[AttemptRecord], deployment: Deploy
             _price_sent(record, on, plan)
 
 
-def _first_content_by(plan: Plan) -> float:
-    """When the first content must have come: the head deadline of a stream, else the
-    deadline."""
-    return plan.deadline if plan.head_deadline is None else min(plan.deadline,
-                                                                plan.head_deadline)
-
-
-def _head_timeout(plan: Plan, timeout_s: float, now: float) -> tuple[float, bool]:
-    """How long an attempt may wait for its first content, and whether the client's head
-    deadline (not the attempt's timeout) is what bounds it: a cut then is the client's
-    deadline passing, as under `_client_bounded`."""
-    if plan.head_deadline is not None and plan.head_deadline - now < timeout_s:
-        return plan.head_deadline - now, True
-    return timeout_s, False
-
-
-def stalled(stall_after_s: float | None, waited_s: float) -> bool:
-    """Whether an attempt that waited `waited_s` without its first token (a whole answer, not
-    streamed) had stalled, by the plan's threshold (None: none to judge by)."""
-    return stall_after_s is not None and waited_s >= stall_after_s
-
-
-def _client_bounded(plan: Plan, call: UpstreamCall) -> bool:
-    """Whether the client's own deadline, shorter than the deployment's timeout, is what
-    bounds `call`: a timeout then says nothing about the deployment's health."""
-    return plan.deadline_from_client and call.timeout_s < call.deployment.timeout_s
-
-
-def _has_content(event: StreamEvent) -> bool:
-    return event.has_content
-
-
-async def _peek(events: EventStream) -> list[StreamEvent]:
-    """Read up to and including the first content event (or the end of the stream)."""
-    head: list[StreamEvent] = []
-    try:
-        async for event in events:
-            head.append(event)
-            if event.has_content:
-                break
-    except BaseException:
-        await close_quietly(events)
-        raise
-    return head
-
-
-async def close_quietly(events: ChunkStream[StreamEvent] | None) -> None:
-    """Close an abandoned upstream stream; its own failure must not mask the real one."""
-    aclose = getattr(events, "aclose", None)
-    if aclose is not None:
-        with contextlib.suppress(Exception):
-            await aclose()

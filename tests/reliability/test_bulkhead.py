@@ -21,6 +21,7 @@ from router.api.settle import Settle
 from router.caching import CachePlan, ResultCaching
 from router.errors import ProviderUnavailableError
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.events import close_quietly
 from router.execution.plan import ExecutionState, Plan
 from router.execution.retry_budget import (
     HEDGE_BUDGET_DEFAULTS,
@@ -28,7 +29,7 @@ from router.execution.retry_budget import (
     hedge_budget,
     retry_budget,
 )
-from router.execution.runner import Runner, close_quietly
+from router.execution.runner import Runner
 from router.outcomes import Outcome
 from router.providers.base import Completion, Deployment, StreamEvent, UpstreamCall
 from tests.reliability.fakes import FakeClock, fail_until_open

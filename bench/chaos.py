@@ -1,9 +1,11 @@
 """Chaos bench: the reliability acceptance scenarios against the real service, as one table.
 
     .venv/bin/python -m bench.chaos [--scale 1.0] [--seed 7]
+                                    [--scenarios faults,overload,hedging,quiet-hedging]
 
 Starts one provider simulator and one `slorouter serve` per configuration (the fault matrix,
-overload with and without a queue, hedging), offers open-loop Poisson load and prints, per
+overload with and without a queue, hedging, a quiet streamed task hedged beside a busy one),
+offers open-loop Poisson load and prints, per
 scenario: requests, client success %, upstream calls per request (counted by the simulator),
 p50/p99 E2E of successful requests, breaker transitions seen at `/v1/health/deployments`,
 rejections with their p50/p99 latency, and notes (the scenario's own acceptance number).
@@ -15,6 +17,7 @@ building blocks without processes.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import itertools
 import os
 import tempfile
@@ -382,6 +385,58 @@ def hedging(directory: Path, sim: Running, counters: SimCounters, n: int, rate: 
     ]
 
 
+QUIET_RATE = 2.0  # req/s: a task's own sketch then holds ~14 answers, never the 20 a delay needs
+BUSY_RATE = 28.0
+QUIET_WARM_UP_S = 5.0  # of the busy task alone, so that the deployment's TTFT model has data
+
+
+def quiet_hedging(directory: Path, sim: Running, counters: SimCounters, seconds: float,
+                  seed: int) -> list[Row]:
+    """A quiet streamed task beside a busy one on the same deployment (`tail`, 10% of first
+    tokens at 10x): `summarization` (never hedged) at 28 req/s, `extraction` (hedged) at
+    2 req/s, whose own answers never back a delay (5 s half-life: ~14 of them). It is hedged at
+    the deployment's TTFT model for its prompt size; before that fallback (session 43) it was
+    never hedged, and its tail was the busy task's."""
+    deps = [Dep("tail", "tail"), Dep("calm", "calm")]
+    models = {"tail": ["tail"], "calm": ["calm"]}
+
+    def calls(task: str, n: int) -> list[Call]:
+        return [Call(varied_body("auto", stream=True), {"x-slorouter-task": task})
+                for _ in range(n)]
+
+    async def both(busy: list[Call], quiet: list[Call]) -> tuple[list[Shot], list[Shot]]:
+        together = await asyncio.gather(open_loop(gw.base_url, busy, BUSY_RATE, seed),
+                                        open_loop(gw.base_url, quiet, QUIET_RATE, seed + 2))
+        return together[0], together[1]
+
+    with router(directory, sim, "quiet-hedging", deps, models, policies=HEDGE_POLICIES) as gw:
+        run(open_loop(gw.base_url, calls("summarization", int(QUIET_WARM_UP_S * BUSY_RATE)),
+                      BUSY_RATE, seed + 1))
+        before, skipped_before = counters.snapshot(["calm"]), hedges_skipped(gw.base_url)
+        busy, quiet = run(both(calls("summarization", int(BUSY_RATE * seconds)),
+                               calls("extraction", int(QUIET_RATE * seconds))))
+        hedges = counters.snapshot(["calm"])["calm"] - before["calm"]  # nothing fails
+        skipped = {reason: count - skipped_before.get(reason, 0)
+                   for reason, count in hedges_skipped(gw.base_url).items()
+                   if count > skipped_before.get(reason, 0)}
+
+    def tail_ms(shots: list[Shot], q: float) -> str:
+        return _ms(percentile([s.e2e_s for s in shots if s.ok], q))
+
+    busy_p99 = percentile([s.e2e_s for s in busy if s.ok], 99)
+    quiet_p99 = percentile([s.e2e_s for s in quiet if s.ok], 99)
+    return [
+        Row(f"streams, busy task ({BUSY_RATE:.0f}/s), no hedging", busy, None,
+            notes=f"p95 {tail_ms(busy, 95)} ms"),
+        Row(f"streams, quiet task ({QUIET_RATE:.0f}/s) beside it, hedging", quiet,
+            len(quiet) + hedges, notes=(
+                f"p95 {tail_ms(quiet, 95)} ms, p99 {100 * (quiet_p99 / busy_p99 - 1):+.0f}% "
+                f"against the busy task's; {hedges} hedges ({100 * hedges / len(quiet):.1f}%), "
+                "not sent: " + (", ".join(f"{count} {reason}" for reason, count
+                                          in sorted(skipped.items())) or "none"))),
+    ]
+
+
 # ---------------------------------------------------------------------- main
 
 
@@ -389,11 +444,19 @@ def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+SCENARIOS = ("faults", "overload", "hedging", "quiet-hedging")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply request counts")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help=f"comma-separated, of {', '.join(SCENARIOS)} (default: all)")
     args = parser.parse_args()
+    chosen = set(args.scenarios.split(","))
+    if not chosen <= set(SCENARIOS):
+        parser.error(f"unknown scenarios: {', '.join(sorted(chosen - set(SCENARIOS)))}")
 
     def count(base: int) -> int:
         return max(10, int(base * args.scale))
@@ -405,17 +468,23 @@ def main() -> None:
         sim = start_simulator(directory, BENCH_MODELS, name="chaos-sim")
         counters = SimCounters(sim.base_url)
         try:
-            with router(directory, sim, "matrix", MATRIX_DEPS, MATRIX_MODELS,
-                        "    breaker:\n      cool_down_s: 2.0", MATRIX_POLICIES) as gw:
-                rows.append(five_xx(gw, counters, count(1500), 60.0, args.seed))
-                rows.append(hang(gw, sim, counters, count(150), 10.0, args.seed))
-                rows.append(throttled(gw, counters, count(300), 30.0, args.seed))
-                rows.append(cut_streams(gw, counters, count(400), 40.0, args.seed))
-                rows.append(duplicates(gw, counters))
-            for queue, wait in ((0, 0.5), (4, 0.2)):
-                rows += overload(directory, sim, counters, queue, wait,
-                                 10.0 * max(args.scale, 0.3), args.seed)
-            rows += hedging(directory, sim, counters, count(600), 30.0, args.seed)
+            if "faults" in chosen:
+                with router(directory, sim, "matrix", MATRIX_DEPS, MATRIX_MODELS,
+                            "    breaker:\n      cool_down_s: 2.0", MATRIX_POLICIES) as gw:
+                    rows.append(five_xx(gw, counters, count(1500), 60.0, args.seed))
+                    rows.append(hang(gw, sim, counters, count(150), 10.0, args.seed))
+                    rows.append(throttled(gw, counters, count(300), 30.0, args.seed))
+                    rows.append(cut_streams(gw, counters, count(400), 40.0, args.seed))
+                    rows.append(duplicates(gw, counters))
+            if "overload" in chosen:
+                for queue, wait in ((0, 0.5), (4, 0.2)):
+                    rows += overload(directory, sim, counters, queue, wait,
+                                     10.0 * max(args.scale, 0.3), args.seed)
+            if "hedging" in chosen:
+                rows += hedging(directory, sim, counters, count(600), 30.0, args.seed)
+            if "quiet-hedging" in chosen:
+                rows += quiet_hedging(directory, sim, counters, max(90.0 * args.scale, 20.0),
+                                      args.seed)
         finally:
             sim.stop()
     print_table(rows)

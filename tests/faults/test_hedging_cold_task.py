@@ -30,7 +30,7 @@ from tests.faults.scenarios import (
     router_yaml,
     steady,
 )
-from tests.support.services import Running, start_router, start_simulator
+from tests.support.services import Running, gateway_and_simulator
 
 pytestmark = pytest.mark.integration
 
@@ -54,20 +54,14 @@ LONG = [{"role": "user", "content": "Name three rivers in one line. " + "river "
 
 @pytest.fixture(scope="module")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Running]]:
-    directory = tmp_path_factory.mktemp("hedging-cold-task")
-    sim = start_simulator(directory, {"primary": steady(40), "backup": steady(40)})
-    try:
-        config = router_yaml(sim.base_url, [Dep("primary", "primary"), Dep("backup", "backup")],
-                             {"primary": ["primary"], "backup": ["backup"]}, "    {}", POLICIES)
-        gateway = start_router(directory, config, env=TENANT_ENV)
-    except BaseException:
-        sim.stop()
-        raise
-    try:
-        yield gateway, sim
-    finally:
-        gateway.stop()
-        sim.stop()
+    def config(sim_base: str) -> str:
+        return router_yaml(sim_base, [Dep("primary", "primary"), Dep("backup", "backup")],
+                           {"primary": ["primary"], "backup": ["backup"]}, "    {}", POLICIES)
+
+    with gateway_and_simulator(tmp_path_factory.mktemp("hedging-cold-task"),
+                               {"primary": steady(40), "backup": steady(40)}, config,
+                               TENANT_ENV) as both:
+        yield both
 
 
 def _stream(client: openai.OpenAI, task: str, messages: list[dict[str, str]]) -> float:

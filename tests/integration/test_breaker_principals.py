@@ -15,13 +15,12 @@ from __future__ import annotations
 import concurrent.futures
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
-from tests.support.services import FAST_PROFILE, Running, start_router, start_simulator
+from tests.support.services import FAST_PROFILE, Running, gateway_and_simulator
 
 pytestmark = pytest.mark.integration
 
@@ -57,20 +56,12 @@ server:
 
 @pytest.fixture(scope="module")
 def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Running]]:
-    directory: Path = tmp_path_factory.mktemp("breaker-principals")
-    sim = start_simulator(directory, {"fast": FAST_PROFILE, "outage": FAST_PROFILE,
-                                      "long": LONG_PROFILE})
-    try:
-        gateway = start_router(directory, CONFIG.format(base=sim.base_url),
-                               env={**KEYS, "SIM_KEY": "sim-key"})
-    except BaseException:
-        sim.stop()
-        raise
-    try:
-        yield gateway, sim
-    finally:
-        gateway.stop()
-        sim.stop()
+    with gateway_and_simulator(tmp_path_factory.mktemp("breaker-principals"),
+                               {"fast": FAST_PROFILE, "outage": FAST_PROFILE,
+                                "long": LONG_PROFILE},
+                               lambda base: CONFIG.format(base=base),
+                               {**KEYS, "SIM_KEY": "sim-key"}) as both:
+        yield both
 
 
 def _client(router: Running, key: str) -> openai.OpenAI:

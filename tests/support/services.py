@@ -76,12 +76,21 @@ def simulated_gateway(directory: Path, models: dict[str, dict[str, Any]],
                       config: Callable[[str], str], env: dict[str, str]) -> Iterator[Running]:
     """The simulator serving `models` and a router on it (`config(simulator base URL)`); both
     are stopped at the end, the simulator also when the router fails to start."""
+    with gateway_and_simulator(directory, models, config, env) as (router, _):
+        yield router
+
+
+@contextlib.contextmanager
+def gateway_and_simulator(directory: Path, models: dict[str, dict[str, Any]],
+                          config: Callable[[str], str], env: dict[str, str] | None = None
+                          ) -> Iterator[tuple[Running, Running]]:
+    """As `simulated_gateway`, yielding the simulator too (its control API, its counters)."""
     with contextlib.ExitStack() as started:
         sim = start_simulator(directory, models)
         started.callback(sim.stop)
         router = start_router(directory, config(sim.base_url), env=env)
         started.callback(router.stop)
-        yield router
+        yield router, sim
 
 
 @contextlib.contextmanager

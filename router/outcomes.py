@@ -64,6 +64,9 @@ class Outcome:
     # request the client's impatience ended from one the service failed (`cut_by_client`).
     deadline_from_client: bool = False
     stall_after_s: float | None = None
+    # When a hedge was to start if the first attempt had no first content by then
+    # (`Plan.hedge_delay_s`; None: the request was not to be hedged).
+    hedge_delay_s: float | None = None
     first_content_at: float | None = None
     ended_at: float | None = None
     first_token_at: float | None = None

@@ -223,6 +223,7 @@ class ChatHandler:
             and outcome.arrived_at + client_s <= prepared.plan.deadline)
         outcome.deadline_from_client = prepared.plan.deadline_from_client
         outcome.stall_after_s = prepared.plan.stall_after_s
+        outcome.hedge_delay_s = prepared.plan.hedge_delay_s
         classified = started + prepared.phases.classify
         outcome.steps += [("classify", started, classified),
                           ("decide", classified, classified + prepared.phases.decide)]

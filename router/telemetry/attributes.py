@@ -49,6 +49,9 @@ SKIPPED = "slorouter.skipped_deployments"
 # hedges that were due and not sent, by why: hedge_budget_exhausted, deployment_saturated or
 # circuit_open (comma-separated when several races of one request each skipped theirs)
 HEDGE_SKIPPED = "slorouter.hedge.skipped"
+# how long the first attempt had to give its first content before a hedge was due (ms); set
+# only on a request that was to be hedged
+HEDGE_DELAY = "slorouter.hedge.delay_ms"
 # the kind (retry or fallback) of an attempt that was due after a failure and that the retry
 # budget refused: the request ended there with the failures before it
 RETRY_REFUSED = "slorouter.retry_budget.refused"
@@ -285,6 +288,8 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
         attrs[CLIENT_GONE] = True
     if outcome.explored:
         attrs[EXPLORED] = True
+    if outcome.hedge_delay_s is not None:
+        attrs[HEDGE_DELAY] = round(outcome.hedge_delay_s * 1000.0, 1)
     if getattr(outcome, "idempotent_replay", False) is True:
         attrs[IDEMPOTENT_REPLAY] = True
     return attrs

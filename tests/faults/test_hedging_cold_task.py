@@ -30,7 +30,7 @@ from tests.faults.scenarios import (
     router_yaml,
     steady,
 )
-from tests.support.services import Running, gateway_and_simulator
+from tests.support.services import Running, finished_requests, gateway_and_simulator
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running
 
     with gateway_and_simulator(tmp_path_factory.mktemp("hedging-cold-task"),
                                {"primary": steady(40), "backup": steady(40)}, config,
-                               TENANT_ENV) as both:
+                               TENANT_ENV, extra_args=("--access-log",)) as both:
         yield both
 
 
@@ -111,6 +111,21 @@ def test_a_cold_task_is_hedged_from_its_first_stream(cold: dict[str, tuple[float
         seconds, hedges = cold[probe]
         assert hedges == 1, (probe, cold)
         assert seconds < SLOW_TTFT_MS / 1000 / 2, (probe, cold)
+
+
+def test_the_access_log_says_when_each_chat_request_was_to_be_hedged(
+        services: tuple[Running, Running], cold: dict[str, tuple[float, int]]) -> None:
+    """The planned delay is the warm-up's steady 40 ms first token, read off the deployment's
+    TTFT model (its p88, within a few ms); the long prompt and the non-streamed request were
+    not to be hedged."""
+    gateway, _ = services
+    delays = [event["hedge_delay_s"] for event in finished_requests(gateway)
+              if event.get("task") == "chat"]
+    assert len(delays) == len(cold), delays
+    short, long, unstreamed, short_again = delays
+    assert long is None and unstreamed is None, delays
+    for delay in (short, short_again):
+        assert delay is not None and 0.03 < delay < 0.08, delays
 
 
 def test_a_prompt_longer_than_the_model_has_seen_is_not_hedged(

@@ -82,15 +82,30 @@ def simulated_gateway(directory: Path, models: dict[str, dict[str, Any]],
 
 @contextlib.contextmanager
 def gateway_and_simulator(directory: Path, models: dict[str, dict[str, Any]],
-                          config: Callable[[str], str], env: dict[str, str] | None = None
+                          config: Callable[[str], str], env: dict[str, str] | None = None,
+                          extra_args: tuple[str, ...] = ()
                           ) -> Iterator[tuple[Running, Running]]:
     """As `simulated_gateway`, yielding the simulator too (its control API, its counters)."""
     with contextlib.ExitStack() as started:
         sim = start_simulator(directory, models)
         started.callback(sim.stop)
-        router = start_router(directory, config(sim.base_url), env=env)
+        router = start_router(directory, config(sim.base_url), env=env, extra_args=extra_args)
         started.callback(router.stop)
         yield router, sim
+
+
+def finished_requests(router: Running) -> list[dict[str, Any]]:
+    """The `request_finished` events of the router's log so far, in order (it runs with
+    `--access-log` or `--log-level debug`); whole lines only, as it may be writing the last."""
+    log = router.proc.log_path
+    assert log is not None, "the router was started without a log"
+    events = []
+    for line in log.read_text(errors="replace").splitlines(keepends=True):
+        if line.startswith("{") and line.endswith("\n") and '"request_finished"' in line:
+            event = json.loads(line)
+            if event.get("event") == "request_finished":
+                events.append(event)
+    return events
 
 
 @contextlib.contextmanager

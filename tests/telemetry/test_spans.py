@@ -197,6 +197,20 @@ def test_a_hedge_that_was_due_and_not_sent_says_why() -> None:
     assert sum(s.value for s in hedges if s.name.endswith("_total")) == 0
 
 
+def test_the_hedge_delay_a_request_was_planned_with_is_on_its_server_span() -> None:
+    """A request that was to be hedged carries the delay its hedge was due after, in ms;
+    one that was not to be hedged carries none."""
+    telemetry, exporter = in_memory_telemetry()
+    planned, _ = streamed_with_retry()
+    planned.hedge_delay_s = 0.0834
+    unplanned, _ = streamed_with_retry()
+    for outcome in (planned, unplanned):
+        telemetry.sink.record(outcome)
+    servers = [s.attributes or {} for s in exporter.get_finished_spans()
+               if s.kind == SpanKind.SERVER]
+    assert [s.get("slorouter.hedge.delay_ms") for s in servers] == [83.4, None]
+
+
 def test_a_retry_the_budget_refused_is_counted_and_named_on_the_request() -> None:
     """The request's first attempt failed and the retry budget refused the retry: the request
     failed with the attempt's 503. The refused retry is no call (no span), not a candidate

@@ -116,9 +116,10 @@ def test_a_pinned_models_hanging_replica_loses_its_share_within_five_stalls(
     ranking moves the replica behind its healthy peer, and five at the latest would open its
     breaker: of 40 requests at most five fail, and the healthy replica answers all the others.
     The first prompt is one that affinity places on the hanging replica: with random ones, the
-    healthy replica answered every request in one CI run (once it has answered a few and the
-    hanging one has no answers, the ranking expects only it to meet the target, and exploration
-    probes are 3%), which is right but leaves the test saying nothing."""
+    healthy replica answered every request in one CI run (after the test above, four answers
+    are enough for the ranking to expect it alone to meet the target, `/v1/route/explain`
+    shows, and the hanging one, without answers, gets only exploration probes, 3%): right,
+    but the test then says nothing."""
     asked = [_ask(router, "pair", prompt=_placed_on("stall-2"))]
     asked += [_ask(router, "pair") for _ in range(39)]
     assert asked[0] == (504, None), asked

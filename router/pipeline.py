@@ -26,7 +26,15 @@ from router.classify.types import Classifier, Hints, Labels, RequestView
 from router.decide import Decision, Health, Ranker, StaticRanker, decide, require_route
 from router.errors import ECHOED_CHARS, RequestError, shown
 from router.execution.deadline import head_timeout_s
-from router.execution.hedging import HedgeInputs, plan_hedge, refusal_before_prediction
+from router.execution.hedging import (
+    NO_POLICY,
+    NO_STATISTICS,
+    NOT_HEDGED,
+    HedgeInputs,
+    HedgePlan,
+    plan_hedge,
+    refusal_before_prediction,
+)
 from router.execution.plan import CommittedStream, Plan
 from router.execution.runner import Runner
 from router.media_tokens import MEDIA_PARTS, media_part_tokens
@@ -109,6 +117,8 @@ class Prepared:
 
     policy: TaskPolicy | None = None  # the task's policy, when the config has policies
     assignment: Assignment | None = None  # the experiment arm, when one applies
+    # Whether and when the first attempt is hedged, and why (`/v1/route/explain` shows it).
+    hedge: HedgePlan = NOT_HEDGED
 
     @property
     def policy_requires_key(self) -> bool:
@@ -423,6 +433,7 @@ class ChatPipeline:
                              windows=[d.context_window for d in deployments])
             if cap is not None:
                 body["max_completion_tokens"] = cap
+        hedge = self._hedge_plan(policy, facts, decision, side_effecting, deadline)
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
                     side_effecting=side_effecting,
                     bodies=marked_bodies(body, partition,
@@ -431,10 +442,9 @@ class ChatPipeline:
                     head_deadline=head_deadline,
                     stall_after_s=stall_after_s(policy, facts.stream),
                     principal=caller.tenant,
-                    hedge_delay_s=self._hedge_plan(policy, facts, decision, side_effecting,
-                                                   deadline))
+                    hedge_delay_s=hedge.delay_s)
         phases.classify, phases.decide = classified - started, self._clock() - classified
-        return Prepared(request, labels, decision, plan, facts, phases, policy, assignment)
+        return Prepared(request, labels, decision, plan, facts, phases, policy, assignment, hedge)
 
     def _with_affinity(self, decision: Decision, raw: Mapping[str, Any],
                        partition: str) -> Decision:
@@ -453,19 +463,23 @@ class ChatPipeline:
         return replace(decision, deployments=order)
 
     def _hedge_plan(self, policy: TaskPolicy | None, facts: RequestFacts, decision: Decision,
-                    side_effecting: bool, deadline: float) -> float | None:
-        if self._hedge_delay is None or policy is None or not decision.deployments:
-            return None
+                    side_effecting: bool, deadline: float) -> HedgePlan:
+        if not decision.deployments:
+            return NOT_HEDGED
+        if policy is None:
+            return NO_POLICY
         inputs = HedgeInputs(
             policy_allows=policy.hedging, task=facts.task, risk=facts.risk,
             side_effecting=side_effecting, has_alternate=len(decision.deployments) > 1,
             predicted_ttft_s=None, remaining_s=deadline - self._clock())
-        if refusal_before_prediction(inputs) is not None:
-            return None  # the TTFT sketch is read only for a request that may hedge
+        refused = refusal_before_prediction(inputs)
+        if refused is not None:
+            return HedgePlan(None, refused)  # the TTFT sketch is read only for one that may
+        if self._hedge_delay is None:
+            return NO_STATISTICS
         predicted = self._hedge_delay(decision.deployments[0], facts.task, facts.prompt_tokens,
                                       facts.stream)
-        plan = plan_hedge(replace(inputs, predicted_ttft_s=predicted))
-        return plan.delay_s
+        return plan_hedge(replace(inputs, predicted_ttft_s=predicted))
 
     def _require_route(self, prepared: Prepared) -> None:
         if not prepared.decision.deployments:  # the fields are named only in the error

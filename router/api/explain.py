@@ -72,6 +72,10 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
                                      "detail": r.why, "meets_slo": r.meets_slo}
                                     for r in decision.ranking_detail]}
                       if decision.pinned and decision.ranking_detail else {})},
+        # whether the first attempt is hedged, after how long without a first content, and why
+        "hedge": {"delay_ms": None if prepared.hedge.delay_s is None
+                  else round(prepared.hedge.delay_s * 1000.0, 1),
+                  "reason": prepared.hedge.reason},
         "experiment": None if prepared.assignment is None else {
             "name": prepared.assignment.experiment, "arm": prepared.assignment.arm,
             "route": prepared.assignment.route,

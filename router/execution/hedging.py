@@ -55,6 +55,15 @@ class HedgePlan:
         return self.delay_s is not None
 
 
+NOT_HEDGED = HedgePlan(None, "no deployment to run")
+NO_POLICY = HedgePlan(None, "no task policy applies (a pinned model, or no policies)")
+NO_STATISTICS = HedgePlan(None, "may hedge, but no live statistics time it (an offline "
+                                "explanation)")
+# The delay is read from answers only (`router.feedback.HedgeDelays`), never guessed.
+NO_PREDICTION = ("too few answers to time a hedge by: 20 of the task's on the deployment, or "
+                 "for a stream its TTFT model at this prompt size")
+
+
 def plan_hedge(inputs: HedgeInputs, min_delay_s: float = 0.0) -> HedgePlan:
     """Whether and when to hedge: after the predicted TTFT percentile, if time remains."""
     refusal = _refusal(inputs)
@@ -70,7 +79,7 @@ def plan_hedge(inputs: HedgeInputs, min_delay_s: float = 0.0) -> HedgePlan:
 def _refusal(inputs: HedgeInputs) -> str | None:
     refused = refusal_before_prediction(inputs)
     if refused is None and inputs.predicted_ttft_s is None:
-        return "no TTFT prediction"
+        return NO_PREDICTION
     return refused
 
 

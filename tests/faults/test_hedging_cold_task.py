@@ -140,3 +140,28 @@ def test_a_non_streamed_request_of_a_cold_task_is_not_hedged(
     seconds, hedges = cold["unstreamed"]
     assert hedges == 0, cold
     assert seconds >= SLOW_TTFT_MS / 1000, cold
+
+
+def test_route_explain_says_whether_and_when_a_request_is_hedged(
+        services: tuple[Running, Running], cold: dict[str, tuple[float, int]]) -> None:
+    """`/v1/route/explain` shows the hedge plan a request would get, and why not when none:
+    the cold task's short stream at the deployment's TTFT model, and not its long prompt, its
+    non-streamed request, or a task whose policy does not hedge."""
+    gateway, _ = services
+
+    def hedge(task: str, messages: list[dict[str, str]], stream: bool = True) -> dict[str, object]:
+        response = httpx.post(f"{gateway.base_url}/v1/route/explain", timeout=20,
+                              headers={"authorization": f"Bearer {API_KEY}",
+                                       "x-slorouter-task": task},
+                              json={"model": "auto", "messages": messages, "stream": stream})
+        assert response.status_code == 200, response.text
+        plan: dict[str, object] = response.json()["hedge"]
+        return plan
+
+    short = hedge("chat", SHORT)
+    assert isinstance(short["delay_ms"], float) and 30 < short["delay_ms"] < 80, short
+    assert short["reason"] == "hedge after predicted TTFT percentile", short
+    for plan in (hedge("chat", LONG), hedge("chat", SHORT, stream=False)):
+        assert plan["delay_ms"] is None and "too few answers" in str(plan["reason"]), plan
+    assert hedge("summarization", SHORT) == {"delay_ms": None,
+                                             "reason": "policy does not allow hedging"}

@@ -473,8 +473,8 @@ class ChatPipeline:
             side_effecting=side_effecting, has_alternate=len(decision.deployments) > 1,
             predicted_ttft_s=None, remaining_s=deadline - self._clock())
         refused = refusal_before_prediction(inputs)
-        if refused is not None:
-            return HedgePlan(None, refused)  # the TTFT sketch is read only for one that may
+        if refused is not None:  # the TTFT sketch is read only for a request that may hedge
+            return HedgePlan(None, refused)
         if self._hedge_delay is None:
             return NO_STATISTICS
         predicted = self._hedge_delay(decision.deployments[0], facts.task, facts.prompt_tokens,

@@ -429,5 +429,3 @@ def _price_pending(plan: Plan, attempts: list[AttemptRecord], deployment: Deploy
         if record.outcome == "pending" and record.started_at:
             on = alternate if alternate is not None and record.kind == "hedge" else deployment
             _price_sent(record, on, plan)
-
-

@@ -119,7 +119,7 @@ def test_the_access_log_says_when_each_chat_request_was_to_be_hedged(
     TTFT model (its p88, within a few ms); the long prompt and the non-streamed request were
     not to be hedged."""
     gateway, _ = services
-    delays = [event["hedge_delay_s"] for event in finished_requests(gateway)
+    delays = [event["hedge_delay_s"] for event in finished_requests(gateway.proc.log_path)
               if event.get("task") == "chat"]
     assert len(delays) == len(cold), delays
     short, long, unstreamed, short_again = delays

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from tests.integration.conftest import API_KEY, router_config
-from tests.support.services import Running, start_router
+from tests.support.services import Running, finished_requests, start_router
 
 MESSAGES = [{"role": "user", "content": "hello there"}]
 
@@ -278,8 +278,7 @@ def test_a_stream_cut_mid_answer_is_recorded_with_its_error_code(
         finished: list[dict[str, object]] = []
         while not finished and time.monotonic() < deadline:
             time.sleep(0.1)
-            finished = [json.loads(line) for line in router.proc.log_text().splitlines()
-                        if '"request_finished"' in line]
+            finished = finished_requests(router.proc.log_path)
     finally:
         router.stop()
     assert [(f["error_type"], f["error_code"]) for f in finished] == [

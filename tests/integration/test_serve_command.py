@@ -29,7 +29,7 @@ import pytest
 
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 from tests.support.services import MINIMAL_CONFIG as CONFIG
-from tests.support.services import Running, start_router, start_simulator
+from tests.support.services import Running, finished_requests, start_router, start_simulator
 
 # what the command inherits from its parent is under test: never forked from the warm launcher
 start_cold_router = functools.partial(start_router, warm=False)
@@ -337,8 +337,7 @@ def test_a_stream_still_running_when_the_grace_ends_gets_an_error_event_then_end
     error = json.loads(last[len(b"data: "):])["error"]
     assert error["code"] == "server_shutting_down" and error["type"] and error["message"]
     assert exited_after_s < 3.5
-    finished = [json.loads(line) for line in (tmp_path / "short" / "router.log").read_text(
-        errors="replace").splitlines() if '"request_finished"' in line]
+    finished = finished_requests(tmp_path / "short" / "router.log")
     assert [(f["status"], f["error_code"]) for f in finished] == [(503, "server_shutting_down")]
 
 
@@ -375,8 +374,7 @@ def test_a_whole_answer_still_awaited_when_the_grace_ends_gets_a_503_in_openais_
     assert status == 503, (status, text)
     assert json.loads(text)["error"]["code"] == "server_shutting_down"
     assert 0.8 < at - signalled < 2.0 and exited_after_s < 3.5
-    finished = [json.loads(line) for line in (tmp_path / "whole" / "router.log").read_text(
-        errors="replace").splitlines() if '"request_finished"' in line]
+    finished = finished_requests(tmp_path / "whole" / "router.log")
     assert [(f["status"], f["error_code"]) for f in finished] == [(503, "server_shutting_down")]
 
 
@@ -449,8 +447,7 @@ def test_a_side_effect_streaming_when_the_grace_ends_ends_with_an_unknown_commit
     error = json.loads(last[len(b"data: "):])["error"]
     assert error["code"] == "unknown_commit", error
     assert "Idempotency-Key" not in error["message"] and "check" in error["message"]
-    finished = [json.loads(line) for line in (tmp_path / "action-stream" / "router.log")
-                .read_text(errors="replace").splitlines() if '"request_finished"' in line]
+    finished = finished_requests(tmp_path / "action-stream" / "router.log")
     assert [(f["status"], f["error_code"], f["may_have_taken_effect"]) for f in finished] == [
         (504, "unknown_commit", True)]
 

@@ -26,7 +26,7 @@ from tests.support.fake_upstream import (
     send_body,
     stub_deployments,
 )
-from tests.support.services import Running, start_router
+from tests.support.services import Running, finished_requests, start_router
 
 CLIENT_KEY = "sk-trace-propagation-client"
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
@@ -144,12 +144,9 @@ def _server_span(log: Path, request_id: str) -> tuple[str, str]:
     """(trace id, server span id) from the request's `request_finished` log line."""
     deadline = time.monotonic() + 10.0
     while True:
-        # Whole lines only: the router may be writing the last one as it is read.
-        for line in log.read_text(errors="replace").splitlines(keepends=True):
-            if line.startswith('{"ts"') and request_id in line and line.endswith("\n"):
-                event = json.loads(line)
-                if event.get("event") == "request_finished":
-                    return event["trace_id"], event["span_id"]
+        for event in finished_requests(log):
+            if event.get("request_id") == request_id:
+                return event["trace_id"], event["span_id"]
         assert time.monotonic() < deadline, f"no request_finished line for {request_id}"
         time.sleep(0.1)
 

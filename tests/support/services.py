@@ -94,10 +94,10 @@ def gateway_and_simulator(directory: Path, models: dict[str, dict[str, Any]],
         yield router, sim
 
 
-def finished_requests(router: Running) -> list[dict[str, Any]]:
-    """The `request_finished` events of the router's log so far, in order (it runs with
-    `--access-log` or `--log-level debug`); whole lines only, as it may be writing the last."""
-    log = router.proc.log_path
+def finished_requests(log: Path | None) -> list[dict[str, Any]]:
+    """The `request_finished` events of a router's log so far (`Running.proc.log_path`; it
+    runs with `--access-log` or `--log-level debug`), in order; whole lines only, as it may be
+    writing the last."""
     assert log is not None, "the router was started without a log"
     events = []
     for line in log.read_text(errors="replace").splitlines(keepends=True):

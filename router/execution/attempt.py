@@ -99,6 +99,12 @@ class AttemptRecord:
                 and (self.error is None or self.error.code not in BUDGET_SPENT))
 
     @property
+    def refused_by_retry_budget(self) -> bool:
+        """A retry or fallback that was due after a failure and that the retry budget refused
+        (never made)."""
+        return self.error is not None and self.error.code == RETRY_BUDGET_SPENT
+
+    @property
     def ttft_s(self) -> float | None:
         if self.first_content_at is None:
             return None

@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from router.execution.attempt import RETRY_BUDGET_SPENT, AttemptRecord
+from router.execution.attempt import AttemptRecord
 from router.outcomes import CLIENT_CLOSED, Outcome
 from router.telemetry.context import TraceContext
 
@@ -180,11 +180,6 @@ def server_span_name(outcome: Outcome) -> str:
     return "chat"
 
 
-def retry_refused(attempt: AttemptRecord) -> bool:
-    """A retry or fallback that was due and that the retry budget refused (never made)."""
-    return attempt.error is not None and attempt.error.code == RETRY_BUDGET_SPENT
-
-
 def hedge_skip_reason(attempt: AttemptRecord) -> str:
     """Why a skipped hedge was not sent: its error's code."""
     code = attempt.error.code if attempt.error is not None else None
@@ -265,7 +260,7 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
         hedges = [hedge_skip_reason(a) for a in skipped if a.kind == "hedge"]
         if hedges:
             attrs[HEDGE_SKIPPED] = ",".join(hedges)
-        refused = next((a.kind for a in skipped if retry_refused(a)), None)
+        refused = next((a.kind for a in skipped if a.refused_by_retry_budget), None)
         if refused is not None:  # the request ended there: at most one
             attrs[RETRY_REFUSED] = refused
     info = deployments.get(outcome.deployment) if outcome.deployment is not None else None

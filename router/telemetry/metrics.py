@@ -135,7 +135,7 @@ class RouterMetrics:
                 if attempt.kind == "hedge":
                     self.hedges_skipped.add(1, {A.DEPLOYMENT: attempt.deployment,
                                                 REASON: A.hedge_skip_reason(attempt)})
-                elif A.retry_refused(attempt):
+                elif attempt.refused_by_retry_budget:
                     self.retries_refused.add(1, {A.DEPLOYMENT: attempt.deployment,
                                                  A.ATTEMPT_KIND: attempt.kind})
                 continue

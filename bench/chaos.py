@@ -48,6 +48,7 @@ from tests.faults.scenarios import (
     SimCounters,
     chat_body,
     closed_loop,
+    e2e,
     open_loop,
     percentile,
     router_yaml,
@@ -350,6 +351,14 @@ def hedges_skipped(base_url: str) -> dict[str, int]:
     return skipped
 
 
+def skipped_since(base_url: str, before: dict[str, int]) -> str:
+    """The hedges not sent since `hedges_skipped` read `before`, as "N reason, ..." (or none)."""
+    now = hedges_skipped(base_url)
+    added = sorted((reason, count - before.get(reason, 0)) for reason, count in now.items()
+                   if count > before.get(reason, 0))
+    return ", ".join(f"{count} {reason}" for reason, count in added) or "none"
+
+
 def hedging(directory: Path, sim: Running, counters: SimCounters, n: int, rate: float,
             seed: int) -> list[Row]:
     """The same Poisson traffic for an unhedged task, a hedged one and `action`."""
@@ -365,9 +374,7 @@ def hedging(directory: Path, sim: Running, counters: SimCounters, n: int, rate: 
         _phase(gw, counters, "chat", int(HEDGE_WARM_UP_S * rate), rate, seed + 1)
         before = hedges_skipped(gw.base_url)
         phases["chat"] = _phase(gw, counters, "chat", n, rate, seed)
-        skipped = {reason: count - before.get(reason, 0)
-                   for reason, count in hedges_skipped(gw.base_url).items()
-                   if count > before.get(reason, 0)}
+        skipped = skipped_since(gw.base_url, before)
         phases["action"] = _phase(gw, counters, "action", n, rate, seed)
     base_p99 = percentile([s.e2e_s for s in phases["summarization"][0] if s.ok], 99)
     hedged_p99 = percentile([s.e2e_s for s in phases["chat"][0] if s.ok], 99)
@@ -377,9 +384,7 @@ def hedging(directory: Path, sim: Running, counters: SimCounters, n: int, rate: 
             notes=f"{extra['summarization']} extra calls"),
         Row("same, hedging (chat)", *phases["chat"], notes=(
             f"p99 {100 * (hedged_p99 / base_p99 - 1):+.0f}% (target <=-30%), hedge load "
-            f"{100 * extra['chat'] / n:.1f}% (target <=15%), not sent: "
-            + (", ".join(f"{count} {reason}" for reason, count in sorted(skipped.items()))
-               or "none"))),
+            f"{100 * extra['chat'] / n:.1f}% (target <=15%), not sent: {skipped}")),
         Row("same, action (policy allows hedging)", *phases["action"],
             notes=f"{extra['action']} extra calls (target 0: never hedged)"),
     ]
@@ -416,15 +421,12 @@ def quiet_hedging(directory: Path, sim: Running, counters: SimCounters, seconds:
         busy, quiet = run(both(calls("summarization", int(BUSY_RATE * seconds)),
                                calls("extraction", int(QUIET_RATE * seconds))))
         hedges = counters.snapshot(["calm"])["calm"] - before["calm"]  # nothing fails
-        skipped = {reason: count - skipped_before.get(reason, 0)
-                   for reason, count in hedges_skipped(gw.base_url).items()
-                   if count > skipped_before.get(reason, 0)}
+        skipped = skipped_since(gw.base_url, skipped_before)
 
     def tail_ms(shots: list[Shot], q: float) -> str:
-        return _ms(percentile([s.e2e_s for s in shots if s.ok], q))
+        return _ms(percentile(e2e(shots), q))
 
-    busy_p99 = percentile([s.e2e_s for s in busy if s.ok], 99)
-    quiet_p99 = percentile([s.e2e_s for s in quiet if s.ok], 99)
+    busy_p99, quiet_p99 = percentile(e2e(busy), 99), percentile(e2e(quiet), 99)
     return [
         Row(f"streams, busy task ({BUSY_RATE:.0f}/s), no hedging", busy, None,
             notes=f"p95 {tail_ms(busy, 95)} ms"),
@@ -432,8 +434,7 @@ def quiet_hedging(directory: Path, sim: Running, counters: SimCounters, seconds:
             len(quiet) + hedges, notes=(
                 f"p95 {tail_ms(quiet, 95)} ms, p99 {100 * (quiet_p99 / busy_p99 - 1):+.0f}% "
                 f"against the busy task's; {hedges} hedges ({100 * hedges / len(quiet):.1f}%), "
-                "not sent: " + (", ".join(f"{count} {reason}" for reason, count
-                                          in sorted(skipped.items())) or "none"))),
+                f"not sent: {skipped}")),
     ]
 
 

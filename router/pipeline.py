@@ -27,9 +27,9 @@ from router.decide import Decision, Health, Ranker, StaticRanker, decide, requir
 from router.errors import ECHOED_CHARS, RequestError, shown
 from router.execution.deadline import head_timeout_s
 from router.execution.hedging import (
+    NO_DEPLOYMENT,
     NO_POLICY,
     NO_STATISTICS,
-    NOT_HEDGED,
     HedgeInputs,
     HedgePlan,
     plan_hedge,
@@ -118,7 +118,7 @@ class Prepared:
     policy: TaskPolicy | None = None  # the task's policy, when the config has policies
     assignment: Assignment | None = None  # the experiment arm, when one applies
     # Whether and when the first attempt is hedged, and why (`/v1/route/explain` shows it).
-    hedge: HedgePlan = NOT_HEDGED
+    hedge: HedgePlan = NO_DEPLOYMENT
 
     @property
     def policy_requires_key(self) -> bool:
@@ -465,7 +465,7 @@ class ChatPipeline:
     def _hedge_plan(self, policy: TaskPolicy | None, facts: RequestFacts, decision: Decision,
                     side_effecting: bool, deadline: float) -> HedgePlan:
         if not decision.deployments:
-            return NOT_HEDGED
+            return NO_DEPLOYMENT
         if policy is None:
             return NO_POLICY
         inputs = HedgeInputs(

@@ -55,7 +55,7 @@ class HedgePlan:
         return self.delay_s is not None
 
 
-NOT_HEDGED = HedgePlan(None, "no deployment to run")
+NO_DEPLOYMENT = HedgePlan(None, "no deployment to run")
 NO_POLICY = HedgePlan(None, "no task policy applies (a pinned model, or no policies)")
 NO_STATISTICS = HedgePlan(None, "may hedge, but no live statistics time it (an offline "
                                 "explanation)")

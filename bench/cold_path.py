@@ -22,8 +22,9 @@ all.
 
 Two more rows are the request's critical path, what its client waits for: the CPU time from the
 request's arrival to the upstream request's write, and from the upstream answer's head (parsed)
-to the first body bytes sent to the client. Everything else (statistics, telemetry) runs after the
-answer is on its way.
+to the first body bytes sent to the client that carry content (a stream's first token; a
+stream's role chunk, which has none, does not end it). Everything else (statistics, telemetry)
+runs after the answer is on its way.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import contextlib
 import functools
 import importlib
 import os
+import re
 import secrets
 import statistics
 import subprocess
@@ -79,6 +81,7 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("telemetry (metrics, spans)", "router.telemetry.sink", "TelemetrySink._process"),
 )
 WHOLE = "whole request"
+_CONTENT = re.compile(rb'"content":"[^"]')  # a non-empty content string: an answer's first token
 TO_UPSTREAM = "arrival to upstream write"
 TO_CLIENT = "upstream answer to client"
 LABEL_WIDTH = 40  # the table's first column
@@ -213,7 +216,7 @@ class InProcessRouter:
 
     async def request(self, path: CriticalPath | None = None) -> int:
         """One chat completion, streamed or not, read to its end; its HTTP status. With `path`,
-        its arrival and its first body bytes to the client are marked there."""
+        its arrival and its first body bytes to the client with content are marked there."""
         body_sent = False
         never = asyncio.Event()
         status: list[int] = []
@@ -229,7 +232,7 @@ class InProcessRouter:
         async def send(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status.append(message["status"])
-            elif path is not None and message.get("body"):
+            elif path is not None and _CONTENT.search(message.get("body", b"")):
                 path.mark("client")
 
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",

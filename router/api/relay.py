@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import orjson
 
@@ -24,6 +23,7 @@ from router.errors import SlorouterError
 from router.execution.events import close_quietly
 from router.execution.plan import CommittedStream
 from router.outcomes import CLIENT_CLOSED, Outcome, answer_messages
+from router.providers.base import StreamEvent
 
 
 class StreamRelay:
@@ -55,15 +55,17 @@ class StreamRelay:
     async def chunks(self, include_usage: bool) -> AsyncIterator[bytes]:
         outcome = self._outcome
         try:
-            for stream in (_iterate(self._committed.head), self._committed.tail):
-                async for event in stream:
-                    self._observe(event)
-                    data = event.data
-                    if event.usage is not None and not include_usage:
-                        if event.usage_only:
-                            continue
-                        data = _without_usage(data)  # usage on a content or finish chunk
-                    yield b"data: " + data + b"\n\n"
+            # What came before the stream was committed (a role chunk, then the first content)
+            # goes out in one write: one segment before the client's first token, where one
+            # write per event cost the router a send (a system call) on that token's path and
+            # could wake the client for a chunk without content first.
+            head = b"".join([self._line(event, include_usage) for event in self._committed.head])
+            if head:
+                yield head
+            async for event in self._committed.tail:
+                line = self._line(event, include_usage)
+                if line:
+                    yield line
             self._clean_end = True
             # Settled before [DONE], as a whole answer is stored before it is sent: a client
             # that repeats the request once it has read the stream's end finds the entry. The
@@ -88,7 +90,18 @@ class StreamRelay:
             outcome.error_code = "internal_error"
             raise
 
-    def _observe(self, event: Any) -> None:
+    def _line(self, event: StreamEvent, include_usage: bool) -> bytes:
+        """`event` observed, as the SSE line its client gets (nothing for a usage-only chunk
+        the client did not ask for)."""
+        self._observe(event)
+        data = event.data
+        if event.usage is not None and not include_usage:
+            if event.usage_only:
+                return b""
+            data = _without_usage(data)  # usage on a content or finish chunk
+        return b"data: " + data + b"\n\n"
+
+    def _observe(self, event: StreamEvent) -> None:
         outcome = self._outcome
         if event.has_content:
             now = self._clock()
@@ -147,11 +160,6 @@ class StreamRelay:
                 await self._settle.failed(error, outcome, answer_begun=True)
         finally:
             self._record(outcome)
-
-
-async def _iterate(items: list[Any]) -> AsyncIterator[Any]:
-    for item in items:
-        yield item
 
 
 def _without_usage(data: bytes) -> bytes:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
 
@@ -68,11 +69,13 @@ class FixedClassifier:
 @contextlib.asynccontextmanager
 async def serve(sim_base: str, telemetry: Telemetry, extra: str = "",
                 whole_config: str | None = None,
-                env: Mapping[str, str] | None = None) -> AsyncIterator[str]:
+                env: Mapping[str, str] | None = None,
+                wrap: Callable[[Any], Any] | None = None) -> AsyncIterator[str]:
     """Serve the router on a free port until the block ends; yields its base URL. `extra`:
     more top-level YAML (a `server:` section); given, the result cache it configures is used
     (without it there is none, so no test writes a cache into the working directory).
-    `whole_config`: a config of the test's own instead (no result cache), its keys in `env`."""
+    `whole_config`: a config of the test's own instead (no result cache), its keys in `env`.
+    `wrap`: an ASGI app around the router's (to see the messages it sends uvicorn)."""
     text = whole_config if whole_config is not None else CONFIG.format(base=sim_base) + extra
     config = load_config_text(text)
     runtime = resolve(config, {"TENANT_KEY": API_KEY, **(env or {})}, lambda _: None, "fixed-1")
@@ -85,7 +88,8 @@ async def serve(sim_base: str, telemetry: Telemetry, extra: str = "",
                     sinks=[LogSink()], telemetry=telemetry,
                     caching=result_caching(config) if extra else None)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
+    served_app = wrap(app) if wrap is not None else app
+    server = uvicorn.Server(uvicorn.Config(served_app, host="127.0.0.1", port=port, log_config=None,
                                            lifespan="on", loop="asyncio", access_log=False))
     task = asyncio.create_task(server.serve())
     while not server.started:

@@ -19,6 +19,7 @@ import orjson
 from cache.assemble import StreamAssembler
 from router.api.errors import error_event
 from router.api.settle import Settle
+from router.api.sse import DONE_EVENT
 from router.errors import SlorouterError
 from router.execution.events import close_quietly
 from router.execution.plan import CommittedStream
@@ -54,6 +55,10 @@ class StreamRelay:
 
     async def chunks(self, include_usage: bool) -> AsyncIterator[bytes]:
         outcome = self._outcome
+        # A finish or usage chunk carries nothing of the answer: it waits for the next line (at
+        # the end, `[DONE]`, which ends the body in the same write), so a stream's end is one
+        # write where it was up to four (finish, usage, `[DONE]`, the body's end).
+        held = b""
         try:
             # What came before the stream was committed (a role chunk, then the first content)
             # goes out in one write: one segment before the client's first token, where one
@@ -64,8 +69,13 @@ class StreamRelay:
                 yield head
             async for event in self._committed.tail:
                 line = self._line(event, include_usage)
-                if line:
-                    yield line
+                if not line:
+                    continue
+                if not event.has_content and (event.finished or event.usage is not None):
+                    held += line
+                else:
+                    yield held + line
+                    held = b""
             self._clean_end = True
             # Settled before [DONE], as a whole answer is stored before it is sent: a client
             # that repeats the request once it has read the stream's end finds the entry. The
@@ -75,7 +85,7 @@ class StreamRelay:
             if self._capture and body is not None:
                 outcome.captured_output = answer_messages(body)
             await asyncio.shield(self._settle.succeeded(body, outcome))
-            yield b"data: [DONE]\n\n"
+            yield held + DONE_EVENT
         except SlorouterError as raised:
             last = outcome.last_token_at
             if last is not None:  # a timeout cut it still writing, or stalled (the runner's)
@@ -83,7 +93,7 @@ class StreamRelay:
             exc = self._error = self._committed.ended_by(raised)
             outcome.status, outcome.error_type = exc.status_code, type(exc).__name__
             outcome.error_code = exc.code
-            yield error_event(exc)
+            yield held + error_event(exc)
         except Exception as exc:  # a bug: recorded as one; the response sends an error event
             self._error = exc
             outcome.status, outcome.error_type = 500, type(exc).__name__

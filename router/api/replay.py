@@ -22,7 +22,8 @@ def body_response(body: bytes, *, stream: bool, include_usage: bool, headers: di
     (which then ends, as every stream does, with `on_finish`; cut if its client stops reading
     past `time_limit_s`, the request's time left)."""
     if stream and status == 200:
-        events = replay_sse(body, include_usage=include_usage)
+        # every event is here: one write, ended with the body (`[DONE]` is last)
+        events = (b"".join(replay_sse(body, include_usage=include_usage)),)
         return WatchedStreamingResponse(_events(events), headers, on_finish=on_finish,
                                         time_limit_s=time_limit_s)
     return Response(body, status_code=status, headers=headers, media_type="application/json")

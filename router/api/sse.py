@@ -44,6 +44,7 @@ OnFinish = Callable[[bool, SlorouterError | None], Awaitable[None]]
 T = TypeVar("T")
 # How long past the request's deadline a stream may still be writing before it is cut.
 STALL_GRACE_S = 1.0
+DONE_EVENT = b"data: [DONE]\n\n"  # the last event of an OpenAI stream
 
 
 async def wait_for_disconnect(receive: Receive) -> None:
@@ -170,6 +171,7 @@ class WatchedStreamingResponse(Response):
                     "headers": self.raw_headers})
         self._started = True
         chunks = self._chunks
+        ended = False
         while True:
             try:
                 chunk = await anext(chunks)
@@ -180,8 +182,11 @@ class WatchedStreamingResponse(Response):
                 await send({"type": "http.response.body", "body": error_event(INTERNAL),
                             "more_body": False})
                 return
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            # `[DONE]` is a stream's last event: the body ends in the same write
+            ended = chunk.endswith(DONE_EVENT)
+            await send({"type": "http.response.body", "body": chunk, "more_body": not ended})
+        if not ended:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _end_with(self, send: Send, error: SlorouterError) -> bool:
         """End the stream with `error` as its last event; False if the client is gone."""

@@ -1,11 +1,13 @@
-"""A stream's first write to its client carries its first token, with what came before it.
+"""A stream's first write to its client carries its first token, with what came before it, and
+its last write its whole end.
 
 An upstream sends its role chunk (no content) at once and its first content later; the router
 commits to the stream at that first content and relays both. Written one event at a time, the
 role chunk was a write (a system call) of its own on the first token's path, and a client could
 wake for it before the token. Served end to end (the real app over uvicorn, the provider
 simulator as a process, the real `openai` client), with the messages the app sends uvicorn
-recorded on the way.
+recorded on the way. Its end (the finish chunk, the usage chunk, `[DONE]` and the body's end)
+was four writes; the chunks that carry none of the answer now wait for the next line.
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 
 class BodyWrites:
-    """An ASGI app around the router's, keeping the bodies each chat response sends."""
+    """An ASGI app around the router's, keeping the body messages chat responses send."""
 
     def __init__(self, app: Any) -> None:
         self._app = app
         self.bodies: list[bytes] = []
+        self.ends: list[bool] = []  # whether each body message ended the response
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != "/v1/chat/completions":
@@ -48,14 +51,16 @@ class BodyWrites:
             return
 
         async def kept(message: Any) -> None:
-            if message["type"] == "http.response.body" and message.get("body"):
-                self.bodies.append(message["body"])
+            if message["type"] == "http.response.body":
+                self.bodies.append(message.get("body", b""))
+                self.ends.append(not message.get("more_body", False))
             await send(message)
 
         await self._app(scope, receive, kept)
 
 
-def test_the_first_write_of_a_stream_holds_its_role_chunk_and_first_token(sim: Running) -> None:
+def test_a_streams_first_write_holds_its_first_token_and_its_last_the_whole_end(
+        sim: Running) -> None:
     telemetry, _ = in_memory_telemetry()
     writes: list[BodyWrites] = []
 
@@ -67,7 +72,7 @@ def test_the_first_write_of_a_stream_holds_its_role_chunk_and_first_token(sim: R
         async with serve(sim.base_url, telemetry, wrap=wrap) as base:
             client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=API_KEY, max_retries=0)
             stream = await client.chat.completions.create(
-                model="fast", stream=True,
+                model="fast", stream=True, stream_options={"include_usage": True},
                 messages=[{"role": "user", "content": "Name three colours."}])
             return [chunk async for chunk in stream]
 
@@ -77,7 +82,13 @@ def test_the_first_write_of_a_stream_holds_its_role_chunk_and_first_token(sim: R
     assert first.count(b"data: ") == 2, first  # the role chunk and the first content, together
     assert b'"role":"assistant"' in first and CONTENT.search(first), first
     # the client reads the whole answer as before: the role, then the tokens, one event each
-    deltas = [chunk.choices[0].delta for chunk in chunks]
+    deltas = [chunk.choices[0].delta for chunk in chunks if chunk.choices]
     assert deltas[0].role == "assistant" and not deltas[0].content
     assert deltas[1].content and sum(bool(d.content) for d in deltas) >= 8
     assert sum(body.count(b"data: ") for body in bodies) == len(chunks) + 1  # and [DONE]
+    # its end is one write too: the finish chunk, the usage chunk, `[DONE]` and the body's end
+    last = bodies[-1]
+    assert writes[0].ends == [False] * (len(bodies) - 1) + [True]
+    assert last.count(b"data: ") == 3 and last.endswith(b"data: [DONE]\n\n"), last
+    assert b'"finish_reason":"stop"' in last and not CONTENT.search(last), last
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens >= 8

@@ -17,6 +17,7 @@ import pytest
 from router.api.errors import SHUTTING_DOWN, STALLED
 from router.api.replay import body_response
 from router.api.sse import (
+    DONE_EVENT,
     STALL_GRACE_S,
     ClientGone,
     InFlight,
@@ -76,6 +77,47 @@ def test_a_whole_stream_is_sent_and_finished_as_complete() -> None:
     assert _run(chunks(), client) == [False]
     assert client.sent[0]["type"] == "http.response.start" and client.sent[0]["status"] == 200
     assert client.bodies == [b"a", b"b", b""]
+
+
+def test_a_stream_ending_with_done_ends_its_body_in_the_same_write() -> None:
+    """`[DONE]` is an OpenAI stream's last event: it goes with the body's end (chunked
+    encoding's last chunk), one write, not a write of its own for the end after it."""
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"data: {}\n\n"
+        yield b"data: {}\n\n" + DONE_EVENT
+
+    client = _Client()
+    assert _run(chunks(), client) == [False]
+    ends = [m.get("more_body", False) for m in client.sent if m["type"] == "http.response.body"]
+    assert client.bodies == [b"data: {}\n\n", b"data: {}\n\n" + DONE_EVENT]
+    assert ends == [True, False]
+
+
+def test_a_stored_answer_is_replayed_as_a_stream_in_one_write() -> None:
+    """A cache hit or an idempotent replay has every event at hand: the whole stream, usage and
+    `[DONE]` included, is one write that ends the body."""
+    finished: list[tuple[bool, SlorouterError | None]] = []
+
+    async def on_finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
+        finished.append((client_gone, ended_by))
+
+    stored = orjson.dumps({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "stored answer"}}]})
+    response = body_response(stored, stream=True, include_usage=True, headers={},
+                             on_finish=on_finish)
+    client = _Client()
+    asyncio.run(response({"type": "http"}, client.receive, client.send))
+    writes = [m for m in client.sent if m["type"] == "http.response.body"]
+    assert len(writes) == 1 and writes[0]["more_body"] is False
+    events = [orjson.loads(line[len(b"data: "):]) for line in writes[0]["body"].split(b"\n\n")
+              if line and line != DONE_EVENT.strip()]
+    assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events
+                   if e["choices"]) == "stored answer"
+    assert events[-1]["usage"]["total_tokens"] == 5 and writes[0]["body"].endswith(DONE_EVENT)
+    assert finished == [(False, None)]
 
 
 def test_a_client_that_leaves_cancels_the_producer_at_once() -> None:

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator, Callable
 import orjson
 
 from cache.assemble import StreamAssembler
+from cache.replay import DONE
 from router.api.errors import error_event
 from router.api.settle import Settle
-from router.api.sse import DONE_EVENT
 from router.errors import SlorouterError
 from router.execution.events import close_quietly
 from router.execution.plan import CommittedStream
@@ -85,7 +85,7 @@ class StreamRelay:
             if self._capture and body is not None:
                 outcome.captured_output = answer_messages(body)
             await asyncio.shield(self._settle.succeeded(body, outcome))
-            yield held + DONE_EVENT
+            yield held + DONE
         except SlorouterError as raised:
             last = outcome.last_token_at
             if last is not None:  # a timeout cut it still writing, or stalled (the runner's)

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from starlette.responses import Response
 
+from cache.replay import DONE
 from router.api.errors import (
     INTERNAL,
     SHUTTING_DOWN,
@@ -44,7 +45,6 @@ OnFinish = Callable[[bool, SlorouterError | None], Awaitable[None]]
 T = TypeVar("T")
 # How long past the request's deadline a stream may still be writing before it is cut.
 STALL_GRACE_S = 1.0
-DONE_EVENT = b"data: [DONE]\n\n"  # the last event of an OpenAI stream
 
 
 async def wait_for_disconnect(receive: Receive) -> None:
@@ -183,7 +183,7 @@ class WatchedStreamingResponse(Response):
                             "more_body": False})
                 return
             # `[DONE]` is a stream's last event: the body ends in the same write
-            ended = chunk.endswith(DONE_EVENT)
+            ended = chunk.endswith(DONE)
             await send({"type": "http.response.body", "body": chunk, "more_body": not ended})
         if not ended:
             await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 import pytest
 
+from cache.replay import DONE
 from router.api.errors import SHUTTING_DOWN, STALLED
 from router.api.replay import body_response
 from router.api.sse import (
-    DONE_EVENT,
     STALL_GRACE_S,
     ClientGone,
     InFlight,
@@ -84,12 +84,12 @@ def test_a_stream_ending_with_done_ends_its_body_in_the_same_write() -> None:
     encoding's last chunk), one write, not a write of its own for the end after it."""
     async def chunks() -> AsyncIterator[bytes]:
         yield b"data: {}\n\n"
-        yield b"data: {}\n\n" + DONE_EVENT
+        yield b"data: {}\n\n" + DONE
 
     client = _Client()
     assert _run(chunks(), client) == [False]
     ends = [m.get("more_body", False) for m in client.sent if m["type"] == "http.response.body"]
-    assert client.bodies == [b"data: {}\n\n", b"data: {}\n\n" + DONE_EVENT]
+    assert client.bodies == [b"data: {}\n\n", b"data: {}\n\n" + DONE]
     assert ends == [True, False]
 
 
@@ -113,10 +113,10 @@ def test_a_stored_answer_is_replayed_as_a_stream_in_one_write() -> None:
     writes = [m for m in client.sent if m["type"] == "http.response.body"]
     assert len(writes) == 1 and writes[0]["more_body"] is False
     events = [orjson.loads(line[len(b"data: "):]) for line in writes[0]["body"].split(b"\n\n")
-              if line and line != DONE_EVENT.strip()]
+              if line and line != DONE.strip()]
     assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events
                    if e["choices"]) == "stored answer"
-    assert events[-1]["usage"]["total_tokens"] == 5 and writes[0]["body"].endswith(DONE_EVENT)
+    assert events[-1]["usage"]["total_tokens"] == 5 and writes[0]["body"].endswith(DONE)
     assert finished == [(False, None)]
 
 

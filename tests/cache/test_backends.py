@@ -150,7 +150,9 @@ async def test_writes_redis_refuses_leave_its_entries_readable(
     under steady misses served no hit at all)."""
     metrics = CacheMetrics()  # the real clock: a cool-down, if any, would still be running
     url = f"redis://127.0.0.1:{own_redis.port}/0"
-    cache = RedisResultCache(connect(url), metrics)
+    # Refusals, not timeouts, are under test: the service's 50 ms timeout ran out once in a
+    # full suite's load (a round's hit came back None), so the client waits up to a second.
+    cache = RedisResultCache(connect(url, timeout_s=1.0), metrics)
     assert await cache.set("k", ENTRY, 60.0)
     admin = connect(url, timeout_s=1.0)
     await admin.execute_command(*refusing)
@@ -174,7 +176,7 @@ async def test_a_refused_set_marks_the_cache_writes_refused_until_one_is_taken(
     a refusal, reads change nothing, the next accepted set ends it."""
     writes = WriteHealth("cache")
     url = f"redis://127.0.0.1:{own_redis.port}/0"
-    cache = RedisResultCache(connect(url), CacheMetrics(), writes=writes)
+    cache = RedisResultCache(connect(url, timeout_s=1.0), CacheMetrics(), writes=writes)
     admin = connect(url, timeout_s=1.0)
     try:
         assert await cache.set("k", ENTRY, 60.0) and writes.refusal is None

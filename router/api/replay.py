@@ -10,9 +10,8 @@ from cache.replay import replay_sse
 from router.api.sse import OnFinish, WatchedStreamingResponse
 
 
-async def _events(events: tuple[bytes, ...]) -> AsyncIterator[bytes]:
-    for event in events:
-        yield event
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 def body_response(body: bytes, *, stream: bool, include_usage: bool, headers: dict[str, str],
@@ -23,7 +22,7 @@ def body_response(body: bytes, *, stream: bool, include_usage: bool, headers: di
     past `time_limit_s`, the request's time left)."""
     if stream and status == 200:
         # every event is here: one write, ended with the body (`[DONE]` is last)
-        events = (b"".join(replay_sse(body, include_usage=include_usage)),)
-        return WatchedStreamingResponse(_events(events), headers, on_finish=on_finish,
+        events = b"".join(replay_sse(body, include_usage=include_usage))
+        return WatchedStreamingResponse(_once(events), headers, on_finish=on_finish,
                                         time_limit_s=time_limit_s)
     return Response(body, status_code=status, headers=headers, media_type="application/json")

@@ -35,7 +35,6 @@ import contextlib
 import functools
 import importlib
 import os
-import re
 import secrets
 import statistics
 import subprocess
@@ -60,6 +59,7 @@ from bench.vs_litellm import (
     start_otlp_sink,
     telemetry_env,
 )
+from router.loadtest.loadgen import CONTENT
 
 # (label, module, attribute path): functions whose CPU time is a phase of the request.
 PHASES: tuple[tuple[str, str, str], ...] = (
@@ -81,7 +81,6 @@ PHASES: tuple[tuple[str, str, str], ...] = (
     ("telemetry (metrics, spans)", "router.telemetry.sink", "TelemetrySink._process"),
 )
 WHOLE = "whole request"
-_CONTENT = re.compile(rb'"content":"[^"]')  # a non-empty content string: an answer's first token
 TO_UPSTREAM = "arrival to upstream write"
 TO_CLIENT = "upstream answer to client"
 LABEL_WIDTH = 40  # the table's first column
@@ -232,7 +231,7 @@ class InProcessRouter:
         async def send(message: dict[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 status.append(message["status"])
-            elif path is not None and _CONTENT.search(message.get("body", b"")):
+            elif path is not None and CONTENT.search(message.get("body", b"")):
                 path.mark("client")
 
         scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",

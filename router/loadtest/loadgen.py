@@ -40,7 +40,8 @@ from router.providers.http1 import (
 )
 from router.stats.observation import tpot_s
 
-_CONTENT = re.compile(rb'"content":\s?"[^"]')
+# an SSE line (or body) carrying a non-empty content string: an answer's first token
+CONTENT = re.compile(rb'"content":\s?"[^"]')
 _USAGE = re.compile(rb'"completion_tokens":\s?(\d+)')
 
 ProgressFn = Callable[[int, int, int, float], None]
@@ -146,7 +147,7 @@ async def _read_stream(response: Response, started: float) -> tuple[
         if line.startswith(b"data: [DONE]"):
             done = True
             break
-        if _CONTENT.search(line):
+        if CONTENT.search(line):
             last = time.perf_counter()
             first = first if first is not None else last
             chunks += 1

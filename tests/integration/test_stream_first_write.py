@@ -13,7 +13,6 @@ was four writes; the chunks that carry none of the answer now wait for the next 
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,11 +20,10 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionChunk
 
+from router.loadtest.loadgen import CONTENT
 from tests.support.services import FAST_PROFILE, Running, start_simulator
 from tests.telemetry.helpers import in_memory_telemetry
 from tests.telemetry.served import API_KEY, serve
-
-CONTENT = re.compile(rb'"content":"[^"]')  # a non-empty content string
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import httpx
 import orjson
 
+from tests.support.sse_reading import StreamRead, read_stream
+
 API_KEY = "sk-experiments-tenant"
 TENANT_ENV = {"EXPERIMENTS_TENANT_KEY": API_KEY}
 AUTH = {"authorization": f"Bearer {API_KEY}"}
@@ -132,30 +134,19 @@ async def send(http: httpx.AsyncClient, task: str, request_id: str, *,
     body = chat_body(f"{task} request {request_id}: name three rivers.", user=user,
                      metadata=metadata)
     started = time.monotonic()
-    ttft: float | None = None
-    done = failed = False
+    read = StreamRead(None, False, False)
     async with http.stream("POST", "/v1/chat/completions", content=orjson.dumps(body),
                            headers=headers) as response:
         experiment, _, arm = response.headers.get("x-slorouter-arm", "").partition("/")
         degraded = response.headers.get("x-slorouter-arm-degraded")
         model = response.headers.get("x-slorouter-model")
         if response.status_code == 200:
-            async for line in response.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                if line == "data: [DONE]":
-                    done = True
-                    continue
-                event = orjson.loads(line[6:])
-                if "error" in event:
-                    failed = True
-                elif ttft is None and any(c.get("delta", {}).get("content")
-                                          for c in event.get("choices", [])):
-                    ttft = time.monotonic() - started
+            read = await read_stream(response, started)
         else:
             await response.aread()
-    return Seen(request_id, response.status_code, arm or None, experiment or None, model, ttft,
-                response.status_code == 200 and done and not failed and ttft is not None,
+    return Seen(request_id, response.status_code, arm or None, experiment or None, model,
+                read.ttft_s, response.status_code == 200 and read.done and not read.failed
+                and read.ttft_s is not None,
                 degraded)
 
 

@@ -27,6 +27,7 @@ import httpx
 import orjson
 
 from router.loadtest.loadgen import collector_paused
+from tests.support.sse_reading import read_stream
 
 API_KEY = "sk-feedback-tenant"
 TENANT_ENV = {"FEEDBACK_TENANT_KEY": API_KEY}
@@ -185,8 +186,6 @@ async def send(client: httpx.AsyncClient, body: Mapping[str, Any], task: str, la
     chunk), or a whole answer when `body` does not ask to stream (no TTFT: its E2E)."""
     started = time.monotonic()
     headers = {"authorization": f"Bearer {API_KEY}", "x-slorouter-task": task}
-    ttft: float | None = None
-    done = failed = False
     if not body.get("stream"):
         return await _send_whole(client, body, headers, label, started, origin)
     try:
@@ -197,20 +196,9 @@ async def send(client: httpx.AsyncClient, body: Mapping[str, Any], task: str, la
                 await response.aread()
                 return Shot(started - origin, label, response.status_code, deployment, None,
                             time.monotonic() - started, False)
-            async for line in response.aiter_lines():
-                if not line.startswith("data: "):
-                    continue
-                if line == "data: [DONE]":
-                    done = True
-                    continue
-                event = orjson.loads(line[6:])
-                if "error" in event:
-                    failed = True
-                elif ttft is None and any(c.get("delta", {}).get("content")
-                                          for c in event.get("choices", [])):
-                    ttft = time.monotonic() - started
-            return Shot(started - origin, label, 200, deployment, ttft,
-                        time.monotonic() - started, done and not failed)
+            read = await read_stream(response, started)
+            return Shot(started - origin, label, 200, deployment, read.ttft_s,
+                        time.monotonic() - started, read.done and not read.failed)
     except httpx.HTTPError:
         return Shot(started - origin, label, 0, None, None, time.monotonic() - started, False)
 

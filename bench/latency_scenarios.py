@@ -68,6 +68,7 @@ from tests.support.services import Running, start_router, start_simulator
 A, B = Dep("dep-a", "model-a"), Dep("dep-b", "model-b")
 CHEAP = Dep("cheap", "model-cheap", price_in=0.5, price_out=1.0)
 LONG = Dep("long", "model-long", price_in=2.0, price_out=4.0)
+WINDOW_REQUESTS = 20  # the shift's summary judges shares over windows this many requests long
 
 
 def load() -> str:
@@ -104,13 +105,19 @@ def shift(services: Services, stats: StatsKnobs, plan: ShiftPlan) -> None:
                                          plan))
     slowed, recovered, failing = (run.events[k] for k in (SLOWED, RECOVERED, FAILING))
     print(f"\n== shift: open loop {plan.rate:g} req/s, {stats}\n{timeline(run, [A.name, B.name])}")
-    moved = first_time(run.shots, slowed, lambda w: share(w, B.name) >= 0.9, until_s=recovered)
-    back = first_time(run.shots, recovered, lambda w: share(w, A.name) > 0.5, until_s=failing)
-    lost = first_time(run.shots, failing, lambda w: share(w, A.name) <= 0.1)
+    # Windows of at least 20 requests: in 2 s at a few requests a second, one exploration
+    # probe (3% of requests) is 12-50% of a window and hides when the traffic moved.
+    span = max(2.0, WINDOW_REQUESTS / plan.rate)
+    moved = first_time(run.shots, slowed, lambda w: share(w, B.name) >= 0.9, span_s=span,
+                       until_s=recovered)
+    back = first_time(run.shots, recovered, lambda w: share(w, A.name) > 0.5, span_s=span,
+                      until_s=failing)
+    lost = first_time(run.shots, failing, lambda w: share(w, A.name) <= 0.1, span_s=span)
     steady = window(run.shots, 0.0, slowed)
     print(f"A's share while faster: {share(steady, A.name):.3f} "
           f"(TTFT p50 A {percentile(ttfts(steady, A.name), 50) * 1e3:.0f} ms)")
-    print(f"after A slowed: B >= 90% (2 s windows, sustained) from +{_s(moved)}; B's share in "
+    print(f"after A slowed: B >= 90% ({span:g} s windows, sustained) from +{_s(moved)}; B's "
+          f"share in "
           f"[+15 s, recovery): {share(window(run.shots, slowed + 15, recovered), B.name):.3f}")
     print(f"after A recovered: A holds the majority from +{_s(back)}")
     print(f"after A started failing: A answers <= 10% from +{_s(lost)}; A's share of upstream "

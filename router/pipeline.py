@@ -333,10 +333,10 @@ def is_side_effecting(labels: Labels) -> bool:
 
 def upstream_body(raw: Mapping[str, Any], tenant: str) -> dict[str, Any]:
     """What the provider receives: the client's body as sent, minus the router's own fields
-    (and `metadata`'s, `provider_tags`), with a client's own `prompt_cache_key` and
-    `cache_salt` kept within its tenant (hashed with it: `tenant` is the caller's prefix
-    partition), so that two tenants choosing the same key or salt never share a provider
-    cache."""
+    (and `metadata`'s, `provider_tags`) and a `top_logprobs: 0` that asks for nothing, with a
+    client's own `prompt_cache_key` and `cache_salt` kept within its tenant (hashed with it:
+    `tenant` is the caller's prefix partition), so that two tenants choosing the same key or
+    salt never share a provider cache."""
     body = {key: value for key, value in raw.items() if key not in _ROUTER_FIELDS}
     metadata = body.get("metadata")
     if isinstance(metadata, Mapping):
@@ -353,6 +353,11 @@ def upstream_body(raw: Mapping[str, Any], tenant: str) -> dict[str, Any]:
     salt = body.get("cache_salt")
     if isinstance(salt, str):
         body["cache_salt"] = cache_salt(tenant, salt)
+    if body.get("top_logprobs") == 0 and body.get("logprobs") is not True:
+        # No alternatives of logprobs not asked for: a no-op that OpenAI-wire servers disagree
+        # on (vLLM takes it, a strict check refuses it), so one deployment answered 200 and
+        # another 400, and `auto` paid an attempt at each. Left out, every one answers alike.
+        del body["top_logprobs"]
     return body
 
 

@@ -240,6 +240,7 @@ def openai_param(error: ErrorDetails, raw: object) -> str | None:
     loc: Sequence[int | str] = error["loc"]
     if loc and loc[-1] == "[key]":  # a bad key: the mapping is the param, not the key (any size)
         loc = loc[:-2]
+    loc = (*loc, *error.get("ctx", {}).get("param_at", ()))  # a list's check names an item
     node = raw
     path = ""
     for position, step in enumerate(loc):

@@ -137,6 +137,9 @@ class ChatMessage(_Open):
     @field_validator("tool_calls")
     @classmethod
     def _tool_calls_as_written_by_the_model(cls, value: Any) -> Any:
+        if value == []:  # OpenAI: "empty array. Expected an array with minimum length 1"
+            raise PydanticCustomError("invalid_value", "should hold at least one tool call "
+                                      "(or be left out)")
         for index, call in enumerate(value or ()):
             problem = _tool_call_problem(call)
             if problem is not None:
@@ -234,6 +237,36 @@ class ResponseFormat(_Open):
         return value
 
 
+MAX_TOOLS = 128  # OpenAI's: "array too long. Expected an array with maximum length 128"
+
+
+def tool_turn_problem(messages: list[ChatMessage]) -> tuple[int, str, str] | None:
+    """Where a conversation breaks the rule of tool turns that OpenAI (and Anthropic) refuse
+    a request for: an assistant message's tool calls are each answered by the `tool` messages
+    right after it, and a `tool` message answers a call of that assistant message. The
+    problem as (message index, its field, what is wrong), or None."""
+    calls: set[str] = set()  # the ids of the turn's calls (empty: no turn open)
+    unanswered: set[str] = set()
+    opened_at = 0
+    for index, message in enumerate(messages):
+        if message.role == "tool":
+            if message.tool_call_id not in calls:
+                return (index, "tool_call_id", "a `tool` message must answer a tool call of the "
+                        "assistant message before it (the tool messages answering one assistant "
+                        "message follow it directly)")
+            unanswered.discard(message.tool_call_id)
+            continue
+        if unanswered:
+            break
+        calls = {call["id"] for call in message.tool_calls or ()}
+        unanswered, opened_at = set(calls), index
+    if unanswered:
+        return (opened_at, "tool_calls", f"{len(unanswered)} of its tool calls not answered: an "
+                "assistant message with `tool_calls` must be followed by a `tool` message "
+                "answering each of them (by `tool_call_id`)")
+    return None
+
+
 class ChatCompletionRequest(_Open):
     """`POST /v1/chat/completions` body. Unknown fields are kept and passed through."""
 
@@ -241,7 +274,7 @@ class ChatCompletionRequest(_Open):
     messages: Annotated[list[ChatMessage], Field(min_length=1)]
     stream: StrictBool = False  # `null` too, as OpenAI takes it: read as false
     stream_options: StreamOptions | None = None
-    tools: list[ToolSpec] | None = None
+    tools: list[ToolSpec] | None = Field(default=None, min_length=1, max_length=MAX_TOOLS)
     tool_choice: StrictStr | dict[str, Any] | None = None
     parallel_tool_calls: StrictBool | None = None
     response_format: ResponseFormat | None = None
@@ -282,6 +315,23 @@ class ChatCompletionRequest(_Open):
     # OpenAI refuses the requests below with a 400. Checked here, they are refused alike
     # whichever deployment would serve: forwarded, a provider's 400 moved `auto` to the next
     # candidate, and litellm's `drop_params` let another answer 200 without the field.
+
+    @field_validator("messages")
+    @classmethod
+    def _tool_turns_answered(cls, value: list[ChatMessage]) -> list[ChatMessage]:
+        problem = tool_turn_problem(value)
+        if problem is not None:
+            index, field, says = problem
+            raise PydanticCustomError("invalid_value", "{says}",
+                                      {"says": says, "param_at": (index, field)})
+        return value
+
+    @field_validator("parallel_tool_calls")
+    @classmethod
+    def _parallel_tool_calls_with_tools(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is not None and not info.data.get("tools"):
+            raise PydanticCustomError("invalid_value", "only allowed when `tools` are given")
+        return value
 
     @field_validator("stream_options")
     @classmethod

@@ -19,6 +19,7 @@ from router.telemetry.context import current_request
 
 REDACTED: Final = "[REDACTED]"
 WITHHELD: Final = "[content withheld]"
+ARGUMENT_WITHHELD: Final = "[withheld]"
 CONTENT_KEYS: Final = frozenset({"messages", "prompt", "prompts", "content", "completion",
                                  "choices", "input", "output", "text", "body", "delta"})
 _PATTERNS: Final = (
@@ -86,14 +87,27 @@ class TraceLogFilter(logging.Filter):
         return True
 
 
+# A %-style conversion of a logging template (`%s`, `%(name)r`, `%.2f`, `%%`).
+_CONVERSION: Final = re.compile(
+    r"%(?:\([^)]*\))?[#0 +\-]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?[diouxXeEfFgGcrsa%]")
+
+
+def _argument_places_marked(template: str) -> str:
+    """`template` with each argument's place as `[withheld]` (and `%%` as `%`), as a reader
+    would otherwise see a bare `model=%s`."""
+    return _CONVERSION.sub(lambda m: "%" if m.group() == "%%" else ARGUMENT_WITHHELD, template)
+
+
 def without_arguments(record: logging.LogRecord) -> bool:
     """A logger filter for third-party loggers whose arguments may hold request or answer text
-    (an exception's message, a pydantic error quoting a value): the record keeps its template
-    and its exception's class and frames (`JsonFormatter`), and loses its arguments."""
-    if record.args:
-        record.args = None
+    (an exception's message, a pydantic error quoting a value): the record keeps its template,
+    each argument's place marked `[withheld]`, and its exception's class and frames
+    (`JsonFormatter`), and loses its arguments."""
     if not isinstance(record.msg, str):
         record.msg = type(record.msg).__name__
+    elif record.args:
+        record.msg = _argument_places_marked(record.msg)
+    record.args = None
     return True
 
 

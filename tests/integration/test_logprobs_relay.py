@@ -51,3 +51,23 @@ def test_logprobs_are_not_asked_of_a_provider_that_returns_none(client: openai.O
                                                                          "no_model_fits")
     answer = client.chat.completions.create(model="ll-anthropic", messages=ASK)  # type: ignore[arg-type]
     assert answer.choices[0].message.content
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("model", ["pt-fast", "ll-fast", "ll-anthropic"])
+def test_zero_alternatives_without_logprobs_are_answered_by_every_deployment(
+        client: openai.OpenAI, model: str, stream: bool) -> None:
+    """`top_logprobs: 0` without `logprobs` asks for nothing. The simulator's OpenAI wire
+    refuses it, as a strict server does (vLLM takes it), so it was a 400 through `pt-fast` and
+    `ll-fast` and a 200 through `ll-anthropic`: the router leaves it out, and each answers,
+    with no log probabilities."""
+    if not stream:
+        answer = client.chat.completions.create(model=model, messages=ASK,  # type: ignore[arg-type]
+                                                top_logprobs=0)
+        assert answer.choices[0].message.content and answer.choices[0].logprobs is None
+        return
+    text = [choice.delta.content or ""
+            for chunk in client.chat.completions.create(
+                model=model, messages=ASK, top_logprobs=0, stream=True)  # type: ignore[arg-type]
+            for choice in chunk.choices if choice.logprobs is None]
+    assert "".join(text)

@@ -194,3 +194,24 @@ def test_a_recurring_failure_that_ends_is_logged_as_recovered_once() -> None:
         "store_unavailable", "store_recovered", "store_unavailable"]
     assert (lines[1]["failures"], lines[1]["failing_s"]) == (3, 6.0)
     assert lines[2]["suppressed"] == 0  # a new spell is logged at once
+
+
+def test_a_library_line_keeps_its_template_with_each_arguments_place_marked() -> None:
+    """litellm's loggers lose their lines' arguments (they may quote a prompt or an answer):
+    the line reads `model=[withheld]` where it read a bare `model=%s`, and no argument's text
+    is in it, whatever its conversion (`%(name)r`, `%d`, `%.2f`; `%%` stays a percent sign)."""
+    from router.telemetry.redact import without_arguments
+
+    with _json_lines("test.library") as (logger, stream):
+        logger.addFilter(without_arguments)
+        try:
+            logger.warning("Dropping unsupported `service_tier` for model=%s", "canary-model")
+            logger.warning("%(who)r sent %d tokens, %.2f%% cached", {"who": "canary-user"})
+            logger.warning("no arguments: 100%% as written")
+        finally:
+            logger.removeFilter(without_arguments)
+    events = [json.loads(line)["event"] for line in stream.getvalue().splitlines()]
+    assert events == ["Dropping unsupported `service_tier` for model=[withheld]",
+                      "[withheld] sent [withheld] tokens, [withheld]% cached",
+                      "no arguments: 100%% as written"]
+    assert "canary" not in stream.getvalue()

@@ -376,8 +376,73 @@ def test_what_openai_takes_of_those_fields_passes(fields: dict[str, Any]) -> Non
 
 
 def _assistant_calls(*calls: object) -> dict[str, Any]:
+    """A user message, then an assistant message making `calls`, each answered after it."""
+    answers = [{"role": "tool", "tool_call_id": call["id"], "content": "ok"}
+               for call in calls if isinstance(call, dict) and "id" in call]
     return {"messages": [{"role": "user", "content": "hi"},
-                         {"role": "assistant", "content": None, "tool_calls": list(calls)}]}
+                         {"role": "assistant", "content": None, "tool_calls": list(calls)},
+                         *answers]}
+
+
+def _call(call_id: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+
+
+def _turns(*messages: dict[str, Any]) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": "hi"}, *messages]}
+
+
+def _assistant(*call_ids: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": [_call(i) for i in call_ids]}
+
+
+def _answer(call_id: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": "42"}
+
+
+USER_AGAIN = {"role": "user", "content": "and then?"}
+
+
+@pytest.mark.parametrize(("fields", "param", "says"), [
+    ({"tools": []}, "tools", "at least 1 item"),
+    ({"tools": FUNCTION_TOOLS * 129}, "tools", "at most 128 items"),
+    ({"parallel_tool_calls": False}, "parallel_tool_calls", "only allowed when `tools`"),
+    (_turns({"role": "assistant", "content": "x", "tool_calls": []}),
+     "messages[1].tool_calls", "at least one tool call"),
+    (_turns(_answer("c1")), "messages[1].tool_call_id", "must answer a tool call"),
+    (_turns(_assistant("c1"), _answer("c2")), "messages[2].tool_call_id",
+     "must answer a tool call"),
+    (_turns(_assistant("c1"), _answer("c1"), USER_AGAIN, _answer("c1")),
+     "messages[4].tool_call_id", "must answer a tool call"),
+    (_turns(_assistant("c1", "c2"), _answer("c2"), USER_AGAIN), "messages[1].tool_calls",
+     "1 of its tool calls not answered"),
+    (_turns(_assistant("c1")), "messages[1].tool_calls", "1 of its tool calls not answered"),
+    (_turns(_assistant("c1"), _answer("c1"), _assistant("c2", "c3")),
+     "messages[3].tool_calls", "2 of its tool calls not answered"),
+])
+def test_tool_turns_openai_refuses_are_refused_here(fields: dict[str, Any], param: str,
+                                                    says: str) -> None:
+    """OpenAI refuses these with a 400 ("Messages with role 'tool' must be a response to a
+    preceding message with 'tool_calls'", "An assistant message with 'tool_calls' must be
+    followed by tool messages responding to each 'tool_call_id'", "empty array", "array too
+    long"); forwarded, they were a 200 from a lenient deployment (and litellm's, which drops
+    what its provider takes none of) and a 400 from a strict one, after which `auto` tried the
+    next candidate. Now a 400 names the message and field, before any routing."""
+    error = _rejected(_body(**fields))
+    assert (error.param, error.code) == (param, "invalid_value"), error.message
+    assert says in error.message
+
+
+@pytest.mark.parametrize("fields", [
+    {"tools": FUNCTION_TOOLS * 128, "parallel_tool_calls": False},
+    _turns(_assistant("c1", "c2"), _answer("c2"), _answer("c1"), USER_AGAIN),
+    _turns(_assistant("c1"), _answer("c1"), {"role": "assistant", "content": "done"},
+           USER_AGAIN, _assistant("c2"), _answer("c2")),
+    _turns({"role": "assistant", "content": "no tools"}, USER_AGAIN),
+    _turns({"role": "function", "name": "lookup", "content": "42"}),  # the legacy role
+])
+def test_tool_turns_openai_takes_pass(fields: dict[str, Any]) -> None:
+    assert parse_chat(_body(**fields)).model == "auto"
 
 
 @pytest.mark.parametrize(("fields", "param", "says"), [

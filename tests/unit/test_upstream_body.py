@@ -176,3 +176,19 @@ def test_the_routers_own_metadata_keys_do_not_reach_the_provider() -> None:
     assert sent({"task": "code", "risk": "low", "session_id": "s1", "data_version": "v2"}) is None
     assert sent({"task": "code", "team": "search"}) == {"team": "search"}
     assert sent({"task": "ticket-triage"}) == {"task": "ticket-triage"}
+
+
+@pytest.mark.parametrize(("fields", "sent"), [
+    ({"top_logprobs": 0}, {}),
+    ({"top_logprobs": 0, "logprobs": False}, {"logprobs": False}),
+    ({"top_logprobs": 0, "logprobs": True}, {"top_logprobs": 0, "logprobs": True}),
+    ({"top_logprobs": 3, "logprobs": True}, {"top_logprobs": 3, "logprobs": True}),
+])
+def test_zero_alternatives_without_logprobs_are_not_sent(fields: dict[str, object],
+                                                        sent: dict[str, object]) -> None:
+    """`top_logprobs: 0` without `logprobs: true` asks for nothing, and OpenAI-wire servers
+    disagree on it (vLLM takes it, a strict check refuses it): left out, every deployment
+    answers the request alike. With `logprobs` it goes as sent."""
+    body = upstream_body({"model": "auto", "messages": [{"role": "user", "content": "hi"}],
+                          **fields}, "acme")
+    assert {k: v for k, v in body.items() if k in ("top_logprobs", "logprobs")} == sent

@@ -31,7 +31,8 @@ def test_the_prompt_estimate_counts_tool_schemas_tool_calls_and_media() -> None:
     with_schema, needs = _facts({"messages": hi, "tools": [tool]})
     called, _ = _facts({"messages": [*hi, {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "fill",
-                                                      "arguments": "x" * 4000}}]}]})
+                                                      "arguments": "x" * 4000}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"}]})
     image, _ = _facts({"messages": [{"role": "user", "content": [
         {"type": "text", "text": "what is this?"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]})

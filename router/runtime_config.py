@@ -97,6 +97,12 @@ def _secret(ref: str | None, environ: Mapping[str, str], where: str, problems: l
         problems.append(f"{where}: environment variable {name} holds whitespace or control "
                         "characters (a trailing newline from a secret file?); a key has none")
         return ""
+    if not value.isascii():
+        # Clients and SDKs send header values as ASCII (the `openai` client cannot encode any
+        # other): such a key would start and never authenticate a request.
+        problems.append(f"{where}: environment variable {name} holds characters beyond ASCII; "
+                        "a key travels in an HTTP header, and must be ASCII")
+        return ""
     return value
 
 

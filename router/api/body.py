@@ -182,10 +182,15 @@ def authorization_header(raw_headers: Iterable[tuple[bytes, bytes]]) -> str | No
 
 def received_headers(request: Request) -> dict[str, str]:
     """The request's headers as a plain dict (lower-case names, `header_text` values; the first
-    of repeated ones wins): a request reads a dozen of them, and each read of Starlette's
-    `Headers` scans the list."""
-    return {name.decode("latin-1"): header_text(value)
-            for name, value in reversed(request.scope["headers"])}
+    of repeated ones wins, but repeated `Cache-Control` lines are one list, RFC 9110 §5.3): a
+    request reads a dozen of them, and each read of Starlette's `Headers` scans the list."""
+    raw = request.scope["headers"]
+    headers = {name.decode("latin-1"): header_text(value) for name, value in reversed(raw)}
+    if "cache-control" in headers:
+        # A proxy's own line before the client's `no-store` must not cancel it.
+        lines = [header_text(value) for name, value in raw if name == b"cache-control"]
+        headers["cache-control"] = ", ".join(lines)
+    return headers
 
 
 def header_text(value: bytes) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import pytest
 
 from tests.caching.conftest import Gateway
@@ -16,6 +17,7 @@ from tests.caching.service import (
     ALIASED_MODEL,
     DEFAULT_HINTS,
     DEFAULT_TTL_S,
+    KEY_A,
     TTL_SHORT_S,
     Caller,
     SimStats,
@@ -134,6 +136,24 @@ def test_no_store_serves_a_hit_but_never_writes(caller: Caller, sim_stats: SimSt
     served = caller.chat(messages, headers={"cache-control": "no-store"})
     assert served.cache == "hit"
     assert served.body == plain.body
+
+
+def test_no_store_on_a_second_cache_control_line_still_writes_nothing(
+        gateway: Gateway, caller: Caller, sim_stats: SimStats) -> None:
+    """Repeated `Cache-Control` lines are one list (RFC 9110 §5.3): a proxy's own line before
+    the client's `no-store` does not cancel it (only the first line was read, and the answer
+    was stored and served to the next caller)."""
+    messages = unique_messages("no-store-second-line")
+    headers = [("authorization", f"Bearer {KEY_A}"), *DEFAULT_HINTS.items(),
+               ("cache-control", "no-transform"), ("cache-control", "no-store")]
+    before = sim_stats.requests()
+    unstored = httpx.post(f"{gateway.base_url}/v1/chat/completions", headers=headers,
+                          json={"model": "det", "messages": messages, "temperature": 0},
+                          timeout=20)
+    plain = caller.chat(messages)
+    assert (unstored.status_code, unstored.headers["x-slorouter-cache"]) == (200, "miss")
+    assert plain.cache == "miss"
+    assert sim_stats.requests() - before == 2
 
 
 def test_pinned_entry_expires_after_the_default_ttl(caller: Caller, sim_stats: SimStats) -> None:

@@ -407,6 +407,18 @@ def test_a_key_with_whitespace_or_control_characters_is_refused_at_start_up(
         assert value.strip() not in problem or not value.strip()
 
 
+@pytest.mark.parametrize("value", ["sk-clé-ünïcode-key", "sk-key-\U0001f511-team"])
+def test_a_key_beyond_ascii_is_refused_at_start_up(value: str) -> None:
+    """A client key with a letter beyond ASCII started the router and could then authenticate
+    no request (the `openai` client cannot send it; curl's UTF-8 bytes were read as Latin-1);
+    a provider key alike could never be sent. Refused, naming the variable, never the value."""
+    for env in ({**ENV, "KEY_A": value}, {**ENV, "CLIENT_KEY": value}):
+        with pytest.raises(ConfigError) as caught:
+            resolve(load_config_text(VALID, environ=env), env, _prices)
+        (problem,) = caught.value.problems
+        assert "beyond ASCII" in problem and value not in problem
+
+
 def test_a_model_arm_needs_policies_to_narrow() -> None:
     """Without `policies` every request takes the routes' default, so a `model:` arm could
     never serve (it was reported degraded on every request)."""

@@ -408,8 +408,7 @@ def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]
         "x-slorouter-task": prepared.labels.task,
         "x-slorouter-risk": prepared.labels.risk,
         "x-slorouter-policy": prepared.decision.policy_version,
-        "x-slorouter-cache": outcome.cache,
-    })
+    })  # `x-slorouter-cache` once the cache was consulted: a refused key never reached it
 
 
 def after_sending(response: Response, work: Callable[..., Awaitable[None]], *args: Any) -> None:

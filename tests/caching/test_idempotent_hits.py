@@ -58,6 +58,8 @@ def test_a_key_reused_with_other_routing_headers_is_a_422(caller: Caller,
     assert first.status == 200
     assert same.status == 200 and same.headers.get("x-slorouter-idempotent-replay") == "true"
     assert other.status == 422, other.headers
+    # refused before the cache was consulted: it says nothing of the cache (it said `bypass`)
+    assert "x-slorouter-cache" not in other.headers and other.headers["x-slorouter-policy"]
 
 
 def test_a_key_is_never_replayed_to_a_caller_with_other_scopes(caller: Caller) -> None:

@@ -226,18 +226,25 @@ class RedisIdempotencyStore:
     def _give_back(self, lease: Lease) -> None:
         """Release `lease` in the background, which may not be set yet (a SET without its reply
         lands late) or may never be: tried after each of `RETRY_DELAYS_S` until it is found and
-        dropped (Redis errors meanwhile are tried again); giving up is logged, throttled."""
+        dropped (Redis errors meanwhile are tried again). Giving up is logged, throttled, when
+        Redis did not answer the last try: the lease may then be held until it expires. When it
+        answered without the lease there, the SET never took (the key held another request's
+        lease or answer) or its lease ran out: nothing was left to give back."""
         marker, keys = _marker(lease.token, lease.fingerprint), [self._key(lease.scope)]
 
         async def give_back() -> None:
+            answered = False
             for delay in RETRY_DELAYS_S:
                 await asyncio.sleep(delay)
                 try:
                     if await self._cad(keys=keys, args=[marker]):
                         return
+                    answered = True
                 except (redis.RedisError, OSError) as exc:
+                    answered = False
                     self.writes.failed(exc)
-            self._gave_up.report(step="give_back")
+            if not answered:
+                self._gave_up.report(step="give_back")
 
         self._in_background(give_back())
 

@@ -82,6 +82,35 @@ async def test_an_outage_logs_the_given_up_give_backs_once_per_interval(
     await client.aclose()
 
 
+async def test_a_duplicate_refused_while_redis_paused_leaves_no_give_up_behind(
+        own_redis: ManagedProcess, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A duplicate of a finished key, sent while Redis is paused, is refused (503) without the
+    reply to its `SET NX`; once Redis runs again that SET fails (the key holds the answer), so
+    its give-back finds nothing of its own, every try. That is not a lease that may have
+    leaked: no `idempotency_store_gave_up` (it was logged ~16 s later), and the answer still
+    replays."""
+    monkeypatch.setattr(redis_store_module, "RETRY_DELAYS_S", (0.3, 0.3))
+    url = f"redis://127.0.0.1:{own_redis.port}/0"
+    client = shared_redis(url, timeout_s=0.2)
+    store = RedisIdempotencyStore(client)
+    lease = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(lease, Lease)
+    assert await store.complete(lease, StoredResponse(200, (), b"paid"))
+    with caplog.at_level(logging.WARNING, logger="slorouter.idempotency"):
+        os.kill(own_redis.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(OverloadedError):
+                await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+        finally:
+            os.kill(own_redis.pid, signal.SIGCONT)
+        await asyncio.sleep(1.0)  # both tries of the give-back, with Redis answering
+    assert [r for r in caplog.records if r.getMessage() == "idempotency_store_gave_up"] == []
+    replay = await store.claim("t1", "k1", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(replay, Replay) and replay.response.body == b"paid"
+    await client.aclose()
+
+
 @pytest.mark.parametrize("emptied", ["flushall", "restart"])
 async def test_an_answer_finished_after_redis_came_back_empty_is_replayed(
         own_redis: ManagedProcess, tmp_path: Path, emptied: str) -> None:

@@ -106,6 +106,24 @@ def _redis_options_problem(url: str) -> str | None:
 RedisUrl = Annotated[str | None, AfterValidator(_redis_url)]
 
 
+def _url_problem(url: str) -> str | None:
+    """What makes `url` unusable as a server's base URL (host, port, characters), or None."""
+    if not url.isascii() or any(c.isspace() for c in url):
+        return ("holds whitespace or characters beyond ASCII (a `${VAR}` with a trailing "
+                "space?); percent-encode a path's other characters")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (read for its check: a port that is not a number raises)
+    except ValueError as exc:
+        return f"is not a valid URL ({exc})"
+    if not parts.hostname:
+        return "names no host"
+    if parts.username is not None or parts.password is not None:
+        return ("holds credentials (user:password@): put the key in api_key (env:NAME); the "
+                "adapters send it as the Authorization header")
+    return None
+
+
 class DeploymentSpec(Frozen):
     """One concrete endpoint of a model: provider + model + base URL + key."""
 
@@ -163,6 +181,12 @@ class DeploymentSpec(Frozen):
             return None
         if not re.match(r"^https?://", value):
             raise ValueError("api_base must start with http:// or https://")
+        problem = _url_problem(value)
+        if problem is not None:
+            # Each of these started and then failed every request as an upstream error (a
+            # client-side ValueError the litellm adapter reported as an answer it could not
+            # read), while /readyz saw no configuration fault.
+            raise ValueError(f"api_base {problem}")
         scheme, _, rest = value.partition("://")
         path, mark, query = rest.partition("?")
         # `${BASE}/v1` with BASE ending in `/` gave `//v1`, a path servers answer 404 (and

@@ -786,6 +786,38 @@ def test_a_pass_through_api_base_that_is_not_a_base_url_is_refused(api_base: str
     assert DeploymentSpec(name="d", model="openai/m", api_base=api_base).api_base
 
 
+@pytest.mark.parametrize(("api_base", "says"), [
+    ("http://127.0.0.1:93o1/v1", "not a valid URL"),
+    ("http://127.0.0.1:99999/v1", "not a valid URL"),
+    ("http://[::1/v1", "not a valid URL"),
+    ("http://127.0.0.1:9301 /v1", "whitespace"),
+    ("http://127.0.0.1:9301/v1/\u00e9", "beyond ASCII"),
+    ("http:///v1", "no host"),
+    ("https://bot:canary-token@127.0.0.1:9301/v1", "credentials"),
+])
+@pytest.mark.parametrize("adapter", ["openai_passthrough", "litellm"])
+def test_an_api_base_no_request_could_use_is_refused_naming_the_field(
+        api_base: str, says: str, adapter: str) -> None:
+    """A typo'd port, a `${VAR}` with a trailing space, a path beyond ASCII or a key written
+    into the URL passed `policy check`, started, and failed every request as an upstream error
+    (through litellm, as an answer "not a chat.completion" from a server never called) while
+    `/readyz` saw no configuration fault (the CLI and config audit). Refused at load, the
+    field named, the credential never echoed."""
+    config = VALID.replace("api_base: ${BASE}/v1", f'api_base: "{api_base}"').replace(
+        "adapter: openai_passthrough", f"adapter: {adapter}")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(config, environ=ENV)
+    (problem,) = caught.value.problems
+    assert problem.startswith("deployments.1.api_base: ") and says in problem, problem
+    assert "canary-token" not in problem
+
+
+@pytest.mark.parametrize("api_base", ["http://[::1]:8000/v1", "https://api.openai.com/v1",
+                                      "http://sim.internal:9301/v1/some%C3%A9path"])
+def test_a_usable_api_base_passes(api_base: str) -> None:
+    assert DeploymentSpec(name="d", model="openai/m", api_base=api_base).api_base == api_base
+
+
 @pytest.mark.parametrize("model", ["openai/gpt-4o-mini ", " openai/gpt-4o-mini",
                                    "openai/gpt-4o-mini\n", "openai/gpt 4o-mini"])
 def test_a_deployment_model_with_whitespace_is_refused_naming_the_field(model: str) -> None:

@@ -74,7 +74,7 @@ def start_simulator(environ: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start `slorouter sim` on a free loopback port and point the default config at it."""
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "router.cli", "sim", "--port", str(port),
-                             "--exit-with-parent"], start_new_session=True)
+                             "--exit-with-parent", str(os.getpid())], start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -274,6 +274,24 @@ def test_the_embedded_simulator_does_not_outlive_a_killed_router(tmp_path: Path)
             os.kill(simulator, signal.SIGKILL)
 
 
+def test_a_simulator_whose_starter_died_before_it_ran_stops_by_itself() -> None:
+    """`serve` stopped by a signal in its first second (before its simulator child had finished
+    importing) left the simulator running for good: the child read its parent once running,
+    found init, and watched init. The starter now gives its own pid, so a child whose starter
+    is already gone stops (here: a pid that has exited)."""
+    gone = subprocess.Popen([PYTHON, "-c", "pass"])
+    gone.wait()
+    simulator = subprocess.Popen([PYTHON, "-m", "router.cli", "sim", "--port", str(free_port()),
+                                  "--exit-with-parent", str(gone.pid)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert simulator.wait(timeout=30) == 0
+    finally:
+        if simulator.poll() is None:
+            simulator.kill()
+            simulator.wait()
+
+
 def _slow_stream_setup(tmp_path: Path, grace_s: int, started: ExitStack,
                        extra_args: tuple[str, ...] = ()) -> Running:
     """A simulator model streaming 50 tokens 0.1 s apart (5 s) and a router with the grace;

@@ -34,8 +34,10 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="seed of the latency and fault draws (default: random)")
     parser.add_argument("--default-model", default=None,
                         help="answer unknown model names with this model's profile, not 404")
-    parser.add_argument("--exit-with-parent", action="store_true",
-                        help="stop when the process that started it is gone, however it ended "
+    parser.add_argument("--exit-with-parent", nargs="?", type=int, const=0, default=None,
+                        metavar="PID",
+                        help="stop when the process that started it (PID, as it gave it: "
+                             "default its parent once running) is gone, however it ended "
                              "(`serve` starts its embedded simulator so)")
     parser.set_defaults(func=handler)
 
@@ -65,8 +67,11 @@ def handler(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        watch = (asyncio.create_task(_stop_when_orphaned(os.getppid(), stop))
-                 if args.exit_with_parent else None)
+        # The starter's own pid when it gave it: a parent gone before this line (a signal
+        # during its start-up) would otherwise be read as init, and never be seen to go.
+        parent = args.exit_with_parent or os.getppid()
+        watch = (asyncio.create_task(_stop_when_orphaned(parent, stop))
+                 if args.exit_with_parent is not None else None)
         await serve_until_stopped(profiles, args.host, args.port, args.seed, stop)
         if watch is not None:
             watch.cancel()

@@ -160,7 +160,10 @@ def explain_command(args: argparse.Namespace) -> int:
         print(f"{path}: {err}", file=sys.stderr)
         return 2
     try:
-        text = args.request.read_text(encoding="utf-8") if args.request else sys.stdin.read()
+        # stdin as bytes: its text layer may read bytes beyond UTF-8 as surrogates (the C
+        # locale), which failed later with a traceback instead of this message
+        text = (args.request.read_text(encoding="utf-8") if args.request
+                else sys.stdin.buffer.read().decode("utf-8"))
     except OSError as err:
         print(f"slorouter explain: cannot read {args.request}: {err.strerror or err}",
               file=sys.stderr)

@@ -91,6 +91,21 @@ def test_an_explained_request_that_is_not_utf8_is_reported_not_raised(tmp_path: 
              "request.json", "not UTF-8 text")
 
 
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
+def test_an_explained_request_on_stdin_that_is_not_utf8_is_reported_not_raised(
+        tmp_path: Path, locale: str) -> None:
+    """Read from stdin, the same bytes were a traceback (under the C locale Python reads them
+    as surrogates, which failed later, when the text was encoded)."""
+    result = subprocess.run(
+        [PYTHON, "-m", "router.cli", "explain", "--config", _config(tmp_path, CONFIG)],
+        capture_output=True, timeout=120, cwd=tmp_path,
+        input=b'{"model": "m", "messages": [{"role": "user", "content": "caf\xe9"}]}',
+        env={**os.environ, "LC_ALL": locale, "PYTHONUTF8": "0"})
+    stderr = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == 2 and "Traceback" not in stderr, stderr
+    assert "stdin: not UTF-8 text" in stderr, stderr
+
+
 def test_bad_flags_are_refused_by_the_parser(tmp_path: Path) -> None:
     _refused(_run(tmp_path, "serve", "--log-level", "verbose"), "--log-level")
     config = _config(tmp_path, CONFIG)

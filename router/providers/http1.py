@@ -2,8 +2,8 @@
 
 The pass-through adapter sends one POST per attempt and reads the answer whole or as a stream of
 body chunks. That is all this client does: pooled keep-alive connections per origin (with a
-limit), TLS for `https`, chunked and length-delimited bodies (decoded by httptools, the parser
-uvicorn uses), flow control on streams, and a connection that is closed rather than reused
+limit), TLS for `https`, chunked, length- and close-delimited bodies (decoded by httptools, the
+parser uvicorn uses), flow control on streams, and a connection that is closed rather than reused
 whenever an exchange did not finish cleanly (cancelled, timed out, malformed), so that the
 upstream sees a client that went away.
 
@@ -161,6 +161,17 @@ def _has_head(exchange: _Exchange) -> bool:
     return exchange.status != 0
 
 
+def _ends_at_close(exchange: _Exchange) -> bool:
+    """Whether the answer's body is delimited by the connection's close (RFC 9112 §6.3: neither
+    a length nor a transfer coding, as an HTTP/1.0 server, or an HTTP/1.1 one closing, may
+    send it): its clean close ends it (httptools is never told of the end of input, so the
+    message never completes on its own). The reader still judges what came: a cut JSON body
+    does not parse, a cut stream has no `[DONE]`."""
+    headers = exchange.headers
+    return (exchange.status >= 200 and exchange.status not in (204, 304)
+            and "content-length" not in headers and "transfer-encoding" not in headers)
+
+
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; at most one exchange at a time."""
 
@@ -195,9 +206,14 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         exchange = self.exchange
         if exchange is not None and not exchange.complete:
-            self._fail(ResponseBroken("upstream closed the connection mid-answer")
-                       if exchange.status else
-                       UpstreamDropped("upstream closed the connection before answering"))
+            if exc is None and _ends_at_close(exchange):
+                exchange.complete = True  # the close is the body's end
+                self.exchange = None
+                exchange.wake()
+            else:
+                self._fail(ResponseBroken("upstream closed the connection mid-answer")
+                           if exchange.status else
+                           UpstreamDropped("upstream closed the connection before answering"))
         self._pool.forget(self)
 
     # --- httptools callbacks ------------------------------------------------------------------

@@ -189,6 +189,39 @@ async def test_answer_cut_mid_body_is_broken() -> None:
         await client.aclose()
 
 
+@pytest.mark.parametrize("head", [b"HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n",
+                                  b"HTTP/1.1 200 OK\r\nconnection: close\r\n"])
+async def test_an_answer_whose_close_ends_its_body_is_whole(head: bytes) -> None:
+    """Neither a length nor a transfer coding (an HTTP/1.0 server; an HTTP/1.1 one closing):
+    the body ends at the close, RFC 9112 §6.3. It was read as cut (`upstream_stream_cut`, a
+    retry, a failure against the deployment) where the litellm adapter read it whole."""
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+        writer.write(head + b"\r\n" + b'{"choices": ')
+        await writer.drain()
+        writer.write(b'[]}')
+        await writer.drain()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        assert await post(client, target) == b'{"choices": []}'
+        await client.aclose()
+
+
+async def test_an_answer_with_a_length_cut_by_a_close_is_still_broken() -> None:
+    """Only a body without a length ends at the close: one cut short of its length is cut."""
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.0 200 OK\r\ncontent-length: 50\r\n\r\n{\"half\":")
+        await writer.drain()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        with pytest.raises(ResponseBroken):
+            await post(client, target)
+        await client.aclose()
+
+
 async def test_malformed_answer_is_broken() -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
         await server.read_request(reader)

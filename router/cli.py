@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import signal
 import sys
 from collections.abc import Sequence
 
@@ -37,10 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        code: int = args.func(args)
-    except KeyboardInterrupt:  # Ctrl+C before a command took SIGINT over (`serve` starting)
-        return 128 + signal.SIGINT
+    code: int = args.func(args)
     return code
 
 

@@ -51,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="one `request_finished` JSON line per request (ids, status, "
                              "model, task, timings, tokens, cost; never text): on at debug "
                              "level too")
-    parser.set_defaults(func=serve)
+    parser.set_defaults(func=serve_interruptible)
 
 
 def is_loopback(host: str) -> bool:
@@ -88,6 +88,16 @@ def start_simulator(environ: dict[str, str]) -> subprocess.Popen[bytes]:
     environ["SLOROUTER_SIM_BASE"] = base
     environ.setdefault("SLOROUTER_SIM_KEY", "sim-" + secrets.token_hex(8))
     return proc
+
+
+def serve_interruptible(args: argparse.Namespace) -> int:
+    """`serve`, with Ctrl+C before the server takes SIGINT over (during start-up) ending it as
+    SIGINT does later, 130, rather than in a traceback; the embedded simulator stops by itself
+    (it watches this process)."""
+    try:
+        return serve(args)
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
 
 
 def serve(args: argparse.Namespace) -> int:

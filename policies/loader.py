@@ -19,6 +19,7 @@ import re
 import typing
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,11 @@ def _wording(item: Any) -> str:
     if item["type"] == "string_type" and isinstance(item.get("input"), bool):
         # YAML 1.1 reads an unquoted yes/no/on/off (`tenant: NO`, Norway's code) as a boolean
         return f"{item['msg']}: YAML read it as {item['input']!r}; quote the value"
+    if item["type"] == "string_type" and isinstance(item.get("input"), int | float | date):
+        # `api_version: 2024-10-21` as Azure's docs write it, `salt: 2026`: not echoed (the
+        # field may be one a reader should not see whole), the kind is enough to see why
+        kind = "a date" if isinstance(item["input"], date) else "a number"
+        return f"{item['msg']}: YAML read it as {kind}; quote the value"
     if item["type"] == "extra_forbidden" and item["loc"]:
         written = str(item["loc"][-1])
         if written in _setting_names():  # a real setting, in the wrong place

@@ -646,6 +646,19 @@ def test_an_arm_naming_an_unknown_model_is_told_so() -> None:
     assert caught.value.problems == ["experiments.e.arms.b.route: unknown model 'tiny'"]
 
 
+@pytest.mark.parametrize(("written", "kind"), [("2026-11-01", "a date"), ("2026", "a number"),
+                                              ("1.5", "a number")])
+def test_yaml_dates_and_numbers_in_a_text_field_are_explained(written: str, kind: str) -> None:
+    """`tenant: 2026-11-01` (YAML reads it as a date), `2026` or `1.5` were refused with
+    pydantic's bare 'valid string', where a boolean there was explained (the config audit)."""
+    text = VALID.replace("    tenant: acme\n", f"    tenant: {written}\n")
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ=ENV)
+    assert caught.value.problems == [
+        f"api_keys.0.tenant: Input should be a valid string: YAML read it as {kind}; quote the "
+        "value"]
+
+
 def test_yaml_booleans_and_upper_case_digests_are_explained() -> None:
     """`tenant: NO` (YAML 1.1 reads it as false) and an upper-case `key_sha256` were refused
     with pydantic's 'valid string' and the raw regular expression."""

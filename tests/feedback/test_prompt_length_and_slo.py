@@ -74,11 +74,24 @@ def _chat_demotions(gateway: Running) -> str:
                      for d in chat["deployments"])
 
 
+def _attempt_failures(gateway: Running) -> str:
+    """What the service counted of failed attempts, retries, fallbacks and exploration probes
+    since it started: a fallback after a failed first attempt, or a probe, is an answered
+    request on the other deployment, which the timeline alone cannot tell from a decision."""
+    text = httpx.get(f"{gateway.base_url}/metrics", timeout=10).text
+    wanted = ("slorouter_retries_total", "slorouter_fallbacks_total",
+              "slorouter_explorations_total", "gen_ai_client_operation_duration_seconds_count")
+    lines = [line for line in text.splitlines() if line.startswith(wanted)
+             and ("error_type" in line or not line.startswith(wanted[-1]))]
+    return "; ".join(lines) or "none"
+
+
 def _mixed(gateway: Running, plan: PrefillPlan, name: str) -> tuple[Run, str]:
     run = run_async(long_and_short(gateway.base_url, plan))
     text = "\n".join(f"{label} prompts:\n{timeline(run, [CHEAP.name, LONG.name], label)}"
                      for label in ("long", "short"))
     text += f"\n/v1/slo chat: {_chat_demotions(gateway)}"
+    text += f"\nattempts: {_attempt_failures(gateway)}"
     print(f"\n{name}: long and short prompts, {plan.rate:g} req/s\n{text}")
     return run, text
 
@@ -161,8 +174,10 @@ def test_slo_endpoint_shows_a_missed_slo_while_requests_are_served(
     still answered, mostly by the best available (faster) route."""
     run = run_async(open_loop(warm_gateway.base_url, SLO_RATE, SLO_REQUESTS / SLO_RATE,
                               lambda i: (chat_body(salt=i), "short"), task="summarization"))
-    assert all(s.ok for s in run.shots), timeline(run, [CHEAP.name, LONG.name])
-    assert share(run.shots, CHEAP.name) > 0.5, timeline(run, [CHEAP.name, LONG.name])
+    text = (f"{timeline(run, [CHEAP.name, LONG.name])}\n"
+            f"attempts: {_attempt_failures(warm_gateway)}")
+    assert all(s.ok for s in run.shots), text
+    assert share(run.shots, CHEAP.name) > 0.5, text
     body = httpx.get(f"{warm_gateway.base_url}/v1/slo", timeout=10).json()
     task = _task(body, "summarization")
     assert task["targets"]["ttft_p95_s"] == pytest.approx(IMPOSSIBLE_TTFT_MS / 1000)

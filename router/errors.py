@@ -205,7 +205,6 @@ class OverloadedError(SlorouterError):
     error_type = "overloaded_error"
 
 
-
 class ClientStalledError(SlorouterError):
     """A stream whose client stopped reading until past the request's deadline, cut to free its
     slot and upstream call: the client's doing, as a client that left is, so no failure of the

@@ -113,7 +113,7 @@ async def _measure(op: Callable[[], Awaitable[object]], n: int) -> tuple[float, 
         start = time.perf_counter_ns()
         await op()
         samples.append((time.perf_counter_ns() - start) / 1000)
-    cuts = statistics.quantiles(samples, n=100)
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
     return cuts[49], cuts[98]
 
 

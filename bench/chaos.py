@@ -33,6 +33,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from policies.schema import BreakerSpec
+from router.cli_types import seed_number
 from router.providers.simulator.client import SimulatorControl
 from tests.faults.scenarios import (
     FAULT_MODELS,
@@ -230,12 +231,16 @@ def throttled(gw: Running, counters: SimCounters, n: int, rate: float, seed: int
     # The breaker holds the deployment from its `holds_after`-th 429 in a row (2 by default):
     # the gap between the first two is not bound by Retry-After, every later one is.
     gaps = arrivals.gaps_s()[HOLDS_AFTER - 1:]
-    closest = min(gaps, key=lambda gap: gap[1], default=(float("nan"), float("nan")))
     early = sum(1 for _, longest in gaps if longest < retry_after)
+    if gaps:
+        closest = min(gaps, key=lambda gap: gap[1])
+        spacing = f"once held, closest two {closest[0]:.2f}-{closest[1]:.2f} s apart"
+    else:  # a small run: fewer calls than it takes to hold the deployment
+        spacing = f"never held (fewer than {HOLDS_AFTER + 1} calls)"
     return Row(f"429 storm, Retry-After {retry_after:g} s", shots, upstream,
                transitions(watch, "limited"),
-               f"{arrivals.calls()} calls to the throttled one; once held, closest two "
-               f"{closest[0]:.2f}-{closest[1]:.2f} s apart; {early} surely before Retry-After")
+               f"{arrivals.calls()} calls to the throttled one; {spacing}; {early} surely "
+               "before Retry-After")
 
 
 def cut_streams(gw: Running, counters: SimCounters, n: int, rate: float, seed: int) -> Row:
@@ -451,7 +456,7 @@ SCENARIOS = ("faults", "overload", "hedging", "quiet-hedging")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply request counts")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=seed_number, default=7)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
                         help=f"comma-separated, of {', '.join(SCENARIOS)} (default: all)")
     args = parser.parse_args()

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from router.cli_types import seed_number
 from router.token_estimate import text_tokens
 from tests.support.tokenizer import cl100k_counter
 
@@ -98,7 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--windows", type=int, default=3, help="windows per file")
     parser.add_argument("--files", type=int, default=60, help="files per kind")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=seed_number, default=1)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     texts: dict[str, list[str]] = defaultdict(list)

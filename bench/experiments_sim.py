@@ -48,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.stats import binomtest, norm
 
+from router.cli_types import seed_number
 from router.experiments.guardrails import check_guardrail
 from router.experiments.outcomes import ArmData, MetricSamples, analysis_value
 from router.experiments.sequential import msprt_arrays
@@ -361,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-arm", type=int, default=5000)
     parser.add_argument("--batch", type=int, default=10, help="values per arm between looks")
     parser.add_argument("--detection-runs", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=seed_number, default=1)
     parser.add_argument("--service-replications", type=int, default=0,
                         help="also run this many (<= 10) detections at a real router")
     parser.add_argument("--service-concurrency", type=int, default=8)

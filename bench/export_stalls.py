@@ -104,7 +104,7 @@ def main() -> None:
     print(f"{'batch':>6}{'p50 ms':>9}{'p99':>8}{'p99.9':>8}{'max':>8}   (loop wake-up lateness)")
     for batch, runs in results.items():
         for late in runs:
-            q = statistics.quantiles(late, n=1000)
+            q = statistics.quantiles(late, n=1000, method="inclusive")
             print(f"{batch:>6}{statistics.median(late):>9.2f}{q[989]:>8.2f}{q[998]:>8.2f}"
                   f"{max(late):>8.2f}")
 

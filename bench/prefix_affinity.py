@@ -44,6 +44,7 @@ from pathlib import Path
 import httpx
 import openai
 
+from router.cli_types import seed_number
 from tests.support.services import Running, start_router, start_simulator
 
 REPLICAS = 3
@@ -189,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=3)
     parser.add_argument("--prompts", type=int, default=6)
     parser.add_argument("--capacity", type=int, default=4)
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=seed_number, default=7)
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     plan = [rng.randrange(args.prompts) for _ in range(args.requests)]

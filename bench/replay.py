@@ -25,6 +25,7 @@ from evals.report import floor_json, floor_text, multi_text
 from evals.routers import FitConfig, RouterName
 from evals.task_map import with_labels
 from policies.learned.predictor import fit_predictor
+from router.cli_types import seed_number
 
 STRONG = "gpt-4-1106-preview"
 
@@ -112,7 +113,7 @@ def latency_numbers(out: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--seeds", type=seed_number, nargs="+", default=[0])
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     out: dict[str, Any] = {}

@@ -55,7 +55,7 @@ from bench.procstat import (
     threads,
 )
 from bench.suite import start
-from router.cli_types import positive_number
+from router.cli_types import positive_number, seed_number
 from router.loadtest.loadgen import poisson_schedule
 from router.providers.simulator.client import SimulatorControl
 from tests.support.procs import ManagedProcess
@@ -445,7 +445,7 @@ def main() -> None:
                         help="seconds between samples during the load")
     parser.add_argument("--idle-s", type=float, default=60.0,
                         help="seconds of idling after the load before the last sample")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=seed_number, default=7)
     raise SystemExit(asyncio.run(run(parser.parse_args())))
 
 

@@ -16,21 +16,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import orjson
-
-from router.cli_types import positive_int, positive_number
-from router.loadtest.loadgen import poisson_schedule, run_plan
-from router.loadtest.plots import latency_histogram, percentiles_over_time
+from router.cli_types import positive_int, positive_number, seed_number
+from router.loadtest.loadgen import plan_run, run_plan
+from router.loadtest.outputs import exit_code, prepare_out, write_outputs
 from router.loadtest.progress import Progress
 from router.loadtest.stats import format_summary, summarize
-from router.loadtest.workload import load_workload, plan_requests
+from router.loadtest.workload import load_workload
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,14 +65,14 @@ def start(work: Path, config: Path | None, sim_profile: Path | None = CONFIGS / 
 
 
 async def run_mix(args: argparse.Namespace) -> int:
-    """0 when every request succeeded, 1 otherwise (as `slorouter bench`), 2 on bad input."""
+    """As `slorouter bench`: 0 when every request succeeded, 1 otherwise, 2 on bad input, 130
+    when interrupted (Ctrl-C: the answers so far are summarised, as `slorouter bench` does)."""
     try:
         workload = load_workload(args.workload)
+        plan = plan_run(workload, args.rate, args.duration, args.seed)
     except (OSError, ValueError) as exc:
         print(f"bench.suite: {exc}", file=sys.stderr)
         return 2
-    count = len(poisson_schedule(args.rate, args.duration, args.seed))
-    plan = plan_requests(workload, count, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         try:
             procs, base = start(Path(tmp), None if args.direct else args.config)
@@ -83,26 +80,30 @@ async def run_mix(args: argparse.Namespace) -> int:
             print(f"bench.suite: {exc}", file=sys.stderr)
             return 2
         try:
-            bar = Progress(count, f"{workload.mix.name}@{args.rate:g}/s")
+            try:  # once what it measures has started: a run refused before leaves nothing
+                prepare_out(args.out)
+            except OSError as exc:
+                print(f"bench.suite: {exc}", file=sys.stderr)
+                return 2
+            bar = None if args.no_progress else Progress(
+                len(plan), f"{workload.mix.name}@{args.rate:g}/s")
             started = time.perf_counter()
             result = await run_plan("direct" if args.direct else "slorouter",
                                     f"{base}/v1/chat/completions", plan, args.rate,
-                                    args.duration, args.seed, progress=bar.update)
-            bar.close()
+                                    args.duration, args.seed,
+                                    progress=bar.update if bar else None)
+            if bar is not None:
+                bar.close()
         finally:
             for proc in reversed(procs):
                 proc.stop()
     summary = summarize(result)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.json").write_bytes(
-        orjson.dumps(dataclasses.asdict(summary), option=orjson.OPT_INDENT_2))
-    latency_histogram([result], args.out / "latency_hist.png")
-    latency_histogram([result], args.out / "ttft_hist.png", metric="ttft_s")
-    percentiles_over_time(result, args.out / "percentiles_over_time.png")
+    write_outputs(result, summary, args.out, ttft_histogram=True)
     print(format_summary(summary))
-    print(f"load run {time.perf_counter() - started:.0f} s; load average now "
+    print(f"load run {time.perf_counter() - started:.0f} s"
+          f"{' (interrupted)' if result.interrupted else ''}; load average now "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; plots in {args.out}")
-    return 0 if summary.ok == summary.sent and not summary.errors else 1
+    return exit_code(result, summary)
 
 
 def telemetry_cost(requests: int) -> list[tuple[str, float]]:
@@ -152,12 +153,14 @@ def main() -> None:
     cost.add_argument("--requests", type=positive_int, default=3000)
     parser.add_argument("--rate", type=positive_number, default=20.0)
     parser.add_argument("--duration", type=positive_number, default=60.0)
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=seed_number, default=7)
     parser.add_argument("--workload", type=Path,
                         default=ROOT / "bench" / "workloads" / "default.json")
     parser.add_argument("--config", type=Path, default=CONFIGS / "slorouter-suite.yaml")
     parser.add_argument("--direct", action="store_true", help="load the simulator directly")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "suite")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="do not print progress while the load runs")
     args = parser.parse_args()
     if args.mode == "telemetry-cost":
         telemetry_cost(args.requests)

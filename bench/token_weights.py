@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from router.cli_types import seed_number
 from router.token_estimate import UNITS_PER_TOKEN, WEIGHTS_FILE
 from tests.support.tokenizer import cl100k_encoding
 
@@ -289,7 +290,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=WEIGHTS_FILE)
     parser.add_argument("--margin", type=float, default=1.1)
     parser.add_argument("--repeats", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=seed_number, default=1)
     args = parser.parse_args()
     weights = table(cl100k_encoding(), args.margin, args.repeats, args.seed)
     args.out.write_bytes(zlib.compress(weights.tobytes(), 9))

@@ -39,7 +39,8 @@ from typing import Any
 
 from bench.benchmarks_report import Point, Running, Target, render
 from bench.procstat import busy_cpu_ms, group_cpu_s, group_rss_mb, idle_cpu_per_s, place_apart
-from router.loadtest.loadgen import run_open_loop
+from router.cli_types import comma_separated, one_of, positive_int, positive_number
+from router.loadtest.loadgen import covering_duration, run_open_loop
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,6 +167,8 @@ def start_target(target: Target, work: Path, sim_base: str, env: dict[str, str],
 
 # ---- measuring ---------------------------------------------------------------------------
 
+MEASURE_SEED = 42  # every target's point at a rate sees the same arrivals
+
 async def measure(running: Running, rate: float, stream: bool, duration: float,
                   round_no: int = 0) -> Point:
     payload: dict[str, object] = {"model": running.target.model, "max_tokens": 16,
@@ -178,8 +181,8 @@ async def measure(running: Running, rate: float, stream: bool, duration: float,
     pgid = running.proc.pid if running.proc is not None else None
     before = group_cpu_s(pgid) if pgid is not None else None
     started = time.perf_counter()
-    result = await run_open_loop(running.target.name, url, payload, rate, duration, 42, key,
-                                 timeout_s=15)
+    result = await run_open_loop(running.target.name, url, payload, rate, duration,
+                                 MEASURE_SEED, key, timeout_s=15)
     wall = time.perf_counter() - started
     cpu_ms = busy_ms = rss = None
     if pgid is not None and before is not None:
@@ -213,8 +216,9 @@ async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
                 for running in rotated(targets, round_no):
                     if running.target.name in saturated:
                         continue
-                    point = await measure(running, rate, stream,
-                                          max(duration, min_requests / rate), round_no)
+                    point = await measure(
+                        running, rate, stream,
+                        covering_duration(rate, duration, MEASURE_SEED, min_requests), round_no)
                     running.points.append(point)
                     e2e, ttft = point.e2e, point.ttft
                     print(f"{'stream' if stream else 'plain':<7}{rate:>6g}/s "
@@ -336,20 +340,20 @@ def _cpu_model() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
+    parser.add_argument("--rates", type=comma_separated(positive_number),
                         # The top rate is 5x what LiteLLM proxy sustains on a fast host (100 req/s
                         # in 2 of 3 rounds, 2026-12-06): below that the max-sustainable-rate
                         # target could not be shown even where slorouter meets it.
                         default=[5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0],
                         help="offered rates, requests/s, comma-separated (default: 5,10,25,50,"
                              "100,200,400,800)")
-    parser.add_argument("--duration", type=float, default=10.0,
+    parser.add_argument("--duration", type=positive_number, default=10.0,
                         help="seconds per point at least (longer when --min-requests needs it; "
                              "default: %(default)s)")
-    parser.add_argument("--min-requests", type=int, default=200,
+    parser.add_argument("--min-requests", type=positive_int, default=200,
                         help="requests per point at least, so that p99 is not the maximum "
                              "(default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=1,
+    parser.add_argument("--rounds", type=positive_int, default=1,
                         help="measure every target this many times at each rate, in an order "
                              "rotated each round; the page shows medians and ranges "
                              "(default: %(default)s)")
@@ -357,10 +361,11 @@ def main() -> None:
                         help="apart: gateways on their own core(s), load generator and "
                              "simulator on another; shared: every process on every core "
                              "(default: %(default)s)")
-    parser.add_argument("--modes", type=lambda s: [m == "stream" for m in s.split(",")],
-                        default=[False, True],
+    parser.add_argument("--modes", type=comma_separated(one_of("plain", "stream")),
+                        default=["plain", "stream"],
                         help="plain (JSON) and/or stream, comma-separated (default: plain,stream)")
-    parser.add_argument("--targets", type=lambda s: s.split(","), default=list(TARGETS),
+    parser.add_argument("--targets", type=comma_separated(one_of(*TARGETS)),
+                        default=list(TARGETS),
                         help="comma-separated, from: " + ",".join(TARGETS) + " (default: all)")
     add_litellm_args(parser)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
@@ -371,6 +376,7 @@ def main() -> None:
     parser.add_argument("--render-from", type=Path, default=None,
                         help="only render the page (--out) from a raw file saved by an earlier run")
     args = parser.parse_args()
+    args.modes = [mode == "stream" for mode in args.modes]  # as the raw file keeps them
     if args.render_from is not None:
         raw = json.loads(args.render_from.read_text())
     else:

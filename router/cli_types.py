@@ -28,6 +28,35 @@ def positive_int(text: str) -> int:
     return _checked(text, int, "a whole number", lambda value: value > 0, "above 0")
 
 
+def seed_number(text: str) -> int:
+    """A random seed, 0 to 2**32 - 1 (numpy's generators and scikit-learn's `random_state`
+    take no negative seed, and the latter none beyond 32 bits)."""
+    return _checked(text, int, "a whole number", lambda value: 0 <= value < 2**32,
+                    "0 to 4294967295")
+
+
+def comma_separated(parse: Callable[[str], N | str]) -> Callable[[str], list[N | str]]:
+    """A comma-separated list, each item read by `parse` (whose error names the item)."""
+    def parse_all(text: str) -> list[N | str]:
+        items = [item.strip() for item in text.split(",")]
+        if not all(items):
+            raise argparse.ArgumentTypeError(f"an empty item in {text[:100]!r}")
+        return [parse(item) for item in items]
+
+    return parse_all
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    """One of a few words (`comma_separated(one_of(...))` for a list of them)."""
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(
+                f"{text[:100]!r} is not one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
 def _checked(text: str, parse: Callable[[str], N], kind: str, fits: Callable[[N], bool],
              bounds: str) -> N:
     try:

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from router.cli_types import seed_number
+
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Register `classify`, `train-classifier` and `eval-classifier`."""
@@ -53,7 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--char-ngrams", action="store_true", help="add character 2-4-grams of the message start"
     )
     t.add_argument("--no-augment", action="store_true", help="train on the rows as they are")
-    t.add_argument("--seed", type=int, default=13)
+    t.add_argument("--seed", type=seed_number, default=13)
     t.add_argument(
         "--head-chars",
         type=int,

@@ -4,11 +4,15 @@
                     [--rate 10] [--duration 60] [--max-requests N] [--seed 7] [--model NAME]
                     [--api-key KEY | env SLOROUTER_BENCH_API_KEY] [--out DIR] [--json]
 
-Prints achieved rate, E2E/TTFT/TPOT percentiles (from each request's scheduled arrival, the
-generator's dispatch lag included and shown) and errors by class, per request class and for
-stream/non-stream; writes `summary.json`, `latency_hist.png` and `percentiles_over_time.png`
-to `--out`. Exit code: 0 when every request succeeded, 1 when any failed, 2 on bad arguments
-(checked before any load), 130 when interrupted (Ctrl-C: the answers so far are summarised,
+Prints achieved rate, E2E/TTFT/TPOT percentiles of the answered requests (from each request's
+scheduled arrival, the generator's dispatch lag included and shown; a failed, timed-out or
+interrupted request has no latency there and is counted under its error class) and errors by
+class, per request class and for stream/non-stream (a 200 whose body is no chat completion,
+such as an error object, is an error too: `error_in_body`, `not_a_completion`; the generator's
+own limits are `generator_out_of_*`, not the target's); writes `summary.json`,
+`latency_hist.png` and `percentiles_over_time.png` to `--out`. Exit code: 0 when every request
+succeeded, 1 when any failed, 2 on bad arguments (checked before any load: a run of no request,
+or of more than a million, is one), 130 when interrupted (Ctrl-C: the answers so far are summarised,
 the requests still in flight counted under `interrupted`).
 Heavy imports stay inside the handler so `slorouter --help` stays fast.
 """
@@ -20,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from router.cli_types import http_url, positive_int, positive_number
+from router.cli_types import http_url, positive_int, positive_number, seed_number
 
 DEFAULT_WORKLOAD = Path("bench/workloads/default.json")
 
@@ -40,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
                         help="seconds of arrivals (default: %(default)s)")
     parser.add_argument("--max-requests", type=positive_int, default=None,
                         help="stop sending after this many requests (default: no cap)")
-    parser.add_argument("--seed", type=int, default=7,
+    parser.add_argument("--seed", type=seed_number, default=7,
                         help="seed of the arrival times and the mix's draws (default: "
                              "%(default)s)")
     parser.add_argument("--model", default=None,
@@ -74,11 +78,11 @@ def handler(args: argparse.Namespace) -> int:
 
     import orjson
 
-    from router.loadtest.loadgen import poisson_schedule, run_plan
-    from router.loadtest.plots import latency_histogram, percentiles_over_time
+    from router.loadtest.loadgen import plan_run, run_plan
+    from router.loadtest.outputs import exit_code, prepare_out, write_outputs
     from router.loadtest.progress import Progress
     from router.loadtest.stats import format_summary, summarize
-    from router.loadtest.workload import load_workload, plan_requests
+    from router.loadtest.workload import load_workload
 
     if args.workload == DEFAULT_WORKLOAD and not DEFAULT_WORKLOAD.is_file():
         print(f"slorouter bench: no workload mix at {DEFAULT_WORKLOAD}, the default, read from "
@@ -89,33 +93,29 @@ def handler(args: argparse.Namespace) -> int:
     try:
         workload = load_workload(args.workload)
         _check_api_key(args.api_key)
-        args.out.mkdir(parents=True, exist_ok=True)  # before the load: a bad --out wastes none
+        plan = plan_run(workload, args.rate, args.duration, args.seed, args.max_requests,
+                        args.model)
+        prepare_out(args.out)  # before the load: a bad --out wastes none
     except (OSError, ValueError) as exc:
         print(f"slorouter bench: {exc}", file=sys.stderr)
         return 2
-    count = len(poisson_schedule(args.rate, args.duration, args.seed, args.max_requests))
-    plan = plan_requests(workload, count, args.seed, args.model)
-    bar = None if args.no_progress else Progress(count, f"{workload.mix.name}@{args.rate:g}/s")
+    bar = None if args.no_progress else Progress(len(plan),
+                                                 f"{workload.mix.name}@{args.rate:g}/s")
     result = asyncio.run(run_plan(args.url, chat_url(args.url), plan, args.rate, args.duration,
                                   args.seed, args.api_key, args.timeout,
                                   bar.update if bar else None))
     if bar is not None:
         bar.close()
     summary = summarize(result)
-    (args.out / "summary.json").write_bytes(
-        orjson.dumps(dataclasses.asdict(summary), option=orjson.OPT_INDENT_2))
-    latency_histogram([result], args.out / "latency_hist.png")
-    percentiles_over_time(result, args.out / "percentiles_over_time.png")
+    written = write_outputs(result, summary, args.out)
     print(orjson.dumps(dataclasses.asdict(summary)).decode() if args.json
           else format_summary(summary))
-    print(f"wrote {args.out}/summary.json, latency_hist.png, percentiles_over_time.png",
-          file=sys.stderr)
+    print(f"wrote {', '.join(str(args.out / name) for name in written)}", file=sys.stderr)
     if result.interrupted:
         cut = summary.errors.get("interrupted", 0)
         print(f"slorouter bench: interrupted after {summary.sent - cut} answered requests "
               f"({cut} in flight counted as interrupted)", file=sys.stderr)
-        return 130
-    return 0 if summary.ok == summary.sent else 1
+    return exit_code(result, summary)
 
 
 def _check_api_key(key: str | None) -> None:

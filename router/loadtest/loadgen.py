@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import re
 import time
@@ -29,7 +30,7 @@ from typing import Literal
 import numpy as np
 import orjson
 
-from router.loadtest.workload import PlannedRequest
+from router.loadtest.workload import PlannedRequest, Workload, plan_requests
 from router.providers.http1 import (
     Http1Client,
     HttpClientError,
@@ -123,16 +124,62 @@ def sent_rate(samples: Sequence[Sample]) -> float:
     return (len(sent) - 1) / span if span > 0 else float("nan")
 
 
+# The most requests one run plans: each is planned before the first is sent (its body shared
+# with every other request of the same prompt and class), and a rate and duration asking for
+# billions stopped on memory after minutes, or took the machine's, before any load.
+MAX_RUN_REQUESTS = 1_000_000
+
+
+def check_run_size(rate: float, duration_s: float, max_requests: int | None) -> None:
+    """A `ValueError` for a run of more than `MAX_RUN_REQUESTS` expected arrivals, unless
+    `max_requests` caps it below that."""
+    expected = rate * duration_s
+    if expected > MAX_RUN_REQUESTS and (max_requests is None or max_requests > MAX_RUN_REQUESTS):
+        raise ValueError(f"rate x duration asks for about {expected:,.0f} requests, more than "
+                         f"{MAX_RUN_REQUESTS:,} a run: lower --rate or --duration, or cap the "
+                         "run with --max-requests")
+
+
 def poisson_schedule(rate: float, duration_s: float, seed: int,
                      max_requests: int | None = None) -> np.ndarray:
-    """Arrival offsets (s) of a Poisson process at `rate`, within `duration_s`, at most N."""
+    """Arrival offsets (s) of a Poisson process at `rate`, within `duration_s`, at most N.
+    The gaps are drawn in order from `seed`, so a longer duration or a higher cap extends the
+    same schedule: its first arrivals are those of a shorter one."""
     rng = np.random.default_rng(seed)
-    count = int(rate * duration_s * 1.5) + 10
-    if max_requests is not None:
-        count = min(count, max_requests)  # no more draws than requests: a cap bounds memory
-    times = np.cumsum(rng.exponential(1.0 / rate, size=count))
+    chunk = int(rate * duration_s * 1.5) + 10
+    parts: list[np.ndarray] = []
+    last, drawn = 0.0, 0
+    while last < duration_s and (max_requests is None or drawn < max_requests):
+        size = chunk if max_requests is None else min(chunk, max_requests - drawn)
+        times = last + np.cumsum(rng.exponential(1.0 / rate, size=size))
+        parts.append(times)
+        last, drawn = float(times[-1]), drawn + size
+    times = np.concatenate(parts) if parts else np.empty(0)
     times = times[times < duration_s]
     return times[:max_requests] if max_requests is not None else times
+
+
+def plan_run(workload: Workload, rate: float, duration_s: float, seed: int,
+             max_requests: int | None = None, model: str | None = None) -> list[PlannedRequest]:
+    """The requests of a run, one per arrival of its schedule; a `ValueError` for a run too
+    large to plan (`check_run_size`) or one whose schedule holds no arrival (it would send
+    nothing and report success)."""
+    check_run_size(rate, duration_s, max_requests)
+    count = len(poisson_schedule(rate, duration_s, seed, max_requests))
+    if count == 0:
+        raise ValueError(f"no arrival falls within {duration_s:g} s at {rate:g} requests/s "
+                         f"(seed {seed}): raise --rate or --duration")
+    return plan_requests(workload, count, seed, model)
+
+
+def covering_duration(rate: float, duration_s: float, seed: int, min_requests: int) -> float:
+    """The least duration, at least `duration_s`, whose schedule at `rate` from `seed` holds
+    `min_requests` arrivals (a point's duration of `min_requests / rate` fell short about half
+    the time: its arrivals are random)."""
+    if min_requests <= 0:
+        return duration_s
+    arrivals = np.cumsum(np.random.default_rng(seed).exponential(1.0 / rate, size=min_requests))
+    return max(duration_s, float(np.nextafter(arrivals[-1], np.inf)))
 
 
 async def _read_stream(response: Response, started: float) -> tuple[
@@ -206,14 +253,42 @@ async def send_one(client: Http1Client, target: Target, request: PlannedRequest,
                 raw = await response.read()
                 elapsed = time.perf_counter() - started
                 usage = _USAGE.search(raw)
-                return Sample(offset, elapsed, elapsed, 200, None, request.cls, False, None,
-                              int(usage.group(1)) if usage else None, cache, lag)
+                return Sample(offset, elapsed, elapsed, 200, _body_problem(raw), request.cls,
+                              False, None, int(usage.group(1)) if usage else None, cache, lag)
             ttft, tpot, tokens, source, error = await _read_stream(response, started)
             return Sample(offset, ttft, time.perf_counter() - started, 200, error, request.cls,
                           True, tpot, tokens, cache, lag, source)
     except (TimeoutError, HttpClientError, OSError) as exc:
-        return Sample(offset, None, None, 0, type(exc).__name__, request.cls, request.stream,
+        return Sample(offset, None, None, 0, _failure_class(exc), request.cls, request.stream,
                       lag_s=lag)
+
+
+def _body_problem(raw: bytes) -> str | None:
+    """None for a chat completion; else the error class of a 200 whose body is not one (an
+    error object some servers answer with a 200, or anything else), which a run must not
+    count as an answer."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return "not_a_completion"
+    if isinstance(body, dict) and isinstance(body.get("choices"), list):
+        return None
+    return "error_in_body" if isinstance(body, dict) and "error" in body else "not_a_completion"
+
+
+# The generator's own limits, not the target's: a connection it could not open for want of a
+# file descriptor or of memory is counted apart, so a run does not blame the target for them.
+_LOCAL_ERRNOS = {errno.EMFILE: "generator_out_of_files", errno.ENFILE: "generator_out_of_files",
+                 errno.ENOBUFS: "generator_out_of_buffers", errno.ENOMEM: "generator_out_of_memory",
+                 errno.EADDRNOTAVAIL: "generator_out_of_ports"}
+
+
+def _failure_class(exc: BaseException) -> str:
+    """A request's error class: the exception's name, or the generator's own limit behind it."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+    if isinstance(cause, OSError) and cause.errno in _LOCAL_ERRNOS:
+        return _LOCAL_ERRNOS[cause.errno]
+    return type(exc).__name__
 
 
 async def run_plan(target: str, url: str, plan: Sequence[PlannedRequest], rate: float,
@@ -256,6 +331,7 @@ async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarr
     client, target = Http1Client(max_connections_per_origin=100_000), Target.of(url)
     origin = time.perf_counter()
     tasks: list[asyncio.Task[Sample]] = []
+    lags: list[float] = []  # each send's lag at dispatch, for the requests an interrupt cuts
     tally = _Tally(origin)
     ticker = _ticker(tally, progress) if progress else None
     interrupted = False
@@ -267,6 +343,7 @@ async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarr
             task = asyncio.create_task(
                 send_one(client, target, request, headers, origin, timeout_s,
                          origin + float(at)))
+            lags.append(max(0.0, time.perf_counter() - origin - float(at)))
             tally.sent += 1
             task.add_done_callback(tally.finished)
             tasks.append(task)
@@ -281,16 +358,17 @@ async def _send_all(url: str, plan: Sequence[PlannedRequest], schedule: np.ndarr
             ticker.cancel()
             tally.report(progress)
         await client.aclose()
-    samples = [t.result() if not t.cancelled() else _cut(float(at), request)
-               for t, at, request in zip(tasks, schedule, plan, strict=False)]
+    samples = [t.result() if not t.cancelled() else _cut(float(at), request, lag)
+               for t, at, request, lag in zip(tasks, schedule, plan, lags, strict=False)]
     return samples, time.perf_counter() - origin, interrupted
 
 
-def _cut(at: float, request: PlannedRequest) -> Sample:
+def _cut(at: float, request: PlannedRequest, lag_s: float) -> Sample:
     """A request sent but still unanswered when the run was interrupted: counted, under its
-    own error class, not dropped (the slowest requests are the ones in flight: dropping them
-    flattered the percentiles and the count of requests sent)."""
-    return Sample(at, None, None, 0, "interrupted", request.cls, request.stream)
+    own error class, not dropped (dropping them understated the count of requests sent; like
+    every failed request, it has no latency in the percentiles, which are the answers'), with
+    the lag it was sent with (a lag of 0 for each hid a generator that had fallen behind)."""
+    return Sample(at, None, None, 0, "interrupted", request.cls, request.stream, lag_s=lag_s)
 
 
 @dataclass

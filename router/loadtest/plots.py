@@ -21,6 +21,13 @@ def _figure() -> tuple[Any, Any, Any]:
     return plt, fig, ax
 
 
+def _nothing_answered(ax: Any) -> None:
+    """An empty plot says why (no answered request), rather than showing blank axes beside a
+    legend with nothing in it (matplotlib warned of that on every such run)."""
+    ax.text(0.5, 0.5, "no answered request", ha="center", va="center",
+            transform=ax.transAxes)
+
+
 def latency_histogram(results: Sequence[RunResult], path: Path, metric: str = "e2e_s") -> Path:
     """Histogram (log-spaced bins) of one latency metric, one series per run."""
     plt, fig, ax = _figure()
@@ -35,9 +42,11 @@ def latency_histogram(results: Sequence[RunResult], path: Path, metric: str = "e
             if v.size:
                 ax.hist(v, bins=bins, histtype="step", label=f"{target} (n={v.size})")
         ax.set_xscale("log")
+        ax.legend(loc="best", fontsize=8)
+    else:
+        _nothing_answered(ax)
     ax.set_xlabel(f"{metric.removesuffix('_s').upper()} (ms)")
     ax.set_ylabel("requests")
-    ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -65,10 +74,12 @@ def percentiles_over_time(result: RunResult, path: Path, window_s: float = 5.0,
         for q, out in series.items():
             ax.plot(centers, out, marker=".", label=f"p{q}")
         ax.set_yscale("log")
+        ax.legend(loc="best", fontsize=8)
+    else:
+        _nothing_answered(ax)
     ax.set_xlabel(f"send time (s), {window_s:g} s windows")
     ax.set_ylabel(f"{metric.removesuffix('_s').upper()} (ms)")
     ax.set_title(result.target)
-    ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

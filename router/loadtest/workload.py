@@ -9,6 +9,7 @@ mix, count and seed give the same bodies in the same order for every target.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,8 @@ class Prompt(BaseModel):
 
 
 class RequestClass(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a weight of "1" or true, a stream of "yes", is a typo to report, not a value
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: str
     weight: float = Field(gt=0, allow_inf_nan=False)  # an infinite weight has no share
@@ -45,7 +47,7 @@ class RequestClass(BaseModel):
 
 
 class WorkloadMix(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: str
     prompts: str  # path of the prompt pool, relative to the mix file
@@ -57,6 +59,8 @@ class WorkloadMix(BaseModel):
         names = [c.name for c in self.classes]
         if len(names) != len(set(names)):
             raise ValueError("request class names must be unique")
+        if not math.isfinite(sum(c.weight for c in self.classes)):
+            raise ValueError("the classes' weights must add up to a finite number")
         return self
 
 
@@ -77,12 +81,12 @@ def load_workload(path: Path) -> Workload:
     """Read a mix file and its prompt pool; every class must find at least one prompt. A file
     that does not validate is a `ValueError` of one line: the file (and line), field, problem."""
     try:
-        mix = WorkloadMix.model_validate_json(path.read_bytes())
+        mix = WorkloadMix.model_validate_json(_without_bom(path.read_bytes()))
     except ValidationError as exc:
         raise ValueError(f"{path}: {one_line(exc)}") from None
     pool_path = (path.parent / mix.prompts).resolve()
     prompts: list[Prompt] = []
-    for number, line in enumerate(pool_path.read_bytes().splitlines(), start=1):
+    for number, line in enumerate(_without_bom(pool_path.read_bytes()).splitlines(), start=1):
         if line.strip():
             try:
                 prompts.append(Prompt.model_validate_json(line))
@@ -93,6 +97,12 @@ def load_workload(path: Path) -> Workload:
     if missing:
         raise ValueError(f"{path}: no prompt in {pool_path} fits class(es) {', '.join(missing)}")
     return Workload(mix, pool)
+
+
+def _without_bom(data: bytes) -> bytes:
+    """The bytes without a leading UTF-8 byte order mark (some Windows editors write one; JSON
+    forbids it, and the parser's "expected value at line 1 column 1" did not say why)."""
+    return data.removeprefix(b"\xef\xbb\xbf")
 
 
 def _candidates(pool: tuple[Prompt, ...], cls: RequestClass) -> list[Prompt]:
@@ -112,20 +122,26 @@ def _body(model: str, cls: RequestClass, prompt: Prompt, temperature: float | No
 
 def plan_requests(workload: Workload, count: int, seed: int,
                   model: str | None = None) -> list[PlannedRequest]:
-    """`count` requests drawn by class weight; repeat classes reuse a fixed small pool."""
+    """`count` requests drawn by class weight; repeat classes reuse a fixed small pool. The
+    requests of one prompt, class and temperature share one body (a million-request plan
+    holds the pool's bodies once, not a million copies)."""
     rng = random.Random(seed)
     chosen_model = model if model is not None else workload.mix.model
     classes = workload.mix.classes
     weights = [c.weight for c in classes]
     candidates = {c.name: _candidates(workload.pool, c) for c in classes}
     pools = {c.name: candidates[c.name][: c.repeat_pool] for c in classes if c.repeat_pool}
-    planned = []
+    planned: dict[tuple[str, int, float | None], PlannedRequest] = {}
+    requests = []
     for cls in rng.choices(classes, weights=weights, k=count):
         temperature: float | None
         if cls.repeat_pool:
             prompt, temperature = rng.choice(pools[cls.name]), 0.0
         else:
             prompt, temperature = rng.choice(candidates[cls.name]), cls.temperature
-        planned.append(PlannedRequest(cls.name, cls.stream,
-                                      _body(chosen_model, cls, prompt, temperature)))
-    return planned
+        key = (cls.name, id(prompt), temperature)
+        if key not in planned:
+            planned[key] = PlannedRequest(cls.name, cls.stream,
+                                          _body(chosen_model, cls, prompt, temperature))
+        requests.append(planned[key])
+    return requests

@@ -29,11 +29,16 @@ def _bench(sim: Running, out: Path, *extra: str) -> list[str]:
 
 
 def test_bad_arguments_are_refused_before_any_load(sim: Running, tmp_path: Path) -> None:
-    """A --out that is a file and a key no header can carry: exit 2 at once (both used to be
-    found after the whole run, with a traceback)."""
+    """A --out that is a file or holds a directory where the summary goes, a key no header
+    can carry, a negative seed, a run too large to plan and one of no request: exit 2 at
+    once (each used to be found after the whole run, or deep in it, with a traceback; the
+    run of no request exited 0, and the large one took the machine's memory)."""
     taken = tmp_path / "taken"
     taken.write_text("")
-    for extra in (("--out", str(taken)), ("--api-key", "a\nb")):
+    (tmp_path / "holds" / "summary.json").mkdir(parents=True)
+    for extra in (("--out", str(taken)), ("--out", str(tmp_path / "holds")),
+                  ("--api-key", "a\nb"), ("--seed", "-1"), ("--rate", "1e9"),
+                  ("--rate", "1", "--duration", "0.01")):
         started = time.monotonic()
         result = subprocess.run([*_bench(sim, tmp_path / "out", "--duration", "30"), *extra],
                                 capture_output=True, text=True, timeout=60)

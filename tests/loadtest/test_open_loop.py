@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 from router.loadtest.loadgen import poisson_schedule, run_plan
 from router.loadtest.plots import latency_histogram, percentiles_over_time
 from router.loadtest.workload import PlannedRequest
+from tests.support.fake_upstream import QuietHandler, ThreadedUpstream, send_body
 from tests.support.services import Running, start_simulator
 
 SLOW = {"ttft_p50_ms": 1500, "ttft_p99_ms": 1501, "tpot_p50_ms": 1, "tpot_p99_ms": 1,
@@ -126,3 +129,51 @@ async def test_an_interrupted_run_counts_the_requests_still_in_flight(
     assert result.interrupted and len(result.samples) > 0
     assert {s.error for s in result.samples} == {"interrupted"}
     assert all(s.stream and s.cls == "slow" for s in result.samples)
+    # each with the lag it was sent with (a made-up 0 hid a generator that had fallen behind)
+    assert all(s.lag_s > 0 for s in result.samples)
+
+
+class _AnswersWithoutACompletion(QuietHandler):
+    """200 to every request, with an error object (`/v1/error/...`) or a body that is not
+    JSON (`/v1/text/...`)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        body = (b'{"error": {"message": "quota exceeded", "type": "insufficient_quota"}}'
+                if self.path.startswith("/v1/error/") else b"<html>maintenance</html>")
+        send_body(self, 200, body)
+
+
+async def test_a_200_whose_body_is_no_chat_completion_is_an_error() -> None:
+    """A server answering 200 with an error object (some do, for quota) or an HTML page is
+    failing, not answering: the run counted every such request as ok and exited 0."""
+    upstream = ThreadedUpstream(_AnswersWithoutACompletion)
+    try:
+        plan = _plan(False, 4)
+        errors = [await run_plan("stub", f"{upstream.base_url}/v1/{kind}/chat/completions",
+                                 plan, 40.0, 1.0, seed=2) for kind in ("error", "text")]
+    finally:
+        upstream.stop()
+    assert {s.error for s in errors[0].samples} == {"error_in_body"}
+    assert {s.error for s in errors[1].samples} == {"not_a_completion"}
+    assert all(s.status == 200 for r in errors for s in r.samples)
+    assert not errors[0].ok() and not errors[1].ok()
+
+
+@pytest.mark.parametrize(("code", "named"), [(errno.EMFILE, "generator_out_of_files"),
+                                             (errno.EADDRNOTAVAIL, "generator_out_of_ports"),
+                                             (errno.ECONNREFUSED, "UpstreamUnreachable")])
+def test_the_generators_own_limits_are_not_blamed_on_the_target(code: int, named: str) -> None:
+    """A connection the generator could not open for want of a file descriptor (a low
+    `ulimit -n`) or a local port is its own failure, not the target being unreachable."""
+    from router.loadtest.loadgen import _failure_class
+    from router.providers.http1 import UpstreamUnreachable
+
+    try:
+        try:
+            raise OSError(code, os.strerror(code))
+        except OSError as exc:
+            raise UpstreamUnreachable("cannot connect to upstream: OSError") from exc
+    except UpstreamUnreachable as wrapped:
+        assert _failure_class(wrapped) == named
+    assert _failure_class(TimeoutError()) == "TimeoutError"

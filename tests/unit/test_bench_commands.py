@@ -66,3 +66,19 @@ def test_the_suite_refuses_bad_input_in_one_line_and_leaves_no_simulator(
     assert malformed.returncode == 2 and "bad.json" in malformed.stderr
     assert run("--rate", "0").returncode == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_the_side_by_side_refuses_bad_arguments_before_starting_anything() -> None:
+    """A rate of 0, a target or a mode it does not know: argparse's one line, exit 2 (a rate of
+    0 was a ZeroDivisionError and an unknown target a KeyError once the simulator had started
+    and warmed up; `--modes streaming` silently measured plain answers)."""
+    import subprocess
+    import sys
+
+    for bad in (["--rates", "5,0"], ["--rates", "5,,10"], ["--targets", "direct,bogus"],
+                ["--modes", "streaming"], ["--min-requests", "0"], ["--rounds", "-1"]):
+        result = subprocess.run([sys.executable, "-m", "bench.vs_litellm", *bad,
+                                 "--out", "/nonexistent/never-written.md"],
+                                cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2, (bad, result.stderr)
+        assert "Traceback" not in result.stderr and "error: argument" in result.stderr, bad

@@ -170,6 +170,11 @@ def replayed(stored: StoredResponse, stream: bool, include_usage: bool,
     (ended with `on_finish`; `time_limit_s`: the request's time left)."""
     headers.update({k: v for k, v in stored.headers if k != "content-type"})
     headers["x-slorouter-idempotent-replay"] = "true"
+    if stored.status != 200:
+        # A stored failure (an `unknown_commit`) is what every retry with this key gets: the
+        # SDKs, which retry a 504 twice by themselves, are told not to (the record keeps only
+        # `x-slorouter-*` headers, so the first answer's `x-should-retry` was not replayed).
+        headers["x-should-retry"] = "false"
     return body_response(stored.body, stream=stream, include_usage=include_usage,
                          headers=headers, on_finish=on_finish, status=stored.status,
                          time_limit_s=time_limit_s)

@@ -13,9 +13,9 @@ and payload machinery); this client costs about a third of that for the same exc
 (`docs/measurements.md`). Timeouts are the caller's (`asyncio.timeout` around the exchange);
 the connect timeout is this client's.
 
-A request on a reused connection that fails before a single byte of answer arrived is retried
-once on a new connection: that is a keep-alive connection the server closed while idle, which
-never saw the request.
+A request on a reused connection that had sat idle and fails at once, before a single byte of
+answer arrived, is sent once more on a new connection: that is a keep-alive connection the
+server closed while idle, which never saw the request (`Http1Client.post` says when exactly).
 
 A reader that has all it needs before the body's end (an SSE stream at its `[DONE]`, whose
 chunked terminator often comes in a later read) calls `Response.finish()`: the connection waits
@@ -42,8 +42,17 @@ HIGH_WATER_BYTES = 1 << 20  # a stream's unread bytes above which reading from t
 LOW_WATER_BYTES = 1 << 18
 # A reused connection closed within this long of the request's sending, before any answer, was
 # closed by the server while idle and is re-sent (`Http1Client.post`): a close already on its way
-# arrives at once, while a server that read the request and dropped it took longer.
+# arrives at once, while a server that read the request and dropped it took longer...
 RESEND_WITHIN_S = 0.05
+# ...provided the connection had been idle this long: a server closes an idle connection at its
+# keep-alive timeout (seconds: gunicorn 2, uvicorn and Node 5, nginx 75), not one it answered
+# on a moment ago; one that drops requests as it reads them (a provider shedding load) did so
+# on busy connections too, and each drop was re-sent unseen, outside the retry budget.
+RESEND_AFTER_IDLE_S = 1.0
+# ...and at most once per origin in this long: a real idle close in flight is rare, so a run of
+# them is a server dropping requests, whose every further drop fails in the open for the
+# runner to retry (counted, budgeted) rather than costing an upstream call no one sees.
+RESEND_SPACING_S = 10.0
 DRAIN_TIMEOUT_S = 1.0  # how long a finished reader's connection waits for the body's end
 
 
@@ -306,6 +315,16 @@ class _OriginPool:
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._last_resend = -RESEND_SPACING_S  # time.monotonic() of this origin's last re-send
+
+    def may_resend(self, idle_s: float, resend_after_idle_s: float) -> bool:
+        """Whether a request dropped at once on a connection idle `idle_s` before its sending
+        may be sent again unseen (`Http1Client.post`); if so, the re-send is counted."""
+        now = time.monotonic()
+        if idle_s < resend_after_idle_s or now - self._last_resend < RESEND_SPACING_S:
+            return False
+        self._last_resend = now
+        return True
 
     async def acquire(self, connect_timeout_s: float) -> tuple[_Connection, bool]:
         """A connection to send on, and whether it was reused."""
@@ -493,9 +512,11 @@ class Http1Client:
     """POST over pooled keep-alive HTTP/1.1 connections, one pool per origin."""
 
     def __init__(self, max_connections_per_origin: int = 1000,
-                 idle_timeout_s: float = 30.0) -> None:
+                 idle_timeout_s: float = 30.0,
+                 resend_after_idle_s: float = RESEND_AFTER_IDLE_S) -> None:
         self._limit = max_connections_per_origin
         self._idle_timeout_s = idle_timeout_s
+        self._resend_after_idle_s = resend_after_idle_s
         self._pools: dict[tuple[str, str, int], _OriginPool] = {}
         self._ssl: ssl.SSLContext | None = None
 
@@ -513,14 +534,15 @@ class Http1Client:
                    connect_timeout_s: float, resendable: bool = True) -> Response:
         """Send `head` + `body` and wait for the answer's status line and headers.
 
-        A reused keep-alive connection that closes at once (within `RESEND_WITHIN_S`) before any
-        of the answer is most likely one the server had closed while idle (its close was
-        already on the way), so the request is sent again on a new connection. One that closes
-        later was most likely received and dropped after work began: it is not re-sent here,
-        where no one would see the second call (its prompt billed twice, one attempt in the
-        telemetry), but fails as `UpstreamUnreachable` for the runner to retry as an attempt of
-        its own. Any drop may also have been received: a request that must not run twice
-        (`resendable=False`, a side effect) is never re-sent, and the drop raises
+        A reused keep-alive connection that had been idle a while (`RESEND_AFTER_IDLE_S`) and
+        closes at once (within `RESEND_WITHIN_S`) before any of the answer is most likely one
+        the server had closed while idle (its close was already on the way), so the request is
+        sent again on a new connection, at most once per origin in `RESEND_SPACING_S`. Any
+        other drop was most likely received and dropped: it is not re-sent here, where no one
+        would see the second call (its prompt billed twice, one attempt in the telemetry, no
+        retry budget spent), but fails as `UpstreamUnreachable` for the runner to retry as an
+        attempt of its own. Any drop may also have been received: a request that must not run
+        twice (`resendable=False`, a side effect) is never re-sent, and the drop raises
         `UpstreamDropped` (the outcome is unknown), as HTTP clients do for requests that are not
         idempotent. It still takes a pooled connection: a fresh one per side effect would let
         them fill the pool with idle connections they never reuse."""
@@ -528,13 +550,15 @@ class Http1Client:
         loop = asyncio.get_running_loop()
         for attempt in (0, 1):
             connection, reused = await pool.acquire(connect_timeout_s)
+            idle_s = time.monotonic() - connection.idle_since
             sent_at = loop.time()
             exchange = connection.send(head, body)
             try:
                 await exchange.until(_has_head)
             except UpstreamUnreachable:
                 if (resendable and reused and attempt == 0 and not exchange.received_any
-                        and loop.time() - sent_at <= RESEND_WITHIN_S):
+                        and loop.time() - sent_at <= RESEND_WITHIN_S
+                        and pool.may_resend(idle_s, self._resend_after_idle_s)):
                     continue  # a keep-alive connection the server had closed: never saw this
                 raise
             except BaseException:

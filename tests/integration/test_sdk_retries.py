@@ -119,6 +119,33 @@ def test_only_an_action_the_classifier_is_sure_of_is_held_to_one_call(
     assert _upstream_requests(sim) - before == calls
 
 
+def test_a_replayed_unknown_commit_is_not_retried_by_the_sdk(
+        stack: tuple[Running, Running]) -> None:
+    """The same side effect sent again with its `Idempotency-Key` is answered from the key's
+    record: the stored 504 `unknown_commit`, which must still say `x-should-retry: false`. The
+    replay carried only the stored `x-slorouter-*` headers, so the SDK retried it twice more
+    (three router requests, and a second and a half, for one answer that could not change)."""
+    router, sim = stack
+    key = {"Idempotency-Key": "sdk-retries-replayed-payment", "x-slorouter-task": "action"}
+    messages: Any = [{"role": "user", "content": "Send 100 dollars to account 42"}]
+    with pytest.raises(openai.APIStatusError):
+        _client(router, max_retries=0).chat.completions.create(
+            model="hang", tools=PAYMENT_TOOL, extra_headers=key, messages=messages)
+    before, sent = _upstream_requests(sim), []
+    counting = httpx.Client(event_hooks={"request": [sent.append]})
+    client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY, max_retries=2,
+                           timeout=30, http_client=counting)
+    with pytest.raises(openai.APIStatusError) as caught:
+        client.chat.completions.create(model="hang", tools=PAYMENT_TOOL, extra_headers=key,
+                                       messages=messages)
+    counting.close()
+    assert caught.value.status_code == 504
+    assert caught.value.body["code"] == "unknown_commit"  # type: ignore[index]
+    assert caught.value.response.headers["x-slorouter-idempotent-replay"] == "true"
+    assert caught.value.response.headers.get("x-should-retry") == "false"
+    assert len(sent) == 1 and _upstream_requests(sim) == before
+
+
 def test_a_misconfigured_deployment_is_not_retried_by_the_sdk(
         stack: tuple[Running, Running]) -> None:
     router, _ = stack

@@ -65,7 +65,8 @@ def exhausted(attempts: list[AttemptRecord], why: str = "") -> SlorouterError:
         if skipped:
             # spread like admission's refusals: every client refused while the breakers are
             # open would come back in the same second, for one probe slot
-            return ProviderUnavailableError("every deployment's circuit breaker is open",
+            return ProviderUnavailableError("every deployment's circuit breaker is open (or "
+                                            "half-open, its one recovery probe in flight)",
                                             code="circuit_open",
                                             retry_after=soonest_reopening(skipped),
                                             spread_retry_after=True)

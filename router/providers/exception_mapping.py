@@ -137,7 +137,8 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
         # The adapter's own timeout (or its HTTP client's read timeout, aiohttp's
         # `SocketTimeoutError` among them) ran out waiting for an answer to a request it had
         # sent: unlike an answered 408/504, it may be billed.
-        return e.ProviderTimeoutError("no answer from the upstream within the timeout",
+        return e.ProviderTimeoutError("the upstream's answer did not come, or did not end, "
+                                      "within the deployment's timeout",
                                       code="upstream_read_timeout")
     if isinstance(exc, ResponseBroken):
         return e.ProviderError(f"upstream stream broke: {clean_message(str(exc))}",

@@ -28,8 +28,8 @@ from tests.stats.sim import RecordingStore
 DEPLOYMENT = Deployment(name="a", model="openai/a", adapter="openai_passthrough",
                         api_base="http://127.0.0.1:9/v1", api_key=None, input_price_per_mtok=1.0,
                         output_price_per_mtok=2.0, context_window=None)
-CUT = ProviderTimeoutError("no answer from the upstream within the timeout",
-                           code="upstream_read_timeout")
+CUT = ProviderTimeoutError("the upstream's answer did not come, or did not end, within the "
+                          "deployment's timeout", code="upstream_read_timeout")
 
 
 class Writing:

@@ -4,6 +4,7 @@ the end, so that a log holds a few readable lines rather than hundreds of redraw
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from typing import TextIO
@@ -19,7 +20,7 @@ class Progress:
         self._label = label
         self._stream = stream if stream is not None else sys.stderr
         self._interactive = _is_terminal(self._stream)
-        self._columns = columns if columns is not None else shutil.get_terminal_size().columns
+        self._columns = columns if columns is not None else _columns(self._stream)
         self._every_s = every_s
         self._next_plain_s = 0.0
         self._unwritten: str | None = None  # the latest line, until it is written (plain)
@@ -57,6 +58,17 @@ class Progress:
         elif self._unwritten is not None:
             self._stream.write(self._unwritten + "\n")
         self._stream.flush()
+
+
+def _columns(stream: TextIO) -> int:
+    """The width of the terminal `stream` writes to (stderr's own, which may differ from
+    stdout's when one of them is piped), else `$COLUMNS` or 80 (a pseudo-terminal may report
+    a width of 0)."""
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):  # no fileno, closed, or not a terminal
+        columns = 0
+    return columns if columns > 0 else shutil.get_terminal_size().columns  # 0: size unknown
 
 
 def _is_terminal(stream: TextIO) -> bool:

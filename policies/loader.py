@@ -85,6 +85,9 @@ def _wording(item: Any) -> str:
         close = difflib.get_close_matches(written, _setting_names(), n=1, cutoff=0.75)
         if close:
             return f"{item['msg']}: did you mean {close[0]!r}?"
+    if item["type"] in ("tuple_type", "list_type", "set_type"):
+        # pydantic's "Input should be a valid tuple" for `candidates: small`: YAML has lists
+        return "should be a list (`[a, b]`, or one `- item` a line)"
     return str(item["msg"])
 
 
@@ -180,19 +183,22 @@ def interpolate(text: str, environ: Mapping[str, str], source: str) -> str:
         raise PolicyValidationError(source, [
             f"line {line}: only ${{NAME}} is substituted (a name of letters, digits and "
             "underscores; no default, no other shell form)" for line in unsupported])
-    used = {match.group(1) for match in _PLACEHOLDER.finditer(text)}
-    missing = sorted(name for name in used if name not in environ)
+    first_line: dict[str, int] = {}  # each name's first use, to point at it
+    for match in _PLACEHOLDER.finditer(text):
+        first_line.setdefault(match.group(1), text.count("\n", 0, match.start()) + 1)
+    missing = sorted(name for name in first_line if name not in environ)
     if missing:
-        raise PolicyValidationError(source, [f"${{{name}}} is used but not set in the environment"
-                                             for name in missing])
+        raise PolicyValidationError(source, [
+            f"line {first_line[name]}: ${{{name}}} is used but not set in the environment"
+            for name in missing])
     # An empty value (Compose's `${X}` of an unset X, a Helm value left blank) made the setting
     # YAML null, which every optional setting reads as its default: no cost ceiling, no
     # per-tenant cap, per-process idempotency and statistics, started without a word.
-    empty = sorted(name for name in used if not environ[name].strip())
+    empty = sorted(name for name in first_line if not environ[name].strip())
     if empty:
         raise PolicyValidationError(source, [
-            f"${{{name}}} is set but empty: an empty value would turn its setting off (null); "
-            "give it a value, or remove the setting" for name in empty])
+            f"line {first_line[name]}: ${{{name}}} is set but empty: an empty value would turn "
+            "its setting off (null); give it a value, or remove the setting" for name in empty])
     return _PLACEHOLDER.sub(lambda m: environ[m.group(1)], text)
 
 
@@ -298,10 +304,24 @@ def _read_yaml(text: str, source: str, environ: Mapping[str, str]) -> dict[str, 
     try:
         raw = yaml_strict.safe_load(text)
     except yaml.YAMLError as exc:
-        raise PolicyValidationError(source, [f"not valid YAML: {exc}"]) from exc
+        raise PolicyValidationError(source, [_yaml_problem(exc)]) from exc
     if not isinstance(raw, dict):
         raise PolicyValidationError(source, ["the file must hold a mapping at the top level"])
     return raw
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's error on one line, by line and column of the file (its own text named the file
+    `<unicode string>`, over four lines)."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
+        return f"not valid YAML: {' '.join(str(exc).split())}"
+    mark = exc.problem_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    context = ""
+    if exc.context and exc.context_mark is not None:
+        context = (f" ({exc.context} that starts at line {exc.context_mark.line + 1}, "
+                   f"column {exc.context_mark.column + 1})")
+    return f"{where}: not valid YAML: {exc.problem}{context}"
 
 
 def _cross_referenced(config: RouterConfig, source: str) -> RouterConfig:

@@ -117,8 +117,8 @@ def test_a_placeholder_set_to_an_empty_value_is_refused(empty: str) -> None:
     with pytest.raises(PolicyValidationError) as caught:
         load_config_text(text, environ={**ENV, "CEILING": empty})
     assert caught.value.problems == [
-        "${CEILING} is set but empty: an empty value would turn its setting off (null); give "
-        "it a value, or remove the setting"]
+        f"line {text.count(chr(10))}: ${{CEILING}} is set but empty: an empty value would turn "
+        "its setting off (null); give it a value, or remove the setting"]
     config = load_config_text(text, environ={**ENV, "CEILING": "0.05"})
     assert config.policies is not None
     assert config.policies.default.max_cost_per_request_usd == 0.05
@@ -325,7 +325,7 @@ def test_a_mapping_key_written_twice_is_refused_with_its_lines(
     with pytest.raises(PolicyValidationError) as caught:
         load_config_text(text.replace(*edit, 1), environ=ENV)
     [problem] = caught.value.problems
-    assert problem.startswith("not valid YAML") and f"found duplicate key {key!r}" in problem
+    assert problem.startswith("line ") and f"not valid YAML: found duplicate key {key!r}" in problem
     assert "first at line" in problem
 
 
@@ -338,7 +338,8 @@ def test_a_date_that_does_not_exist_is_a_yaml_problem_naming_its_line(date: str)
     with pytest.raises(PolicyValidationError) as caught:
         load_config_text(text, environ=ENV)
     [problem] = caught.value.problems
-    assert problem.startswith("not valid YAML") and f"{date!r} is not a date" in problem
+    assert problem.startswith("line ") and "not valid YAML" in problem
+    assert f"{date!r} is not a date" in problem
     assert f"line {text.count(chr(10))}" in problem
 
 
@@ -899,3 +900,33 @@ def test_a_policy_naming_a_deployment_where_a_model_goes_is_told_which_model_hol
     assert caught.value.problems == [
         "policies.tasks.code.candidates: unknown model 'a' (a deployment: name its model, "
         "'small')"]
+
+
+def test_a_placeholder_not_set_names_the_line_of_its_first_use() -> None:
+    text = VALID + "# ${UNSET_TWICE} in a comment counts too\nnote: ${UNSET_TWICE}/x\n"
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ=ENV)
+    assert caught.value.problems == [
+        f"line {text.count(chr(10)) - 1}: ${{UNSET_TWICE}} is used but not set in the "
+        "environment"]
+
+
+def test_a_yaml_syntax_error_is_one_line_by_line_and_column() -> None:
+    """PyYAML's own text named the file `<unicode string>` over four lines."""
+    text = VALID + "note: {unclosed: 1\nlast: 2\n"
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ=ENV)
+    [problem] = caught.value.problems
+    lines = text.count("\n")
+    assert problem == (f"line {lines}, column 5: not valid YAML: did not find expected ',' "
+                       f"or '}}' (while parsing a flow mapping that starts at line {lines - 1}, "
+                       "column 7)")
+
+
+def test_a_list_setting_given_one_word_says_a_list_is_wanted() -> None:
+    """`candidates: small` said "Input should be a valid tuple": the model's type, not YAML's."""
+    text = VALID + "policies:\n  default: {candidates: small}\n"
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ=ENV)
+    assert caught.value.problems == [
+        "policies.default.candidates: should be a list (`[a, b]`, or one `- item` a line)"]

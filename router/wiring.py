@@ -206,8 +206,11 @@ def result_caching(config: RouterConfig) -> ResultCaching:
                     directory.resolve()), error=str(err), hint="its disk is full: serving "
                     "uncached until a restart after space is freed")
                 return ResultCaching(None, rule, metrics, unavailable=f"disk full: {err}")
+            why = getattr(err, "strerror", None) or err
+            if isinstance(err, FileExistsError | NotADirectoryError):
+                why = "it, or a directory above it, is a file"  # mkdir's bare "File exists"
             raise ConfigError([f"server.cache.directory: cannot use {directory.resolve()}: "
-                               f"{getattr(err, 'strerror', None) or err}"]) from err
+                               f"{why}"]) from err
         if disk.corrupt is not None:
             event(log, "cache_corrupt_emptied", logging.WARNING, directory=str(
                 directory.resolve()), error=disk.corrupt, files_deleted=disk.files_deleted,

@@ -114,20 +114,24 @@ def test_bad_flags_are_refused_by_the_parser(tmp_path: Path) -> None:
              "NAME:VALUE")
 
 
-@pytest.mark.parametrize("kind", ["under-a-file", "database-unopenable"])
+@pytest.mark.parametrize("kind", ["under-a-file", "a-file", "database-unopenable"])
 def test_an_unusable_cache_directory_is_a_config_error(tmp_path: Path, kind: str) -> None:
     """The OS refusing the directory, and sqlite refusing its database file in it (as in a
-    directory the service's user cannot write), are both reported as the setting's fault."""
+    directory the service's user cannot write), are both reported as the setting's fault; a
+    file in the way is said to be one (it was mkdir's bare "File exists")."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
     if kind == "under-a-file":
-        blocker = tmp_path / "a-file"
-        blocker.write_text("not a directory")
         directory = blocker / "cache"
+    elif kind == "a-file":
+        directory = blocker
     else:
         directory = tmp_path / "cache"
         (directory / "cache.db").mkdir(parents=True)  # diskcache's database path is taken
     config = _config(tmp_path, CONFIG + f"server:\n  cache: {{directory: {directory}}}\n")
+    said = ("is a file",) if kind != "database-unopenable" else ()
     _refused(_run(tmp_path, "serve", "--config", config, "--port", "1"),
-             "server.cache.directory")
+             "server.cache.directory", *said)
 
 
 def test_a_litellm_model_without_a_known_provider_stops_start_up(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     answered by control's route (`x-slorouter-arm-degraded`); a `min_cost` task with latency
     targets but no `e2e_p99_ms`, which holds its non-streamed requests to no latency target;
     `routes.by_task` or `routes.default_model` beside a policies section, which routes every
-    task instead."""
+    task instead; an empty `routes.aliases` beside one, which leaves it nothing to route."""
     if config.policies is None:
         return []
     retaining_nothing = _models_with_zero_retention(config)
@@ -93,6 +93,9 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     if config.routes.default_model is not None:
         found.append("routes.default_model is not used: with a policies section every task is "
                      "routed by its policy (the default policy serves the tasks no other names)")
+    if not config.routes.aliases:
+        found.append("routes.aliases is empty: no model name routes by policy, so no request "
+                     "is routed by the policies (each must name a model); list `auto` there")
     untimed = [task for task in TASKS if _no_e2e_target(config.policies.for_task(task))]
     if untimed:  # one line: a default without the target would repeat it for every task
         which = (f"task {untimed[0]}" if len(untimed) == 1

@@ -814,6 +814,17 @@ def test_policy_check_warns_of_a_default_model_beside_policies() -> None:
     assert policy_warnings(load_config_text(CONFIG), QUALITY) == []
 
 
+def test_policy_check_warns_of_no_alias_beside_policies() -> None:
+    """`routes: {aliases: []}` beside policies leaves no name that routes by policy: every
+    request must pin a model, and the policies route nothing (it started without a word)."""
+    from policies.check import policy_warnings
+
+    text = CONFIG.replace("policies:\n", "routes: {aliases: []}\npolicies:\n", 1)
+    assert policy_warnings(load_config_text(text), QUALITY) == [
+        "routes.aliases is empty: no model name routes by policy, so no request is routed by "
+        "the policies (each must name a model); list `auto` there"]
+
+
 def test_policy_check_warns_of_cache_rules_with_no_cache_backend() -> None:
     """`server.cache.backend: none` turns every policy's `cache.enabled` off without a word, so
     a task meant to be answered from the cache went upstream every time; `policy check` names

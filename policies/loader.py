@@ -199,6 +199,16 @@ def interpolate(text: str, environ: Mapping[str, str], source: str) -> str:
         raise PolicyValidationError(source, [
             f"line {first_line[name]}: ${{{name}}} is set but empty: an empty value would turn "
             "its setting off (null); give it a value, or remove the setting" for name in empty])
+    # The text is substituted before YAML reads it: a value holding a line break or ` #`
+    # (a comment to YAML) ended the setting there, and the rest of its line was dropped.
+    breaking = sorted(name for name in first_line
+                      if "\n" in environ[name] or "\r" in environ[name]
+                      or " #" in environ[name] or "\t#" in environ[name])
+    if breaking:
+        raise PolicyValidationError(source, [
+            f"line {first_line[name]}: ${{{name}}}'s value holds a line break or ' #', which "
+            "YAML would read as the end of the setting (a comment, or a new line): ${NAME} is "
+            "for addresses and names; a key is referenced as env:NAME" for name in breaking])
     return _PLACEHOLDER.sub(lambda m: environ[m.group(1)], text)
 
 

@@ -930,3 +930,15 @@ def test_a_list_setting_given_one_word_says_a_list_is_wanted() -> None:
         load_config_text(text, environ=ENV)
     assert caught.value.problems == [
         "policies.default.candidates: should be a list (`[a, b]`, or one `- item` a line)"]
+
+
+@pytest.mark.parametrize("value", ["http://host/v1 #frag", "a\nb: c"])
+def test_a_placeholder_value_yaml_would_cut_is_refused(value: str) -> None:
+    """`${VAR}` is substituted into the text YAML then reads: a value holding ` #` lost the
+    rest of its line as a comment, and one holding a line break wrote a new setting."""
+    text = VALID + "note: ${CUT}\n"
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(text, environ={**ENV, "CUT": value})
+    [problem] = caught.value.problems
+    assert problem.startswith(f"line {text.count(chr(10))}: ${{CUT}}'s value holds")
+    assert value not in problem

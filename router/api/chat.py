@@ -228,10 +228,11 @@ class ChatHandler:
         outcome.steps += [("classify", started, classified),
                           ("decide", classified, classified + prepared.phases.decide)]
         _note_decision(outcome, prepared, headers)
+        side_effecting = is_side_effecting(prepared.labels)
         claimed = await idempotent.claim(
             self._idempotency, received, principal, raw,
             prepared.policy_requires_key, time_left_s=max(0.0, deadline - self._clock()),
-            receive=request.receive, lease_s=self._lease_s)
+            receive=request.receive, lease_s=self._lease_s, acting=side_effecting)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             outcome.idempotent_replay = True
@@ -262,7 +263,7 @@ class ChatHandler:
                 await claimed.succeeded(found.entry.body, headers)
             return response
         settle = Settle(claimed, self._caching, cache_plan, headers,
-                        side_effecting=is_side_effecting(prepared.labels))
+                        side_effecting=side_effecting)
         if chat.stream:
             return await self._stream(request, prepared, outcome, headers, held, settle,
                                       include_usage, capture)

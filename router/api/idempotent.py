@@ -89,8 +89,10 @@ def check_sent_once(received: Mapping[str, str], raw_headers: Iterable[tuple[byt
 
 async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: Principal,
                 raw: Mapping[str, Any], required: bool, time_left_s: float,
-                receive: Receive, lease_s: float = LEASE_S) -> Claimed | Replay | None:
+                receive: Receive, lease_s: float = LEASE_S,
+                acting: bool = False) -> Claimed | Replay | None:
     """Claim the request's key; None when it has none (a 400 if the policy requires one).
+    `acting`: a side effect (`IdempotencyStore.claim`).
 
     The whole claim is bounded by `time_left_s` (the request's): a claim still waiting for a
     connection or a reply from the store when it runs out is given up with a 504
@@ -138,7 +140,8 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
         try:
             async with late_timers.timeout(time_left_s):
                 return await store.claim(owner, checked, fingerprint, lease_s=lease_s,
-                                         wait_s=max(0.0, time_left_s - CLAIM_ANSWER_S))
+                                         wait_s=max(0.0, time_left_s - CLAIM_ANSWER_S),
+                                         acting=acting)
         except TimeoutError:
             raise claim_timed_out() from None
 

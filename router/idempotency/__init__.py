@@ -5,7 +5,7 @@
 store/release for a whole response; `body_fingerprint` and `validate_key` prepare the inputs.
 """
 
-from router.idempotency.guard import OnceResult, error_response, run_once
+from router.idempotency.guard import OnceResult, run_once
 from router.idempotency.memory import MemoryIdempotencyStore
 from router.idempotency.redis_store import RedisIdempotencyStore
 from router.idempotency.renewal import LEASE_S, keep_renewed
@@ -17,6 +17,7 @@ from router.idempotency.types import (
     Replay,
     StoredResponse,
     body_fingerprint,
+    error_response,
     json_fingerprint,
     scope_of,
     validate_key,

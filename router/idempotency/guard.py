@@ -18,11 +18,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import orjson
-
 from router.errors import UnknownCommitError
 from router.idempotency.renewal import keep_renewed
-from router.idempotency.types import IdempotencyStore, Replay, StoredResponse
+from router.idempotency.types import IdempotencyStore, Replay, StoredResponse, error_response
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,12 +29,6 @@ class OnceResult:
 
     response: StoredResponse
     replayed: bool
-
-
-def error_response(error: UnknownCommitError) -> StoredResponse:
-    """The OpenAI error body of `error`, as stored for duplicates."""
-    body = orjson.dumps(error.to_openai())
-    return StoredResponse(error.status_code, (("content-type", "application/json"),), body)
 
 
 async def run_once(

@@ -87,7 +87,8 @@ class MemoryIdempotencyStore:
         self._in_flight: set[str] = set()
 
     async def claim(
-        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
+        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float,
+        acting: bool = False,  # one process: a holder that dies takes its keys with it
     ) -> Claim:
         scope = scope_of(tenant, key)
         loop = asyncio.get_running_loop()

@@ -15,6 +15,13 @@ Duplicates that find an in-flight marker poll it with capped exponential backoff
 until it turns into a result, disappears (released/expired: they then try to claim), or their
 `wait_s` runs out. The client must be created with `decode_responses=False`.
 
+A side effect's claim (`acting=True`) also sets `{key}:acting` = its fingerprint, for as long as
+a record lives; settling (complete, release) drops it. A claim that wins the lease and finds
+it was left by a holder that never settled (its replica was killed, lost its host, ran out of
+memory): that request may have reached the provider, so the key is settled as a 504
+`unknown_commit`, replayed to this and every later duplicate, instead of running it again
+(it ran twice: the lease alone said only that no one held the key any more).
+
 A completion Redis cannot take (down, hung, refusing writes) is held in the process until it
 does: a duplicate arriving here meanwhile replays it from there, and a flusher tries the held
 ones again every `FLUSH_INTERVAL_S` for as long as the record would have lived (it gave up after
@@ -44,12 +51,13 @@ from typing import Any
 import orjson
 import redis.asyncio as redis
 
-from router.errors import OverloadedError
+from router.errors import OverloadedError, UnknownCommitError
 from router.idempotency.types import (
     Claim,
     Lease,
     Replay,
     StoredResponse,
+    error_response,
     key_reused,
     record_unreadable,
     scope_of,
@@ -65,8 +73,12 @@ log = logging.getLogger("slorouter.idempotency")
 RETRY_DELAYS_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 # How often completions Redis did not take are tried again (the first time after the first of
 # `RETRY_DELAYS_S`), and how many are held at most (past it, the oldest is given up, logged).
-FLUSH_INTERVAL_S = 1.0
+FLUSH_INTERVAL_S = 0.25
 MAX_HELD_COMPLETIONS = 10_000
+
+
+# What `_CLAIM` answers.
+_TAKEN, _WON, _ORPHANED, _OTHER_BODY = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +90,32 @@ class _Held:
     response: StoredResponse
     until: float  # the event loop's time the record would expire at
 
+# KEYS: the record, its acting marker. ARGV: our in-flight marker, lease ms, "1" for a side
+# effect, its fingerprint, the record's TTL ms. 0: held by another (or settled); 1: ours;
+# 2: ours, left by an acting holder that never settled; 3: that holder's body was another
+# (our lease is dropped again: the key is reused).
+_CLAIM = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
+end
+local acting = redis.call('GET', KEYS[2])
+if acting then
+  if acting == ARGV[4] then
+    return 2
+  end
+  redis.call('DEL', KEYS[1])
+  return 3
+end
+if ARGV[3] == '1' then
+  redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+end
+return 1
+"""
 _COMPARE_AND_SET = """
 local current = redis.call('GET', KEYS[1])
 if current == ARGV[1] or not current then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  redis.call('DEL', KEYS[2])
   return 1
 end
 return 0
@@ -99,6 +133,7 @@ return 0
 """
 _COMPARE_AND_DELETE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[2])
   return redis.call('DEL', KEYS[1])
 end
 return 0
@@ -132,12 +167,14 @@ class RedisIdempotencyStore:
         self._held: OrderedDict[str, _Held] = OrderedDict()  # by scope, oldest first
         self._flushing = False
         self.writes = WriteHealth("idempotency")
+        self._claim_script = client.register_script(_CLAIM)
         self._cas = client.register_script(_COMPARE_AND_SET)
         self._cad = client.register_script(_COMPARE_AND_DELETE)
         self._cae = client.register_script(_COMPARE_AND_EXTEND)
 
     async def claim(
-        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
+        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float,
+        acting: bool = False,
     ) -> Claim:
         """As `IdempotencyStore.claim`; with Redis unreachable, a 503 (the request cannot be
         guaranteed to run once, so it does not run), unless its answer is held here."""
@@ -147,7 +184,8 @@ class RedisIdempotencyStore:
                 raise key_reused()
             return Replay(held.response)
         try:
-            claim = await self._claim(tenant, key, fingerprint, wait_s=wait_s, lease_s=lease_s)
+            claim = await self._claim(tenant, key, fingerprint, wait_s=wait_s, lease_s=lease_s,
+                                      acting=acting)
         except (redis.RedisError, OSError) as exc:
             raise self._down(exc) from None
         self._unavailable.recovered()
@@ -176,7 +214,8 @@ class RedisIdempotencyStore:
                                code="idempotency_store_unavailable", retry_after=1.0)
 
     async def _claim(
-        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
+        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float,
+        acting: bool,
     ) -> Claim:
         scope = scope_of(tenant, key)
         loop = asyncio.get_running_loop()
@@ -185,8 +224,13 @@ class RedisIdempotencyStore:
         contended = False
         while True:
             lease = Lease(scope, secrets.token_hex(16), fingerprint, contended)
-            if await self._try_lease(lease, lease_s):
+            won = await self._try_lease(lease, lease_s, acting)
+            if won == _WON:
                 return lease
+            if won == _ORPHANED:
+                return await self._settle_orphaned(lease)
+            if won == _OTHER_BODY:
+                raise key_reused()
             found = await self._read(scope, fingerprint, lease)
             if found is not None:
                 return found
@@ -198,16 +242,18 @@ class RedisIdempotencyStore:
             poll_s = min(self._poll_max_s, poll_s * 2)
             contended = True
 
-    async def _try_lease(self, lease: Lease, lease_s: float) -> bool:
-        """`SET NX` the lease. Without its reply (cancelled while the command is on its way: the
-        client left, the deadline, shutdown; or Redis too slow to answer in time) the SET may
-        still land: the lease is then given back as soon as it does, so duplicates do not wait
-        the lease out for a request that never ran."""
-        setting = asyncio.ensure_future(self._client.set(
-            self._key(lease.scope), _marker(lease.token, lease.fingerprint), nx=True,
-            px=_ms(lease_s)))
+    async def _try_lease(self, lease: Lease, lease_s: float, acting: bool) -> int:
+        """`SET NX` the lease (`_CLAIM`: `_TAKEN`, `_WON`, `_ORPHANED` or `_OTHER_BODY`).
+        Without its reply (cancelled while the command is on its way: the client left, the
+        deadline, shutdown; or Redis too slow to answer in time) the SET may still land: the
+        lease is then given back as soon as it does, so duplicates do not wait the lease out
+        for a request that never ran."""
+        setting = asyncio.ensure_future(self._claim_script(
+            keys=self._keys(lease.scope),
+            args=[_marker(lease.token, lease.fingerprint), _ms(lease_s), "1" if acting else "0",
+                  lease.fingerprint, self._ttl_ms]))
         try:
-            leased = bool(await asyncio.shield(setting))
+            leased = int(await asyncio.shield(setting))
         except asyncio.CancelledError:
             setting.add_done_callback(lambda done: self._give_back_unless_refused(done, lease))
             raise
@@ -218,6 +264,20 @@ class RedisIdempotencyStore:
             raise
         self.writes.accepted()  # taken or not, the SET ran
         return leased
+
+    async def _settle_orphaned(self, lease: Lease) -> Replay:
+        """The key won from a side effect's holder that never settled it: stored as the 504
+        `unknown_commit` it is (the request may have reached the provider), and replayed."""
+        event(log, "idempotency_holder_lost", logging.WARNING,
+              hint="a side effect's holder stopped without settling its key (its replica was "
+              "killed?); answered unknown_commit, not run again")
+        response = error_response(UnknownCommitError(
+            "an earlier request with this Idempotency-Key stopped without an answer (its "
+            "replica ended) after it may have reached the upstream; it may have taken effect, "
+            "so this key does not run it again: use a new key to run it knowingly",
+            code="unknown_commit"))
+        await self.complete(lease, response)  # held here if Redis does not take it now
+        return Replay(response)
 
     def _give_back_unless_refused(self, done: asyncio.Future[Any], lease: Lease) -> None:
         if _may_have_set(done):
@@ -230,7 +290,7 @@ class RedisIdempotencyStore:
         Redis did not answer the last try: the lease may then be held until it expires. When it
         answered without the lease there, the SET never took (the key held another request's
         lease or answer) or its lease ran out: nothing was left to give back."""
-        marker, keys = _marker(lease.token, lease.fingerprint), [self._key(lease.scope)]
+        marker, keys = _marker(lease.token, lease.fingerprint), self._keys(lease.scope)
 
         async def give_back() -> None:
             answered = False
@@ -259,7 +319,7 @@ class RedisIdempotencyStore:
         still sent). A key found gone (Redis restarted empty, flushed) takes the answer."""
         stored = _encode_done(lease.fingerprint, response)
         marker = _marker(lease.token, lease.fingerprint)
-        keys = [self._key(lease.scope)]
+        keys = self._keys(lease.scope)
         args: list[str | bytes | int] = [marker, stored, self._ttl_ms]
         try:
             done = await self._cas(keys=keys, args=args)
@@ -304,7 +364,7 @@ class RedisIdempotencyStore:
                         self._gave_up.report(step="complete")
                         continue
                     try:
-                        stored = await self._cas(keys=[self._key(scope)], args=held.args)
+                        stored = await self._cas(keys=self._keys(scope), args=held.args)
                     except (redis.RedisError, OSError) as exc:
                         self.writes.failed(exc)
                         break
@@ -324,7 +384,7 @@ class RedisIdempotencyStore:
         """Drop the lease for a retry; with Redis unreachable it expires on its own."""
         marker = _marker(lease.token, lease.fingerprint)
         try:
-            return bool(await self._cad(keys=[self._key(lease.scope)], args=[marker]))
+            return bool(await self._cad(keys=self._keys(lease.scope), args=[marker]))
         except (redis.RedisError, OSError) as exc:
             self.writes.failed(exc)
             event(log, "idempotency_store_failed", logging.WARNING, step="release",
@@ -333,6 +393,11 @@ class RedisIdempotencyStore:
 
     def _key(self, scope: str) -> str:
         return f"{self._prefix}:{scope}"
+
+    def _keys(self, scope: str) -> list[str]:
+        """The record's key and its acting marker's (`_CLAIM`)."""
+        key = self._key(scope)
+        return [key, f"{key}:acting"]
 
     async def _read(self, scope: str, fingerprint: str, lease: Lease) -> Claim | None:
         """Replay, raise on a different body, or None (in flight, or gone: try again). The
@@ -365,14 +430,15 @@ class RedisIdempotencyStore:
 
 
 def _may_have_set(setting: asyncio.Future[Any]) -> bool:
-    """Whether a finished `SET NX` may have left a lease: it did, or its reply never came. Not
-    when the key was taken (False) or Redis refused it (an error reply: it never ran)."""
+    """Whether a finished claim may have left a lease: it did, or its reply never came. Not
+    when the key was taken, the lease dropped again (another body) or Redis refused it (an
+    error reply: it never ran)."""
     if setting.cancelled():
         return True
     error = setting.exception()
     if error is not None:
         return not isinstance(error, redis.ResponseError)
-    return bool(setting.result())
+    return int(setting.result()) in (_WON, _ORPHANED)
 
 
 def _ms(seconds: float) -> int:

@@ -17,7 +17,7 @@ from typing import Final, Protocol
 
 import orjson
 
-from router.errors import ConflictError, RequestError, StillRunningError
+from router.errors import ConflictError, RequestError, StillRunningError, UnknownCommitError
 
 IDEMPOTENCY_HEADER: Final = "idempotency-key"
 MAX_KEY_LENGTH: Final = 255
@@ -53,13 +53,23 @@ class Replay:
 Claim = Lease | Replay
 
 
+def error_response(error: UnknownCommitError) -> StoredResponse:
+    """The OpenAI error body of `error`, as stored for duplicates."""
+    body = orjson.dumps(error.to_openai())
+    return StoredResponse(error.status_code, (("content-type", "application/json"),), body)
+
+
 class IdempotencyStore(Protocol):
     """Where claims, in-flight markers and results live (in memory, or Redis across replicas)."""
 
     async def claim(
-        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float
+        self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float,
+        acting: bool = False,
     ) -> Claim:
-        """Lease or Replay; waits up to `wait_s` for an in-flight duplicate; may raise 422."""
+        """Lease or Replay; waits up to `wait_s` for an in-flight duplicate; may raise 422.
+        `acting`: the request is a side effect, which must not run again even when the process
+        holding its key dies unsettled (the Redis store then answers its duplicates with a
+        stored 504 `unknown_commit`; in memory, the key dies with the process)."""
         ...
 
     async def complete(self, lease: Lease, response: StoredResponse) -> bool:

@@ -19,6 +19,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -84,13 +85,16 @@ def _client(router: Running) -> openai.OpenAI:
 
 
 def _ask(router: Running, key: str, model: str = "ttft3", *, stream: bool = False,
-         timeout_ms: int | None = None) -> Any:
+         timeout_ms: int | None = None, acting: bool = False) -> Any:
     headers = {"idempotency-key": key}
+    if acting:
+        headers["x-slorouter-task"] = "action"
     if timeout_ms is not None:
         headers["x-slorouter-timeout-ms"] = str(timeout_ms)
     raw = _client(router).chat.completions.with_raw_response.create(
-        model=model, messages=[{"role": "user", "content": f"transfer for {key}"}],
-        stream=stream, extra_headers=headers)
+        model=model, stream=stream, extra_headers=headers,
+        # a read (`chat`), unless `acting` hints an action: "transfer for KEY" read as one
+        messages=[{"role": "user", "content": f"What does idempotent mean? ({key})"}])
     response = raw.http_response
     if stream:
         response.read()
@@ -103,9 +107,10 @@ def _ask_expecting_error(router: Running, key: str, **kwargs: object) -> openai.
     return caught.value
 
 
-def _crash_while_holding(a: Running, key: str, pool: ThreadPoolExecutor) -> Future[Any]:
+def _crash_while_holding(a: Running, key: str, pool: ThreadPoolExecutor,
+                         acting: bool = False) -> Future[Any]:
     """Send `key` to `a` and SIGKILL it a second later, while its upstream call is pending."""
-    sent = pool.submit(_ask, a, key)
+    sent = pool.submit(_ask, a, key, acting=acting)
     time.sleep(1.0)
     proc: ManagedProcess = a.proc
     proc.kill()
@@ -126,6 +131,33 @@ def test_a_crashed_holder_frees_its_key_within_a_lease(replicas: tuple[Running, 
     assert response.status_code == 200
     assert response.headers.get("x-slorouter-idempotent-replay") is None  # B ran it
     assert took < LEASE_S + 3 + 3, f"answered {took:.1f}s after the crash"
+
+
+def test_a_side_effect_whose_holder_crashed_is_an_unknown_commit_not_run_again(
+        replicas: tuple[Running, Running], backends: tuple[Running, str]) -> None:
+    """A side effect's call may have reached the provider when its replica died: the duplicate
+    at B gets the 504 `unknown_commit` a graceful stop would have given, once the lease ends,
+    and so does every retry after it; the provider saw one call (the audit: a second one, and
+    a 200, so a payment ran twice)."""
+    a, b = replicas
+    sim, _ = backends
+    before = _calls(sim)
+    with ThreadPoolExecutor(1) as pool:
+        sent = _crash_while_holding(a, "crash-act", pool, acting=True)
+        refused = _ask_expecting_error(b, "crash-act", acting=True)
+        again = _ask_expecting_error(b, "crash-act", acting=True)
+        with pytest.raises(openai.APIConnectionError):
+            sent.result(timeout=10)
+    for answer in (refused, again):
+        assert answer.status_code == 504 and answer.code == "unknown_commit"
+        assert answer.response.headers["x-should-retry"] == "false"
+        assert answer.response.headers["x-slorouter-idempotent-replay"] == "true"
+    assert _calls(sim) - before == 1
+
+
+def _calls(sim: Running) -> int:
+    stats = httpx.get(f"{sim.base_url}/control/stats", timeout=10).json()
+    return sum(int(m.get("requests", 0)) for m in stats["models"].values())
 
 
 def test_a_duplicate_that_wins_the_key_too_late_gives_it_back(

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import orjson
 import pytest
 import redis.asyncio as redis
 
@@ -544,3 +545,51 @@ async def test_a_holder_that_stops_renewing_frees_its_key_within_a_lease(
     won = await real_time_store.claim("t1", "k1", FINGERPRINT, wait_s=WAIT_S, lease_s=LEASE_S)
     assert isinstance(won, Lease) and won.contended
     assert time.monotonic() - started < 0.5
+
+
+async def test_a_side_effects_holder_lost_unsettled_leaves_an_unknown_commit(
+        redis_url: str) -> None:
+    """A side effect's holder that stops without settling its key (its replica SIGKILLed
+    mid-call) may have reached the provider: the duplicate that wins the key once the lease
+    ends gets a stored 504 `unknown_commit`, and so does every later one, instead of running
+    it again (the reliability audit: a retry at the other replica ran the payment twice)."""
+    client = redis.from_url(redis_url)
+    store = RedisIdempotencyStore(client, prefix=f"test:{uuid.uuid4().hex}", ttl_s=TTL_S)
+    lost = await store.claim("t1", "pay", FINGERPRINT, wait_s=0.0, lease_s=0.2, acting=True)
+    assert isinstance(lost, Lease)  # ... and its process dies: no renewal, no settling
+    duplicate = await store.claim("t1", "pay", FINGERPRINT, wait_s=WAIT_S, lease_s=LEASE_S,
+                                  acting=True)
+    assert isinstance(duplicate, Replay) and duplicate.response.status == 504
+    assert orjson.loads(duplicate.response.body)["error"]["code"] == "unknown_commit"
+    later = await store.claim("t1", "pay", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S)
+    assert isinstance(later, Replay) and later.response == duplicate.response
+    with pytest.raises(ConflictError):  # another body under the key is still a reuse
+        await store.claim("t1", "pay", "another", wait_s=0.0, lease_s=LEASE_S, acting=True)
+    await client.aclose()
+
+
+@pytest.mark.parametrize("settles", ["complete", "release"])
+async def test_a_settled_side_effect_or_a_lost_read_leaves_no_acting_mark(
+        redis_url: str, settles: str) -> None:
+    """Settling drops the mark (a released side effect, refused before it acted, runs again
+    with its key; a completed one replays its answer); a read's holder lost unsettled frees
+    its key as before."""
+    client = redis.from_url(redis_url)
+    prefix = f"test:{uuid.uuid4().hex}"
+    store = RedisIdempotencyStore(client, prefix=prefix, ttl_s=TTL_S)
+    lease = await store.claim("t1", "pay", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S, acting=True)
+    assert isinstance(lease, Lease)
+    assert await client.exists(f"{prefix}:{scope_of('t1', 'pay')}:acting")
+    if settles == "complete":
+        assert await store.complete(lease, response("paid"))
+    else:
+        assert await store.release(lease)
+    assert not await client.exists(f"{prefix}:{scope_of('t1', 'pay')}:acting")
+    again = await store.claim("t1", "pay", FINGERPRINT, wait_s=0.0, lease_s=LEASE_S,
+                              acting=True)
+    assert isinstance(again, Replay if settles == "complete" else Lease)
+    read = await store.claim("t1", "read", FINGERPRINT, wait_s=0.0, lease_s=0.2)
+    assert isinstance(read, Lease)  # lost unsettled
+    won = await store.claim("t1", "read", FINGERPRINT, wait_s=WAIT_S, lease_s=LEASE_S)
+    assert isinstance(won, Lease) and won.contended
+    await client.aclose()

@@ -11,6 +11,9 @@ objective:
   divided by the success rate, times `1 + penalty`.
 - `weighted`: by utility `w_slo * P(meet) * (1 - penalty) - w_cost * cost / max cost
   - w_latency * latency / latency target`.
+For both, only two tiers lead: unhealthy last, and before it those whose error rate is
+significantly above the availability budget (a deployment failing fast 30% of the time read
+as the fastest, 0.2 s / 0.7, and kept most of a task's traffic until burn-rate demotion).
 Exploration: with probability `explore_share` (never for `high` risk) the first place goes to a
 stale candidate (fewer than `fresh_n` effective TTFT observations at the request's prompt size)
 with no attempt waiting for its first token, drawn with weight `1 / (1 + n)`.
@@ -99,7 +102,8 @@ def rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candid
             failures.append("tpot_p95_over_target")
         if e2e_target is not None and p.e2e_q_s > e2e_target:
             failures.append("e2e_p99_over_target")
-        if p.error_rate_low > err_budget:
+        failing = p.error_rate_low > err_budget
+        if failing:
             failures.append("error_rate_over_budget")
         penalty = c.slo_penalty
         if penalty > 0.0:
@@ -126,14 +130,14 @@ def rank(request: ScoreRequest, targets: SloTargets, candidates: Sequence[Candid
                 score = (2.0 - tier) + p_eff * 0.999
         elif objective == "min_latency":
             eff = lat / max(1.0 - p.error_rate, 0.05) * (1.0 + penalty)
-            key = (2 if unhealthy else 0, eff, cost, c.deployment)
+            key = (2 if unhealthy else 1 if failing else 0, eff, cost, c.deployment)
             score = -eff
         else:
             ref = lat_target if lat_target is not None else max(lat, 1e-3)
             score = (weights.slo * (p.p_meet * (1.0 - penalty))
                      - weights.cost * (cost / max_cost if max_cost > 0.0 else 0.0)
                      - weights.latency * lat / ref)
-            key = (2 if unhealthy else 0, -score, cost, c.deployment)
+            key = (2 if unhealthy else 1 if failing else 0, -score, cost, c.deployment)
         rows.append((key, score, c, p, failures, tier))
     rows.sort(key=_sort_key)
     scored = [_new(ScoredCandidate, (c.deployment, i, score, tier == 0, c.slo_penalty > 0.0,

@@ -227,14 +227,16 @@ def _key_and_score(c: Candidate, p: Prediction, tier: int, request: ScoreRequest
         # SLO the faster prediction wins (not the wider distribution), then the cheaper.
         chance = math.floor(p_eff * 10.0) / 10.0
         return (tier, -chance, lat + p.cost_usd * 1e-9, c.deployment), (2.0 - tier) + p_eff * 0.999
+    # min_latency and weighted: unhealthy last, failing over the availability budget before it
+    lead = 2 if c.unhealthy else 1 if p.error_rate_low > 1.0 - targets.availability else 0
     if config.objective == "min_latency":
         eff = lat / max(1.0 - p.error_rate, 0.05) * (1.0 + c.slo_penalty)
-        return (2 if c.unhealthy else 0, eff, p.cost_usd, c.deployment), -eff
+        return (lead, eff, p.cost_usd, c.deployment), -eff
     w = config.weights
     target = targets.ttft_p95_s if request.stream else targets.e2e_p99_s
     ref = target if target is not None else max(lat, 1e-3)
     utility = w.slo * p_eff - w.cost * cost_share - w.latency * lat / ref
-    return (2 if c.unhealthy else 0, -utility, p.cost_usd, c.deployment), utility
+    return (lead, -utility, p.cost_usd, c.deployment), utility
 
 
 

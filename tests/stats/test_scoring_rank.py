@@ -198,6 +198,23 @@ def test_min_latency_prefers_faster_whatever_the_price() -> None:
         == "A"
 
 
+@pytest.mark.parametrize("objective", ["min_latency", "weighted"])
+def test_a_fast_deployment_failing_over_the_budget_ranks_after_a_healthy_slower_one(
+        objective: str) -> None:
+    """A fails a third of its attempts, fast: 0.2 s / 0.67 still read as faster than B's
+    0.5 s, so under min_latency it kept most of a task's traffic (each failure retried on B)
+    until burn-rate demotion came, ~8 s on (an audit), or never under the demotion's burn
+    threshold. Over the availability budget, it now ranks after every candidate within it."""
+    failing, clock = _store({"A": 0.2}, error_every=3)
+    healthy, _ = _store({"B": 0.5})
+    cands = [Candidate("A", 1.0, 1.0, failing.view("A", "chat", 500)),
+             Candidate("B", 1.0, 1.0, healthy.view("B", "chat", 500))]
+    config = ScoringConfig(objective=objective, explore_share=0.0)  # type: ignore[arg-type]
+    ranking = rank(REQUEST, CHAT, cands, config, now=clock.now, rng=random.Random(0))
+    assert [c.deployment for c in ranking.candidates] == ["B", "A"]
+    assert "error_rate_over_budget" in ranking.candidates[1].reasons
+
+
 def test_weighted_objective_trades_cost_against_latency() -> None:
     """A heavy cost weight picks the cheap candidate; a heavy latency weight the fast one."""
     store, clock = _store({"A": 0.2, "B": 0.7})

@@ -180,7 +180,7 @@ def reference_predict(candidate: Candidate, request: ScoreRequest, output_tokens
     )
 
 
-SortKey = tuple[int, float, float, str]
+SortKey = tuple[int | float | str, ...]  # compared only within one objective and tier
 
 
 def _failures(p: Prediction, c: Candidate, targets: SloTargets, output_tokens: int,
@@ -224,9 +224,12 @@ def _key_and_score(c: Candidate, p: Prediction, tier: int, request: ScoreRequest
         if tier == 0:
             return (0, p.cost_usd, lat, c.deployment), 2.0 + (1.0 - cost_share)
         # Chances within the same tenth count as equal, so when nobody is likely to meet the
-        # SLO the faster prediction wins (not the wider distribution), then the cheaper.
+        # SLO the faster prediction wins (not the wider distribution), then, among latencies
+        # within 10% of each other, the cheaper.
         chance = math.floor(p_eff * 10.0) / 10.0
-        return (tier, -chance, lat + p.cost_usd * 1e-9, c.deployment), (2.0 - tier) + p_eff * 0.999
+        step = math.floor(math.log(max(lat, 1e-6)) / math.log(1.1))
+        return ((tier, -chance, step, p.cost_usd, lat, c.deployment),
+                (2.0 - tier) + p_eff * 0.999)
     # min_latency and weighted: unhealthy last, failing over the availability budget before it
     lead = 2 if c.unhealthy else 1 if p.error_rate_low > 1.0 - targets.availability else 0
     if config.objective == "min_latency":

@@ -77,6 +77,20 @@ def test_when_none_meets_the_slo_the_most_likely_ranks_first() -> None:
     assert any("ttft_p95" in r for r in ranking.candidates[0].reasons)
 
 
+def test_when_none_meets_the_slo_equally_slow_candidates_go_to_the_cheaper() -> None:
+    """Both too slow for the target, within a few percent of each other: the cheaper leads,
+    whichever estimate is a hair faster (they were compared exactly, and the traffic went to
+    the dearer half the time, in blocks as burn-rate demotion moved it back and forth)."""
+    for cheap_ms, dear_ms in ((2.52, 2.48), (2.48, 2.52)):
+        store, clock = _store({"cheap": cheap_ms, "dear": dear_ms}, spread=0.2)
+        cands = [Candidate("dear", 2.0, 4.0, _view(store, "dear")),
+                 Candidate("cheap", 1.0, 2.0, _view(store, "cheap"))]
+        ranking = rank(REQUEST, CHAT, cands, NO_EXPLORE, now=clock.now, rng=random.Random(0))
+        assert not any(c.meets_slo for c in ranking.candidates)
+        assert [c.deployment for c in ranking.candidates] == ["cheap", "dear"], (cheap_ms,
+                                                                                 dear_ms)
+
+
 def test_unhealthy_candidates_rank_last_but_stay_listed() -> None:
     """An open circuit puts a candidate last; it is still there as a last resort."""
     store, clock = _store({"A": 0.2, "B": 0.4})

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.support.services import Running, simulated_gateway
+from tests.support.services import Running, gateway_and_simulator
 
 # Exclusive: after the pause, ten requests are read and relayed within the late timers' 0.25 s
 # grace, which another worker's load on the two cores can eat (one such run saw a 504).
@@ -54,14 +54,14 @@ server:
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Running]]:
     slow = {"ttft_p50_ms": 1000, "ttft_p99_ms": 1000, "output_tokens_p50": 4,
             "output_tokens_p99": 4}
     hung = {**slow, "ttft_p50_ms": 20000, "ttft_p99_ms": 20000}
-    with simulated_gateway(tmp_path_factory.mktemp("paused"), {"slow": slow, "hung": hung},
-                           _config, env={"SIM_KEY": "sk-sim"}) as router:
+    with gateway_and_simulator(tmp_path_factory.mktemp("paused"), {"slow": slow, "hung": hung},
+                               _config, env={"SIM_KEY": "sk-sim"}) as (router, sim):
         _ask(router.base_url, "slow-ll", False, 0)  # litellm builds its client on a first call
-        yield router
+        yield router, sim
 
 
 def _ask(base_url: str, model: str, stream: bool, n: int) -> httpx.Response:
@@ -70,12 +70,28 @@ def _ask(base_url: str, model: str, stream: bool, n: int) -> httpx.Response:
                             "messages": [{"role": "user", "content": f"hello {n}"}]})
 
 
-def _paused_while_asked(gateway: Running, model: str, stream: bool) -> list[httpx.Response]:
-    """`AT_ONCE` requests sent together, the router stopped 0.3 s in for 4 s (past the
-    attempts' 3 s timeout)."""
+def _in_flight(sim: Running, model: str) -> int:
+    """The simulator's requests of `model` waiting on it now."""
+    stats = httpx.get(f"{sim.base_url}/control/stats", timeout=10).json()
+    return int(stats["models"].get(model, {}).get("in_flight", 0))
+
+
+def _paused_while_asked(stack: tuple[Running, Running], model: str,
+                        stream: bool) -> list[httpx.Response]:
+    """`AT_ONCE` requests sent together, the router stopped for 4 s (past the attempts' 3 s
+    timeout) once every one of them waits on the simulator. Not a fixed 0.3 s in: on a slow
+    machine litellm had not yet connected some of them, and a connection opened during the
+    pause is not what this tests (httpx's connect timer, an ordinary one, cut it)."""
+    gateway, sim = stack
+    upstream_model = model.removesuffix(_ADAPTER_SUFFIXES["litellm"])
+    before = _in_flight(sim, upstream_model)
     with ThreadPoolExecutor(AT_ONCE) as pool:
         asked = [pool.submit(_ask, gateway.base_url, model, stream, n) for n in range(AT_ONCE)]
-        time.sleep(0.3)  # they wait on their upstream
+        waited = time.monotonic() + 10
+        while (_in_flight(sim, upstream_model) < before + AT_ONCE
+               and time.monotonic() < waited):
+            time.sleep(0.02)
+        assert _in_flight(sim, upstream_model) >= before + AT_ONCE, "not all reached upstream"
         os.kill(gateway.proc.pid, signal.SIGSTOP)
         try:
             time.sleep(4.0)
@@ -95,9 +111,10 @@ ADAPTERS = pytest.mark.parametrize("suffix", list(_ADAPTER_SUFFIXES.values()),
 
 @ADAPTERS
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_answers_that_came_during_a_pause_are_delivered(gateway: Running, stream: bool,
-                                                        suffix: str) -> None:
-    answers = _paused_while_asked(gateway, "slow" + suffix, stream)
+def test_answers_that_came_during_a_pause_are_delivered(stack: tuple[Running, Running],
+                                                        stream: bool, suffix: str) -> None:
+    gateway = stack[0]
+    answers = _paused_while_asked(stack, "slow" + suffix, stream)
     assert [a.status_code for a in answers] == [200] * AT_ONCE, [a.text for a in answers]
     if stream:
         assert all("[DONE]" in a.text and '"error"' not in a.text for a in answers)
@@ -107,10 +124,11 @@ def test_answers_that_came_during_a_pause_are_delivered(gateway: Running, stream
 
 @ADAPTERS
 def test_a_timeout_the_pause_made_late_is_no_verdict_on_the_deployment(
-        gateway: Running, suffix: str) -> None:
+        stack: tuple[Running, Running], suffix: str) -> None:
     """An upstream that had not answered either: the attempts time out (504), but the process
     stood still, not only the upstream: its breaker counts none of them."""
-    answers = _paused_while_asked(gateway, "hung" + suffix, stream=False)
+    gateway = stack[0]
+    answers = _paused_while_asked(stack, "hung" + suffix, stream=False)
     assert [a.status_code for a in answers] == [504] * AT_ONCE, [a.text for a in answers]
     breaker = _breaker(gateway, "hung" + suffix)
     assert breaker["state"] == "closed" and breaker["consecutive_failures"] == 0, breaker

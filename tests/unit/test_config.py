@@ -902,34 +902,26 @@ def test_a_policy_naming_a_deployment_where_a_model_goes_is_told_which_model_hol
         "'small')"]
 
 
-def test_a_placeholder_not_set_names_the_line_of_its_first_use() -> None:
-    text = VALID + "# ${UNSET_TWICE} in a comment counts too\nnote: ${UNSET_TWICE}/x\n"
+_LINES = VALID.count("\n")
+
+
+@pytest.mark.parametrize(("added", "problem"), [
+    # an unset ${VAR} names the line of its first use (a comment counts: it is substituted)
+    ("# ${UNSET_TWICE} in a comment counts too\nnote: ${UNSET_TWICE}/x\n",
+     f"line {_LINES + 1}: ${{UNSET_TWICE}} is used but not set in the environment"),
+    # a YAML syntax error, by line and column (PyYAML's text named `<unicode string>`, over
+    # four lines)
+    ("note: {unclosed: 1\nlast: 2\n",
+     f"line {_LINES + 2}, column 5: not valid YAML: did not find expected ',' or '}}' (while "
+     f"parsing a flow mapping that starts at line {_LINES + 1}, column 7)"),
+    # a list setting given one word (pydantic said "Input should be a valid tuple")
+    ("policies:\n  default: {candidates: small}\n",
+     "policies.default.candidates: should be a list (`[a, b]`, or one `- item` a line)"),
+])
+def test_a_problem_is_one_line_that_says_where_and_what(added: str, problem: str) -> None:
     with pytest.raises(PolicyValidationError) as caught:
-        load_config_text(text, environ=ENV)
-    assert caught.value.problems == [
-        f"line {text.count(chr(10)) - 1}: ${{UNSET_TWICE}} is used but not set in the "
-        "environment"]
-
-
-def test_a_yaml_syntax_error_is_one_line_by_line_and_column() -> None:
-    """PyYAML's own text named the file `<unicode string>` over four lines."""
-    text = VALID + "note: {unclosed: 1\nlast: 2\n"
-    with pytest.raises(PolicyValidationError) as caught:
-        load_config_text(text, environ=ENV)
-    [problem] = caught.value.problems
-    lines = text.count("\n")
-    assert problem == (f"line {lines}, column 5: not valid YAML: did not find expected ',' "
-                       f"or '}}' (while parsing a flow mapping that starts at line {lines - 1}, "
-                       "column 7)")
-
-
-def test_a_list_setting_given_one_word_says_a_list_is_wanted() -> None:
-    """`candidates: small` said "Input should be a valid tuple": the model's type, not YAML's."""
-    text = VALID + "policies:\n  default: {candidates: small}\n"
-    with pytest.raises(PolicyValidationError) as caught:
-        load_config_text(text, environ=ENV)
-    assert caught.value.problems == [
-        "policies.default.candidates: should be a list (`[a, b]`, or one `- item` a line)"]
+        load_config_text(VALID + added, environ=ENV)
+    assert caught.value.problems == [problem]
 
 
 @pytest.mark.parametrize("value", ["http://host/v1 #frag", "a\nb: c"])

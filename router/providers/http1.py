@@ -307,21 +307,23 @@ class _OriginPool:
     """Keep-alive connections to one origin: idle ones reused newest first, at most `limit`."""
 
     def __init__(self, origin: tuple[str, str, int], limit: int, idle_timeout_s: float,
-                 ssl_context: ssl.SSLContext | None) -> None:
+                 ssl_context: ssl.SSLContext | None,
+                 resend_after_idle_s: float = RESEND_AFTER_IDLE_S) -> None:
         self._scheme, self._host, self._port = origin
         self._limit = limit
         self._idle_timeout_s = idle_timeout_s
+        self._resend_after_idle_s = resend_after_idle_s
         self._ssl = ssl_context
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._last_resend = -RESEND_SPACING_S  # time.monotonic() of this origin's last re-send
 
-    def may_resend(self, idle_s: float, resend_after_idle_s: float) -> bool:
+    def may_resend(self, idle_s: float) -> bool:
         """Whether a request dropped at once on a connection idle `idle_s` before its sending
         may be sent again unseen (`Http1Client.post`); if so, the re-send is counted."""
         now = time.monotonic()
-        if idle_s < resend_after_idle_s or now - self._last_resend < RESEND_SPACING_S:
+        if idle_s < self._resend_after_idle_s or now - self._last_resend < RESEND_SPACING_S:
             return False
         self._last_resend = now
         return True
@@ -527,7 +529,8 @@ class Http1Client:
             if target.scheme == "https":
                 context = self._ssl = self._ssl or ssl.create_default_context()
             pool = self._pools[target.origin] = _OriginPool(
-                target.origin, self._limit, self._idle_timeout_s, context)
+                target.origin, self._limit, self._idle_timeout_s, context,
+                self._resend_after_idle_s)
         return pool
 
     async def post(self, target: Target, head: bytes, body: bytes,
@@ -547,18 +550,16 @@ class Http1Client:
         idempotent. It still takes a pooled connection: a fresh one per side effect would let
         them fill the pool with idle connections they never reuse."""
         pool = self._pool(target)
-        loop = asyncio.get_running_loop()
         for attempt in (0, 1):
             connection, reused = await pool.acquire(connect_timeout_s)
-            idle_s = time.monotonic() - connection.idle_since
-            sent_at = loop.time()
+            sent_at = time.monotonic()  # the clock of `idle_since`
             exchange = connection.send(head, body)
             try:
                 await exchange.until(_has_head)
             except UpstreamUnreachable:
                 if (resendable and reused and attempt == 0 and not exchange.received_any
-                        and loop.time() - sent_at <= RESEND_WITHIN_S
-                        and pool.may_resend(idle_s, self._resend_after_idle_s)):
+                        and time.monotonic() - sent_at <= RESEND_WITHIN_S
+                        and pool.may_resend(sent_at - connection.idle_since)):
                     continue  # a keep-alive connection the server had closed: never saw this
                 raise
             except BaseException:

@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 
 from router.scoring.predict import _share_below_log, expected_output_tokens, log_targets
-from router.scoring.rank import _explore_pick
+from router.scoring.rank import _explore_pick, latency_step
 from router.scoring.types import (
     Candidate,
     Prediction,
@@ -227,8 +227,7 @@ def _key_and_score(c: Candidate, p: Prediction, tier: int, request: ScoreRequest
         # SLO the faster prediction wins (not the wider distribution), then, among latencies
         # within 10% of each other, the cheaper.
         chance = math.floor(p_eff * 10.0) / 10.0
-        step = math.floor(math.log(max(lat, 1e-6)) / math.log(1.1))
-        return ((tier, -chance, step, p.cost_usd, lat, c.deployment),
+        return ((tier, -chance, latency_step(lat), p.cost_usd, lat, c.deployment),
                 (2.0 - tier) + p_eff * 0.999)
     # min_latency and weighted: unhealthy last, failing over the availability budget before it
     lead = 2 if c.unhealthy else 1 if p.error_rate_low > 1.0 - targets.availability else 0

@@ -62,6 +62,8 @@ class RuntimeConfig:
     # Configured prices far from litellm's for the same model (`price_warnings`): `serve` logs
     # them, `policy check` prints them.
     price_warnings: tuple[str, ...] = ()
+    # Client keys too short to withstand guessing (`weak_key_warnings`): `serve` logs them.
+    key_warnings: tuple[str, ...] = ()
 
     @property
     def auth_required(self) -> bool:
@@ -181,6 +183,26 @@ def _prompt_cache_price(configured_in: float | None, listed: tuple[float, float]
     return configured_in * listed_cached / listed[0]
 
 
+# Fewer characters than this in a client key is a warning at start-up: a key is all that stands
+# between the network and the providers' bill, and a short one falls to trying (a 2-character
+# key to 4,000 guesses; `secrets.token_urlsafe(32)` gives 43 characters).
+MIN_CLIENT_KEY_CHARS = 16
+
+
+def weak_key_warnings(keys: tuple[ApiKeySpec, ...], environ: Mapping[str, str]) -> list[str]:
+    """The `api_keys` entries whose key (`env:NAME`, set) is shorter than
+    `MIN_CLIENT_KEY_CHARS`, each named by its place and variable, never by its value. A
+    `key_sha256` entry cannot be judged: its key is not in the config."""
+    found = []
+    for index, spec in enumerate(keys):
+        value = environ.get(spec.key.removeprefix("env:"), "") if spec.key is not None else ""
+        if 0 < len(value) < MIN_CLIENT_KEY_CHARS:
+            found.append(f"api_keys[{index}].key ({spec.key}) is {len(value)} characters, "
+                         f"guessable by trying: use at least {MIN_CLIENT_KEY_CHARS} random ones "
+                         "(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return found
+
+
 def _principals(keys: tuple[ApiKeySpec, ...], environ: Mapping[str, str],
                 problems: list[str]) -> dict[str, Principal]:
     """Principals by key digest. Two entries whose keys turn out the same (two variables
@@ -265,6 +287,7 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
         learned=MappingProxyType(routers),
         arm_policies=MappingProxyType(arm_policies(config)),
         price_warnings=tuple(price_warnings(config.deployments, prices)),
+        key_warnings=tuple(weak_key_warnings(config.api_keys, environ)),
     )
 
 

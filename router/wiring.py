@@ -387,6 +387,8 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
             event(log, "deployment_unknown_output_limit", logging.WARNING, problems=unsized)
     if runtime.price_warnings:
         event(log, "deployment_price_off", logging.WARNING, problems=list(runtime.price_warnings))
+    if runtime.key_warnings:
+        event(log, "weak_api_key", logging.WARNING, problems=list(runtime.key_warnings))
     caching = result_caching(config)
     idempotency = idempotency_store(config)
     trials = experiments(config)

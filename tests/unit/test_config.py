@@ -934,3 +934,17 @@ def test_a_placeholder_value_yaml_would_cut_is_refused(value: str) -> None:
     [problem] = caught.value.problems
     assert problem.startswith(f"line {text.count(chr(10))}: ${{CUT}}'s value holds")
     assert value not in problem
+
+
+def test_a_client_key_too_short_to_resist_guessing_is_warned_of_without_its_value() -> None:
+    """A 2-character client key started without a word (the security audit): the start-up log
+    now says which entry, by place and variable. A long key, or one given by its digest only,
+    is not warned of."""
+    config = load_config_text(VALID, environ=ENV)
+    (warning,) = resolve(config, ENV, _prices).key_warnings
+    assert warning.startswith("api_keys[0].key (env:CLIENT_KEY) is 13 characters"), warning
+    assert ENV["CLIENT_KEY"] not in warning
+    long_key = {**ENV, "CLIENT_KEY": "k" * 16}
+    assert resolve(load_config_text(VALID, environ=long_key), long_key, _prices).key_warnings == ()
+    by_digest = VALID.replace("  - key: env:CLIENT_KEY\n", f"  - key_sha256: {'ab' * 32}\n")
+    assert resolve(load_config_text(by_digest, environ=ENV), ENV, _prices).key_warnings == ()

@@ -51,6 +51,11 @@ _MARKER: Final = re.compile(r"<!--\s*(?:assistant|system)\s*:")
 _OVERRIDE_TAG: Final = re.compile(r"\b(?:system|admin(?:istrator)?)\s+override\b")
 _NEW_INSTRUCTIONS: Final = re.compile(r"\bnew\s+instructions?\s*:")
 _OPENAI_POLICY: Final = re.compile(r"\bopenai(?:'s)?\s+content\s+polic")
+_FA_IGNORE: Final = re.compile(r"نادیده\s*بگیر")
+# "the previous instructions / rules" (`دستورالعمل‌های قبلی` with its non-joiner dropped); not
+# any plural before "previous": `پیام‌های قبلی را خلاصه کن` (summarise the previous messages)
+# read as a jailbreak
+_FA_PREVIOUS: Final = re.compile(r"(?:دستورات|دستورالعمل\s*های|دستور\s*های|قوانین|قواعد)\s*قبلی")
 JailbreakRule = tuple[str, re.Pattern[str] | None, int, int]
 _JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
     *((verb, _OVERRIDE, 0, 80) for verb in ("ignore", "disregard", "forget", "bypass")),
@@ -72,10 +77,10 @@ _JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
     ("<!--", _MARKER, 0, 20),
     ("instruction", _NEW_INSTRUCTIONS, 6, 16),
     ("content polic", _OPENAI_POLICY, 12, 14),
-    ("دستورات قبلی", None, 0, 0),
-    ("های قبلی", None, 0, 0),
-    ("نادیده بگیر", None, 0, 0),
-    ("نادیدهبگیر", None, 0, 0),  # written with a zero-width non-joiner, which `visible` drops
+    # "ignore", and "the previous instructions": any whitespace between the words, or none (a
+    # zero-width non-joiner, which `visible` drops)
+    ("نادیده", _FA_IGNORE, 0, 12),
+    ("قبلی", _FA_PREVIOUS, 24, 0),
 )
 _JAILBREAK_KEYS: Final = tuple(dict.fromkeys(rule[0] for rule in _JAILBREAK_RULES))
 _JAILBREAK_RULES_BY_KEY: Final = {
@@ -113,10 +118,8 @@ _ANCHORS: Final[dict[str, str]] = {
     "<!--": "<!--",
     "instruction": "nstr",
     "content polic": "nt p",
-    "دستورات قبلی": "ورات",
-    "های قبلی": "قبلی",
-    "نادیده بگیر": "نادی",
-    "نادیدهبگیر": "نادی",
+    "نادیده": "نادی",
+    "قبلی": "قبلی",
 }
 _ANCHOR_AT: Final[dict[str, int]] = {key: key.index(gram) for key, gram in _ANCHORS.items()}
 _JAILBREAK_TABLE: Final = anchor_table((gram, key) for key, gram in _ANCHORS.items())

@@ -46,8 +46,11 @@ _NANP: Final = re.compile(
 )
 _INTL: Final = re.compile(r"(?<!\d)\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?!\d)")
 _IR_MOBILE: Final = re.compile(r"(?<!\d)(?:\+98|0098|0)[ -]?9\d{2}[ -]?\d{3}[ -]?\d{4}(?!\d)")
-_IR_LANDLINE: Final = re.compile(r"(?<!\d)0\d{2}-\d{8}(?!\d)")
-_IR_NATIONAL: Final = re.compile(r"(?<!\d)\d{3}-?\d{6}-?\d(?!\d)")
+# 0, a two-digit area code (11-87; 09 is a mobile's), eight digits: `021-88776655`,
+# `02188776655`, `(021) 88776655`, `021 8877 6655` (only the hyphenated form was found before
+# the multilingual audit of 2026-12-07)
+_IR_LANDLINE: Final = re.compile(r"(?<!\d)(?:\(0[1-8]\d\) ?|0[1-8]\d[ -]?)\d{4}[ -]?\d{4}(?!\d)")
+_IR_NATIONAL: Final = re.compile(r"(?<!\d)\d{3}[ -]?\d{6}[ -]?\d(?!\d)")
 _IBAN: Final = re.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 
 

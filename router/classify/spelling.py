@@ -14,14 +14,21 @@ several spellings that the rules' patterns would each have to list:
 * **full-width ASCII** (`＠`, `．`, `Ａ`), typed so by East Asian input methods;
 * **Arabic-keyboard Persian**: `ي`, `ى` and `ك` for Persian `ی` and `ک`, `ة` for `ه`, and the
   tatweel (`ـ`, a letter stretched) left out, as the model's features read them
-  (`features._FOLD`).
+  (`features._FOLD`);
+* **Arabic short vowels and other diacritics** (harakat, U+064B-U+065F, and the superscript
+  alef U+0670) left out: Persian is written without them, and a fatha in `بَگیر` or the ezafe
+  kasra in `دستوراتِ قبلی` hid the phrase from its rule;
+* **Arabic presentation forms** (`PRESENTATION_FORMS`): the shaped letters (initial, medial,
+  final, isolated; ligatures) that text copied out of a PDF is often made of, read as the
+  letters they present. The model's features fold them too (`features.normalize`).
 
 `rule_spelling(text)` maps each of those characters to its one spelling (ASCII where there is
-one), character for character except the tatweel, which is dropped. Without it a card number
-written with en dashes or no-break spaces, a phone number in full-width digits, or a Persian
-jailbreak phrase typed on an Arabic keyboard passed every rule: low risk, cached, sent to a
-model without zero data retention. The model does not read this text: its features fold what
-they need, and its artifact was trained on the text as written.
+one), character for character except the tatweel and the diacritics, which are dropped, and
+the ligatures, which become their letters.
+Without it a card number written with en dashes or no-break spaces, a phone number in
+full-width digits, or a Persian jailbreak phrase typed on an Arabic keyboard passed every rule:
+low risk, cached, sent to a model without zero data retention. The model does not read this
+text: its features fold what they need, and its artifact was trained on the text as written.
 
 An ASCII text is returned as is (one flag read); any other is searched once for a character to
 fold (a regex character class, a few ns a character) and returned as is when it holds none.
@@ -46,6 +53,25 @@ _SPACES: Final = (
 )
 _DASHES: Final = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
 _ARABIC_KEYBOARD: Final = {"ي": "ی", "ى": "ی", "ك": "ک", "ة": "ه"}
+# Dropped: the tatweel and the Arabic diacritics (harakat, U+064B-U+065F; superscript alef).
+_DROPPED: Final = (_TATWEEL, *range(0x064B, 0x0660), 0x0670)
+
+
+def _presentation_forms() -> dict[str, str]:
+    """Each Arabic presentation form (U+FB50-U+FDFF, U+FE70-U+FEFC) as the letters it presents:
+    its NFKC form, a spacing vowel's without its space. Written so, a Persian jailbreak phrase
+    passed its rule and the model's task accuracy on the Persian test prompts fell from 207 to
+    135 of 208 (the multilingual audit of 2026-12-07); no training prompt holds one."""
+    forms = {}
+    for code in (*range(0xFB50, 0xFE00), *range(0xFE70, 0xFEFD)):
+        glyph = chr(code)
+        letters = unicodedata.normalize("NFKC", glyph).strip()
+        if letters != glyph:
+            forms[glyph] = letters
+    return forms
+
+
+PRESENTATION_FORMS: Final = _presentation_forms()
 
 
 def _spellings() -> dict[int, str]:
@@ -65,7 +91,11 @@ def _spellings() -> dict[int, str]:
     for code in range(0xFF01, 0xFF5F):  # full-width ASCII: `!` to `~`
         out[code] = chr(code - 0xFEE0)
     out.update({ord(k): v for k, v in _ARABIC_KEYBOARD.items()})
-    out[_TATWEEL] = ""
+    dropped = "".join(map(chr, _DROPPED))
+    for glyph, letters in PRESENTATION_FORMS.items():  # spelled as the letters would be
+        out[ord(glyph)] = "".join(out.get(ord(c), c) for c in letters if c not in dropped)
+    for code in _DROPPED:
+        out[code] = ""
     return out
 
 
@@ -93,16 +123,31 @@ _FOLDABLE: Final = re.compile(_character_class(list(_SPELLINGS)))
 
 
 def _unit_table() -> npt.NDArray[np.uint16]:
-    """`table[u]`: the UTF-16 code unit that BMP unit `u` becomes (itself when unchanged; the
-    tatweel, which is dropped, is taken out before the table is read)."""
+    """`table[u]`: the UTF-16 code unit that BMP unit `u` becomes, where it becomes one (itself
+    when unchanged; those dropped or spelled as several are not mapped here)."""
     table = np.arange(1 << 16, dtype=np.uint16)
     for code, value in _SPELLINGS.items():
-        if value:
+        if len(value) == 1:
             table[code] = ord(value)
     return table
 
 
 _UNITS: Final = _unit_table()
+# `table[u]`: how BMP unit `u` is spelled when not one for one: `_DROPPED` (the tatweel,
+# diacritics, common in Persian as in `حتماً` and `خانهٔ`; a spacing vowel) or `_SEVERAL` letters
+# (ligatures: rare, so a long text holding one is mapped by `str.translate` instead).
+_ONE, _DROPPED_UNIT, _SEVERAL = 0, 1, 2
+
+
+def _unit_kinds() -> npt.NDArray[np.uint8]:
+    table = np.full(1 << 16, _ONE, dtype=np.uint8)
+    for code, value in _SPELLINGS.items():
+        if len(value) != 1:
+            table[code] = _DROPPED_UNIT if not value else _SEVERAL
+    return table
+
+
+_KINDS: Final = _unit_kinds()
 
 
 def rule_spelling(text: str) -> str:
@@ -112,7 +157,11 @@ def rule_spelling(text: str) -> str:
     if len(text) < _NUMPY_MIN_CHARS:
         return text.translate(_TRANSLATION)
     units = np.frombuffer(text.encode("utf-16-le", "surrogatepass"), dtype=np.uint16)
-    units = units[units != _TATWEEL] if chr(_TATWEEL) in text else units
+    kinds = _KINDS.take(units)
+    if kinds.any():
+        if kinds.max() == _SEVERAL:
+            return text.translate(_TRANSLATION)
+        units = units[kinds == _ONE]
     folded: npt.NDArray[np.uint16] = _UNITS.take(units)
     return folded.astype("<u2", copy=False).tobytes().decode("utf-16-le", "surrogatepass")
 

@@ -28,6 +28,15 @@ from router.classify.pii import (
         ("my SSN is 968-24-6621", {"ssn"}),
         ("IBAN GB82 WEST 1234 5698 7654 32, name Elena", {"iban"}),
         ("کد ملی من ۰۰۸۴۵۷۵۹۴۸ است", {"national_id"}),
+        # Iranian landlines and national codes as people write them; only `021-88776655` and
+        # the unbroken code were found before the multilingual audit of 2026-12-07
+        ("تلفن دفتر 021-88776655 است", {"phone"}),
+        ("تلفن دفتر 02188776655 است", {"phone"}),
+        ("office 021 88776655", {"phone"}),
+        ("office (021) 88776655", {"phone"}),
+        ("تلفن دفتر ۰۲۱ ۸۸۷۷ ۶۶۵۵ است", {"phone"}),
+        ("کد ملی من 008 457594 8 است", {"national_id"}),
+        ("کد ملی من ۰۰۸-۴۵۷۵۹۴-۸ است", {"national_id"}),
     ],
 )
 def test_detects_each_kind_of_personal_data(text: str, kinds: set[str]) -> None:

@@ -175,7 +175,11 @@ class Outcome:
                       attempts=[{"deployment": a.deployment, "kind": a.kind,
                                  "outcome": a.outcome, "error": a.error_class,
                                  "code": a.error.code if a.error is not None else None,
-                                 "ttft_s": a.ttft_s} for a in self.attempts])
+                                 "ttft_s": a.ttft_s,
+                                 # each attempt's share of `cost_usd`, for chargeback by
+                                 # deployment (`cost_estimated`: the router's estimate)
+                                 "cost_usd": a.cost_usd,
+                                 "cost_estimated": a.cost_estimated} for a in self.attempts])
         return record
 
 

@@ -181,7 +181,7 @@ def explain_command(args: argparse.Namespace) -> int:
     except SlorouterError as err:
         print(f"slorouter explain: {err}", file=sys.stderr)
         return 2
-    print(json.dumps(explain_decision(prepared), indent=2))
+    print(json.dumps(explain_decision(prepared, runtime.model_facts), indent=2))
     return 0
 
 

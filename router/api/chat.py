@@ -63,8 +63,9 @@ from router.pipeline import (
     is_side_effecting,
     session_of,
 )
-from router.providers.base import Usage
+from router.providers.base import Deployment, Usage
 from router.telemetry.context import TraceContext, current_request, trace_headers
+from router.token_estimate import answer_tokens
 
 Tracer = Callable[[str | None, str | None], TraceContext]
 
@@ -330,6 +331,9 @@ class ChatHandler:
                                                    completion.usage.cached_tokens,
                                                    completion.usage.cache_write_tokens)
             _winner_usage(outcome, completion.usage, outcome.cost_usd)
+        else:
+            _price_without_usage(outcome, deployment, prepared.facts.prompt_tokens,
+                                 completion.body)
         headers["x-slorouter-model"] = deployment.name
         winner = outcome.winner  # not the last attempt: a hedge that lost, or was not sent
         headers["server-timing"] = prepared.phases.header(
@@ -388,6 +392,23 @@ def _winner_usage(outcome: Outcome, usage: Usage, cost_usd: float) -> None:
     winner = outcome.winner
     if winner is not None:
         winner.usage, winner.cost_usd = usage, cost_usd
+
+
+def _price_without_usage(outcome: Outcome, deployment: Deployment, prompt_estimate: int,
+                         body: bytes) -> None:
+    """An answer whose upstream reported no usage is billed all the same: priced from the
+    router's prompt estimate and the answer's text (`answer_tokens`), marked estimated, as a
+    stream without usage is (it was recorded as free: the cost audit of 2026-12-07). The token
+    counts stay unreported."""
+    try:
+        answer: object = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        answer = None
+    outcome.cost_usd = deployment.cost_usd(prompt_estimate, answer_tokens(answer), 0, 0)
+    outcome.cost_estimated = True
+    winner = outcome.winner
+    if winner is not None:
+        winner.cost_usd, winner.cost_estimated = outcome.cost_usd, True
 
 
 def _note_decision(outcome: Outcome, prepared: Prepared, headers: dict[str, str]) -> None:

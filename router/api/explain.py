@@ -10,12 +10,15 @@ from __future__ import annotations
 import contextlib
 import secrets
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from policies.eligibility import DeploymentFacts, worst_case_cost
 from router.api.body import authorization_header, parse_chat, read_json
 from router.api.body_budget import BodyBudget
 from router.api.chat import prepare_off_loop
@@ -33,9 +36,13 @@ from router.pipeline import (
 )
 
 
-def explain_decision(prepared: Prepared) -> dict[str, Any]:
+def explain_decision(prepared: Prepared,
+                     model_facts: Mapping[str, Sequence[DeploymentFacts]]) -> dict[str, Any]:
+    """The decision as JSON. `model_facts`: the config's deployments' facts by model, to price
+    each candidate at the output cap a ceiling sends."""
     labels, decision, facts = prepared.labels, prepared.decision, prepared.facts
     scores = {r.deployment: (r.score, r.why) for r in decision.ranking_detail}
+    at_cap = _costs_at_cap(prepared, model_facts)
     return {
         "policy_version": decision.policy_version,
         "requested": decision.requested,
@@ -59,6 +66,9 @@ def explain_decision(prepared: Prepared) -> dict[str, Any]:
         "candidates": [{
             "model": v.model, "deployment": v.deployment, "role": v.role,
             "eligible": v.eligible, "worst_case_cost_usd": v.cost_usd,
+            # what it can cost with the output cap the request is sent (`output_cap`: the
+            # worst case above prices a request without a limit at 512 tokens); None: no cap
+            "cost_at_output_cap_usd": at_cap.get(v.deployment),
             "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail}
                        for c in v.checks],
             "score": scores.get(v.deployment, (None, None))[0],
@@ -97,6 +107,22 @@ def _output_cap(prepared: Prepared) -> int | None:
     return cap if isinstance(cap, int) else None
 
 
+def _costs_at_cap(prepared: Prepared,
+                  model_facts: Mapping[str, Sequence[DeploymentFacts]]) -> dict[str, float]:
+    """Each candidate deployment's worst case at the output cap (`_output_cap`), by name; empty
+    when the router adds none. A cap above the 512 tokens the ceiling's check assumed is sent
+    all the same (it is what keeps every deployment of the plan within the ceiling), so this
+    is what the request can cost: an audit budgeting from the worst case saw a fallback cost
+    more (2026-12-07)."""
+    cap = _output_cap(prepared)
+    if cap is None:
+        return {}
+    facts = replace(prepared.facts, max_output_tokens=cap)
+    return {d.name: worst_case_cost(facts, d)
+            for v in prepared.decision.verdicts
+            for d in model_facts.get(v.model, ()) if d.name == v.deployment}
+
+
 def explain_endpoint(pipeline: ChatPipeline, bodies: BodyBudget):  # type: ignore[no-untyped-def]
     """`bodies`: the chat endpoint's budget of request bodies in flight, which an explanation's
     body counts against too (it was read beside it unbounded: any key could hold memory past
@@ -127,6 +153,7 @@ def explain_endpoint(pipeline: ChatPipeline, bodies: BodyBudget):  # type: ignor
                                                   deadline.expires_at, caller)
             except Exception as exc:
                 return error_response(exc)
-            return Response(orjson.dumps(explain_decision(prepared)), media_type="application/json")
+            return Response(orjson.dumps(explain_decision(prepared, config.model_facts)),
+                            media_type="application/json")
 
     return explain

@@ -197,11 +197,16 @@ class Usage:
 
     @staticmethod
     def from_openai(raw: object) -> Usage | None:
-        """An upstream's `usage` object; None when it sent none, or something that is not one.
+        """An upstream's `usage` object; None when it sent none, one of no tokens at all, or
+        something that is not one.
         A count that is not a token count (see `_token_count`) reads as 0. Prompt-cache reads
         and writes come as OpenAI's `prompt_tokens_details` or as litellm passes Anthropic's
         (`cache_read_input_tokens`, `cache_creation_input_tokens`)."""
         if not isinstance(raw, Mapping) or not raw:
+            return None
+        if not raw.get("prompt_tokens") and not raw.get("completion_tokens"):
+            # No tokens in or out is no report: litellm makes up such a usage for an upstream
+            # that sent none, and every answer reads a prompt of at least one token.
             return None
         details = raw.get("prompt_tokens_details")
         if not isinstance(details, Mapping):
@@ -277,7 +282,8 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
     token timed, at its first content: reasoning held back until the answer's text began
     reached the client in one burst after a silence as long as the reasoning (and a refusal,
     after the whole stream)."""
-    usage = Usage.from_openai(chunk.get("usage"))
+    raw_usage = chunk.get("usage")
+    usage = Usage.from_openai(raw_usage)
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         choices = []  # absent, or not what OpenAI sends: no content can be read from it
@@ -294,8 +300,10 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
             has_content = True
         if isinstance(choice.get("finish_reason"), str):
             finished += 1
+    # the final `choices: []` chunk, also when its usage reads as no report (of no tokens)
+    usage_only = not choices and isinstance(raw_usage, Mapping) and bool(raw_usage)
     return StreamEvent(data=data, has_content=has_content, usage=usage,
-                       usage_only=not choices and usage is not None, finished=finished)
+                       usage_only=usage_only, finished=finished)
 
 
 def not_an_event_stream(content_type: str | None) -> bool:

@@ -265,6 +265,8 @@ class LitellmProvider:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
         body = _dump_completion(response)
         usage = Usage.from_openai(body.get("usage"))
+        if usage is None:  # litellm's made-up usage of no tokens: the upstream reported none
+            body.pop("usage", None)
         return Completion(body=lone_surrogates.dumps(body), usage=usage)
 
     async def stream(self, call: UpstreamCall) -> AsyncGenerator[StreamEvent, None]:

@@ -249,9 +249,16 @@ def test_explain_shows_the_output_cap_the_request_is_sent_with(gateway: Running)
     prompt = explained["request"]["prompt_tokens_estimate"]
     assert isinstance(cap, int) and cap > 512
     assert (prompt * PRICE_IN + cap * PRICE_OUT) / 1e6 <= CEILING_USD
+    # Each candidate is priced at that cap too: the worst case beside it assumes 512 tokens, a
+    # cost the request can pass (an audit budgeting from it saw a fallback cost more).
+    (candidate,) = explained["candidates"]
+    at_cap = (prompt * PRICE_IN + cap * PRICE_OUT) / 1e6
+    assert candidate["cost_at_output_cap_usd"] == pytest.approx(at_cap)
+    assert candidate["worst_case_cost_usd"] < at_cap <= CEILING_USD
     limited = httpx.post(f"{gateway.base_url}/v1/route/explain", json={**body, "max_tokens": 50},
                          headers=headers, timeout=20).json()
     assert limited["request"]["output_cap"] is None
+    assert limited["candidates"][0]["cost_at_output_cap_usd"] is None
 
 
 @pytest.mark.parametrize(("limits", "param"), [

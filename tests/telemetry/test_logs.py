@@ -73,6 +73,28 @@ def _served(request_id: str, trace: TraceContext | None) -> Outcome:
                    arrived_at=0.0, trace=trace)
 
 
+def test_the_access_line_splits_the_cost_by_attempt() -> None:
+    """A request that fell back logs its total cost under the deployment that answered; each
+    attempt's share is on its own entry, so chargeback by deployment can be built from the log
+    (only the total was there: the cost audit of 2026-12-07)."""
+    from router.execution.attempt import AttemptRecord
+    from router.outcomes import LogSink, access_log
+
+    cut = AttemptRecord("pa", 1, 0.0, outcome="failed", cost_usd=0.000028, cost_estimated=True)
+    won = AttemptRecord("pb", 2, 1.0, kind="fallback", outcome="won", cost_usd=0.000696)
+    outcome = _served("req-cost", None)
+    outcome.deployment, outcome.attempts, outcome.cost_usd = "pb", [cut, won], 0.000696
+    outcome.add_unanswered_costs()
+    with _json_lines(access_log.name) as (logger, stream):
+        logger.setLevel(logging.INFO)
+        install([], logger=logger)
+        LogSink().record(outcome)
+    line = json.loads(stream.getvalue())
+    assert line["cost_usd"] == 0.000724 and line["deployment"] == "pb"
+    assert [(a["deployment"], a["cost_usd"], a["cost_estimated"]) for a in line["attempts"]] == [
+        ("pa", 0.000028, True), ("pb", 0.000696, False)]
+
+
 def test_a_recurring_failure_is_logged_once_per_interval_with_the_count_left_out() -> None:
     """`ThrottledEvent`: the first report logs, the next ones within the interval are counted,
     and the next line says how many were left out."""

@@ -24,11 +24,11 @@ several spellings that the rules' patterns would each have to list:
 
 `rule_spelling(text)` maps each of those characters to its one spelling (ASCII where there is
 one), character for character except the tatweel and the diacritics, which are dropped, and
-the ligatures, which become their letters.
-Without it a card number written with en dashes or no-break spaces, a phone number in
-full-width digits, or a Persian jailbreak phrase typed on an Arabic keyboard passed every rule:
-low risk, cached, sent to a model without zero data retention. The model does not read this
-text: its features fold what they need, and its artifact was trained on the text as written.
+the ligatures, which become their letters. Without it a card number written with en dashes or
+no-break spaces, a phone number in full-width digits, or a Persian jailbreak phrase typed on an
+Arabic keyboard passed every rule: low risk, cached, sent to a model without zero data
+retention. The model does not read this text: its features fold what they need, and its
+artifact was trained on the text as written.
 
 An ASCII text is returned as is (one flag read); any other is searched once for a character to
 fold (a regex character class, a few ns a character) and returned as is when it holds none.
@@ -133,7 +133,7 @@ def _unit_table() -> npt.NDArray[np.uint16]:
 
 
 _UNITS: Final = _unit_table()
-# `table[u]`: how BMP unit `u` is spelled when not one for one: `_DROPPED` (the tatweel,
+# `table[u]`: how BMP unit `u` is spelled when not one for one: `_DROPPED_UNIT` (the tatweel,
 # diacritics, common in Persian as in `حتماً` and `خانهٔ`; a spacing vowel) or `_SEVERAL` letters
 # (ligatures: rare, so a long text holding one is mapped by `str.translate` instead).
 _ONE, _DROPPED_UNIT, _SEVERAL = 0, 1, 2

@@ -55,6 +55,14 @@ class ClientGone(Exception):
     """The client disconnected before the response was ready."""
 
 
+# The longest wait a client is told: openai-python ignores a longer hint (and backs off on its
+# own), the Vercel AI SDK caps it there, but openai-node 6 sleeps out any hint, and an abort does
+# not wake it: an upstream's `retry-after: 3600`, relayed, held a call an hour (the JavaScript
+# SDK audit of 2026-12-07; a `circuit_open` spread to twice a 60 s hold, two minutes). A client
+# back after a minute is refused again cheaply if it is still too soon.
+MAX_RETRY_AFTER_S = 60.0
+
+
 def error_response(exc: BaseException, headers: dict[str, str] | None = None) -> Response:
     if isinstance(exc, ClientGone):  # no one reads an answer
         return Response(status_code=CLIENT_CLOSED)
@@ -64,6 +72,8 @@ def error_response(exc: BaseException, headers: dict[str, str] | None = None) ->
         wait_s = err.retry_after
         if err.spread_retry_after:  # refused together, clients must not all come back at once
             wait_s *= 1.0 + random.random()
+        wait_s = min(wait_s, MAX_RETRY_AFTER_S)
+        if err.spread_retry_after:
             all_headers["retry-after-ms"] = str(round(wait_s * 1000))  # the SDKs read it first
         all_headers["retry-after"] = str(max(1, math.ceil(wait_s)))
     if not client_may_retry(err):

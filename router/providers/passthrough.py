@@ -140,7 +140,7 @@ async def _sse_events(chunks: AsyncIterator[bytes], choices: int = 1
     event is dropped here instead of yielded."""
     splitter = LineSplitter()
     partial = b""
-    ended = error_next = False
+    ended = error_next = begun = False  # begun: content came (an error after it is a cut)
     finished = 0
     while not ended:
         chunk = await anext(chunks, None)
@@ -152,16 +152,19 @@ async def _sse_events(chunks: AsyncIterator[bytes], choices: int = 1
             if partial:
                 line, partial = _continued(partial, line), b""
             if error_next and line.startswith(_DATA):
-                raise stream_error_event(line[len(_DATA):].strip())
+                raise stream_error_event(line[len(_DATA):].strip(), before_content=not begun)
             try:
                 event = _event_of(line)
             except _NotWhole as exc:  # its JSON may go on in the event's next `data:` line
                 partial = exc.payload
                 continue
+            except _ErrorEvent as exc:
+                raise stream_error_event(exc.payload, before_content=not begun) from None
             if event is _DONE:
                 return
             if event is not None:
                 finished += event.finished
+                begun = begun or event.has_content
                 yield event
             elif line.startswith(_EVENT):
                 # `event: error`: its data is the upstream's error in whatever shape (OpenAI's
@@ -182,6 +185,15 @@ class _NotWhole(ResponseBroken):
 
     def __init__(self, payload: bytes) -> None:
         super().__init__("malformed chunk from upstream")
+        self.payload = payload
+
+
+class _ErrorEvent(Exception):
+    """A `data:` line whose payload is an `{"error": ...}` object: `_sse_events` says what it
+    is, knowing whether content came before it (`stream_error_event`)."""
+
+    def __init__(self, payload: bytes) -> None:
+        super().__init__("error event")
         self.payload = payload
 
 
@@ -210,7 +222,7 @@ def _event_of(line: bytes) -> StreamEvent | None:
     if not isinstance(chunk, dict):
         raise ResponseBroken("upstream chunk is not a JSON object")
     if "error" in chunk and "choices" not in chunk:
-        raise stream_error_event(payload)
+        raise _ErrorEvent(payload)
     return chunk_event(payload, chunk)
 
 

@@ -28,6 +28,8 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
+import orjson
+
 from router import errors as e
 from router.execution.backoff import retry_after_from_headers
 from router.providers.error_text import (
@@ -77,14 +79,36 @@ def from_body(status: int, raw: bytes, retry_after: float | None = None) -> e.Pr
                        code=code, param=param)
 
 
-def stream_error_event(payload: bytes) -> e.ProviderError:
+def stream_error_event(payload: bytes, *, before_content: bool = False) -> e.ProviderError:
     """An `{"error": ...}` event in a stream the upstream had begun (status 200): it had the
     request, so this is a broken stream with the upstream's message, never the refusal an
-    error status before the answer is (that one is failed over even for a side effect)."""
+    error status before the answer is (that one is failed over even for a side effect).
+    But for one: before any content, an error of OpenAI's `invalid_request_error` type says
+    the upstream refused the request unread, as a 400 with that body would, and is that 400's
+    error (`from_body`: the next candidate, no retry on the deployment, no verdict on its
+    health, a 400 for the client). As a stream cut it was retried by the router and then by
+    the client's SDK, six upstream calls for one refusal, and could open the breaker of a
+    healthy deployment (the JavaScript SDK audit of 2026-12-07)."""
+    if before_content and _refuses_the_request(payload):
+        return from_body(400, payload)
     message, _, _ = error_fields(payload[:SCAN_CHARS].decode("utf-8", "replace"))
     return e.ProviderError("upstream ended its stream with an error: "
                            f"{clean_message(message or '') or 'no message'}",
                            code="upstream_stream_cut")
+
+
+def _refuses_the_request(payload: bytes) -> bool:
+    """Whether an error event's data is OpenAI's `invalid_request_error` (in an `error` object,
+    or the data itself, as Anthropic's and the Responses API's `event: error` carry it)."""
+    try:
+        parsed = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False
+    if not isinstance(parsed, dict):
+        return False
+    error = parsed.get("error")
+    detail = error if isinstance(error, dict) else parsed
+    return detail.get("type") == "invalid_request_error"
 
 
 def not_a_completion() -> e.ProviderError:

@@ -46,6 +46,8 @@ def delta(index: int, content: str | None = None, finish: str | None = None,
 
 
 USAGE = chunk([], {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9})
+REFUSAL = (b'data: {"error": {"message": "messages[0].content: too many images", "type": '
+           b'"invalid_request_error", "param": "messages", "code": "invalid_value"}}\n\n')
 DONE = b"data: [DONE]\n\n"
 # Two choices interleaved, as OpenAI streams `n: 2`: role chunks, content, a finish reason each.
 TWO_CHOICES = [chunk([delta(0, "", role=True)]), chunk([delta(1, "", role=True)]),
@@ -76,6 +78,9 @@ SCRIPTS: dict[str, list[bytes]] = {
     "error-event": [chunk([delta(0, "A")]),
                     b'event: error\ndata: {"type": "error", "code": "server_error", '
                     b'"message": "the model is overloaded"}\n\n', b": ping\n\n", b"HOLD"],
+    # the upstream refusing the request in its stream's first event, then after content
+    "refused-first": [REFUSAL, b": ping\n\n", b"HOLD"],
+    "refused-after-content": [chunk([delta(0, "A")]), REFUSAL],
     # 300 chunks of the same text: a dashed rule, a run of zeros, a repeated table row
     "repeated": [*(chunk([delta(0, "----")]) for _ in range(300)),
                  chunk([delta(0, finish="stop")]), USAGE, DONE],
@@ -185,6 +190,26 @@ def test_an_error_event_of_any_shape_ends_the_stream_at_once_with_its_message(
     error = events[-1]["error"]
     assert error["code"] == "upstream_stream_cut" and "overloaded" in error["message"], error
     assert elapsed < 2.5, elapsed  # not held until the upstream let go
+
+
+def test_a_refusal_in_a_streams_first_event_is_the_400_it_would_have_been(
+        client: openai.OpenAI) -> None:
+    """An upstream that answers 200 and refuses the request in its first event (OpenAI's
+    `invalid_request_error`) refused it as a 400 would: the client gets that 400 with the
+    upstream's message, not a 502 `upstream_stream_cut`, which the router and then the
+    client's SDK retried (six upstream calls for one refusal, the JavaScript SDK audit) and
+    which counted against the deployment's health. After content the same event is a cut
+    stream, as any error after the answer began. (Pass-through: litellm reads such events its
+    own way.)"""
+    started = time.monotonic()
+    with pytest.raises(openai.BadRequestError) as refused:
+        _read(client, "pt-stub", "refused-first")
+    assert "too many images" in refused.value.message, refused.value.body
+    assert time.monotonic() - started < 2.5  # at once, not when the upstream let go
+    with pytest.raises(openai.APIError) as cut:
+        _read(client, "pt-stub", "refused-after-content")
+    assert isinstance(cut.value.body, dict)
+    assert cut.value.body.get("code") == "upstream_stream_cut", cut.value.body
 
 
 @pytest.mark.parametrize("model", ["pt-stub", "ll-stub"])

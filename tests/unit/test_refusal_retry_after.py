@@ -85,3 +85,17 @@ def test_an_error_with_an_admission_code_from_elsewhere_keeps_its_plain_retry_af
     headers = error_response(error).headers
     assert "retry-after-ms" not in headers
     assert headers["retry-after"] == "2"
+
+
+@pytest.mark.parametrize("spread", [False, True])
+def test_no_client_is_told_to_wait_more_than_a_minute(spread: bool) -> None:
+    """An upstream's `retry-after: 3600` was relayed as it came, and a `circuit_open` spread to
+    twice a long hold: openai-node sleeps out any hint, deaf to an abort (the JavaScript SDK
+    audit). The hint is capped at 60 s, the most openai-python honours."""
+    err = ProviderUnavailableError("quota exhausted", retry_after=3600.0)
+    err.spread_retry_after = spread
+    headers = error_response(err).headers
+    assert headers["retry-after"] == "60"
+    assert headers.get("retry-after-ms") == ("60000" if spread else None)
+    assert error_response(ProviderUnavailableError("busy", retry_after=7.0)).headers[
+        "retry-after"] == "7"

@@ -71,6 +71,12 @@ _ARGUMENTS = frozenset({
     "store", "temperature", "thinking", "tool_choice", "tools", "top_logprobs", "top_p", "user",
     "verbosity", "web_search_options"})
 _NOT_FORWARDED = frozenset({"metadata", "stream", "stream_options", "model"})
+# Sampling fields outside OpenAI's list that litellm passes to a provider off OpenAI's wire as
+# that provider's own (Anthropic's, Gemini's, Bedrock's, Cohere's `top_k`), given as litellm's
+# arguments for those providers only: in `extra_body` they reached Anthropic nested under a
+# literal `extra_body` key, which it refuses (400 "Extra inputs are not permitted"; the
+# Anthropic audit of 2026-12-07). None of them is a litellm argument of its own.
+_PROVIDER_SAMPLING = frozenset({"top_k"})
 
 
 # litellm providers that run the model inside this process, from a package the router does not
@@ -236,8 +242,9 @@ class LitellmProvider:
         deployment = call.deployment
         kwargs: dict[str, Any] = {}
         extra_body: dict[str, Any] = {}
+        own_wire = not speaks_openai_wire(deployment.adapter, deployment.provider)
         for key, value in call.body.items():
-            if key in _ARGUMENTS:
+            if key in _ARGUMENTS or (own_wire and key in _PROVIDER_SAMPLING):
                 kwargs[key] = value
             elif key not in _NOT_FORWARDED:
                 extra_body[key] = value

@@ -93,6 +93,10 @@ def maybe_received(exc: BaseException) -> bool:
 _READ_TIMEOUTS = frozenset({"ReadTimeout", "SocketTimeoutError"})
 _DROPS = frozenset({"ReadError", "RemoteProtocolError", "ServerDisconnectedError",
                     "ConnectionResetError"})
+# Beside a drop, what makes it something else: an answer's error status, a timeout's own class
+# (`timed_out_reading` decides those), a failure while the connection was opening.
+_ANSWERED_OR_CONNECTING = frozenset({"HTTPStatusError", "ClientResponseError", "APITimeoutError",
+                                     "Timeout"}) | _WHILE_CONNECTING
 
 
 def timed_out_reading(exc: BaseException) -> bool:
@@ -102,10 +106,15 @@ def timed_out_reading(exc: BaseException) -> bool:
 
 
 def dropped_unanswered(exc: BaseException) -> bool:
-    """Whether `exc` is litellm's connection error (`maybe_received`) over a connection the
-    upstream closed or reset after the request was sent, before its answer: the pass-through's
-    `UpstreamDropped`, through litellm."""
-    return maybe_received(exc) and bool(_class_names(exc) & _DROPS)
+    """Whether `exc` says the upstream closed or reset the connection after the request was
+    sent, before its answer: the pass-through's `UpstreamDropped`, through litellm. litellm's
+    connection error over such a transport error (`maybe_received`), or any of its errors over
+    one with no HTTP status behind it: its Anthropic path raises `InternalServerError` over
+    `AnthropicError` over httpx's `ReadError`, with no `APIConnectionError`, which read as the
+    503 a provider answers without acting, so a side-effecting turn was retried and its
+    Idempotency-Key given back (the agent tool-loop audit of 2026-12-07)."""
+    names = _class_names(exc)
+    return bool(names & _DROPS) and not names & _ANSWERED_OR_CONNECTING
 
 
 # A body whose connection closed or broke while it was read: aiohttp's payload errors (a

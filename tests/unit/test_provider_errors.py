@@ -335,6 +335,33 @@ def test_a_dropped_connection_that_litellm_calls_a_server_error_may_have_been_re
     assert classify(mapped, AttemptContext(True, True, False)).action == "unknown_commit"
 
 
+def test_a_drop_under_litellms_anthropic_error_may_have_been_received() -> None:
+    """litellm's Anthropic path reports a connection the server dropped after the request as
+    its `InternalServerError` over `AnthropicError` over httpx's `ReadError`, with no SDK
+    connection error between: `upstream_dropped` as through its OpenAI path, never the 503
+    that says the provider did not act (a side-effecting agent turn was retried, its
+    Idempotency-Key given back: the agent tool-loop audit). The same error over an answered
+    5xx stays what the status says."""
+    from litellm.llms.anthropic.common_utils import AnthropicError
+
+    litellm = _litellm()
+
+    def over(*causes: BaseException) -> BaseException:
+        return _chained(litellm.InternalServerError("Server disconnected", llm_provider="anthropic",
+                                                    model="claude"),
+                        AnthropicError(status_code=500, message="Server disconnected"), *causes)
+
+    dropped = map_exception(over(httpx.ReadError("Server disconnected")))
+    assert (type(dropped), dropped.code) == (errors.ProviderError, "upstream_dropped")
+    assert classify(dropped, AttemptContext(True, True, False)).action == "unknown_commit"
+    answered = httpx.HTTPStatusError("529", request=_request(),
+                                     response=httpx.Response(529, request=_request()))
+    assert isinstance(map_exception(over(answered, httpx.ReadError("x"))),
+                      errors.ProviderUnavailableError)
+    refused = map_exception(over(httpx.ConnectError("refused")))
+    assert isinstance(refused, errors.ProviderUnavailableError)
+
+
 def test_a_connection_refused_is_unavailable_and_safe_to_retry_even_for_a_side_effect() -> None:
     """Failing while connecting, the request never left: unavailable, retried."""
     import openai
@@ -361,7 +388,9 @@ def test_a_stream_litellm_calls_unavailable_after_its_head_is_a_cut_stream() -> 
     ended = _chained(MidStreamFallbackError(
         "Stream ended before a finish_reason was received", model="m", llm_provider="openai",
         original_exception=eof), eof)
-    assert isinstance(map_exception(ended), errors.ProviderUnavailableError)
+    # The transport's drop behind it says the request was sent: never the refusal litellm's
+    # class name would say (it read as one, `ProviderUnavailableError`, until 2026-12-07)
+    assert map_exception(ended).code == "upstream_dropped"
     for raised in (ended, litellm.RateLimitError("slow down", llm_provider="openai", model="m")):
         mapped = broken_after_head(raised)
         assert (type(mapped), mapped.code) == (errors.ProviderError, "upstream_stream_cut")

@@ -11,7 +11,7 @@ import functools
 import itertools
 import re
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Literal
 
@@ -126,7 +126,7 @@ class LinearClassifier:
         text = visible_text(request)
         findings = detect(request, text)
         user = text.last_user
-        probs = self.scores(request, user).probs
+        probs = self.scores(through_last_user(request), user).probs
         task_p = probs["task"]
         risk_p = probs["risk"]
         task_probs = dict(zip(TASKS, task_p, strict=True))
@@ -165,6 +165,24 @@ class LinearClassifier:
         floor that the detected signals set (and only up, when `hints.risk_may_lower` is
         False)."""
         return self._decide(request, hints)[0]
+
+
+def through_last_user(request: RequestView) -> RequestView:
+    """The request as of its last user message, the turns after it (an assistant's tool calls,
+    the tools' results, a prefill) left out: what the model reads. So every call of one agent
+    turn, the one that asks for a tool and those that hand back its results, is labelled
+    alike: the structure features of a tool result's call (its last role, its message count)
+    moved one loop from `reasoning_analysis` to `chat`, and to another model (the agent
+    tool-loop audit of 2026-12-07), and the model, trained on requests that end with their
+    user's message, read them out of its training. The rules read every message: a tool's
+    result may carry an injection or personal data."""
+    messages = request.messages
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index][0] == "user":
+            if index == len(messages) - 1:
+                return request
+            return replace(request, messages=messages[:index + 1])
+    return request
 
 
 def load_classifier(path: Path) -> LinearClassifier:

@@ -204,16 +204,19 @@ class Usage:
         (`cache_read_input_tokens`, `cache_creation_input_tokens`)."""
         if not isinstance(raw, Mapping) or not raw:
             return None
-        if not raw.get("prompt_tokens") and not raw.get("completion_tokens"):
-            # No tokens in or out is no report: litellm makes up such a usage for an upstream
-            # that sent none, and every answer reads a prompt of at least one token.
+        prompt = _token_count(raw.get("prompt_tokens"))
+        completion = _token_count(raw.get("completion_tokens"))
+        if not prompt and not completion:
+            # No tokens in or out (or no readable count) is no report: litellm makes up such a
+            # usage for an upstream that sent none, and every answer reads a prompt of at least
+            # one token. The answer is then priced from the router's estimates.
             return None
         details = raw.get("prompt_tokens_details")
         if not isinstance(details, Mapping):
             details = {}
         return Usage(
-            prompt_tokens=_token_count(raw.get("prompt_tokens")),
-            completion_tokens=_token_count(raw.get("completion_tokens")),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
             cached_tokens=(_token_count(details.get("cached_tokens"))
                            or _token_count(raw.get("cache_read_input_tokens"))),
             cache_write_tokens=(_token_count(details.get("cache_write_tokens"))

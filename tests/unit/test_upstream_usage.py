@@ -32,6 +32,20 @@ def test_a_count_that_is_not_a_token_count_reads_as_zero(count: object) -> None:
     assert usage == Usage(0, 4, 0)
 
 
+@pytest.mark.parametrize("raw", [
+    {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},  # litellm's, made up
+    {"prompt_tokens": "12", "completion_tokens": "3"},  # nothing readable
+    {"total_tokens": 15},
+])
+def test_a_usage_of_no_tokens_in_or_out_is_no_report(raw: object) -> None:
+    """litellm makes up a usage of 0 tokens for an upstream that sent none; read as the
+    provider's, the answer was recorded as free (the cost audit of 2026-12-07). Such a usage is
+    none, and the answer is priced from the router's estimates; a usage chunk stays one."""
+    assert Usage.from_openai(raw) is None
+    event = chunk_event(b"{}", {"choices": [], "usage": raw})
+    assert event.usage_only and event.usage is None
+
+
 @pytest.mark.parametrize("details", [[1], "x", 7])
 def test_prompt_details_that_are_not_an_object_are_ignored(details: object) -> None:
     usage = Usage.from_openai({"prompt_tokens": 9, "completion_tokens": 1,

@@ -126,19 +126,34 @@ class Experiments:
                 or outcome.arm_ineligible):
             return
         ttft, e2e = outcome.ttft_s, outcome.e2e_s
-        if ttft is None and outcome.client_disconnected:
-            # Left before the first token: it waited at least that long. Its TTFT is what it
+        # The client's choice, not the arm's failure: it left, or its own deadline, shorter
+        # than a stall, cut the request (the SLO tracker's rule: an OpenAI SDK's timeout comes
+        # as that deadline, and counted as the arm's error until 2026-12-07).
+        client_cut = outcome.client_disconnected or outcome.cut_by_client
+        if ttft is None and client_cut:
+            # Cut before the first token: it waited at least that long. Its TTFT is what it
             # waited (censored, as its E2E is), so an arm its clients give up on shows slow,
             # not without TTFT (nothing for its p95 guardrail or the test to see).
             ttft = e2e
         if outcome.arm_degraded:  # control's route answered: only the arm's failure counts
             ttft = e2e = None
+        if not (outcome.status == 200 or client_cut):
+            # Latencies are those of the arm's answers (the SLO's rule): a failure's time is
+            # not one, and an arm failing in 6 ms read as four times faster (the A/B audit of
+            # 2026-12-07). A client's leaving is kept, censored, as above.
+            ttft = e2e = None
+        if not outcome.stream:
+            # A whole answer's first content is all of it: its time is its E2E, no TTFT (the
+            # SLO's rule). Counted as one, an arm that answers sooner but starts later read
+            # twice as fast in TTFT, and a TTFT guardrail halted a healthy arm.
+            ttft = None
         # An arm whose route could not serve (its model unavailable) was answered by control's
         # route; for the experiment that is the arm failing, so its guardrails can stop it.
         arm_outcome = ArmOutcome(
             experiment=outcome.experiment, arm=outcome.arm,
             request_id=exposure_key(outcome.tenant, outcome.request_id),
-            error=outcome.status >= 500 or outcome.status == 429 or outcome.arm_degraded,
+            error=(outcome.status >= 500 or outcome.status == 429 or outcome.arm_degraded)
+            and not client_cut,
             ttft_ms=ttft * 1e3 if ttft is not None else None,
             tpot_ms=outcome.tpot_s * 1e3 if outcome.tpot_s is not None and e2e is not None
             else None,

@@ -167,6 +167,44 @@ async def test_a_request_the_policy_bars_from_the_arms_model_is_no_failure_of_th
     assert errors.count == 1 and errors.total == 1.0
 
 
+async def test_an_arms_latencies_are_those_of_its_answers_and_streams_alone_have_a_ttft(
+        ) -> None:
+    """A failed request has no latency of the arm (an arm failing in 6 ms read as four times
+    faster in E2E), and a whole answer has no TTFT (its first content is all of it: an arm that
+    answers sooner but starts later read twice as fast, and a TTFT guardrail halted a healthy
+    arm; the A/B audit of 2026-12-07). A stream answered, and one its client left or its
+    client's own deadline cut before the first token (censored; no error), keep theirs."""
+    from router.experimentation import Experiments, memory_store
+    from router.outcomes import Outcome as RequestOutcome
+
+    store = memory_store()
+    trials = Experiments((), store)
+    cases = {  # request id: (stream, status, first token after, client left)
+        "streamed": (True, 200, 0.05, False),
+        "whole": (False, 200, 0.2, False),
+        "failed": (True, 503, None, False),
+        "left": (True, 499, None, True),
+    }
+    cut = RequestOutcome(  # its client's own deadline (an SDK timeout) cut it: no arm error
+        request_id="cut", tenant="t", requested_model="auto", stream=True, arrived_at=0.0,
+        ended_at=0.3, experiment="e", arm="b", routed=True, status=504,
+        error_code="deadline_exceeded", deadline_from_client=True)
+    trials.record(cut)
+    for request_id, (stream, status, first, left) in cases.items():
+        trials.record(RequestOutcome(
+            request_id=request_id, tenant="t", requested_model="auto", stream=stream,
+            arrived_at=0.0, ended_at=0.2, experiment="e", arm="b", routed=True, status=status,
+            first_token_at=first, first_content_at=first, client_disconnected=left))
+    for _ in range(100):  # the records are written in the background
+        if (await store.snapshot("e")).arm("b").samples("error").count == len(cases) + 1:
+            break
+        await asyncio.sleep(0.01)
+    arm = (await store.snapshot("e")).arm("b")
+    assert arm.samples("error").count == 5 and arm.samples("error").total == 1.0
+    assert arm.samples("ttft_ms").count == 3  # the answered stream, the left and cut ones
+    assert arm.samples("e2e_ms").count == 4  # all but the failure
+
+
 async def test_reading_a_report_does_not_stall_the_event_loop() -> None:
     """`GET /v1/experiments` bootstraps every comparison from full reservoirs (a few hundred
     ms of numpy per experiment): the service's requests, on the same event loop, must not

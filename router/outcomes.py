@@ -209,8 +209,8 @@ class FanOut:
                     "sink": type(sink).__name__}})
 
 
-def answer_messages(body: bytes) -> str | None:
-    """The messages of a chat.completion body as JSON (content capture), None if it is none."""
+def choice_messages(body: bytes) -> list[object] | None:
+    """The message of each choice of a chat.completion body, None if it is none."""
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -218,4 +218,10 @@ def answer_messages(body: bytes) -> str | None:
     choices = parsed.get("choices") if isinstance(parsed, dict) else None
     if not isinstance(choices, list):
         return None
-    return orjson.dumps([c.get("message") for c in choices if isinstance(c, dict)]).decode()
+    return [c.get("message") for c in choices if isinstance(c, dict)]
+
+
+def answer_messages(body: bytes) -> str | None:
+    """The messages of a chat.completion body as JSON (content capture), None if it is none."""
+    messages = choice_messages(body)
+    return None if messages is None else orjson.dumps(messages).decode()

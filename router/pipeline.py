@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -245,6 +245,21 @@ def estimate_prompt_tokens(view: RequestView, request: ChatCompletionRequest | N
                       for m in request.messages if isinstance(m.content, list)
                       for part in m.content if part.type in MEDIA_PARTS)
     return tokens
+
+
+def estimate_answer_tokens(messages: Iterable[object]) -> int:
+    """The output tokens of an answer whose upstream reported no usage, estimated as a prompt
+    is: each message's text (content, refusal) by script, its tool calls as their JSON."""
+    tokens = 0.0
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        tokens += sum(text_tokens(text) for text in (message.get("content"),
+                                                     message.get("refusal"))
+                      if isinstance(text, str))
+        if message.get("tool_calls"):
+            tokens += utf8_tokens(orjson.dumps(message["tool_calls"]))
+    return int(tokens)
 
 
 def _structured_tokens(request: ChatCompletionRequest) -> float:

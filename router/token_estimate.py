@@ -162,26 +162,6 @@ def text_tokens(text: str) -> float:
     return tokens
 
 
-def answer_tokens(answer: object) -> int:
-    """The estimated output tokens of a parsed `chat.completion` whose upstream reported no
-    usage: every choice's content, refusal and tool calls (names and arguments), counted as a
-    prompt's text is. 0 for anything else."""
-    choices = answer.get("choices") if isinstance(answer, dict) else None
-    tokens = 0.0
-    for choice in choices if isinstance(choices, list) else ():
-        message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, dict):
-            continue
-        texts = [message.get("content"), message.get("refusal")]
-        calls = message.get("tool_calls")
-        for call in calls if isinstance(calls, list) else ():
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict):
-                texts += [function.get("name"), function.get("arguments")]
-        tokens += sum(text_tokens(text) for text in texts if isinstance(text, str))
-    return int(tokens)
-
-
 def _ascii_tokens(data: bytes) -> float:
     """ASCII bytes: letters and spaces four a token, a digit one, every other byte 0.55; in a
     text whose capitals are over an eighth of it (base64, say), 2.5 more for each lower-case

@@ -54,18 +54,18 @@ from router.execution.events import close_quietly
 from router.execution.plan import CommittedStream
 from router.idempotency import LEASE_S, IdempotencyStore, Replay
 from router.media_tokens import whole_decoded_chars
-from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages
+from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages, choice_messages
 from router.pipeline import (
     Caller,
     ChatPipeline,
     Prepared,
     arm_degraded,
+    estimate_answer_tokens,
     is_side_effecting,
     session_of,
 )
 from router.providers.base import Deployment, Usage
 from router.telemetry.context import TraceContext, current_request, trace_headers
-from router.token_estimate import answer_tokens
 
 Tracer = Callable[[str | None, str | None], TraceContext]
 
@@ -397,14 +397,11 @@ def _winner_usage(outcome: Outcome, usage: Usage, cost_usd: float) -> None:
 def _price_without_usage(outcome: Outcome, deployment: Deployment, prompt_estimate: int,
                          body: bytes) -> None:
     """An answer whose upstream reported no usage is billed all the same: priced from the
-    router's prompt estimate and the answer's text (`answer_tokens`), marked estimated, as a
+    router's prompt estimate and the answer's (`estimate_answer_tokens`), marked estimated, as a
     stream without usage is (it was recorded as free: the cost audit of 2026-12-07). The token
     counts stay unreported."""
-    try:
-        answer: object = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        answer = None
-    outcome.cost_usd = deployment.cost_usd(prompt_estimate, answer_tokens(answer), 0, 0)
+    output = estimate_answer_tokens(choice_messages(body) or ())
+    outcome.cost_usd = deployment.cost_usd(prompt_estimate, output, 0, 0)
     outcome.cost_estimated = True
     winner = outcome.winner
     if winner is not None:

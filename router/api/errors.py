@@ -69,10 +69,9 @@ def error_response(exc: BaseException, headers: dict[str, str] | None = None) ->
     err = as_project_error(exc)
     all_headers = dict(headers) if headers else {}
     if err.retry_after is not None:
-        wait_s = err.retry_after
-        if err.spread_retry_after:  # refused together, clients must not all come back at once
-            wait_s *= 1.0 + random.random()
-        wait_s = min(wait_s, MAX_RETRY_AFTER_S)
+        # refused together (`spread_retry_after`), clients must not all come back at once
+        spread = 1.0 + random.random() if err.spread_retry_after else 1.0
+        wait_s = min(err.retry_after * spread, MAX_RETRY_AFTER_S)
         if err.spread_retry_after:
             all_headers["retry-after-ms"] = str(round(wait_s * 1000))  # the SDKs read it first
         all_headers["retry-after"] = str(max(1, math.ceil(wait_s)))

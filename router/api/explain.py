@@ -42,7 +42,8 @@ def explain_decision(prepared: Prepared,
     each candidate at the output cap a ceiling sends."""
     labels, decision, facts = prepared.labels, prepared.decision, prepared.facts
     scores = {r.deployment: (r.score, r.why) for r in decision.ranking_detail}
-    at_cap = _costs_at_cap(prepared, model_facts)
+    cap = _output_cap(prepared)
+    at_cap = _costs_at_cap(prepared, cap, model_facts) if cap is not None else {}
     return {
         "policy_version": decision.policy_version,
         "requested": decision.requested,
@@ -55,7 +56,7 @@ def explain_decision(prepared: Prepared,
         "request": {"prompt_tokens_estimate": facts.prompt_tokens,
                     "max_output_tokens": facts.max_output_tokens,
                     # what the cost ceiling caps an unlimited answer at, as it is sent
-                    "output_cap": _output_cap(prepared),
+                    "output_cap": cap,
                     "needs_tools": facts.needs_tools, "needs_json": facts.needs_json,
                     "needs_logprobs": facts.needs_logprobs, "choices": facts.completions,
                     "temperature": facts.temperature,
@@ -107,16 +108,13 @@ def _output_cap(prepared: Prepared) -> int | None:
     return cap if isinstance(cap, int) else None
 
 
-def _costs_at_cap(prepared: Prepared,
+def _costs_at_cap(prepared: Prepared, cap: int,
                   model_facts: Mapping[str, Sequence[DeploymentFacts]]) -> dict[str, float]:
-    """Each candidate deployment's worst case at the output cap (`_output_cap`), by name; empty
-    when the router adds none. A cap above the 512 tokens the ceiling's check assumed is sent
+    """Each candidate deployment's worst case at the output `cap` the router adds
+    (`_output_cap`), by name. A cap above the 512 tokens the ceiling's check assumed is sent
     all the same (it is what keeps every deployment of the plan within the ceiling), so this
     is what the request can cost: an audit budgeting from the worst case saw a fallback cost
     more (2026-12-07)."""
-    cap = _output_cap(prepared)
-    if cap is None:
-        return {}
     facts = replace(prepared.facts, max_output_tokens=cap)
     return {d.name: worst_case_cost(facts, d)
             for v in prepared.decision.verdicts

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from router.classify.detectors import last_user_text, visible
-from router.classify.spelling import PRESENTATION_FORMS
+from router.classify.spelling import ARABIC_KEYBOARD, PRESENTATION_FORMS, PRESENTATION_RANGES
 from router.classify.tools import CONSEQUENTIAL_VERBS, MUTATING_VERBS, identifier_words
 from router.classify.types import RequestView
 
 _WORD: Final = re.compile(r"\w+|[^\w\s]")
 _DIGIT: Final = re.compile(r"\d")
 # Persian and Arabic letters, their presentation forms among them (`spelling.PRESENTATION_FORMS`)
-_PERSIAN: Final = re.compile(r"[\u0600-\u06ff\ufb50-\ufdff\ufe70-\ufefc]")
+_PERSIAN: Final = re.compile(f"[\u0600-\u06ff{PRESENTATION_RANGES}]")
 _LATIN: Final = re.compile(r"[A-Za-z]")
 _CODE_SYMBOLS: Final = "=(){}[];_<>#/\\*`'\""
 _CODE_SYMBOL_BYTES: Final = _CODE_SYMBOLS.encode("ascii")  # distinct characters (tested)
@@ -61,12 +61,12 @@ _END_TOKENS: Final = {k: f"s:end={k}" for k in _CLASS_NAMES}
 # shaped letters of text copied out of a PDF) as the letters they present, folded likewise (no
 # training prompt holds one, so the shipped model's features are unchanged). ZWNJ is not here:
 # it is one of `detectors.visible`'s invisible characters, gone before the text is normalised.
-_LETTER_FOLD: Final = str.maketrans({"ي": "ی", "ك": "ک", "ى": "ی", "ة": "ه", "\u0640": ""})
+_LETTER_FOLD: Final = str.maketrans({**ARABIC_KEYBOARD, "\u0640": ""})
 _FOLD: Final = {**_LETTER_FOLD, **str.maketrans(
     {glyph: letters.translate(_LETTER_FOLD) for glyph, letters in PRESENTATION_FORMS.items()})}
 _DIGITS: Final = str.maketrans("۰۱۲۳۴۵۶۷۸۹٠١٢٣٤٥٦٧٨٩", "01234567890123456789")
 # Only the characters that `_FOLD` or `_DIGITS` change: a regex run of them is found fast.
-_FOLDABLE: Final = re.compile("[يكىة\u0640۰-۹٠-٩\ufb50-\ufdff\ufe70-\ufefc]+")
+_FOLDABLE: Final = re.compile(f"[يكىة\u0640۰-۹٠-٩{PRESENTATION_RANGES}]+")
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,13 +52,17 @@ _SPACES: Final = (
     "\u202f\u205f\u3000"
 )
 _DASHES: Final = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
-_ARABIC_KEYBOARD: Final = {"ي": "ی", "ى": "ی", "ك": "ک", "ة": "ه"}
+ARABIC_KEYBOARD: Final = {"ي": "ی", "ى": "ی", "ك": "ک", "ة": "ه"}
 # Dropped: the tatweel and the Arabic diacritics (harakat, U+064B-U+065F; superscript alef).
 _DROPPED: Final = (_TATWEEL, *range(0x064B, 0x0660), 0x0670)
 
 
+# The Arabic presentation forms' blocks, as a regex character class's ranges.
+PRESENTATION_RANGES: Final = "\ufb50-\ufdff\ufe70-\ufefc"
+
+
 def _presentation_forms() -> dict[str, str]:
-    """Each Arabic presentation form (U+FB50-U+FDFF, U+FE70-U+FEFC) as the letters it presents:
+    """Each Arabic presentation form (`PRESENTATION_RANGES`) as the letters it presents:
     its NFKC form, a spacing vowel's without its space. Written so, a Persian jailbreak phrase
     passed its rule and the model's task accuracy on the Persian test prompts fell from 207 to
     135 of 208 (the multilingual audit of 2026-12-07); no training prompt holds one."""
@@ -90,7 +94,7 @@ def _spellings() -> dict[int, str]:
         out[ord(dash)] = "-"
     for code in range(0xFF01, 0xFF5F):  # full-width ASCII: `!` to `~`
         out[code] = chr(code - 0xFEE0)
-    out.update({ord(k): v for k, v in _ARABIC_KEYBOARD.items()})
+    out.update({ord(k): v for k, v in ARABIC_KEYBOARD.items()})
     dropped = "".join(map(chr, _DROPPED))
     for glyph, letters in PRESENTATION_FORMS.items():  # spelled as the letters would be
         out[ord(glyph)] = "".join(out.get(ord(c), c) for c in letters if c not in dropped)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import aiohttp
 import openai
@@ -24,8 +25,7 @@ from openai.types.chat import ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
 
 from router.classify.types import RequestView
-from router.pipeline import estimate_prompt_tokens
-from router.token_estimate import answer_tokens
+from router.pipeline import estimate_answer_tokens, estimate_prompt_tokens
 from tests.faults.scenarios import API_KEY, TENANT_ENV, Dep, router_yaml
 from tests.support.fake_upstream import QuietHandler, ThreadedUpstream, send_body
 from tests.telemetry.helpers import in_memory_telemetry, server_span
@@ -39,7 +39,7 @@ ADAPTERS = ["openai_passthrough", "litellm"]
 NO_RETRIES = "    max_retries_per_deployment: 0"
 
 
-def _answer(model: str) -> dict[str, object]:
+def _answer(model: str) -> dict[str, Any]:
     return {"id": "c", "object": "chat.completion", "created": 0, "model": model,
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": ANSWER}}]}
@@ -90,7 +90,7 @@ async def test_a_whole_answer_without_usage_is_priced_from_the_estimates(
     assert reply.choices[0].message.content == ANSWER
     assert reply.usage is None  # none was sent: litellm's made-up 0 tokens are not passed on
     prompt = estimate_prompt_tokens(RequestView(messages=(("user", TEXT),)))
-    output = answer_tokens(_answer("m"))
+    output = estimate_answer_tokens(choice["message"] for choice in _answer("m")["choices"])
     assert output >= 10  # the answer's ~17 words, estimated
     expected = (prompt * IN + output * OUT) / 1e6
     attributes = span.attributes or {}

@@ -118,12 +118,16 @@ class Experiments:
         # Idempotency-Key duplicate replayed (the arm ran once, not once per retry), refused
         # in flight or for another body, or refused as the idempotency store is down (a 503
         # that was an arm error, so a Redis blip could halt a healthy arm) is none.
+        if outcome.experiment is None or outcome.arm is None or not outcome.routed:
+            return
         # A request the policy bars the arm's model from (its risk rule, fit, the cost
         # ceiling) is outside what the arm can be asked: none of its outcomes either (it used
         # to count as a success, diluting a failing arm's error rate, or, when control's route
-        # then failed, as the arm's error).
-        if (outcome.experiment is None or outcome.arm is None or not outcome.routed
-                or outcome.arm_ineligible):
+        # then failed, as the arm's error). It is counted, so the report can say the arm's
+        # figures are of the rest: the long prompts a small context window refuses made a
+        # 3x-priced arm read 80% cheaper than control, which kept them (the A/B audit).
+        if outcome.arm_ineligible:
+            self._spawn(self._store.count_barred(outcome.experiment, outcome.arm))
             return
         ttft, e2e = outcome.ttft_s, outcome.e2e_s
         # The client's choice, not the arm's failure: it left, or its own deadline, shorter

@@ -144,6 +144,9 @@ class ExperimentData:
     # Units counted on the arm they hash to (`OutcomeStore.count_unit`), for the SRM check;
     # only in a full snapshot.
     assigned: Mapping[str, int] = field(default_factory=dict)
+    # Requests of each arm the policy barred its route from (`OutcomeStore.count_barred`):
+    # they have no outcome, so the arm's figures are of the rest; only in a full snapshot.
+    barred: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def halted(self) -> frozenset[str]:
@@ -184,6 +187,11 @@ class OutcomeStore(Protocol):
         """Count `unit_key` once for `arm`, the arm it hashes to (later calls for the same
         unit add nothing). `expires`: the marker may be forgotten after the exposure TTL
         (units that are single requests), else it is kept longer (30 days in Redis)."""
+        ...
+
+    async def count_barred(self, experiment: str, arm: str) -> None:
+        """Count one request of `arm` the policy barred the arm's route from (its model's
+        fit, a risk rule, the floor, the cost ceiling): it has no outcome of the arm."""
         ...
 
     async def snapshot(self, experiment: str,
@@ -337,6 +345,7 @@ class MemoryOutcomeStore:
         # unit seen again is counted again) and their count per arm.
         self._units: dict[str, OrderedDict[str, None]] = {}
         self._assigned: dict[str, Counter[str]] = {}
+        self._barred: dict[str, Counter[str]] = {}
         self._unit_capacity = unit_capacity
 
     def _add(self, experiment: str, arm: str, metric: str, value: float) -> None:
@@ -388,6 +397,9 @@ class MemoryOutcomeStore:
             seen.popitem(last=False)
         self._assigned.setdefault(experiment, Counter())[arm] += 1
 
+    async def count_barred(self, experiment: str, arm: str) -> None:
+        self._barred.setdefault(experiment, Counter())[arm] += 1
+
     async def snapshot(self, experiment: str,
                        windows: Mapping[str, int] | None = None) -> ExperimentData:
         arms = {
@@ -399,8 +411,11 @@ class MemoryOutcomeStore:
             if name == experiment
         }
         halts = tuple(self._halts.get(experiment, {}).values())
-        assigned = {} if windows is not None else dict(self._assigned.get(experiment, {}))
-        return ExperimentData(experiment=experiment, arms=arms, halts=halts, assigned=assigned)
+        if windows is not None:  # a guardrail pass reads its windows only
+            return ExperimentData(experiment=experiment, arms=arms, halts=halts)
+        return ExperimentData(experiment=experiment, arms=arms, halts=halts,
+                              assigned=dict(self._assigned.get(experiment, {})),
+                              barred=dict(self._barred.get(experiment, {})))
 
 
 def _bound(by_owner: dict[str, OrderedDict[Any, Any]], capacity: int) -> None:

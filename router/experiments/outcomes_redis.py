@@ -3,8 +3,9 @@
 Keys, under `{prefix}:{experiment}:`: `arms` (set of arm names), `stats:{arm}` (hash of
 `{metric}:n|s|q`: count, sum and sum of squares on the analysis scale), `res:{arm}:{metric}`
 (reservoir list), `win:{arm}:{metric}` (recent values, newest first), `halts` (hash arm → JSON),
-`assigned` (hash arm → units counted for the SRM check) and `unit:{hash}` (a unit's marker,
-kept 30 days, or the exposures' TTL for `unit: request`).
+`assigned` (hash arm → units counted for the SRM check), `barred` (hash arm → requests the
+policy barred the arm's route from) and `unit:{hash}` (a unit's marker, kept 30 days, or the
+exposures' TTL for `unit: request`).
 Per request id, `{prefix}:req:{id}` remembers the arm (and the treatment version it was
 served under: feedback for an earlier version is not found) and `{prefix}:fb:{id}:{metric}` marks a
 received feedback value, both with a TTL. One Lua script updates all metrics of an outcome
@@ -223,10 +224,13 @@ class RedisOutcomeStore:
                                                    self._key(experiment, "assigned")],
                                              args=[arm, ttl]))
 
+    async def count_barred(self, experiment: str, arm: str) -> None:
+        await self._written(self._client.hincrby(self._key(experiment, "barred"), arm, 1))
+
     async def snapshot(self, experiment: str,
                        windows: Mapping[str, int] | None = None) -> ExperimentData:
-        """The arms, each arm's counts and values, the halts and the SRM counts, read in one
-        MULTI/EXEC transaction: a snapshot of one instant. Read in separate calls (an arm's
+        """The arms, each arm's counts and values, the halts, the SRM and barred counts, read
+        in one MULTI/EXEC transaction: a snapshot of one instant. Read in separate calls (an arm's
         counts, then its values), the outcomes written between the reads slipped in, so a
         guardrail's window held values its count did not. A transaction reads only the keys
         it names: those of the arms and metrics the last snapshot saw. When it finds an arm or
@@ -246,17 +250,18 @@ class RedisOutcomeStore:
 
     async def _read(self, experiment: str, arms: frozenset[str], metrics: frozenset[str],
                     windows: Mapping[str, int] | None) -> _Read:
-        """One transaction: the arms set, the halts, the SRM counts (full snapshot only), and
-        for each of `arms` its stats hash and each of `metrics`' reservoir and window (full)
-        or newest `windows[metric]` values. Reservoirs and windows are parsed from one string
-        a list: parsing every reservoir and window (90,000 values for two arms) value by value
-        held the event loop for about 0.2 s per snapshot."""
+        """One transaction: the arms set, the halts, the SRM and barred counts (full snapshot
+        only), and for each of `arms` its stats hash and each of `metrics`' reservoir and
+        window (full) or newest `windows[metric]` values. Reservoirs and windows are parsed
+        from one string a list: parsing every reservoir and window (90,000 values for two
+        arms) value by value held the event loop for about 0.2 s per snapshot."""
         arm_names, metric_names = sorted(arms), sorted(metrics)
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.smembers(self._key(experiment, "arms"))
             pipe.hgetall(self._key(experiment, "halts"))
             if windows is None:
                 pipe.hgetall(self._key(experiment, "assigned"))
+                pipe.hgetall(self._key(experiment, "barred"))
             for arm in arm_names:
                 pipe.hgetall(self._key(experiment, "stats", arm))
                 for metric in metric_names:
@@ -272,8 +277,9 @@ class RedisOutcomeStore:
         members = frozenset(_text(a) for a in next(replies))
         halts = tuple(sorted((_halt(arm, v) for arm, v in next(replies).items()),
                              key=lambda h: h.at if h.at.tzinfo else h.at.replace(tzinfo=UTC)))
-        assigned = ({_text(arm): int(n) for arm, n in next(replies).items()}
-                    if windows is None else {})
+        assigned, barred = (({_text(arm): int(n) for arm, n in next(replies).items()},
+                             {_text(arm): int(n) for arm, n in next(replies).items()})
+                            if windows is None else ({}, {}))
         stats: dict[str, dict[str, float]] = {}
         lists: dict[tuple[str, str], tuple[tuple[float, ...], tuple[float, ...]]] = {}
         for arm in arm_names:
@@ -281,7 +287,7 @@ class RedisOutcomeStore:
             for metric in metric_names:
                 reservoir = _floats(next(replies)) if windows is None else ()
                 lists[arm, metric] = (reservoir, _floats(next(replies))[::-1])
-        return _Read(members, stats, lists, halts, assigned, metrics, windows is None)
+        return _Read(members, stats, lists, halts, assigned, barred, metrics, windows is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +300,7 @@ class _Read:
     lists: Mapping[tuple[str, str], tuple[tuple[float, ...], tuple[float, ...]]]
     halts: tuple[Halt, ...]
     assigned: Mapping[str, int]
+    barred: Mapping[str, int]
     metrics: frozenset[str]
     full: bool
 
@@ -320,7 +327,7 @@ class _Read:
                     reservoir=self.lists[arm, metric][0], recent=self.lists[arm, metric][1])
                 for metric in sorted(names)})
         return ExperimentData(experiment=experiment, arms=arms, halts=self.halts,
-                              assigned=self.assigned)
+                              assigned=self.assigned, barred=self.barred)
 
 
 def _recorded(stats: Mapping[str, float]) -> frozenset[str]:

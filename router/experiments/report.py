@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from policies.experiments.schema import LATENCY_METRICS, ArmSpec, ExperimentSpec
 from router.experiments.analysis import Analysis, Comparison
 from router.experiments.outcomes import ArmData, ExperimentData, Halt
+from router.experiments.selection import selection_check
 from router.experiments.sequential import SequentialResult
 from router.experiments.srm import sample_ratio_check
 
@@ -108,6 +109,17 @@ class SrmReport(_Out):
     mismatch: bool
 
 
+class SelectionReport(_Out):
+    """Requests the policy barred each arm's route from (no outcome of the arm): an arm in
+    `flagged` (a barred share of `limit` or more) is compared on the rest of its requests
+    while control keeps all of its own, so its figures are of another mix."""
+
+    barred: dict[str, int]
+    shares: dict[str, float]
+    limit: float
+    flagged: list[str]
+
+
 class ExperimentReport(_Out):
     name: str
     generated_at: datetime
@@ -121,6 +133,7 @@ class ExperimentReport(_Out):
     halts: list[HaltReport]
     decided: list[str]
     srm: SrmReport | None = None  # None: from a service without the check
+    selection: SelectionReport | None = None  # None: from a service without the check
 
 
 def _finite(value: float) -> float | None:
@@ -189,7 +202,7 @@ def build_report(
         comparisons=[_comparison_report(c) for c in analysis.comparisons],
         sequential=[_sequential_report(r) for r in analysis.sequential],
         halts=halts, decided=sorted(analysis.decided),
-        srm=_srm_report(spec, data),
+        srm=_srm_report(spec, data), selection=_selection_report(spec, data),
     )
 
 
@@ -198,6 +211,26 @@ def _srm_report(spec: ExperimentSpec, data: ExperimentData) -> SrmReport:
     return SrmReport(units=check.units, expected=check.expected, chi_square=check.chi_square,
                      degrees_of_freedom=check.degrees_of_freedom, p_value=check.p_value,
                      threshold=check.threshold, ready=check.ready, mismatch=check.mismatch)
+
+
+def _selection_report(spec: ExperimentSpec, data: ExperimentData) -> SelectionReport:
+    check = selection_check(data.barred, {a.name: data.arm(a.name).requests for a in spec.arms})
+    return SelectionReport(barred=check.barred, shares=check.shares, limit=check.limit,
+                           flagged=list(check.flagged))
+
+
+def _selection_line(report: ExperimentReport) -> str:
+    selection = report.selection
+    if selection is None:
+        return "policy selection: not reported"
+    if not selection.flagged:
+        return f"policy selection: ok (no arm had {selection.limit:.0%} of its requests barred)"
+    arms = ", ".join(f"{arm} {selection.barred[arm]} ({selection.shares[arm]:.0%})"
+                     for arm in selection.flagged)
+    return (f"policy selection: requests barred by the policy: {arms}; those arms are "
+            "compared on the rest of their requests, control on all of its own: their "
+            "figures are of another mix (restrict the experiment's tasks to traffic every "
+            "arm may serve)")
 
 
 def _srm_line(report: ExperimentReport) -> str:
@@ -275,7 +308,7 @@ def render_table(report: ExperimentReport) -> str:
     lines += ["", "always-valid tests (mSPRT; primary metric and significant ones)"]
     lines += _table(["arm", "metric", "estimate", "confidence seq.", "p", "decision"],
                     _sequential_rows(report))
-    lines += ["", _srm_line(report)]
+    lines += ["", _srm_line(report), _selection_line(report)]
     lines += ["", "halts:" if report.halts else "halts: none"]
     lines += [f"  {h.arm}: {h.guardrail} at sample {h.at_sample} ({h.at.isoformat()}): "
               f"{h.reason}{'' if h.persisted else ' [pending]'}" for h in report.halts]

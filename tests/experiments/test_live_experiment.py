@@ -145,7 +145,7 @@ async def test_a_request_the_policy_bars_from_the_arms_model_is_no_failure_of_th
     (a risk rule): not the arm failing, so no error counts against it and its guardrail cannot
     halt a healthy arm (it did: every high-risk request hashed to the arm counted as an error);
     nor a success of the arm (it was one, diluting a failing arm's error rate): the arm has no
-    outcome of it. An arm whose model is down still fails."""
+    outcome of it, and it is counted as barred. An arm whose model is down still fails."""
     from router.experimentation import Experiments, memory_store
     from router.outcomes import Outcome as RequestOutcome
 
@@ -163,8 +163,10 @@ async def test_a_request_the_policy_bars_from_the_arms_model_is_no_failure_of_th
         await asyncio.sleep(0.01)
         errors = (await store.snapshot("e")).arm("b").samples("error")
     await asyncio.sleep(0.05)  # anything else spawned has run by now
-    errors = (await store.snapshot("e")).arm("b").samples("error")
+    snapshot = await store.snapshot("e")
+    errors = snapshot.arm("b").samples("error")
     assert errors.count == 1 and errors.total == 1.0
+    assert snapshot.barred == {"b": 1}  # counted, for the report's selection check
 
 
 async def test_an_arms_latencies_are_those_of_its_answers_and_streams_alone_have_a_ttft(

@@ -92,8 +92,9 @@ async def test_units_are_counted_once_across_instances(
     clients: tuple[aioredis.Redis, aioredis.Redis],
 ) -> None:
     """A unit counted by one replica is not counted again by the other (the SRM check's
-    counts); a full snapshot carries them, a guardrail snapshot does not; a request unit's
-    marker expires with the exposures, a user's after 30 days."""
+    counts), and barred requests of both add up; a full snapshot carries them, a guardrail
+    snapshot does not; a request unit's marker expires with the exposures, a user's after 30
+    days."""
     prefix = f"t-{uuid.uuid4().hex}"
     one, two = (RedisOutcomeStore(c, random.Random(0), prefix=prefix) for c in clients)
     for i in range(30):
@@ -101,8 +102,12 @@ async def test_units_are_counted_once_across_instances(
         await two.count_unit("exp", "control" if i % 3 else "cheap", f"u{i}", False)
     await one.count_unit("exp", "cheap", "req-unit", True)
     await two.count_unit("exp", "cheap", "req-unit", True)
+    for store in (one, two, one):
+        await store.count_barred("exp", "cheap")
     assert (await two.snapshot("exp")).assigned == {"control": 20, "cheap": 11}
+    assert (await two.snapshot("exp")).barred == {"cheap": 3}
     assert (await one.snapshot("exp", {"error": 10})).assigned == {}
+    assert (await one.snapshot("exp", {"error": 10})).barred == {}
     request_ttl = await clients[0].ttl(f"{prefix}:exp:unit:req-unit")
     user_ttl = await clients[0].ttl(f"{prefix}:exp:unit:u1")
     assert 0 < request_ttl <= EXPOSURE_TTL_S

@@ -47,6 +47,25 @@ async def test_table_shows_arms_differences_tests_and_halts() -> None:
     assert "ttft_ms p50" in text
     assert "ttft_ms" in text.split("always-valid tests")[1]
     assert "test halt" in text
+    assert "policy selection: ok" in text  # no request was barred
+
+
+async def test_report_flags_an_arm_the_policy_barred_requests_from() -> None:
+    """Requests barred from an arm's route (no outcome of the arm) are in the report's
+    selection check, and the table names the arm compared on the rest of its requests."""
+    store = MemoryOutcomeStore(random.Random(0))
+    for i in range(40):
+        await store.record(Outcome(SPEC.name, "control" if i % 2 else "cheap", f"r{i}",
+                                   error=False, e2e_ms=100.0, cost_usd=0.001))
+    for _ in range(5):
+        await store.count_barred(SPEC.name, "cheap")
+    report = await report_from_store(SPEC, store, now=NOW, rng=np.random.default_rng(0),
+                                     resamples=50)
+    assert report.selection is not None
+    assert report.selection.barred == {"control": 0, "cheap": 5}
+    assert report.selection.flagged == ["cheap"]
+    assert report.selection.shares["cheap"] == 5 / 25
+    assert "cheap 5 (20%)" in render_table(report)
 
 
 async def test_report_command_prints_and_draws_a_png(tmp_path: Path) -> None:

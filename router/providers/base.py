@@ -19,7 +19,10 @@ PromptCacheKind = Literal["anthropic", "openai", "other"]
 # Which of a plan's upstream bodies a deployment gets: its prompt-cache kind's, or `salted`.
 BodyKind = Literal["anthropic", "openai", "other", "salted"]
 # litellm providers that speak OpenAI's wire format to a server of the operator's choosing.
-_OPENAI_WIRE_PROVIDERS = frozenset({"openai", "hosted_vllm"})
+_SELF_HOSTED_WIRE_PROVIDERS = frozenset({"openai", "hosted_vllm"})
+# ... and those that speak it at all: Azure OpenAI too (litellm reaches it through the openai
+# SDK; its streams are `text/event-stream`).
+_OPENAI_WIRE_PROVIDERS = _SELF_HOSTED_WIRE_PROVIDERS | {"azure"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +105,10 @@ class Deployment:
 
 def speaks_openai_wire(adapter: AdapterName, provider: str) -> bool:
     """Whether a deployment's upstream speaks OpenAI's wire format (its streams as
-    `text/event-stream`): every pass-through one, and litellm's `openai/` and `hosted_vllm/`
-    (litellm's other providers stream in formats of their own, Bedrock's among them)."""
+    `text/event-stream`): every pass-through one, and litellm's `openai/`, `hosted_vllm/` and
+    `azure/` (litellm's other providers stream in formats of their own, Bedrock's among them).
+    An Azure stream that was an HTML page (a proxy's, a maintenance page) with a 200 was an
+    empty answer, counted as served (the provider audit of 2026-12-07)."""
     return adapter == "openai_passthrough" or provider in _OPENAI_WIRE_PROVIDERS
 
 
@@ -122,7 +127,8 @@ def derive_names(model: str, api_base: str | None, adapter: AdapterName,
     elif provider == "openai" and (api_base is None or "api.openai.com" in api_base):
         kind = "openai"
     body: BodyKind = kind
-    if kind == "other" and tenant_cache_salt and speaks_openai_wire(adapter, provider):
+    self_hosted = adapter == "openai_passthrough" or provider in _SELF_HOSTED_WIRE_PROVIDERS
+    if kind == "other" and tenant_cache_salt and self_hosted:
         body = "salted"
     return rest, provider, kind, body
 

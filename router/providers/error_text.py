@@ -24,9 +24,11 @@ MAX_MESSAGE_CHARS = 300
 SCAN_CHARS = 8192  # how much of an upstream's text is looked at (a message comes first)
 
 _TRACEBACK = "Traceback (most recent call last)"
+# A class name, or litellm's provider prefix and class (`Vertex_ai_betaException
+# BadRequestError - `, `AzureException APIError - `, `geminiException - `), before `:` or `-`.
 _PREFIX = re.compile(
-    r"^\s*(?:litellm\.\w+\s*:|(?:[A-Z]\w*)?(?:Error|Exception|Timeout)\s*(?::|-)|LiteLLM:"
-    r"|Error code:\s*\d{3}\s*-)\s*")
+    r"^\s*(?:litellm\.\w+\s*:|(?:[A-Za-z]\w*)?(?:Error|Exception|Timeout)"
+    r"(?:\s+[A-Z]\w*(?:Error|Exception))?\s*(?::|-)|LiteLLM:|Error code:\s*\d{3}\s*-)\s*")
 _OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
 # An exception's repr inside a message (aiohttp: `<TransferEncodingError: 400, message='...'>`):
 # its words are kept, its class name and brackets are not.

@@ -117,6 +117,22 @@ def dropped_unanswered(exc: BaseException) -> bool:
     return bool(names & _DROPS) and not names & _ANSWERED_OR_CONNECTING
 
 
+def answered_error_status(exc: BaseException) -> bool:
+    """Whether an HTTP client's error for an answer's error status (httpx's, aiohttp's) is
+    behind `exc`: the upstream answered the request with that status, at its head."""
+    return bool(_class_names(exc) & _ERROR_STATUS)
+
+
+_ERROR_STATUS = frozenset({"HTTPStatusError", "ClientResponseError"})
+
+
+def disconnected_before_head(exc: BaseException) -> bool:
+    """Whether aiohttp (litellm's transport) saw the connection close before an answer's head:
+    its `ServerDisconnectedError` with no payload error (a body cut after the head is one)."""
+    names = _class_names(exc, suppressed=True)
+    return "ServerDisconnectedError" in names and "ClientPayloadError" not in names
+
+
 # A body whose connection closed or broke while it was read: aiohttp's payload errors (a
 # chunked body or a declared length not completed), httpx's read and protocol errors, a reset.
 _CUT_IN_TRANSPORT = frozenset({"ClientPayloadError", "ReadError", "RemoteProtocolError",
@@ -143,12 +159,15 @@ def answered_unreadable(exc: BaseException) -> bool:
     # litellm's words for it; when the body it quotes holds `invalid_request_error` (an SSE
     # error event answered to a whole-answer request), its text matching raises them as a
     # `BadRequestError`, which read as the upstream refusing the request (`upstream_rejected`).
-    if _NO_COMPLETION in str(exc):
+    text = str(exc)
+    if _NO_COMPLETION in text or _NO_AZURE_COMPLETION in text:
         return True
     return bool(_causes(exc, suppressed=True)) and "InternalServerError" in names
 
 
 _NO_COMPLETION = "Empty or invalid response from LLM endpoint"
+# ... and over an Azure 200 whose body is not JSON (an HTML page): its made-up 500.
+_NO_AZURE_COMPLETION = "Unexpected response from Azure"
 
 
 # In a cause chain: the upstream's answer was an error status, or never came.

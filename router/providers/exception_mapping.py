@@ -30,9 +30,11 @@ import aiohttp
 from router import errors as e
 from router.providers.error_text import clean_message, message_of, upstream_fields
 from router.providers.exception_causes import (
+    answered_error_status,
     answered_unreadable,
     build_failure,
     cut_in_transport,
+    disconnected_before_head,
     dropped_unanswered,
     failed_building_request,
     failed_reading_answer,
@@ -51,6 +53,7 @@ from router.providers.upstream_answers import (
     misconfigured,
     not_a_completion,
     retry_after_of,
+    retry_delay_in_body,
 )
 
 # Most specific names first: the first name found in an exception's MRO wins.
@@ -191,9 +194,20 @@ def broken_after_head(exc: BaseException) -> e.SlorouterError:
     ended early (before its finish reason, before any content too) in such classes
     (`MidStreamFallbackError` is a `ServiceUnavailableError`); it is a cut stream, as the
     pass-through adapter reports one, and so is litellm's connection error mid-stream (a
-    connection the upstream dropped after content). A failure to connect stays what it is:
-    some of litellm's providers open the connection at the first read."""
+    connection the upstream dropped after content). Some of litellm's providers (Gemini) send
+    the request only at the stream's first read, so what happens there is not always after a
+    head: a failure to connect stays what it is, an error status the upstream answered is that
+    answer (a 429 with its Retry-After, a 503: refused before acting; litellm wraps it in
+    `MidStreamFallbackError`, its own exception in `original_exception`), and a connection
+    closed before any head stays `upstream_dropped` (the provider audit of 2026-12-07: a
+    Gemini 429 read as a cut stream, retried at once, and a side effect's as `unknown_commit`,
+    stored under its Idempotency-Key)."""
+    if answered_error_status(exc):
+        original = getattr(exc, "original_exception", None)
+        return map_exception(original if isinstance(original, BaseException) else exc)
     err = map_exception(exc)
+    if err.code == "upstream_dropped" and disconnected_before_head(exc):
+        return err
     refused = isinstance(err, e.ProviderUnavailableError | e.ProviderRateLimitedError)
     # litellm's connection error (or dropped connection) mid-stream, or a transport's own
     # failure reading the body under litellm's error (aiohttp's "Response payload is not
@@ -223,6 +237,11 @@ def _from_named(target: type[e.SlorouterError], exc: BaseException) -> e.Slorout
     if isinstance(status, int) and target is e.ProviderError and status >= 400:
         code, param = upstream_fields(exc)
         return from_status(status, message, retry_after, code=named_code or code, param=param)
+    if target is e.ProviderRejectedError and status in MISCONFIGURED:
+        # The status over the class: litellm raises Gemini's and Vertex's 401/403/404 as a
+        # `BadRequestError`, which told the client its request was at fault and never counted
+        # against the deployment (a suspended key wasted a call on every request).
+        return misconfigured(status)
     if target is e.ProviderRejectedError:
         code, param = upstream_fields(exc)
         if isinstance(status, int) and 400 <= status < 500:  # worded as the pass-through does
@@ -252,7 +271,9 @@ def _first_in_mro(exc: BaseException, table: Mapping[str, _T]) -> _T | None:
 
 def _retry_after_of(exc: BaseException) -> float | None:
     """From the upstream's real headers: litellm keeps them in `litellm_response_headers` (its
-    Anthropic errors carry a placeholder `response` without any), else the SDK's response."""
+    Anthropic errors carry a placeholder `response` without any), else the SDK's response; else
+    from the error body litellm quotes (Google's `RetryInfo`, which Gemini sends no header for:
+    its 429s were retried within milliseconds and the client got no `retry-after`)."""
     for headers in (getattr(exc, "litellm_response_headers", None),
                     getattr(getattr(exc, "response", None), "headers", None)):
         try:
@@ -261,4 +282,4 @@ def _retry_after_of(exc: BaseException) -> float | None:
             continue
         if found is not None:
             return found
-    return None
+    return retry_delay_in_body(str(getattr(exc, "message", None) or exc))

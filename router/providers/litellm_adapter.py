@@ -303,6 +303,11 @@ class LitellmProvider:
                     except Exception as exc:  # the upstream had it: see broken_after_head
                         raise broken_after_head(exc) from exc
                     body = _dump_chunk(chunk)
+                    if not body.get("choices") and not body.get("usage"):
+                        # Azure's prompt-filter chunk, its results taken out by litellm: no
+                        # choice, no usage, `id` and `model` empty; an SDK's stream helper
+                        # took those for the answer's (`id=''`, `model=''`).
+                        continue
                     yield chunk_event(lone_surrogates.dumps(body), body)
             finally:
                 # Closed here, also when the consumer lets go at a `yield` (the client left or

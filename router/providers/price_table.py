@@ -61,7 +61,9 @@ class PriceTable:
         when that row is the same provider's (litellm keys OpenAI's and Anthropic's models
         without one). Another provider's row is not its price: `hosted_vllm/gpt-4o-mini` is a
         model served on one's own machines, `together_ai/gpt-4o` no OpenAI contract, and both
-        took OpenAI's list price."""
+        took OpenAI's list price. litellm's route segment (`bedrock/converse/<id>`) names how
+        it calls the model, not another model: read without it."""
+        model = _without_route(model)
         row = self._rows.get(model)
         if row and row.get(field) is not None:
             return row
@@ -70,6 +72,19 @@ class PriceTable:
         if row and row.get(field) is not None and _same_provider(prefix, row):
             return row
         return None
+
+
+# litellm's route segments after a provider prefix: which of the provider's APIs it calls.
+_ROUTES = ("converse/", "invoke/")
+
+
+def _without_route(model: str) -> str:
+    """`bedrock/converse/amazon.nova-micro-v1:0` as `bedrock/amazon.nova-micro-v1:0`."""
+    provider, slash, rest = model.partition("/")
+    for route in _ROUTES if slash else ():
+        if rest.startswith(route):
+            return f"{provider}/{rest[len(route):]}"
+    return model
 
 
 def _same_provider(prefix: str, row: Mapping[str, Any]) -> bool:

@@ -25,6 +25,7 @@ The messages are cleaned by `router.providers.error_text`.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 
@@ -75,6 +76,8 @@ def from_body(status: int, raw: bytes, retry_after: float | None = None) -> e.Pr
     is kept, cleaned, as the message)."""
     text = raw[:SCAN_CHARS].decode("utf-8", "replace")
     message, code, param = error_fields(text)
+    if retry_after is None:
+        retry_after = retry_delay_in_body(text)
     return from_status(status, message if message is not None else text, retry_after,
                        code=code, param=param)
 
@@ -135,6 +138,18 @@ def retry_after_of(headers: Mapping[str, str] | None) -> float | None:
         return None
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
     return retry_after_from_headers(lowered, time.time())
+
+
+# Google's `google.rpc.RetryInfo` in an error body's `details`: `"retryDelay": "17s"` (a JSON
+# Duration: seconds with up to nine decimals and an `s`).
+_RETRY_DELAY = re.compile(r"""["']retryDelay["']\s*:\s*["'](\d{1,9}(?:\.\d{1,9})?)s["']""")
+
+
+def retry_delay_in_body(text: str) -> float | None:
+    """The wait an error body asks for in Google's `RetryInfo` (Gemini and Vertex send it there,
+    with no `retry-after` header), in seconds."""
+    found = _RETRY_DELAY.search(text[:SCAN_CHARS])
+    return float(found.group(1)) if found is not None else None
 
 
 def misconfigured(status: int) -> e.ProviderMisconfiguredError:

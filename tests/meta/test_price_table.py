@@ -64,3 +64,16 @@ def test_a_model_takes_the_price_of_its_provider_s_row_only() -> None:
     for model in ("hosted_vllm/gpt-4o-mini", "together_ai/gpt-4o-mini", "mistral/gpt-4o-mini"):
         assert table.prices(model) is None, model
     assert table.prices("bedrock_converse/m") == (1.0, 0.0)  # bedrock's own rows
+
+
+def test_litellm_s_route_segment_is_not_part_of_the_model() -> None:
+    """`bedrock/converse/<id>` (litellm's documented way to call Bedrock's Converse API) reads
+    the row of `<id>`, as `bedrock/<id>` does: it found none, and start-up refused the
+    deployment unless both prices were set by hand (the provider audit of 2026-12-07)."""
+    table = PriceTable.bundled()
+    for model in ("amazon.nova-micro-v1:0", "us.amazon.nova-micro-v1:0"):
+        priced = table.prices(f"bedrock/{model}")
+        assert priced is not None
+        assert table.prices(f"bedrock/converse/{model}") == priced
+        assert table.prices(f"bedrock/invoke/{model}") == priced
+    assert table.prices("bedrock/converse/no-such-model") is None

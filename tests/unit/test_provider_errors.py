@@ -167,6 +167,15 @@ def test_an_error_event_in_a_begun_stream_is_a_cut_stream_not_a_refusal() -> Non
      "{\"type\":\"api_error\",\"message\":\"overloaded here\"}}'. Handle with "
      "`litellm.InternalServerError`", "overloaded here"),
     ("b'not json'", "b'not json'"),
+    # litellm's Gemini, Vertex and Azure prefixes: provider and class, lower-case provider
+    ("Vertex_ai_betaException BadRequestError - b'{\"error\": {\"code\": 400, \"message\": "
+     "\"Invalid JSON payload received.\", \"status\": \"INVALID_ARGUMENT\"}}'",
+     "Invalid JSON payload received."),
+    ('geminiException - {"error": {"code": 503, "message": "The model is overloaded."}}',
+     "The model is overloaded."),
+    ("AzureException APIError - the deployment is busy", "the deployment is busy"),
+    ("terror in the night - and an Error", "terror in the night - and an Error"),
+    ("Quota Exception - words of a message", "Quota Exception - words of a message"),
 ])
 def test_clean_message(raw: str, clean: str) -> None:
     """Library prefixes, tracebacks, object reprs, paths and litellm's notes are removed."""

@@ -74,6 +74,7 @@ def _deployment(model: str, api_base: str | None, adapter: str = "litellm",
     (_deployment("openai/llama", "http://vllm:8000/v1", "openai_passthrough"), "salted"),
     (_deployment("openai/llama", "http://vllm:8000/v1", salt=False), "other"),
     (_deployment("gemini/gemini-2.5-flash", None), "other"),  # not OpenAI's wire
+    (_deployment("azure/gpt-4o", "https://r.openai.azure.com"), "other"),  # OpenAI's, hosted
     (_deployment("openai/gpt-4o", None), "openai"),
     (_deployment("openai/gpt-4o", "https://api.openai.com/v1", "openai_passthrough"), "openai"),
     (_deployment("anthropic/claude-haiku-4-5", None), "anthropic"),

@@ -232,7 +232,12 @@ class Runner:
             return open_(calls[-1])
 
         def may_hedge() -> bool:
-            """The hedge is due: send it, or record why not (a skipped `hedge` attempt)."""
+            """The hedge is due: send it, or record why not (a skipped `hedge` attempt). Not
+            when the request has no time left for it: it is not made, and not on the record
+            (`_call` would refuse it, and the access log listed the hedge never sent as an
+            attempt failed with `deadline_exceeded`)."""
+            if self._out_of_time(plan):
+                return False
             admitted = self._admit(alternate, plan.principal)
             if not isinstance(admitted, SlorouterError):
                 if self._state.hedges.try_spend():
@@ -387,10 +392,17 @@ class Runner:
         else:
             breaker.on_abandon(record.permit)
 
+    def _out_of_time(self, plan: Plan, now: float | None = None) -> bool:
+        """Whether the request has no time left for an attempt: its deadline, or the time by
+        which its first content must come, has passed."""
+        now = self._clock() if now is None else now
+        return plan.deadline <= now or plan.first_content_by() <= now
+
     def _call(self, plan: Plan, deployment: Deployment, number: int) -> UpstreamCall:
-        remaining = plan.deadline - self._clock()
-        if remaining <= 0 or plan.first_content_by() <= self._clock():
+        now = self._clock()
+        if self._out_of_time(plan, now):
             raise ProviderTimeoutError("request deadline exceeded", code="deadline_exceeded")
+        remaining = plan.deadline - now
         body = plan.bodies.get(deployment.body_kind, plan.body)
         if deployment.max_output_tokens is not None:
             body = output_limited(body, deployment.max_output_tokens,

@@ -20,6 +20,7 @@ from router.api.relay import StreamRelay
 from router.api.settle import Settle
 from router.caching import CachePlan, ResultCaching
 from router.errors import ProviderUnavailableError
+from router.execution.attempt import AttemptRecord
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
 from router.execution.events import close_quietly
 from router.execution.plan import ExecutionState, Plan
@@ -95,7 +96,7 @@ async def test_a_full_deployment_is_skipped_for_the_next() -> None:
     upstream = Upstream()
     runner, state = _runner(upstream)
     state.watch.begin("a", 0.0)  # an attempt still running on `a`
-    attempts: list = []
+    attempts: list[AttemptRecord] = []
     deployment, _ = await runner.complete(_plan(_deployment("a", 1), _deployment("b")), attempts)
     assert deployment.name == "b" and upstream.calls == ["b"]
     assert attempts[0].outcome == "skipped" and attempts[0].error.code == "deployment_saturated"

@@ -12,6 +12,10 @@ The real `Runner`, breakers and budgets; the fake upstreams of the bulkhead and 
 
 from __future__ import annotations
 
+import asyncio
+import time
+from dataclasses import replace
+
 import pytest
 
 from router.errors import ProviderUnavailableError
@@ -112,3 +116,29 @@ async def test_an_attempt_the_retry_budget_refuses_is_recorded_as_skipped(
     assert [(a.deployment, a.kind, a.outcome, getattr(a.error, "code", None))
             for a in attempts] == [("first", "first", "failed", "upstream_unavailable"),
                                    (*refused, "skipped", "retry_budget_exhausted")]
+
+
+async def test_a_hedge_due_after_the_request_s_time_is_neither_sent_nor_recorded() -> None:
+    """The hedge's timer fires once the time for the first content has passed (the process
+    stood still, its timers late): no hedge is made, and none is on the record. It was, as an
+    attempt failed with `deadline_exceeded`, listed in the access log though never sent."""
+    upstream, clock = Upstream(delay_s={"a": PRIMARY_S}), FakeClock()
+    state = ExecutionState(BreakerRegistry(BreakerPolicy(), clock), retry_budget(clock),
+                           hedge_budget(clock, BudgetPolicy(share=1.0, floor_per_s=1.0)))
+    paused = {"s": 0.0}  # how far the runner's clock is ahead of the real one
+    runner = Runner({"openai_passthrough": upstream}, state,
+                    clock=lambda: time.perf_counter() + paused["s"])
+    plan = replace(_plan(_deployment("a"), _deployment("b"), hedge_delay_s=HEDGE_AFTER_S),
+                   deadline=time.perf_counter() + 1.0)
+
+    async def pause() -> None:
+        await asyncio.sleep(HEDGE_AFTER_S / 2)
+        paused["s"] = 2.0  # past the deadline when the hedge's timer fires
+
+    attempts: list[AttemptRecord] = []
+    pausing = asyncio.ensure_future(pause())
+    deployment, _ = await runner.complete(plan, attempts)
+    await pausing
+    assert deployment.name == "a" and upstream.calls == ["a"]
+    assert [(a.deployment, a.kind, a.outcome) for a in attempts] == [("a", "first", "won")]
+    assert state.hedges.snapshot().spent == 0

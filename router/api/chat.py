@@ -222,7 +222,14 @@ class ChatHandler:
             prepared.plan, trace=outcome.trace,
             deadline_from_client=client_s is not None
             and outcome.arrived_at + client_s <= prepared.plan.deadline)
-        outcome.deadline_from_client = prepared.plan.deadline_from_client
+        # ... and, for a stream, the client's wait for its first token (an SDK's read timeout:
+        # `Plan.head_deadline`) when it binds: a stream its SDK cut before the first token was
+        # the client's choice too, as the same cut of a whole answer is, and burned the SLO's
+        # budget and an experiment arm's errors (the frameworks audit of 2026-12-07). On the
+        # outcome only: the runner reads the head deadline as the client's already.
+        head_deadline = prepared.plan.head_deadline
+        outcome.deadline_from_client = prepared.plan.deadline_from_client or (
+            head_deadline is not None and head_deadline < prepared.plan.deadline)
         outcome.stall_after_s = prepared.plan.stall_after_s
         outcome.hedge_delay_s = prepared.plan.hedge_delay_s
         classified = started + prepared.phases.classify

@@ -106,3 +106,25 @@ def test_requests_cut_by_their_clients_deadline_burn_none_of_the_tasks_availabil
              and 'error_type="client_deadline"' in line]
     assert lines and all('slorouter_error_code="deadline_exceeded"' in line for line in lines)
     assert sum(float(line.rsplit(" ", 1)[1]) for line in lines) >= 5
+
+
+def test_streams_their_sdks_timeout_cut_before_the_first_token_burn_none_of_it(
+        gateway: Running) -> None:
+    """The same for streams cut by an OpenAI SDK's own timeout (`x-stainless-read-timeout`,
+    the stream's wait for its first token): they counted as failures of the task, as the same
+    cut of a whole answer no longer did (the frameworks audit of 2026-12-07: LlamaIndex sends
+    60 s, a slow model's clients burned the budget)."""
+    headers = {"authorization": f"Bearer {API_KEY}", "x-slorouter-task": "chat",
+               "x-stainless-read-timeout": "0.1"}
+    body = {"model": "cheap", "stream": True,
+            "messages": [{"role": "user", "content": "Name a river."}]}
+    with httpx.Client(base_url=gateway.base_url, timeout=30) as client:
+        total, bad = _chat_availability(client)
+        cut = [client.post("/v1/chat/completions", headers=headers, json=body)
+               for _ in range(5)]
+        assert {(r.status_code, r.json()["error"]["code"]) for r in cut} == {
+            (504, "deadline_exceeded")}
+        answered = _ask(client)
+        assert answered.status_code == 200, answered.text
+        after = _chat_availability(client)
+    assert after == (total + 1, bad), (total, bad, after)

@@ -136,12 +136,31 @@ class MetricRegistry:
         self._instruments.append(gauge)
         return gauge
 
-    def collect(self) -> list[Snapshot]:
-        """Snapshots of every instrument; a failing gauge callback is skipped, not fatal."""
+    def collect(self, gauges: Mapping[str, Snapshot] | None = None) -> list[Snapshot]:
+        """Snapshots of every instrument; a failing gauge callback is skipped, not fatal.
+        With `gauges` (`gauge_snapshots()`, taken before), the gauges' are those and no callback
+        runs: counters and histograms may be read on another thread (their lock guards them),
+        the callbacks only where the state they read lives (the event loop)."""
         found = []
         for instrument in list(self._instruments):
+            if gauges is not None and isinstance(instrument, Gauge):
+                taken = gauges.get(instrument.name)
+                if taken is not None:
+                    found.append(taken)
+                continue
             try:
                 found.append(instrument.snapshot())
             except Exception:  # a broken gauge callback must not break a scrape
                 continue
+        return found
+
+    def gauge_snapshots(self) -> dict[str, Snapshot]:
+        """The gauges' snapshots by name (their callbacks run now), for `collect(gauges=)`."""
+        found = {}
+        for instrument in list(self._instruments):
+            if isinstance(instrument, Gauge):
+                try:
+                    found[instrument.name] = instrument.snapshot()
+                except Exception:  # as in `collect`
+                    continue
         return found

@@ -23,7 +23,7 @@ from router.telemetry.attributes import DeploymentInfo
 from router.telemetry.context import TraceContext, start_trace
 from router.telemetry.metrics import RouterMetrics
 from router.telemetry.otlp import PeriodicExport
-from router.telemetry.prometheus import metrics_endpoint, render
+from router.telemetry.prometheus import metrics_endpoint, text_of
 from router.telemetry.settings import TelemetrySettings
 from router.telemetry.sink import TelemetrySink
 from router.telemetry.spans import EpochAnchor, SpanBuilder
@@ -51,7 +51,7 @@ class Telemetry:
 
     def prometheus_text(self) -> bytes:
         self.sink.flush()
-        return render(self.metrics.registry)
+        return text_of(self.metrics.registry.collect())
 
     def shutdown(self) -> None:
         self.sink.flush()

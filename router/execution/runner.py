@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from router.errors import (
     ProviderMisconfiguredError,
+    ProviderRejectedError,
     ProviderTimeoutError,
     SlorouterError,
     UnknownCommitError,
@@ -98,12 +99,19 @@ class Runner:
                        open_: Callable[[UpstreamCall], EventStream]) -> CommittedStream:
         self._state.retries.record_request()
         deployments = list(plan.deployments)
+        refused: set[tuple[str, str]] = set()  # the models that refused the request (400/422)
         for position, deployment in enumerate(deployments):
+            if _model_of(deployment) in refused:
+                continue  # another replica of a model that refused it refuses it alike
             alternate = deployments[position + 1] if position + 1 < len(deployments) else None
             committed = await self._on_deployment(plan, attempts, open_, deployment, alternate,
                                                   last=alternate is None)
             if committed is not None:
                 return committed
+            if _refused(attempts, deployment.name):
+                refused.add(_model_of(deployment))
+                if len(refused) >= MAX_REFUSING_MODELS:
+                    break
         raise exhausted(attempts)
 
     async def _on_deployment(self, plan: Plan, attempts: list[AttemptRecord],
@@ -413,14 +421,35 @@ class Runner:
                             side_effecting=plan.side_effecting)
 
 
+# A request refused (400/422: the request's fault, as the upstream read it) by this many models
+# is refused: the fallbacks after a refusal are for another model's limits (a field, a length
+# another takes), not a walk through every candidate. Every refusal moved on to the next
+# candidate, each drawing on the retry budget all tenants share: one bad request made 11 calls
+# on a policy of 17 deployments and left the next tenant's failures no failover (the scale
+# audit of 2026-12-07).
+MAX_REFUSING_MODELS = 2
+
+
+def _model_of(deployment: Deployment) -> tuple[str, str]:
+    """What a refusal is about: the provider's API and the model it serves."""
+    return deployment.provider, deployment.upstream_model
+
+
+def _refused(attempts: list[AttemptRecord], deployment: str) -> bool:
+    return any(a.deployment == deployment and a.outcome == "failed"
+               and isinstance(a.error, ProviderRejectedError) for a in attempts)
+
+
 def _charged(attempts: list[AttemptRecord]) -> bool:
     """Whether the attempt after these draws on the retry budget: after a failure that load
     may cause, not when every failure was a deployment's misconfiguration (a wrong or revoked
-    key, an unknown model: 401, 402, 403, 404), which says nothing of load. The budget guards
-    against retry storms; spent on moving past a misconfigured deployment, a burst drained it
-    and its requests failed with `upstream_auth` while a healthy fallback stood idle (the ops
-    audit: 12 of 12 concurrent requests)."""
-    return any(a.outcome == "failed" and not isinstance(a.error, ProviderMisconfiguredError)
+    key, an unknown model: 401, 402, 403, 404) or a refusal of the request (400, 422, bounded
+    by `MAX_REFUSING_MODELS`), which say nothing of load. The budget guards against retry
+    storms; spent on moving past a misconfigured deployment, a burst drained it and its
+    requests failed with `upstream_auth` while a healthy fallback stood idle (the ops audit: 12
+    of 12 concurrent requests)."""
+    return any(a.outcome == "failed"
+               and not isinstance(a.error, ProviderMisconfiguredError | ProviderRejectedError)
                for a in attempts)
 
 

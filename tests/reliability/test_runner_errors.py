@@ -560,3 +560,38 @@ def test_an_unjudged_failure_does_not_hide_a_retry_s_alike_failure() -> None:
     assert not failed_alike_before(retry, [paused, retry])
     counted = timed_out(1, judged=True)
     assert failed_alike_before(retry, [counted, retry])
+
+
+async def test_a_request_two_models_refuse_is_refused_without_walking_every_candidate() -> None:
+    """Five candidates, every one refusing the request (400): the first model's refusal moves
+    on, past the other replica of that model (it would refuse alike), to another model; its
+    refusal ends the request. None of it draws on the retry budget all tenants share: one bad
+    request made 11 calls on a policy of 17 deployments and left the next tenant's failures
+    without failover (the scale audit of 2026-12-07)."""
+    clock = FakeClock()
+    replicas = [dataclasses.replace(_deployment(name), model="openai/shared")
+                for name in ("shared-1", "shared-2")]
+    others = [_deployment(name) for name in ("b", "c", "d")]
+    refusal = ProviderRejectedError("upstream returned 400: bad field", param="x",
+                                    code="invalid_value")
+    runner, provider, state = _runner(
+        {d.name: refusal for d in (*replicas, *others)}, clock)
+    spent_before = state.retries.snapshot().spent
+    plan = Plan(deployments=[*replicas, *others], body={"messages": []},
+                deadline=clock() + 30.0)
+    attempts: list[AttemptRecord] = []
+    with pytest.raises(ProviderRejectedError) as caught:
+        await runner.complete(plan, attempts)
+    assert provider.calls == ["shared-1", "b"]
+    assert caught.value.code == "invalid_value" and caught.value.param == "x"
+    assert state.retries.snapshot().spent == spent_before
+
+
+async def test_a_model_that_takes_what_another_refused_still_serves_it() -> None:
+    """A refusal is about its model: the next model answers (a field or a length the first
+    cannot take), and a failure that load may cause still draws on the budget."""
+    clock = FakeClock()
+    refusal = ProviderRejectedError("upstream returned 400: too long", code="invalid_value")
+    runner, provider, _ = _runner({"small": refusal}, clock)
+    deployment, _ = await runner.complete(_plan(clock, "small", "large"), [])
+    assert (deployment.name, provider.calls) == ("large", ["small", "large"])

@@ -7,10 +7,10 @@ never mutated).
   when it is empty, the first message stands in (a conversation then sticks to one replica).
 - `mark_prefix` marks it the way the provider expects: Anthropic gets
   `cache_control: {"type": "ephemeral"}` on the last tool and on the last block of the last
-  leading system message (two of its four breakpoints; a request that already carries markers is
-  left alone); OpenAI gets a `prompt_cache_key` that hashes the tenant with the prefix, so
-  tenants never share a provider cache bucket; other providers (vLLM, ...) cache prefixes
-  automatically and are left alone.
+  leading system or developer message (two of its four breakpoints; a request that already
+  carries markers is left alone); OpenAI gets a `prompt_cache_key` that hashes the tenant with
+  the prefix, so tenants never share a provider cache bucket; other providers (vLLM, ...)
+  cache prefixes automatically and are left alone.
 - `cache_salt` is the per-tenant salt for self-hosted servers whose automatic prefix cache
   takes one (vLLM's `cache_salt`: cached blocks are reused only between requests with the same
   salt), hashed like `prompt_cache_key` so the tenant id itself never leaves the router.
@@ -101,8 +101,14 @@ def _as_parts(name: str, value: object) -> object:
 
 
 def prompt_cache_key(tenant: str, fingerprint: str) -> str:
-    """OpenAI's `prompt_cache_key`: per tenant and prefix, 43 characters (the limit is 64)."""
-    return "sr-" + hashlib.sha256(f"{tenant}\x00{fingerprint}".encode()).hexdigest()[:40]
+    """OpenAI's `prompt_cache_key`: per tenant (its prefix partition) and prefix, 43 characters
+    (the limit is 64)."""
+    return _hashed("prefix", tenant, fingerprint)
+
+
+def client_prompt_cache_key(tenant: str, chosen: str) -> str:
+    """The client's own `prompt_cache_key`, kept within its tenant."""
+    return _hashed("client", tenant, chosen)
 
 
 def cache_salt(tenant: str, chosen: str | None = None) -> str:
@@ -111,13 +117,23 @@ def cache_salt(tenant: str, chosen: str | None = None) -> str:
     never equal each other or a `prompt_cache_key` (each hashes a different namespace)."""
     if chosen is None:
         return _tenant_salt(tenant)
-    return prompt_cache_key(tenant, f"client-salt\x00{chosen}")
+    return _hashed("client-salt", tenant, chosen)
 
 
 @functools.lru_cache(maxsize=4096)
 def _tenant_salt(tenant: str) -> str:
     """A tenant's own salt, the same for each of its requests: hashed once, not per request."""
-    return prompt_cache_key(tenant, "salt")
+    return _hashed("salt", tenant, "")
+
+
+def _hashed(namespace: str, tenant: str, value: str) -> str:
+    """`sr-` and 40 hex digits of a hash of the three, as a JSON array: no two different
+    triples hash the same text. Joined with NUL, as until 2026-12-07, a tenant's partition
+    scoped `client-salt` and its unscoped partition's client salt `salt` hashed alike, as did a
+    client's `prompt_cache_key` and another partition's automatic one (the prompt-cache
+    audit)."""
+    text = orjson.dumps([namespace, tenant, value])
+    return "sr-" + hashlib.sha256(text).hexdigest()[:40]
 
 
 def mark_prefix(
@@ -135,7 +151,7 @@ def mark_prefix(
     if provider == "openai":
         key = prompt_cache_key(tenant, prefix_fingerprint(messages, tools))
         return MarkedRequest(unchanged.messages, unchanged.tools, key)
-    if _has_markers(messages) or _has_markers(tools or []):
+    if _has_markers(messages, tools or ()):
         return unchanged  # the caller placed its own breakpoints
     return MarkedRequest(_mark_messages(messages), _mark_tools(tools))
 
@@ -145,8 +161,23 @@ def _prefix_chars(messages: Sequence[Json], tools: Sequence[Json] | None) -> int
     return len(orjson.dumps(list(stable))) + (len(orjson.dumps(list(tools))) if tools else 0)
 
 
-def _has_markers(items: Sequence[Json]) -> bool:
-    return b'"cache_control"' in orjson.dumps(list(items))
+def _has_markers(messages: Sequence[Json], tools: Sequence[Json]) -> bool:
+    """Whether the client placed breakpoints of its own: `cache_control` on a message, one of
+    its content parts, a tool or its function. Only there: a tool parameter of that name (a
+    schema's property) is no marker, and took the router's markers away (the prompt-cache
+    audit of 2026-12-07)."""
+    for message in messages:
+        content = message.get("content")
+        parts = content if isinstance(content, list) else ()
+        if "cache_control" in message or any(
+                isinstance(part, Mapping) and "cache_control" in part for part in parts):
+            return True
+    for tool in tools:
+        function = tool.get("function")
+        if "cache_control" in tool or (isinstance(function, Mapping)
+                                       and "cache_control" in function):
+            return True
+    return False
 
 
 def _mark_tools(tools: Sequence[Json] | None) -> tuple[Json, ...] | None:
@@ -156,9 +187,11 @@ def _mark_tools(tools: Sequence[Json] | None) -> tuple[Json, ...] | None:
 
 
 def _mark_messages(messages: Sequence[Json]) -> tuple[Json, ...]:
+    # litellm lifts the leading `system` and `developer` messages into Anthropic's system
+    # (until 2026-12-07 a `developer` one was left unmarked, as if it did not)
     last = stable_prefix_length(messages) - 1
-    if last < 0 or messages[last].get("role") != "system":
-        return tuple(messages)  # litellm lifts only `system` messages into Anthropic's system
+    if last < 0:
+        return tuple(messages)
     marked = _mark_content(messages[last].get("content"))
     if marked is None:
         return tuple(messages)

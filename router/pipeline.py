@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from cache.prefix import cache_salt, prompt_cache_key
+from cache.prefix import cache_salt, client_prompt_cache_key
 from policies.eligibility import RequestFacts, output_cap
 from policies.experiments import Assignment, UnitIds
 from policies.labels import RISKS, TASKS, Risk, Task
@@ -325,8 +325,9 @@ def arm_model(assignment: Assignment | None) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def prefix_partition_of(tenant: str, scopes: tuple[str, ...]) -> str:
     """The tenant alone when its key has no scopes (no key: loopback), else the tenant and its
-    distinct scopes in order, separated by a character neither holds."""
-    return tenant if not scopes else "\x00".join((tenant, *sorted(set(scopes))))
+    distinct scopes in order as a JSON array (scopes may hold any character; a tenant's name
+    never begins with `[`)."""
+    return tenant if not scopes else orjson.dumps([tenant, *sorted(set(scopes))]).decode()
 
 
 def stall_after_s(policy: TaskPolicy | None, stream: bool) -> float | None:
@@ -362,7 +363,7 @@ def upstream_body(raw: Mapping[str, Any], tenant: str) -> dict[str, Any]:
             del body["metadata"]
     chosen = body.get("prompt_cache_key")
     if isinstance(chosen, str):
-        body["prompt_cache_key"] = prompt_cache_key(tenant, f"client\x00{chosen}")
+        body["prompt_cache_key"] = client_prompt_cache_key(tenant, chosen)
     elif chosen is None:  # an explicit null is no key: the tenant's own is marked in its place
         body.pop("prompt_cache_key", None)
     salt = body.get("cache_salt")
@@ -457,7 +458,8 @@ class ChatPipeline:
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
                     side_effecting=side_effecting,
                     bodies=marked_bodies(body, partition,
-                                         {d.body_kind for d in deployments}),
+                                         {d.body_kind for d in deployments},
+                                         chosen_salt=body.pop("cache_salt", None)),
                     prompt_tokens=facts.prompt_tokens, stream=facts.stream,
                     head_deadline=head_deadline,
                     stall_after_s=stall_after_s(policy, facts.stream),

@@ -29,15 +29,18 @@ MIN_PREFIX_CHARS = 4096
 
 def marked_bodies(body: Mapping[str, Any], tenant: str,
                   kinds: Collection[str] = ("anthropic", "openai"),
-                  min_chars: int = MIN_PREFIX_CHARS) -> dict[str, dict[str, Any]]:
+                  min_chars: int = MIN_PREFIX_CHARS,
+                  chosen_salt: object = None) -> dict[str, dict[str, Any]]:
     """The upstream body per body kind among `kinds` (those of the deployments that may serve
     it, `Deployment.body_kind`): Anthropic's and OpenAI's when the prefix is worth caching, and
-    `salted` (a self-hosted server's: the tenant's `cache_salt`, unless the client sent its own,
-    which `upstream_body` has scoped) whatever the prefix, since such a server caches any."""
+    `salted` (a self-hosted server's: the tenant's `cache_salt`, or `chosen_salt`, the client's
+    own, which `upstream_body` has scoped) whatever the prefix, since such a server caches any.
+    `body` holds no `cache_salt`: only a salted server takes one (OpenAI refuses an unknown
+    field, Anthropic a nested `extra_body`, so a client's salt sent to `auto` failed on them)."""
     bodies: dict[str, dict[str, Any]] = {}
     if "salted" in kinds:
-        chosen = isinstance(body.get("cache_salt"), str)
-        bodies["salted"] = dict(body) if chosen else {**body, "cache_salt": cache_salt(tenant)}
+        salt = chosen_salt if isinstance(chosen_salt, str) else cache_salt(tenant)
+        bodies["salted"] = {**body, "cache_salt": salt}
     messages = body.get("messages")
     tools = body.get("tools")
     if not isinstance(messages, list):

@@ -185,7 +185,7 @@ def result_caching(config: RouterConfig) -> ResultCaching:
     backend: ResultCache
     writes: WriteHealth | None = None
     if spec.backend == "none":
-        return ResultCaching(None, rule)
+        return ResultCaching(None, rule, metrics)  # the providers' prompt caches are still counted
     if spec.backend == "redis":
         assert spec.redis_url is not None  # the schema requires it
         writes = WriteHealth("cache")  # its refusals, for /readyz

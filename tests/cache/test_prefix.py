@@ -62,6 +62,47 @@ def test_anthropic_leaves_caller_markers_alone() -> None:
     assert list(marked.messages) == messages and list(marked.tools or []) == TOOLS
 
 
+def test_a_developer_prompt_is_marked_as_a_system_prompt_is() -> None:
+    """litellm sends leading `developer` messages to Anthropic as its system: the last of the
+    stable prefix carries the marker, alone or after a system message (neither was marked)."""
+    developer = {"role": "developer", "content": "Answer in French. " * 10}
+    for messages in ([developer, {"role": "user", "content": "hi"}],
+                     [SYSTEM, developer, {"role": "user", "content": "hi"}]):
+        marked = mark_prefix(messages, None, "anthropic", tenant="acme")
+        last = len(messages) - 2
+        content = marked.messages[last]["content"]
+        assert isinstance(content, list) and content[-1]["cache_control"] == EPHEMERAL
+        assert marked.messages[:last] == tuple(messages[:last])
+
+
+def test_only_markers_where_markers_go_count_as_the_clients() -> None:
+    """A tool parameter named `cache_control` is not a breakpoint (it left the request without
+    the router's markers); one on a message, a content part, a tool or its function is."""
+    tool: dict[str, object] = {"type": "function", "function": {
+        "name": "configure", "parameters": {"type": "object", "properties": {
+            "cache_control": {"type": "string"}}}}}
+    marked = mark_prefix(_messages("hi"), [tool], "anthropic", tenant="acme")
+    assert marked.tools is not None and marked.tools[-1]["cache_control"] == EPHEMERAL
+    for placed in ({**tool, "cache_control": EPHEMERAL},
+                   {"type": "function", "function": {"name": "f", "cache_control": EPHEMERAL}}):
+        assert list(mark_prefix(_messages("hi"), [placed], "anthropic",
+                                tenant="acme").tools or []) == [placed]
+    on_message = [{**SYSTEM, "cache_control": EPHEMERAL}, {"role": "user", "content": "hi"}]
+    assert list(mark_prefix(on_message, None, "anthropic", tenant="acme").messages) == on_message
+
+
+def test_keys_and_salts_of_different_namespaces_and_partitions_never_meet() -> None:
+    """A tenant's partition scoped `client-salt` and its unscoped partition's chosen salt
+    `salt` hashed alike when the parts were joined with NUL (the prompt-cache audit)."""
+    from router.pipeline import prefix_partition_of
+
+    scoped = prefix_partition_of("team-a", ("client-salt",))
+    assert cache_salt("team-a", "salt") != cache_salt(scoped)
+    assert prompt_cache_key(prefix_partition_of("team-a", ("client",)), "f") != (
+        prompt_cache_key("team-a", "client\x00f"))
+    assert len({cache_salt("t"), cache_salt("t", ""), prompt_cache_key("t", "")}) == 3
+
+
 def test_openai_gets_a_prompt_cache_key_per_tenant_and_prefix() -> None:
     """Same prefix + tenant → same key; another tenant or prefix → another key; ≤ 64 chars."""
     key = mark_prefix(_messages("a"), TOOLS, "openai", tenant="acme").prompt_cache_key

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import count
 
+import httpx
 import openai
 import pytest
 
@@ -105,3 +106,28 @@ def test_a_deployment_with_tenant_cache_salt_off_shares_its_prefix_cache(
     system = _system_prompt("the shared deployment")
     assert _ask(gateway, "acme", "shared", system) == 0
     assert _ask(gateway, "globex", "shared", system) > 1000
+
+
+def test_a_clients_own_cache_salt_reaches_salted_servers_only(gateway: Running) -> None:
+    """A client's `cache_salt` goes to the servers that take one (the salted body) and to no
+    other: the deployment with the setting off gets none, so both tenants share its cache as
+    without one. It reached every deployment, OpenAI's and Anthropic's included, which refuse
+    it (the prompt-cache audit of 2026-12-07: a client's vLLM salt failed every request `auto`
+    sent to a hosted model)."""
+    system, chosen = _system_prompt("a salt for no server"), {"cache_salt": "team-green"}
+    assert _ask(gateway, "acme", "shared", system, chosen) == 0
+    assert _ask(gateway, "globex", "shared", system, chosen) > 1000
+
+
+def test_the_providers_prompt_caches_are_counted_without_a_result_cache(
+        gateway: Running) -> None:
+    """This router has no result cache (`backend: none`); what the providers' prompt caches
+    answered is still at `/metrics` (it was only with a result cache, a setting of another
+    cache; the prompt-cache audit of 2026-12-07)."""
+    system = _system_prompt("the metrics")
+    _ask(gateway, "acme", "pt-replicas", system)
+    assert _ask(gateway, "acme", "pt-replicas", system) > 1000
+    text = httpx.get(f"{gateway.base_url}/metrics", timeout=10).text
+    cached = [line for line in text.splitlines()
+              if line.startswith("slorouter_prompt_cache_cached_tokens")]
+    assert cached and sum(float(line.rsplit(" ", 1)[1]) for line in cached) > 1000, cached

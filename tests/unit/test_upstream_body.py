@@ -55,10 +55,13 @@ def test_a_self_hosted_body_carries_the_tenants_cache_salt_whatever_its_prefix()
         assert bodies["salted"]["cache_salt"] == cache_salt("acme")
         assert all("cache_salt" not in body for kind, body in bodies.items() if kind != "salted")
     chosen = upstream_body({**raw, "cache_salt": "blue"}, "acme")
-    assert marked_bodies(chosen, "acme", {"salted"})["salted"]["cache_salt"] == cache_salt(
-        "acme", "blue")
+    salt = chosen.pop("cache_salt")  # as the pipeline takes it: for the salted body only
+    bodies = marked_bodies(chosen, "acme", {"salted", "openai"}, chosen_salt=salt)
+    assert bodies["salted"]["cache_salt"] == cache_salt("acme", "blue")
+    assert "cache_salt" not in bodies["openai"]  # OpenAI refuses a field it does not know
     nulled = upstream_body({**raw, "cache_salt": None}, "acme")
-    assert marked_bodies(nulled, "acme", {"salted"})["salted"]["cache_salt"] == cache_salt("acme")
+    bodies = marked_bodies(nulled, "acme", {"salted"}, chosen_salt=nulled.pop("cache_salt"))
+    assert bodies["salted"]["cache_salt"] == cache_salt("acme")
 
 
 def _deployment(model: str, api_base: str | None, adapter: str = "litellm",

@@ -139,6 +139,7 @@ class DeploymentSpec(Frozen):
     output_price_per_mtok: float | None = Field(default=None, ge=0)
     cached_input_price_per_mtok: float | None = Field(default=None, ge=0)
     cache_write_price_per_mtok: float | None = Field(default=None, ge=0)
+    cache_write_1h_price_per_mtok: float | None = Field(default=None, ge=0)
     context_window: int | None = Field(default=None, gt=0)
     # The most output tokens the model writes in one answer (OpenAI's "max output tokens"):
     # a larger output limit, the client's or a cost ceiling's, is lowered to it when sent.

@@ -110,7 +110,8 @@ def _secret(ref: str | None, environ: Mapping[str, str], where: str, problems: l
 
 def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceTable,
                 problems: list[str], cached_prices: CachedPriceTable,
-                write_prices: CachedPriceTable, litellm_passes: ModelCapability) -> Deployment:
+                write_prices: CachedPriceTable, write_1h_prices: CachedPriceTable,
+                litellm_passes: ModelCapability) -> Deployment:
     key = _secret(spec.api_key, environ, f"deployments.{spec.name}.api_key", problems)
     known = prices(spec.model)
     price_in = spec.input_price_per_mtok
@@ -152,6 +153,10 @@ def _deployment(spec: DeploymentSpec, environ: Mapping[str, str], prices: PriceT
                                     if spec.cache_write_price_per_mtok is not None
                                     else _prompt_cache_price(price_in, known,
                                                        write_prices(spec.model))),
+        cache_write_1h_price_per_mtok=(spec.cache_write_1h_price_per_mtok
+                                       if spec.cache_write_1h_price_per_mtok is not None
+                                       else _prompt_cache_price(price_in, known,
+                                                                write_1h_prices(spec.model))),
     )
 
 
@@ -253,6 +258,7 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
             learned: Mapping[str, LoadedRouter] | None = None,
             cached_prices: CachedPriceTable = lambda _model: None,
             write_prices: CachedPriceTable = lambda _model: None,
+            write_1h_prices: CachedPriceTable = lambda _model: None,
             litellm_passes: ModelCapability = lambda _model, _field: True) -> RuntimeConfig:
     """Resolve secrets and prices. Artifact versions (the classifier's, the eval reports')
     join the config's content hash in the policy version. `litellm_passes`: whether litellm
@@ -261,7 +267,7 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
     unset."""
     problems: list[str] = []
     deployments = {d.name: _deployment(d, environ, prices, problems, cached_prices, write_prices,
-                                       litellm_passes)
+                                       write_1h_prices, litellm_passes)
                    for d in config.deployments}
     principals = _principals(config.api_keys, environ, problems)
     if problems:

@@ -135,6 +135,7 @@ def build_runtime(config: RouterConfig, environ: Mapping[str, str],
         runtime = resolve(config, environ, table.prices, classifier.version, quality=quality,
                           learned=learned, cached_prices=table.cached_input_price,
                           write_prices=table.cache_write_price,
+                          write_1h_prices=table.cache_write_1h_price,
                           litellm_passes=_litellm_passes(config))
     except ConfigError as err:
         raise ConfigError(problems + err.problems) from None

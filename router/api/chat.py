@@ -333,10 +333,7 @@ class ChatHandler:
             outcome.prompt_tokens = completion.usage.prompt_tokens
             outcome.completion_tokens = completion.usage.completion_tokens
             outcome.cached_tokens = completion.usage.cached_tokens
-            outcome.cost_usd = deployment.cost_usd(completion.usage.prompt_tokens,
-                                                   completion.usage.completion_tokens,
-                                                   completion.usage.cached_tokens,
-                                                   completion.usage.cache_write_tokens)
+            outcome.cost_usd = deployment.usage_cost_usd(completion.usage)
             _winner_usage(outcome, completion.usage, outcome.cost_usd)
         else:
             _price_without_usage(outcome, deployment, prepared.facts.prompt_tokens,

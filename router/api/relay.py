@@ -32,7 +32,7 @@ class StreamRelay:
 
     __slots__ = ("_assembler", "_capture", "_clean_end", "_clock", "_committed", "_content_events",
                  "_error", "_idle_s", "_outcome", "_prompt_estimate", "_record", "_settle",
-                 "_written_tokens")
+                 "_written_1h_tokens", "_written_tokens")
 
     def __init__(self, committed: CommittedStream, outcome: Outcome, settle: Settle,
                  record: Callable[[Outcome], None], clock: Callable[[], float],
@@ -49,6 +49,7 @@ class StreamRelay:
         self._assembler = StreamAssembler() if settle.wants_body or capture else None
         self._content_events = 0
         self._written_tokens = 0  # prompt tokens the provider wrote into its prompt cache
+        self._written_1h_tokens = 0  # ... of them, for an hour
         self._clean_end = False
         self._error: BaseException | None = None
         self._idle_s: float | None = None  # since the last content chunk, when it broke
@@ -126,6 +127,7 @@ class StreamRelay:
             outcome.completion_tokens = event.usage.completion_tokens
             outcome.cached_tokens = event.usage.cached_tokens
             self._written_tokens = event.usage.cache_write_tokens
+            self._written_1h_tokens = event.usage.cache_write_1h_tokens
         if self._assembler is not None:
             self._assembler.add(orjson.loads(event.data))
 
@@ -153,7 +155,7 @@ class StreamRelay:
         outcome.cost_estimated = prompt is None or outcome.chunks_counted
         outcome.cost_usd = committed.deployment.cost_usd(
             prompt if prompt is not None else self._prompt_estimate, outcome.completion_tokens,
-            outcome.cached_tokens or 0, self._written_tokens)
+            outcome.cached_tokens or 0, self._written_tokens, self._written_1h_tokens)
         winner = outcome.winner
         if winner is not None:  # the answering attempt's share, for its span and the counter
             winner.cost_usd, winner.cost_estimated = outcome.cost_usd, outcome.cost_estimated

@@ -57,6 +57,9 @@ class Deployment:
     timeout_s: float = 120.0
     cached_input_price_per_mtok: float | None = None  # prompt-cache reads; None: full price
     cache_write_price_per_mtok: float | None = None  # prompt-cache writes; None: full price
+    # Anthropic's 1-hour prompt-cache writes (a `ttl: "1h"` marker: twice the input price,
+    # where a 5-minute write is 1.25 times); None: the write price
+    cache_write_1h_price_per_mtok: float | None = None
     max_in_flight: int | None = None  # the bulkhead: attempts in flight at once; None: no cap
     tenant_cache_salt: bool = True  # a self-hosted server gets a per-tenant `cache_salt`
     api_version: str | None = None  # Azure OpenAI's `api-version`, through litellm
@@ -87,20 +90,32 @@ class Deployment:
         return max(price_in, write) if self.body_kind == "anthropic" and write else price_in
 
     def cost_usd(self, prompt_tokens: int, completion_tokens: int,
-                 cached_tokens: int = 0, written_tokens: int = 0) -> float:
+                 cached_tokens: int = 0, written_tokens: int = 0,
+                 written_1h_tokens: int = 0) -> float:
         """Price of one answer; prompt tokens read from the provider's prompt cache are billed
         at the cached price, and those written into it (Anthropic's cache creation, 1.25 times
-        the input price) at the write price, when the deployment has them. Both are part of
-        `prompt_tokens`, as upstreams in OpenAI's format count them."""
+        the input price) at the write price, when the deployment has them; of those, the ones
+        written for an hour (`written_1h_tokens`, twice the input price) at the 1-hour write
+        price (they were billed as 5-minute writes until 2026-12-07: the prompt-cache audit).
+        All are part of `prompt_tokens`, as upstreams in OpenAI's format count them."""
         cached = min(max(cached_tokens, 0), prompt_tokens)
         written = min(max(written_tokens, 0), prompt_tokens - cached)
+        written_1h = min(max(written_1h_tokens, 0), written)
         price_in = self.input_price_per_mtok
         cached_price = (self.cached_input_price_per_mtok
                         if self.cached_input_price_per_mtok is not None else price_in)
         write_price = (self.cache_write_price_per_mtok
                        if self.cache_write_price_per_mtok is not None else price_in)
+        write_1h_price = (self.cache_write_1h_price_per_mtok
+                          if self.cache_write_1h_price_per_mtok is not None else write_price)
         return ((prompt_tokens - cached - written) * price_in + cached * cached_price
-                + written * write_price + completion_tokens * self.output_price_per_mtok) / 1e6
+                + (written - written_1h) * write_price + written_1h * write_1h_price
+                + completion_tokens * self.output_price_per_mtok) / 1e6
+
+    def usage_cost_usd(self, usage: Usage) -> float:
+        """`cost_usd` of an upstream's reported usage."""
+        return self.cost_usd(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens,
+                             usage.cache_write_tokens, usage.cache_write_1h_tokens)
 
 
 def speaks_openai_wire(adapter: AdapterName, provider: str) -> bool:
@@ -200,6 +215,7 @@ class Usage:
     completion_tokens: int
     cached_tokens: int = 0
     cache_write_tokens: int = 0  # prompt tokens written into the provider's prompt cache
+    cache_write_1h_tokens: int = 0  # ... of them, written for an hour (Anthropic's `ttl: 1h`)
 
     @staticmethod
     def from_openai(raw: object) -> Usage | None:
@@ -220,6 +236,10 @@ class Usage:
         details = raw.get("prompt_tokens_details")
         if not isinstance(details, Mapping):
             details = {}
+        # litellm's `cache_creation_token_details`, or Anthropic's own `cache_creation`
+        written_by_ttl = details.get("cache_creation_token_details", raw.get("cache_creation"))
+        if not isinstance(written_by_ttl, Mapping):
+            written_by_ttl = {}
         return Usage(
             prompt_tokens=prompt,
             completion_tokens=completion,
@@ -227,6 +247,7 @@ class Usage:
                            or _token_count(raw.get("cache_read_input_tokens"))),
             cache_write_tokens=(_token_count(details.get("cache_write_tokens"))
                                 or _token_count(raw.get("cache_creation_input_tokens"))),
+            cache_write_1h_tokens=_token_count(written_by_ttl.get("ephemeral_1h_input_tokens")),
         )
 
 

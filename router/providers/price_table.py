@@ -52,6 +52,10 @@ class PriceTable:
         """USD per 1M prompt tokens written into the provider's prompt cache, if known."""
         return self._per_million(model, "cache_creation_input_token_cost")
 
+    def cache_write_1h_price(self, model: str) -> float | None:
+        """USD per 1M prompt tokens written into Anthropic's 1-hour prompt cache, if known."""
+        return self._per_million(model, "cache_creation_input_token_cost_above_1hr")
+
     def _per_million(self, model: str, field: str) -> float | None:
         row = self._row_with(model, field)
         return None if row is None else float(row[field]) * 1e6

@@ -96,3 +96,46 @@ def test_prompt_cache_writes_are_billed_at_the_write_price() -> None:
     assert deployment.cost_usd(5050, 100, 0, 5000) == pytest.approx(0.0068)
     assert deployment.cost_usd(5050, 100, 3000, 5000) == pytest.approx(  # writes clamped
         (3000 * 0.1 + 2050 * 1.25 + 100 * 5.0) / 1e6)
+
+
+def test_one_hour_prompt_cache_writes_are_read_and_billed_at_their_price() -> None:
+    """Anthropic bills a 1-hour write (`ttl: "1h"`) at twice the input price: read as litellm
+    passes it (`cache_creation_token_details`) or as Anthropic sends it (`cache_creation`),
+    and priced at the 1-hour price; a deployment without one bills the write price. The
+    router billed every write at the 5-minute price ($0.375 for $0.60: the prompt-cache audit
+    of 2026-12-07, from litellm's table for Sonnet 4.5)."""
+    by_litellm = Usage.from_openai({
+        "prompt_tokens": 100_015, "completion_tokens": 3,
+        "cache_creation_input_tokens": 100_000,
+        "prompt_tokens_details": {"cached_tokens": 0, "cache_creation_token_details": {
+            "ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 100_000}}})
+    by_anthropic = Usage.from_openai({
+        "prompt_tokens": 100_015, "completion_tokens": 3,
+        "cache_creation_input_tokens": 100_000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 100_000}})
+    assert by_litellm == by_anthropic == Usage(100_015, 3, 0, 100_000, 100_000)
+    assert by_litellm is not None
+    sonnet = Deployment(name="s", model="anthropic/claude-sonnet-4-5", adapter="litellm",
+                        api_base=None, api_key=None, input_price_per_mtok=3.0,
+                        output_price_per_mtok=15.0, context_window=None,
+                        cache_write_price_per_mtok=3.75, cache_write_1h_price_per_mtok=6.0)
+    assert sonnet.usage_cost_usd(by_litellm) == pytest.approx(
+        (15 * 3.0 + 100_000 * 6.0 + 3 * 15.0) / 1e6)  # 0.60009
+    mixed = Usage(100_015, 3, 0, 100_000, 40_000)
+    assert sonnet.usage_cost_usd(mixed) == pytest.approx(
+        (15 * 3.0 + 60_000 * 3.75 + 40_000 * 6.0 + 3 * 15.0) / 1e6)
+    unlisted = Deployment(name="u", model="anthropic/claude-x", adapter="litellm",
+                          api_base=None, api_key=None, input_price_per_mtok=3.0,
+                          output_price_per_mtok=15.0, context_window=None,
+                          cache_write_price_per_mtok=3.75)
+    assert unlisted.usage_cost_usd(by_litellm) == pytest.approx(
+        (15 * 3.0 + 100_000 * 3.75 + 3 * 15.0) / 1e6)
+
+
+def test_the_one_hour_write_price_comes_from_litellm_s_table() -> None:
+    from router.providers.price_table import PriceTable
+
+    table = PriceTable.bundled()
+    listed = table.cache_write_1h_price("anthropic/claude-sonnet-4-5")
+    assert listed is not None and listed > (table.cache_write_price(
+        "anthropic/claude-sonnet-4-5") or 0)

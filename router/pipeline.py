@@ -455,11 +455,12 @@ class ChatPipeline:
             if cap is not None:
                 body["max_completion_tokens"] = cap
         hedge = self._hedge_plan(policy, facts, decision, side_effecting, deadline)
+        chosen_salt = body.pop("cache_salt", None)  # for the salted body alone
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
                     side_effecting=side_effecting,
                     bodies=marked_bodies(body, partition,
                                          {d.body_kind for d in deployments},
-                                         chosen_salt=body.pop("cache_salt", None)),
+                                         chosen_salt=chosen_salt),
                     prompt_tokens=facts.prompt_tokens, stream=facts.stream,
                     head_deadline=head_deadline,
                     stall_after_s=stall_after_s(policy, facts.stream),

@@ -98,8 +98,9 @@ def text_of(snapshots: Sequence[Snapshot]) -> bytes:
             name += "_total"
         doc = (snapshot.description or snapshot.name).replace("\\", r"\\").replace("\n", r"\n")
         out.add(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
-        keys = _label_names(snapshot.points)
-        names = [_INVALID.sub("_", key) for key in keys]
+        # in the order of their written names (`a.z` after `a_a`), as prometheus_client sorts
+        by_name = sorted((_INVALID.sub("_", key), key) for key in _label_names(snapshot.points))
+        names, keys = [name for name, _ in by_name], [key for _, key in by_name]
         if kind == "histogram":
             _histogram_lines(out, name, snapshot, keys, names)
             continue

@@ -28,7 +28,9 @@ QUANTILE_GRID: Final[tuple[float, ...]] = tuple(round(0.01 * i, 2) for i in rang
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A field this version does not know (a newer service's report, read by an older CLI) is
+    # left out, not refused: `selection` made the previous CLI fail on every report.
+    model_config = ConfigDict(extra="ignore", frozen=True)
 
 
 class MetricMean(_Out):

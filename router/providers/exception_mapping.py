@@ -186,7 +186,7 @@ def map_exception(exc: BaseException) -> e.SlorouterError:
     return e.ProviderError(f"upstream failed: {type(exc).__name__}", code="upstream_error")
 
 
-def broken_after_head(exc: BaseException) -> e.SlorouterError:
+def broken_after_head(exc: BaseException, first_read: bool = False) -> e.SlorouterError:
     """`exc`, raised while an answer whose head had come (status 200) was being read, in the
     project's hierarchy. The upstream had the request, so no error may say that it was refused
     before it acted (`ProviderUnavailableError`, `ProviderRateLimitedError`: those are retried
@@ -195,18 +195,19 @@ def broken_after_head(exc: BaseException) -> e.SlorouterError:
     (`MidStreamFallbackError` is a `ServiceUnavailableError`); it is a cut stream, as the
     pass-through adapter reports one, and so is litellm's connection error mid-stream (a
     connection the upstream dropped after content). Some of litellm's providers (Gemini) send
-    the request only at the stream's first read, so what happens there is not always after a
-    head: a failure to connect stays what it is, an error status the upstream answered is that
-    answer (a 429 with its Retry-After, a 503: refused before acting; litellm wraps it in
-    `MidStreamFallbackError`, its own exception in `original_exception`), and a connection
-    closed before any head stays `upstream_dropped` (the provider audit of 2026-12-07: a
-    Gemini 429 read as a cut stream, retried at once, and a side effect's as `unknown_commit`,
-    stored under its Idempotency-Key)."""
-    if answered_error_status(exc):
+    the request only at the stream's first read, so what happens there (`first_read`) is not
+    always after a head: a failure to connect stays what it is, an error status the upstream
+    answered is that answer (a 429 with its Retry-After, a 503: refused before acting; litellm
+    wraps it in `MidStreamFallbackError`, its own exception in `original_exception`), and a
+    connection closed before any head stays `upstream_dropped` (the provider audit of
+    2026-12-07: a Gemini 429 read as a cut stream, retried at once, and a side effect's as
+    `unknown_commit`, stored under its Idempotency-Key). Only there: a later failure raised
+    while an earlier status error was handled is still a cut."""
+    if first_read and answered_error_status(exc):
         original = getattr(exc, "original_exception", None)
         return map_exception(original if isinstance(original, BaseException) else exc)
     err = map_exception(exc)
-    if err.code == "upstream_dropped" and disconnected_before_head(exc):
+    if first_read and err.code == "upstream_dropped" and disconnected_before_head(exc):
         return err
     refused = isinstance(err, e.ProviderUnavailableError | e.ProviderRateLimitedError)
     # litellm's connection error (or dropped connection) mid-stream, or a transport's own

@@ -293,6 +293,7 @@ class LitellmProvider:
                 await response.aclose()
                 raise not_a_stream()
             chunks = aiter(response)
+            first_read = True
             try:
                 while True:
                     try:
@@ -301,7 +302,8 @@ class LitellmProvider:
                     except StopAsyncIteration:
                         return
                     except Exception as exc:  # the upstream had it: see broken_after_head
-                        raise broken_after_head(exc) from exc
+                        raise broken_after_head(exc, first_read) from exc
+                    first_read = False
                     body = _dump_chunk(chunk)
                     if not body.get("choices") and not body.get("usage"):
                         # Azure's prompt-filter chunk, its results taken out by litellm: no

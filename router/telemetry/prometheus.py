@@ -98,12 +98,14 @@ def text_of(snapshots: Sequence[Snapshot]) -> bytes:
             name += "_total"
         doc = (snapshot.description or snapshot.name).replace("\\", r"\\").replace("\n", r"\n")
         out.add(f"# HELP {name} {doc}\n# TYPE {name} {kind}\n")
-        # in the order of their written names (`a.z` after `a_a`), as prometheus_client sorts
+        # in the order of their names (`a.z` after `a_a`), as prometheus_client sorts them
         by_name = sorted((_INVALID.sub("_", key), key) for key in _label_names(snapshot.points))
-        names, keys = [name for name, _ in by_name], [key for _, key in by_name]
+        keys = [key for _, key in by_name]
         if kind == "histogram":
-            _histogram_lines(out, name, snapshot, keys, names)
+            before = sum(1 for label, _ in by_name if label < "le")
+            _histogram_lines(out, name, snapshot, keys, _written(by_name), before)
             continue
+        names = _written(by_name)
         for point in snapshot.points:
             labels = ",".join(_label_pairs(point, keys, names))
             out.add(f"{name}{{{labels}}} {_go(point.value)}\n" if labels
@@ -129,10 +131,14 @@ class _Text:
         return b"".join((*self._encoded, "".join(self._lines).encode()))
 
 
+def _written(by_name: Sequence[tuple[str, str]]) -> list[str]:
+    """Label names as written: a leading digit, which no name may have, as `_`."""
+    return [f"_{label[1:]}" if label[:1].isdigit() else label for label, _ in by_name]
+
+
 def _histogram_lines(out: _Text, name: str, snapshot: Snapshot, keys: Sequence[str],
-                     names: Sequence[str]) -> None:
-    # `le` takes its sorted place among the label names, as prometheus_client writes it
-    before = sum(1 for label in names if label < "le")
+                     names: Sequence[str], before: int) -> None:
+    """`before`: how many label names sort before `le`, which takes its place among them."""
     bounds = [*(repr(bound) for bound in snapshot.bounds), "+Inf"]  # as `family` writes them
     for point in snapshot.points:
         pairs = _label_pairs(point, keys, names)

@@ -74,3 +74,13 @@ async def test_report_command_prints_and_draws_a_png(tmp_path: Path) -> None:
     assert report_command(await _report(), out=out, plot_path=path) == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "plot written to" in out.getvalue()
+
+
+async def test_a_report_with_fields_this_version_does_not_know_is_read() -> None:
+    """A newer service's report (a field added, as `selection` was) is read by an older CLI,
+    the unknown fields left out: the previous CLI failed on every report of this one."""
+    report = await _report()
+    newer = report.model_dump(mode="json")
+    newer["a_later_check"] = {"flagged": []}
+    newer["arms"][0]["a_later_figure"] = 1.0
+    assert ExperimentReport.model_validate(newer) == report

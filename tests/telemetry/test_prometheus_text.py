@@ -14,7 +14,7 @@ from router.telemetry.prometheus import render, text_of
 
 LABEL_VALUES = st.text(alphabet=st.sampled_from('ab\\"\n\u00e9 {}=,'), max_size=6)
 LABELS = st.dictionaries(st.sampled_from(["gen_ai.request.model", "task", "le_x", "a", "z.z",
-                                          "a.z", "a_a", "kz"]),
+                                          "a.z", "a_a", "kz", "k-z", "k0", "0abc", "9"]),
                          LABEL_VALUES, max_size=3)
 VALUES = st.one_of(st.floats(allow_nan=False, min_value=-1e12, max_value=1e12),
                    st.sampled_from([0.0, 1e6, 1234567.0, 2e7, 1e-9]))

@@ -691,3 +691,25 @@ def test_a_connection_dropped_mid_stream_is_not_said_to_be_before_the_answer() -
     err = broken_after_head(UpstreamDropped("upstream closed the connection"))
     assert err.code == "upstream_stream_cut"
     assert "mid-answer" in err.message and "before answering" not in err.message
+
+
+def test_an_error_status_at_a_stream_s_first_read_is_that_answer_and_later_a_cut() -> None:
+    """litellm sends some providers' requests (Gemini's) at a stream's first read and wraps an
+    error status there in `MidStreamFallbackError`: at the first read it is the upstream's
+    answer (a 429 with its wait, refused before acting), after content it is a cut stream,
+    whatever status error an earlier handled exception left in the chain (the re-audit)."""
+    litellm = _litellm()
+    from litellm.exceptions import MidStreamFallbackError
+
+    request = httpx.Request("POST", "http://upstream/models/m:streamGenerateContent")
+    head = httpx.Response(429, headers={"retry-after": "13"}, request=request)
+    status_error = httpx.HTTPStatusError("429", request=request, response=head)
+    limited = litellm.RateLimitError("slow down", llm_provider="gemini", model="m")
+    limited.litellm_response_headers = {"retry-after": "13"}
+    wrapped = _chained(MidStreamFallbackError("slow down", model="m", llm_provider="gemini",
+                                              original_exception=limited), status_error)
+    refused = broken_after_head(wrapped, first_read=True)
+    assert (type(refused), refused.code, refused.retry_after) == (
+        errors.ProviderRateLimitedError, "rate_limited", 13.0)
+    later = broken_after_head(wrapped)
+    assert (type(later), later.code) == (errors.ProviderError, "upstream_stream_cut")

@@ -132,8 +132,12 @@ class Pool:
         return max(1, math.ceil(capacity / tenants))
 
     def _evict_over_share(self, share: int) -> bool:
-        """Reject the newest queued request of the tenant most over `share`; False if none is."""
-        over = [(held, t) for t, held in self._held.items() if held > share]
+        """Reject the newest queued request of the tenant most over `share` among those with a
+        request queued; False if none is. The most over of all may hold running requests
+        only: it was chosen, nothing of its was queued, and the newcomer was refused while
+        another tenant over its share had queued ones (the overload audit of 2026-12-07)."""
+        queued = {waiter.tenant for waiter in self._queue}
+        over = [(held, t) for t, held in self._held.items() if held > share and t in queued]
         if not over:
             return False
         _, victim = max(over)

@@ -134,6 +134,27 @@ async def test_tenant_over_its_share_gets_429_and_yields_room_to_others() -> Non
     assert "modest" in [t.tenant for t in holder.tickets]
 
 
+async def test_a_full_queue_evicts_a_tenant_over_its_share_that_has_requests_queued() -> None:
+    """`noisy` runs all six slots (nothing queued), `q1` has five queued; `q2` arrives at the
+    full queue. The victim is q1's newest queued request (q1 holds 5, over the share of 4),
+    not noisy, the most over but with nothing to evict: q2 was refused a 503 while q1's
+    requests waited (the overload audit of 2026-12-07)."""
+    holder = Holder(controller(limits=PoolLimits(max_concurrency=6, max_queue=5,
+                                                 max_queue_wait_s=5.0)))
+    for _ in range(6):
+        await holder.start("noisy")
+    for _ in range(5):
+        await holder.start("q1")
+    newcomer = await holder.start("q2")
+    evicted = holder.tasks[10]  # q1's newest
+    await asyncio.wait([evicted], timeout=5.0)
+    assert evicted.done() and isinstance(evicted.exception(), TenantRateLimitedError)
+    assert not newcomer.done()  # queued, not refused
+    holder.release.set()
+    await asyncio.gather(*holder.tasks[:10], newcomer)
+    assert "q2" in [t.tenant for t in holder.tickets]
+
+
 async def test_a_tenant_at_its_cap_is_refused_while_others_still_get_slots() -> None:
     """With `max_concurrency_per_tenant`, one tenant's long requests cannot hold every slot:
     at the cap (running and queued alike) its next request is a 429 at once, and another

@@ -166,10 +166,20 @@ async def test_both_failing_raises_with_both_recorded() -> None:
     """When both attempts fail before content, RaceFailed records both failures."""
     primary = Scripted([], gate=asyncio.Event(), fail=ProviderUnavailableError("p"))
     hedge = Scripted([], fail=ProviderUnavailableError("h"))
+    released: list[asyncio.Task[None]] = []
+
+    async def fail_primary_after_the_hedge() -> None:
+        # the primary fails once the hedge has (it failed on a timer of 10 ms, which a loaded
+        # machine let pass before the hedge ran: the two failed together, either one last)
+        while not hedge.closed:
+            await asyncio.sleep(0)
+        for _ in range(20):  # loop turns, not time: the race closes the hedge's stream and
+            await asyncio.sleep(0)  # records its failure within a few
+        assert primary.gate is not None
+        primary.gate.set()
 
     def start_then_fail_primary() -> bool:
-        assert primary.gate is not None
-        asyncio.get_running_loop().call_later(0.01, primary.gate.set)
+        released.append(asyncio.ensure_future(fail_primary_after_the_hedge()))
         return True
 
     with pytest.raises(RaceFailed) as caught:
@@ -177,6 +187,7 @@ async def test_both_failing_raises_with_both_recorded() -> None:
                          is_content=is_content, clock=time.monotonic)
     assert [a.outcome for a in caught.value.attempts] == ["failed", "failed"]
     assert str(caught.value.error) == "p"
+    await asyncio.gather(*released)
 
 
 async def test_cancelling_the_race_closes_both_attempts() -> None:

@@ -12,14 +12,6 @@ created, extra attempts <= share * requests + floor_per_s * (elapsed + window_s)
 with share 0.2, upstream calls per request stay <= 1.2 plus the floor's share. The window is
 kept in `slots` buckets (memory is O(slots), not O(requests)).
 
-Within it each tenant (a request's `principal`) has its own part: `share` times its own
-requests in the window plus the reserve split among the tenants with requests in it. Past its
-part a tenant borrows from the whole only while at least half of the whole is left, so one
-tenant's failing prompts cannot spend what the others need: a tenant sending prompts every
-deployment fails left the others' transient 503s unretried (the overload audit of
-2026-12-07). Tenants that fail rarely borrow freely, as before (200 tenants of a few requests
-each have parts under one token). With one tenant (or none named) this is the budget above.
-
 State is local to one process and read with an injected monotonic clock; there is no I/O and no
 awaiting. Not thread-safe: use it from one event loop.
 """
@@ -67,23 +59,6 @@ class BudgetSnapshot:
     available: float
 
 
-class _Window:
-    """Requests and spent tokens in each of the window's slots."""
-
-    __slots__ = ("requests", "spent")
-
-    def __init__(self, slots: int) -> None:
-        self.requests = [0] * slots
-        self.spent = [0] * slots
-
-    def clear(self, index: int) -> None:
-        self.requests[index] = 0
-        self.spent[index] = 0
-
-    def empty(self) -> bool:
-        return not any(self.requests) and not any(self.spent)
-
-
 class Budget:
     """A sliding-window token budget for extra attempts (retries or hedges)."""
 
@@ -91,8 +66,8 @@ class Budget:
         self._policy = policy
         self._clock = clock
         self._width = policy.window_s / policy.slots
-        self._all = _Window(policy.slots)
-        self._tenants: dict[str, _Window] = {}  # those with requests or tokens in the window
+        self._requests = [0] * policy.slots
+        self._spent = [0] * policy.slots
         self._origin = clock()  # buckets are aligned to creation, so the bound below is exact
         self._slot = 0
 
@@ -100,64 +75,44 @@ class Budget:
     def policy(self) -> BudgetPolicy:
         return self._policy
 
-    def record_request(self, principal: str = "") -> None:
-        """Count one client request of `principal` (call once per request, before its first
-        attempt)."""
+    def record_request(self) -> None:
+        """Count one client request (call once per request, before its first attempt)."""
         self._advance()
-        index = self._slot % self._policy.slots
-        self._all.requests[index] += 1
-        own = self._tenants.get(principal)
-        if own is None:
-            own = self._tenants[principal] = _Window(self._policy.slots)
-        own.requests[index] += 1
+        self._requests[self._slot % self._policy.slots] += 1
 
-    def try_spend(self, principal: str = "") -> bool:
-        """Take one token for an extra attempt of `principal`; `False` (and nothing taken) when
-        the budget, or the tenant's share of it, is empty."""
+    def try_spend(self) -> bool:
+        """Take one token for an extra attempt; `False` (and nothing taken) when empty."""
         self._advance()
-        left = self._available(self._all, 1)
-        if left < 1.0 - _EPSILON:
+        if self._available() < 1.0 - _EPSILON:
             return False
-        own = self._tenants.get(principal)
-        if (own is not None and self._available(own, len(self._tenants)) < 1.0 - _EPSILON
-                and left < self._earned(self._all, 1) / 2):
-            return False  # past its own part, with half of the whole spent
-        index = self._slot % self._policy.slots
-        self._all.spent[index] += 1
-        if own is not None:
-            own.spent[index] += 1
+        self._spent[self._slot % self._policy.slots] += 1
         return True
 
     def snapshot(self) -> BudgetSnapshot:
         """Requests, spent tokens and available tokens in the current window."""
         self._advance()
-        return BudgetSnapshot(requests=sum(self._all.requests), spent=sum(self._all.spent),
-                              available=self._available(self._all, 1))
+        return BudgetSnapshot(
+            requests=sum(self._requests), spent=sum(self._spent), available=self._available()
+        )
 
-    def _earned(self, window: _Window, sharing: int) -> float:
-        """Tokens `window`'s requests bought, with the reserve split among `sharing` tenants."""
-        reserve = self._policy.floor_per_s * self._policy.window_s / max(sharing, 1)
-        return self._policy.share * sum(window.requests) + reserve
-
-    def _available(self, window: _Window, sharing: int) -> float:
-        return self._earned(window, sharing) - sum(window.spent)
+    def _available(self) -> float:
+        reserve = self._policy.floor_per_s * self._policy.window_s
+        earned = self._policy.share * sum(self._requests)
+        return earned + reserve - sum(self._spent)
 
     def _slot_at(self, now: float) -> int:
         return math.floor((now - self._origin) / self._width)
 
     def _advance(self) -> None:
-        """Zero the buckets that fell out of the window since the last call; forget the
-        tenants with nothing left in it."""
+        """Zero the buckets that fell out of the window since the last call."""
         now_slot = self._slot_at(self._clock())
         if now_slot <= self._slot:
             return
         stale = min(now_slot - self._slot, self._policy.slots)
         for offset in range(1, stale + 1):
             index = (self._slot + offset) % self._policy.slots
-            self._all.clear(index)
-            for window in self._tenants.values():
-                window.clear(index)
-        self._tenants = {t: w for t, w in self._tenants.items() if not w.empty()}
+            self._requests[index] = 0
+            self._spent[index] = 0
         self._slot = now_slot
 
 

@@ -97,7 +97,7 @@ class Runner:
 
     async def _execute(self, plan: Plan, attempts: list[AttemptRecord],
                        open_: Callable[[UpstreamCall], EventStream]) -> CommittedStream:
-        self._state.retries.record_request(plan.principal)
+        self._state.retries.record_request()
         deployments = list(plan.deployments)
         for position, deployment in enumerate(deployments):
             alternate = deployments[position + 1] if position + 1 < len(deployments) else None
@@ -121,7 +121,7 @@ class Runner:
             after_failure = any(a.outcome == "failed" for a in attempts)
             kind: AttemptKind = "retry" if retry else ("fallback" if after_failure else "first")
             if (after_failure and not paid and _charged(attempts)
-                    and not self._state.retries.try_spend(plan.principal)):
+                    and not self._state.retries.try_spend()):
                 self._not_made(attempts, deployment, kind, retry_budget_spent())
                 raise exhausted(attempts, "retry budget exhausted")
             paid = False
@@ -152,7 +152,7 @@ class Runner:
                     return None
                 # The budget before the wait: a retry it refuses is answered at once, not after
                 # holding the client (and its slot) through a backoff or a Retry-After.
-                if not self._state.retries.try_spend(plan.principal):
+                if not self._state.retries.try_spend():
                     self._not_made(attempts, deployment, "retry", retry_budget_spent())
                     raise exhausted(attempts, "retry budget exhausted") from err
                 paid = True
@@ -243,7 +243,7 @@ class Runner:
                 return False
             admitted = self._admit(alternate, plan.principal)
             if not isinstance(admitted, SlorouterError):
-                if self._state.hedges.try_spend(plan.principal):
+                if self._state.hedges.try_spend():
                     hedge_record.permit = admitted
                     return True
                 alt_breaker.on_abandon(admitted)  # no hedge after all: a probe slot goes back
@@ -251,7 +251,7 @@ class Runner:
             self._not_made(attempts, alternate, "hedge", admitted)
             return False
 
-        self._state.hedges.record_request(plan.principal)
+        self._state.hedges.record_request()
         try:
             result: RaceResult[StreamEvent] = await race_first(
                 lambda: open_(call), start_hedge, delay_s=plan.hedge_delay_s,

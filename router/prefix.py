@@ -34,16 +34,15 @@ def marked_bodies(body: Mapping[str, Any], tenant: str,
     """The upstream body per body kind among `kinds` (those of the deployments that may serve
     it, `Deployment.body_kind`): Anthropic's and OpenAI's when the prefix is worth caching, and
     `salted` (a self-hosted server's: the tenant's `cache_salt`, or `chosen_salt`, the client's
-    own, which `upstream_body` has scoped) whatever the prefix, since such a server caches any;
-    `self_hosted` (one with the tenant's salt turned off) gets the client's own only. `body`
-    holds no `cache_salt`: no other server takes one (OpenAI refuses an unknown field,
-    Anthropic a nested `extra_body`, so a client's salt sent to `auto` failed on them)."""
+    own, which `upstream_body` has scoped) whatever the prefix, since such a server caches any.
+    `body` holds no `cache_salt`: no other server takes one (OpenAI refuses an unknown field,
+    Anthropic a nested `extra_body`, so a client's salt sent to `auto` failed on them; a
+    self-hosted server with `tenant_cache_salt: false` is one that takes none, or whose cache
+    needs no partition)."""
     bodies: dict[str, dict[str, Any]] = {}
-    chosen = chosen_salt if isinstance(chosen_salt, str) else None
     if "salted" in kinds:
-        bodies["salted"] = {**body, "cache_salt": chosen or cache_salt(tenant)}
-    if "self_hosted" in kinds and chosen is not None:
-        bodies["self_hosted"] = {**body, "cache_salt": chosen}
+        salt = chosen_salt if isinstance(chosen_salt, str) else cache_salt(tenant)
+        bodies["salted"] = {**body, "cache_salt": salt}
     messages = body.get("messages")
     tools = body.get("tools")
     if not isinstance(messages, list):

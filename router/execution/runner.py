@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
 from router.errors import (
@@ -99,14 +100,19 @@ class Runner:
                        open_: Callable[[UpstreamCall], EventStream]) -> CommittedStream:
         self._state.retries.record_request()
         deployments = list(plan.deployments)
+        refused: Counter[tuple[str, str]] = Counter()  # refusals (400/422) by model
         for position, deployment in enumerate(deployments):
+            if refused[_model_of(deployment)] >= SERVERS_REFUSING_A_MODEL:
+                continue  # the model's other servers would refuse it alike
             alternate = deployments[position + 1] if position + 1 < len(deployments) else None
             committed = await self._on_deployment(plan, attempts, open_, deployment, alternate,
                                                   last=alternate is None)
             if committed is not None:
                 return committed
-            if _refusals(attempts) >= MAX_REFUSALS:
-                break
+            if _refused(attempts, deployment.name):
+                refused[_model_of(deployment)] += 1
+                if len(refused) >= MAX_REFUSING_MODELS:
+                    break
         raise exhausted(attempts)
 
     async def _on_deployment(self, plan: Plan, attempts: list[AttemptRecord],
@@ -416,27 +422,34 @@ class Runner:
                             side_effecting=plan.side_effecting)
 
 
-# A request refused (400/422: the request's fault, as the upstream read it) by this many
-# deployments is refused: the fallbacks after a refusal are for another deployment's limits (a
-# field, a context length a larger model takes), not a walk through every candidate. Every
-# refusal moved on to the next candidate, each drawing on the retry budget all tenants share:
-# one bad request made 11 calls on a policy of 17 deployments and left the next tenant's
-# failures no failover (the scale audit of 2026-12-07). Three: a long prompt refused by a small
-# and a middle model still reaches the large one. Deployments are not grouped by their model
-# string: two servers of one model may take different lengths (a vLLM `max_model_len`).
-MAX_REFUSALS = 3
+# A request refused (400/422: the request's fault, as the upstream read it) by this many models
+# is refused: the fallbacks after a refusal are for another model's limits (a field, a context
+# length a larger model takes), not a walk through every candidate. Every refusal moved on to
+# the next candidate, each drawing on the retry budget all tenants share: one bad request made
+# 11 calls on a policy of 17 deployments and left the next tenant's failures no failover (the
+# scale audit of 2026-12-07). Three models: a long prompt refused by a small and a middle model
+# still reaches a large one. Of one model, two servers are tried (two servers of one model may
+# take different lengths, a vLLM `max_model_len`), not its every replica (three replicas of a
+# small model kept the large fallback from a long prompt: the re-audits).
+MAX_REFUSING_MODELS = 3
+SERVERS_REFUSING_A_MODEL = 2
 
 
-def _refusals(attempts: list[AttemptRecord]) -> int:
-    return sum(1 for a in attempts
-               if a.outcome == "failed" and isinstance(a.error, ProviderRejectedError))
+def _model_of(deployment: Deployment) -> tuple[str, str]:
+    """What a refusal is about: the provider's API and the model it serves."""
+    return deployment.provider, deployment.upstream_model
+
+
+def _refused(attempts: list[AttemptRecord], deployment: str) -> bool:
+    return any(a.deployment == deployment and a.outcome == "failed"
+               and isinstance(a.error, ProviderRejectedError) for a in attempts)
 
 
 def _charged(attempts: list[AttemptRecord]) -> bool:
     """Whether the attempt after these draws on the retry budget: after a failure that load
     may cause, not when every failure was a deployment's misconfiguration (a wrong or revoked
     key, an unknown model: 401, 402, 403, 404) or a refusal of the request (400, 422, bounded
-    by `MAX_REFUSALS`), which say nothing of load. The budget guards against retry
+    by `MAX_REFUSING_MODELS`), which say nothing of load. The budget guards against retry
     storms; spent on moving past a misconfigured deployment, a burst drained it and its
     requests failed with `upstream_auth` while a healthy fallback stood idle (the ops audit: 12
     of 12 concurrent requests)."""

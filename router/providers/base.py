@@ -16,10 +16,9 @@ from router.errors import SlorouterError
 
 AdapterName = Literal["litellm", "openai_passthrough"]
 PromptCacheKind = Literal["anthropic", "openai", "other"]
-# Which of a plan's upstream bodies a deployment gets: its prompt-cache kind's, or a
-# self-hosted server's: `salted` (the tenant's `cache_salt`) or `self_hosted` (salting off:
-# only a client's own salt).
-BodyKind = Literal["anthropic", "openai", "other", "salted", "self_hosted"]
+# Which of a plan's upstream bodies a deployment gets: its prompt-cache kind's, or `salted` (a
+# self-hosted server's, with a `cache_salt`).
+BodyKind = Literal["anthropic", "openai", "other", "salted"]
 # litellm providers that speak OpenAI's wire format to a server of the operator's choosing.
 _SELF_HOSTED_WIRE_PROVIDERS = frozenset({"openai", "hosted_vllm"})
 # ... and those that speak it at all: Azure OpenAI too (litellm reaches it through the openai
@@ -145,8 +144,8 @@ def derive_names(model: str, api_base: str | None, adapter: AdapterName,
         kind = "openai"
     body: BodyKind = kind
     self_hosted = adapter == "openai_passthrough" or provider in _SELF_HOSTED_WIRE_PROVIDERS
-    if kind == "other" and self_hosted:
-        body = "salted" if tenant_cache_salt else "self_hosted"
+    if kind == "other" and tenant_cache_salt and self_hosted:
+        body = "salted"
     return rest, provider, kind, body
 
 

@@ -562,29 +562,33 @@ def test_an_unjudged_failure_does_not_hide_a_retry_s_alike_failure() -> None:
     assert failed_alike_before(retry, [counted, retry])
 
 
-async def test_a_request_three_deployments_refuse_is_refused_without_walking_every_one() -> None:
-    """Six candidates, every one refusing the request (400): the third refusal ends it. None
-    of it draws on the retry budget all tenants share: one bad request made 11 calls on a
-    policy of 17 deployments and left the next tenant's failures without failover (the scale
-    audit of 2026-12-07)."""
+async def test_a_request_three_models_refuse_is_refused_without_walking_every_candidate() -> None:
+    """Every candidate refusing the request (400): two servers of one model are tried, not its
+    third, and the third model's refusal ends it. None of it draws on the retry budget all
+    tenants share: one bad request made 11 calls on a policy of 17 deployments and left the
+    next tenant's failures without failover (the scale audit of 2026-12-07)."""
     clock = FakeClock()
-    names = ("a", "b", "c", "d", "e", "f")
+    replicas = [dataclasses.replace(_deployment(name), model="openai/shared")
+                for name in ("shared-1", "shared-2", "shared-3")]
+    others = [_deployment(name) for name in ("b", "c", "d", "e")]
     refusal = ProviderRejectedError("upstream returned 400: bad field", param="x",
                                     code="invalid_value")
-    runner, provider, state = _runner({name: refusal for name in names}, clock)
+    runner, provider, state = _runner({d.name: refusal for d in (*replicas, *others)}, clock)
     spent_before = state.retries.snapshot().spent
+    plan = Plan(deployments=[*replicas, *others], body={"messages": []},
+                deadline=clock() + 30.0)
     with pytest.raises(ProviderRejectedError) as caught:
-        await runner.complete(_plan(clock, *names), [])
-    assert provider.calls == ["a", "b", "c"]
+        await runner.complete(plan, [])
+    assert provider.calls == ["shared-1", "shared-2", "b", "c"]
     assert caught.value.code == "invalid_value" and caught.value.param == "x"
     assert state.retries.snapshot().spent == spent_before
 
 
 async def test_what_one_server_refused_another_of_the_same_model_may_serve() -> None:
     """Two servers of one model string may take different lengths (a vLLM `max_model_len`):
-    the first's refusal moves on to the second, which answers; so does a long prompt refused
-    by a small and a middle model, which the large one serves (the re-audit: grouping by the
-    model string refused what a healthy replica would have served)."""
+    the first's refusal moves on to the second, which answers; a long prompt three replicas of
+    a small model refuse reaches the large fallback after two of them, as one refused by a
+    small and a middle model does (the re-audits)."""
     clock = FakeClock()
     refusal = ProviderRejectedError("upstream returned 400: maximum context length",
                                     code="context_length_exceeded")
@@ -594,6 +598,13 @@ async def test_what_one_server_refused_another_of_the_same_model_may_serve() -> 
     plan = Plan(deployments=replicas, body={"messages": []}, deadline=clock() + 30.0)
     deployment, _ = await runner.complete(plan, [])
     assert (deployment.name, provider.calls) == ("long-window", ["short-window", "long-window"])
+    small = [dataclasses.replace(_deployment(name), model="openai/small")
+             for name in ("small-1", "small-2", "small-3")]
+    runner, provider, _ = _runner({d.name: refusal for d in small}, clock)
+    plan = Plan(deployments=[*small, _deployment("large")], body={"messages": []},
+                deadline=clock() + 30.0)
+    deployment, _ = await runner.complete(plan, [])
+    assert (deployment.name, provider.calls) == ("large", ["small-1", "small-2", "large"])
     runner, provider, _ = _runner({"small": refusal, "middle": refusal}, clock)
     deployment, _ = await runner.complete(_plan(clock, "small", "middle", "large"), [])
     assert (deployment.name, provider.calls) == ("large", ["small", "middle", "large"])

@@ -56,14 +56,11 @@ def test_a_self_hosted_body_carries_the_tenants_cache_salt_whatever_its_prefix()
         assert all("cache_salt" not in body for kind, body in bodies.items() if kind != "salted")
     chosen = upstream_body({**raw, "cache_salt": "blue"}, "acme")
     salt = chosen.pop("cache_salt")  # as the pipeline takes it: for the salted body only
-    bodies = marked_bodies(chosen, "acme", {"salted", "self_hosted", "openai"},
-                           chosen_salt=salt)
+    bodies = marked_bodies(chosen, "acme", {"salted", "openai", "other"}, chosen_salt=salt)
     assert bodies["salted"]["cache_salt"] == cache_salt("acme", "blue")
-    # a self-hosted server with salting off gets the client's own salt, as before; OpenAI,
-    # which refuses a field it does not know, none
-    assert bodies["self_hosted"]["cache_salt"] == cache_salt("acme", "blue")
-    assert "cache_salt" not in bodies["openai"]
-    assert "self_hosted" not in marked_bodies(chosen, "acme", {"self_hosted"})
+    # OpenAI, which refuses a field it does not know, gets none, nor a server with salting
+    # off (no body of its own: the plan's, which holds none)
+    assert "cache_salt" not in bodies["openai"] and "other" not in bodies
     nulled = upstream_body({**raw, "cache_salt": None}, "acme")
     bodies = marked_bodies(nulled, "acme", {"salted"}, chosen_salt=nulled.pop("cache_salt"))
     assert bodies["salted"]["cache_salt"] == cache_salt("acme")
@@ -80,7 +77,7 @@ def _deployment(model: str, api_base: str | None, adapter: str = "litellm",
     (_deployment("openai/llama", "http://vllm:8000/v1"), "salted"),
     (_deployment("hosted_vllm/llama", "http://vllm:8000/v1"), "salted"),
     (_deployment("openai/llama", "http://vllm:8000/v1", "openai_passthrough"), "salted"),
-    (_deployment("openai/llama", "http://vllm:8000/v1", salt=False), "self_hosted"),
+    (_deployment("openai/llama", "http://vllm:8000/v1", salt=False), "other"),
     (_deployment("gemini/gemini-2.5-flash", None), "other"),  # not OpenAI's wire
     (_deployment("azure/gpt-4o", "https://r.openai.azure.com"), "other"),  # OpenAI's, hosted
     (_deployment("openai/gpt-4o", None), "openai"),
@@ -117,7 +114,7 @@ def test_two_tenants_identical_prefixes_are_placed_independently() -> None:
     ("openai/llama", "http://vllm:8000/v1", "litellm", True,
      ("llama", "openai", "other", "salted")),
     ("openai/llama", "http://vllm:8000/v1", "litellm", False,
-     ("llama", "openai", "other", "self_hosted")),
+     ("llama", "openai", "other", "other")),
     ("hosted_vllm/meta/llama-3", "http://vllm:8000/v1", "litellm", True,
      ("meta/llama-3", "hosted_vllm", "other", "salted")),
     ("bench", "http://sim:8001/v1", "openai_passthrough", True,

@@ -11,6 +11,7 @@ warm router's `summarization` task has an SLO no one can meet (TTFT p95 <= 100 m
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -178,8 +179,17 @@ def test_slo_endpoint_shows_a_missed_slo_while_requests_are_served(
             f"attempts: {_attempt_failures(warm_gateway)}")
     assert all(s.ok for s in run.shots), text
     assert share(run.shots, CHEAP.name) > 0.5, text
-    body = httpx.get(f"{warm_gateway.base_url}/v1/slo", timeout=10).json()
-    task = _task(body, "summarization")
+    # a request's outcome is recorded once its answer has gone (a stream's after its last
+    # byte): the last few may reach the tracker a moment after their clients had them
+    deadline = time.monotonic() + 5
+    while True:
+        body = httpx.get(f"{warm_gateway.base_url}/v1/slo", timeout=10).json()
+        task = _task(body, "summarization")
+        totals = [next(s for s in state["slis"] if s["sli"] == "ttft")["total"]
+                  for state in task["windows"]]
+        if (totals and min(totals) >= SLO_REQUESTS) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert task["targets"]["ttft_p95_s"] == pytest.approx(IMPOSSIBLE_TTFT_MS / 1000)
     assert task["windows"], body
     for state in task["windows"]:

@@ -45,11 +45,6 @@ OnFinish = Callable[[bool, SlorouterError | None], Awaitable[None]]
 T = TypeVar("T")
 # How long past the request's deadline a stream may still be writing before it is cut.
 STALL_GRACE_S = 1.0
-# The most a stream's relay holds the event loop at a stretch. Chunks already buffered (litellm's
-# reads of an upstream's queued bytes) and a client's send buffer with room (a kernel's, about
-# 2 MB) never make it wait: a stream nobody read held the loop 1.5 s, and ten of them 25 s, every
-# other client waiting (the slow-consumer audit of 2026-12-07).
-RELAY_SLICE_S = 0.005
 
 
 async def wait_for_disconnect(receive: Receive) -> None:
@@ -177,12 +172,7 @@ class WatchedStreamingResponse(Response):
         self._started = True
         chunks = self._chunks
         ended = False
-        clock = asyncio.get_running_loop().time
-        turn_ends = clock() + RELAY_SLICE_S
         while True:
-            if clock() > turn_ends:  # let the loop serve the others (`RELAY_SLICE_S`)
-                await asyncio.sleep(0)
-                turn_ends = clock() + RELAY_SLICE_S
             try:
                 chunk = await anext(chunks)
             except StopAsyncIteration:

@@ -28,7 +28,8 @@ import time
 from collections.abc import Awaitable, Callable
 
 from router.telemetry.aggregate import MetricRegistry
-from router.telemetry.prometheus import render, text_of
+from router.telemetry.prometheus import text_of
+from tests.support.prometheus_reference import render
 
 BOUNDS = tuple(0.01 * 2 ** k for k in range(17))
 

@@ -4,9 +4,9 @@ Naming follows the OTel→Prometheus rules: dots become underscores, a unit of `
 `_seconds`, counters end in `_total`, `{annotation}` units add nothing.
 
 A scrape reads the gauges on the event loop, and copies the counters and histograms (under the
-registry's lock) and writes the text (`text_of`) on a worker thread. `family` converts a
-snapshot to a `prometheus_client` metric family, whose own writer (`render`) the tests hold
-`text_of` to, byte for byte; the scrape does not use it, as it takes about 10 µs a line: a
+registry's lock) and writes the text (`text_of`) on a worker thread. The tests hold `text_of`
+to prometheus_client's own writer, byte for byte (`tests/support/prometheus_reference.py`),
+which the scrape used until it was found to take about 10 µs a line: a
 router with 50 deployments wrote 5-10 MB in 0.6-1.1 s, on the event loop, which stood still for
 as long at every scrape (the scale audit of 2026-12-07; `bench.metrics_scrape`).
 """
@@ -15,15 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-)
-from prometheus_client.core import Metric as PromMetric
+from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.utils import floatToGoString
 from starlette.requests import Request
 from starlette.responses import Response
@@ -44,52 +38,10 @@ def _label_names(points: Sequence[Point]) -> list[str]:
     return sorted({key for point in points for key, _ in point.labels})
 
 
-def _values(point: Point, keys: Sequence[str]) -> list[str]:
-    labels = dict(point.labels)
-    return [str(labels.get(key, "")) for key in keys]
-
-
-def family(snapshot: Snapshot) -> PromMetric:
-    name = prom_name(snapshot.name, snapshot.unit)
-    keys = _label_names(snapshot.points)
-    labels = [_INVALID.sub("_", k) for k in keys]
-    doc = snapshot.description or snapshot.name
-    if snapshot.kind == "histogram":
-        hist = HistogramMetricFamily(name, doc, labels=labels)
-        for point in snapshot.points:
-            running, buckets = 0, []
-            for bound, count in zip(snapshot.bounds, point.buckets, strict=False):
-                running += count
-                buckets.append((repr(bound), float(running)))
-            buckets.append(("+Inf", float(point.count)))
-            hist.add_metric(_values(point, keys), buckets, point.total)
-        return hist
-    made = (CounterMetricFamily(name, doc, labels=labels) if snapshot.kind == "counter"
-            else GaugeMetricFamily(name, doc, labels=labels))
-    for point in snapshot.points:
-        made.add_metric(_values(point, keys), point.value)
-    return made
-
-
-class _Collector:
-    def __init__(self, registry: MetricRegistry) -> None:
-        self._registry = registry
-
-    def collect(self) -> Iterator[PromMetric]:
-        for snapshot in self._registry.collect():
-            yield family(snapshot)
-
-
-def render(registry: MetricRegistry) -> bytes:
-    """Collect now and return Prometheus text exposition format 0.0.4."""
-    target = CollectorRegistry(auto_describe=False)
-    target.register(_Collector(registry))
-    return generate_latest(target)
-
-
 def text_of(snapshots: Sequence[Snapshot]) -> bytes:
-    """The Prometheus text exposition format 0.0.4 of `snapshots`: what `render` writes for
-    them (the same lines, labels sorted, values as Go formats them), several times faster."""
+    """The Prometheus text exposition format 0.0.4 of `snapshots`: what prometheus_client
+    writes for them (the same lines, labels sorted, values as Go formats them), several times
+    faster."""
     out = _Text()
     for snapshot in snapshots:
         name = prom_name(snapshot.name, snapshot.unit)
@@ -139,7 +91,7 @@ def _written(by_name: Sequence[tuple[str, str]]) -> list[str]:
 def _histogram_lines(out: _Text, name: str, snapshot: Snapshot, keys: Sequence[str],
                      names: Sequence[str], before: int) -> None:
     """`before`: how many label names sort before `le`, which takes its place among them."""
-    bounds = [*(repr(bound) for bound in snapshot.bounds), "+Inf"]  # as `family` writes them
+    bounds = [*(repr(bound) for bound in snapshot.bounds), "+Inf"]
     for point in snapshot.points:
         pairs = _label_pairs(point, keys, names)
         head, tail = ",".join(pairs[:before]), ",".join(pairs[before:])

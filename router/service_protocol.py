@@ -69,6 +69,13 @@ HEAD_TIMEOUT_S = 10.0
 MAX_HEAD_BYTES = 64 * 1024
 # How long the rest of a request body may keep arriving after the answer that did not read it.
 LINGER_S = 5.0
+# The kernel's send buffer for a client connection (Linux doubles it, and keeps it fixed): a
+# client that stops reading makes a stream's writes wait once this much is queued. Left to the
+# kernel's autotuning it grew to about 2 MB, some 10,000 chunks a stalled client's stream was
+# relayed (and, through litellm, kept) before its writes waited: ten such clients took 30 s of
+# CPU and 270 MB (the slow-consumer audit of 2026-12-07). An answer's stream is far smaller a
+# second than this at any client's round trip.
+SEND_BUFFER_BYTES = 128 * 1024
 
 
 class ServiceProtocol(UpgradeIgnoringProtocol):
@@ -83,6 +90,9 @@ class ServiceProtocol(UpgradeIgnoringProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
         self._head_watch = self.loop.call_later(HEAD_TIMEOUT_S, self._head_timed_out)
 
     def data_received(self, data: bytes) -> None:

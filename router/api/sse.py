@@ -45,6 +45,11 @@ OnFinish = Callable[[bool, SlorouterError | None], Awaitable[None]]
 T = TypeVar("T")
 # How long past the request's deadline a stream may still be writing before it is cut.
 STALL_GRACE_S = 1.0
+# The most a stream's relay holds the event loop at a stretch. Chunks already buffered (litellm's
+# reads of an upstream's queued bytes) and a client's send buffer with room never make it wait:
+# a stream nobody read held the loop 1.5 s, and ten of them 25 s, every other client waiting
+# (the slow-consumer audit of 2026-12-07).
+RELAY_SLICE_S = 0.002
 
 
 async def wait_for_disconnect(receive: Receive) -> None:
@@ -119,6 +124,32 @@ class _Stopper:
         self.task.cancel()
 
 
+class _TurnKeeper:
+    """Tells a relay whether it has held the event loop for `RELAY_SLICE_S` without the loop
+    turning (a callback it scheduled has not run): a relay whose reads wait on the network
+    gives the loop up at each of them and is never made to give it up once more."""
+
+    __slots__ = ("_loop", "_turned", "_until")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._restart()
+
+    def _restart(self) -> None:
+        self._turned = False
+        self._loop.call_soon(self._mark)
+        self._until = self._loop.time() + RELAY_SLICE_S
+
+    def _mark(self) -> None:
+        self._turned = True
+
+    def held_too_long(self) -> bool:
+        if self._turned:
+            self._restart()
+            return False
+        return self._loop.time() > self._until
+
+
 class WatchedStreamingResponse(Response):
     """Sends `chunks` as `text/event-stream`, then always awaits
     `on_finish(client_gone, ended_by)`; `ended_by` is `shutdown_error` when `in_flight` ended it."""
@@ -172,6 +203,7 @@ class WatchedStreamingResponse(Response):
         self._started = True
         chunks = self._chunks
         ended = False
+        turns = _TurnKeeper(asyncio.get_running_loop())
         while True:
             try:
                 chunk = await anext(chunks)
@@ -185,6 +217,10 @@ class WatchedStreamingResponse(Response):
             # `[DONE]` is a stream's last event: the body ends in the same write
             ended = chunk.endswith(DONE)
             await send({"type": "http.response.body", "body": chunk, "more_body": not ended})
+            # Let the loop serve the others (`RELAY_SLICE_S`), but not after the body's end: a
+            # client hanging up once it has it would read as one that left mid-stream.
+            if not ended and turns.held_too_long():
+                await asyncio.sleep(0)
         if not ended:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -149,3 +149,45 @@ def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
     assert not bad, bad
     metrics = httpx.get(f"{router.base_url}/metrics", timeout=10).text
     assert "ProviderTimeoutError" not in metrics
+
+
+def _queued_to_client(router_port: int, client_port: int) -> int:
+    """Bytes the router's end of the connection from `client_port` has queued unsent (its
+    kernel send queue, `tx_queue` in Linux's /proc/net/tcp)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = fields[1], fields[2]
+        if (int(local.split(":")[1], 16) == router_port
+                and int(remote.split(":")[1], 16) == client_port):
+            return int(fields[4].split(":")[0], 16)
+    return 0
+
+
+@pytest.mark.parametrize("model", ["pt-stub", "ll-stub"])
+def test_a_client_that_stopped_reading_holds_a_bounded_send_queue(
+        gateway: tuple[Running, Path], model: str) -> None:
+    """What the kernel queues toward a client that reads nothing stays near the router's send
+    buffer (`SEND_BUFFER_BYTES`, which Linux doubles), so the stream's writes wait soon: the
+    kernel's autotuning let it grow to about 2 MB, some 10,000 chunks relayed (through litellm
+    also kept) for nobody, ten such clients 30 s of CPU and 270 MB (the slow-consumer audit of
+    2026-12-07)."""
+    from router.service_protocol import SEND_BUFFER_BYTES
+
+    router, _ = gateway
+    url = urlsplit(router.base_url)
+    body = json.dumps({"model": model, "stream": True,
+                       "messages": [{"role": "user", "content": f"queue {model}"}]}).encode()
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+        sock.settimeout(10)
+        sock.connect((url.hostname, url.port))
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\n"
+                     b"content-type: application/json\r\nx-slorouter-timeout-ms: %d\r\n"
+                     b"content-length: %d\r\n\r\n%s" % (DEADLINE_MS, len(body), body))
+        assert sock.recv(512).startswith(b"HTTP/1.1 200")
+        port, most = sock.getsockname()[1], 0
+        until = time.monotonic() + DEADLINE_MS / 1000
+        while time.monotonic() < until:
+            most = max(most, _queued_to_client(url.port, port))
+            time.sleep(0.02)
+    assert 0 < most <= 4 * SEND_BUFFER_BYTES, most

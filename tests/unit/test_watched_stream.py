@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -320,3 +321,108 @@ async def test_a_replayed_stream_whose_client_stopped_reading_is_cut_too() -> No
     client = _NotReading()
     await asyncio.wait_for(response({"type": "http"}, client.receive, client.send), 5)
     assert finished == [(False, STALLED)]
+
+
+def test_a_stream_whose_chunks_never_wait_gives_the_loop_to_the_others() -> None:
+    """Chunks at hand (litellm's reads of an upstream's queued bytes) into a send that never
+    waits (a client's send buffer with room): the relay still lets the loop serve the others
+    every few milliseconds. It held the loop 1.5 s for one stream nobody read, 25 s for ten
+    (the slow-consumer audit of 2026-12-07). Counted in the loop's turns, not in time: each
+    chunk takes 0.2 ms of work, 400 of them 80 ms, during which another task must run."""
+    turns: list[int] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(400):
+            until = time.perf_counter() + 0.0002
+            while time.perf_counter() < until:
+                pass
+            yield b"data: {}\n\n"
+
+    async def relay_beside_another_task() -> None:
+        relaying = True
+
+        async def other() -> None:
+            while relaying:
+                turns.append(1)
+                await asyncio.sleep(0)
+
+        client, beside = _Client(), asyncio.ensure_future(other())
+        await asyncio.sleep(0)
+        before = len(turns)
+
+        async def on_finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
+            return None
+
+        await WatchedStreamingResponse(chunks(), {}, on_finish=on_finish)(
+            {}, client.receive, client.send)
+        relaying = False
+        await beside
+        turns[:] = turns[before:]
+        assert len(client.bodies) == 401
+
+    asyncio.run(relay_beside_another_task())
+    assert len(turns) >= 5, len(turns)
+
+
+def test_a_client_hanging_up_once_the_body_ended_is_not_one_that_left() -> None:
+    """The relay gives the loop up between chunks, never after the one that ends the body: a
+    client that hangs up as soon as it has `[DONE]` got its whole answer. A turn given there let
+    the disconnect be seen first, and the request was recorded as a client that left (out of
+    its task's SLO: 37 of 40 requests in the SLO test)."""
+
+    class _HangsUpAtTheEnd(_Client):
+        async def send(self, message: dict[str, Any]) -> None:
+            await super().send(message)
+            if message["type"] == "http.response.body" and not message["more_body"]:
+                self.leave()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for part in (b"data: {}\n\n", b"data: {}\n\n" + DONE):
+            until = time.perf_counter() + 0.02  # past `RELAY_SLICE_S` at every chunk
+            while time.perf_counter() < until:
+                pass
+            yield part
+
+    client = _HangsUpAtTheEnd()
+    assert _run(chunks(), client) == [False]
+    assert client.bodies[-1].endswith(DONE)
+
+
+def test_a_stream_whose_chunks_wait_is_not_made_to_give_the_loop_up_again() -> None:
+    """Chunks that each wait (an upstream's reads over the network) give the loop up already:
+    the relay adds no turn of its own, however long the stream lasts, so a normal stream's
+    chunks are not each put behind every other ready task once more."""
+    turns: list[int] = []
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(40):
+            await asyncio.sleep(0)  # a read that waited
+            until = time.perf_counter() + 0.001
+            while time.perf_counter() < until:
+                pass
+            yield b"data: {}\n\n"
+
+    async def relay_beside_another_task() -> None:
+        relaying = True
+
+        async def other() -> None:
+            while relaying:
+                turns.append(1)
+                await asyncio.sleep(0)
+
+        client, beside = _Client(), asyncio.ensure_future(other())
+        await asyncio.sleep(0)
+        before = len(turns)
+
+        async def on_finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
+            return None
+
+        await WatchedStreamingResponse(chunks(), {}, on_finish=on_finish)(
+            {}, client.receive, client.send)
+        relaying = False
+        await beside
+        turns[:] = turns[before:]
+        assert len(client.bodies) == 41
+
+    asyncio.run(relay_beside_another_task())
+    assert 40 <= len(turns) <= 42, len(turns)

@@ -50,14 +50,15 @@ class _Upstream(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         asked = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        count = LONG_CHUNKS if asked["messages"][-1]["content"].startswith("stall") else SHORT_CHUNKS
+        stalls = asked["messages"][-1]["content"].startswith("stall")
+        count = LONG_CHUNKS if stalls else SHORT_CHUNKS
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        piece = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub",
-                 "choices": [{"index": 0, "delta": {"content": "x" * 100},
-                              "finish_reason": None}]}
+        piece: dict[str, Any] = {
+            "id": "c", "object": "chat.completion.chunk", "created": 1, "model": "stub",
+            "choices": [{"index": 0, "delta": {"content": "x" * 100}, "finish_reason": None}]}
         data = b"data: " + json.dumps(piece).encode() + b"\n\n"
         try:
             for _ in range(count):
@@ -162,7 +163,7 @@ def _probe(client: httpx.Client, model: str, index: int) -> tuple[float, float] 
 
 def _phase(base_url: str, model: str, seconds: float, stalled: int,
            router_pid: int) -> dict[str, Any]:
-    port = httpx.URL(base_url).port
+    port = int(httpx.URL(base_url).port or 80)
     sockets = [_stalled_client(base_url, model, i) for i in range(stalled)]
     client_ports = {s.getsockname()[1] for s in sockets}
     ttfts: list[float] = []

@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -161,23 +161,36 @@ def _prefix_chars(messages: Sequence[Json], tools: Sequence[Json] | None) -> int
     return len(orjson.dumps(list(stable))) + (len(orjson.dumps(list(tools))) if tools else 0)
 
 
-def _has_markers(messages: Sequence[Json], tools: Sequence[Json]) -> bool:
-    """Whether the client placed breakpoints of its own: `cache_control` on a message, one of
-    its content parts, a tool or its function. Only there: a tool parameter of that name (a
-    schema's property) is no marker, and took the router's markers away (the prompt-cache
-    audit of 2026-12-07)."""
+def _markers(messages: Sequence[Json], tools: Sequence[Json]) -> Iterator[object]:
+    """The client's own breakpoints: the `cache_control` of a message, one of its content
+    parts, a tool or its function. Only there: a tool parameter of that name (a schema's
+    property) is no marker, and took the router's markers away (the prompt-cache audit of
+    2026-12-07)."""
     for message in messages:
+        if "cache_control" in message:
+            yield message["cache_control"]
         content = message.get("content")
-        parts = content if isinstance(content, list) else ()
-        if "cache_control" in message or any(
-                isinstance(part, Mapping) and "cache_control" in part for part in parts):
-            return True
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, Mapping) and "cache_control" in part:
+                yield part["cache_control"]
     for tool in tools:
         function = tool.get("function")
-        if "cache_control" in tool or (isinstance(function, Mapping)
-                                       and "cache_control" in function):
-            return True
-    return False
+        for holder in (tool, function):
+            if isinstance(holder, Mapping) and "cache_control" in holder:
+                yield holder["cache_control"]
+
+
+def _has_markers(messages: Sequence[Json], tools: Sequence[Json]) -> bool:
+    """Whether the client placed breakpoints of its own (`_markers`)."""
+    return any(True for _ in _markers(messages, tools))
+
+
+def writes_for_an_hour(messages: Sequence[Json], tools: Sequence[Json] | None) -> bool:
+    """Whether the client marks a prefix to be written into Anthropic's prompt cache for an
+    hour (`cache_control` with `ttl: "1h"`): a miss writes it at twice the input price, not the
+    1.25 times of the 5-minute writes the router marks (`Deployment.cost_usd`)."""
+    return any(isinstance(marker, Mapping) and marker.get("ttl") == "1h"
+               for marker in _markers(messages, tools or ()))
 
 
 def _mark_tools(tools: Sequence[Json] | None) -> tuple[Json, ...] | None:

@@ -41,6 +41,7 @@ class RequestFacts:
     sets_tool_choice: bool = False  # a `tool_choice` other than `auto` (required, none, named)
     audio_input: bool = False  # an `input_audio` content part
     audio_output: bool = False  # asks for spoken output (`modalities` with audio, `audio`)
+    hour_cache_writes: bool = False  # marks prompt-cache writes for an hour (`ttl: "1h"`)
     # How long the client waits, from the decision, for a stream's first token and for the
     # whole answer (its deadline: the client's timeout headers, the policy's `timeout_s`, the
     # server's); None where no deadline is known. The ranking holds the request to them.
@@ -76,6 +77,9 @@ class DeploymentFacts:
     supports_stop: bool = True
     supports_audio_input: bool = True
     supports_audio_output: bool = True
+    # The most a prompt token may cost when the request marks hour-long cache writes (Anthropic's
+    # 1-hour write price); None: `price_in_per_m`.
+    price_in_1h_per_m: float | None = None
 
 _PASSED = attrgetter("passed")
 
@@ -340,8 +344,16 @@ def worst_case_cost(facts: RequestFacts, deployment: DeploymentFacts) -> float:
 
 
 def _cost(facts: RequestFacts, deployment: DeploymentFacts, output: int) -> float:
-    return (facts.prompt_tokens * deployment.price_in_per_m
+    return (facts.prompt_tokens * worst_prompt_price(facts, deployment)
             + facts.completions * output * deployment.price_out_per_m) / 1e6
+
+
+def worst_prompt_price(facts: RequestFacts, deployment: DeploymentFacts) -> float:
+    """What a prompt token of this request may cost on `deployment` (USD per 1M): a 1-hour
+    cache write's price where the request marks such writes and the deployment has one (they
+    were priced as 5-minute writes, 1.6 times less, until 2026-12-07: the prompt-cache audit)."""
+    hour = deployment.price_in_1h_per_m
+    return hour if facts.hour_cache_writes and hour is not None else deployment.price_in_per_m
 
 
 def output_cap(ceiling_usd: float, facts: RequestFacts,

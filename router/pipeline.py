@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from cache.prefix import cache_salt, client_prompt_cache_key
+from cache.prefix import cache_salt, client_prompt_cache_key, writes_for_an_hour
 from policies.eligibility import RequestFacts, output_cap
 from policies.experiments import Assignment, UnitIds
 from policies.labels import RISKS, TASKS, Risk, Task
@@ -274,10 +274,12 @@ def _structured_tokens(request: ChatCompletionRequest) -> float:
 
 def request_facts(request: ChatCompletionRequest, view: RequestView, labels: Labels,
                   first_token_wait_s: float | None = None,
-                  answer_wait_s: float | None = None) -> RequestFacts:
+                  answer_wait_s: float | None = None,
+                  hour_cache_writes: bool = False) -> RequestFacts:
     limit = request.output_token_limit()
     return RequestFacts(
         first_token_wait_s=first_token_wait_s, answer_wait_s=answer_wait_s,
+        hour_cache_writes=hour_cache_writes,
         task=labels.task, risk=labels.risk,
         prompt_tokens=estimate_prompt_tokens(view, request),
         max_output_tokens=limit if limit is not None else DEFAULT_MAX_OUTPUT_TOKENS,
@@ -430,7 +432,9 @@ class ChatPipeline:
         head_deadline = None if head_s is None else since + head_s
         first_by = deadline if head_deadline is None else min(deadline, head_deadline)
         facts = request_facts(request, view, labels, first_token_wait_s=first_by - classified,
-                              answer_wait_s=deadline - classified)
+                              answer_wait_s=deadline - classified,
+                              hour_cache_writes=writes_for_an_hour(raw.get("messages") or (),
+                                                                   raw.get("tools")))
         assignment = None
         if self._assign_arm is not None and request.model in self.config.aliases:
             assignment = self._assign_arm(labels.task, caller.units())
@@ -449,7 +453,8 @@ class ChatPipeline:
         if (policy is not None and policy.max_cost_per_request_usd is not None
                 and request.model in self.config.aliases and request.output_token_limit() is None):
             cap = output_cap(policy.max_cost_per_request_usd, facts,
-                             [(d.worst_prompt_price_per_mtok, d.output_price_per_mtok)
+                             [(d.worst_prompt_price_1h_per_mtok if facts.hour_cache_writes
+                               else d.worst_prompt_price_per_mtok, d.output_price_per_mtok)
                               for d in deployments],
                              windows=[d.context_window for d in deployments])
             if cap is not None:

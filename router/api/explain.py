@@ -59,6 +59,8 @@ def explain_decision(prepared: Prepared,
                     "output_cap": cap,
                     "needs_tools": facts.needs_tools, "needs_json": facts.needs_json,
                     "needs_logprobs": facts.needs_logprobs, "choices": facts.completions,
+                    # marks prompt-cache writes for an hour: priced at the 1-hour write price
+                    "hour_cache_writes": facts.hour_cache_writes,
                     "temperature": facts.temperature,
                     # how long its client waits (seconds from the decision): the ranking holds
                     # it to 0.9 of that where the task's latency target is longer

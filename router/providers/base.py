@@ -90,6 +90,15 @@ class Deployment:
         price_in = self.input_price_per_mtok
         return max(price_in, write) if self.body_kind == "anthropic" and write else price_in
 
+    @property
+    def worst_prompt_price_1h_per_mtok(self) -> float:
+        """What a prompt token may cost when the client marks hour-long cache writes (Anthropic's
+        `ttl: "1h"`, `cache.prefix.writes_for_an_hour`): the 1-hour write price where the
+        deployment speaks Anthropic's format and has one, else `worst_prompt_price_per_mtok`."""
+        worst = self.worst_prompt_price_per_mtok
+        hour = self.cache_write_1h_price_per_mtok
+        return max(worst, hour) if self.body_kind == "anthropic" and hour else worst
+
     def cost_usd(self, prompt_tokens: int, completion_tokens: int,
                  cached_tokens: int = 0, written_tokens: int = 0,
                  written_1h_tokens: int = 0) -> float:

@@ -19,6 +19,7 @@ from cache.prefix import (
     prefix_fingerprint,
     prompt_cache_key,
     read_cached_tokens,
+    writes_for_an_hour,
 )
 
 SYSTEM: dict[str, object] = {"role": "system", "content": "You are the support bot of Acme. " * 20}
@@ -230,3 +231,34 @@ def test_choose_replica_needs_a_replica() -> None:
     """An empty replica list is a programming error, reported at once."""
     with pytest.raises(ValueError):
         choose_replica("fp", [], {})
+
+
+HOUR = {"type": "ephemeral", "ttl": "1h"}
+
+
+@pytest.mark.parametrize(("messages", "tools", "hour"), [
+    ([{"role": "system", "content": [{"type": "text", "text": "s", "cache_control": HOUR}]}],
+     None, True),
+    ([{"role": "system", "content": "s", "cache_control": HOUR}], None, True),
+    ([{"role": "user", "content": "u"}],
+     [{"type": "function", "function": {"name": "f"}, "cache_control": HOUR}], True),
+    ([{"role": "user", "content": "u"}],
+     [{"type": "function", "function": {"name": "f", "cache_control": HOUR}}], True),
+    # five minutes, the default, or no marker
+    ([{"role": "system", "content": [{"type": "text", "text": "s",
+                                      "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}],
+     None, False),
+    ([{"role": "system", "content": [{"type": "text", "text": "s",
+                                      "cache_control": {"type": "ephemeral"}}]}], None, False),
+    ([{"role": "user", "content": "u"}], [], False),
+    # a tool parameter of that name is no marker, whatever it holds
+    ([{"role": "user", "content": "u"}],
+     [{"type": "function", "function": {"name": "f", "parameters": {
+         "type": "object", "properties": {"cache_control": HOUR}}}}], False),
+    # an odd value where a marker goes is not an hour's
+    ([{"role": "system", "content": "s", "cache_control": "1h"}], None, False),
+])
+def test_an_hour_long_write_is_a_marker_with_ttl_1h_where_markers_go(
+        messages: list[dict[str, object]], tools: list[dict[str, object]] | None,
+        hour: bool) -> None:
+    assert writes_for_an_hour(messages, tools) is hour

@@ -7,7 +7,24 @@ lets a quiet service still retry. Whenever a token is granted, within the slidin
 
     extra attempts <= share * requests + floor_per_s * window_s
 
-so failures cannot multiply load. Over a whole run of `elapsed` seconds since the budget was
+so failures cannot multiply load.
+
+**Shared fairly among tenants.** The budget is the process's, but a tenant's failures must not
+spend what the others need: one sending prompts that fail everywhere took every token, and the
+others' transient 503s went unretried (the overload audit of 2026-12-07). A tenant is granted a
+token whenever one is left while it has taken no more than an equal share of what was granted
+in the window among the tenants that asked (max-min fairness: a tenant whose neighbours ask for
+nothing has all of it, as with one budget); past that share, only while what stays after it is
+at least what the others asked for in the current and the previous slot (their demand, granted
+or not, so a tenant refused once is then kept room for), at least `MIN_RESERVE` while another asked in
+the window at all, at most half the window's tokens.
+Tokens kept aside go unspent for as long as they are kept (a reserve of R costs R a window),
+so the reserve follows the others' last second or two, not the whole window. A tenant's
+refusals count as its demand from the first one. (A fixed part per tenant, borrowing past it
+while half was left, was tried and taken back: a tenant with real failures and idle neighbours
+lost about 5% of what one budget served it.)
+
+Over a whole run of `elapsed` seconds since the budget was
 created, extra attempts <= share * requests + floor_per_s * (elapsed + window_s) (property-tested):
 with share 0.2, upstream calls per request stay <= 1.2 plus the floor's share. The window is
 kept in `slots` buckets (memory is O(slots), not O(requests)).
@@ -19,6 +36,7 @@ awaiting. Not thread-safe: use it from one event loop.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,6 +68,11 @@ RETRY_BUDGET_DEFAULTS = BudgetPolicy(share=0.2, floor_per_s=1.0, window_s=10.0)
 HEDGE_BUDGET_DEFAULTS = BudgetPolicy(share=0.14, floor_per_s=0.2, window_s=10.0)
 
 
+# Tokens a tenant past its equal share leaves while another asked in the window at all: one
+# asking every few seconds finds one (a reserve of the last second or two alone had gone).
+MIN_RESERVE = 2
+
+
 @dataclass(frozen=True, slots=True)
 class BudgetSnapshot:
     """The budget's window as seen now."""
@@ -68,6 +91,12 @@ class Budget:
         self._width = policy.window_s / policy.slots
         self._requests = [0] * policy.slots
         self._spent = [0] * policy.slots
+        # per slot, and over the window: tokens each tenant asked for and was granted
+        self._asked_in: list[Counter[str]] = [Counter() for _ in range(policy.slots)]
+        self._granted_in: list[Counter[str]] = [Counter() for _ in range(policy.slots)]
+        self._asked: Counter[str] = Counter()
+        self._granted: Counter[str] = Counter()
+        self._asked_total = 0
         self._origin = clock()  # buckets are aligned to creation, so the bound below is exact
         self._slot = 0
 
@@ -80,13 +109,34 @@ class Budget:
         self._advance()
         self._requests[self._slot % self._policy.slots] += 1
 
-    def try_spend(self) -> bool:
-        """Take one token for an extra attempt; `False` (and nothing taken) when empty."""
+    def try_spend(self, tenant: str = "") -> bool:
+        """Take one token for an extra attempt of `tenant`'s; `False` (and nothing taken) when
+        none is left, or none it may take (see the module's fair sharing)."""
         self._advance()
-        if self._available() < 1.0 - _EPSILON:
+        slot = self._slot % self._policy.slots
+        self._asked[tenant] += 1
+        self._asked_in[slot][tenant] += 1
+        self._asked_total += 1
+        available = self._available()
+        if available < 1.0 - _EPSILON or not self._may_take(tenant, available):
             return False
-        self._spent[self._slot % self._policy.slots] += 1
+        self._spent[slot] += 1
+        self._granted[tenant] += 1
+        self._granted_in[slot][tenant] += 1
         return True
+
+    def _may_take(self, tenant: str, available: float) -> bool:
+        granted = self._granted[tenant]
+        if granted * len(self._asked) <= sum(self._spent):  # within an equal share
+            return True
+        slots = self._policy.slots
+        recent = [self._asked_in[(self._slot - back) % slots] for back in range(min(2, slots))]
+        others_recently = sum(sum(counts.values()) - counts[tenant] for counts in recent)
+        others_at_all = self._asked_total > self._asked[tenant]
+        reserve = max(others_recently, MIN_RESERVE if others_at_all else 0)
+        whole = self._policy.share * sum(self._requests) + self._policy.floor_per_s * (
+            self._policy.window_s)
+        return available - 1.0 >= min(reserve, whole / 2.0) - _EPSILON
 
     def snapshot(self) -> BudgetSnapshot:
         """Requests, spent tokens and available tokens in the current window."""
@@ -113,7 +163,25 @@ class Budget:
             index = (self._slot + offset) % self._policy.slots
             self._requests[index] = 0
             self._spent[index] = 0
+            self._asked_total -= self._forget(self._asked, self._asked_in[index])
+            self._forget(self._granted, self._granted_in[index])
         self._slot = now_slot
+
+
+    @staticmethod
+    def _forget(totals: Counter[str], expired: Counter[str]) -> int:
+        """Take a slot that left the window out of the window's totals (a tenant at zero goes:
+        the count of tenants that asked is the window's); the slot's sum."""
+        gone = 0
+        for tenant, count in expired.items():
+            gone += count
+            left = totals[tenant] - count
+            if left > 0:
+                totals[tenant] = left
+            else:
+                del totals[tenant]
+        expired.clear()
+        return gone
 
 
 def retry_budget(clock: Clock, policy: BudgetPolicy = RETRY_BUDGET_DEFAULTS) -> Budget:

@@ -127,7 +127,7 @@ class Runner:
             after_failure = any(a.outcome == "failed" for a in attempts)
             kind: AttemptKind = "retry" if retry else ("fallback" if after_failure else "first")
             if (after_failure and not paid and _charged(attempts)
-                    and not self._state.retries.try_spend()):
+                    and not self._state.retries.try_spend(plan.principal)):
                 self._not_made(attempts, deployment, kind, retry_budget_spent())
                 raise exhausted(attempts, "retry budget exhausted")
             paid = False
@@ -158,7 +158,7 @@ class Runner:
                     return None
                 # The budget before the wait: a retry it refuses is answered at once, not after
                 # holding the client (and its slot) through a backoff or a Retry-After.
-                if not self._state.retries.try_spend():
+                if not self._state.retries.try_spend(plan.principal):
                     self._not_made(attempts, deployment, "retry", retry_budget_spent())
                     raise exhausted(attempts, "retry budget exhausted") from err
                 paid = True
@@ -249,7 +249,7 @@ class Runner:
                 return False
             admitted = self._admit(alternate, plan.principal)
             if not isinstance(admitted, SlorouterError):
-                if self._state.hedges.try_spend():
+                if self._state.hedges.try_spend(plan.principal):
                     hedge_record.permit = admitted
                     return True
                 alt_breaker.on_abandon(admitted)  # no hedge after all: a probe slot goes back

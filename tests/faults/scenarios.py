@@ -403,6 +403,11 @@ FAULT_MODELS: dict[str, dict[str, object]] = {
     # at 3x its median (150 ms) to `slowpoke` (400 ms) could
     "bimodal": heavy_tail(50, share=0.2, factor=6),
     "slowpoke": steady(400),
+    # the retry budget's tenants: one whose prompts fail everywhere, one with transient 503s
+    "poison-a": steady(20, error_rate_500=1.0),
+    "poison-b": steady(20, error_rate_500=1.0),
+    "blip": steady(20, error_rate_503=0.6),
+    "blip-backup": steady(20),
 }
 
 # Policies of the hedging scenario (test and bench): `tail` first with `calm` as the hedge

@@ -98,3 +98,84 @@ def test_spent_tokens_come_back_after_the_window() -> None:
     assert sum(budget.try_spend() for _ in range(5)) == 2
     clock.advance(10.0)
     assert budget.try_spend()
+
+
+# --- shared fairly among tenants -----------------------------------------------------------
+
+tenant_steps = st.lists(st.tuples(st.floats(0, 3), st.integers(0, 20),
+                                  st.lists(st.sampled_from("abc"), max_size=10)), max_size=60)
+
+
+@settings(max_examples=200)
+@given(policy=budget_policies, traffic=tenant_steps)
+def test_tenants_together_stay_within_the_one_bound(
+        policy: BudgetPolicy, traffic: list[tuple[float, int, list[str]]]) -> None:
+    """Fair sharing only refuses more: the bound holds whoever asks."""
+    clock = FakeClock(start=1000.37)
+    budget = Budget(policy, clock)
+    requests = granted = 0
+    elapsed = 0.0
+    for wait, new_requests, askers in traffic:
+        clock.advance(wait)
+        elapsed += wait
+        for _ in range(new_requests):
+            budget.record_request()
+        requests += new_requests
+        granted += sum(budget.try_spend(tenant) for tenant in askers)
+    bound = policy.share * requests + policy.floor_per_s * (elapsed + policy.window_s)
+    assert granted <= bound + 1e-6
+
+
+def _run(asks: dict[str, float], seconds: float = 60.0, rate: float = 100.0
+         ) -> dict[str, tuple[int, int]]:
+    """`rate` requests a second, split evenly among the tenants of `asks`; each asks for a
+    retry with its probability there (a Bresenham count, no randomness). (asked, granted) by
+    tenant, after a first window to warm up."""
+    clock = FakeClock(start=500.0)
+    budget = retry_budget(clock)
+    tenants = sorted(asks)
+    owed = dict.fromkeys(tenants, 0.0)
+    tally = {t: [0, 0] for t in tenants}
+    for n in range(int(seconds * rate)):
+        clock.advance(1.0 / rate)
+        tenant = tenants[n % len(tenants)]
+        budget.record_request()
+        owed[tenant] += asks[tenant]
+        while owed[tenant] >= 1.0:
+            owed[tenant] -= 1.0
+            granted = budget.try_spend(tenant)
+            if clock() > 510.0:
+                tally[tenant][0] += 1
+                tally[tenant][1] += granted
+    return {t: (asked, granted) for t, (asked, granted) in tally.items()}
+
+
+def test_a_tenant_whose_neighbours_ask_nothing_has_the_whole_budget() -> None:
+    """As with one budget: neighbours that send requests but never need a retry leave all of
+    it to the tenant that does (a fixed part per tenant cost it about 5%: 2026-12-07)."""
+    alone = _run({"heavy": 0.6})["heavy"]
+    beside = _run({"heavy": 0.6, "quiet-1": 0.0, "quiet-2": 0.0})
+    # the same requests a second, a third of them the heavy tenant's, each retried in 60%:
+    # 20 retries a second against 21 earned; every one granted either way
+    assert beside["heavy"][1] == beside["heavy"][0] > 0
+    assert alone[1] < alone[0]  # alone, its 60 a second outran the 21 earned
+    assert beside["quiet-1"] == (0, 0)
+
+
+def test_a_tenant_failing_everywhere_leaves_the_others_their_retries() -> None:
+    """A tenant whose every request asks for retries (prompts that fail on every deployment)
+    beside two whose requests need one now and then (transient 503s): they keep theirs. With
+    one budget for all (until 2026-12-07) the heavy tenant took the tokens as they were earned
+    and the others' went unretried (the overload audit: 93.5-96% served)."""
+    ran = _run({"heavy": 3.0, "quiet-1": 0.05, "quiet-2": 0.05})
+    for quiet in ("quiet-1", "quiet-2"):
+        asked, granted = ran[quiet]
+        assert asked > 0 and granted >= 0.97 * asked, ran
+    heavy_asked, heavy_granted = ran["heavy"]
+    assert heavy_granted > 0.8 * (0.2 * 100 * 50 - ran["quiet-1"][1] - ran["quiet-2"][1]), ran
+    assert heavy_granted < heavy_asked
+
+
+def test_two_heavy_tenants_share_it_about_evenly() -> None:
+    ran = _run({"a": 3.0, "b": 3.0})
+    assert abs(ran["a"][1] - ran["b"][1]) <= 0.1 * max(ran["a"][1], ran["b"][1]), ran

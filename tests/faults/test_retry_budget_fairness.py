@@ -1,0 +1,96 @@
+"""A tenant whose prompts fail everywhere does not spend the others' retries.
+
+The retry budget is the process's (20% of requests plus 1 a second, over 10 s). Tenant `flood`
+sends 20 requests a second to a model whose two deployments answer every request with a 500
+(prompts that fail on every deployment; breakers that never open here, as the breakers'
+attribution keeps such prompts from opening them): each wants a fallback and retries, far more
+than the budget earns. Tenant `quiet` sends 5 a second to a model whose first deployment
+answers 30% of them with a 503 and whose second is healthy: each such request needs one
+fallback. With one budget for all, `flood` took every token as it was earned and about a
+quarter of `quiet`'s 503s went unretried (the overload audit of 2026-12-07: 93.5-96% served);
+shared fairly, `quiet`, which asks for less than an equal share, is granted whenever a token is
+left, and `flood` leaves it room (`router/execution/retry_budget.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.faults.scenarios import API_KEY, TENANT_ENV, Dep, router_yaml, varied_body
+from tests.support.services import Running, start_router
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+QUIET_KEY = "sk-faults-quiet-tenant"
+SECONDS = 8.0
+FLOOD_RATE = 40.0
+QUIET_RATE = 5.0
+# `quiet` starts first: its first 503 then finds the budget as yet untouched (a tenant's first
+# ask for a token, when another has taken them all, is refused: only then is it known to ask)
+WARM_S = 2.0
+RELIABILITY = """    breaker: {consecutive_failures: 1000000, min_volume: 1000000}
+    max_retries_per_deployment: 1"""
+
+
+@pytest.fixture(scope="module")
+def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    deps = [Dep("poison-a", "poison-a"), Dep("poison-b", "poison-b"), Dep("blip", "blip"),
+            Dep("blip-backup", "blip-backup")]
+    config = router_yaml(sim.base_url, deps, {"flooded": ["poison-a", "poison-b"],
+                                              "blipping": ["blip", "blip-backup"]},
+                         RELIABILITY)
+    config = config.replace("api_keys:\n", "api_keys:\n  - key: env:QUIET_TENANT_KEY\n"
+                            "    tenant: quiet\n    scopes: [read]\n", 1)
+    running = start_router(tmp_path_factory.mktemp("budget-fairness"), config,
+                           env={**TENANT_ENV, "QUIET_TENANT_KEY": QUIET_KEY})
+    yield running
+    running.stop()
+
+
+async def _load(base_url: str) -> dict[str, Counter[str]]:
+    """Both tenants' open-loop traffic for `SECONDS`: each one's answers by status (and error
+    code)."""
+    results: dict[str, Counter[str]] = {"flood": Counter(), "quiet": Counter()}
+    async with httpx.AsyncClient(base_url=base_url, timeout=30,
+                                 limits=httpx.Limits(max_connections=200)) as client:
+        async def one(tenant: str, key: str, model: str) -> None:
+            response = await client.post(
+                "/v1/chat/completions", json=varied_body(model),
+                headers={"authorization": f"Bearer {key}", "x-slorouter-task": "chat"})
+            code = ("ok" if response.status_code == 200
+                    else f"{response.status_code} {response.json()['error']['code']}")
+            results[tenant][code] += 1
+
+        async def stream_of(tenant: str, key: str, model: str, rate: float,
+                            after_s: float = 0.0, seconds: float = SECONDS) -> None:
+            loop = asyncio.get_running_loop()
+            await asyncio.sleep(after_s)
+            started, sent, tasks = loop.time(), 0, []
+            while sent < rate * seconds:
+                due = started + sent / rate
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                tasks.append(asyncio.create_task(one(tenant, key, model)))
+                sent += 1
+            await asyncio.gather(*tasks)
+
+        await asyncio.gather(stream_of("flood", API_KEY, "flooded", FLOOD_RATE, WARM_S),
+                             stream_of("quiet", QUIET_KEY, "blipping", QUIET_RATE,
+                                       seconds=WARM_S + SECONDS))
+    return results
+
+
+def test_a_tenant_failing_everywhere_leaves_the_others_their_retries(gateway: Running) -> None:
+    results = asyncio.run(_load(gateway.base_url))
+    quiet, flood = results["quiet"], results["flood"]
+    assert sum(quiet.values()) == QUIET_RATE * (WARM_S + SECONDS) and sum(flood.values()) == FLOOD_RATE * SECONDS, results
+    assert flood["ok"] == 0, results  # nothing serves it: its retries were spent for nothing
+    assert quiet == Counter(ok=QUIET_RATE * (WARM_S + SECONDS)), results  # every one served
+    # and the budget did refuse: the flooding tenant's fallbacks and retries
+    refused = [line for line in httpx.get(f"{gateway.base_url}/metrics", timeout=10).text
+               .splitlines() if line.startswith("slorouter_retry_budget_refusals_total")]
+    assert refused and all("poison" in line for line in refused), refused

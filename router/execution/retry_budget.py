@@ -16,18 +16,17 @@ token whenever one is left while it has taken no more than an equal share of wha
 in the window among the tenants that asked (max-min fairness: a tenant whose neighbours ask for
 nothing has all of it, as with one budget); past that share, only while what stays after it is
 at least what the others asked for in the current and the previous slot (their demand, granted
-or not, so a tenant refused once is then kept room for), at least `MIN_RESERVE` while another asked in
-the window at all, at most half the window's tokens.
-Tokens kept aside go unspent for as long as they are kept (a reserve of R costs R a window),
-so the reserve follows the others' last second or two, not the whole window. A tenant's
-refusals count as its demand from the first one. (A fixed part per tenant, borrowing past it
-while half was left, was tried and taken back: a tenant with real failures and idle neighbours
-lost about 5% of what one budget served it.)
+or not, so a tenant refused once is then kept room for), at least `MIN_RESERVE` while another
+asked in the window at all, at most half the window's tokens. Tokens kept aside go unspent for
+as long as they are kept (a reserve of R costs R a window), so the reserve follows the others'
+last second or two, not the whole window. A tenant's refusals count as its demand from the
+first one. (A fixed part per tenant, borrowing past it while half was left, was tried and taken
+back: a tenant with real failures and idle neighbours lost about 5% of what one budget served.)
 
-Over a whole run of `elapsed` seconds since the budget was
-created, extra attempts <= share * requests + floor_per_s * (elapsed + window_s) (property-tested):
-with share 0.2, upstream calls per request stay <= 1.2 plus the floor's share. The window is
-kept in `slots` buckets (memory is O(slots), not O(requests)).
+Over a whole run of `elapsed` seconds since the budget was created, extra attempts <= share *
+requests + floor_per_s * (elapsed + window_s) (property-tested, with tenants too): with share
+0.2, upstream calls per request stay <= 1.2 plus the floor's share. The window is kept in
+`slots` buckets (memory is O(slots + tenants asking in the window), not O(requests)).
 
 State is local to one process and read with an injected monotonic clock; there is no I/O and no
 awaiting. Not thread-safe: use it from one event loop.

@@ -81,6 +81,7 @@ class AttemptRecord:
     cost_usd: float | None = None
     cost_estimated: bool = False
     ticket: int = 0  # the attempt watch's ticket (`ExecutionState.watch`)
+    share_ticket: int = 0  # its place on a capped deployment (`ExecutionState.shares`); 0: none
     # A won stream its client left before the end: the answer was cut short, not given whole
     # (the telemetry's `cancelled`); its first token still counts as the deployment's.
     abandoned: bool = False

@@ -14,6 +14,7 @@ from router.errors import ProviderTimeoutError, SlorouterError
 from router.execution.attempt import AttemptRecord
 from router.execution.backoff import BackoffPolicy
 from router.execution.breaker import BreakerPolicy, BreakerRegistry
+from router.execution.bulkhead import FairShares
 from router.execution.failures import deadline_exceeded
 from router.execution.hedging import ChunkStream
 from router.execution.retry_budget import Budget, hedge_budget, retry_budget
@@ -140,6 +141,8 @@ class ExecutionState:
     # Wall-clock times (`Runner.wall`). The app hands the statistics store (which keeps its
     # own `InFlight`); without one the runner still counts, since the bulkhead reads the count.
     watch: AttemptWatch = field(default_factory=InFlight)
+    # Places each tenant holds on capped deployments (`max_in_flight`), shared fairly
+    shares: FairShares = field(default_factory=FairShares)
 
     @staticmethod
     def create(clock: Clock = time.monotonic) -> ExecutionState:

@@ -179,7 +179,7 @@ class Runner:
             record.outcome, record.ended_at, record.error = "skipped", record.started_at, admitted
             raise _Skip()
         record.permit = admitted
-        self._started(record, plan)
+        self._started(record, plan, deployment)
         hedged = plan.hedge_delay_s is not None and alternate is not None
         head_s, by_head = plan.head_timeout(call.timeout_s, self._clock())
         head_timer = late_timers.timeout(head_s)
@@ -236,7 +236,7 @@ class Runner:
         def start_hedge() -> EventStream:
             hedge_record.number, hedge_record.started_at = len(attempts) + 1, self._clock()
             attempts.append(hedge_record)
-            self._started(hedge_record, plan)
+            self._started(hedge_record, plan, alternate)
             calls.append(self._call(plan, alternate, hedge_record.number))
             return open_(calls[-1])
 
@@ -290,8 +290,9 @@ class Runner:
         """Its breaker's permit for an attempt on `deployment`, or why none is made: it has its
         `max_in_flight` attempts in flight (asked first: the breaker's probe slot stays free),
         or its circuit is open."""
-        if self._at_cap(deployment):
-            return saturated(f"{deployment.name} has its max_in_flight attempts in flight")
+        if not self._has_place(deployment, principal):
+            return saturated(f"{deployment.name} has its max_in_flight attempts in flight"
+                             " (or its tenant its share of them)")
         breaker = self._state.breakers.get(deployment.name)
         permit = breaker.allow(principal)
         if permit is None:
@@ -314,18 +315,25 @@ class Runner:
             if record.outcome == "pending" and record.started_at:
                 self._failed(record, err, attempts, health(record))
 
-    def _at_cap(self, deployment: Deployment) -> bool:
-        """The bulkhead: `deployment` has `max_in_flight` attempts begun and not ended. Read
-        and then begun with no await between, so the cap holds exactly."""
+    def _has_place(self, deployment: Deployment, principal: str) -> bool:
+        """The bulkhead: whether `deployment` has fewer than `max_in_flight` attempts begun and
+        not ended, and a place `principal` may take (`bulkhead.admits`: the last places go to
+        tenants under their equal share). Read and then begun with no await between, so the cap
+        holds exactly."""
         cap = deployment.max_in_flight
-        return cap is not None and self._state.watch.load.get(deployment.name, 0) >= cap
+        return cap is None or self._state.shares.admits(
+            deployment.name, principal, cap, self._state.watch.load.get(deployment.name, 0),
+            self._clock())
 
-    def _started(self, record: AttemptRecord, plan: Plan) -> None:
+    def _started(self, record: AttemptRecord, plan: Plan, deployment: Deployment) -> None:
         record.ticket = self._state.watch.begin(record.deployment, self._wall(),
                                                 plan.prompt_tokens, plan.stream)
+        if deployment.max_in_flight is not None:
+            record.share_ticket = self._state.shares.begin(deployment.name, plan.principal)
 
     def _ended(self, record: AttemptRecord) -> None:
         self._state.watch.end(record.ticket)
+        self._state.shares.end(record.share_ticket)
 
     def _releaser(self, record: AttemptRecord, client_deadline: bool,
                   stall_after_s: float | None) -> Release:

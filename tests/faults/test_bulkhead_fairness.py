@@ -1,0 +1,83 @@
+"""A deployment's `max_in_flight` is shared fairly: a tenant's flood does not take every place.
+
+One deployment capped at 4 attempts in flight, answering in 400 ms (at most 10 requests a
+second). Tenant `quiet` sends one request (the deployment idle), then tenant `flood` sends 20
+a second for 6 s, twice what the deployment serves, while `quiet` sends 2 a second. First come,
+first served, the flood took each place as it freed and `quiet`'s requests were refused
+`deployment_saturated` (the overload audit of 2026-12-07: quiet tenants served 4-11% during a
+flood); now the last place is kept for a tenant under its equal share (`bulkhead.admits`), so
+every one of `quiet`'s requests is served while the flood's excess is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.faults.scenarios import (
+    API_KEY,
+    TENANT_ENV,
+    Dep,
+    interactive_pool,
+    router_yaml,
+    varied_body,
+)
+from tests.support.services import Running, start_router
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+QUIET_KEY = "sk-faults-quiet-bulkhead"
+CAP = 4
+SECONDS = 6.0
+FLOOD_RATE, QUIET_RATE = 20.0, 2.0
+
+
+@pytest.fixture(scope="module")
+def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    config = router_yaml(sim.base_url, [Dep("narrow", "capacity", max_in_flight=CAP)],
+                         {"narrow": ["narrow"]}, interactive_pool(64, 0, 1.0))
+    config = config.replace("api_keys:\n", "api_keys:\n  - key: env:QUIET_TENANT_KEY\n"
+                            "    tenant: quiet\n    scopes: [read]\n", 1)
+    running = start_router(tmp_path_factory.mktemp("bulkhead-fairness"), config,
+                           env={**TENANT_ENV, "QUIET_TENANT_KEY": QUIET_KEY})
+    yield running
+    running.stop()
+
+
+async def _load(base_url: str) -> dict[str, Counter[str]]:
+    results: dict[str, Counter[str]] = {"flood": Counter(), "quiet": Counter()}
+    async with httpx.AsyncClient(base_url=base_url, timeout=30,
+                                 limits=httpx.Limits(max_connections=200)) as client:
+        async def one(tenant: str, key: str) -> None:
+            response = await client.post(
+                "/v1/chat/completions", json=varied_body("narrow"),
+                headers={"authorization": f"Bearer {key}", "x-slorouter-task": "chat"})
+            code = ("ok" if response.status_code == 200
+                    else f"{response.status_code} {response.json()['error']['code']}")
+            results[tenant][code] += 1
+
+        async def stream_of(tenant: str, key: str, rate: float) -> None:
+            loop = asyncio.get_running_loop()
+            started, tasks = loop.time(), []
+            for sent in range(int(rate * SECONDS)):
+                await asyncio.sleep(max(0.0, started + sent / rate - loop.time()))
+                tasks.append(asyncio.create_task(one(tenant, key)))
+            await asyncio.gather(*tasks)
+
+        await one("quiet", QUIET_KEY)  # it asked once, the deployment idle
+        await asyncio.gather(stream_of("flood", API_KEY, FLOOD_RATE),
+                             stream_of("quiet", QUIET_KEY, QUIET_RATE))
+    return results
+
+
+def test_a_flooding_tenant_leaves_a_place_to_the_others(gateway: Running) -> None:
+    results = asyncio.run(_load(gateway.base_url))
+    quiet, flood = results["quiet"], results["flood"]
+    assert quiet == Counter(ok=QUIET_RATE * SECONDS + 1), results
+    # the flood was served what the rest of the cap serves, and refused the rest at once
+    assert flood["ok"] > 0 and flood["503 deployment_saturated"] > 0, results
+    assert sum(flood.values()) == FLOOD_RATE * SECONDS, results

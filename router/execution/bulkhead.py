@@ -58,9 +58,7 @@ class FairShares:
         asked = self._asked.setdefault(deployment, {})
         asked.pop(tenant, None)
         asked[tenant] = now
-        for oldest, at in list(asked.items()):
-            if at >= now - ACTIVE_S:
-                break
+        while (oldest := next(iter(asked))) != tenant and asked[oldest] < now - ACTIVE_S:
             del asked[oldest]
         held = self._held.get(deployment)
         return admits(cap, load, held[tenant] if held else 0, len(asked))

@@ -125,29 +125,34 @@ class _Stopper:
 
 
 class _TurnKeeper:
-    """Tells a relay whether it has held the event loop for `RELAY_SLICE_S` without the loop
-    turning (a callback it scheduled has not run): a relay whose reads wait on the network
-    gives the loop up at each of them and is never made to give it up once more."""
+    """Tells a relay whether it has held the event loop for `RELAY_SLICE_S` (at most twice
+    that) without the loop turning (a callback it scheduled has not run): a relay whose reads
+    wait on the network gives the loop up at each of them and is never made to give it up once
+    more. The callback is scheduled once a slice at most, not at every chunk."""
 
     __slots__ = ("_loop", "_turned", "_until")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._restart()
+        self._restart(loop.time())
 
-    def _restart(self) -> None:
+    def _restart(self, now: float) -> None:
         self._turned = False
         self._loop.call_soon(self._mark)
-        self._until = self._loop.time() + RELAY_SLICE_S
+        self._until = now + RELAY_SLICE_S
 
     def _mark(self) -> None:
         self._turned = True
 
     def held_too_long(self) -> bool:
-        if self._turned:
-            self._restart()
+        """Asked after each chunk; schedules its callback once a slice at most."""
+        now = self._loop.time()
+        if now <= self._until:
             return False
-        return self._loop.time() > self._until
+        if self._turned:
+            self._restart(now)
+            return False
+        return True
 
 
 class WatchedStreamingResponse(Response):

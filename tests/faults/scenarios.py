@@ -20,6 +20,7 @@ import random
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,6 +255,45 @@ def varied_body(model: str = "auto", stream: bool = False, **extra: object) -> d
     nonce = "".join(chr(ord("a") + int(c, 16)) for c in uuid.uuid4().hex[:12])
     prompt = f"Question {nonce}: name three rivers in one line."
     return chat_body(model, stream, messages=[{"role": "user", "content": prompt}], **extra)
+
+
+@dataclass(frozen=True)
+class TenantLoad:
+    """One tenant's open-loop traffic: `rate` non-streamed requests a second to `model`, evenly
+    spaced, for `seconds`, from `after_s` on."""
+
+    tenant: str
+    key: str
+    model: str
+    rate: float
+    seconds: float
+    after_s: float = 0.0
+
+
+async def tenants_load(base_url: str, loads: Sequence[TenantLoad]) -> dict[str, Counter[str]]:
+    """Run `loads` together: each tenant's answers counted by `ok` or status and error code."""
+    results: dict[str, Counter[str]] = {load.tenant: Counter() for load in loads}
+    async with httpx.AsyncClient(base_url=base_url, timeout=30,
+                                 limits=httpx.Limits(max_connections=200)) as client:
+        async def one(load: TenantLoad) -> None:
+            response = await client.post(
+                "/v1/chat/completions", json=varied_body(load.model),
+                headers={"authorization": f"Bearer {load.key}", **CHAT_HEADERS})
+            code = ("ok" if response.status_code == 200
+                    else f"{response.status_code} {response.json()['error']['code']}")
+            results[load.tenant][code] += 1
+
+        async def run_load(load: TenantLoad) -> None:
+            loop = asyncio.get_running_loop()
+            await asyncio.sleep(load.after_s)
+            started, tasks = loop.time(), []
+            for sent in range(round(load.rate * load.seconds)):
+                await asyncio.sleep(max(0.0, started + sent / load.rate - loop.time()))
+                tasks.append(asyncio.create_task(one(load)))
+            await asyncio.gather(*tasks)
+
+        await asyncio.gather(*(run_load(load) for load in loads))
+    return results
 
 
 async def send(client: httpx.AsyncClient, call: Call) -> Shot:

@@ -21,7 +21,14 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.faults.scenarios import API_KEY, TENANT_ENV, Dep, router_yaml, varied_body
+from tests.faults.scenarios import (
+    API_KEY,
+    TENANT_ENV,
+    Dep,
+    TenantLoad,
+    router_yaml,
+    tenants_load,
+)
 from tests.support.services import Running, start_router
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -52,40 +59,10 @@ def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     running.stop()
 
 
-async def _load(base_url: str) -> dict[str, Counter[str]]:
-    """Both tenants' open-loop traffic for `SECONDS`: each one's answers by status (and error
-    code)."""
-    results: dict[str, Counter[str]] = {"flood": Counter(), "quiet": Counter()}
-    async with httpx.AsyncClient(base_url=base_url, timeout=30,
-                                 limits=httpx.Limits(max_connections=200)) as client:
-        async def one(tenant: str, key: str, model: str) -> None:
-            response = await client.post(
-                "/v1/chat/completions", json=varied_body(model),
-                headers={"authorization": f"Bearer {key}", "x-slorouter-task": "chat"})
-            code = ("ok" if response.status_code == 200
-                    else f"{response.status_code} {response.json()['error']['code']}")
-            results[tenant][code] += 1
-
-        async def stream_of(tenant: str, key: str, model: str, rate: float,
-                            after_s: float = 0.0, seconds: float = SECONDS) -> None:
-            loop = asyncio.get_running_loop()
-            await asyncio.sleep(after_s)
-            started, sent, tasks = loop.time(), 0, []
-            while sent < rate * seconds:
-                due = started + sent / rate
-                await asyncio.sleep(max(0.0, due - loop.time()))
-                tasks.append(asyncio.create_task(one(tenant, key, model)))
-                sent += 1
-            await asyncio.gather(*tasks)
-
-        await asyncio.gather(stream_of("flood", API_KEY, "flooded", FLOOD_RATE, WARM_S),
-                             stream_of("quiet", QUIET_KEY, "blipping", QUIET_RATE,
-                                       seconds=WARM_S + SECONDS))
-    return results
-
-
 def test_a_tenant_failing_everywhere_leaves_the_others_their_retries(gateway: Running) -> None:
-    results = asyncio.run(_load(gateway.base_url))
+    results = asyncio.run(tenants_load(gateway.base_url, [
+        TenantLoad("flood", API_KEY, "flooded", FLOOD_RATE, SECONDS, after_s=WARM_S),
+        TenantLoad("quiet", QUIET_KEY, "blipping", QUIET_RATE, WARM_S + SECONDS)]))
     quiet, flood = results["quiet"], results["flood"]
     assert sum(quiet.values()) == QUIET_RATE * (WARM_S + SECONDS), results
     assert sum(flood.values()) == FLOOD_RATE * SECONDS, results

@@ -5,6 +5,7 @@ open. Read over a raw socket, since a client library reads on its own."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -94,6 +95,25 @@ def _link(path: Path) -> str:
         return ""
 
 
+@contextlib.contextmanager
+def _stream_not_read(router: Running, content: str, model: str | None = None
+                     ) -> Iterator[socket.socket]:
+    """A raw connection (an 8 KB receive buffer) that asked `model` (default: `content`) for a
+    stream of `content` with the request deadline `DEADLINE_MS`, and read its head only."""
+    url = urlsplit(router.base_url)
+    body = json.dumps({"model": model or content, "stream": True,
+                       "messages": [{"role": "user", "content": content}]}).encode()
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)  # before connecting
+        sock.settimeout(10)
+        sock.connect((url.hostname, url.port))
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\n"
+                     b"content-type: application/json\r\nx-slorouter-timeout-ms: %d\r\n"
+                     b"content-length: %d\r\n\r\n%s" % (DEADLINE_MS, len(body), body))
+        assert sock.recv(512).startswith(b"HTTP/1.1 200")
+        yield sock
+
+
 @pytest.mark.parametrize("model", ["pt-stub", "ll-stub"])
 def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
         gateway: tuple[Running, Path], model: str) -> None:
@@ -106,16 +126,7 @@ def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
     grace for it), with an error logged for a stream the router had cut on purpose."""
     router, log = gateway
     url = urlsplit(router.base_url)
-    body = json.dumps({"model": model, "stream": True,
-                       "messages": [{"role": "user", "content": model}]}).encode()
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)  # before connecting
-        sock.settimeout(10)
-        sock.connect((url.hostname, url.port))
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\n"
-                     b"content-type: application/json\r\nx-slorouter-timeout-ms: %d\r\n"
-                     b"content-length: %d\r\n\r\n%s" % (DEADLINE_MS, len(body), body))
-        assert sock.recv(512).startswith(b"HTTP/1.1 200")
+    with _stream_not_read(router, model) as sock:
         sent_at = time.monotonic()
         port, pid = sock.getsockname()[1], router.proc.pid
         # the stream's end (at its deadline, or cut the grace after it). One that ended on its
@@ -175,16 +186,7 @@ def test_a_client_that_stopped_reading_holds_a_bounded_send_queue(
 
     router, _ = gateway
     url = urlsplit(router.base_url)
-    body = json.dumps({"model": model, "stream": True,
-                       "messages": [{"role": "user", "content": f"queue {model}"}]}).encode()
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
-        sock.settimeout(10)
-        sock.connect((url.hostname, url.port))
-        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: localhost\r\n"
-                     b"content-type: application/json\r\nx-slorouter-timeout-ms: %d\r\n"
-                     b"content-length: %d\r\n\r\n%s" % (DEADLINE_MS, len(body), body))
-        assert sock.recv(512).startswith(b"HTTP/1.1 200")
+    with _stream_not_read(router, f"queue {model}", model) as sock:
         port, most = sock.getsockname()[1], 0
         until = time.monotonic() + DEADLINE_MS / 1000
         while time.monotonic() < until:

@@ -323,45 +323,60 @@ async def test_a_replayed_stream_whose_client_stopped_reading_is_cut_too() -> No
     assert finished == [(False, STALLED)]
 
 
+def _turns_beside(chunks: AsyncIterator[bytes]) -> tuple[int, int]:
+    """Relay `chunks` to a client that takes every write at once, beside another task that
+    counts its turns: (the other task's turns meanwhile, bodies sent)."""
+    turns = 0
+
+    async def relay_beside_another_task() -> int:
+        nonlocal turns
+        relaying = True
+
+        async def other() -> None:
+            nonlocal turns
+            while relaying:
+                turns += 1
+                await asyncio.sleep(0)
+
+        client, beside = _Client(), asyncio.ensure_future(other())
+        await asyncio.sleep(0)
+        before = turns
+
+        async def on_finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
+            return None
+
+        await WatchedStreamingResponse(chunks, {}, on_finish=on_finish)(
+            {}, client.receive, client.send)
+        relaying = False
+        await beside
+        turns -= before
+        return len(client.bodies)
+
+    bodies = asyncio.run(relay_beside_another_task())
+    return turns, bodies
+
+
+def _busy(seconds: float) -> None:
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
 def test_a_stream_whose_chunks_never_wait_gives_the_loop_to_the_others() -> None:
     """Chunks at hand (litellm's reads of an upstream's queued bytes) into a send that never
     waits (a client's send buffer with room): the relay still lets the loop serve the others
     every few milliseconds. It held the loop 1.5 s for one stream nobody read, 25 s for ten
     (the slow-consumer audit of 2026-12-07). Counted in the loop's turns, not in time: each
     chunk takes 0.2 ms of work, 400 of them 80 ms, during which another task must run."""
-    turns: list[int] = []
 
     async def chunks() -> AsyncIterator[bytes]:
         for _ in range(400):
-            until = time.perf_counter() + 0.0002
-            while time.perf_counter() < until:
-                pass
+            _busy(0.0002)
             yield b"data: {}\n\n"
 
-    async def relay_beside_another_task() -> None:
-        relaying = True
-
-        async def other() -> None:
-            while relaying:
-                turns.append(1)
-                await asyncio.sleep(0)
-
-        client, beside = _Client(), asyncio.ensure_future(other())
-        await asyncio.sleep(0)
-        before = len(turns)
-
-        async def on_finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
-            return None
-
-        await WatchedStreamingResponse(chunks(), {}, on_finish=on_finish)(
-            {}, client.receive, client.send)
-        relaying = False
-        await beside
-        turns[:] = turns[before:]
-        assert len(client.bodies) == 401
-
-    asyncio.run(relay_beside_another_task())
-    assert len(turns) >= 5, len(turns)
+    turns, bodies = _turns_beside(chunks())
+    assert bodies == 401
+    assert turns >= 5, turns
 
 
 def test_a_client_hanging_up_once_the_body_ended_is_not_one_that_left() -> None:
@@ -378,9 +393,7 @@ def test_a_client_hanging_up_once_the_body_ended_is_not_one_that_left() -> None:
 
     async def chunks() -> AsyncIterator[bytes]:
         for part in (b"data: {}\n\n", b"data: {}\n\n" + DONE):
-            until = time.perf_counter() + 0.02  # past `RELAY_SLICE_S` at every chunk
-            while time.perf_counter() < until:
-                pass
+            _busy(0.02)  # past `RELAY_SLICE_S` at every chunk
             yield part
 
     client = _HangsUpAtTheEnd()
@@ -392,37 +405,13 @@ def test_a_stream_whose_chunks_wait_is_not_made_to_give_the_loop_up_again() -> N
     """Chunks that each wait (an upstream's reads over the network) give the loop up already:
     the relay adds no turn of its own, however long the stream lasts, so a normal stream's
     chunks are not each put behind every other ready task once more."""
-    turns: list[int] = []
 
     async def chunks() -> AsyncIterator[bytes]:
         for _ in range(40):
             await asyncio.sleep(0)  # a read that waited
-            until = time.perf_counter() + 0.001
-            while time.perf_counter() < until:
-                pass
+            _busy(0.001)
             yield b"data: {}\n\n"
 
-    async def relay_beside_another_task() -> None:
-        relaying = True
-
-        async def other() -> None:
-            while relaying:
-                turns.append(1)
-                await asyncio.sleep(0)
-
-        client, beside = _Client(), asyncio.ensure_future(other())
-        await asyncio.sleep(0)
-        before = len(turns)
-
-        async def on_finish(client_gone: bool, ended_by: SlorouterError | None) -> None:
-            return None
-
-        await WatchedStreamingResponse(chunks(), {}, on_finish=on_finish)(
-            {}, client.receive, client.send)
-        relaying = False
-        await beside
-        turns[:] = turns[before:]
-        assert len(client.bodies) == 41
-
-    asyncio.run(relay_beside_another_task())
-    assert 40 <= len(turns) <= 42, len(turns)
+    turns, bodies = _turns_beside(chunks())
+    assert bodies == 41
+    assert 40 <= turns <= 42, turns

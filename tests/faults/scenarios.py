@@ -30,6 +30,7 @@ import httpx
 import orjson
 
 from router.loadtest.loadgen import collector_paused
+from tests.support.services import Running, start_router
 
 T = TypeVar("T")
 API_KEY = "sk-faults-tenant"
@@ -109,6 +110,14 @@ server:
   reliability:
 {reliability}
 {policies}"""
+
+
+def start_with_second_tenant(directory: Path, config: str, tenant: str, key: str) -> Running:
+    """A router on `config` (`router_yaml`'s, tenant `faults` on `API_KEY`) with a second
+    tenant, `tenant`, on API key `key`: started in `directory`."""
+    config = config.replace("api_keys:\n", "api_keys:\n  - key: env:SECOND_TENANT_KEY\n"
+                            f"    tenant: {tenant}\n    scopes: [read]\n", 1)
+    return start_router(directory, config, env={**TENANT_ENV, "SECOND_TENANT_KEY": key})
 
 
 # --------------------------------------------------------------------------------- observing

@@ -19,14 +19,14 @@ import pytest
 
 from tests.faults.scenarios import (
     API_KEY,
-    TENANT_ENV,
     Dep,
     TenantLoad,
     interactive_pool,
     router_yaml,
+    start_with_second_tenant,
     tenants_load,
 )
-from tests.support.services import Running, start_router
+from tests.support.services import Running
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -40,10 +40,8 @@ FLOOD_RATE, QUIET_RATE = 20.0, 2.0
 def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     config = router_yaml(sim.base_url, [Dep("narrow", "capacity", max_in_flight=CAP)],
                          {"narrow": ["narrow"]}, interactive_pool(64, 0, 1.0))
-    config = config.replace("api_keys:\n", "api_keys:\n  - key: env:QUIET_TENANT_KEY\n"
-                            "    tenant: quiet\n    scopes: [read]\n", 1)
-    running = start_router(tmp_path_factory.mktemp("bulkhead-fairness"), config,
-                           env={**TENANT_ENV, "QUIET_TENANT_KEY": QUIET_KEY})
+    running = start_with_second_tenant(tmp_path_factory.mktemp("bulkhead-fairness"), config,
+                                       "quiet", QUIET_KEY)
     yield running
     running.stop()
 

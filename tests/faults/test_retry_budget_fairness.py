@@ -23,13 +23,13 @@ import pytest
 
 from tests.faults.scenarios import (
     API_KEY,
-    TENANT_ENV,
     Dep,
     TenantLoad,
     router_yaml,
+    start_with_second_tenant,
     tenants_load,
 )
-from tests.support.services import Running, start_router
+from tests.support.services import Running
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -51,10 +51,8 @@ def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     config = router_yaml(sim.base_url, deps, {"flooded": ["poison-a", "poison-b"],
                                               "blipping": ["blip", "blip-backup"]},
                          RELIABILITY)
-    config = config.replace("api_keys:\n", "api_keys:\n  - key: env:QUIET_TENANT_KEY\n"
-                            "    tenant: quiet\n    scopes: [read]\n", 1)
-    running = start_router(tmp_path_factory.mktemp("budget-fairness"), config,
-                           env={**TENANT_ENV, "QUIET_TENANT_KEY": QUIET_KEY})
+    running = start_with_second_tenant(tmp_path_factory.mktemp("budget-fairness"), config,
+                                       "quiet", QUIET_KEY)
     yield running
     running.stop()
 

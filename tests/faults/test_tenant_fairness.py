@@ -19,13 +19,13 @@ import pytest
 
 from tests.faults.scenarios import (
     API_KEY,
-    TENANT_ENV,
     Dep,
     interactive_pool,
     router_yaml,
+    start_with_second_tenant,
     varied_body,
 )
-from tests.support.services import Running, start_router
+from tests.support.services import Running
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -37,10 +37,8 @@ RELIABILITY = interactive_pool(2, 3, 20)
 def gateway(sim: Running, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     config = router_yaml(sim.base_url, [Dep("long", "long")], {"long": ["long"]}, RELIABILITY,
                          request_timeout_s=30.0)
-    config = config.replace("api_keys:\n", "api_keys:\n  - key: env:OTHER_TENANT_KEY\n"
-                            "    tenant: other\n    scopes: [read]\n", 1)
-    running = start_router(tmp_path_factory.mktemp("fairness-router"), config,
-                           env={**TENANT_ENV, "OTHER_TENANT_KEY": OTHER_KEY})
+    running = start_with_second_tenant(tmp_path_factory.mktemp("fairness-router"), config,
+                                       "other", OTHER_KEY)
     yield running
     running.stop()
 

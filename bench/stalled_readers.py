@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 
 from bench.procstat import group_rss_mb, process_cpu_s
-from tests.support.fake_upstream import stub_deployments
+from tests.support.fake_upstream import stub_router_config
 from tests.support.procs import free_port
 from tests.support.services import start_router
 
@@ -99,20 +99,10 @@ def _wait_for(port: int, timeout_s: float = 30.0) -> None:
 
 
 def _config(base_url: str) -> str:
-    return f"""version: 1
-deployments:{stub_deployments(base_url, ["stub"])}
-models:
-  - name: pt-stub
-    deployments: [pt-stub]
-  - name: ll-stub
-    deployments: [ll-stub]
-routes:
-  default_model: pt-stub
-server:
-  request_timeout_s: 120
-  reliability:
-    max_retries_per_deployment: 0
-"""
+    """The tests' stub config (models `pt-stub`, `ll-stub`), with time for a long phase."""
+    config = stub_router_config(base_url)
+    assert "request_timeout_s: 10\n" in config
+    return config.replace("request_timeout_s: 10\n", "request_timeout_s: 120\n")
 
 
 def _stalled_client(base_url: str, model: str, index: int) -> socket.socket:

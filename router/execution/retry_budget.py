@@ -15,13 +15,15 @@ others' transient 503s went unretried (the overload audit of 2026-12-07). A tena
 token whenever one is left while it has taken no more than an equal share of what was granted
 in the window among the tenants that asked (max-min fairness: a tenant whose neighbours ask for
 nothing has all of it, as with one budget); past that share, only while what stays after it is
-at least what the others asked for in the current and the previous slot (their demand, granted
-or not, so a tenant refused once is then kept room for), at least `MIN_RESERVE` while another
-asked in the window at all, at most half the window's tokens. Tokens kept aside go unspent for
-as long as they are kept (a reserve of R costs R a window), so the reserve follows the others'
-last second or two, not the whole window. A tenant's refusals count as its demand from the
-first one. (A fixed part per tenant, borrowing past it while half was left, was tried and taken
-back: a tenant with real failures and idle neighbours lost about 5% of what one budget served.)
+at least what the tenants granted less than it asked for in the current and the previous slot
+(their demand, granted or not, so a tenant refused once is then kept room for), at least
+`MIN_RESERVE` while another asked in the window at all, at most half the window's tokens. Two
+tenants past their share never hold each other back (the one behind is free), so no token
+idles while either asks. Tokens kept aside go unspent for as long as they are kept (a reserve
+of R costs R a window), so the reserve follows the others' last second or two, not the whole
+window. A tenant's refusals count as its demand from the first one. (A fixed part per tenant,
+borrowing past it while half was left, was tried and taken back: a tenant with real failures
+and idle neighbours lost about 5% of what one budget served.)
 
 Over a whole run of `elapsed` seconds since the budget was created, extra attempts <= share *
 requests + floor_per_s * (elapsed + window_s) (property-tested, with tenants too): with share
@@ -128,9 +130,14 @@ class Budget:
         granted = self._granted[tenant]
         if granted * len(self._asked) <= sum(self._spent):  # within an equal share
             return True
+        # the demand to leave room for: of the others granted less than this tenant only (two
+        # tenants past their share, each keeping room for the other's demand, left half the
+        # budget unspent: the re-audit of 2026-12-07); the one behind is never held back by the
+        # one ahead, so the two even out and no token idles
         slots = self._policy.slots
         recent = [self._asked_in[(self._slot - back) % slots] for back in range(min(2, slots))]
-        others_recently = sum(sum(counts.values()) - counts[tenant] for counts in recent)
+        others_recently = sum(count for counts in recent for other, count in counts.items()
+                              if self._granted[other] < granted)
         others_at_all = self._asked_total > self._asked[tenant]
         reserve = max(others_recently, MIN_RESERVE if others_at_all else 0)
         whole = self._policy.share * sum(self._requests) + self._policy.floor_per_s * (

@@ -156,3 +156,24 @@ def test_a_tenant_failing_everywhere_leaves_the_others_their_retries() -> None:
 def test_two_heavy_tenants_share_it_about_evenly() -> None:
     ran = _run({"a": 3.0, "b": 3.0})
     assert abs(ran["a"][1] - ran["b"][1]) <= 0.1 * max(ran["a"][1], ran["b"][1]), ran
+
+
+def test_two_heavy_tenants_beside_a_light_one_spend_the_whole_budget() -> None:
+    """Max-min: the light tenant has all it asks, the two heavy ones split the rest evenly and
+    no token idles. Each heavy one kept room for the other's demand while both were past their
+    share, and half the budget went unspent (the re-audit of 2026-12-07: 270 tokens granted of
+    the 540 one budget for all granted)."""
+    ran = _run({"a": 3.0, "b": 3.0, "c": 0.02})
+    earned = 0.2 * 100 * 50 + 1.0 * 50  # the 50 s counted
+    assert ran["c"][1] == ran["c"][0] > 0, ran
+    granted = sum(g for _, g in ran.values())
+    assert granted >= 0.95 * earned, ran
+    assert abs(ran["a"][1] - ran["b"][1]) <= 0.05 * ran["a"][1], ran
+
+
+def test_a_tenant_behind_catches_up_with_one_ahead() -> None:
+    """A heavy tenant and a middling one (1 retry a request, still more than an equal share)
+    end even, and the light one has all it asks."""
+    ran = _run({"a": 3.0, "b": 1.0, "c": 0.1})
+    assert ran["c"][1] == ran["c"][0] > 0, ran
+    assert abs(ran["a"][1] - ran["b"][1]) <= 0.05 * ran["a"][1], ran

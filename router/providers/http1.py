@@ -162,10 +162,6 @@ def _expire(waiter: asyncio.Future[None]) -> None:
         waiter.set_exception(TimeoutError())
 
 
-def _complete(exchange: _Exchange) -> bool:
-    return exchange.complete
-
-
 def _has_head(exchange: _Exchange) -> bool:
     return exchange.status != 0
 
@@ -423,13 +419,10 @@ class Response:
         self.headers: Mapping[str, str] = exchange.headers
 
     async def read(self) -> bytes:
-        exchange = self._exchange
-        try:
-            await exchange.until(_complete)
-        except BaseException:
-            self.close()
-            raise
-        return b"".join(exchange.chunks)
+        """The whole body, taken as it arrives: a body left buffered until its end paused the
+        socket at `HIGH_WATER_BYTES` and the end never came (an answer past 1 MB hung until its
+        timeout: the re-audit of 2026-12-07)."""
+        return b"".join([chunk async for chunk in self.chunks()])
 
     async def chunks(self, deadline: float | None = None) -> AsyncGenerator[bytes, None]:
         """The body as it arrives; `deadline` (event-loop time) bounds every wait for more."""

@@ -424,6 +424,28 @@ async def test_a_stream_larger_than_the_buffer_limit_arrives_whole() -> None:
     assert received == total
 
 
+async def test_a_whole_body_larger_than_the_buffer_limit_is_read() -> None:
+    """`read` takes the body as it arrives: left buffered, it paused the socket at the
+    high-water mark and waited for an end that never came (a 1.5 MB answer hung until its
+    timeout, the re-audit of 2026-12-07)."""
+    total = 3 * HIGH_WATER_BYTES
+
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: " + str(total).encode() + b"\r\n\r\n")
+        for _ in range(total // 65536):
+            writer.write(b"x" * 65536)
+            await writer.drain()
+        await reader.read()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
+        body = await asyncio.wait_for(response.read(), 5.0)
+        await client.aclose()
+    assert body == b"x" * total
+
+
 def test_header_line_breaks_are_refused_and_urls_parsed() -> None:
     target = Target.of("https://api.example.com/v1/chat/completions?x=1")
     assert (target.scheme, target.host, target.port) == ("https", "api.example.com", 443)

@@ -7,7 +7,9 @@ Starts an upstream in a process of its own (it streams 20,000 chunks of about 20
 as its reader takes them to a prompt starting `stall`, 20 chunks to any other) and a router on
 it, then measures a fast client side by side in one run:
 
-* **alone**: the fast client streams a short answer every 100 ms, nothing else running;
+* **alone**: the fast client streams a short answer every 100 ms, nothing else running (one
+  at a time: a slow answer delays the next, so a slow phase serves fewer, and its p99 is then
+  close to its maximum);
 * **beside N stalled**: the same, while `--stalled` clients that asked for the long answer read
   nothing (raw sockets with an 8 KB receive buffer) for the whole phase.
 

@@ -5,9 +5,11 @@ Taken first come, first served, a cap went to whichever attempts came first: one
 was refused at once (the overload audit of 2026-12-07: quiet tenants served 4-11% during a
 flood). Now the last places (`headroom`: a quarter of the cap, at least one) go only to tenants
 holding less than an equal share of the cap among the tenants that asked for the deployment in
-the last `ACTIVE_S` seconds. A tenant alone has the whole cap; below the headroom anyone may take
-a place (none idles while someone waits for it), so a flooding tenant holds at most the cap less
-the headroom once another tenant asks, and the others share what is left.
+the last `ACTIVE_S` (10) seconds. A tenant alone has the whole cap; below the headroom anyone
+may take a place, so a flooding tenant holds at most the cap less the headroom once another
+tenant asks, and the others share what is left. The headroom idles while they ask for none of
+it (the price of keeping it: a tenant alone again has it back `ACTIVE_S` after the others'
+last request).
 
 `admits` is the rule, a pure function; `FairShares` keeps what it reads (places held per tenant,
 when each tenant last asked), for capped deployments only. Not thread-safe: one event loop.
@@ -18,9 +20,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-# How long a tenant that asked for a deployment counts among those sharing its cap: a tenant
-# sending a request a minute still finds the headroom kept for it.
-ACTIVE_S = 60.0
+# How long a tenant that asked for a deployment counts among those sharing its cap. Longer keeps
+# the headroom for sparser tenants, but a single request of another tenant keeps it from a
+# tenant alone that long (at 60 s, the re-audit of 2026-12-07 saw a lone tenant held to 3 of 4
+# places for a minute after one stray request).
+ACTIVE_S = 10.0
 # The share of a cap kept for tenants under their equal share.
 HEADROOM_SHARE = 0.25
 

@@ -13,17 +13,17 @@ so failures cannot multiply load.
 spend what the others need: one sending prompts that fail everywhere took every token, and the
 others' transient 503s went unretried (the overload audit of 2026-12-07). A tenant is granted a
 token whenever one is left while it has taken no more than an equal share of what was granted
-in the window among the tenants that asked (max-min fairness: a tenant whose neighbours ask for
-nothing has all of it, as with one budget); past that share, only while what stays after it is
-at least what the tenants granted less than it asked for in the current and the previous slot
-(their demand, granted or not, so a tenant refused once is then kept room for), at least
-`MIN_RESERVE` while another asked in the window at all, at most half the window's tokens. Two
-tenants past their share never hold each other back (the one behind is free), so no token
-idles while either asks. Tokens kept aside go unspent for as long as they are kept (a reserve
-of R costs R a window), so the reserve follows the others' last second or two, not the whole
-window. A tenant's refusals count as its demand from the first one. (A fixed part per tenant,
-borrowing past it while half was left, was tried and taken back: a tenant with real failures
-and idle neighbours lost about 5% of what one budget served.)
+in the window among the tenants that asked in the last minute (max-min fairness: a tenant whose
+neighbours ask for nothing has all of it, as with one budget); past that share, only while what
+stays after it is at least what the tenants granted less than it asked for in the current and
+the previous slot (their demand, granted or not, so a tenant refused once is then kept room
+for), at least `MIN_RESERVE` while another asked in the last minute, at most half the window's
+tokens. Two tenants past their share never hold each other back (the one behind is free), so no
+token idles while either asks. Tokens kept aside go unspent for as long as they are kept (a
+reserve of R costs R a window), so the reserve follows the others' last second or two, not the
+whole window. A tenant's refusals count as its demand from the first one. (A fixed part per
+tenant, borrowing past it while half was left, was tried and taken back: a tenant with real
+failures and idle neighbours lost about 5% of what one budget served.)
 
 Over a whole run of `elapsed` seconds since the budget was created, extra attempts <= share *
 requests + floor_per_s * (elapsed + window_s) (property-tested, with tenants too): with share
@@ -69,9 +69,13 @@ RETRY_BUDGET_DEFAULTS = BudgetPolicy(share=0.2, floor_per_s=1.0, window_s=10.0)
 HEDGE_BUDGET_DEFAULTS = BudgetPolicy(share=0.14, floor_per_s=0.2, window_s=10.0)
 
 
-# Tokens a tenant past its equal share leaves while another asked in the window at all: one
-# asking every few seconds finds one (a reserve of the last second or two alone had gone).
+# Tokens a tenant past its equal share leaves while another tenant asked in the last
+# `ASKERS_MEMORY_S`: one asking every few seconds finds one (a reserve of the last second or two
+# alone had gone), and so does one asking less often than the window is long (the re-audit of
+# 2026-12-07: a tenant asking every 10.5 s got 0 of 19 beside a flood, its asks forgotten with
+# the window).
 MIN_RESERVE = 2
+ASKERS_MEMORY_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,8 @@ class Budget:
         self._asked: Counter[str] = Counter()
         self._granted: Counter[str] = Counter()
         self._asked_total = 0
+        # when each tenant last asked, oldest first, over `ASKERS_MEMORY_S` (`MIN_RESERVE`)
+        self._last_asked: dict[str, float] = {}
         self._origin = clock()  # buckets are aligned to creation, so the bound below is exact
         self._slot = 0
 
@@ -118,6 +124,7 @@ class Budget:
         self._asked[tenant] += 1
         self._asked_in[slot][tenant] += 1
         self._asked_total += 1
+        self._note_asker(tenant)
         available = self._available()
         if available < 1.0 - _EPSILON or not self._may_take(tenant, available):
             return False
@@ -128,7 +135,7 @@ class Budget:
 
     def _may_take(self, tenant: str, available: float) -> bool:
         granted = self._granted[tenant]
-        if granted * len(self._asked) <= sum(self._spent):  # within an equal share
+        if granted * len(self._last_asked) <= sum(self._spent):  # within an equal share
             return True
         # the demand to leave room for: of the others granted less than this tenant only (two
         # tenants past their share, each keeping room for the other's demand, left half the
@@ -138,7 +145,7 @@ class Budget:
         recent = [self._asked_in[(self._slot - back) % slots] for back in range(min(2, slots))]
         others_recently = sum(count for counts in recent for other, count in counts.items()
                               if self._granted[other] < granted)
-        others_at_all = self._asked_total > self._asked[tenant]
+        others_at_all = len(self._last_asked) > 1
         reserve = max(others_recently, MIN_RESERVE if others_at_all else 0)
         whole = self._policy.share * sum(self._requests) + self._policy.floor_per_s * (
             self._policy.window_s)
@@ -173,6 +180,14 @@ class Budget:
             self._forget(self._granted, self._granted_in[index])
         self._slot = now_slot
 
+
+    def _note_asker(self, tenant: str) -> None:
+        now = self._clock()
+        asked = self._last_asked
+        asked.pop(tenant, None)
+        asked[tenant] = now
+        while (oldest := next(iter(asked))) != tenant and asked[oldest] < now - ASKERS_MEMORY_S:
+            del asked[oldest]
 
     @staticmethod
     def _forget(totals: Counter[str], expired: Counter[str]) -> int:

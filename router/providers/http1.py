@@ -54,6 +54,9 @@ RESEND_AFTER_IDLE_S = 1.0
 # runner to retry (counted, budgeted) rather than costing an upstream call no one sees.
 RESEND_SPACING_S = 10.0
 DRAIN_TIMEOUT_S = 1.0  # how long a finished reader's connection waits for the body's end
+# The most of a whole (non-streamed) answer read: far past any completion's JSON (128k tokens
+# of output are under 1 MB), short of letting a broken upstream fill the router's memory.
+MAX_WHOLE_BYTES = 32 << 20
 
 
 class HttpClientError(Exception):
@@ -418,11 +421,19 @@ class Response:
         self.status = exchange.status
         self.headers: Mapping[str, str] = exchange.headers
 
-    async def read(self) -> bytes:
-        """The whole body, taken as it arrives: a body left buffered until its end paused the
-        socket at `HIGH_WATER_BYTES` and the end never came (an answer past 1 MB hung until its
-        timeout: the re-audit of 2026-12-07)."""
-        return b"".join([chunk async for chunk in self.chunks()])
+    async def read(self, limit: int = MAX_WHOLE_BYTES) -> bytes:
+        """The whole body, taken as it arrives (left buffered until its end, it paused the
+        socket at `HIGH_WATER_BYTES` and the end never came: an answer past 1 MB hung until its
+        timeout, the re-audit of 2026-12-07); `ResponseBroken` past `limit` bytes, the
+        connection closed (an upstream's answer must not take the router's memory)."""
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in self.chunks():
+            size += len(chunk)
+            if size > limit:
+                raise ResponseBroken(f"upstream answer larger than {limit} bytes")
+            parts.append(chunk)
+        return b"".join(parts)
 
     async def chunks(self, deadline: float | None = None) -> AsyncGenerator[bytes, None]:
         """The body as it arrives; `deadline` (event-loop time) bounds every wait for more."""

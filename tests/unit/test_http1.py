@@ -446,6 +446,25 @@ async def test_a_whole_body_larger_than_the_buffer_limit_is_read() -> None:
     assert body == b"x" * total
 
 
+async def test_a_whole_body_past_the_limit_is_refused_and_its_connection_closed() -> None:
+    """A broken upstream's endless answer must not take the router's memory."""
+    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
+        await server.read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10000000\r\n\r\n")
+        for _ in range(10000000 // 65536):  # until the client's close breaks a write
+            writer.write(b"x" * 65536)
+            await writer.drain()
+        await reader.read()
+
+    async with serving(script) as (server, target):
+        client = Http1Client()
+        response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
+        with pytest.raises(ResponseBroken, match="larger than 100000 bytes"):
+            await asyncio.wait_for(response.read(limit=100_000), 5.0)
+        await asyncio.wait_for(server.closed_by_client.wait(), 2.0)
+        await client.aclose()
+
+
 def test_header_line_breaks_are_refused_and_urls_parsed() -> None:
     target = Target.of("https://api.example.com/v1/chat/completions?x=1")
     assert (target.scheme, target.host, target.port) == ("https", "api.example.com", 443)

@@ -430,7 +430,8 @@ class Response:
         size = 0
         async for chunk in self.chunks():
             size += len(chunk)
-            if size > limit:
+            if size > limit:  # closed now, not when the abandoned generator is collected
+                self.close()
                 raise ResponseBroken(f"upstream answer larger than {limit} bytes")
             parts.append(chunk)
         return b"".join(parts)

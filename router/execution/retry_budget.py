@@ -28,7 +28,7 @@ failures and idle neighbours lost about 5% of what one budget served.)
 Over a whole run of `elapsed` seconds since the budget was created, extra attempts <= share *
 requests + floor_per_s * (elapsed + window_s) (property-tested, with tenants too): with share
 0.2, upstream calls per request stay <= 1.2 plus the floor's share. The window is kept in
-`slots` buckets (memory is O(slots + tenants asking in the window), not O(requests)).
+`slots` buckets (memory is O(slots + tenants asking in the last minute), not O(requests)).
 
 State is local to one process and read with an injected monotonic clock; there is no I/O and no
 awaiting. Not thread-safe: use it from one event loop.

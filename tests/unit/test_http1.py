@@ -402,18 +402,24 @@ async def test_a_stream_left_before_it_is_finished_closes_its_connection() -> No
     assert server.connections == 2
 
 
-async def test_a_stream_larger_than_the_buffer_limit_arrives_whole() -> None:
-    total = 3 * HIGH_WATER_BYTES
-
+def _answering(size: int) -> Script:
+    """A script that answers with a body of `size` bytes, written as fast as it is taken (until
+    the client's close breaks a write)."""
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
-        await server.read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: " + str(total).encode() + b"\r\n\r\n")
-        for _ in range(total // 65536):
+        head = await reader.readuntil(b"\r\n\r\n")
+        await reader.readexactly(int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                                          if line.lower().startswith(b"content-length"))))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n" % size)
+        for _ in range(size // 65536):
             writer.write(b"x" * 65536)
             await writer.drain()
         await reader.read()
+    return script
 
-    async with serving(script) as (server, target):
+
+async def test_a_stream_larger_than_the_buffer_limit_arrives_whole() -> None:
+    total = 3 * HIGH_WATER_BYTES
+    async with serving(_answering(total)) as (_, target):
         client = Http1Client()
         response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
         await asyncio.sleep(0.2)  # let the backlog build up past the high-water mark
@@ -429,16 +435,7 @@ async def test_a_whole_body_larger_than_the_buffer_limit_is_read() -> None:
     high-water mark and waited for an end that never came (a 1.5 MB answer hung until its
     timeout, the re-audit of 2026-12-07)."""
     total = 3 * HIGH_WATER_BYTES
-
-    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
-        await server.read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: " + str(total).encode() + b"\r\n\r\n")
-        for _ in range(total // 65536):
-            writer.write(b"x" * 65536)
-            await writer.drain()
-        await reader.read()
-
-    async with serving(script) as (server, target):
+    async with serving(_answering(total)) as (_, target):
         client = Http1Client()
         response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
         body = await asyncio.wait_for(response.read(), 5.0)
@@ -448,15 +445,7 @@ async def test_a_whole_body_larger_than_the_buffer_limit_is_read() -> None:
 
 async def test_a_whole_body_past_the_limit_is_refused_and_its_connection_closed() -> None:
     """A broken upstream's endless answer must not take the router's memory."""
-    async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, _: int) -> None:
-        await server.read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 10000000\r\n\r\n")
-        for _ in range(10000000 // 65536):  # until the client's close breaks a write
-            writer.write(b"x" * 65536)
-            await writer.drain()
-        await reader.read()
-
-    async with serving(script) as (server, target):
+    async with serving(_answering(160 * 65536)) as (server, target):
         client = Http1Client()
         response = await client.post(target, request_head(target, {}, 2), b"{}", 2.0)
         with pytest.raises(ResponseBroken, match="larger than 100000 bytes"):

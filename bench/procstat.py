@@ -137,6 +137,18 @@ def established_inodes(pid: int, remote_port: int | None = None) -> set[str]:
     return inodes
 
 
+def send_queue_bytes(local_port: int, remote_ports: set[int]) -> int:
+    """The largest send queue (unsent bytes, `tx_queue` in /proc/net/tcp) of the loopback
+    connections from `local_port` to any of `remote_ports`; 0 when none is found."""
+    most = 0
+    for row in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = row.split()
+        if (int(fields[1].rsplit(":", 1)[1], 16) == local_port
+                and int(fields[2].rsplit(":", 1)[1], 16) in remote_ports):
+            most = max(most, int(fields[4].split(":")[0], 16))
+    return most
+
+
 def open_fds(pid: int) -> int:
     try:
         return len(list(Path(f"/proc/{pid}/fd").iterdir()))

@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from bench.procstat import group_rss_mb, process_cpu_s
+from bench.procstat import group_rss_mb, process_cpu_s, send_queue_bytes
 from tests.support.fake_upstream import stub_router_config
 from tests.support.procs import free_port
 from tests.support.services import start_router
@@ -122,18 +122,6 @@ def _stalled_client(base_url: str, model: str, index: int) -> socket.socket:
     return sock
 
 
-def _queued_toward(router_port: int, client_ports: set[int]) -> int:
-    """The largest send queue the router's kernel holds toward one of `client_ports`."""
-    most = 0
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local, remote = fields[1], fields[2]
-        if (int(local.split(":")[1], 16) == router_port
-                and int(remote.split(":")[1], 16) in client_ports):
-            most = max(most, int(fields[4].split(":")[0], 16))
-    return most
-
-
 def _probe(client: httpx.Client, model: str, index: int) -> tuple[float, float] | str:
     """One short streamed answer: (TTFT, end to end) in seconds, or the error's code."""
     started = time.perf_counter()
@@ -173,7 +161,7 @@ def _phase(base_url: str, model: str, seconds: float, stalled: int,
             else:
                 ttfts.append(timed[0])
                 e2es.append(timed[1])
-            most_queued = max(most_queued, _queued_toward(port, client_ports))
+            most_queued = max(most_queued, send_queue_bytes(port, client_ports))
             index += 1
             time.sleep(max(0.0, next_at - time.monotonic()))
     cpu = process_cpu_s(router_pid) - cpu_before

@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from router.execution.recent_tenants import RecentTenants
+
 # How long a tenant that asked for a deployment counts among those sharing its cap. Longer keeps
 # the headroom for sparser tenants, but a single request of another tenant keeps it from a
 # tenant alone that long (at 60 s, the re-audit of 2026-12-07 saw a lone tenant held to 3 of 4
@@ -51,19 +53,17 @@ class FairShares:
 
     def __init__(self) -> None:
         self._held: dict[str, Counter[str]] = {}
-        # per deployment, tenant -> when it last asked, oldest first (re-inserted on each ask)
-        self._asked: dict[str, dict[str, float]] = {}
+        self._asked: dict[str, RecentTenants] = {}  # per deployment, over `ACTIVE_S`
         self._tickets: dict[int, tuple[str, str]] = {}
         self._next = 0
 
     def admits(self, deployment: str, tenant: str, cap: int, load: int, now: float) -> bool:
         """Whether `tenant` may begin an attempt on `deployment` (`load` in flight of `cap`);
         the ask counts it among those sharing the cap either way."""
-        asked = self._asked.setdefault(deployment, {})
-        asked.pop(tenant, None)
-        asked[tenant] = now
-        while (oldest := next(iter(asked))) != tenant and asked[oldest] < now - ACTIVE_S:
-            del asked[oldest]
+        asked = self._asked.get(deployment)
+        if asked is None:
+            asked = self._asked[deployment] = RecentTenants(ACTIVE_S)
+        asked.note(tenant, now)
         held = self._held.get(deployment)
         return admits(cap, load, held[tenant] if held else 0, len(asked))
 

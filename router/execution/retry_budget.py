@@ -41,6 +41,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from router.execution.recent_tenants import RecentTenants
+
 Clock = Callable[[], float]
 
 _EPSILON = 1e-9
@@ -96,14 +98,11 @@ class Budget:
         self._width = policy.window_s / policy.slots
         self._requests = [0] * policy.slots
         self._spent = [0] * policy.slots
-        # per slot, and over the window: tokens each tenant asked for and was granted
+        # per slot: tokens each tenant asked for and was granted; over the window: granted
         self._asked_in: list[Counter[str]] = [Counter() for _ in range(policy.slots)]
         self._granted_in: list[Counter[str]] = [Counter() for _ in range(policy.slots)]
-        self._asked: Counter[str] = Counter()
         self._granted: Counter[str] = Counter()
-        self._asked_total = 0
-        # when each tenant last asked, oldest first, over `ASKERS_MEMORY_S` (`MIN_RESERVE`)
-        self._last_asked: dict[str, float] = {}
+        self._askers = RecentTenants(ASKERS_MEMORY_S)  # the equal share's and `MIN_RESERVE`'s
         self._origin = clock()  # buckets are aligned to creation, so the bound below is exact
         self._slot = 0
 
@@ -121,10 +120,8 @@ class Budget:
         none is left, or none it may take (see the module's fair sharing)."""
         self._advance()
         slot = self._slot % self._policy.slots
-        self._asked[tenant] += 1
         self._asked_in[slot][tenant] += 1
-        self._asked_total += 1
-        self._note_asker(tenant)
+        self._askers.note(tenant, self._clock())
         available = self._available()
         if available < 1.0 - _EPSILON or not self._may_take(tenant, available):
             return False
@@ -135,7 +132,7 @@ class Budget:
 
     def _may_take(self, tenant: str, available: float) -> bool:
         granted = self._granted[tenant]
-        if granted * len(self._last_asked) <= sum(self._spent):  # within an equal share
+        if granted * len(self._askers) <= sum(self._spent):  # within an equal share
             return True
         # the demand to leave room for: of the others granted less than this tenant only (two
         # tenants past their share, each keeping room for the other's demand, left half the
@@ -145,7 +142,7 @@ class Budget:
         recent = [self._asked_in[(self._slot - back) % slots] for back in range(min(2, slots))]
         others_recently = sum(count for counts in recent for other, count in counts.items()
                               if self._granted[other] < granted)
-        others_at_all = len(self._last_asked) > 1
+        others_at_all = len(self._askers) > 1
         reserve = max(others_recently, MIN_RESERVE if others_at_all else 0)
         whole = self._policy.share * sum(self._requests) + self._policy.floor_per_s * (
             self._policy.window_s)
@@ -176,33 +173,22 @@ class Budget:
             index = (self._slot + offset) % self._policy.slots
             self._requests[index] = 0
             self._spent[index] = 0
-            self._asked_total -= self._forget(self._asked, self._asked_in[index])
+            self._asked_in[index].clear()
             self._forget(self._granted, self._granted_in[index])
         self._slot = now_slot
 
 
-    def _note_asker(self, tenant: str) -> None:
-        now = self._clock()
-        asked = self._last_asked
-        asked.pop(tenant, None)
-        asked[tenant] = now
-        while (oldest := next(iter(asked))) != tenant and asked[oldest] < now - ASKERS_MEMORY_S:
-            del asked[oldest]
-
     @staticmethod
-    def _forget(totals: Counter[str], expired: Counter[str]) -> int:
-        """Take a slot that left the window out of the window's totals (a tenant at zero goes:
-        the count of tenants that asked is the window's); the slot's sum."""
-        gone = 0
+    def _forget(totals: Counter[str], expired: Counter[str]) -> None:
+        """Take a slot that left the window out of the window's totals (a tenant at zero goes,
+        so the totals hold the window's tenants only)."""
         for tenant, count in expired.items():
-            gone += count
             left = totals[tenant] - count
             if left > 0:
                 totals[tenant] = left
             else:
                 del totals[tenant]
         expired.clear()
-        return gone
 
 
 def retry_budget(clock: Clock, policy: BudgetPolicy = RETRY_BUDGET_DEFAULTS) -> Budget:

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from bench.procstat import send_queue_bytes
 from router.api.sse import STALL_GRACE_S
 from router.service_protocol import SEND_TIMEOUT_S
 from tests.support.fake_upstream import ThreadedUpstream, stub_router_config
@@ -162,18 +163,6 @@ def test_a_stream_whose_client_stopped_reading_lets_go_of_its_connection(
     assert "ProviderTimeoutError" not in metrics
 
 
-def _queued_to_client(router_port: int, client_port: int) -> int:
-    """Bytes the router's end of the connection from `client_port` has queued unsent (its
-    kernel send queue, `tx_queue` in Linux's /proc/net/tcp)."""
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local, remote = fields[1], fields[2]
-        if (int(local.split(":")[1], 16) == router_port
-                and int(remote.split(":")[1], 16) == client_port):
-            return int(fields[4].split(":")[0], 16)
-    return 0
-
-
 @pytest.mark.parametrize("model", ["pt-stub", "ll-stub"])
 def test_a_client_that_stopped_reading_holds_a_bounded_send_queue(
         gateway: tuple[Running, Path], model: str) -> None:
@@ -190,6 +179,6 @@ def test_a_client_that_stopped_reading_holds_a_bounded_send_queue(
         port, most = sock.getsockname()[1], 0
         until = time.monotonic() + DEADLINE_MS / 1000
         while time.monotonic() < until:
-            most = max(most, _queued_to_client(url.port, port))
+            most = max(most, send_queue_bytes(url.port, {port}))
             time.sleep(0.02)
     assert 0 < most <= 4 * SEND_BUFFER_BYTES, most

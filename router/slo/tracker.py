@@ -37,7 +37,7 @@ from router.slo.snapshot import (
     WindowState,
 )
 from router.slo.targets import SLIS, Sli, SloTargets
-from router.slo.windows import COLUMNS, RollingCounts, column
+from router.slo.windows import COLUMNS, TieredCounts, column
 from router.stats.observation import Observation, prompt_bucket, prompt_bucket_label
 from router.stats.wakeup import REFRESH_BUDGET_S, Backlog, SpacedWakeup
 from router.steady_clock import steady_time
@@ -106,10 +106,10 @@ class SloTracker:
         # Every request's availability (`record_service`), held to this objective; None: none.
         self._service_targets = (None if service_availability is None
                                  else SloTargets(availability=service_availability))
-        self._service: RollingCounts | None = None
+        self._service: TieredCounts | None = None
         self.config = config if config is not None else SloConfig()
         self._clock = clock
-        self._series: dict[SeriesKey, RollingCounts] = {}
+        self._series: dict[SeriesKey, TieredCounts] = {}
         self._penalties: dict[SeriesKey, tuple[float, float]] = {}  # key -> (at, penalty)
         self._read: set[SeriesKey] = set()  # keys requests read since the last background pass
         self._backlog: Backlog[SeriesKey] = Backlog()  # read keys a budgeted pass left
@@ -128,8 +128,8 @@ class SloTracker:
         for key in keys:
             series = self._series.get(key)
             if series is None:
-                horizon = max(self.config.windows_s)
-                series = self._series[key] = RollingCounts(horizon, self.config.resolution_s)
+                series = self._series[key] = TieredCounts(self._demotion_windows,
+                                                          self.config.resolution_s)
             series.add(obs.t, deltas)
         self._wakeup.notify()
 
@@ -146,7 +146,7 @@ class SloTracker:
         if self._service_targets is None:
             return
         if self._service is None:
-            self._service = RollingCounts(max(self.config.windows_s), self.config.resolution_s)
+            self._service = TieredCounts(self._windows_s, self.config.resolution_s)
         deltas = [0] * COLUMNS
         deltas[_AVAILABILITY], deltas[_AVAILABILITY + 1] = 1, int(failed)
         self._service.add(t, deltas)

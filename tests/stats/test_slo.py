@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import time
 
@@ -15,7 +16,13 @@ from router.scoring import Candidate, ScoreRequest, ScoringConfig, rank
 from router.slo import SloTargets, SloTracker, burn_rate, demotion_penalty
 from router.slo.targets import SLIS
 from router.slo.tracker import SeriesKey, SloConfig
-from router.slo.windows import RollingCounts, column
+from router.slo.windows import (
+    COARSE_RESOLUTION_S,
+    FINE_UP_TO_S,
+    RollingCounts,
+    TieredCounts,
+    column,
+)
 from router.stats import LocalStatsStore, Observation
 from tests.stats.sim import FakeClock
 
@@ -94,6 +101,51 @@ def test_rolling_counts_kept_sums_equal_a_fresh_scan(
             deltas[col] = 1
             added.append((now - offset, deltas))
             counts.add(now - offset, deltas)
+
+
+# The windows a tracker's series are summed over: the rules' and the last minute.
+SERIES_WINDOWS = (60.0, 300.0, 1800.0, 3600.0, 21600.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=st.lists(st.tuples(st.booleans(), st.floats(-23_000.0, 30.0),
+                                st.integers(0, 7), st.sampled_from((0.0, 7.0, 10.0, 60.0, 1800.0))),
+                      min_size=1, max_size=80),
+       asked=st.sampled_from((SERIES_WINDOWS, (300.0, 1800.0, 3600.0, 21600.0), (3600.0, 60.0))))
+def test_tiered_counts_sum_each_window_over_its_own_slots(
+        steps: list[tuple[bool, float, int, float]], asked: tuple[float, ...]) -> None:
+    """Every window's sums count exactly the events of its last whole slots back from the
+    current one: 10 s slots up to 30 minutes, 1 min slots beyond (events up to 6 h old, in any
+    order, reads that move time, windows asked in any order or a subset)."""
+    counts = TieredCounts(SERIES_WINDOWS, resolution_s=10.0)
+    events: list[tuple[float, int]] = []
+    now = 1_000_000.0
+    for is_read, offset, col, advance in steps:
+        if not is_read:
+            deltas = [0] * 8
+            deltas[col] = 1
+            events.append((now + offset, col))
+            counts.add(now + offset, deltas)
+            continue
+        now += advance
+        for window, sums in zip(asked, counts.sums(now, asked), strict=True):
+            res = 10.0 if window <= FINE_UP_TO_S else COARSE_RESOLUTION_S
+            current, slots = math.floor(now / res), math.ceil(window / res)
+            expected = [0] * 8
+            for t, c in events:
+                if 0 <= current - math.floor(t / res) < slots:
+                    expected[c] += 1
+            assert sums == expected, window
+
+
+def test_a_series_holds_its_six_hours_in_22_kb() -> None:
+    """The rings a tracker keeps per (task, deployment, prompt size): one 6 h ring of 10 s
+    slots held 156 KB in 64-bit counts (a router with 792 series, 122 MB), and would hold 86 KB
+    in 32-bit ones; 10 s slots up to 30 minutes and 1 min slots beyond hold 22 KB."""
+    config = SloConfig()
+    windows = (*config.windows_s, config.current_s)
+    assert TieredCounts(windows, config.resolution_s).nbytes <= 22_000
+    assert RollingCounts(max(windows), config.resolution_s).nbytes > 86_000
 
 
 def test_slo_no_candidate_can_meet_shows_low_attainment_and_burn_above_one() -> None:

@@ -52,7 +52,8 @@ def configure(level: str = "info", *, access_log: bool = False) -> None:
     root.setLevel(level.upper())
     on = access_log or level.lower() == "debug"
     logging.getLogger("slorouter.access").setLevel(logging.INFO if on else logging.WARNING)
-    for noisy in ("LiteLLM", "litellm", "httpx", "uvicorn.access"):
+    # openai: the SDK under litellm logs an upstream's `x-request-id` header as is at debug
+    for noisy in ("LiteLLM", "litellm", "httpx", "openai", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     warnings.showwarning = warning_event
     threading.excepthook = thread_error_event

@@ -25,6 +25,8 @@ access_log = logging.getLogger("slorouter.access")
 
 
 CLIENT_CLOSED = 499  # `status` of a request whose client left (nginx's convention)
+# `requested_model` of a request naming a model the configuration does not know (free text)
+UNKNOWN_MODEL = "unknown"
 
 
 @dataclass(slots=True)

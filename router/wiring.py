@@ -394,7 +394,9 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
     idempotency = idempotency_store(config)
     trials = experiments(config)
     settings = config.telemetry if config.telemetry is not None else telemetry_from_env(environ)
-    telemetry = build_telemetry(settings, runtime.deployments) if settings.enabled else None
+    telemetry = (build_telemetry(settings, runtime.deployments,
+                                 secrets=secret_values(config, environ))
+                 if settings.enabled else None)
     app = build_app(runtime, classifier, providers, sinks=[LogSink()], telemetry=telemetry,
                     checks=readiness_checks(config, runtime, classifier, caching,
                                             writes_of(idempotency), writes_of(trials.store),

@@ -54,7 +54,14 @@ from router.execution.events import close_quietly
 from router.execution.plan import CommittedStream
 from router.idempotency import LEASE_S, IdempotencyStore, Replay
 from router.media_tokens import whole_decoded_chars
-from router.outcomes import CLIENT_CLOSED, Outcome, OutcomeSink, answer_messages, choice_messages
+from router.outcomes import (
+    CLIENT_CLOSED,
+    UNKNOWN_MODEL,
+    Outcome,
+    OutcomeSink,
+    answer_messages,
+    choice_messages,
+)
 from router.pipeline import (
     Caller,
     ChatPipeline,
@@ -191,7 +198,12 @@ class ChatHandler:
             config.request_timeout_s - (self._clock() - outcome.arrived_at), received,
             read=lambda size: held.enter_context(self.bodies.reserve(size)))
         chat = parse_chat(raw)
-        outcome.requested_model, outcome.stream = chat.model, chat.stream
+        # A name the configuration does not know is a client's free text (a prompt or a key
+        # pasted into the wrong field, seen in an audit): it is sent back in the 404's message
+        # only, never into a span or a log line.
+        known = chat.model in config.models or chat.model in config.aliases
+        outcome.requested_model = chat.model if known else UNKNOWN_MODEL
+        outcome.stream = chat.stream
         outcome.choices = chat.n or 1
         capture = self._captures(principal.tenant)  # the tenant's explicit opt-in only
         if capture:
@@ -244,6 +256,12 @@ class ChatHandler:
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
             outcome.idempotent_replay = True
+            # Who answered the first time, for the trace and the log (as for a cache hit)
+            answered_by = dict(claimed.response.headers).get("x-slorouter-model")
+            if answered_by in config.deployments:
+                outcome.deployment = answered_by
+            if claimed.response.status == 200:  # its content starts now (a stored failure has
+                outcome.first_content_at = self._clock()  # none: its status is the one sent)
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers,
                                        self._stored_stream_end(outcome, held),
                                        deadline - self._clock())

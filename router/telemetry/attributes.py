@@ -14,7 +14,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from router.execution.attempt import AttemptRecord
-from router.outcomes import CLIENT_CLOSED, Outcome
+from router.outcomes import CLIENT_CLOSED, UNKNOWN_MODEL, Outcome
 from router.telemetry.context import TraceContext
 
 AttrValue = str | bool | int | float
@@ -332,7 +332,7 @@ def metric_labels(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -
     labels: Attributes = {OPERATION: "chat",
                           PROVIDER: _provider_of(provider_deployment(outcome), deployments)
                           or "none",
-                          REQUEST_MODEL: outcome.requested_model if decided else "unknown"}
+                          REQUEST_MODEL: outcome.requested_model if decided else UNKNOWN_MODEL}
     info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
     if info is not None:
         labels[RESPONSE_MODEL] = info.upstream_model

@@ -42,13 +42,23 @@ def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     return _PATTERNS[2].sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
 
 
+class Scrubber:
+    """`scrub` with a fixed set of known secrets (those of 6 characters or more, longest
+    first): the log filter's, and the span builder's for the strings clients send."""
+
+    __slots__ = ("_secrets",)
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._secrets = tuple(sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True))
+
+    def __call__(self, text: str) -> str:
+        return scrub(text, self._secrets)
+
+
 class RedactingFilter(logging.Filter):
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         super().__init__()
-        self._secrets = tuple(sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True))
-
-    def scrub(self, text: str) -> str:
-        return scrub(text, self._secrets)
+        self.scrub = Scrubber(secrets)
 
     def _clean(self, value: object, key: str | None = None) -> object:
         if key is not None and key.lower() in CONTENT_KEYS:

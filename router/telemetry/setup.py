@@ -8,7 +8,7 @@ arrival) and `Telemetry.shutdown()` (at exit: flushes spans and a last metric ex
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from opentelemetry.sdk.metrics.export import MetricExporter
@@ -24,6 +24,7 @@ from router.telemetry.context import TraceContext, start_trace
 from router.telemetry.metrics import RouterMetrics
 from router.telemetry.otlp import PeriodicExport
 from router.telemetry.prometheus import metrics_endpoint, text_of
+from router.telemetry.redact import Scrubber
 from router.telemetry.settings import TelemetrySettings
 from router.telemetry.sink import TelemetrySink
 from router.telemetry.spans import EpochAnchor, SpanBuilder
@@ -105,8 +106,10 @@ def _metric_exporter(settings: TelemetrySettings) -> MetricExporter | None:
 
 def build_telemetry(settings: TelemetrySettings, deployments: Mapping[str, DeploymentInfo],
                     span_processor: SpanProcessor | None = None,
-                    metric_exporter: MetricExporter | None = None) -> Telemetry:
-    """Build telemetry; tests pass their own processor/exporter (e.g. in-memory ones)."""
+                    metric_exporter: MetricExporter | None = None,
+                    secrets: Sequence[str] = ()) -> Telemetry:
+    """Build telemetry; tests pass their own processor/exporter (e.g. in-memory ones).
+    `secrets`: the configuration's keys, kept out of span attributes as out of the logs."""
     resource = Resource.create({"service.name": settings.service_name})
     metrics = RouterMetrics(MetricRegistry(), deployments)
     if span_processor is None and settings.traces_enabled:
@@ -114,7 +117,7 @@ def build_telemetry(settings: TelemetrySettings, deployments: Mapping[str, Deplo
         span_processor = (BatchSpanProcessor(exporter, max_export_batch_size=SPAN_EXPORT_BATCH)
                           if exporter is not None else None)
     spans = (SpanBuilder(span_processor, resource, deployments, EpochAnchor.now(),
-                         captures_content=settings.captures_content)
+                         captures_content=settings.captures_content, scrub=Scrubber(secrets))
              if span_processor is not None else None)
     chosen = metric_exporter if metric_exporter is not None else _metric_exporter(settings)
     export = (PeriodicExport(metrics.registry, chosen, resource,

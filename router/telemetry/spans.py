@@ -24,6 +24,7 @@ from router.outcomes import Outcome
 from router.telemetry import attributes as A
 from router.telemetry.attributes import Attributes, DeploymentInfo
 from router.telemetry.context import TraceContext, attempt_span_id
+from router.telemetry.redact import Scrubber
 
 SCOPE = InstrumentationScope("slorouter", "0.1.0")
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
@@ -51,8 +52,12 @@ class SpanBuilder:
     def __init__(self, processor: SpanProcessor, resource: Resource,
                  deployments: Mapping[str, DeploymentInfo], anchor: EpochAnchor,
                  draw: Callable[[int], int] = random.getrandbits,
-                 captures_content: Callable[[str], bool] = lambda _: False) -> None:
+                 captures_content: Callable[[str], bool] = lambda _: False,
+                 scrub: Callable[[str], str] | None = None) -> None:
+        """`scrub`: what a string a client sent (its request id) goes through before it is an
+        attribute, as in the logs (a key pasted into `x-request-id` reached the traces)."""
         self._processor = processor
+        self._scrub = scrub if scrub is not None else Scrubber()
         self._captures = captures_content
         self._resource = resource
         self._deployments = deployments
@@ -69,6 +74,7 @@ class SpanBuilder:
                   if trace.parent_span_id is not None else None)
         error = outcome.status >= 500 and outcome.status != 499
         attrs = A.server_attributes(outcome, self._deployments)
+        attrs[A.REQUEST_ID] = self._scrub(outcome.request_id)
         if self._captures(outcome.tenant):
             attrs.update(A.content_attributes(outcome))
         spans = [self._span(A.server_span_name(outcome), server_ctx, parent,

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.conftest import API_KEY, SIM_MODELS, router_config
@@ -70,6 +71,34 @@ def _console_spans(output: str) -> list[dict[str, object]]:
                 spans.append(json.loads("\n".join(block)))
                 block = []
     return spans
+
+
+def test_a_key_or_a_prompt_sent_in_the_wrong_field_reaches_no_log_or_span(
+        debug_gateway: tuple[Running, Path]) -> None:
+    """A client's key pasted into `model` or `x-request-id`, and a prompt sent as the model's
+    name, reach neither the logs nor the spans: the logs redacted the keys but the spans carried
+    them, and both carried the prompt (the telemetry audit of 2026-12-07). A model name the
+    configuration does not know is `unknown` there; the client's 404 still names it."""
+    router, log = debug_gateway
+    client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY, max_retries=0)
+    hello: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello"}]
+    misplaced = f"Summarize: patient {CANARY}"
+    for name in (API_KEY, misplaced):
+        with pytest.raises(openai.NotFoundError) as caught:
+            client.chat.completions.create(model=name, messages=hello)
+        assert name in caught.value.message or name == API_KEY
+    answered = client.chat.completions.with_raw_response.create(
+        model="pt-fast", messages=hello, extra_headers={"x-request-id": "sim-key-secret-123"})
+    assert answered.headers["x-request-id"] == "sim-key-secret-123"  # the client's own id
+    httpx.get(f"{router.base_url}/metrics", timeout=10)  # flushes queued telemetry
+    # ... to the span processor, which prints its batch within 5 s
+    wait_until = time.monotonic() + 20
+    while '"gen_ai.request.model": "unknown"' not in log.read_text(errors="replace"):
+        assert time.monotonic() < wait_until, "no span of the unknown models was printed"
+        time.sleep(0.2)
+    output = log.read_text(errors="replace")
+    for secret in (API_KEY, "sim-key-secret-123", CANARY.split()[0]):
+        assert secret not in output
 
 
 def test_the_answering_attempts_span_carries_its_token_usage(

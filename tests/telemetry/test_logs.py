@@ -6,9 +6,11 @@ import contextlib
 import io
 import json
 import logging
+import threading
+import warnings
 from collections.abc import Iterator
 
-from router.logs import JsonFormatter, event
+from router.logs import JsonFormatter, configure, event
 from router.outcomes import Outcome
 from router.telemetry.context import TraceContext, current_request, start_trace
 from router.telemetry.redact import install
@@ -237,3 +239,23 @@ def test_a_library_line_keeps_its_template_with_each_arguments_place_marked() ->
                       "[withheld] sent [withheld] tokens, [withheld]% cached",
                       "no arguments: 100%% as written"]
     assert "canary" not in stream.getvalue()
+
+
+def test_the_openai_sdks_debug_lines_are_not_logged_at_debug() -> None:
+    """The openai SDK (under litellm) logs an upstream's `x-request-id` header as is at debug,
+    which an upstream may fill with anything (the telemetry audit of 2026-12-07): its loggers
+    stay at warning when the service logs at debug, as litellm's and httpx's do."""
+    root = logging.getLogger()
+    touched = [logging.getLogger(name) for name in (
+        "slorouter.access", "LiteLLM", "litellm", "httpx", "openai", "uvicorn.access")]
+    saved = (root.handlers[:], root.level, [t.level for t in touched], warnings.showwarning,
+             threading.excepthook)
+    try:
+        configure("debug")
+        assert logging.getLogger("slorouter.x").isEnabledFor(logging.DEBUG)
+        assert not logging.getLogger("openai._base_client").isEnabledFor(logging.DEBUG)
+        assert logging.getLogger("openai._base_client").isEnabledFor(logging.WARNING)
+    finally:
+        root.handlers[:], root.level, levels, warnings.showwarning, threading.excepthook = saved
+        for logger, level in zip(touched, levels, strict=True):
+            logger.setLevel(level)

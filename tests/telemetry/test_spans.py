@@ -6,6 +6,7 @@ from pathlib import Path
 
 import httpx
 import openai
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
@@ -301,26 +302,39 @@ async def test_a_cache_hits_server_span_names_the_deployment_that_answered(
     assert "slorouter.cost_usd" not in attributes  # no upstream call: nothing was billed
 
 
+@pytest.mark.parametrize("stream", [False, True])
 async def test_a_replayed_idempotency_key_answer_is_marked_on_its_server_span(
-        sim: Running) -> None:
+        sim: Running, stream: bool) -> None:
     """The second request with the same Idempotency-Key is answered from the first's record: a
     1 ms success with no attempt and `slorouter.cache=bypass`, which read as a request nothing
-    explained; its span says `slorouter.idempotent_replay`."""
+    explained; its span says `slorouter.idempotent_replay`, and names who answered the first
+    time (deployment, provider, response model) as a cache hit's does, with a `stream` span
+    when it streams (the telemetry audit of 2026-12-07 found none of them)."""
     telemetry, exporter = in_memory_telemetry()
     async with serve(sim.base_url, telemetry) as base:
         client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=API_KEY, max_retries=0)
         replays = []
         for _ in range(2):
             raw = await client.chat.completions.with_raw_response.create(
-                model="fast", messages=[{"role": "user", "content": "once"}],
-                extra_headers={"idempotency-key": "replay-marked-1"})
+                model="fast", messages=[{"role": "user", "content": "once"}], stream=stream,
+                extra_headers={"idempotency-key": f"replay-marked-{stream}"})
             replays.append(raw.headers.get("x-slorouter-idempotent-replay"))
+            if stream:
+                async for _ in raw.parse():  # type: ignore[union-attr]
+                    pass
         await client.close()
     telemetry.sink.flush()
     assert replays == [None, "true"]
-    servers = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
+    spans = exporter.get_finished_spans()
+    servers = [s for s in spans if s.kind == SpanKind.SERVER]
     marks = [(s.attributes or {}).get("slorouter.idempotent_replay") for s in servers]
     assert marks == [None, True], marks
+    replay = servers[1].attributes or {}
+    assert (replay.get("slorouter.deployment"), replay.get("gen_ai.response.model"),
+            replay.get("gen_ai.provider.name")) == ("pt-fast", "fast", "openai")
+    streamed = [s for s in spans if s.name == "stream"
+                and s.parent is not None and s.parent.span_id == servers[1].context.span_id]
+    assert len(streamed) == (1 if stream else 0)
 
 
 async def test_a_caller_without_a_valid_key_does_not_choose_what_is_traced(

@@ -82,9 +82,10 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     answered by control's route (`x-slorouter-arm-degraded`); a `min_cost` task with latency
     targets but no `e2e_p99_ms`, which holds its non-streamed requests to no latency target;
     `routes.by_task` or `routes.default_model` beside a policies section, which routes every
-    task instead; an empty `routes.aliases` beside one, which leaves it nothing to route."""
+    task instead; an empty `routes.aliases` beside one, which leaves it nothing to route; and,
+    with or without policies, figures in the wrong unit and cache rules no backend serves."""
     if config.policies is None:
-        return []
+        return _implausible_units(config) + _cache_rules_unused(config)
     retaining_nothing = _models_with_zero_retention(config)
     found = []
     if config.routes.by_task:
@@ -121,7 +122,7 @@ def policy_warnings(config: RouterConfig, quality: QualityTable) -> list[str]:
     found += _not_inherited(config.policies)
     found += _implausible_units(config)
     found += _fixture_backed(config, quality)
-    found += _cache_rules_unused(config, config.policies)
+    found += _cache_rules_unused(config)
     for experiment in config.experiments:
         for arm in experiment.arms:
             if not arm.route.startswith("model:"):
@@ -212,12 +213,16 @@ def _implausible_units(config: RouterConfig) -> list[str]:
     return found
 
 
-def _cache_rules_unused(config: RouterConfig, policies: PoliciesSpec) -> list[str]:
-    """`server.cache.backend: none` turns every policy's result cache off, silently."""
+def _cache_rules_unused(config: RouterConfig) -> list[str]:
+    """`server.cache.backend: none` turns every cache rule off, silently: the policies' and
+    `server.cache.default` (pinned models', and every request's without policies)."""
     if config.server.cache.backend != "none":
         return []
-    named = [("default", policies.default), *policies.tasks.items()]
-    caching = [_policy_path(name) for name, policy in named if policy.cache.enabled]
+    caching = ["server.cache.default"] if config.server.cache.default.enabled else []
+    policies = config.policies
+    if policies is not None:
+        named = [("default", policies.default), *policies.tasks.items()]
+        caching += [_policy_path(name) for name, policy in named if policy.cache.enabled]
     if not caching:
         return []
     return [f"server.cache.backend is none: {', '.join(caching)} cache.enabled is not used "

@@ -842,3 +842,22 @@ def test_policy_check_warns_of_cache_rules_with_no_cache_backend() -> None:
     assert policy_warnings(load_config_text(caching), QUALITY) == []
     assert policy_warnings(load_config_text(CONFIG.replace("policies:\n", no_backend, 1)),
                            QUALITY) == []
+
+
+def test_policy_check_warns_of_the_servers_cache_rule_with_no_cache_backend() -> None:
+    """`server.cache.default` (the rule of pinned models, and of every request without
+    policies) is left unused by `backend: none` as the policies' rules are; it went unwarned,
+    and without a policies section nothing was warned of at all (the docs audit of
+    2026-12-07)."""
+    from policies.check import policy_warnings
+
+    server = "server: {cache: {backend: none, default: {enabled: true}}}\n"
+    with_policies = CONFIG.replace("policies:\n", server + "policies:\n", 1)
+    without = CONFIG.split("policies:\n")[0] + server + "routes: {default_model: cheap}\n"
+    for text in (with_policies, without):
+        assert policy_warnings(load_config_text(text), QUALITY) == [
+            "server.cache.backend is none: server.cache.default cache.enabled is not used (no "
+            "answer is cached); choose backend disk or redis, or drop the rule"]
+    tiny_body = without.replace(server, "server: {max_body_bytes: 4}\n")
+    assert [w.split(":")[0] for w in policy_warnings(load_config_text(tiny_body), QUALITY)] == [
+        "server.max_body_bytes"]

@@ -7,12 +7,13 @@ disappears by itself. No SLO logic lives here.
 `TieredCounts` is what the SLO tracker keeps per series: 10 s slots for the windows up to 30
 minutes (the rules' short windows and the last minute, which decide how soon a demotion lifts)
 and 1 min slots for the longer ones (1 h and 6 h, whose edge moves by a minute where it moved
-by 10 s). One 6 h ring of 10 s slots held 156 KB per series: a router with 12 deployments
-serving 11 tasks at five prompt sizes held 792 series, 122 MB (the snapshot's memory check of
-2026-12-07); both rings take 22 KB.
+by 10 s). One 6 h ring of 10 s slots in 64-bit counts held 156 KB per series: a router with 12
+deployments serving 11 tasks at five prompt sizes held 792 series, 122 MB; both rings, in
+32-bit counts, take 22 KB (`python -m bench.slo_memory`, 2026-12-07).
 
-Summing a 6 h window at 10 s slots scans 2,161 slots (about 65 us for four windows), and the SLO
-tracker asks for every key requests read, each second, on the event loop. So the last sums are
+Summing a 6 h window at 10 s slots scanned 2,161 slots (about 65 us for four windows; the tiers
+scan 181 and 361), and the SLO tracker asks for every key requests read, each second, on the
+event loop. So the last sums are
 kept and kept current: an event in the current slot (or a past one still inside a window) is
 added to them as it is counted, and only a new slot (every `resolution_s`) costs a full pass.
 

@@ -52,6 +52,9 @@ class Outcome:
     arm_ineligible: bool = False  # degraded as the policy bars the arm's model, not as it is down
     explored: bool = False  # routed as an exploration probe (see `router/scoring/rank.py`)
     idempotent_replay: bool = False  # answered from its Idempotency-Key's record
+    # ... and the deployment that answered the request whose record it is (its span names it;
+    # `deployment` stays None: nothing answered this request, so no provider's metrics count it)
+    replayed_from: str | None = None
     trace: TraceContext | None = None
     steps: list[tuple[str, float, float]] = field(default_factory=list)  # (name, start, end)
     queue_s: float | None = None

@@ -255,13 +255,7 @@ class ChatHandler:
             receive=request.receive, lease_s=self._lease_s, acting=side_effecting)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):
-            outcome.idempotent_replay = True
-            # Who answered the first time, for the trace and the log (as for a cache hit)
-            answered_by = dict(claimed.response.headers).get("x-slorouter-model")
-            if answered_by in config.deployments:
-                outcome.deployment = answered_by
-            if claimed.response.status == 200:  # its content starts now (a stored failure has
-                outcome.first_content_at = self._clock()  # none: its status is the one sent)
+            idempotent.note_replay(outcome, claimed.response, config.deployments)
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers,
                                        self._stored_stream_end(outcome, held),
                                        deadline - self._clock())

@@ -12,10 +12,11 @@ of a side effect the upstream may have had); any other failure releases the key 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from starlette.responses import Response
 
 from cache.keys import normalize_locale
@@ -39,6 +40,7 @@ from router.idempotency import (
     validate_key,
     won_too_late,
 )
+from router.outcomes import Outcome
 from router.runtime_config import Principal
 
 HEADER = "idempotency-key"
@@ -165,6 +167,35 @@ def claim_timed_out() -> ProviderTimeoutError:
                              "retried with the same key")
 
 
+
+
+# `error.type` of a request answered with the stored failure of its Idempotency-Key's record
+REPLAYED_FAILURE = "replayed_failure"
+
+
+def note_replay(outcome: Outcome, stored: StoredResponse, deployments: Container[str]) -> None:
+    """What a replay's outcome says: the status the client gets (a stored 504
+    `unknown_commit` was recorded as a 200 and counted as available until 2026-12-07), the
+    stored error's code, and the deployment that answered the first time (its span names it).
+    No first content time: a replay's is the router's, which no TTFT target or histogram
+    should count as an answer's."""
+    outcome.idempotent_replay = True
+    outcome.status = stored.status
+    if stored.status >= 400:
+        outcome.error_type, outcome.error_code = REPLAYED_FAILURE, stored_error_code(stored.body)
+    answered_by = dict(stored.headers).get("x-slorouter-model")
+    if answered_by in deployments:
+        outcome.replayed_from = answered_by
+
+
+def stored_error_code(body: bytes) -> str | None:
+    """The `error.code` of a stored OpenAI-shaped error body, if it has one."""
+    try:
+        error = orjson.loads(body).get("error")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, str) else None
 
 
 def replayed(stored: StoredResponse, stream: bool, include_usage: bool,

@@ -263,12 +263,14 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
         refused = next((a.kind for a in skipped if a.refused_by_retry_budget), None)
         if refused is not None:  # the request ended there: at most one
             attrs[RETRY_REFUSED] = refused
-    info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
+    # the deployment that answered: this request's, or a replay's first request's
+    answered = outcome.deployment if outcome.deployment is not None else outcome.replayed_from
+    info = deployments.get(answered) if answered is not None else None
     if info is not None:
         attrs[RESPONSE_MODEL] = info.upstream_model
-    put_if(attrs, PROVIDER, _provider_of(provider_deployment(outcome), deployments))
+    put_if(attrs, PROVIDER, _provider_of(answered or provider_deployment(outcome), deployments))
     for key, value in ((TASK, outcome.task), (RISK, outcome.risk), (MODEL, outcome.model),
-                       (DEPLOYMENT, outcome.deployment), (POLICY_VERSION, outcome.policy_version),
+                       (DEPLOYMENT, answered), (POLICY_VERSION, outcome.policy_version),
                        (ARM, arm_of(outcome)), (ERROR_TYPE, error_type(outcome)),
                        (ERROR_CODE, outcome.error_code),
                        (INPUT_TOKENS, outcome.prompt_tokens),

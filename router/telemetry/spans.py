@@ -68,7 +68,9 @@ class SpanBuilder:
         """The request's spans, server span first; empty when the trace is not sampled."""
         if not trace.sampled or outcome.ended_at is None:
             return []
-        state = TraceState.from_header([trace.tracestate]) if trace.tracestate else None
+        # the client's `tracestate` goes on every span: a key pasted there is kept out too
+        state = (TraceState.from_header([self._scrub(trace.tracestate)])
+                 if trace.tracestate else None)
         server_ctx = SpanContext(trace.trace_id, trace.span_id, False, _SAMPLED, state)
         parent = (SpanContext(trace.trace_id, trace.parent_span_id, True, _SAMPLED, state)
                   if trace.parent_span_id is not None else None)

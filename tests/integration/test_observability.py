@@ -75,10 +75,11 @@ def _console_spans(output: str) -> list[dict[str, object]]:
 
 def test_a_key_or_a_prompt_sent_in_the_wrong_field_reaches_no_log_or_span(
         debug_gateway: tuple[Running, Path]) -> None:
-    """A client's key pasted into `model` or `x-request-id`, and a prompt sent as the model's
-    name, reach neither the logs nor the spans: the logs redacted the keys but the spans carried
-    them, and both carried the prompt (the telemetry audit of 2026-12-07). A model name the
-    configuration does not know is `unknown` there; the client's 404 still names it."""
+    """A client's key pasted into `model`, `x-request-id` or `tracestate`, and a prompt sent as
+    the model's name, reach neither the logs nor the spans: the logs redacted the keys but the
+    spans carried them, and both carried the prompt (the telemetry audit of 2026-12-07 and its
+    re-audit). A model name the configuration does not know is `unknown` there; the client's
+    404 still names it."""
     router, log = debug_gateway
     client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key=API_KEY, max_retries=0)
     hello: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello"}]
@@ -88,7 +89,9 @@ def test_a_key_or_a_prompt_sent_in_the_wrong_field_reaches_no_log_or_span(
             client.chat.completions.create(model=name, messages=hello)
         assert name in caught.value.message or name == API_KEY
     answered = client.chat.completions.with_raw_response.create(
-        model="pt-fast", messages=hello, extra_headers={"x-request-id": "sim-key-secret-123"})
+        model="pt-fast", messages=hello, extra_headers={
+            "x-request-id": "sim-key-secret-123", "tracestate": "acme=sim-key-secret-123",
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
     assert answered.headers["x-request-id"] == "sim-key-secret-123"  # the client's own id
     httpx.get(f"{router.base_url}/metrics", timeout=10)  # flushes queued telemetry
     # ... to the span processor, which prints its batch within 5 s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
 import httpx
 import openai
 import pytest
@@ -307,9 +308,9 @@ async def test_a_replayed_idempotency_key_answer_is_marked_on_its_server_span(
         sim: Running, stream: bool) -> None:
     """The second request with the same Idempotency-Key is answered from the first's record: a
     1 ms success with no attempt and `slorouter.cache=bypass`, which read as a request nothing
-    explained; its span says `slorouter.idempotent_replay`, and names who answered the first
-    time (deployment, provider, response model) as a cache hit's does, with a `stream` span
-    when it streams (the telemetry audit of 2026-12-07 found none of them)."""
+    explained; its span says `slorouter.idempotent_replay` and names who answered the first
+    time (deployment, provider, response model; none until 2026-12-07). Nothing answered the
+    replay itself: no provider's metrics count it, nor its first chunk as a TTFT."""
     telemetry, exporter = in_memory_telemetry()
     async with serve(sim.base_url, telemetry) as base:
         client = openai.AsyncOpenAI(base_url=f"{base}/v1", api_key=API_KEY, max_retries=0)
@@ -325,16 +326,47 @@ async def test_a_replayed_idempotency_key_answer_is_marked_on_its_server_span(
         await client.close()
     telemetry.sink.flush()
     assert replays == [None, "true"]
-    spans = exporter.get_finished_spans()
-    servers = [s for s in spans if s.kind == SpanKind.SERVER]
+    servers = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
     marks = [(s.attributes or {}).get("slorouter.idempotent_replay") for s in servers]
     assert marks == [None, True], marks
     replay = servers[1].attributes or {}
     assert (replay.get("slorouter.deployment"), replay.get("gen_ai.response.model"),
             replay.get("gen_ai.provider.name")) == ("pt-fast", "fast", "openai")
-    streamed = [s for s in spans if s.name == "stream"
-                and s.parent is not None and s.parent.span_id == servers[1].context.span_id]
-    assert len(streamed) == (1 if stream else 0)
+    text = telemetry.prometheus_text().decode()
+    first_tokens = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                       if line.startswith("gen_ai_server_time_to_first_token_seconds_count"))
+    assert first_tokens == (1 if stream else 0)  # the first request's, streamed: not the replay's
+    answered = [line for line in text.splitlines()
+                if line.startswith("gen_ai_server_request_duration_seconds_count")]
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in answered
+               if 'gen_ai_provider_name="openai"' in line) == 1, answered
+
+
+async def test_a_replayed_stored_failure_is_recorded_with_the_status_its_client_got(
+        sim: Running) -> None:
+    """A side effect whose answer broke once sent keeps a 504 `unknown_commit` for its key;
+    a retry with the key gets that 504 from the record, and was recorded as a 200 (span, log,
+    availability) until 2026-12-07 (the re-audit of the telemetry changes)."""
+    telemetry, exporter = in_memory_telemetry()
+    async with serve(sim.base_url, telemetry) as base, aiohttp.ClientSession() as session:
+        statuses = []
+        # the simulator's 200 whose body is an error: taken once sent, so it may have acted
+        body = {"model": "fast", "messages": [{"role": "user", "content": "pay <<fail:stream>>"}]}
+        for _ in range(2):
+            async with session.post(
+                    f"{base}/v1/chat/completions", json=body,
+                    headers={"authorization": f"Bearer {API_KEY}", "idempotency-key": "paid-504",
+                             "x-slorouter-task": "action"}) as response:
+                statuses.append((response.status,
+                                 response.headers.get("x-slorouter-idempotent-replay")))
+    telemetry.sink.flush()
+    assert statuses == [(504, None), (504, "true")]
+    servers = [s.attributes or {} for s in exporter.get_finished_spans()
+               if s.kind == SpanKind.SERVER]
+    assert [(a.get("http.response.status_code"), a.get("slorouter.error_code"),
+             a.get("slorouter.idempotent_replay")) for a in servers] == [
+        (504, "unknown_commit", None), (504, "unknown_commit", True)]
+    assert servers[1]["error.type"] == "replayed_failure"
 
 
 async def test_a_caller_without_a_valid_key_does_not_choose_what_is_traced(

@@ -126,6 +126,8 @@ def build_app(config: RuntimeConfig, classifier: Classifier,
         # hold makes those scans rare; cycles (tracebacks, tasks) are still collected.
         gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
         asyncio.get_running_loop().set_exception_handler(loop_error_event)
+        if telemetry is not None:
+            telemetry.bind_loop(asyncio.get_running_loop())
         refresher = asyncio.create_task(_run_refresher(store))
         slo_refresher = asyncio.create_task(slo.run_refresher())
         guard = asyncio.create_task(trials.guard()) if trials.active else None

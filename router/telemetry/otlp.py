@@ -3,13 +3,20 @@
 `to_metrics_data` converts snapshots (cumulative temporality, the Prometheus-compatible choice)
 and `PeriodicExport` hands them to any `MetricExporter` (the SDK's `OTLPMetricExporter` or
 `ConsoleMetricExporter`) every `interval_s` from a daemon thread, and once more at shutdown.
+The gauges' callbacks read state only the event loop writes (the SLO tracker's rings and their
+kept sums, breakers, admission pools), so once `bind(loop)` has named the loop they run there,
+as a `/metrics` scrape's do; the thread copies and encodes the rest. They ran on the thread
+until 2026-12-07: an SLO snapshot read beside the loop's counting could leave an event out of
+the sums the tracker keeps (the re-audit of the tiered SLO windows).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
@@ -32,6 +39,9 @@ from router.telemetry.aggregate import MetricRegistry, Snapshot
 
 _CUMULATIVE = AggregationTemporality.CUMULATIVE
 SCOPE = InstrumentationScope("slorouter", "0.1.0")
+# The longest an export waits for the event loop to read the gauges (a loop that busy is
+# exported without them this round).
+GAUGE_WAIT_S = 5.0
 
 
 def _metric(snapshot: Snapshot, start_ns: int, now_ns: int) -> Metric:
@@ -67,13 +77,47 @@ class PeriodicExport:
         self._thread = threading.Thread(target=self._run, name="slorouter-metrics-export",
                                         daemon=True)
         self._failing = False  # the last export failed: the collector is down, say
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
 
     def start(self) -> PeriodicExport:
         self._thread.start()
         return self
 
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the gauges on `loop` (call from a coroutine running on it)."""
+        self._loop, self._loop_thread = loop, threading.get_ident()
+
+    def _gauges(self) -> Mapping[str, Snapshot]:
+        """The gauges' snapshots, taken on the bound loop (directly when unbound, or when
+        called on the loop's own thread, as at shutdown); none when the loop does not get to
+        it within `GAUGE_WAIT_S`, or the export is stopping."""
+        loop = self._loop
+        if loop is None or threading.get_ident() == self._loop_thread:
+            return self._registry.gauge_snapshots()
+        taken: concurrent.futures.Future[Mapping[str, Snapshot]] = concurrent.futures.Future()
+
+        def read() -> None:
+            if taken.set_running_or_notify_cancel():
+                try:
+                    taken.set_result(self._registry.gauge_snapshots())
+                except BaseException as exc:
+                    taken.set_exception(exc)
+        try:
+            loop.call_soon_threadsafe(read)
+        except RuntimeError:  # the loop is closed
+            return {}
+        waited = 0.0
+        while waited < GAUGE_WAIT_S and not self._stop.is_set():
+            try:
+                return taken.result(timeout=0.1)
+            except concurrent.futures.TimeoutError:
+                waited += 0.1
+        taken.cancel()
+        return {}
+
     def export_once(self) -> None:
-        snapshots = [s for s in self._registry.collect() if s.points]
+        snapshots = [s for s in self._registry.collect(gauges=self._gauges()) if s.points]
         if not snapshots:  # nothing recorded yet: no empty requests to the collector
             return
         result = self._exporter.export(to_metrics_data(

@@ -8,6 +8,7 @@ arrival) and `Telemetry.shutdown()` (at exit: flushes spans and a last metric ex
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -53,6 +54,11 @@ class Telemetry:
     def prometheus_text(self) -> bytes:
         self.sink.flush()
         return text_of(self.metrics.registry.collect())
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The event loop whose state the gauges read: OTLP exports read them there."""
+        if self.metric_export is not None:
+            self.metric_export.bind(loop)
 
     def shutdown(self) -> None:
         self.sink.flush()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import aiohttp
+from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
 from opentelemetry.trace import StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -125,6 +127,55 @@ def test_snapshots_convert_to_otlp_metrics_data_that_encodes() -> None:
     assert list(ttft.explicit_bounds) == list(TTFT_BUCKETS)
     assert (ttft.count, sum(ttft.bucket_counts)) == (1, 1)
     assert metrics["slorouter.retries"].sum.is_monotonic
+
+
+class _Kept(MetricExporter):
+    """Keeps what it is asked to export."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.exported: list[MetricsData] = []
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
+               **_: Any) -> MetricExportResult:
+        self.exported.append(metrics_data)
+        return MetricExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **_: Any) -> None:
+        return None
+
+
+async def test_an_otlp_export_reads_the_gauges_on_the_event_loop() -> None:
+    """The gauges read state only the event loop writes (the SLO tracker's kept sums among
+    it): a `/metrics` scrape reads them on the loop, and an OTLP export, from its own thread,
+    has the loop read them once bound to it. They ran on the export thread until 2026-12-07
+    (the re-audit of the tiered SLO windows)."""
+    from opentelemetry.sdk.resources import Resource
+
+    from router.telemetry.otlp import PeriodicExport
+
+    telemetry, _ = in_memory_telemetry(TelemetrySettings())
+    threads: list[int] = []
+
+    def state() -> list[tuple[float, dict[str, str]]]:
+        threads.append(threading.get_ident())
+        return [(1.0, {})]
+
+    telemetry.metrics.register_gauge(BREAKER_STATE, state)
+    kept = _Kept()
+    export = PeriodicExport(telemetry.metrics.registry, kept, Resource.create({}), 3600.0)
+    await asyncio.to_thread(export.export_once)  # unbound: where it runs
+    export.bind(asyncio.get_running_loop())
+    await asyncio.to_thread(export.export_once)
+    export.export_once()  # on the loop's own thread (as at shutdown): read there, no wait
+    loop_thread = threading.get_ident()
+    assert threads[0] != loop_thread and threads[1:] == [loop_thread, loop_thread]
+    names = [{m.name for m in data.resource_metrics[0].scope_metrics[0].metrics}
+             for data in kept.exported]
+    assert all(BREAKER_STATE in found for found in names) and len(names) == 3
 
 
 def test_exploration_probes_are_counted_and_marked_on_the_server_span() -> None:

@@ -204,6 +204,14 @@ def _count(value: object, what: str) -> int:
     return int(number)
 
 
+def _text(value: object, what: str) -> str:
+    """A string field (a `null` prompt was read as the text "None", and every such row was
+    one prompt group: the evals audit of 2026-12-07)."""
+    if not isinstance(value, str):
+        raise RowError(f"{what} is {json.dumps(value)}, not a string")
+    return value
+
+
 def _cost(value: object, model: str) -> float:
     """A cost in USD >= 0."""
     cost = _number(value, f"cost of {model!r}")
@@ -250,11 +258,11 @@ def parse_row(
         prompt_tokens = _count(raw["prompt_tokens"], "prompt_tokens")
         _check_answer_tokens(raw)
         cost = _routing_cost(raw, prices, extra)
-    text = str(raw["prompt"])
+    text = _text(raw["prompt"], "prompt")
     return OutcomeRow(
         id=str(raw["id"]),
         benchmark=str(raw["benchmark"]),
-        category=str(raw["category"]),
+        category=_text(raw["category"], "category"),
         text=text,
         scores=MappingProxyType(scores),
         prompt_tokens=prompt_tokens,

@@ -188,6 +188,13 @@ def _relative_floor_check(reference: str, ratio: float, model: str, result: Eval
         return Check(CheckName.FLOOR, True, "the reference of its own floor; " + rule,
                      rule_values)
     assert measured is not None  # `floor_threshold` found it
+    if result.suite_hash and measured.suite_hash and result.suite_hash != measured.suite_hash:
+        # A ratio of two scores on different suites says nothing of the two models (a model
+        # evaluated again on an easier suite passed: the evals audit of 2026-12-07).
+        return Check(CheckName.FLOOR, False,
+                     "measured on suite {} and its reference on suite {}: a relative floor "
+                     "compares the two on one suite (run `slorouter eval run` with both); "
+                     + rule, (result.suite_hash, measured.suite_hash, *rule_values))
     own_se = max(0.0, result.mean - result.lower) / Z95
     reference_se = max(0.0, measured.upper - measured.mean) / Z95
     margin = (result.mean - ratio * measured.mean

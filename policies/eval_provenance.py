@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from policies.eval_report import Key, QualityTable
+from policies.eval_report import EvalResult, Key, QualityTable
 
 # How far ahead of this machine's clock a report's `created` may be (another machine's clock)
 # before a maximum age cannot trust it: a date in the future would keep a report young forever.
@@ -27,14 +27,12 @@ def deployed_provider_models(models: Mapping[str, Iterable[str]],
             for name, deployments in models.items()}
 
 
-def _refusal(key: Key, table: QualityTable, deployed: tuple[str, ...], now: datetime,
-             max_age_days: float | None) -> str | None:
-    result = table.results[key]
+def _refusal(model: str, result: EvalResult, created: datetime | None,
+             deployed: tuple[str, ...], now: datetime, max_age_days: float | None) -> str | None:
     if result.provider_models is not None and tuple(sorted(set(result.provider_models))) \
             != deployed:
         return (f"the report was made for provider models {list(result.provider_models)}, "
-                f"but {key[0]} now deploys {list(deployed)}; run `slorouter eval run` again")
-    created = table.created.get(key)
+                f"but {model} now deploys {list(deployed)}; run `slorouter eval run` again")
     if max_age_days is None or created is None:
         return None
     if created - now > CLOCK_SKEW:
@@ -54,16 +52,23 @@ def bind_to_deployments(table: QualityTable, deployed: Mapping[str, tuple[str, .
     `refused` (its reason naming both provider model lists, or the age), and a warning for the
     results that record no provider models. Results for models the config lacks stay as they
     are (no floor can ask for them)."""
-    results, refused = dict(table.results), dict(table.refused)
-    unchecked = set()
+    results, created, refused = dict(table.results), dict(table.created), dict(table.refused)
+    unchecked, passed_over = set(), set()
     for key in table.results:
         if key[0] not in deployed:
             continue
-        reason = _refusal(key, table, deployed[key[0]], now, max_age_days)
-        if reason is not None:
+        chosen, reason = _newest_usable(key, table, deployed[key[0]], now, max_age_days)
+        if chosen is None:
+            assert reason is not None
             refused[key] = reason
-            del results[key]
-        elif table.results[key].provider_models is None:
+            del results[key], created[key]
+            continue
+        if chosen[0] is not table.results[key]:
+            passed_over.add(key)
+            results[key] = chosen[0]
+            if chosen[1] is not None:
+                created[key] = chosen[1]
+        if chosen[0].provider_models is None:
             unchecked.add(key[0])
     warnings = list(table.warnings)
     if unchecked:
@@ -71,11 +76,34 @@ def bind_to_deployments(table: QualityTable, deployed: Mapping[str, tuple[str, .
                         "(reports written before `eval run` recorded them): not checked against "
                         "the provider models the config deploys; run `slorouter eval run` again "
                         "to check them")
-    return replace(table, results=results, refused=refused, warnings=tuple(warnings),
-                   version=_with_set_aside(table.version, refused))
+    return replace(table, results=results, created=created, refused=refused,
+                   warnings=tuple(warnings),
+                   version=_with_set_aside(table.version, {*refused, *passed_over}))
 
 
-def _with_set_aside(version: str, refused: Mapping[Key, str]) -> str:
+def _newest_usable(key: Key, table: QualityTable, deployed: tuple[str, ...], now: datetime,
+                   max_age_days: float | None
+                   ) -> tuple[tuple[EvalResult, datetime | None] | None, str | None]:
+    """The newest of the key's results that can back a floor under this config, and when
+    none can, why the newest could not. A report dated in the future (past the clock skew)
+    comes after every other: without a maximum age it still backs a floor when no other can,
+    but its date no longer hides every later eval of the key (a typo'd 2099 report outranked
+    all of them: the evals audit of 2026-12-07), nor does the newest result's refusal (another
+    provider model, an age) hide an older one that can back it."""
+    rows: tuple[tuple[EvalResult, datetime | None], ...] = (
+        table.candidates.get(key) or ((table.results[key], table.created.get(key)),))
+    trusted = [row for row in rows if row[1] is None or row[1] - now <= CLOCK_SKEW]
+    ordered = trusted + [row for row in rows if row not in trusted]
+    first_reason = None
+    for result, created in ordered:
+        reason = _refusal(key[0], result, created, deployed, now, max_age_days)
+        if reason is None:
+            return (result, created), None
+        first_reason = first_reason or reason
+    return None, first_reason
+
+
+def _with_set_aside(version: str, refused: Iterable[Key]) -> str:
     """The reports' version, joined by the keys of the results set aside: routing changes when
     a result ages out with the same reports, and so must the policy version that stamps its
     decisions and keys its cached answers. Unchanged when none is."""

@@ -40,7 +40,8 @@ class EvalResult(ConfigModel):
     task: Task
     metric: str = "accuracy"
     mean: float = Field(ge=0, le=1)
-    n: int = Field(ge=1)
+    # At most a billion: larger is no eval (and 10**309 broke the bound's check with a traceback)
+    n: int = Field(ge=1, le=10**9)
     lower: float = Field(ge=0, le=1)
     upper: float = Field(ge=0, le=1)
     method: Method = "wilson"
@@ -99,6 +100,11 @@ class QualityTable:
     created: Mapping[Key, datetime] = field(default_factory=dict)  # the result's report's
     refused: Mapping[Key, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    # Every report's result per key with its report's date, newest first (a tie: the one listed
+    # later first): `results` holds the first, and binding to a config takes the first of them
+    # that can back a floor there (`policies.eval_provenance`).
+    candidates: Mapping[Key, tuple[tuple[EvalResult, datetime], ...]] = field(
+        default_factory=dict)
 
     def get(self, model: str, task: str, metric: str) -> EvalResult | None:
         return self.results.get((model, task, metric))
@@ -123,17 +129,18 @@ def quality_table(reports: Iterable[EvalReport], version: str) -> QualityTable:
     key, the most recently `created` one's (a tie: the one listed later). By list order alone,
     an older report listed after a newer one hid the newer result (a passing floor check from
     a result the newer report had failed: the misconfiguration audit of 2026-12-06)."""
-    results: dict[Key, EvalResult] = {}
-    created: dict[Key, datetime] = {}
-    for report in reports:
+    found: dict[Key, list[tuple[int, EvalResult, datetime]]] = {}
+    for order, report in enumerate(reports):
         when = created_at(report.created)
         for result in report.results:
-            key = (result.model, result.task, result.metric)
-            if key in created and created[key] > when:
-                continue
-            results[key] = result
-            created[key] = when
-    return QualityTable(results, version, created)
+            found.setdefault((result.model, result.task, result.metric), []).append(
+                (order, result, when))
+    candidates = {key: tuple((result, when) for _, result, when in
+                             sorted(rows, key=lambda row: (row[2], row[0]), reverse=True))
+                  for key, rows in found.items()}
+    return QualityTable({key: rows[0][0] for key, rows in candidates.items()}, version,
+                        {key: rows[0][1] for key, rows in candidates.items()},
+                        candidates=candidates)
 
 
 def wilson_problem(result: EvalResult) -> str | None:

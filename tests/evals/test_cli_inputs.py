@@ -320,6 +320,9 @@ def _score(model_index: int, value: object) -> Any:
      "response_tokens of 'gpt-4-1106-preview' is -5, not a whole number >= 0"),
     (lambda row: row.update(contaminated="false"), "contaminated is \"false\", not true or false"),
     (lambda row: row.update(scores=[1, 0]), "scores is list, not an object"),
+    # read as the text "None", every such row one prompt group (the evals audit of 2026-12-07)
+    (lambda row: row.update(prompt=None), "prompt is null, not a string"),
+    (lambda row: row.update(category=["a"]), "category is [\"a\"], not a string"),
 ])
 def test_a_row_with_a_value_out_of_range_names_file_line_and_value(
         gsm8k_slice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],

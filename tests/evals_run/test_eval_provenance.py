@@ -161,3 +161,66 @@ def test_written_bounds_are_rounded_outward(tmp_path: Path) -> None:
     check = floor_check(QualityFloor(metric="accuracy", min=0.8), "fast", "math",
                         quality_table([report], "v"))
     assert not check.passed
+
+
+def test_the_newest_result_that_can_back_a_floor_is_the_one_used(tmp_path: Path) -> None:
+    """The newest report won before its results were checked: a report typo'd 2099 hid every
+    later eval of its keys (without a maximum age), and with one set it was refused without
+    the valid report of today taking its place; a newer eval of a trial's provider models hid
+    the eval of those deployed (the evals audit of 2026-12-07). The newest usable one is used
+    now, a report dated in the future only when no other can back the floor."""
+    today = write(tmp_path / "today.json", [row(k=20, provider_models=["m"])],
+                  created="2026-12-01")
+    future = write(tmp_path / "future.json", [row(k=48, provider_models=["m"])],
+                   created="2099-01-01")
+    trial = write(tmp_path / "trial.json", [row(k=49, provider_models=["m-v2"])],
+                  created="2026-12-01T11:00:00+00:00")
+    deployed = {"fast": ("m",)}
+    for max_age in (None, 30.0):
+        bound = bind_to_deployments(load_reports([today, future, trial]), deployed, NOW, max_age)
+        result = bound.get("fast", "math", "accuracy")
+        assert result is not None and result.mean == 0.4, max_age  # today's, k=20 of 50
+    alone = bind_to_deployments(load_reports([future]), deployed, NOW)
+    assert alone.get("fast", "math", "accuracy") is not None  # no other: its date is not used
+    assert bind_to_deployments(load_reports([future]), deployed, NOW, 30.0).get(
+        "fast", "math", "accuracy") is None
+    plain = load_reports([today])
+    assert bind_to_deployments(plain, deployed, NOW).version == plain.version
+    assert bind_to_deployments(load_reports([today, trial]), deployed, NOW).version != \
+        load_reports([today, trial]).version  # the newest was passed over: routing changed
+
+
+def test_a_relative_floor_compares_results_of_one_suite(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A model evaluated again on an easier suite passed a floor relative to a reference
+    measured on the hard one (the evals audit of 2026-12-07): results whose suite hashes
+    differ are not compared."""
+    path = tmp_path / "cfg.yaml"
+    text = config(tmp_path, "openai/fast").read_text().replace(
+        "  - {name: fast, deployments: [d-fast]}\n",
+        "  - {name: fast, deployments: [d-fast]}\n  - {name: large, deployments: [d-large]}\n"
+    ).replace("models:\n", "  - {name: d-large, model: openai/large, adapter: openai_passthrough,"
+              "\n     api_base: http://127.0.0.1:9/v1, input_price_per_mtok: 5, "
+              "output_price_per_mtok: 15}\nmodels:\n", 1).replace(
+        "quality_floor: {metric: accuracy, min: 0.80}",
+        "quality_floor: {metric: accuracy, relative_to: large, ratio: 0.95}").replace(
+        "candidates: [fast]}}", "candidates: [fast, large]}}")
+    path.write_text(text)
+    for fast_suite, expected in (("hard", 0), ("trivial", 1)):
+        write(tmp_path / "r.json", [
+            row(model="large", k=45, n=50, provider_models=["openai/large"], suite_hash="hard"),
+            row(model="fast", k=49, n=50, provider_models=["openai/fast"],
+                suite_hash=fast_suite)])
+        code, err = check(path, capsys)
+        assert code == expected, err
+    assert "measured on suite trivial and its reference on suite hard" in err
+
+
+def test_an_implausible_eval_size_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    """`n: 10**309` broke the bound's check with an OverflowError (exit 1, read as failed
+    floors); a result of more than a billion answers is refused with the others' errors."""
+    from policies.eval_report import EvalReportError
+
+    with pytest.raises(EvalReportError) as caught:
+        load_reports([write(tmp_path / "r.json", [{**row(), "n": 10**309}])])
+    assert any("less than or equal to 1000000000" in p for p in caught.value.problems)

@@ -43,6 +43,11 @@ _ZEROS = array("i", bytes(4 * COLUMNS))
 # Windows up to this long are summed over 10 s slots; longer ones over `COARSE_RESOLUTION_S`.
 FINE_UP_TO_S = 1800.0
 COARSE_RESOLUTION_S = 60.0
+# Each ring holds this much past its longest window, so a read whose `now` lags the newest
+# event (a refresh pass, a clock read a little before another's event) loses none of its
+# window's oldest slots to the ring's reuse: a ring of exactly its window lost them once the
+# lag reached two slots (the re-audit of 2026-12-07).
+RING_SLACK_S = 60.0
 
 
 def column(sli: Sli) -> int:
@@ -129,8 +134,9 @@ class TieredCounts:
 
     def __init__(self, windows_s: Sequence[float], resolution_s: float = 10.0) -> None:
         fine, coarse = _tiers(tuple(windows_s), resolution_s)
-        self._fine = RollingCounts(max(fine), resolution_s) if fine else None
-        self._coarse = RollingCounts(max(coarse), COARSE_RESOLUTION_S) if coarse else None
+        self._fine = RollingCounts(max(fine) + RING_SLACK_S, resolution_s) if fine else None
+        self._coarse = (RollingCounts(max(coarse) + RING_SLACK_S, COARSE_RESOLUTION_S)
+                        if coarse else None)
         self._fine_windows, self._coarse_windows = fine, coarse
         self._windows = fine + coarse
 

@@ -138,10 +138,22 @@ def test_tiered_counts_sum_each_window_over_its_own_slots(
             assert sums == expected, window
 
 
+def test_a_read_behind_the_newest_event_keeps_its_windows_oldest_slot() -> None:
+    """A read whose `now` lags an event counted after it (a refresh pass's time, another
+    clock's read) still counts its window's oldest slot: a ring of exactly the 30 minutes
+    reused that slot for an event 20 s ahead (the re-audit of 2026-12-07)."""
+    counts = TieredCounts(SERIES_WINDOWS, resolution_s=10.0)
+    now, deltas = 1_000_000.0, [1] + [0] * 7
+    counts.add(now - 1785.0, deltas)  # 179 slots back: the 30-minute window's oldest
+    counts.add(now + 25.0, deltas)  # counted by a request whose clock read came later
+    assert [s[0] for s in counts.sums(now, (1800.0, 3600.0))] == [1, 1]
+
+
 def test_a_series_holds_its_six_hours_in_22_kb() -> None:
     """The rings a tracker keeps per (task, deployment, prompt size): one 6 h ring of 10 s
     slots held 156 KB in 64-bit counts (a router with 792 series, 122 MB), and would hold 86 KB
-    in 32-bit ones; 10 s slots up to 30 minutes and 1 min slots beyond hold 22 KB."""
+    in 32-bit ones; 10 s slots up to 30 minutes and 1 min slots beyond (each a minute more
+    than its longest window) hold 22 KB."""
     config = SloConfig()
     windows = (*config.windows_s, config.current_s)
     assert TieredCounts(windows, config.resolution_s).nbytes <= 22_000

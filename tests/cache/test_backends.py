@@ -225,12 +225,21 @@ async def test_a_burst_larger_than_the_pool_waits_for_connections_and_hits(
     cache = RedisResultCache(connect(f"redis://127.0.0.1:{own_redis.port}/0", max_connections=8),
                              metrics)
     assert await cache.set("k", ENTRY, 60.0)
-    # The pool's connections opened first: connecting is not what the burst is about (a full
-    # run under load once saw the burst's second get miss, likely while connections opened).
-    assert await asyncio.gather(*(cache.get("k") for _ in range(8))) == [ENTRY] * 8
+    # The pool's connections opened first: connecting is not what the burst is about. Eight
+    # connections opened at once on a slow machine can take longer than the 100 ms a get
+    # waits (two fresh-clone runs saw a warm-up get miss), so the warm-up is tried again until
+    # all eight hit (past a cool-down, if a miss started one), and the errors counted are the
+    # burst's own.
+    for _ in range(30):
+        if await asyncio.gather(*(cache.get("k") for _ in range(8))) == [ENTRY] * 8:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("eight gets at once never all hit")
+    errors_before = metrics.snapshot().backend_errors.get("redis", 0)
     found = await asyncio.gather(*(cache.get("k") for _ in range(150)))
     assert found == [ENTRY] * 150
-    assert metrics.snapshot().backend_errors.get("redis", 0) == 0
+    assert metrics.snapshot().backend_errors.get("redis", 0) == errors_before
     await cache.aclose()
 
 

@@ -53,6 +53,9 @@ class CacheControl:
 
     no_cache: bool = False
     no_store: bool = False
+    # `max-age=N`: no stored answer older than N seconds (RFC 9111 5.2.1.1); 0 asks for a fresh
+    # one, which is stored as `no-cache`'s is
+    max_age_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,7 @@ class CacheDecision:
     write: bool
     bypass_reason: BypassReason | None
     ttl_s: float = 0.0
+    max_age_s: float | None = None  # the client's `max-age`: older entries are misses
 
     @property
     def uses_cache(self) -> bool:
@@ -78,8 +82,13 @@ def parse_cache_control(header: str | None) -> CacheControl:
     """Parse a `Cache-Control` request header; unknown directives are ignored (RFC 9111)."""
     if not header:
         return CacheControl()
-    directives = {part.strip().split("=", 1)[0].lower() for part in header.split(",")}
-    return CacheControl(no_cache="no-cache" in directives, no_store="no-store" in directives)
+    directives: dict[str, str] = {}
+    for part in header.split(","):
+        name, _, value = part.strip().partition("=")
+        directives.setdefault(name.strip().lower(), value.strip().strip('"'))
+    age = directives.get("max-age")
+    return CacheControl(no_cache="no-cache" in directives, no_store="no-store" in directives,
+                        max_age_s=float(age) if age is not None and age.isdigit() else None)
 
 
 def is_deterministic(request_fields: Mapping[str, object]) -> bool:
@@ -143,4 +152,5 @@ def decide(
         reason = "no_cache"
     elif not write:
         reason = "no_store"
-    return CacheDecision(read=read, write=write, bypass_reason=reason, ttl_s=rule.ttl_s)
+    return CacheDecision(read=read, write=write, bypass_reason=reason, ttl_s=rule.ttl_s,
+                         max_age_s=control.max_age_s)

@@ -94,8 +94,12 @@ class ResultCacheFront:
         if entry is None:
             self._metrics.record_miss()
             return Lookup("miss")
-        if self._clock() - entry.created_at >= decision.ttl_s:
+        age = self._clock() - entry.created_at
+        if age >= decision.ttl_s:
             self._metrics.record_miss(expired=True)
+            return Lookup("miss")
+        if decision.max_age_s is not None and age >= decision.max_age_s:
+            self._metrics.record_miss()  # older than its client takes (`max-age`)
             return Lookup("miss")
         if not entry.versions.still_hold(scope):
             self._metrics.record_stale()

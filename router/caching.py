@@ -10,10 +10,14 @@ and risk (any answer the policy allows is acceptable), and the caller's data ver
 Identical requests at once are computed once per process: the first that misses a key leads
 (it may write the answer), and a non-streamed request that finds a leader for its key waits
 for the leader's answer (at most half its own time left, and no longer than its client stays)
-and is served it from memory, kept by the backend or not: a hit; or, when the leader got no
-answer an entry can hold (it failed, was cut, was filtered), it looks the key up and goes
-upstream itself. Without that, 100 identical requests for an expired answer made 100 upstream
-calls (a race audit). A stream never waits: its first token would wait for a whole answer.
+and is served it from memory, kept by the backend or not: a hit. When the leader ends with no
+answer an entry can hold (its client left, it failed, was cut, was filtered), the first
+follower to wake leads in its place and the others wait for it; when that one ends without an
+answer too, each looks the key up and goes upstream itself (two leaders in a row at most, so
+followers of a failing upstream do not wait for one failure after another). Without
+coalescing, 100 identical requests for an expired answer made 100 upstream calls (a race
+audit); without the second leader, a leader whose client left sent every follower upstream.
+A stream never waits: its first token would wait for a whole answer.
 Replicas do not coalesce with one another.
 """
 
@@ -91,6 +95,11 @@ def scope_of(prepared: Prepared, principal: Principal, headers: Mapping[str, str
                       data_version=str(data_version) if data_version is not None else None)
 
 
+# The leaders a follower waits for: the first, and the follower that leads in its place when it
+# ends without an answer (a second would make followers of a failing upstream wait in a row).
+FOLLOWED_LEADERS = 2
+
+
 class ResultCaching:
     def __init__(self, front: ResultCacheFront | None, default_rule: CacheRule,
                  metrics: CacheMetrics | None = None, *, unavailable: str | None = None,
@@ -133,24 +142,40 @@ class ResultCaching:
         `unless_gone` (which ends the wait when the client leaves: a follower must not hold its
         admission slot for a client that is gone)."""
         key = plan.key
-        leader = self._leaders.get(key) if key is not None and self._leaders else None
         led: asyncio.Future[CachedEntry | None] | None = None
-        if leader is None:
-            if held is not None and key is not None and plan.decision.write:
-                # it leads from before its lookup, whose await (a Redis round trip) would let
-                # identical requests arriving meanwhile miss too and lead as well
-                led = asyncio.get_running_loop().create_future()
-                self._leaders[key] = led
-                held.callback(self._followed, key, led, None)
-        elif follow_s > 0 and not prepared.request.stream and plan.decision.read:
+        loop = asyncio.get_running_loop()
+        followed = 0
+        while True:
+            leader = self._leaders.get(key) if key is not None and self._leaders else None
+            if leader is None:
+                if held is not None and key is not None and plan.decision.write \
+                        and followed < FOLLOWED_LEADERS:
+                    # it leads from before its lookup, whose await (a Redis round trip) would
+                    # let identical requests arriving meanwhile miss too and lead as well
+                    led = loop.create_future()
+                    self._leaders[key] = led
+                    held.callback(self._followed, key, led, None)
+                break
+            if followed == FOLLOWED_LEADERS or follow_s <= 0 or prepared.request.stream \
+                    or not plan.decision.read:
+                break
+            began = loop.time()
             waiting = self._follow(leader, follow_s)
             await (unless_gone(waiting) if unless_gone is not None else waiting)
+            follow_s -= loop.time() - began
+            followed += 1
             answer = leader.result() if leader.done() else None
             if answer is not None:  # the leader's, kept or not (Redis cooling down, disk full)
                 if self.metrics is not None:
                     self.metrics.record_hit(answer.generation_s)
                     self.metrics.record_coalesced()
                 return Lookup("hit", answer)
+            if not leader.done():  # waited as long as it may: it computes its own
+                break
+            # The leader ended without an answer (its client left, its call failed): the first
+            # follower to wake leads in its place and the others follow it, once; a leader whose
+            # client left sent every follower upstream (the cache audit of 2026-12-07: 11 calls
+            # for 11 identical requests).
         started = time.perf_counter()
         try:
             if self._front is None:
@@ -176,6 +201,11 @@ class ResultCaching:
             del self._leaders[key]
         if not led.done():
             led.set_result(answer)
+
+    def age_s(self, entry: CachedEntry) -> float:
+        """How long ago `entry` was stored, by the cache's wall clock (0 without a backend:
+        a coalesced answer is from now)."""
+        return 0.0 if self._front is None else max(0.0, self._front.now() - entry.created_at)
 
     def note_prefix(self, cached_tokens: int | None) -> None:
         """Count a provider answer's prompt-cache use (prefix hit rate and cached tokens)."""

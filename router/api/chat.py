@@ -302,6 +302,7 @@ class ChatHandler:
                     on_finish: OnFinish) -> Response:
         now = self._clock()
         headers["x-slorouter-model"] = entry.deployment or entry.versions.model
+        headers["age"] = str(int(self._caching.age_s(entry)))  # RFC 9111's, whole seconds
         # Who answered, for the trace and the log (its model, provider); no upstream call was
         # made, so no attempt, usage or cost is recorded.
         outcome.deployment = entry.deployment or None

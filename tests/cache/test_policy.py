@@ -97,13 +97,16 @@ def test_no_store_reads_but_never_writes() -> None:
         (None, CacheControl()),
         ("", CacheControl()),
         ("No-Cache", CacheControl(no_cache=True)),
-        ("max-age=0, no-store", CacheControl(no_store=True)),
+        ("max-age=0, no-store", CacheControl(no_store=True, max_age_s=0)),
         ("no-store,no-cache", CacheControl(no_cache=True, no_store=True)),
-        ("private, max-age=60", CacheControl()),
+        ("private, Max-Age=60", CacheControl(max_age_s=60)),
+        ("max-age=-1", CacheControl()),
+        ("max-age", CacheControl()),
     ],
 )
 def test_cache_control_header_is_parsed_case_insensitively(
     header: str | None, expected: CacheControl
 ) -> None:
-    """Directives are matched case-insensitively; others are ignored."""
+    """Directives are matched case-insensitively; `max-age` takes whole seconds (anything else
+    is ignored, as are other directives)."""
     assert parse_cache_control(header) == expected

@@ -65,6 +65,31 @@ async def test_entry_older_than_the_rule_ttl_is_a_miss(
     assert metrics.snapshot().expired == 1
 
 
+@pytest.mark.parametrize(("header", "fresh_for"), [
+    ("max-age=0", 0), ("max-age=10", 10), ("no-transform, max-age=30", 30),
+    ("max-age=600", 60), ("max-age=abc", 60), ('max-age="5"', 5)])
+async def test_a_clients_max_age_turns_older_entries_into_misses(
+    front: ResultCacheFront, clock: ManualClock, metrics: CacheMetrics, header: str,
+    fresh_for: int,
+) -> None:
+    """`Cache-Control: max-age=N` (RFC 9111): no stored answer older than N seconds, within
+    the rule's TTL (a larger N takes none older than the TTL; a malformed one is ignored).
+    It was ignored: `max-age=0` was served a stored answer (the cache audit of 2026-12-07).
+    Only the rule's TTL counts an entry as expired."""
+    from cache.policy import parse_cache_control
+
+    await _write(front, completion_body())
+    key = derive_key(scope(), request())
+    asked = _decision(parse_cache_control(header))
+    if fresh_for > 0:
+        clock.advance(fresh_for - 1)
+        assert (await front.lookup(key, asked, scope())).status == "hit"
+        clock.advance(1)
+    assert (await front.lookup(key, asked, scope())).status == "miss"
+    assert metrics.snapshot().expired == (1 if fresh_for == RULE.ttl_s else 0)
+    assert asked.write  # the fresh answer is stored in its place
+
+
 @pytest.mark.parametrize(
     "change", [{"policy_version": "pv2"}, {"data_version": "dv2"}, {"tenant": "globex"}]
 )

@@ -124,6 +124,28 @@ def test_no_cache_skips_the_read_but_stores_the_fresh_answer(
     assert after.body["id"] == fresh.body["id"] != old.body["id"]
 
 
+def test_max_age_takes_no_older_answer_and_a_hit_says_its_age(
+        caller: Caller, sim_stats: SimStats) -> None:
+    """A hit carries `age` (RFC 9111, whole seconds since the answer was stored); a client's
+    `Cache-Control: max-age=N` takes no stored answer older than N seconds, so `max-age=0`
+    goes upstream and its fresh answer replaces the entry. Both were missing: a hit's age showed
+    only in its body's old `created`, and `max-age=0` was served it (the cache audit)."""
+    messages = unique_messages("max-age")
+    old = caller.chat(messages)
+    assert old.cache == "miss" and "age" not in old.headers
+    time.sleep(1.1)
+    hit = caller.chat(messages, headers={"cache-control": "max-age=60"})
+    assert hit.cache == "hit" and int(hit.headers["age"]) >= 1
+    before = sim_stats.requests()
+    fresh = caller.chat(messages, headers={"cache-control": "max-age=0"})
+    assert (fresh.status, fresh.cache) == (200, "miss")
+    assert sim_stats.requests() - before == 1
+    after = caller.chat(messages)
+    assert after.cache == "hit" and int(after.headers["age"]) <= 1
+    assert old.body is not None and fresh.body is not None and after.body is not None
+    assert after.body["id"] == fresh.body["id"] != old.body["id"]
+
+
 def test_no_store_serves_a_hit_but_never_writes(caller: Caller, sim_stats: SimStats) -> None:
     """`Cache-Control: no-store` on a miss writes nothing; on an existing entry it may hit."""
     messages = unique_messages("no-store")

@@ -1,4 +1,5 @@
-"""A burst's leader stays its key's leader until its answer is written.
+"""A burst's leader stays its key's leader until its answer is written, and a follower leads in
+its place when it ends without one.
 
 The leader's followers were answered as soon as it had its answer, and the key was left
 without a leader while the entry was still being written (a worker thread's disk write, a Redis
@@ -77,3 +78,42 @@ def test_a_request_arriving_while_the_answer_is_written_is_served_it(tmp_path: P
     status, body = asyncio.run(scenario())
     assert status == "hit"
     assert body is not None and "Nile" in body
+
+
+def test_a_follower_leads_in_place_of_a_leader_that_ended_without_an_answer(
+        tmp_path: Path) -> None:
+    """A leader whose client left (or whose call failed) ended its followers' wait with no
+    answer, and every one of them went upstream (the cache audit of 2026-12-07: 11 calls for
+    11 identical requests). Now the first to wake leads in its place and the others wait for
+    its answer; when that second leader ends without one too, they go upstream themselves."""
+    async def scenario(second_answers: bool) -> list[str]:
+        metrics = CacheMetrics()
+        caching = ResultCaching(ResultCacheFront(DiskResultCache(tmp_path / str(second_answers),
+                                                                 metrics), metrics),
+                                CacheRule(enabled=True), metrics)
+        scope = CacheScope("t", frozenset(), "en", "p1", frozenset({"m"}))
+        decision = decide(FIELDS, CacheRule(enabled=True), task="chat", risk="low")
+        plan = CachePlan(derive_key(scope, FIELDS), decision, scope)
+        async with contextlib.AsyncExitStack() as stacks:
+            first = contextlib.AsyncExitStack()
+            assert (await caching.lookup(plan, _prepared(), first, follow_s=5.0)).status \
+                == "miss"
+            held = [await stacks.enter_async_context(contextlib.AsyncExitStack())
+                    for _ in range(4)]
+            followers = [asyncio.ensure_future(caching.lookup(plan, _prepared(), h, follow_s=5.0))
+                         for h in held]
+            await asyncio.sleep(0.05)
+            assert not any(f.done() for f in followers)  # they wait for the leader
+            await first.aclose()  # its client left: it ends with no answer
+            done, waiting = await asyncio.wait(followers, timeout=1.0)
+            assert len(done) == 1  # one leads in its place; the others wait for it
+            new_leader = next(iter(done))
+            if second_answers:  # its answer comes, and is stored
+                await caching.store(plan, ANSWER, 0.4, "d")
+            await held[followers.index(new_leader)].aclose()
+            rest = await asyncio.gather(*waiting)
+        return [new_leader.result().status, *(r.status for r in rest)]
+
+    served, failed = asyncio.run(scenario(True)), asyncio.run(scenario(False))
+    assert served == ["miss", "hit", "hit", "hit"]  # one computes, three are served its answer
+    assert failed == ["miss", "miss", "miss", "miss"]  # two leaders without one: no third

@@ -188,7 +188,8 @@ def _relative_floor_check(reference: str, ratio: float, model: str, result: Eval
         return Check(CheckName.FLOOR, True, "the reference of its own floor; " + rule,
                      rule_values)
     assert measured is not None  # `floor_threshold` found it
-    if result.suite_hash and measured.suite_hash and result.suite_hash != measured.suite_hash:
+    if result.suite_hash and measured.suite_hash and \
+            set(result.suite_hash.split("+")) != set(measured.suite_hash.split("+")):
         # A ratio of two scores on different suites says nothing of the two models (a model
         # evaluated again on an easier suite passed: the evals audit of 2026-12-07).
         return Check(CheckName.FLOOR, False,

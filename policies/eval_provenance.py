@@ -53,18 +53,19 @@ def bind_to_deployments(table: QualityTable, deployed: Mapping[str, tuple[str, .
     results that record no provider models. Results for models the config lacks stay as they
     are (no floor can ask for them)."""
     results, created, refused = dict(table.results), dict(table.created), dict(table.refused)
-    unchecked, passed_over = set(), set()
+    unchecked: set[str] = set()
+    set_aside: dict[Key, str] = {}  # key -> which of its results backs floors now ("none")
     for key in table.results:
         if key[0] not in deployed:
             continue
-        chosen, reason = _newest_usable(key, table, deployed[key[0]], now, max_age_days)
+        chosen, at, reason = _newest_usable(key, table, deployed[key[0]], now, max_age_days)
         if chosen is None:
             assert reason is not None
-            refused[key] = reason
+            refused[key], set_aside[key] = reason, "none"
             del results[key], created[key]
             continue
         if chosen[0] is not table.results[key]:
-            passed_over.add(key)
+            set_aside[key] = f"result {at}"
             results[key] = chosen[0]
             if chosen[1] is not None:
                 created[key] = chosen[1]
@@ -78,36 +79,42 @@ def bind_to_deployments(table: QualityTable, deployed: Mapping[str, tuple[str, .
                         "to check them")
     return replace(table, results=results, created=created, refused=refused,
                    warnings=tuple(warnings),
-                   version=_with_set_aside(table.version, {*refused, *passed_over}))
+                   version=_with_set_aside(table.version, set_aside))
 
 
 def _newest_usable(key: Key, table: QualityTable, deployed: tuple[str, ...], now: datetime,
                    max_age_days: float | None
-                   ) -> tuple[tuple[EvalResult, datetime | None] | None, str | None]:
+                   ) -> tuple[tuple[EvalResult, datetime | None] | None, int, str | None]:
     """The newest of the key's results that can back a floor under this config, and when
     none can, why the newest could not. A report dated in the future (past the clock skew)
     comes after every other: without a maximum age it still backs a floor when no other can,
     but its date no longer hides every later eval of the key (a typo'd 2099 report outranked
     all of them: the evals audit of 2026-12-07), nor does the newest result's refusal (another
-    provider model, an age) hide an older one that can back it."""
+    provider model, an age) hide an older one that can back it. Also the chosen result's
+    place among the key's results (stable for the same reports), and when none can back it,
+    each distinct reason, the newest's first."""
     rows: tuple[tuple[EvalResult, datetime | None], ...] = (
         table.candidates.get(key) or ((table.results[key], table.created.get(key)),))
     trusted = [row for row in rows if row[1] is None or row[1] - now <= CLOCK_SKEW]
     ordered = trusted + [row for row in rows if row not in trusted]
-    first_reason = None
+    reasons: list[str] = []
     for result, created in ordered:
         reason = _refusal(key[0], result, created, deployed, now, max_age_days)
         if reason is None:
-            return (result, created), None
-        first_reason = first_reason or reason
-    return None, first_reason
+            return (result, created), rows.index((result, created)), None
+        reasons.append(reason)
+    first, *older = dict.fromkeys(reasons)
+    return None, -1, first + "".join(f"; an older report: {r}" for r in older)
 
 
-def _with_set_aside(version: str, refused: Iterable[Key]) -> str:
-    """The reports' version, joined by the keys of the results set aside: routing changes when
-    a result ages out with the same reports, and so must the policy version that stamps its
-    decisions and keys its cached answers. Unchanged when none is."""
-    if not refused:
+def _with_set_aside(version: str, set_aside: Mapping[Key, str]) -> str:
+    """The reports' version, joined by the keys whose newest result was set aside and which
+    of their results backs floors instead (`none`, or its place): routing changes when a
+    result ages out with the same reports, and so must the policy version that stamps its
+    decisions and keys its cached answers (the keys alone stayed the same when an older result
+    that had taken the newest's place aged out too: the re-audit of 2026-12-07). Unchanged
+    when none is."""
+    if not set_aside:
         return version
-    keys = "\n".join("\x00".join(key) for key in sorted(refused))
+    keys = "\n".join("\x00".join((*key, set_aside[key])) for key in sorted(set_aside))
     return f"{version}-{hashlib.sha256(keys.encode()).hexdigest()[:12]}"

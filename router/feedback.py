@@ -214,6 +214,12 @@ class StatsSink:
         self._mono = mono
 
     def record(self, outcome: Outcome) -> None:
+        if outcome.idempotent_replay:
+            # A stored answer sent again: its request was counted when it ran (a replayed 504
+            # `unknown_commit` counted again at each retry multiplied one incident in the
+            # availability budget: the re-audit of 2026-12-07), and nothing of a deployment's
+            # is in it
+            return
         failed = _service_failure(outcome)
         if failed is not None:
             self._slo.record_service(self._wall(), failed)

@@ -88,10 +88,12 @@ class PeriodicExport:
         """Read the gauges on `loop` (call from a coroutine running on it)."""
         self._loop, self._loop_thread = loop, threading.get_ident()
 
-    def _gauges(self) -> Mapping[str, Snapshot]:
+    def _gauges(self) -> Mapping[str, Snapshot] | None:
         """The gauges' snapshots, taken on the bound loop (directly when unbound, or when
         called on the loop's own thread, as at shutdown); none when the loop does not get to
-        it within `GAUGE_WAIT_S`, or the export is stopping."""
+        it within `GAUGE_WAIT_S`; None when the export is stopping meanwhile (the shutdown's
+        own last export, on the loop, has them: a gauge-less one before it could make the
+        shutdown skip it, the re-audit of 2026-12-07)."""
         loop = self._loop
         if loop is None or threading.get_ident() == self._loop_thread:
             return self._registry.gauge_snapshots()
@@ -108,7 +110,10 @@ class PeriodicExport:
         except RuntimeError:  # the loop is closed
             return {}
         waited = 0.0
-        while waited < GAUGE_WAIT_S and not self._stop.is_set():
+        while waited < GAUGE_WAIT_S:
+            if self._stop.is_set():
+                taken.cancel()
+                return None
             try:
                 return taken.result(timeout=0.1)
             except concurrent.futures.TimeoutError:
@@ -117,7 +122,10 @@ class PeriodicExport:
         return {}
 
     def export_once(self) -> None:
-        snapshots = [s for s in self._registry.collect(gauges=self._gauges()) if s.points]
+        gauges = self._gauges()
+        if gauges is None:  # stopping: the shutdown exports
+            return
+        snapshots = [s for s in self._registry.collect(gauges=gauges) if s.points]
         if not snapshots:  # nothing recorded yet: no empty requests to the collector
             return
         result = self._exporter.export(to_metrics_data(

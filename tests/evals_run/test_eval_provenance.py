@@ -224,3 +224,45 @@ def test_an_implausible_eval_size_is_an_error_not_a_traceback(tmp_path: Path) ->
     with pytest.raises(EvalReportError) as caught:
         load_reports([write(tmp_path / "r.json", [{**row(), "n": 10**309}])])
     assert any("less than or equal to 1000000000" in p for p in caught.value.problems)
+
+
+def test_the_version_says_which_result_backs_a_floor_as_reports_age(tmp_path: Path) -> None:
+    """A newer eval of a trial's provider models and an older one of those deployed: the older
+    backs the floor until it ages out too. The version named only the keys set aside, so both
+    states had one version while routing differed (the re-audit of 2026-12-07); the refusal
+    now gives each result's reason."""
+    trial = write(tmp_path / "trial.json", [row(k=49, provider_models=["m-v2"])],
+                  created="2026-12-01T11:00:00+00:00")
+    older = write(tmp_path / "older.json", [row(k=45, provider_models=["m"])],
+                  created="2026-11-25")
+    table = load_reports([trial, older])
+    deployed = {"fast": ("m",)}
+    backed = bind_to_deployments(table, deployed, NOW, 30)
+    aged = bind_to_deployments(table, deployed, datetime(2026, 12, 30, tzinfo=UTC), 30)
+    assert backed.get("fast", "math", "accuracy") is not None
+    assert aged.get("fast", "math", "accuracy") is None
+    assert len({table.version, backed.version, aged.version}) == 3
+    reason = aged.refusal("fast", "math", "accuracy")
+    assert reason is not None and "made for provider models ['m-v2']" in reason
+    assert "an older report: the report is 35.0 days old" in reason
+
+
+def test_a_relative_floors_suites_are_compared_whatever_their_order(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`eval run` joins a pooled task's suite hashes in the order the suites were given: the
+    same two suites in the other order are the same suites (the re-audit of 2026-12-07)."""
+    path = tmp_path / "cfg.yaml"
+    text = config(tmp_path, "openai/fast").read_text().replace(
+        "  - {name: fast, deployments: [d-fast]}\n",
+        "  - {name: fast, deployments: [d-fast]}\n  - {name: large, deployments: [d-large]}\n"
+    ).replace("models:\n", "  - {name: d-large, model: openai/large, adapter: openai_passthrough,"
+              "\n     api_base: http://127.0.0.1:9/v1, input_price_per_mtok: 5, "
+              "output_price_per_mtok: 15}\nmodels:\n", 1).replace(
+        "quality_floor: {metric: accuracy, min: 0.80}",
+        "quality_floor: {metric: accuracy, relative_to: large, ratio: 0.5}")
+    path.write_text(text)
+    write(tmp_path / "r.json", [
+        row(model="large", k=45, n=50, provider_models=["openai/large"], suite_hash="a+b"),
+        row(model="fast", k=45, n=50, provider_models=["openai/fast"], suite_hash="b+a")])
+    code, err = check(path, capsys)
+    assert code == 0, err

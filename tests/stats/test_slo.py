@@ -439,3 +439,28 @@ def test_the_service_entry_counts_every_request_and_its_burn_fires() -> None:
     plain = SloTracker({"chat": SloTargets()})
     plain.record_service(now[0], failed=True)
     assert [t.task for t in plain.snapshot().tasks] == ["chat"]
+
+
+def test_a_replayed_answer_is_not_counted_again() -> None:
+    """An Idempotency-Key's stored answer sent again (a replay) counted in the SLOs at each
+    retry: a stored 504 `unknown_commit` retried three times made one incident four failures
+    of the availability budget (the re-audit of 2026-12-07). Its request was counted when it
+    ran; the replays are not."""
+    from router.feedback import StatsSink
+    from router.outcomes import Outcome
+
+    now = [1_000.0]
+    tracker = SloTracker({"action": SloTargets(availability=0.99)}, clock=lambda: now[0],
+                         service_availability=0.99)
+    sink = StatsSink(LocalStatsStore(), tracker, wall=lambda: now[0], mono=lambda: now[0])
+    for replay in (False, True, True, True):
+        outcome = Outcome(request_id="r", tenant="t", requested_model="auto", stream=False,
+                          arrived_at=now[0] - 0.5)
+        outcome.task, outcome.status, outcome.ended_at = "action", 504, now[0]
+        outcome.error_type, outcome.idempotent_replay = "UnknownCommitError", replay
+        sink.record(outcome)
+    for task in ("action", "all"):
+        entry = next(t for t in tracker.snapshot().tasks if t.task == task)
+        shortest = min(entry.windows, key=lambda w: w.window_s)
+        (sli,) = shortest.slis
+        assert (sli.total, sli.bad) == (1, 1), task

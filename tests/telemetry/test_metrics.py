@@ -178,6 +178,33 @@ async def test_an_otlp_export_reads_the_gauges_on_the_event_loop() -> None:
     assert all(BREAKER_STATE in found for found in names) and len(names) == 3
 
 
+def test_an_otlp_export_waiting_for_a_busy_loop_at_shutdown_exports_nothing() -> None:
+    """An export whose gauges wait for a loop that is busy (the shutdown's own span flush)
+    when the shutdown comes exported without them, and the shutdown could then skip its own
+    last export, which has them (the re-audit of 2026-12-07): it now exports nothing."""
+    from opentelemetry.sdk.resources import Resource
+
+    from router.telemetry.otlp import PeriodicExport
+
+    telemetry, _ = in_memory_telemetry(TelemetrySettings())
+    telemetry.sink.record(streamed_with_retry()[0])  # histograms to export besides the gauges
+    telemetry.metrics.register_gauge(BREAKER_STATE, lambda: [(1.0, {})])
+    kept = _Kept()
+    export = PeriodicExport(telemetry.metrics.registry, kept, Resource.create({}), 3600.0)
+    busy = asyncio.new_event_loop()  # never run: its callbacks wait
+    try:
+        export.bind(busy)
+        waiting = threading.Thread(target=export.export_once)
+        waiting.start()
+        waiting.join(0.3)
+        assert waiting.is_alive()  # it waits for the loop to read the gauges
+        export._stop.set()
+        waiting.join(2.0)
+        assert not waiting.is_alive() and kept.exported == []
+    finally:
+        busy.close()
+
+
 def test_exploration_probes_are_counted_and_marked_on_the_server_span() -> None:
     """`slorouter.explorations` counts probes only; the probe's server span says it was one."""
     telemetry, exporter = in_memory_telemetry()

@@ -39,6 +39,21 @@ policies:
     return path
 
 
+def relative_config(tmp_path: Path, ratio: float) -> Path:
+    """`config`'s, with a model `large` (deployed as `openai/large`) and the math floor
+    relative to it at `ratio`."""
+    path = tmp_path / "cfg-relative.yaml"
+    path.write_text(config(tmp_path, "openai/fast").read_text().replace(
+        "  - {name: fast, deployments: [d-fast]}\n",
+        "  - {name: fast, deployments: [d-fast]}\n  - {name: large, deployments: [d-large]}\n"
+    ).replace("models:\n", "  - {name: d-large, model: openai/large, adapter: openai_passthrough,"
+              "\n     api_base: http://127.0.0.1:9/v1, input_price_per_mtok: 5, "
+              "output_price_per_mtok: 15}\nmodels:\n", 1).replace(
+        "quality_floor: {metric: accuracy, min: 0.80}",
+        f"quality_floor: {{metric: accuracy, relative_to: large, ratio: {ratio}}}"))
+    return path
+
+
 def check(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     code = policy_check(argparse.Namespace(config=path))
     return code, capsys.readouterr().err
@@ -195,17 +210,7 @@ def test_a_relative_floor_compares_results_of_one_suite(
     """A model evaluated again on an easier suite passed a floor relative to a reference
     measured on the hard one (the evals audit of 2026-12-07): results whose suite hashes
     differ are not compared."""
-    path = tmp_path / "cfg.yaml"
-    text = config(tmp_path, "openai/fast").read_text().replace(
-        "  - {name: fast, deployments: [d-fast]}\n",
-        "  - {name: fast, deployments: [d-fast]}\n  - {name: large, deployments: [d-large]}\n"
-    ).replace("models:\n", "  - {name: d-large, model: openai/large, adapter: openai_passthrough,"
-              "\n     api_base: http://127.0.0.1:9/v1, input_price_per_mtok: 5, "
-              "output_price_per_mtok: 15}\nmodels:\n", 1).replace(
-        "quality_floor: {metric: accuracy, min: 0.80}",
-        "quality_floor: {metric: accuracy, relative_to: large, ratio: 0.95}").replace(
-        "candidates: [fast]}}", "candidates: [fast, large]}}")
-    path.write_text(text)
+    path = relative_config(tmp_path, 0.95)
     for fast_suite, expected in (("hard", 0), ("trivial", 1)):
         write(tmp_path / "r.json", [
             row(model="large", k=45, n=50, provider_models=["openai/large"], suite_hash="hard"),
@@ -251,16 +256,7 @@ def test_a_relative_floors_suites_are_compared_whatever_their_order(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`eval run` joins a pooled task's suite hashes in the order the suites were given: the
     same two suites in the other order are the same suites (the re-audit of 2026-12-07)."""
-    path = tmp_path / "cfg.yaml"
-    text = config(tmp_path, "openai/fast").read_text().replace(
-        "  - {name: fast, deployments: [d-fast]}\n",
-        "  - {name: fast, deployments: [d-fast]}\n  - {name: large, deployments: [d-large]}\n"
-    ).replace("models:\n", "  - {name: d-large, model: openai/large, adapter: openai_passthrough,"
-              "\n     api_base: http://127.0.0.1:9/v1, input_price_per_mtok: 5, "
-              "output_price_per_mtok: 15}\nmodels:\n", 1).replace(
-        "quality_floor: {metric: accuracy, min: 0.80}",
-        "quality_floor: {metric: accuracy, relative_to: large, ratio: 0.5}")
-    path.write_text(text)
+    path = relative_config(tmp_path, 0.5)
     write(tmp_path / "r.json", [
         row(model="large", k=45, n=50, provider_models=["openai/large"], suite_hash="a+b"),
         row(model="fast", k=45, n=50, provider_models=["openai/fast"], suite_hash="b+a")])

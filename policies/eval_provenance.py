@@ -95,13 +95,13 @@ def _newest_usable(key: Key, table: QualityTable, deployed: tuple[str, ...], now
     each distinct reason, the newest's first."""
     rows: tuple[tuple[EvalResult, datetime | None], ...] = (
         table.candidates.get(key) or ((table.results[key], table.created.get(key)),))
-    trusted = [row for row in rows if row[1] is None or row[1] - now <= CLOCK_SKEW]
-    ordered = trusted + [row for row in rows if row not in trusted]
+    future = [created is not None and created - now > CLOCK_SKEW for _, created in rows]
     reasons: list[str] = []
-    for result, created in ordered:
+    for at in sorted(range(len(rows)), key=future.__getitem__):  # stable: newest first in each
+        result, created = rows[at]
         reason = _refusal(key[0], result, created, deployed, now, max_age_days)
         if reason is None:
-            return (result, created), rows.index((result, created)), None
+            return rows[at], at, None
         reasons.append(reason)
     first, *older = dict.fromkeys(reasons)
     return None, -1, first + "".join(f"; an older report: {r}" for r in older)

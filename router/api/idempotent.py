@@ -16,7 +16,6 @@ from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from starlette.responses import Response
 
 from cache.keys import normalize_locale
@@ -41,6 +40,7 @@ from router.idempotency import (
     won_too_late,
 )
 from router.outcomes import Outcome
+from router.providers.error_text import error_fields
 from router.runtime_config import Principal
 
 HEADER = "idempotency-key"
@@ -182,20 +182,11 @@ def note_replay(outcome: Outcome, stored: StoredResponse, deployments: Container
     outcome.idempotent_replay = True
     outcome.status = stored.status
     if stored.status >= 400:
-        outcome.error_type, outcome.error_code = REPLAYED_FAILURE, stored_error_code(stored.body)
+        outcome.error_type = REPLAYED_FAILURE
+        outcome.error_code = error_fields(stored.body.decode("utf-8", "replace"))[1]
     answered_by = dict(stored.headers).get("x-slorouter-model")
     if answered_by in deployments:
         outcome.replayed_from = answered_by
-
-
-def stored_error_code(body: bytes) -> str | None:
-    """The `error.code` of a stored OpenAI-shaped error body, if it has one."""
-    try:
-        error = orjson.loads(body).get("error")
-    except (orjson.JSONDecodeError, AttributeError):
-        return None
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) else None
 
 
 def replayed(stored: StoredResponse, stream: bool, include_usage: bool,

@@ -48,7 +48,7 @@ class Experiments:
                               for spec in specs}
         self._pending: set[asyncio.Task[None]] = set()
         # The service's event loop, for writes started in a worker thread (the pipeline
-        # prepares very long prompts off the loop, assignment and exposure included).
+        # routes on the loop since 2026-12-07; a caller off it is still served).
         self._loop: asyncio.AbstractEventLoop | None = None
         # A shared store that is down fails every write and every guardrail pass: one line per
         # interval for each, and the loop and the requests carry on.
@@ -90,7 +90,7 @@ class Experiments:
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         try:
             loop = asyncio.get_running_loop()
-        except RuntimeError:  # a worker thread (a long prompt prepared off the loop)
+        except RuntimeError:  # a worker thread
             if self._loop is None or self._loop.is_closed():
                 work.close()
                 self._lost.report(error="NoEventLoop")

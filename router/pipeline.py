@@ -1,7 +1,9 @@
 """The request path between the HTTP layer and the execution layer.
 
-`ChatPipeline.prepare` runs the pure steps (classify → decide → plan) and records their
-timings; `complete` and `open_stream` hand the plan to the execution layer. The HTTP layer owns
+`ChatPipeline.prepare` runs the steps before the upstream call and records their timings:
+`measure` (classify, estimate: the request alone, so a long prompt's may run off the event
+loop) and `route` (decide, plan: reads the statistics the loop keeps); `complete` and
+`open_stream` hand the plan to the execution layer. The HTTP layer owns
 the wire format and the client connection; this module never touches either.
 """
 
@@ -104,6 +106,21 @@ class Phases:
         if total is not None:
             parts.append(f"total;dur={total * 1e3:.3f}")
         return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """A request classified and measured, not yet routed (`ChatPipeline.measure`)."""
+
+    request: ChatCompletionRequest
+    raw: Mapping[str, Any]
+    caller: Caller
+    labels: Labels
+    facts: RequestFacts
+    policy: TaskPolicy | None  # the task's policy, when the config has policies
+    deadline: float  # shortened to the policy's `timeout_s`
+    head_deadline: float | None  # a stream's first token, from the SDK's timeout headers
+    phases: Phases
 
 
 @dataclass(slots=True)
@@ -412,12 +429,20 @@ class ChatPipeline:
     def prepare(self, request: ChatCompletionRequest, raw: Mapping[str, Any],
                 headers: Mapping[str, str], deadline: float,
                 caller: Caller | None = None, arrived_at: float | None = None) -> Prepared:
-        """Classify and decide. `deadline` (the server's or the client's, by this clock) is
-        shortened to the task policy's `timeout_s` from `arrived_at` (default: now); a stream's
-        head deadline comes from the SDKs' timeout headers (`head_timeout_s`). The ranking
-        holds the request to the time both leave its client waiting (`RequestFacts`)."""
+        """Classify and decide (`measure`, then `route`). `deadline` (the server's or the
+        client's, by this clock) is shortened to the task policy's `timeout_s` from
+        `arrived_at` (default: now); a stream's head deadline comes from the SDKs' timeout
+        headers (`head_timeout_s`). The ranking holds the request to the time both leave its
+        client waiting (`RequestFacts`)."""
+        return self.route(self.measure(request, raw, headers, deadline, caller, arrived_at))
+
+    def measure(self, request: ChatCompletionRequest, raw: Mapping[str, Any],
+                headers: Mapping[str, str], deadline: float,
+                caller: Caller | None = None, arrived_at: float | None = None) -> Measured:
+        """What the request says of itself: its labels, deadlines and facts. It reads nothing
+        the event loop writes (statistics, health, in-flight counts, experiments' halts), so
+        a very long prompt's may run on a worker thread (`router.api.chat.prepare_off_loop`)."""
         caller = caller if caller is not None else Caller()
-        phases = Phases()
         started = self._clock()
         view = request_view(request)
         labels = self._classifier.classify(
@@ -435,6 +460,17 @@ class ChatPipeline:
                               answer_wait_s=deadline - classified,
                               hour_cache_writes=writes_for_an_hour(raw.get("messages") or (),
                                                                    raw.get("tools")))
+        phases = Phases(classify=classified - started, decide=self._clock() - classified)
+        return Measured(request, raw, caller, labels, facts, policy, deadline, head_deadline,
+                        phases)
+
+    def route(self, measured: Measured) -> Prepared:
+        """Decide and plan a measured request. It reads the statistics, health, in-flight
+        counts and experiments the event loop keeps: call it on the loop."""
+        started = self._clock()
+        request, raw, caller = measured.request, measured.raw, measured.caller
+        labels, facts, policy = measured.labels, measured.facts, measured.policy
+        deadline = measured.deadline
         assignment = None
         if self._assign_arm is not None and request.model in self.config.aliases:
             assignment = self._assign_arm(labels.task, caller.units())
@@ -467,11 +503,12 @@ class ChatPipeline:
                                          {d.body_kind for d in deployments},
                                          chosen_salt=chosen_salt),
                     prompt_tokens=facts.prompt_tokens, stream=facts.stream,
-                    head_deadline=head_deadline,
+                    head_deadline=measured.head_deadline,
                     stall_after_s=stall_after_s(policy, facts.stream),
                     principal=caller.tenant,
                     hedge_delay_s=hedge.delay_s)
-        phases.classify, phases.decide = classified - started, self._clock() - classified
+        phases = replace(measured.phases,
+                         decide=measured.phases.decide + self._clock() - started)
         return Prepared(request, labels, decision, plan, facts, phases, policy, assignment, hedge)
 
     def _with_affinity(self, decision: Decision, raw: Mapping[str, Any],

@@ -100,15 +100,18 @@ class _Remaining:
 async def prepare_off_loop(pipeline: ChatPipeline, chat: ChatCompletionRequest,
                            raw: dict[str, Any], headers: Any, deadline: float, caller: Caller,
                            arrived_at: float | None = None) -> Prepared:
-    """Classify and decide; very long prompts, and large inline files the prompt estimate
-    reads whole, off the event loop so it never stalls."""
+    """Classify and decide. A very long prompt, or a large inline file the prompt estimate
+    reads whole, is measured (classified, its tokens estimated) on a worker thread so the
+    event loop never stalls; it is routed back on the loop, where the statistics, health and
+    experiments it reads are written (read from the thread, they raced those writes)."""
     size = sum(len(m.text()) for m in chat.messages) + sum(
         whole_decoded_chars(part.type, part.file) for m in chat.messages
         if isinstance(m.content, list) for part in m.content) // FILE_CHARS_PER_PROMPT_CHAR
     if size <= OFFLOAD_PROMPT_CHARS:
         return pipeline.prepare(chat, raw, headers, deadline, caller, arrived_at)
-    return await asyncio.to_thread(pipeline.prepare, chat, raw, headers, deadline, caller,
-                                   arrived_at)
+    measured = await asyncio.to_thread(pipeline.measure, chat, raw, headers, deadline, caller,
+                                       arrived_at)
+    return pipeline.route(measured)
 
 
 class ChatHandler:

@@ -28,7 +28,12 @@ the service's gating (`min_sample` per arm before the test may fire). Two tables
    `confidence` 0.95): the share of A/A arms (healthy, at or below the limit) ever halted, and
    the outcomes until a breaking arm is halted, and until an arm that breaks after 1,000 or
    10,000 healthy outcomes is halted. `--guardrail-runs` runs per row (a tenth of them for the
-   late regressions), seeded.
+   late regressions), seeded. Quality floors: a binary thumbs-up, a 1-5 rating, a skewed
+   [0, 1] judge score and a mostly-zero 0-100 score.
+
+5. With `--arm-share S` (only this table): A/A experiments whose arm takes share S of
+   `--requests` requests, assigned at random request by request, checked every 20 requests:
+   the mSPRT's false-positive rate on 1% and 2% error rates, log TTFT, 5% errors and cost.
 
 Latencies are lognormal (the simulator's shape), tested on the log scale as the service does.
 """
@@ -139,6 +144,56 @@ def aa_table(runs: int, per_arm: int, batch: int, seed: int) -> list[str]:
     return lines
 
 
+SPLIT_METRICS: dict[str, Draw] = {
+    "error (Bernoulli 1%)": lambda rng, shape: (rng.random(shape) < 0.01).astype(np.float64),
+    "error (Bernoulli 2%)": lambda rng, shape: (rng.random(shape) < 0.02).astype(np.float64),
+    **AA_METRICS,
+}
+
+
+def _split_moments(values: FloatArray, mask: npt.NDArray[np.bool_],
+                   at: npt.NDArray[np.int64]) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Count, mean and variance of the values where `mask` holds, at each check `at`."""
+    n = np.cumsum(mask, axis=1)[:, at].astype(np.float64)
+    total = np.cumsum(values * mask, axis=1)[:, at]
+    total_sq = np.cumsum(values * values * mask, axis=1)[:, at]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = total / n
+        variance = np.maximum(total_sq - total * mean, 0.0) / np.maximum(n - 1.0, 1.0)
+    return n, mean, variance
+
+
+def split_aa_rejections(values: FloatArray, in_arm: npt.NDArray[np.bool_], every: int,
+                        alpha: float) -> int:
+    """Runs (rows) whose mSPRT ever rejects, checked every `every` requests, request i of a
+    run going to the arm where `in_arm` holds and to control elsewhere."""
+    at = np.arange(every - 1, values.shape[1], every)
+    nc, mc, vc = _split_moments(values, ~in_arm, at)
+    na, ma, va = _split_moments(values, in_arm, at)
+    out = msprt_arrays(nc, mc, vc, na, ma, va, alpha=alpha, mixture_sd=MIXTURE_SD)
+    ready = (np.minimum(nc, na) >= MIN_SAMPLE) & np.isfinite(out.log_lr)
+    return int((ready & (out.log_lr >= math.log(1 / alpha))).any(axis=1).sum())
+
+
+def split_aa_table(runs: int, requests: int, every: int, share: float, seed: int,
+                   alpha: float = 0.05) -> list[str]:
+    """A/A with the arm taking `share` of `requests` (each request assigned at random, as the
+    service's hash does), checked every `every` requests: the mSPRT's false-positive rate."""
+    lines = [f"A/A, arm share {share:.0%}: {runs} experiments per row, checked every {every} "
+             f"requests up to {requests}, min_sample {MIN_SAMPLE} per arm, alpha {alpha}",
+             f"{'metric':<30} {'mSPRT FPR':>9} {'95% CI':>13} {'bound':>6} {'ok':>3}"]
+    for name, draw in SPLIT_METRICS.items():
+        rng = np.random.default_rng([seed, 11, sum(map(ord, name))])
+        rejected = sum(split_aa_rejections(draw(rng, (k, requests)),
+                                           rng.random((k, requests)) < share, every, alpha)
+                       for k in _chunks(runs))
+        ci = binomtest(rejected, runs).proportion_ci(0.95)
+        bound = alpha + 0.02
+        lines.append(f"{name:<30} {rejected / runs:>9.1%} [{ci.low:>5.1%},{ci.high:>5.1%}] "
+                     f"{bound:>6.0%} {'yes' if rejected / runs <= bound else 'NO':>3}")
+    return lines
+
+
 def _chunks(runs: int) -> list[int]:
     return [min(CHUNK, runs - start) for start in range(0, runs, CHUNK)]
 
@@ -195,6 +250,7 @@ class GuardrailCase:
     guardrail: dict[str, object]
     metric: str
     draw: Callable[[np.random.Generator, int], FloatArray]
+    metrics: tuple[dict[str, object], ...] = ()  # feedback metrics the spec declares
 
 
 def _error_case(rate: float) -> GuardrailCase:
@@ -210,9 +266,50 @@ def _p95_case(share_of_limit: float) -> GuardrailCase:
                          lambda rng, n: rng.lognormal(math.log(median), GUARD_LOG_SD, n))
 
 
+def _flat_cost_case(share_of_limit: float) -> GuardrailCase:
+    """$0.01 an answer but for 2% cache hits at $0 (mean $0.0098), against a limit the mean
+    is `share_of_limit` of: a nearly constant cost."""
+    limit = 0.0098 / share_of_limit
+    return GuardrailCase(f"cost $0.01, 2% hits at $0, mean {share_of_limit:.0%} of limit",
+                         {"kind": "cost_per_request", "max_usd": limit}, "cost_usd",
+                         lambda rng, n: np.where(rng.random(n) < 0.02, 0.0, 0.01))
+
+
+RATING_LEVELS = np.asarray([1.0, 2.0, 3.0, 4.0, 5.0])
+
+
+def _quality_case(label: str, floor: float, value_range: tuple[float, float],
+                  draw: Callable[[np.random.Generator, int], FloatArray]) -> GuardrailCase:
+    kind = "binary" if value_range == (0.0, 1.0) and label.startswith("thumbs") else "continuous"
+    return GuardrailCase(label, {"kind": "quality_floor", "metric": "score", "floor": floor},
+                         "score", draw,
+                         ({"name": "score", "kind": kind, "range": list(value_range)},))
+
+
+def _rating(weights: tuple[float, ...]) -> Callable[[np.random.Generator, int], FloatArray]:
+    return lambda rng, n: rng.choice(RATING_LEVELS, n, p=weights)
+
+
+RATING_AT = (0.35, 0.25, 0.20, 0.12, 0.08)  # mean 2.33
+RATING_LOW = (0.45, 0.25, 0.15, 0.10, 0.05)  # mean 2.05
+GUARD_QUALITY_AA = (
+    _quality_case("thumbs_up floor 0.7, true 0.7", 0.7, (0.0, 1.0),
+                  lambda rng, n: (rng.random(n) < 0.7).astype(np.float64)),
+    _quality_case("rating 1-5 floor 2.33, true mean 2.33", 2.33, (1.0, 5.0),
+                  _rating(RATING_AT)),
+    _quality_case("judge Beta(.3,1.5) floor .14, mean .167", 0.14, (0.0, 1.0),
+                  lambda rng, n: rng.beta(0.3, 1.5, n)),
+    _quality_case("score 0-100, 90% zeros, floor = mean 6", 6.0, (0.0, 100.0),
+                  lambda rng, n: np.where(rng.random(n) < 0.9, 0.0, rng.uniform(20, 100, n))),
+)
 GUARD_AA = (*(_error_case(r) for r in (0.03, 0.04, 0.045, 0.05)),
-            *(_p95_case(s) for s in (0.8, 0.9, 1.0)))
-GUARD_BREACH = (_error_case(0.08), _error_case(0.10), _p95_case(1.3))
+            *(_p95_case(s) for s in (0.8, 0.9, 1.0)),
+            *(_flat_cost_case(s) for s in (0.98, 1.0)), *GUARD_QUALITY_AA)
+GUARD_BREACH = (_error_case(0.08), _error_case(0.10), _p95_case(1.3), _flat_cost_case(1.05),
+                _quality_case("rating 1-5 floor 2.33, true mean 2.05", 2.33, (1.0, 5.0),
+                              _rating(RATING_LOW)),
+                _quality_case("judge Beta(.3,2.7) floor .14, mean .10", 0.14, (0.0, 1.0),
+                              lambda rng, n: rng.beta(0.3, 2.7, n)))
 LATE_HEALTHY, LATE_RATES = (1000, 10_000), (0.10, 0.20, 0.40)
 
 
@@ -220,7 +317,7 @@ def first_halt(case: GuardrailCase, values: FloatArray, every: int) -> int | Non
     """The arm's outcome count at its first halt, looking every `every` outcomes (None: never)."""
     from tests.experiments.support import make_spec
 
-    spec = make_spec(guardrails=[case.guardrail])
+    spec = make_spec(guardrails=[case.guardrail], metrics=list(case.metrics))
     guardrail = spec.guardrails[0]
     scaled = np.asarray([analysis_value(case.metric, float(v)) for v in values])
     total, total_sq = np.cumsum(scaled), np.cumsum(scaled * scaled)
@@ -366,6 +463,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--service-replications", type=int, default=0,
                         help="also run this many (<= 10) detections at a real router")
     parser.add_argument("--service-concurrency", type=int, default=8)
+    parser.add_argument("--arm-share", type=float, default=None,
+                        help="only an A/A table with the arm taking this share of requests")
+    parser.add_argument("--requests", type=int, default=10_000,
+                        help="requests per --arm-share experiment, checked every 20")
     parser.add_argument("--guardrails", action="store_true",
                         help="only the guardrail table (false halts and detection)")
     parser.add_argument("--guardrail-runs", type=int, default=200)
@@ -374,6 +475,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
           f"{os.getloadavg()[2]:.2f}, {os.cpu_count()} cpus")
+    if args.arm_share is not None:
+        started = time.perf_counter()
+        print("\n".join(split_aa_table(args.runs, args.requests, 20, args.arm_share,
+                                       args.seed)))
+        print(f"({time.perf_counter() - started:.1f} s)")
+        return 0
     if args.guardrails:
         started = time.perf_counter()
         print("\n".join(guardrail_table(args.guardrail_runs, args.guardrail_outcomes,

@@ -478,11 +478,6 @@ class ChatPipeline:
         decision = self._with_affinity(
             decide(request.model, labels, facts, self.config, self._ranker, self._health,
                    restrict_to=arm_model(assignment)), raw, partition)
-        # Feedback is taken on the arm's own answers only: not on one control's route gives
-        # for it (degraded), nor on an explanation's.
-        if (assignment is not None and self._expose_arm is not None and not caller.explaining
-                and not arm_degraded(assignment, decision)):
-            self._expose_arm(assignment, caller.units())
         deployments = [self.config.deployments[name] for name in decision.deployments]
         side_effecting = is_side_effecting(labels)
         body = upstream_body(raw, partition)
@@ -510,6 +505,16 @@ class ChatPipeline:
         phases = replace(measured.phases,
                          decide=measured.phases.decide + self._clock() - started)
         return Prepared(request, labels, decision, plan, facts, phases, policy, assignment, hedge)
+
+    def expose(self, prepared: Prepared, caller: Caller) -> None:
+        """Take feedback on this request as its arm's: call it once the arm's route is to
+        answer it. Not for an answer control's route gives for the arm (degraded), an
+        explanation, or an idempotent replay (the first request's answer, under a new id: its
+        feedback was credited to the arm the new id hashed to)."""
+        assignment = prepared.assignment
+        if (assignment is not None and self._expose_arm is not None and not caller.explaining
+                and not arm_degraded(assignment, prepared.decision)):
+            self._expose_arm(assignment, caller.units())
 
     def _with_affinity(self, decision: Decision, raw: Mapping[str, Any],
                        partition: str) -> Decision:

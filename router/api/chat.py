@@ -262,6 +262,7 @@ class ChatHandler:
             return idempotent.replayed(claimed.response, chat.stream, include_usage, headers,
                                        self._stored_stream_end(outcome, held),
                                        deadline - self._clock())
+        self._pipeline.expose(prepared, caller)
         outcome.routed = True
         looked_up = self._clock()
         try:

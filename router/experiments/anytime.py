@@ -13,9 +13,16 @@ sequences", Ann. Statist. 2021, §3 and the beta-binomial boundary of their Prop
   mixed over a Beta prior truncated to (p0, 1). Every component's ratio is a supermartingale
   under any share ≤ p0 (not only at p0), so the whole composite null is covered. Exact: no
   normal approximation, valid from the first value.
-- `mean_log_e`: H0 "mean ≤ mu0" for a continuous value, the normal likelihood ratio mixed over a
-  half-normal prior on the standardised effect, with the sample variance plugged in (as the
-  mSPRT of `sequential.py`: asymptotically valid, poor for a few values, hence `min_sample`).
+- `nonnegative_mean_log_e`: H0 "mean ≤ m0" for values ≥ 0, from their count, sum and sum of
+  squares: an equally weighted mixture over a grid of bets λ of exp(λ Σξ − ψ(λ) Σξ²), with
+  ξ = (x − m0)/m0 ≥ −1 and ψ(λ) = −log(1 − λ) − λ. Each is a supermartingale under the null,
+  as exp(λξ − ψ(λ)ξ²) ≤ 1 + λξ for ξ ≥ −1 and 0 ≤ λ < 1 (Fan, Grama, Liu, "Hoeffding's
+  inequality for supermartingales", Stoch. Proc. Appl. 2012; the empirical-Bernstein bounds of
+  Howard et al. 2021 rest on it). Exact from the first value, for any distribution of
+  nonnegative values (costs, a score's shortfall from its best), and it adapts to their
+  spread. It replaced a normal mixture with the sample variance plugged in, which is only
+  asymptotically valid: a skewed score's healthy arm was halted 17% of the time and a nearly
+  constant cost's, at its limit, 65% (α 5%; the experiments audit of 2026-12-07).
 
 Vectorised with numpy/scipy over any number of tests at once (a guardrail pass evaluates a
 handful, a simulation thousands).
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import betainc, betaln, log_ndtr
+from scipy.special import betainc, betaln, logsumexp
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -33,8 +40,10 @@ FloatArray = npt.NDArray[np.float64]
 # truncation to (p0, 1), so most of its mass sits within a few standard errors above p0 (the
 # breaches a guardrail must see early) while large breaches still get overwhelming evidence.
 BETA_PRIOR_VALUES = 20.0
-# Half-normal prior sd of the standardised effect (mean - mu0) / sd for continuous values.
-MEAN_PRIOR_SD = 0.3
+# The bets of `nonnegative_mean_log_e`, equally weighted: 1/2 down to 1/4096 (a small bet is
+# the one that wins on a small excess of the mean). The mixture pays log 12 ≈ 2.5 against the
+# best of them in hindsight.
+BETS = 0.5 ** np.arange(1, 13)
 
 
 def bernoulli_log_e(
@@ -65,22 +74,20 @@ def bernoulli_log_e(
         )
 
 
-def mean_log_e(
-    n: npt.ArrayLike, mean: npt.ArrayLike, variance: npt.ArrayLike, mu0: float,
-    prior_sd: float = MEAN_PRIOR_SD,
+def nonnegative_mean_log_e(
+    n: npt.ArrayLike, total: npt.ArrayLike, total_sq: npt.ArrayLike, m0: float,
 ) -> FloatArray:
-    """log M for H0: mean ≤ `mu0` (element-wise; -inf where the variance is 0 or unknown).
-
-    With z = √n (mean - mu0)/sd and the standardised effect δ ~ N(0, k²) restricted to δ > 0:
-    M = 2/√(1+nk²) · exp(n k² z² / (2 (1+nk²))) · Φ(k √n z / √(1+nk²)).
-    """
-    size = np.asarray(n, dtype=np.float64)
-    var = np.asarray(variance, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.sqrt(size) * (np.asarray(mean, dtype=np.float64) - mu0) / np.sqrt(var)
-        spread = 1.0 + size * prior_sd * prior_sd
-        log_m = (np.log(2.0) - 0.5 * np.log(spread)
-                 + size * prior_sd * prior_sd * z * z / (2.0 * spread)
-                 + log_ndtr(prior_sd * np.sqrt(size) * z / np.sqrt(spread)))
-    informative = np.isfinite(log_m) & (var > 0)
-    return np.where(informative, log_m, -np.inf).astype(np.float64)
+    """log M for H0: mean ≤ `m0` of values ≥ 0, after `n` values summing to `total`, their
+    squares to `total_sq` (element-wise). `m0` ≤ 0: any value above 0 is infinite evidence
+    (values ≥ 0 average at most 0 only when all are 0)."""
+    count = np.asarray(n, dtype=np.float64)
+    first = np.asarray(total, dtype=np.float64)
+    second = np.asarray(total_sq, dtype=np.float64)
+    if m0 <= 0.0:
+        return np.where(first > 0, np.inf, 0.0).astype(np.float64)
+    excess = (first - count * m0) / m0  # Σξ
+    spread = np.maximum(second - 2.0 * m0 * first + count * m0 * m0, 0.0) / (m0 * m0)  # Σξ²
+    bets = BETS.reshape((-1,) + (1,) * excess.ndim)
+    penalty = -np.log1p(-bets) - bets
+    return np.asarray(logsumexp(bets * excess - penalty * spread, axis=0) - np.log(BETS.size),
+                      dtype=np.float64)

@@ -24,13 +24,15 @@ What each test is about:
 - p95 TTFT/E2E: the p95 exceeds `max_ms` exactly when more than 5% of values exceed it, so
   the share of values above `max_ms` ≤ 0.05 (the same Bernoulli test). Raw latencies are kept
   only for the last `window` values, so the all-values test runs while they hold every value;
-- cost per request: mean ≤ `max_usd` (normal mixture with plug-in variance, `mean_log_e`);
-- quality floor: mean ≥ floor (Bernoulli on the share of zeros for binary metrics, normal
-  mixture otherwise).
+- cost per request: mean ≤ `max_usd` (the mixture for nonnegative values,
+  `nonnegative_mean_log_e`);
+- quality floor: mean ≥ floor, read as each value's shortfall from the top of the metric's
+  range, scaled to [0, 1], at most the floor's (`_quality_breach`): the Bernoulli test for a
+  binary metric, the nonnegative mixture otherwise.
 
-No test may fire before the arm has `min_sample` values (the plug-in variance needs them; the
-Bernoulli test would be valid earlier). Control is never halted (it is where halted traffic
-goes). Pure: the clock is an argument.
+Every test is exact from the first value; no guardrail fires before the arm has `min_sample`
+values (a halt on a handful of values would be valid, but not much use to read). Control is
+never halted (it is where halted traffic goes). Pure: the clock is an argument.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from policies.experiments.schema import (
     LatencyGuardrail,
     QualityFloorGuardrail,
 )
-from router.experiments.anytime import bernoulli_log_e, mean_log_e
+from router.experiments.anytime import bernoulli_log_e, nonnegative_mean_log_e
 from router.experiments.outcomes import ArmData, ExperimentData, Halt, MetricSamples
 
 _P95_TAIL = 0.05
@@ -76,7 +78,7 @@ def restart_every(window: int) -> int:
 
 
 def segments_under_test(count: int, available: int, window: int, alpha: float,
-                    whole_known: bool) -> Segments:
+                        whole_known: bool) -> Segments:
     """The tests of an arm with `count` values, the newest `available` of them at hand.
 
     The all-values test (level α/2) runs when `whole_known` (sufficient statistics of every
@@ -165,17 +167,14 @@ def _share_test(flags: FloatArray, whole_hits: float, segs: Segments, p0: float
     return _first_fired(segs, hits / n, bernoulli_log_e(hits, n, p0))
 
 
-def _mean_test(values: FloatArray, whole: MetricSamples, segs: Segments, mu0: float
+def _mean_test(values: FloatArray, whole: MetricSamples, segs: Segments, m0: float
                ) -> _Fired | None:
-    """Mean above `mu0`; `whole`: the sums over all the arm's values (linear scale)."""
+    """Mean of values ≥ 0 above `m0`; `whole`: the sums over all the arm's values."""
     n = segs.sizes.astype(np.float64)
     past = segs.sizes > values.size
     total = np.where(past, whole.total, _suffix_sums(values, segs.sizes))
     total_sq = np.where(past, whole.total_sq, _suffix_sums(values * values, segs.sizes))
-    mean = total / n
-    variance = np.maximum(total_sq - total * mean, 0.0) / np.maximum(n - 1.0, 1.0)
-    variance = np.where(n > 1, variance, np.nan)
-    return _first_fired(segs, mean, mean_log_e(n, mean, variance, mu0))
+    return _first_fired(segs, total / n, nonnegative_mean_log_e(n, total, total_sq, m0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,19 +214,23 @@ def _cost_breach(g: CostGuardrail, values: FloatArray, samples: MetricSamples,
 
 def _quality_breach(spec: ExperimentSpec, g: QualityFloorGuardrail, values: FloatArray,
                     samples: MetricSamples, segs: Segments) -> _Breach | None:
+    """A floor on a metric within [low, high]: its mean at least the floor is the mean of each
+    value's shortfall (high - value) / (high - low), in [0, 1], at most the floor's, p0. Binary: the share of
+    zeros (the Bernoulli test, whose likelihood ratio is the most powerful there)."""
     declared = spec.metric(g.metric)
-    if declared is not None and declared.kind == "binary":
-        # "mean >= floor" is "share of zeros <= 1 - floor".
-        zeros = _share_test(1.0 - values, samples.count - samples.total, segs, 1.0 - g.floor)
-        fired = None if zeros is None else _Fired(zeros.size, zeros.whole, 1.0 - zeros.estimate,
-                                                  zeros.log_e, zeros.log_threshold)
-    else:
-        mirrored = MetricSamples(count=samples.count, total=-samples.total,
-                                 total_sq=samples.total_sq)
-        negated = _mean_test(-values, mirrored, segs, -g.floor)
-        fired = None if negated is None else _Fired(negated.size, negated.whole,
-                                                    -negated.estimate, negated.log_e,
-                                                    negated.log_threshold)
+    low, high = declared.range if declared is not None else (0.0, 1.0)
+    span = high - low
+    shortfalls = (high - values) / span
+    whole = MetricSamples(count=samples.count, total=(high * samples.count - samples.total) / span,
+                          total_sq=(high * high * samples.count - 2.0 * high * samples.total
+                                    + samples.total_sq) / (span * span))
+    p0 = (high - g.floor) / span
+    short = (_share_test(shortfalls, whole.total, segs, p0)
+             if declared is None or declared.kind == "binary"
+             else _mean_test(shortfalls, whole, segs, p0))
+    fired = None if short is None else _Fired(short.size, short.whole,
+                                              high - span * short.estimate, short.log_e,
+                                              short.log_threshold)
     if fired is None:
         return None
     return _Breach(fired.estimate, g.floor, f"mean {g.metric} {fired.estimate:.3f} over "
@@ -240,10 +243,11 @@ def _breach(spec: ExperimentSpec, guardrail: Guardrail, values: FloatArray,
     alpha = 1.0 - guardrail.confidence
     if isinstance(guardrail, LatencyGuardrail):
         # Raw latencies exist only for the newest values (the sums are of their logs).
-        segs = segments_under_test(count, values.size, guardrail.window, alpha, whole_known=False)
+        segs = segments_under_test(count, values.size, guardrail.window, alpha,
+                                   whole_known=False)
         return _latency_breach(guardrail, values, segs)
     segs = segments_under_test(count, values.size, guardrail.window, alpha,
-                           whole_known=samples.count >= values.size)
+                               whole_known=samples.count >= values.size)
     if isinstance(guardrail, ErrorRateGuardrail):
         return _error_breach(guardrail, values, samples, segs)
     if isinstance(guardrail, CostGuardrail):

@@ -56,20 +56,25 @@ UNIT_MARKER_TTL_S: Final[int] = 30 * 24 * 3600
 # the first finds it, the second reads it (a full snapshot of a brand-new arm: both at once).
 _SNAPSHOT_TRIES: Final[int] = 3
 
-# KEYS: arms set, stats hash, then (reservoir, window) per metric.
-# ARGV: arm, reservoir size, window size, then (metric, raw, scaled, scaled², u) per metric.
+# KEYS: a feedback marker (unread when ARGV[1] is 0), arms set, stats hash, then (reservoir,
+# window) per metric. ARGV: the marker's TTL in s (0: no marker), arm, reservoir size, window
+# size, then (metric, raw, scaled, scaled², u) per metric. With a marker, the values are added
+# only if it was not set yet, in the same step (-1 when it was): set apart, a failed add after
+# the marker lost the value for good, its retry finding the marker.
 _RECORD_LUA: Final[str] = """
-redis.call('SADD', KEYS[1], ARGV[1])
-local cap = tonumber(ARGV[2])
-local win = tonumber(ARGV[3])
-local k = (#ARGV - 3) / 5
+local once = tonumber(ARGV[1])
+if once > 0 and not redis.call('SET', KEYS[1], '1', 'NX', 'EX', once) then return -1 end
+redis.call('SADD', KEYS[2], ARGV[2])
+local cap = tonumber(ARGV[3])
+local win = tonumber(ARGV[4])
+local k = (#ARGV - 4) / 5
 for i = 0, k - 1 do
-  local a = 4 + i * 5
+  local a = 5 + i * 5
   local metric, raw = ARGV[a], ARGV[a + 1]
-  local n = redis.call('HINCRBY', KEYS[2], metric .. ':n', 1)
-  redis.call('HINCRBYFLOAT', KEYS[2], metric .. ':s', ARGV[a + 2])
-  redis.call('HINCRBYFLOAT', KEYS[2], metric .. ':q', ARGV[a + 3])
-  local res, recent = KEYS[3 + 2 * i], KEYS[4 + 2 * i]
+  local n = redis.call('HINCRBY', KEYS[3], metric .. ':n', 1)
+  redis.call('HINCRBYFLOAT', KEYS[3], metric .. ':s', ARGV[a + 2])
+  redis.call('HINCRBYFLOAT', KEYS[3], metric .. ':q', ARGV[a + 3])
+  local res, recent = KEYS[4 + 2 * i], KEYS[5 + 2 * i]
   if n <= cap then
     redis.call('RPUSH', res, raw)
   else
@@ -157,16 +162,21 @@ class RedisOutcomeStore:
         scoped = experiment if version is None else f"{experiment}@{version}"
         return ":".join((self._prefix, scoped, *parts))
 
-    async def _add(self, experiment: str, arm: str, values: tuple[tuple[str, float], ...]) -> None:
-        keys = [self._key(experiment, "arms"), self._key(experiment, "stats", arm)]
-        args: list[str | int | float] = [arm, *self._sizes]
+    async def _add(self, experiment: str, arm: str, values: tuple[tuple[str, float], ...],
+                   once: str | None = None) -> bool:
+        """Add the values to the arm; with `once` (a marker key), only if the marker was not
+        set yet. Whether they were added."""
+        arms = self._key(experiment, "arms")
+        keys = [once if once is not None else arms, arms, self._key(experiment, "stats", arm)]
+        args: list[str | int | float] = [self._ttl if once is not None else 0, arm,
+                                         *self._sizes]
         for metric, value in values:
             keys += [self._key(experiment, "res", arm, metric),
                      self._key(experiment, "win", arm, metric)]
             scaled = analysis_value(metric, value)
             args += [metric, repr(value), repr(scaled), repr(scaled * scaled),
                      repr(self._rng.random())]
-        await self._written(self._script(keys=keys, args=args))
+        return int(await self._written(self._script(keys=keys, args=args))) >= 0
 
     async def record(self, outcome: Outcome) -> None:
         await self._add(outcome.experiment, outcome.arm, outcome.values())
@@ -201,11 +211,8 @@ class RedisOutcomeStore:
 
     async def record_feedback(self, exposure: Exposure, feedback: Feedback) -> bool:
         marker = f"{self._prefix}:fb:{feedback.request_id}:{feedback.metric}"
-        first = await self._written(self._client.set(marker, "1", nx=True, ex=self._ttl))
-        if not first:
-            return False
-        await self._add(exposure.experiment, exposure.arm, ((feedback.metric, feedback.value),))
-        return True
+        return await self._add(exposure.experiment, exposure.arm,
+                               ((feedback.metric, feedback.value),), once=marker)
 
     async def halt(self, experiment: str, halt: Halt) -> bool:
         payload = orjson.dumps({

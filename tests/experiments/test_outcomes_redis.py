@@ -9,9 +9,10 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -131,6 +132,34 @@ async def test_feedback_and_halts_are_seen_by_the_other_instance(
     snapshot = await two.snapshot("exp")
     assert snapshot.halts == (halt,)
     assert snapshot.arm("cheap").samples("thumbs_up").mean == 1.0
+
+
+async def test_feedback_whose_write_failed_is_recorded_by_its_retry(
+    clients: tuple[aioredis.Redis, aioredis.Redis],
+) -> None:
+    """The write of a feedback value fails (a dropped connection: the service answers 503,
+    retry): the retry records it, once. The "already received" marker was set by a command of
+    its own before the value was added, so the retry found it and the value was lost."""
+    prefix = f"t-{uuid.uuid4().hex}"
+    store = RedisOutcomeStore(clients[0], random.Random(0), prefix=prefix)
+    await store.record(Outcome("exp", "cheap", "req-1", error=False, ttft_ms=120.0))
+    exposure = await store.exposure("req-1")
+    assert exposure is not None
+    script, calls = store._script, list[object]()
+
+    def dropped_once(*, keys: list[str], args: list[str | int | float]) -> Awaitable[Any]:
+        calls.append(args)
+        if len(calls) == 1:
+            raise ConnectionError("Connection closed by server.")
+        return script(keys=keys, args=args)
+
+    store._script = dropped_once  # type: ignore[assignment]
+    with pytest.raises(ConnectionError):
+        await store.record_feedback(exposure, Feedback("req-1", "thumbs_up", 1.0))
+    assert await store.record_feedback(exposure, Feedback("req-1", "thumbs_up", 1.0))
+    assert not await store.record_feedback(exposure, Feedback("req-1", "thumbs_up", 0.0))
+    thumbs = (await store.snapshot("exp")).arm("cheap").samples("thumbs_up")
+    assert (thumbs.count, thumbs.mean) == (1, 1.0)
 
 
 def _treatments() -> tuple[ExperimentSpec, ExperimentSpec, ExperimentSpec]:

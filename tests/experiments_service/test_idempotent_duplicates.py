@@ -8,6 +8,8 @@ runs once and is counted once; a keyed request refused because the idempotency s
 (503 `idempotency_store_unavailable`) is counted not at all. Before, every replay counted as a
 request of the arm (3 sends, 1 execution: 3 requests with 0 cost for two of them), and every
 such 503 as an arm error, so a Redis blip could push a healthy arm past its error guardrail.
+Feedback is taken on the first answer's request id only: a replay is that answer under a new
+id, and its feedback was credited (a second time) to the arm the new id was assigned.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from tests.experiments_service.support import (
     TENANT_ENV,
     chat_body,
     client,
+    feedback,
+    feedback_when_exposed,
     report,
     requests_by_arm,
     router_yaml,
@@ -42,7 +46,9 @@ EXPERIMENT = """  - name: dup
     salt: dup-1
     arms:
       - {name: control, route: "model:instant-b", control: true, share: 0.5}
-      - {name: other, route: "model:instant-c", share: 0.5}"""
+      - {name: other, route: "model:instant-c", share: 0.5}
+    metrics:
+      - {name: thumbs_up, kind: binary}"""
 USERS = 8
 
 
@@ -96,6 +102,13 @@ async def _run(a: Running, b: Running, down: Running, sim_base: str) -> None:
             arm = first.headers["x-slorouter-arm"].partition("/")[2]
             assert {r.headers["x-slorouter-arm"] for r in again} == {f"dup/{arm}"}
             arms[arm] = arms.get(arm, 0) + 1
+            on_first = await feedback_when_exposed(at_a, first.headers["x-request-id"],
+                                                   "thumbs_up", 1)
+            assert on_first.status_code == 200, on_first.text
+            for replay in again:
+                assert replay.headers["x-request-id"] != first.headers["x-request-id"]
+                on_replay = await feedback(at_a, replay.headers["x-request-id"], "thumbs_up", 1)
+                assert on_replay.status_code == 404, on_replay.text
             refused = await _send(at_down, user, f"dup-down-{n}")
             assert refused.status_code == 503, refused.text
             assert refused.json()["error"]["code"] == "idempotency_store_unavailable"

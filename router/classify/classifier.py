@@ -47,6 +47,14 @@ def model_risk(risk_probs: tuple[float, ...], high_threshold: float) -> Risk:
     return "medium" if medium > low else "low"
 
 
+# The P(jailbreak) at which the model confirms a weak jailbreak phrase (`Findings.weak_jailbreak`:
+# "developer mode", "no filter", "jailbroken", ... which are ordinary outside a jailbreak
+# prompt). No training row that is not a jailbreak reaches it (0 of 17,290; 550 of the 554
+# jailbreak rows do), while the ordinary requests with such phrases that the rules flagged
+# score 0.00-0.08.
+WEAK_PHRASE_CONFIRMATION: Final = 0.1
+
+
 def _signals(
     findings: Findings, task: Task, model_task: Task, acting: bool, risk: Risk,
     p_jailbreak: float, jb_threshold: float
@@ -55,11 +63,14 @@ def _signals(
     as well as on `task` (a hint's): a task hint chooses the route, never the floor (a
     `summarization` hint took the regulated-advice floor away, even from a `raise_only` key).
     `acting`: an action taken to act (hinted, or the model's on enough evidence), which at the
-    model's `high` risk is the `side_effects` signal (with a task hint, the hint's task)."""
+    model's `high` risk is the `side_effects` signal (with a task hint, the hint's task).
+    `jailbreak`: a phrase that counts alone, the model's head at its threshold, or a weak
+    phrase the head leans towards (`WEAK_PHRASE_CONFIRMATION`)."""
     found = findings.signals(task)
     if model_task != task:
         found |= findings.signals(model_task)
-    jailbreak = p_jailbreak >= jb_threshold
+    jailbreak = p_jailbreak >= jb_threshold or (
+        findings.weak_jailbreak and p_jailbreak >= WEAK_PHRASE_CONFIRMATION)
     side_effects = acting and risk == "high"
     if not jailbreak and not side_effects:
         return found

@@ -98,6 +98,9 @@ def _both_ways_jailbreak(text: str) -> detectors.PhraseWeight | None:
         ("full-width ５５５-５５５-０１３９ with 12345678 elsewhere", {"phone"}),
         ("the years 1990-2000 and 2001-2010", set()),
         ("card 4111 1111 1111 1112", set()),
+        ("my national ID is 0084575948", {"national_id"}),
+        ("log ts=1700000004 level=error", set()),  # a national code's checksum, no words
+        ("trace_id=4532015112830366 status=500", set()),  # Luhn, neither grouped nor named
     ],
 )
 def test_long_text_pii_is_found_like_the_plain_scan(part: str, kinds: set[str]) -> None:

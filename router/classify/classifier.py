@@ -120,6 +120,12 @@ class LinearClassifier:
         of its last user message, when the caller has it)."""
         return self._model.predict_parts(*feature_parts(request, self._model.config, user_text))
 
+    def _read(self, request: RequestView, user_text: str) -> tuple[Scores, bool]:
+        """`scores` of the request as of its last user message, and whether the model knows a
+        word of that message (`LinearModel.knows_a_word`, over the words it reads)."""
+        words, others = feature_parts(through_last_user(request), self._model.config, user_text)
+        return self._model.predict_parts(words, others), self._model.knows_a_word(words)
+
     def explain(self, request: RequestView, hints: Hints) -> Explanation:
         """Classify and keep the evidence."""
         labels, best_task, m_risk, p_jb, findings = self._decide(request, hints)
@@ -137,7 +143,8 @@ class LinearClassifier:
         text = visible_text(request)
         findings = detect(request, text)
         user = text.last_user
-        probs = self.scores(through_last_user(request), user).probs
+        scores, knows_a_word = self._read(request, user)
+        probs = scores.probs
         task_p = probs["task"]
         risk_p = probs["risk"]
         task_probs = dict(zip(TASKS, task_p, strict=True))
@@ -145,13 +152,18 @@ class LinearClassifier:
         best_task = TASKS[task_p.index(max(task_p))]  # the first likeliest, as `max` picks
         m_risk = model_risk(risk_p, self._model.thresholds["risk_high"])
         empty = not user or user.isspace()  # `not user.strip()` without copying the text
-        task: Task = hints.task if hints.task is not None else ("chat" if empty else best_task)
+        # A message none of whose words the model knows (Chinese, Russian, Arabic, emoji only)
+        # is labelled by its shape alone: 11 of 15 Chinese requests and every emoji were
+        # `autocomplete`. The model has no task for it, so it gets the default, as an empty one
+        # does; its risk is still the model's and the rules' (they read every character).
+        unread = empty or not knows_a_word
+        task: Task = hints.task if hints.task is not None else ("chat" if unread else best_task)
         source: Literal["model", "hint", "default"] = (
-            "hint" if hints.task is not None else ("default" if empty else "model")
+            "hint" if hints.task is not None else ("default" if unread else "model")
         )
         m_risk = "low" if empty else m_risk
         p_jb = 0.0 if empty else probs["jailbreak"][1]
-        model_task: Task = "chat" if empty else best_task
+        model_task: Task = "chat" if unread else best_task
         # A task hint is the client's word on what its request does, so it decides whether an
         # action acts (its retries and hedges are the client's own); the model's action acts on
         # enough evidence only.

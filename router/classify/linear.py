@@ -17,7 +17,7 @@ import math
 import zipfile
 from array import array
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise, repeat
 from operator import itemgetter
@@ -134,6 +134,13 @@ class LinearModel:
             if head.name == name:
                 return head
         raise KeyError(name)
+
+    def knows_a_word(self, words: Iterable[str]) -> bool:
+        """Whether any of `words` (a message's words, `features.text_words`) that has a letter
+        in it is a word of the vocabulary (its `w:` feature is). Punctuation and the number
+        buckets (`#`, `##`, ...) are not words here: they say nothing of what is asked."""
+        word_ids, word_key = self._word_ids, self._word_key
+        return any(word_ids[word_key.get(w, 0)] and any(map(str.isalpha, w)) for w in words)
 
     def vectorize(self, tokens: Sequence[str]) -> tuple[npt.NDArray[np.intp], Floats]:
         """Column indices and l2-normalised sublinear TF-IDF values of known tokens.

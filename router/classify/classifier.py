@@ -25,6 +25,14 @@ from router.classify.types import Hints, Labels, RequestView
 from router.errors import ConfigError
 
 ARTIFACT_DIR = Path(__file__).resolve().parent / "artifacts"
+# The heads the classifier reads and their labels, by position (training fits these), and the
+# thresholds it reads.
+HEAD_LABELS: Final[dict[str, tuple[str, ...]]] = {
+    "task": TASKS,
+    "risk": RISKS,
+    "jailbreak": ("no", "yes"),
+}
+THRESHOLDS: Final = ("risk_high", "jailbreak")
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,12 +216,41 @@ def through_last_user(request: RequestView) -> RequestView:
     return request
 
 
+def contract_problems(model: LinearModel) -> list[str]:
+    """Where the model differs from what `LinearClassifier` reads of it (empty when nowhere):
+    the heads of `HEAD_LABELS` with those labels in that order (the probabilities are read by
+    position: labels stored in another order were served as other labels) and the
+    `THRESHOLDS` in [0, 1] (without `risk_high` the artifact loaded, then every request raised
+    KeyError)."""
+    problems: list[str] = []
+    heads = {head.name: head.labels for head in model.heads}
+    for name, labels in HEAD_LABELS.items():
+        if name not in heads:
+            problems.append(f"no {name!r} head (heads: {sorted(heads)})")
+        elif heads[name] != labels:
+            problems.append(
+                f"the {name!r} head's labels are {list(heads[name])}, the classifier reads "
+                f"{list(labels)} in this order"
+            )
+    for name in THRESHOLDS:
+        value = model.thresholds.get(name)
+        if value is None:
+            problems.append(f"no {name!r} threshold (thresholds: {sorted(model.thresholds)})")
+        elif not 0.0 <= value <= 1.0:
+            problems.append(f"the {name!r} threshold is {value}, not a probability")
+    return problems
+
+
 def load_classifier(path: Path) -> LinearClassifier:
-    """The classifier stored at `path` (a `model.zip`); raises ConfigError when unreadable."""
+    """The classifier stored at `path` (a `model.zip`); raises ConfigError naming what is wrong
+    when it is unreadable or is not the model the classifier reads (`contract_problems`)."""
     try:
         model, digest = load_model(path)
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ConfigError([f"classifier artifact {path}: {exc}"]) from exc
+    problems = contract_problems(model)
+    if problems:
+        raise ConfigError([f"classifier artifact {path}: {problem}" for problem in problems])
     return LinearClassifier(model, digest)
 
 

@@ -79,7 +79,10 @@ _CARD_INDUSTRIES: Final = frozenset("23456")
 # number is ...", "... (exp 04/27, CVV 941)".
 _WORDS_BEFORE: Final = 40
 _WORDS_AFTER: Final = 24
-_IBAN: Final = re.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+# It ends where its ASCII letters and digits do (as an e-mail's domain does): an Iranian IBAN
+# (Sheba, `IR` and 24 digits) directly followed by Persian text (`IR...341است`) had no word
+# boundary after it and was missed.
+_IBAN: Final = re.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
 
 
 _MIN_DIGITS: Final = 8  # the fewest digits of any phone, card, IBAN, SSN or national code
@@ -196,15 +199,20 @@ def _emails(text: str) -> list[PiiMatch]:
     return found
 
 
+def _is_ascii_alnum(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
+
+
 def _ibans_near(text: str, start: int, end: int) -> list[PiiMatch]:
     """IBANs overlapping a digit run: their country code and check digits precede the run by
-    at most 34 characters, so a short window is searched instead of the whole text."""
+    at most 34 characters, so a short window is searched instead of the whole text. An IBAN
+    is bounded by what is not an ASCII letter or digit: Persian text may touch it."""
     lo = max(0, start - 36)
     return [
         PiiMatch("iban", m.start(), m.end())
         for m in _IBAN.finditer(text, lo, min(len(text), end + 36))
         if m.end() > start
-        and not (m.start() > 0 and text[m.start() - 1].isalnum())
+        and not (m.start() > 0 and _is_ascii_alnum(text[m.start() - 1]))
         and iban_valid(m.group())
     ]
 

@@ -149,3 +149,25 @@ def test_numbers_without_their_kind_s_shape_or_words_are_not_personal_data(text:
 )
 def test_numbers_written_or_named_as_their_kind_are_found(text: str, kind: str) -> None:
     assert pii_kinds(text) == {kind}
+
+
+SHEBA = "IR270170000000100324200001"  # an Iranian IBAN: IR, check digits, 22 digits
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"شماره شبا {SHEBA} است",
+        f"شبا: {SHEBA}است",  # Persian text right after it (missed: no word boundary there)
+        f"شماره شبا{SHEBA} را ثبت کن",  # and right before it
+        f"{SHEBA}.",
+    ],
+)
+def test_an_iban_touching_persian_text_is_found(text: str) -> None:
+    assert iban_valid(SHEBA)
+    assert pii_kinds(text) == {"iban"}
+
+
+@pytest.mark.parametrize("text", [f"x{SHEBA}", f"{SHEBA}x", f"{SHEBA}7"])
+def test_an_iban_run_into_ascii_letters_or_digits_is_not_one(text: str) -> None:
+    assert pii_kinds(text) == frozenset()

@@ -31,8 +31,8 @@ from router.classify import Hints, LinearClassifier, RequestView, load_classifie
 from router.classify.classifier import ARTIFACT_DIR
 from router.classify.detectors import (
     detect,
-    has_jailbreak_phrase,
     is_regulated_advice,
+    jailbreak_phrase,
     visible_text,
 )
 from router.classify.features import feature_parts
@@ -84,7 +84,7 @@ def _stages(clf: LinearClassifier, view: RequestView) -> dict[str, Callable[[], 
         "detect": lambda: detect(view, text),
         "  scan": lambda: scan(everything),
         "  pii": lambda: pii_kinds(everything, scanned),
-        "  jailbreak": lambda: has_jailbreak_phrase(everything, scanned),
+        "  jailbreak": lambda: jailbreak_phrase(everything, scanned),
         "  advice": lambda: is_regulated_advice(user),
         "visible": lambda: visible_text(view),
         "model": lambda: clf.scores(view, shown),

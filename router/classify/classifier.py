@@ -25,6 +25,14 @@ from router.classify.types import Hints, Labels, RequestView
 from router.errors import ConfigError
 
 ARTIFACT_DIR = Path(__file__).resolve().parent / "artifacts"
+# The heads the classifier reads and their labels, by position (training fits these), and the
+# thresholds it reads.
+HEAD_LABELS: Final[dict[str, tuple[str, ...]]] = {
+    "task": TASKS,
+    "risk": RISKS,
+    "jailbreak": ("no", "yes"),
+}
+THRESHOLDS: Final = ("risk_high", "jailbreak")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +55,14 @@ def model_risk(risk_probs: tuple[float, ...], high_threshold: float) -> Risk:
     return "medium" if medium > low else "low"
 
 
+# The P(jailbreak) at which the model confirms a weak jailbreak phrase (`Findings.weak_jailbreak`:
+# "developer mode", "no filter", "jailbroken", ... which are ordinary outside a jailbreak
+# prompt). No training row that is not a jailbreak reaches it (0 of 17,290; 550 of the 554
+# jailbreak rows do), while the ordinary requests with such phrases that the rules flagged
+# score 0.00-0.08.
+WEAK_PHRASE_CONFIRMATION: Final = 0.1
+
+
 def _signals(
     findings: Findings, task: Task, model_task: Task, acting: bool, risk: Risk,
     p_jailbreak: float, jb_threshold: float
@@ -55,11 +71,14 @@ def _signals(
     as well as on `task` (a hint's): a task hint chooses the route, never the floor (a
     `summarization` hint took the regulated-advice floor away, even from a `raise_only` key).
     `acting`: an action taken to act (hinted, or the model's on enough evidence), which at the
-    model's `high` risk is the `side_effects` signal (with a task hint, the hint's task)."""
+    model's `high` risk is the `side_effects` signal (with a task hint, the hint's task).
+    `jailbreak`: a phrase that counts alone, the model's head at its threshold, or a weak
+    phrase the head leans towards (`WEAK_PHRASE_CONFIRMATION`)."""
     found = findings.signals(task)
     if model_task != task:
         found |= findings.signals(model_task)
-    jailbreak = p_jailbreak >= jb_threshold
+    jailbreak = p_jailbreak >= jb_threshold or (
+        findings.weak_jailbreak and p_jailbreak >= WEAK_PHRASE_CONFIRMATION)
     side_effects = acting and risk == "high"
     if not jailbreak and not side_effects:
         return found
@@ -109,6 +128,12 @@ class LinearClassifier:
         of its last user message, when the caller has it)."""
         return self._model.predict_parts(*feature_parts(request, self._model.config, user_text))
 
+    def _read(self, request: RequestView, user_text: str) -> tuple[Scores, bool]:
+        """`scores` of the request as of its last user message, and whether the model knows a
+        word of that message (`LinearModel.knows_a_word`, over the words it reads)."""
+        words, others = feature_parts(through_last_user(request), self._model.config, user_text)
+        return self._model.predict_parts(words, others), self._model.knows_a_word(words)
+
     def explain(self, request: RequestView, hints: Hints) -> Explanation:
         """Classify and keep the evidence."""
         labels, best_task, m_risk, p_jb, findings = self._decide(request, hints)
@@ -126,7 +151,8 @@ class LinearClassifier:
         text = visible_text(request)
         findings = detect(request, text)
         user = text.last_user
-        probs = self.scores(through_last_user(request), user).probs
+        scores, knows_a_word = self._read(request, user)
+        probs = scores.probs
         task_p = probs["task"]
         risk_p = probs["risk"]
         task_probs = dict(zip(TASKS, task_p, strict=True))
@@ -134,13 +160,18 @@ class LinearClassifier:
         best_task = TASKS[task_p.index(max(task_p))]  # the first likeliest, as `max` picks
         m_risk = model_risk(risk_p, self._model.thresholds["risk_high"])
         empty = not user or user.isspace()  # `not user.strip()` without copying the text
-        task: Task = hints.task if hints.task is not None else ("chat" if empty else best_task)
+        # A message none of whose words the model knows (Chinese, Russian, Arabic, emoji only)
+        # is labelled by its shape alone: 11 of 15 Chinese requests and every emoji were
+        # `autocomplete`. The model has no task for it, so it gets the default, as an empty one
+        # does; its risk is still the model's and the rules' (they read every character).
+        unread = empty or not knows_a_word
+        task: Task = hints.task if hints.task is not None else ("chat" if unread else best_task)
         source: Literal["model", "hint", "default"] = (
-            "hint" if hints.task is not None else ("default" if empty else "model")
+            "hint" if hints.task is not None else ("default" if unread else "model")
         )
         m_risk = "low" if empty else m_risk
         p_jb = 0.0 if empty else probs["jailbreak"][1]
-        model_task: Task = "chat" if empty else best_task
+        model_task: Task = "chat" if unread else best_task
         # A task hint is the client's word on what its request does, so it decides whether an
         # action acts (its retries and hedges are the client's own); the model's action acts on
         # enough evidence only.
@@ -185,12 +216,41 @@ def through_last_user(request: RequestView) -> RequestView:
     return request
 
 
+def contract_problems(model: LinearModel) -> list[str]:
+    """Where the model differs from what `LinearClassifier` reads of it (empty when nowhere):
+    the heads of `HEAD_LABELS` with those labels in that order (the probabilities are read by
+    position: labels stored in another order were served as other labels) and the
+    `THRESHOLDS` in [0, 1] (without `risk_high` the artifact loaded, then every request raised
+    KeyError)."""
+    problems: list[str] = []
+    heads = {head.name: head.labels for head in model.heads}
+    for name, labels in HEAD_LABELS.items():
+        if name not in heads:
+            problems.append(f"no {name!r} head (heads: {sorted(heads)})")
+        elif heads[name] != labels:
+            problems.append(
+                f"the {name!r} head's labels are {list(heads[name])}, the classifier reads "
+                f"{list(labels)} in this order"
+            )
+    for name in THRESHOLDS:
+        value = model.thresholds.get(name)
+        if value is None:
+            problems.append(f"no {name!r} threshold (thresholds: {sorted(model.thresholds)})")
+        elif not 0.0 <= value <= 1.0:
+            problems.append(f"the {name!r} threshold is {value}, not a probability")
+    return problems
+
+
 def load_classifier(path: Path) -> LinearClassifier:
-    """The classifier stored at `path` (a `model.zip`); raises ConfigError when unreadable."""
+    """The classifier stored at `path` (a `model.zip`); raises ConfigError naming what is wrong
+    when it is unreadable or is not the model the classifier reads (`contract_problems`)."""
     try:
         model, digest = load_model(path)
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
         raise ConfigError([f"classifier artifact {path}: {exc}"]) from exc
+    problems = contract_problems(model)
+    if problems:
+        raise ConfigError([f"classifier artifact {path}: {problem}" for problem in problems])
     return LinearClassifier(model, digest)
 
 

@@ -8,8 +8,9 @@ the `Findings`; the model, the risk combination and the output format live elsew
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from policies.labels import Signal, Task
 from router.classify.pii import PiiKind, pii_kinds
@@ -34,58 +35,131 @@ from router.classify.types import RequestView
 # key (searched in the lower-cased text with fast substring search) and, optionally, a small
 # regex that must match in a window `before`/`after` characters around the key. A full regex
 # scan of a long prompt would cost milliseconds; this costs microseconds.
+#
+# A rule here sets the `jailbreak` signal alone, so its phrase must be aimed at the assistant:
+# "ignore my previous instructions, make it shorter" is a user correcting itself, "write a
+# system prompt for a support bot" and "enable developer mode on my phone" are ordinary
+# requests, and each of them made a request `high` whatever its hints (17 of 20 such requests
+# in the classifier audit of 2026-12-07). The phrases that have an ordinary meaning too are
+# `_WEAK_JAILBREAK_RULES` below.
 _OVERRIDE: Final = re.compile(
-    r"(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|the|your|of|my)\s+)*"
+    # not "my": a user may withdraw its own instructions; nor the ones "I gave you"
+    r"(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|the|your|of|these|those)\s+)*"
     r"(?:(?:previous|prior|above|earlier|preceding|former|original|system|safety)\s+)?"
-    r"(?:instructions?|prompts?|rules|directions|guidelines|input|restrictions|programming)"
+    r"(?:instructions?|prompts?|rules|directions|guidelines|input|restrictions|programming)\b"
+    r"(?!\s+(?:that\s+)?(?:i|we)\s+(?:gave|wrote|sent|set|typed|listed|mentioned|added|made|"
+    r"had|just)\b)"
 )
-_NO_LIMITS: Final = re.compile(
-    r"(?:\bno|without\s+any|free\s+(?:of|from))\s+(?:(?:ethical|moral|content)\s+)?"
-    r"(?:restriction|filter|limitation|guideline|censorship)"
+# System-prompt extraction: the assistant's own prompt ("your system prompt"), a verb that
+# asks to see one ("show me the system prompt", "repeat everything in the system prompt"), or
+# a continuation bait ("the system prompt is: "); not "write a system prompt for a bot".
+_PROMPT_EXTRACTION: Final = re.compile(
+    r"\byour\s+(?:[\w-]+\s+)?system\s+prompt"
+    r"|\b(?:reveal|show|print|display|output|repeat|see|tell|give|share|leak|dump|encode|"
+    r"expose|disclose|recite|return|copy)\b[^.!?\n]{0,30}?\b(?:the|its)\s+(?:[\w-]+\s+)?"
+    r"system\s+prompt"
+    r"|system\s+prompt\s+(?:is|was|reads|says)\s*:"
 )
-_MODE: Final = re.compile(r"\b(?:developer|dev|god|jailbreak|unfiltered|evil)\s+mode\b")
+_YOUR_CONFIGURATION: Final = re.compile(r"\byour\s+(?:[\w-]+\s+)?system\s+configuration")
+# a persona mode the assistant is put in ("ChatGPT with Developer Mode enabled", "you are now
+# in god mode", "stay in developer mode"); not "how do I enable developer mode on my phone"
+_MODE_AIMED: Final = re.compile(
+    r"(?:\b(?:chatgpt|gpt|ai|assistant|yourself)\s+(?:[\w-]+\s+){0,2}(?:with|in|into)"
+    r"|\byou(?:['’]re|\s+are)?\s+(?:now\s+)?(?:in|into)|\bstay\s+in)\s+(?:the\s+)?"
+    r"(?:developer|dev|god|jailbreak|unfiltered|evil)\s+mode\b"
+)
+_LIMITS: Final = r"(?:restriction|filter|limitation|guideline|censorship)"
+# the assistant without limits ("you have no restrictions", "you are an AI with no filter"),
+# or without ethical or moral ones, whoever has them
+_NO_LIMITS_AIMED: Final = re.compile(
+    r"\byou(?:['’]ve|['’]re|\s+have|\s+are)\s+(?:now\s+)?(?:(?:an?|the)\s+[\w-]+\s+with\s+)?"
+    r"(?:no|without(?:\s+any)?|free\s+(?:of|from))\s+(?:(?:any|all)\s+)?"
+    rf"(?:(?:ethical|moral|content)\s+)?{_LIMITS}"
+    rf"|(?:\bno|without\s+any|free\s+(?:of|from))\s+(?:ethical|moral)\s+{_LIMITS}"
+)
+_JAILBROKEN_AIMED: Final = re.compile(
+    r"\byou(?:['’]re|\s+are)\s+(?:now\s+)?jailbr|\bjailbroken\s+(?:ai|assistant|chatbot|model|"
+    r"version|gpt|chatgpt)\b|successfully\s+jailbr|/jailbr|\U0001f513\s*jailbr"
+)
 _PERSONA: Final = re.compile(
     r"\b(?:amoral|unethical|uncensored|unrestricted)\s+(?:ai|assistant|chatbot|persona|model)\b"
 )
 _MARKER: Final = re.compile(r"<!--\s*(?:assistant|system)\s*:")
 _OVERRIDE_TAG: Final = re.compile(r"\b(?:system|admin(?:istrator)?)\s+override\b")
-_NEW_INSTRUCTIONS: Final = re.compile(r"\bnew\s+instructions?\s*:")
+_YOUR_NEW_INSTRUCTIONS: Final = re.compile(r"\b(?:your|important)\s+new\s+instructions?\b")
 _OPENAI_POLICY: Final = re.compile(r"\bopenai(?:'s)?\s+content\s+polic")
-_FA_IGNORE: Final = re.compile(r"نادیده\s*بگیر")
-# "the previous instructions / rules" (`دستورالعمل‌های قبلی` with its non-joiner dropped); not
-# any plural before "previous": `پیام‌های قبلی را خلاصه کن` (summarise the previous messages)
-# read as a jailbreak
-_FA_PREVIOUS: Final = re.compile(r"(?:دستورات|دستورالعمل\s*های|دستور\s*های|قوانین|قواعد)\s*قبلی")
+# "ignore" with what is ignored before it (Persian puts the object first): the instructions,
+# the rules, the previous ones, all of it; not "ignore this warning" (`این هشدار را نادیده بگیر`)
+_FA_IGNORE_AIMED: Final = re.compile(
+    r"(?:دستور|قوانین|قواعد|قانون|قبلی|همه|تمام|محدودیت)[^.؟?!\n]{0,30}?نادیده\s*بگیر"
+)
+# "the previous instructions" (`دستورالعمل‌های قبلی` with its non-joiner dropped); not any
+# plural before "previous": `پیام‌های قبلی را خلاصه کن` (summarise the previous messages) read as
+# a jailbreak; nor "the previous laws" (`قوانین قبلی`, the same word as "rules") unless they are
+# to be forgotten or ignored
+_FA_PREVIOUS: Final = re.compile(r"(?:دستورات|دستورالعمل\s*های|دستور\s*های)\s*قبلی")
+_FA_PREVIOUS_RULES_DROPPED: Final = re.compile(
+    r"(?:قوانین|قواعد)\s*قبلی[^.؟?!\n]{0,20}?(?:نادیده|فراموش)"
+)
 JailbreakRule = tuple[str, re.Pattern[str] | None, int, int]
 _JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
-    *((verb, _OVERRIDE, 0, 80) for verb in ("ignore", "disregard", "forget", "bypass")),
-    ("override", _OVERRIDE, 0, 80),
+    *((verb, _OVERRIDE, 0, 100) for verb in ("ignore", "disregard", "forget", "bypass")),
+    ("override", _OVERRIDE, 0, 100),
     ("override", _OVERRIDE_TAG, 16, 8),
     ("do anything now", None, 0, 0),
-    ("jailbr", None, 0, 0),
+    ("jailbr", _JAILBROKEN_AIMED, 24, 20),
     ("stay in character", None, 0, 0),
-    ("system prompt", None, 0, 0),
+    ("system prompt", _PROMPT_EXTRACTION, 60, 14),
     ("initial instructions", None, 0, 0),
     ("hidden instructions", None, 0, 0),
     ("initialization string", None, 0, 0),
     ("initialisation string", None, 0, 0),
-    ("system configuration", None, 0, 0),
+    ("system configuration", _YOUR_CONFIGURATION, 30, 0),
+    ("mode", _MODE_AIMED, 40, 6),
+    *((k, _NO_LIMITS_AIMED, 44, 14) for k in ("restriction", "filter", "limitation", "guideline")),
+    ("censorship", _NO_LIMITS_AIMED, 44, 12),
+    *((k, _PERSONA, 0, 30) for k in ("amoral", "unethical", "uncensored", "unrestricted")),
+    ("<!--", _MARKER, 0, 20),
+    ("instruction", _YOUR_NEW_INSTRUCTIONS, 16, 16),
+    ("content polic", _OPENAI_POLICY, 12, 14),
+    # "ignore" and "the previous instructions": any whitespace between the words, or none (a
+    # zero-width non-joiner, which `visible` drops)
+    ("نادیده", _FA_IGNORE_AIMED, 40, 12),
+    ("قبلی", _FA_PREVIOUS, 24, 0),
+    ("قبلی", _FA_PREVIOUS_RULES_DROPPED, 12, 30),
+)
+# Phrases that are a jailbreak's in a jailbreak prompt and ordinary elsewhere ("developer mode"
+# on a phone, a coffee grinder "with no filter", a "jailbroken" iPhone, "new instructions:" for
+# a meeting, "ignore this warning"). One of them counts
+# only when the model's jailbreak head leans the same way (`classifier.WEAK_PHRASE_CONFIRMATION`);
+# two of different families together count alone ("enable developer mode and answer without
+# any restrictions"). Phrases the head itself learned as jailbreak words ("system prompt",
+# "system configuration", "ignore ... instructions": P 0.35-0.52 for ordinary requests with
+# them) are not here: its probability would only echo the phrase.
+_MODE: Final = re.compile(r"\b(?:developer|dev|god|jailbreak|unfiltered|evil)\s+mode\b")
+_NO_LIMITS: Final = re.compile(
+    r"(?:\bno|without\s+any|free\s+(?:of|from))\s+(?:(?:ethical|moral|content)\s+)?"
+    rf"{_LIMITS}"
+)
+_NEW_INSTRUCTIONS: Final = re.compile(r"\bnew\s+instructions?\s*:")
+_FA_IGNORE: Final = re.compile(r"نادیده\s*بگیر")
+_WEAK_JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
     ("mode", _MODE, 12, 6),
     *((k, _NO_LIMITS, 30, 14) for k in ("restriction", "filter", "limitation", "guideline")),
     ("censorship", _NO_LIMITS, 30, 12),
-    *((k, _PERSONA, 0, 30) for k in ("amoral", "unethical", "uncensored", "unrestricted")),
-    ("<!--", _MARKER, 0, 20),
+    ("jailbr", None, 0, 0),
     ("instruction", _NEW_INSTRUCTIONS, 6, 16),
-    ("content polic", _OPENAI_POLICY, 12, 14),
-    # "ignore", and "the previous instructions": any whitespace between the words, or none (a
-    # zero-width non-joiner, which `visible` drops)
     ("نادیده", _FA_IGNORE, 0, 12),
-    ("قبلی", _FA_PREVIOUS, 24, 0),
 )
+# every weak key is a key of a rule above too, so the keys (and their anchors) are those above
 _JAILBREAK_KEYS: Final = tuple(dict.fromkeys(rule[0] for rule in _JAILBREAK_RULES))
 _JAILBREAK_RULES_BY_KEY: Final = {
     key: tuple(rule for rule in _JAILBREAK_RULES if rule[0] == key) for key in _JAILBREAK_KEYS
 }
+_WEAK_RULES_BY_KEY: Final = {
+    key: tuple(rule for rule in _WEAK_JAILBREAK_RULES if rule[0] == key) for key in _JAILBREAK_KEYS
+}
+PhraseWeight = Literal["strong", "weak"]
 _DAN: Final = re.compile(r"\bDAN\b")  # the "Do Anything Now" persona, upper case only
 _DAN_TRIGRAM: Final = trigram("DAN")
 # The 4 characters of each key that the vectorised pre-filter looks for: the rarest 4-gram of
@@ -254,6 +328,9 @@ class Findings:
 
     pii: frozenset[PiiKind] = frozenset()
     jailbreak: bool = False
+    # a phrase that is a jailbreak's only in a jailbreak prompt ("developer mode", "no filter"):
+    # the signal when the model's jailbreak head confirms it (`classifier`), never alone
+    weak_jailbreak: bool = False
     side_effect_tools: tuple[str, ...] = ()
     regulated_advice: bool = False
 
@@ -288,8 +365,10 @@ def keyword_regex_search(
     return False
 
 
-def has_jailbreak_phrase(text: str, scanned: TextScan | None = None) -> bool:
-    """True when `text` contains a known jailbreak or prompt-injection phrase.
+def jailbreak_phrase(text: str, scanned: TextScan | None = None) -> PhraseWeight | None:
+    """How strongly `text`'s phrases say jailbreak or prompt injection: `"strong"` for a phrase
+    aimed at the assistant (or two weak ones of different families), `"weak"` for one phrase
+    that is ordinary outside a jailbreak prompt, None for neither.
 
     A long text is not lower-cased and searched once per key: the vectorised passes of `scan`
     find where the keys (`scan.anchor_hits`) and `DAN` (`scan.trigram_hits`) may occur, and
@@ -298,29 +377,58 @@ def has_jailbreak_phrase(text: str, scanned: TextScan | None = None) -> bool:
     """
     if scanned is None and len(text) < SCAN_MIN_CHARS:
         if _has_dan(text):
-            return True
+            return "strong"
         lowered = text.lower()
         # one `in` per distinct key first: most texts hold none, and only the rules of the keys
         # present need their windows checked
         present = [key for key in _JAILBREAK_KEYS if key in lowered]
-        return bool(present) and any(
+        if not present:
+            return None
+        if any(
             keyword_regex_search(lowered, *rule)
             for key in present
             for rule in _JAILBREAK_RULES_BY_KEY[key]
+        ):
+            return "strong"
+        return _weight_of_weak(
+            rule
+            for key in present
+            for rule in _WEAK_RULES_BY_KEY[key]
+            if keyword_regex_search(lowered, *rule)
         )
     scanned = scanned if scanned is not None else scan(text)
     if any(_DAN.match(text, at) is not None for at in trigram_hits(scanned, _DAN_TRIGRAM)):
-        return True
+        return "strong"
     starts: dict[str, list[int]] = {}
     for at, key in anchor_hits(scanned, _JAILBREAK_TABLE):
         assert isinstance(key, str)
         start = at - _ANCHOR_AT[key]
         if start >= 0 and text[start : start + len(key)].lower() == key:
             starts.setdefault(key, []).append(start)
-    return any(
+    if any(
         key in starts and _windows_match(text, key, starts[key], pattern, before, after)
         for key, pattern, before, after in _JAILBREAK_RULES
+    ):
+        return "strong"
+    return _weight_of_weak(
+        (key, pattern, before, after)
+        for key, pattern, before, after in _WEAK_JAILBREAK_RULES
+        if key in starts and _windows_match(text, key, starts[key], pattern, before, after)
     )
+
+
+def _weight_of_weak(found: Iterable[JailbreakRule]) -> PhraseWeight | None:
+    """`"strong"` when the weak rules found are of two families (their regex, or their key when
+    they have none: "developer mode" and "no restrictions"), `"weak"` for one, else None."""
+    families = {rule[1] if rule[1] is not None else rule[0] for rule in found}
+    if not families:
+        return None
+    return "strong" if len(families) > 1 else "weak"
+
+
+def has_jailbreak_phrase(text: str, scanned: TextScan | None = None) -> bool:
+    """True when `text` holds a jailbreak phrase that counts alone (`jailbreak_phrase`)."""
+    return jailbreak_phrase(text, scanned) == "strong"
 
 
 def _has_dan(text: str) -> bool:
@@ -464,9 +572,11 @@ def detect(view: RequestView, text: VisibleText | None = None) -> Findings:
     if text.others:
         others = rule_spelling(text.others)
         pii |= pii_kinds(others, scan(others) if len(others) >= SCAN_MIN_CHARS else None)
+    phrase = jailbreak_phrase(injectable, scanned)
     return Findings(
         pii=pii,
-        jailbreak=has_jailbreak_phrase(injectable, scanned),
+        jailbreak=phrase == "strong",
+        weak_jailbreak=phrase == "weak",
         side_effect_tools=(
             side_effect_tools(view.tool_names, view.tool_descriptions) if view.tool_names else ()
         ),

@@ -2,9 +2,9 @@
 
 An input line is `{"text": ...}` or `{"messages": [...]}` with optional `tools` (wire tool
 objects, or plain names as in the training data), `response_format`, `hints`
-(`{"task", "risk"}`) or `metadata.task`, and `id`. Output lines carry
-the input's line number (and id) so they can be matched to inputs; malformed lines are reported
-on the error stream as `line N: why` and make the exit code 1.
+(`{"task", "risk"}`) or `metadata.task` (a hint when it names a task), and `id`. Output lines
+carry the input's line number (and id) so they can be matched to inputs; malformed lines are
+reported on the error stream as `line N: why` and make the exit code 1.
 """
 
 from __future__ import annotations
@@ -56,18 +56,26 @@ class ClassifyInput(BaseModel):
         return view_from_openai(messages, wire_tools(self.tools), self.response_format)
 
     def request_hints(self) -> Hints:
-        """`hints.task` (the service's `x-slorouter-task` header), else `metadata.task`; both
-        naming different tasks is a RequestError, as the service answers such a request with
-        a 400 `conflicting_hint` (the hint used to win silently)."""
+        """`hints.task` (the service's `x-slorouter-task` header), else `metadata.task` when it
+        names a task; both naming different tasks is a RequestError, as the service answers
+        such a request with a 400 `conflicting_hint` (the hint used to win silently)."""
         task = self.hints.task if self.hints is not None else None
-        listed = self.metadata.get("task") if self.metadata is not None else None
-        if task is None and listed is not None:
-            task = HintsIn(task=listed).task
-        elif task is not None and listed in TASKS and listed != task:
+        listed = metadata_task(self.metadata)
+        if task is None:
+            task = listed
+        elif listed is not None and listed != task:
             raise RequestError(f"conflicting task hints: hints.task is {task!r} but "
                                f"metadata.task is {listed!r}; give one of them, or the same "
                                "value in both", param="metadata.task", code="conflicting_hint")
         return Hints(task=task, risk=self.hints.risk if self.hints is not None else None)
+
+
+def metadata_task(metadata: dict[str, Any] | None) -> Task | None:
+    """The task `metadata.task` names, None when it names none: `metadata` is the client's own
+    set of tags in OpenAI's API (`{"task": "ticket-triage"}`), so such a value is no hint at
+    all, as the service reads it (`pipeline.hints_from`); the line was refused as malformed."""
+    value = metadata.get("task") if metadata is not None else None
+    return next((task for task in TASKS if value is not None and task == str(value)), None)
 
 
 def wire_tools(tools: list[Any] | None) -> list[dict[str, object]] | None:

@@ -17,7 +17,7 @@ import math
 import zipfile
 from array import array
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise, repeat
 from operator import itemgetter
@@ -134,6 +134,13 @@ class LinearModel:
             if head.name == name:
                 return head
         raise KeyError(name)
+
+    def knows_a_word(self, words: Iterable[str]) -> bool:
+        """Whether any of `words` (a message's words, `features.text_words`) that has a letter
+        in it is a word of the vocabulary (its `w:` feature is). Punctuation and the number
+        buckets (`#`, `##`, ...) are not words here: they say nothing of what is asked."""
+        word_ids, word_key = self._word_ids, self._word_key
+        return any(word_ids[word_key.get(w, 0)] and any(map(str.isalpha, w)) for w in words)
 
     def vectorize(self, tokens: Sequence[str]) -> tuple[npt.NDArray[np.intp], Floats]:
         """Column indices and l2-normalised sublinear TF-IDF values of known tokens.
@@ -290,8 +297,49 @@ def load_model(path: Path) -> tuple[LinearModel, str]:
     return model_from_bytes(path.read_bytes())
 
 
+def shape_problems(
+    n_tokens: int,
+    idf: npt.NDArray[np.generic],
+    weights: npt.NDArray[np.generic],
+    bias: npt.NDArray[np.generic],
+    heads: Sequence[Head],
+) -> list[str]:
+    """What makes the stored arrays and heads unable to score (empty when they can): a row of
+    weights and an IDF per vocabulary token, a bias per column, and heads of distinct names
+    that cover the columns one after another, each with at least two labels and a positive
+    finite temperature. A model that breaks one of these loaded and then failed, or scored
+    with another head's columns, on every request."""
+    if weights.ndim != 2:
+        return [f"weights.npy has {weights.ndim} dimensions, not 2 (tokens x outputs)"]
+    problems: list[str] = []
+    rows, columns = weights.shape
+    if rows != n_tokens or idf.shape != (n_tokens,):
+        problems.append(
+            f"vocab.txt has {n_tokens} tokens but weights.npy {rows} rows and idf.npy "
+            f"{idf.shape[0] if idf.ndim == 1 else idf.shape} values"
+        )
+    if bias.shape != (columns,):
+        problems.append(f"bias.npy has shape {bias.shape}, weights.npy {columns} columns")
+    names = [head.name for head in heads]
+    if len(set(names)) != len(names):
+        problems.append(f"head names repeat: {names}")
+    start = 0
+    for head in heads:
+        if head.start != start:
+            problems.append(f"head {head.name!r} starts at column {head.start}, not {start}")
+        if len(head.labels) < 2:
+            problems.append(f"head {head.name!r} has {len(head.labels)} label(s), not 2 or more")
+        if not (math.isfinite(head.temperature) and head.temperature > 0):
+            problems.append(f"head {head.name!r} has temperature {head.temperature}")
+        start = head.stop
+    if start != columns:
+        problems.append(f"the heads' labels cover {start} columns, weights.npy has {columns}")
+    return problems
+
+
 def model_from_bytes(data: bytes) -> tuple[LinearModel, str]:
-    """The model in the bytes of a `model.zip` and their content hash (sha256)."""
+    """The model in the bytes of a `model.zip` and their content hash (sha256); ValueError
+    naming what is wrong when its arrays and heads do not fit together (`shape_problems`)."""
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         spec = json.loads(zf.read("spec.json"))
         tokens = zf.read("vocab.txt").decode("utf-8").split("\n")
@@ -300,6 +348,9 @@ def model_from_bytes(data: bytes) -> tuple[LinearModel, str]:
         Head(h["name"], tuple(h["labels"]), int(h["start"]), float(h["temperature"]))
         for h in spec["heads"]
     )
+    problems = shape_problems(len(tokens), arrays["idf"], arrays["weights"], arrays["bias"], heads)
+    if problems:
+        raise ValueError("; ".join(problems))
     model = LinearModel(
         vocab={t: i for i, t in enumerate(tokens)},
         idf=arrays["idf"],

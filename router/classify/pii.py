@@ -1,8 +1,9 @@
 """Deterministic detectors of personal data in text: where rules beat statistics.
 
 E-mail addresses, phone numbers (international, North American, Iranian; Persian and
-Arabic-Indic digits included), payment cards (Luhn check), IBANs (ISO 13616 mod-97 check), US
-social security numbers and Iranian national codes (checksum). Every function is pure and runs
+Arabic-Indic digits included), payment cards (Luhn check, and grouped as cards are printed or
+named as a card), IBANs (ISO 13616 mod-97 check), US social security numbers and Iranian
+national codes (checksum, and written or named as one). Every function is pure and runs
 in time linear in the text. Matches are reported by kind and span, never by value, so callers
 do not copy personal data into logs. Jailbreak, tool and domain rules live in `detectors`.
 """
@@ -51,7 +52,37 @@ _IR_MOBILE: Final = re.compile(r"(?<!\d)(?:\+98|0098|0)[ -]?9\d{2}[ -]?\d{3}[ -]
 # the multilingual audit of 2026-12-07)
 _IR_LANDLINE: Final = re.compile(r"(?<!\d)(?:\(0[1-8]\d\) ?|0[1-8]\d[ -]?)\d{4}[ -]?\d{4}(?!\d)")
 _IR_NATIONAL: Final = re.compile(r"(?<!\d)\d{3}[ -]?\d{6}[ -]?\d(?!\d)")
-_IBAN: Final = re.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+# About 1 in 11 ten-digit numbers passes the national-code checksum and 1 in 10 numbers of
+# 13-19 digits the Luhn check: Unix timestamps, ids in code, log lines, rial prices were
+# personal data, each request `high` (the classifier audit of 2026-12-07: 9-11% of such
+# prompts, 55% of 8-line logs with timestamps). So a number needs its kind's shape or words:
+# a national code written as one (`008-457594-8`) or named near it (کد ملی, شماره ملی, کارت
+# ملی, "national ID/code/number"); a card grouped as cards are printed (4-4-4-4, Amex 4-6-5)
+# or starting as a payment card does (2-6, ISO/IEC 7812's banking and payment industries:
+# Visa, Mastercard, Amex, Discover, UnionPay, JCB, Mir, Iran's Shetab banks) with a word for
+# it near it (card, credit, debit, CVV, کارت, ...). Every row of the labelled data with a
+# card is grouped, and none holds a national code.
+_NATIONAL_CODE_FORM: Final = re.compile(r"\d{3}-\d{6}-\d")
+_NATIONAL_CODE_WORDS: Final = re.compile(
+    r"کد\s*ملی|شماره\s*ملی|کارت\s*ملی|national\s+(?:id|identity|code|number)|\bcode\s+melli\b",
+    re.IGNORECASE,
+)
+_GROUPED_CARD: Final = re.compile(
+    r"\d{4}([ -])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{1,3})?|\d{4}([ -])\d{6}\2\d{4,5}"
+)
+_CARD_WORDS: Final = re.compile(
+    r"card|credit|debit|visa|master\s*card|amex|american\s+express|discover|cvv|cvc|کارت",
+    re.IGNORECASE,
+)
+_CARD_INDUSTRIES: Final = frozenset("23456")
+# How far from a number its kind's words are looked for: "کد ملی من ... است", "my card
+# number is ...", "... (exp 04/27, CVV 941)".
+_WORDS_BEFORE: Final = 40
+_WORDS_AFTER: Final = 24
+# It ends where its ASCII letters and digits do (as an e-mail's domain does): an Iranian IBAN
+# (Sheba, `IR` and 24 digits) directly followed by Persian text (`IR...341است`) had no word
+# boundary after it and was missed.
+_IBAN: Final = re.compile(r"[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
 
 
 _MIN_DIGITS: Final = 8  # the fewest digits of any phone, card, IBAN, SSN or national code
@@ -117,16 +148,37 @@ def _card(run: str) -> bool:
     return 13 <= len(digits) <= 19 and len(set(digits)) > 1 and luhn_valid(digits)
 
 
-def _in_run(run: str, offset: int) -> list[PiiMatch]:
+def looks_like_a_card(number: str, nearby: str) -> bool:
+    """Whether a number that passes the card checks is written or named as a card: grouped as
+    one is printed, or starting as a payment card does with a word for a card `nearby`."""
+    if _GROUPED_CARD.fullmatch(number) is not None:
+        return True
+    return number[0] in _CARD_INDUSTRIES and _CARD_WORDS.search(nearby) is not None
+
+
+def looks_like_a_national_code(number: str, nearby: str) -> bool:
+    """Whether a number that passes the national-code checksum is written (`###-######-#`) or
+    named (`nearby`) as one."""
+    return (
+        _NATIONAL_CODE_FORM.fullmatch(number) is not None
+        or _NATIONAL_CODE_WORDS.search(nearby) is not None
+    )
+
+
+def _in_run(run: str, offset: int, nearby: str) -> list[PiiMatch]:
+    """The personal data in one digit run (`offset`: where it starts in the text; `nearby`: the
+    text around it, where the words that name a number's kind are looked for)."""
     found: list[PiiMatch] = []
     for m in _SSN.finditer(run):
         if ssn_valid(m.group(1), m.group(2), m.group(3)):
             found.append(PiiMatch("ssn", offset + m.start(), offset + m.end()))
     for m in _CARD.finditer(run):
-        if _card(m.group()):
+        if _card(m.group()) and looks_like_a_card(m.group(), nearby):
             found.append(PiiMatch("card", offset + m.start(), offset + m.end()))
     for m in _IR_NATIONAL.finditer(run):
-        if iran_national_code_valid(_digits(m.group())):
+        if iran_national_code_valid(_digits(m.group())) and looks_like_a_national_code(
+            m.group(), nearby
+        ):
             found.append(PiiMatch("national_id", offset + m.start(), offset + m.end()))
     for pattern in (_NANP, _INTL, _IR_MOBILE, _IR_LANDLINE):
         for m in pattern.finditer(run):
@@ -147,15 +199,20 @@ def _emails(text: str) -> list[PiiMatch]:
     return found
 
 
+def _is_ascii_alnum(ch: str) -> bool:
+    return ch.isascii() and ch.isalnum()
+
+
 def _ibans_near(text: str, start: int, end: int) -> list[PiiMatch]:
     """IBANs overlapping a digit run: their country code and check digits precede the run by
-    at most 34 characters, so a short window is searched instead of the whole text."""
+    at most 34 characters, so a short window is searched instead of the whole text. An IBAN
+    is bounded by what is not an ASCII letter or digit: Persian text may touch it."""
     lo = max(0, start - 36)
     return [
         PiiMatch("iban", m.start(), m.end())
         for m in _IBAN.finditer(text, lo, min(len(text), end + 36))
         if m.end() > start
-        and not (m.start() > 0 and text[m.start() - 1].isalnum())
+        and not (m.start() > 0 and _is_ascii_alnum(text[m.start() - 1]))
         and iban_valid(m.group())
     ]
 
@@ -207,7 +264,8 @@ def _runs(norm: str, runs: Iterator[re.Match[str]], found: list[PiiMatch]) -> No
         start = (
             run.start() - 1 if run.start() > 0 and norm[run.start() - 1] in "+(" else run.start()
         )
-        found.extend(_in_run(norm[start : run.end()], start))
+        nearby = norm[max(0, start - _WORDS_BEFORE) : run.end() + _WORDS_AFTER]
+        found.extend(_in_run(norm[start : run.end()], start, nearby))
         found.extend(_ibans_near(norm, run.start(), run.end()))
 
 

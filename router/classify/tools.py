@@ -1,9 +1,10 @@
 """Which declared tools commit side effects, judged from their names and descriptions.
 
 A tool name is read verb-first (`verb_object`, `verbObject`, `VerbObject`, after a namespace
-such as `library.` or `Hotels_2_`): a name whose every clause opens with a read verb reads
-(`lookup_order`), whatever nouns follow; otherwise a consequential word in the name commits, a
-mutating one does not, and a name with neither is judged by its description's first words.
+such as `library.`, `Hotels_2_`, `mcp__shop__` or `shop-`): a name whose every clause opens
+with a read verb reads (`lookup_order`), whatever nouns follow; otherwise a consequential word
+in the name commits, a mutating one does not, and a name with neither is judged by its
+description's first words.
 Pure functions of short strings (no pass over the prompt). The `side_effects` signal, risk and
 the model's tool features live elsewhere (`detectors`, `risk`, `features`).
 """
@@ -134,8 +135,13 @@ _PHRASAL_VERBS: Final[dict[tuple[str, str], str]] = {
     ("check", "out"): "checkout",
 }
 # What separates a tool name's namespace from its action: `library.search_book`,
-# `acl_api.AclApi.retrieve_projects`, the Schema-Guided Dialogue style `Hotels_2_SearchHouse`.
-_NAMESPACE: Final = re.compile(r"\.|_\d+_")
+# `acl_api.AclApi.retrieve_projects`, the Schema-Guided Dialogue style `Hotels_2_SearchHouse`,
+# MCP gateways' `mcp__shop__get_order_status` and `shop__get_order_status`, and `shop-` before
+# a snake or camel case action (`shop-get_order_status`, `shop-getOrderStatus`). Read whole, the
+# server name was the verb: 7 of 157 read-only names (`get_order_status`, `get_invoice`, ...)
+# became side-effecting under a namespace. A dash before a plain word is kebab case, one name
+# read from its first word as before: `get-order-status` is not the action `status`.
+_NAMESPACE: Final = re.compile(r"\.|__|_\d+_|-(?=[^-]*(?:_|[a-z][A-Z]))")
 _IDENT_WORD: Final = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 _DESC_WORD: Final = re.compile(r"[a-z]+")
 

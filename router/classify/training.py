@@ -26,6 +26,7 @@ from sklearn.svm import LinearSVC
 
 from policies.labels import RISKS, TASKS
 from router.classify.augment import augment
+from router.classify.classifier import HEAD_LABELS
 from router.classify.data import Example
 from router.classify.detectors import detect
 from router.classify.features import FeatureConfig, features
@@ -33,11 +34,6 @@ from router.classify.linear import Head, LinearModel
 
 Estimator = Literal["logreg", "svm", "nb"]
 Matrix = npt.NDArray[np.float64]
-HEAD_LABELS: dict[str, tuple[str, ...]] = {
-    "task": TASKS,
-    "risk": RISKS,
-    "jailbreak": ("no", "yes"),
-}
 
 
 @dataclass(frozen=True, slots=True)

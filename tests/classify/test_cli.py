@@ -305,6 +305,21 @@ def test_a_task_hint_that_disagrees_with_metadata_task_is_a_malformed_line(
         "give one of them, or the same value in both\n1 malformed line(s)\n")
 
 
+def test_a_metadata_task_that_names_no_task_is_no_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`metadata` is the client's own tags: `{"task": "ticket-triage"}` without a hint made the
+    line malformed, though the service ignores such a value. A task there is still a hint."""
+    src = tmp_path / "in.jsonl"
+    lines = [{"text": "Translate to German: good night", "metadata": {"task": t}}
+             for t in ("ticket-triage", 7, "code")]
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["classify", str(src)]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(o["line"], o["task"], o["task_source"]) for o in out] == [
+        (1, "translation", "model"), (2, "translation", "model"), (3, "code", "hint")]
+
+
 def test_classify_reads_a_gzip_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A `.jsonl.gz` input was read compressed: every line malformed."""
     src = tmp_path / "in.jsonl.gz"

@@ -158,6 +158,8 @@ def test_the_operator_s_own_messages_are_not_read_as_injections(role: str,
     the classifier audit's 9), so every request of that app was `high`, whatever its hint. The
     phrase rules read the messages of users and tools only."""
     view = RequestView(messages=((role, operator_text), ("user", "What is the capital of Peru?")))
-    assert not detect(view).jailbreak
-    turned = RequestView(messages=(("user", operator_text),))
-    assert detect(turned).jailbreak  # the same words from a user are still an injection
+    found = detect(view)
+    assert not found.jailbreak and not found.weak_jailbreak
+    # the same words from a user are still read (a weak phrase counts if the model confirms it)
+    turned = detect(RequestView(messages=(("user", operator_text),)))
+    assert turned.jailbreak or turned.weak_jailbreak

@@ -142,11 +142,20 @@ def _advice_reference(text: str) -> bool:
     )
 
 
-def _jailbreak_reference(text: str) -> bool:
+def _jailbreak_reference(text: str) -> detectors.PhraseWeight | None:
+    """`jailbreak_phrase` as plain loops: `DAN` or a rule that counts alone, else the families
+    of the weak rules found (two make it strong)."""
     lowered = text.lower()
-    return detectors._has_dan(text) or any(
+    if detectors._has_dan(text) or any(
         detectors.keyword_regex_search(lowered, *rule) for rule in detectors._JAILBREAK_RULES
-    )
+    ):
+        return "strong"
+    families = {
+        key if pattern is None else pattern
+        for key, pattern, before, after in detectors._WEAK_JAILBREAK_RULES
+        if detectors.keyword_regex_search(lowered, key, pattern, before, after)
+    }
+    return None if not families else "strong" if len(families) > 1 else "weak"
 
 
 def test_rules_match_the_plain_loops_on_rows(rows: list[Example]) -> None:
@@ -154,7 +163,7 @@ def test_rules_match_the_plain_loops_on_rows(rows: list[Example]) -> None:
         text = example.view.messages[-1][1]
         assert detectors.is_regulated_advice(text) == _advice_reference(text)
         if len(text) < SCAN_MIN_CHARS:
-            assert detectors.has_jailbreak_phrase(text) == _jailbreak_reference(text)
+            assert detectors.jailbreak_phrase(text) == _jailbreak_reference(text)
 
 
 @pytest.mark.parametrize(
@@ -173,7 +182,7 @@ def test_rules_match_the_plain_loops_on_rows(rows: list[Example]) -> None:
 )
 def test_rules_match_the_plain_loops(text: str) -> None:
     assert detectors.is_regulated_advice(text) == _advice_reference(text)
-    assert detectors.has_jailbreak_phrase(text) == _jailbreak_reference(text)
+    assert detectors.jailbreak_phrase(text) == _jailbreak_reference(text)
 
 
 _ADVICE_PARTS = "my|me|i am|should i|doctor|dose|sue|court|tax|the| |\n|-|'|x|pills|legal|ira"

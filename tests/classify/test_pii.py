@@ -101,3 +101,73 @@ def test_matches_report_spans_not_values() -> None:
 def test_long_text_without_at_sign_or_digits_has_no_matches() -> None:
     """A long prose text without personal data yields nothing."""
     assert find_pii("lorem ipsum dolor sit amet " * 2000) == ()
+
+
+# Numbers that pass a checksum by chance (about 1 in 11 ten-digit numbers passes the national
+# code's, 1 in 10 numbers of 13-19 digits the Luhn check): each was personal data, and so a
+# `high` request, before the classifier audit of 2026-12-07.
+CHANCE_NATIONAL_CODE = "1700000004"
+CHANCE_LUHN_13 = "1700000000004"
+CHANCE_LUHN_16 = "4532015112830366"
+
+
+def test_the_chance_numbers_pass_their_checksums() -> None:
+    assert iran_national_code_valid(CHANCE_NATIONAL_CODE)
+    assert iran_national_code_valid("1008000000")
+    assert luhn_valid(CHANCE_LUHN_13) and luhn_valid(CHANCE_LUHN_16)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Why did the job fail? log: ts={CHANCE_NATIONAL_CODE} level=error msg=timeout",
+        f"Fix this test: assert user.id == {CHANCE_NATIONAL_CODE}",
+        f"{CHANCE_NATIONAL_CODE} INFO worker-3 heartbeat ok",
+        f"Why did the job fail? log: ts={CHANCE_LUHN_13} level=error",
+        f"trace_id={CHANCE_LUHN_16} span=7 status=500",
+        "قیمت این خودرو ۱۰۰۸۰۰۰۰۰۰ ریال است. آیا ارزان است؟",  # a price in rials
+        f"card swiped at {CHANCE_LUHN_13} (ms)",  # a card word, but no card starts with 1
+    ],
+)
+def test_numbers_without_their_kind_s_shape_or_words_are_not_personal_data(text: str) -> None:
+    assert pii_kinds(text) == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("کد ملی من ۰۰۸۴۵۷۵۹۴۸ است", "national_id"),  # named
+        ("کدملی:۰۰۸۴۵۷۵۹۴۸", "national_id"),
+        ("شماره ملی ۰۰۸۴۵۷۵۹۴۸ را ثبت کن", "national_id"),
+        ("my national ID is 0084575948", "national_id"),
+        ("۰۰۸-۴۵۷۵۹۴-۸", "national_id"),  # written as one
+        (f"my card {CHANCE_LUHN_16}, exp 04/27", "card"),  # an issuer's digits and a card word
+        ("شماره کارت ۶۰۳۷۹۹۱۱۹۹۵۴۹۰۰۱", "card"),  # a Bank Melli card, named
+        ("4532 0151 1283 0366", "card"),  # grouped as a card is printed
+        ("3782 822463 10005", "card"),  # Amex's grouping
+    ],
+)
+def test_numbers_written_or_named_as_their_kind_are_found(text: str, kind: str) -> None:
+    assert pii_kinds(text) == {kind}
+
+
+SHEBA = "IR270170000000100324200001"  # an Iranian IBAN: IR, check digits, 22 digits
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"شماره شبا {SHEBA} است",
+        f"شبا: {SHEBA}است",  # Persian text right after it (missed: no word boundary there)
+        f"شماره شبا{SHEBA} را ثبت کن",  # and right before it
+        f"{SHEBA}.",
+    ],
+)
+def test_an_iban_touching_persian_text_is_found(text: str) -> None:
+    assert iban_valid(SHEBA)
+    assert pii_kinds(text) == {"iban"}
+
+
+@pytest.mark.parametrize("text", [f"x{SHEBA}", f"{SHEBA}x", f"{SHEBA}7"])
+def test_an_iban_run_into_ascii_letters_or_digits_is_not_one(text: str) -> None:
+    assert pii_kinds(text) == frozenset()

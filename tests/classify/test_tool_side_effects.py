@@ -167,3 +167,34 @@ def test_side_effect_tools_lists_only_the_committing_tools_of_a_mixed_request() 
     """A read tool beside a write tool: only the write tool is a side effect."""
     names = ["lookup_order", "refund_order", "search_bookings", "cancel_booking"]
     assert side_effect_tools(names, [""] * 4) == ("refund_order", "cancel_booking")
+
+
+# Server namespaces as MCP gateways and tool routers write them; read whole, the server's name
+# was taken for the verb, and a read tool with `order`, `invoice`, `payment` or `post` among its
+# nouns was side-effecting (the classifier audit of 2026-12-07: 7 of 157 read-only names).
+NAMESPACED = ["mcp__shop__{}", "shop__{}", "shop-{}", "mcp-shop-{}"]
+
+
+@pytest.mark.parametrize("namespace", NAMESPACED)
+@pytest.mark.parametrize(
+    ("action", "commits"),
+    [
+        ("get_order_status", False),
+        ("check_payment_status", False),
+        ("FetchInvoice", False),
+        ("get_post", False),
+        ("send_email", True),
+        ("refundOrder", True),
+    ],
+)
+def test_a_server_namespace_does_not_hide_the_action_s_verb(
+    namespace: str, action: str, commits: bool
+) -> None:
+    assert tool_is_consequential(namespace.format(action)) is commits
+
+
+def test_a_kebab_case_name_is_one_action_not_a_namespace() -> None:
+    """`-` before a plain word joins the words of one name: `get-order-status` reads."""
+    assert name_verbs("get-order-status") == ("get",)
+    assert not tool_is_consequential("get-order-status")
+    assert tool_is_consequential("delete-user")

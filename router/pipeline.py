@@ -490,7 +490,9 @@ class ChatPipeline:
                              windows=[d.context_window for d in deployments])
             if cap is not None:
                 body["max_completion_tokens"] = cap
-        hedge = self._hedge_plan(policy, facts, decision, side_effecting, deadline)
+        first_by = deadline if measured.head_deadline is None else min(deadline,
+                                                                        measured.head_deadline)
+        hedge = self._hedge_plan(policy, facts, decision, side_effecting, first_by)
         chosen_salt = body.pop("cache_salt", None)  # for the salted body alone
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
                     side_effecting=side_effecting,
@@ -533,7 +535,9 @@ class ChatPipeline:
         return replace(decision, deployments=order)
 
     def _hedge_plan(self, policy: TaskPolicy | None, facts: RequestFacts, decision: Decision,
-                    side_effecting: bool, deadline: float) -> HedgePlan:
+                    side_effecting: bool, first_by: float) -> HedgePlan:
+        """Whether and when to hedge the first attempt; a hedge must fit before `first_by`, the
+        time by which the first content is due (a stream's head deadline, else the answer's)."""
         if not decision.deployments:
             return NO_DEPLOYMENT
         if policy is None:
@@ -541,7 +545,7 @@ class ChatPipeline:
         inputs = HedgeInputs(
             policy_allows=policy.hedging, task=facts.task, risk=facts.risk,
             side_effecting=side_effecting, has_alternate=len(decision.deployments) > 1,
-            predicted_ttft_s=None, remaining_s=deadline - self._clock())
+            predicted_ttft_s=None, remaining_s=first_by - self._clock())
         refused = refusal_before_prediction(inputs)
         if refused is not None:  # the TTFT sketch is read only for a request that may hedge
             return HedgePlan(None, refused)

@@ -49,7 +49,7 @@ from router.api.sse import (
 from router.auth import authenticate
 from router.caching import ResultCaching
 from router.errors import AuthenticationError, SlorouterError
-from router.execution.deadline import requested_timeout_s
+from router.execution.deadline import head_timeout_s, requested_timeout_s
 from router.execution.events import close_quietly
 from router.execution.plan import CommittedStream
 from router.idempotency import LEASE_S, IdempotencyStore, Replay
@@ -214,10 +214,14 @@ class ChatHandler:
         client_s = requested_timeout_s(received, stream=chat.stream)
         budget = min(config.request_timeout_s, client_s) if client_s else config.request_timeout_s
         deadline = outcome.arrived_at + budget
+        # A stream waits in the queue until its SDK's wait for the head ends at most: past it,
+        # the SDK has given up (and retries) before the queue's 503 and its Retry-After.
+        head_s = head_timeout_s(received) if chat.stream else None
+        queue_until = deadline if head_s is None else min(deadline, outcome.arrived_at + head_s)
         queued_at = self._clock()
         priority = parse_priority(received.get("x-slorouter-priority"))
         admitting = held.enter_async_context(self._admission.admit(
-            principal.tenant, priority, _Remaining(deadline)))
+            principal.tenant, priority, _Remaining(queue_until)))
         if self._admission.has_room(priority):
             ticket = await admitting
         else:  # it queues: a client that leaves meanwhile gives its place up at once (it kept
@@ -254,7 +258,8 @@ class ChatHandler:
         side_effecting = is_side_effecting(prepared.labels)
         claimed = await idempotent.claim(
             self._idempotency, received, principal, raw,
-            prepared.policy_requires_key, time_left_s=max(0.0, deadline - self._clock()),
+            prepared.policy_requires_key,
+            time_left_s=max(0.0, prepared.plan.first_content_by() - self._clock()),
             receive=request.receive, lease_s=self._lease_s, acting=side_effecting)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):

@@ -151,9 +151,12 @@ class Runner:
                     return None
                 if (verdict.retry_after_s or 0.0) > self._state.max_retry_wait_s:
                     return None
+                # A stream's wait ends at its head deadline (its SDK gives up then), not at
+                # the whole answer's: waiting out a Retry-After past it answered the client
+                # after its SDK had left and retried on its own.
                 delay = retry_delay(self._state.backoff, retry, self._state.rng,
                                     retry_after_s=verdict.retry_after_s,
-                                    remaining_s=plan.deadline - self._clock())
+                                    remaining_s=plan.first_content_by() - self._clock())
                 if delay is None or retry == self._state.max_retries_per_deployment:
                     return None
                 # The budget before the wait: a retry it refuses is answered at once, not after

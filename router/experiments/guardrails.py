@@ -215,8 +215,9 @@ def _cost_breach(g: CostGuardrail, values: FloatArray, samples: MetricSamples,
 def _quality_breach(spec: ExperimentSpec, g: QualityFloorGuardrail, values: FloatArray,
                     samples: MetricSamples, segs: Segments) -> _Breach | None:
     """A floor on a metric within [low, high]: its mean at least the floor is the mean of each
-    value's shortfall (high - value) / (high - low), in [0, 1], at most the floor's, p0. Binary: the share of
-    zeros (the Bernoulli test, whose likelihood ratio is the most powerful there)."""
+    value's shortfall (high - value) / (high - low), in [0, 1], at most the floor's, p0.
+    Binary: the share of zeros (the Bernoulli test, whose likelihood ratio is the most powerful
+    there)."""
     declared = spec.metric(g.metric)
     low, high = declared.range if declared is not None else (0.0, 1.0)
     span = high - low

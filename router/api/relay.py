@@ -106,7 +106,9 @@ class StreamRelay:
         the client did not ask for)."""
         self._observe(event)
         data = event.data
-        if event.usage is not None and not include_usage:
+        # by the chunk's own `usage`, not the parsed one: a report of no tokens (read as none)
+        # reached clients that had not asked for usage, as a `choices: []` chunk
+        if event.reports_usage and not include_usage:
             if event.usage_only:
                 return b""
             data = _without_usage(data)  # usage on a content or finish chunk

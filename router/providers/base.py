@@ -305,6 +305,8 @@ class StreamEvent:
     usage: Usage | None = None
     usage_only: bool = False  # the final `choices: []` usage chunk
     finished: int = 0  # how many choices got their finish reason in this chunk
+    # the chunk carries a `usage` object, one of no tokens too (which `usage` reads as none)
+    reports_usage: bool = False
 
 
 class Provider(Protocol):
@@ -340,10 +342,11 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
             has_content = True
         if isinstance(choice.get("finish_reason"), str):
             finished += 1
+    reports_usage = isinstance(raw_usage, Mapping) and bool(raw_usage)
     # the final `choices: []` chunk, also when its usage reads as no report (of no tokens)
-    usage_only = not choices and isinstance(raw_usage, Mapping) and bool(raw_usage)
+    usage_only = not choices and reports_usage
     return StreamEvent(data=data, has_content=has_content, usage=usage,
-                       usage_only=usage_only, finished=finished)
+                       usage_only=usage_only, finished=finished, reports_usage=reports_usage)
 
 
 def not_an_event_stream(content_type: str | None) -> bool:

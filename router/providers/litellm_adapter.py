@@ -271,6 +271,8 @@ class LitellmProvider:
         except Exception as exc:
             raise without_key(map_exception(exc), call.deployment.api_key) from exc
         body = _dump_completion(response)
+        if not speaks_openai_wire(call.deployment.adapter, call.deployment.provider):
+            _cut_schema_answers_say_length(body, call.body)
         usage = Usage.from_openai(body.get("usage"))
         if usage is None:  # litellm's made-up usage of no tokens: the upstream reported none
             body.pop("usage", None)
@@ -403,6 +405,25 @@ def _present(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 _MESSAGE_NULLS = frozenset({"content", "refusal"})  # null in OpenAI's messages too
+
+
+def _cut_schema_answers_say_length(body: dict[str, Any], request: Mapping[str, Any]) -> None:
+    """A `json_schema` answer cut at its output limit says `length`. litellm asks a provider
+    of its own wire (Anthropic) for such an answer through a forced tool and reports every one
+    `stop`, a truncated `{}` included (its stream says `length`): the SDKs' `parse()` read the
+    cut answer as whole (the API audit of 2026-12-07). Cut: the output tokens reached the limit
+    the request was sent with."""
+    response_format = request.get("response_format")
+    if not (isinstance(response_format, Mapping) and response_format.get("type") == "json_schema"):
+        return
+    limit = request.get("max_completion_tokens", request.get("max_tokens"))
+    usage = body.get("usage")
+    used = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+    if not (isinstance(limit, int) and isinstance(used, int) and used >= limit):
+        return
+    for choice in body.get("choices") or ():
+        if isinstance(choice, dict) and choice.get("finish_reason") == "stop":
+            choice["finish_reason"] = "length"
 
 
 def _dump_completion(response: Any) -> dict[str, Any]:

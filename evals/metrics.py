@@ -129,12 +129,21 @@ def evaluate_router(score: FloatArray, strong: FloatArray, weak: FloatArray) -> 
 
 
 def oracle_curve(strong: FloatArray, weak: FloatArray) -> tuple[CurvePoint, ...]:
-    """Oracle at 0%, 10%, …, 100% strong calls: strong goes first where only strong is right."""
+    """Oracle at 0%, 10%, …, 100% strong calls: the strong model goes first where it gains
+    most over the weak one, a fraction of a call gaining that fraction of the next gain. (It
+    counted each strong call a gain of up to 1, right for 0/1 scores, an overstatement for
+    graded ones: strong 0.5 and weak 0.25 everywhere read 0.35 at 10% strong calls.)"""
     n = len(strong)
     weak_total = float(weak.sum())
-    gain = float(np.sum(np.clip(strong - weak, 0.0, None)))
-    shares = np.linspace(0.0, 1.0, N_EDGES)
-    return tuple(CurvePoint(float(x), (weak_total + min(float(x) * n, gain)) / n) for x in shares)
+    gains = np.sort(np.clip(strong - weak, 0.0, None))[::-1]
+    gained = np.concatenate([[0.0], np.cumsum(gains)])  # by whole strong calls
+
+    def quality(calls: float) -> float:
+        whole = min(int(calls), n)
+        partial = (calls - whole) * float(gains[whole]) if whole < n else 0.0
+        return (weak_total + float(gained[whole]) + partial) / n
+
+    return tuple(CurvePoint(float(x), quality(float(x) * n)) for x in np.linspace(0, 1, N_EDGES))
 
 
 def evaluate_oracle(strong: FloatArray, weak: FloatArray) -> CurveSummary:

@@ -21,6 +21,7 @@ from evals.floor import FloorReport, FloorSpec, floor_replay
 from evals.metrics import cost_saving, floor_hold_rate, wilson_interval
 from evals.outcomes import OutcomeTable
 from evals.routers import FitConfig
+from policies.intervals import relative_floor_margin
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -54,13 +55,21 @@ class BenchmarkReplay:
 def per_task_choice(
     table: OutcomeTable, train: IntArray, cols: list[int], fraction: float, reference: int
 ) -> int:
-    """Cheapest candidate whose training Wilson lower bound clears `fraction` x the reference
-    column's training quality (else the reference)."""
-    quality = table.scores[train].mean(axis=0)
+    """Cheapest candidate that meets a floor of `fraction` x the reference column on the
+    training rows by the service's rule (`relative_floor_margin`: both columns' uncertainty;
+    until 2026-12-07 the candidate's Wilson lower bound against the reference's mean, the
+    service's rule before 2026-12-06); the reference meets its own."""
     cost = table.costs[train].mean(axis=0)
-    floor = fraction * quality[reference]
     n = len(train)
-    ok = [j for j in cols if wilson_interval(float(table.scores[train, j].sum()), n)[0] >= floor]
+
+    def interval(j: int) -> tuple[float, float, float]:
+        successes = float(table.scores[train, j].sum())
+        low, high = wilson_interval(successes, n)
+        return successes / n, low, high
+
+    ref_mean, _, ref_upper = interval(reference)
+    ok = [j for j in cols if j == reference or relative_floor_margin(
+        *interval(j)[:2], ref_mean, ref_upper, fraction) >= 0.0]
     return min(ok, key=lambda j: cost[j]) if ok else reference
 
 

@@ -16,7 +16,7 @@ from enum import StrEnum
 from operator import attrgetter
 
 from policies.eval_report import EvalResult, QualityTable
-from policies.intervals import Z95
+from policies.intervals import relative_floor_margin
 from policies.labels import Risk, Task
 from policies.schema import QualityFloor, TaskPolicy
 
@@ -196,10 +196,8 @@ def _relative_floor_check(reference: str, ratio: float, model: str, result: Eval
                      "measured on suite {} and its reference on suite {}: a relative floor "
                      "compares the two on one suite (run `slorouter eval run` with both); "
                      + rule, (result.suite_hash, measured.suite_hash, *rule_values))
-    own_se = max(0.0, result.mean - result.lower) / Z95
-    reference_se = max(0.0, measured.upper - measured.mean) / Z95
-    margin = (result.mean - ratio * measured.mean
-              - Z95 * math.sqrt(own_se ** 2 + (ratio * reference_se) ** 2))
+    margin = relative_floor_margin(result.mean, result.lower, measured.mean, measured.upper,
+                                   ratio)
     passed = margin >= 0.0
     return Check(CheckName.FLOOR, passed,
                  "mean {:.3f} (n={}) less the floor, at 95%: {:+.3f} {} 0 (reference n={}); "

@@ -69,6 +69,19 @@ def test_oracle_curve_matches_counting() -> None:
         assert math.isclose(p.quality, expected)
 
 
+def test_oracle_curve_of_graded_scores_counts_each_gain_once() -> None:
+    """Graded scores: strong 0.5 and weak 0.25 everywhere gain 0.25 a strong call (it read up
+    to 1 a call: 0.35 at 10% strong calls); gains are taken largest first."""
+    points = oracle_curve(np.full(100, 0.5), np.full(100, 0.25))
+    assert [round(p.quality, 6) for p in points[:3]] == [0.25, 0.275, 0.3]
+    assert math.isclose(points[-1].quality, 0.5)
+    mixed = oracle_curve(np.array([1.0, 0.6, 0.3, 0.2]), np.array([0.0, 0.5, 0.3, 0.4]))
+    gains = {round(p.strong_share, 1): p.quality for p in mixed}
+    assert math.isclose(gains[0.0], 1.2 / 4)
+    assert math.isclose(gains[0.5], (1.2 + 1.0 + 0.1) / 4)  # the two positive gains
+    assert math.isclose(gains[1.0], (1.2 + 1.1) / 4)  # no negative gain is taken
+
+
 def test_oracle_ranking_beats_reversed_ranking() -> None:
     """Scoring prompts by the true gain gives a higher APGR than the reversed score."""
     rng = np.random.default_rng(5)

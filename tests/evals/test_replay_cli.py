@@ -15,6 +15,7 @@ from evals.metrics import wilson_interval
 from evals.multi import per_task_choice
 from evals.outcomes import load_table
 from evals.routers import FitConfig, oof_probs, workspace
+from policies.intervals import relative_floor_margin
 from router.cli import main
 from tests.evals.conftest import write_synthetic
 from tests.support.procs import PYTHON, file_size_limit
@@ -154,6 +155,24 @@ def _three_models(n: int) -> list[dict[str, float]]:
     """big always right, mid right on 9 rows in 10, cheap on 4 in 5."""
     return [{"big": 1.0, "mid": float(i % 10 != 0), "cheap": float(i % 5 != 0)}
             for i in range(n)]
+
+
+def test_per_task_floor_weighs_the_references_uncertainty_as_the_service_does(
+        tmp_path: Path) -> None:
+    """A candidate whose lower bound clears 0.95 x the reference's mean, but not by both
+    results' uncertainty, is refused, as the service's relative floor refuses it
+    (`relative_floor_margin`); it was admitted by the service's rule before 2026-12-06."""
+    rows = [{"big": float(i % 10 != 0), "cheap": float(i < 358)} for i in range(400)]
+    table = load_table(write_synthetic(tmp_path, rows, {"big": (10.0, 10.0), "cheap": (1.0, 1.0)}),
+                       priced_only=True)
+    big, cheap = table.column("big"), table.column("cheap")
+    n = len(table)
+    _, big_high = wilson_interval(float(table.scores[:, big].sum()), n)
+    cheap_low, _ = wilson_interval(float(table.scores[:, cheap].sum()), n)
+    big_mean, cheap_mean = 0.9, 358 / 400
+    assert cheap_low >= 0.95 * big_mean  # the old rule's admission
+    assert relative_floor_margin(cheap_mean, cheap_low, big_mean, big_high, 0.95) < 0
+    assert per_task_choice(table, np.arange(n, dtype=np.int64), [big, cheap], 0.95, big) == big
 
 
 def test_per_task_floor_follows_the_named_reference(tmp_path: Path) -> None:

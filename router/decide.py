@@ -353,11 +353,14 @@ def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[V
     if router is None or not facts.prompt_text or facts.task not in router.tasks:
         return ranked
     probs = router.predictor.predict(facts.prompt_text, facts.task)
-    # Among the models the policy lets serve: the rule's pick when it is one, else its fallback,
-    # else the most likely to succeed (an unavailable pick used to leave the policy's own order,
-    # the cheapest model first, for the very prompts the rule sent to a strong one).
+    # Among the policy's eligible candidates (what `ranked` holds; its fallbacks are tried after
+    # every candidate whatever the router predicts): the rule's pick when it is one, else its
+    # fallback, else the most likely to succeed. An unavailable pick used to leave the policy's
+    # own order, the cheapest model first, for the very prompts the rule sent to a strong one;
+    # so did a pick among the policy's fallbacks (the learned-routing audit of 2026-12-07: a
+    # model calibration had ruled out served two thirds of the prompts first).
     chosen = choose_available(by_configured_cost(router.rule, eligible), probs,
-                              {v.model for v in eligible})
+                              {v.model for v in eligible if v.role == Role.CANDIDATE})
     if chosen is None:
         return ranked
     front = [r for r in ranked if any(v.deployment == r.deployment and v.model == chosen

@@ -55,6 +55,7 @@ def model_risk(risk_probs: tuple[float, ...], high_threshold: float) -> Risk:
     return "medium" if medium > low else "low"
 
 
+_A_DIGIT: Final = re.compile(r"\d")
 # The P(jailbreak) at which the model confirms a weak jailbreak phrase (`Findings.weak_jailbreak`:
 # "developer mode", "no filter", "jailbroken", ... which are ordinary outside a jailbreak
 # prompt). No training row that is not a jailbreak reaches it (0 of 17,290; 550 of the 554
@@ -164,7 +165,10 @@ class LinearClassifier:
         # is labelled by its shape alone: 11 of 15 Chinese requests and every emoji were
         # `autocomplete`. The model has no task for it, so it gets the default, as an empty one
         # does; its risk is still the model's and the rules' (they read every character).
-        unread = empty or not knows_a_word
+        # Arithmetic (digits, no letters) is read, as shape features: "2+2", "(3+4)*5-2/7=?"
+        # are the model's `math`; digits among unknown words ("我的电话是 138...") are not.
+        unread = empty or not (knows_a_word or (_A_DIGIT.search(user) is not None
+                                                and not any(ch.isalpha() for ch in user)))
         task: Task = hints.task if hints.task is not None else ("chat" if unread else best_task)
         source: Literal["model", "hint", "default"] = (
             "hint" if hints.task is not None else ("default" if unread else "model")

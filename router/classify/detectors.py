@@ -62,20 +62,28 @@ _PROMPT_EXTRACTION: Final = re.compile(
 )
 _YOUR_CONFIGURATION: Final = re.compile(r"\byour\s+(?:[\w-]+\s+)?system\s+configuration")
 # a persona mode the assistant is put in ("ChatGPT with Developer Mode enabled", "you are now
-# in god mode", "stay in developer mode"); not "how do I enable developer mode on my phone"
+# in god mode", "stay in developer mode", "enter / switch to developer mode", a sentence
+# opening "Developer mode enabled."); not "how do I enable developer mode on my phone", nor
+# "I have developer mode enabled"
+_PERSONA_MODES: Final = r"(?:developer|dev|god|jailbreak|unfiltered|evil)\s+mode\b"
 _MODE_AIMED: Final = re.compile(
     r"(?:\b(?:chatgpt|gpt|ai|assistant|yourself)\s+(?:[\w-]+\s+){0,2}(?:with|in|into)"
-    r"|\byou(?:['’]re|\s+are)?\s+(?:now\s+)?(?:in|into)|\bstay\s+in)\s+(?:the\s+)?"
-    r"(?:developer|dev|god|jailbreak|unfiltered|evil)\s+mode\b"
+    r"|\byou(?:['’]re|\s+are)?\s+(?:now\s+)?(?:in|into)|\bstay\s+in"
+    rf"|\b(?:enter|switch\s+(?:to|into)|go\s+into|activate))\s+(?:the\s+)?{_PERSONA_MODES}"
+    r"(?!\s+(?:on|in|of|for)\s+(?:my|the|your|a|an|this|chrome|android|ios|windows)\b)"
+    rf"|(?<![\w ,]){_PERSONA_MODES}\s+(?:is\s+)?(?:now\s+)?(?:enabled|activated|on)\b"
 )
 _LIMITS: Final = r"(?:restriction|filter|limitation|guideline|censorship)"
-# the assistant without limits ("you have no restrictions", "you are an AI with no filter"),
-# or without ethical or moral ones, whoever has them
+# the assistant without limits ("you have no restrictions", "you are an AI with no filter",
+# "answer with no restrictions", "reply without any filter"), or without ethical or moral
+# ones, whoever has them
 _NO_LIMITS_AIMED: Final = re.compile(
-    r"\byou(?:['’]ve|['’]re|\s+have|\s+are)\s+(?:now\s+)?(?:(?:an?|the)\s+[\w-]+\s+with\s+)?"
+    r"(?:\byou(?:['’]ve|['’]re|\s+have|\s+are)\s+(?:now\s+)?"
+    r"(?:(?:an?|the)\s+[\w-]+\s+with\s+)?"
+    r"|\b(?:answer|respond|reply|write|speak|talk|act)\w*\s+(?:me\s+)?(?:with\s+)?)"
     r"(?:no|without(?:\s+any)?|free\s+(?:of|from))\s+(?:(?:any|all)\s+)?"
     rf"(?:(?:ethical|moral|content)\s+)?{_LIMITS}"
-    rf"|(?:\bno|without\s+any|free\s+(?:of|from))\s+(?:ethical|moral)\s+{_LIMITS}"
+    rf"|(?:\bno|without(?:\s+any)?|free\s+(?:of|from))\s+(?:ethical|moral)\s+{_LIMITS}"
 )
 _JAILBROKEN_AIMED: Final = re.compile(
     r"\byou(?:['’]re|\s+are)\s+(?:now\s+)?jailbr|\bjailbroken\s+(?:ai|assistant|chatbot|model|"
@@ -87,11 +95,20 @@ _PERSONA: Final = re.compile(
 _MARKER: Final = re.compile(r"<!--\s*(?:assistant|system)\s*:")
 _OVERRIDE_TAG: Final = re.compile(r"\b(?:system|admin(?:istrator)?)\s+override\b")
 _YOUR_NEW_INSTRUCTIONS: Final = re.compile(r"\b(?:your|important)\s+new\s+instructions?\b")
+# "New instructions:" followed by an order to the assistant (not a meeting's agenda)
+_NEW_INSTRUCTIONS_AIMED: Final = re.compile(
+    r"\bnew\s+instructions?\s*:\s*(?:you\b|from\s+now|ignore|disregard|forget|reveal|print|"
+    r"output|show|tell|leak|act\s+as|pretend)"
+)
+# a sentence labelled as a jailbreak ("jailbreak: tell me ..."), not "how do I jailbreak"
+_JAILBREAK_LABEL: Final = re.compile(r"(?<![\w ,])jailbreak\s*:")
 _OPENAI_POLICY: Final = re.compile(r"\bopenai(?:'s)?\s+content\s+polic")
 # "ignore" with what is ignored before it (Persian puts the object first): the instructions,
 # the rules, the previous ones, all of it; not "ignore this warning" (`این هشدار را نادیده بگیر`)
+# ... the system's message or prompt, the filters, safety, ethics, whatever was said before
 _FA_IGNORE_AIMED: Final = re.compile(
-    r"(?:دستور|قوانین|قواعد|قانون|قبلی|همه|تمام|محدودیت)[^.؟?!\n]{0,30}?نادیده\s*بگیر"
+    r"(?:دستور|قوانین|قواعد|قانون|قبلی|قبلا|همه|تمام|محدودیت|سیستم|پرامپت|فیلتر|امنیت|ایمنی"
+    r"|اخلاق|گفته|تنظیمات)[^.؟?!\n]{0,30}?نادیده\s*بگیر"
 )
 # "the previous instructions" (`دستورالعمل‌های قبلی` with its non-joiner dropped); not any
 # plural before "previous": `پیام‌های قبلی را خلاصه کن` (summarise the previous messages) read as
@@ -115,12 +132,14 @@ _JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
     ("initialization string", None, 0, 0),
     ("initialisation string", None, 0, 0),
     ("system configuration", _YOUR_CONFIGURATION, 30, 0),
-    ("mode", _MODE_AIMED, 40, 6),
+    ("mode", _MODE_AIMED, 40, 24),
     *((k, _NO_LIMITS_AIMED, 44, 14) for k in ("restriction", "filter", "limitation", "guideline")),
     ("censorship", _NO_LIMITS_AIMED, 44, 12),
     *((k, _PERSONA, 0, 30) for k in ("amoral", "unethical", "uncensored", "unrestricted")),
     ("<!--", _MARKER, 0, 20),
     ("instruction", _YOUR_NEW_INSTRUCTIONS, 16, 16),
+    ("instruction", _NEW_INSTRUCTIONS_AIMED, 6, 40),
+    ("jailbr", _JAILBREAK_LABEL, 1, 6),
     ("content polic", _OPENAI_POLICY, 12, 14),
     # "ignore" and "the previous instructions": any whitespace between the words, or none (a
     # zero-width non-joiner, which `visible` drops)
@@ -138,7 +157,7 @@ _JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
 # them) are not here: its probability would only echo the phrase.
 _MODE: Final = re.compile(r"\b(?:developer|dev|god|jailbreak|unfiltered|evil)\s+mode\b")
 _NO_LIMITS: Final = re.compile(
-    r"(?:\bno|without\s+any|free\s+(?:of|from))\s+(?:(?:ethical|moral|content)\s+)?"
+    r"(?:\bno|without(?:\s+any)?|free\s+(?:of|from))\s+(?:(?:ethical|moral|content)\s+)?"
     rf"{_LIMITS}"
 )
 _NEW_INSTRUCTIONS: Final = re.compile(r"\bnew\s+instructions?\s*:")

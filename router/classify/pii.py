@@ -62,16 +62,21 @@ _IR_NATIONAL: Final = re.compile(r"(?<!\d)\d{3}[ -]?\d{6}[ -]?\d(?!\d)")
 # Visa, Mastercard, Amex, Discover, UnionPay, JCB, Mir, Iran's Shetab banks) with a word for
 # it near it (card, credit, debit, CVV, کارت, ...). Every row of the labelled data with a
 # card is grouped, and none holds a national code.
-_NATIONAL_CODE_FORM: Final = re.compile(r"\d{3}-\d{6}-\d")
+# the printed form (dashes, or the spaces people type for them: "008 457594 8")
+_NATIONAL_CODE_FORM: Final = re.compile(r"\d{3}([ -])\d{6}\1\d")
 _NATIONAL_CODE_WORDS: Final = re.compile(
-    r"کد\s*ملی|شماره\s*ملی|کارت\s*ملی|national\s+(?:id|identity|code|number)|\bcode\s+melli\b",
+    r"کد\s*ملی|شماره\s*ملی|کارت\s*ملی|national\s+(?:id|identity|code|number)"
+    r"|\bcode\s+mel+i\b|\bmel+i\s+code\b",
     re.IGNORECASE,
 )
 _GROUPED_CARD: Final = re.compile(
     r"\d{4}([ -])\d{4}\1\d{4}\1\d{1,4}(?:\1\d{1,3})?|\d{4}([ -])\d{6}\2\d{4,5}"
 )
+# ... and the words of payment forms and logs: an expiry ("exp 12/26"), the PAN, a payment
+# field ("payment_method=4111...", "cc:")
 _CARD_WORDS: Final = re.compile(
-    r"card|credit|debit|visa|master\s*card|amex|american\s+express|discover|cvv|cvc|کارت",
+    r"card|credit|debit|visa|master\s*card|amex|american\s+express|discover|cvv|cvc|کارت"
+    r"|\bexp(?:iry|ires|iration)?\b|\bpan\b|\bcc\b|\bmc\b|payment",
     re.IGNORECASE,
 )
 _CARD_INDUSTRIES: Final = frozenset("23456")

@@ -79,12 +79,14 @@ def nonnegative_mean_log_e(
 ) -> FloatArray:
     """log M for H0: mean ≤ `m0` of values ≥ 0, after `n` values summing to `total`, their
     squares to `total_sq` (element-wise). `m0` ≤ 0: any value above 0 is infinite evidence
-    (values ≥ 0 average at most 0 only when all are 0)."""
+    (values ≥ 0 average at most 0 only when all are 0); a total within rounding of 0 (a
+    quality floor at the top of its range sums shortfalls of ±1e-12 from the arm's sums) is
+    none."""
     count = np.asarray(n, dtype=np.float64)
     first = np.asarray(total, dtype=np.float64)
     second = np.asarray(total_sq, dtype=np.float64)
     if m0 <= 0.0:
-        return np.where(first > 0, np.inf, 0.0).astype(np.float64)
+        return np.where(first > 1e-9 * np.maximum(count, 1.0), np.inf, 0.0).astype(np.float64)
     excess = (first - count * m0) / m0  # Σξ
     spread = np.maximum(second - 2.0 * m0 * first + count * m0 * m0, 0.0) / (m0 * m0)  # Σξ²
     bets = BETS.reshape((-1,) + (1,) * excess.ndim)

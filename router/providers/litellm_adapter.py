@@ -419,11 +419,15 @@ def _cut_schema_answers_say_length(body: dict[str, Any], request: Mapping[str, A
     limit = request.get("max_completion_tokens", request.get("max_tokens"))
     usage = body.get("usage")
     used = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
-    if not (isinstance(limit, int) and isinstance(used, int) and used >= limit):
+    choices = body.get("choices")
+    # The usage counts every choice together: with several, no one choice's length is known
+    # (a provider of its own wire that answers `n` > 1, Gemini, cut none of two finished ones).
+    if not (isinstance(limit, int) and isinstance(used, int) and used >= limit
+            and isinstance(choices, list) and len(choices) == 1):
         return
-    for choice in body.get("choices") or ():
-        if isinstance(choice, dict) and choice.get("finish_reason") == "stop":
-            choice["finish_reason"] = "length"
+    choice = choices[0]
+    if isinstance(choice, dict) and choice.get("finish_reason") == "stop":
+        choice["finish_reason"] = "length"
 
 
 def _dump_completion(response: Any) -> dict[str, Any]:

@@ -145,6 +145,14 @@ def test_numbers_without_their_kind_s_shape_or_words_are_not_personal_data(text:
         ("شماره کارت ۶۰۳۷۹۹۱۱۹۹۵۴۹۰۰۱", "card"),  # a Bank Melli card, named
         ("4532 0151 1283 0366", "card"),  # grouped as a card is printed
         ("3782 822463 10005", "card"),  # Amex's grouping
+        # the re-audit of 2026-12-07: payment forms' words, and a national code spaced as printed
+        ("4111111111111111 exp 12/26", "card"),
+        ("PAN: 4111111111111111", "card"),
+        ("cc: 4111111111111111", "card"),
+        ("payment_method=4111111111111111 status=declined", "card"),
+        ("code meli: 0084575948", "national_id"),
+        ("melli code: 0084575948", "national_id"),
+        ("008 457594 8", "national_id"),
     ],
 )
 def test_numbers_written_or_named_as_their_kind_are_found(text: str, kind: str) -> None:

@@ -55,6 +55,15 @@ def test_the_rules_still_read_a_message_the_model_cannot() -> None:
     assert "pii" in labels.signals and labels.risk == "high"
 
 
+@pytest.mark.parametrize("text", ["2+2", "(3+4)*5-2/7=?", "√144 + 3² = ?", "3.14159 * 2.5^2"])
+def test_arithmetic_is_left_to_the_model(text: str) -> None:
+    """Arithmetic (digits and no letters) is read, as shape features, so it is the model's
+    (`math`), not an unread message's default (the re-audit of 2026-12-07: all were `chat`)."""
+    labels = load_default_classifier().classify(
+        view_from_openai([{"role": "user", "content": text}]), Hints())
+    assert labels.task == "math" and labels.task_source == "model"
+
+
 def test_punctuation_and_numbers_are_not_known_words() -> None:
     """`?`, `!` and the number buckets are in the vocabulary, but say nothing of the task."""
     model = load_default_classifier().model

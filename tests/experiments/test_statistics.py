@@ -236,6 +236,19 @@ def test_a_healthy_arm_of_a_skewed_quality_score_is_rarely_halted() -> None:
     assert all(h is not None for h in breached), breached
 
 
+def test_a_floor_at_the_top_of_its_range_holds_an_arm_always_at_the_top() -> None:
+    """Every value at the top of the range meets a floor set there. The shortfall the arm's
+    sums give is 1e-12 or so by rounding, read as infinite evidence against a null of no
+    shortfall at all (the re-audit of 2026-12-07)."""
+    assert nonnegative_mean_log_e(600, 6.3e-12, 0.0, 0.0) == 0.0
+    assert nonnegative_mean_log_e(600, 0.01, 0.0, 0.0) == math.inf
+    for top in (0.1, 0.7, 4.7):
+        spec = make_spec(metrics=[{"name": "score", "kind": "continuous", "range": [0, top]}],
+                         guardrails=[{"kind": "quality_floor", "metric": "score", "floor": top}])
+        assert _first_halt({}, "score", np.full(1200, top), 20, spec) is None
+        assert _first_halt({}, "score", np.full(1200, top * 0.99), 20, spec) is not None
+
+
 def test_a_healthy_arm_of_a_nearly_constant_cost_is_rarely_halted() -> None:
     """Every answer costs $0.01 but for 2% cache hits at $0: the mean, $0.0098, is the limit.
     The normal mixture with a plug-in variance read a recent test's values with no hit as

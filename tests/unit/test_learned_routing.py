@@ -216,3 +216,52 @@ def test_a_malformed_artifact_is_an_artifact_error_not_a_traceback(
         (copy / METADATA_FILE).write_text(json.dumps(meta))
     with pytest.raises(ArtifactError):
         load_artifact(copy)
+
+
+CRUX = Path(__file__).resolve().parents[2] / "evals" / "datasets" / "routing_multi" / \
+    "zeroeval_math_code.jsonl.gz"
+CRUX_MODELS = ("gemini-1.5-flash", "gpt-4o-mini-2024-07-18", "gpt-4o-2024-08-06")
+
+
+def test_a_pick_among_the_policys_fallbacks_never_puts_the_cheapest_first(
+        tmp_path: Path) -> None:
+    """Trained on three CruxEval models, the router sends most prompts to gpt-4o, which the
+    policy lists as a fallback only (the shape of the embedded default). Such a prompt goes to
+    the candidate most likely to succeed, never to the one calibration ruled out for being too
+    weak: the pick, not among the candidates, left the policy's cheapest-first order, and
+    gemini served two thirds of the prompts first (the learned-routing audit of 2026-12-07)."""
+    out = tmp_path / "crux3"
+    train(TrainRequest(outcomes=CRUX, out=out, benchmark="cruxeval", models=CRUX_MODELS,
+                       folds=2))
+    gemini, mini, strong = CRUX_MODELS
+    prices = {gemini: 0.075, mini: 0.15, strong: 2.5}
+    deployments = "".join(f"\n  - {{name: {m}-d, model: openai/{m}, input_price_per_mtok: {p}, "
+                          f"output_price_per_mtok: {p * 4}}}" for m, p in prices.items())
+    models = "".join(f"\n  - {{name: {m}, deployments: [{m}-d]}}" for m in prices)
+    config = load_config_text(f"""version: 1
+deployments:{deployments}
+models:{models}
+routes: {{default_model: {mini}}}
+policies:
+  default:
+    candidates: [{gemini}, {mini}]
+    fallbacks: [{strong}]
+    learned_router: crux3
+""")
+    learned = load_learned(config, tmp_path)
+    runtime = resolve(config, {}, lambda _m: None, learned=learned)
+    router = learned["crux3"]
+    assert gemini not in router.rule.candidates  # calibration ruled it out
+    with gzip.open(CRUX, "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines]
+    prompts = [row["prompt"] for row in rows if row["benchmark"] == "cruxeval"][:60]
+    to_strong = 0
+    for prompt in prompts:
+        facts = RequestFacts(task="code", risk="low", prompt_tokens=300, max_output_tokens=300,
+                             prompt_text=prompt)
+        decision = decide("auto", Labels(task="code", risk="low"), facts, runtime,
+                          StaticRanker(), lambda _n: True)
+        to_strong += choose(router.rule, router.predictor.predict(prompt, "code")) == strong
+        assert decision.model == mini, prompt[:80]
+        assert decision.deployments[-1] == f"{strong}-d"  # still the fallback, after both
+    assert to_strong > 20  # the case: prompts the router sends to the fallback

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from policies.loader import load_config_text
-from router.providers.litellm_adapter import passes_field
+from router.providers.litellm_adapter import _cut_schema_answers_say_length, passes_field
 from router.wiring import build_runtime
 
 
@@ -91,3 +91,30 @@ routes: {default_model: all}
                        "claude": (True, True, True, False, False),
                        "gpt": (True, True, True, True, True),
                        "local": (True, True, True, True, True)}
+
+
+def _schema_answer(choices: int, used: int) -> dict[str, object]:
+    return {"choices": [{"index": i, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "{}"}}
+                        for i in range(choices)],
+            "usage": {"prompt_tokens": 10, "completion_tokens": used}}
+
+
+SCHEMA_REQUEST = {"max_tokens": 100, "response_format": {
+    "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}}
+
+
+def test_a_cut_schema_answer_says_length_and_whole_ones_stop() -> None:
+    """litellm reports every `json_schema` answer of a provider of its own wire `stop`: one that
+    used its whole limit was cut. With several choices the usage counts them together, so no
+    one choice is known to be cut (two finished choices of 60 tokens read `length` against a
+    limit of 100 each: the re-audit of 2026-12-07)."""
+    cut = _schema_answer(1, 100)
+    _cut_schema_answers_say_length(cut, SCHEMA_REQUEST)
+    assert cut["choices"][0]["finish_reason"] == "length"  # type: ignore[index]
+    for body in (_schema_answer(1, 99), _schema_answer(2, 120)):
+        _cut_schema_answers_say_length(body, SCHEMA_REQUEST)
+        assert {c["finish_reason"] for c in body["choices"]} == {"stop"}  # type: ignore[attr-defined]
+    prose = _schema_answer(1, 100)
+    _cut_schema_answers_say_length(prose, {"max_tokens": 100})
+    assert prose["choices"][0]["finish_reason"] == "stop"  # type: ignore[index]

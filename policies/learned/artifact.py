@@ -122,4 +122,8 @@ def load_artifact(directory: Path) -> LoadedRouter:
     rule = bundle.get("rule") if isinstance(bundle, dict) else None
     if not isinstance(predictor, SuccessPredictor) or not isinstance(rule, ThresholdRule):
         raise ArtifactError(f"{path} does not hold a SuccessPredictor and a ThresholdRule")
-    return LoadedRouter(predictor, rule, expected[:12], text, calibrated_floor(metadata))
+    try:
+        floor = calibrated_floor(metadata)
+    except (TypeError, ValueError) as exc:  # a hand edit: `"fraction": null`, a word for a number
+        raise ArtifactError(f"{meta_path}: its floor block cannot be read ({exc})") from None
+    return LoadedRouter(predictor, rule, expected[:12], text, floor)

@@ -193,7 +193,8 @@ def test_artifact_calibrated_below_the_policys_floor_lists_every_problem(artifac
     assert "(another reference model)" in problems[2]
 
 
-@pytest.mark.parametrize("broken", ["metadata-not-json", "metadata-a-list", "junk-model"])
+@pytest.mark.parametrize("broken", ["metadata-not-json", "metadata-a-list", "junk-model",
+                                    "floor-fraction-null", "floor-quality-a-word"])
 def test_a_malformed_artifact_is_an_artifact_error_not_a_traceback(
         tmp_path: Path, artifact: Path, broken: str) -> None:
     """Metadata that is not a JSON object, or a model file joblib cannot read (its sha256
@@ -209,6 +210,11 @@ def test_a_malformed_artifact_is_an_artifact_error_not_a_traceback(
         (copy / METADATA_FILE).write_text("not json")
     elif broken == "metadata-a-list":
         (copy / METADATA_FILE).write_text("[]")
+    elif broken.startswith("floor-"):  # a hand edit the model file's hash does not cover
+        meta = json.loads((copy / METADATA_FILE).read_text())
+        meta["floor"] = {**meta["floor"], **({"fraction": None} if broken.endswith("null")
+                                             else {"quality": "high"})}
+        (copy / METADATA_FILE).write_text(json.dumps(meta))
     else:
         (copy / MODEL_FILE).write_bytes(b"junk, not a joblib file")
         meta = json.loads((copy / METADATA_FILE).read_text())

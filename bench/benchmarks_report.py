@@ -93,6 +93,13 @@ def _median(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
+# How long a gateway's idle CPU is read, subtracted from its busy CPU per request: a whole
+# multiple of slorouter-full's 15 s metric export (`configs/telemetry.json`), so the window
+# holds three exports whatever its phase. A window of 5 s held one or none (0.02 to 1.5 ms/s:
+# 0.3 ms a request at 5 req/s, the benchmark audit of 2026-12-07).
+IDLE_WINDOW_S = 45.0
+
+
 def median_point(points: Sequence[Point]) -> Point:
     """The rounds of one (target, rate, streaming) point as one: each figure the median of the
     rounds' (requests and errors summed, memory the largest), so one slow round moves none."""
@@ -177,6 +184,11 @@ def overhead_table(targets: list[Running], rates: list[float], stream: bool) -> 
             point = _point(running, rate, stream)
             if running is direct or point is None or base is None:
                 continue
+            if base.generator_behind:  # no baseline: the direct run itself was sent late
+                lines.append(f"| {rate:g} | {running.target.name} | — | — | — | — | "
+                             f"{_sustained(point)}; no baseline (direct: load generator "
+                             "behind) |")
+                continue
             lines.append(f"| {rate:g} | {running.target.name} | "
                          + " | ".join(_f(v) for v in overhead(point, base))
                          + f" | {_sustained(point)} |")
@@ -204,7 +216,10 @@ def comparisons(targets: list[Running], rates: list[float], stream: bool) -> lis
     direct, full, lite = by.get("direct"), by.get("slorouter-full"), by.get("litellm")
     if direct and full and lite:
         for rate in rates:
-            rounds = per_round([direct, full, lite], rate, stream)
+            # a round whose direct run was sent late has no baseline to subtract (the benchmark
+            # audit: a lagging direct run read as a -39 ms overhead)
+            rounds = [r for r in per_round([direct, full, lite], rate, stream)
+                      if not r[0].generator_behind]
             if not rounds:
                 continue
             ratios = [[_ratio(a, b) for a, b in zip(overhead(f, base), overhead(ll, base),
@@ -302,8 +317,9 @@ def render(targets: list[Running], rates: list[float], modes: list[bool], meta: 
            "- CPU ms/req: time on CPU of every thread of the gateway's process group, exited "
            "threads included (each process's CPU-time clock, ns) over the measured window "
            "divided by requests sent. "
-           "busy CPU ms/req: the same less the gateway's idle CPU (measured over 5 s with no "
-           "requests: timers, exporters) for the window's length, i.e. what requests cost. RSS: "
+           f"busy CPU ms/req: the same less the gateway's idle CPU (measured over "
+           f"{IDLE_WINDOW_S:g} s with no requests: timers, exporters) for the window's length, "
+           "i.e. what requests cost. RSS: "
            "the group's resident memory at the end of the point.",
            "- Targets: `direct` (the simulator itself), `slorouter-minimal` "
            "(`bench/configs/slorouter-minimal.yaml`: one pinned model, no auth, no cache), "

@@ -37,7 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from bench.benchmarks_report import Point, Running, Target, render
+from bench.benchmarks_report import IDLE_WINDOW_S, Point, Running, Target, render
 from bench.procstat import busy_cpu_ms, group_cpu_s, group_rss_mb, idle_cpu_per_s, place_apart
 from router.cli_types import comma_separated, one_of, positive_int, positive_number
 from router.loadtest.loadgen import covering_duration, run_open_loop
@@ -207,7 +207,8 @@ async def sweep(targets: list[Running], rates: list[float], modes: list[bool],
     for running in targets:
         await warm_up(running)
         if running.proc is not None:
-            running.idle_cpu_per_s = (await idle_cpu_per_s([running.proc.pid], 5.0))[0]
+            running.idle_cpu_per_s = (await idle_cpu_per_s([running.proc.pid],
+                                                           IDLE_WINDOW_S))[0]
     for stream in modes:
         saturated: set[str] = set()
         for rate in rates:

@@ -101,3 +101,23 @@ def test_a_point_whose_load_generator_fell_behind_is_not_sustained() -> None:
     assert max_rate(full, False) == 50.0
     rows = overhead_table([direct, full], [50.0, 400.0], False)
     assert rows[-1].endswith("| no (load generator behind) |") and rows[-2].endswith("| yes |")
+
+
+def test_no_overhead_is_taken_from_a_direct_run_sent_late() -> None:
+    """A direct run whose generator fell behind is no baseline: its late sends read as a
+    negative overhead (-39 ms, "sustained: yes", the benchmark audit of 2026-12-07). The
+    added-latency table says so instead of a figure, and the LiteLLM comparison leaves that
+    round out."""
+    def point(target: str, e2e: float, lag: float | None, round_no: int = 0) -> Point:
+        return Point(target, 20.0, False, 200, 0, (e2e, 60.0), (e2e, 60.0), 2.0, 100.0, 2.0,
+                     round_no, lag)
+
+    direct = _running("direct", [point("direct", 60.0, 40.0), point("direct", 20.0, 0.4, 1)])
+    full = _running("slorouter-full", [point("slorouter-full", 21.0, 0.4),
+                                       point("slorouter-full", 21.0, 0.4, 1)])
+    lite = _running("litellm", [point("litellm", 40.0, 0.4), point("litellm", 40.0, 0.4, 1)])
+    only_late = _running("direct", [point("direct", 60.0, 40.0)])
+    row = overhead_table([only_late, full], [20.0], False)[2]
+    assert "no baseline" in row and "-39" not in row
+    line = comparisons([direct, full, lite], [20.0], False)[0]
+    assert "rounds" not in line and "E2E p50 0.05" in line  # round 1 only: 1/20

@@ -1,4 +1,4 @@
-"""YAML that refuses a mapping key written twice.
+"""YAML that refuses a mapping key written twice, and numbers or sets YAML 1.1 reads otherwise.
 
 PyYAML keeps the last of two equal keys without a word, so a policy file with `tasks:` holding
 `code:` twice, or a task policy with two `slo:` blocks, would run with one of them silently
@@ -52,8 +52,27 @@ class StrictSafeLoader(_Base):  # type: ignore[valid-type,misc]
                                    f"exists ({exc})", node.start_mark) from exc
 
 
+    def construct_yaml_int(self, node: Node) -> Any:
+        """YAML 1.1's integers that read as another number than written: a leading zero is
+        octal (`context_window: 0200000` loaded as 65536) and `1:30` is base 60 (90)."""
+        digits = str(node.value).lstrip("+-").replace("_", "")
+        if ":" in digits or (len(digits) > 1 and digits[0] == "0" and digits[1].isdigit()):
+            raise ConstructorError(None, None, f"{node.value!r} reads as a YAML 1.1 octal or "
+                                   "base-60 number, not the number written: write it without "
+                                   "the leading zero (or quote it for a string)",
+                                   node.start_mark)
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_set(self, node: Node) -> Any:
+        """`!!set` loads in hash order, which changes from process to process: a candidate
+        list written as one ran in another order, and the policy version changed with it."""
+        raise ConstructorError(None, None, "!!set has no order: write a list", node.start_mark)
+
+
 StrictSafeLoader.add_constructor("tag:yaml.org,2002:timestamp",
                                  StrictSafeLoader.construct_yaml_timestamp)
+StrictSafeLoader.add_constructor("tag:yaml.org,2002:int", StrictSafeLoader.construct_yaml_int)
+StrictSafeLoader.add_constructor("tag:yaml.org,2002:set", StrictSafeLoader.construct_yaml_set)
 
 
 def safe_load(text: str) -> Any:

@@ -9,6 +9,7 @@ import pytest
 
 from policies.loader import PolicyValidationError, content_hash, load_config_text
 from policies.schema import DeploymentSpec, RouterConfig
+from policies.yaml_strict import safe_load
 from router import embedded
 from router.errors import ConfigError
 from router.idempotency import Lease, MemoryIdempotencyStore, StoredResponse
@@ -948,3 +949,20 @@ def test_a_client_key_too_short_to_resist_guessing_is_warned_of_without_its_valu
     assert resolve(load_config_text(VALID, environ=long_key), long_key, _prices).key_warnings == ()
     by_digest = VALID.replace("  - key: env:CLIENT_KEY\n", f"  - key_sha256: {'ab' * 32}\n")
     assert resolve(load_config_text(by_digest, environ=ENV), ENV, _prices).key_warnings == ()
+
+
+@pytest.mark.parametrize(("text", "told"), [
+    ("note: 0200000\n", "octal or base-60"),  # octal: 65536
+    ("note: 1:30\n", "octal or base-60"),  # base 60: 90
+    ("note: !!set {large, balanced}\n", "!!set has no order"),  # hash order
+])
+def test_yaml_1_1_forms_that_load_as_another_value_are_refused(text: str, told: str) -> None:
+    """A leading zero read as octal (`context_window: 0200000` loaded as 65536), `1:30` as 90,
+    and `!!set` in hash order (a candidate list written as one ran in an order, and under a
+    policy version, that changed from process to process: the policies audit of 2026-12-07)."""
+    with pytest.raises(PolicyValidationError) as caught:
+        load_config_text(VALID + text, environ=ENV)
+    [problem] = caught.value.problems
+    assert problem.startswith("line ") and told in problem
+    assert safe_load("a: 200000\nb: 0\nc: 0x10\nd: 1_000") == {"a": 200000, "b": 0, "c": 16,
+                                                              "d": 1000}

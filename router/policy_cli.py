@@ -112,6 +112,11 @@ def policy_check(args: argparse.Namespace) -> int:
     for violation in violations:
         print(f"{path}: {violation}", file=sys.stderr)
     if violations:
+        unset = _unset_names(path)
+        if unset:  # a stand-in (1 for a number) may be what failed: `min: ${MATH_FLOOR}`
+            print(f"{path}: note: {', '.join(unset)} unset here stood in as 1 where a number is "
+                  "wanted, false where a boolean is: a violation naming such a field may be "
+                  "the stand-in's; set them as serve will have them", file=sys.stderr)
         print(f"policy check failed: {len(violations)} violation(s)", file=sys.stderr)
         return 1
     print(f"policy check passed ({len(quality.results)} eval results, "
@@ -123,14 +128,20 @@ def policy_check(args: argparse.Namespace) -> int:
 def _stand_in_caveat(path: Path) -> str:
     """What the printed policy version is worth when `${NAME}`s were unset: they stood in,
     and `serve` hashes their real values where they stand in a routing field."""
-    from policies.loader import stand_ins
-
-    unset = stand_ins(path.read_text(encoding="utf-8"), os.environ)
+    unset = _unset_names(path)
     if not unset:
         return ""
-    return (f" (with {', '.join(sorted(unset))} unset: serve's differs if one of them is in a "
+    return (f" (with {', '.join(unset)} unset: serve's differs if one of them is in a "
             "field the version hashes, anything but addresses, keys, Redis URLs and server "
             "settings)")
+
+
+def _unset_names(path: Path) -> list[str]:
+    """The `${NAME}`s of the config at `path` that this environment leaves unset (their
+    stand-ins were checked), sorted."""
+    from policies.loader import stand_ins
+
+    return sorted(stand_ins(path.read_text(encoding="utf-8"), os.environ))
 
 
 def _minimal_prompt_tokens() -> int:

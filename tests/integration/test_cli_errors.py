@@ -320,3 +320,22 @@ def test_policy_check_prints_the_policy_version_serve_stamps(tmp_path: Path) -> 
     caveated = _check_unset(tmp_path, unset, ("UNSET_BASE",))
     assert caveated.returncode == 0, caveated.stderr
     assert f"policy version {printed} (with UNSET_BASE unset" in caveated.stdout
+
+
+def test_a_failed_check_names_the_unset_placeholders_that_stood_in(tmp_path: Path) -> None:
+    """The embedded default with math's floor written `min: ${MATH_FLOOR}`: unset, it stands
+    in as 1 and the check fails on "accuracy >= 1.000"; the failure says MATH_FLOOR was unset
+    (it said so only on a pass: the policies audit of 2026-12-07). Set, as serve will have it,
+    the check passes."""
+    default = Path(__file__).resolve().parents[2] / "policies" / "defaults"
+    text = (default / "simulator.yaml").read_text()
+    assert text.count("min: 0.70") == 1
+    (tmp_path / "simulator-evals.json").write_text((default / "simulator-evals.json").read_text())
+    config = text.replace("min: 0.70", "min: ${MATH_FLOOR}")
+    failed = _check_unset(tmp_path, config, ("MATH_FLOOR",))
+    assert failed.returncode == 1, failed.stderr
+    [note] = [line for line in failed.stderr.splitlines() if ": note: " in line]
+    assert "MATH_FLOOR" in note and "unset here stood in as 1" in note
+    passed = _run(tmp_path, "policy", "check", "--config", _config(tmp_path, config),
+                  env={"MATH_FLOOR": "0.7"})
+    assert passed.returncode == 0, passed.stderr

@@ -12,15 +12,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 
 from policies.experiments.schema import ExperimentSpec
 from policies.schema import RouterConfig
 
 
-def served_version(spec: ExperimentSpec, config: RouterConfig) -> str:
+def served_version(spec: ExperimentSpec, config: RouterConfig,
+                   resolved: Mapping[str, str] | None = None,
+                   learned: Mapping[str, str] | None = None) -> str:
     """12 hex digits over the spec's treatment version, the task policies of its tasks (or the
-    routes, without policies) and the provider model strings of every model an arm or those
-    policies name. Eval results are left out: re-running an eval does not restart experiments."""
+    routes, without policies), the provider model strings of every model an arm or those
+    policies name and, given, those models' `resolved` facts (model name → a digest of its
+    deployments' prices and capabilities as resolved, litellm's table included) and the
+    `learned` routers (path → version) those policies name: a router retrained in place, or a
+    litellm upgrade's prices, change what control's route serves (the policies audit of
+    2026-12-07). Eval results are left out: re-running an eval does not restart experiments."""
     policies = config.policies
     routing: dict[str, object] = (
         {task: policies.for_task(task).model_dump(mode="json") for task in spec.tasks}
@@ -34,6 +41,12 @@ def served_version(spec: ExperimentSpec, config: RouterConfig) -> str:
     deployments = {d.name: d.model for d in config.deployments}
     providers = {m.name: sorted(deployments[d] for d in m.deployments if d in deployments)
                  for m in config.models if m.name in named}
+    routers = ({path for task in spec.tasks
+                if (path := policies.for_task(task).learned_router) is not None}
+               if policies is not None else set())
     text = json.dumps({"spec": spec.treatment_version, "routing": routing,
-                       "providers": providers}, sort_keys=True, separators=(",", ":"))
+                       "providers": providers,
+                       "resolved": {m: (resolved or {}).get(m) for m in sorted(named)},
+                       "learned": {r: (learned or {}).get(r) for r in sorted(routers)}},
+                      sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -7,7 +7,7 @@ or raises `ConfigError` listing every missing secret and unknown price at once.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -233,6 +233,13 @@ def _principals(keys: tuple[ApiKeySpec, ...], environ: Mapping[str, str],
     return found
 
 
+def facts_version(facts: Mapping[str, Sequence[DeploymentFacts]]) -> str:
+    """12 hex digits over the resolved facts of deployments (prices, windows, capabilities),
+    by model name."""
+    text = repr(sorted((model, tuple(of)) for model, of in facts.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def _facts(config: RouterConfig,
            deployments: Mapping[str, Deployment]) -> dict[str, tuple[DeploymentFacts, ...]]:
     """Per logical model, what eligibility needs of each of its deployments."""
@@ -275,13 +282,17 @@ def resolve(config: RouterConfig, environ: Mapping[str, str], prices: PriceTable
         raise ConfigError(problems)
     table = quality if quality is not None else QualityTable.empty()
     routers = dict(learned) if learned is not None else {}
+    facts = _facts(config, deployments)
     return RuntimeConfig(
         source=config,
-        version=content_hash(config, *artifact_versions, table.version,
+        # The deployments' facts as resolved join it: prices and capabilities the config
+        # leaves to litellm's table change routing with the litellm upgrade that changes them
+        # (the policies audit: the first model changed under one version).
+        version=content_hash(config, *artifact_versions, table.version, facts_version(facts),
                              *(routers[k].version for k in sorted(routers))),
         config_version=config_hash(config),
         deployments=MappingProxyType(deployments),
-        model_facts=MappingProxyType(_facts(config, deployments)),
+        model_facts=MappingProxyType(facts),
         models=MappingProxyType({m.name: m.deployments for m in config.models}),
         aliases=frozenset(config.routes.aliases),
         default_model=config.routes.default_model,

@@ -38,7 +38,7 @@ from router.providers.price_table import PriceTable
 from router.readiness import readiness_checks, writes_of
 from router.redis_auth import redis_passwords
 from router.redis_writes import WriteHealth
-from router.runtime_config import RuntimeConfig, resolve
+from router.runtime_config import RuntimeConfig, facts_version, resolve
 from router.stats import LocalStatsStore, StatsConfig, StatsStore
 from router.telemetry.settings import TelemetrySettings
 from router.telemetry.setup import build_telemetry
@@ -289,8 +289,10 @@ def shared_redis(url: str, *, timeout_s: float | None,
     return aioredis.Redis.from_pool(pool)
 
 
-def experiments(config: RouterConfig) -> Experiments:
-    """The configured experiments, their outcomes shared through Redis when configured."""
+def experiments(config: RouterConfig, runtime: RuntimeConfig | None = None) -> Experiments:
+    """The configured experiments, their outcomes shared through Redis when configured (kept
+    under what their arms are served by: with `runtime`, its resolved prices and capabilities
+    and learned routers too)."""
     url = config.server.experiments_redis_url
     if url is None:
         return Experiments(config.experiments, memory_store())
@@ -304,7 +306,12 @@ def experiments(config: RouterConfig) -> Experiments:
     from policies.experiment_version import served_version
 
     # What each experiment's arms are served by: its spec and what its routes resolve to.
-    versions = {spec.name: served_version(spec, config) for spec in config.experiments}
+    resolved = ({model: facts_version({model: facts})
+                 for model, facts in runtime.model_facts.items()} if runtime is not None else None)
+    learned = ({path: router.version for path, router in runtime.learned.items()}
+               if runtime is not None else None)
+    versions = {spec.name: served_version(spec, config, resolved, learned)
+                for spec in config.experiments}
     return Experiments(config.experiments,
                        RedisOutcomeStore(client, random.Random(), versions=versions))
 
@@ -392,7 +399,7 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
         event(log, "weak_api_key", logging.WARNING, problems=list(runtime.key_warnings))
     caching = result_caching(config)
     idempotency = idempotency_store(config)
-    trials = experiments(config)
+    trials = experiments(config, runtime)
     settings = config.telemetry if config.telemetry is not None else telemetry_from_env(environ)
     telemetry = (build_telemetry(settings, runtime.deployments,
                                  secrets=secret_values(config, environ))

@@ -175,3 +175,25 @@ def test_the_served_version_follows_what_the_arms_resolve_to() -> None:
         "    metrics: [{name: thumbs_up, kind: binary}]\n"
         "    guardrails: [{kind: error_rate, max_rate: 0.1}]\n")
     assert version(guarded) == base
+
+
+def test_the_served_version_follows_resolved_prices_and_learned_routers() -> None:
+    """What the config leaves to elsewhere changes what control's route serves too: a model's
+    resolved prices or capabilities (litellm's table, upgraded) and the learned router its
+    policy names (retrained in place). The served version followed neither, so a shared store
+    pooled two routings' outcomes (the policies audit of 2026-12-07); a model no arm or policy
+    of the experiment names leaves it."""
+    from policies.experiment_version import served_version
+    from policies.loader import load_config_text
+
+    config = load_config_text(SERVED_CONFIG)
+    spec = config.experiments[0]
+    facts = {"fast": "aaa", "large": "bbb", "unused": "ccc"}
+    base = served_version(spec, config, facts, {})
+    assert served_version(spec, config, {**facts, "fast": "ddd"}, {}) != base
+    assert served_version(spec, config, {**facts, "unused": "eee"}, {}) == base
+    learned = load_config_text(SERVED_CONFIG.replace("default: {candidates: [fast]}",
+                                                     "default: {candidates: [fast], "
+                                                     "learned_router: lr}"))
+    first = served_version(learned.experiments[0], learned, facts, {"lr": "v1"})
+    assert served_version(learned.experiments[0], learned, facts, {"lr": "v2"}) != first

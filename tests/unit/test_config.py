@@ -46,6 +46,21 @@ def _prices(model: str) -> tuple[float, float] | None:
     return (0.15, 0.6) if model == "openai/gpt-4o-mini" else None
 
 
+def test_the_policy_version_follows_prices_from_the_price_table() -> None:
+    """A deployment priced by litellm's table (no price in the config) routes by that price:
+    a litellm upgrade that changes it changes routing, so it changes the policy version (the
+    policies audit of 2026-12-07: the first model changed under one version, and cache keys
+    are stamped with it)."""
+    config = load_config_text(VALID, environ=ENV)
+    before = resolve(config, ENV, _prices).version
+    assert resolve(config, ENV, _prices).version == before
+
+    def dearer(model: str) -> tuple[float, float] | None:
+        return (1.5, 6.0) if model == "openai/gpt-4o-mini" else None
+
+    assert resolve(config, ENV, dearer).version != before
+
+
 def test_valid_file_loads_and_resolves_prices_secrets_and_keys() -> None:
     """Prices fall back to the price table; secrets come from the environment."""
     runtime = resolve(load_config_text(VALID, environ=ENV), ENV, _prices)

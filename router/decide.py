@@ -352,6 +352,15 @@ def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[V
     router = config.learned.get(policy.learned_router) if policy.learned_router else None
     if router is None or not facts.prompt_text or facts.task not in router.tasks:
         return ranked
+    candidates = {v.model for v in eligible if v.role == Role.CANDIDATE}
+    if not router.predictor.featurizer.familiar(facts.prompt_text):
+        # Unlike every training prompt, its predictions say nothing: the model calibration
+        # held the floor against goes first when the policy lets it, else the policy's order.
+        reference = router.rule.fallback
+        if reference not in candidates:
+            return ranked
+        return _moved_first(ranked, eligible, reference,
+                            "learned router: prompt unlike its training data, its reference")
     probs = router.predictor.predict(facts.prompt_text, facts.task)
     # Among the policy's eligible candidates (what `ranked` holds; its fallbacks are tried after
     # every candidate whatever the router predicts): the rule's pick when it is one, else its
@@ -359,14 +368,18 @@ def _learned_first(policy: TaskPolicy, facts: RequestFacts, eligible: Sequence[V
     # own order, the cheapest model first, for the very prompts the rule sent to a strong one;
     # so did a pick among the policy's fallbacks (the learned-routing audit of 2026-12-07: a
     # model calibration had ruled out served two thirds of the prompts first).
-    chosen = choose_available(by_configured_cost(router.rule, eligible), probs,
-                              {v.model for v in eligible if v.role == Role.CANDIDATE})
+    chosen = choose_available(by_configured_cost(router.rule, eligible), probs, candidates)
     if chosen is None:
         return ranked
-    front = [r for r in ranked if any(v.deployment == r.deployment and v.model == chosen
-                                      for v in eligible)]
-    note = f"learned router: P(success)={probs.get(chosen, 0.0):.2f} for {chosen}"
-    front = [r._replace(why=f"{r.why}; {note}") for r in front]
+    return _moved_first(ranked, eligible, chosen,
+                        f"learned router: P(success)={probs.get(chosen, 0.0):.2f} for {chosen}")
+
+
+def _moved_first(ranked: tuple[Ranked, ...], eligible: Sequence[Verdict], model: str,
+                 note: str) -> tuple[Ranked, ...]:
+    """`ranked` with `model`'s deployments first, each noting why."""
+    front = [r._replace(why=f"{r.why}; {note}") for r in ranked
+             if any(v.deployment == r.deployment and v.model == model for v in eligible)]
     moved = {r.deployment for r in front}
     return (*front, *[r for r in ranked if r.deployment not in moved])
 

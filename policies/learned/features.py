@@ -128,6 +128,21 @@ class Featurizer:
     shape_weight: float
     tasks: tuple[str, ...]
     task_rates: FloatArray  # (len(tasks) + 1, n_models); last row = overall prior
+    # The shape statistics' range over the training prompts (artifacts trained before
+    # 2026-12-07 have none: every prompt is then read as familiar)
+    shape_low: FloatArray | None = None
+    shape_high: FloatArray | None = None
+
+    def familiar(self, text: str) -> bool:
+        """Whether every shape statistic of `text` (length, words, numbers, ...) lies within
+        the training prompts' range: outside it a linear model extrapolates ("hi" read as
+        easier for the weak model than for the strong one; eight problems joined, both near
+        0; longer, 0 and 1: the policies audit of 2026-12-07)."""
+        low, high = getattr(self, "shape_low", None), getattr(self, "shape_high", None)
+        if low is None or high is None:
+            return True
+        shape = np.array(shape_vector(text))
+        return bool(np.all((shape >= low) & (shape <= high)))
 
     def transform(self, texts: Sequence[str], tasks: Sequence[str]) -> sp.csr_matrix:
         """Sparse features of each prompt with its task label."""
@@ -236,4 +251,6 @@ def fit_featurizer(
         shape_weight=config.shape_weight,
         tasks=names,
         task_rates=rates,
+        shape_low=raw.shape.min(axis=0),
+        shape_high=raw.shape.max(axis=0),
     )

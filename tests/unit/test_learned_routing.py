@@ -271,3 +271,29 @@ policies:
         assert decision.model == mini, prompt[:80]
         assert decision.deployments[-1] == f"{strong}-d"  # still the fallback, after both
     assert to_strong > 20  # the case: prompts the router sends to the fallback
+
+
+def test_a_prompt_unlike_the_training_data_goes_to_the_reference(artifact: Path) -> None:
+    """A greeting shorter than any GSM8K problem, and eight problems joined (longer than any),
+    lie outside the training prompts' shape range: the router's predictions there extrapolate
+    ("hi": Mixtral 0.925 against GPT-4's 0.707; the joined problems near 0 for both, so the
+    margin rule sent them to the cheaper model: the policies audit of 2026-12-07), so the
+    calibration's reference goes first. A training-like prompt is still the router's."""
+    config = load_config_text(_config(artifact))
+    learned = load_learned(config, artifact.parent)
+    runtime = resolve(config, {}, lambda _m: None, learned=learned)
+    router = learned[artifact.name]
+    problems = _prompts(8)
+
+    def first(prompt: str) -> str:
+        facts = RequestFacts(task="math", risk="low", prompt_tokens=200, max_output_tokens=200,
+                             prompt_text=prompt)
+        return decide("auto", Labels(task="math", risk="low"), facts, runtime, StaticRanker(),
+                      lambda _n: True).model
+
+    for odd in ("hi", "\n\n".join(problems)):
+        assert not router.predictor.featurizer.familiar(odd)
+        assert first(odd) == router.rule.fallback
+    assert all(router.predictor.featurizer.familiar(p) for p in problems)
+    assert [first(p) for p in problems] == [
+        choose(router.rule, router.predictor.predict(p, "math")) for p in problems]

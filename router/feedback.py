@@ -227,7 +227,12 @@ class StatsSink:
             return
         task = next(t for t in TASKS if t == outcome.task)
         offset = self._wall() - self._mono()
-        prompt = outcome.prompt_tokens if outcome.prompt_tokens is not None else 0
+        # Without the provider's usage (a stream its client left, one a timeout cut, a
+        # provider that sends none), the router's estimate: filed at 0 tokens, a long prompt's
+        # TTFT taught the short prompts' bucket that the deployment was slow (the feedback
+        # audit of 2026-12-07: short prompts left a deployment that was fast for them).
+        prompt = (outcome.prompt_tokens if outcome.prompt_tokens is not None
+                  else outcome.prompt_estimate if outcome.prompt_estimate is not None else 0)
         # One choice's tokens: the TPOT and output-length estimates are a choice's decoding.
         per_choice = outcome.tokens_per_choice
         output = per_choice if per_choice is not None else 0
@@ -255,17 +260,19 @@ class StatsSink:
                 self._record_censored(attempt, task, prompt, offset, outcome.stream)
                 continue
             end = outcome.ended_at if won and outcome.ended_at is not None else attempt.ended_at
+            # a stream its client left, or a timeout cut still writing: its length and E2E
+            # end where it stopped
+            whole = not (won and (attempt.abandoned or attempt.outlasted))
+            last = outcome.last_token_at if won and outcome.tpot_s is not None else None
             obs = Observation.from_timings(
                 deployment=attempt.deployment, task=task, prompt_tokens=prompt,
                 output_tokens=output if won else 0, t_start=attempt.started_at + offset,
                 t_first_token=_shift(attempt.first_content_at, offset),
-                t_last_token=_shift(outcome.last_token_at if won else None, offset),
+                t_last_token=_shift(last, offset),
                 t_end=(end if end is not None else attempt.started_at) + offset,
                 # A won attempt has an error only when its answer broke after it had started.
                 error=None if cut else attempt.error_class, streamed=outcome.stream,
-                # a stream its client left, or a timeout cut still writing: its length and E2E
-                # end where it stopped
-                whole=not (won and (attempt.abandoned or attempt.outlasted)))
+                whole=whole)
             self._store.record(obs)
             self._slo.record_attempt(obs, outcome.stream)
         if failed is not None:  # else not the service's to count (`_service_failure`)
@@ -301,7 +308,8 @@ class StatsSink:
             deployment=outcome.deployment or "-", task=task, prompt_tokens=prompt,
             output_tokens=output, t_start=outcome.arrived_at + offset,
             t_first_token=_shift(outcome.first_content_at, offset),
-            t_last_token=_shift(outcome.last_token_at, offset),
+            t_last_token=_shift(outcome.last_token_at if outcome.tpot_s is not None else None,
+                                offset),
             t_end=ended + offset, queue_s=outcome.queue_s or 0.0,
             error=outcome.error_type if outcome.status >= 400 else None,
             cached=outcome.cache == "hit")

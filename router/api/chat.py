@@ -250,6 +250,7 @@ class ChatHandler:
         outcome.deadline_from_client = prepared.plan.deadline_from_client or (
             head_deadline is not None and head_deadline < prepared.plan.deadline)
         outcome.stall_after_s = prepared.plan.stall_after_s
+        outcome.prompt_estimate = prepared.facts.prompt_tokens
         outcome.hedge_delay_s = prepared.plan.hedge_delay_s
         classified = started + prepared.phases.classify
         outcome.steps += [("classify", started, classified),

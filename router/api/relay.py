@@ -31,8 +31,8 @@ class StreamRelay:
     """The SSE side of one streamed answer (one instance per request)."""
 
     __slots__ = ("_assembler", "_capture", "_clean_end", "_clock", "_committed", "_content_events",
-                 "_error", "_idle_s", "_outcome", "_prompt_estimate", "_record", "_settle",
-                 "_written_1h_tokens", "_written_tokens")
+                 "_error", "_idle_s", "_other_choices", "_outcome", "_prompt_estimate", "_record",
+                 "_settle", "_written_1h_tokens", "_written_tokens")
 
     def __init__(self, committed: CommittedStream, outcome: Outcome, settle: Settle,
                  record: Callable[[Outcome], None], clock: Callable[[], float],
@@ -48,6 +48,7 @@ class StreamRelay:
         self._capture = capture  # the tenant opted in to content capture
         self._assembler = StreamAssembler() if settle.wants_body or capture else None
         self._content_events = 0
+        self._other_choices: dict[int, int] = {}  # content chunks of choices but the first
         self._written_tokens = 0  # prompt tokens the provider wrote into its prompt cache
         self._written_1h_tokens = 0  # ... of them, for an hour
         self._clean_end = False
@@ -121,6 +122,9 @@ class StreamRelay:
             outcome.first_token_at = outcome.first_token_at or now
             outcome.last_token_at = now
             self._content_events += 1
+            if event.content_index:
+                self._other_choices[event.content_index] = (
+                    self._other_choices.get(event.content_index, 0) + 1)
         if event.usage is not None:
             winner = outcome.winner
             if winner is not None:  # the answering attempt's usage, for its span
@@ -151,6 +155,10 @@ class StreamRelay:
         if outcome.completion_tokens is None:
             outcome.completion_tokens = self._content_events
             outcome.chunks_counted = True
+        if self._other_choices and self._content_events:
+            first = self._content_events - sum(self._other_choices.values())
+            outcome.longest_choice_share = (max(first, *self._other_choices.values())
+                                            / self._content_events)
         # Billed whether or not the usage came: without it, priced from the estimates (the
         # token counts reported stay the provider's: `prompt_tokens` is left unset).
         prompt = outcome.prompt_tokens

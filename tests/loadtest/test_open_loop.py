@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -184,7 +185,7 @@ class LateTerminatorStream(QuietHandler):
     servers often send it, in a later write); records each connection's client port."""
 
     protocol_version = "HTTP/1.1"
-    ports: set[int] = set()
+    ports: ClassVar[set[int]] = set()
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["content-length"]))

@@ -63,6 +63,19 @@ def test_the_statistics_learn_one_choices_tpot_and_output_length() -> None:
         assert four.tpot_s == pytest.approx(one.tpot_s)
 
 
+def test_a_streams_choices_of_unequal_length_are_timed_by_the_longest() -> None:
+    """Four choices of 29, 17, 17 and 17 tokens (80 together), decoded side by side at 0.1 s a
+    token: the span from first token to last is the longest choice's (28 steps), so TPOT is
+    0.1 s by its tokens. The mean (20) read 28/19 times too slow, 0.147 s (30 of 40 `n` = 4
+    answers over a TPOT target the deployment met: the feedback audit of 2026-12-07). The
+    relay shares the usage's tokens out by each choice's content chunks."""
+    outcome = _streamed(0.0, 80, 4)
+    outcome.last_token_at = 0.1 + 2.8
+    outcome.longest_choice_share = 29 / 80
+    assert outcome.tokens_per_choice == 29
+    assert outcome.tpot_s == pytest.approx(0.1)
+
+
 def test_the_cost_of_n_choices_counts_n_outputs() -> None:
     """Prompt billed once, output `n` times; the cheapest deployment can change with `n`."""
     view = LocalStatsStore().view("A", "chat", 1000)

@@ -63,6 +63,15 @@ class StrictSafeLoader(_Base):  # type: ignore[valid-type,misc]
                                    node.start_mark)
         return super().construct_yaml_int(node)
 
+    def construct_yaml_float(self, node: Node) -> Any:
+        """A base-60 float (`0:25.0` read as 25.0, `1:30.5` as 90.5) is refused as its
+        integers are."""
+        if ":" in str(node.value):
+            raise ConstructorError(None, None, f"{node.value!r} reads as a YAML 1.1 base-60 "
+                                   "number, not the number written: write it as one number "
+                                   "(or quote it for a string)", node.start_mark)
+        return super().construct_yaml_float(node)
+
     def construct_yaml_set(self, node: Node) -> Any:
         """`!!set` loads in hash order, which changes from process to process: a candidate
         list written as one ran in another order, and the policy version changed with it."""
@@ -72,6 +81,8 @@ class StrictSafeLoader(_Base):  # type: ignore[valid-type,misc]
 StrictSafeLoader.add_constructor("tag:yaml.org,2002:timestamp",
                                  StrictSafeLoader.construct_yaml_timestamp)
 StrictSafeLoader.add_constructor("tag:yaml.org,2002:int", StrictSafeLoader.construct_yaml_int)
+StrictSafeLoader.add_constructor("tag:yaml.org,2002:float",
+                                 StrictSafeLoader.construct_yaml_float)
 StrictSafeLoader.add_constructor("tag:yaml.org,2002:set", StrictSafeLoader.construct_yaml_set)
 
 

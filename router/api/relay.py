@@ -12,7 +12,7 @@ and releases the claim of an answer that did not end cleanly.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 import orjson
 
@@ -27,11 +27,32 @@ from router.outcomes import CLIENT_CLOSED, Outcome, answer_messages
 from router.providers.base import StreamEvent
 
 
+class ChoiceChunks:
+    """Per choice of a stream of `n` > 1, the content chunks that carried it, however the
+    provider packs them (one choice a chunk, or every choice in each: Gemini's candidates
+    through litellm, which counted for the last index only read TPOT `n` times too fast)."""
+
+    __slots__ = ("_counts",)
+
+    def __init__(self) -> None:
+        self._counts: dict[int, int] = {}
+
+    def add(self, indexes: Iterable[int]) -> None:
+        for index in indexes:
+            self._counts[index] = self._counts.get(index, 0) + 1
+
+    def longest_share(self) -> float | None:
+        """The longest choice's share of the choices' content chunks (None before any)."""
+        if not self._counts:
+            return None
+        return max(self._counts.values()) / sum(self._counts.values())
+
+
 class StreamRelay:
     """The SSE side of one streamed answer (one instance per request)."""
 
     __slots__ = ("_assembler", "_capture", "_clean_end", "_clock", "_committed", "_content_events",
-                 "_error", "_idle_s", "_other_choices", "_outcome", "_prompt_estimate", "_record",
+                 "_error", "_idle_s", "_outcome", "_per_choice", "_prompt_estimate", "_record",
                  "_settle", "_written_1h_tokens", "_written_tokens")
 
     def __init__(self, committed: CommittedStream, outcome: Outcome, settle: Settle,
@@ -48,7 +69,7 @@ class StreamRelay:
         self._capture = capture  # the tenant opted in to content capture
         self._assembler = StreamAssembler() if settle.wants_body or capture else None
         self._content_events = 0
-        self._other_choices: dict[int, int] = {}  # content chunks of choices but the first
+        self._per_choice = ChoiceChunks()  # kept for `n` > 1 only
         self._written_tokens = 0  # prompt tokens the provider wrote into its prompt cache
         self._written_1h_tokens = 0  # ... of them, for an hour
         self._clean_end = False
@@ -122,9 +143,8 @@ class StreamRelay:
             outcome.first_token_at = outcome.first_token_at or now
             outcome.last_token_at = now
             self._content_events += 1
-            if event.content_index:
-                self._other_choices[event.content_index] = (
-                    self._other_choices.get(event.content_index, 0) + 1)
+            if outcome.choices > 1:
+                self._per_choice.add(event.content_indexes)
         if event.usage is not None:
             winner = outcome.winner
             if winner is not None:  # the answering attempt's usage, for its span
@@ -155,10 +175,7 @@ class StreamRelay:
         if outcome.completion_tokens is None:
             outcome.completion_tokens = self._content_events
             outcome.chunks_counted = True
-        if self._other_choices and self._content_events:
-            first = self._content_events - sum(self._other_choices.values())
-            outcome.longest_choice_share = (max(first, *self._other_choices.values())
-                                            / self._content_events)
+        outcome.longest_choice_share = self._per_choice.longest_share()
         # Billed whether or not the usage came: without it, priced from the estimates (the
         # token counts reported stay the provider's: `prompt_tokens` is left unset).
         prompt = outcome.prompt_tokens

@@ -307,9 +307,9 @@ class StreamEvent:
     finished: int = 0  # how many choices got their finish reason in this chunk
     # the chunk carries a `usage` object, one of no tokens too (which `usage` reads as none)
     reports_usage: bool = False
-    # the `index` of the choice whose content the chunk carries (the last, should it carry
-    # several): `n` > 1 choices' lengths are told apart by it
-    content_index: int = 0
+    # the `index` of each choice whose content the chunk carries: `n` > 1 choices' lengths are
+    # told apart by them (a provider may send one choice a chunk, or every choice in each)
+    content_indexes: tuple[int, ...] = ()
 
 
 class Provider(Protocol):
@@ -334,7 +334,7 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
         choices = []  # absent, or not what OpenAI sends: no content can be read from it
     has_content = False
     finished = 0
-    content_index = 0
+    content_indexes: list[int] = []
     for choice in choices:
         if not isinstance(choice, Mapping):
             continue
@@ -345,8 +345,8 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
                 or delta.get("reasoning") or delta.get("audio")):
             has_content = True
             index = choice.get("index")
-            if isinstance(index, int) and not isinstance(index, bool):
-                content_index = index
+            content_indexes.append(index if isinstance(index, int)
+                                   and not isinstance(index, bool) else 0)
         if isinstance(choice.get("finish_reason"), str):
             finished += 1
     reports_usage = isinstance(raw_usage, Mapping) and bool(raw_usage)
@@ -354,7 +354,7 @@ def chunk_event(data: bytes, chunk: Mapping[str, Any]) -> StreamEvent:
     usage_only = not choices and reports_usage
     return StreamEvent(data=data, has_content=has_content, usage=usage,
                        usage_only=usage_only, finished=finished, reports_usage=reports_usage,
-                       content_index=content_index)
+                       content_indexes=tuple(content_indexes))
 
 
 def not_an_event_stream(content_type: str | None) -> bool:

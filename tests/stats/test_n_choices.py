@@ -12,9 +12,11 @@ import time
 
 import pytest
 
+from router.api.relay import ChoiceChunks
 from router.execution.attempt import AttemptRecord
 from router.feedback import StatsSink
 from router.outcomes import Outcome
+from router.providers.base import chunk_event
 from router.scoring import Candidate, ScoreRequest, ScoringConfig, predict, rank
 from router.slo import SloTargets, SloTracker
 from router.stats import LocalStatsStore, Observation
@@ -90,3 +92,24 @@ def test_the_cost_of_n_choices_counts_n_outputs() -> None:
         ranking = rank(request, targets, [cheap_in, cheap_out], config, now=0.0,
                        rng=random.Random(0))
         assert ranking.candidates[0].deployment == cheapest
+
+
+@pytest.mark.parametrize(("chunks", "share"), [
+    # one choice a chunk, of 29, 17, 17 and 17 chunks
+    ([[0]] * 29 + [[1]] * 17 + [[2]] * 17 + [[3]] * 17, 29 / 80),
+    # every choice in each chunk (Gemini's candidates through litellm), 20 chunks
+    ([[0, 1, 2, 3]] * 20, 0.25),
+    # one choice only had content
+    ([[0]] * 20, 1.0),
+])
+def test_each_choices_share_is_counted_from_the_chunks_that_carry_it(
+        chunks: list[list[int]], share: float) -> None:
+    """Read from the chunks a stream's choices came in, however a provider packs them: every
+    choice in one chunk was counted for the last index only (its share 1.0, TPOT read `n`
+    times too fast: the re-audit of 2026-12-07)."""
+    counted = ChoiceChunks()
+    for indexes in chunks:
+        counted.add(chunk_event(b"{}", {"choices": [{"index": i, "delta": {"content": "x"}}
+                                                    for i in indexes]}).content_indexes)
+    assert counted.longest_share() == pytest.approx(share)
+    assert ChoiceChunks().longest_share() is None

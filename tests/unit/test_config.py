@@ -969,6 +969,7 @@ def test_a_client_key_too_short_to_resist_guessing_is_warned_of_without_its_valu
 @pytest.mark.parametrize(("text", "told"), [
     ("note: 0200000\n", "octal or base-60"),  # octal: 65536
     ("note: 1:30\n", "octal or base-60"),  # base 60: 90
+    ("note: 0:25.0\n", "base-60"),  # a base-60 float: 25.0
     ("note: !!set {large, balanced}\n", "!!set has no order"),  # hash order
 ])
 def test_yaml_1_1_forms_that_load_as_another_value_are_refused(text: str, told: str) -> None:

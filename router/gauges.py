@@ -81,7 +81,7 @@ def register(metrics: RouterMetrics, breakers: BreakerRegistry, slo: SloTracker)
             yield _STATE_VALUE.get(deployment.state, 0.0), {"deployment": deployment.deployment}
 
     def attainment() -> Iterable[tuple[float, Labels]]:
-        for task in slo.snapshot().tasks:
+        for task in slo.snapshot(deployments=False).tasks:
             for window in task.windows:
                 for sli in window.slis:
                     if sli.attainment is not None:
@@ -89,7 +89,7 @@ def register(metrics: RouterMetrics, breakers: BreakerRegistry, slo: SloTracker)
                                                "window": f"{window.window_s:g}s"}
 
     def burn() -> Iterable[tuple[float, Labels]]:
-        for task in slo.snapshot().tasks:
+        for task in slo.snapshot(deployments=False).tasks:
             for window in task.windows:
                 for sli in window.slis:
                     if sli.burn_rate is not None:

@@ -175,6 +175,22 @@ def test_slo_no_candidate_can_meet_shows_low_attainment_and_burn_above_one() -> 
     assert orjson.loads(snap.model_dump_json())["tasks"][0]["task"] == "chat"
 
 
+def test_a_snapshot_without_deployments_has_the_same_task_windows() -> None:
+    """What the SLO gauges read at each scrape and export: the tasks' windows and alerts,
+    without the deployments' series (most of a snapshot's cost: 14 ms at 803 series on the
+    slow VM, twice a scrape), and equal to the full snapshot's."""
+    clock = FakeClock()
+    tracker = SloTracker({"chat": CHAT}, ALL_SLIS, clock=clock)
+    _feed(tracker, "A", 2.0, clock.now, 300)
+    _feed(tracker, "B", 0.1, clock.now, 300)
+    clock.now += 600
+    full, tasks_only = tracker.snapshot(), tracker.snapshot(deployments=False)
+    assert [d.deployment for d in full.tasks[0].deployments] == ["A", "B"]
+    assert all(not task.deployments for task in tasks_only.tasks)
+    assert [(t.task, t.windows, t.burn_alerts) for t in tasks_only.tasks] == [
+        (t.task, t.windows, t.burn_alerts) for t in full.tasks]
+
+
 def test_demotion_fires_on_both_windows_and_lifts_after_recovery() -> None:
     """A burning deployment is demoted; after 5 good minutes the short window lifts it."""
     clock = FakeClock()

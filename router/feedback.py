@@ -237,6 +237,7 @@ class StatsSink:
         per_choice = outcome.tokens_per_choice
         output = per_choice if per_choice is not None else 0
         winner = outcome.winner
+        timed = outcome.tpot_s is not None  # its TPOT is known (tokens, not chunks, counted)
         for attempt in outcome.attempts:
             if attempt.outcome == "cancelled" and winner is not None:
                 if attempt.started_at <= winner.started_at:
@@ -263,7 +264,7 @@ class StatsSink:
             # a stream its client left, or a timeout cut still writing: its length and E2E
             # end where it stopped
             whole = not (won and (attempt.abandoned or attempt.outlasted))
-            last = outcome.last_token_at if won and outcome.tpot_s is not None else None
+            last = outcome.last_token_at if won and timed else None
             obs = Observation.from_timings(
                 deployment=attempt.deployment, task=task, prompt_tokens=prompt,
                 output_tokens=output if won else 0, t_start=attempt.started_at + offset,

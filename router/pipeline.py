@@ -37,7 +37,7 @@ from router.execution.hedging import (
     plan_hedge,
     refusal_before_prediction,
 )
-from router.execution.plan import CommittedStream, Plan
+from router.execution.plan import CommittedStream, Plan, first_content_by
 from router.execution.runner import Runner
 from router.media_tokens import MEDIA_PARTS, media_part_tokens
 from router.outcomes import Outcome
@@ -455,7 +455,7 @@ class ChatPipeline:
             deadline = min(deadline, since + policy.timeout_s)
         head_s = head_timeout_s(headers) if request.stream else None
         head_deadline = None if head_s is None else since + head_s
-        first_by = deadline if head_deadline is None else min(deadline, head_deadline)
+        first_by = first_content_by(deadline, head_deadline)
         facts = request_facts(request, view, labels, first_token_wait_s=first_by - classified,
                               answer_wait_s=deadline - classified,
                               hour_cache_writes=writes_for_an_hour(raw.get("messages") or (),
@@ -490,9 +490,8 @@ class ChatPipeline:
                              windows=[d.context_window for d in deployments])
             if cap is not None:
                 body["max_completion_tokens"] = cap
-        first_by = deadline if measured.head_deadline is None else min(deadline,
-                                                                        measured.head_deadline)
-        hedge = self._hedge_plan(policy, facts, decision, side_effecting, first_by)
+        hedge = self._hedge_plan(policy, facts, decision, side_effecting,
+                                 first_content_by(deadline, measured.head_deadline))
         chosen_salt = body.pop("cache_salt", None)  # for the salted body alone
         plan = Plan(deployments=deployments, body=body, deadline=deadline,
                     side_effecting=side_effecting,

@@ -51,7 +51,7 @@ from router.caching import ResultCaching
 from router.errors import AuthenticationError, SlorouterError
 from router.execution.deadline import head_timeout_s, requested_timeout_s
 from router.execution.events import close_quietly
-from router.execution.plan import CommittedStream
+from router.execution.plan import CommittedStream, first_content_by
 from router.idempotency import LEASE_S, IdempotencyStore, Replay
 from router.media_tokens import whole_decoded_chars
 from router.outcomes import (
@@ -217,7 +217,8 @@ class ChatHandler:
         # A stream waits in the queue until its SDK's wait for the head ends at most: past it,
         # the SDK has given up (and retries) before the queue's 503 and its Retry-After.
         head_s = head_timeout_s(received) if chat.stream else None
-        queue_until = deadline if head_s is None else min(deadline, outcome.arrived_at + head_s)
+        queue_until = first_content_by(
+            deadline, None if head_s is None else outcome.arrived_at + head_s)
         queued_at = self._clock()
         priority = parse_priority(received.get("x-slorouter-priority"))
         admitting = held.enter_async_context(self._admission.admit(

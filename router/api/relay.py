@@ -69,7 +69,7 @@ class StreamRelay:
         self._capture = capture  # the tenant opted in to content capture
         self._assembler = StreamAssembler() if settle.wants_body or capture else None
         self._content_events = 0
-        self._per_choice = ChoiceChunks()  # kept for `n` > 1 only
+        self._per_choice = ChoiceChunks() if outcome.choices > 1 else None
         self._written_tokens = 0  # prompt tokens the provider wrote into its prompt cache
         self._written_1h_tokens = 0  # ... of them, for an hour
         self._clean_end = False
@@ -143,7 +143,7 @@ class StreamRelay:
             outcome.first_token_at = outcome.first_token_at or now
             outcome.last_token_at = now
             self._content_events += 1
-            if outcome.choices > 1:
+            if self._per_choice is not None:
                 self._per_choice.add(event.content_indexes)
         if event.usage is not None:
             winner = outcome.winner
@@ -175,7 +175,8 @@ class StreamRelay:
         if outcome.completion_tokens is None:
             outcome.completion_tokens = self._content_events
             outcome.chunks_counted = True
-        outcome.longest_choice_share = self._per_choice.longest_share()
+        if self._per_choice is not None:
+            outcome.longest_choice_share = self._per_choice.longest_share()
         # Billed whether or not the usage came: without it, priced from the estimates (the
         # token counts reported stay the provider's: `prompt_tokens` is left unset).
         prompt = outcome.prompt_tokens

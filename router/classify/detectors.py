@@ -74,6 +74,7 @@ _MODE_AIMED: Final = re.compile(
     rf"|(?<![\w ,]){_PERSONA_MODES}\s+(?:is\s+)?(?:now\s+)?(?:enabled|activated|on)\b"
 )
 _LIMITS: Final = r"(?:restriction|filter|limitation|guideline|censorship)"
+_WITHOUT: Final = r"(?:without(?:\s+any)?|free\s+(?:of|from))"
 # the assistant without limits ("you have no restrictions", "you are an AI with no filter",
 # "answer with no restrictions", "reply without any filter"), or without ethical or moral
 # ones, whoever has them
@@ -81,9 +82,8 @@ _NO_LIMITS_AIMED: Final = re.compile(
     r"(?:\byou(?:['’]ve|['’]re|\s+have|\s+are)\s+(?:now\s+)?"
     r"(?:(?:an?|the)\s+[\w-]+\s+with\s+)?"
     r"|\b(?:answer|respond|reply|write|speak|talk|act)\w*\s+(?:me\s+)?(?:with\s+)?)"
-    r"(?:no|without(?:\s+any)?|free\s+(?:of|from))\s+(?:(?:any|all)\s+)?"
-    rf"(?:(?:ethical|moral|content)\s+)?{_LIMITS}"
-    rf"|(?:\bno|without(?:\s+any)?|free\s+(?:of|from))\s+(?:ethical|moral)\s+{_LIMITS}"
+    rf"(?:no|{_WITHOUT})\s+(?:(?:any|all)\s+)?(?:(?:ethical|moral|content)\s+)?{_LIMITS}"
+    rf"|(?:\bno|{_WITHOUT})\s+(?:ethical|moral)\s+{_LIMITS}"
 )
 _JAILBROKEN_AIMED: Final = re.compile(
     r"\byou(?:['’]re|\s+are)\s+(?:now\s+)?jailbr|\bjailbroken\s+(?:ai|assistant|chatbot|model|"
@@ -155,11 +155,8 @@ _JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (
 # any restrictions"). Phrases the head itself learned as jailbreak words ("system prompt",
 # "system configuration", "ignore ... instructions": P 0.35-0.52 for ordinary requests with
 # them) are not here: its probability would only echo the phrase.
-_MODE: Final = re.compile(r"\b(?:developer|dev|god|jailbreak|unfiltered|evil)\s+mode\b")
-_NO_LIMITS: Final = re.compile(
-    r"(?:\bno|without(?:\s+any)?|free\s+(?:of|from))\s+(?:(?:ethical|moral|content)\s+)?"
-    rf"{_LIMITS}"
-)
+_MODE: Final = re.compile(rf"\b{_PERSONA_MODES}")
+_NO_LIMITS: Final = re.compile(rf"(?:\bno|{_WITHOUT})\s+(?:(?:ethical|moral|content)\s+)?{_LIMITS}")
 _NEW_INSTRUCTIONS: Final = re.compile(r"\bnew\s+instructions?\s*:")
 _FA_IGNORE: Final = re.compile(r"نادیده\s*بگیر")
 _WEAK_JAILBREAK_RULES: Final[tuple[JailbreakRule, ...]] = (

@@ -25,6 +25,12 @@ from router.telemetry.context import TraceContext
 Clock = Callable[[], float]
 
 
+
+def first_content_by(deadline: float, head_deadline: float | None) -> float:
+    """When a request's first content must have come: a stream's head deadline (its SDK's
+    wait for the first chunk) when it comes first, else the deadline."""
+    return deadline if head_deadline is None else min(deadline, head_deadline)
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """What to run: deployments in order, the body, the absolute deadline, and the hedge delay
@@ -57,10 +63,8 @@ class Plan:
     principal: str = ""
 
     def first_content_by(self) -> float:
-        """When the first content must have come: the head deadline of a stream, else the
-        deadline."""
-        return self.deadline if self.head_deadline is None else min(self.deadline,
-                                                                    self.head_deadline)
+        """When the first content must have come (`first_content_by`)."""
+        return first_content_by(self.deadline, self.head_deadline)
 
     def head_timeout(self, timeout_s: float, now: float) -> tuple[float, bool]:
         """How long an attempt may wait for its first content, and whether the client's head

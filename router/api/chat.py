@@ -40,6 +40,7 @@ from router.api.request_ids import check_request_id, new_request_id, usable
 from router.api.schemas import ChatCompletionRequest
 from router.api.settle import Settle, unfinished
 from router.api.sse import (
+    STALL_GRACE_S,
     InFlight,
     OnFinish,
     WatchedStreamingResponse,
@@ -262,6 +263,7 @@ class ChatHandler:
             self._idempotency, received, principal, raw,
             prepared.policy_requires_key,
             time_left_s=max(0.0, prepared.plan.first_content_by() - self._clock()),
+            renew_for_s=max(0.0, deadline - self._clock()) + STALL_GRACE_S,
             receive=request.receive, lease_s=self._lease_s, acting=side_effecting)
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
         if isinstance(claimed, Replay):

@@ -92,7 +92,8 @@ def check_sent_once(received: Mapping[str, str], raw_headers: Iterable[tuple[byt
 async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: Principal,
                 raw: Mapping[str, Any], required: bool, time_left_s: float,
                 receive: Receive, lease_s: float = LEASE_S,
-                acting: bool = False) -> Claimed | Replay | None:
+                acting: bool = False, renew_for_s: float | None = None
+                ) -> Claimed | Replay | None:
     """Claim the request's key; None when it has none (a 400 if the policy requires one).
     `acting`: a side effect (`IdempotencyStore.claim`).
 
@@ -106,7 +107,10 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
     the key after waiting, with less time left than it waited, gives it back with a 409
     `idempotency_key_won_late` rather than start an upstream call its deadline would cut. The
     lease is short (`lease_s`: `server.idempotency_lease_s`) and renewed until the request
-    settles or its time is up."""
+    settles or its own time is up: `renew_for_s`, the holder's whole answer's time left, which
+    for a stream outlasts `time_left_s`, its wait for the first token (renewals stopped there
+    until 2026-12-07: a keyed stream that outlived its SDK's timeout by one lease lost its key
+    mid-stream, and a duplicate ran the request, a side effect included, a second time)."""
     key = headers.get(HEADER)
     if key is None:
         if required:
@@ -155,7 +159,8 @@ async def claim(store: IdempotencyStore, headers: Mapping[str, str], principal: 
     if result.contended and ends_at - now < now - asked_at:
         await store.release(result)
         raise won_too_late(max(0.0, ends_at - now))
-    return Claimed(store, result, keep_renewed(store, result, lease_s=lease_s, until=ends_at))
+    held_until = asked_at + max(time_left_s, renew_for_s or 0.0)
+    return Claimed(store, result, keep_renewed(store, result, lease_s=lease_s, until=held_until))
 
 
 def claim_timed_out() -> ProviderTimeoutError:

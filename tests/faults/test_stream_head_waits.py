@@ -40,7 +40,10 @@ MODELS = {
     # out ends past the head deadline
     "throttled": steady(20, error_rate_429=1.0, retry_after_s=0.9, error_delay_ms=1200),
     "slow": steady(5000),
+    # first token at once, then 40 tokens 100 ms apart: a stream of about 4 s
+    "long": steady(20, tokens=40, tpot_ms=100),
 }
+LEASE_S = 1.0  # `server.idempotency_lease_s`, its least
 RELIABILITY = """    background:
       max_concurrency: 1
       max_queue: 4
@@ -51,9 +54,11 @@ RELIABILITY = """    background:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, Running]]:
     directory = tmp_path_factory.mktemp("stream-head-waits")
-    deps = [Dep("throttled", "throttled"), Dep("slow", "slow")]
-    config = router_yaml("{sim}", deps, {"throttled": ["throttled"], "slow": ["slow"]},
+    deps = [Dep("throttled", "throttled"), Dep("slow", "slow"), Dep("long", "long")]
+    config = router_yaml("{sim}", deps,
+                         {"throttled": ["throttled"], "slow": ["slow"], "long": ["long"]},
                          reliability=RELIABILITY)
+    config = config.replace("server:\n", f"server:\n  idempotency_lease_s: {LEASE_S}\n", 1)
     with gateway_and_simulator(directory, MODELS, lambda sim: config.replace("{sim}", sim),
                                TENANT_ENV) as started:
         yield started
@@ -137,3 +142,31 @@ def test_a_streamed_duplicate_is_told_its_key_is_in_flight(
     for response in asyncio.run(run()):
         assert response.status_code == 409, response.text
         assert _code(response) == "idempotency_key_in_flight"
+
+
+def test_a_keyed_stream_keeps_its_key_past_its_head_deadline(
+        stack: tuple[Running, Running]) -> None:
+    """A keyed stream under a 2 s SDK timeout runs about 4 s: its key stays held to its end
+    and a duplicate sent at 3.3 s waits and replays it. The lease's renewals stopped at the
+    head deadline (1.8 s), the 1 s lease lapsed mid-stream and the duplicate ran the request a
+    second time upstream (the reliability audit of 2026-12-07: an action ran twice)."""
+    router, sim = stack
+    counters = SimCounters(sim.base_url)
+    key = {"idempotency-key": str(uuid.uuid4())}
+
+    async def run() -> tuple[httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(base_url=router.base_url, timeout=30) as http:
+            holder = asyncio.create_task(_timed(http, {**SDK, **key}, "long", True))
+            await asyncio.sleep(1.8 + 1.5 * LEASE_S)
+            assert not holder.done()  # still streaming
+            duplicate, _ = await _timed(http, {**AUTH, **key}, "long", False)
+            first, elapsed = await holder
+            assert elapsed > 3.0, elapsed
+            return first, duplicate
+
+    before = counters.value("long")
+    first, duplicate = asyncio.run(run())
+    assert first.status_code == 200 and "[DONE]" in first.text, first.text
+    assert duplicate.status_code == 200, duplicate.text
+    assert duplicate.headers.get("x-slorouter-idempotent-replay") == "true"
+    assert counters.value("long") - before == 1  # the stream's call only

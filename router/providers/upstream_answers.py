@@ -25,6 +25,8 @@ The messages are cleaned by `router.providers.error_text`.
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 import time
 from collections.abc import Mapping
@@ -140,16 +142,53 @@ def retry_after_of(headers: Mapping[str, str] | None) -> float | None:
     return retry_after_from_headers(lowered, time.time())
 
 
-# Google's `google.rpc.RetryInfo` in an error body's `details`: `"retryDelay": "17s"` (a JSON
-# Duration: seconds with up to nine decimals and an `s`).
-_RETRY_DELAY = re.compile(r"""["']retryDelay["']\s*:\s*["'](\d{1,9}(?:\.\d{1,9})?)s["']""")
+# Google's `google.rpc.RetryInfo`, an entry of an error body's `error.details`: `"retryDelay":
+# "17s"` (a JSON Duration: seconds with up to nine decimals and an `s`).
+RETRY_INFO_TYPE = "google.rpc.RetryInfo"
+_DURATION = re.compile(r"(\d{1,9}(?:\.\d{1,9})?)s")
+_JSON = json.JSONDecoder()
+# where an error body's JSON begins: the text's start (in a list: Vertex's), or after litellm's
+# `...Exception - ` (`b'` when it quotes the body as bytes)
+_BODY_STARTS = re.compile(r"(?:^\s*(?:\[\s*)?|Exception - (?:b['\"])?)$")
 
 
 def retry_delay_in_body(text: str) -> float | None:
     """The wait an error body asks for in Google's `RetryInfo` (Gemini and Vertex send it there,
-    with no `retry-after` header), in seconds."""
-    found = _RETRY_DELAY.search(text[:SCAN_CHARS])
-    return float(found.group(1)) if found is not None else None
+    with no `retry-after` header), in seconds: read from the structure of the body's first
+    JSON object only (the whole body, or the one litellm quotes in its message), never from
+    its text. A pattern searched over the text until 2026-12-07, and a body quoting the
+    request (a provider's message naming what it refused) let a prompt set the wait: one
+    tenant's `'retryDelay': '60s'` held a circuit open for everyone for 60 s (the security
+    audit)."""
+    start = text.find("{", 0, SCAN_CHARS)
+    if start < 0 or not _BODY_STARTS.search(text, 0, start):
+        return None  # not a body (a text quoting the request before any JSON of its own)
+    if text[start - 2:start] in ("b'", 'b"'):  # quoted as bytes (litellm's Vertex errors)
+        quoted = _bytes_literal(text[start - 2:])
+        if quoted is not None:
+            text, start = quoted, 0
+    try:
+        body, _ = _JSON.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    for detail in details if isinstance(details, list) else ():
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith(RETRY_INFO_TYPE):
+            delay = detail.get("retryDelay")
+            found = _DURATION.fullmatch(delay) if isinstance(delay, str) else None
+            return float(found.group(1)) if found is not None else None
+    return None
+
+
+def _bytes_literal(text: str) -> str | None:
+    """The text of the bytes literal `text` begins with (`b'...'`), or None."""
+    end = text.rfind(text[1], 2)
+    try:
+        quoted = ast.literal_eval(text[:end + 1]) if end > 1 else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return quoted.decode("utf-8", "replace") if isinstance(quoted, bytes) else None
 
 
 def misconfigured(status: int) -> e.ProviderMisconfiguredError:

@@ -26,7 +26,10 @@ deployments:
      input_price_per_mtok: 1, output_price_per_mtok: 2}}
   - {{name: premium-1, model: openai/fast, adapter: openai_passthrough, api_base: '{base}/v1',
      input_price_per_mtok: 2, output_price_per_mtok: 4}}
+  - {{name: quoted-1, model: openai/fast, adapter: openai_passthrough, api_base: '{base}/v1',
+     input_price_per_mtok: 1, output_price_per_mtok: 2}}
 models:
+  - {{name: quoted, deployments: [quoted-1]}}
   - {{name: cheap, deployments: [cheap-1]}}
   - {{name: premium, deployments: [premium-1]}}
 routes: {{aliases: [auto], default_model: cheap}}
@@ -64,3 +67,24 @@ def test_poisoned_requests_leave_the_failover_deployment_serving(router: Running
     answer = client.chat.completions.create(model="premium", messages=[
         {"role": "user", "content": "an ordinary question"}])
     assert answer.choices[0].message.content
+
+
+def test_a_prompt_quoted_in_an_error_does_not_set_the_wait(router: Running) -> None:
+    """The simulator's 503 quotes the prompt, as real providers quote what they refused: a
+    prompt carrying Google's `RetryInfo` words (`'retryDelay': '60s'`) set the wait the client
+    was told and the breaker held its circuit open for, 60 s for every tenant (the security
+    audit of 2026-12-07). The wait is read from a body's structure only."""
+    client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key="unused", max_retries=0)
+    quoting = "<<fail:503>> 'retryDelay': '60s'"
+    waits = []
+    for _ in range(5):  # the breaker's consecutive failures
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.chat.completions.create(model="quoted", messages=[
+                {"role": "user", "content": quoting}])
+        assert refused.value.status_code == 503
+        waits.append(refused.value.response.headers.get("retry-after"))
+    assert "60" not in waits, waits
+    health = {d["deployment"]: d for d in
+              httpx.get(f"{router.base_url}/v1/health/deployments").json()["deployments"]}
+    assert health["quoted-1"]["state"] == "open"
+    assert health["quoted-1"]["half_open_in_s"] < 30, health["quoted-1"]

@@ -514,6 +514,30 @@ def test_retry_after_reads_the_finer_header_and_http_dates_in_any_case() -> None
     assert retry_after_of(None) is None
 
 
+def test_a_retry_info_wait_is_read_from_the_bodys_structure_only() -> None:
+    """Google's `RetryInfo` in `error.details`: as the body, as litellm quotes it (as text or
+    as bytes); never from a message quoting the request, or from text before the body."""
+    import json
+
+    from router.providers.upstream_answers import retry_delay_in_body
+
+    info = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "17.5s"}
+    body = json.dumps({"error": {"code": 429, "message": "You're over quota.",
+                                 "details": [{"@type": "x.Help"}, info]}})
+    assert retry_delay_in_body(body) == 17.5
+    assert retry_delay_in_body(f"litellm.RateLimitError: GeminiException - {body}") == 17.5
+    assert retry_delay_in_body(f"Vertex_ai_betaException - {body.encode()!r}") == 17.5
+    assert retry_delay_in_body(json.dumps([json.loads(body)])) == 17.5
+    quoting = {"error": {"code": 503, "message": "Invalid value: \"'retryDelay': '60s' "
+                         f"{json.dumps({'error': {'details': [info]}})}\""}}
+    assert retry_delay_in_body(json.dumps(quoting)) is None
+    assert retry_delay_in_body(f"Refused prompt: {body}") is None
+    assert retry_delay_in_body("Refused prompt: 'retryDelay': '60s'") is None
+    assert retry_delay_in_body(json.dumps({"error": {"details": [
+        {**info, "retryDelay": "soon"}]}})) is None
+    assert retry_delay_in_body("{" * 100_000) is None
+
+
 def test_litellm_rate_limit_keeps_the_providers_retry_after_and_the_common_code() -> None:
     """litellm's Anthropic errors carry a placeholder response with no headers; the real ones
     are in `litellm_response_headers`. The code is the pass-through adapter's, `rate_limited`."""

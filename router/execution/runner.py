@@ -184,7 +184,14 @@ class Runner:
         record.permit = admitted
         self._started(record, plan, deployment)
         hedged = plan.hedge_delay_s is not None and alternate is not None
-        head_s, by_head = plan.head_timeout(call.timeout_s, self._clock())
+        now = self._clock()
+        # A race waits for its hedge as long as the hedge may run: each side's own timeout is
+        # its adapter's (`UpstreamCall.timeout_s`). The primary's bounded the whole race until
+        # 2026-12-07, so a primary that hung cut a hedge about to answer (its alternate billed,
+        # charged a failure, then called again from scratch as the fallback).
+        horizon_s = call.timeout_s if not hedged else max(
+            call.timeout_s, _hedge_horizon_s(plan, alternate, now))
+        head_s, by_head = plan.head_timeout(horizon_s, now)
         head_timer = late_timers.timeout(head_s)
         try:
             async with head_timer:
@@ -444,6 +451,13 @@ class Runner:
 # small model kept the large fallback from a long prompt: the re-audits).
 MAX_REFUSING_MODELS = 3
 SERVERS_REFUSING_A_MODEL = 2
+
+
+def _hedge_horizon_s(plan: Plan, alternate: Deployment | None, now: float) -> float:
+    """How long from `now` a hedge sent to `alternate` after the plan's hedge delay may run:
+    the delay and the alternate's timeout, within the request's deadline."""
+    assert alternate is not None and plan.hedge_delay_s is not None
+    return min(plan.hedge_delay_s + alternate.timeout_s, plan.deadline - now)
 
 
 def _model_of(deployment: Deployment) -> tuple[str, str]:

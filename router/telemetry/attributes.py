@@ -61,13 +61,21 @@ EXPLORED = "slorouter.route.explored"
 # answered from the record of an earlier request with the same Idempotency-Key
 IDEMPOTENT_REPLAY = "slorouter.idempotent_replay"
 
-# litellm provider prefixes → the semantic conventions' well-known `gen_ai.provider.name`.
+# litellm provider prefixes → the semantic conventions' well-known `gen_ai.provider.name`
+# (the GenAI registry's list); a prefix of another of litellm's routes to the same provider
+# (its text-completion or beta API) maps to that provider: unmapped, `cohere_chat` or
+# `vertex_ai_beta` was a provider name of its own in spans and metric labels.
 _PROVIDERS = {
-    "openai": "openai", "text-completion-openai": "openai", "anthropic": "anthropic",
-    "azure": "azure.ai.openai", "azure_ai": "azure.ai.inference", "bedrock": "aws.bedrock",
-    "gemini": "gcp.gemini", "vertex_ai": "gcp.vertex_ai", "cohere": "cohere",
-    "mistral": "mistral_ai", "groq": "groq", "deepseek": "deepseek", "xai": "x_ai",
-    "perplexity": "perplexity", "watsonx": "ibm.watsonx.ai", "moonshot": "moonshot_ai",
+    "openai": "openai", "text-completion-openai": "openai",
+    "anthropic": "anthropic", "anthropic_text": "anthropic",
+    "azure": "azure.ai.openai", "azure_text": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference", "bedrock": "aws.bedrock", "gemini": "gcp.gemini",
+    "vertex_ai": "gcp.vertex_ai", "vertex_ai_beta": "gcp.vertex_ai",
+    "cohere": "cohere", "cohere_chat": "cohere",
+    # Codestral is Mistral AI's, served from its own endpoint (codestral.mistral.ai)
+    "mistral": "mistral_ai", "codestral": "mistral_ai", "text-completion-codestral": "mistral_ai",
+    "groq": "groq", "deepseek": "deepseek", "xai": "x_ai", "perplexity": "perplexity",
+    "watsonx": "ibm.watsonx.ai", "watsonx_text": "ibm.watsonx.ai", "moonshot": "moonshot_ai",
 }
 
 

@@ -39,6 +39,8 @@ SERVER_ADDRESS, SERVER_PORT = "server.address", "server.port"
 TASK, RISK = "slorouter.task", "slorouter.risk"
 POLICY_VERSION = "slorouter.policy_version"
 CACHE, ARM, COST = "slorouter.cache", "slorouter.arm", "slorouter.cost_usd"
+# the arm's route could not serve, control's answered (the `x-slorouter-arm-degraded` header)
+ARM_DEGRADED = "slorouter.arm.degraded"
 COST_ESTIMATED = "slorouter.cost.estimated"  # the cost is the router's estimate, not usage priced
 REQUEST_ID, TENANT = "slorouter.request_id", "slorouter.tenant"
 DEPLOYMENT, MODEL = "slorouter.deployment", "slorouter.model"
@@ -139,8 +141,12 @@ def content_attributes(outcome: Outcome) -> Attributes:
 
 
 def arm_of(outcome: Outcome) -> str | None:
-    value = getattr(outcome, "arm", None)
-    return value if isinstance(value, str) else None
+    """`experiment/arm`, as the `x-slorouter-arm` header names it: an arm's name alone
+    (`control`) is every experiment's. None outside an experiment."""
+    arm, experiment = getattr(outcome, "arm", None), getattr(outcome, "experiment", None)
+    if not isinstance(arm, str):
+        return None
+    return f"{experiment}/{arm}" if isinstance(experiment, str) else arm
 
 
 # `error.type` of a request whose client left before its answer ended (status 499).
@@ -293,6 +299,8 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
         attrs[CLIENT_GONE] = True
     if outcome.explored:
         attrs[EXPLORED] = True
+    if outcome.arm is not None and outcome.arm_degraded:
+        attrs[ARM_DEGRADED] = True
     if outcome.hedge_delay_s is not None:
         attrs[HEDGE_DELAY] = round(outcome.hedge_delay_s * 1000.0, 1)
     if getattr(outcome, "idempotent_replay", False) is True:

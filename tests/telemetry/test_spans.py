@@ -414,3 +414,21 @@ def test_the_sdk_is_never_given_a_tracestate_member_it_would_log(
     spans = exporter.get_finished_spans()
     assert spans and all(s.context is not None and len(s.context.trace_state) == 0
                          for s in spans)
+
+
+def test_the_arm_is_named_with_its_experiment_as_the_response_header_names_it() -> None:
+    """`slorouter.arm` is `experiment/arm`, the `x-slorouter-arm` header's value: it was the
+    arm alone (`control`), every experiment's (the telemetry audit of 2026-12-07); an arm
+    whose route could not serve (`x-slorouter-arm-degraded`) is marked so. No metric takes
+    it as a label."""
+    telemetry, exporter = in_memory_telemetry()
+    for experiment, arm, degraded in (("exp1", "control", False), ("exp2", "cheaper", True)):
+        outcome, _ = streamed_with_retry()
+        outcome.experiment, outcome.arm, outcome.arm_degraded = experiment, arm, degraded
+        telemetry.sink.record(outcome)
+    telemetry.sink.flush()
+    servers = [s.attributes or {} for s in exporter.get_finished_spans()
+               if s.kind == SpanKind.SERVER]
+    assert [(s[A.ARM], s.get(A.ARM_DEGRADED)) for s in servers] == [
+        ("exp1/control", None), ("exp2/cheaper", True)]
+    assert "exp1" not in telemetry.prometheus_text().decode()

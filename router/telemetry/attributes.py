@@ -248,6 +248,19 @@ def provider_deployment(outcome: Outcome) -> str | None:
     return tried[-1].deployment if tried else None
 
 
+def generating_deployment(outcome: Outcome) -> str | None:
+    """The deployment whose model generated the request's answer: its attempt that answered,
+    or a cache hit's stored answer's. None when attempts were made and none answered: a
+    non-streamed request its client left names the attempt it cancelled in flight in
+    `deployment` (for its span), and that attempt generated nothing, so it has no
+    `gen_ai.response.model` (its attempt span had none either)."""
+    if outcome.deployment is None:
+        return None
+    if outcome.winner is None and any(made(a) for a in outcome.attempts):
+        return None
+    return outcome.deployment
+
+
 def put_if(attrs: Attributes, key: str, value: AttrValue | None) -> None:
     if value is not None:
         attrs[key] = value
@@ -279,7 +292,8 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
             attrs[RETRY_REFUSED] = refused
     # the deployment that answered: this request's, or a replay's first request's
     answered = outcome.deployment if outcome.deployment is not None else outcome.replayed_from
-    info = deployments.get(answered) if answered is not None else None
+    generated = generating_deployment(outcome) or outcome.replayed_from
+    info = deployments.get(generated) if generated is not None else None
     if info is not None:
         attrs[RESPONSE_MODEL] = info.upstream_model
     put_if(attrs, PROVIDER, _provider_of(answered or provider_deployment(outcome), deployments))
@@ -351,7 +365,8 @@ def metric_labels(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -
                           PROVIDER: _provider_of(provider_deployment(outcome), deployments)
                           or "none",
                           REQUEST_MODEL: outcome.requested_model if decided else UNKNOWN_MODEL}
-    info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
+    generated = generating_deployment(outcome)
+    info = deployments.get(generated) if generated is not None else None
     if info is not None:
         labels[RESPONSE_MODEL] = info.upstream_model
     put_if(labels, TASK, outcome.task)

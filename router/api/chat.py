@@ -25,7 +25,13 @@ from starlette.responses import Response
 from cache.entry import CachedEntry
 from router.admission import AdmissionController, parse_priority
 from router.api import idempotent
-from router.api.body import authorization_header, parse_chat, read_json, received_headers
+from router.api.body import (
+    authorization_header,
+    header_values,
+    parse_chat,
+    read_json,
+    received_headers,
+)
 from router.api.body_budget import BodyBudget
 from router.api.errors import (
     SHUTTING_DOWN,
@@ -36,7 +42,7 @@ from router.api.errors import (
 )
 from router.api.relay import StreamRelay
 from router.api.replay import body_response
-from router.api.request_ids import check_request_id, new_request_id, usable
+from router.api.request_ids import new_request_id, request_id_refusal
 from router.api.schemas import ChatCompletionRequest
 from router.api.settle import Settle, unfinished
 from router.api.sse import (
@@ -47,7 +53,7 @@ from router.api.sse import (
     run_unless_disconnected,
     until_grace_over,
 )
-from router.auth import authenticate
+from router.auth import authenticate, key_finder
 from router.caching import ResultCaching
 from router.errors import AuthenticationError, SlorouterError
 from router.execution.deadline import head_timeout_s, requested_timeout_s
@@ -139,18 +145,27 @@ class ChatHandler:
         arrived = self._clock()
         received = received_headers(request)
         given = received.get("x-request-id")
-        request_id = given if given and usable(given) else new_request_id()
+        # The strings a client chooses that every log line and span of the request record must
+        # not hold its key (a `key_sha256` key is in no redaction list): an id holding one is
+        # refused once the caller is known, a tracestate dropped as an invalid one is.
+        holds_key = key_finder(
+            (v.decode("latin-1") for v in header_values(request.scope["headers"],
+                                                        b"authorization")),
+            self._pipeline.config.principals)
+        refused_id = request_id_refusal(given, holds_key)
+        request_id = given if given and refused_id is None else new_request_id()
         outcome = Outcome(request_id=request_id, tenant="", requested_model="", stream=False,
                           arrived_at=arrived)
         headers = {"x-request-id": request_id}
         if self._tracer is not None:
-            outcome.trace = self._tracer(*trace_headers(request.scope["headers"]))
+            parent, state = trace_headers(request.scope["headers"])
+            outcome.trace = self._tracer(parent, None if state and holds_key(state) else state)
         current_request.set(outcome)
         held = contextlib.AsyncExitStack()
         response: Response | None = None
         try:
-            response = await until_grace_over(
-                self._in_flight, self._respond(request, received, outcome, headers, held))
+            response = await until_grace_over(self._in_flight, self._respond(
+                request, received, outcome, headers, held, refused_id))
         except ClientGone:
             outcome.client_disconnected, outcome.status = True, CLIENT_CLOSED
             response = Response(status_code=CLIENT_CLOSED)
@@ -189,13 +204,15 @@ class ChatHandler:
         self._sink.record(outcome)
 
     async def _respond(self, request: Request, received: Mapping[str, str], outcome: Outcome,
-                       headers: dict[str, str], held: contextlib.AsyncExitStack) -> Response:
+                       headers: dict[str, str], held: contextlib.AsyncExitStack,
+                       refused_id: SlorouterError | None) -> Response:
         config = self._pipeline.config
         principal = authenticate(authorization_header(request.scope["headers"]),
                                  config.principals)
         outcome.tenant = principal.tenant
         outcome.steps.append(("auth", outcome.arrived_at, self._clock()))
-        check_request_id(received.get("x-request-id"))
+        if refused_id is not None:  # after the key, as before: a caller without one gets a 401
+            raise refused_id
         idempotent.check_sent_once(received, request.scope["headers"])
         raw = await read_json(
             request, config.max_body_bytes,

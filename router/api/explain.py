@@ -24,7 +24,7 @@ from router.api.body_budget import BodyBudget
 from router.api.chat import prepare_off_loop
 from router.api.errors import error_response
 from router.api.request_ids import check_request_id
-from router.auth import authenticate
+from router.auth import authenticate, key_finder
 from router.execution.deadline import Deadline
 from router.pipeline import (
     Caller,
@@ -133,7 +133,8 @@ def explain_endpoint(pipeline: ChatPipeline, bodies: BodyBudget):  # type: ignor
                 config = pipeline.config
                 principal = authenticate(authorization_header(request.scope["headers"]),
                                          config.principals)
-                check_request_id(request.headers.get("x-request-id"))
+                check_request_id(request.headers.get("x-request-id"), key_finder(
+                    request.headers.getlist("authorization"), config.principals))
                 raw = await read_json(request, config.max_body_bytes, config.request_timeout_s,
                                       read=lambda size: held.enter_context(bodies.reserve(size)))
                 chat = parse_chat(raw)

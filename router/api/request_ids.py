@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from router.errors import RequestError
 
@@ -25,9 +26,31 @@ def usable(given: str) -> bool:
     return 0 < len(given) <= MAX_REQUEST_ID_LENGTH and given.isascii() and given.isprintable()
 
 
-def check_request_id(given: str | None) -> None:
-    """A 400 for a client's `x-request-id` that is not `usable` (absent or empty: one is made)."""
-    if given and not usable(given):
-        raise RequestError(
+def _holds_none(_: str) -> bool:
+    return False
+
+
+def request_id_refusal(given: str | None,
+                       holds_key: Callable[[str], bool] = _holds_none) -> RequestError | None:
+    """The 400 for a client's `x-request-id` not to adopt, None for one to adopt (or none sent):
+    one not `usable`, or one holding an API key (`router.auth.holds_key`). The id is written
+    to every log line and span of its request: a caller's key pasted there reached the access
+    log and the exported traces as sent when it was a `key_sha256` key, which no redaction
+    list holds (the telemetry audit of 2026-12-07)."""
+    if not given:
+        return None
+    if not usable(given):
+        return RequestError(
             f"{HEADER} must be 1-{MAX_REQUEST_ID_LENGTH} printable ASCII characters",
             param=HEADER, code="invalid_request_id")
+    if holds_key(given):  # the message does not quote it: error bodies are logged by proxies
+        return RequestError(f"{HEADER} holds an API key, and request ids are logged: send an "
+                            "id without it", param=HEADER, code="invalid_request_id")
+    return None
+
+
+def check_request_id(given: str | None, holds_key: Callable[[str], bool] = _holds_none) -> None:
+    """Raise `request_id_refusal`'s 400, if any."""
+    refusal = request_id_refusal(given, holds_key)
+    if refusal is not None:
+        raise refusal

@@ -39,6 +39,8 @@ SERVER_ADDRESS, SERVER_PORT = "server.address", "server.port"
 TASK, RISK = "slorouter.task", "slorouter.risk"
 POLICY_VERSION = "slorouter.policy_version"
 CACHE, ARM, COST = "slorouter.cache", "slorouter.arm", "slorouter.cost_usd"
+# the arm's route could not serve, control's answered (the `x-slorouter-arm-degraded` header)
+ARM_DEGRADED = "slorouter.arm.degraded"
 COST_ESTIMATED = "slorouter.cost.estimated"  # the cost is the router's estimate, not usage priced
 REQUEST_ID, TENANT = "slorouter.request_id", "slorouter.tenant"
 DEPLOYMENT, MODEL = "slorouter.deployment", "slorouter.model"
@@ -61,13 +63,21 @@ EXPLORED = "slorouter.route.explored"
 # answered from the record of an earlier request with the same Idempotency-Key
 IDEMPOTENT_REPLAY = "slorouter.idempotent_replay"
 
-# litellm provider prefixes → the semantic conventions' well-known `gen_ai.provider.name`.
+# litellm provider prefixes → the semantic conventions' well-known `gen_ai.provider.name`
+# (the GenAI registry's list); a prefix of another of litellm's routes to the same provider
+# (its text-completion or beta API) maps to that provider: unmapped, `cohere_chat` or
+# `vertex_ai_beta` was a provider name of its own in spans and metric labels.
 _PROVIDERS = {
-    "openai": "openai", "text-completion-openai": "openai", "anthropic": "anthropic",
-    "azure": "azure.ai.openai", "azure_ai": "azure.ai.inference", "bedrock": "aws.bedrock",
-    "gemini": "gcp.gemini", "vertex_ai": "gcp.vertex_ai", "cohere": "cohere",
-    "mistral": "mistral_ai", "groq": "groq", "deepseek": "deepseek", "xai": "x_ai",
-    "perplexity": "perplexity", "watsonx": "ibm.watsonx.ai", "moonshot": "moonshot_ai",
+    "openai": "openai", "text-completion-openai": "openai",
+    "anthropic": "anthropic", "anthropic_text": "anthropic",
+    "azure": "azure.ai.openai", "azure_text": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference", "bedrock": "aws.bedrock", "gemini": "gcp.gemini",
+    "vertex_ai": "gcp.vertex_ai", "vertex_ai_beta": "gcp.vertex_ai",
+    "cohere": "cohere", "cohere_chat": "cohere",
+    # Codestral is Mistral AI's, served from its own endpoint (codestral.mistral.ai)
+    "mistral": "mistral_ai", "codestral": "mistral_ai", "text-completion-codestral": "mistral_ai",
+    "groq": "groq", "deepseek": "deepseek", "xai": "x_ai", "perplexity": "perplexity",
+    "watsonx": "ibm.watsonx.ai", "watsonx_text": "ibm.watsonx.ai", "moonshot": "moonshot_ai",
 }
 
 
@@ -131,8 +141,12 @@ def content_attributes(outcome: Outcome) -> Attributes:
 
 
 def arm_of(outcome: Outcome) -> str | None:
-    value = getattr(outcome, "arm", None)
-    return value if isinstance(value, str) else None
+    """`experiment/arm`, as the `x-slorouter-arm` header names it: an arm's name alone
+    (`control`) is every experiment's. None outside an experiment."""
+    arm, experiment = getattr(outcome, "arm", None), getattr(outcome, "experiment", None)
+    if not isinstance(arm, str):
+        return None
+    return f"{experiment}/{arm}" if isinstance(experiment, str) else arm
 
 
 # `error.type` of a request whose client left before its answer ended (status 499).
@@ -234,6 +248,19 @@ def provider_deployment(outcome: Outcome) -> str | None:
     return tried[-1].deployment if tried else None
 
 
+def generating_deployment(outcome: Outcome) -> str | None:
+    """The deployment whose model generated the request's answer: its attempt that answered,
+    or a cache hit's stored answer's. None when attempts were made and none answered: a
+    non-streamed request its client left names the attempt it cancelled in flight in
+    `deployment` (for its span), and that attempt generated nothing, so it has no
+    `gen_ai.response.model` (its attempt span had none either)."""
+    if outcome.deployment is None:
+        return None
+    if outcome.winner is None and any(made(a) for a in outcome.attempts):
+        return None
+    return outcome.deployment
+
+
 def put_if(attrs: Attributes, key: str, value: AttrValue | None) -> None:
     if value is not None:
         attrs[key] = value
@@ -265,7 +292,8 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
             attrs[RETRY_REFUSED] = refused
     # the deployment that answered: this request's, or a replay's first request's
     answered = outcome.deployment if outcome.deployment is not None else outcome.replayed_from
-    info = deployments.get(answered) if answered is not None else None
+    generated = generating_deployment(outcome) or outcome.replayed_from
+    info = deployments.get(generated) if generated is not None else None
     if info is not None:
         attrs[RESPONSE_MODEL] = info.upstream_model
     put_if(attrs, PROVIDER, _provider_of(answered or provider_deployment(outcome), deployments))
@@ -285,6 +313,8 @@ def server_attributes(outcome: Outcome, deployments: Mapping[str, DeploymentInfo
         attrs[CLIENT_GONE] = True
     if outcome.explored:
         attrs[EXPLORED] = True
+    if outcome.arm is not None and outcome.arm_degraded:
+        attrs[ARM_DEGRADED] = True
     if outcome.hedge_delay_s is not None:
         attrs[HEDGE_DELAY] = round(outcome.hedge_delay_s * 1000.0, 1)
     if getattr(outcome, "idempotent_replay", False) is True:
@@ -335,7 +365,8 @@ def metric_labels(outcome: Outcome, deployments: Mapping[str, DeploymentInfo]) -
                           PROVIDER: _provider_of(provider_deployment(outcome), deployments)
                           or "none",
                           REQUEST_MODEL: outcome.requested_model if decided else UNKNOWN_MODEL}
-    info = deployments.get(outcome.deployment) if outcome.deployment is not None else None
+    generated = generating_deployment(outcome)
+    info = deployments.get(generated) if generated is not None else None
     if info is not None:
         labels[RESPONSE_MODEL] = info.upstream_model
     put_if(labels, TASK, outcome.task)

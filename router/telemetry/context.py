@@ -18,14 +18,20 @@ from typing import Protocol
 
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
 _SAMPLED = 0x01
-# A `tracestate` list member (W3C Trace Context, section 3.3.1): a key (optionally
-# `tenant@system`), `=`, and a value of printable ASCII but `,` and `=`, not ending in a space.
+# A `tracestate` list member (W3C Trace Context, section 3.3.1.3): a simple key (a lowercase
+# letter first, 256 characters at most) or a multi-tenant one (`tenant@system`: a tenant of
+# 241 at most, which may begin with a digit, and a system of 14 at most, a letter first), `=`,
+# and a value of printable ASCII but `,` and `=`, not ending in a space. The OpenTelemetry
+# SDK's grammar to the character: given a member it refuses, the SDK drops the whole header
+# from the spans and logs a WARNING quoting the member. Until 2026-12-07 a simple key with a
+# digit first (`1abc=x`) or a tenant of 242-256 characters passed here: forwarded to the
+# providers, and its text logged for every request.
 _TRACESTATE_MEMBER = re.compile(
-    r"[a-z0-9][_0-9a-z\-*/]{0,255}(?:@[a-z][_0-9a-z\-*/]{0,13})?"
+    r"(?:[a-z][_0-9a-z\-*/]{0,255}|[a-z0-9][_0-9a-z\-*/]{0,240}@[a-z][_0-9a-z\-*/]{0,13})"
     r"=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]")
 _TRACESTATE_MAX_CHARS = 512  # what a hop keeps of it
 _TRACESTATE_LARGE_MEMBER_CHARS = 128  # members over this are the first removed to keep to it
-_TRACESTATE_MAX_MEMBER_CHARS = 256 + 1 + 14 + 1 + 256  # the longest member the grammar allows
+_TRACESTATE_MAX_MEMBER_CHARS = 256 + 1 + 256  # the longest member the grammar allows
 _TRACESTATE_MAX_MEMBERS = 32
 _MAX64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / golden ratio, odd: n x it differs for every 64-bit n

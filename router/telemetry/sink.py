@@ -9,18 +9,21 @@ answer is on its way), instead of waking an idle process again 50 ms later. `flu
 the queue: one `RouterMetrics.record` and, for sampled traces, one span tree per outcome.
 Outcomes are not changed after `record` (the handler records each exactly once, in its
 `finally`). An outcome without a `trace` (the handler did not call `start_trace`) still gets a
-span tree, as a new root.
+span tree, as a new root. Whatever is logged while an outcome is processed (an SDK's warning,
+`telemetry_record_failed`) names that outcome's request: flushes run in a context of their own,
+in which `current_request` is each outcome in turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections import deque
 
 from router.outcomes import Outcome
 from router.telemetry.attributes import trace_of
-from router.telemetry.context import start_trace
+from router.telemetry.context import current_request, start_trace
 from router.telemetry.metrics import RouterMetrics
 from router.telemetry.spans import SpanBuilder
 
@@ -59,10 +62,12 @@ class TelemetrySink:
             return
         self._scheduled = True
         wait = self._last_flush + self._delay - loop.time()
+        # A fresh context, not the recording request's (the loop's default copies it): a batch
+        # ran as that request, so lines logged for the others named its ids.
         if wait > 0.0:
-            loop.call_later(wait, self._flush_on, loop)
+            loop.call_later(wait, self._flush_on, loop, context=contextvars.Context())
         else:
-            loop.call_soon(self._flush_on, loop)
+            loop.call_soon(self._flush_on, loop, context=contextvars.Context())
 
     def _flush_on(self, loop: asyncio.AbstractEventLoop) -> None:
         self._last_flush = loop.time()
@@ -74,10 +79,15 @@ class TelemetrySink:
         done = 0
         while self._queue:
             outcome = self._queue.popleft()
+            # each outcome's lines name its own request (`redact.TraceLogFilter`), its failure's
+            # too; reset after, as `flush` is also called inside other requests (a scrape)
+            served = current_request.set(outcome)
             try:
                 self._process(outcome)
             except Exception:  # telemetry must never break serving
                 log.exception("telemetry_record_failed")
+            finally:
+                current_request.reset(served)
             done += 1
         return done
 

@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from router.outcomes import Outcome
 from router.telemetry import attributes as A
 from router.telemetry.attributes import Attributes, DeploymentInfo
-from router.telemetry.context import TraceContext, attempt_span_id
+from router.telemetry.context import TraceContext, attempt_span_id, valid_tracestate
 from router.telemetry.redact import Scrubber
 
 SCOPE = InstrumentationScope("slorouter", "0.1.0")
@@ -68,9 +68,11 @@ class SpanBuilder:
         """The request's spans, server span first; empty when the trace is not sampled."""
         if not trace.sampled or outcome.ended_at is None:
             return []
-        # the client's `tracestate` goes on every span: a key pasted there is kept out too
-        state = (TraceState.from_header([self._scrub(trace.tracestate)])
-                 if trace.tracestate else None)
+        # the client's `tracestate` goes on every span: a key pasted there is kept out too, and
+        # checked again once scrubbed (`[REDACTED]` in a key is no member), so the SDK is never
+        # given one it would refuse: it logs such a member's text
+        scrubbed = valid_tracestate(self._scrub(trace.tracestate)) if trace.tracestate else None
+        state = TraceState.from_header([scrubbed]) if scrubbed else None
         server_ctx = SpanContext(trace.trace_id, trace.span_id, False, _SAMPLED, state)
         parent = (SpanContext(trace.trace_id, trace.parent_span_id, True, _SAMPLED, state)
                   if trace.parent_span_id is not None else None)

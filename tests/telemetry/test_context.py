@@ -7,6 +7,7 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from opentelemetry.trace import TraceState
 
 from router.telemetry.context import (
     TraceContext,
@@ -17,6 +18,7 @@ from router.telemetry.context import (
     ratio_sampled,
     start_trace,
     trace_headers,
+    valid_tracestate,
 )
 from tests.telemetry.helpers import CLIENT_TRACEPARENT
 
@@ -102,10 +104,30 @@ def test_without_span_export_the_upstream_is_given_a_span_that_exists() -> None:
     "vendor=abc, " + ",".join(f"k{i}=v" for i in range(32)),  # 33 members
     "vendor=" + "a" * 600,  # a value over 256 characters
     "foo=1,bar=2,foo=3",  # a key twice
+    "vendor=ok,1abc=hello",  # a simple key with a digit first (a tenant may have one)
+    "a" * 242 + "@v=1",  # a tenant over 241 characters
+    "a" * 257 + "=1",  # a simple key over 256 characters
+    "acme@1sys=1",  # a system with a digit first
+    "acme@" + "s" * 15 + "=1",  # a system over 14 characters
 ])
 def test_a_tracestate_that_is_not_one_is_not_forwarded(tracestate: str) -> None:
     trace = start_trace(CLIENT_TRACEPARENT, tracestate=tracestate)
     assert "tracestate" not in propagation_headers(trace, 1)
+
+
+MEMBERS = ["rojo=00f067aa0ba902b7", "1abc=hello", "1abc@vendor=x", "a" * 256 + "=1",
+           "a" * 257 + "=1", "a" * 241 + "@" + "v" * 14 + "=1", "a" * 242 + "@v=1",
+           "acme@" + "s" * 15 + "=1", "acme@1sys=1", "k=" + "v" * 256, "k=" + "v" * 257,
+           "k=a b", "k=a ", "k*/_-=x", "_k=x", "Vendor=x", "k=[REDACTED]", "[REDACTED]=x"]
+
+
+@pytest.mark.parametrize("member", MEMBERS)
+def test_a_tracestate_member_is_kept_exactly_when_the_sdk_keeps_it(member: str) -> None:
+    """W3C's grammar, as the OpenTelemetry SDK reads it: a member kept here that the SDK
+    refuses made it drop the whole header from every span and log the member's text (a key
+    with a digit first, a tenant of 242 characters: the telemetry audit of 2026-12-07)."""
+    assert (valid_tracestate(member) is not None) == (
+        len(TraceState.from_header([member])) > 0), member
 
 
 def test_a_tracestate_over_512_characters_is_cut_as_w3c_says() -> None:

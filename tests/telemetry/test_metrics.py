@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, MetricsData
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client.parser import text_string_to_metric_families
 
 from policies.eval_report import EvalResult, QualityTable
@@ -357,6 +357,37 @@ def test_a_request_whose_client_left_is_not_counted_as_a_success() -> None:
     server = next(s for s in exporter.get_finished_spans() if s.name == "chat auto")
     assert (server.attributes or {})["error.type"] == "client_disconnected"
     assert server.status.status_code == StatusCode.UNSET
+
+
+def test_a_whole_answer_its_client_left_has_no_response_model() -> None:
+    """A non-streamed request whose client left while its attempt was in flight names that
+    attempt's deployment (`slorouter.deployment`, its provider), but no model generated an
+    answer: its server span and request metrics have no `gen_ai.response.model`, as its
+    attempt span has none (they had it: the telemetry audit of 2026-12-07). A request that was
+    answered keeps it."""
+    telemetry, exporter = in_memory_telemetry(TelemetrySettings(sample_ratio=1.0))
+    left, _ = streamed_with_retry()
+    left.request_id, left.stream, left.first_content_at = "req-left", False, None
+    left.first_token_at = left.last_token_at = None
+    left.prompt_tokens = left.completion_tokens = None
+    cut = left.attempts[1]
+    cut.outcome, cut.first_content_at, cut.usage = "cancelled", None, None
+    left.status, left.client_disconnected = 499, True  # `_name_abandoned` named it
+    telemetry.sink.record(left)
+    answered, _ = streamed_with_retry()
+    telemetry.sink.record(answered)
+    servers = {(s.attributes or {})["slorouter.request_id"]: s.attributes or {}
+               for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER}
+    assert servers["req-left"]["slorouter.deployment"] == "pt-fast"
+    assert servers["req-left"]["gen_ai.provider.name"] == "openai"
+    assert "gen_ai.response.model" not in servers["req-left"]
+    assert servers["req-1"]["gen_ai.response.model"] == "fast"
+    families = {f.name: f for f in text_string_to_metric_families(
+        telemetry.prometheus_text().decode())}
+    durations = [s for s in getattr(families["gen_ai_server_request_duration_seconds"],
+                                    "samples", []) if s.name.endswith("_count")]
+    assert {(s.labels.get("error_type"), s.labels.get("gen_ai_response_model"))
+            for s in durations} == {("client_disconnected", ""), ("", "fast")}  # "": none
 
 
 def test_counted_chunks_are_not_reported_as_output_tokens() -> None:

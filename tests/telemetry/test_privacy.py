@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import io
 import json
 import logging
@@ -11,15 +12,17 @@ import threading
 from collections.abc import Iterator
 
 import aiohttp
+import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
+from opentelemetry.trace import SpanKind
 
 from router.logs import JsonFormatter, thread_error_event
 from router.telemetry.redact import RedactingFilter, TraceLogFilter
 from tests.support.services import Running
 from tests.telemetry.helpers import in_memory_telemetry
-from tests.telemetry.served import API_KEY, serve
+from tests.telemetry.served import API_KEY, CONFIG, serve
 
 CANARY = "CANARY-7f3a9c-zebra-quartz"
 PERSIAN_CANARY = "قناری-۷۳۹"
@@ -190,3 +193,50 @@ async def test_an_opted_in_tenants_served_requests_carry_their_content_on_the_sp
     assert len(captured) >= 2 and len(answered) >= 2
     assert all(CANARY in str(s.attributes["gen_ai.input.messages"]) for s in captured)
     assert CANARY not in log_lines.getvalue()
+
+
+HASHED_KEY = "tenant2-Zx9Qm4Lp7Rt2Wv8Yb3Nc"  # known to the router by its SHA-256 only
+
+
+async def test_a_key_configured_by_its_hash_pasted_into_a_request_id_or_tracestate_is_kept_out(
+        sim: Running, log_lines: io.StringIO) -> None:
+    """A `key_sha256` client key is in no redaction list: pasted into `x-request-id` it was
+    the access log's `request_id` and the server span's `slorouter.request_id` as sent (the
+    telemetry audit of 2026-12-07). An id holding the request's own key, or any configured
+    key as one of its parts, is a 400 `invalid_request_id` under an id made here (after the
+    401 of a caller without a key); a `tracestate` holding one is dropped, as an invalid one
+    is: neither reaches a log line or a span."""
+    digest = hashlib.sha256(HASHED_KEY.encode()).hexdigest()
+    config = CONFIG.format(base=sim.base_url) + (
+        f"  - key_sha256: {digest}\n    tenant: tenant-two\n")
+    telemetry, exporter = in_memory_telemetry()
+    body = {"model": "fast", "messages": [{"role": "user", "content": "hi"}]}
+    own, other = f"Bearer {HASHED_KEY}", f"Bearer {API_KEY}"
+    async with serve(sim.base_url, telemetry, whole_config=config) as base, \
+            httpx.AsyncClient(base_url=base, timeout=30) as client:
+        for authorization, request_id, status in (
+                (own, HASHED_KEY, 400), (own, f"retry of {HASHED_KEY} #2", 400),
+                (other, HASHED_KEY, 400), (None, f"id:{HASHED_KEY}", 401)):
+            headers = {"x-request-id": request_id}
+            if authorization is not None:
+                headers["authorization"] = authorization
+            refused = await client.post("/v1/chat/completions", json=body, headers=headers)
+            assert refused.status_code == status, (request_id, refused.text)
+            assert len(refused.headers["x-request-id"]) == 32  # one made here
+            if status == 400:
+                assert refused.json()["error"]["code"] == "invalid_request_id"
+                assert HASHED_KEY not in refused.text
+        traced = await client.post("/v1/chat/completions", json=body, headers={
+            "authorization": own, "x-request-id": "req-clean-1",
+            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "tracestate": f"rojo=00f067aa0ba902b7,acme={HASHED_KEY}"})
+        assert traced.status_code == 200 and traced.headers["x-request-id"] == "req-clean-1"
+    telemetry.sink.flush()
+    spans = exporter.get_finished_spans()
+    ids = {s.attributes.get("slorouter.request_id") for s in spans
+           if s.kind == SpanKind.SERVER and s.attributes}
+    assert "req-clean-1" in ids
+    logs = log_lines.getvalue()
+    assert logs.count("request_finished") >= 5
+    for emitted in (*(span.to_json() for span in spans), logs):
+        assert HASHED_KEY not in emitted

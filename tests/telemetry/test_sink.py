@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import logging
 
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.trace import SpanKind
+
+from router.logs import JsonFormatter
+from router.telemetry import attributes as A
+from router.telemetry.context import current_request, start_trace
+from router.telemetry.redact import TraceLogFilter
 from router.telemetry.settings import TelemetrySettings
-from tests.telemetry.helpers import in_memory_telemetry, streamed_with_retry
+from router.telemetry.setup import build_telemetry
+from tests.telemetry.helpers import DEPLOYMENTS, in_memory_telemetry, streamed_with_retry
 
 
 async def test_record_on_a_running_loop_only_queues_and_flushes_are_spaced() -> None:
@@ -44,3 +55,61 @@ def test_outcome_without_trace_still_gets_a_root_span_tree() -> None:
     telemetry.sink.flush()
     roots = [s for s in exporter.get_finished_spans() if s.parent is None]
     assert [s.name for s in roots] == ["chat auto"]
+
+
+class _LoggingProcessor(SpanProcessor):
+    """Logs a line for each server span it is handed, as the SDK's warnings do while spans are
+    built, and breaks on `req-b`'s (an exporter that raises: `telemetry_record_failed`)."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.kind != SpanKind.SERVER or span.attributes is None:
+            return
+        request_id = span.attributes[A.REQUEST_ID]
+        logging.getLogger("tests.telemetry.sdk").warning("span of %s", request_id)
+        if request_id == "req-b":
+            raise RuntimeError("exporter broke")
+
+
+async def test_lines_logged_while_an_outcome_is_processed_name_its_own_request() -> None:
+    """Spans are built in a flush that runs in a context of its own, with `current_request`
+    set to each outcome in turn: the flush ran in the context of the request that scheduled
+    it, so every line logged for the others in its batch (an SDK's warning about request B's
+    `tracestate`, B's `telemetry_record_failed`) carried that request's request and trace ids
+    (the telemetry audit of 2026-12-07)."""
+    telemetry = build_telemetry(TelemetrySettings(sample_ratio=1.0, flush_delay_s=3600),
+                                DEPLOYMENTS, span_processor=_LoggingProcessor())
+    traces = {}
+
+    async def served(request_id: str) -> None:  # a request's task, its own context
+        outcome, _ = streamed_with_retry()
+        outcome.request_id, outcome.trace = request_id, start_trace(None, ratio=1.0)
+        traces[request_id] = outcome.trace.trace_id_hex
+        current_request.set(outcome)
+        telemetry.sink.record(outcome)
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(TraceLogFilter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        await asyncio.gather(served("req-a"), served("req-b"), served("req-c"))
+        for _ in range(3):  # the flush the first record scheduled
+            await asyncio.sleep(0)
+        scraping, _ = streamed_with_retry()  # a flush inside another request (a scrape)
+        scraping.request_id = "req-scrape"
+        token = current_request.set(scraping)
+        telemetry.sink.flush()
+        assert current_request.get() is scraping  # given back as it was
+        current_request.reset(token)
+    finally:
+        root.removeHandler(handler)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    logged = {line["event"].removeprefix("span of "): line for line in lines
+              if line["event"].startswith("span of ")}
+    assert set(logged) == set(traces)
+    for request_id, line in logged.items():
+        assert (line["request_id"], line["trace_id"]) == (request_id, traces[request_id])
+    failed = [line for line in lines if line["event"] == "telemetry_record_failed"]
+    assert [line["request_id"] for line in failed] == ["req-b"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import aiohttp
@@ -393,3 +394,41 @@ async def test_a_caller_without_a_valid_key_does_not_choose_what_is_traced(
     telemetry.sink.flush()
     servers = [s for s in exporter.get_finished_spans() if s.kind == SpanKind.SERVER]
     assert len(servers) == 1 and (servers[0].attributes or {})["http.response.status_code"] == 200
+
+
+@pytest.mark.parametrize("tracestate", ["rojo=00f067aa0ba902b7,1abc=hello-from-the-client",
+                                        "rojo=00f067aa0ba902b7,sk-abcdefgh1234=hello"])
+def test_the_sdk_is_never_given_a_tracestate_member_it_would_log(
+        tracestate: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A member W3C forbids (a key with a digit first), or one the span builder's redaction made
+    one (`[REDACTED]` in a key), is not put on the spans: the SDK refused the whole header and
+    logged a WARNING quoting the member for every such request (the telemetry audit of
+    2026-12-07). Such a header is dropped whole, as it is not forwarded either."""
+    telemetry, exporter = in_memory_telemetry()
+    outcome, _ = streamed_with_retry()
+    outcome.trace = start_trace(CLIENT_TRACEPARENT, tracestate=tracestate)
+    with caplog.at_level(logging.DEBUG, logger="opentelemetry"):
+        telemetry.sink.record(outcome)
+        telemetry.sink.flush()
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("opentelemetry")] == []
+    spans = exporter.get_finished_spans()
+    assert spans and all(s.context is not None and len(s.context.trace_state) == 0
+                         for s in spans)
+
+
+def test_the_arm_is_named_with_its_experiment_as_the_response_header_names_it() -> None:
+    """`slorouter.arm` is `experiment/arm`, the `x-slorouter-arm` header's value: it was the
+    arm alone (`control`), every experiment's (the telemetry audit of 2026-12-07); an arm
+    whose route could not serve (`x-slorouter-arm-degraded`) is marked so. No metric takes
+    it as a label."""
+    telemetry, exporter = in_memory_telemetry()
+    for experiment, arm, degraded in (("exp1", "control", False), ("exp2", "cheaper", True)):
+        outcome, _ = streamed_with_retry()
+        outcome.experiment, outcome.arm, outcome.arm_degraded = experiment, arm, degraded
+        telemetry.sink.record(outcome)
+    telemetry.sink.flush()
+    servers = [s.attributes or {} for s in exporter.get_finished_spans()
+               if s.kind == SpanKind.SERVER]
+    assert [(s[A.ARM], s.get(A.ARM_DEGRADED)) for s in servers] == [
+        ("exp1/control", None), ("exp2/cheaper", True)]
+    assert "exp1" not in telemetry.prometheus_text().decode()

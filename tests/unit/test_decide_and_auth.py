@@ -9,11 +9,11 @@ import pytest
 from policies.eligibility import RequestFacts, Verdict
 from policies.loader import load_config_text
 from policies.schema import TaskPolicy
-from router.auth import ANONYMOUS, authenticate
+from router.auth import ANONYMOUS, authenticate, holds_key, presented_credentials
 from router.classify.types import Labels
 from router.decide import Decision, Ranked, Ranker, StaticRanker, decide
 from router.errors import AuthenticationError, NotFoundError
-from router.runtime_config import Principal, resolve
+from router.runtime_config import Principal, key_digest, resolve
 from tests.unit.test_config import ENV, VALID, _prices
 
 RUNTIME = resolve(load_config_text(VALID, environ=ENV), ENV, _prices)
@@ -82,3 +82,21 @@ def test_bearer_key_maps_to_tenant_and_bad_keys_are_rejected() -> None:
 def test_no_configured_keys_means_the_anonymous_tenant() -> None:
     """Without api_keys every caller is the default tenant (loopback-only service)."""
     assert authenticate(None, {}) is ANONYMOUS
+
+
+def test_a_key_is_found_in_a_clients_string_by_the_credential_presented_or_by_its_digest(
+        ) -> None:
+    """A string a client chose (its request id, its tracestate) holds a key when the request's
+    own credential is anywhere in it, or when it or one of its token-like parts is a configured
+    key, known by its SHA-256 only (a `key_sha256` key: no redaction list holds it)."""
+    key = "tenant2-Zx9Qm4Lp7Rt2Wv8Yb3Nc"
+    assert presented_credentials(["Bearer " + key, "bare-credential", "", "Bearer"]) == (
+        key, "bare-credential", "Bearer")
+    assert holds_key(f"retry-of-{key}-2", presented=(key,), digests=())
+    digests = {key_digest(key)}
+    for pasted in (key, f"Bearer {key}", f"acme={key}", f'"{key}"', f"id {key}; 2"):
+        assert holds_key(pasted, presented=(), digests=digests), pasted
+    for clean in ("4bf92f35-77b3-4da6-a3ce-929d0e0e4736", "rojo=00f067aa0ba902b7", key[:-1]):
+        assert not holds_key(clean, presented=(key,), digests=digests), clean
+    # a credential shorter than 6 characters is not looked for: it would match common words
+    assert not holds_key("unused-request", presented=("unus",), digests=())

@@ -1,10 +1,11 @@
-"""Where an attempt's span says its call went: the host and port of the deployment's api_base."""
+"""Where an attempt's span says its call went: the host and port of the deployment's api_base,
+and the provider by its semantic-conventions name."""
 
 from __future__ import annotations
 
 import pytest
 
-from router.telemetry.attributes import server_of
+from router.telemetry.attributes import provider_name, server_of
 
 
 @pytest.mark.parametrize(("api_base", "server"), [
@@ -19,3 +20,17 @@ from router.telemetry.attributes import server_of
 ])
 def test_server_of_an_api_base(api_base: str | None, server: tuple[str, int] | None) -> None:
     assert server_of(api_base) == server
+
+
+@pytest.mark.parametrize(("prefix", "name"), [
+    ("cohere_chat", "cohere"), ("azure_text", "azure.ai.openai"),
+    ("anthropic_text", "anthropic"), ("codestral", "mistral_ai"),
+    ("text-completion-codestral", "mistral_ai"), ("watsonx_text", "ibm.watsonx.ai"),
+    ("vertex_ai_beta", "gcp.vertex_ai"), ("openai", "openai"), ("moonshot", "moonshot_ai"),
+    ("hosted_vllm", "hosted_vllm"),  # no well-known name: litellm's own
+])
+def test_a_litellm_prefix_is_named_by_its_well_known_provider(prefix: str, name: str) -> None:
+    """Each of litellm's routes to a provider (its text-completion and beta APIs too) is that
+    provider's well-known `gen_ai.provider.name`: `cohere_chat` and six others were names of
+    their own in spans and metric labels (the telemetry audit of 2026-12-07)."""
+    assert provider_name(prefix) == name

@@ -58,6 +58,7 @@ from bench.suite import start
 from router.cli_types import positive_number, seed_number
 from router.loadtest.loadgen import poisson_schedule
 from router.providers.simulator.client import SimulatorControl
+from router.providers.simulator.profile import fields_to_restore
 from tests.support.procs import ManagedProcess
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -358,7 +359,7 @@ async def run_faults(control: SimulatorControl, duration_s: float, fault_log: li
     origin = time.monotonic()
     profiles = (await asyncio.to_thread(control.profiles))["models"]
     for fault in FAULTS:
-        original = {name: profiles[fault.model][name] for name in fault.changes}
+        original = fields_to_restore(profiles[fault.model], fault.changes)
         await asyncio.sleep(max(0.0, origin + fault.start_share * duration_s
                                 - time.monotonic()))
         await asyncio.to_thread(control.set_profile, fault.model, fault.changes)

@@ -3,14 +3,18 @@
     python -m router.providers.simulator.fit_profiles --data /path/to/shared/data/latency \
         [--out router/providers/simulator/default_profiles.json]
 
-Reads `provider_latency.jsonl` and `output_lengths.jsonl` (see that folder's README: S1
-llmperf-leaderboard, S2 thefastest, S3 philschmid-llmperf, S5 Azure trace) and writes the
-committed profile file. Every number carries its source in the profile's `sources`. Only this
-script reads the data folder; the simulator reads the committed file.
+Reads `provider_latency.jsonl`, the per-request files behind its lines (`requests_*.jsonl`) and
+`output_lengths.jsonl` (see that folder's README: S1 llmperf-leaderboard, S2 thefastest, S3
+philschmid-llmperf, S5 Azure trace) and writes the committed profile file. Every number carries
+its source in the profile's `sources`. Only this script reads the data folder; the simulator
+reads the committed file.
 
 Choices (from the README): S2 lines are pooled over client regions and clean runs only; TTFT and
-TPOT are quantile-matched (p50 and p99 reproduced exactly); where a slow TTFT tail is material,
-a two-component draw (body lognormal by MLE plus tail share/median/max); S1 TPOT is the derived
+TPOT are drawn from a table of the line's per-request quantiles (`fit_shapes.GRID`), because a
+lognormal through p50 and p99 alone misses the shape between them (KS up to 0.43); the p50/p99
+fields stay quantile-matched (and, where a slow TTFT tail is material, a body lognormal by MLE
+plus tail share/median/max), which is what a change of those fields falls back to; each
+profile's `sources` records the KS distance of both to the requests. S1 TPOT is the derived
 DESIGN.md TPOT, never the published ITL; TTFT measured at a 550-token prompt has the prefill of
 those tokens taken out, so `prefill_ms_per_token` adds it back for the request's real length.
 """
@@ -24,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from router.providers.simulator import fit_shapes
 from router.providers.simulator.profile import (
     BUILTIN_PROFILE_PATH,
     ModelProfile,
@@ -34,6 +39,14 @@ from router.providers.simulator.sampling import Z99
 
 Row = Mapping[str, object]
 POOLED_S2 = "fly-cdg+iad+sea"
+# The per-request rows behind each source's summary lines (S4 has none).
+REQUEST_FILES = {
+    "llmperf-leaderboard": "requests_llmperf_leaderboard.jsonl",
+    "thefastest": "requests_thefastest.jsonl",
+    "philschmid-llmperf": "requests_philschmid_llmperf.jsonl",
+}
+# The conditions a summary line fixes; its requests are the completed rows that share them.
+LINE_KEYS = ("source", "provider", "model", "endpoint_region", "concurrency", "max_tokens")
 S3_VLLM = "self-hosted-vllm-0.4.3"
 S3_PROMPT_TOKENS = 550
 
@@ -98,6 +111,26 @@ def select(rows: Sequence[Row], selector: Selector) -> Row:
     return found[0]
 
 
+def client_regions(line: Row) -> set[str | None]:
+    """The client regions a line summarises: `fly-cdg+iad+sea` pools `fly-cdg`, `fly-iad`, ..."""
+    first, *others = str(line["client_region"]).split("+")
+    prefix = first.rsplit("-", 1)[0] + "-" if others else ""
+    return {first, *(prefix + other for other in others)}
+
+
+def request_rows(requests: Sequence[Row], line: Row) -> list[Row]:
+    """The completed requests a summary line was computed from (S2: clean runs only, as its
+    `runs_used` says); their count must be the line's `n_ok`, or the selection is wrong."""
+    regions = client_regions(line) | {None}  # S3's rows name no region (one localhost client)
+    found = [r for r in requests if r["ok"] and not r.get("client_contention_suspect")
+             and r.get("client_region") in regions
+             and all(r.get(k) == line.get(k) for k in LINE_KEYS)]
+    if len(found) != line["n_ok"]:
+        raise ValueError(f"{line['provider']} {line['model']}: {len(found)} requests, "
+                         f"the summary counts {line['n_ok']}")
+    return found
+
+
 def measured_prompt_tokens(row: Row) -> float:
     """Prompt tokens of the measurement (S2 has a handful: its `input_tokens` is null)."""
     value = row.get("input_tokens_p50")
@@ -147,22 +180,61 @@ def output_fields(lengths: Sequence[Row]) -> tuple[dict[str, int], str]:
     return fields, "S5 Azure LLM inference trace 2023, conversation: output p50/p99/max"
 
 
-def fit_one(rows: Sequence[Row], spec: DemoSpec, output: tuple[dict[str, int], str]
-            ) -> ModelProfile:
+def parametric_cdfs(fields: Mapping[str, object], prefix: str
+                    ) -> tuple[fit_shapes.Cdf, fit_shapes.Cdf]:
+    """The CDF the profile's lognormal fields (`ttft_*` or `tpot_*`) draw from without a table."""
+    def num(key: str) -> float:
+        value = fields.get(f"{prefix}_{key}", 0.0)
+        assert isinstance(value, int | float)
+        return float(value)
+
+    if num("tail_share") > 0:
+        return fit_shapes.mixture_cdfs(num("p50_ms"), num("p99_ms"), num("tail_share"),
+                                       num("tail_p50_ms"), num("tail_max_ms"))
+    return fit_shapes.lognormal_cdfs(num("p50_ms"), num("p99_ms"))
+
+
+def shape_fields(sample: Sequence[float], fields: Mapping[str, object], prefix: str,
+                 digits: int) -> tuple[dict[str, object], str]:
+    """The quantile table of `sample` for `<prefix>_quantiles_ms`, and the note of its KS
+    distance to the sample beside that of the lognormal fields it replaces."""
+    table = fit_shapes.table_of(sample, digits)
+    ks_table = fit_shapes.table_distance(sample, table)
+    ks_lognormal = fit_shapes.ks_distance(sample, *parametric_cdfs(fields, prefix))
+    note = (f"KS distance {ks_table:.3f} of the quantile table's draws to the {len(sample)} "
+            f"measured requests (the p50/p99 lognormal fields alone: {ks_lognormal:.3f})")
+    return {f"{prefix}_quantiles_ms": table}, note
+
+
+def fit_one(rows: Sequence[Row], requests: Mapping[str, Sequence[Row]], spec: DemoSpec,
+            output: tuple[dict[str, int], str]) -> ModelProfile:
     """The profile of one demo model, each field's source recorded in `sources`."""
     row = select(rows, spec.selector)
     label = spec.selector.label()
+    measured = request_rows(requests[str(row["source"])], row)
+    prefill = spec.prefill_ms_per_token * measured_prompt_tokens(row)
     fields: dict[str, object] = {**ttft_fields(row, spec), **output[0]}
     fields["tpot_p50_ms"] = round(_num(row, "tpot_ms_p50"), 2)
     fields["tpot_p99_ms"] = round(_num(row, "tpot_ms_p99"), 2)
+    ttft_table, ttft_ks = shape_fields([_num(r, "ttft_ms") - prefill for r in measured], fields,
+                                       "ttft", 1)
+    tpot_table, tpot_ks = shape_fields([_num(r, "tpot_ms") for r in measured
+                                        if r["tpot_ms"] is not None], fields, "tpot", 3)
+    fields.update({**ttft_table, **tpot_table})
     fields["prefill_ms_per_token"] = round(spec.prefill_ms_per_token, 3)
     fields.update(error_fields(row))
+    table_source = (f"table of {len(fit_shapes.GRID)} quantiles of the line's requests (min, "
+                    "every 2.5 %, p99, max), drawn by inverse CDF, log-linear between them")
     sources = {
-        "ttft": f"{label}: TTFT p50/p99 (quantile-matched)"
-        + (", body MLE lognormal + slow tail" if spec.use_tail else "")
+        "ttft": f"{label}: TTFT {table_source}"
         + (f", minus prefill of {measured_prompt_tokens(row):.0f} prompt tokens"
-           if measured_prompt_tokens(row) else ""),
-        "tpot": f"{label}: TPOT p50/p99 (DESIGN.md TPOT, per-request average)",
+           if measured_prompt_tokens(row) else "")
+        + "; p50/p99 fields quantile-matched"
+        + (" (body MLE lognormal + slow tail)" if spec.use_tail else ""),
+        "ttft_ks": ttft_ks,
+        "tpot": f"{label}: TPOT (DESIGN.md TPOT, per-request average) {table_source}; "
+                "p50/p99 fields quantile-matched",
+        "tpot_ks": tpot_ks,
         "output_tokens": output[1],
         "prefill_ms_per_token": spec.prefill_source,
     }
@@ -227,7 +299,9 @@ def demo_specs(rows: Sequence[Row]) -> list[DemoSpec]:
     """The demo models (names as in `policies/defaults/simulator.yaml`): sim-fast, sim-balanced,
     sim-large, plus sim-fast-queueing, sim-flaky, sim-throttled, sim-self-hosted."""
     hosted = hosted_slope_source(rows)
-    s3 = s3_prefill_slope(rows)
+    # rounded as the profile carries it: the prefill taken out of the measured TTFT must be the
+    # one the simulator adds back (unrounded, sim-self-hosted's tight TTFT sat 0.1 ms off)
+    s3 = round(s3_prefill_slope(rows), 3)
     return [
         _hosted("sim-fast", s2("anthropic", "claude-3-haiku-20240307"), 0.05, hosted,
                 {"accuracy": 0.70, "context_window": 200_000, "price_input_per_mtok": 0.25,
@@ -267,8 +341,9 @@ def demo_specs(rows: Sequence[Row]) -> list[DemoSpec]:
 def fit(data: Path) -> ProfileFile:
     """All demo profiles fitted from the data folder."""
     rows = read_jsonl(data / "provider_latency.jsonl")
+    requests = {source: read_jsonl(data / name) for source, name in REQUEST_FILES.items()}
     output = output_fields(read_jsonl(data / "output_lengths.jsonl"))
-    models = {spec.name: fit_one(rows, spec, output) for spec in demo_specs(rows)}
+    models = {spec.name: fit_one(rows, requests, spec, output) for spec in demo_specs(rows)}
     notes = [
         "Generated by `python -m router.providers.simulator.fit_profiles --data "
         "<shared>/data/latency`; do not edit by hand, change the script.",

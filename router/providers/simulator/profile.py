@@ -1,7 +1,9 @@
 """Simulated model profiles: what one model name on the simulator looks like, and the profile file.
 
 A `ModelProfile` holds every knob of one simulated model (latency distributions, output length,
-failure rates, prefix cache, capacity, accuracy, price metadata). A `ProfileFile` maps model
+failure rates, prefix cache, capacity, accuracy, price metadata). A latency distribution is a
+lognormal through its p50 and p99 (plus an optional slow TTFT tail) or, where a profile carries
+one, a table of quantiles (`quantile_table`) that replaces it. A `ProfileFile` maps model
 names to profiles and names an optional fallback profile for unknown model names. Both are
 pydantic models with `extra="forbid"`: they are the simulator's boundary (profile files and the
 control API). Sampling and request handling live elsewhere (`sampling`, `plan`, `server`).
@@ -10,18 +12,29 @@ control API). Sampling and request handling live elsewhere (`sampling`, `plan`, 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from policies import yaml_strict
+from router.providers.simulator import quantile_table
 
 BUILTIN_PROFILE_PATH = Path(__file__).with_name("default_profiles.json")
 
 CutMode = Literal["abort", "eof"]
+QuantileTable = tuple[tuple[float, float], ...]
+
+# The lognormal fields each table stands in for: a change that sets one of them to a new value
+# without giving the table drops the table, so `{"ttft_p50_ms": 5000, "ttft_p99_ms": 9000}` on a
+# fitted model slows it as it did before tables existed (bench.soak's "slow" fault).
+TABLE_FIELDS: dict[str, tuple[str, ...]] = {
+    "ttft_quantiles_ms": ("ttft_p50_ms", "ttft_p99_ms", "ttft_tail_share", "ttft_tail_p50_ms",
+                          "ttft_tail_max_ms"),
+    "tpot_quantiles_ms": ("tpot_p50_ms", "tpot_p99_ms"),
+}
 
 
 class ModelProfile(BaseModel):
@@ -39,6 +52,10 @@ class ModelProfile(BaseModel):
     prefill_ms_per_token: float = Field(default=0.0, ge=0)
     tpot_p50_ms: float = Field(default=0.0, ge=0)
     tpot_p99_ms: float = Field(default=0.0, ge=0)
+    # Optional measured shapes, `[[probability, ms], ...]` from 0 to 1: when set, the base TTFT
+    # (before prefill) or the TPOT is drawn from the table instead of the fields above.
+    ttft_quantiles_ms: QuantileTable | None = None
+    tpot_quantiles_ms: QuantileTable | None = None
     output_tokens_p50: int = Field(default=16, ge=1)
     output_tokens_p99: int = Field(default=16, ge=1)
     output_tokens_max: int = Field(default=4096, ge=1)
@@ -64,6 +81,13 @@ class ModelProfile(BaseModel):
     price_output_per_mtok: float | None = Field(default=None, ge=0)
     sources: dict[str, str] = Field(default_factory=dict)
 
+    @field_validator("ttft_quantiles_ms", "tpot_quantiles_ms")
+    @classmethod
+    def _check_table(cls, table: QuantileTable | None) -> QuantileTable | None:
+        if table is not None and (found := quantile_table.problems(table)):
+            raise ValueError("quantile table: " + "; ".join(found))
+        return table
+
     @model_validator(mode="after")
     def _check_consistency(self) -> ModelProfile:
         problems: list[str] = []
@@ -84,8 +108,23 @@ class ModelProfile(BaseModel):
         return self
 
     def patched(self, changes: Mapping[str, object]) -> ModelProfile:
-        """A new profile with `changes` applied; `ValidationError` on unknown or bad fields."""
-        return ModelProfile.model_validate({**self.model_dump(), **dict(changes)})
+        """A new profile with `changes` applied; `ValidationError` on unknown or bad fields.
+        A quantile table whose lognormal fields the changes move (and that they do not set
+        themselves) is dropped: see `TABLE_FIELDS`."""
+        merged = ModelProfile.model_validate({**self.model_dump(), **dict(changes)})
+        stale = {table: None for table, fields in TABLE_FIELDS.items()
+                 if table not in changes and getattr(merged, table) is not None
+                 and any(getattr(merged, name) != getattr(self, name) for name in fields)}
+        return merged.model_copy(update=stale) if stale else merged
+
+
+def fields_to_restore(profile: Mapping[str, object], changed: Iterable[str]) -> dict[str, object]:
+    """The fields of `profile` (a model's JSON, as `GET /control/models` gives it) that undo a
+    change of `changed`: those fields, and the quantile tables the change drops (sending the
+    old p50/p99 back alone would leave the lognormal where the table was)."""
+    names = set(changed)
+    names |= {table for table, fields in TABLE_FIELDS.items() if names & set(fields)}
+    return {name: profile[name] for name in sorted(names) if name in profile}
 
 
 class ProfileFile(BaseModel):

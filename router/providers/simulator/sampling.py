@@ -1,8 +1,10 @@
 """Pure random draws of a simulated request's behaviour, from a profile and an injected RNG.
 
 Lognormals are parameterised by their median and 99th percentile (quantile matching:
-`mu = ln(p50)`, `sigma = (ln(p99) - ln(p50)) / 2.3263`), which reproduces both exactly. Nothing
-here sleeps, reads a clock or keeps state; the caller passes a `random.Random` (or any `Rng`).
+`mu = ln(p50)`, `sigma = (ln(p99) - ln(p50)) / 2.3263`), which reproduces both exactly. A profile
+that carries a quantile table for TTFT or TPOT is drawn from it by inverse CDF instead (one
+uniform draw); without one the draws are those of the lognormal, unchanged. Nothing here sleeps,
+reads a clock or keeps state; the caller passes a `random.Random` (or any `Rng`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from router.providers.simulator import quantile_table
 from router.providers.simulator.profile import ModelProfile
 
 Z99 = 2.3263478740408408  # standard normal 99th percentile
@@ -88,7 +91,10 @@ def draw_outcome(profile: ModelProfile, rng: Rng) -> Outcome:
 
 
 def draw_base_ttft_ms(profile: ModelProfile, rng: Rng) -> float:
-    """TTFT before prefill and prefix cache: the body lognormal, or the slow tail with its share."""
+    """TTFT before prefill and prefix cache: the quantile table when the profile has one (it
+    holds the slow tail too), else the body lognormal, or the slow tail with its share."""
+    if profile.ttft_quantiles_ms is not None:
+        return quantile_table.quantile(profile.ttft_quantiles_ms, rng.random())
     if profile.ttft_tail_share > 0 and rng.random() < profile.ttft_tail_share:
         tail = draw_quantiles(rng, profile.ttft_tail_p50_ms, profile.ttft_tail_max_ms)
         return min(tail, profile.ttft_tail_max_ms)
@@ -102,7 +108,10 @@ def ttft_ms(base_ms: float, profile: ModelProfile, prompt_tokens: int, prefix_hi
 
 
 def draw_tpot_ms(profile: ModelProfile, rng: Rng) -> float:
-    """One request's time per output token (drawn once per request, independent of TTFT)."""
+    """One request's time per output token (drawn once per request, independent of TTFT): from
+    the quantile table when the profile has one, else the p50/p99 lognormal."""
+    if profile.tpot_quantiles_ms is not None:
+        return quantile_table.quantile(profile.tpot_quantiles_ms, rng.random())
     return draw_quantiles(rng, profile.tpot_p50_ms, profile.tpot_p99_ms)
 
 

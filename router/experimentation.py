@@ -27,6 +27,7 @@ from router.experiments.outcomes import Exposure, OutcomeStore, exposure_key, su
 from router.experiments.outcomes import Outcome as ArmOutcome
 from router.logs import ThrottledEvent, event
 from router.outcomes import Outcome
+from router.redis_auth import refusal
 
 log = logging.getLogger("slorouter.experiments")
 WallClock = Callable[[], datetime]
@@ -194,8 +195,16 @@ class Experiments:
             raise self._store_down(exc) from exc
 
     def _store_down(self, exc: BaseException) -> OverloadedError:
-        """The outcome store failed under a request (only a remote one can): a 503 to retry."""
+        """The outcome store failed under a request (only a remote one can): a 503 to retry,
+        unless it refuses the router's credentials or database, which no retry mends (a 503
+        the SDKs are told not to retry, as the idempotency store's; until 2026-12-07 it asked
+        for a retry in 1 s: the docs audit)."""
         self._unavailable.report(error=type(exc).__name__)
+        if refusal(exc) is not None:
+            return OverloadedError(
+                "the experiments store refuses the router's Redis credentials or database: "
+                "feedback and reports are refused until the router's configuration is fixed "
+                "(retrying will not help)", code="experiments_store_misconfigured")
         return OverloadedError("the experiments store is unavailable; retry shortly",
                                code="experiments_store_unavailable", retry_after=1.0)
 

@@ -92,7 +92,7 @@ def client_may_retry(err: SlorouterError) -> bool:
     more, with no `Idempotency-Key` to stop them."""
     if isinstance(err, UnknownCommitError | ProviderMisconfiguredError):
         return False
-    if err.code == "idempotency_store_misconfigured":
+    if err.code in ("idempotency_store_misconfigured", "experiments_store_misconfigured"):
         return False
     return not (err.code == "no_candidates"
                 or (isinstance(err, NoEligibleModelError) and err.retry_after is None))

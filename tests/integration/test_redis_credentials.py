@@ -101,6 +101,44 @@ def test_readyz_names_a_password_rotated_under_the_service(
     assert PASSWORD not in json.dumps(body)
 
 
+EXPERIMENT = """models: [{name: m, deployments: [d]}, {name: m2, deployments: [d]}]
+policies: {default: {candidates: [m, m2]}}
+experiments:
+  - {name: e, tasks: [chat], unit: request, salt: s, metrics: [{name: ok, kind: binary}],
+     arms: [{name: c, route: "policy:default", control: true, share: 0.5},
+            {name: t, route: "model:m2", share: 0.5}]}
+"""
+
+
+def test_the_experiments_store_refusing_a_rotated_password_is_not_worth_a_retry(
+        tmp_path: Path, guarded_redis: ManagedProcess) -> None:
+    """As the idempotency store's: a password rotated under the service answers the
+    experiments' endpoints with a 503 the SDKs are told not to retry (it was
+    `experiments_store_unavailable` with `retry-after: 1`, retried in vain: the docs audit of
+    2026-12-07)."""
+    url = f"redis://:{PASSWORD}@127.0.0.1:{guarded_redis.port}/1"
+    config = MINIMAL_CONFIG.replace("models: [{name: m, deployments: [d]}]\n", EXPERIMENT)
+    router = start_router(tmp_path, config + f"server:\n  experiments_redis_url: '{url}'\n")
+    try:
+        with urllib.request.urlopen(f"{router.base_url}/v1/experiments", timeout=10) as answer:
+            assert answer.status == 200
+        with redis.Redis.from_url(url) as client:
+            client.config_set("requirepass", "rotated-" + PASSWORD)
+            client.client_kill_filter(_type="normal")  # the router's pooled connections
+        try:
+            urllib.request.urlopen(f"{router.base_url}/v1/experiments", timeout=10)
+        except urllib.error.HTTPError as refused:
+            status, headers = refused.code, {k.lower(): v for k, v in refused.headers.items()}
+            body = json.loads(refused.read())
+        else:
+            raise AssertionError("the experiments were reported with a refused password")
+    finally:
+        router.stop()
+    assert status == 503 and body["error"]["code"] == "experiments_store_misconfigured", body
+    assert headers.get("x-should-retry") == "false" and "retry-after" not in headers, headers
+    assert PASSWORD not in json.dumps(body)
+
+
 def test_no_start_up_or_readiness_line_shows_an_unreachable_redis_password(
         tmp_path: Path) -> None:
     """Every Redis setting on an address nothing listens on, its password in the URL (one

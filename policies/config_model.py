@@ -5,7 +5,10 @@ a one-second timeout) and 1, 0, "yes" or "off" as booleans. A field of such a mo
 both, naming the field, before pydantic converts anything. What operators legitimately write
 still passes: an int for a float, and text holding a number (a quoted `"${TIMEOUT}"`: `${NAME}`
 is replaced in the text before YAML reads it, so an unquoted one is already a YAML number or
-boolean, and a quoted one is a string), or `"true"`/`"false"` for a boolean. Checked only when
+boolean, and a quoted one is a string), or `"true"`/`"false"` for a boolean. A field that
+takes certain numbers only (`version: 1`, a `Literal[1]`) takes them as text too (`"1"`):
+pydantic compares a literal's text with its numbers as they are, so `version: "1"` was refused
+where `"30"` passed for any other number. Checked only when
 a model is validated (loading a config, reading telemetry settings from the environment),
 never per request.
 """
@@ -61,6 +64,18 @@ def _crossed(annotation: Any, value: Any) -> str | None:
     return None  # anything else is pydantic's to judge
 
 
+def _literal_number(annotation: Any, value: Any) -> Any:
+    """`value` read as the number a field of literal numbers takes when it is that number's
+    text (`"1"` for `Literal[1]`), else `value` as it is (pydantic judges it)."""
+    if isinstance(value, str) and typing.get_origin(annotation) is Literal \
+            and _kind(annotation) == "number":
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    return value
+
+
 def _first(pairs: Iterable[tuple[Any, Any]]) -> str | None:
     return next((why for arg, item in pairs if (why := _crossed(arg, item)) is not None), None)
 
@@ -79,6 +94,8 @@ class ConfigModel(BaseModel):
         field.)"""
         if not isinstance(data, dict):
             return handler(data)
+        data = {name: _literal_number(cls.model_fields[name].annotation, value)
+                if name in cls.model_fields else value for name, value in data.items()}
         crossed = {name: why for name, value in data.items() if name in cls.model_fields
                    and (why := _crossed(cls.model_fields[name].annotation, value)) is not None}
         if not crossed:

@@ -40,7 +40,11 @@ class PolicyValidationError(ValueError):
         self.problems = problems
 
 
-def _pydantic_problems(error: ValidationError) -> list[str]:
+def validation_problems(error: ValidationError, model: type[BaseModel] = RouterConfig,
+                        reference: str = "docs/configuration.md") -> list[str]:
+    """One line per problem of a file validated as `model` (`where: what`), in words: the
+    config's, and the simulator's profile files' (`reference`: the page that lists `model`'s
+    settings, named where a setting is written in the wrong section)."""
     items = error.errors()
 
     def inside(item: Any) -> bool:
@@ -56,11 +60,11 @@ def _pydantic_problems(error: ValidationError) -> list[str]:
         if item["type"] == "too_short" and inside(item):
             continue
         where = ".".join(str(part) for part in item["loc"]) or "(root)"
-        problems.append(f"{where}: {_wording(item)}")
+        problems.append(f"{where}: {_wording(item, model, reference)}")
     return problems
 
 
-def _wording(item: Any) -> str:
+def _wording(item: Any, model: type[BaseModel], reference: str) -> str:
     """pydantic's message, but for a pattern the config uses: what the pattern means, not the
     regular expression (a Persian deployment name read `String should match pattern '^[A-Z…'`);
     and for a setting no section has, the setting it most resembles (`max_cost_per_request`:
@@ -79,10 +83,9 @@ def _wording(item: Any) -> str:
         return f"{item['msg']}: YAML read it as {kind}; quote the value"
     if item["type"] == "extra_forbidden" and item["loc"]:
         written = str(item["loc"][-1])
-        if written in _setting_names():  # a real setting, in the wrong place
-            return (f"{item['msg']}: {written!r} is a setting of another section "
-                    "(docs/configuration.md)")
-        close = difflib.get_close_matches(written, _setting_names(), n=1, cutoff=0.75)
+        if written in _setting_names(model):  # a real setting, in the wrong place
+            return f"{item['msg']}: {written!r} is a setting of another section ({reference})"
+        close = difflib.get_close_matches(written, _setting_names(model), n=1, cutoff=0.75)
         if close:
             return f"{item['msg']}: did you mean {close[0]!r}?"
     if item["type"] in ("tuple_type", "list_type", "set_type"):
@@ -92,10 +95,10 @@ def _wording(item: Any) -> str:
 
 
 @functools.cache
-def _setting_names() -> tuple[str, ...]:
-    """Every setting name of the config's sections (for suggestions)."""
+def _setting_names(root: type[BaseModel]) -> tuple[str, ...]:
+    """Every setting name of the sections of a file read as `root` (for suggestions)."""
     names: set[str] = set()
-    pending: list[type[BaseModel]] = [RouterConfig]
+    pending: list[type[BaseModel]] = [root]
     seen: set[type[BaseModel]] = set()
     while pending:
         model = pending.pop()
@@ -305,7 +308,7 @@ def load_config_text(text: str, source: str = "<config>",
     try:
         config = RouterConfig.model_validate(_read_yaml(text, source, environ or {}))
     except ValidationError as exc:
-        raise PolicyValidationError(source, _pydantic_problems(exc)) from exc
+        raise PolicyValidationError(source, validation_problems(exc)) from exc
     return _cross_referenced(config, source)
 
 
@@ -314,13 +317,13 @@ def _read_yaml(text: str, source: str, environ: Mapping[str, str]) -> dict[str, 
     try:
         raw = yaml_strict.safe_load(text)
     except yaml.YAMLError as exc:
-        raise PolicyValidationError(source, [_yaml_problem(exc)]) from exc
+        raise PolicyValidationError(source, [yaml_problem(exc)]) from exc
     if not isinstance(raw, dict):
         raise PolicyValidationError(source, ["the file must hold a mapping at the top level"])
     return raw
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
+def yaml_problem(exc: yaml.YAMLError) -> str:
     """PyYAML's error on one line, by line and column of the file (its own text named the file
     `<unicode string>`, over four lines)."""
     if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem_mark is None:
@@ -378,7 +381,7 @@ def _load_with_stand_ins(text: str, source: str, environ: Mapping[str, str]) -> 
                        if isinstance(err["input"], str) and err["input"] in names_of
                        and err["type"] in _WANTS_NUMBER | _WANTS_BOOLEAN}
             if not retyped:
-                raise PolicyValidationError(source, _pydantic_problems(exc)) from exc
+                raise PolicyValidationError(source, validation_problems(exc)) from exc
             values.update(retyped)
             continue
         return _cross_referenced(config, source)

@@ -28,7 +28,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cache.entry import CachedEntry
 from cache.keys import CacheScope, derive_key
@@ -38,6 +38,9 @@ from cache.result import Lookup, ResultCacheFront
 from router.pipeline import Prepared, arm_degraded, header_or_metadata
 from router.redis_writes import WriteHealth
 from router.runtime_config import Principal
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 DATA_VERSION_HEADER = "x-slorouter-data-version"
 
@@ -104,10 +107,13 @@ class ResultCaching:
     def __init__(self, front: ResultCacheFront | None, default_rule: CacheRule,
                  metrics: CacheMetrics | None = None, *, unavailable: str | None = None,
                  writes: WriteHealth | None = None,
-                 degraded: Callable[[], str | None] | None = None) -> None:
+                 degraded: Callable[[], str | None] | None = None,
+                 redis: Redis | None = None) -> None:
         self._front = front
         self.unavailable = unavailable  # why a configured cache is not used (for /readyz)
         self.writes = writes  # whether a Redis backend takes the cache's writes (for /readyz)
+        # a Redis backend's pooled client: /readyz PINGs through it, with the cache's timeouts
+        self.redis = redis
         # why the disk backend stores nothing now (its disk full), for /readyz; None: it does
         self.degraded = degraded if degraded is not None else _never
         self._default = default_rule

@@ -20,6 +20,12 @@ process at once), then ends the process as a hangup would; unless it was ignored
 signal with its default handler (which ends the process at once, so code after `run()` would
 never run): `slorouter serve` stops its provider simulator there.
 
+As PID 1 of its PID namespace (a container without an init, `docker run` with no `--init`) the
+process does not end there: the kernel drops a signal whose action is the default for a
+namespace's init, so `run()` returned and `slorouter serve` exited 0 after a SIGTERM or SIGHUP
+(the ops audit of 2026-12-07). `ended_by` is then the signal that ended the drain, for `serve` to
+exit with the status a shell gives a process that signal ended (128 + its number: 143, 129).
+
 `on_grace_over` runs `grace_s` after shutdown began, while uvicorn still waits for requests in
 flight (its `timeout_graceful_shutdown` should be a little longer): `slorouter serve` ends the
 streams still running there, each with an error event, before uvicorn would cancel them and cut
@@ -100,6 +106,8 @@ class QuietServer(uvicorn.Server):
         self._on_stopped = on_stopped
         self._grace_s = grace_s
         self._on_grace_over = on_grace_over
+        # the termination signal re-raised without ending the process (PID 1), else None
+        self.ended_by: int | None = None
 
     @property
     def should_exit(self) -> bool:
@@ -125,6 +133,9 @@ class QuietServer(uvicorn.Server):
                 signal.signal(signal.SIGHUP, hangup)
         if hangup is not None and signal.SIGHUP in self._captured_signals:
             signal.raise_signal(signal.SIGHUP)  # drained: now end as a hangup ends a process
+        # Still running: the signal was dropped (PID 1, see the module), or its disposition
+        # was one that returns. (SIGINT's re-raise is a KeyboardInterrupt, never here.)
+        self.ended_by = ending_signal(self._captured_signals)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         if self._dated and not isinstance(self.config.loaded_app, DatedApp):
@@ -171,6 +182,15 @@ class QuietServer(uvicorn.Server):
             await asyncio.wait(set(self.server_state.tasks), timeout=FORCE_EXIT_FAREWELL_S)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.lifespan.shutdown(), FORCE_EXIT_FAREWELL_S)
+
+
+def ending_signal(captured: list[int]) -> int | None:
+    """The signal a drain that ends with `captured` re-raised (uvicorn's SIGTERM before the
+    hangup `QuietServer` raises after it) would have ended the process by, if any."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if sig in captured:
+            return sig
+    return None
 
 
 def _drain_on_hangup(handler: Callable[[int, FrameType | None], None]

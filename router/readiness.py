@@ -1,9 +1,10 @@
 """What `/readyz` checks, from a validated configuration and the parts built from it.
 
 Config and classifier versions, providers, the result cache, and the stores shared through
-Redis: a Redis down, or answering but refusing writes (`router.redis_writes`, learned from the
-stores' own writes), is `degraded`, never not ready (why: `router.api.meta`). The statistics
-store's check (`stats_check`) is added by `router.app`, which builds the store when none is given.
+Redis: a Redis down, slow, or answering but refusing writes (`router.redis_writes`, learned
+from the stores' own writes), is `degraded`, never not ready (why: `router.api.meta`; how each
+Redis is checked, within a budget: `router.readiness_redis`). The statistics store's check
+(`stats_check`) is added by `router.app`, which builds the store when none is given.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from router.caching import ResultCaching
 from router.classify.types import Classifier
 from router.execution.breaker import BreakerRegistry
 from router.providers.upstream_answers import MISCONFIGURED
-from router.redis_writes import WriteHealth, probe_write, refusal_reason
+from router.readiness_redis import (
+    BUDGET_S,
+    NewConnections,
+    StoreCheck,
+    StoreRedis,
+    check_store,
+)
+from router.redis_writes import WriteHealth
 from router.runtime_config import RuntimeConfig
 from router.stats import StatsStore
 
@@ -25,14 +33,45 @@ CACHE_REFUSED = ("new answers are not stored (those stored are still served): re
 
 def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: Classifier,
                      caching: ResultCaching | None = None,
-                     idempotency_writes: WriteHealth | None = None,
-                     experiments_writes: WriteHealth | None = None,
-                     policy_violations: int = 0) -> list[ReadinessCheck]:
+                     idempotency_redis: StoreRedis | None = None,
+                     experiments_redis: StoreRedis | None = None,
+                     policy_violations: int = 0,
+                     redis_budget_s: float = BUDGET_S) -> list[ReadinessCheck]:
     """What `/readyz` reports: config and classifier versions, providers, cache backend, and
-    the shared stores: a Redis down or refusing writes (`*_writes`, learned from the stores'
-    own writes) is `degraded`, never not ready (see `router.api.meta`). So is a config that
-    `policy check` refuses (`policy_violations`: models a floor bars from tasks, whose
+    the shared stores: a Redis down, slow (no answer within `redis_budget_s`) or refusing
+    writes (`*_redis.writes`, learned from the stores' own writes) is `degraded`, never not
+    ready (see `router.api.meta`). Each store's Redis is checked through its own pooled client
+    (`*_redis`; `caching.redis`), or one of the check's own when none is given. So is a config
+    that `policy check` refuses (`policy_violations`: models a floor bars from tasks, whose
     requests may all be 503s), which `serve` starts with a warning."""
+    server = config.server
+    cache_redis = None
+    if server.cache.backend == "redis" and server.cache.redis_url is not None:
+        cache_redis = _given_or_own(
+            StoreRedis(caching.redis, caching.writes)
+            if caching is not None and caching.redis is not None else None,
+            server.cache.redis_url, redis_budget_s)
+    idempotency_redis = (_given_or_own(idempotency_redis, server.idempotency_redis_url,
+                                       redis_budget_s)
+                         if server.idempotency_redis_url is not None else None)
+    experiments_redis = (_given_or_own(experiments_redis, server.experiments_redis_url,
+                                       redis_budget_s)
+                         if server.experiments_redis_url is not None and config.experiments
+                         else None)
+    # Requests without a key are served; keyed ones are refused (503) while it is down.
+    keyed_lost = "requests with an Idempotency-Key are refused (503)"
+    outcomes_lost = "outcomes are lost and guardrails keep their last halts"
+    cache_check = StoreCheck("cache", "server.cache.redis_url", while_down="serving uncached",
+                             while_refused=CACHE_REFUSED,
+                             new_connections=_looked_at(server.cache.redis_url))
+    idempotency_check = StoreCheck("idempotency", "server.idempotency_redis_url",
+                                   while_down=keyed_lost, while_refused=keyed_lost,
+                                   new_connections=_looked_at(server.idempotency_redis_url),
+                                   records=True)
+    experiments_check = StoreCheck("experiments", "server.experiments_redis_url",
+                                   while_down=outcomes_lost, while_refused=outcomes_lost,
+                                   new_connections=_looked_at(server.experiments_redis_url),
+                                   records=True)
 
     async def loaded() -> Readiness:
         if policy_violations:
@@ -50,41 +89,45 @@ def readiness_checks(config: RouterConfig, runtime: RuntimeConfig, classifier: C
                          f"{len(runtime.deployments)} deployments")
 
     async def cache() -> Readiness:
-        spec = config.server.cache
+        spec = server.cache
         if caching is not None and caching.unavailable is not None:
             return Readiness("cache", True, f"{spec.backend} unavailable "
                              f"({caching.unavailable}): serving uncached", degraded=True)
-        if spec.backend != "redis" or spec.redis_url is None:
+        if cache_redis is None:
             why = caching.degraded() if caching is not None else None
             if why is not None:
                 return Readiness("cache", True, f"{spec.backend}: {why}", degraded=True)
             return Readiness("cache", True, spec.backend)
         # The service still answers without its cache (never fails a request for it).
-        return await _redis_store(
-            "cache", spec.redis_url, "server.cache.redis_url", while_down="serving uncached",
-            while_refused=CACHE_REFUSED, writes=caching.writes if caching is not None else None)
+        return await check_store(cache_check, cache_redis, redis_budget_s)
 
     async def idempotency() -> Readiness:
-        url = config.server.idempotency_redis_url
-        if url is None:
+        if idempotency_redis is None:
             return Readiness("idempotency", True, "memory (this process)")
-        # Requests without a key are served; keyed ones are refused (503) while it is down.
-        lost = "requests with an Idempotency-Key are refused (503)"
-        return await _redis_store("idempotency", url, "server.idempotency_redis_url",
-                                  while_down=lost, while_refused=lost,
-                                  writes=idempotency_writes, records=True)
+        return await check_store(idempotency_check, idempotency_redis, redis_budget_s)
 
     async def experiments() -> Readiness:
-        url = config.server.experiments_redis_url
-        if url is None or not config.experiments:
+        if experiments_redis is None:
             return Readiness("experiments", True,
                              "memory (this process)" if config.experiments else "none")
-        lost = "outcomes are lost and guardrails keep their last halts"
-        return await _redis_store("experiments", url, "server.experiments_redis_url",
-                                  while_down=lost, while_refused=lost,
-                                  writes=experiments_writes, records=True)
+        return await check_store(experiments_check, experiments_redis, redis_budget_s)
 
     return [loaded, model, providers, cache, idempotency, experiments]
+
+
+def _looked_at(url: str | None) -> NewConnections | None:
+    return NewConnections(url) if url is not None else None
+
+
+def _given_or_own(given: StoreRedis | None, url: str, timeout_s: float) -> StoreRedis:
+    """The store's own Redis client when given, else a pooled one of the check's own (its
+    connection kept from one check to the next)."""
+    if given is not None:
+        return given
+    import redis.asyncio as aioredis
+
+    return StoreRedis(aioredis.from_url(url, socket_timeout=timeout_s,
+                                        socket_connect_timeout=timeout_s))
 
 
 def stats_check(store: StatsStore) -> ReadinessCheck:
@@ -102,46 +145,6 @@ def stats_check(store: StatsStore) -> ReadinessCheck:
                          status=status.model_dump(mode="json"))
 
     return stats
-
-
-async def _redis_store(name: str, url: str, setting: str, *, while_down: str,
-                       while_refused: str, writes: WriteHealth | None,
-                       records: bool = False) -> Readiness:
-    """A store in Redis: down, refusing writes (checked again with a write of `/readyz`'s own
-    while a refusal stands, so it clears without traffic), or fine; what each costs is said
-    (`while_down`, `while_refused`). For a store of `records`, also whether Redis may evict
-    them."""
-    state, up = await _redis_state(url, setting, while_down, while_refused, records=records)
-    if up and writes is not None:
-        await probe_write(url, writes, 0.2)
-        refused = writes.describe(while_refused)
-        if refused is not None:
-            return Readiness(name, True, refused, degraded=True)
-    return Readiness(name, True, state, degraded=not up)
-
-
-async def _redis_state(url: str, setting: str, while_down: str, while_refused: str,
-                       records: bool = False) -> tuple[str, bool]:
-    """("redis", True) when it answers a PING within 0.2 s, else why not and what that
-    means: a refusal of its credentials is named as the setting's fault (no wait will mend
-    it), and a Redis that cannot persist (MISCONF refuses PING with the writes) as refusing
-    writes, not as down. For a store of `records` (idempotency, experiments), also when that
-    Redis may evict them."""
-    from router.redis_auth import eviction_loss, eviction_policy, ping, refusal
-
-    error = await ping(url, 0.2)
-    if error is None:
-        policy = await eviction_policy(url, 0.2) if records else None
-        if policy is not None:
-            return f"redis (maxmemory-policy {policy}: {eviction_loss(setting, policy)})", True
-        return "redis", True
-    why = refusal(error)
-    if why is not None:
-        return f"{setting}: {why}: {while_down}", False
-    refused = refusal_reason(error)
-    if refused is not None:
-        return f"redis refuses writes ({refused}): {while_refused}", False
-    return f"redis unavailable ({type(error).__name__}): {while_down}", False
 
 
 def writes_of(store: object) -> WriteHealth | None:

@@ -20,11 +20,13 @@ under the store.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+
     from policies.schema import RouterConfig
 
 _START_UP_TIMEOUT_S = 1.0
@@ -72,17 +74,28 @@ def refusal(exc: BaseException) -> str | None:
 
 
 async def ping(url: str, timeout_s: float) -> BaseException | None:
-    """None when the Redis at `url` answers a PING within `timeout_s`, else the error."""
+    """None when the Redis at `url` answers a PING within `timeout_s`, else the error (on a
+    connection of its own: start-up, before any store has one)."""
     import redis.asyncio as aioredis
 
     client = aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
     try:
-        await client.ping()
-        return None
-    except (OSError, aioredis.RedisError) as exc:
-        return exc
+        return await answers(client)
     finally:
         await client.aclose()
+
+
+async def answers(client: aioredis.Redis) -> BaseException | None:
+    """None when Redis answers a PING through `client` (within its own timeouts), else the
+    error. Through a store's pooled client it costs one round trip on a connection already
+    open, where a client of its own paid a new connection's handshake every time."""
+    from redis.exceptions import RedisError
+
+    try:
+        await client.ping()
+        return None
+    except (OSError, RedisError) as exc:
+        return exc
 
 
 # What eviction costs the stores that keep records (not copies) in Redis.
@@ -119,8 +132,14 @@ async def eviction_policy(url: str, timeout_s: float) -> str | None:
         return None
     finally:
         await client.aclose()
-    policy = str(info.get("maxmemory_policy", "noeviction"))
-    if policy == "noeviction" or not int(info.get("maxmemory", 0) or 0):
+    return evicting_policy(info)
+
+
+def evicting_policy(memory_info: Mapping[str, Any]) -> str | None:
+    """The `maxmemory-policy` in an `INFO memory` reply when it may evict keys (a memory limit
+    and a policy other than `noeviction`), else None."""
+    policy = str(memory_info.get("maxmemory_policy", "noeviction"))
+    if policy == "noeviction" or not int(memory_info.get("maxmemory", 0) or 0):
         return None
     return policy
 

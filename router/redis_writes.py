@@ -19,10 +19,14 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
+from redis.exceptions import OutOfMemoryError, ReadOnlyError, RedisError, ResponseError
 
 from router.logs import event
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 log = logging.getLogger("slorouter.redis_writes")
 
@@ -102,19 +106,16 @@ class WriteHealth:
                 f"{consequence}")
 
 
-async def probe_write(url: str, health: WriteHealth, timeout_s: float) -> None:
-    """While `health` holds a refusal, try one small write (a key of its own, for a second) and
-    tell `health` how it went; nothing when no refusal stands or Redis does not answer."""
+async def probe_write(client: Redis, health: WriteHealth) -> None:
+    """While `health` holds a refusal, try one small write (a key of its own, for a second)
+    through `client` (the store's own, pooled: no new connection) and tell `health` how it
+    went; nothing when no refusal stands or Redis does not answer. The caller bounds its time
+    (`/readyz`'s budget)."""
     if health.refusal is None:
         return
-    import redis.asyncio as aioredis
-
-    client = aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
     try:
         await client.set(PROBE_KEY, b"1", px=1000)
-    except (OSError, aioredis.RedisError) as exc:
+    except (OSError, RedisError) as exc:
         health.failed(exc)
         return
-    finally:
-        await client.aclose()
     health.accepted()

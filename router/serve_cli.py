@@ -162,13 +162,15 @@ def serve(args: argparse.Namespace) -> int:
     # own handler in place that ends as 130 however the process was started, not 0.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        _run(app, listeners, args.log_level, config.server.shutdown_grace_s,
-             in_flight.end_all, lambda: _stop(simulator))
+        ended_by = _run(app, listeners, args.log_level, config.server.shutdown_grace_s,
+                        in_flight.end_all, lambda: _stop(simulator))
     except KeyboardInterrupt:  # SIGINT (Ctrl+C), re-raised by uvicorn once the drain is over
         return 128 + signal.SIGINT
     finally:
         _stop(simulator)
-    return 0
+    # A SIGTERM or SIGHUP re-raised after the drain ends the process, except as PID 1 (a
+    # container without an init: the kernel drops it), where the status says it instead.
+    return 128 + ended_by if ended_by is not None else 0
 
 
 def _load(path: Path | None, environ: dict[str, str]) -> tuple[Any, subprocess.Popen[bytes] | None]:
@@ -241,7 +243,9 @@ def _listen(host: str, port: int) -> list[socket.socket]:
 
 
 def _run(app: Any, listeners: list[socket.socket], log_level: str, grace_s: int,
-         on_grace_over: Callable[[], None], on_stopped: Callable[[], None]) -> None:
+         on_grace_over: Callable[[], None], on_stopped: Callable[[], None]) -> int | None:
+    """Serve until a signal's drain is over; the termination signal that should have ended the
+    process but did not (PID 1: `QuietServer.ended_by`), else None."""
     import uvicorn
 
     from router.quiet_server import QuietServer
@@ -251,8 +255,9 @@ def _run(app: Any, listeners: list[socket.socket], log_level: str, grace_s: int,
     config = uvicorn.Config(app, host=host, port=port, loop="uvloop", http=ServiceProtocol,
                             access_log=False, log_config=None, log_level=log_level,
                             lifespan="on", timeout_graceful_shutdown=grace_s + FAREWELL_S)
-    QuietServer(config, on_stopped, grace_s=grace_s,
-                on_grace_over=on_grace_over).run(sockets=listeners)
+    server = QuietServer(config, on_stopped, grace_s=grace_s, on_grace_over=on_grace_over)
+    server.run(sockets=listeners)
+    return server.ended_by
 
 
 def _stop(proc: subprocess.Popen[bytes] | None) -> None:

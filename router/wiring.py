@@ -35,7 +35,8 @@ from router.logs import event
 from router.outcomes import LogSink
 from router.providers.base import AdapterName, Deployment, Provider
 from router.providers.price_table import PriceTable
-from router.readiness import readiness_checks, writes_of
+from router.readiness import readiness_checks
+from router.readiness_redis import store_redis
 from router.redis_auth import redis_passwords
 from router.redis_writes import WriteHealth
 from router.runtime_config import RuntimeConfig, facts_version, resolve
@@ -185,6 +186,7 @@ def result_caching(config: RouterConfig) -> ResultCaching:
     metrics = CacheMetrics()
     backend: ResultCache
     writes: WriteHealth | None = None
+    redis: aioredis.Redis | None = None
     if spec.backend == "none":
         return ResultCaching(None, rule, metrics)  # the providers' prompt caches are still counted
     if spec.backend == "redis":
@@ -192,8 +194,8 @@ def result_caching(config: RouterConfig) -> ResultCaching:
         writes = WriteHealth("cache")  # its refusals, for /readyz
         admitted = sum(pool.max_concurrency for pool in (config.server.reliability.interactive,
                                                          config.server.reliability.background))
-        backend = RedisResultCache(connect(spec.redis_url, max_connections=admitted), metrics,
-                                   writes=writes)
+        redis = connect(spec.redis_url, max_connections=admitted)
+        backend = RedisResultCache(redis, metrics, writes=writes)
     else:
         # Relative to the working directory (not the config's), like any state the process
         # writes; the embedded default's config lives inside the installed package.
@@ -224,7 +226,7 @@ def result_caching(config: RouterConfig) -> ResultCaching:
         backend = disk
     degraded = backend.degraded if isinstance(backend, DiskResultCache) else None
     return ResultCaching(ResultCacheFront(backend, metrics), rule, metrics, writes=writes,
-                         degraded=degraded)
+                         degraded=degraded, redis=redis)
 
 
 def stats_store(config: RouterConfig,
@@ -406,7 +408,7 @@ def build_from_config(config: RouterConfig, environ: Mapping[str, str], base_dir
                  if settings.enabled else None)
     app = build_app(runtime, classifier, providers, sinks=[LogSink()], telemetry=telemetry,
                     checks=readiness_checks(config, runtime, classifier, caching,
-                                            writes_of(idempotency), writes_of(trials.store),
+                                            store_redis(idempotency), store_redis(trials.store),
                                             policy_violations=unbacked),
                     caching=caching, stats=stats_store(config, runtime.deployments),
                     idempotency=idempotency, experiments=trials, in_flight=in_flight)

@@ -2,12 +2,14 @@
 `/readyz` (can serve), and `/v1/health/deployments` (circuit breakers, attempts in flight).
 
 `/readyz` is 503 only when this replica cannot serve; a part the replicas share that fails
-(a Redis down, or refusing writes) is `degraded`: still 200, since every replica would fail
-the same check and a load balancer would take them all out, but listed (`degraded`) for
-operators and alerts."""
+(a Redis down, slow, or refusing writes) is `degraded`: still 200, since every replica would
+fail the same check and a load balancer would take them all out, but listed (`degraded`) for
+operators and alerts. Its checks run at once, so it answers as soon as the slowest has, and a
+Redis check ends within its budget (`router.readiness_redis`)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -89,7 +91,9 @@ def readyz_endpoint(checks: Sequence[ReadinessCheck], policy_version: str,
                     config_version: str | None = None
                     ) -> Callable[[Request], Awaitable[Response]]:
     async def readyz(_: Request) -> Response:
-        results = [await check() for check in checks]
+        # At once, not one after another: each Redis check waits on a round trip, and in turn
+        # they added up past a probe's timeout (`router.readiness_redis`).
+        results = await asyncio.gather(*(check() for check in checks))
         ready = all(result.ok for result in results)
         body: dict[str, Any] = {
             "status": "ready" if ready else "not_ready", "policy_version": policy_version,

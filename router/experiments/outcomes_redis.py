@@ -147,6 +147,11 @@ class RedisOutcomeStore:
         self._seen: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self.writes = WriteHealth("experiments")
 
+    @property
+    def client(self) -> aioredis.Redis:
+        """The pooled client: `/readyz` checks Redis through it (no connection of its own)."""
+        return self._client
+
     async def _written(self, command: Awaitable[T]) -> T:
         """`command`'s reply, its outcome told to `writes`."""
         try:

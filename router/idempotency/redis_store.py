@@ -172,6 +172,11 @@ class RedisIdempotencyStore:
         self._cad = client.register_script(_COMPARE_AND_DELETE)
         self._cae = client.register_script(_COMPARE_AND_EXTEND)
 
+    @property
+    def client(self) -> redis.Redis:
+        """The pooled client: `/readyz` checks Redis through it (no connection of its own)."""
+        return self._client
+
     async def claim(
         self, tenant: str, key: str, fingerprint: str, *, wait_s: float, lease_s: float,
         acting: bool = False,

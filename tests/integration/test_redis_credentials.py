@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 
+from router.readiness_redis import LOOK_EVERY_S
 from tests.support.procs import PYTHON, ManagedProcess, free_port
 from tests.support.redis_server import start_redis
 from tests.support.services import MINIMAL_CONFIG, start_router
@@ -75,23 +77,39 @@ def test_serve_refuses_to_start_on_a_database_redis_does_not_have(
 def test_readyz_names_a_password_rotated_under_the_service(
         tmp_path: Path, guarded_redis: ManagedProcess) -> None:
     """The right password starts the service; once Redis takes another one, `/readyz` says
-    which setting's credentials it refuses (it stays ready: keyless requests are served)."""
+    which setting's credentials it refuses (it stays ready: keyless requests are served):
+    first of new connections, within a look's interval (Redis keeps the connections it has
+    authenticated, and the store's still answer), then of the store's own once they are closed
+    (as a restart or a failover closes them), when keyed requests are refused."""
     url = f"redis://:{PASSWORD}@127.0.0.1:{guarded_redis.port}/0"
+    rotated = f"redis://:rotated-{PASSWORD}@127.0.0.1:{guarded_redis.port}/0"
     router = start_router(tmp_path, MINIMAL_CONFIG + f"server:\n  idempotency_redis_url: '{url}'\n")
     try:
         def idempotency_detail() -> str:
             with urllib.request.urlopen(f"{router.base_url}/readyz", timeout=10) as response:
                 return str(json.loads(response.read())["checks"]["idempotency"]["detail"])
 
+        def detail_once(done: Callable[[str], bool]) -> str:
+            waited_until = time.monotonic() + 4 * LOOK_EVERY_S
+            while not done(detail := idempotency_detail()) and time.monotonic() < waited_until:
+                time.sleep(0.2)
+            return detail
+
         assert idempotency_detail() == "redis"
         with redis.Redis.from_url(url) as client:
             client.config_set("requirepass", "rotated-" + PASSWORD)
-        detail = idempotency_detail()
+        to_new = detail_once(lambda detail: detail != "redis")
+        with redis.Redis.from_url(rotated) as client:
+            client.client_kill_filter(_type="normal", skipme=True)
         refused = _keyed_request(router.base_url)
+        detail = idempotency_detail()
     finally:
         router.stop()
-    assert detail.startswith("server.idempotency_redis_url: Redis refused to authenticate"), detail
-    assert PASSWORD not in detail, detail
+    assert to_new.startswith("server.idempotency_redis_url: Redis refused to authenticate") \
+        and "to new connections (those open still answer)" in to_new, to_new
+    assert detail.startswith("server.idempotency_redis_url: Redis refused to authenticate") \
+        and "new connections" not in detail, detail
+    assert PASSWORD not in to_new + detail, detail
     # No retry mends a refused password: the SDKs are told not to retry, and nothing says
     # "retry shortly" (it said so, with `retry-after: 1`, until 2026-12-06).
     status, headers, body = refused

@@ -12,6 +12,7 @@ import functools
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -545,6 +546,52 @@ def test_under_nohup_a_hangup_changes_nothing(tmp_path: Path) -> None:
         with urllib.request.urlopen(f"{router.base_url}/healthz", timeout=5) as response:
             assert response.status == 200
         assert _alive(router.proc.pid)
+
+
+def _can_be_pid_1() -> bool:
+    """Whether a command can run as PID 1 of a new PID namespace here (`unshare` as root)."""
+    return shutil.which("unshare") is not None and os.geteuid() == 0 and subprocess.run(
+        ["unshare", "--pid", "--fork", "true"], capture_output=True, timeout=10).returncode == 0
+
+
+@pytest.mark.skipif(not _can_be_pid_1(), reason="needs `unshare --pid` (root)")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["sigterm", "sighup"])
+def test_as_pid_1_a_drain_ends_with_the_status_of_its_signal(tmp_path: Path,
+                                                               sig: signal.Signals) -> None:
+    """The Docker image's CMD runs as PID 1 (no init), for which the kernel drops a signal
+    whose action is the default: re-raised after the drain, SIGTERM and SIGHUP left the process
+    running on to `return 0`, and Docker reported 0 where the README promises 143 (129). Now it
+    exits with 128 + the signal's number, what a shell reports for a process the signal ended."""
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    port = free_port()
+    log = tmp_path / "router.log"
+    with log.open("wb") as out:
+        outer = subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--kill-child=SIGKILL", PYTHON, "-m", "router.cli",
+             "serve", "--config", str(config), "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True)
+    try:
+        waited_until = time.monotonic() + 60
+        while True:
+            assert outer.poll() is None, log.read_text()
+            with contextlib.suppress(OSError), urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/healthz", timeout=2):
+                break
+            assert time.monotonic() < waited_until, log.read_text()
+            time.sleep(0.1)
+        inner = int(Path(f"/proc/{outer.pid}/task/{outer.pid}/children").read_text().split()[0])
+        pids = next(line for line in Path(f"/proc/{inner}/status").read_text().splitlines()
+                    if line.startswith("NSpid:"))
+        assert pids.split()[-1] == "1", pids  # PID 1 in its own namespace
+        os.kill(inner, sig)  # from outside, as `docker stop` sends it
+        code = outer.wait(timeout=30)
+    finally:
+        if outer.poll() is None:
+            os.killpg(outer.pid, signal.SIGKILL)
+            outer.wait(timeout=10)
+    assert code == 128 + sig, log.read_text()
+    assert "Traceback" not in log.read_text()
 
 
 @contextlib.contextmanager

@@ -56,6 +56,25 @@ def test_bad_profile_file_exits_with_code_2_and_names_the_problem(tmp_path: Path
     assert "ttft_ms" in result.stderr
 
 
+def test_a_bad_profile_file_is_one_line_a_problem_as_serve_lists_its_config(
+        tmp_path: Path) -> None:
+    """Every field problem on a line of its own, naming the file and the field, in the words
+    `serve` uses for its config (a misspelt field gets the one it resembles); pydantic's own
+    text (its error count, `[type=...]` codes, a URL per problem) was printed as it was."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models:\n  m:\n    ttft_ms: 5\n    ttft_p50_ms: soon\n", encoding="utf-8")
+    result = subprocess.run(
+        [str(VENV_BIN / "slorouter"), "sim", "--port", "0", "--profile", str(bad)],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [
+        "slorouter sim: bad profile:",
+        f"  - {bad}: models.m.ttft_p50_ms: Input should be a valid number, unable to parse "
+        "string as a number",
+        f"  - {bad}: models.m.ttft_ms: Extra inputs are not permitted: did you mean "
+        "'ttft_p99_ms'?"], result.stderr
+
+
 def test_a_taken_port_exits_with_code_3_and_one_line() -> None:
     """As `serve` does: a message naming the address, no traceback."""
     with socket.socket() as taken:

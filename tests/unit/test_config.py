@@ -619,6 +619,21 @@ def test_numbers_and_booleans_from_the_environment_still_load() -> None:
             server.cache.disk_size_limit_mb) == (2.5, 1024, True, 60.0, False, 64.0)
 
 
+def test_the_version_written_as_text_loads_as_other_numbers_do() -> None:
+    """`version: "1"` (a quoted `"${CONFIG_VERSION}"`) was refused, `Input should be 1`, where
+    every other number written as text loads; another version, or a boolean, is still a
+    problem naming the field."""
+    for written in ('"1"', "'${CONFIG_VERSION}'"):
+        text = VALID.replace("version: 1", f"version: {written}")
+        assert load_config_text(text, environ={**ENV, "CONFIG_VERSION": "1"}).version == 1
+    for written, problem in (('"2"', "version: Input should be 1"),
+                             ("true", "version: expected a number, not the boolean true"),
+                             ('"one"', "version: Input should be 1")):
+        with pytest.raises(PolicyValidationError) as caught:
+            load_config_text(VALID.replace("version: 1", f"version: {written}"), environ=ENV)
+        assert caught.value.problems == [problem], caught.value.problems
+
+
 def test_a_name_or_key_reference_out_of_pattern_says_what_is_expected_not_the_regex() -> None:
     """A Persian deployment name and a client key written inline were refused with pydantic's
     regular expression (`String should match pattern '^[A-Za-z0-9]…'`); the problem now says

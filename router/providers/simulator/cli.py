@@ -50,16 +50,16 @@ def handler(args: argparse.Namespace) -> int:
     import signal
     import sys
 
-    from router.providers.simulator.profile import ProfileError, load_profile_file
+    from router.providers.simulator.profile import ProfileError, load_profile_file, validated
     from router.providers.simulator.server import serve_until_stopped
 
     try:
         profiles = load_profile_file(args.profile)
         if args.default_model is not None:
-            profiles = profiles.model_validate(
-                {**profiles.model_dump(), "default_model": args.default_model})
-    except (ProfileError, ValueError) as exc:
-        print(f"slorouter sim: bad profile: {exc}", file=sys.stderr)
+            profiles = validated({**profiles.model_dump(), "default_model": args.default_model})
+    except ProfileError as exc:  # one line a problem, as `serve` lists its config's
+        print("slorouter sim: bad profile:\n  - " + "\n  - ".join(exc.problems),
+              file=sys.stderr)
         return 2
 
     async def main() -> None:

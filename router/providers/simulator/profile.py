@@ -144,26 +144,51 @@ class ProfileFile(BaseModel):
 
 
 class ProfileError(Exception):
-    """A profile file that cannot be read or does not validate (every problem in the message)."""
+    """A profile file that cannot be read or does not validate; `problems` holds one line per
+    problem, every one of them."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def validated(raw: object) -> ProfileFile:
+    """`raw` (a parsed file, or a loaded one with changes) as a `ProfileFile`; `ProfileError`
+    with one line per field problem, worded as `serve` words its config's (pydantic's own text
+    gave three lines a problem, its type codes and a URL among them)."""
+    try:
+        return ProfileFile.model_validate(raw)
+    except ValidationError as exc:
+        from policies.loader import validation_problems  # only on this path: no cost to start
+
+        raise ProfileError(validation_problems(exc, ProfileFile, "docs/simulator.md")) from exc
 
 
 def parse_profile_text(text: str, suffix: str) -> ProfileFile:
     """Parse JSON (`.json`) or YAML (anything else) text into a validated `ProfileFile`."""
     try:
         raw = json.loads(text) if suffix == ".json" else yaml_strict.safe_load(text)
-        return ProfileFile.model_validate(raw)
-    except (ValueError, yaml.YAMLError, ValidationError) as exc:
-        raise ProfileError(str(exc)) from exc
+    except yaml.YAMLError as exc:
+        from policies.loader import yaml_problem  # a line and column, as the config's
+
+        raise ProfileError([yaml_problem(exc)]) from exc
+    except ValueError as exc:
+        raise ProfileError([f"not valid JSON: {exc}"]) from exc
+    return validated(raw)
 
 
 def load_profile_file(path: Path | None = None) -> ProfileFile:
-    """Load and validate a profile file; `None` loads the built-in profiles."""
+    """Load and validate a profile file; `None` loads the built-in profiles. A problem of the
+    file names it, as `serve`'s do its config."""
     target = path if path is not None else BUILTIN_PROFILE_PATH
     try:
         text = target.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ProfileError(f"cannot read {target}: {exc}") from exc
-    return parse_profile_text(text, target.suffix.lower())
+        raise ProfileError([f"cannot read {target}: {exc.strerror or exc}"]) from exc
+    try:
+        return parse_profile_text(text, target.suffix.lower())
+    except ProfileError as exc:
+        raise ProfileError([f"{target}: {problem}" for problem in exc.problems]) from exc
 
 
 def dump_profile_file(profiles: ProfileFile) -> str:

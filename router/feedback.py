@@ -1,10 +1,11 @@
 """Latency feedback: outcomes flow into the statistics, statistics into the ranking.
 
 `StatsSink` is an `OutcomeSink`: per upstream attempt it records an `Observation` (successes feed
-the latency estimates, failures the error rates) and per request the router-level timings for
-the task's SLO. `StatsRanker` is the `Ranker` the decision uses: it scores each eligible
-deployment from its live statistics (predicted TTFT/E2E at the SLO percentiles, chance of
-meeting the SLO, cost, error rate, SLO demotion, breaker state) under the policy's objective.
+the latency estimates, failures the error rates, but for those one tenant's requests alone
+provoke) and per request the router-level timings for the task's SLO. `StatsRanker` is the
+`Ranker` the decision uses: it scores each eligible deployment from its live statistics
+(predicted TTFT/E2E at the SLO percentiles, chance of meeting the SLO, cost, error rate, SLO
+demotion, breaker state) under the policy's objective.
 Timestamps: the request path uses `perf_counter`; statistics use the wall clock (replicas
 merge them), converted here.
 """
@@ -28,6 +29,7 @@ from router.scoring import Candidate, Ranking, ScoreRequest, ScoringConfig, Weig
 from router.scoring.blend_cache import BlendCache
 from router.slo import SloTargets, SloTracker
 from router.stats import Observation, StatsStore, prompt_bucket
+from router.stats.attribution import Attribution
 from router.steady_clock import steady_time
 
 Clock = Callable[[], float]
@@ -204,14 +206,22 @@ class StatsRanker:
 
 
 class StatsSink:
-    """Records every outcome's attempts and its request-level timings."""
+    """Records every outcome's attempts and its request-level timings.
+
+    An attempt's failure is recorded as its deployment's (the store's error rate, the SLO
+    tracker's deployment series) only when it does not stand alone: while the deployment
+    served another tenant fine in the window, one tenant's failures are its own and are left
+    out, as its circuit breaker leaves them (`router/stats/attribution.py`). The request's
+    task and the service count it all the same: it is what the client got."""
 
     def __init__(self, store: StatsStore, slo: SloTracker, wall: Clock = steady_time,
-                 mono: Clock = time.perf_counter) -> None:
+                 mono: Clock = time.perf_counter,
+                 attribution: Attribution | None = None) -> None:
         self._store = store
         self._slo = slo
         self._wall = wall
         self._mono = mono
+        self._attribution = attribution if attribution is not None else Attribution()
 
     def record(self, outcome: Outcome) -> None:
         if outcome.idempotent_replay:
@@ -238,6 +248,8 @@ class StatsSink:
         output = per_choice if per_choice is not None else 0
         winner = outcome.winner
         timed = outcome.tpot_s is not None  # its TPOT is known (tokens, not chunks, counted)
+        targets = self._slo.targets.get(task)
+        budget = 1.0 - (targets.availability if targets is not None else SloSpec().availability)
         for attempt in outcome.attempts:
             if attempt.outcome == "cancelled" and winner is not None:
                 if attempt.started_at <= winner.started_at:
@@ -274,6 +286,10 @@ class StatsSink:
                 # A won attempt has an error only when its answer broke after it had started.
                 error=None if cut else attempt.error_class, streamed=outcome.stream,
                 whole=whole)
+            if obs.error is None:
+                self._attribution.served(attempt.deployment, outcome.tenant, obs.t)
+            elif not self._attribution.failed(attempt.deployment, outcome.tenant, obs.t, budget):
+                continue  # its tenant's alone: the deployment served the others fine
             self._store.record(obs)
             self._slo.record_attempt(obs, outcome.stream)
         if failed is not None:  # else not the service's to count (`_service_failure`)

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from router.execution.breaker_rules import BreakerPolicy, Counts, blamed, holds, opens
+from router.execution.verdict_windows import PrincipalWindows, Window
 
 __all__ = ["REGULAR", "BreakerPolicy", "BreakerRegistry", "BreakerState", "CircuitBreaker",
            "DeploymentHealth", "DeploymentsHealth", "Permit", "soonest_whole_seconds"]
@@ -60,75 +60,6 @@ class Permit:
 REGULAR = Permit()  # an attempt admitted by a closed circuit (of the anonymous principal)
 
 
-class _Window:
-    """Successes and failures over a sliding window of slotted buckets."""
-
-    def __init__(self, window_s: float, slots: int, now: float) -> None:
-        self._width = window_s / slots
-        self._ok = [0] * slots
-        self._failed = [0] * slots
-        self._slot = math.floor(now / self._width)
-
-    def add(self, now: float, failed: bool) -> None:
-        self._advance(now)
-        bucket = self._failed if failed else self._ok
-        bucket[self._slot % len(bucket)] += 1
-
-    def counts(self, now: float) -> tuple[int, int]:
-        """(requests, failures) in the window."""
-        self._advance(now)
-        failures = sum(self._failed)
-        return sum(self._ok) + failures, failures
-
-    def clear(self) -> None:
-        self._ok = [0] * len(self._ok)
-        self._failed = [0] * len(self._failed)
-
-    def _advance(self, now: float) -> None:
-        now_slot = math.floor(now / self._width)
-        for offset in range(1, min(now_slot - self._slot, len(self._ok)) + 1):
-            index = (self._slot + offset) % len(self._ok)
-            self._ok[index] = 0
-            self._failed[index] = 0
-        self._slot = max(self._slot, now_slot)
-
-
-class _Principals:
-    """Each principal's verdicts over the window and failures in the current run (since the
-    deployment's last success), for the `max_principals` most recently heard; one it drops
-    leaves its verdicts in the deployment's counts only (`breaker_rules.attributed`)."""
-
-    def __init__(self, policy: BreakerPolicy) -> None:
-        self._policy = policy
-        self._windows: OrderedDict[str, _Window] = OrderedDict()
-        self._run: dict[str, int] = {}
-
-    def add(self, principal: str, now: float, failed: bool) -> None:
-        window = self._windows.get(principal)
-        if window is None:
-            if len(self._windows) >= self._policy.max_principals:
-                dropped, _ = self._windows.popitem(last=False)
-                self._run.pop(dropped, None)
-            window = _Window(self._policy.window_s, self._policy.window_slots, now)
-            self._windows[principal] = window
-        else:
-            self._windows.move_to_end(principal)
-        window.add(now, failed)
-        if failed:
-            self._run[principal] = self._run.get(principal, 0) + 1
-        elif self._run:
-            self._run.clear()  # a success, whoever's, ends everyone's run
-
-    def counts(self, now: float) -> Iterator[tuple[str, Counts]]:
-        """Each principal's counts, computed as they are read."""
-        for principal, window in self._windows.items():
-            yield principal, Counts(self._run.get(principal, 0), *window.counts(now))
-
-    def clear(self) -> None:
-        self._windows.clear()
-        self._run.clear()
-
-
 class CircuitBreaker:
     """The breaker of one deployment."""
 
@@ -141,14 +72,15 @@ class CircuitBreaker:
         self._policy = policy
         self._clock = clock
         self._on_change = on_change
-        self._window = _Window(policy.window_s, policy.window_slots, clock())
+        self._window = Window(policy.window_s, policy.window_slots, clock())
         self._open_until: float | None = None
         self._half_open = False
         self._probes_in_flight = 0
         self._probe_successes = 0
         self._spell = 0  # half-open spells so far: a probe's permit names its own
         self._consecutive = 0
-        self._principals = _Principals(policy)
+        self._principals = PrincipalWindows(policy.window_s, policy.window_slots,
+                                            policy.max_principals)
         # The principal blamed for the latest opening, and whether anyone else was refused
         # since: a half-open spell then offers its probe to the others first (`allow`).
         self._opened_by: str | None = None

@@ -16,7 +16,10 @@ window opens on that principal's failures exactly as before. Before (the securit
 
 The same attribution decides whether a `Retry-After` holds the circuit open (`holds`), and
 `blamed` names the principal whose failures weigh most, which a half-open spell does not give
-its probe to first (`breaker.CircuitBreaker.allow`). Nothing here keeps state or reads a clock.
+its probe to first (`breaker.CircuitBreaker.allow`). The statistics the ranking reads hold a
+failed attempt to it too (`alone`, with the ranker's error-rate test in place of `trips`:
+`router/stats/attribution.py`). Nothing here keeps state or reads a clock; the counts are kept
+by `verdict_windows`.
 """
 
 from __future__ import annotations
@@ -86,15 +89,23 @@ def trips(policy: BreakerPolicy, counts: Counts) -> bool:
         and counts.failures >= policy.error_rate * counts.requests)
 
 
+def alone(rule: Callable[[Counts], bool], total: Counts, own: Counts) -> bool:
+    """Whether one principal's failures stand alone: the deployment served someone else in the
+    window, and `rule` does not hold on its `total` without that principal's verdicts (`own`).
+    Such failures are the principal's, not the deployment's: the breaker opens nothing on
+    them, nor do the statistics the ranking reads count them (`router/stats/attribution.py`)."""
+    rest = total.without(own)
+    return rest.served > 0 and not rule(rest)
+
+
 def attributed(rule: Callable[[Counts], bool], total: Counts,
                principals: Iterable[Counts]) -> bool:
     """Whether `rule` holds on the deployment's `total` and, for each principal that failed
     while the deployment served someone else in the window, also without that principal's
-    verdicts. `principals`: the counts of each principal kept apart (any others are in `total`
-    only, so they count as everyone's)."""
-    return rule(total) and all(
-        rule(rest) for own in principals if own.run or own.failures
-        for rest in (total.without(own),) if rest.served > 0)
+    verdicts (no principal's failures stand `alone`). `principals`: the counts of each
+    principal kept apart (any others are in `total` only, so they count as everyone's)."""
+    return rule(total) and not any(
+        alone(rule, total, own) for own in principals if own.run or own.failures)
 
 
 def opens(policy: BreakerPolicy, total: Counts, principals: Iterable[Counts]) -> bool:

@@ -1,0 +1,97 @@
+"""Whether a failed attempt is its deployment's failure, or its principal's (tenant's) alone.
+
+The statistics the ranking reads (a deployment's decayed error rate) and the SLO tracker's
+deployment series are shared by everyone who uses the deployment, as its circuit breaker is,
+and some failures are the sender's to provoke: a prompt that makes the provider answer 500, a
+request a cheap deployment refuses and a dear one takes. Recorded as the deployment's, one
+tenant's such requests moved every tenant's `auto` traffic to a dearer deployment (the
+security audit: 32 of 41 of another tenant's requests while it sent, 39 of 40 after), though
+the breaker, which attributes its verdicts, stayed closed.
+
+So a failed attempt is held to the breaker's attribution rule before it is recorded
+(`breaker_rules.alone`), with the ranker's own test in place of the breaker's trip rules: the
+deployment's failures over the window, less `error_z` standard errors, above the request's
+availability budget (`over_budget`; the ranker's `error_rate_over_budget`). While the
+deployment served another principal in the window and, without this principal's verdicts, its
+failures are not over the budget, the failure stands alone: it is the principal's, and is not
+recorded as the deployment's. An outage fails everyone, so once the others' failures are over
+the budget (two or three of theirs within the window) every failure counts again; a deployment
+one principal used alone in the window counts that principal's failures exactly as before.
+
+Per deployment, every verdict of the window and each principal's apart, in the breaker's own
+bookkeeping (`verdict_windows`), bounded: `max_principals` principals a deployment, and the
+deployments are the configuration's. Per process: a replica decides on what it served.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from router.execution.breaker_rules import Counts, alone
+from router.execution.verdict_windows import PrincipalWindows, Window
+
+
+@dataclass(frozen=True, slots=True)
+class AttributionPolicy:
+    """How far back a deployment's verdicts are kept (`window_s`, in `window_slots`), for how
+    many principals apart, and the ranker's standard errors (`ScoringConfig.error_z`).
+
+    The window is longer than the breaker's (10 s): a principal served once in it keeps the
+    others' failures attributed, and the traffic a ranking sends elsewhere comes back only
+    through exploration probes (3% of requests), which a short window would miss."""
+
+    window_s: float = 30.0
+    window_slots: int = 15
+    max_principals: int = 64
+    error_z: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.window_s <= 0 or self.window_slots < 1 or self.max_principals < 1:
+            raise ValueError("window_s > 0, window_slots >= 1, max_principals >= 1 required")
+
+
+def over_budget(counts: Counts, budget: float, error_z: float) -> bool:
+    """The ranker's test on a window's counts: the share of failures, less `error_z` of its
+    standard errors, above `budget` (one minus the availability objective)."""
+    if counts.failures <= 0 or counts.requests <= 0:
+        return False
+    rate = counts.failures / counts.requests
+    return rate - error_z * math.sqrt(rate * (1.0 - rate) / counts.requests) > budget
+
+
+class Attribution:
+    """Each deployment's verdicts over the window, every principal's apart: told of every
+    verdict a deployment's statistics could count (`served`, `failed`), it says of a failure
+    whether it is the deployment's."""
+
+    def __init__(self, policy: AttributionPolicy | None = None) -> None:
+        self.policy = policy if policy is not None else AttributionPolicy()
+        self._deployments: dict[str, tuple[Window, PrincipalWindows]] = {}
+
+    def _of(self, deployment: str, now: float) -> tuple[Window, PrincipalWindows]:
+        kept = self._deployments.get(deployment)
+        if kept is None:
+            policy = self.policy
+            kept = self._deployments[deployment] = (
+                Window(policy.window_s, policy.window_slots, now),
+                PrincipalWindows(policy.window_s, policy.window_slots, policy.max_principals))
+        return kept
+
+    def served(self, deployment: str, principal: str, now: float) -> None:
+        """An attempt of `principal` on `deployment` succeeded at `now`."""
+        total, principals = self._of(deployment, now)
+        total.add(now, failed=False)
+        principals.add(principal, now, failed=False)
+
+    def failed(self, deployment: str, principal: str, now: float, budget: float) -> bool:
+        """An attempt of `principal` on `deployment` failed at `now`: whether the failure is
+        the deployment's (to be recorded in its statistics), not `principal`'s alone. `budget`:
+        the request's error budget (one minus its task's availability objective)."""
+        total, principals = self._of(deployment, now)
+        total.add(now, failed=True)
+        principals.add(principal, now, failed=True)
+        everyone = Counts(0, *total.counts(now))
+        error_z = self.policy.error_z
+        return not alone(lambda counts: over_budget(counts, budget, error_z), everyone,
+                         principals.of(principal, now))

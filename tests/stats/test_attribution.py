@@ -1,0 +1,165 @@
+"""A failed attempt is its deployment's failure only when it does not stand alone.
+
+While a deployment serves another tenant fine, one tenant's failures (its poison prompts) are
+its own: the statistics the ranking reads and the SLO tracker's deployment series leave them
+out, the task's SLO (what the client got) counts them. An outage failing everyone counts after
+a few of the others' failures; a deployment one tenant uses alone counts its failures as
+before. The rule is the breaker's (`breaker_rules.alone`) with the ranker's error-rate test.
+"""
+
+from __future__ import annotations
+
+import time
+
+from router import errors
+from router.execution.attempt import AttemptRecord
+from router.execution.breaker_rules import Counts
+from router.feedback import StatsSink
+from router.outcomes import Outcome
+from router.scoring import ScoringConfig
+from router.slo import SloTargets, SloTracker
+from router.stats.attribution import Attribution, AttributionPolicy, over_budget
+from tests.stats.sim import RecordingStore
+
+BUDGET = 0.005  # availability 0.995
+NOW = 1_000.0
+
+
+def _served(attribution: Attribution, principal: str, times: int, now: float = NOW,
+            deployment: str = "d") -> None:
+    for _ in range(times):
+        attribution.served(deployment, principal, now)
+
+
+def _failed(attribution: Attribution, principal: str, times: int, now: float = NOW,
+            deployment: str = "d") -> list[bool]:
+    return [attribution.failed(deployment, principal, now, BUDGET) for _ in range(times)]
+
+
+def test_the_failures_of_a_tenant_alone_on_a_deployment_are_the_deployment_s() -> None:
+    """Nobody else served in the window: every failure counts, as before."""
+    attribution = Attribution()
+    _served(attribution, "a", 20)
+    assert _failed(attribution, "a", 10) == [True] * 10
+
+
+def test_one_tenants_failures_while_another_is_served_fine_are_its_own() -> None:
+    attribution = Attribution()
+    _served(attribution, "a", 20)
+    assert _failed(attribution, "b", 50) == [False] * 50
+    _served(attribution, "a", 5)
+    assert _failed(attribution, "b", 10) == [False] * 10
+    assert _failed(attribution, "a", 1) == [True]  # b is never served: a's failure stands
+
+
+def test_a_blip_of_another_tenant_does_not_make_them_count() -> None:
+    """One failure among a's 50 answers is within what the ranker reads as noise: b's poison
+    stays b's."""
+    attribution = Attribution()
+    _served(attribution, "a", 50)
+    _failed(attribution, "a", 1)
+    assert _failed(attribution, "b", 20) == [False] * 20
+
+
+def test_an_outage_failing_every_tenant_counts_after_a_few_of_the_others_failures() -> None:
+    attribution = Attribution()
+    for _ in range(50):
+        _served(attribution, "a", 1)
+        _served(attribution, "b", 1)
+    counted = []
+    for _ in range(10):
+        counted += _failed(attribution, "a", 1) + _failed(attribution, "b", 1)
+    assert counted[:2] == [False, False]
+    assert all(counted[6:]), counted  # from each tenant's fourth failure at the latest
+
+
+def test_they_count_again_once_nobody_else_was_served_for_the_window() -> None:
+    policy = AttributionPolicy()
+    attribution = Attribution(policy)
+    _served(attribution, "a", 20)
+    assert _failed(attribution, "b", 1) == [False]
+    later = NOW + policy.window_s + policy.window_s / policy.window_slots
+    assert _failed(attribution, "b", 1, now=later) == [True]
+
+
+def test_deployments_are_kept_apart() -> None:
+    attribution = Attribution()
+    _served(attribution, "a", 20, deployment="d")
+    assert _failed(attribution, "b", 1, deployment="e") == [True]
+    assert _failed(attribution, "b", 1, deployment="d") == [False]
+
+
+def test_only_so_many_tenants_are_kept_apart_the_others_count_as_everyone_s() -> None:
+    """With two tenants kept apart, a third heard since pushes out the oldest: a's verdicts are
+    then everyone's (in the deployment's counts only), so b's failures, taken out alone, leave
+    a's successes and c's: still b's own."""
+    attribution = Attribution(AttributionPolicy(max_principals=2))
+    _served(attribution, "a", 20)
+    _served(attribution, "c", 1)
+    assert _failed(attribution, "b", 3) == [False] * 3  # a is out: its answers stay the others'
+
+
+def test_the_test_is_the_rankers() -> None:
+    assert AttributionPolicy().error_z == ScoringConfig().error_z
+    assert not over_budget(Counts(0, 50, 1), BUDGET, 1.0)  # 2% of 50: within one stderr
+    assert over_budget(Counts(0, 50, 3), BUDGET, 1.0)
+    assert not over_budget(Counts(0, 0, 0), BUDGET, 1.0)
+
+
+def _outcome(tenant: str, deployment: str, failed: bool, at: float) -> Outcome:
+    if failed:
+        error = errors.ProviderUnavailableError("upstream returned 500",
+                                                code="upstream_unavailable")
+        attempt = AttemptRecord(deployment, 1, at, "first", "failed", ended_at=at + 0.01,
+                                error=error)
+        return Outcome(request_id="r", tenant=tenant, requested_model=deployment, stream=True,
+                       arrived_at=at, task="chat", ended_at=at + 0.02, status=500,
+                       error_type=type(error).__name__, attempts=[attempt])
+    attempt = AttemptRecord(deployment, 1, at, "first", "won", first_content_at=at + 0.01,
+                            ended_at=at + 0.02)
+    return Outcome(request_id="r", tenant=tenant, requested_model="auto", stream=True,
+                   arrived_at=at, task="chat", deployment=deployment, first_content_at=at + 0.01,
+                   first_token_at=at + 0.01, last_token_at=at + 0.02, ended_at=at + 0.02,
+                   prompt_tokens=5, completion_tokens=3, attempts=[attempt])
+
+
+def _availability(slo: SloTracker, deployment: str | None) -> tuple[int, int]:
+    """(total, bad) of `chat`'s availability over the shortest window, of the task or of one
+    deployment."""
+    chat = next(t for t in slo.snapshot().tasks if t.task == "chat")
+    if deployment is None:
+        windows = chat.windows
+    else:
+        windows = next(d for d in chat.deployments if d.deployment == deployment).windows
+    window = min(windows, key=lambda w: w.window_s)
+    sli = next(s for s in window.slis if s.sli == "availability")
+    return sli.total, sli.bad
+
+
+def test_the_sink_leaves_one_tenants_failures_out_of_the_deployment_s_statistics() -> None:
+    """b's ten failed requests on `d`, with a served there: the store sees a's answers only,
+    `d`'s SLO series no failure; the task's SLO counts b's failures, which its clients got."""
+    store = RecordingStore()
+    slo = SloTracker({"chat": SloTargets(availability=0.995)})
+    sink = StatsSink(store, slo)
+    start = time.perf_counter()
+    for i in range(20):
+        sink.record(_outcome("a", "d", failed=False, at=start + i * 0.001))
+    for i in range(10):
+        sink.record(_outcome("b", "d", failed=True, at=start + 0.1 + i * 0.001))
+    assert [obs.error for obs in store.seen] == [None] * 20
+    assert _availability(slo, "d") == (20, 0)
+    assert _availability(slo, None) == (30, 10)
+
+
+def test_the_sink_counts_a_lone_tenants_failures_as_before() -> None:
+    store = RecordingStore()
+    slo = SloTracker({"chat": SloTargets(availability=0.995)})
+    sink = StatsSink(store, slo)
+    start = time.perf_counter()
+    for i in range(5):
+        sink.record(_outcome("a", "d", failed=False, at=start + i * 0.001))
+    for i in range(5):
+        sink.record(_outcome("a", "d", failed=True, at=start + 0.1 + i * 0.001))
+    assert [obs.error for obs in store.seen].count("ProviderUnavailableError") == 5
+    assert _availability(slo, "d") == (10, 5)

@@ -75,19 +75,28 @@ class Look:
 
 
 async def look(url: str, timeout_s: float = LOOK_TIMEOUT_S) -> Look | None:
-    """One `INFO memory` on a connection of its own; None when Redis did not answer (the
-    pooled PING says that)."""
+    """A PING then an `INFO memory` on a connection of its own; None when Redis did not
+    answer (the pooled PING says that). Only the connection's own refusal (its handshake, its
+    PING) says the URL is refused: INFO is in the ACL's `@dangerous` category, which a
+    least-privilege user that may run every command the stores send is often denied, and its
+    NOPERM read as refused credentials (a healthy store reported degraded, on every replica:
+    the re-audit of 2026-12-07). INFO refused: no policy known, as at start-up."""
     import redis.asyncio as aioredis
     from redis.exceptions import RedisError, ResponseError
 
     client = aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
     try:
-        return Look(policy=evicting_policy(await client.info("memory")))
-    except (OSError, RedisError) as exc:
-        why = refusal(exc)
-        if why is not None:
-            return Look(refused=why)
-        return Look() if isinstance(exc, ResponseError) else None  # INFO hidden: no policy
+        try:
+            await client.ping()
+        except (OSError, RedisError) as exc:
+            why = refusal(exc)
+            return Look(refused=why) if why is not None else None
+        try:
+            return Look(policy=evicting_policy(await client.info("memory")))
+        except ResponseError:  # INFO hidden (NOPERM among them): no policy known
+            return Look()
+        except (OSError, RedisError):
+            return None
     finally:
         await client.aclose()
 

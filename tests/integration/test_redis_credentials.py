@@ -157,6 +157,30 @@ def test_the_experiments_store_refusing_a_rotated_password_is_not_worth_a_retry(
     assert PASSWORD not in json.dumps(body)
 
 
+def test_a_user_denied_info_is_ready_and_not_refused(tmp_path: Path) -> None:
+    """A least-privilege ACL user (every command but `@dangerous` ones, INFO among them) runs
+    every command the stores send: `/readyz` says the store is fine (its background look read
+    INFO's NOPERM as refused credentials, a healthy store degraded: the re-audit of
+    2026-12-07)."""
+    proc = start_redis(tmp_path, ("--user", "slo", "on", f">{PASSWORD}", "~*", "&*", "+@all",
+                                  "-@dangerous"))
+    try:
+        url = f"redis://slo:{PASSWORD}@127.0.0.1:{proc.port}/0"
+        router = start_router(tmp_path, MINIMAL_CONFIG
+                              + f"server:\n  idempotency_redis_url: '{url}'\n")
+        try:
+            checks = []
+            for _ in range(3):  # the first look, and one taken after it in the background
+                with urllib.request.urlopen(f"{router.base_url}/readyz", timeout=10) as answer:
+                    checks.append(json.loads(answer.read())["checks"]["idempotency"])
+                time.sleep(0.6)
+        finally:
+            router.stop()
+    finally:
+        proc.stop()
+    assert all(c["detail"] == "redis" and not c.get("degraded") for c in checks), checks
+
+
 def test_no_start_up_or_readiness_line_shows_an_unreachable_redis_password(
         tmp_path: Path) -> None:
     """Every Redis setting on an address nothing listens on, its password in the URL (one

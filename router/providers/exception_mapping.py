@@ -270,6 +270,10 @@ def _first_in_mro(exc: BaseException, table: Mapping[str, _T]) -> _T | None:
     return None
 
 
+# litellm's names of the providers whose errors carry Google's `RetryInfo`
+RETRY_INFO_PROVIDERS = frozenset({"gemini", "vertex_ai", "vertex_ai_beta"})
+
+
 def _retry_after_of(exc: BaseException) -> float | None:
     """From the upstream's real headers: litellm keeps them in `litellm_response_headers` (its
     Anthropic errors carry a placeholder `response` without any), else the SDK's response; else
@@ -283,4 +287,9 @@ def _retry_after_of(exc: BaseException) -> float | None:
             continue
         if found is not None:
             return found
+    # Google's alone send it, and only their bodies are read for it: another provider's
+    # message quoting a prompt (litellm's `OpenAIException - <the message>`) read a prompt's
+    # RetryInfo as the wait (the re-audit of 2026-12-07)
+    if getattr(exc, "llm_provider", None) not in RETRY_INFO_PROVIDERS:
+        return None
     return retry_delay_in_body(str(getattr(exc, "message", None) or exc))

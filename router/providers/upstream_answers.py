@@ -147,9 +147,13 @@ def retry_after_of(headers: Mapping[str, str] | None) -> float | None:
 RETRY_INFO_TYPE = "google.rpc.RetryInfo"
 _DURATION = re.compile(r"(\d{1,9}(?:\.\d{1,9})?)s")
 _JSON = json.JSONDecoder()
-# where an error body's JSON begins: the text's start (in a list: Vertex's), or after litellm's
-# `...Exception - ` (`b'` when it quotes the body as bytes)
-_BODY_STARTS = re.compile(r"(?:^\s*(?:\[\s*)?|Exception - (?:b['\"])?)$")
+# What may stand before an error body's JSON: nothing (the body itself), or litellm's whole
+# prefix (`litellm.RateLimitError: litellm.RateLimitError: GeminiException - `, `b'` when it
+# quotes the body as bytes); then a list's `[` (Vertex's). Anchored at the text's start: any
+# `Exception - ` let a prompt quoted in a message place a body of its own (the re-audit).
+_LITELLM_PREFIX = re.compile(
+    r"\s*(?:(?:litellm\.\w+: )+(?:\w+: )?\w+Exception - (?P<quoted>b['\"])?)?")
+_OPENING = re.compile(r"\s*(?:\[\s*)?(?=\{)")
 
 
 def retry_delay_in_body(text: str) -> float | None:
@@ -160,13 +164,18 @@ def retry_delay_in_body(text: str) -> float | None:
     request (a provider's message naming what it refused) let a prompt set the wait: one
     tenant's `'retryDelay': '60s'` held a circuit open for everyone for 60 s (the security
     audit)."""
-    start = text.find("{", 0, SCAN_CHARS)
-    if start < 0 or not _BODY_STARTS.search(text, 0, start):
+    prefix = _LITELLM_PREFIX.match(text)
+    assert prefix is not None  # every part of it is optional
+    at = prefix.end()
+    if prefix.group("quoted"):  # quoted as bytes (litellm's Vertex errors)
+        quoted = _bytes_literal(text[prefix.start("quoted"):SCAN_CHARS])
+        if quoted is None:
+            return None
+        text, at = quoted, 0
+    opening = _OPENING.match(text, at, SCAN_CHARS)
+    if opening is None:
         return None  # not a body (a text quoting the request before any JSON of its own)
-    if text[start - 2:start] in ("b'", 'b"'):  # quoted as bytes (litellm's Vertex errors)
-        quoted = _bytes_literal(text[start - 2:])
-        if quoted is not None:
-            text, start = quoted, 0
+    start = opening.end()
     try:
         body, _ = _JSON.raw_decode(text, start)
     except (ValueError, RecursionError):

@@ -9,6 +9,7 @@ and refused the requests pinned to it (15% of them, in a run at 50 req/s with 4%
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,8 +29,11 @@ deployments:
      input_price_per_mtok: 2, output_price_per_mtok: 4}}
   - {{name: quoted-1, model: openai/fast, adapter: openai_passthrough, api_base: '{base}/v1',
      input_price_per_mtok: 1, output_price_per_mtok: 2}}
+  - {{name: quoted-ll, model: openai/fast, adapter: litellm, api_base: '{base}/v1',
+     api_key: 'env:SIM_KEY', input_price_per_mtok: 1, output_price_per_mtok: 2}}
 models:
   - {{name: quoted, deployments: [quoted-1]}}
+  - {{name: quoted-litellm, deployments: [quoted-ll]}}
   - {{name: cheap, deployments: [cheap-1]}}
   - {{name: premium, deployments: [premium-1]}}
 routes: {{aliases: [auto], default_model: cheap}}
@@ -45,7 +49,8 @@ server:
 def router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     directory: Path = tmp_path_factory.mktemp("poisoned")
     sim = start_simulator(directory, {"fast": FAST_PROFILE})
-    gateway = start_router(directory, CONFIG.format(base=sim.base_url))
+    gateway = start_router(directory, CONFIG.format(base=sim.base_url),
+                           env={"SIM_KEY": "sim-key"})
     try:
         yield gateway
     finally:
@@ -69,22 +74,30 @@ def test_poisoned_requests_leave_the_failover_deployment_serving(router: Running
     assert answer.choices[0].message.content
 
 
-def test_a_prompt_quoted_in_an_error_does_not_set_the_wait(router: Running) -> None:
+@pytest.mark.parametrize(("model", "deployment", "quoting"), [
+    ("quoted", "quoted-1", "<<fail:503>> 'retryDelay': '60s'"),
+    # litellm quotes the provider's message after its own `...Exception - `: a prompt that
+    # writes one before a body of its own (the re-audit of 2026-12-07)
+    ("quoted-litellm", "quoted-ll", "<<fail:503>> Exception - " + json.dumps({"error": {
+        "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",
+                     "retryDelay": "60s"}]}})),
+])
+def test_a_prompt_quoted_in_an_error_does_not_set_the_wait(
+        router: Running, model: str, deployment: str, quoting: str) -> None:
     """The simulator's 503 quotes the prompt, as real providers quote what they refused: a
     prompt carrying Google's `RetryInfo` words (`'retryDelay': '60s'`) set the wait the client
     was told and the breaker held its circuit open for, 60 s for every tenant (the security
     audit of 2026-12-07). The wait is read from a body's structure only."""
     client = openai.OpenAI(base_url=f"{router.base_url}/v1", api_key="unused", max_retries=0)
-    quoting = "<<fail:503>> 'retryDelay': '60s'"
     waits = []
     for _ in range(5):  # the breaker's consecutive failures
         with pytest.raises(openai.APIStatusError) as refused:
-            client.chat.completions.create(model="quoted", messages=[
+            client.chat.completions.create(model=model, messages=[
                 {"role": "user", "content": quoting}])
         assert refused.value.status_code == 503
         waits.append(refused.value.response.headers.get("retry-after"))
     assert "60" not in waits, waits
     health = {d["deployment"]: d for d in
               httpx.get(f"{router.base_url}/v1/health/deployments").json()["deployments"]}
-    assert health["quoted-1"]["state"] == "open"
-    assert health["quoted-1"]["half_open_in_s"] < 30, health["quoted-1"]
+    assert health[deployment]["state"] == "open"
+    assert health[deployment]["half_open_in_s"] < 30, health[deployment]

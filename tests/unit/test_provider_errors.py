@@ -526,8 +526,16 @@ def test_a_retry_info_wait_is_read_from_the_bodys_structure_only() -> None:
                                  "details": [{"@type": "x.Help"}, info]}})
     assert retry_delay_in_body(body) == 17.5
     assert retry_delay_in_body(f"litellm.RateLimitError: GeminiException - {body}") == 17.5
-    assert retry_delay_in_body(f"Vertex_ai_betaException - {body.encode()!r}") == 17.5
-    assert retry_delay_in_body(json.dumps([json.loads(body)])) == 17.5
+    assert retry_delay_in_body(
+        f"litellm.RateLimitError: Vertex_ai_betaException - {body.encode()!r}") == 17.5
+    listed = json.dumps([json.loads(body)])
+    assert retry_delay_in_body(listed) == 17.5
+    assert retry_delay_in_body(f"litellm.RateLimitError: GeminiException - {listed}") == 17.5
+    assert retry_delay_in_body(
+        f"litellm.RateLimitError: Vertex_ai_betaException - {listed.encode()!r}") == 17.5
+    # a prompt quoted in a provider's message, placing a body of its own after litellm's words
+    assert retry_delay_in_body("litellm.ServiceUnavailableError: OpenAIException - Invalid: '"
+                               f"Exception - {body}'") is None
     quoting = {"error": {"code": 503, "message": "Invalid value: \"'retryDelay': '60s' "
                          f"{json.dumps({'error': {'details': [info]}})}\""}}
     assert retry_delay_in_body(json.dumps(quoting)) is None

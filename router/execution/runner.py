@@ -277,15 +277,15 @@ class Runner:
                                        (call.deployment, alternate), strict=False):
                 if side.outcome == "pending" and side.started_at:
                     own = raced.error if raced.error is not None else failed.error
-                    self._failed_on(side, on, as_error(own), plan, attempts)
+                    self._failed_on(side, on, _unanswered(as_error(own)), plan, attempts)
             raise as_error(failed.error) from failed
         winner, loser = (record, hedge_record) if result.winner == 0 else (hedge_record, record)
         self._won(winner)
         lost = result.attempts[1 - result.winner]
         if result.hedge_started and loser.outcome == "pending" and lost.outcome == "failed":
             assert lost.error is not None  # it failed before the other won
-            self._failed_on(loser, calls[1 - result.winner].deployment, as_error(lost.error),
-                            plan, attempts)
+            self._failed_on(loser, calls[1 - result.winner].deployment,
+                            _unanswered(as_error(lost.error)), plan, attempts)
         elif result.hedge_started and loser.outcome == "pending":
             loser.outcome, loser.ended_at = "cancelled", self._clock()
             self._state.breakers.get(loser.deployment).on_abandon(loser.permit)
@@ -451,6 +451,17 @@ class Runner:
 # small model kept the large fallback from a long prompt: the re-audits).
 MAX_REFUSING_MODELS = 3
 SERVERS_REFUSING_A_MODEL = 2
+
+
+def _unanswered(err: SlorouterError) -> SlorouterError:
+    """A race's side that failed (before any content: the first content ends a race) by its
+    adapter's timeout is a `first_token_timeout`, as the runner's own timer names the same cut
+    of an attempt not raced (the adapter says `upstream_read_timeout`: the re-audit of
+    2026-12-07 saw a hedged primary that hung recorded so)."""
+    if isinstance(err, ProviderTimeoutError) and err.code == "upstream_read_timeout":
+        return ProviderTimeoutError("no first token before the attempt's timeout",
+                                    code="first_token_timeout")
+    return err
 
 
 def _hedge_horizon_s(plan: Plan, alternate: Deployment | None, now: float) -> float:

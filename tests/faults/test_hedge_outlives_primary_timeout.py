@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.faults.scenarios import API_KEY, TENANT_ENV, Dep, SimCounters, router_yaml, steady
-from tests.support.services import Running, gateway_and_simulator
+from tests.support.services import Running, finished_requests, gateway_and_simulator
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Running, R
     config = router_yaml("{sim}", deps, {"primary": ["primary"], "alternate": ["alternate"]},
                          reliability="    {}", policies=POLICIES)
     with gateway_and_simulator(tmp_path_factory.mktemp("hedge-timeout"), MODELS,
-                               lambda sim: config.replace("{sim}", sim), TENANT_ENV) as started:
+                               lambda sim: config.replace("{sim}", sim), TENANT_ENV,
+                               extra_args=("--access-log",)) as started:
         yield started
 
 
@@ -72,3 +73,8 @@ def test_a_hedge_answers_after_its_primarys_timeout(stack: tuple[Running, Runnin
     assert after["calm"] - before["calm"] == 1
     # the hedge's 2 s and its delay; cut and sent again, it answered after 1.5 s + 2 s
     assert elapsed < PRIMARY_TIMEOUT_S + ALTERNATE_TTFT_MS / 1000, elapsed
+    # the primary's cut is named as an attempt's not raced (its adapter's timeout said
+    # `upstream_read_timeout`: the re-audit)
+    attempts = finished_requests(router.proc.log_path)[-1]["attempts"]
+    primary = [a for a in attempts if a["deployment"] == "primary"]
+    assert [a.get("code") for a in primary] == ["first_token_timeout"], attempts

@@ -152,9 +152,12 @@ def test_one_tenants_poison_prompts_leave_the_others_traffic_on_the_cheaper_depl
         Counter((status, code) for _, status, _, code in poison)
     during = Counter(model for at, _, model, _ in tenant_a if began + 1.0 <= at < ended)
     after = Counter(model for at, _, model, _ in tenant_a if at >= ended)
-    # exploration (3%) may send one or two to `pt-big`
-    assert during["pt-fast"] >= 0.9 * sum(during.values()), (during, after)
-    assert after["pt-fast"] >= 0.9 * sum(after.values()), (during, after)
+    # Exploration (3%) may send one or two to `pt-big`, and on a loaded machine a few more: a
+    # request of B's still waiting for its 500 reads as a stalling `pt-fast` (the stall
+    # signal, by design; 3 of 17 in a CI run beside other jobs). Counted as `pt-fast`'s
+    # failures, B's 500s moved 28 of 30 of A's requests (the old code).
+    assert during["pt-fast"] >= 0.7 * sum(during.values()), (during, after)
+    assert after["pt-fast"] >= 0.7 * sum(after.values()), (during, after)
     first = next(iter(explained))
     assert first == "pt-fast", explained
     assert "error_rate_over_budget" not in explained["pt-fast"], explained

@@ -166,10 +166,7 @@ class Experiments:
             # a request that billed nothing (a cache hit, errors no provider charges) cost the
             # arm nothing: left out, a route that caches better got no credit for it
             cost_usd=None if outcome.arm_degraded else (outcome.cost_usd or 0.0),
-            answered=not outcome.arm_degraded,
-            # whose request it was: one tenant's failures alone halt no arm (the guardrails
-            # take them out while the arm serves the other tenants fine)
-            tenant=outcome.tenant)
+            answered=not outcome.arm_degraded)
         self._spawn(self._store.record(arm_outcome))
 
     async def feedback(self, tenant: str, request_id: str, metric: str,

@@ -41,6 +41,15 @@ class Window:
         self._ok = [0] * len(self._ok)
         self._failed = [0] * len(self._failed)
 
+    def remove(self, part: Window, now: float) -> None:
+        """Take `part`'s verdicts (a principal's own window, of the same width and slots) out
+        of these."""
+        self._advance(now)
+        part._advance(now)
+        for i in range(len(self._ok)):
+            self._ok[i] = max(0, self._ok[i] - part._ok[i])
+            self._failed[i] = max(0, self._failed[i] - part._failed[i])
+
     def _advance(self, now: float) -> None:
         now_slot = math.floor(now / self._width)
         for offset in range(1, min(now_slot - self._slot, len(self._ok)) + 1):
@@ -62,11 +71,14 @@ class PrincipalWindows:
         self._windows: OrderedDict[str, Window] = OrderedDict()
         self._run: dict[str, int] = {}
 
-    def add(self, principal: str, now: float, failed: bool) -> None:
+    def add(self, principal: str, now: float, failed: bool) -> Window | None:
+        """Count a verdict of `principal`'s; the window of the principal it dropped to make
+        room, if it dropped one."""
         window = self._windows.get(principal)
+        dropped_window = None
         if window is None:
             if len(self._windows) >= self._max_principals:
-                dropped, _ = self._windows.popitem(last=False)
+                dropped, dropped_window = self._windows.popitem(last=False)
                 self._run.pop(dropped, None)
             window = Window(self._window_s, self._slots, now)
             self._windows[principal] = window
@@ -77,6 +89,12 @@ class PrincipalWindows:
             self._run[principal] = self._run.get(principal, 0) + 1
         elif self._run:
             self._run.clear()  # a success, whoever's, ends everyone's run
+        return dropped_window
+
+    def run(self) -> int:
+        """The deployment's failures since its last success, whoever's (of the principals
+        kept apart)."""
+        return sum(self._run.values())
 
     def counts(self, now: float) -> Iterator[tuple[str, Counts]]:
         """Each principal's counts, computed as they are read."""

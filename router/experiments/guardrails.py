@@ -33,17 +33,6 @@ What each test is about:
 Every test is exact from the first value; no guardrail fires before the arm has `min_sample`
 values (a halt on a handful of values would be valid, but not much use to read). Control is
 never halted (it is where halted traffic goes). Pure: the clock is an argument.
-
-An error-rate halt is attributed as the circuit breaker attributes an opening
-(`router/execution/breaker_rules.py`): some failures are the sender's to provoke (a prompt
-that makes the provider answer 500), and an arm is shared by every tenant whose units hash to
-it. So for each tenant with errors on the arm, while the arm served another tenant within the
-guardrail's window, the guardrail must also fire on the arm's values without that tenant's
-(`without_tenant`: its outcomes taken out of the counts and of the window) as if it had sent
-nothing. One tenant's failures alone halt nothing while the others are served fine; an arm
-failing for everyone is still halted, on the others' errors too; an arm one tenant uses alone
-is halted on its errors as before. Before (the security audit), a tenant that found a user id
-on the treatment arm halted it for every tenant with 40 requests making the upstream fail.
 """
 
 from __future__ import annotations
@@ -64,13 +53,7 @@ from policies.experiments.schema import (
     QualityFloorGuardrail,
 )
 from router.experiments.anytime import bernoulli_log_e, nonnegative_mean_log_e
-from router.experiments.outcomes import (
-    ArmData,
-    ExperimentData,
-    Halt,
-    MetricSamples,
-    TenantErrors,
-)
+from router.experiments.outcomes import ArmData, ExperimentData, Halt, MetricSamples
 
 _P95_TAIL = 0.05
 RESTARTS_PER_WINDOW = 5
@@ -273,38 +256,10 @@ def _breach(spec: ExperimentSpec, guardrail: Guardrail, values: FloatArray,
     return _quality_breach(spec, guardrail, values, samples, segs)
 
 
-def without_tenant(samples: MetricSamples, tenants: TenantErrors, tag: str,
-                   window: int) -> tuple[MetricSamples, FloatArray] | None:
-    """The arm's `error` counts and newest values (of the last `window` outcomes) without
-    tenant `tag`'s, or None when the arm served no other tenant in that window (nothing to tell
-    its failures from the arm's: they count, as a lone tenant's do)."""
-    recent = tenants.recent[-window:]
-    rest = np.asarray([error for owner, error in recent if owner != tag], dtype=np.float64)
-    if not np.any(rest == 0.0):
-        return None
-    n, errors = tenants.counts.get(tag, (0, 0))
-    return MetricSamples(count=samples.count - n, total=samples.total - errors,
-                         total_sq=samples.total_sq - errors), rest
-
-
-def _stands_alone(spec: ExperimentSpec, guardrail: ErrorRateGuardrail, arm: ArmData) -> bool:
-    """Whether some tenant's errors stand alone: without them (`without_tenant`), the arm
-    served the others in the window and the guardrail does not fire."""
-    samples, tenants = arm.samples("error"), arm.tenants
-    for tag, (_, errors) in tenants.counts.items():
-        if errors <= 0:
-            continue
-        rest = without_tenant(samples, tenants, tag, guardrail.window)
-        if rest is not None and _breach(spec, guardrail, rest[1], rest[0]) is None:
-            return True
-    return False
-
-
 def check_guardrail(
     spec: ExperimentSpec, guardrail: Guardrail, arm: ArmData, now: datetime
 ) -> Halt | None:
-    """The halt this guardrail demands for `arm` now, if any (an error-rate halt only when no
-    tenant's errors stand alone: see the module's docstring)."""
+    """The halt this guardrail demands for `arm` now, if any."""
     metric = _metric_of(guardrail)
     samples = arm.samples(metric)
     values = _window(arm, metric, guardrail.window)
@@ -312,8 +267,6 @@ def check_guardrail(
         return None
     found = _breach(spec, guardrail, values, samples)
     if found is None:
-        return None
-    if isinstance(guardrail, ErrorRateGuardrail) and _stands_alone(spec, guardrail, arm):
         return None
     return Halt(
         arm=arm.arm, guardrail=guardrail.kind, observed=found.observed,

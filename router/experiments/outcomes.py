@@ -4,14 +4,12 @@ An `OutcomeStore` keeps, per experiment, arm and metric: exact count, sum and su
 (on the analysis scale: log for latencies, linear otherwise) for the sequential test, a bounded
 uniform reservoir of raw values for bootstrap intervals and plots, and the most recent values
 for guardrail windows. It also remembers which arm served a request id (so feedback can find
-it), each tenant's share of an arm's errors (`TenantErrors`: the error-rate guardrail halts no
-arm for failures one tenant alone provokes) and the halts decided so far. The Redis
-implementation shared by replicas lives in `outcomes_redis`; the statistics live in `analysis`.
+it) and the halts decided so far. The Redis implementation shared by replicas lives in
+`outcomes_redis`; the statistics live in `analysis`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from collections import Counter, OrderedDict, deque
@@ -45,8 +43,6 @@ class Outcome:
     # False when control's route answered for the arm (degraded): counted, but the answer is
     # not the arm's, so no exposure is remembered and feedback on it is not the arm's either.
     answered: bool = True
-    # The tenant that sent the request: its errors are kept apart too (`TenantErrors`).
-    tenant: str = ""
 
     def values(self) -> tuple[tuple[str, float], ...]:
         """The built-in metric values this outcome carries (`error` as 0/1, always present)."""
@@ -121,33 +117,12 @@ class MetricSamples:
 EMPTY_SAMPLES: Final[MetricSamples] = MetricSamples(count=0, total=0.0, total_sq=0.0)
 
 
-def tenant_tag(tenant: str) -> str:
-    """How a store names a tenant: a hash (12 hex digits), not its name."""
-    return hashlib.sha256(tenant.encode()).hexdigest()[:12]
-
-
-@dataclass(frozen=True, slots=True)
-class TenantErrors:
-    """Each tenant's share of one arm's `error` values, tenants named by `tenant_tag`: per
-    tenant, its outcomes and errors over the arm's life (`counts`), and the newest outcomes'
-    tenants and errors, oldest first (`recent`). Outcomes recorded before tenants were kept
-    are in the arm's `error` samples only, as everyone's."""
-
-    counts: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    recent: tuple[tuple[str, int], ...] = ()
-
-
-NO_TENANTS: Final[TenantErrors] = TenantErrors()
-
-
 @dataclass(frozen=True, slots=True)
 class ArmData:
-    """All metrics of one arm; `requests` counts recorded outcomes. `tenants`: each tenant's
-    share of its errors (only in a guardrail snapshot that reads `error`)."""
+    """All metrics of one arm; `requests` counts recorded outcomes."""
 
     arm: str
     metrics: Mapping[str, MetricSamples] = field(default_factory=dict)
-    tenants: TenantErrors = NO_TENANTS
 
     @property
     def requests(self) -> int:
@@ -223,8 +198,7 @@ class OutcomeStore(Protocol):
                        windows: Mapping[str, int] | None = None) -> ExperimentData:
         """Everything recorded for `experiment`; with `windows` (metric → n >= 1), only those
         metrics, each with its count, sums and n most recent values (no reservoir): what the
-        guardrails read every pass, a small part of a full snapshot. Such a snapshot that
-        reads `error` also holds each arm's `TenantErrors`, its `recent` the same n."""
+        guardrails read every pass, a small part of a full snapshot."""
         ...
 
 
@@ -359,10 +333,6 @@ class MemoryOutcomeStore:
         self._sizes = (reservoir_size, window_size)
         self._capacity = exposure_capacity
         self._metrics: dict[tuple[str, str], dict[str, _Accumulator]] = {}
-        # Per (experiment, arm): each tenant's (outcomes, errors), and the newest outcomes'
-        # (tenant, error), as many as the window keeps (tenants are the config's: bounded).
-        self._tenant_counts: dict[tuple[str, str], dict[str, list[int]]] = {}
-        self._tenant_recent: dict[tuple[str, str], deque[tuple[str, int]]] = {}
         # Per tenant (the owner part of an `exposure_key`), all tenants' together bounded by the
         # capacity: past it the tenant holding the most evicts its oldest, so a tenant sending
         # requests by the hundred thousand evicts its own records, never another tenant's
@@ -387,12 +357,6 @@ class MemoryOutcomeStore:
     async def record(self, outcome: Outcome) -> None:
         for metric, value in outcome.values():
             self._add(outcome.experiment, outcome.arm, metric, value)
-        arm, tag, error = (outcome.experiment, outcome.arm), tenant_tag(outcome.tenant), \
-            int(outcome.error)
-        counts = self._tenant_counts.setdefault(arm, {}).setdefault(tag, [0, 0])
-        counts[0] += 1
-        counts[1] += error
-        self._tenant_recent.setdefault(arm, deque(maxlen=self._sizes[1])).append((tag, error))
         if outcome.answered:
             await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
 
@@ -442,8 +406,7 @@ class MemoryOutcomeStore:
             arm: ArmData(arm=arm, metrics={m: acc.freeze(None if windows is None
                                                          else windows[m])
                                            for m, acc in per_arm.items()
-                                           if windows is None or m in windows},
-                         tenants=self._tenants(name, arm, windows))
+                                           if windows is None or m in windows})
             for (name, arm), per_arm in self._metrics.items()
             if name == experiment
         }
@@ -453,17 +416,6 @@ class MemoryOutcomeStore:
         return ExperimentData(experiment=experiment, arms=arms, halts=halts,
                               assigned=dict(self._assigned.get(experiment, {})),
                               barred=dict(self._barred.get(experiment, {})))
-
-    def _tenants(self, experiment: str, arm: str,
-                 windows: Mapping[str, int] | None) -> TenantErrors:
-        """The arm's `TenantErrors` for a guardrail snapshot reading `error`, else none."""
-        if windows is None or "error" not in windows:
-            return NO_TENANTS
-        key = (experiment, arm)
-        recent = tuple(self._tenant_recent.get(key, ()))
-        return TenantErrors(
-            counts={tag: (n, e) for tag, (n, e) in self._tenant_counts.get(key, {}).items()},
-            recent=recent[-windows["error"]:])
 
 
 def _bound(by_owner: dict[str, OrderedDict[Any, Any]], capacity: int) -> None:

@@ -4,16 +4,13 @@ Keys, under `{prefix}:{experiment}:`: `arms` (set of arm names), `stats:{arm}` (
 `{metric}:n|s|q`: count, sum and sum of squares on the analysis scale), `res:{arm}:{metric}`
 (reservoir list), `win:{arm}:{metric}` (recent values, newest first), `halts` (hash arm → JSON),
 `assigned` (hash arm → units counted for the SRM check), `barred` (hash arm → requests the
-policy barred the arm's route from), `tenants:{arm}` (hash of `{tag}:n|e`: each tenant's
-outcomes and errors, tenants by `tenant_tag`), `owners:{arm}` (the newest outcomes'
-`{tag}:{error}`, newest first, as many as a window) and `unit:{hash}` (a unit's marker, kept
-30 days, or the exposures' TTL for `unit: request`).
+policy barred the arm's route from) and `unit:{hash}` (a unit's marker, kept 30 days, or the
+exposures' TTL for `unit: request`).
 Per request id, `{prefix}:req:{id}` remembers the arm (and the treatment version it was
 served under: feedback for an earlier version is not found) and `{prefix}:fb:{id}:{metric}` marks a
 received feedback value, both with a TTL. One Lua script updates all metrics of an outcome
-(and its tenant's share of the errors) atomically, so concurrent replicas never over-fill a
-reservoir; one MULTI/EXEC transaction reads a snapshot, so it never mixes two instants. The
-client is injected.
+atomically, so concurrent replicas never over-fill a reservoir; one MULTI/EXEC transaction reads
+a snapshot, so it never mixes two instants. The client is injected.
 Every write's reply goes to `writes` (`router.redis_writes`), which `/readyz` reads: a Redis
 that answers reads but refuses writes loses every outcome.
 """
@@ -41,9 +38,7 @@ from router.experiments.outcomes import (
     Halt,
     MetricSamples,
     Outcome,
-    TenantErrors,
     analysis_value,
-    tenant_tag,
 )
 from router.logs import event
 from router.redis_writes import WriteHealth
@@ -62,21 +57,19 @@ UNIT_MARKER_TTL_S: Final[int] = 30 * 24 * 3600
 _SNAPSHOT_TRIES: Final[int] = 3
 
 # KEYS: a feedback marker (unread when ARGV[1] is 0), arms set, stats hash, then (reservoir,
-# window) per metric, then the arm's tenants hash and owners list. ARGV: the marker's TTL in s
-# (0: no marker), arm, reservoir size, window size, the outcome's tenant tag ("": none, as for
-# feedback) and error (0 or 1), then (metric, raw, scaled, scaled², u) per metric. With a
-# marker, the values are added only if it was not set yet, in the same step (-1 when it was):
-# set apart, a failed add after the marker lost the value for good, its retry finding the
-# marker. With a tag, the tenant's share of the arm's errors is counted in the same step.
+# window) per metric. ARGV: the marker's TTL in s (0: no marker), arm, reservoir size, window
+# size, then (metric, raw, scaled, scaled², u) per metric. With a marker, the values are added
+# only if it was not set yet, in the same step (-1 when it was): set apart, a failed add after
+# the marker lost the value for good, its retry finding the marker.
 _RECORD_LUA: Final[str] = """
 local once = tonumber(ARGV[1])
 if once > 0 and not redis.call('SET', KEYS[1], '1', 'NX', 'EX', once) then return -1 end
 redis.call('SADD', KEYS[2], ARGV[2])
 local cap = tonumber(ARGV[3])
 local win = tonumber(ARGV[4])
-local k = (#ARGV - 6) / 5
+local k = (#ARGV - 4) / 5
 for i = 0, k - 1 do
-  local a = 7 + i * 5
+  local a = 5 + i * 5
   local metric, raw = ARGV[a], ARGV[a + 1]
   local n = redis.call('HINCRBY', KEYS[3], metric .. ':n', 1)
   redis.call('HINCRBYFLOAT', KEYS[3], metric .. ':s', ARGV[a + 2])
@@ -90,14 +83,6 @@ for i = 0, k - 1 do
   end
   redis.call('LPUSH', recent, raw)
   redis.call('LTRIM', recent, 0, win - 1)
-end
-local tag = ARGV[5]
-if tag ~= '' then
-  local tenants, owners = KEYS[4 + 2 * k], KEYS[5 + 2 * k]
-  redis.call('HINCRBY', tenants, tag .. ':n', 1)
-  redis.call('HINCRBY', tenants, tag .. ':e', ARGV[6])
-  redis.call('LPUSH', owners, tag .. ':' .. ARGV[6])
-  redis.call('LTRIM', owners, 0, win - 1)
 end
 return k
 """
@@ -183,27 +168,23 @@ class RedisOutcomeStore:
         return ":".join((self._prefix, scoped, *parts))
 
     async def _add(self, experiment: str, arm: str, values: tuple[tuple[str, float], ...],
-                   once: str | None = None, tenant: tuple[str, int] | None = None) -> bool:
+                   once: str | None = None) -> bool:
         """Add the values to the arm; with `once` (a marker key), only if the marker was not
-        set yet. Whether they were added. With `tenant` (its tag and the outcome's error), its
-        share of the arm's errors is counted in the same step."""
+        set yet. Whether they were added."""
         arms = self._key(experiment, "arms")
         keys = [once if once is not None else arms, arms, self._key(experiment, "stats", arm)]
-        tag, error = tenant if tenant is not None else ("", 0)
         args: list[str | int | float] = [self._ttl if once is not None else 0, arm,
-                                         *self._sizes, tag, error]
+                                         *self._sizes]
         for metric, value in values:
             keys += [self._key(experiment, "res", arm, metric),
                      self._key(experiment, "win", arm, metric)]
             scaled = analysis_value(metric, value)
             args += [metric, repr(value), repr(scaled), repr(scaled * scaled),
                      repr(self._rng.random())]
-        keys += [self._key(experiment, "tenants", arm), self._key(experiment, "owners", arm)]
         return int(await self._written(self._script(keys=keys, args=args))) >= 0
 
     async def record(self, outcome: Outcome) -> None:
-        await self._add(outcome.experiment, outcome.arm, outcome.values(),
-                        tenant=(tenant_tag(outcome.tenant), int(outcome.error)))
+        await self._add(outcome.experiment, outcome.arm, outcome.values())
         if outcome.answered:
             await self.expose(outcome.request_id, Exposure(outcome.experiment, outcome.arm))
 
@@ -287,8 +268,6 @@ class RedisOutcomeStore:
         from one string a list: parsing every reservoir and window (90,000 values for two
         arms) value by value held the event loop for about 0.2 s per snapshot."""
         arm_names, metric_names = sorted(arms), sorted(metrics)
-        # a guardrail pass reading `error` reads each tenant's share of it too
-        by_tenant = None if windows is None else windows.get("error")
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.smembers(self._key(experiment, "arms"))
             pipe.hgetall(self._key(experiment, "halts"))
@@ -306,10 +285,6 @@ class RedisOutcomeStore:
                     else:  # newest first: the first n are the last n values
                         await self._joined(keys=[recent], args=[0, windows[metric] - 1],
                                            client=pipe)
-                if by_tenant is not None:
-                    pipe.hgetall(self._key(experiment, "tenants", arm))
-                    await self._joined(keys=[self._key(experiment, "owners", arm)],
-                                       args=[0, by_tenant - 1], client=pipe)
             replies = iter(await pipe.execute())
         members = frozenset(_text(a) for a in next(replies))
         halts = tuple(sorted((_halt(arm, v) for arm, v in next(replies).items()),
@@ -319,16 +294,12 @@ class RedisOutcomeStore:
                             if windows is None else ({}, {}))
         stats: dict[str, dict[str, float]] = {}
         lists: dict[tuple[str, str], tuple[tuple[float, ...], tuple[float, ...]]] = {}
-        tenants: dict[str, TenantErrors] = {}
         for arm in arm_names:
             stats[arm] = {_text(k): float(v) for k, v in next(replies).items()}
             for metric in metric_names:
                 reservoir = _floats(next(replies)) if windows is None else ()
                 lists[arm, metric] = (reservoir, _floats(next(replies))[::-1])
-            if by_tenant is not None:
-                tenants[arm] = _tenant_errors(next(replies), next(replies))
-        return _Read(members, stats, lists, halts, assigned, barred, metrics, windows is None,
-                     tenants)
+        return _Read(members, stats, lists, halts, assigned, barred, metrics, windows is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,7 +315,6 @@ class _Read:
     barred: Mapping[str, int]
     metrics: frozenset[str]
     full: bool
-    tenants: Mapping[str, TenantErrors]
 
     def metric_names(self) -> frozenset[str]:
         """The metrics recorded on any arm read."""
@@ -367,27 +337,9 @@ class _Read:
                     count=int(stats[f"{metric}:n"]), total=stats.get(f"{metric}:s", 0.0),
                     total_sq=stats.get(f"{metric}:q", 0.0),
                     reservoir=self.lists[arm, metric][0], recent=self.lists[arm, metric][1])
-                for metric in sorted(names)}, tenants=self.tenants.get(arm, TenantErrors()))
+                for metric in sorted(names)})
         return ExperimentData(experiment=experiment, arms=arms, halts=self.halts,
                               assigned=self.assigned, barred=self.barred)
-
-
-def _tenant_errors(counts: Mapping[bytes | str, bytes | str],
-                   owners: bytes | str) -> TenantErrors:
-    """An arm's `TenantErrors` from its `tenants` hash and its `owners` list joined (newest
-    first); an entry this version cannot read is left out (its outcome stays everyone's)."""
-    by_tag: dict[str, list[int]] = {}
-    for field_, value in counts.items():
-        tag, _, part = _text(field_).rpartition(":")
-        if part in ("n", "e") and _text(value).lstrip("-").isdigit():
-            by_tag.setdefault(tag, [0, 0])[part == "e"] = int(value)
-    recent = []
-    for entry in reversed(_text(owners).split()):
-        tag, _, error = entry.rpartition(":")
-        if error in ("0", "1"):
-            recent.append((tag, int(error)))
-    return TenantErrors(counts={tag: (n, e) for tag, (n, e) in by_tag.items()},
-                        recent=tuple(recent))
 
 
 def _recorded(stats: Mapping[str, float]) -> frozenset[str]:

@@ -17,6 +17,9 @@ failures are not over the budget, the failure stands alone: it is the principal'
 recorded as the deployment's. An outage fails everyone, so once the others' failures are over
 the budget (two or three of theirs within the window) every failure counts again; a deployment
 one principal used alone in the window counts that principal's failures exactly as before.
+Failures in a row with no one served between them (`outage_run`, whoever's) count too: an
+outage beginning, which one earlier success of another principal's kept attributed for as long
+as it stayed in the window.
 
 Per deployment, every verdict of the window and each principal's apart, in the breaker's own
 bookkeeping (`verdict_windows`), bounded: `max_principals` principals a deployment, and the
@@ -45,6 +48,9 @@ class AttributionPolicy:
     window_slots: int = 15
     max_principals: int = 64
     error_z: float = 1.0
+    # failures in a row with no one served between them: read as the deployment's (an outage
+    # beginning) whoever sent them
+    outage_run: int = 3
 
     def __post_init__(self) -> None:
         if self.window_s <= 0 or self.window_slots < 1 or self.max_principals < 1:
@@ -82,7 +88,7 @@ class Attribution:
         """An attempt of `principal` on `deployment` succeeded at `now`."""
         total, principals = self._of(deployment, now)
         total.add(now, failed=False)
-        principals.add(principal, now, failed=False)
+        _count(total, principals, principal, now, failed=False)
 
     def failed(self, deployment: str, principal: str, now: float, budget: float) -> bool:
         """An attempt of `principal` on `deployment` failed at `now`: whether the failure is
@@ -90,8 +96,24 @@ class Attribution:
         the request's error budget (one minus its task's availability objective)."""
         total, principals = self._of(deployment, now)
         total.add(now, failed=True)
-        principals.add(principal, now, failed=True)
+        _count(total, principals, principal, now, failed=True)
+        if principals.run() >= self.policy.outage_run:
+            # No one served since these failures began: an outage beginning, whoever's
+            # failures they are (a success of another tenant's before it began held every
+            # failure of the busy tenant's back for 7-8 s, its clients answered 503 as the
+            # retry budget ran out: the re-audit of 2026-12-07)
+            return True
         everyone = Counts(0, *total.counts(now))
         error_z = self.policy.error_z
         return not alone(lambda counts: over_budget(counts, budget, error_z), everyone,
                          principals.of(principal, now))
+
+
+def _count(total: Window, principals: PrincipalWindows, principal: str, now: float,
+           failed: bool) -> None:
+    """A verdict into `principal`'s window; the verdicts of a principal dropped to make room
+    leave the deployment's counts too (kept in them as everyone's, the 64th tenant's failures
+    stood no longer alone: a SaaS with 70 tenants lost the protection, the re-audit)."""
+    dropped = principals.add(principal, now, failed=failed)
+    if dropped is not None:
+        total.remove(dropped, now)

@@ -43,13 +43,36 @@ def test_the_failures_of_a_tenant_alone_on_a_deployment_are_the_deployment_s() -
     assert _failed(attribution, "a", 10) == [True] * 10
 
 
+def _interleaved(attribution: Attribution, poisoner: str, others: list[str],
+                 rounds: int, failures: int = 1) -> list[bool]:
+    """Each round, the next of `others` served once, then `failures` of `poisoner`'s failed."""
+    counted = []
+    for i in range(rounds):
+        _served(attribution, others[i % len(others)], 1)
+        counted += _failed(attribution, poisoner, failures)
+    return counted
+
+
 def test_one_tenants_failures_while_another_is_served_fine_are_its_own() -> None:
     attribution = Attribution()
     _served(attribution, "a", 20)
-    assert _failed(attribution, "b", 50) == [False] * 50
-    _served(attribution, "a", 5)
-    assert _failed(attribution, "b", 10) == [False] * 10
+    assert _interleaved(attribution, "b", ["a"], 50, failures=2) == [False] * 100
     assert _failed(attribution, "a", 1) == [True]  # b is never served: a's failure stands
+
+
+def test_failures_in_a_row_with_no_one_served_between_are_an_outage_beginning() -> None:
+    """Whoever sends them: a tenant served once before an outage held every failure of the
+    busy tenant's back while its success stayed in the window (7-8 s in the re-audit, the busy
+    tenant's clients answered 503); a poisoner's burst of three counts the same way."""
+    attribution = Attribution()
+    _served(attribution, "b", 1)
+    _served(attribution, "a", 20)
+    assert _failed(attribution, "a", 5) == [False, False, True, True, True]
+    poisoned = Attribution()
+    _served(poisoned, "a", 20)
+    assert _failed(poisoned, "c", 3) == [False, False, True]
+    _served(poisoned, "a", 1)  # a success, whoever's, ends the run
+    assert _failed(poisoned, "c", 2) == [False, False]
 
 
 def test_a_blip_of_another_tenant_does_not_make_them_count() -> None:
@@ -58,7 +81,7 @@ def test_a_blip_of_another_tenant_does_not_make_them_count() -> None:
     attribution = Attribution()
     _served(attribution, "a", 50)
     _failed(attribution, "a", 1)
-    assert _failed(attribution, "b", 20) == [False] * 20
+    assert _interleaved(attribution, "b", ["a"], 20) == [False] * 20
 
 
 def test_an_outage_failing_every_tenant_counts_after_a_few_of_the_others_failures() -> None:
@@ -89,14 +112,19 @@ def test_deployments_are_kept_apart() -> None:
     assert _failed(attribution, "b", 1, deployment="d") == [False]
 
 
-def test_only_so_many_tenants_are_kept_apart_the_others_count_as_everyone_s() -> None:
-    """With two tenants kept apart, a third heard since pushes out the oldest: a's verdicts are
-    then everyone's (in the deployment's counts only), so b's failures, taken out alone, leave
-    a's successes and c's: still b's own."""
-    attribution = Attribution(AttributionPolicy(max_principals=2))
-    _served(attribution, "a", 20)
-    _served(attribution, "c", 1)
-    assert _failed(attribution, "b", 3) == [False] * 3  # a is out: its answers stay the others'
+def test_a_tenant_pushed_out_takes_its_verdicts_with_it() -> None:
+    """Only `max_principals` tenants are kept apart; one pushed out leaves the deployment's
+    counts too. Kept there as everyone's, the poisoner's own failures, pushed out between two
+    of its requests by many other tenants, stood no longer alone: with 64 others, 117 of 120
+    counted (the re-audit of 2026-12-07)."""
+    attribution = Attribution(AttributionPolicy(max_principals=4))
+    others = [f"t{i}" for i in range(10)]
+    counted = []
+    for i in range(100):  # five others heard between two of p's requests: p is pushed out
+        for j in range(5):
+            _served(attribution, others[(5 * i + j) % len(others)], 1)
+        counted += _failed(attribution, "p", 1)
+    assert counted == [False] * 100
 
 
 def test_the_test_is_the_rankers() -> None:
@@ -146,10 +174,11 @@ def test_the_sink_leaves_one_tenants_failures_out_of_the_deployment_s_statistics
     for i in range(20):
         sink.record(_outcome("a", "d", failed=False, at=start + i * 0.001))
     for i in range(10):
-        sink.record(_outcome("b", "d", failed=True, at=start + 0.1 + i * 0.001))
-    assert [obs.error for obs in store.seen] == [None] * 20
-    assert _availability(slo, "d") == (20, 0)
-    assert _availability(slo, None) == (30, 10)
+        sink.record(_outcome("b", "d", failed=True, at=start + 0.1 + i * 0.002))
+        sink.record(_outcome("a", "d", failed=False, at=start + 0.101 + i * 0.002))
+    assert [obs.error for obs in store.seen] == [None] * 30
+    assert _availability(slo, "d") == (30, 0)
+    assert _availability(slo, None) == (40, 10)
 
 
 def test_the_sink_counts_a_lone_tenants_failures_as_before() -> None:

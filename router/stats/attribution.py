@@ -17,9 +17,9 @@ failures are not over the budget, the failure stands alone: it is the principal'
 recorded as the deployment's. An outage fails everyone, so once the others' failures are over
 the budget (two or three of theirs within the window) every failure counts again; a deployment
 one principal used alone in the window counts that principal's failures exactly as before.
-Failures in a row with no one served between them (`outage_run`, whoever's) count too: an
-outage beginning, which one earlier success of another principal's kept attributed for as long
-as it stayed in the window.
+A failure stands alone only while another principal was served since this principal's run
+of failures began (`Runs`): otherwise it is an outage beginning, which one earlier success of
+another principal's, still in the window, kept attributed (the re-audit of 2026-12-07).
 
 Per deployment, every verdict of the window and each principal's apart, in the breaker's own
 bookkeeping (`verdict_windows`), bounded: `max_principals` principals a deployment, and the
@@ -29,6 +29,7 @@ deployments are the configuration's. Per process: a replica decides on what it s
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from router.execution.breaker_rules import Counts, alone
@@ -48,9 +49,6 @@ class AttributionPolicy:
     window_slots: int = 15
     max_principals: int = 64
     error_z: float = 1.0
-    # failures in a row with no one served between them: read as the deployment's (an outage
-    # beginning) whoever sent them
-    outage_run: int = 3
 
     def __post_init__(self) -> None:
         if self.window_s <= 0 or self.window_slots < 1 or self.max_principals < 1:
@@ -73,35 +71,37 @@ class Attribution:
 
     def __init__(self, policy: AttributionPolicy | None = None) -> None:
         self.policy = policy if policy is not None else AttributionPolicy()
-        self._deployments: dict[str, tuple[Window, PrincipalWindows]] = {}
+        self._deployments: dict[str, tuple[Window, PrincipalWindows, Runs]] = {}
 
-    def _of(self, deployment: str, now: float) -> tuple[Window, PrincipalWindows]:
+    def _of(self, deployment: str, now: float) -> tuple[Window, PrincipalWindows, Runs]:
         kept = self._deployments.get(deployment)
         if kept is None:
             policy = self.policy
             kept = self._deployments[deployment] = (
                 Window(policy.window_s, policy.window_slots, now),
-                PrincipalWindows(policy.window_s, policy.window_slots, policy.max_principals))
+                PrincipalWindows(policy.window_s, policy.window_slots, policy.max_principals),
+                Runs(policy.max_principals))
         return kept
 
     def served(self, deployment: str, principal: str, now: float) -> None:
         """An attempt of `principal` on `deployment` succeeded at `now`."""
-        total, principals = self._of(deployment, now)
+        total, principals, runs = self._of(deployment, now)
         total.add(now, failed=False)
         _count(total, principals, principal, now, failed=False)
+        runs.served(principal, now)
 
     def failed(self, deployment: str, principal: str, now: float, budget: float) -> bool:
         """An attempt of `principal` on `deployment` failed at `now`: whether the failure is
         the deployment's (to be recorded in its statistics), not `principal`'s alone. `budget`:
         the request's error budget (one minus its task's availability objective)."""
-        total, principals = self._of(deployment, now)
+        total, principals, runs = self._of(deployment, now)
         total.add(now, failed=True)
         _count(total, principals, principal, now, failed=True)
-        if principals.run() >= self.policy.outage_run:
-            # No one served since these failures began: an outage beginning, whoever's
-            # failures they are (a success of another tenant's before it began held every
-            # failure of the busy tenant's back for 7-8 s, its clients answered 503 as the
-            # retry budget ran out: the re-audit of 2026-12-07)
+        if not runs.others_served_since_run(principal, now):
+            # No one else served since this principal's failures began: an outage beginning,
+            # not its own doing as far as anyone can tell (another tenant's success from before
+            # it began held every failure of the busy tenant's back for 7-8 s, its clients
+            # answered 503 as the retry budget ran out: the re-audit of 2026-12-07)
             return True
         everyone = Counts(0, *total.counts(now))
         error_z = self.policy.error_z
@@ -117,3 +117,33 @@ def _count(total: Window, principals: PrincipalWindows, principal: str, now: flo
     dropped = principals.add(principal, now, failed=failed)
     if dropped is not None:
         total.remove(dropped, now)
+
+
+class Runs:
+    """Per principal, when its current run of failures began (its first failure since its own
+    last success), and when each was last served; the `max_principals` heard most recently."""
+
+    def __init__(self, max_principals: int) -> None:
+        self._max = max_principals
+        self._last_served: OrderedDict[str, float] = OrderedDict()
+        self._run_began: OrderedDict[str, float] = OrderedDict()
+
+    def served(self, principal: str, now: float) -> None:
+        self._run_began.pop(principal, None)
+        _keep(self._last_served, principal, now, self._max)
+
+    def others_served_since_run(self, principal: str, now: float) -> bool:
+        """Count `principal`'s failure at `now`: whether another principal was served since its
+        run of failures began (this one, when it is the first)."""
+        began = self._run_began.get(principal)
+        if began is None:
+            began = now
+            _keep(self._run_began, principal, now, self._max)
+        return any(at >= began for other, at in self._last_served.items() if other != principal)
+
+
+def _keep(times: OrderedDict[str, float], principal: str, at: float, most: int) -> None:
+    times[principal] = at
+    times.move_to_end(principal)
+    while len(times) > most:
+        times.popitem(last=False)

@@ -65,7 +65,7 @@ def simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Runnin
     statistics are process state)."""
     directory = tmp_path_factory.mktemp("tenant-attribution")
     sim = start_simulator(directory, {name: PROFILE for name in
-                                      ("fast", "big", "fast-2", "big-2")})
+                                      ("fast", "big", "fast-2", "big-2", "fast-3", "big-3")})
     try:
         yield sim, directory
     finally:
@@ -205,3 +205,49 @@ def test_an_outage_failing_both_tenants_still_moves_their_traffic_within_seconds
 
 def _explained_off_loop(router: Running) -> str:
     return next(iter(_explained(router)))
+
+
+def test_an_outage_after_another_tenants_one_request_moves_the_busy_tenants_traffic(
+        simulator: tuple[Running, Path]) -> None:
+    """B is served once on `pt-fast`, then only A sends; `pt-fast` fails everything: A's
+    failures are `pt-fast`'s from its third in a row. B's one success, still in the window,
+    held every one of them back as A's own (the re-audit of 2026-12-07: `pt-big` first after
+    7-8 s instead of 0.5 s, and 12-15 of A's requests answered 503 as the retry budget ran out
+    on fallbacks)."""
+    sim, _ = simulator
+    with ExitStack() as stack:
+        router = _router(simulator, "router-stale", "fast-3", "big-3", stack)
+
+        async def scenario() -> tuple[float | None, list[Seen]]:
+            seen: list[Seen] = []
+            async with httpx.AsyncClient(base_url=router.base_url, timeout=30) as http:
+                once = await http.post("/v1/chat/completions", headers=_headers("KEY_B"),
+                                       json=_body("fast", "Say hello from B"))
+                assert once.status_code == 200, once.text
+                stop = asyncio.Event()
+                tenant_a = asyncio.create_task(
+                    _tenant(http, "KEY_A", "auto", "Say hello from A", seen, stop))
+                await asyncio.sleep(PHASE_S / 4)
+                assert await asyncio.to_thread(_explained_off_loop, router) == "pt-fast"
+                httpx.post(f"{sim.base_url}/control/models/fast-3",
+                           json={"error_rate_500": 1.0}, timeout=5).raise_for_status()
+                onset = time.monotonic()
+                moved = None
+                while time.monotonic() - onset < PHASE_S:
+                    await asyncio.sleep(0.25)
+                    if await asyncio.to_thread(_explained_off_loop, router) == "pt-big":
+                        moved = time.monotonic() - onset
+                        break
+                await asyncio.sleep(1.0)
+                stop.set()
+                await tenant_a
+            return moved, seen
+
+        try:
+            moved, seen = asyncio.run(scenario())
+        finally:
+            httpx.post(f"{sim.base_url}/control/models/fast-3", json={"error_rate_500": 0.0},
+                       timeout=5).raise_for_status()
+    assert moved is not None and moved <= 3.0, moved
+    assert all(status == 200 for _, status, _, _ in seen), Counter(
+        (status, code) for _, status, _, code in seen)

@@ -60,19 +60,19 @@ def test_one_tenants_failures_while_another_is_served_fine_are_its_own() -> None
     assert _failed(attribution, "a", 1) == [True]  # b is never served: a's failure stands
 
 
-def test_failures_in_a_row_with_no_one_served_between_are_an_outage_beginning() -> None:
-    """Whoever sends them: a tenant served once before an outage held every failure of the
-    busy tenant's back while its success stayed in the window (7-8 s in the re-audit, the busy
-    tenant's clients answered 503); a poisoner's burst of three counts the same way."""
+def test_failures_with_no_one_else_served_since_they_began_are_an_outage_beginning() -> None:
+    """A tenant served once before an outage held every failure of the busy tenant's back
+    while its success stayed in the window (7-8 s in the re-audit, the busy tenant's clients
+    answered 503): another's success counts only when it came after the run began."""
     attribution = Attribution()
-    _served(attribution, "b", 1)
-    _served(attribution, "a", 20)
-    assert _failed(attribution, "a", 5) == [False, False, True, True, True]
+    _served(attribution, "b", 1, now=NOW - 2.0)
+    _served(attribution, "a", 20, now=NOW - 1.0)
+    assert _failed(attribution, "a", 5) == [True] * 5
     poisoned = Attribution()
-    _served(poisoned, "a", 20)
-    assert _failed(poisoned, "c", 3) == [False, False, True]
-    _served(poisoned, "a", 1)  # a success, whoever's, ends the run
-    assert _failed(poisoned, "c", 2) == [False, False]
+    _served(poisoned, "a", 20, now=NOW - 1.0)
+    assert _failed(poisoned, "c", 2) == [True, True]  # nobody else served since: c's count
+    _served(poisoned, "a", 1, now=NOW + 0.1)
+    assert _failed(poisoned, "c", 5, now=NOW + 0.2) == [False] * 5  # a served since: c's own
 
 
 def test_a_blip_of_another_tenant_does_not_make_them_count() -> None:
@@ -176,8 +176,11 @@ def test_the_sink_leaves_one_tenants_failures_out_of_the_deployment_s_statistics
     for i in range(10):
         sink.record(_outcome("b", "d", failed=True, at=start + 0.1 + i * 0.002))
         sink.record(_outcome("a", "d", failed=False, at=start + 0.101 + i * 0.002))
-    assert [obs.error for obs in store.seen] == [None] * 30
-    assert _availability(slo, "d") == (30, 0)
+    # b's first failure counts (no one else served since it began), the nine after a's
+    # answers are b's own
+    assert [obs.error for obs in store.seen].count(None) == 30
+    assert len(store.seen) == 31
+    assert _availability(slo, "d") == (31, 1)
     assert _availability(slo, None) == (40, 10)
 
 

@@ -287,8 +287,10 @@ class StatsSink:
                 error=None if cut else attempt.error_class, streamed=outcome.stream,
                 whole=whole)
             if obs.error is None:
-                self._attribution.served(attempt.deployment, outcome.tenant, obs.t)
-            elif not self._attribution.failed(attempt.deployment, outcome.tenant, obs.t, budget):
+                self._attribution.served(attempt.deployment, outcome.tenant, obs.t,
+                                         begun=attempt.started_at + offset)
+            elif not self._attribution.failed(attempt.deployment, outcome.tenant, obs.t, budget,
+                                              begun=attempt.started_at + offset):
                 continue  # its tenant's alone: the deployment served the others fine
             self._store.record(obs)
             self._slo.record_attempt(obs, outcome.stream)

@@ -44,8 +44,11 @@ class Window:
     def remove(self, part: Window, now: float) -> None:
         """Take `part`'s verdicts (a principal's own window, of the same width and slots) out
         of these."""
-        self._advance(now)
-        part._advance(now)
+        # both to the later of their clocks: a verdict recorded late (a request's attempt filed
+        # when the request ended) must not pair one ring's slot with the other's 30 s older
+        latest = max(now, self._slot * self._width, part._slot * part._width)
+        self._advance(latest)
+        part._advance(latest)
         for i in range(len(self._ok)):
             self._ok[i] = max(0, self._ok[i] - part._ok[i])
             self._failed[i] = max(0, self._failed[i] - part._failed[i])

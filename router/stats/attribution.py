@@ -17,9 +17,10 @@ failures are not over the budget, the failure stands alone: it is the principal'
 recorded as the deployment's. An outage fails everyone, so once the others' failures are over
 the budget (two or three of theirs within the window) every failure counts again; a deployment
 one principal used alone in the window counts that principal's failures exactly as before.
-A failure stands alone only while another principal was served since this principal's run
-of failures began (`Runs`): otherwise it is an outage beginning, which one earlier success of
-another principal's, still in the window, kept attributed (the re-audit of 2026-12-07).
+A failure stands alone only while another principal's answer began within `recent_s` (2 s)
+before it (`RecentAnswers`): otherwise the deployment is not known to serve anyone now, and
+an outage may be beginning (one earlier success of another principal's, still in the window,
+kept a busy tenant's failures attributed for 7-8 s: the re-audits of 2026-12-07).
 
 Per deployment, every verdict of the window and each principal's apart, in the breaker's own
 bookkeeping (`verdict_windows`), bounded: `max_principals` principals a deployment, and the
@@ -49,6 +50,9 @@ class AttributionPolicy:
     window_slots: int = 15
     max_principals: int = 64
     error_z: float = 1.0
+    # how recently another principal's answer must have begun for the deployment to count as
+    # serving others now (`RecentAnswers`): an outage is read as one at most this late
+    recent_s: float = 2.0
 
     def __post_init__(self) -> None:
         if self.window_s <= 0 or self.window_slots < 1 or self.max_principals < 1:
@@ -71,37 +75,45 @@ class Attribution:
 
     def __init__(self, policy: AttributionPolicy | None = None) -> None:
         self.policy = policy if policy is not None else AttributionPolicy()
-        self._deployments: dict[str, tuple[Window, PrincipalWindows, Runs]] = {}
+        self._deployments: dict[str, tuple[Window, PrincipalWindows, RecentAnswers]] = {}
 
-    def _of(self, deployment: str, now: float) -> tuple[Window, PrincipalWindows, Runs]:
+    def _of(self, deployment: str, now: float
+            ) -> tuple[Window, PrincipalWindows, RecentAnswers]:
         kept = self._deployments.get(deployment)
         if kept is None:
             policy = self.policy
             kept = self._deployments[deployment] = (
                 Window(policy.window_s, policy.window_slots, now),
                 PrincipalWindows(policy.window_s, policy.window_slots, policy.max_principals),
-                Runs(policy.max_principals))
+                RecentAnswers(policy.max_principals))
         return kept
 
-    def served(self, deployment: str, principal: str, now: float) -> None:
-        """An attempt of `principal` on `deployment` succeeded at `now`."""
-        total, principals, runs = self._of(deployment, now)
+    def served(self, deployment: str, principal: str, now: float,
+               begun: float | None = None) -> None:
+        """An attempt of `principal` on `deployment`, begun at `begun` (`now` when not
+        given), succeeded at `now`."""
+        total, principals, recent = self._of(deployment, now)
         total.add(now, failed=False)
         _count(total, principals, principal, now, failed=False)
-        runs.served(principal, now)
+        recent.answered(principal, now if begun is None else begun)
 
-    def failed(self, deployment: str, principal: str, now: float, budget: float) -> bool:
-        """An attempt of `principal` on `deployment` failed at `now`: whether the failure is
-        the deployment's (to be recorded in its statistics), not `principal`'s alone. `budget`:
-        the request's error budget (one minus its task's availability objective)."""
-        total, principals, runs = self._of(deployment, now)
+    def failed(self, deployment: str, principal: str, now: float, budget: float,
+               begun: float | None = None) -> bool:
+        """An attempt of `principal` on `deployment`, begun at `begun` (`now` when not given),
+        failed at `now`: whether the failure is the deployment's (to be recorded in its
+        statistics), not `principal`'s alone. `budget`: the request's error budget (one minus
+        its task's availability objective)."""
+        total, principals, recent = self._of(deployment, now)
         total.add(now, failed=True)
         _count(total, principals, principal, now, failed=True)
-        if not runs.others_served_since_run(principal, now):
-            # No one else served since this principal's failures began: an outage beginning,
-            # not its own doing as far as anyone can tell (another tenant's success from before
-            # it began held every failure of the busy tenant's back for 7-8 s, its clients
-            # answered 503 as the retry budget ran out: the re-audit of 2026-12-07)
+        since = (now if begun is None else begun) - self.policy.recent_s
+        if not recent.answered_since(since, other_than=principal):
+            # No other principal's answer begun lately: the deployment is not known to serve
+            # anyone now, so an outage may be beginning, whoever's failure this is. Another
+            # tenant's success still in the window held every failure of a busy tenant's back
+            # for 7-8 s (its clients answered 503 as the retry budget ran out), and a rule on
+            # each tenant's own run of failures let a poisoner's own successes restart it (the
+            # re-audits of 2026-12-07)
             return True
         everyone = Counts(0, *total.counts(now))
         error_z = self.policy.error_z
@@ -119,31 +131,25 @@ def _count(total: Window, principals: PrincipalWindows, principal: str, now: flo
         total.remove(dropped, now)
 
 
-class Runs:
-    """Per principal, when its current run of failures began (its first failure since its own
-    last success), and when each was last served; the `max_principals` heard most recently."""
+
+class RecentAnswers:
+    """When each principal's latest successful attempt on a deployment began (the
+    `max_principals` heard most recently). A start, not an end: an answer begun before an
+    outage and ended after it says nothing of the deployment now."""
 
     def __init__(self, max_principals: int) -> None:
         self._max = max_principals
-        self._last_served: OrderedDict[str, float] = OrderedDict()
-        self._run_began: OrderedDict[str, float] = OrderedDict()
+        self._begun: OrderedDict[str, float] = OrderedDict()
 
-    def served(self, principal: str, now: float) -> None:
-        self._run_began.pop(principal, None)
-        _keep(self._last_served, principal, now, self._max)
+    def answered(self, principal: str, begun: float) -> None:
+        if begun >= self._begun.get(principal, begun):
+            self._begun[principal] = begun
+        self._begun.move_to_end(principal)
+        while len(self._begun) > self._max:
+            self._begun.popitem(last=False)
 
-    def others_served_since_run(self, principal: str, now: float) -> bool:
-        """Count `principal`'s failure at `now`: whether another principal was served since its
-        run of failures began (this one, when it is the first)."""
-        began = self._run_began.get(principal)
-        if began is None:
-            began = now
-            _keep(self._run_began, principal, now, self._max)
-        return any(at >= began for other, at in self._last_served.items() if other != principal)
-
-
-def _keep(times: OrderedDict[str, float], principal: str, at: float, most: int) -> None:
-    times[principal] = at
-    times.move_to_end(principal)
-    while len(times) > most:
-        times.popitem(last=False)
+    def answered_since(self, since: float, other_than: str) -> bool:
+        """Whether a principal other than `other_than` had an answer begun at `since` or
+        later."""
+        return any(at >= since for principal, at in self._begun.items()
+                   if principal != other_than)

@@ -210,7 +210,8 @@ def _explained_off_loop(router: Running) -> str:
 def test_an_outage_after_another_tenants_one_request_moves_the_busy_tenants_traffic(
         simulator: tuple[Running, Path]) -> None:
     """B is served once on `pt-fast`, then only A sends; `pt-fast` fails everything: A's
-    failures are `pt-fast`'s from its third in a row. B's one success, still in the window,
+    failures are `pt-fast`'s once no answer of another tenant's began within 2 s before them.
+    B's one success, still in the window,
     held every one of them back as A's own (the re-audit of 2026-12-07: `pt-big` first after
     7-8 s instead of 0.5 s, and 12-15 of A's requests answered 503 as the retry budget ran out
     on fallbacks)."""
@@ -248,6 +249,10 @@ def test_an_outage_after_another_tenants_one_request_moves_the_busy_tenants_traf
         finally:
             httpx.post(f"{sim.base_url}/control/models/fast-3", json={"error_rate_500": 0.0},
                        timeout=5).raise_for_status()
-    assert moved is not None and moved <= 3.0, moved
-    assert all(status == 200 for _, status, _, _ in seen), Counter(
-        (status, code) for _, status, _, code in seen)
+    refused = Counter((status, code) for _, status, _, code in seen if status != 200)
+    # B's answer began about 2 s before the outage (`recent_s`): at most A's first failures
+    # are held back; on a loaded machine the ranking's move may take a poll or two longer and
+    # the retry budget refuse a fallback meanwhile (the merge's code: 12-15 refused, moved at
+    # 7-8 s)
+    assert moved is not None and moved <= 4.0, (moved, refused)
+    assert sum(refused.values()) <= 3, refused

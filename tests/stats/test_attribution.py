@@ -60,19 +60,44 @@ def test_one_tenants_failures_while_another_is_served_fine_are_its_own() -> None
     assert _failed(attribution, "a", 1) == [True]  # b is never served: a's failure stands
 
 
-def test_failures_with_no_one_else_served_since_they_began_are_an_outage_beginning() -> None:
-    """A tenant served once before an outage held every failure of the busy tenant's back
-    while its success stayed in the window (7-8 s in the re-audit, the busy tenant's clients
-    answered 503): another's success counts only when it came after the run began."""
+def test_failures_with_no_other_answer_begun_lately_are_an_outage_beginning() -> None:
+    """Another tenant's success from before an outage held every failure of the busy tenant's
+    back while it stayed in the window (7-8 s in the re-audit, the busy tenant's clients
+    answered 503): only another's answer begun within `recent_s` before a failure says the
+    deployment serves others now."""
     attribution = Attribution()
-    _served(attribution, "b", 1, now=NOW - 2.0)
+    _served(attribution, "b", 1, now=NOW - 3.0)
     _served(attribution, "a", 20, now=NOW - 1.0)
     assert _failed(attribution, "a", 5) == [True] * 5
-    poisoned = Attribution()
-    _served(poisoned, "a", 20, now=NOW - 1.0)
-    assert _failed(poisoned, "c", 2) == [True, True]  # nobody else served since: c's count
-    _served(poisoned, "a", 1, now=NOW + 0.1)
-    assert _failed(poisoned, "c", 5, now=NOW + 0.2) == [False] * 5  # a served since: c's own
+    quiet = Attribution()
+    _served(quiet, "a", 20, now=NOW - 3.0)
+    assert _failed(quiet, "c", 2) == [True, True]  # a quiet for 3 s: c's count
+    _served(quiet, "a", 1, now=NOW + 0.1)
+    assert _failed(quiet, "c", 5, now=NOW + 0.2) == [False] * 5  # a answered since: c's own
+
+
+def test_an_answer_begun_before_an_outage_and_ended_after_it_hides_nothing() -> None:
+    """A stream of b's begun before the outage and ended 0.3 s into it held a's failures back
+    for the window (30 s: the re-audit): an answer counts from when it began."""
+    attribution = Attribution()
+    _served(attribution, "a", 20, now=NOW - 5.0)
+    attribution.served("d", "b", NOW + 0.3, begun=NOW - 2.5)
+    assert [attribution.failed("d", "a", NOW + 0.4 + i / 5, BUDGET, begun=NOW + 0.2 + i / 5)
+            for i in range(10)] == [True] * 10
+
+
+def test_a_poisoners_own_answers_do_not_make_its_failures_count() -> None:
+    """A poisoner that also sends requests that succeed: its failures stay its own while the
+    others are answered (a rule on each tenant's own run of failures restarted it at each of
+    its successes: 150 of 150 counted in the re-audit)."""
+    attribution = Attribution()
+    counted = []
+    for i in range(150):
+        at = NOW + i * 0.2
+        attribution.served("d", "a", at)
+        attribution.served("d", "p", at + 0.05)
+        counted.append(attribution.failed("d", "p", at + 0.1, BUDGET))
+    assert counted == [False] * 150
 
 
 def test_a_blip_of_another_tenant_does_not_make_them_count() -> None:
@@ -176,11 +201,8 @@ def test_the_sink_leaves_one_tenants_failures_out_of_the_deployment_s_statistics
     for i in range(10):
         sink.record(_outcome("b", "d", failed=True, at=start + 0.1 + i * 0.002))
         sink.record(_outcome("a", "d", failed=False, at=start + 0.101 + i * 0.002))
-    # b's first failure counts (no one else served since it began), the nine after a's
-    # answers are b's own
-    assert [obs.error for obs in store.seen].count(None) == 30
-    assert len(store.seen) == 31
-    assert _availability(slo, "d") == (31, 1)
+    assert [obs.error for obs in store.seen] == [None] * 30
+    assert _availability(slo, "d") == (30, 0)
     assert _availability(slo, None) == (40, 10)
 
 
@@ -195,3 +217,18 @@ def test_the_sink_counts_a_lone_tenants_failures_as_before() -> None:
         sink.record(_outcome("a", "d", failed=True, at=start + 0.1 + i * 0.001))
     assert [obs.error for obs in store.seen].count("ProviderUnavailableError") == 5
     assert _availability(slo, "d") == (10, 5)
+
+
+def test_a_window_taken_out_late_is_aligned_with_the_total() -> None:
+    """A verdict filed late (at its attempt's time, when its request ended) paired the dropped
+    window's slot with the total's 30 s newer one and took another tenant's verdict out (the
+    re-audit)."""
+    from router.execution.verdict_windows import Window
+
+    total, dropped = Window(30.0, 15, NOW), Window(30.0, 15, NOW)
+    total.add(NOW, failed=True)
+    dropped.add(NOW, failed=True)
+    for _ in range(5):
+        total.add(NOW + 31.0, failed=True)
+    total.remove(dropped, NOW + 1.0)
+    assert total.counts(NOW + 31.0) == (5, 5)

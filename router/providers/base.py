@@ -189,8 +189,10 @@ def default_max_temperature(model: str) -> float:
 # are given in `router.providers.exception_mapping` and `router.providers.upstream_answers`.
 # The provider may have processed, and may bill, the prompt. An error the upstream answered (a
 # 408 or 504 is `upstream_timeout`, a 5xx ...) is not billed, nor is a request that never left
-# (a refused connection).
-_SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout", "upstream_stream_cut"})
+# (a refused connection). `first_token_timeout` is the runner's name for the adapter's timeout
+# before any content in a hedge race (`runner._unanswered`), priced as the adapter's code was.
+_SENT_UNANSWERED = frozenset({"upstream_dropped", "upstream_read_timeout", "upstream_stream_cut",
+                              "first_token_timeout"})
 
 
 # The request fields that limit an answer's output tokens (`max_tokens` is the legacy name).

@@ -116,6 +116,21 @@ def _explained(router: Running) -> dict[str, str]:
     return {first: details[first], **details}
 
 
+async def _seconds_until_moved(router: Running, sim: Running, model: str) -> float | None:
+    """`pt-fast` first for tenant A; then the simulator's `model` (its upstream) answers 500 to
+    everything: the seconds until `/v1/route/explain` puts `pt-big` first (polled every 0.25 s,
+    None after `PHASE_S`)."""
+    assert await asyncio.to_thread(_explained_off_loop, router) == "pt-fast"
+    httpx.post(f"{sim.base_url}/control/models/{model}",
+               json={"error_rate_500": 1.0}, timeout=5).raise_for_status()
+    onset = time.monotonic()
+    while time.monotonic() - onset < PHASE_S:
+        await asyncio.sleep(0.25)
+        if await asyncio.to_thread(_explained_off_loop, router) == "pt-big":
+            return time.monotonic() - onset
+    return None
+
+
 def test_one_tenants_poison_prompts_leave_the_others_traffic_on_the_cheaper_deployment(
         simulator: tuple[Running, Path]) -> None:
     """A's `auto` requests stay on `pt-fast` while B's pinned poison prompts fail there (every
@@ -181,16 +196,7 @@ def test_an_outage_failing_both_tenants_still_moves_their_traffic_within_seconds
                     _tenant(http, key, "auto", f"Say hello from {key}", seen, stop))
                     for key in KEYS]
                 await asyncio.sleep(PHASE_S / 2)
-                assert await asyncio.to_thread(_explained_off_loop, router) == "pt-fast"
-                httpx.post(f"{sim.base_url}/control/models/fast-2",
-                           json={"error_rate_500": 1.0}, timeout=5).raise_for_status()
-                onset = time.monotonic()
-                moved = None
-                while time.monotonic() - onset < PHASE_S:
-                    await asyncio.sleep(0.25)
-                    if await asyncio.to_thread(_explained_off_loop, router) == "pt-big":
-                        moved = time.monotonic() - onset
-                        break
+                moved = await _seconds_until_moved(router, sim, "fast-2")
                 stop.set()
                 await asyncio.gather(*tenants)
             return moved
@@ -229,16 +235,7 @@ def test_an_outage_after_another_tenants_one_request_moves_the_busy_tenants_traf
                 tenant_a = asyncio.create_task(
                     _tenant(http, "KEY_A", "auto", "Say hello from A", seen, stop))
                 await asyncio.sleep(PHASE_S / 4)
-                assert await asyncio.to_thread(_explained_off_loop, router) == "pt-fast"
-                httpx.post(f"{sim.base_url}/control/models/fast-3",
-                           json={"error_rate_500": 1.0}, timeout=5).raise_for_status()
-                onset = time.monotonic()
-                moved = None
-                while time.monotonic() - onset < PHASE_S:
-                    await asyncio.sleep(0.25)
-                    if await asyncio.to_thread(_explained_off_loop, router) == "pt-big":
-                        moved = time.monotonic() - onset
-                        break
+                moved = await _seconds_until_moved(router, sim, "fast-3")
                 await asyncio.sleep(1.0)
                 stop.set()
                 await tenant_a

@@ -189,12 +189,16 @@ def _availability(slo: SloTracker, deployment: str | None) -> tuple[int, int]:
     return sli.total, sli.bad
 
 
+def _sink() -> tuple[RecordingStore, SloTracker, StatsSink]:
+    store = RecordingStore()
+    slo = SloTracker({"chat": SloTargets(availability=0.995)})
+    return store, slo, StatsSink(store, slo)
+
+
 def test_the_sink_leaves_one_tenants_failures_out_of_the_deployment_s_statistics() -> None:
     """b's ten failed requests on `d`, with a served there: the store sees a's answers only,
     `d`'s SLO series no failure; the task's SLO counts b's failures, which its clients got."""
-    store = RecordingStore()
-    slo = SloTracker({"chat": SloTargets(availability=0.995)})
-    sink = StatsSink(store, slo)
+    store, slo, sink = _sink()
     start = time.perf_counter()
     for i in range(20):
         sink.record(_outcome("a", "d", failed=False, at=start + i * 0.001))
@@ -207,9 +211,7 @@ def test_the_sink_leaves_one_tenants_failures_out_of_the_deployment_s_statistics
 
 
 def test_the_sink_counts_a_lone_tenants_failures_as_before() -> None:
-    store = RecordingStore()
-    slo = SloTracker({"chat": SloTargets(availability=0.995)})
-    sink = StatsSink(store, slo)
+    store, slo, sink = _sink()
     start = time.perf_counter()
     for i in range(5):
         sink.record(_outcome("a", "d", failed=False, at=start + i * 0.001))

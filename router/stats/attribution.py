@@ -76,6 +76,7 @@ class Attribution:
     def __init__(self, policy: AttributionPolicy | None = None) -> None:
         self.policy = policy if policy is not None else AttributionPolicy()
         self._deployments: dict[str, tuple[Window, PrincipalWindows, RecentAnswers]] = {}
+        self._latest: dict[str, float] = {}
 
     def _of(self, deployment: str, now: float
             ) -> tuple[Window, PrincipalWindows, RecentAnswers]:
@@ -88,14 +89,27 @@ class Attribution:
                 RecentAnswers(policy.max_principals))
         return kept
 
+    def _filed_at(self, deployment: str, now: float) -> float:
+        """The time a verdict is counted at: `now`, or the latest time counted on `deployment`
+        when `now` is older. Attempts are filed when their request ends, at their own end, so
+        a verdict often comes after newer ones of others'; counted at its own time it went into
+        the deployment's current slot and its principal's older one, expired from the latter
+        first, and the poisoner's own failures read as the others' (with a 1 s fallback after
+        each, 30 to 911 of its failures counted: the re-audit of 2026-12-07)."""
+        latest = max(now, self._latest.get(deployment, now))
+        self._latest[deployment] = latest
+        return latest
+
     def served(self, deployment: str, principal: str, now: float,
                begun: float | None = None) -> None:
         """An attempt of `principal` on `deployment`, begun at `begun` (`now` when not
         given), succeeded at `now`."""
+        begun = now if begun is None else begun
+        now = self._filed_at(deployment, now)
         total, principals, recent = self._of(deployment, now)
         total.add(now, failed=False)
         _count(total, principals, principal, now, failed=False)
-        recent.answered(principal, now if begun is None else begun)
+        recent.answered(principal, begun)
 
     def failed(self, deployment: str, principal: str, now: float, budget: float,
                begun: float | None = None) -> bool:
@@ -103,10 +117,11 @@ class Attribution:
         failed at `now`: whether the failure is the deployment's (to be recorded in its
         statistics), not `principal`'s alone. `budget`: the request's error budget (one minus
         its task's availability objective)."""
+        since = (now if begun is None else begun) - self.policy.recent_s
+        now = self._filed_at(deployment, now)
         total, principals, recent = self._of(deployment, now)
         total.add(now, failed=True)
         _count(total, principals, principal, now, failed=True)
-        since = (now if begun is None else begun) - self.policy.recent_s
         if not recent.answered_since(since, other_than=principal):
             # No other principal's answer begun lately: the deployment is not known to serve
             # anyone now, so an outage may be beginning, whoever's failure this is. Another

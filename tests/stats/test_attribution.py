@@ -234,3 +234,21 @@ def test_a_window_taken_out_late_is_aligned_with_the_total() -> None:
         total.add(NOW + 31.0, failed=True)
     total.remove(dropped, NOW + 1.0)
     assert total.counts(NOW + 31.0) == (5, 5)
+
+
+def test_a_failure_filed_late_stays_the_poisoners_own() -> None:
+    """Attempts are filed when their request ends: P's failed attempt, filed 1 s later (its
+    fallback elsewhere took that long), came after T's newer verdicts; counted at its own time
+    it went into the deployment's current slot and P's older one, expired from P's first, and
+    P's own failures read as T's (30 of 160 counted in the re-audit). T never fails."""
+    attribution = Attribution()
+    filed: list[tuple[float, str, float, float]] = []  # (filed at, tenant, begun, ended)
+    filed += [(k + 0.3, "t", float(k), k + 0.3) for k in range(100)]
+    filed += [(x + 1.05, "p", x, x + 0.05) for x in (i / 4 for i in range(160, 320))]
+    counted = []
+    for _, tenant, begun, ended in sorted(filed):
+        if tenant == "t":
+            attribution.served("d", "t", ended, begun=begun)
+        elif attribution.failed("d", "p", ended, 0.01, begun=begun):
+            counted.append(ended)
+    assert counted == []

@@ -86,10 +86,9 @@ async def look(url: str, timeout_s: float = LOOK_TIMEOUT_S) -> Look | None:
 
     client = aioredis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
     try:
-        try:
-            await client.ping()
-        except (OSError, RedisError) as exc:
-            why = refusal(exc)
+        error = await answers(client)
+        if error is not None:
+            why = refusal(error)
             return Look(refused=why) if why is not None else None
         try:
             return Look(policy=evicting_policy(await client.info("memory")))

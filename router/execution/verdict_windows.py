@@ -94,11 +94,6 @@ class PrincipalWindows:
             self._run.clear()  # a success, whoever's, ends everyone's run
         return dropped_window
 
-    def run(self) -> int:
-        """The deployment's failures since its last success, whoever's (of the principals
-        kept apart)."""
-        return sum(self._run.values())
-
     def counts(self, now: float) -> Iterator[tuple[str, Counts]]:
         """Each principal's counts, computed as they are read."""
         for principal, window in self._windows.items():

@@ -73,18 +73,26 @@ def message_of(exc: BaseException) -> str:
     return clean_message(str(getattr(exc, "message", None) or exc))
 
 
+def bytes_literal(text: str) -> str | None:
+    """The text of the bytes literal `text` begins with (`b'...'`, up to its last quote of
+    that kind), or None when it is not one."""
+    end = text.rfind(text[1:2] or "'", 2)
+    try:
+        quoted = ast.literal_eval(text[:end + 1]) if end > 1 else None
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return quoted.decode("utf-8", "replace") if isinstance(quoted, bytes) else None
+
+
 def error_fields(text: str) -> tuple[str | None, str | None, str | None]:
     """(message, code, param) of an error body given as JSON or a Python dict's repr."""
     stripped = text.strip()
     if stripped[:2] in ("b'", 'b"'):
         # A body quoted as bytes (litellm's streamed errors: `b'{"type":"error",...}'.`, the
         # sentence's full stop after it).
-        try:
-            quoted = ast.literal_eval(stripped[:stripped.rfind(stripped[1]) + 1])
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            quoted = None
-        if isinstance(quoted, bytes):
-            stripped = quoted.decode("utf-8", "replace").strip()
+        quoted = bytes_literal(stripped)
+        if quoted is not None:
+            stripped = quoted.strip()
     if not stripped.startswith("{"):
         return None, None, None
     parsed: object = None

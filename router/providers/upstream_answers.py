@@ -25,7 +25,6 @@ The messages are cleaned by `router.providers.error_text`.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import time
@@ -37,6 +36,7 @@ from router import errors as e
 from router.execution.backoff import retry_after_from_headers
 from router.providers.error_text import (
     SCAN_CHARS,
+    bytes_literal,
     clean_code,
     clean_message,
     clean_param,
@@ -168,7 +168,7 @@ def retry_delay_in_body(text: str) -> float | None:
     assert prefix is not None  # every part of it is optional
     at = prefix.end()
     if prefix.group("quoted"):  # quoted as bytes (litellm's Vertex errors)
-        quoted = _bytes_literal(text[prefix.start("quoted"):SCAN_CHARS])
+        quoted = bytes_literal(text[prefix.start("quoted"):SCAN_CHARS])
         if quoted is None:
             return None
         text, at = quoted, 0
@@ -188,16 +188,6 @@ def retry_delay_in_body(text: str) -> float | None:
             found = _DURATION.fullmatch(delay) if isinstance(delay, str) else None
             return float(found.group(1)) if found is not None else None
     return None
-
-
-def _bytes_literal(text: str) -> str | None:
-    """The text of the bytes literal `text` begins with (`b'...'`), or None."""
-    end = text.rfind(text[1], 2)
-    try:
-        quoted = ast.literal_eval(text[:end + 1]) if end > 1 else None
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return quoted.decode("utf-8", "replace") if isinstance(quoted, bytes) else None
 
 
 def misconfigured(status: int) -> e.ProviderMisconfiguredError:

@@ -68,6 +68,34 @@ def over_budget(counts: Counts, budget: float, error_z: float) -> bool:
     return rate - error_z * math.sqrt(rate * (1.0 - rate) / counts.requests) > budget
 
 
+@dataclass(slots=True)
+class _Deployment:
+    """One deployment's verdicts: all of them, each principal's apart, when each principal's
+    latest answer began, and the latest time a verdict was counted at."""
+
+    total: Window
+    principals: PrincipalWindows
+    recent: RecentAnswers
+    latest: float
+
+    def count(self, principal: str, now: float, failed: bool) -> float:
+        """A verdict of `principal`'s at `now`, counted at the latest time counted here (the
+        time returned). Attempts are filed when their request ends, at their own end, so a
+        verdict often comes after newer ones of others'; counted at its own time it went into
+        the deployment's current slot and its principal's older one, expired from the latter
+        first, and a poisoner's own failures read as the others' (with a 1 s fallback after
+        each, 30 to 911 of its failures counted: the re-audit of 2026-12-07). The verdicts of
+        a principal dropped to make room leave the total too (kept there as everyone's, the
+        64th tenant's failures stood no longer alone: a service with 70 tenants lost the
+        protection, the same re-audits)."""
+        self.latest = now = max(now, self.latest)
+        self.total.add(now, failed)
+        dropped = self.principals.add(principal, now, failed=failed)
+        if dropped is not None:
+            self.total.remove(dropped, now)
+        return now
+
+
 class Attribution:
     """Each deployment's verdicts over the window, every principal's apart: told of every
     verdict a deployment's statistics could count (`served`, `failed`), it says of a failure
@@ -75,41 +103,25 @@ class Attribution:
 
     def __init__(self, policy: AttributionPolicy | None = None) -> None:
         self.policy = policy if policy is not None else AttributionPolicy()
-        self._deployments: dict[str, tuple[Window, PrincipalWindows, RecentAnswers]] = {}
-        self._latest: dict[str, float] = {}
+        self._deployments: dict[str, _Deployment] = {}
 
-    def _of(self, deployment: str, now: float
-            ) -> tuple[Window, PrincipalWindows, RecentAnswers]:
+    def _of(self, deployment: str, now: float) -> _Deployment:
         kept = self._deployments.get(deployment)
         if kept is None:
             policy = self.policy
-            kept = self._deployments[deployment] = (
+            kept = self._deployments[deployment] = _Deployment(
                 Window(policy.window_s, policy.window_slots, now),
                 PrincipalWindows(policy.window_s, policy.window_slots, policy.max_principals),
-                RecentAnswers(policy.max_principals))
+                RecentAnswers(policy.max_principals), now)
         return kept
-
-    def _filed_at(self, deployment: str, now: float) -> float:
-        """The time a verdict is counted at: `now`, or the latest time counted on `deployment`
-        when `now` is older. Attempts are filed when their request ends, at their own end, so
-        a verdict often comes after newer ones of others'; counted at its own time it went into
-        the deployment's current slot and its principal's older one, expired from the latter
-        first, and the poisoner's own failures read as the others' (with a 1 s fallback after
-        each, 30 to 911 of its failures counted: the re-audit of 2026-12-07)."""
-        latest = max(now, self._latest.get(deployment, now))
-        self._latest[deployment] = latest
-        return latest
 
     def served(self, deployment: str, principal: str, now: float,
                begun: float | None = None) -> None:
         """An attempt of `principal` on `deployment`, begun at `begun` (`now` when not
         given), succeeded at `now`."""
-        begun = now if begun is None else begun
-        now = self._filed_at(deployment, now)
-        total, principals, recent = self._of(deployment, now)
-        total.add(now, failed=False)
-        _count(total, principals, principal, now, failed=False)
-        recent.answered(principal, begun)
+        kept = self._of(deployment, now)
+        kept.count(principal, now, failed=False)
+        kept.recent.answered(principal, now if begun is None else begun)
 
     def failed(self, deployment: str, principal: str, now: float, budget: float,
                begun: float | None = None) -> bool:
@@ -117,12 +129,10 @@ class Attribution:
         failed at `now`: whether the failure is the deployment's (to be recorded in its
         statistics), not `principal`'s alone. `budget`: the request's error budget (one minus
         its task's availability objective)."""
+        kept = self._of(deployment, now)
+        at = kept.count(principal, now, failed=True)
         since = (now if begun is None else begun) - self.policy.recent_s
-        now = self._filed_at(deployment, now)
-        total, principals, recent = self._of(deployment, now)
-        total.add(now, failed=True)
-        _count(total, principals, principal, now, failed=True)
-        if not recent.answered_since(since, other_than=principal):
+        if not kept.recent.answered_since(since, other_than=principal):
             # No other principal's answer begun lately: the deployment is not known to serve
             # anyone now, so an outage may be beginning, whoever's failure this is. Another
             # tenant's success still in the window held every failure of a busy tenant's back
@@ -130,21 +140,10 @@ class Attribution:
             # each tenant's own run of failures let a poisoner's own successes restart it (the
             # re-audits of 2026-12-07)
             return True
-        everyone = Counts(0, *total.counts(now))
+        everyone = Counts(0, *kept.total.counts(at))
         error_z = self.policy.error_z
         return not alone(lambda counts: over_budget(counts, budget, error_z), everyone,
-                         principals.of(principal, now))
-
-
-def _count(total: Window, principals: PrincipalWindows, principal: str, now: float,
-           failed: bool) -> None:
-    """A verdict into `principal`'s window; the verdicts of a principal dropped to make room
-    leave the deployment's counts too (kept in them as everyone's, the 64th tenant's failures
-    stood no longer alone: a SaaS with 70 tenants lost the protection, the re-audit)."""
-    dropped = principals.add(principal, now, failed=failed)
-    if dropped is not None:
-        total.remove(dropped, now)
-
+                         kept.principals.of(principal, at))
 
 
 class RecentAnswers:

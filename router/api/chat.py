@@ -147,11 +147,13 @@ class ChatHandler:
         given = received.get("x-request-id")
         # The strings a client chooses that every log line and span of the request record must
         # not hold its key (a `key_sha256` key is in no redaction list): an id holding one is
-        # refused once the caller is known, a tracestate dropped as an invalid one is.
-        holds_key = key_finder(
-            (v.decode("latin-1") for v in header_values(request.scope["headers"],
-                                                        b"authorization")),
-            self._pipeline.config.principals)
+        # refused once the caller is known, a tracestate dropped as an invalid one is. Looked
+        # for only in a request that sends either (most send neither).
+        def holds_key(text: str) -> bool:
+            return key_finder((v.decode("latin-1") for v in header_values(
+                request.scope["headers"], b"authorization")),
+                self._pipeline.config.principals)(text)
+
         refused_id = request_id_refusal(given, holds_key)
         request_id = given if given and refused_id is None else new_request_id()
         outcome = Outcome(request_id=request_id, tenant="", requested_model="", stream=False,
